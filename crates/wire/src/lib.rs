@@ -1,0 +1,13 @@
+//! isoe-wire: the iSCSI protocol core (RFC 7143), with no I/O.
+//!
+//! Owns PDU encoding and decoding (BHS, AHS, padding, CRC32C digests), text
+//! keys and their negotiation, the login stages and CHAP, and serial number
+//! arithmetic. It never touches sockets, threads, clocks or global state:
+//! callers feed bytes in and take bytes out.
+#![forbid(unsafe_code)]
+
+pub mod bhs;
+pub mod pdu;
+
+pub use bhs::{padded_len, Bhs, BHS_LEN};
+pub use pdu::{Lun, Opcode, ParseError, Pdu};

@@ -7,7 +7,15 @@
 #![forbid(unsafe_code)]
 
 pub mod bhs;
+pub mod chap;
+pub mod digest;
+pub mod frame;
+pub mod keys;
+pub mod login;
+pub mod negotiate;
 pub mod pdu;
+pub mod serial;
+pub mod text;
 
 pub use bhs::{padded_len, Bhs, BHS_LEN};
 pub use pdu::{Lun, Opcode, ParseError, Pdu};

@@ -1,1 +1,20 @@
-//! isoe-store
+//! isoe-store: the media behind a logical unit.
+//!
+//! Owns byte-addressed backing storage (memory, regular file, block device)
+//! with read, write, flush, unmap and write-zeroes. Knows nothing of SCSI,
+//! iSCSI or sockets: offsets and lengths are bytes, and range checks are
+//! against the store's size only.
+
+mod block;
+mod error;
+mod file;
+mod memory;
+mod positional;
+mod range;
+mod store;
+
+pub use block::BlockStore;
+pub use error::StoreError;
+pub use file::FileStore;
+pub use memory::MemoryStore;
+pub use store::Store;

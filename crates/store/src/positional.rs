@@ -1,0 +1,163 @@
+//! Positional I/O on an open file or block device (pread/pwrite, fdatasync,
+//! fallocate), shared by `FileStore` and `BlockStore`.
+
+use std::fs::File;
+use std::io::ErrorKind;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+
+use crate::range::check_range;
+use crate::StoreError;
+
+/// Largest zero buffer used when fallocate cannot zero a range for us.
+const ZERO_BUFFER_BYTES: u64 = 1 << 20;
+
+/// How many times an interrupted fallocate is retried before giving up.
+const FALLOCATE_RETRIES_MAX: u32 = 16;
+
+/// An open file with a fixed size, addressed by offset only (no seek pointer),
+/// so any number of threads can use it at once.
+#[derive(Debug)]
+pub(crate) struct PositionalFile {
+    file: File,
+    size_bytes: u64,
+    read_only: bool,
+}
+
+impl PositionalFile {
+    /// Wraps an open file whose usable size is `size_bytes`.
+    pub(crate) fn new(file: File, size_bytes: u64, read_only: bool) -> Self {
+        Self {
+            file,
+            size_bytes,
+            read_only,
+        }
+    }
+
+    pub(crate) fn size_bytes(&self) -> u64 {
+        self.size_bytes
+    }
+
+    pub(crate) fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), StoreError> {
+        check_range(offset, buf.len() as u64, self.size_bytes)?;
+        // read_exact_at loops on short reads and retries EINTR.
+        self.file
+            .read_exact_at(buf, offset)
+            .map_err(|source| StoreError::Io {
+                op: "pread",
+                offset,
+                source,
+            })
+    }
+
+    pub(crate) fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), StoreError> {
+        self.check_writable()?;
+        check_range(offset, buf.len() as u64, self.size_bytes)?;
+        // write_all_at loops on short writes and retries EINTR.
+        self.file
+            .write_all_at(buf, offset)
+            .map_err(|source| StoreError::Io {
+                op: "pwrite",
+                offset,
+                source,
+            })
+    }
+
+    pub(crate) fn flush(&self) -> Result<(), StoreError> {
+        if self.read_only {
+            return Ok(());
+        }
+        self.file.sync_data().map_err(|source| StoreError::Io {
+            op: "fdatasync",
+            offset: 0,
+            source,
+        })
+    }
+
+    /// Deallocates a range so it reads back as zeros.
+    pub(crate) fn punch_hole(&self, offset: u64, len: u64) -> Result<(), StoreError> {
+        self.zero_with(
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            offset,
+            len,
+        )
+    }
+
+    /// Zeros a range, keeping it allocated.
+    pub(crate) fn zero_range(&self, offset: u64, len: u64) -> Result<(), StoreError> {
+        self.zero_with(
+            libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE,
+            offset,
+            len,
+        )
+    }
+
+    fn check_writable(&self) -> Result<(), StoreError> {
+        if self.read_only {
+            Err(StoreError::ReadOnly)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Tries fallocate with `mode`; where the file system or device cannot do
+    /// it, writes zeros instead.
+    fn zero_with(&self, mode: libc::c_int, offset: u64, len: u64) -> Result<(), StoreError> {
+        self.check_writable()?;
+        check_range(offset, len, self.size_bytes)?;
+        if len == 0 {
+            return Ok(());
+        }
+        match self.fallocate(mode, offset, len) {
+            Ok(()) => Ok(()),
+            Err(error) if fallocate_unsupported(&error) => self.write_zero_bytes(offset, len),
+            Err(source) => Err(StoreError::Io {
+                op: "fallocate",
+                offset,
+                source,
+            }),
+        }
+    }
+
+    fn fallocate(&self, mode: libc::c_int, offset: u64, len: u64) -> std::io::Result<()> {
+        // Both fit: check_range bounded them by a size the kernel reported.
+        let offset_signed = libc::off_t::try_from(offset).map_err(|_| ErrorKind::InvalidInput)?;
+        let len_signed = libc::off_t::try_from(len).map_err(|_| ErrorKind::InvalidInput)?;
+        for _ in 0..FALLOCATE_RETRIES_MAX {
+            // SAFETY: fallocate takes a file descriptor and three integers and
+            // touches no memory of ours; the descriptor is owned by
+            // `self.file` and stays open for the duration of the call.
+            let rc =
+                unsafe { libc::fallocate(self.file.as_raw_fd(), mode, offset_signed, len_signed) };
+            if rc == 0 {
+                return Ok(());
+            }
+            let error = std::io::Error::last_os_error();
+            if error.kind() != ErrorKind::Interrupted {
+                return Err(error);
+            }
+        }
+        Err(ErrorKind::Interrupted.into())
+    }
+
+    fn write_zero_bytes(&self, offset: u64, len: u64) -> Result<(), StoreError> {
+        let zeros = vec![0u8; len.min(ZERO_BUFFER_BYTES) as usize];
+        let end = offset + len;
+        let mut position = offset;
+        while position < end {
+            let piece = (end - position).min(zeros.len() as u64) as usize;
+            self.write_at(position, &zeros[..piece])?;
+            position += piece as u64;
+        }
+        Ok(())
+    }
+}
+
+/// Whether fallocate failed because this file system or device lacks the mode
+/// (rather than because of a real I/O error).
+fn fallocate_unsupported(error: &std::io::Error) -> bool {
+    matches!(
+        error.raw_os_error(),
+        Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) | Some(libc::EINVAL) | Some(libc::ENODEV)
+    )
+}

@@ -1,0 +1,231 @@
+//! Behaviour every store must show, run against each implementation.
+
+use std::os::unix::fs::MetadataExt;
+use std::sync::Arc;
+
+use isoe_store::{BlockStore, FileStore, MemoryStore, Store, StoreError};
+
+const MIB: u64 = 1 << 20;
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+/// Writes across chunk (1 MiB) boundaries and reads back in different cuts.
+fn round_trip(store: &dyn Store) {
+    let data = pattern((2 * MIB + 1000) as usize, 7);
+    let offset = MIB - 500;
+    store.write_at(offset, &data).unwrap();
+    let mut back = vec![0u8; data.len()];
+    store.read_at(offset, &mut back).unwrap();
+    assert_eq!(back, data);
+    let mut piece = vec![0u8; 1000];
+    store.read_at(MIB - 100, &mut piece).unwrap();
+    assert_eq!(piece, data[400..1400]);
+    let mut before = vec![1u8; 100];
+    store.read_at(offset - 100, &mut before).unwrap();
+    assert!(
+        before.iter().all(|&b| b == 0),
+        "bytes before the write read as zeros"
+    );
+}
+
+fn out_of_range(store: &dyn Store) {
+    let size = store.size_bytes();
+    let mut buf = [0u8; 16];
+    assert!(matches!(
+        store.read_at(size - 8, &mut buf),
+        Err(StoreError::OutOfRange { .. })
+    ));
+    assert!(matches!(
+        store.write_at(size, &buf[..1]),
+        Err(StoreError::OutOfRange { .. })
+    ));
+    assert!(matches!(
+        store.read_at(u64::MAX - 4, &mut buf),
+        Err(StoreError::OutOfRange { .. })
+    ));
+    assert!(matches!(
+        store.unmap(size - 1, 2),
+        Err(StoreError::OutOfRange { .. })
+    ));
+    assert!(matches!(
+        store.write_zeroes(size + 1, 0),
+        Err(StoreError::OutOfRange { .. })
+    ));
+    store.read_at(size - 16, &mut buf).unwrap();
+    store.read_at(size, &mut []).unwrap();
+}
+
+fn unmap_and_zeroes_read_zeros(store: &dyn Store) {
+    store.write_at(0, &vec![0xaa; (3 * MIB) as usize]).unwrap();
+    store.unmap(100, 2 * MIB).unwrap();
+    store.write_zeroes(2 * MIB + 200, 1000).unwrap();
+    let mut back = vec![0u8; (3 * MIB) as usize];
+    store.read_at(0, &mut back).unwrap();
+    for (i, &b) in back.iter().enumerate() {
+        let i = i as u64;
+        let zero =
+            (100..100 + 2 * MIB).contains(&i) || (2 * MIB + 200..2 * MIB + 1200).contains(&i);
+        assert_eq!(b, if zero { 0 } else { 0xaa }, "byte {i}");
+    }
+}
+
+fn concurrent(store: Arc<dyn Store>) {
+    let threads: Vec<_> = (0..4u8)
+        .map(|t| {
+            let store = Arc::clone(&store);
+            std::thread::spawn(move || {
+                // Each thread owns a 700 KiB stripe that straddles chunk edges.
+                let offset = u64::from(t) * 700 * 1024;
+                for round in 0..20u8 {
+                    let data = pattern(700 * 1024, t.wrapping_mul(50).wrapping_add(round));
+                    store.write_at(offset, &data).unwrap();
+                    let mut back = vec![0u8; data.len()];
+                    store.read_at(offset, &mut back).unwrap();
+                    assert_eq!(back, data);
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+}
+
+#[test]
+fn memory_store_behaviour() {
+    let store = MemoryStore::new(4 * MIB + 512);
+    assert_eq!(store.size_bytes(), 4 * MIB + 512);
+    assert_eq!(store.kind(), "memory");
+    round_trip(&store);
+    out_of_range(&store);
+    unmap_and_zeroes_read_zeros(&store);
+    store.flush().unwrap();
+    concurrent(Arc::new(MemoryStore::new(4 * MIB)));
+}
+
+#[test]
+fn large_memory_store_is_lazy() {
+    // 64 GiB would be impossible to allocate eagerly on a 24 GiB machine.
+    let store = MemoryStore::new(64 << 30);
+    let mut buf = [1u8; 4096];
+    store.read_at((64 << 30) - 4096, &mut buf).unwrap();
+    assert_eq!(buf, [0u8; 4096]);
+    store.write_at(12345 << 20, &buf).unwrap();
+}
+
+#[test]
+fn file_store_behaviour() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lun0.img");
+    let store = FileStore::open(&path, Some(4 * MIB + 512)).unwrap();
+    assert_eq!(store.size_bytes(), 4 * MIB + 512);
+    assert_eq!(store.kind(), "file");
+    round_trip(&store);
+    out_of_range(&store);
+    unmap_and_zeroes_read_zeros(&store);
+    store.flush().unwrap();
+    let path2 = dir.path().join("lun1.img");
+    concurrent(Arc::new(FileStore::open(&path2, Some(4 * MIB)).unwrap()));
+}
+
+#[test]
+fn file_store_persists_across_reopen_and_grows() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lun.img");
+    assert!(matches!(
+        FileStore::open(&path, None),
+        Err(StoreError::SizeRequired { .. })
+    ));
+    {
+        let store = FileStore::open(&path, Some(MIB)).unwrap();
+        store.write_at(4096, b"durable bytes").unwrap();
+        store.flush().unwrap();
+    }
+    let store = FileStore::open(&path, None).unwrap();
+    assert_eq!(store.size_bytes(), MIB);
+    let mut back = [0u8; 13];
+    store.read_at(4096, &mut back).unwrap();
+    assert_eq!(&back, b"durable bytes");
+    drop(store);
+
+    // A smaller size never shrinks an existing file; a larger one grows it.
+    assert_eq!(
+        FileStore::open(&path, Some(4096)).unwrap().size_bytes(),
+        MIB
+    );
+    let grown = FileStore::open(&path, Some(2 * MIB)).unwrap();
+    assert_eq!(grown.size_bytes(), 2 * MIB);
+    grown.read_at(4096, &mut back).unwrap();
+    assert_eq!(&back, b"durable bytes");
+    drop(grown);
+
+    let read_only = FileStore::open_read_only(&path).unwrap();
+    read_only.read_at(4096, &mut back).unwrap();
+    assert_eq!(&back, b"durable bytes");
+    assert!(matches!(
+        read_only.write_at(0, b"x"),
+        Err(StoreError::ReadOnly)
+    ));
+    assert!(matches!(
+        read_only.unmap(0, 4096),
+        Err(StoreError::ReadOnly)
+    ));
+    read_only.flush().unwrap();
+}
+
+#[test]
+fn file_store_new_file_is_sparse_and_unmap_punches_holes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sparse.img");
+    let store = FileStore::open(&path, Some(64 * MIB)).unwrap();
+    let blocks_empty = std::fs::metadata(&path).unwrap().blocks();
+    assert!(
+        blocks_empty < 64,
+        "a new file is sparse (st_blocks {blocks_empty})"
+    );
+
+    store.write_at(0, &vec![0x55; (8 * MIB) as usize]).unwrap();
+    store.flush().unwrap();
+    let blocks_written = std::fs::metadata(&path).unwrap().blocks();
+    assert!(
+        blocks_written >= 8 * MIB / 512,
+        "writes allocate (st_blocks {blocks_written})"
+    );
+
+    store.unmap(0, 8 * MIB).unwrap();
+    let blocks_unmapped = std::fs::metadata(&path).unwrap().blocks();
+    assert!(
+        blocks_unmapped < blocks_written / 2,
+        "unmap frees blocks: {blocks_written} -> {blocks_unmapped}"
+    );
+    let mut back = vec![1u8; (8 * MIB) as usize];
+    store.read_at(0, &mut back).unwrap();
+    assert!(back.iter().all(|&b| b == 0));
+}
+
+#[test]
+fn block_store_on_a_regular_file() {
+    // A real block device needs privileges; a regular file exercises the same
+    // positional I/O and the size-by-seek path.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("disk");
+    std::fs::write(&path, vec![0u8; (4 * MIB + 512) as usize]).unwrap();
+    let store = BlockStore::open(&path, false).unwrap();
+    assert_eq!(store.size_bytes(), 4 * MIB + 512);
+    assert_eq!(store.kind(), "block");
+    round_trip(&store);
+    out_of_range(&store);
+    unmap_and_zeroes_read_zeros(&store);
+    store.flush().unwrap();
+
+    let read_only = BlockStore::open(&path, true).unwrap();
+    assert!(matches!(
+        read_only.write_at(0, b"x"),
+        Err(StoreError::ReadOnly)
+    ));
+    assert!(BlockStore::open(&dir.path().join("missing"), true).is_err());
+}

@@ -1,1 +1,569 @@
-//! (being written)
+//! PDU framing (RFC 7143 §11.2): an incremental decoder over a growing
+//! receive buffer, and the encoder.
+//!
+//! A PDU on the wire is, in order (RFC 7143 §11.2):
+//!
+//! ```text
+//! BHS (48) | AHS (TotalAHSLength * 4) | HeaderDigest (0/4)
+//!          | Data (DataSegmentLength) | pad to 4 | DataDigest (0/4)
+//! ```
+//!
+//! The decoder borrows everything from the caller's buffer and never
+//! allocates. It checks, as early as the bytes allow:
+//!
+//! 1. with header digests on, the header digest, as soon as BHS, AHS and
+//!    digest are in (at most 1072 bytes): every length in the header is
+//!    untrusted until then;
+//! 2. DataSegmentLength against our MaxRecvDataSegmentLength, as soon as the
+//!    BHS is in (or, with header digests, as soon as the digest matched), so a
+//!    peer can never make us buffer more than we declared;
+//! 3. the AHS chain, once the header is in;
+//! 4. the data digest, once the whole frame is in.
+//!
+//! Opcodes are not checked here: an unknown opcode still frames (its
+//! [`Frame::pdu`] returns [`ParseError::UnknownOpcode`]), so the caller can
+//! Reject it and skip exactly `len` bytes.
+
+use std::borrow::Cow;
+
+use crate::bhs::{field, Bhs, BHS_LEN};
+use crate::digest::{self, DIGEST_LEN};
+use crate::{padded_len, ParseError, Pdu};
+
+/// The largest AHS a BHS can announce: TotalAHSLength is one byte of 4-byte words.
+pub const MAX_AHS_LEN: usize = 255 * 4;
+
+/// The largest DataSegmentLength the 3-byte field can carry (RFC 7143 §11.2.1.5).
+pub const MAX_DATA_SEGMENT_LENGTH: u32 = (1 << 24) - 1;
+
+/// AHS type codes (RFC 7143 §11.2.2.1).
+pub mod ahs_type {
+    /// Extended CDB (RFC 7143 §11.3.5).
+    pub const EXTENDED_CDB: u8 = 1;
+    /// Bidirectional Read Expected Data Transfer Length (RFC 7143 §11.3.6).
+    pub const BIDI_READ_LENGTH: u8 = 2;
+}
+
+/// What the decoder checks a frame against; changed when login completes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameLimits {
+    /// The MaxRecvDataSegmentLength we declared (RFC 7143 §13.12).
+    pub max_recv_data_segment_length: u32,
+    /// HeaderDigest=CRC32C was negotiated (RFC 7143 §13.1).
+    pub header_digest: bool,
+    /// DataDigest=CRC32C was negotiated (RFC 7143 §13.1).
+    pub data_digest: bool,
+}
+
+impl FrameLimits {
+    /// Limits in force during login: RFC 7143 §6.2 and §13.12, MaxRecvDataSegmentLength
+    /// defaults to 8192 and digests only start with the Full Feature Phase.
+    pub const LOGIN: FrameLimits =
+        FrameLimits { max_recv_data_segment_length: 8192, header_digest: false, data_digest: false };
+
+    fn header_digest_len(&self) -> usize {
+        if self.header_digest {
+            DIGEST_LEN
+        } else {
+            0
+        }
+    }
+
+    /// RFC 7143 §11.2.4: a zero-length data segment has no data digest either.
+    fn data_digest_len(&self, data_len: usize) -> usize {
+        if self.data_digest && data_len > 0 {
+            DIGEST_LEN
+        } else {
+            0
+        }
+    }
+}
+
+/// A complete PDU borrowed from the receive buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct Frame<'a> {
+    /// The Basic Header Segment.
+    pub bhs: &'a [u8; BHS_LEN],
+    /// All Additional Header Segments, as on the wire (already checked to chain correctly).
+    pub ahs: &'a [u8],
+    /// The data segment, without padding or digest.
+    pub data: &'a [u8],
+}
+
+impl<'a> Frame<'a> {
+    /// The typed BHS.
+    pub fn pdu(&self) -> Result<Pdu, ParseError> {
+        Pdu::parse(self.bhs)
+    }
+
+    /// The full CDB: BHS bytes 32..48 followed by an Extended CDB AHS (type 1)
+    /// if present (RFC 7143 §11.3.5). Borrowed unless the CDB is longer than 16.
+    pub fn cdb(&self) -> Cow<'a, [u8]> {
+        let base = &self.bhs[field::CDB];
+        match ahs_segments(self.ahs).find(|s| s.ahs_type == ahs_type::EXTENDED_CDB) {
+            // RFC 7143 §11.3.5: AHSLength = CDBLength - 15, the first byte
+            // after the type is reserved, then CDB bytes 16 onwards.
+            Some(seg) if seg.body.len() > 1 => {
+                let mut cdb = Vec::with_capacity(base.len() + seg.body.len() - 1);
+                cdb.extend_from_slice(base);
+                cdb.extend_from_slice(&seg.body[1..]);
+                Cow::Owned(cdb)
+            }
+            _ => Cow::Borrowed(base),
+        }
+    }
+
+    /// Expected Bidirectional Read Data Length AHS (type 2), if present.
+    pub fn bidi_read_length(&self) -> Option<u32> {
+        // RFC 7143 §11.3.6: AHSLength 5, one reserved byte, then the length.
+        let seg = ahs_segments(self.ahs).find(|s| s.ahs_type == ahs_type::BIDI_READ_LENGTH)?;
+        let len = seg.body.get(1..5)?;
+        Some(u32::from_be_bytes([len[0], len[1], len[2], len[3]]))
+    }
+}
+
+/// What [`decode`] found at the start of the buffer.
+#[derive(Debug, Clone, Copy)]
+pub enum Decoded<'a> {
+    /// A whole PDU.
+    Frame {
+        /// The PDU, borrowed from the buffer.
+        frame: Frame<'a>,
+        /// Bytes consumed, including digests and padding.
+        len: usize,
+    },
+    /// The buffer holds only part of a PDU.
+    NeedMore {
+        /// Bytes needed in all, once known (48 until the BHS is complete).
+        total_len: usize,
+    },
+}
+
+/// Why the bytes at the start of the buffer are not a valid PDU frame.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    /// DataSegmentLength exceeds what we declared; detected as soon as the BHS is in, before buffering data. Carries the BHS (for a Reject) and the whole frame length.
+    #[error("data segment of {len} bytes exceeds MaxRecvDataSegmentLength {max}")]
+    DataSegmentTooLong {
+        /// DataSegmentLength as received.
+        len: u32,
+        /// Our MaxRecvDataSegmentLength.
+        max: u32,
+        /// Bytes the whole frame occupies, to skip it.
+        frame_len: usize,
+        /// The offending BHS.
+        bhs: [u8; BHS_LEN],
+    },
+    /// Header digest mismatch: the header can't be trusted; at ERL 0 the connection must be dropped.
+    #[error("header digest mismatch: computed {expected:#010x}, received {found:#010x}")]
+    HeaderDigest {
+        /// The digest computed over BHS and AHS.
+        expected: u32,
+        /// The digest received.
+        found: u32,
+    },
+    /// Data digest mismatch: frame length known, so the frame can be skipped and Rejected (reason 0x02).
+    #[error("data digest mismatch: computed {expected:#010x}, received {found:#010x}")]
+    DataDigest {
+        /// The digest computed over data and padding.
+        expected: u32,
+        /// The digest received.
+        found: u32,
+        /// Bytes the whole frame occupies, to skip it.
+        frame_len: usize,
+        /// The BHS of the damaged PDU.
+        bhs: [u8; BHS_LEN],
+    },
+    /// AHS malformed (lengths inconsistent).
+    #[error("malformed AHS")]
+    Ahs {
+        /// Bytes the whole frame occupies, to skip it.
+        frame_len: usize,
+        /// The offending BHS.
+        bhs: [u8; BHS_LEN],
+    },
+}
+
+/// Lengths of one frame, all derived from its BHS and the limits.
+struct Layout {
+    ahs_len: usize,
+    /// BHS + AHS + header digest.
+    header_len: usize,
+    data_len: usize,
+    /// Everything, through the data digest.
+    frame_len: usize,
+}
+
+impl Layout {
+    fn of(bhs: &[u8; BHS_LEN], limits: &FrameLimits) -> Layout {
+        let view = Bhs(bhs);
+        let ahs_len = view.total_ahs_len();
+        let data_len = view.data_segment_len();
+        let header_len = BHS_LEN + ahs_len + limits.header_digest_len();
+        let frame_len = header_len + padded_len(data_len) + limits.data_digest_len(data_len);
+        Layout { ahs_len, header_len, data_len, frame_len }
+    }
+}
+
+/// Decodes the PDU at the start of `buf`, or says how many bytes it needs.
+///
+/// Never panics and never allocates. On [`Decoded::Frame`] the caller
+/// consumes `len` bytes; on an error that carries `frame_len` it may Reject
+/// and skip that many bytes once they have arrived; on
+/// [`FrameError::HeaderDigest`] framing is lost.
+pub fn decode<'a>(buf: &'a [u8], limits: &FrameLimits) -> Result<Decoded<'a>, FrameError> {
+    let Some(bhs) = buf.first_chunk::<BHS_LEN>() else {
+        return Ok(Decoded::NeedMore { total_len: BHS_LEN });
+    };
+    let layout = Layout::of(bhs, limits);
+    let data_len_u32 = layout.data_len as u32; // at most 2^24 - 1
+    let too_long = data_len_u32 > limits.max_recv_data_segment_length;
+    let too_long_error = || FrameError::DataSegmentTooLong {
+        len: data_len_u32,
+        max: limits.max_recv_data_segment_length,
+        frame_len: layout.frame_len,
+        bhs: *bhs,
+    };
+
+    // Without a header digest the BHS is all there is to trust: reject an
+    // oversized segment right away, before any of its data is buffered.
+    if too_long && !limits.header_digest {
+        return Err(too_long_error());
+    }
+    let Some(header) = buf.get(..layout.header_len) else {
+        // With a header digest, an oversized length is reported only once the
+        // digest vouches for it; until then ask only for the header.
+        let total_len = if too_long { layout.header_len } else { layout.frame_len };
+        return Ok(Decoded::NeedMore { total_len });
+    };
+    let ahs_end = BHS_LEN + layout.ahs_len;
+    if limits.header_digest {
+        // RFC 7143 §11.2.3 / §13.1: the header digest covers BHS and AHS.
+        let expected = digest::crc32c(&header[..ahs_end]);
+        let found = read_digest(&header[ahs_end..]);
+        if expected != found {
+            return Err(FrameError::HeaderDigest { expected, found });
+        }
+        if too_long {
+            return Err(too_long_error());
+        }
+    }
+    let ahs = &header[BHS_LEN..ahs_end];
+    if !ahs_is_well_formed(ahs) {
+        return Err(FrameError::Ahs { frame_len: layout.frame_len, bhs: *bhs });
+    }
+    let Some(frame_bytes) = buf.get(..layout.frame_len) else {
+        return Ok(Decoded::NeedMore { total_len: layout.frame_len });
+    };
+    let data_start = layout.header_len;
+    let padded_end = data_start + padded_len(layout.data_len);
+    if limits.data_digest_len(layout.data_len) > 0 {
+        // RFC 7143 §11.2.3 / §13.1: the data digest covers data and padding.
+        let expected = digest::crc32c(&frame_bytes[data_start..padded_end]);
+        let found = read_digest(&frame_bytes[padded_end..]);
+        if expected != found {
+            return Err(FrameError::DataDigest { expected, found, frame_len: layout.frame_len, bhs: *bhs });
+        }
+    }
+    let frame = Frame { bhs, ahs, data: &frame_bytes[data_start..data_start + layout.data_len] };
+    Ok(Decoded::Frame { frame, len: layout.frame_len })
+}
+
+/// The digest in the first four bytes of `bytes` (the caller sized the slice).
+fn read_digest(bytes: &[u8]) -> u32 {
+    let mut raw = [0u8; DIGEST_LEN];
+    raw.copy_from_slice(&bytes[..DIGEST_LEN]);
+    digest::from_wire(raw)
+}
+
+/// One Additional Header Segment (RFC 7143 §11.2.2).
+struct AhsSegment<'a> {
+    ahs_type: u8,
+    /// The AHSLength bytes after the type: the type-specific byte, then data.
+    body: &'a [u8],
+}
+
+/// Walks the AHS chain; stops at the end or at the first inconsistent length.
+fn ahs_segments(mut ahs: &[u8]) -> impl Iterator<Item = AhsSegment<'_>> {
+    std::iter::from_fn(move || {
+        // RFC 7143 §11.2.2: AHSLength (2 bytes) counts the bytes after the
+        // type byte, excluding padding to a 4-byte boundary.
+        let (head, rest) = ahs.split_first_chunk::<3>()?;
+        let body_len = u16::from_be_bytes([head[0], head[1]]) as usize;
+        let body = rest.get(..body_len)?;
+        let segment_len = padded_len(3 + body_len);
+        ahs = ahs.get(segment_len..)?;
+        Some(AhsSegment { ahs_type: head[2], body })
+    })
+}
+
+/// True when the AHS chain covers `ahs` exactly.
+fn ahs_is_well_formed(ahs: &[u8]) -> bool {
+    let mut covered = 0usize;
+    for seg in ahs_segments(ahs) {
+        covered += padded_len(3 + seg.body.len());
+    }
+    covered == ahs.len()
+}
+
+/// Appends a whole PDU (BHS, AHS, header digest, data, padding, data digest) to `out`.
+///
+/// `ahs` must be whole 4-byte words (at most [`MAX_AHS_LEN`] bytes) and `data`
+/// at most [`MAX_DATA_SEGMENT_LENGTH`] bytes; these are caller bugs and panic.
+pub fn encode(out: &mut Vec<u8>, pdu: &Pdu, ahs: &[u8], data: &[u8], limits: &FrameLimits) {
+    let data_len = u32::try_from(data.len()).unwrap_or(u32::MAX);
+    let data_start = begin_pdu(out, pdu, ahs, data_len, limits);
+    out.extend_from_slice(data);
+    finish_pdu(out, data_start, limits);
+}
+
+/// Two-step encoding so a caller can read store data straight into the output buffer (one copy):
+/// writes header (+AHS +header digest) for a data segment of data_len bytes; returns the offset where data starts.
+pub fn begin_pdu(out: &mut Vec<u8>, pdu: &Pdu, ahs: &[u8], data_len: u32, limits: &FrameLimits) -> usize {
+    encode_header(out, pdu, ahs, data_len, limits);
+    out.len()
+}
+
+/// After the caller appended exactly data_len bytes at data_start: pads and appends the data digest.
+pub fn finish_pdu(out: &mut Vec<u8>, data_start: usize, limits: &FrameLimits) {
+    assert!(data_start <= out.len(), "finish_pdu: data_start {data_start} past the end {}", out.len());
+    let data_len = out.len() - data_start;
+    // RFC 7143 §11.2.3: pad with zeros to a 4-byte boundary.
+    out.resize(data_start + padded_len(data_len), 0);
+    if limits.data_digest_len(data_len) > 0 {
+        let crc = digest::crc32c(&out[data_start..]);
+        out.extend_from_slice(&digest::to_wire(crc));
+    }
+}
+
+/// For vectored sends where the data stays in another buffer: header part only (BHS+AHS+header digest) ...
+pub fn encode_header(out: &mut Vec<u8>, pdu: &Pdu, ahs: &[u8], data_len: u32, limits: &FrameLimits) {
+    assert!(ahs.len() % 4 == 0 && ahs.len() <= MAX_AHS_LEN, "AHS of {} bytes is not whole words", ahs.len());
+    assert!(data_len <= MAX_DATA_SEGMENT_LENGTH, "data segment of {data_len} bytes does not fit 24 bits");
+    let mut bhs = [0u8; BHS_LEN];
+    pdu.emit((ahs.len() / 4) as u8, data_len, &mut bhs);
+    let header_start = out.len();
+    out.extend_from_slice(&bhs);
+    out.extend_from_slice(ahs);
+    if limits.header_digest {
+        // RFC 7143 §11.2.3 / §13.1: the header digest covers BHS and AHS.
+        let crc = digest::crc32c(&out[header_start..]);
+        out.extend_from_slice(&digest::to_wire(crc));
+    }
+}
+
+/// ... and the trailer that follows the data: padding then the data digest (computed over data+padding). Returns bytes and count.
+pub fn data_trailer(data: &[u8], limits: &FrameLimits) -> ([u8; 8], usize) {
+    let mut trailer = [0u8; 8];
+    let pad = padded_len(data.len()) - data.len();
+    if limits.data_digest_len(data.len()) == 0 {
+        return (trailer, pad);
+    }
+    let crc = digest::data_digest(data);
+    trailer[pad..pad + DIGEST_LEN].copy_from_slice(&digest::to_wire(crc));
+    (trailer, pad + DIGEST_LEN)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pdu::{NopIn, NopOut, ScsiCommand};
+
+    const FFP: FrameLimits = FrameLimits { max_recv_data_segment_length: 65536, header_digest: true, data_digest: true };
+
+    fn nop_out() -> Pdu {
+        Pdu::NopOut(NopOut { initiator_task_tag: 7, target_transfer_tag: 0xffff_ffff, cmd_sn: 3, ..Default::default() })
+    }
+
+    fn expect_frame<'a>(d: Result<Decoded<'a>, FrameError>) -> (Frame<'a>, usize) {
+        match d {
+            Ok(Decoded::Frame { frame, len }) => (frame, len),
+            other => panic!("expected a frame, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn empty_and_short_buffers_need_the_bhs() {
+        for n in 0..BHS_LEN {
+            let buf = vec![0u8; n];
+            assert!(matches!(decode(&buf, &FFP), Ok(Decoded::NeedMore { total_len: BHS_LEN })));
+        }
+    }
+
+    #[test]
+    fn frame_length_with_padding_and_digests() {
+        let mut out = Vec::new();
+        encode(&mut out, &nop_out(), &[], b"hello", &FFP);
+        // 48 BHS + 4 HD + 8 padded data + 4 DD
+        assert_eq!(out.len(), 64);
+        let (frame, len) = expect_frame(decode(&out, &FFP));
+        assert_eq!(len, 64);
+        assert_eq!(frame.data, b"hello");
+        assert_eq!(frame.pdu().unwrap(), nop_out());
+    }
+
+    #[test]
+    fn no_data_digest_without_data() {
+        let mut out = Vec::new();
+        encode(&mut out, &nop_out(), &[], &[], &FFP);
+        assert_eq!(out.len(), 52);
+        assert_eq!(expect_frame(decode(&out, &FFP)).1, 52);
+    }
+
+    #[test]
+    fn need_more_reports_whole_frame_once_bhs_is_in() {
+        let mut out = Vec::new();
+        encode(&mut out, &nop_out(), &[], &[1u8; 100], &FrameLimits::LOGIN);
+        assert_eq!(out.len(), 148);
+        for n in BHS_LEN..out.len() {
+            assert!(matches!(decode(&out[..n], &FrameLimits::LOGIN), Ok(Decoded::NeedMore { total_len: 148 })));
+        }
+    }
+
+    #[test]
+    fn oversized_segment_is_refused_from_the_bhs_alone() {
+        let mut out = Vec::new();
+        encode_header(&mut out, &nop_out(), &[], 8193, &FrameLimits::LOGIN);
+        match decode(&out, &FrameLimits::LOGIN) {
+            Err(FrameError::DataSegmentTooLong { len: 8193, max: 8192, frame_len, bhs }) => {
+                assert_eq!(frame_len, 48 + 8196);
+                assert_eq!(&bhs[..], &out[..48]);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn oversized_segment_with_header_digest_waits_for_the_digest() {
+        let limits = FrameLimits { max_recv_data_segment_length: 512, ..FFP };
+        let mut out = Vec::new();
+        encode_header(&mut out, &nop_out(), &[], 513, &limits);
+        assert!(matches!(decode(&out[..48], &limits), Ok(Decoded::NeedMore { total_len: 52 })));
+        assert!(matches!(decode(&out, &limits), Err(FrameError::DataSegmentTooLong { len: 513, .. })));
+        // A damaged header is a header digest error, not a length error.
+        out[6] ^= 0x40;
+        assert!(matches!(decode(&out, &limits), Err(FrameError::HeaderDigest { .. })));
+    }
+
+    #[test]
+    fn damaged_header_digest() {
+        let mut out = Vec::new();
+        encode(&mut out, &nop_out(), &[], &[], &FFP);
+        out[20] ^= 1;
+        assert!(matches!(decode(&out, &FFP), Err(FrameError::HeaderDigest { .. })));
+    }
+
+    #[test]
+    fn damaged_data_digest_carries_frame_length() {
+        let mut out = Vec::new();
+        encode(&mut out, &nop_out(), &[], b"abc", &FFP);
+        out[53] ^= 1;
+        match decode(&out, &FFP) {
+            Err(FrameError::DataDigest { frame_len: 60, bhs, .. }) => assert_eq!(&bhs[..], &out[..48]),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn damaged_padding_fails_the_data_digest() {
+        // RFC 7143 §13.1: the padding is inside the data digest.
+        let mut out = Vec::new();
+        encode(&mut out, &nop_out(), &[], b"abc", &FFP);
+        out[55] = 0xee;
+        assert!(matches!(decode(&out, &FFP), Err(FrameError::DataDigest { .. })));
+    }
+
+    #[test]
+    fn unknown_opcode_still_frames() {
+        let mut out = Vec::new();
+        encode(&mut out, &nop_out(), &[], b"xy", &FrameLimits::LOGIN);
+        out[0] = 0x1c;
+        let (frame, len) = expect_frame(decode(&out, &FrameLimits::LOGIN));
+        assert_eq!(len, 52);
+        assert_eq!(frame.pdu(), Err(ParseError::UnknownOpcode(0x1c)));
+    }
+
+    fn extended_cdb_ahs(cdb_tail: &[u8]) -> Vec<u8> {
+        // RFC 7143 §11.3.5: AHSLength = CDBLength - 15, type 1, reserved byte.
+        let mut ahs = Vec::new();
+        ahs.extend_from_slice(&((cdb_tail.len() + 1) as u16).to_be_bytes());
+        ahs.push(ahs_type::EXTENDED_CDB);
+        ahs.push(0);
+        ahs.extend_from_slice(cdb_tail);
+        ahs.resize(padded_len(ahs.len()), 0);
+        ahs
+    }
+
+    #[test]
+    fn extended_cdb_and_bidi_length() {
+        let mut cdb = [0u8; 16];
+        cdb[0] = 0x7f;
+        let cmd = Pdu::ScsiCommand(ScsiCommand { final_bit: true, cdb, ..Default::default() });
+        let tail: Vec<u8> = (100u8..116).collect(); // a 32-byte CDB
+        let mut ahs = extended_cdb_ahs(&tail);
+        // RFC 7143 §11.3.6: AHSLength 5, type 2, reserved, length.
+        ahs.extend_from_slice(&[0, 5, ahs_type::BIDI_READ_LENGTH, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
+        let mut out = Vec::new();
+        encode(&mut out, &cmd, &ahs, &[], &FFP);
+        let (frame, _) = expect_frame(decode(&out, &FFP));
+        let full = frame.cdb();
+        assert_eq!(full.len(), 32);
+        assert_eq!(&full[..16], &cdb);
+        assert_eq!(&full[16..], &tail[..]);
+        assert_eq!(frame.bidi_read_length(), Some(0x0001_0000));
+    }
+
+    #[test]
+    fn plain_cdb_is_borrowed() {
+        let mut out = Vec::new();
+        let cmd = Pdu::ScsiCommand(ScsiCommand { cdb: [0x12; 16], ..Default::default() });
+        encode(&mut out, &cmd, &[], &[], &FFP);
+        let (frame, _) = expect_frame(decode(&out, &FFP));
+        assert!(matches!(frame.cdb(), Cow::Borrowed(c) if c == [0x12; 16]));
+        assert_eq!(frame.bidi_read_length(), None);
+    }
+
+    #[test]
+    fn ahs_longer_than_announced_is_malformed() {
+        let mut out = Vec::new();
+        // One AHS word whose AHSLength claims 9 bytes.
+        encode(&mut out, &nop_out(), &[0, 9, 1, 0], &[], &FrameLimits::LOGIN);
+        assert!(matches!(decode(&out, &FrameLimits::LOGIN), Err(FrameError::Ahs { frame_len: 52, .. })));
+    }
+
+    #[test]
+    fn two_step_and_vectored_encodings_match_encode() {
+        let data = b"seven b";
+        for limits in [FrameLimits::LOGIN, FFP] {
+            let mut whole = Vec::new();
+            encode(&mut whole, &Pdu::NopIn(NopIn::default()), &[], data, &limits);
+
+            let mut two_step = Vec::new();
+            let start = begin_pdu(&mut two_step, &Pdu::NopIn(NopIn::default()), &[], data.len() as u32, &limits);
+            two_step.extend_from_slice(data);
+            finish_pdu(&mut two_step, start, &limits);
+            assert_eq!(two_step, whole);
+
+            let mut vectored = Vec::new();
+            encode_header(&mut vectored, &Pdu::NopIn(NopIn::default()), &[], data.len() as u32, &limits);
+            vectored.extend_from_slice(data);
+            let (trailer, n) = data_trailer(data, &limits);
+            vectored.extend_from_slice(&trailer[..n]);
+            assert_eq!(vectored, whole);
+        }
+    }
+
+    #[test]
+    fn data_trailer_shapes() {
+        assert_eq!(data_trailer(&[], &FFP).1, 0);
+        assert_eq!(data_trailer(&[1, 2, 3, 4], &FFP).1, 4);
+        assert_eq!(data_trailer(&[1], &FFP).1, 7);
+        assert_eq!(data_trailer(&[1], &FrameLimits::LOGIN), ([0u8; 8], 3));
+    }
+
+    #[test]
+    fn login_limits() {
+        assert_eq!(FrameLimits::LOGIN.max_recv_data_segment_length, 8192);
+        assert!(!FrameLimits::LOGIN.header_digest && !FrameLimits::LOGIN.data_digest);
+    }
+}

@@ -1,1 +1,37 @@
-fn main() {}
+//! `isoe`: argument parsing and wiring; the logic lives in the crates.
+
+use clap::{Parser, Subcommand};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+mod target_cmd;
+
+/// isoe: a software iSCSI stack with offload-class CPU efficiency.
+#[derive(Parser, Debug)]
+#[command(name = "isoe", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Serve LUNs over iSCSI. With no options: 127.0.0.1:3260,
+    /// iqn.2026-11.io.isoe:target0, LUN 0 = 1 GiB memory.
+    Target {
+        /// Portal to listen on (repeatable); replaces the configured portals.
+        #[arg(long = "listen", value_name = "ADDR:PORT")]
+        listen: Vec<SocketAddr>,
+        /// TOML configuration file (portals, targets, LUNs, ACLs, parameters).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Target { listen, config } => target_cmd::run(config.as_deref(), &listen),
+    }
+}

@@ -1,0 +1,71 @@
+//! `isoe target`: load the configuration, serve until SIGINT/SIGTERM, shut down cleanly.
+
+use isoe_target::config::StoreSpec;
+use isoe_target::Config;
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::ExitCode;
+
+fn describe_store(spec: &StoreSpec) -> String {
+    match spec {
+        StoreSpec::Memory { size_bytes } => format!("memory {} MiB", size_bytes >> 20),
+        StoreSpec::File { path, .. } => format!("file {}", path.display()),
+        StoreSpec::Block { path } => format!("block {}", path.display()),
+    }
+}
+
+/// Runs the target; returns when a signal asked it to stop.
+pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
+    let mut config = match config_path {
+        Some(path) => match Config::load(path) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("isoe target: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => Config::embedded_default(),
+    };
+    if !listen.is_empty() {
+        config.portals = listen.to_vec();
+    }
+    let mut signals = match Signals::new([SIGINT, SIGTERM]) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("isoe target: cannot install signal handlers: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let summary: Vec<String> = config
+        .targets
+        .iter()
+        .flat_map(|t| t.luns.iter().map(move |l| format!("{} LUN {} ({})", t.name, l.number, describe_store(&l.store))))
+        .collect();
+    let running = match isoe_target::start(config) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("isoe target: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut stdout = std::io::stdout();
+    for portal in running.portals() {
+        let _ = writeln!(stdout, "isoe target: listening on {portal}");
+    }
+    for line in &summary {
+        let _ = writeln!(stdout, "isoe target: serving {line}");
+    }
+    let _ = stdout.flush();
+    let signal = signals.forever().next();
+    eprintln!("isoe target: signal {} received, shutting down", signal.unwrap_or(0));
+    match running.shutdown() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("isoe target: syncing stores at shutdown failed: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,904 @@
+//! One iSCSI connection on the target side: login, then full feature phase.
+//!
+//! A state machine in the sans-IO manner: the driver feeds it decoded frames
+//! ([`Connection::handle_frame`]) and clock ticks ([`Connection::handle_tick`])
+//! with the time passed in, and sends what accumulates in [`Connection::out`].
+//! SCSI commands execute inline on the connection's thread, so a connection's
+//! work never crosses threads (ARCHITECTURE.md, datapath rule 4).
+
+use crate::discovery;
+use crate::output::Output;
+use crate::registry::{login_config, Server, Target};
+use crate::session::{Admit, Member, Session};
+use crate::write_task::{DataOutError, WriteTask};
+use isoe_scsi::{Completion, LogicalUnit, Status};
+use isoe_wire::frame::{Frame, FrameError, FrameLimits};
+use isoe_wire::login::{LoginOutcome, TargetLogin};
+use isoe_wire::negotiate::SessionType;
+use isoe_wire::pdu::{
+    self, login_status, logout, reject, tmf, DataIn, DataOut, LoginRequest, LogoutRequest, LogoutResponse, Lun, NopIn,
+    NopOut, Reject, ScsiCommand, ScsiResponse, TaskMgmtRequest, TaskMgmtResponse, TextRequest, TextResponse,
+    RESERVED_TAG,
+};
+use isoe_wire::{ParseError, Pdu};
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// SCSI opcode of REPORT LUNS, answered for the whole target (SPC-5 6.33).
+const REPORT_LUNS: u8 = 0xa0;
+/// Write tasks a connection keeps waiting for Data-Out at once.
+const WRITE_TASKS_MAX: usize = 256;
+/// Largest Expected Data Transfer Length accepted for a write (bounds what a peer makes us buffer).
+pub const WRITE_TRANSFER_BYTES_MAX: u32 = 64 << 20;
+/// Largest text a peer may send across continued Text Requests.
+const TEXT_REQUEST_BYTES_MAX: usize = 64 << 10;
+
+/// What the driver should do after feeding an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Keep reading.
+    Continue,
+    /// Send what is queued, then close the connection.
+    Close,
+}
+
+struct LoginPhase {
+    machine: TargetLogin,
+    first_request: Option<LoginRequest>,
+}
+
+enum Phase {
+    Login(Box<LoginPhase>),
+    Full(Arc<Session>),
+    Closed,
+}
+
+struct PendingText {
+    target_transfer_tag: u32,
+    data: Vec<u8>,
+    sent: usize,
+}
+
+struct Ping {
+    target_transfer_tag: u32,
+    sent_at: Instant,
+}
+
+/// Counters a connection keeps for metrics.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ConnectionStats {
+    /// SCSI commands completed.
+    pub commands: u64,
+    /// PDUs received.
+    pub pdus_in: u64,
+    /// Rejects sent.
+    pub rejects: u64,
+}
+
+/// The target side of one connection.
+pub struct Connection {
+    server: Arc<Server>,
+    serial: u64,
+    local: SocketAddr,
+    phase: Phase,
+    recv_limits: FrameLimits,
+    send_limits: FrameLimits,
+    max_send_segment: u32,
+    stat_sn: u32,
+    cid: u16,
+    /// PDUs waiting to be sent.
+    pub out: Output,
+    pool: Vec<Vec<u8>>,
+    writes: HashMap<u32, WriteTask>,
+    next_ttt: u32,
+    text_in: Vec<u8>,
+    text_out: Option<PendingText>,
+    last_rx: Instant,
+    ping: Option<Ping>,
+    nop_interval: Duration,
+    nop_timeout: Duration,
+    socket: Option<TcpStream>,
+    bound: Option<Arc<Session>>,
+    /// Counters.
+    pub stats: ConnectionStats,
+}
+
+impl Connection {
+    /// A connection that has just been accepted on `local`. `socket` (a clone
+    /// of the accepted stream) lets the session shut it down from elsewhere
+    /// and lets the connection flush before it waits on a CmdSN gap.
+    pub fn new(server: Arc<Server>, local: SocketAddr, socket: Option<TcpStream>, now: Instant) -> Connection {
+        let defaults = &server.config.defaults;
+        let machine = TargetLogin::new(login_config(defaults, 1));
+        let serial = server.next_serial();
+        let nop_interval = Duration::from_secs(defaults.nop_in_interval_s as u64);
+        let nop_timeout = Duration::from_secs(defaults.nop_in_timeout_s as u64);
+        Connection {
+            server,
+            serial,
+            local,
+            phase: Phase::Login(Box::new(LoginPhase { machine, first_request: None })),
+            recv_limits: FrameLimits::LOGIN,
+            send_limits: FrameLimits::LOGIN,
+            max_send_segment: FrameLimits::LOGIN.max_recv_data_segment_length,
+            stat_sn: 0,
+            cid: 0,
+            out: Output::default(),
+            pool: Vec::new(),
+            writes: HashMap::new(),
+            next_ttt: 1,
+            text_in: Vec::new(),
+            text_out: None,
+            last_rx: now,
+            ping: None,
+            nop_interval,
+            nop_timeout,
+            socket,
+            bound: None,
+            stats: ConnectionStats::default(),
+        }
+    }
+
+    /// What incoming frames are checked against (changes when login completes).
+    pub fn recv_limits(&self) -> FrameLimits {
+        self.recv_limits
+    }
+
+    /// The session, once in full feature phase.
+    pub fn session(&self) -> Option<&Arc<Session>> {
+        match &self.phase {
+            Phase::Full(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Sends queued output and returns data buffers to the pool.
+    pub fn flush<W: Write>(&mut self, sink: &mut W) -> std::io::Result<bool> {
+        self.out.flush(sink, &mut self.pool)
+    }
+
+    fn take_buffer(&mut self) -> Vec<u8> {
+        self.pool.pop().unwrap_or_default()
+    }
+
+    fn next_target_transfer_tag(&mut self) -> u32 {
+        let ttt = self.next_ttt;
+        self.next_ttt = self.next_ttt.wrapping_add(1);
+        if self.next_ttt == RESERVED_TAG {
+            self.next_ttt = 1;
+        }
+        ttt
+    }
+
+    fn window(&self) -> (u32, u32) {
+        match &self.phase {
+            Phase::Full(s) => (s.exp_cmd_sn(), s.max_cmd_sn()),
+            _ => (0, 0),
+        }
+    }
+
+    /// Takes the next StatSN for a response that carries status.
+    fn take_stat_sn(&mut self) -> u32 {
+        let sn = self.stat_sn;
+        self.stat_sn = self.stat_sn.wrapping_add(1);
+        sn
+    }
+
+    fn reject(&mut self, reason: u8, bhs: &[u8; 48]) {
+        let (exp_cmd_sn, max_cmd_sn) = self.window();
+        let pdu = Pdu::Reject(Reject { reason, stat_sn: self.take_stat_sn(), exp_cmd_sn, max_cmd_sn, data_sn_or_r2t_sn: 0 });
+        let limits = self.send_limits;
+        self.out.push(&pdu, bhs, &limits);
+        self.stats.rejects += 1;
+    }
+
+    /// A framing error the decoder found: answer per RFC 7143 and say whether
+    /// the connection survives (and how many bytes to skip if so).
+    pub fn handle_frame_error(&mut self, error: &FrameError) -> (Flow, usize) {
+        match error {
+            // RFC 7143 §7.8: a header digest error leaves the PDU boundary unknown; at ERL 0 the connection ends.
+            FrameError::HeaderDigest { .. } => (Flow::Close, 0),
+            // RFC 7143 §7.8, §11.17.1: data digest error → Reject, reason "Data (payload) Digest Error", PDU discarded.
+            FrameError::DataDigest { frame_len, bhs, .. } => {
+                self.reject(reject::DATA_DIGEST_ERROR, bhs);
+                (Flow::Continue, *frame_len)
+            }
+            // RFC 7143 §7.2: exceeding the declared MaxRecvDataSegmentLength is a protocol error.
+            FrameError::DataSegmentTooLong { bhs, .. } | FrameError::Ahs { bhs, .. } => {
+                if matches!(self.phase, Phase::Full(_)) {
+                    self.reject(reject::PROTOCOL_ERROR, bhs);
+                }
+                (Flow::Close, 0)
+            }
+        }
+    }
+
+    /// Feeds one complete PDU.
+    pub fn handle_frame(&mut self, frame: &Frame<'_>, now: Instant) -> Flow {
+        self.last_rx = now;
+        self.stats.pdus_in += 1;
+        let pdu = match frame.pdu() {
+            Ok(pdu) => pdu,
+            Err(e) => {
+                if !matches!(self.phase, Phase::Full(_)) {
+                    // RFC 7143 §6.1: before full feature phase only Login PDUs are valid.
+                    return Flow::Close;
+                }
+                let reason = match e {
+                    ParseError::UnknownOpcode(_) => reject::COMMAND_NOT_SUPPORTED,
+                    ParseError::InvalidField { .. } => reject::INVALID_PDU_FIELD,
+                };
+                self.reject(reason, frame.bhs);
+                return Flow::Continue;
+            }
+        };
+        match &self.phase {
+            Phase::Login(_) => self.login(pdu, frame.data),
+            Phase::Full(session) => {
+                let session = session.clone();
+                self.full_feature(&session, pdu, frame, now)
+            }
+            Phase::Closed => Flow::Close,
+        }
+    }
+
+    fn login(&mut self, pdu: Pdu, data: &[u8]) -> Flow {
+        let Pdu::LoginRequest(req) = pdu else {
+            // RFC 7143 §6.3: anything but a Login Request during login ends the connection.
+            return Flow::Close;
+        };
+        let Phase::Login(phase) = &mut self.phase else { return Flow::Close };
+        let first = *phase.first_request.get_or_insert(req);
+        let mut random = [0u8; 32];
+        if getrandom::getrandom(&mut random).is_err() {
+            return Flow::Close;
+        }
+        let step = phase.machine.handle_request(&req, data, &*self.server, &random);
+        let mut response = step.response;
+        response.tsih = first.tsih;
+        response.stat_sn = self.take_stat_sn();
+        response.exp_cmd_sn = first.cmd_sn;
+        response.max_cmd_sn = first.cmd_sn;
+        let limits = FrameLimits::LOGIN;
+        match step.outcome {
+            LoginOutcome::Continue => {
+                self.out.push(&Pdu::LoginResponse(response), &step.data, &limits);
+                Flow::Continue
+            }
+            LoginOutcome::Failed(failure) => {
+                eprintln!("isoe: login from {} refused: {}", self.local, failure.reason);
+                self.out.push(&Pdu::LoginResponse(response), &step.data, &limits);
+                self.phase = Phase::Closed;
+                Flow::Close
+            }
+            LoginOutcome::Complete(negotiated) => {
+                let bound = self.bind_session(&first, &negotiated);
+                match bound {
+                    Ok(session) => {
+                        response.tsih = session.tsih;
+                        response.exp_cmd_sn = session.exp_cmd_sn();
+                        response.max_cmd_sn = session.max_cmd_sn();
+                        self.out.push(&Pdu::LoginResponse(response), &step.data, &limits);
+                        let c = negotiated.connection;
+                        self.cid = negotiated.cid;
+                        self.recv_limits = FrameLimits {
+                            max_recv_data_segment_length: c.max_recv_data_segment_length,
+                            header_digest: c.header_digest,
+                            data_digest: c.data_digest,
+                        };
+                        self.send_limits = FrameLimits { max_recv_data_segment_length: c.max_send_data_segment_length, ..self.recv_limits };
+                        self.max_send_segment = c.max_send_data_segment_length;
+                        if let Some(t) = &session.target {
+                            self.nop_interval = Duration::from_secs(t.params.nop_in_interval_s as u64);
+                            self.nop_timeout = Duration::from_secs(t.params.nop_in_timeout_s as u64);
+                        }
+                        self.bound = Some(session.clone());
+                        self.phase = Phase::Full(session);
+                        Flow::Continue
+                    }
+                    Err((detail, why)) => {
+                        eprintln!("isoe: login from {} refused: {why}", self.local);
+                        response.transit = false;
+                        response.status_class = if detail == login_status::OUT_OF_RESOURCES {
+                            login_status::TARGET_ERROR
+                        } else {
+                            login_status::INITIATOR_ERROR
+                        };
+                        response.status_detail = detail;
+                        self.out.push(&Pdu::LoginResponse(response), &[], &limits);
+                        self.phase = Phase::Closed;
+                        Flow::Close
+                    }
+                }
+            }
+        }
+    }
+
+    /// Creates the session (TSIH 0) or joins the existing one (MC/S).
+    fn bind_session(&mut self, first: &LoginRequest, negotiated: &isoe_wire::login::Negotiated) -> Result<Arc<Session>, (u8, String)> {
+        let params = &negotiated.session;
+        let target = match (&params.session_type, &params.target_name) {
+            (SessionType::Normal, Some(name)) => match self.server.target(name) {
+                Some(t) => Some(t.clone()),
+                None => return Err((login_status::NOT_FOUND, format!("no target named {name}"))),
+            },
+            (SessionType::Normal, None) => return Err((login_status::MISSING_PARAMETER, "TargetName missing".into())),
+            (SessionType::Discovery, _) => None,
+        };
+        let member = Member { cid: negotiated.cid, socket: self.socket.as_ref().and_then(|s| s.try_clone().ok()), serial: self.serial };
+        if negotiated.tsih_requested == 0 {
+            let nexus = self.server.next_serial();
+            let target_name = target.as_ref().map(|t| t.name.clone());
+            let session = self.server.create_session(&params.initiator_name, first.isid, target_name.as_deref(), |tsih| {
+                Session::new(tsih, first.isid, params.initiator_name.clone(), target, params.clone(), nexus, first.cmd_sn)
+            });
+            session.join(member).map_err(|_| (login_status::TOO_MANY_CONNECTIONS, "MaxConnections reached".to_string()))?;
+            Ok(session)
+        } else {
+            let Some(session) = self.server.find_session(&params.initiator_name, first.isid, negotiated.tsih_requested) else {
+                return Err((login_status::SESSION_DOES_NOT_EXIST, format!("no session with TSIH {}", negotiated.tsih_requested)));
+            };
+            let same_target = match (&session.target, &target) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            };
+            if !same_target {
+                return Err((login_status::CANT_INCLUDE_IN_SESSION, "connection names another target than its session".into()));
+            }
+            session
+                .join(member)
+                .map_err(|_| (login_status::TOO_MANY_CONNECTIONS, format!("session already has MaxConnections={}", session.params.max_connections)))?;
+            Ok(session)
+        }
+    }
+
+    /// Admits a command by CmdSN; flushes output before it may wait on a gap.
+    fn admit(&mut self, session: &Session, immediate: bool, cmd_sn: u32) -> Admit {
+        if immediate {
+            return session.admit_immediate(cmd_sn);
+        }
+        if cmd_sn != session.exp_cmd_sn() {
+            if let Some(mut socket) = self.socket.as_ref().and_then(|s| s.try_clone().ok()) {
+                let _ = self.out.flush(&mut socket, &mut self.pool);
+            }
+        }
+        session.admit_ordered(cmd_sn)
+    }
+
+    fn full_feature(&mut self, session: &Arc<Session>, pdu: Pdu, frame: &Frame<'_>, now: Instant) -> Flow {
+        match pdu {
+            Pdu::ScsiCommand(cmd) => self.scsi_command(session, &cmd, frame),
+            Pdu::DataOut(d) => self.data_out(session, &d, frame),
+            Pdu::NopOut(n) => self.nop_out(session, &n, frame.data, now),
+            Pdu::TaskMgmtRequest(t) => self.task_management(session, &t),
+            Pdu::TextRequest(t) => self.text(session, &t, frame.data),
+            Pdu::LogoutRequest(l) => self.logout(session, &l),
+            // RFC 7143 §11.16: SNACK is not supported at ErrorRecoveryLevel 0.
+            Pdu::SnackRequest(_) => {
+                self.reject(reject::PROTOCOL_ERROR, frame.bhs);
+                Flow::Continue
+            }
+            // A second login on a connection in full feature phase, or a target-side opcode.
+            _ => {
+                self.reject(reject::PROTOCOL_ERROR, frame.bhs);
+                Flow::Continue
+            }
+        }
+    }
+
+    fn scsi_command(&mut self, session: &Arc<Session>, cmd: &ScsiCommand, frame: &Frame<'_>) -> Flow {
+        let Some(target) = session.target.clone() else {
+            // RFC 7143 §4.3: a discovery session carries no SCSI commands.
+            self.reject(reject::PROTOCOL_ERROR, frame.bhs);
+            return Flow::Continue;
+        };
+        match self.admit(session, cmd.immediate, cmd.cmd_sn) {
+            Admit::Deliver => {}
+            Admit::OutsideWindow => return Flow::Continue,
+            Admit::GapTimeout => return Flow::Close,
+        }
+        let cdb = frame.cdb();
+        let lu = cmd.lun.number().and_then(|n| target.lun(n)).cloned();
+        let edtl = cmd.expected_data_transfer_length;
+        if frame.data.len() as u32 > edtl || (!frame.data.is_empty() && !session.params.immediate_data) {
+            // RFC 7143 §11.3: immediate data beyond EDTL, or when ImmediateData=No, is a protocol error.
+            self.reject(reject::PROTOCOL_ERROR, frame.bhs);
+            return Flow::Continue;
+        }
+        if !cmd.write || edtl == 0 || frame.data.len() as u32 == edtl {
+            let data_out = if cmd.write { frame.data } else { &[][..] };
+            self.execute(session, &target, lu.as_ref(), cmd, &cdb, data_out);
+            return Flow::Continue;
+        }
+        if edtl > WRITE_TRANSFER_BYTES_MAX || self.writes.len() >= WRITE_TASKS_MAX || self.writes.contains_key(&cmd.initiator_task_tag) {
+            self.reject(reject::PROTOCOL_ERROR, frame.bhs);
+            return Flow::Close;
+        }
+        let params = &session.params;
+        let mut buffer = self.take_buffer();
+        buffer.reserve(edtl as usize);
+        let task = WriteTask::new(*cmd, cdb.into_owned(), buffer, frame.data, params.initial_r2t, params.first_burst_length, params.max_burst_length, params.max_outstanding_r2t);
+        self.writes.insert(cmd.initiator_task_tag, task);
+        self.solicit(session, cmd.initiator_task_tag);
+        Flow::Continue
+    }
+
+    /// Sends R2Ts for a write task up to MaxOutstandingR2T.
+    fn solicit(&mut self, session: &Session, itt: u32) {
+        let (exp_cmd_sn, max_cmd_sn) = (session.exp_cmd_sn(), session.max_cmd_sn());
+        loop {
+            let ttt = self.next_target_transfer_tag();
+            let Some(task) = self.writes.get_mut(&itt) else { return };
+            let Some(r2t) = task.next_r2t(ttt) else { return };
+            let pdu = Pdu::R2t(pdu::R2t {
+                lun: task.command.lun,
+                initiator_task_tag: itt,
+                target_transfer_tag: r2t.target_transfer_tag,
+                // RFC 7143 §11.8.4: an R2T carries the next StatSN without advancing it.
+                stat_sn: self.stat_sn,
+                exp_cmd_sn,
+                max_cmd_sn,
+                r2t_sn: r2t.r2t_sn,
+                buffer_offset: r2t.buffer_offset,
+                desired_data_transfer_length: r2t.desired_data_transfer_length,
+            });
+            let limits = self.send_limits;
+            self.out.push(&pdu, &[], &limits);
+        }
+    }
+
+    fn data_out(&mut self, session: &Arc<Session>, d: &DataOut, frame: &Frame<'_>) -> Flow {
+        let Some(task) = self.writes.get_mut(&d.initiator_task_tag) else {
+            // RFC 7143 §11.7: Data-Out for a task we don't know: Reject, "Invalid PDU field".
+            self.reject(reject::INVALID_PDU_FIELD, frame.bhs);
+            return Flow::Continue;
+        };
+        match task.accept(d, frame.data) {
+            Ok(false) => {
+                self.solicit(session, d.initiator_task_tag);
+                Flow::Continue
+            }
+            Ok(true) => {
+                let task = self.writes.remove(&d.initiator_task_tag).expect("task present");
+                let Some(target) = session.target.clone() else { return Flow::Close };
+                let lu = task.command.lun.number().and_then(|n| target.lun(n)).cloned();
+                let (command, cdb, buffer) = task.into_parts();
+                self.execute(session, &target, lu.as_ref(), &command, &cdb, &buffer);
+                self.recycle(buffer);
+                Flow::Continue
+            }
+            Err(DataOutError::UnknownTransferTag(_)) => {
+                self.reject(reject::INVALID_PDU_FIELD, frame.bhs);
+                Flow::Continue
+            }
+            // RFC 7143 §7.x: at ERL 0, a DataSN or offset error can't be recovered: Reject and end the connection.
+            Err(_) => {
+                self.reject(reject::PROTOCOL_ERROR, frame.bhs);
+                if let Some(task) = self.writes.remove(&d.initiator_task_tag) {
+                    let (_, _, buffer) = task.into_parts();
+                    self.recycle(buffer);
+                }
+                Flow::Close
+            }
+        }
+    }
+
+    fn recycle(&mut self, mut buffer: Vec<u8>) {
+        buffer.clear();
+        if self.pool.len() < crate::output::POOL_BUFFERS_MAX {
+            self.pool.push(buffer);
+        }
+    }
+
+    /// Runs a command and queues its Data-In and status.
+    fn execute(&mut self, session: &Session, target: &Target, lu: Option<&Arc<LogicalUnit>>, cmd: &ScsiCommand, cdb: &[u8], data_out: &[u8]) {
+        let mut data_in = self.take_buffer();
+        let (completion, write_residual) = run_command(session.nexus, target, lu, cmd, cdb, data_out, &mut data_in);
+        self.stats.commands += 1;
+        self.complete(session, cmd, completion, data_in, write_residual);
+    }
+
+    fn complete(&mut self, session: &Session, cmd: &ScsiCommand, completion: Completion, data_in: Vec<u8>, write_residual: Residual) {
+        let edtl = cmd.expected_data_transfer_length;
+        let produced = data_in.len() as u32;
+        let send_len = if cmd.read { produced.min(edtl) } else { 0 };
+        let residual = if cmd.read {
+            Residual::between(produced, edtl)
+        } else {
+            write_residual
+        };
+        let good = completion.status == Status::Good && completion.sense.is_none();
+        let (exp_cmd_sn, max_cmd_sn) = (session.exp_cmd_sn(), session.max_cmd_sn());
+        let limits = self.send_limits;
+        if send_len == 0 {
+            self.recycle(data_in);
+        } else {
+            let index = self.out.adopt(data_in);
+            let segment = self.max_send_segment.max(512);
+            let mut offset = 0u32;
+            let mut data_sn = 0u32;
+            while offset < send_len {
+                let len = segment.min(send_len - offset);
+                let last = offset + len == send_len;
+                let with_status = last && good;
+                let pdu = Pdu::DataIn(DataIn {
+                    final_bit: last,
+                    acknowledge: false,
+                    overflow: with_status && residual.overflow,
+                    underflow: with_status && residual.underflow,
+                    status_present: with_status,
+                    status: completion.status as u8,
+                    lun: cmd.lun,
+                    initiator_task_tag: cmd.initiator_task_tag,
+                    target_transfer_tag: RESERVED_TAG,
+                    stat_sn: if with_status { self.take_stat_sn() } else { self.stat_sn },
+                    exp_cmd_sn,
+                    max_cmd_sn,
+                    data_sn,
+                    buffer_offset: offset,
+                    residual_count: if with_status { residual.count } else { 0 },
+                });
+                self.out.push_with_data(&pdu, index, offset as usize..(offset + len) as usize, &limits);
+                offset += len;
+                data_sn += 1;
+            }
+            if good {
+                return;
+            }
+        }
+        let mut sense_segment = [0u8; 2 + SENSE_BYTES_MAX];
+        let sense_len = match &completion.sense {
+            Some(sense) => {
+                let fixed = sense.to_fixed();
+                let n = fixed.len().min(SENSE_BYTES_MAX);
+                sense_segment[..2].copy_from_slice(&(n as u16).to_be_bytes());
+                sense_segment[2..2 + n].copy_from_slice(&fixed[..n]);
+                2 + n
+            }
+            None => 0,
+        };
+        let pdu = Pdu::ScsiResponse(ScsiResponse {
+            bidi_overflow: false,
+            bidi_underflow: false,
+            overflow: residual.overflow,
+            underflow: residual.underflow,
+            response: 0,
+            status: completion.status as u8,
+            initiator_task_tag: cmd.initiator_task_tag,
+            snack_tag: 0,
+            stat_sn: self.take_stat_sn(),
+            exp_cmd_sn,
+            max_cmd_sn,
+            exp_data_sn: 0,
+            bidi_read_residual_count: 0,
+            residual_count: residual.count,
+        });
+        self.out.push(&pdu, &sense_segment[..sense_len], &limits);
+    }
+
+    fn nop_out(&mut self, session: &Arc<Session>, n: &NopOut, data: &[u8], _now: Instant) -> Flow {
+        if n.initiator_task_tag == RESERVED_TAG {
+            // RFC 7143 §11.18: the answer to our NOP-In ping (or an unsolicited ack); no response.
+            if self.ping.as_ref().is_some_and(|p| p.target_transfer_tag == n.target_transfer_tag) {
+                self.ping = None;
+            }
+            return Flow::Continue;
+        }
+        match self.admit(session, n.immediate, n.cmd_sn) {
+            Admit::Deliver => {}
+            Admit::OutsideWindow => return Flow::Continue,
+            Admit::GapTimeout => return Flow::Close,
+        }
+        let (exp_cmd_sn, max_cmd_sn) = (session.exp_cmd_sn(), session.max_cmd_sn());
+        let pdu = Pdu::NopIn(NopIn {
+            lun: n.lun,
+            initiator_task_tag: n.initiator_task_tag,
+            target_transfer_tag: RESERVED_TAG,
+            stat_sn: self.take_stat_sn(),
+            exp_cmd_sn,
+            max_cmd_sn,
+        });
+        let limits = self.send_limits;
+        // RFC 7143 §11.19: a ping's data is echoed back.
+        self.out.push(&pdu, data, &limits);
+        Flow::Continue
+    }
+
+    /// Time passes: send a NOP-In ping when the link was idle, drop it when a ping went unanswered.
+    pub fn handle_tick(&mut self, now: Instant) -> Flow {
+        let Phase::Full(session) = &self.phase else {
+            // A login that stalls past the NOP timeout is abandoned.
+            return if now.duration_since(self.last_rx) > Duration::from_secs(30) { Flow::Close } else { Flow::Continue };
+        };
+        if self.server.is_shutting_down() || session.is_closed() {
+            return Flow::Close;
+        }
+        if let Some(ping) = &self.ping {
+            if !self.nop_timeout.is_zero() && now.duration_since(ping.sent_at) >= self.nop_timeout {
+                eprintln!("isoe: connection on {} dropped: NOP-In ping unanswered for {:?}", self.local, self.nop_timeout);
+                return Flow::Close;
+            }
+            return Flow::Continue;
+        }
+        if self.nop_interval.is_zero() || now.duration_since(self.last_rx) < self.nop_interval {
+            return Flow::Continue;
+        }
+        let (exp_cmd_sn, max_cmd_sn) = (session.exp_cmd_sn(), session.max_cmd_sn());
+        let target_transfer_tag = self.next_target_transfer_tag();
+        let pdu = Pdu::NopIn(NopIn {
+            lun: Lun::default(),
+            initiator_task_tag: RESERVED_TAG,
+            target_transfer_tag,
+            // RFC 7143 §11.19: with the reserved ITT, StatSN is not advanced.
+            stat_sn: self.stat_sn,
+            exp_cmd_sn,
+            max_cmd_sn,
+        });
+        let limits = self.send_limits;
+        self.out.push(&pdu, &[], &limits);
+        self.ping = Some(Ping { target_transfer_tag, sent_at: now });
+        Flow::Continue
+    }
+
+    fn task_management(&mut self, session: &Arc<Session>, t: &TaskMgmtRequest) -> Flow {
+        let exp_before = session.exp_cmd_sn();
+        match self.admit(session, t.immediate, t.cmd_sn) {
+            Admit::Deliver => {}
+            Admit::OutsideWindow => return Flow::Continue,
+            Admit::GapTimeout => return Flow::Close,
+        }
+        let target = session.target.clone();
+        let lun_exists = |lun: &Lun| target.as_ref().and_then(|tg| lun.number().and_then(|n| tg.lun(n))).is_some();
+        let mut close = false;
+        let response = match t.function {
+            tmf::ABORT_TASK => {
+                if let Some(task) = self.writes.remove(&t.referenced_task_tag) {
+                    let (_, _, buffer) = task.into_parts();
+                    self.recycle(buffer);
+                    tmf::RESP_COMPLETE
+                } else if isoe_wire::serial::sn_in_window(t.ref_cmd_sn, exp_before, session.max_cmd_sn())
+                    && isoe_wire::serial::sn_lt(t.ref_cmd_sn, t.cmd_sn)
+                {
+                    // RFC 7143 §11.5.1 (a): RefCmdSN in the window and below the TMF's own: treat as received, "Function complete".
+                    tmf::RESP_COMPLETE
+                } else {
+                    // RFC 7143 §11.5.1 (b): the task is gone (completed) or never was.
+                    tmf::RESP_NO_TASK
+                }
+            }
+            tmf::ABORT_TASK_SET | tmf::CLEAR_TASK_SET | tmf::LOGICAL_UNIT_RESET => {
+                if !lun_exists(&t.lun) {
+                    tmf::RESP_NO_LUN
+                } else {
+                    self.abort_tasks(|task| task.command.lun == t.lun);
+                    tmf::RESP_COMPLETE
+                }
+            }
+            tmf::TARGET_WARM_RESET => {
+                self.abort_tasks(|_| true);
+                tmf::RESP_COMPLETE
+            }
+            tmf::TARGET_COLD_RESET => {
+                self.abort_tasks(|_| true);
+                close = true;
+                tmf::RESP_COMPLETE
+            }
+            tmf::TASK_REASSIGN => tmf::RESP_REASSIGN_UNSUPPORTED,
+            tmf::CLEAR_ACA => tmf::RESP_NOT_SUPPORTED,
+            _ => tmf::RESP_REJECTED,
+        };
+        let pdu = Pdu::TaskMgmtResponse(TaskMgmtResponse {
+            response,
+            initiator_task_tag: t.initiator_task_tag,
+            stat_sn: self.take_stat_sn(),
+            exp_cmd_sn: session.exp_cmd_sn(),
+            max_cmd_sn: session.max_cmd_sn(),
+        });
+        let limits = self.send_limits;
+        self.out.push(&pdu, &[], &limits);
+        if close {
+            Flow::Close
+        } else {
+            Flow::Continue
+        }
+    }
+
+    fn abort_tasks(&mut self, which: impl Fn(&WriteTask) -> bool) {
+        let tags: Vec<u32> = self.writes.iter().filter(|(_, t)| which(t)).map(|(k, _)| *k).collect();
+        for tag in tags {
+            if let Some(task) = self.writes.remove(&tag) {
+                let (_, _, buffer) = task.into_parts();
+                self.recycle(buffer);
+            }
+        }
+    }
+
+    fn text(&mut self, session: &Arc<Session>, t: &TextRequest, data: &[u8]) -> Flow {
+        match self.admit(session, t.immediate, t.cmd_sn) {
+            Admit::Deliver => {}
+            Admit::OutsideWindow => return Flow::Continue,
+            Admit::GapTimeout => return Flow::Close,
+        }
+        let continuing = self.text_out.as_ref().is_some_and(|p| p.target_transfer_tag == t.target_transfer_tag && t.target_transfer_tag != RESERVED_TAG);
+        if !continuing {
+            self.text_out = None;
+            if self.text_in.len() + data.len() > TEXT_REQUEST_BYTES_MAX {
+                self.text_in.clear();
+                return Flow::Close;
+            }
+            self.text_in.extend_from_slice(data);
+            if t.continue_bit {
+                // RFC 7143 §11.10.2: more text follows; answer with an empty response.
+                self.queue_text_response(session, t, Vec::new(), true);
+                return Flow::Continue;
+            }
+            let request = std::mem::take(&mut self.text_in);
+            let answer = discovery::answer_text(&self.server, session, &request, self.local);
+            self.queue_text_response(session, t, answer, false);
+        } else {
+            self.send_text_chunk(session, t);
+        }
+        Flow::Continue
+    }
+
+    fn queue_text_response(&mut self, session: &Session, t: &TextRequest, data: Vec<u8>, empty_continue: bool) {
+        if empty_continue {
+            let pdu = Pdu::TextResponse(TextResponse {
+                final_bit: false,
+                continue_bit: false,
+                lun: t.lun,
+                initiator_task_tag: t.initiator_task_tag,
+                target_transfer_tag: self.next_target_transfer_tag(),
+                stat_sn: self.take_stat_sn(),
+                exp_cmd_sn: session.exp_cmd_sn(),
+                max_cmd_sn: session.max_cmd_sn(),
+            });
+            let limits = self.send_limits;
+            self.out.push(&pdu, &[], &limits);
+            return;
+        }
+        self.text_out = Some(PendingText { target_transfer_tag: RESERVED_TAG, data, sent: 0 });
+        self.send_text_chunk(session, t);
+    }
+
+    fn send_text_chunk(&mut self, session: &Session, t: &TextRequest) {
+        let Some(mut pending) = self.text_out.take() else { return };
+        let chunk = (pending.data.len() - pending.sent).min(self.max_send_segment as usize);
+        let done = pending.sent + chunk == pending.data.len();
+        let ttt = if done { RESERVED_TAG } else { self.next_target_transfer_tag() };
+        let pdu = Pdu::TextResponse(TextResponse {
+            final_bit: done,
+            continue_bit: !done,
+            lun: t.lun,
+            initiator_task_tag: t.initiator_task_tag,
+            target_transfer_tag: ttt,
+            stat_sn: self.take_stat_sn(),
+            exp_cmd_sn: session.exp_cmd_sn(),
+            max_cmd_sn: session.max_cmd_sn(),
+        });
+        let limits = self.send_limits;
+        self.out.push(&pdu, &pending.data[pending.sent..pending.sent + chunk], &limits);
+        pending.sent += chunk;
+        if !done {
+            pending.target_transfer_tag = ttt;
+            self.text_out = Some(pending);
+        }
+    }
+
+    fn logout(&mut self, session: &Arc<Session>, l: &LogoutRequest) -> Flow {
+        match self.admit(session, l.immediate, l.cmd_sn) {
+            Admit::Deliver => {}
+            Admit::OutsideWindow => return Flow::Continue,
+            Admit::GapTimeout => return Flow::Close,
+        }
+        let mut flow = Flow::Continue;
+        let response = match l.reason_code {
+            logout::CLOSE_SESSION => {
+                session.close(self.serial);
+                flow = Flow::Close;
+                logout::RESP_CLOSED
+            }
+            logout::CLOSE_CONNECTION if l.cid == self.cid => {
+                flow = Flow::Close;
+                logout::RESP_CLOSED
+            }
+            logout::CLOSE_CONNECTION if session.has_cid(l.cid) => {
+                session.close_cid(l.cid, self.serial);
+                logout::RESP_CLOSED
+            }
+            logout::CLOSE_CONNECTION => logout::RESP_CID_NOT_FOUND,
+            logout::REMOVE_CONNECTION_FOR_RECOVERY => logout::RESP_RECOVERY_UNSUPPORTED,
+            _ => logout::RESP_CLEANUP_FAILED,
+        };
+        let pdu = Pdu::LogoutResponse(LogoutResponse {
+            response,
+            initiator_task_tag: l.initiator_task_tag,
+            stat_sn: self.take_stat_sn(),
+            exp_cmd_sn: session.exp_cmd_sn(),
+            max_cmd_sn: session.max_cmd_sn(),
+            time2wait: 0,
+            time2retain: 0,
+        });
+        let limits = self.send_limits;
+        self.out.push(&pdu, &[], &limits);
+        if flow == Flow::Close {
+            self.phase = Phase::Closed;
+        }
+        flow
+    }
+
+    /// Detaches from the session once the socket is done: pending writes are
+    /// dropped, and a session whose last connection this was is forgotten.
+    pub fn detach(&mut self) {
+        self.abort_tasks(|_| true);
+        self.phase = Phase::Closed;
+        if let Some(session) = self.bound.take() {
+            if session.leave(self.serial) || session.is_closed() {
+                session.close(self.serial);
+                self.server.remove_session(&session);
+            }
+        }
+    }
+}
+
+/// Bytes of sense data carried at most (fixed format with SKS fits in 18).
+const SENSE_BYTES_MAX: usize = 252;
+
+/// Residual over- or underflow of one command (RFC 7143 §11.4.5).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Residual {
+    /// O bit: the command wanted more than EDTL.
+    pub overflow: bool,
+    /// U bit: less than EDTL was transferred.
+    pub underflow: bool,
+    /// The count that goes with the bit.
+    pub count: u32,
+}
+
+impl Residual {
+    /// Residual of a transfer of `actual` bytes against an EDTL of `expected`.
+    pub fn between(actual: u32, expected: u32) -> Residual {
+        if actual > expected {
+            Residual { overflow: true, underflow: false, count: actual - expected }
+        } else if actual < expected {
+            Residual { overflow: false, underflow: true, count: expected - actual }
+        } else {
+            Residual::default()
+        }
+    }
+}
+
+/// Executes one SCSI command against `lu` (or the target for REPORT LUNS /
+/// an absent LUN), returning its completion and, for writes, the residual
+/// between what the CDB asked for and EDTL.
+fn run_command(
+    nexus: u64,
+    target: &Target,
+    lu: Option<&Arc<LogicalUnit>>,
+    cmd: &ScsiCommand,
+    cdb: &[u8],
+    data_out: &[u8],
+    data_in: &mut Vec<u8>,
+) -> (Completion, Residual) {
+    if cdb.first() == Some(&REPORT_LUNS) {
+        return (isoe_scsi::report_luns(cdb, target.lun_numbers(), data_in), Residual::default());
+    }
+    let Some(lu) = lu else {
+        return (isoe_scsi::execute_no_lun(cdb, target.lun_numbers(), data_in), Residual::default());
+    };
+    if !cmd.write {
+        return (lu.execute(nexus, cdb, data_out, data_in), Residual::default());
+    }
+    let wanted = match lu.transfer_length(cdb) {
+        Ok((_, bytes)) => bytes,
+        Err(completion) => return (completion, Residual::default()),
+    };
+    let edtl = cmd.expected_data_transfer_length;
+    let residual = Residual::between(wanted, edtl);
+    let usable = &data_out[..data_out.len().min(wanted as usize)];
+    (lu.execute(nexus, cdb, usable, data_in), residual)
+}

@@ -1,0 +1,301 @@
+//! The running target: its targets and LUNs, its sessions, and the login
+//! policy that admits initiators.
+
+use crate::config::{Config, DigestChoice, Params, StoreSpec, TargetConfig};
+use crate::identity;
+use crate::session::Session;
+use isoe_scsi::{LogicalUnit, LunConfig};
+use isoe_store::{BlockStore, FileStore, MemoryStore, Store};
+use isoe_wire::login::{Admission, AuthPolicy, LoginFailure, LoginPolicy, TargetLoginConfig};
+use isoe_wire::negotiate::{Digest, SessionType};
+use isoe_wire::pdu::login_status;
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use thiserror::Error;
+
+/// Why the target could not be set up from its configuration.
+#[derive(Debug, Error)]
+pub enum SetupError {
+    /// A LUN's store could not be opened or created.
+    #[error("target {target}, LUN {lun}: {source}")]
+    Store {
+        /// Target IQN.
+        target: String,
+        /// LUN number.
+        lun: u16,
+        /// What the store said.
+        source: isoe_store::StoreError,
+    },
+    /// A LUN's persisted identity could not be read or written.
+    #[error("target {target}, LUN {lun}: {source}")]
+    Identity {
+        /// Target IQN.
+        target: String,
+        /// LUN number.
+        lun: u16,
+        /// What went wrong.
+        source: identity::IdentityError,
+    },
+}
+
+/// One iSCSI target node with its logical units.
+#[derive(Debug)]
+pub struct Target {
+    /// The target's iSCSI name.
+    pub name: String,
+    /// TargetAlias, if any.
+    pub alias: Option<String>,
+    /// Initiators allowed to see and log into it (empty: all).
+    pub allowed_initiators: Vec<String>,
+    /// iSCSI parameters for sessions to it.
+    pub params: Params,
+    luns: Vec<(u16, Arc<LogicalUnit>)>,
+    lun_numbers: Vec<u16>,
+}
+
+impl Target {
+    /// The logical unit with number `number`.
+    pub fn lun(&self, number: u16) -> Option<&Arc<LogicalUnit>> {
+        self.luns.binary_search_by_key(&number, |(n, _)| *n).ok().map(|i| &self.luns[i].1)
+    }
+
+    /// All LUN numbers, ascending (REPORT LUNS).
+    pub fn lun_numbers(&self) -> &[u16] {
+        &self.lun_numbers
+    }
+
+    /// True when `initiator` may see and use this target.
+    pub fn admits(&self, initiator: &str) -> bool {
+        self.allowed_initiators.is_empty() || self.allowed_initiators.iter().any(|a| a == initiator)
+    }
+}
+
+/// Key under which a session is known: ISID reuse by the same initiator on
+/// the same target reinstates the session (RFC 7143 §6.3.5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct SessionKey {
+    initiator_name: String,
+    isid: [u8; 6],
+    target_name: Option<String>,
+}
+
+/// Everything one `isoe target` process serves.
+#[derive(Debug)]
+pub struct Server {
+    /// The configuration it was built from.
+    pub config: Config,
+    targets: Vec<Arc<Target>>,
+    stores: Vec<Arc<dyn Store>>,
+    sessions: Mutex<Vec<(SessionKey, Arc<Session>)>>,
+    next_tsih: AtomicU16,
+    next_serial: AtomicU64,
+    shutdown: AtomicBool,
+}
+
+fn digest_list(choices: &[DigestChoice]) -> Vec<Digest> {
+    choices
+        .iter()
+        .map(|c| match c {
+            DigestChoice::None => Digest::None,
+            DigestChoice::Crc32c => Digest::Crc32c,
+        })
+        .collect()
+}
+
+/// Builds the login settings of a target's sessions from its parameters.
+pub fn login_config(params: &Params, portal_group_tag: u16) -> TargetLoginConfig {
+    TargetLoginConfig {
+        max_recv_data_segment_length: params.max_recv_data_segment_length,
+        max_burst_length: params.max_burst_length,
+        first_burst_length: params.first_burst_length,
+        max_connections: params.max_connections,
+        max_outstanding_r2t: params.max_outstanding_r2t,
+        initial_r2t: params.initial_r2t,
+        immediate_data: params.immediate_data,
+        header_digest: digest_list(&params.header_digest),
+        data_digest: digest_list(&params.data_digest),
+        default_time2wait: 2,
+        default_time2retain: 0,
+        target_portal_group_tag: portal_group_tag,
+        error_recovery_level: 0,
+    }
+}
+
+fn open_store(spec: &StoreSpec, read_only: bool) -> Result<Arc<dyn Store>, isoe_store::StoreError> {
+    Ok(match spec {
+        StoreSpec::Memory { size_bytes } => Arc::new(MemoryStore::new(*size_bytes)),
+        StoreSpec::File { path, size_bytes } if read_only && size_bytes.is_none() => {
+            Arc::new(FileStore::open_read_only(path)?)
+        }
+        StoreSpec::File { path, size_bytes } => Arc::new(FileStore::open(path, *size_bytes)?),
+        StoreSpec::Block { path } => Arc::new(BlockStore::open(path, read_only)?),
+    })
+}
+
+fn build_target(config: &Config, t: &TargetConfig, stores: &mut Vec<Arc<dyn Store>>) -> Result<Target, SetupError> {
+    let mut luns = Vec::with_capacity(t.luns.len());
+    for spec in &t.luns {
+        let store = open_store(&spec.store, spec.read_only)
+            .map_err(|source| SetupError::Store { target: t.name.clone(), lun: spec.number, source })?;
+        let id = identity::resolve(config.state_dir.as_deref(), &t.name, spec)
+            .map_err(|source| SetupError::Identity { target: t.name.clone(), lun: spec.number, source })?;
+        let product = match spec.store {
+            StoreSpec::Memory { .. } => "MEMORY",
+            StoreSpec::File { .. } => "FILE",
+            StoreSpec::Block { .. } => "BLOCK",
+        };
+        let lun_config = LunConfig {
+            read_only: spec.read_only,
+            block_size: spec.block_size,
+            vendor: "ISOE".into(),
+            product: product.into(),
+            revision: env!("CARGO_PKG_VERSION").chars().filter(|c| *c != '.').take(4).collect(),
+            unit_serial: id.serial,
+            naa: id.naa,
+            target_port_name: format!("{},t,0x0001", t.name),
+            relative_port: 1,
+            lun_number: spec.number,
+        };
+        stores.push(store.clone());
+        luns.push((spec.number, Arc::new(LogicalUnit::new(store, lun_config))));
+    }
+    luns.sort_by_key(|(n, _)| *n);
+    let lun_numbers = luns.iter().map(|(n, _)| *n).collect();
+    Ok(Target {
+        name: t.name.clone(),
+        alias: t.alias.clone(),
+        allowed_initiators: t.allowed_initiators.clone(),
+        params: t.params.clone(),
+        luns,
+        lun_numbers,
+    })
+}
+
+impl Server {
+    /// Opens every LUN's store and resolves its identity.
+    pub fn new(config: Config) -> Result<Server, SetupError> {
+        let mut stores = Vec::new();
+        let mut targets = Vec::with_capacity(config.targets.len());
+        for t in &config.targets {
+            targets.push(Arc::new(build_target(&config, t, &mut stores)?));
+        }
+        Ok(Server {
+            config,
+            targets,
+            stores,
+            sessions: Mutex::new(Vec::new()),
+            next_tsih: AtomicU16::new(1),
+            next_serial: AtomicU64::new(1),
+            shutdown: AtomicBool::new(false),
+        })
+    }
+
+    /// All targets.
+    pub fn targets(&self) -> &[Arc<Target>] {
+        &self.targets
+    }
+
+    /// The target named `name`.
+    pub fn target(&self, name: &str) -> Option<&Arc<Target>> {
+        self.targets.iter().find(|t| t.name == name)
+    }
+
+    /// A process-unique number (connection serials, I_T nexus IDs).
+    pub fn next_serial(&self) -> u64 {
+        self.next_serial.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn allocate_tsih(&self, sessions: &[(SessionKey, Arc<Session>)]) -> u16 {
+        loop {
+            let tsih = self.next_tsih.fetch_add(1, Ordering::Relaxed);
+            if tsih != 0 && !sessions.iter().any(|(_, s)| s.tsih == tsih) {
+                return tsih;
+            }
+        }
+    }
+
+    /// Registers a new session, reinstating (closing) any older session with
+    /// the same initiator name, ISID and target. `make` gets the new TSIH.
+    pub fn create_session(&self, initiator_name: &str, isid: [u8; 6], target_name: Option<&str>, make: impl FnOnce(u16) -> Session) -> Arc<Session> {
+        let key = SessionKey { initiator_name: initiator_name.to_string(), isid, target_name: target_name.map(str::to_string) };
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(pos) = sessions.iter().position(|(k, _)| *k == key) {
+            let (_, old) = sessions.swap_remove(pos);
+            old.close(u64::MAX);
+        }
+        let tsih = self.allocate_tsih(&sessions);
+        let session = Arc::new(make(tsih));
+        sessions.push((key, session.clone()));
+        session
+    }
+
+    /// The live session a connection asks to join (RFC 7143 §6.3.1, TSIH ≠ 0).
+    pub fn find_session(&self, initiator_name: &str, isid: [u8; 6], tsih: u16) -> Option<Arc<Session>> {
+        let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        sessions
+            .iter()
+            .find(|(k, s)| s.tsih == tsih && k.isid == isid && k.initiator_name == initiator_name && !s.is_closed())
+            .map(|(_, s)| s.clone())
+    }
+
+    /// Forgets a session once its last connection is gone.
+    pub fn remove_session(&self, session: &Arc<Session>) {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        sessions.retain(|(_, s)| !Arc::ptr_eq(s, session));
+    }
+
+    /// Number of live sessions.
+    pub fn session_count(&self) -> usize {
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Asks every connection to finish: sessions are closed, sockets shut down.
+    pub fn begin_shutdown(&self) {
+        self.shutdown.store(true, Ordering::Release);
+        let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        for (_, s) in sessions.iter() {
+            s.close(u64::MAX);
+        }
+    }
+
+    /// True once shutdown began.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutdown.load(Ordering::Acquire)
+    }
+
+    /// Makes every store durable (shutdown).
+    pub fn flush_stores(&self) -> Result<(), isoe_store::StoreError> {
+        for s in &self.stores {
+            s.flush()?;
+        }
+        Ok(())
+    }
+}
+
+impl LoginPolicy for Server {
+    fn admit(&self, session_type: SessionType, initiator_name: &str, target_name: Option<&str>) -> Result<Admission, LoginFailure> {
+        let refuse = |detail: u8, reason: String| LoginFailure { status_class: login_status::INITIATOR_ERROR, status_detail: detail, reason };
+        match session_type {
+            SessionType::Discovery => Ok(Admission { target_alias: None, auth: AuthPolicy::None, overrides: None }),
+            SessionType::Normal => {
+                let Some(name) = target_name else {
+                    return Err(refuse(login_status::MISSING_PARAMETER, "TargetName is required on a normal session".into()));
+                };
+                let Some(target) = self.target(name) else {
+                    return Err(refuse(login_status::NOT_FOUND, format!("no target named {name}")));
+                };
+                if !target.admits(initiator_name) {
+                    return Err(refuse(
+                        login_status::AUTHORIZATION_FAILURE,
+                        format!("{initiator_name} is not in allowed_initiators of {name}"),
+                    ));
+                }
+                Ok(Admission {
+                    target_alias: target.alias.clone(),
+                    auth: AuthPolicy::None,
+                    overrides: Some(login_config(&target.params, 1)),
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! A session: the state its connections share (RFC 7143 §4.2).
+//!
+//! The command window (ExpCmdSN, MaxCmdSN) lives here, so that commands of a
+//! session arriving on several connections (MC/S) reach the SCSI layer in
+//! CmdSN order. The lock is per session, never process-wide
+//! (ARCHITECTURE.md, datapath rule 4); a single-connection session takes it
+//! uncontended.
+
+use crate::registry::Target;
+use isoe_wire::negotiate::SessionParams;
+use isoe_wire::serial::{sn_gt, sn_in_window, sn_lt};
+use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+/// How many commands past ExpCmdSN an initiator may have outstanding.
+pub const COMMAND_WINDOW: u32 = 128;
+
+/// How long a command that arrived ahead of a CmdSN gap waits for the gap to fill.
+pub const CMD_SN_GAP_WAIT: Duration = Duration::from_secs(30);
+
+/// Where a command's CmdSN falls against the session's window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admit {
+    /// In order: deliver now (the window has advanced past it).
+    Deliver,
+    /// Outside [ExpCmdSN, MaxCmdSN]: RFC 7143 §4.2.2.1 says ignore it silently.
+    OutsideWindow,
+    /// The gap before it did not fill in time, or the session closed.
+    GapTimeout,
+}
+
+#[derive(Debug)]
+struct Window {
+    exp_cmd_sn: u32,
+}
+
+/// One connection of a session, as the session sees it.
+#[derive(Debug)]
+pub struct Member {
+    /// The connection ID the initiator chose.
+    pub cid: u16,
+    /// A handle to shut the socket down from another thread (logout, reinstatement).
+    pub socket: Option<TcpStream>,
+    /// Unique per connection in the process.
+    pub serial: u64,
+}
+
+/// State shared by the connections of one session.
+#[derive(Debug)]
+pub struct Session {
+    /// Target Session Identifying Handle.
+    pub tsih: u16,
+    /// Initiator Session ID.
+    pub isid: [u8; 6],
+    /// The initiator's iSCSI name.
+    pub initiator_name: String,
+    /// The target of a normal session; None for discovery.
+    pub target: Option<Arc<Target>>,
+    /// Negotiated session-wide parameters.
+    pub params: SessionParams,
+    /// The I_T nexus identifier handed to the SCSI layer.
+    pub nexus: u64,
+    window: Mutex<Window>,
+    advanced: Condvar,
+    /// Mirror of ExpCmdSN for lock-free reads when building responses.
+    exp_cmd_sn: AtomicU32,
+    members: Mutex<Vec<Member>>,
+    closed: AtomicBool,
+}
+
+impl Session {
+    /// A new session whose first non-immediate command will carry `cmd_sn`.
+    pub fn new(
+        tsih: u16,
+        isid: [u8; 6],
+        initiator_name: String,
+        target: Option<Arc<Target>>,
+        params: SessionParams,
+        nexus: u64,
+        cmd_sn: u32,
+    ) -> Session {
+        Session {
+            tsih,
+            isid,
+            initiator_name,
+            target,
+            params,
+            nexus,
+            window: Mutex::new(Window { exp_cmd_sn: cmd_sn }),
+            advanced: Condvar::new(),
+            exp_cmd_sn: AtomicU32::new(cmd_sn),
+            members: Mutex::new(Vec::new()),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// ExpCmdSN as last advanced.
+    pub fn exp_cmd_sn(&self) -> u32 {
+        self.exp_cmd_sn.load(Ordering::Acquire)
+    }
+
+    /// MaxCmdSN: the window stays COMMAND_WINDOW commands wide.
+    pub fn max_cmd_sn(&self) -> u32 {
+        self.exp_cmd_sn().wrapping_add(COMMAND_WINDOW - 1)
+    }
+
+    /// Admits a non-immediate command with `cmd_sn`, waiting (bounded) when
+    /// it arrived on one connection ahead of a lower CmdSN still in flight
+    /// on another (RFC 7143 §3.2.2.1: delivery in CmdSN order).
+    pub fn admit_ordered(&self, cmd_sn: u32) -> Admit {
+        let mut window = self.window.lock().unwrap_or_else(|e| e.into_inner());
+        let max = window.exp_cmd_sn.wrapping_add(COMMAND_WINDOW - 1);
+        if !sn_in_window(cmd_sn, window.exp_cmd_sn, max) {
+            return Admit::OutsideWindow;
+        }
+        if sn_gt(cmd_sn, window.exp_cmd_sn) {
+            let deadline = std::time::Instant::now() + CMD_SN_GAP_WAIT;
+            while sn_lt(window.exp_cmd_sn, cmd_sn) {
+                if self.closed.load(Ordering::Acquire) {
+                    return Admit::GapTimeout;
+                }
+                let now = std::time::Instant::now();
+                if now >= deadline {
+                    return Admit::GapTimeout;
+                }
+                let wait = (deadline - now).min(Duration::from_millis(500));
+                window = self.advanced.wait_timeout(window, wait).unwrap_or_else(|e| e.into_inner()).0;
+            }
+            if window.exp_cmd_sn != cmd_sn {
+                // Someone else delivered this CmdSN meanwhile: a duplicate.
+                return Admit::OutsideWindow;
+            }
+        }
+        window.exp_cmd_sn = cmd_sn.wrapping_add(1);
+        self.exp_cmd_sn.store(window.exp_cmd_sn, Ordering::Release);
+        drop(window);
+        self.advanced.notify_all();
+        Admit::Deliver
+    }
+
+    /// Checks an immediate command's CmdSN: it must lie in the window but does not advance it.
+    pub fn admit_immediate(&self, cmd_sn: u32) -> Admit {
+        let exp = self.exp_cmd_sn();
+        if sn_in_window(cmd_sn, exp, exp.wrapping_add(COMMAND_WINDOW - 1)) {
+            Admit::Deliver
+        } else {
+            Admit::OutsideWindow
+        }
+    }
+
+    /// Adds a connection; fails when MaxConnections are already in use. A
+    /// connection with the same CID is reinstated: the old one is shut down.
+    pub fn join(&self, member: Member) -> Result<(), ()> {
+        let mut members = self.members.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(pos) = members.iter().position(|m| m.cid == member.cid) {
+            // RFC 7143 §6.3.4: connection reinstatement on CID reuse.
+            let old = members.swap_remove(pos);
+            if let Some(s) = old.socket {
+                let _ = s.shutdown(Shutdown::Both);
+            }
+        }
+        if members.len() >= self.params.max_connections as usize {
+            return Err(());
+        }
+        members.push(member);
+        Ok(())
+    }
+
+    /// Removes a connection; returns true when it was the last one.
+    pub fn leave(&self, serial: u64) -> bool {
+        let mut members = self.members.lock().unwrap_or_else(|e| e.into_inner());
+        members.retain(|m| m.serial != serial);
+        members.is_empty()
+    }
+
+    /// Number of connections now in the session.
+    pub fn connection_count(&self) -> usize {
+        self.members.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// True when connection `cid` is part of the session.
+    pub fn has_cid(&self, cid: u16) -> bool {
+        self.members.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|m| m.cid == cid)
+    }
+
+    /// Shuts down connection `cid` (not `except_serial`), for Logout of another connection.
+    pub fn close_cid(&self, cid: u16, except_serial: u64) {
+        let members = self.members.lock().unwrap_or_else(|e| e.into_inner());
+        for m in members.iter().filter(|m| m.cid == cid && m.serial != except_serial) {
+            if let Some(s) = &m.socket {
+                let _ = s.shutdown(Shutdown::Both);
+            }
+        }
+    }
+
+    /// Closes the whole session: every connection but `except_serial` is shut down now.
+    pub fn close(&self, except_serial: u64) {
+        self.closed.store(true, Ordering::Release);
+        self.advanced.notify_all();
+        let members = self.members.lock().unwrap_or_else(|e| e.into_inner());
+        for m in members.iter().filter(|m| m.serial != except_serial) {
+            if let Some(s) = &m.socket {
+                let _ = s.shutdown(Shutdown::Both);
+            }
+        }
+    }
+
+    /// True once the session was closed (logout, reinstatement, shutdown).
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+}

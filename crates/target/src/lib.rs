@@ -1,1 +1,19 @@
-//! isoe-target
+//! isoe-target: the iSCSI target.
+//!
+//! Owns portals, sessions and connections, login and authorization policy,
+//! the TOML configuration and the target's I/O driver. Protocol encoding
+//! lives in `isoe-wire`, SCSI semantics in `isoe-scsi`, media in `isoe-store`.
+
+pub mod config;
+pub mod connection;
+pub mod discovery;
+pub mod driver;
+pub mod identity;
+pub mod output;
+pub mod registry;
+pub mod session;
+pub mod write_task;
+
+pub use config::Config;
+pub use driver::{start, Running, StartError};
+pub use registry::Server;

@@ -1,1 +1,50 @@
-//! isoe-scsi
+//! isoe-scsi: the SCSI device server (SPC-5 primary commands, SBC-4 block
+//! commands) for isoe's logical units.
+//!
+//! Owns CDB decoding, status and sense, and the behaviour of a direct-access
+//! block device: INQUIRY and its VPD pages, mode pages, READ CAPACITY, the
+//! READ/WRITE/VERIFY family, cache and provisioning commands, REPORT LUNS and
+//! REPORT SUPPORTED OPERATION CODES. Media come from `isoe-store`.
+//! Never touches iSCSI PDUs or sockets: the transport hands in a CDB and
+//! Data-Out bytes and takes back a `Completion` and Data-In bytes.
+#![forbid(unsafe_code)]
+
+mod block_cdb;
+mod capacity;
+pub mod cdb;
+mod completion;
+mod config;
+mod data_in;
+mod inquiry;
+pub mod lba;
+pub mod limits;
+mod logical_unit;
+pub mod mode;
+mod no_lun;
+pub mod opcode;
+mod prefetch;
+mod read_write;
+mod report_luns;
+mod request_sense;
+pub mod sense;
+mod start_stop;
+mod status;
+pub mod supported_opcodes;
+mod sync_cache;
+mod transfer;
+mod unmap;
+mod verify;
+pub mod vpd;
+mod write_same;
+
+pub use completion::Completion;
+pub use config::{ConfigError, LunConfig};
+pub use logical_unit::LogicalUnit;
+pub use no_lun::execute_no_lun;
+pub use report_luns::{encode_lun, report_luns};
+pub use sense::{FieldPointer, Sense};
+pub use status::Status;
+pub use transfer::DataDirection;
+
+/// Who sends a command (I_T nexus), for reservations and unit attentions later.
+pub type NexusId = u64;

@@ -1,0 +1,62 @@
+//! INQUIRY (SPC-5 6.7): standard data here, VPD pages in `vpd`.
+
+use crate::data_in::{push_ascii_field, truncate_to_allocation_length};
+use crate::{cdb, vpd, LogicalUnit, LunConfig, Sense};
+
+/// SPC-5 6.7.2 VERSION: 06h claims SPC-4. libiscsi's conformance suite fails
+/// any other nonzero value than 04h-06h.
+const VERSION_SPC4: u8 = 0x06;
+
+/// Version descriptors (SPC-5 6.7.2, table 149): SAM-5, iSCSI, SPC-4, SBC-3
+/// (04C0h is the code libiscsi looks for before running SBC-3 tests).
+const VERSION_DESCRIPTORS: [u16; 4] = [0x00a0, 0x0960, 0x0460, 0x04c0];
+
+/// Length of our standard INQUIRY data.
+const STANDARD_DATA_LEN: usize = 96;
+
+/// PERIPHERAL DEVICE TYPE 00h: direct access block device (SBC).
+pub(crate) const DIRECT_ACCESS_BLOCK_DEVICE: u8 = 0x00;
+
+/// Executes INQUIRY for an existing logical unit.
+pub(crate) fn inquiry(unit: &LogicalUnit, cdb: &[u8], data_in: &mut Vec<u8>) -> Result<(), Sense> {
+    let enable_vital_product_data = cdb[1] & 0x01 != 0;
+    let page_code = cdb[2];
+    let allocation_length = u32::from(cdb::u16_at(cdb, 3));
+    if cdb[1] & 0x02 != 0 {
+        // CMDDT is obsolete (SPC-5 6.7.1).
+        return Err(Sense::invalid_field_in_cdb(1, 1));
+    }
+    if enable_vital_product_data {
+        vpd::vital_product_data(unit, page_code, data_in)?;
+    } else {
+        if page_code != 0 {
+            // SPC-5 6.7.1: with EVPD zero the PAGE CODE field shall be zero.
+            return Err(Sense::invalid_field_in_cdb_byte(2));
+        }
+        standard_data(&unit.config, DIRECT_ACCESS_BLOCK_DEVICE, data_in);
+    }
+    truncate_to_allocation_length(data_in, allocation_length);
+    Ok(())
+}
+
+/// Appends standard INQUIRY data (SPC-5 6.7.2) with `peripheral` as byte 0
+/// (qualifier and device type).
+pub(crate) fn standard_data(config: &LunConfig, peripheral: u8, data_in: &mut Vec<u8>) {
+    let start = data_in.len();
+    data_in.push(peripheral);
+    data_in.push(0x00); // RMB=0: the medium is not removable.
+    data_in.push(VERSION_SPC4);
+    data_in.push(0x12); // HISUP=1, RESPONSE DATA FORMAT=2; NORMACA=0.
+    data_in.push((STANDARD_DATA_LEN - 5) as u8); // ADDITIONAL LENGTH
+    data_in.push(0x00); // SCCS, ACC, TPGS=00b, 3PC, PROTECT all zero.
+    data_in.push(0x00); // ENCSERV, MULTIP zero.
+    data_in.push(0x02); // CMDQUE=1: full task management.
+    push_ascii_field(data_in, &config.vendor, 8);
+    push_ascii_field(data_in, &config.product, 16);
+    push_ascii_field(data_in, &config.revision, 4);
+    data_in.resize(start + 58, 0); // vendor specific, CLOCKING/QAS/IUS, reserved
+    for descriptor in VERSION_DESCRIPTORS {
+        data_in.extend_from_slice(&descriptor.to_be_bytes());
+    }
+    data_in.resize(start + STANDARD_DATA_LEN, 0);
+}

@@ -1,0 +1,30 @@
+//! Limits the device server advertises in the Block Limits VPD page (SBC-4
+//! 6.6.4) and enforces on commands.
+
+/// Largest READ/WRITE/VERIFY in bytes; bounds the buffer a peer can make us fill.
+pub const MAXIMUM_TRANSFER_LENGTH_BYTES: u32 = 8 << 20;
+/// Transfers of this size or a multiple are most efficient.
+pub const OPTIMAL_TRANSFER_LENGTH_BYTES: u32 = 1 << 20;
+/// Largest number of blocks one UNMAP may deallocate (libiscsi wants <= 1 Mi).
+pub const MAXIMUM_UNMAP_LBA_COUNT: u32 = 1 << 20;
+/// Largest number of block descriptors in one UNMAP parameter list.
+pub const MAXIMUM_UNMAP_BLOCK_DESCRIPTOR_COUNT: u32 = 256;
+/// Largest number of blocks one WRITE SAME may touch.
+pub const MAXIMUM_WRITE_SAME_LENGTH: u64 = 1 << 20;
+/// Unmap granularity in bytes: file systems punch holes in 4 KiB pages.
+pub const UNMAP_GRANULARITY_BYTES: u32 = 4096;
+
+/// MAXIMUM TRANSFER LENGTH in logical blocks.
+pub fn maximum_transfer_length_blocks(block_size: u32) -> u32 {
+    MAXIMUM_TRANSFER_LENGTH_BYTES / block_size
+}
+
+/// OPTIMAL TRANSFER LENGTH in logical blocks.
+pub fn optimal_transfer_length_blocks(block_size: u32) -> u32 {
+    OPTIMAL_TRANSFER_LENGTH_BYTES / block_size
+}
+
+/// OPTIMAL UNMAP GRANULARITY in logical blocks.
+pub fn optimal_unmap_granularity_blocks(block_size: u32) -> u32 {
+    (UNMAP_GRANULARITY_BYTES / block_size).max(1)
+}

@@ -1,0 +1,156 @@
+//! `LogicalUnit`: one SBC direct-access block device served from a `Store`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use isoe_store::Store;
+
+use crate::block_cdb::BlockCdb;
+use crate::opcode::*;
+use crate::{cdb, lba, limits, Completion, LunConfig, NexusId, Sense};
+
+/// One logical unit: its media, its configuration and a little unit state.
+/// Shared by every connection thread; no lock is held across store I/O.
+#[derive(Debug)]
+pub struct LogicalUnit {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) config: LunConfig,
+    /// Number of whole logical blocks on the medium.
+    pub(crate) capacity_blocks: u64,
+    /// START STOP UNIT with START=0 was the last power request (SBC-4 4.20).
+    pub(crate) stopped: AtomicBool,
+}
+
+impl LogicalUnit {
+    /// Serves `store` with `config`.
+    ///
+    /// # Panics
+    /// If `config.validate()` fails: the target validates configuration
+    /// before it builds logical units.
+    pub fn new(store: Arc<dyn Store>, config: LunConfig) -> Self {
+        if let Err(error) = config.validate() {
+            panic!("invalid LunConfig: {error}");
+        }
+        let capacity_blocks = store.size_bytes() / u64::from(config.block_size);
+        Self {
+            store,
+            config,
+            capacity_blocks,
+            stopped: AtomicBool::new(false),
+        }
+    }
+
+    /// The configuration this unit was built with.
+    pub fn config(&self) -> &LunConfig {
+        &self.config
+    }
+
+    /// Number of logical blocks (READ CAPACITY reports one less, the last LBA).
+    pub fn capacity_blocks(&self) -> u64 {
+        self.capacity_blocks
+    }
+
+    /// Whether the last START STOP UNIT asked the unit to stop. Informational:
+    /// a stopped unit still serves media commands, as a virtual disk has
+    /// nothing to spin down.
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Relaxed)
+    }
+
+    /// Executes one command. data_out holds what the initiator sent (may be
+    /// shorter than the CDB implies if the transport got less). Appends Data-In
+    /// bytes to data_in (which the caller gives already cleared), honouring the
+    /// allocation length; the transport truncates to EDTL and computes residuals.
+    pub fn execute(
+        &self,
+        nexus: NexusId,
+        cdb: &[u8],
+        data_out: &[u8],
+        data_in: &mut Vec<u8>,
+    ) -> Completion {
+        let _ = nexus; // Reservations and unit attentions will key on it.
+                       // The caller hands over a cleared pooled buffer; clearing again makes
+                       // allocation-length truncation independent of that promise.
+        data_in.clear();
+        let result = self.dispatch(cdb, data_out, data_in);
+        if result.is_err() {
+            data_in.clear();
+        }
+        result.into()
+    }
+
+    fn dispatch(&self, cdb: &[u8], data_out: &[u8], data_in: &mut Vec<u8>) -> Result<(), Sense> {
+        let length = cdb::checked_length(cdb)?;
+        let cdb = &cdb[..length];
+        cdb::check_control(cdb, length)?;
+        match cdb[0] {
+            TEST_UNIT_READY => Ok(()),
+            REQUEST_SENSE => crate::request_sense::request_sense(cdb, &Sense::no_sense(), data_in),
+            INQUIRY => crate::inquiry::inquiry(self, cdb, data_in),
+            MODE_SENSE_6 | MODE_SENSE_10 => crate::mode::mode_sense(self, cdb, data_in),
+            START_STOP_UNIT => crate::start_stop::start_stop_unit(self, cdb),
+            READ_CAPACITY_10 => crate::capacity::read_capacity_10(self, data_in),
+            SERVICE_ACTION_IN_16 => match cdb::service_action(cdb) {
+                READ_CAPACITY_16_SA => crate::capacity::read_capacity_16(self, cdb, data_in),
+                _ => Err(Sense::invalid_field_in_cdb(1, 4)),
+            },
+            MAINTENANCE_IN => match cdb::service_action(cdb) {
+                REPORT_SUPPORTED_OPERATION_CODES_SA => {
+                    crate::supported_opcodes::report_supported_operation_codes(cdb, data_in)
+                }
+                _ => Err(Sense::invalid_field_in_cdb(1, 4)),
+            },
+            REPORT_LUNS => {
+                // The target answers REPORT LUNS with its whole LUN list before
+                // routing to a unit; a unit asked directly knows only itself.
+                crate::report_luns::report_luns_result(cdb, &[self.config.lun_number], data_in)
+            }
+            READ_6 | READ_10 | READ_12 | READ_16 => crate::read_write::read(self, cdb, data_in),
+            WRITE_6 | WRITE_10 | WRITE_12 | WRITE_16 => {
+                crate::read_write::write(self, cdb, data_out)
+            }
+            WRITE_AND_VERIFY_10 | WRITE_AND_VERIFY_12 | WRITE_AND_VERIFY_16 => {
+                crate::read_write::write_and_verify(self, cdb, data_out)
+            }
+            VERIFY_10 | VERIFY_12 | VERIFY_16 => crate::verify::verify(self, cdb, data_out),
+            SYNCHRONIZE_CACHE_10 | SYNCHRONIZE_CACHE_16 => {
+                crate::sync_cache::synchronize_cache(self, cdb)
+            }
+            PRE_FETCH_10 | PRE_FETCH_16 => crate::prefetch::pre_fetch(self, cdb),
+            WRITE_SAME_10 | WRITE_SAME_16 => crate::write_same::write_same(self, cdb, data_out),
+            UNMAP => crate::unmap::unmap(self, cdb, data_out),
+            _ => Err(Sense::invalid_opcode()),
+        }
+    }
+
+    /// Logical block length in bytes.
+    pub(crate) fn block_size(&self) -> u64 {
+        u64::from(self.config.block_size)
+    }
+
+    /// SBC-4 4.5 range check against this unit's capacity.
+    pub(crate) fn check_range(
+        &self,
+        logical_block_address: u64,
+        block_count: u64,
+    ) -> Result<(), Sense> {
+        lba::check_range(logical_block_address, block_count, self.capacity_blocks)
+    }
+
+    /// SBC-4 6.6.4: a transfer longer than MAXIMUM TRANSFER LENGTH is an
+    /// invalid field in the CDB.
+    pub(crate) fn check_transfer_length(&self, block: &BlockCdb) -> Result<(), Sense> {
+        if block.block_count > limits::maximum_transfer_length_blocks(self.config.block_size) {
+            return Err(Sense::invalid_field_in_cdb_byte(block.block_count_at));
+        }
+        Ok(())
+    }
+
+    /// DATA PROTECT for commands that would modify a read-only medium.
+    pub(crate) fn check_writable(&self) -> Result<(), Sense> {
+        if self.config.read_only {
+            return Err(Sense::write_protected());
+        }
+        Ok(())
+    }
+}

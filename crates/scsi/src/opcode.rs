@@ -1,0 +1,72 @@
+//! Operation codes of the commands this device server knows (SPC-5 and SBC-4
+//! command tables), and the service actions of the two multiplexed opcodes.
+
+/// TEST UNIT READY (SPC-5 6.47).
+pub const TEST_UNIT_READY: u8 = 0x00;
+/// REQUEST SENSE (SPC-5 6.39).
+pub const REQUEST_SENSE: u8 = 0x03;
+/// READ (6) (SBC-4 5.13).
+pub const READ_6: u8 = 0x08;
+/// WRITE (6) (SBC-4 5.38).
+pub const WRITE_6: u8 = 0x0a;
+/// INQUIRY (SPC-5 6.7).
+pub const INQUIRY: u8 = 0x12;
+/// MODE SELECT (6) (SPC-5 6.11); not supported, listed for completeness.
+pub const MODE_SELECT_6: u8 = 0x15;
+/// MODE SENSE (6) (SPC-5 6.13).
+pub const MODE_SENSE_6: u8 = 0x1a;
+/// START STOP UNIT (SBC-4 5.28).
+pub const START_STOP_UNIT: u8 = 0x1b;
+/// READ CAPACITY (10) (SBC-4 5.20).
+pub const READ_CAPACITY_10: u8 = 0x25;
+/// READ (10) (SBC-4 5.14).
+pub const READ_10: u8 = 0x28;
+/// WRITE (10) (SBC-4 5.39).
+pub const WRITE_10: u8 = 0x2a;
+/// WRITE AND VERIFY (10) (SBC-4 5.42).
+pub const WRITE_AND_VERIFY_10: u8 = 0x2e;
+/// VERIFY (10) (SBC-4 5.33).
+pub const VERIFY_10: u8 = 0x2f;
+/// PRE-FETCH (10) (SBC-4 5.9).
+pub const PRE_FETCH_10: u8 = 0x34;
+/// SYNCHRONIZE CACHE (10) (SBC-4 5.29).
+pub const SYNCHRONIZE_CACHE_10: u8 = 0x35;
+/// WRITE SAME (10) (SBC-4 5.47).
+pub const WRITE_SAME_10: u8 = 0x41;
+/// UNMAP (SBC-4 5.32).
+pub const UNMAP: u8 = 0x42;
+/// MODE SENSE (10) (SPC-5 6.14).
+pub const MODE_SENSE_10: u8 = 0x5a;
+/// READ (16) (SBC-4 5.16).
+pub const READ_16: u8 = 0x88;
+/// WRITE (16) (SBC-4 5.41).
+pub const WRITE_16: u8 = 0x8a;
+/// WRITE AND VERIFY (16) (SBC-4 5.44).
+pub const WRITE_AND_VERIFY_16: u8 = 0x8e;
+/// VERIFY (16) (SBC-4 5.35).
+pub const VERIFY_16: u8 = 0x8f;
+/// PRE-FETCH (16) (SBC-4 5.10).
+pub const PRE_FETCH_16: u8 = 0x90;
+/// SYNCHRONIZE CACHE (16) (SBC-4 5.30).
+pub const SYNCHRONIZE_CACHE_16: u8 = 0x91;
+/// WRITE SAME (16) (SBC-4 5.48).
+pub const WRITE_SAME_16: u8 = 0x93;
+/// SERVICE ACTION IN (16) (SBC-4 table 36); see [`READ_CAPACITY_16_SA`].
+pub const SERVICE_ACTION_IN_16: u8 = 0x9e;
+/// REPORT LUNS (SPC-5 6.33).
+pub const REPORT_LUNS: u8 = 0xa0;
+/// MAINTENANCE IN (SPC-5 table 3); see [`REPORT_SUPPORTED_OPERATION_CODES_SA`].
+pub const MAINTENANCE_IN: u8 = 0xa3;
+/// READ (12) (SBC-4 5.15).
+pub const READ_12: u8 = 0xa8;
+/// WRITE (12) (SBC-4 5.40).
+pub const WRITE_12: u8 = 0xaa;
+/// WRITE AND VERIFY (12) (SBC-4 5.43).
+pub const WRITE_AND_VERIFY_12: u8 = 0xae;
+/// VERIFY (12) (SBC-4 5.34).
+pub const VERIFY_12: u8 = 0xaf;
+
+/// READ CAPACITY (16): service action 10h of SERVICE ACTION IN (16) (SBC-4 5.21).
+pub const READ_CAPACITY_16_SA: u16 = 0x10;
+/// REPORT SUPPORTED OPERATION CODES: service action 0Ch of MAINTENANCE IN (SPC-5 6.35).
+pub const REPORT_SUPPORTED_OPERATION_CODES_SA: u16 = 0x0c;

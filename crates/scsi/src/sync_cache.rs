@@ -1,0 +1,13 @@
+//! SYNCHRONIZE CACHE (10/16) (SBC-4 5.29, 5.30).
+
+use crate::block_cdb::BlockCdb;
+use crate::{LogicalUnit, Sense};
+
+/// Range-checks, then makes every completed write durable. NUMBER OF LOGICAL
+/// BLOCKS 0 means "to the end of the medium"; the whole store is flushed in
+/// any case, which the standard allows. IMMED is honoured by finishing first.
+pub(crate) fn synchronize_cache(unit: &LogicalUnit, cdb: &[u8]) -> Result<(), Sense> {
+    let block = BlockCdb::decode(cdb);
+    unit.check_range(block.logical_block_address, u64::from(block.block_count))?;
+    unit.store.flush().map_err(|_| Sense::write_error())
+}

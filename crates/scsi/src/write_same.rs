@@ -1,0 +1,76 @@
+//! WRITE SAME (10/16) (SBC-4 5.47, 5.48).
+
+use crate::block_cdb::BlockCdb;
+use crate::read_write::check_no_protection;
+use crate::{limits, LogicalUnit, Sense};
+
+/// Byte 1 bit 4: ANCHOR.
+const ANCHOR: u8 = 0x10;
+/// Byte 1 bit 3: UNMAP.
+const UNMAP: u8 = 0x08;
+/// Byte 1 bit 0 of WRITE SAME (16): NDOB, no Data-Out buffer (zeros).
+const NDOB: u8 = 0x01;
+
+/// Largest buffer of repeated blocks written at once.
+const PATTERN_BUFFER_BYTES: u64 = 1 << 20;
+
+/// Writes one block of Data-Out (or zeros with NDOB) over a range. With UNMAP
+/// and an all-zero block the range is deallocated instead, since unmapped
+/// blocks read as zeros (LBPRZ=1).
+pub(crate) fn write_same(unit: &LogicalUnit, cdb: &[u8], data_out: &[u8]) -> Result<(), Sense> {
+    check_no_protection(cdb)?;
+    let sixteen_byte = cdb.len() == 16;
+    if cdb[1] & ANCHOR != 0 {
+        return Err(Sense::invalid_field_in_cdb(1, 4));
+    }
+    if !sixteen_byte && cdb[1] & NDOB != 0 {
+        return Err(Sense::invalid_field_in_cdb(1, 0));
+    }
+    let block = BlockCdb::decode(cdb);
+    let block_count = u64::from(block.block_count);
+    if block_count == 0 || block_count > limits::MAXIMUM_WRITE_SAME_LENGTH {
+        // WSNZ=1 in the Block Limits page: zero blocks is refused.
+        return Err(Sense::invalid_field_in_cdb_byte(block.block_count_at));
+    }
+    unit.check_writable()?;
+    unit.check_range(block.logical_block_address, block_count)?;
+
+    let block_size = unit.block_size();
+    let no_data_out = sixteen_byte && cdb[1] & NDOB != 0;
+    let pattern: &[u8] = if no_data_out {
+        &[]
+    } else {
+        data_out
+            .get(..block_size as usize)
+            .ok_or_else(Sense::invalid_field_in_information_unit)?
+    };
+    let offset = block.logical_block_address * block_size;
+    let length = block_count * block_size;
+    let all_zero = pattern.iter().all(|&b| b == 0);
+    let result = if all_zero && cdb[1] & UNMAP != 0 {
+        unit.store.unmap(offset, length)
+    } else if all_zero {
+        unit.store.write_zeroes(offset, length)
+    } else {
+        write_pattern(unit, pattern, offset, length)
+    };
+    result.map_err(|_| Sense::write_error())
+}
+
+/// Writes `pattern` repeatedly over `length` bytes from `offset`.
+fn write_pattern(
+    unit: &LogicalUnit,
+    pattern: &[u8],
+    offset: u64,
+    length: u64,
+) -> Result<(), isoe_store::StoreError> {
+    let repeats = (PATTERN_BUFFER_BYTES / pattern.len() as u64).max(1);
+    let buffer = pattern.repeat(repeats.min(length / pattern.len() as u64) as usize);
+    let mut position = 0;
+    while position < length {
+        let piece = (length - position).min(buffer.len() as u64) as usize;
+        unit.store.write_at(offset + position, &buffer[..piece])?;
+        position += piece as u64;
+    }
+    Ok(())
+}

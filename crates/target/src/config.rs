@@ -1,0 +1,1360 @@
+//! The configuration of `isoe target --config FILE`: a TOML file an
+//! administrator writes by hand, read into [`Config`].
+//!
+//! ```toml
+//! state_dir = "/var/lib/isoe"     # optional
+//! portals = ["0.0.0.0:3260", "[::]:3260"]
+//!
+//! [defaults]                       # iSCSI parameters, RFC 7143 §13 names in snake_case
+//! max_burst_length = 1048576
+//!
+//! [[target]]
+//! name = "iqn.2026-11.io.isoe:db"
+//! [target.params]                  # overrides of [defaults] for this target
+//! immediate_data = false
+//! [[target.lun]]
+//! number = 0
+//! memory = "1GiB"                  # exactly one of memory / file / block
+//! ```
+//!
+//! `examples/target.toml` at the top of the repository documents every key.
+//! The rules that are not obvious from the key names:
+//!
+//! - **Sizes** are an integer number of bytes or a string: a number, optionally
+//!   with a fraction, and a unit. Binary units `KiB MiB GiB TiB PiB` are powers
+//!   of 1024; decimal units `KB MB GB TB PB` are powers of 1000 (`"1GB"` is
+//!   10^9 bytes), `B` or no unit is bytes. `"1.5TiB"` is fine as long as the
+//!   result is a whole number of bytes. Bare `K`, `M`, `G`, `T` are refused as
+//!   ambiguous. A LUN's size must be a positive multiple of its block size.
+//! - **Relative paths** (`state_dir`, `file`, `block`) are relative to the
+//!   directory holding the configuration file; with no file (see
+//!   [`Config::parse`]) they stay relative to the working directory.
+//! - **`state_dir`** defaults to `<config file dir>/.isoe-state`; with no
+//!   configuration file there is no default and [`Config::state_dir`] is `None`.
+//! - **`size` of a `file` LUN** may be left out only when the file exists: this
+//!   is the one check that looks at the file system.
+//! - **Portals** are socket addresses; an address without a port gets 3260.
+//!   Port 0 (an ephemeral port) is accepted for tests.
+//! - **Names** (target names, `allowed_initiators`) follow RFC 7143 §4.2.7 and
+//!   RFC 3720 §3.2.6.3: `iqn.yyyy-mm.reversed.domain[:anything]`, `eui.` and
+//!   16 hex digits, `naa.` and 16 or 32 hex digits; at most 223 bytes. They must
+//!   be written in lower case, the form RFC 3722 normalises them to, because
+//!   the target compares names byte for byte.
+//!
+//! Reading stops at the first problem and reports it as a [`ConfigError`] that
+//! names the file, the 1-based line and the key path, with array indices
+//! counted from 0: `isoe.toml:14: target[1].lun[0].size: expected a size like
+//! "10GiB", found "ten"`.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use toml::Spanned;
+
+/// The IANA-assigned iSCSI port, used for portals written without a port.
+pub const DEFAULT_PORT: u16 = 3260;
+
+/// The highest LUN number a configuration may use: SAM-5 flat space
+/// addressing has 14 bits of LUN.
+pub const MAX_LUN_NUMBER: u16 = 16383;
+
+/// The most connections per session isoe accepts (RFC 7143 §13.2 allows 65535).
+pub const MAX_CONNECTIONS: u16 = 8;
+
+/// RFC 7143 §13.12-§13.14: the largest MaxRecvDataSegmentLength,
+/// MaxBurstLength and FirstBurstLength, 2^24 - 1.
+pub const MAX_LENGTH_BYTES: u32 = (1 << 24) - 1;
+
+/// RFC 7143 §13.12-§13.14: the smallest of the same three lengths.
+pub const MIN_LENGTH_BYTES: u32 = 512;
+
+/// The longest NOP-In interval or timeout isoe accepts, in seconds.
+pub const MAX_NOP_IN_S: u32 = 3600;
+
+/// The embedded default target's name.
+pub const DEFAULT_TARGET_NAME: &str = "iqn.2026-11.io.isoe:target0";
+
+/// A whole `isoe target` configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The file it was read from, if any.
+    pub source: Option<PathBuf>,
+    /// Where generated LUN identities persist (see [`crate::identity`]).
+    pub state_dir: Option<PathBuf>,
+    /// The addresses to listen on; never empty.
+    pub portals: Vec<SocketAddr>,
+    /// The `[defaults]` parameters, before any target's overrides.
+    pub defaults: Params,
+    /// The targets, in file order; never empty, names unique.
+    pub targets: Vec<TargetConfig>,
+}
+
+/// A target's iSCSI operational parameters (RFC 7143 §13): the values the
+/// target declares or accepts during login negotiation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Params {
+    /// RFC 7143 §13.12 MaxRecvDataSegmentLength the target declares, 512..=2^24-1.
+    pub max_recv_data_segment_length: u32,
+    /// RFC 7143 §13.13 MaxBurstLength, 512..=2^24-1.
+    pub max_burst_length: u32,
+    /// RFC 7143 §13.14 FirstBurstLength, 512..=2^24-1 and at most `max_burst_length`.
+    pub first_burst_length: u32,
+    /// RFC 7143 §13.11 ImmediateData.
+    pub immediate_data: bool,
+    /// RFC 7143 §13.10 InitialR2T.
+    pub initial_r2t: bool,
+    /// RFC 7143 §13.2 MaxConnections, 1..=[`MAX_CONNECTIONS`].
+    pub max_connections: u16,
+    /// RFC 7143 §13.17 MaxOutstandingR2T, 1..=65535.
+    pub max_outstanding_r2t: u16,
+    /// RFC 7143 §13.1 HeaderDigest values the target accepts, in its order of
+    /// preference; never empty, no repeats.
+    pub header_digest: Vec<DigestChoice>,
+    /// RFC 7143 §13.1 DataDigest values, as for `header_digest`.
+    pub data_digest: Vec<DigestChoice>,
+    /// Seconds between target-initiated NOP-In pings on an idle connection;
+    /// 0 turns them off. At most [`MAX_NOP_IN_S`].
+    pub nop_in_interval_s: u32,
+    /// Seconds to wait for the NOP-Out answering a ping before dropping the
+    /// connection, 1..=[`MAX_NOP_IN_S`].
+    pub nop_in_timeout_s: u32,
+}
+
+impl Default for Params {
+    /// The values of `examples/target.toml`'s `[defaults]`; both digests are
+    /// offered so that the initiator decides.
+    fn default() -> Self {
+        Params {
+            max_recv_data_segment_length: 262_144,
+            max_burst_length: 1_048_576,
+            first_burst_length: 262_144,
+            immediate_data: true,
+            initial_r2t: false,
+            max_connections: MAX_CONNECTIONS,
+            max_outstanding_r2t: 1,
+            header_digest: vec![DigestChoice::None, DigestChoice::Crc32c],
+            data_digest: vec![DigestChoice::None, DigestChoice::Crc32c],
+            nop_in_interval_s: 30,
+            nop_in_timeout_s: 30,
+        }
+    }
+}
+
+/// One HeaderDigest or DataDigest value (RFC 7143 §13.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DigestChoice {
+    /// No digest: `None`.
+    None,
+    /// CRC32C: `CRC32C`.
+    Crc32c,
+}
+
+impl DigestChoice {
+    /// The value as written in the configuration and in login text: `None` or `CRC32C`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DigestChoice::None => "None",
+            DigestChoice::Crc32c => "CRC32C",
+        }
+    }
+}
+
+impl fmt::Display for DigestChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One `[[target]]`: an iSCSI target node and its logical units.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetConfig {
+    /// The target's iSCSI name (TargetName, RFC 7143 §13.4), lower case.
+    pub name: String,
+    /// TargetAlias (RFC 7143 §13.6), if any.
+    pub alias: Option<String>,
+    /// Initiator names allowed to see and log into the target; empty: all.
+    pub allowed_initiators: Vec<String>,
+    /// `[defaults]` with this target's `[target.params]` overrides applied.
+    pub params: Params,
+    /// The logical units, in file order; numbers unique.
+    pub luns: Vec<LunSpec>,
+}
+
+/// One `[[target.lun]]`: a logical unit and its backing store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LunSpec {
+    /// The LUN, 0..=[`MAX_LUN_NUMBER`].
+    pub number: u16,
+    /// Where the data lives.
+    pub store: StoreSpec,
+    /// Refuse writes (the unit reports itself write-protected).
+    pub read_only: bool,
+    /// Logical block size in bytes: 512 (the default) or 4096.
+    pub block_size: u32,
+    /// Unit serial number (VPD page 0x80) if configured; else see [`crate::identity`].
+    pub serial: Option<String>,
+    /// NAA type 6 designator (VPD page 0x83) if configured; else see [`crate::identity`].
+    pub naa: Option<[u8; 16]>,
+}
+
+/// The backing store of a LUN.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreSpec {
+    /// Volatile memory of the given size.
+    Memory {
+        /// Size in bytes, a multiple of the block size.
+        size_bytes: u64,
+    },
+    /// A regular file, created sparse with `size_bytes` if it does not exist.
+    File {
+        /// The file; relative paths are already resolved against the config's directory.
+        path: PathBuf,
+        /// Size in bytes (a multiple of the block size), or `None` to use the existing file's.
+        size_bytes: Option<u64>,
+    },
+    /// A block device, used at its own size.
+    Block {
+        /// The device node; relative paths are already resolved against the config's directory.
+        path: PathBuf,
+    },
+}
+
+/// A configuration that could not be read or is not acceptable; the message
+/// names the file, the line and the key.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read (missing, unreadable, not UTF-8).
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        source: io::Error,
+    },
+    /// The text is not well-formed TOML.
+    #[error("{file}:{line}:{column}: TOML syntax error: {message}")]
+    Syntax {
+        /// The file as given, or `<config>` for text with no file.
+        file: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column, in characters.
+        column: usize,
+        /// What the TOML parser said.
+        message: String,
+    },
+    /// Well-formed TOML with a key or value isoe does not accept.
+    #[error("{file}:{line}: {key}: {message}")]
+    Invalid {
+        /// The file as given, or `<config>` for text with no file.
+        file: String,
+        /// 1-based line of the key (or of the table that lacks it).
+        line: usize,
+        /// Path of the key, e.g. `target[1].lun[0].size` (indices from 0).
+        key: String,
+        /// What is wrong and what is expected.
+        message: String,
+    },
+}
+
+impl ConfigError {
+    /// The 1-based line the error points at, if it points into a file.
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            ConfigError::Read { .. } => None,
+            ConfigError::Syntax { line, .. } | ConfigError::Invalid { line, .. } => Some(*line),
+        }
+    }
+}
+
+impl Config {
+    /// Reads and validates the configuration file at `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Config::parse(&text, Some(path))
+    }
+
+    /// Validates configuration `text`; `source` names it in errors and anchors
+    /// relative paths and the default `state_dir`.
+    pub fn parse(text: &str, source: Option<&Path>) -> Result<Config, ConfigError> {
+        let reader = Reader::new(text, source);
+        let root = match toml::from_str::<tree::Node>(text) {
+            Ok(tree::Node::Table(entries)) => Table {
+                key: String::new(),
+                offset: 0,
+                entries,
+            },
+            Ok(_) => unreachable!("a TOML document is a table"),
+            Err(e) => return Err(reader.syntax(&e)),
+        };
+        let config = read_config(&reader, root, source)?;
+        debug_assert!(!config.portals.is_empty() && !config.targets.is_empty());
+        Ok(config)
+    }
+
+    /// The embedded default: portal 127.0.0.1:3260, target
+    /// iqn.2026-11.io.isoe:target0, LUN 0 = 1 GiB memory, default parameters,
+    /// no state directory (memory LUN identities need none).
+    pub fn embedded_default() -> Config {
+        Config {
+            source: None,
+            state_dir: None,
+            portals: vec![SocketAddr::new(
+                IpAddr::V4(Ipv4Addr::LOCALHOST),
+                DEFAULT_PORT,
+            )],
+            defaults: Params::default(),
+            targets: vec![TargetConfig {
+                name: DEFAULT_TARGET_NAME.to_string(),
+                alias: None,
+                allowed_initiators: Vec::new(),
+                params: Params::default(),
+                luns: vec![LunSpec {
+                    number: 0,
+                    store: StoreSpec::Memory {
+                        size_bytes: 1 << 30,
+                    },
+                    read_only: false,
+                    block_size: 512,
+                    serial: None,
+                    naa: None,
+                }],
+            }],
+        }
+    }
+}
+
+/// The TOML document as a tree that keeps the position of every key, so that
+/// every error can name its line. Values of a table carry their key's
+/// position; array elements carry their own.
+mod tree {
+    use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+    use std::fmt;
+    use toml::Spanned;
+
+    /// One TOML value.
+    #[derive(Debug)]
+    pub(super) enum Node {
+        Table(Vec<(Spanned<String>, Node)>),
+        Array(Vec<Spanned<Node>>),
+        Str(String),
+        Int(i64),
+        Float(f64),
+        Bool(bool),
+        /// A date or time; no isoe key takes one.
+        Datetime,
+    }
+
+    impl<'de> Deserialize<'de> for Node {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_any(NodeVisitor)
+        }
+    }
+
+    struct NodeVisitor;
+
+    impl<'de> Visitor<'de> for NodeVisitor {
+        type Value = Node;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a TOML value")
+        }
+        fn visit_bool<E>(self, v: bool) -> Result<Node, E> {
+            Ok(Node::Bool(v))
+        }
+        fn visit_i64<E>(self, v: i64) -> Result<Node, E> {
+            Ok(Node::Int(v))
+        }
+        fn visit_f64<E>(self, v: f64) -> Result<Node, E> {
+            Ok(Node::Float(v))
+        }
+        fn visit_str<E>(self, v: &str) -> Result<Node, E> {
+            Ok(Node::Str(v.to_string()))
+        }
+        fn visit_string<E>(self, v: String) -> Result<Node, E> {
+            Ok(Node::Str(v))
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Node, A::Error> {
+            let mut items = Vec::new();
+            while let Some(item) = seq.next_element::<Spanned<Node>>()? {
+                items.push(item);
+            }
+            Ok(Node::Array(items))
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node, A::Error> {
+            let mut entries = Vec::new();
+            loop {
+                // toml hands a datetime to deserialize_any as a one-entry map
+                // whose key cannot be spanned; that is the only way a key fails.
+                let key = match map.next_key::<Spanned<String>>() {
+                    Ok(Some(key)) => key,
+                    Ok(None) => break,
+                    Err(e) if entries.is_empty() && e.to_string().contains("datetime") => {
+                        return Ok(Node::Datetime)
+                    }
+                    Err(e) => return Err(e),
+                };
+                let value = map.next_value::<Node>()?;
+                entries.push((key, value));
+            }
+            Ok(Node::Table(entries))
+        }
+    }
+}
+
+use tree::Node;
+
+/// A value taken out of the tree, with its key path and byte offset.
+struct Field {
+    key: String,
+    offset: usize,
+    node: Node,
+}
+
+/// A table being read: fields are taken out one by one.
+struct Table {
+    key: String,
+    offset: usize,
+    entries: Vec<(Spanned<String>, Node)>,
+}
+
+impl Table {
+    /// Removes and returns the field `name`, if present.
+    fn take(&mut self, name: &str) -> Option<Field> {
+        let i = self.entries.iter().position(|(k, _)| k.get_ref() == name)?;
+        let (key, node) = self.entries.remove(i);
+        Some(Field {
+            key: join_key(&self.key, name),
+            offset: key.span().start,
+            node,
+        })
+    }
+}
+
+fn join_key(parent: &str, name: &str) -> String {
+    let bare = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    let name = if bare {
+        name.to_string()
+    } else {
+        format!("{name:?}")
+    };
+    if parent.is_empty() {
+        name
+    } else {
+        format!("{parent}.{name}")
+    }
+}
+
+/// Turns tree positions into file and line, and values into typed ones.
+struct Reader {
+    file: String,
+    line_starts: Vec<usize>,
+    base_dir: Option<PathBuf>,
+}
+
+impl Reader {
+    fn new(text: &str, source: Option<&Path>) -> Reader {
+        let line_starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        Reader {
+            file: source.map_or_else(|| "<config>".to_string(), |p| p.display().to_string()),
+            line_starts,
+            base_dir: source.map(|p| p.parent().unwrap_or(Path::new("")).to_path_buf()),
+        }
+    }
+
+    /// 1-based line of byte `offset`.
+    fn line(&self, offset: usize) -> usize {
+        self.line_starts
+            .partition_point(|&start| start <= offset)
+            .max(1)
+    }
+
+    fn invalid(&self, offset: usize, key: &str, message: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid {
+            file: self.file.clone(),
+            line: self.line(offset),
+            key: key.to_string(),
+            message: message.into(),
+        }
+    }
+
+    fn at(&self, field: &Field, message: impl Into<String>) -> ConfigError {
+        self.invalid(field.offset, &field.key, message)
+    }
+
+    fn syntax(&self, e: &toml::de::Error) -> ConfigError {
+        let offset = e.span().map_or(0, |s| s.start);
+        let line = self.line(offset);
+        ConfigError::Syntax {
+            file: self.file.clone(),
+            line,
+            column: offset.saturating_sub(self.line_starts[line - 1]) + 1,
+            message: e.message().trim().lines().collect::<Vec<_>>().join("; "),
+        }
+    }
+
+    fn wrong_type(&self, field: &Field, expected: &str) -> ConfigError {
+        self.at(
+            field,
+            format!("expected {expected}, found {}", describe(&field.node)),
+        )
+    }
+
+    /// Refuses any key of `table` not in `allowed`.
+    fn deny_unknown(&self, table: &Table, allowed: &[&str]) -> Result<(), ConfigError> {
+        let Some((key, _)) = table
+            .entries
+            .iter()
+            .find(|(k, _)| !allowed.contains(&k.get_ref().as_str()))
+        else {
+            return Ok(());
+        };
+        let name = key.get_ref();
+        let hint = match allowed.iter().find(|a| edit_distance(a, name) <= 2) {
+            Some(close) => format!(" (did you mean `{close}`?)"),
+            None => String::new(),
+        };
+        Err(self.invalid(
+            key.span().start,
+            &join_key(&table.key, name),
+            format!("unknown key{hint}; expected one of: {}", allowed.join(", ")),
+        ))
+    }
+
+    fn table(&self, field: Field, allowed: &[&str]) -> Result<Table, ConfigError> {
+        match field.node {
+            Node::Table(entries) => {
+                let table = Table {
+                    key: field.key,
+                    offset: field.offset,
+                    entries,
+                };
+                self.deny_unknown(&table, allowed)?;
+                Ok(table)
+            }
+            _ => Err(self.wrong_type(&field, "a table")),
+        }
+    }
+
+    /// The elements of an array, each with its own key path and position.
+    fn array(&self, field: Field, expected: &str) -> Result<Vec<Field>, ConfigError> {
+        match field.node {
+            Node::Array(items) => Ok(items
+                .into_iter()
+                .enumerate()
+                .map(|(i, item)| Field {
+                    key: format!("{}[{i}]", field.key),
+                    offset: item.span().start,
+                    node: item.into_inner(),
+                })
+                .collect()),
+            _ => Err(self.wrong_type(&field, expected)),
+        }
+    }
+
+    /// The tables of an array of tables (`[[name]]`).
+    fn tables(&self, field: Field, allowed: &[&str]) -> Result<Vec<Table>, ConfigError> {
+        let what = format!(
+            "an array of tables ([[{}]])",
+            field.key.rsplit('.').next().unwrap_or("")
+        );
+        if !matches!(field.node, Node::Array(_)) {
+            return Err(self.wrong_type(&field, &what));
+        }
+        let items = self.array(field, &what)?;
+        items
+            .into_iter()
+            .map(|item| self.table(item, allowed))
+            .collect()
+    }
+
+    fn string(&self, field: &Field) -> Result<String, ConfigError> {
+        match &field.node {
+            Node::Str(s) => Ok(s.clone()),
+            _ => Err(self.wrong_type(field, "a string")),
+        }
+    }
+
+    fn bool(&self, field: &Field) -> Result<bool, ConfigError> {
+        match field.node {
+            Node::Bool(b) => Ok(b),
+            _ => Err(self.wrong_type(field, "true or false")),
+        }
+    }
+
+    fn int_in(&self, field: &Field, min: i64, max: i64) -> Result<i64, ConfigError> {
+        match field.node {
+            Node::Int(v) if (min..=max).contains(&v) => Ok(v),
+            Node::Int(v) => Err(self.at(field, format!("{v} is out of range {min}..={max}"))),
+            _ => Err(self.wrong_type(field, "an integer")),
+        }
+    }
+
+    fn u32_in(&self, field: &Field, min: u32, max: u32) -> Result<u32, ConfigError> {
+        let v = self.int_in(field, min.into(), max.into())?;
+        Ok(u32::try_from(v).expect("checked range"))
+    }
+
+    fn u16_in(&self, field: &Field, min: u16, max: u16) -> Result<u16, ConfigError> {
+        let v = self.int_in(field, min.into(), max.into())?;
+        Ok(u16::try_from(v).expect("checked range"))
+    }
+
+    /// A size in bytes: an integer or a string with a unit (see the module doc).
+    fn size(&self, field: &Field) -> Result<u64, ConfigError> {
+        let bytes = match &field.node {
+            Node::Int(v) if *v > 0 => *v as u64,
+            Node::Int(v) => {
+                return Err(self.at(field, format!("a size must be positive, found {v}")))
+            }
+            Node::Str(s) => parse_size(s).map_err(|message| self.at(field, message))?,
+            _ => return Err(self.wrong_type(field, "a size like \"10GiB\" or a number of bytes")),
+        };
+        if bytes == 0 {
+            return Err(self.at(field, "a size must be positive"));
+        }
+        Ok(bytes)
+    }
+
+    /// A non-empty path, resolved against the configuration file's directory.
+    fn path(&self, field: &Field) -> Result<PathBuf, ConfigError> {
+        let text = self.string(field)?;
+        if text.is_empty() {
+            return Err(self.at(field, "expected a path, found an empty string"));
+        }
+        let path = PathBuf::from(text);
+        Ok(match &self.base_dir {
+            Some(dir) if path.is_relative() => dir.join(path),
+            _ => path,
+        })
+    }
+}
+
+/// A short description of a value for "expected X, found Y" messages.
+fn describe(node: &Node) -> String {
+    match node {
+        Node::Table(_) => "a table".to_string(),
+        Node::Array(_) => "an array".to_string(),
+        Node::Str(s) if s.chars().count() > 40 => {
+            format!("a string ({:?}...)", s.chars().take(40).collect::<String>())
+        }
+        Node::Str(s) => format!("a string ({s:?})"),
+        Node::Int(v) => format!("an integer ({v})"),
+        Node::Float(v) => format!("a float ({v})"),
+        Node::Bool(v) => format!("a boolean ({v})"),
+        Node::Datetime => "a date/time".to_string(),
+    }
+}
+
+/// Levenshtein distance, for "did you mean" hints on short key names.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (diagonal + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
+            diagonal = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
+const ROOT_KEYS: &[&str] = &["state_dir", "portals", "defaults", "target"];
+const TARGET_KEYS: &[&str] = &["name", "alias", "allowed_initiators", "params", "lun"];
+const LUN_KEYS: &[&str] = &[
+    "number",
+    "memory",
+    "file",
+    "block",
+    "size",
+    "read_only",
+    "block_size",
+    "serial",
+    "naa",
+];
+const PARAM_KEYS: &[&str] = &[
+    "max_recv_data_segment_length",
+    "max_burst_length",
+    "first_burst_length",
+    "immediate_data",
+    "initial_r2t",
+    "max_connections",
+    "max_outstanding_r2t",
+    "header_digest",
+    "data_digest",
+    "nop_in_interval_s",
+    "nop_in_timeout_s",
+];
+
+fn read_config(r: &Reader, mut root: Table, source: Option<&Path>) -> Result<Config, ConfigError> {
+    r.deny_unknown(&root, ROOT_KEYS)?;
+    let state_dir = match root.take("state_dir") {
+        Some(field) => Some(r.path(&field)?),
+        None => r.base_dir.as_ref().map(|dir| dir.join(".isoe-state")),
+    };
+    let portals = match root.take("portals") {
+        Some(field) => read_portals(r, field)?,
+        None => vec![SocketAddr::new(
+            IpAddr::V4(Ipv4Addr::LOCALHOST),
+            DEFAULT_PORT,
+        )],
+    };
+    let defaults = match root.take("defaults") {
+        Some(field) => read_params(r, r.table(field, PARAM_KEYS)?, &Params::default())?,
+        None => Params::default(),
+    };
+    let Some(field) = root.take("target") else {
+        return Err(r.invalid(0, "target", "no targets: add at least one [[target]] table"));
+    };
+    let mut targets = Vec::new();
+    let mut first_line_of: HashMap<String, usize> = HashMap::new();
+    for table in r.tables(field, TARGET_KEYS)? {
+        let (target, name_field) = read_target(r, table, &defaults)?;
+        if let Some(line) = first_line_of.get(&target.name) {
+            return Err(r.at(
+                &name_field,
+                format!(
+                    "duplicate target name {:?} (first at line {line})",
+                    target.name
+                ),
+            ));
+        }
+        first_line_of.insert(target.name.clone(), r.line(name_field.offset));
+        targets.push(target);
+    }
+    if targets.is_empty() {
+        return Err(r.invalid(0, "target", "no targets: add at least one [[target]] table"));
+    }
+    Ok(Config {
+        source: source.map(Path::to_path_buf),
+        state_dir,
+        portals,
+        defaults,
+        targets,
+    })
+}
+
+fn read_portals(r: &Reader, field: Field) -> Result<Vec<SocketAddr>, ConfigError> {
+    let what = "an array of addresses like [\"0.0.0.0:3260\"]";
+    let (key, offset) = (field.key.clone(), field.offset);
+    let mut portals: Vec<SocketAddr> = Vec::new();
+    for item in r.array(field, what)? {
+        let text = r.string(&item)?;
+        let addr = text
+            .parse::<SocketAddr>()
+            .or_else(|_| {
+                text.parse::<IpAddr>()
+                    .map(|ip| SocketAddr::new(ip, DEFAULT_PORT))
+            })
+            .map_err(|_| {
+                let example = "\"0.0.0.0:3260\" or \"[::]:3260\"";
+                r.at(
+                    &item,
+                    format!("expected an address like {example}, found {text:?}"),
+                )
+            })?;
+        if portals.contains(&addr) {
+            return Err(r.at(&item, format!("portal {addr} is listed twice")));
+        }
+        portals.push(addr);
+    }
+    if portals.is_empty() {
+        return Err(r.invalid(
+            offset,
+            &key,
+            "at least one portal is needed (leave `portals` out for 127.0.0.1:3260)",
+        ));
+    }
+    Ok(portals)
+}
+
+/// Applies the parameters of `table` over `base`, then checks the
+/// FirstBurstLength <= MaxBurstLength rule against the result.
+fn read_params(r: &Reader, mut t: Table, base: &Params) -> Result<Params, ConfigError> {
+    let mut p = base.clone();
+    let (min, max) = (MIN_LENGTH_BYTES, MAX_LENGTH_BYTES);
+    if let Some(f) = t.take("max_recv_data_segment_length") {
+        p.max_recv_data_segment_length = r.u32_in(&f, min, max)?;
+    }
+    let max_burst = t.take("max_burst_length");
+    if let Some(f) = &max_burst {
+        p.max_burst_length = r.u32_in(f, min, max)?;
+    }
+    let first_burst = t.take("first_burst_length");
+    if let Some(f) = &first_burst {
+        p.first_burst_length = r.u32_in(f, min, max)?;
+    }
+    if let Some(f) = t.take("immediate_data") {
+        p.immediate_data = r.bool(&f)?;
+    }
+    if let Some(f) = t.take("initial_r2t") {
+        p.initial_r2t = r.bool(&f)?;
+    }
+    if let Some(f) = t.take("max_connections") {
+        p.max_connections = r.u16_in(&f, 1, MAX_CONNECTIONS)?;
+    }
+    if let Some(f) = t.take("max_outstanding_r2t") {
+        p.max_outstanding_r2t = r.u16_in(&f, 1, u16::MAX)?;
+    }
+    if let Some(f) = t.take("header_digest") {
+        p.header_digest = read_digests(r, f)?;
+    }
+    if let Some(f) = t.take("data_digest") {
+        p.data_digest = read_digests(r, f)?;
+    }
+    if let Some(f) = t.take("nop_in_interval_s") {
+        p.nop_in_interval_s = r.u32_in(&f, 0, MAX_NOP_IN_S)?;
+    }
+    if let Some(f) = t.take("nop_in_timeout_s") {
+        p.nop_in_timeout_s = r.u32_in(&f, 1, MAX_NOP_IN_S)?;
+    }
+    debug_assert!(t.entries.is_empty(), "deny_unknown ran on the table");
+    if p.first_burst_length > p.max_burst_length {
+        // Blame the key this table set; `base` satisfied the rule on its own.
+        let (key, offset) = match first_burst.as_ref().or(max_burst.as_ref()) {
+            Some(f) => (f.key.clone(), f.offset),
+            None => (t.key.clone(), t.offset),
+        };
+        return Err(r.invalid(
+            offset,
+            &key,
+            format!(
+                "first_burst_length {} exceeds max_burst_length {} (RFC 7143 §13.14)",
+                p.first_burst_length, p.max_burst_length
+            ),
+        ));
+    }
+    Ok(p)
+}
+
+fn read_digests(r: &Reader, field: Field) -> Result<Vec<DigestChoice>, ConfigError> {
+    let (key, offset) = (field.key.clone(), field.offset);
+    let items = match field.node {
+        Node::Str(_) => vec![field],
+        _ => r.array(field, "a list like [\"None\", \"CRC32C\"]")?,
+    };
+    let mut choices = Vec::with_capacity(2);
+    for item in &items {
+        let choice = match r.string(item)?.as_str() {
+            "None" => DigestChoice::None,
+            "CRC32C" => DigestChoice::Crc32c,
+            other => {
+                return Err(r.at(
+                    item,
+                    format!("expected \"None\" or \"CRC32C\", found {other:?}"),
+                ))
+            }
+        };
+        if choices.contains(&choice) {
+            return Err(r.at(item, format!("{choice} is listed twice")));
+        }
+        choices.push(choice);
+    }
+    if choices.is_empty() {
+        return Err(r.invalid(
+            offset,
+            &key,
+            "at least one of \"None\" and \"CRC32C\" is needed",
+        ));
+    }
+    Ok(choices)
+}
+
+/// Reads one `[[target]]`; also returns its `name` field for duplicate checks.
+fn read_target(
+    r: &Reader,
+    mut t: Table,
+    defaults: &Params,
+) -> Result<(TargetConfig, Field), ConfigError> {
+    let Some(name_field) = t.take("name") else {
+        return Err(r.invalid(
+            t.offset,
+            &join_key(&t.key, "name"),
+            "missing: every target needs an iSCSI name",
+        ));
+    };
+    let name = r.string(&name_field)?;
+    check_iscsi_name(&name).map_err(|message| r.at(&name_field, message))?;
+    let alias = match t.take("alias") {
+        Some(f) => Some(read_alias(r, &f)?),
+        None => None,
+    };
+    let mut allowed_initiators = Vec::new();
+    if let Some(f) = t.take("allowed_initiators") {
+        for item in r.array(f, "an array of initiator names")? {
+            let initiator = r.string(&item)?;
+            check_iscsi_name(&initiator).map_err(|message| r.at(&item, message))?;
+            allowed_initiators.push(initiator);
+        }
+    }
+    let params = match t.take("params") {
+        Some(f) => read_params(r, r.table(f, PARAM_KEYS)?, defaults)?,
+        None => defaults.clone(),
+    };
+    let mut luns: Vec<LunSpec> = Vec::new();
+    let mut first_line_of: HashMap<u16, usize> = HashMap::new();
+    if let Some(f) = t.take("lun") {
+        for table in r.tables(f, LUN_KEYS)? {
+            let (lun, number_field) = read_lun(r, table)?;
+            if let Some(line) = first_line_of.get(&lun.number) {
+                return Err(r.at(
+                    &number_field,
+                    format!("LUN {} is already defined at line {line}", lun.number),
+                ));
+            }
+            first_line_of.insert(lun.number, r.line(number_field.offset));
+            luns.push(lun);
+        }
+    }
+    Ok((
+        TargetConfig {
+            name,
+            alias,
+            allowed_initiators,
+            params,
+            luns,
+        },
+        name_field,
+    ))
+}
+
+/// RFC 7143 §13.6: TargetAlias is UTF-8 text of at most 255 bytes.
+fn read_alias(r: &Reader, field: &Field) -> Result<String, ConfigError> {
+    let alias = r.string(field)?;
+    if alias.is_empty() || alias.len() > 255 || alias.chars().any(char::is_control) {
+        return Err(r.at(
+            field,
+            "an alias is 1 to 255 bytes of text without control characters",
+        ));
+    }
+    Ok(alias)
+}
+
+/// Reads one `[[target.lun]]`; also returns its `number` field for duplicate checks.
+fn read_lun(r: &Reader, mut t: Table) -> Result<(LunSpec, Field), ConfigError> {
+    let Some(number_field) = t.take("number") else {
+        return Err(r.invalid(
+            t.offset,
+            &join_key(&t.key, "number"),
+            format!("missing: every LUN needs a number, 0..={MAX_LUN_NUMBER}"),
+        ));
+    };
+    let number = r.u16_in(&number_field, 0, MAX_LUN_NUMBER)?;
+    let block_size = match t.take("block_size") {
+        Some(f) => match f.node {
+            Node::Int(512) => 512,
+            Node::Int(4096) => 4096,
+            _ => return Err(r.wrong_type(&f, "a block size of 512 or 4096")),
+        },
+        None => 512,
+    };
+    let read_only = match t.take("read_only") {
+        Some(f) => r.bool(&f)?,
+        None => false,
+    };
+    let serial = match t.take("serial") {
+        Some(f) => Some(read_serial(r, &f)?),
+        None => None,
+    };
+    let naa = match t.take("naa") {
+        Some(f) => Some(parse_naa(&r.string(&f)?).map_err(|message| r.at(&f, message))?),
+        None => None,
+    };
+    let store = read_store(r, &mut t, block_size)?;
+    let lun = LunSpec {
+        number,
+        store,
+        read_only,
+        block_size,
+        serial,
+        naa,
+    };
+    Ok((lun, number_field))
+}
+
+/// Exactly one of `memory`, `file`, `block`, and the `size` that goes with it.
+fn read_store(r: &Reader, t: &mut Table, block_size: u32) -> Result<StoreSpec, ConfigError> {
+    let mut kinds: Vec<Field> = ["memory", "file", "block"]
+        .iter()
+        .filter_map(|k| t.take(k))
+        .collect();
+    let size = t.take("size");
+    // Report the one written second, in file order.
+    kinds.sort_by_key(|f| f.offset);
+    let field = match kinds.len() {
+        0 => {
+            return Err(r.invalid(
+                t.offset,
+                &t.key,
+                "a LUN needs exactly one of `memory = \"1GiB\"`, \
+                 `file = \"PATH\"` or `block = \"/dev/...\"`",
+            ))
+        }
+        1 => kinds.pop().expect("one"),
+        _ => {
+            let first = kinds[0].key.rsplit('.').next().unwrap_or("").to_string();
+            let second = &kinds[1];
+            let this = second.key.rsplit('.').next().unwrap_or("");
+            let message =
+                format!("a LUN has exactly one store, but both {first} and {this} are given");
+            return Err(r.at(second, message));
+        }
+    };
+    let sized = |f: &Field| -> Result<u64, ConfigError> {
+        let bytes = r.size(f)?;
+        if bytes % u64::from(block_size) != 0 {
+            return Err(r.at(
+                f,
+                format!("{bytes} bytes is not a multiple of the block size {block_size}"),
+            ));
+        }
+        Ok(bytes)
+    };
+    let kind = field.key.rsplit('.').next().unwrap_or("");
+    if let (Some(size), "memory" | "block") = (&size, kind) {
+        let why = if kind == "memory" {
+            "`memory` is the size"
+        } else {
+            "a block device has its own size"
+        };
+        return Err(r.at(
+            size,
+            format!("`size` does not apply to a {kind} LUN: {why}"),
+        ));
+    }
+    Ok(match kind {
+        "memory" => StoreSpec::Memory {
+            size_bytes: sized(&field)?,
+        },
+        "file" => {
+            let path = r.path(&field)?;
+            let size_bytes = size.as_ref().map(sized).transpose()?;
+            if size_bytes.is_none() && !path.exists() {
+                return Err(r.at(
+                    &field,
+                    format!(
+                        "{} does not exist; give `size` to create it (sparse)",
+                        path.display()
+                    ),
+                ));
+            }
+            StoreSpec::File { path, size_bytes }
+        }
+        _ => StoreSpec::Block {
+            path: r.path(&field)?,
+        },
+    })
+}
+
+/// VPD page 0x80 serial: printable ASCII, 1 to 32 characters, no edge spaces.
+fn read_serial(r: &Reader, field: &Field) -> Result<String, ConfigError> {
+    let serial = r.string(field)?;
+    let printable = serial.bytes().all(|b| (0x20..=0x7e).contains(&b));
+    if serial.is_empty() || serial.len() > 32 || !printable || serial.trim() != serial {
+        return Err(r.at(
+            field,
+            format!(
+                "a serial is 1 to 32 printable ASCII characters \
+                 without leading or trailing spaces, found {serial:?}"
+            ),
+        ));
+    }
+    Ok(serial)
+}
+
+/// Parses a configured NAA designator: 32 hex digits, optionally after `0x`,
+/// whose first digit is the NAA type, 6 (IEEE Registered Extended, SPC-4 7.8.6.6.5).
+pub(crate) fn parse_naa(text: &str) -> Result<[u8; 16], String> {
+    let digits = text
+        .strip_prefix("0x")
+        .or_else(|| text.strip_prefix("0X"))
+        .unwrap_or(text);
+    let expected = "expected 32 hex digits of an NAA type 6 designator \
+                    like \"0x6001405abcdef0123456789abcdef012\"";
+    if digits.len() != 32 || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!("{expected}, found {text:?}"));
+    }
+    let value =
+        u128::from_str_radix(digits, 16).map_err(|_| format!("{expected}, found {text:?}"))?;
+    if value >> 124 != 6 {
+        return Err(format!(
+            "NAA type {} is not supported; the first hex digit must be 6",
+            value >> 124
+        ));
+    }
+    Ok(value.to_be_bytes())
+}
+
+/// Parses a size string (see the module doc) into bytes.
+pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
+    let expected = || format!("expected a size like \"10GiB\", found {text:?}");
+    let trimmed = text.trim();
+    let number_end = trimmed
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(trimmed.len());
+    let (number, unit) = trimmed.split_at(number_end);
+    let multiplier: u128 = match unit.trim_start() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "TiB" => 1 << 40,
+        "PiB" => 1 << 50,
+        "KB" | "kB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        "PB" => 1_000_000_000_000_000,
+        "K" | "k" | "M" | "G" | "T" | "P" => {
+            return Err(format!(
+            "{text:?}: write KiB, MiB, GiB... (powers of 1024) or KB, MB, GB... (powers of 1000)"
+        ))
+        }
+        _ => return Err(expected()),
+    };
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    if whole.is_empty() || (number.contains('.') && fraction.is_empty()) || fraction.contains('.') {
+        return Err(expected());
+    }
+    if whole.len() + fraction.len() > 30 {
+        return Err(format!("{text:?} is too large"));
+    }
+    let scale = 10u128.pow(fraction.len() as u32);
+    let digits: u128 = format!("{whole}{fraction}")
+        .parse()
+        .map_err(|_| expected())?;
+    let scaled = digits
+        .checked_mul(multiplier)
+        .ok_or_else(|| format!("{text:?} is too large"))?;
+    if scaled % scale != 0 {
+        return Err(format!("{text:?} is not a whole number of bytes"));
+    }
+    let bytes = u64::try_from(scaled / scale).map_err(|_| format!("{text:?} is too large"))?;
+    if bytes == 0 {
+        return Err("a size must be positive".to_string());
+    }
+    Ok(bytes)
+}
+
+/// Checks an iSCSI name: RFC 7143 §4.2.7 and RFC 3720 §3.2.6.3 formats, lower
+/// case, at most 223 bytes.
+pub(crate) fn check_iscsi_name(name: &str) -> Result<(), String> {
+    const FORMATS: &str = "expected an iSCSI name: iqn.yyyy-mm.reversed.domain[:id], \
+         eui. and 16 hex digits, or naa. and 16 or 32 hex digits";
+    if name.len() > 223 {
+        return Err(format!(
+            "an iSCSI name is at most 223 bytes, this one has {}",
+            name.len()
+        ));
+    }
+    if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        return Err(format!(
+            "iSCSI names are lower case (RFC 3722 folds case), write {:?}",
+            name.to_ascii_lowercase()
+        ));
+    }
+    let hex = |s: &str, lens: &[usize]| {
+        lens.contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit())
+    };
+    if let Some(rest) = name.strip_prefix("eui.") {
+        return if hex(rest, &[16]) {
+            Ok(())
+        } else {
+            Err(format!("{name:?}: eui. is followed by 16 hex digits"))
+        };
+    }
+    if let Some(rest) = name.strip_prefix("naa.") {
+        return if hex(rest, &[16, 32]) {
+            Ok(())
+        } else {
+            Err(format!("{name:?}: naa. is followed by 16 or 32 hex digits"))
+        };
+    }
+    let Some(rest) = name.strip_prefix("iqn.") else {
+        return Err(format!("{FORMATS}, found {name:?}"));
+    };
+    check_iqn(rest).map_err(|why| format!("{name:?}: {why}; {FORMATS}"))
+}
+
+/// The part of an iqn. name after `iqn.`: `yyyy-mm.authority[:unique]`.
+fn check_iqn(rest: &str) -> Result<(), &'static str> {
+    let date = rest.get(..7).ok_or("the date yyyy-mm is missing")?;
+    let (year, month) = (&date[..4], &date[5..]);
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(year)
+        || date.as_bytes()[4] != b'-'
+        || !digits(month)
+        || !("01"..="12").contains(&month)
+    {
+        return Err("the date must be yyyy-mm");
+    }
+    let authority_and_unique = rest[7..]
+        .strip_prefix('.')
+        .ok_or("a '.' and a reversed domain name must follow the date")?;
+    let (authority, unique) = authority_and_unique
+        .split_once(':')
+        .unwrap_or((authority_and_unique, ""));
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    };
+    if !authority.split('.').all(label_ok) {
+        return Err(
+            "the naming authority must be a reversed domain name (labels of a-z, 0-9, '-')",
+        );
+    }
+    let unique_ok = unique
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-.:".contains(&b));
+    if !unique_ok {
+        return Err("after ':' only a-z, 0-9, '-', '.' and ':' are allowed");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_accept_binary_and_decimal_units() {
+        assert_eq!(parse_size("512"), Ok(512));
+        assert_eq!(parse_size("512B"), Ok(512));
+        assert_eq!(parse_size("64MiB"), Ok(64 << 20));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("1 GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("1.5TiB"), Ok(3 << 39));
+        assert_eq!(parse_size("1GB"), Ok(1_000_000_000));
+        assert_eq!(parse_size("2kB"), Ok(2000));
+        assert_eq!(parse_size("16PiB"), Ok(16 << 50));
+    }
+
+    #[test]
+    fn sizes_refuse_nonsense() {
+        for bad in [
+            "ten", "", "GiB", "1.GiB", ".5GiB", "1.2.3GiB", "1 gib", "-1GiB", "1e9",
+        ] {
+            assert!(
+                parse_size(bad)
+                    .unwrap_err()
+                    .contains("expected a size like"),
+                "{bad}"
+            );
+        }
+        assert!(parse_size("1G").unwrap_err().contains("KiB"));
+        assert!(parse_size("0").unwrap_err().contains("positive"));
+        assert!(parse_size("1.3B").unwrap_err().contains("whole number"));
+        assert!(parse_size("99999999999PiB")
+            .unwrap_err()
+            .contains("too large"));
+        assert!(parse_size("1000000000000000000000000000000000")
+            .unwrap_err()
+            .contains("too large"));
+    }
+
+    #[test]
+    fn names_follow_rfc_7143_formats() {
+        for good in [
+            "iqn.2026-11.io.isoe:db",
+            "iqn.1994-05.com.redhat:client1",
+            "iqn.2001-04.com.example",
+            "iqn.2001-04.com.example:storage:diskarrays-sn-a8675309",
+            "eui.02004567a425678d",
+            "naa.52004567ba64678d",
+            "naa.52004567ba64678d52004567ba64678d",
+        ] {
+            assert_eq!(check_iscsi_name(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "",
+            "iqn",
+            "iqn.2026.io.isoe",
+            "iqn.2026-13.io.isoe",
+            "iqn.2026-11",
+            "iqn.2026-11.",
+            "iqn.2026-11.io..isoe",
+            "iqn.2026-11.io.isoe:a b",
+            "iqn.2026-11.io.is_oe",
+            "eui.0200",
+            "naa.123",
+            "target0",
+        ] {
+            assert!(check_iscsi_name(bad).is_err(), "{bad}");
+        }
+        assert!(check_iscsi_name("IQN.2026-11.io.isoe")
+            .unwrap_err()
+            .contains("lower case"));
+        assert!(
+            check_iscsi_name(&format!("iqn.2026-11.io.isoe:{}", "a".repeat(220)))
+                .unwrap_err()
+                .contains("223")
+        );
+    }
+
+    #[test]
+    fn naa_is_type_6() {
+        let naa = parse_naa("0x6001405abcdef0123456789abcdef012").unwrap();
+        assert_eq!(naa[0], 0x60);
+        assert_eq!(naa[15], 0x12);
+        assert_eq!(parse_naa("6001405ABCDEF0123456789ABCDEF012"), Ok(naa));
+        assert!(parse_naa("0x5001405abcdef0123456789abcdef012")
+            .unwrap_err()
+            .contains("type 5"));
+        assert!(parse_naa("0x6001405abcdef0").is_err());
+        assert!(parse_naa("0x6001405abcdef0123456789abcdef01g").is_err());
+    }
+
+    #[test]
+    fn lines_are_one_based() {
+        let r = Reader::new("a\nbb\n\nc", None);
+        assert_eq!(
+            [
+                r.line(0),
+                r.line(1),
+                r.line(2),
+                r.line(4),
+                r.line(5),
+                r.line(6)
+            ],
+            [1, 1, 2, 2, 3, 4]
+        );
+    }
+
+    #[test]
+    fn edit_distance_hints() {
+        assert_eq!(edit_distance("size", "sizee"), 1);
+        assert_eq!(edit_distance("block_size", "blocksize"), 1);
+        assert_eq!(edit_distance("", "abc"), 3);
+    }
+
+    #[test]
+    fn embedded_default_is_valid_config() {
+        let c = Config::embedded_default();
+        assert_eq!(c.portals, vec!["127.0.0.1:3260".parse().unwrap()]);
+        assert_eq!(check_iscsi_name(&c.targets[0].name), Ok(()));
+        assert_eq!(
+            c.targets[0].luns[0].store,
+            StoreSpec::Memory {
+                size_bytes: 1 << 30
+            }
+        );
+    }
+}

@@ -1,0 +1,552 @@
+//! Every validation error names the file, the line and the key.
+//!
+//! Most cases mark the offending line with `# <-` and check that the error
+//! points there; a handful spell the expected line number out.
+
+use isoe_target::config::{Config, ConfigError};
+use std::path::Path;
+
+const TARGET: &str = "[[target]]\nname = \"iqn.2026-11.io.isoe:t\"\n";
+
+fn error(text: &str) -> ConfigError {
+    match Config::parse(text, Some(Path::new("isoe.toml"))) {
+        Ok(config) => panic!("accepted:\n{text}\n{config:?}"),
+        Err(e) => e,
+    }
+}
+
+/// The 1-based line that carries the `# <-` marker.
+fn marked_line(text: &str) -> usize {
+    let lines: Vec<usize> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains("# <-"))
+        .map(|(i, _)| i + 1)
+        .collect();
+    assert_eq!(lines.len(), 1, "mark exactly one line in:\n{text}");
+    lines[0]
+}
+
+/// Checks that `text` fails at line `line`, key `key`, with a message containing `needle`.
+fn check_at(text: &str, line: usize, key: &str, needle: &str) {
+    let err = error(text);
+    let shown = err.to_string();
+    match &err {
+        ConfigError::Invalid {
+            file,
+            line: l,
+            key: k,
+            message,
+        } => {
+            assert_eq!(
+                (file.as_str(), *l, k.as_str()),
+                ("isoe.toml", line, key),
+                "{shown}\n{text}"
+            );
+            assert!(message.contains(needle), "{shown:?} lacks {needle:?}");
+        }
+        other => panic!("expected Invalid, got {other:?}"),
+    }
+    assert!(
+        shown.starts_with(&format!("isoe.toml:{line}: {key}: ")),
+        "{shown}"
+    );
+}
+
+/// As `check_at`, at the marked line.
+fn check(text: &str, key: &str, needle: &str) {
+    check_at(text, marked_line(text), key, needle);
+}
+
+fn with_target(rest: &str) -> String {
+    format!("{TARGET}{rest}")
+}
+
+// ---- exact line numbers ----------------------------------------------------
+
+#[test]
+fn bad_size_message_is_exactly_as_documented() {
+    let text = "portals = [\"0.0.0.0:3260\"]\n\
+                \n\
+                [[target]]\n\
+                name = \"iqn.2026-11.io.isoe:a\"\n\
+                \n\
+                [[target]]\n\
+                name = \"iqn.2026-11.io.isoe:b\"\n\
+                [[target.lun]]\n\
+                number = 0\n\
+                file = \"/srv/b.img\"\n\
+                size = \"ten\"\n";
+    assert_eq!(
+        error(text).to_string(),
+        "isoe.toml:11: target[1].lun[0].size: expected a size like \"10GiB\", found \"ten\""
+    );
+}
+
+#[test]
+fn syntax_error_names_line_and_column() {
+    let text = "portals = [\"0.0.0.0:3260\"]\n[[target]]\nname = \n";
+    let err = error(text);
+    match &err {
+        ConfigError::Syntax {
+            file,
+            line,
+            column,
+            message,
+        } => {
+            assert_eq!(
+                (file.as_str(), *line, *column),
+                ("isoe.toml", 3, 8),
+                "{err}"
+            );
+            assert!(!message.is_empty());
+        }
+        other => panic!("expected Syntax, got {other:?}"),
+    }
+    assert!(
+        err.to_string()
+            .starts_with("isoe.toml:3:8: TOML syntax error: "),
+        "{err}"
+    );
+    assert_eq!(err.line(), Some(3));
+}
+
+#[test]
+fn syntax_error_duplicate_key() {
+    let text = "[[target]]\nname = \"iqn.2026-11.io.isoe:a\"\n\nname = \"iqn.2026-11.io.isoe:b\"\n";
+    let err = error(text);
+    assert!(matches!(err, ConfigError::Syntax { line: 4, .. }), "{err}");
+}
+
+#[test]
+fn duplicate_target_name_points_at_the_second() {
+    let text = "[[target]]\nname = \"iqn.2026-11.io.isoe:a\"\n\
+                [[target]]\nname = \"iqn.2026-11.io.isoe:b\"\n\
+                [[target]]\nname = \"iqn.2026-11.io.isoe:a\"\n";
+    check_at(
+        text,
+        6,
+        "target[2].name",
+        "duplicate target name \"iqn.2026-11.io.isoe:a\" (first at line 2)",
+    );
+}
+
+#[test]
+fn duplicate_lun_number_points_at_the_second() {
+    let text = with_target(
+        "[[target.lun]]\nnumber = 3\nmemory = \"1MiB\"\n\
+         [[target.lun]]\nnumber = 4\nmemory = \"1MiB\"\n\
+         [[target.lun]]\nnumber = 3\nmemory = \"1MiB\"\n",
+    );
+    check_at(
+        &text,
+        10,
+        "target[0].lun[2].number",
+        "LUN 3 is already defined at line 4",
+    );
+}
+
+#[test]
+fn missing_store_points_at_the_lun_header() {
+    let text = with_target("\n[[target.lun]]\nnumber = 0\nread_only = true\n");
+    check_at(&text, 4, "target[0].lun[0]", "exactly one of");
+}
+
+#[test]
+fn first_burst_above_max_burst_blames_the_override() {
+    let text =
+        "[defaults]\nfirst_burst_length = 65536\n\n[[target]]\nname = \"iqn.2026-11.io.isoe:a\"\n\
+                [target.params]\nimmediate_data = false\nmax_burst_length = 4096\n";
+    check_at(
+        text,
+        8,
+        "target[0].params.max_burst_length",
+        "first_burst_length 65536 exceeds max_burst_length 4096",
+    );
+}
+
+#[test]
+fn no_target_at_all() {
+    check_at(
+        "portals = [\"0.0.0.0:3260\"]\n",
+        1,
+        "target",
+        "at least one [[target]]",
+    );
+    check_at("", 1, "target", "at least one [[target]]");
+    check_at("target = []\n", 1, "target", "at least one [[target]]");
+}
+
+// ---- marked lines ----------------------------------------------------------
+
+#[test]
+fn unknown_keys_are_named_everywhere() {
+    check(
+        &format!("listen = 1 # <-\n{TARGET}"),
+        "listen",
+        "unknown key; expected one of: state_dir, portals",
+    );
+    check(
+        &format!("[defaults]\nmax_burst_lenght = 512 # <-\n{TARGET}"),
+        "defaults.max_burst_lenght",
+        "did you mean `max_burst_length`?",
+    );
+    check(
+        &with_target("aliass = \"x\" # <-\n"),
+        "target[0].aliass",
+        "did you mean `alias`?",
+    );
+    check(
+        &with_target("[target.params]\nimmediate = true # <-\n"),
+        "target[0].params.immediate",
+        "unknown key",
+    );
+    check(
+        &with_target(
+            "[[target.lun]]\nnumber = 0\nmemory = \"1GiB\"\n\
+             [[target.lun]]\nnumber = 1\nmemory = \"1GiB\"\nsizee = 5 # <-\n",
+        ),
+        "target[0].lun[1].sizee",
+        "did you mean `size`?",
+    );
+    check(
+        &with_target("\"odd key\" = 1 # <-\n"),
+        "target[0].\"odd key\"",
+        "unknown key",
+    );
+}
+
+#[test]
+fn wrong_types_say_what_was_expected() {
+    check(
+        &format!("[defaults]\nmax_connections = \"8\" # <-\n{TARGET}"),
+        "defaults.max_connections",
+        "expected an integer, found a string (\"8\")",
+    );
+    check(
+        &format!("[defaults]\nimmediate_data = 1 # <-\n{TARGET}"),
+        "defaults.immediate_data",
+        "expected true or false, found an integer (1)",
+    );
+    check(
+        &format!("portals = \"0.0.0.0:3260\" # <-\n{TARGET}"),
+        "portals",
+        "expected an array",
+    );
+    check(
+        &format!("state_dir = 5 # <-\n{TARGET}"),
+        "state_dir",
+        "expected a string",
+    );
+    check(
+        &format!("state_dir = 2026-11-01 # <-\n{TARGET}"),
+        "state_dir",
+        "found a date/time",
+    );
+    check(
+        &format!("defaults = 3 # <-\n{TARGET}"),
+        "defaults",
+        "expected a table",
+    );
+    check(
+        "[target] # <-\nname = \"iqn.2026-11.io.isoe:t\"\n",
+        "target",
+        "expected an array of tables ([[target]])",
+    );
+    check(
+        &with_target("lun = 0 # <-\n"),
+        "target[0].lun",
+        "expected an array of tables ([[lun]])",
+    );
+    check(
+        &with_target("name2 = 0\n").replace("name2 = 0", "[target.lun] # <-"),
+        "target[0].lun",
+        "array of tables",
+    );
+    check(
+        &with_target("[[target.lun]]\nnumber = 0\nmemory = true # <-\n"),
+        "target[0].lun[0].memory",
+        "expected a size",
+    );
+    check(
+        &with_target("[[target.lun]]\nnumber = 0\nmemory = 1.5 # <-\n"),
+        "target[0].lun[0].memory",
+        "found a float (1.5)",
+    );
+    check(
+        &with_target("[[target.lun]]\nnumber = \"0\" # <-\nmemory = \"1GiB\"\n"),
+        "target[0].lun[0].number",
+        "expected an integer",
+    );
+}
+
+#[test]
+fn sizes_are_checked() {
+    let lun = |line: &str| with_target(&format!("[[target.lun]]\nnumber = 0\n{line} # <-\n"));
+    check(&lun("memory = \"1G\""), "target[0].lun[0].memory", "KiB");
+    check(
+        &lun("memory = \"0\""),
+        "target[0].lun[0].memory",
+        "positive",
+    );
+    check(&lun("memory = -5"), "target[0].lun[0].memory", "positive");
+    check(
+        &lun("memory = \"1000\""),
+        "target[0].lun[0].memory",
+        "1000 bytes is not a multiple of the block size 512",
+    );
+    check(
+        &with_target("[[target.lun]]\nnumber = 0\nblock_size = 4096\nmemory = \"1GB\" # <-\n"),
+        "target[0].lun[0].memory",
+        "1000000000 bytes is not a multiple of the block size 4096",
+    );
+    check(
+        &with_target("[[target.lun]]\nnumber = 0\nfile = \"/x.img\"\nsize = \"1.3B\" # <-\n"),
+        "target[0].lun[0].size",
+        "not a whole number of bytes",
+    );
+}
+
+#[test]
+fn names_are_checked() {
+    let target = |name: &str| format!("[[target]]\nname = \"{name}\" # <-\n");
+    check(
+        &target("iqn.2026-11.io.isoe:DB"),
+        "target[0].name",
+        "lower case",
+    );
+    check(
+        &target("iqn.2026-13.io.isoe:db"),
+        "target[0].name",
+        "yyyy-mm",
+    );
+    check(
+        &target("iqn.2026-11:db"),
+        "target[0].name",
+        "reversed domain",
+    );
+    check(&target("eui.0200456"), "target[0].name", "16 hex digits");
+    check(
+        &target("naa.0200456"),
+        "target[0].name",
+        "16 or 32 hex digits",
+    );
+    check(&target("db"), "target[0].name", "expected an iSCSI name");
+    check(
+        "[[target]] # <-\nalias = \"x\"\n",
+        "target[0].name",
+        "missing",
+    );
+    check(
+        &with_target(
+            "allowed_initiators = [\n  \"iqn.1994-05.com.redhat:a\",\n  \"client2\", # <-\n]\n",
+        ),
+        "target[0].allowed_initiators[1]",
+        "expected an iSCSI name",
+    );
+    check(
+        &with_target("alias = \"\" # <-\n"),
+        "target[0].alias",
+        "1 to 255 bytes",
+    );
+}
+
+#[test]
+fn luns_are_checked() {
+    let lun = |rest: &str| with_target(&format!("[[target.lun]]\n{rest}"));
+    check(
+        &lun("number = 16384 # <-\nmemory = \"1GiB\"\n"),
+        "target[0].lun[0].number",
+        "out of range 0..=16383",
+    );
+    check(
+        &lun("number = -1 # <-\nmemory = \"1GiB\"\n"),
+        "target[0].lun[0].number",
+        "out of range",
+    );
+    check(
+        &with_target("[[target.lun]] # <-\nmemory = \"1GiB\"\n"),
+        "target[0].lun[0].number",
+        "missing",
+    );
+    check(
+        &lun("number = 0\nmemory = \"1GiB\"\nfile = \"/x.img\" # <-\n"),
+        "target[0].lun[0].file",
+        "both memory and file",
+    );
+    check(
+        &lun("number = 0\nblock = \"/dev/sda\"\nmemory = \"1GiB\" # <-\n"),
+        "target[0].lun[0].memory",
+        "both block and memory",
+    );
+    check(
+        &lun("number = 0\nmemory = \"1GiB\"\nblock_size = 1024 # <-\n"),
+        "target[0].lun[0].block_size",
+        "512 or 4096",
+    );
+    check(
+        &lun("number = 0\nmemory = \"1GiB\"\nsize = \"1GiB\" # <-\n"),
+        "target[0].lun[0].size",
+        "does not apply to a memory LUN",
+    );
+    check(
+        &lun("number = 0\nblock = \"/dev/sda\"\nsize = \"1GiB\" # <-\n"),
+        "target[0].lun[0].size",
+        "does not apply to a block LUN",
+    );
+    check(
+        &lun("number = 0\nmemory = \"1GiB\"\nread_only = \"yes\" # <-\n"),
+        "target[0].lun[0].read_only",
+        "true or false",
+    );
+    check(
+        &lun(
+            "number = 0\nmemory = \"1GiB\"\nserial = \"0123456789abcdef0123456789abcdef0\" # <-\n",
+        ),
+        "target[0].lun[0].serial",
+        "1 to 32 printable ASCII",
+    );
+    check(
+        &lun("number = 0\nmemory = \"1GiB\"\nserial = \"caf\u{e9}\" # <-\n"),
+        "target[0].lun[0].serial",
+        "printable ASCII",
+    );
+    check(
+        &lun("number = 0\nmemory = \"1GiB\"\nnaa = \"0x6001405abc\" # <-\n"),
+        "target[0].lun[0].naa",
+        "32 hex digits",
+    );
+    check(
+        &lun("number = 0\nmemory = \"1GiB\"\nnaa = \"0x5001405abcdef0123456789abcdef012\" # <-\n"),
+        "target[0].lun[0].naa",
+        "NAA type 5",
+    );
+    check(
+        &lun("number = 0\nfile = \"\" # <-\nsize = 512\n"),
+        "target[0].lun[0].file",
+        "empty",
+    );
+}
+
+#[test]
+fn missing_file_needs_a_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("isoe.toml");
+    let text = with_target("[[target.lun]]\nnumber = 0\nfile = \"absent.img\" # <-\n");
+    std::fs::write(&path, &text).unwrap();
+    let err = Config::load(&path).unwrap_err().to_string();
+    let expected = format!(
+        "{}:5: target[0].lun[0].file: {} does not exist; give `size`",
+        path.display(),
+        dir.path().join("absent.img").display()
+    );
+    assert!(err.starts_with(&expected), "{err}");
+}
+
+#[test]
+fn params_ranges_follow_rfc_7143() {
+    let param = |line: &str| format!("[defaults]\n{line} # <-\n{TARGET}");
+    let cases = [
+        (
+            "max_recv_data_segment_length = 511",
+            "max_recv_data_segment_length",
+            "512..=16777215",
+        ),
+        (
+            "max_recv_data_segment_length = 16777216",
+            "max_recv_data_segment_length",
+            "out of range",
+        ),
+        (
+            "max_burst_length = 16777216",
+            "max_burst_length",
+            "512..=16777215",
+        ),
+        (
+            "first_burst_length = 100",
+            "first_burst_length",
+            "512..=16777215",
+        ),
+        (
+            "first_burst_length = 2097152",
+            "first_burst_length",
+            "exceeds max_burst_length 1048576",
+        ),
+        ("max_connections = 0", "max_connections", "1..=8"),
+        ("max_connections = 9", "max_connections", "1..=8"),
+        (
+            "max_outstanding_r2t = 0",
+            "max_outstanding_r2t",
+            "1..=65535",
+        ),
+        (
+            "max_outstanding_r2t = 65536",
+            "max_outstanding_r2t",
+            "1..=65535",
+        ),
+        ("nop_in_interval_s = -1", "nop_in_interval_s", "0..=3600"),
+        ("nop_in_timeout_s = 0", "nop_in_timeout_s", "1..=3600"),
+        ("header_digest = []", "header_digest", "at least one"),
+        (
+            "data_digest = \"crc32c\"",
+            "data_digest",
+            "expected \"None\" or \"CRC32C\", found \"crc32c\"",
+        ),
+        (
+            "data_digest = [\"None\", \"None\"]",
+            "data_digest[1]",
+            "listed twice",
+        ),
+        (
+            "header_digest = [1]",
+            "header_digest[0]",
+            "expected a string",
+        ),
+    ];
+    for (line, key, needle) in cases {
+        check(&param(line), &format!("defaults.{key}"), needle);
+    }
+    check(
+        &with_target("[target.params]\nmax_connections = 16 # <-\n"),
+        "target[0].params.max_connections",
+        "1..=8",
+    );
+}
+
+#[test]
+fn portals_are_checked() {
+    check(
+        &format!("portals = [] # <-\n{TARGET}"),
+        "portals",
+        "at least one portal",
+    );
+    check(
+        &format!("portals = [\"localhost:3260\"] # <-\n{TARGET}"),
+        "portals[0]",
+        "expected an address like",
+    );
+    check(
+        &format!("portals = [\n  \"0.0.0.0:3260\",\n  \"0.0.0.0:99999\", # <-\n]\n{TARGET}"),
+        "portals[1]",
+        "found \"0.0.0.0:99999\"",
+    );
+    check(
+        &format!("portals = [\"10.0.0.1\",\n \"10.0.0.1:3260\"] # <-\n{TARGET}"),
+        "portals[1]",
+        "listed twice",
+    );
+    check(
+        &format!("portals = [3260] # <-\n{TARGET}"),
+        "portals[0]",
+        "expected a string",
+    );
+}
+
+#[test]
+fn errors_without_a_file_say_config() {
+    let err = Config::parse("x = 1\n", None).unwrap_err();
+    assert!(
+        err.to_string().starts_with("<config>:1: x: unknown key"),
+        "{err}"
+    );
+}

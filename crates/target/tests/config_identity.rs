@@ -1,0 +1,245 @@
+//! LUN identities: configured values win, memory LUNs derive theirs, file and
+//! block LUNs persist generated ones in the state directory.
+
+use isoe_target::config::{LunSpec, StoreSpec};
+use isoe_target::identity::{resolve, state_file, IdentityError, LunIdentity};
+use std::path::PathBuf;
+
+const TARGET: &str = "iqn.2026-11.io.isoe:db";
+
+fn lun(number: u16, store: StoreSpec) -> LunSpec {
+    LunSpec {
+        number,
+        store,
+        read_only: false,
+        block_size: 512,
+        serial: None,
+        naa: None,
+    }
+}
+
+fn memory(number: u16) -> LunSpec {
+    lun(
+        number,
+        StoreSpec::Memory {
+            size_bytes: 1 << 20,
+        },
+    )
+}
+
+fn file(number: u16) -> LunSpec {
+    lun(
+        number,
+        StoreSpec::File {
+            path: PathBuf::from("/srv/x.img"),
+            size_bytes: None,
+        },
+    )
+}
+
+fn block(number: u16) -> LunSpec {
+    lun(
+        number,
+        StoreSpec::Block {
+            path: PathBuf::from("/dev/sdx"),
+        },
+    )
+}
+
+fn assert_well_formed(id: &LunIdentity) {
+    assert!(!id.serial.is_empty() && id.serial.len() <= 32, "{id:?}");
+    assert!(id.serial.bytes().all(|b| b.is_ascii_graphic()), "{id:?}");
+    assert_eq!(id.naa[0] >> 4, 6, "NAA type 6: {id:?}");
+    assert_eq!(
+        &id.naa[..4],
+        &[0x60, 0x21, 0x50, id.naa[3]],
+        "company_id 0x02150E: {id:?}"
+    );
+    assert_eq!(id.naa[3] >> 4, 0xe);
+}
+
+#[test]
+fn generated_identity_persists_across_resolves() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = resolve(Some(dir.path()), TARGET, &file(1)).unwrap();
+    assert_well_formed(&first);
+    let path = state_file(dir.path(), TARGET, 1);
+    assert_eq!(
+        path,
+        dir.path().join("iqn.2026-11.io.isoe_db").join("lun-1.toml")
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        text.contains(&format!("serial = {:?}", first.serial)),
+        "{text}"
+    );
+    let second = resolve(Some(dir.path()), TARGET, &file(1)).unwrap();
+    assert_eq!(first, second);
+    // The store kind does not matter, only (target, LUN): a file moved to a
+    // block device keeps its identity.
+    assert_eq!(resolve(Some(dir.path()), TARGET, &block(1)).unwrap(), first);
+    // No temporary files are left behind.
+    let names: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["lun-1.toml"]);
+}
+
+#[test]
+fn distinct_luns_get_distinct_identities() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids = [
+        resolve(Some(dir.path()), TARGET, &file(0)).unwrap(),
+        resolve(Some(dir.path()), TARGET, &block(1)).unwrap(),
+        resolve(Some(dir.path()), "iqn.2026-11.io.isoe:other", &file(0)).unwrap(),
+        resolve(None, TARGET, &memory(0)).unwrap(),
+        resolve(None, TARGET, &memory(1)).unwrap(),
+        resolve(None, "iqn.2026-11.io.isoe:other", &memory(0)).unwrap(),
+    ];
+    for (i, a) in ids.iter().enumerate() {
+        assert_well_formed(a);
+        for b in &ids[i + 1..] {
+            assert_ne!(a.serial, b.serial);
+            assert_ne!(a.naa, b.naa);
+        }
+    }
+}
+
+#[test]
+fn memory_identity_is_deterministic_and_needs_no_state() {
+    let a = resolve(None, TARGET, &memory(5)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let b = resolve(Some(dir.path()), TARGET, &memory(5)).unwrap();
+    assert_eq!(a, b);
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "memory LUNs write nothing"
+    );
+    assert_well_formed(&a);
+}
+
+#[test]
+fn configured_values_win() {
+    let naa = [0x60, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
+    let configured = LunSpec {
+        serial: Some("DB1".into()),
+        naa: Some(naa),
+        ..file(1)
+    };
+    // Both configured: no state directory needed, none written.
+    let id = resolve(None, TARGET, &configured).unwrap();
+    assert_eq!(
+        id,
+        LunIdentity {
+            serial: "DB1".into(),
+            naa
+        }
+    );
+    let memory = LunSpec {
+        serial: Some("M0".into()),
+        naa: Some(naa),
+        ..memory(0)
+    };
+    assert_eq!(
+        resolve(None, TARGET, &memory).unwrap(),
+        LunIdentity {
+            serial: "M0".into(),
+            naa
+        }
+    );
+
+    // One configured: the other comes from the state file.
+    let dir = tempfile::tempdir().unwrap();
+    let generated = resolve(Some(dir.path()), TARGET, &file(1)).unwrap();
+    let serial_only = LunSpec {
+        serial: Some("DB1".into()),
+        ..file(1)
+    };
+    assert_eq!(
+        resolve(Some(dir.path()), TARGET, &serial_only).unwrap(),
+        LunIdentity {
+            serial: "DB1".into(),
+            naa: generated.naa
+        }
+    );
+    let naa_only = LunSpec {
+        naa: Some(naa),
+        ..file(1)
+    };
+    assert_eq!(
+        resolve(Some(dir.path()), TARGET, &naa_only).unwrap(),
+        LunIdentity {
+            serial: generated.serial.clone(),
+            naa
+        }
+    );
+    let memory_serial = LunSpec {
+        serial: Some("M0".into()),
+        ..self::memory(0)
+    };
+    let derived = resolve(None, TARGET, &self::memory(0)).unwrap();
+    assert_eq!(
+        resolve(None, TARGET, &memory_serial).unwrap(),
+        LunIdentity {
+            serial: "M0".into(),
+            naa: derived.naa
+        }
+    );
+}
+
+#[test]
+fn file_lun_without_state_dir_is_an_error() {
+    let err = resolve(None, TARGET, &file(2)).unwrap_err();
+    assert!(
+        matches!(err, IdentityError::NoStateDir { lun: 2, .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("set state_dir"), "{err}");
+}
+
+#[test]
+fn hand_edited_state_file_is_used_and_corrupt_one_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = state_file(dir.path(), TARGET, 3);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let state = |lun: u16, serial: &str, naa: &str| {
+        format!("target = \"{TARGET}\"\nlun = {lun}\nserial = \"{serial}\"\nnaa = \"{naa}\"\n")
+    };
+    let naa = "0x6001405abcdef0123456789abcdef012";
+    std::fs::write(&path, state(3, "HAND", naa)).unwrap();
+    let id = resolve(Some(dir.path()), TARGET, &file(3)).unwrap();
+    assert_eq!(id.serial, "HAND");
+    assert_eq!(id.naa[..4], [0x60, 0x01, 0x40, 0x5a]);
+
+    for (text, needle) in [
+        ("garbage".to_string(), "lun-3.toml"),
+        (state(4, "X", naa), "belongs to LUN 4"),
+        (state(3, "", naa), "serial"),
+        (state(3, "X", "0x1"), "naa"),
+    ] {
+        std::fs::write(&path, &text).unwrap();
+        let err = resolve(Some(dir.path()), TARGET, &file(3)).unwrap_err();
+        assert!(matches!(err, IdentityError::Corrupt { .. }), "{err:?}");
+        let shown = err.to_string();
+        assert!(
+            shown.contains(needle) && shown.contains("remove it"),
+            "{shown}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            text,
+            "never overwritten"
+        );
+    }
+}
+
+#[test]
+fn unwritable_state_dir_is_an_io_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = dir.path().join("not-a-dir");
+    std::fs::write(&blocker, "").unwrap();
+    let err = resolve(Some(&blocker), TARGET, &file(0)).unwrap_err();
+    assert!(matches!(err, IdentityError::Io { .. }), "{err:?}");
+}

@@ -1,0 +1,17 @@
+//! Table-driven checks of the device server against what libiscsi's
+//! iscsi-test-cu suites expect: CDB in, status + sense + data out.
+
+mod harness;
+
+mod capacity;
+mod inquiry;
+mod mode_sense;
+mod no_lun;
+mod prefetch_sync;
+mod read_write;
+mod sense_format;
+mod start_stop;
+mod supported_opcodes;
+mod transfer_length;
+mod unmap_write_same;
+mod verify;

@@ -1,0 +1,170 @@
+//! UNMAP and WRITE SAME (10/16): the thin provisioning commands the
+//! Logical Block Provisioning VPD page advertises.
+
+use crate::harness::*;
+
+fn unmap_cdb(anchor: bool, parameter_list_length: u16) -> Vec<u8> {
+    let mut cdb = vec![0x42, u8::from(anchor), 0, 0, 0, 0, 0, 0, 0, 0];
+    cdb[7..9].copy_from_slice(&parameter_list_length.to_be_bytes());
+    cdb
+}
+
+fn unmap_parameters(ranges: &[(u64, u32)]) -> Vec<u8> {
+    let mut data = vec![0u8; 8];
+    data[0..2].copy_from_slice(&((6 + 16 * ranges.len()) as u16).to_be_bytes());
+    data[2..4].copy_from_slice(&((16 * ranges.len()) as u16).to_be_bytes());
+    for &(lba, blocks) in ranges {
+        data.extend_from_slice(&lba.to_be_bytes());
+        data.extend_from_slice(&blocks.to_be_bytes());
+        data.extend_from_slice(&[0; 4]);
+    }
+    data
+}
+
+fn write_ones(unit: &isoe_scsi::LogicalUnit, lba: u64, blocks: u32) {
+    let data = vec![0xffu8; blocks as usize * BLOCK_SIZE];
+    assert_good(run_out(unit, &block_cdb(0x8a, 16, lba, blocks, 0), &data).0);
+}
+
+fn read_blocks(unit: &isoe_scsi::LogicalUnit, lba: u64, blocks: u32) -> Vec<u8> {
+    let (completion, data) = run(unit, &block_cdb(0x88, 16, lba, blocks, 0));
+    assert_good(completion);
+    data
+}
+
+#[test]
+fn unmapped_ranges_read_back_as_zeros() {
+    let unit = unit();
+    write_ones(&unit, 0, 64);
+    let parameters = unmap_parameters(&[(1, 2), (10, 5), (40, 0)]);
+    assert_good(
+        run_out(
+            &unit,
+            &unmap_cdb(false, parameters.len() as u16),
+            &parameters,
+        )
+        .0,
+    );
+    let data = read_blocks(&unit, 0, 64);
+    for (block, bytes) in data.chunks(BLOCK_SIZE).enumerate() {
+        let unmapped = (1..3).contains(&block) || (10..15).contains(&block);
+        assert!(
+            bytes.iter().all(|&b| b == if unmapped { 0 } else { 0xff }),
+            "block {block}"
+        );
+    }
+}
+
+#[test]
+fn unmap_checks_everything_before_unmapping_anything() {
+    let unit = unit();
+    write_ones(&unit, 0, 4);
+    let parameters = unmap_parameters(&[(0, 4), (BLOCKS - 1, 2)]);
+    assert_lba_out_of_range(
+        run_out(
+            &unit,
+            &unmap_cdb(false, parameters.len() as u16),
+            &parameters,
+        )
+        .0,
+    );
+    assert!(read_blocks(&unit, 0, 4).iter().all(|&b| b == 0xff));
+
+    assert_good(run(&unit, &unmap_cdb(false, 0)).0);
+    assert_invalid_field_in_cdb(
+        run_out(&unit, &unmap_cdb(true, 24), &unmap_parameters(&[(0, 1)])).0,
+    );
+    assert_sense(
+        run_out(&unit, &unmap_cdb(false, 4), &[0; 4]).0,
+        ILLEGAL_REQUEST,
+        0x1a,
+        0x00,
+    );
+    let too_many: Vec<(u64, u32)> = (0..257).map(|i| (i, 1)).collect();
+    let parameters = unmap_parameters(&too_many);
+    assert_sense(
+        run_out(
+            &unit,
+            &unmap_cdb(false, parameters.len() as u16),
+            &parameters,
+        )
+        .0,
+        ILLEGAL_REQUEST,
+        0x26,
+        0x00,
+    );
+    let parameters = unmap_parameters(&[(0, 1)]);
+    assert_sense(
+        run_out(
+            &read_only_unit(),
+            &unmap_cdb(false, parameters.len() as u16),
+            &parameters,
+        )
+        .0,
+        DATA_PROTECT,
+        0x27,
+        0x00,
+    );
+}
+
+#[test]
+fn write_same_repeats_one_block() {
+    let unit = unit();
+    for (opcode, length) in [(0x41u8, 10usize), (0x93, 16)] {
+        let block = pattern(BLOCK_SIZE, opcode);
+        assert_good(run_out(&unit, &block_cdb(opcode, length, 100, 300, 0), &block).0);
+        let data = read_blocks(&unit, 100, 300);
+        assert!(data.chunks(BLOCK_SIZE).all(|b| b == block));
+        // With UNMAP and a zero block the range is deallocated; it reads zeros.
+        assert_good(
+            run_out(
+                &unit,
+                &block_cdb(opcode, length, 100, 300, 0x08),
+                &[0; BLOCK_SIZE],
+            )
+            .0,
+        );
+        assert!(read_blocks(&unit, 100, 300).iter().all(|&b| b == 0));
+        write_ones(&unit, 0, 8);
+        assert_good(run_out(&unit, &block_cdb(opcode, length, 0, 8, 0), &[0; BLOCK_SIZE]).0);
+        assert!(read_blocks(&unit, 0, 8).iter().all(|&b| b == 0));
+    }
+    write_ones(&unit, 0, 8);
+    assert_good(run(&unit, &block_cdb(0x93, 16, 0, 8, 0x09)).0);
+    assert!(
+        read_blocks(&unit, 0, 8).iter().all(|&b| b == 0),
+        "NDOB writes zeros"
+    );
+}
+
+#[test]
+fn write_same_refusals() {
+    let unit = unit();
+    let block = [1u8; BLOCK_SIZE];
+    for (opcode, length) in [(0x41u8, 10usize), (0x93, 16)] {
+        assert_lba_out_of_range(
+            run_out(&unit, &block_cdb(opcode, length, BLOCKS - 1, 2, 0), &block).0,
+        );
+        assert_invalid_field_in_cdb(run_out(&unit, &block_cdb(opcode, length, 0, 0, 0), &block).0);
+        assert_invalid_field_in_cdb(
+            run_out(&unit, &block_cdb(opcode, length, 0, 1, 0x10), &block).0,
+        );
+        assert_invalid_field_in_cdb(
+            run_out(&unit, &block_cdb(opcode, length, 0, 1, 0x20), &block).0,
+        );
+        assert_sense(
+            run_out(&unit, &block_cdb(opcode, length, 0, 1, 0), &block[..10]).0,
+            ILLEGAL_REQUEST,
+            0x0e,
+            0x03,
+        );
+        let read_only = read_only_unit();
+        assert_sense(
+            run_out(&read_only, &block_cdb(opcode, length, 0, 1, 0), &block).0,
+            DATA_PROTECT,
+            0x27,
+            0x00,
+        );
+    }
+    assert_invalid_field_in_cdb(run_out(&unit, &block_cdb(0x41, 10, 0, 1, 0x01), &block).0);
+}

@@ -58,8 +58,11 @@ pub struct FrameLimits {
 impl FrameLimits {
     /// Limits in force during login: RFC 7143 §6.2 and §13.12, MaxRecvDataSegmentLength
     /// defaults to 8192 and digests only start with the Full Feature Phase.
-    pub const LOGIN: FrameLimits =
-        FrameLimits { max_recv_data_segment_length: 8192, header_digest: false, data_digest: false };
+    pub const LOGIN: FrameLimits = FrameLimits {
+        max_recv_data_segment_length: 8192,
+        header_digest: false,
+        data_digest: false,
+    };
 
     fn header_digest_len(&self) -> usize {
         if self.header_digest {
@@ -201,7 +204,12 @@ impl Layout {
         let data_len = view.data_segment_len();
         let header_len = BHS_LEN + ahs_len + limits.header_digest_len();
         let frame_len = header_len + padded_len(data_len) + limits.data_digest_len(data_len);
-        Layout { ahs_len, header_len, data_len, frame_len }
+        Layout {
+            ahs_len,
+            header_len,
+            data_len,
+            frame_len,
+        }
     }
 }
 
@@ -233,7 +241,11 @@ pub fn decode<'a>(buf: &'a [u8], limits: &FrameLimits) -> Result<Decoded<'a>, Fr
     let Some(header) = buf.get(..layout.header_len) else {
         // With a header digest, an oversized length is reported only once the
         // digest vouches for it; until then ask only for the header.
-        let total_len = if too_long { layout.header_len } else { layout.frame_len };
+        let total_len = if too_long {
+            layout.header_len
+        } else {
+            layout.frame_len
+        };
         return Ok(Decoded::NeedMore { total_len });
     };
     let ahs_end = BHS_LEN + layout.ahs_len;
@@ -250,10 +262,15 @@ pub fn decode<'a>(buf: &'a [u8], limits: &FrameLimits) -> Result<Decoded<'a>, Fr
     }
     let ahs = &header[BHS_LEN..ahs_end];
     if !ahs_is_well_formed(ahs) {
-        return Err(FrameError::Ahs { frame_len: layout.frame_len, bhs: *bhs });
+        return Err(FrameError::Ahs {
+            frame_len: layout.frame_len,
+            bhs: *bhs,
+        });
     }
     let Some(frame_bytes) = buf.get(..layout.frame_len) else {
-        return Ok(Decoded::NeedMore { total_len: layout.frame_len });
+        return Ok(Decoded::NeedMore {
+            total_len: layout.frame_len,
+        });
     };
     let data_start = layout.header_len;
     let padded_end = data_start + padded_len(layout.data_len);
@@ -262,11 +279,23 @@ pub fn decode<'a>(buf: &'a [u8], limits: &FrameLimits) -> Result<Decoded<'a>, Fr
         let expected = digest::crc32c(&frame_bytes[data_start..padded_end]);
         let found = read_digest(&frame_bytes[padded_end..]);
         if expected != found {
-            return Err(FrameError::DataDigest { expected, found, frame_len: layout.frame_len, bhs: *bhs });
+            return Err(FrameError::DataDigest {
+                expected,
+                found,
+                frame_len: layout.frame_len,
+                bhs: *bhs,
+            });
         }
     }
-    let frame = Frame { bhs, ahs, data: &frame_bytes[data_start..data_start + layout.data_len] };
-    Ok(Decoded::Frame { frame, len: layout.frame_len })
+    let frame = Frame {
+        bhs,
+        ahs,
+        data: &frame_bytes[data_start..data_start + layout.data_len],
+    };
+    Ok(Decoded::Frame {
+        frame,
+        len: layout.frame_len,
+    })
 }
 
 /// The digest in the first four bytes of `bytes` (the caller sized the slice).
@@ -293,7 +322,10 @@ fn ahs_segments(mut ahs: &[u8]) -> impl Iterator<Item = AhsSegment<'_>> {
         let body = rest.get(..body_len)?;
         let segment_len = padded_len(3 + body_len);
         ahs = ahs.get(segment_len..)?;
-        Some(AhsSegment { ahs_type: head[2], body })
+        Some(AhsSegment {
+            ahs_type: head[2],
+            body,
+        })
     })
 }
 
@@ -319,14 +351,24 @@ pub fn encode(out: &mut Vec<u8>, pdu: &Pdu, ahs: &[u8], data: &[u8], limits: &Fr
 
 /// Two-step encoding so a caller can read store data straight into the output buffer (one copy):
 /// writes header (+AHS +header digest) for a data segment of data_len bytes; returns the offset where data starts.
-pub fn begin_pdu(out: &mut Vec<u8>, pdu: &Pdu, ahs: &[u8], data_len: u32, limits: &FrameLimits) -> usize {
+pub fn begin_pdu(
+    out: &mut Vec<u8>,
+    pdu: &Pdu,
+    ahs: &[u8],
+    data_len: u32,
+    limits: &FrameLimits,
+) -> usize {
     encode_header(out, pdu, ahs, data_len, limits);
     out.len()
 }
 
 /// After the caller appended exactly data_len bytes at data_start: pads and appends the data digest.
 pub fn finish_pdu(out: &mut Vec<u8>, data_start: usize, limits: &FrameLimits) {
-    assert!(data_start <= out.len(), "finish_pdu: data_start {data_start} past the end {}", out.len());
+    assert!(
+        data_start <= out.len(),
+        "finish_pdu: data_start {data_start} past the end {}",
+        out.len()
+    );
     let data_len = out.len() - data_start;
     // RFC 7143 §11.2.3: pad with zeros to a 4-byte boundary.
     out.resize(data_start + padded_len(data_len), 0);
@@ -337,9 +379,22 @@ pub fn finish_pdu(out: &mut Vec<u8>, data_start: usize, limits: &FrameLimits) {
 }
 
 /// For vectored sends where the data stays in another buffer: header part only (BHS+AHS+header digest) ...
-pub fn encode_header(out: &mut Vec<u8>, pdu: &Pdu, ahs: &[u8], data_len: u32, limits: &FrameLimits) {
-    assert!(ahs.len() % 4 == 0 && ahs.len() <= MAX_AHS_LEN, "AHS of {} bytes is not whole words", ahs.len());
-    assert!(data_len <= MAX_DATA_SEGMENT_LENGTH, "data segment of {data_len} bytes does not fit 24 bits");
+pub fn encode_header(
+    out: &mut Vec<u8>,
+    pdu: &Pdu,
+    ahs: &[u8],
+    data_len: u32,
+    limits: &FrameLimits,
+) {
+    assert!(
+        ahs.len() & 3 == 0 && ahs.len() <= MAX_AHS_LEN,
+        "AHS of {} bytes is not whole words",
+        ahs.len()
+    );
+    assert!(
+        data_len <= MAX_DATA_SEGMENT_LENGTH,
+        "data segment of {data_len} bytes does not fit 24 bits"
+    );
     let mut bhs = [0u8; BHS_LEN];
     pdu.emit((ahs.len() / 4) as u8, data_len, &mut bhs);
     let header_start = out.len();
@@ -369,10 +424,19 @@ mod tests {
     use super::*;
     use crate::pdu::{NopIn, NopOut, ScsiCommand};
 
-    const FFP: FrameLimits = FrameLimits { max_recv_data_segment_length: 65536, header_digest: true, data_digest: true };
+    const FFP: FrameLimits = FrameLimits {
+        max_recv_data_segment_length: 65536,
+        header_digest: true,
+        data_digest: true,
+    };
 
     fn nop_out() -> Pdu {
-        Pdu::NopOut(NopOut { initiator_task_tag: 7, target_transfer_tag: 0xffff_ffff, cmd_sn: 3, ..Default::default() })
+        Pdu::NopOut(NopOut {
+            initiator_task_tag: 7,
+            target_transfer_tag: 0xffff_ffff,
+            cmd_sn: 3,
+            ..Default::default()
+        })
     }
 
     fn expect_frame<'a>(d: Result<Decoded<'a>, FrameError>) -> (Frame<'a>, usize) {
@@ -386,7 +450,10 @@ mod tests {
     fn empty_and_short_buffers_need_the_bhs() {
         for n in 0..BHS_LEN {
             let buf = vec![0u8; n];
-            assert!(matches!(decode(&buf, &FFP), Ok(Decoded::NeedMore { total_len: BHS_LEN })));
+            assert!(matches!(
+                decode(&buf, &FFP),
+                Ok(Decoded::NeedMore { total_len: BHS_LEN })
+            ));
         }
     }
 
@@ -416,7 +483,10 @@ mod tests {
         encode(&mut out, &nop_out(), &[], &[1u8; 100], &FrameLimits::LOGIN);
         assert_eq!(out.len(), 148);
         for n in BHS_LEN..out.len() {
-            assert!(matches!(decode(&out[..n], &FrameLimits::LOGIN), Ok(Decoded::NeedMore { total_len: 148 })));
+            assert!(matches!(
+                decode(&out[..n], &FrameLimits::LOGIN),
+                Ok(Decoded::NeedMore { total_len: 148 })
+            ));
         }
     }
 
@@ -425,7 +495,12 @@ mod tests {
         let mut out = Vec::new();
         encode_header(&mut out, &nop_out(), &[], 8193, &FrameLimits::LOGIN);
         match decode(&out, &FrameLimits::LOGIN) {
-            Err(FrameError::DataSegmentTooLong { len: 8193, max: 8192, frame_len, bhs }) => {
+            Err(FrameError::DataSegmentTooLong {
+                len: 8193,
+                max: 8192,
+                frame_len,
+                bhs,
+            }) => {
                 assert_eq!(frame_len, 48 + 8196);
                 assert_eq!(&bhs[..], &out[..48]);
             }
@@ -435,14 +510,26 @@ mod tests {
 
     #[test]
     fn oversized_segment_with_header_digest_waits_for_the_digest() {
-        let limits = FrameLimits { max_recv_data_segment_length: 512, ..FFP };
+        let limits = FrameLimits {
+            max_recv_data_segment_length: 512,
+            ..FFP
+        };
         let mut out = Vec::new();
         encode_header(&mut out, &nop_out(), &[], 513, &limits);
-        assert!(matches!(decode(&out[..48], &limits), Ok(Decoded::NeedMore { total_len: 52 })));
-        assert!(matches!(decode(&out, &limits), Err(FrameError::DataSegmentTooLong { len: 513, .. })));
+        assert!(matches!(
+            decode(&out[..48], &limits),
+            Ok(Decoded::NeedMore { total_len: 52 })
+        ));
+        assert!(matches!(
+            decode(&out, &limits),
+            Err(FrameError::DataSegmentTooLong { len: 513, .. })
+        ));
         // A damaged header is a header digest error, not a length error.
         out[6] ^= 0x40;
-        assert!(matches!(decode(&out, &limits), Err(FrameError::HeaderDigest { .. })));
+        assert!(matches!(
+            decode(&out, &limits),
+            Err(FrameError::HeaderDigest { .. })
+        ));
     }
 
     #[test]
@@ -450,7 +537,10 @@ mod tests {
         let mut out = Vec::new();
         encode(&mut out, &nop_out(), &[], &[], &FFP);
         out[20] ^= 1;
-        assert!(matches!(decode(&out, &FFP), Err(FrameError::HeaderDigest { .. })));
+        assert!(matches!(
+            decode(&out, &FFP),
+            Err(FrameError::HeaderDigest { .. })
+        ));
     }
 
     #[test]
@@ -459,7 +549,9 @@ mod tests {
         encode(&mut out, &nop_out(), &[], b"abc", &FFP);
         out[53] ^= 1;
         match decode(&out, &FFP) {
-            Err(FrameError::DataDigest { frame_len: 60, bhs, .. }) => assert_eq!(&bhs[..], &out[..48]),
+            Err(FrameError::DataDigest {
+                frame_len: 60, bhs, ..
+            }) => assert_eq!(&bhs[..], &out[..48]),
             other => panic!("{other:?}"),
         }
     }
@@ -470,7 +562,10 @@ mod tests {
         let mut out = Vec::new();
         encode(&mut out, &nop_out(), &[], b"abc", &FFP);
         out[55] = 0xee;
-        assert!(matches!(decode(&out, &FFP), Err(FrameError::DataDigest { .. })));
+        assert!(matches!(
+            decode(&out, &FFP),
+            Err(FrameError::DataDigest { .. })
+        ));
     }
 
     #[test]
@@ -498,7 +593,11 @@ mod tests {
     fn extended_cdb_and_bidi_length() {
         let mut cdb = [0u8; 16];
         cdb[0] = 0x7f;
-        let cmd = Pdu::ScsiCommand(ScsiCommand { final_bit: true, cdb, ..Default::default() });
+        let cmd = Pdu::ScsiCommand(ScsiCommand {
+            final_bit: true,
+            cdb,
+            ..Default::default()
+        });
         let tail: Vec<u8> = (100u8..116).collect(); // a 32-byte CDB
         let mut ahs = extended_cdb_ahs(&tail);
         // RFC 7143 §11.3.6: AHSLength 5, type 2, reserved, length.
@@ -516,7 +615,10 @@ mod tests {
     #[test]
     fn plain_cdb_is_borrowed() {
         let mut out = Vec::new();
-        let cmd = Pdu::ScsiCommand(ScsiCommand { cdb: [0x12; 16], ..Default::default() });
+        let cmd = Pdu::ScsiCommand(ScsiCommand {
+            cdb: [0x12; 16],
+            ..Default::default()
+        });
         encode(&mut out, &cmd, &[], &[], &FFP);
         let (frame, _) = expect_frame(decode(&out, &FFP));
         assert!(matches!(frame.cdb(), Cow::Borrowed(c) if c == [0x12; 16]));
@@ -527,8 +629,17 @@ mod tests {
     fn ahs_longer_than_announced_is_malformed() {
         let mut out = Vec::new();
         // One AHS word whose AHSLength claims 9 bytes.
-        encode(&mut out, &nop_out(), &[0, 9, 1, 0], &[], &FrameLimits::LOGIN);
-        assert!(matches!(decode(&out, &FrameLimits::LOGIN), Err(FrameError::Ahs { frame_len: 52, .. })));
+        encode(
+            &mut out,
+            &nop_out(),
+            &[0, 9, 1, 0],
+            &[],
+            &FrameLimits::LOGIN,
+        );
+        assert!(matches!(
+            decode(&out, &FrameLimits::LOGIN),
+            Err(FrameError::Ahs { frame_len: 52, .. })
+        ));
     }
 
     #[test]
@@ -536,16 +647,34 @@ mod tests {
         let data = b"seven b";
         for limits in [FrameLimits::LOGIN, FFP] {
             let mut whole = Vec::new();
-            encode(&mut whole, &Pdu::NopIn(NopIn::default()), &[], data, &limits);
+            encode(
+                &mut whole,
+                &Pdu::NopIn(NopIn::default()),
+                &[],
+                data,
+                &limits,
+            );
 
             let mut two_step = Vec::new();
-            let start = begin_pdu(&mut two_step, &Pdu::NopIn(NopIn::default()), &[], data.len() as u32, &limits);
+            let start = begin_pdu(
+                &mut two_step,
+                &Pdu::NopIn(NopIn::default()),
+                &[],
+                data.len() as u32,
+                &limits,
+            );
             two_step.extend_from_slice(data);
             finish_pdu(&mut two_step, start, &limits);
             assert_eq!(two_step, whole);
 
             let mut vectored = Vec::new();
-            encode_header(&mut vectored, &Pdu::NopIn(NopIn::default()), &[], data.len() as u32, &limits);
+            encode_header(
+                &mut vectored,
+                &Pdu::NopIn(NopIn::default()),
+                &[],
+                data.len() as u32,
+                &limits,
+            );
             vectored.extend_from_slice(data);
             let (trailer, n) = data_trailer(data, &limits);
             vectored.extend_from_slice(&trailer[..n]);
@@ -563,7 +692,14 @@ mod tests {
 
     #[test]
     fn login_limits() {
-        assert_eq!(FrameLimits::LOGIN.max_recv_data_segment_length, 8192);
-        assert!(!FrameLimits::LOGIN.header_digest && !FrameLimits::LOGIN.data_digest);
+        // RFC 7143 §6.2: 8192 bytes and no digests until login completes.
+        assert_eq!(
+            FrameLimits::LOGIN,
+            FrameLimits {
+                max_recv_data_segment_length: 8192,
+                header_digest: false,
+                data_digest: false
+            }
+        );
     }
 }

@@ -120,7 +120,14 @@ mod tests {
         // RFC 7143 §4.2.2.1: MaxCmdSN = ExpCmdSN - 1 closes the window.
         for exp in [0u32, 1, 100, HALF, u32::MAX] {
             let max = exp.wrapping_sub(1);
-            for sn in [exp, max, exp.wrapping_add(1), exp.wrapping_add(HALF), 0, u32::MAX] {
+            for sn in [
+                exp,
+                max,
+                exp.wrapping_add(1),
+                exp.wrapping_add(HALF),
+                0,
+                u32::MAX,
+            ] {
                 assert!(!sn_in_window(sn, exp, max), "sn {sn} exp {exp}");
             }
         }

@@ -325,12 +325,19 @@ const HD_DATA_IN_READ_CAPACITY_10: &str = "\
     0f9708fc000000000000000000000000908259e40001ffff00000200";
 fn hex(s: &str) -> Vec<u8> {
     assert!(s.len() % 2 == 0, "odd hex length");
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex digit")).collect()
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex digit"))
+        .collect()
 }
 
 /// Limits for the Full Feature Phase of the captured sessions.
 fn ffp(header_digest: bool) -> FrameLimits {
-    FrameLimits { max_recv_data_segment_length: 262_144, header_digest, data_digest: false }
+    FrameLimits {
+        max_recv_data_segment_length: 262_144,
+        header_digest,
+        data_digest: false,
+    }
 }
 
 /// Decodes one captured PDU, checks it fills the vector exactly and re-encodes
@@ -368,7 +375,11 @@ fn keys(data: &[u8]) -> Vec<(String, String)> {
 }
 
 fn key<'a>(pairs: &'a [(String, String)], name: &str) -> &'a str {
-    pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str()).unwrap_or_else(|| panic!("no key {name}"))
+    pairs
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+        .unwrap_or_else(|| panic!("no key {name}"))
 }
 
 fn cdb(bytes: &[u8]) -> [u8; 16] {
@@ -398,7 +409,10 @@ fn discovery_login_request() {
         })
     );
     let kv = keys(&data);
-    assert_eq!(key(&kv, "InitiatorName"), "iqn.2007-10.com.github:sahlberg:libiscsi:iscsi-ls");
+    assert_eq!(
+        key(&kv, "InitiatorName"),
+        "iqn.2007-10.com.github:sahlberg:libiscsi:iscsi-ls"
+    );
     assert_eq!(key(&kv, "SessionType"), "Discovery");
     assert_eq!(key(&kv, "HeaderDigest"), "None");
     assert_eq!(key(&kv, "MaxRecvDataSegmentLength"), "262144");
@@ -506,8 +520,13 @@ fn discovery_logout() {
 #[test]
 fn normal_login_request_names_the_target() {
     let (pdu, data) = check(LOGIN_REQUEST_NORMAL, FrameLimits::LOGIN);
-    let Pdu::LoginRequest(req) = pdu else { panic!("{pdu:?}") };
-    assert_eq!((req.csg, req.nsg, req.transit), (stage::OPERATIONAL, stage::FULL_FEATURE, true));
+    let Pdu::LoginRequest(req) = pdu else {
+        panic!("{pdu:?}")
+    };
+    assert_eq!(
+        (req.csg, req.nsg, req.transit),
+        (stage::OPERATIONAL, stage::FULL_FEATURE, true)
+    );
     assert_eq!(req.isid, [0x80, 0xc4, 0xb0, 0xcc, 0x00, 0x00]);
     let kv = keys(&data);
     assert_eq!(key(&kv, "TargetName"), "iqn.2026-11.test:tgt");
@@ -553,13 +572,22 @@ fn test_unit_ready_and_unit_attention() {
     assert_eq!((sense[2], sense[4] & 0x0f, sense[14]), (0x70, 0x06, 0x29));
     let (pdu, data) = check(RESPONSE_GOOD, ffp(false));
     assert!(data.is_empty());
-    assert!(matches!(pdu, Pdu::ScsiResponse(ScsiResponse { status: 0, stat_sn: 2, .. })));
+    assert!(matches!(
+        pdu,
+        Pdu::ScsiResponse(ScsiResponse {
+            status: 0,
+            stat_sn: 2,
+            ..
+        })
+    ));
 }
 
 #[test]
 fn inquiry_and_its_data_in() {
     let (pdu, _) = check(INQUIRY_64, ffp(false));
-    let Pdu::ScsiCommand(cmd) = pdu else { panic!("{pdu:?}") };
+    let Pdu::ScsiCommand(cmd) = pdu else {
+        panic!("{pdu:?}")
+    };
     assert!(cmd.read && cmd.final_bit && !cmd.write);
     assert_eq!(cmd.expected_data_transfer_length, 64);
     assert_eq!(cmd.cdb, cdb(&[0x12, 0, 0, 0, 0x40, 0]));
@@ -592,9 +620,22 @@ fn inquiry_and_its_data_in() {
 #[test]
 fn data_in_with_two_bytes_of_padding() {
     let (pdu, _) = check(INQUIRY_66, ffp(false));
-    assert!(matches!(pdu, Pdu::ScsiCommand(ScsiCommand { expected_data_transfer_length: 66, .. })));
+    assert!(matches!(
+        pdu,
+        Pdu::ScsiCommand(ScsiCommand {
+            expected_data_transfer_length: 66,
+            ..
+        })
+    ));
     let (pdu, data) = check(DATA_IN_INQUIRY_66, ffp(false));
-    assert!(matches!(pdu, Pdu::DataIn(DataIn { status_present: true, initiator_task_tag: 0x2ece_ca94, .. })));
+    assert!(matches!(
+        pdu,
+        Pdu::DataIn(DataIn {
+            status_present: true,
+            initiator_task_tag: 0x2ece_ca94,
+            ..
+        })
+    ));
     assert_eq!(data.len(), 66);
     assert_eq!(hex(DATA_IN_INQUIRY_66).len(), 48 + 68);
 }
@@ -602,12 +643,25 @@ fn data_in_with_two_bytes_of_padding() {
 #[test]
 fn read_capacity_16() {
     let (pdu, _) = check(READ_CAPACITY_16, ffp(false));
-    let Pdu::ScsiCommand(cmd) = pdu else { panic!("{pdu:?}") };
+    let Pdu::ScsiCommand(cmd) = pdu else {
+        panic!("{pdu:?}")
+    };
     // SERVICE ACTION IN(16) / READ CAPACITY(16), allocation length 32.
-    assert_eq!(cmd.cdb, cdb(&[0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x20, 0, 0]));
+    assert_eq!(
+        cmd.cdb,
+        cdb(&[0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x20, 0, 0])
+    );
     assert_eq!(cmd.lun, Lun::from_number(1));
     let (pdu, data) = check(DATA_IN_READ_CAPACITY_16, ffp(false));
-    assert!(matches!(pdu, Pdu::DataIn(DataIn { final_bit: true, status_present: true, status: 0, .. })));
+    assert!(matches!(
+        pdu,
+        Pdu::DataIn(DataIn {
+            final_bit: true,
+            status_present: true,
+            status: 0,
+            ..
+        })
+    ));
     // 64 MiB of 512-byte blocks: last LBA 131071.
     assert_eq!(u64::from_be_bytes(data[0..8].try_into().unwrap()), 131_071);
     assert_eq!(u32::from_be_bytes(data[8..12].try_into().unwrap()), 512);
@@ -616,7 +670,15 @@ fn read_capacity_16() {
 #[test]
 fn login_response_accepting_header_digest() {
     let (pdu, data) = check(HD_LOGIN_RESPONSE, FrameLimits::LOGIN);
-    assert!(matches!(pdu, Pdu::LoginResponse(LoginResponse { transit: true, nsg: 3, tsih: 0x1300, .. })));
+    assert!(matches!(
+        pdu,
+        Pdu::LoginResponse(LoginResponse {
+            transit: true,
+            nsg: 3,
+            tsih: 0x1300,
+            ..
+        })
+    ));
     assert_eq!(key(&keys(&data), "HeaderDigest"), "CRC32C");
 }
 
@@ -641,7 +703,14 @@ fn write_10_with_immediate_data_and_header_digest() {
     );
     assert_eq!(data, vec![0xa6; 512]);
     let (pdu, _) = check(HD_RESPONSE_GOOD, ffp(true));
-    assert!(matches!(pdu, Pdu::ScsiResponse(ScsiResponse { status: 0, response: 0, .. })));
+    assert!(matches!(
+        pdu,
+        Pdu::ScsiResponse(ScsiResponse {
+            status: 0,
+            response: 0,
+            ..
+        })
+    ));
 }
 
 #[test]
@@ -676,7 +745,14 @@ fn r2t_and_the_data_out_answering_it() {
     );
     assert_eq!(data.len(), 512);
     let (pdu, _) = check(HD_DATA_OUT_NOT_FINAL, ffp(true));
-    assert!(matches!(pdu, Pdu::DataOut(DataOut { final_bit: false, buffer_offset: 0, .. })));
+    assert!(matches!(
+        pdu,
+        Pdu::DataOut(DataOut {
+            final_bit: false,
+            buffer_offset: 0,
+            ..
+        })
+    ));
 }
 
 #[test]
@@ -729,7 +805,12 @@ fn residuals() {
     let (pdu, _) = check(HD_READ_10, ffp(true));
     assert!(matches!(
         pdu,
-        Pdu::ScsiCommand(ScsiCommand { read: true, expected_data_transfer_length: 0, cdb: [0x28, ..], .. })
+        Pdu::ScsiCommand(ScsiCommand {
+            read: true,
+            expected_data_transfer_length: 0,
+            cdb: [0x28, ..],
+            ..
+        })
     ));
     // READ(10) of one block with EDTL 0: the whole block is residual overflow.
     let (pdu, _) = check(HD_RESPONSE_OVERFLOW, ffp(true));
@@ -761,7 +842,13 @@ fn residuals() {
     let (pdu, data) = check(HD_DATA_IN_OVERFLOW, ffp(true));
     assert!(matches!(
         pdu,
-        Pdu::DataIn(DataIn { overflow: true, underflow: false, status_present: true, residual_count: 312, .. })
+        Pdu::DataIn(DataIn {
+            overflow: true,
+            underflow: false,
+            status_present: true,
+            residual_count: 312,
+            ..
+        })
     ));
     assert_eq!(data.len(), 200);
 }
@@ -769,15 +856,32 @@ fn residuals() {
 #[test]
 fn logout_with_header_digest() {
     let (pdu, _) = check(HD_LOGOUT_REQUEST, ffp(true));
-    assert!(matches!(pdu, Pdu::LogoutRequest(LogoutRequest { immediate: true, reason_code: 0, exp_stat_sn: 8, .. })));
+    assert!(matches!(
+        pdu,
+        Pdu::LogoutRequest(LogoutRequest {
+            immediate: true,
+            reason_code: 0,
+            exp_stat_sn: 8,
+            ..
+        })
+    ));
     let (pdu, _) = check(HD_LOGOUT_RESPONSE, ffp(true));
-    assert!(matches!(pdu, Pdu::LogoutResponse(LogoutResponse { response: 0, stat_sn: 8, .. })));
+    assert!(matches!(
+        pdu,
+        Pdu::LogoutResponse(LogoutResponse {
+            response: 0,
+            stat_sn: 8,
+            ..
+        })
+    ));
 }
 
 #[test]
 fn report_luns_and_read_capacity_10() {
     let (pdu, _) = check(HD_REPORT_LUNS, ffp(true));
-    let Pdu::ScsiCommand(cmd) = pdu else { panic!("{pdu:?}") };
+    let Pdu::ScsiCommand(cmd) = pdu else {
+        panic!("{pdu:?}")
+    };
     assert_eq!(cmd.lun, Lun::from_number(0));
     assert_eq!(cmd.cdb, cdb(&[0xa0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0]));
     let (_, data) = check(HD_DATA_IN_REPORT_LUNS, ffp(true));
@@ -793,7 +897,13 @@ fn report_luns_and_read_capacity_10() {
 /// stream and fed a byte at a time, yields the same frames.
 #[test]
 fn captured_stream_byte_by_byte() {
-    let vectors = [HD_WRITE_10_IMMEDIATE, HD_DATA_OUT_FINAL, HD_DATA_OUT_NOT_FINAL, HD_READ_10, HD_LOGOUT_REQUEST];
+    let vectors = [
+        HD_WRITE_10_IMMEDIATE,
+        HD_DATA_OUT_FINAL,
+        HD_DATA_OUT_NOT_FINAL,
+        HD_READ_10,
+        HD_LOGOUT_REQUEST,
+    ];
     let stream: Vec<u8> = vectors.iter().flat_map(|v| hex(v)).collect();
     let limits = ffp(true);
     let mut buf = Vec::new();
@@ -808,7 +918,13 @@ fn captured_stream_byte_by_byte() {
     assert!(buf.is_empty());
     assert_eq!(
         seen,
-        [Opcode::ScsiCommand, Opcode::DataOut, Opcode::DataOut, Opcode::ScsiCommand, Opcode::LogoutRequest]
+        [
+            Opcode::ScsiCommand,
+            Opcode::DataOut,
+            Opcode::DataOut,
+            Opcode::ScsiCommand,
+            Opcode::LogoutRequest
+        ]
     );
 }
 
@@ -817,5 +933,8 @@ fn captured_stream_byte_by_byte() {
 fn captured_header_digest_catches_corruption() {
     let mut bytes = hex(HD_R2T);
     bytes[40] ^= 0x01;
-    assert!(matches!(decode(&bytes, &ffp(true)), Err(isoe_wire::frame::FrameError::HeaderDigest { .. })));
+    assert!(matches!(
+        decode(&bytes, &ffp(true)),
+        Err(isoe_wire::frame::FrameError::HeaderDigest { .. })
+    ));
 }

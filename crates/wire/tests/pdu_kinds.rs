@@ -6,7 +6,11 @@ use isoe_wire::frame::{decode, encode, Decoded, FrameLimits};
 use isoe_wire::pdu::*;
 use isoe_wire::Pdu;
 
-const DIGESTS: FrameLimits = FrameLimits { max_recv_data_segment_length: 65536, header_digest: true, data_digest: true };
+const DIGESTS: FrameLimits = FrameLimits {
+    max_recv_data_segment_length: 65536,
+    header_digest: true,
+    data_digest: true,
+};
 
 /// Encodes with and without digests, checks both decode to the same PDU and
 /// data, and returns the plain encoding for byte checks.
@@ -62,7 +66,10 @@ fn nop_out() {
     assert_eq!(b[1], 0x80);
     assert_eq!(dsl(&b), 4);
     assert_eq!(&b[8..16], &LUN5.0);
-    assert_eq!((be32(&b, 16), be32(&b, 20), be32(&b, 24), be32(&b, 28)), (0x1111_1111, RESERVED_TAG, 0x2222_2222, 0x3333_3333));
+    assert_eq!(
+        (be32(&b, 16), be32(&b, 20), be32(&b, 24), be32(&b, 28)),
+        (0x1111_1111, RESERVED_TAG, 0x2222_2222, 0x3333_3333)
+    );
     assert_eq!(&b[48..52], b"ping");
 }
 
@@ -90,7 +97,10 @@ fn scsi_command() {
     assert_eq!(b[0], 0x01);
     assert_eq!(b[1], 0x80 | 0x20 | 2);
     assert_eq!(dsl(&b), 512);
-    assert_eq!((be32(&b, 16), be32(&b, 20), be32(&b, 24), be32(&b, 28)), (7, 4096, 9, 10));
+    assert_eq!(
+        (be32(&b, 16), be32(&b, 20), be32(&b, 24), be32(&b, 28)),
+        (7, 4096, 9, 10)
+    );
     assert_eq!(&b[32..48], &cdb);
 }
 
@@ -113,7 +123,14 @@ fn task_mgmt_request() {
     );
     assert_eq!((b[0], b[1]), (0x42, 0x81));
     assert_eq!(
-        (be32(&b, 16), be32(&b, 20), be32(&b, 24), be32(&b, 28), be32(&b, 32), be32(&b, 36)),
+        (
+            be32(&b, 16),
+            be32(&b, 20),
+            be32(&b, 24),
+            be32(&b, 28),
+            be32(&b, 32),
+            be32(&b, 36)
+        ),
         (0x10, 0x0f, 0x20, 0x30, 0x1f, 0x40)
     );
 }
@@ -143,7 +160,10 @@ fn login_request() {
     assert_eq!(b[1], 0x80 | 0x01);
     assert_eq!(&b[8..14], &[0x80, 1, 2, 3, 4, 5]);
     assert_eq!(be16(&b, 14), 0x1234);
-    assert_eq!((be32(&b, 16), be16(&b, 20), be32(&b, 24), be32(&b, 28)), (0xabcd, 0x0102, 1, 2));
+    assert_eq!(
+        (be32(&b, 16), be16(&b, 20), be32(&b, 24), be32(&b, 28)),
+        (0xabcd, 0x0102, 1, 2)
+    );
 }
 
 #[test]
@@ -163,7 +183,10 @@ fn text_request() {
         b"SendTargets=All\0",
     );
     assert_eq!((b[0], b[1]), (0x44, 0x40));
-    assert_eq!((be32(&b, 16), be32(&b, 20), be32(&b, 24), be32(&b, 28)), (3, RESERVED_TAG, 4, 5));
+    assert_eq!(
+        (be32(&b, 16), be32(&b, 20), be32(&b, 24), be32(&b, 28)),
+        (3, RESERVED_TAG, 4, 5)
+    );
 }
 
 #[test]
@@ -183,7 +206,14 @@ fn data_out() {
     );
     assert_eq!((b[0], b[1]), (0x05, 0x80));
     assert_eq!(
-        (be32(&b, 16), be32(&b, 20), be32(&b, 24), be32(&b, 28), be32(&b, 36), be32(&b, 40)),
+        (
+            be32(&b, 16),
+            be32(&b, 20),
+            be32(&b, 24),
+            be32(&b, 28),
+            be32(&b, 36),
+            be32(&b, 40)
+        ),
         (0x11, 0x22, 0, 0x33, 0x44, 0x5500)
     );
     // Three data bytes, one zero byte of padding (RFC 7143 §11.2.3).
@@ -206,7 +236,10 @@ fn logout_request() {
         &[],
     );
     assert_eq!((b[0], b[1]), (0x46, 0x82));
-    assert_eq!((be32(&b, 16), be16(&b, 20), be32(&b, 24), be32(&b, 28)), (8, 3, 9, 10));
+    assert_eq!(
+        (be32(&b, 16), be16(&b, 20), be32(&b, 24), be32(&b, 28)),
+        (8, 3, 9, 10)
+    );
 }
 
 #[test]
@@ -226,7 +259,13 @@ fn snack_request() {
     );
     assert_eq!((b[0], b[1]), (0x10, 0x81));
     assert_eq!(
-        (be32(&b, 16), be32(&b, 20), be32(&b, 28), be32(&b, 40), be32(&b, 44)),
+        (
+            be32(&b, 16),
+            be32(&b, 20),
+            be32(&b, 28),
+            be32(&b, 40),
+            be32(&b, 44)
+        ),
         (0x10, 0x20, 0x30, 0x40, 0x50)
     );
 }
@@ -246,13 +285,24 @@ fn nop_in() {
         &[],
     );
     assert_eq!((b[0], b[1]), (0x20, 0x80));
-    assert_eq!((be32(&b, 16), be32(&b, 20), be32(&b, 24), be32(&b, 28), be32(&b, 32)), (RESERVED_TAG, 0x99, 1, 2, 3));
+    assert_eq!(
+        (
+            be32(&b, 16),
+            be32(&b, 20),
+            be32(&b, 24),
+            be32(&b, 28),
+            be32(&b, 32)
+        ),
+        (RESERVED_TAG, 0x99, 1, 2, 3)
+    );
 }
 
 #[test]
 fn scsi_response() {
     // RFC 7143 §11.4
-    let sense = [0, 18, 0x70, 0, 5, 0, 0, 0, 0, 10, 0, 0, 0, 0, 0x24, 0, 0, 0, 0, 0];
+    let sense = [
+        0, 18, 0x70, 0, 5, 0, 0, 0, 0, 10, 0, 0, 0, 0, 0x24, 0, 0, 0, 0, 0,
+    ];
     let b = wire(
         Pdu::ScsiResponse(ScsiResponse {
             bidi_overflow: true,
@@ -274,7 +324,16 @@ fn scsi_response() {
     );
     assert_eq!((b[0], b[1], b[2], b[3]), (0x21, 0x80 | 0x10 | 0x02, 0, 2));
     assert_eq!(
-        [be32(&b, 16), be32(&b, 20), be32(&b, 24), be32(&b, 28), be32(&b, 32), be32(&b, 36), be32(&b, 40), be32(&b, 44)],
+        [
+            be32(&b, 16),
+            be32(&b, 20),
+            be32(&b, 24),
+            be32(&b, 28),
+            be32(&b, 32),
+            be32(&b, 36),
+            be32(&b, 40),
+            be32(&b, 44)
+        ],
         [0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80]
     );
 }
@@ -293,7 +352,10 @@ fn task_mgmt_response() {
         &[],
     );
     assert_eq!((b[0], b[1], b[2]), (0x22, 0x80, 255));
-    assert_eq!((be32(&b, 16), be32(&b, 24), be32(&b, 28), be32(&b, 32)), (4, 5, 6, 7));
+    assert_eq!(
+        (be32(&b, 16), be32(&b, 24), be32(&b, 28), be32(&b, 32)),
+        (4, 5, 6, 7)
+    );
 }
 
 #[test]
@@ -341,7 +403,16 @@ fn text_response() {
         b"TargetName=iqn.2026-11.test:t\0",
     );
     assert_eq!((b[0], b[1]), (0x24, 0x80));
-    assert_eq!((be32(&b, 16), be32(&b, 20), be32(&b, 24), be32(&b, 28), be32(&b, 32)), (1, RESERVED_TAG, 2, 3, 4));
+    assert_eq!(
+        (
+            be32(&b, 16),
+            be32(&b, 20),
+            be32(&b, 24),
+            be32(&b, 28),
+            be32(&b, 32)
+        ),
+        (1, RESERVED_TAG, 2, 3, 4)
+    );
 }
 
 #[test]
@@ -369,7 +440,16 @@ fn data_in() {
     );
     assert_eq!((b[0], b[1], b[3]), (0x25, 0x80 | 0x02 | 0x01, 0));
     assert_eq!(
-        [be32(&b, 16), be32(&b, 20), be32(&b, 24), be32(&b, 28), be32(&b, 32), be32(&b, 36), be32(&b, 40), be32(&b, 44)],
+        [
+            be32(&b, 16),
+            be32(&b, 20),
+            be32(&b, 24),
+            be32(&b, 28),
+            be32(&b, 32),
+            be32(&b, 36),
+            be32(&b, 40),
+            be32(&b, 44)
+        ],
         [0x10, RESERVED_TAG, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70]
     );
 }
@@ -378,7 +458,11 @@ fn data_in() {
 fn data_in_without_status_zeroes_the_status_byte() {
     // RFC 7143 §11.7: the status field is only meaningful with the S bit.
     let mut out = Vec::new();
-    let pdu = Pdu::DataIn(DataIn { status: 0x02, acknowledge: true, ..Default::default() });
+    let pdu = Pdu::DataIn(DataIn {
+        status: 0x02,
+        acknowledge: true,
+        ..Default::default()
+    });
     encode(&mut out, &pdu, &[], &[1], &FrameLimits::LOGIN);
     assert_eq!((out[1], out[3]), (0x40, 0));
 }
@@ -399,7 +483,10 @@ fn logout_response() {
         &[],
     );
     assert_eq!((b[0], b[1], b[2]), (0x26, 0x80, 3));
-    assert_eq!((be32(&b, 16), be32(&b, 24), be32(&b, 28), be32(&b, 32)), (1, 2, 3, 4));
+    assert_eq!(
+        (be32(&b, 16), be32(&b, 24), be32(&b, 28), be32(&b, 32)),
+        (1, 2, 3, 4)
+    );
     assert_eq!((be16(&b, 40), be16(&b, 42)), (5, 20));
 }
 
@@ -422,7 +509,16 @@ fn r2t() {
     );
     assert_eq!((b[0], b[1]), (0x31, 0x80));
     assert_eq!(
-        [be32(&b, 16), be32(&b, 20), be32(&b, 24), be32(&b, 28), be32(&b, 32), be32(&b, 36), be32(&b, 40), be32(&b, 44)],
+        [
+            be32(&b, 16),
+            be32(&b, 20),
+            be32(&b, 24),
+            be32(&b, 28),
+            be32(&b, 32),
+            be32(&b, 36),
+            be32(&b, 40),
+            be32(&b, 44)
+        ],
         [0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x10000, 0x40000]
     );
 }
@@ -448,7 +544,10 @@ fn async_message() {
     // RFC 7143 §11.9: bytes 16..20 are 0xffffffff.
     assert_eq!(be32(&b, 16), RESERVED_TAG);
     assert_eq!((be32(&b, 24), be32(&b, 28), be32(&b, 32)), (1, 2, 3));
-    assert_eq!((b[36], b[37], be16(&b, 38), be16(&b, 40), be16(&b, 42)), (1, 0, 0x1111, 2, 20));
+    assert_eq!(
+        (b[36], b[37], be16(&b, 38), be16(&b, 40), be16(&b, 42)),
+        (1, 0, 0x1111, 2, 20)
+    );
 }
 
 #[test]
@@ -467,7 +566,10 @@ fn reject() {
     );
     assert_eq!((b[0], b[1], b[2]), (0x3f, 0x80, 0x05));
     assert_eq!(be32(&b, 16), RESERVED_TAG);
-    assert_eq!((be32(&b, 24), be32(&b, 28), be32(&b, 32), be32(&b, 36)), (1, 2, 3, 4));
+    assert_eq!(
+        (be32(&b, 24), be32(&b, 28), be32(&b, 32), be32(&b, 36)),
+        (1, 2, 3, 4)
+    );
     assert_eq!(dsl(&b), 48);
     assert_eq!(&b[48..96], &rejected);
 }
@@ -476,9 +578,12 @@ fn reject() {
 fn every_opcode_is_covered() {
     // The 18 kinds above, by opcode byte, against Opcode::from_u8.
     let covered = [
-        0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x10, 0x20, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x31, 0x32, 0x3f,
+        0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x10, 0x20, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26,
+        0x31, 0x32, 0x3f,
     ];
-    let defined: Vec<u8> = (0u8..64).filter(|&op| Opcode::from_u8(op).is_some()).collect();
+    let defined: Vec<u8> = (0u8..64)
+        .filter(|&op| Opcode::from_u8(op).is_some())
+        .collect();
     assert_eq!(defined, covered);
 }
 
@@ -488,5 +593,11 @@ fn login_request_with_csg_2_is_refused() {
     let mut bhs = [0u8; 48];
     bhs[0] = 0x43;
     bhs[1] = 0x80 | (2 << 2) | 3;
-    assert!(matches!(Pdu::parse(&bhs), Err(ParseError::InvalidField { field: "CSG", value: 2 })));
+    assert!(matches!(
+        Pdu::parse(&bhs),
+        Err(ParseError::InvalidField {
+            field: "CSG",
+            value: 2
+        })
+    ));
 }

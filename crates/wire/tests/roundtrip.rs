@@ -13,7 +13,8 @@
 //!   CSG/NSG) stay within their bit widths.
 
 use isoe_wire::frame::{
-    begin_pdu, data_trailer, decode, encode, encode_header, finish_pdu, Decoded, FrameError, FrameLimits,
+    begin_pdu, data_trailer, decode, encode, encode_header, finish_pdu, Decoded, FrameError,
+    FrameLimits,
 };
 use isoe_wire::pdu::*;
 use isoe_wire::Pdu;
@@ -25,11 +26,26 @@ fn lun() -> impl Strategy<Value = Lun> {
 }
 
 fn nop_out() -> impl Strategy<Value = Pdu> {
-    (any::<bool>(), lun(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()).prop_map(
-        |(immediate, lun, initiator_task_tag, target_transfer_tag, cmd_sn, exp_stat_sn)| {
-            Pdu::NopOut(NopOut { immediate, lun, initiator_task_tag, target_transfer_tag, cmd_sn, exp_stat_sn })
-        },
+    (
+        any::<bool>(),
+        lun(),
+        any::<u32>(),
+        any::<u32>(),
+        any::<u32>(),
+        any::<u32>(),
     )
+        .prop_map(
+            |(immediate, lun, initiator_task_tag, target_transfer_tag, cmd_sn, exp_stat_sn)| {
+                Pdu::NopOut(NopOut {
+                    immediate,
+                    lun,
+                    initiator_task_tag,
+                    target_transfer_tag,
+                    cmd_sn,
+                    exp_stat_sn,
+                })
+            },
+        )
 }
 
 fn scsi_command() -> impl Strategy<Value = Pdu> {
@@ -47,7 +63,19 @@ fn scsi_command() -> impl Strategy<Value = Pdu> {
         any::<[u8; 16]>(),
     )
         .prop_map(
-            |(immediate, final_bit, read, write, attr, lun, itt, edtl, cmd_sn, exp_stat_sn, cdb)| {
+            |(
+                immediate,
+                final_bit,
+                read,
+                write,
+                attr,
+                lun,
+                itt,
+                edtl,
+                cmd_sn,
+                exp_stat_sn,
+                cdb,
+            )| {
                 Pdu::ScsiCommand(ScsiCommand {
                     immediate,
                     final_bit,
@@ -95,22 +123,24 @@ fn login_request() -> impl Strategy<Value = Pdu> {
         any::<u32>(),
         any::<u32>(),
     )
-        .prop_map(|(transit, continue_bit, csg, nsg, v, isid, tsih, itt, cid, cmd_sn, exp_stat_sn)| {
-            Pdu::LoginRequest(LoginRequest {
-                transit,
-                continue_bit,
-                csg,
-                nsg,
-                version_max: v[0],
-                version_min: v[1],
-                isid,
-                tsih,
-                initiator_task_tag: itt,
-                cid,
-                cmd_sn,
-                exp_stat_sn,
-            })
-        })
+        .prop_map(
+            |(transit, continue_bit, csg, nsg, v, isid, tsih, itt, cid, cmd_sn, exp_stat_sn)| {
+                Pdu::LoginRequest(LoginRequest {
+                    transit,
+                    continue_bit,
+                    csg,
+                    nsg,
+                    version_max: v[0],
+                    version_min: v[1],
+                    isid,
+                    tsih,
+                    initiator_task_tag: itt,
+                    cid,
+                    cmd_sn,
+                    exp_stat_sn,
+                })
+            },
+        )
 }
 
 fn text_request() -> impl Strategy<Value = Pdu> {
@@ -143,11 +173,26 @@ fn data_out() -> impl Strategy<Value = Pdu> {
 }
 
 fn logout_request() -> impl Strategy<Value = Pdu> {
-    (any::<bool>(), 0u8..128, any::<u32>(), any::<u16>(), any::<u32>(), any::<u32>()).prop_map(
-        |(immediate, reason_code, initiator_task_tag, cid, cmd_sn, exp_stat_sn)| {
-            Pdu::LogoutRequest(LogoutRequest { immediate, reason_code, initiator_task_tag, cid, cmd_sn, exp_stat_sn })
-        },
+    (
+        any::<bool>(),
+        0u8..128,
+        any::<u32>(),
+        any::<u16>(),
+        any::<u32>(),
+        any::<u32>(),
     )
+        .prop_map(
+            |(immediate, reason_code, initiator_task_tag, cid, cmd_sn, exp_stat_sn)| {
+                Pdu::LogoutRequest(LogoutRequest {
+                    immediate,
+                    reason_code,
+                    initiator_task_tag,
+                    cid,
+                    cmd_sn,
+                    exp_stat_sn,
+                })
+            },
+        )
 }
 
 fn snack_request() -> impl Strategy<Value = Pdu> {
@@ -178,24 +223,30 @@ fn nop_in() -> impl Strategy<Value = Pdu> {
 }
 
 fn scsi_response() -> impl Strategy<Value = Pdu> {
-    (any::<[bool; 4]>(), any::<u8>(), any::<u8>(), any::<[u32; 8]>()).prop_map(|(b, response, status, w)| {
-        Pdu::ScsiResponse(ScsiResponse {
-            bidi_overflow: b[0],
-            bidi_underflow: b[1],
-            overflow: b[2],
-            underflow: b[3],
-            response,
-            status,
-            initiator_task_tag: w[0],
-            snack_tag: w[1],
-            stat_sn: w[2],
-            exp_cmd_sn: w[3],
-            max_cmd_sn: w[4],
-            exp_data_sn: w[5],
-            bidi_read_residual_count: w[6],
-            residual_count: w[7],
+    (
+        any::<[bool; 4]>(),
+        any::<u8>(),
+        any::<u8>(),
+        any::<[u32; 8]>(),
+    )
+        .prop_map(|(b, response, status, w)| {
+            Pdu::ScsiResponse(ScsiResponse {
+                bidi_overflow: b[0],
+                bidi_underflow: b[1],
+                overflow: b[2],
+                underflow: b[3],
+                response,
+                status,
+                initiator_task_tag: w[0],
+                snack_tag: w[1],
+                stat_sn: w[2],
+                exp_cmd_sn: w[3],
+                max_cmd_sn: w[4],
+                exp_data_sn: w[5],
+                bidi_read_residual_count: w[6],
+                residual_count: w[7],
+            })
         })
-    })
 }
 
 fn task_mgmt_response() -> impl Strategy<Value = Pdu> {
@@ -211,7 +262,15 @@ fn task_mgmt_response() -> impl Strategy<Value = Pdu> {
 }
 
 fn login_response() -> impl Strategy<Value = Pdu> {
-    (any::<[bool; 2]>(), 0u8..4, 0u8..4, any::<[u8; 4]>(), any::<[u8; 6]>(), any::<u16>(), any::<[u32; 4]>())
+    (
+        any::<[bool; 2]>(),
+        0u8..4,
+        0u8..4,
+        any::<[u8; 4]>(),
+        any::<[u8; 6]>(),
+        any::<u16>(),
+        any::<[u32; 4]>(),
+    )
         .prop_map(|(b, csg, nsg, v, isid, tsih, w)| {
             Pdu::LoginResponse(LoginResponse {
                 transit: b[0],
@@ -301,24 +360,36 @@ fn r2t() -> impl Strategy<Value = Pdu> {
 }
 
 fn async_message() -> impl Strategy<Value = Pdu> {
-    (lun(), any::<[u32; 3]>(), any::<[u8; 2]>(), any::<[u16; 3]>()).prop_map(|(lun, w, e, p)| {
-        Pdu::AsyncMessage(AsyncMessage {
-            lun,
-            stat_sn: w[0],
-            exp_cmd_sn: w[1],
-            max_cmd_sn: w[2],
-            async_event: e[0],
-            async_vcode: e[1],
-            parameter1: p[0],
-            parameter2: p[1],
-            parameter3: p[2],
+    (
+        lun(),
+        any::<[u32; 3]>(),
+        any::<[u8; 2]>(),
+        any::<[u16; 3]>(),
+    )
+        .prop_map(|(lun, w, e, p)| {
+            Pdu::AsyncMessage(AsyncMessage {
+                lun,
+                stat_sn: w[0],
+                exp_cmd_sn: w[1],
+                max_cmd_sn: w[2],
+                async_event: e[0],
+                async_vcode: e[1],
+                parameter1: p[0],
+                parameter2: p[1],
+                parameter3: p[2],
+            })
         })
-    })
 }
 
 fn reject() -> impl Strategy<Value = Pdu> {
     (any::<u8>(), any::<[u32; 4]>()).prop_map(|(reason, w)| {
-        Pdu::Reject(Reject { reason, stat_sn: w[0], exp_cmd_sn: w[1], max_cmd_sn: w[2], data_sn_or_r2t_sn: w[3] })
+        Pdu::Reject(Reject {
+            reason,
+            stat_sn: w[0],
+            exp_cmd_sn: w[1],
+            max_cmd_sn: w[2],
+            data_sn_or_r2t_sn: w[3],
+        })
     })
 }
 

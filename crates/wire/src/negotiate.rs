@@ -76,6 +76,12 @@ impl SessionType {
     }
 }
 
+impl std::fmt::Display for SessionType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Task completion reporting semantics (RFC 7143 §13.23).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum TaskReporting {
@@ -433,8 +439,9 @@ impl Negotiator {
     /// A negotiator for `role` with our `local` values; `leading` is false
     /// for a connection joining an existing session (TSIH ≠ 0), where
     /// leading-only keys are irrelevant.
-    pub fn new(role: Role, local: LocalParams, leading: bool) -> Negotiator {
-        debug_assert!(local.first_burst_length <= local.max_burst_length);
+    pub fn new(role: Role, mut local: LocalParams, leading: bool) -> Negotiator {
+        // RFC 7143 §13.14: FirstBurstLength MUST NOT exceed MaxBurstLength.
+        local.first_burst_length = local.first_burst_length.min(local.max_burst_length);
         Negotiator {
             role,
             local,
@@ -749,29 +756,40 @@ impl Negotiator {
     /// Writes offers for keys not yet negotiated in either direction, and
     /// returns how many. Keys irrelevant to this session are left out.
     pub fn write_offers(&mut self, policy: OfferPolicy, out: &mut Vec<u8>) -> usize {
-        let mut count = 0;
-        for &key in OFFERABLE {
-            let def = keys::lookup(key).expect("offerable keys are in the table");
-            if self.sent.contains(key) || self.peer_keys.contains(key) {
-                continue;
-            }
-            if (def.usage == Usage::LeadingOnly && !self.leading)
-                || (def.irrelevant_in_discovery
-                    && self.session.session_type == SessionType::Discovery)
-            {
-                continue;
-            }
-            let optional = matches!(key, name::TASK_REPORTING | name::ISCSI_PROTOCOL_LEVEL);
-            if (policy == OfferPolicy::NonDefault || optional) && !self.default_unacceptable(key) {
-                continue;
-            }
+        let keys = self.offer_candidates(policy);
+        for &key in &keys {
             let value = self.local_value(key);
             push_pair(out, key, &value);
             self.sent.insert(key);
             self.pending.push((key, value));
-            count += 1;
         }
-        count
+        keys.len()
+    }
+
+    /// True when [`Negotiator::write_offers`] would write something, or our
+    /// MaxRecvDataSegmentLength still differs from the default the peer assumes.
+    pub fn has_something_to_offer(&self, policy: OfferPolicy) -> bool {
+        let undeclared_mrdsl = !self.sent.contains(name::MAX_RECV_DATA_SEGMENT_LENGTH)
+            && self.local.max_recv_data_segment_length != DEFAULT_MAX_RECV_DATA_SEGMENT_LENGTH;
+        undeclared_mrdsl || !self.offer_candidates(policy).is_empty()
+    }
+
+    fn offer_candidates(&self, policy: OfferPolicy) -> Vec<&'static str> {
+        OFFERABLE
+            .iter()
+            .copied()
+            .filter(|&key| {
+                let def = keys::lookup(key).expect("offerable keys are in the table");
+                let negotiated = self.sent.contains(key) || self.peer_keys.contains(key);
+                let irrelevant = (def.usage == Usage::LeadingOnly && !self.leading)
+                    || (def.irrelevant_in_discovery
+                        && self.session.session_type == SessionType::Discovery);
+                let optional = matches!(key, name::TASK_REPORTING | name::ISCSI_PROTOCOL_LEVEL);
+                let wanted =
+                    (policy == OfferPolicy::All && !optional) || self.default_unacceptable(key);
+                !negotiated && !irrelevant && wanted
+            })
+            .collect()
     }
 
     /// Declares our MaxRecvDataSegmentLength once (RFC 7143 §13.12); true if written now.

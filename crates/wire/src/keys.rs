@@ -201,6 +201,8 @@ const SESSION_TYPES: &[&str] = &["Discovery", "Normal"];
 const TASK_REPORTING_VALUES: &[&str] = &["RFC3720", "ResponseFence", "FastAbort"];
 const AUTH_METHODS: &[&str] = &["KRB5", "SPKM1", "SPKM2", "SRP", "CHAP", "None"];
 
+// One argument per column of the RFC 7143 §13 table.
+#[allow(clippy::too_many_arguments)]
 const fn key(
     name: &'static str,
     kind: KeyKind,

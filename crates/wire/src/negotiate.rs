@@ -225,11 +225,12 @@ pub enum Role {
 
 impl Role {
     fn peer_may_send(self, senders: Senders) -> bool {
-        match (self, senders) {
-            (_, Senders::Both) => true,
-            (Role::Target, Senders::Initiator) | (Role::Initiator, Senders::Target) => true,
-            _ => false,
-        }
+        matches!(
+            (self, senders),
+            (_, Senders::Both)
+                | (Role::Target, Senders::Initiator)
+                | (Role::Initiator, Senders::Target)
+        )
     }
 }
 
@@ -805,7 +806,9 @@ impl Negotiator {
 
     /// Writes a declaration of ours once (names, aliases, TargetPortalGroupTag); true if written now.
     pub fn declare(&mut self, key: &'static str, value: &str, out: &mut Vec<u8>) -> bool {
-        debug_assert!(keys::lookup(key).map_or(true, |d| d.kind == KeyKind::Declarative));
+        debug_assert!(keys::lookup(key)
+            .filter(|d| d.kind != KeyKind::Declarative)
+            .is_none());
         if !self.sent.insert(key) {
             return false;
         }

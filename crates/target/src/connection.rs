@@ -335,7 +335,7 @@ impl Connection {
             let session = self.server.create_session(&params.initiator_name, first.isid, target_name.as_deref(), |tsih| {
                 Session::new(tsih, first.isid, params.initiator_name.clone(), target, params.clone(), nexus, first.cmd_sn)
             });
-            session.join(member).map_err(|_| (login_status::TOO_MANY_CONNECTIONS, "MaxConnections reached".to_string()))?;
+            session.join(member).map_err(|e| (login_status::TOO_MANY_CONNECTIONS, e.to_string()))?;
             Ok(session)
         } else {
             let Some(session) = self.server.find_session(&params.initiator_name, first.isid, negotiated.tsih_requested) else {
@@ -349,9 +349,7 @@ impl Connection {
             if !same_target {
                 return Err((login_status::CANT_INCLUDE_IN_SESSION, "connection names another target than its session".into()));
             }
-            session
-                .join(member)
-                .map_err(|_| (login_status::TOO_MANY_CONNECTIONS, format!("session already has MaxConnections={}", session.params.max_connections)))?;
+            session.join(member).map_err(|e| (login_status::TOO_MANY_CONNECTIONS, e.to_string()))?;
             Ok(session)
         }
     }

@@ -26,6 +26,16 @@ pub enum SetupError {
         /// What the store said.
         source: isoe_store::StoreError,
     },
+    /// A LUN's settings are not valid for the SCSI layer.
+    #[error("target {target}, LUN {lun}: {source}")]
+    Lun {
+        /// Target IQN.
+        target: String,
+        /// LUN number.
+        lun: u16,
+        /// What is wrong.
+        source: isoe_scsi::ConfigError,
+    },
     /// A LUN's persisted identity could not be read or written.
     #[error("target {target}, LUN {lun}: {source}")]
     Identity {
@@ -156,6 +166,7 @@ fn build_target(config: &Config, t: &TargetConfig, stores: &mut Vec<Arc<dyn Stor
             relative_port: 1,
             lun_number: spec.number,
         };
+        lun_config.validate().map_err(|source| SetupError::Lun { target: t.name.clone(), lun: spec.number, source })?;
         stores.push(store.clone());
         luns.push((spec.number, Arc::new(LogicalUnit::new(store, lun_config))));
     }

@@ -36,6 +36,14 @@ struct Window {
     exp_cmd_sn: u32,
 }
 
+/// A connection could not join: the session has MaxConnections already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("session already has MaxConnections={max_connections}")]
+pub struct SessionFull {
+    /// The negotiated limit.
+    pub max_connections: u16,
+}
+
 /// One connection of a session, as the session sees it.
 #[derive(Debug)]
 pub struct Member {
@@ -152,7 +160,7 @@ impl Session {
 
     /// Adds a connection; fails when MaxConnections are already in use. A
     /// connection with the same CID is reinstated: the old one is shut down.
-    pub fn join(&self, member: Member) -> Result<(), ()> {
+    pub fn join(&self, member: Member) -> Result<(), SessionFull> {
         let mut members = self.members.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(pos) = members.iter().position(|m| m.cid == member.cid) {
             // RFC 7143 §6.3.4: connection reinstatement on CID reuse.
@@ -162,7 +170,7 @@ impl Session {
             }
         }
         if members.len() >= self.params.max_connections as usize {
-            return Err(());
+            return Err(SessionFull { max_connections: self.params.max_connections });
         }
         members.push(member);
         Ok(())

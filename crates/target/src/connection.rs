@@ -21,7 +21,7 @@ use isoe_wire::pdu::{
     RESERVED_TAG,
 };
 use isoe_wire::{ParseError, Pdu};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
@@ -33,6 +33,8 @@ const REPORT_LUNS: u8 = 0xa0;
 const WRITE_TASKS_MAX: usize = 256;
 /// Largest Expected Data Transfer Length accepted for a write (bounds what a peer makes us buffer).
 pub const WRITE_TRANSFER_BYTES_MAX: u32 = 64 << 20;
+/// Tasks ended early whose late Data-Out is still dropped quietly.
+const BURIED_TASKS_MAX: usize = 32;
 /// Largest text a peer may send across continued Text Requests.
 const TEXT_REQUEST_BYTES_MAX: usize = 64 << 10;
 
@@ -102,6 +104,7 @@ pub struct Connection {
     nop_timeout: Duration,
     socket: Option<TcpStream>,
     bound: Option<Arc<Session>>,
+    buried: VecDeque<u32>,
     /// Counters.
     pub stats: ConnectionStats,
 }
@@ -138,6 +141,7 @@ impl Connection {
             nop_timeout,
             socket,
             bound: None,
+            buried: VecDeque::new(),
             stats: ConnectionStats::default(),
         }
     }
@@ -451,6 +455,9 @@ impl Connection {
 
     fn data_out(&mut self, session: &Arc<Session>, d: &DataOut, frame: &Frame<'_>) -> Flow {
         let Some(task) = self.writes.get_mut(&d.initiator_task_tag) else {
+            if self.buried.contains(&d.initiator_task_tag) {
+                return Flow::Continue;
+            }
             // RFC 7143 §11.7: Data-Out for a task we don't know: Reject, "Invalid PDU field".
             self.reject(reject::INVALID_PDU_FIELD, frame.bhs);
             return Flow::Continue;
@@ -473,16 +480,37 @@ impl Connection {
                 self.reject(reject::INVALID_PDU_FIELD, frame.bhs);
                 Flow::Continue
             }
-            // RFC 7143 §7.x: at ERL 0, a DataSN or offset error can't be recovered: Reject and end the connection.
-            Err(_) => {
-                self.reject(reject::PROTOCOL_ERROR, frame.bhs);
+            Err(error) => {
+                // At ERL 0 a task whose Data-Out sequence is broken can't be
+                // recovered: end it with CHECK CONDITION (SAM-5 ABORTED
+                // COMMAND, iSCSI ASCs of SPC-5 table 49) and keep the
+                // connection for the session's other tasks.
+                let (asc, ascq) = match error {
+                    DataOutError::DataSn { .. } => (0x4b, 0x00),
+                    DataOutError::Offset { .. } => (0x4b, 0x05),
+                    DataOutError::Overrun | DataOutError::Unsolicited => (0x4b, 0x02),
+                    DataOutError::UnknownTransferTag(_) => (0x4b, 0x01),
+                };
                 if let Some(task) = self.writes.remove(&d.initiator_task_tag) {
-                    let (_, _, buffer) = task.into_parts();
+                    let (command, _, buffer) = task.into_parts();
                     self.recycle(buffer);
+                    self.bury(command.initiator_task_tag);
+                    let sense = isoe_scsi::Sense::new(isoe_scsi::sense::sense_key::ABORTED_COMMAND, asc, ascq);
+                    let completion = Completion { status: Status::CheckCondition, sense: Some(sense) };
+                    let empty = self.take_buffer();
+                    self.complete(session, &command, completion, empty, Residual::default());
                 }
-                Flow::Close
+                Flow::Continue
             }
         }
+    }
+
+    /// Remembers a task that ended early, so the rest of its Data-Out is dropped quietly.
+    fn bury(&mut self, initiator_task_tag: u32) {
+        if self.buried.len() >= BURIED_TASKS_MAX {
+            self.buried.pop_front();
+        }
+        self.buried.push_back(initiator_task_tag);
     }
 
     fn recycle(&mut self, mut buffer: Vec<u8>) {
@@ -657,6 +685,7 @@ impl Connection {
                 if let Some(task) = self.writes.remove(&t.referenced_task_tag) {
                     let (_, _, buffer) = task.into_parts();
                     self.recycle(buffer);
+                    self.bury(t.referenced_task_tag);
                     tmf::RESP_COMPLETE
                 } else if isoe_wire::serial::sn_in_window(t.ref_cmd_sn, exp_before, session.max_cmd_sn())
                     && isoe_wire::serial::sn_lt(t.ref_cmd_sn, t.cmd_sn)
@@ -711,6 +740,7 @@ impl Connection {
             if let Some(task) = self.writes.remove(&tag) {
                 let (_, _, buffer) = task.into_parts();
                 self.recycle(buffer);
+                self.bury(tag);
             }
         }
     }

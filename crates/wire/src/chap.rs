@@ -19,8 +19,9 @@ use thiserror::Error;
 
 /// RFC 7143 §12.1.3: a CHAP challenge is at most 1024 bytes.
 pub const CHALLENGE_MAX_BYTES: usize = 1024;
-/// The shortest challenge we accept or send (RFC 7143 §12.1.3 asks for
-/// challenges as long as the hash output; MD5's is 16 bytes).
+/// The shortest challenge we accept or send. isoe's rule, stricter than
+/// the RFC's: a challenge is at least as long as the hash (16 bytes for MD5,
+/// 32 for SHA-256 and SHA3-256), so it carries as much entropy as the response.
 pub const CHALLENGE_MIN_BYTES: usize = 16;
 /// The length of the challenges we send: the longest digest we support.
 pub const CHALLENGE_SEND_BYTES: usize = 32;
@@ -238,7 +239,7 @@ pub enum ChapError {
         /// The name the response was for.
         name: String,
     },
-    /// The peer sent back our own challenge (RFC 7143 §12.1.3: reflection).
+    /// The peer sent back our own challenge (RFC 7143 §9.2.1: reflection).
     #[error("the peer's CHAP_C repeats our own challenge (reflection)")]
     ReflectedChallenge,
     /// A response arrived for a challenge already answered.
@@ -326,7 +327,7 @@ impl Challenge {
     }
 
     /// True when a challenge received from the peer equals ours: RFC 7143
-    /// §12.1.3 forbids reusing the other direction's challenge.
+    /// §9.2.1 forbids reusing the other direction's challenge; responders check.
     pub fn is_reflected_by(&self, peer_challenge: &[u8]) -> bool {
         constant_time_eq(&self.challenge, peer_challenge)
     }

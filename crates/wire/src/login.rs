@@ -280,7 +280,7 @@ pub enum LoginOutcome {
 pub struct LoginStep {
     /// Fields of the Login Response besides the sequence numbers and TSIH, which the caller fills: transit, continue_bit, csg, nsg, version_max/active, isid, itt, status_class/detail.
     /// `tsih` holds the request's TSIH; a new session's is set by the caller
-    /// in the final response only (RFC 7143 §11.13.4).
+    /// in the final response only (RFC 7143 §11.13.3).
     pub response: LoginResponse,
     /// The text data segment of the response (at most 8192 bytes; longer
     /// texts continue over several responses with the C bit).
@@ -556,8 +556,9 @@ impl TargetLogin {
                         "the initiator left the security stage before authenticating (RFC 7143 §6.3.2)",
                     ));
                 }
-                // RFC 7143 §11.13.3: the target may answer a lower NSG; it
-                // does so when it has operational keys to declare or offer.
+                // RFC 7143 §6.3, §11.13.6: the target transits no further than
+                // asked, and may stop short of it; it does so (NSG 1 for a requested
+                // 3) when it still has operational keys to declare or offer.
                 if req.nsg == stage::FULL_FEATURE
                     && adm
                         .negotiator
@@ -654,7 +655,7 @@ impl TargetLogin {
             };
         }
         // The initiator's T bit on the request answered now decides: the
-        // target never transits unless asked (RFC 7143 §11.13.3).
+        // target never transits unless asked (RFC 7143 §11.13.6).
         let transit = self.transit_out.take().filter(|_| req.transit);
         let mut outcome = LoginOutcome::Continue;
         if let Some(nsg) = transit {
@@ -709,8 +710,11 @@ impl TargetLogin {
         }
     }
 
-    fn fail(&mut self, req: &LoginRequest, failure: LoginFailure) -> LoginStep {
-        debug_assert!(failure.status_class != status::SUCCESS);
+    fn fail(&mut self, req: &LoginRequest, mut failure: LoginFailure) -> LoginStep {
+        if failure.status_class == status::SUCCESS {
+            // A policy that refuses with "success" still refuses.
+            failure.status_class = status::TARGET_ERROR;
+        }
         self.ended = true;
         self.text_out.clear();
         let mut response = self.response_header(req);
@@ -725,7 +729,7 @@ impl TargetLogin {
 }
 
 /// Refuses CHAP policies the RFC warns against: no algorithm, an empty
-/// secret, or one secret for both directions (RFC 7143 §12.1.3).
+/// secret, or one secret for both directions (RFC 7143 §9.2.1).
 fn check_auth_policy(auth: &AuthPolicy) -> Result<(), LoginFailure> {
     let AuthPolicy::Chap {
         initiator_secret,
@@ -753,7 +757,7 @@ fn check_auth_policy(auth: &AuthPolicy) -> Result<(), LoginFailure> {
         .as_ref()
         .is_some_and(|(_, s)| s.ct_eq(initiator_secret))
     {
-        return refuse("the mutual CHAP secret equals the initiator's secret (RFC 7143 §12.1.3)");
+        return refuse("the mutual CHAP secret equals the initiator's secret (RFC 7143 §9.2.1)");
     }
     Ok(())
 }
@@ -958,7 +962,7 @@ pub struct InitiatorLoginConfig {
     pub cid: u16,
     /// The Initiator Task Tag of every request of this login.
     pub initiator_task_tag: u32,
-    /// CmdSN of the login requests (RFC 7143 §11.12.7).
+    /// CmdSN of the login requests (RFC 7143 §11.12.8).
     pub cmd_sn: u32,
     /// The parameters we want.
     pub params: LocalParams,
@@ -1195,7 +1199,7 @@ impl InitiatorLogin {
             && (resp.continue_bit || !transit_asked(self.asked, resp.nsg) || resp.nsg <= self.stage)
         {
             return protocol(format!(
-                "transit to NSG {} that was not asked for (RFC 7143 §11.13.3)",
+                "transit to NSG {} that was not asked for (RFC 7143 §11.13.6)",
                 resp.nsg
             ));
         }
@@ -1354,7 +1358,7 @@ impl InitiatorLogin {
                 .as_ref()
                 .map(|_| Challenge::from_random(algorithm, &self.random));
             if let Some(ours) = &ours {
-                // RFC 7143 §12.1.3: never reuse the other direction's challenge.
+                // RFC 7143 §9.2.1: never reuse the other direction's challenge.
                 if ours.is_reflected_by(&challenge) {
                     return Err(InitiatorLoginError::Chap(ChapError::ReflectedChallenge));
                 }
@@ -1482,7 +1486,7 @@ impl InitiatorLogin {
     }
 }
 
-/// RFC 7143 §11.13.3: the target transits only when asked, and never
+/// RFC 7143 §11.13.6: the target transits only when asked, and never
 /// beyond the stage asked for.
 fn transit_asked(asked: Option<u8>, nsg: u8) -> bool {
     asked.is_some_and(|a| nsg <= a)

@@ -557,6 +557,12 @@ impl Negotiator {
                 stage: stage_name(stage),
             });
         }
+        if stage == stage::FULL_FEATURE
+            && matches!(def.usage, Usage::LeadingOnly | Usage::InitializeOnly)
+        {
+            // RFC 7143 §13 "Use: LO/IO": login-only keys mean nothing in a Text Request.
+            return Ok(Answer::Irrelevant);
+        }
         if def.kind == KeyKind::Declarative {
             return self.record_declaration(def.name, value, stage);
         }
@@ -1122,6 +1128,25 @@ mod tests {
         assert_eq!(
             answers(&mut n, b"MaxConnections=4\0HeaderDigest=None\0").unwrap(),
             "MaxConnections=Irrelevant|HeaderDigest=None|"
+        );
+    }
+
+    #[test]
+    fn login_only_keys_are_irrelevant_in_full_feature_phase() {
+        let mut n = target(LocalParams::default());
+        let mut out = Vec::new();
+        let pairs = [
+            ("MaxBurstLength", "8192"),
+            ("HeaderDigest", "CRC32C"),
+            ("MaxRecvDataSegmentLength", "16384"),
+        ];
+        n.handle_text(stage::FULL_FEATURE, &pairs, &mut out)
+            .unwrap();
+        assert_eq!(out, b"MaxBurstLength=Irrelevant\0HeaderDigest=Irrelevant\0");
+        assert_eq!(
+            n.connection().max_send_data_segment_length,
+            16_384,
+            "MRDSL (ALL) may change in FFP"
         );
     }
 

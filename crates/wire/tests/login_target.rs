@@ -798,3 +798,26 @@ fn overrides_replace_the_portal_settings() {
     assert_eq!(n.connection.max_recv_data_segment_length, 16_384);
     assert_eq!(n.session.target_portal_group_tag, Some(5));
 }
+
+#[test]
+fn a_policy_refusal_with_class_zero_is_still_a_refusal() {
+    struct Odd;
+    impl isoe_wire::login::LoginPolicy for Odd {
+        fn admit(
+            &self,
+            _: SessionType,
+            _: &str,
+            _: Option<&str>,
+        ) -> Result<isoe_wire::login::Admission, LoginFailure> {
+            Err(LoginFailure::new(0, 0, "refused without a status"))
+        }
+    }
+    let mut login = TargetLogin::new(TargetLoginConfig::default());
+    let step = login.handle_request(
+        &req(stage::OPERATIONAL, true, stage::FULL_FEATURE),
+        &names(),
+        &Odd,
+        &random(0),
+    );
+    assert_eq!(status(&step), (login_status::TARGET_ERROR, 0));
+}

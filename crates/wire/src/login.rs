@@ -542,47 +542,8 @@ impl TargetLogin {
                 )));
             }
         }
-        if !req.transit {
-            return Ok((out, None));
-        }
-        let transit = match stage_now {
-            stage::SECURITY => {
-                if !adm.auth_complete() {
-                    if progressed {
-                        // The exchange moved on in this PDU; stay until it ends.
-                        return Ok((out, None));
-                    }
-                    return Err(LoginFailure::authentication(
-                        "the initiator left the security stage before authenticating (RFC 7143 §6.3.2)",
-                    ));
-                }
-                // RFC 7143 §6.3, §11.13.6: the target transits no further than
-                // asked, and may stop short of it; it does so (NSG 1 for a requested
-                // 3) when it still has operational keys to declare or offer.
-                if req.nsg == stage::FULL_FEATURE
-                    && adm
-                        .negotiator
-                        .has_something_to_offer(OfferPolicy::NonDefault)
-                {
-                    stage::OPERATIONAL
-                } else {
-                    req.nsg
-                }
-            }
-            _ => {
-                // RFC 7143 §6.3: keys the initiator left out whose default we
-                // cannot accept are offered now; transit waits for the answers.
-                if adm
-                    .negotiator
-                    .write_offers(OfferPolicy::NonDefault, &mut out)
-                    > 0
-                {
-                    return Ok((out, None));
-                }
-                stage::FULL_FEATURE
-            }
-        };
-        Ok((out, Some(transit)))
+        let transit = adm.decide_transit(req, stage_now, progressed, &mut out)?;
+        Ok((out, transit))
     }
 
     /// Reads the names of the first complete text and asks the policy.
@@ -765,6 +726,49 @@ fn check_auth_policy(auth: &AuthPolicy) -> Result<(), LoginFailure> {
 impl Admitted {
     fn auth_complete(&self) -> bool {
         matches!(self.auth, TargetAuth::Done)
+    }
+
+    /// The stage a request asking to transit moves to, if it may move now.
+    /// `progressed`: the CHAP exchange advanced in this request.
+    fn decide_transit(
+        &mut self,
+        req: &LoginRequest,
+        stage_now: u8,
+        progressed: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<u8>, LoginFailure> {
+        if !req.transit {
+            return Ok(None);
+        }
+        if stage_now == stage::SECURITY {
+            if !self.auth_complete() {
+                if progressed {
+                    // The exchange moved on in this PDU; stay until it ends.
+                    return Ok(None);
+                }
+                return Err(LoginFailure::authentication(
+                    "the initiator left the security stage before authenticating (RFC 7143 §6.3.2)",
+                ));
+            }
+            // RFC 7143 §6.3, §11.13.6: the target transits no further than
+            // asked, and may stop short of it; it does so (NSG 1 for a requested
+            // 3) when it still has operational keys to declare or offer.
+            let stop_short = req.nsg == stage::FULL_FEATURE
+                && self
+                    .negotiator
+                    .has_something_to_offer(OfferPolicy::NonDefault);
+            return Ok(Some(if stop_short {
+                stage::OPERATIONAL
+            } else {
+                req.nsg
+            }));
+        }
+        // RFC 7143 §6.3: keys the initiator left out whose default we
+        // cannot accept are offered now; transit waits for the answers.
+        if self.negotiator.write_offers(OfferPolicy::NonDefault, out) > 0 {
+            return Ok(None);
+        }
+        Ok(Some(stage::FULL_FEATURE))
     }
 
     /// RFC 7143 §12.1: AuthMethod, then CHAP_A, then CHAP_N/CHAP_R (and, for
@@ -1301,105 +1305,137 @@ impl InitiatorLogin {
                 )));
             }
         }
-        let Some(chap) = &self.config.chap else {
+        if self.config.chap.is_none() {
             if let Some((key, _)) = pairs.first() {
                 return Err(InitiatorLoginError::Protocol(format!(
                     "{key} although we offered no authentication"
                 )));
             }
             return Ok(());
-        };
+        }
         if let Some(method) = get(name::AUTH_METHOD) {
-            if !matches!(self.auth, InitiatorAuth::MethodOffered) {
-                return Err(InitiatorLoginError::Protocol(
-                    "AuthMethod answered twice".into(),
-                ));
-            }
-            match method {
-                "CHAP" => {
-                    push_pair(out, name::CHAP_A, &ChapAlgorithm::list(&chap.algorithms));
-                    self.auth = InitiatorAuth::AlgorithmsOffered;
-                }
-                "None" if chap.mutual.is_none() => self.auth = InitiatorAuth::Done,
-                other => return Err(InitiatorLoginError::AuthMethodRefused(other.to_string())),
-            }
+            self.answer_auth_method(method, out)?;
         }
         if let Some(a) = get(name::CHAP_A) {
-            if !matches!(self.auth, InitiatorAuth::AlgorithmsOffered) {
-                return Err(InitiatorLoginError::Protocol(
-                    "CHAP_A from the target out of turn".into(),
-                ));
-            }
-            let algorithm = decode_number(a)
-                .ok()
-                .and_then(ChapAlgorithm::from_code)
-                .filter(|alg| chap.algorithms.contains(alg))
-                .ok_or_else(|| {
-                    InitiatorLoginError::Chap(ChapError::UnexpectedAlgorithm {
-                        value: a.to_string(),
-                    })
-                })?;
-            let i = get(name::CHAP_I).ok_or(InitiatorLoginError::Chap(ChapError::Missing {
-                key: name::CHAP_I,
-            }))?;
-            let c = get(name::CHAP_C).ok_or(InitiatorLoginError::Chap(ChapError::Missing {
-                key: name::CHAP_C,
-            }))?;
-            let (id, challenge) =
-                parse_challenge(algorithm, i, c).map_err(InitiatorLoginError::Chap)?;
-            push_pair(out, name::CHAP_N, &chap.user);
-            push_pair(
-                out,
-                name::CHAP_R,
-                &encode_hex(&algorithm.response(id, &chap.secret, &challenge)),
-            );
-            let ours = chap
-                .mutual
-                .as_ref()
-                .map(|_| Challenge::from_random(algorithm, &self.random));
-            if let Some(ours) = &ours {
-                // RFC 7143 §9.2.1: never reuse the other direction's challenge.
-                if ours.is_reflected_by(&challenge) {
-                    return Err(InitiatorLoginError::Chap(ChapError::ReflectedChallenge));
-                }
-                ours.write(out);
-            }
-            self.auth = InitiatorAuth::Responded(ours);
+            self.answer_challenge(a, get(name::CHAP_I), get(name::CHAP_C), out)?;
         }
         let (n, r) = (get(name::CHAP_N), get(name::CHAP_R));
         if n.is_some() || r.is_some() {
-            let InitiatorAuth::Responded(Some(ours)) = &mut self.auth else {
-                return Err(InitiatorLoginError::Protocol(
-                    "CHAP_N/CHAP_R from the target without our challenge".into(),
-                ));
-            };
-            let (user, secret) = chap
-                .mutual
-                .as_ref()
-                .expect("our challenge implies mutual CHAP");
-            let n = n.ok_or(InitiatorLoginError::TargetAuthentication(
-                ChapError::Missing { key: name::CHAP_N },
-            ))?;
-            let r = r.ok_or(InitiatorLoginError::TargetAuthentication(
-                ChapError::Missing { key: name::CHAP_R },
-            ))?;
-            ours.verify(user, secret, n, r)
-                .map_err(InitiatorLoginError::TargetAuthentication)?;
-            self.auth = InitiatorAuth::Done;
+            self.verify_target(n, r)?;
         }
-        for (key, _) in pairs {
-            let known = [
-                name::AUTH_METHOD,
-                name::CHAP_A,
-                name::CHAP_I,
-                name::CHAP_C,
-                name::CHAP_N,
-                name::CHAP_R,
-            ];
-            if !known.contains(key) {
-                push_pair(out, key, answer::NOT_UNDERSTOOD);
+        let known = [
+            name::AUTH_METHOD,
+            name::CHAP_A,
+            name::CHAP_I,
+            name::CHAP_C,
+            name::CHAP_N,
+            name::CHAP_R,
+        ];
+        for (key, _) in pairs.iter().filter(|(k, _)| !known.contains(k)) {
+            push_pair(out, key, answer::NOT_UNDERSTOOD);
+        }
+        Ok(())
+    }
+
+    /// The target's AuthMethod answer: CHAP goes on with CHAP_A; None is
+    /// accepted only when we offered it (no mutual CHAP).
+    fn answer_auth_method(
+        &mut self,
+        method: &str,
+        out: &mut Vec<u8>,
+    ) -> Result<(), InitiatorLoginError> {
+        let chap = self.config.chap.as_ref().expect("checked by the caller");
+        if !matches!(self.auth, InitiatorAuth::MethodOffered) {
+            return Err(InitiatorLoginError::Protocol(
+                "AuthMethod answered out of turn".into(),
+            ));
+        }
+        match method {
+            "CHAP" => {
+                push_pair(out, name::CHAP_A, &ChapAlgorithm::list(&chap.algorithms));
+                self.auth = InitiatorAuth::AlgorithmsOffered;
             }
+            "None" if chap.mutual.is_none() => self.auth = InitiatorAuth::Done,
+            other => return Err(InitiatorLoginError::AuthMethodRefused(other.to_string())),
         }
+        Ok(())
+    }
+
+    /// The target's CHAP_A, CHAP_I and CHAP_C: our CHAP_N and CHAP_R, and for
+    /// mutual CHAP our own challenge.
+    fn answer_challenge(
+        &mut self,
+        a: &str,
+        i: Option<&str>,
+        c: Option<&str>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), InitiatorLoginError> {
+        let chap = self.config.chap.as_ref().expect("checked by the caller");
+        if !matches!(self.auth, InitiatorAuth::AlgorithmsOffered) {
+            return Err(InitiatorLoginError::Protocol(
+                "CHAP_A from the target out of turn".into(),
+            ));
+        }
+        let algorithm = decode_number(a)
+            .ok()
+            .and_then(ChapAlgorithm::from_code)
+            .filter(|alg| chap.algorithms.contains(alg))
+            .ok_or_else(|| {
+                InitiatorLoginError::Chap(ChapError::UnexpectedAlgorithm {
+                    value: a.to_string(),
+                })
+            })?;
+        let i = i.ok_or(InitiatorLoginError::Chap(ChapError::Missing {
+            key: name::CHAP_I,
+        }))?;
+        let c = c.ok_or(InitiatorLoginError::Chap(ChapError::Missing {
+            key: name::CHAP_C,
+        }))?;
+        let (id, challenge) =
+            parse_challenge(algorithm, i, c).map_err(InitiatorLoginError::Chap)?;
+        push_pair(out, name::CHAP_N, &chap.user);
+        push_pair(
+            out,
+            name::CHAP_R,
+            &encode_hex(&algorithm.response(id, &chap.secret, &challenge)),
+        );
+        let ours = chap
+            .mutual
+            .as_ref()
+            .map(|_| Challenge::from_random(algorithm, &self.random));
+        if let Some(ours) = &ours {
+            // RFC 7143 §9.2.1: never reuse the other direction's challenge.
+            if ours.is_reflected_by(&challenge) {
+                return Err(InitiatorLoginError::Chap(ChapError::ReflectedChallenge));
+            }
+            ours.write(out);
+        }
+        self.auth = InitiatorAuth::Responded(ours);
+        Ok(())
+    }
+
+    /// Mutual CHAP: the target's CHAP_N and CHAP_R against our challenge.
+    fn verify_target(
+        &mut self,
+        n: Option<&str>,
+        r: Option<&str>,
+    ) -> Result<(), InitiatorLoginError> {
+        let chap = self.config.chap.as_ref().expect("checked by the caller");
+        let InitiatorAuth::Responded(Some(ours)) = &mut self.auth else {
+            return Err(InitiatorLoginError::Protocol(
+                "CHAP_N/CHAP_R from the target without our challenge".into(),
+            ));
+        };
+        let (user, secret) = chap
+            .mutual
+            .as_ref()
+            .expect("our challenge implies mutual CHAP");
+        let missing = |key| InitiatorLoginError::TargetAuthentication(ChapError::Missing { key });
+        let n = n.ok_or_else(|| missing(name::CHAP_N))?;
+        let r = r.ok_or_else(|| missing(name::CHAP_R))?;
+        ours.verify(user, secret, n, r)
+            .map_err(InitiatorLoginError::TargetAuthentication)?;
+        self.auth = InitiatorAuth::Done;
         Ok(())
     }
 

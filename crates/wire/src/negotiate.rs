@@ -13,7 +13,7 @@
 //! in the wrong stage, an invalid declaration, an answer that contradicts
 //! the offer.
 
-use crate::keys::{self, answer, name, KeyKind, Senders, Usage, ValueType};
+use crate::keys::{self, answer, name, KeyDef, KeyKind, Senders, Usage, ValueType};
 use crate::pdu::stage;
 use crate::text::{decode_boolean, decode_number, encode_boolean, push_pair, split_list};
 use std::collections::BTreeSet;
@@ -572,44 +572,46 @@ impl Negotiator {
         {
             return Ok(Answer::Irrelevant);
         }
-        let result = match def.kind {
-            KeyKind::List => self.choose_from_list(def.name, value)?,
-            KeyKind::BooleanAnd | KeyKind::BooleanOr => {
-                let Ok(theirs) = decode_boolean(value) else {
-                    return Ok(Answer::Reject);
-                };
-                let ours = self.local_bool(def.name);
-                let result = if def.kind == KeyKind::BooleanAnd {
-                    ours && theirs
-                } else {
-                    ours || theirs
-                };
-                Some(encode_boolean(result).to_string())
-            }
-            KeyKind::NumericalMin | KeyKind::NumericalMax => {
-                let Some(theirs) = number_in_range(def.value, value) else {
-                    return Ok(Answer::Reject);
-                };
-                let ours = self.local_number(def.name);
-                let mut result = if def.kind == KeyKind::NumericalMin {
-                    ours.min(theirs)
-                } else {
-                    ours.max(theirs)
-                };
-                if def.name == name::FIRST_BURST_LENGTH {
-                    // RFC 7143 §13.14: FirstBurstLength MUST NOT exceed MaxBurstLength.
-                    result = result.min(self.session.max_burst_length as u64);
-                }
-                Some(result.to_string())
-            }
-            KeyKind::Declarative => unreachable!("handled above"),
-        };
+        let result = self.result_of(def, value)?;
         Ok(match result {
             Some(v) => {
                 self.apply(def.name, &v);
                 Answer::Value(v)
             }
             None => Answer::Reject,
+        })
+    }
+
+    /// The result of an offer by the key's result function (RFC 7143 §6.2.1,
+    /// §6.2.2), or None (answer Reject) for a value outside the key's range.
+    fn result_of(&self, def: &KeyDef, value: &str) -> Result<Option<String>, NegotiationError> {
+        Ok(match def.kind {
+            KeyKind::List => self.choose_from_list(def.name, value)?,
+            KeyKind::BooleanAnd | KeyKind::BooleanOr => decode_boolean(value).ok().map(|theirs| {
+                let ours = self.local_bool(def.name);
+                let result = if def.kind == KeyKind::BooleanAnd {
+                    ours && theirs
+                } else {
+                    ours || theirs
+                };
+                encode_boolean(result).to_string()
+            }),
+            KeyKind::NumericalMin | KeyKind::NumericalMax => {
+                number_in_range(def.value, value).map(|theirs| {
+                    let ours = self.local_number(def.name);
+                    let mut result = if def.kind == KeyKind::NumericalMin {
+                        ours.min(theirs)
+                    } else {
+                        ours.max(theirs)
+                    };
+                    if def.name == name::FIRST_BURST_LENGTH {
+                        // RFC 7143 §13.14: FirstBurstLength MUST NOT exceed MaxBurstLength.
+                        result = result.min(self.session.max_burst_length as u64);
+                    }
+                    result.to_string()
+                })
+            }
+            KeyKind::Declarative => None,
         })
     }
 

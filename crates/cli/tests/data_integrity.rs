@@ -241,3 +241,41 @@ fn file_store_round_trip_and_restart() {
     read_back(target.addr(), &written);
     target.assert_running("after the restart");
 }
+
+/// ARCHITECTURE.md: a write answered GOOD after FUA or SYNCHRONIZE CACHE is
+/// on the file store and survives `kill -9` of the target.
+#[test]
+fn file_store_keeps_synced_and_fua_writes_across_kill_9() {
+    let config = TargetConfig::file_lun("16MiB");
+    let mut target = Target::with_config(&config);
+    let mut s = Client::login_normal(target.addr(), DEFAULT_TARGET);
+    s.ready(0);
+
+    let synced = pattern(21, 256 << 10);
+    s.write(0, 1000, &synced);
+    // SYNCHRONIZE CACHE (10) of the whole unit (SBC-4 5.22).
+    let r = s
+        .command(0, &[0x35, 0, 0, 0, 0, 0, 0, 0, 0, 0], &[], 0)
+        .expect("SYNCHRONIZE CACHE");
+    r.assert_good("SYNCHRONIZE CACHE (10)");
+
+    let fua = pattern(22, 64 << 10);
+    let mut cdb = support::client::write16(3000, (fua.len() / BLOCK_SIZE) as u32);
+    cdb[1] |= 0x08; // FUA (SBC-4 5.40)
+    let r = s.command(0, &cdb, &fua, 0).expect("WRITE(16) FUA");
+    r.assert_good("WRITE(16) with FUA");
+
+    target.kill();
+    target.start_again();
+    let mut s = login(target.addr(), &LoginParams::normal(DEFAULT_TARGET));
+    assert_same(
+        "synced write after kill -9",
+        &synced,
+        &s.read(0, 1000, (synced.len() / BLOCK_SIZE) as u32),
+    );
+    assert_same(
+        "FUA write after kill -9",
+        &fua,
+        &s.read(0, 3000, (fua.len() / BLOCK_SIZE) as u32),
+    );
+}

@@ -147,6 +147,9 @@ impl From<io::Error> for ClientError {
     }
 }
 
+/// A received PDU: typed header, raw BHS, data segment.
+pub type Incoming = (Pdu, [u8; BHS_LEN], Vec<u8>);
+
 /// One thing read from the connection.
 #[derive(Debug)]
 pub enum Received {
@@ -445,6 +448,8 @@ impl Client {
             push_text(&mut text, "DataPDUInOrder", "Yes");
             push_text(&mut text, "DataSequenceInOrder", "Yes");
             push_text(&mut text, "ErrorRecoveryLevel", "0");
+            push_text(&mut text, "DefaultTime2Wait", "2");
+            push_text(&mut text, "DefaultTime2Retain", "0");
         }
         for (k, v) in &params.extra_keys {
             push_text(&mut text, k, v);
@@ -469,7 +474,23 @@ impl Client {
                 self.finish_login(params, &answers);
                 return Ok(());
             }
+            // RFC 7143 §6.2: keys the target offered on its own need an answer; take its values.
+            let offered: Vec<u8> = text.clone();
             text.clear();
+            for (k, v) in &keys {
+                let ours = parse_text(&offered).iter().any(|(o, _)| o == k);
+                let declarative = matches!(
+                    k.as_str(),
+                    "MaxRecvDataSegmentLength"
+                        | "TargetPortalGroupTag"
+                        | "TargetAlias"
+                        | "TargetAddress"
+                );
+                let answer = matches!(v.as_str(), "NotUnderstood" | "Irrelevant" | "Reject");
+                if !ours && !declarative && !answer {
+                    push_text(&mut text, k, v);
+                }
+            }
         }
         Err(ClientError::Protocol(
             "operational stage did not reach full feature phase after 4 rounds".into(),
@@ -587,7 +608,7 @@ impl Client {
     }
 
     /// Takes one whole PDU off the receive buffer, if one is there.
-    fn decode_one(&mut self) -> Result<Option<(Pdu, [u8; BHS_LEN], Vec<u8>)>, ClientError> {
+    fn decode_one(&mut self) -> Result<Option<Incoming>, ClientError> {
         let (pdu, bhs, data, len) = match frame::decode(&self.rx, &self.recv_limits) {
             Ok(Decoded::NeedMore { .. }) => return Ok(None),
             Ok(Decoded::Frame { frame, len }) => {
@@ -642,7 +663,7 @@ impl Client {
     }
 
     /// Reads the next PDU, failing on timeout or close.
-    pub fn expect_pdu(&mut self) -> Result<(Pdu, [u8; BHS_LEN], Vec<u8>), ClientError> {
+    pub fn expect_pdu(&mut self) -> Result<Incoming, ClientError> {
         match self.recv(REPLY_TIMEOUT)? {
             Received::Pdu { pdu, bhs, data } => Ok((pdu, bhs, data)),
             Received::Timeout => Err(ClientError::Timeout),
@@ -845,7 +866,7 @@ impl Client {
 
     /// WRITE (16) of `data` (whole 512-byte blocks) at `lba`; panics unless GOOD.
     pub fn write(&mut self, lun: u16, lba: u64, data: &[u8]) -> ScsiResult {
-        assert!(data.len() % BLOCK_SIZE == 0, "whole blocks only");
+        assert_eq!(data.len() % BLOCK_SIZE, 0, "whole blocks only");
         let blocks = (data.len() / BLOCK_SIZE) as u32;
         let result = self
             .command(lun, &write16(lba, blocks), data, 0)
@@ -885,21 +906,15 @@ impl Client {
         });
         self.cmd_sn = self.cmd_sn.wrapping_add(1);
         self.send_pdu(&ping, &[])?;
-        loop {
-            match self.expect_pdu()? {
-                (Pdu::NopIn(n), ..) if n.initiator_task_tag == itt => return Ok(()),
-                (Pdu::Reject(r), _, data) => {
-                    return Err(ClientError::Reject {
-                        reason: r.reason,
-                        bhs: data,
-                    })
-                }
-                (other, ..) => {
-                    return Err(ClientError::Protocol(format!(
-                        "unexpected {other:?} awaiting NOP-In"
-                    )))
-                }
-            }
+        match self.expect_pdu()? {
+            (Pdu::NopIn(n), ..) if n.initiator_task_tag == itt => Ok(()),
+            (Pdu::Reject(r), _, data) => Err(ClientError::Reject {
+                reason: r.reason,
+                bhs: data,
+            }),
+            (other, ..) => Err(ClientError::Protocol(format!(
+                "unexpected {other:?} awaiting NOP-In"
+            ))),
         }
     }
 

@@ -189,10 +189,26 @@ impl Target {
         );
     }
 
-    /// Stops the target (cleanly) and starts it again with the same
-    /// configuration, on a new ephemeral port.
+    /// SIGKILL: no chance to sync or clean up, like a crash.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Stops the target (cleanly, if it runs) and starts it again with the
+    /// same configuration, on a new ephemeral port.
     pub fn restart(&mut self) {
-        self.stop_cleanly();
+        if self.child.is_some() {
+            self.stop_cleanly();
+        }
+        self.start_again();
+    }
+
+    /// Starts a stopped (or killed) target again with the same configuration.
+    pub fn start_again(&mut self) {
+        assert!(self.child.is_none(), "start_again on a running target");
         let (child, addr) = spawn(self.config.as_deref(), &self.output);
         self.child = Some(child);
         self.addr = addr;

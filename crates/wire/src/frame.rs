@@ -138,6 +138,8 @@ pub enum Decoded<'a> {
     /// The buffer holds only part of a PDU.
     NeedMore {
         /// Bytes needed in all, once known (48 until the BHS is complete).
+        /// With header digests on and an oversized DataSegmentLength it is
+        /// the header length: the error follows once the digest vouches for it.
         total_len: usize,
     },
 }

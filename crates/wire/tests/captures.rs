@@ -324,7 +324,7 @@ const HD_DATA_IN_READ_CAPACITY_10: &str = "\
     25810000000000080000000000000000461428ffffffffff000000090f97087c\
     0f9708fc000000000000000000000000908259e40001ffff00000200";
 fn hex(s: &str) -> Vec<u8> {
-    assert!(s.len() % 2 == 0, "odd hex length");
+    assert!(s.len() & 1 == 0, "odd hex length");
     (0..s.len())
         .step_by(2)
         .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex digit"))

@@ -42,7 +42,11 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
     let summary: Vec<String> = config
         .targets
         .iter()
-        .flat_map(|t| t.luns.iter().map(move |l| format!("{} LUN {} ({})", t.name, l.number, describe_store(&l.store))))
+        .flat_map(|t| {
+            t.luns
+                .iter()
+                .map(move |l| format!("{} LUN {} ({})", t.name, l.number, describe_store(&l.store)))
+        })
         .collect();
     let running = match isoe_target::start(config) {
         Ok(r) => r,
@@ -60,7 +64,10 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
     }
     let _ = stdout.flush();
     let signal = signals.forever().next();
-    eprintln!("isoe target: signal {} received, shutting down", signal.unwrap_or(0));
+    eprintln!(
+        "isoe target: signal {} received, shutting down",
+        signal.unwrap_or(0)
+    );
     match running.shutdown() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

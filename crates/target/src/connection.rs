@@ -16,9 +16,9 @@ use isoe_wire::frame::{Frame, FrameError, FrameLimits};
 use isoe_wire::login::{LoginOutcome, TargetLogin};
 use isoe_wire::negotiate::SessionType;
 use isoe_wire::pdu::{
-    self, login_status, logout, reject, tmf, DataIn, DataOut, LoginRequest, LogoutRequest, LogoutResponse, Lun, NopIn,
-    NopOut, Reject, ScsiCommand, ScsiResponse, TaskMgmtRequest, TaskMgmtResponse, TextRequest, TextResponse,
-    RESERVED_TAG,
+    self, login_status, logout, reject, tmf, DataIn, DataOut, LoginRequest, LogoutRequest,
+    LogoutResponse, Lun, NopIn, NopOut, Reject, ScsiCommand, ScsiResponse, TaskMgmtRequest,
+    TaskMgmtResponse, TextRequest, TextResponse, RESERVED_TAG,
 };
 use isoe_wire::{ParseError, Pdu};
 use std::collections::{HashMap, VecDeque};
@@ -113,7 +113,12 @@ impl Connection {
     /// A connection that has just been accepted on `local`. `socket` (a clone
     /// of the accepted stream) lets the session shut it down from elsewhere
     /// and lets the connection flush before it waits on a CmdSN gap.
-    pub fn new(server: Arc<Server>, local: SocketAddr, socket: Option<TcpStream>, now: Instant) -> Connection {
+    pub fn new(
+        server: Arc<Server>,
+        local: SocketAddr,
+        socket: Option<TcpStream>,
+        now: Instant,
+    ) -> Connection {
         let defaults = &server.config.defaults;
         let machine = TargetLogin::new(login_config(defaults, 1));
         let serial = server.next_serial();
@@ -123,7 +128,10 @@ impl Connection {
             server,
             serial,
             local,
-            phase: Phase::Login(Box::new(LoginPhase { machine, first_request: None })),
+            phase: Phase::Login(Box::new(LoginPhase {
+                machine,
+                first_request: None,
+            })),
             recv_limits: FrameLimits::LOGIN,
             send_limits: FrameLimits::LOGIN,
             max_send_segment: FrameLimits::LOGIN.max_recv_data_segment_length,
@@ -193,7 +201,13 @@ impl Connection {
 
     fn reject(&mut self, reason: u8, bhs: &[u8; 48]) {
         let (exp_cmd_sn, max_cmd_sn) = self.window();
-        let pdu = Pdu::Reject(Reject { reason, stat_sn: self.take_stat_sn(), exp_cmd_sn, max_cmd_sn, data_sn_or_r2t_sn: 0 });
+        let pdu = Pdu::Reject(Reject {
+            reason,
+            stat_sn: self.take_stat_sn(),
+            exp_cmd_sn,
+            max_cmd_sn,
+            data_sn_or_r2t_sn: 0,
+        });
         let limits = self.send_limits;
         self.out.push(&pdu, bhs, &limits);
         self.stats.rejects += 1;
@@ -254,13 +268,17 @@ impl Connection {
             // RFC 7143 §6.3: anything but a Login Request during login ends the connection.
             return Flow::Close;
         };
-        let Phase::Login(phase) = &mut self.phase else { return Flow::Close };
+        let Phase::Login(phase) = &mut self.phase else {
+            return Flow::Close;
+        };
         let first = *phase.first_request.get_or_insert(req);
         let mut random = [0u8; 32];
         if getrandom::getrandom(&mut random).is_err() {
             return Flow::Close;
         }
-        let step = phase.machine.handle_request(&req, data, &*self.server, &random);
+        let step = phase
+            .machine
+            .handle_request(&req, data, &*self.server, &random);
         let mut response = step.response;
         response.tsih = first.tsih;
         response.stat_sn = self.take_stat_sn();
@@ -269,12 +287,17 @@ impl Connection {
         let limits = FrameLimits::LOGIN;
         match step.outcome {
             LoginOutcome::Continue => {
-                self.out.push(&Pdu::LoginResponse(response), &step.data, &limits);
+                self.out
+                    .push(&Pdu::LoginResponse(response), &step.data, &limits);
                 Flow::Continue
             }
             LoginOutcome::Failed(failure) => {
-                eprintln!("isoe: login from {} refused: {}", self.local, failure.reason);
-                self.out.push(&Pdu::LoginResponse(response), &step.data, &limits);
+                eprintln!(
+                    "isoe: login from {} refused: {}",
+                    self.local, failure.reason
+                );
+                self.out
+                    .push(&Pdu::LoginResponse(response), &step.data, &limits);
                 self.phase = Phase::Closed;
                 Flow::Close
             }
@@ -285,7 +308,8 @@ impl Connection {
                         response.tsih = session.tsih;
                         response.exp_cmd_sn = session.exp_cmd_sn();
                         response.max_cmd_sn = session.max_cmd_sn();
-                        self.out.push(&Pdu::LoginResponse(response), &step.data, &limits);
+                        self.out
+                            .push(&Pdu::LoginResponse(response), &step.data, &limits);
                         let c = negotiated.connection;
                         self.cid = negotiated.cid;
                         self.recv_limits = FrameLimits {
@@ -293,11 +317,16 @@ impl Connection {
                             header_digest: c.header_digest,
                             data_digest: c.data_digest,
                         };
-                        self.send_limits = FrameLimits { max_recv_data_segment_length: c.max_send_data_segment_length, ..self.recv_limits };
+                        self.send_limits = FrameLimits {
+                            max_recv_data_segment_length: c.max_send_data_segment_length,
+                            ..self.recv_limits
+                        };
                         self.max_send_segment = c.max_send_data_segment_length;
                         if let Some(t) = &session.target {
-                            self.nop_interval = Duration::from_secs(t.params.nop_in_interval_s as u64);
-                            self.nop_timeout = Duration::from_secs(t.params.nop_in_timeout_s as u64);
+                            self.nop_interval =
+                                Duration::from_secs(t.params.nop_in_interval_s as u64);
+                            self.nop_timeout =
+                                Duration::from_secs(t.params.nop_in_timeout_s as u64);
                         }
                         self.bound = Some(session.clone());
                         self.phase = Phase::Full(session);
@@ -322,28 +351,60 @@ impl Connection {
     }
 
     /// Creates the session (TSIH 0) or joins the existing one (MC/S).
-    fn bind_session(&mut self, first: &LoginRequest, negotiated: &isoe_wire::login::Negotiated) -> Result<Arc<Session>, (u8, String)> {
+    fn bind_session(
+        &mut self,
+        first: &LoginRequest,
+        negotiated: &isoe_wire::login::Negotiated,
+    ) -> Result<Arc<Session>, (u8, String)> {
         let params = &negotiated.session;
         let target = match (&params.session_type, &params.target_name) {
             (SessionType::Normal, Some(name)) => match self.server.target(name) {
                 Some(t) => Some(t.clone()),
                 None => return Err((login_status::NOT_FOUND, format!("no target named {name}"))),
             },
-            (SessionType::Normal, None) => return Err((login_status::MISSING_PARAMETER, "TargetName missing".into())),
+            (SessionType::Normal, None) => {
+                return Err((login_status::MISSING_PARAMETER, "TargetName missing".into()))
+            }
             (SessionType::Discovery, _) => None,
         };
-        let member = Member { cid: negotiated.cid, socket: self.socket.as_ref().and_then(|s| s.try_clone().ok()), serial: self.serial };
+        let member = Member {
+            cid: negotiated.cid,
+            socket: self.socket.as_ref().and_then(|s| s.try_clone().ok()),
+            serial: self.serial,
+        };
         if negotiated.tsih_requested == 0 {
             let nexus = self.server.next_serial();
             let target_name = target.as_ref().map(|t| t.name.clone());
-            let session = self.server.create_session(&params.initiator_name, first.isid, target_name.as_deref(), |tsih| {
-                Session::new(tsih, first.isid, params.initiator_name.clone(), target, params.clone(), nexus, first.cmd_sn)
-            });
-            session.join(member).map_err(|e| (login_status::TOO_MANY_CONNECTIONS, e.to_string()))?;
+            let session = self.server.create_session(
+                &params.initiator_name,
+                first.isid,
+                target_name.as_deref(),
+                |tsih| {
+                    Session::new(
+                        tsih,
+                        first.isid,
+                        params.initiator_name.clone(),
+                        target,
+                        params.clone(),
+                        nexus,
+                        first.cmd_sn,
+                    )
+                },
+            );
+            session
+                .join(member)
+                .map_err(|e| (login_status::TOO_MANY_CONNECTIONS, e.to_string()))?;
             Ok(session)
         } else {
-            let Some(session) = self.server.find_session(&params.initiator_name, first.isid, negotiated.tsih_requested) else {
-                return Err((login_status::SESSION_DOES_NOT_EXIST, format!("no session with TSIH {}", negotiated.tsih_requested)));
+            let Some(session) = self.server.find_session(
+                &params.initiator_name,
+                first.isid,
+                negotiated.tsih_requested,
+            ) else {
+                return Err((
+                    login_status::SESSION_DOES_NOT_EXIST,
+                    format!("no session with TSIH {}", negotiated.tsih_requested),
+                ));
             };
             let same_target = match (&session.target, &target) {
                 (Some(a), Some(b)) => Arc::ptr_eq(a, b),
@@ -351,9 +412,14 @@ impl Connection {
                 _ => false,
             };
             if !same_target {
-                return Err((login_status::CANT_INCLUDE_IN_SESSION, "connection names another target than its session".into()));
+                return Err((
+                    login_status::CANT_INCLUDE_IN_SESSION,
+                    "connection names another target than its session".into(),
+                ));
             }
-            session.join(member).map_err(|e| (login_status::TOO_MANY_CONNECTIONS, e.to_string()))?;
+            session
+                .join(member)
+                .map_err(|e| (login_status::TOO_MANY_CONNECTIONS, e.to_string()))?;
             Ok(session)
         }
     }
@@ -371,7 +437,13 @@ impl Connection {
         session.admit_ordered(cmd_sn)
     }
 
-    fn full_feature(&mut self, session: &Arc<Session>, pdu: Pdu, frame: &Frame<'_>, now: Instant) -> Flow {
+    fn full_feature(
+        &mut self,
+        session: &Arc<Session>,
+        pdu: Pdu,
+        frame: &Frame<'_>,
+        now: Instant,
+    ) -> Flow {
         match pdu {
             Pdu::ScsiCommand(cmd) => self.scsi_command(session, &cmd, frame),
             Pdu::DataOut(d) => self.data_out(session, &d, frame),
@@ -392,7 +464,12 @@ impl Connection {
         }
     }
 
-    fn scsi_command(&mut self, session: &Arc<Session>, cmd: &ScsiCommand, frame: &Frame<'_>) -> Flow {
+    fn scsi_command(
+        &mut self,
+        session: &Arc<Session>,
+        cmd: &ScsiCommand,
+        frame: &Frame<'_>,
+    ) -> Flow {
         let Some(target) = session.target.clone() else {
             // RFC 7143 §4.3: a discovery session carries no SCSI commands.
             self.reject(reject::PROTOCOL_ERROR, frame.bhs);
@@ -406,7 +483,9 @@ impl Connection {
         let cdb = frame.cdb();
         let lu = cmd.lun.number().and_then(|n| target.lun(n)).cloned();
         let edtl = cmd.expected_data_transfer_length;
-        if frame.data.len() as u32 > edtl || (!frame.data.is_empty() && !session.params.immediate_data) {
+        if frame.data.len() as u32 > edtl
+            || (!frame.data.is_empty() && !session.params.immediate_data)
+        {
             // RFC 7143 §11.3: immediate data beyond EDTL, or when ImmediateData=No, is a protocol error.
             self.reject(reject::PROTOCOL_ERROR, frame.bhs);
             return Flow::Continue;
@@ -416,14 +495,26 @@ impl Connection {
             self.execute(session, &target, lu.as_ref(), cmd, &cdb, data_out);
             return Flow::Continue;
         }
-        if edtl > WRITE_TRANSFER_BYTES_MAX || self.writes.len() >= WRITE_TASKS_MAX || self.writes.contains_key(&cmd.initiator_task_tag) {
+        if edtl > WRITE_TRANSFER_BYTES_MAX
+            || self.writes.len() >= WRITE_TASKS_MAX
+            || self.writes.contains_key(&cmd.initiator_task_tag)
+        {
             self.reject(reject::PROTOCOL_ERROR, frame.bhs);
             return Flow::Close;
         }
         let params = &session.params;
         let mut buffer = self.take_buffer();
         buffer.reserve(edtl as usize);
-        let task = WriteTask::new(*cmd, cdb.into_owned(), buffer, frame.data, params.initial_r2t, params.first_burst_length, params.max_burst_length, params.max_outstanding_r2t);
+        let task = WriteTask::new(
+            *cmd,
+            cdb.into_owned(),
+            buffer,
+            frame.data,
+            params.initial_r2t,
+            params.first_burst_length,
+            params.max_burst_length,
+            params.max_outstanding_r2t,
+        );
         self.writes.insert(cmd.initiator_task_tag, task);
         self.solicit(session, cmd.initiator_task_tag);
         Flow::Continue
@@ -434,8 +525,12 @@ impl Connection {
         let (exp_cmd_sn, max_cmd_sn) = (session.exp_cmd_sn(), session.max_cmd_sn());
         loop {
             let ttt = self.next_target_transfer_tag();
-            let Some(task) = self.writes.get_mut(&itt) else { return };
-            let Some(r2t) = task.next_r2t(ttt) else { return };
+            let Some(task) = self.writes.get_mut(&itt) else {
+                return;
+            };
+            let Some(r2t) = task.next_r2t(ttt) else {
+                return;
+            };
             let pdu = Pdu::R2t(pdu::R2t {
                 lun: task.command.lun,
                 initiator_task_tag: itt,
@@ -468,9 +563,19 @@ impl Connection {
                 Flow::Continue
             }
             Ok(true) => {
-                let task = self.writes.remove(&d.initiator_task_tag).expect("task present");
-                let Some(target) = session.target.clone() else { return Flow::Close };
-                let lu = task.command.lun.number().and_then(|n| target.lun(n)).cloned();
+                let task = self
+                    .writes
+                    .remove(&d.initiator_task_tag)
+                    .expect("task present");
+                let Some(target) = session.target.clone() else {
+                    return Flow::Close;
+                };
+                let lu = task
+                    .command
+                    .lun
+                    .number()
+                    .and_then(|n| target.lun(n))
+                    .cloned();
                 let (command, cdb, buffer) = task.into_parts();
                 self.execute(session, &target, lu.as_ref(), &command, &cdb, &buffer);
                 self.recycle(buffer);
@@ -495,8 +600,15 @@ impl Connection {
                     let (command, _, buffer) = task.into_parts();
                     self.recycle(buffer);
                     self.bury(command.initiator_task_tag);
-                    let sense = isoe_scsi::Sense::new(isoe_scsi::sense::sense_key::ABORTED_COMMAND, asc, ascq);
-                    let completion = Completion { status: Status::CheckCondition, sense: Some(sense) };
+                    let sense = isoe_scsi::Sense::new(
+                        isoe_scsi::sense::sense_key::ABORTED_COMMAND,
+                        asc,
+                        ascq,
+                    );
+                    let completion = Completion {
+                        status: Status::CheckCondition,
+                        sense: Some(sense),
+                    };
                     let empty = self.take_buffer();
                     self.complete(session, &command, completion, empty, Residual::default());
                 }
@@ -521,14 +633,30 @@ impl Connection {
     }
 
     /// Runs a command and queues its Data-In and status.
-    fn execute(&mut self, session: &Session, target: &Target, lu: Option<&Arc<LogicalUnit>>, cmd: &ScsiCommand, cdb: &[u8], data_out: &[u8]) {
+    fn execute(
+        &mut self,
+        session: &Session,
+        target: &Target,
+        lu: Option<&Arc<LogicalUnit>>,
+        cmd: &ScsiCommand,
+        cdb: &[u8],
+        data_out: &[u8],
+    ) {
         let mut data_in = self.take_buffer();
-        let (completion, write_residual) = run_command(session.nexus, target, lu, cmd, cdb, data_out, &mut data_in);
+        let (completion, write_residual) =
+            run_command(session.nexus, target, lu, cmd, cdb, data_out, &mut data_in);
         self.stats.commands += 1;
         self.complete(session, cmd, completion, data_in, write_residual);
     }
 
-    fn complete(&mut self, session: &Session, cmd: &ScsiCommand, completion: Completion, data_in: Vec<u8>, write_residual: Residual) {
+    fn complete(
+        &mut self,
+        session: &Session,
+        cmd: &ScsiCommand,
+        completion: Completion,
+        data_in: Vec<u8>,
+        write_residual: Residual,
+    ) {
         let edtl = cmd.expected_data_transfer_length;
         let produced = data_in.len() as u32;
         let send_len = if cmd.read { produced.min(edtl) } else { 0 };
@@ -561,14 +689,23 @@ impl Connection {
                     lun: cmd.lun,
                     initiator_task_tag: cmd.initiator_task_tag,
                     target_transfer_tag: RESERVED_TAG,
-                    stat_sn: if with_status { self.take_stat_sn() } else { self.stat_sn },
+                    stat_sn: if with_status {
+                        self.take_stat_sn()
+                    } else {
+                        self.stat_sn
+                    },
                     exp_cmd_sn,
                     max_cmd_sn,
                     data_sn,
                     buffer_offset: offset,
                     residual_count: if with_status { residual.count } else { 0 },
                 });
-                self.out.push_with_data(&pdu, index, offset as usize..(offset + len) as usize, &limits);
+                self.out.push_with_data(
+                    &pdu,
+                    index,
+                    offset as usize..(offset + len) as usize,
+                    &limits,
+                );
                 offset += len;
                 data_sn += 1;
             }
@@ -609,7 +746,11 @@ impl Connection {
     fn nop_out(&mut self, session: &Arc<Session>, n: &NopOut, data: &[u8], _now: Instant) -> Flow {
         if n.initiator_task_tag == RESERVED_TAG {
             // RFC 7143 §11.18: the answer to our NOP-In ping (or an unsolicited ack); no response.
-            if self.ping.as_ref().is_some_and(|p| p.target_transfer_tag == n.target_transfer_tag) {
+            if self
+                .ping
+                .as_ref()
+                .is_some_and(|p| p.target_transfer_tag == n.target_transfer_tag)
+            {
                 self.ping = None;
             }
             return Flow::Continue;
@@ -638,14 +779,21 @@ impl Connection {
     pub fn handle_tick(&mut self, now: Instant) -> Flow {
         let Phase::Full(session) = &self.phase else {
             // A login that stalls past the NOP timeout is abandoned.
-            return if now.duration_since(self.last_rx) > Duration::from_secs(30) { Flow::Close } else { Flow::Continue };
+            return if now.duration_since(self.last_rx) > Duration::from_secs(30) {
+                Flow::Close
+            } else {
+                Flow::Continue
+            };
         };
         if self.server.is_shutting_down() || session.is_closed() {
             return Flow::Close;
         }
         if let Some(ping) = &self.ping {
             if !self.nop_timeout.is_zero() && now.duration_since(ping.sent_at) >= self.nop_timeout {
-                eprintln!("isoe: connection on {} dropped: NOP-In ping unanswered for {:?}", self.local, self.nop_timeout);
+                eprintln!(
+                    "isoe: connection on {} dropped: NOP-In ping unanswered for {:?}",
+                    self.local, self.nop_timeout
+                );
                 return Flow::Close;
             }
             return Flow::Continue;
@@ -666,7 +814,10 @@ impl Connection {
         });
         let limits = self.send_limits;
         self.out.push(&pdu, &[], &limits);
-        self.ping = Some(Ping { target_transfer_tag, sent_at: now });
+        self.ping = Some(Ping {
+            target_transfer_tag,
+            sent_at: now,
+        });
         Flow::Continue
     }
 
@@ -678,7 +829,12 @@ impl Connection {
             Admit::GapTimeout => return Flow::Close,
         }
         let target = session.target.clone();
-        let lun_exists = |lun: &Lun| target.as_ref().and_then(|tg| lun.number().and_then(|n| tg.lun(n))).is_some();
+        let lun_exists = |lun: &Lun| {
+            target
+                .as_ref()
+                .and_then(|tg| lun.number().and_then(|n| tg.lun(n)))
+                .is_some()
+        };
         let mut close = false;
         let response = match t.function {
             tmf::ABORT_TASK => {
@@ -687,8 +843,11 @@ impl Connection {
                     self.recycle(buffer);
                     self.bury(t.referenced_task_tag);
                     tmf::RESP_COMPLETE
-                } else if isoe_wire::serial::sn_in_window(t.ref_cmd_sn, exp_before, session.max_cmd_sn())
-                    && isoe_wire::serial::sn_lt(t.ref_cmd_sn, t.cmd_sn)
+                } else if isoe_wire::serial::sn_in_window(
+                    t.ref_cmd_sn,
+                    exp_before,
+                    session.max_cmd_sn(),
+                ) && isoe_wire::serial::sn_lt(t.ref_cmd_sn, t.cmd_sn)
                 {
                     // RFC 7143 §11.5.1 (a): RefCmdSN in the window and below the TMF's own: treat as received, "Function complete".
                     tmf::RESP_COMPLETE
@@ -735,7 +894,12 @@ impl Connection {
     }
 
     fn abort_tasks(&mut self, which: impl Fn(&WriteTask) -> bool) {
-        let tags: Vec<u32> = self.writes.iter().filter(|(_, t)| which(t)).map(|(k, _)| *k).collect();
+        let tags: Vec<u32> = self
+            .writes
+            .iter()
+            .filter(|(_, t)| which(t))
+            .map(|(k, _)| *k)
+            .collect();
         for tag in tags {
             if let Some(task) = self.writes.remove(&tag) {
                 let (_, _, buffer) = task.into_parts();
@@ -751,7 +915,9 @@ impl Connection {
             Admit::OutsideWindow => return Flow::Continue,
             Admit::GapTimeout => return Flow::Close,
         }
-        let continuing = self.text_out.as_ref().is_some_and(|p| p.target_transfer_tag == t.target_transfer_tag && t.target_transfer_tag != RESERVED_TAG);
+        let continuing = self.text_out.as_ref().is_some_and(|p| {
+            p.target_transfer_tag == t.target_transfer_tag && t.target_transfer_tag != RESERVED_TAG
+        });
         if !continuing {
             self.text_out = None;
             if self.text_in.len() + data.len() > TEXT_REQUEST_BYTES_MAX {
@@ -773,7 +939,13 @@ impl Connection {
         Flow::Continue
     }
 
-    fn queue_text_response(&mut self, session: &Session, t: &TextRequest, data: Vec<u8>, empty_continue: bool) {
+    fn queue_text_response(
+        &mut self,
+        session: &Session,
+        t: &TextRequest,
+        data: Vec<u8>,
+        empty_continue: bool,
+    ) {
         if empty_continue {
             let pdu = Pdu::TextResponse(TextResponse {
                 final_bit: false,
@@ -789,15 +961,25 @@ impl Connection {
             self.out.push(&pdu, &[], &limits);
             return;
         }
-        self.text_out = Some(PendingText { target_transfer_tag: RESERVED_TAG, data, sent: 0 });
+        self.text_out = Some(PendingText {
+            target_transfer_tag: RESERVED_TAG,
+            data,
+            sent: 0,
+        });
         self.send_text_chunk(session, t);
     }
 
     fn send_text_chunk(&mut self, session: &Session, t: &TextRequest) {
-        let Some(mut pending) = self.text_out.take() else { return };
+        let Some(mut pending) = self.text_out.take() else {
+            return;
+        };
         let chunk = (pending.data.len() - pending.sent).min(self.max_send_segment as usize);
         let done = pending.sent + chunk == pending.data.len();
-        let ttt = if done { RESERVED_TAG } else { self.next_target_transfer_tag() };
+        let ttt = if done {
+            RESERVED_TAG
+        } else {
+            self.next_target_transfer_tag()
+        };
         let pdu = Pdu::TextResponse(TextResponse {
             final_bit: done,
             continue_bit: !done,
@@ -809,7 +991,11 @@ impl Connection {
             max_cmd_sn: session.max_cmd_sn(),
         });
         let limits = self.send_limits;
-        self.out.push(&pdu, &pending.data[pending.sent..pending.sent + chunk], &limits);
+        self.out.push(
+            &pdu,
+            &pending.data[pending.sent..pending.sent + chunk],
+            &limits,
+        );
         pending.sent += chunk;
         if !done {
             pending.target_transfer_tag = ttt;
@@ -891,9 +1077,17 @@ impl Residual {
     /// Residual of a transfer of `actual` bytes against an EDTL of `expected`.
     pub fn between(actual: u32, expected: u32) -> Residual {
         if actual > expected {
-            Residual { overflow: true, underflow: false, count: actual - expected }
+            Residual {
+                overflow: true,
+                underflow: false,
+                count: actual - expected,
+            }
         } else if actual < expected {
-            Residual { overflow: false, underflow: true, count: expected - actual }
+            Residual {
+                overflow: false,
+                underflow: true,
+                count: expected - actual,
+            }
         } else {
             Residual::default()
         }
@@ -913,13 +1107,22 @@ fn run_command(
     data_in: &mut Vec<u8>,
 ) -> (Completion, Residual) {
     if cdb.first() == Some(&REPORT_LUNS) {
-        return (isoe_scsi::report_luns(cdb, target.lun_numbers(), data_in), Residual::default());
+        return (
+            isoe_scsi::report_luns(cdb, target.lun_numbers(), data_in),
+            Residual::default(),
+        );
     }
     let Some(lu) = lu else {
-        return (isoe_scsi::execute_no_lun(cdb, target.lun_numbers(), data_in), Residual::default());
+        return (
+            isoe_scsi::execute_no_lun(cdb, target.lun_numbers(), data_in),
+            Residual::default(),
+        );
     };
     if !cmd.write {
-        return (lu.execute(nexus, cdb, data_out, data_in), Residual::default());
+        return (
+            lu.execute(nexus, cdb, data_out, data_in),
+            Residual::default(),
+        );
     }
     let wanted = match lu.transfer_length(cdb) {
         Ok((_, bytes)) => bytes,

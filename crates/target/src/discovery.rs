@@ -13,7 +13,11 @@ pub const PORTAL_GROUP_TAG: u16 = 1;
 /// Formats a portal for TargetAddress (RFC 7143 §13.8): IPv6 in brackets.
 /// A wildcard listen address is replaced by the address the initiator reached.
 pub fn target_address(portal: SocketAddr, local: SocketAddr) -> String {
-    let ip = if portal.ip().is_unspecified() { local.ip() } else { portal.ip() };
+    let ip = if portal.ip().is_unspecified() {
+        local.ip()
+    } else {
+        portal.ip()
+    };
     let host = match ip {
         std::net::IpAddr::V4(v4) => v4.to_string(),
         std::net::IpAddr::V6(v6) => format!("[{v6}]"),
@@ -22,7 +26,12 @@ pub fn target_address(portal: SocketAddr, local: SocketAddr) -> String {
 }
 
 /// The text of a Text Response answering `request` (key=value pairs).
-pub fn answer_text(server: &Server, session: &Session, request: &[u8], local: SocketAddr) -> Vec<u8> {
+pub fn answer_text(
+    server: &Server,
+    session: &Session,
+    request: &[u8],
+    local: SocketAddr,
+) -> Vec<u8> {
     let mut out = Vec::new();
     let pairs = match parse_pairs(request) {
         Ok(pairs) => pairs,
@@ -40,15 +49,33 @@ pub fn answer_text(server: &Server, session: &Session, request: &[u8], local: So
     out
 }
 
-fn send_targets(server: &Server, session: &Session, value: &str, local: SocketAddr, out: &mut Vec<u8>) {
+fn send_targets(
+    server: &Server,
+    session: &Session,
+    value: &str,
+    local: SocketAddr,
+    out: &mut Vec<u8>,
+) {
     let initiator = session.initiator_name.as_str();
     let listed: Vec<_> = match (session.params.session_type, value) {
-        (SessionType::Discovery, "All") => server.targets().iter().filter(|t| t.admits(initiator)).collect(),
+        (SessionType::Discovery, "All") => server
+            .targets()
+            .iter()
+            .filter(|t| t.admits(initiator))
+            .collect(),
         // RFC 7143 Appendix C: in a normal session, the session's own target.
         (SessionType::Normal, "" | "All") => session.target.iter().collect(),
-        (_, name) => server.targets().iter().filter(|t| t.name == name && t.admits(initiator)).collect(),
+        (_, name) => server
+            .targets()
+            .iter()
+            .filter(|t| t.name == name && t.admits(initiator))
+            .collect(),
     };
-    let portals = if server.config.portals.is_empty() { vec![local] } else { server.config.portals.clone() };
+    let portals = if server.config.portals.is_empty() {
+        vec![local]
+    } else {
+        server.config.portals.clone()
+    };
     for target in listed {
         push_pair(out, "TargetName", &target.name);
         for portal in &portals {
@@ -66,9 +93,18 @@ mod tests {
     #[test]
     fn wildcard_portals_take_the_local_address_and_ipv6_is_bracketed() {
         let local: SocketAddr = "10.1.2.3:3260".parse().unwrap();
-        assert_eq!(target_address("0.0.0.0:3260".parse().unwrap(), local), "10.1.2.3:3260,1");
-        assert_eq!(target_address("127.0.0.1:3261".parse().unwrap(), local), "127.0.0.1:3261,1");
+        assert_eq!(
+            target_address("0.0.0.0:3260".parse().unwrap(), local),
+            "10.1.2.3:3260,1"
+        );
+        assert_eq!(
+            target_address("127.0.0.1:3261".parse().unwrap(), local),
+            "127.0.0.1:3261,1"
+        );
         let local6: SocketAddr = "[::1]:3260".parse().unwrap();
-        assert_eq!(target_address("[::]:3260".parse().unwrap(), local6), "[::1]:3260,1");
+        assert_eq!(
+            target_address("[::]:3260".parse().unwrap(), local6),
+            "[::1]:3260,1"
+        );
     }
 }

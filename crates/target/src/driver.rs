@@ -50,7 +50,11 @@ struct RecvBuffer {
 
 impl RecvBuffer {
     fn new(capacity: usize) -> RecvBuffer {
-        RecvBuffer { bytes: vec![0; capacity], start: 0, end: 0 }
+        RecvBuffer {
+            bytes: vec![0; capacity],
+            start: 0,
+            end: 0,
+        }
     }
 
     fn data(&self) -> &[u8] {
@@ -93,7 +97,12 @@ fn serve(server: Arc<Server>, stream: TcpStream) {
     };
     let _ = stream.set_nodelay(true);
     let _ = stream.set_read_timeout(Some(TICK));
-    let mut conn = Connection::new(server.clone(), local, stream.try_clone().ok(), Instant::now());
+    let mut conn = Connection::new(
+        server.clone(),
+        local,
+        stream.try_clone().ok(),
+        Instant::now(),
+    );
     let mut recv = RecvBuffer::new(RECV_BUFFER_BYTES);
     let mut sink = &stream;
     'connection: loop {
@@ -102,7 +111,12 @@ fn serve(server: Arc<Server>, stream: TcpStream) {
         match read {
             Ok(0) => break,
             Ok(n) => recv.end += n,
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
                 let flow = conn.handle_tick(now);
                 if conn.flush(&mut sink).is_err() || flow == Flow::Close {
                     break;
@@ -175,7 +189,8 @@ impl Running {
             let _ = l.join();
         }
         let deadline = Instant::now() + SHUTDOWN_WAIT;
-        let handles: Vec<_> = std::mem::take(&mut *self.connections.lock().unwrap_or_else(|e| e.into_inner()));
+        let handles: Vec<_> =
+            std::mem::take(&mut *self.connections.lock().unwrap_or_else(|e| e.into_inner()));
         for h in handles {
             while !h.is_finished() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(10));
@@ -190,7 +205,11 @@ impl Running {
 
 fn wake_address(addr: SocketAddr) -> SocketAddr {
     if addr.ip().is_unspecified() {
-        let ip = if addr.is_ipv4() { std::net::Ipv4Addr::LOCALHOST.into() } else { std::net::Ipv6Addr::LOCALHOST.into() };
+        let ip = if addr.is_ipv4() {
+            std::net::Ipv4Addr::LOCALHOST.into()
+        } else {
+            std::net::Ipv6Addr::LOCALHOST.into()
+        };
         SocketAddr::new(ip, addr.port())
     } else {
         addr
@@ -205,24 +224,40 @@ pub fn start(config: Config) -> Result<Running, StartError> {
     let mut portals = Vec::new();
     let mut listeners = Vec::new();
     for addr in portals_wanted {
-        let listener = TcpListener::bind(addr).map_err(|source| StartError::Bind { addr, source })?;
-        let bound = listener.local_addr().map_err(|source| StartError::Bind { addr, source })?;
+        let listener =
+            TcpListener::bind(addr).map_err(|source| StartError::Bind { addr, source })?;
+        let bound = listener
+            .local_addr()
+            .map_err(|source| StartError::Bind { addr, source })?;
         portals.push(bound);
         let server = server.clone();
         let connections = connections.clone();
-        listeners.push(std::thread::spawn(move || accept_loop(listener, server, connections)));
+        listeners.push(std::thread::spawn(move || {
+            accept_loop(listener, server, connections)
+        }));
     }
-    Ok(Running { server, portals, listeners, connections })
+    Ok(Running {
+        server,
+        portals,
+        listeners,
+        connections,
+    })
 }
 
-fn accept_loop(listener: TcpListener, server: Arc<Server>, connections: Arc<Mutex<Vec<JoinHandle<()>>>>) {
+fn accept_loop(
+    listener: TcpListener,
+    server: Arc<Server>,
+    connections: Arc<Mutex<Vec<JoinHandle<()>>>>,
+) {
     for stream in listener.incoming() {
         if server.is_shutting_down() {
             break;
         }
         let Ok(stream) = stream else { continue };
         let server = server.clone();
-        let handle = std::thread::Builder::new().name("isoe-conn".into()).spawn(move || serve(server, stream));
+        let handle = std::thread::Builder::new()
+            .name("isoe-conn".into())
+            .spawn(move || serve(server, stream));
         if let Ok(handle) = handle {
             let mut list = connections.lock().unwrap_or_else(|e| e.into_inner());
             list.retain(|h| !h.is_finished());

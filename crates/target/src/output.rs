@@ -74,13 +74,20 @@ impl Output {
     }
 
     /// Queues a PDU whose data segment is `range` of adopted buffer `index`.
-    pub fn push_with_data(&mut self, pdu: &Pdu, index: usize, range: Range<usize>, limits: &FrameLimits) {
+    pub fn push_with_data(
+        &mut self,
+        pdu: &Pdu,
+        index: usize,
+        range: Range<usize>,
+        limits: &FrameLimits,
+    ) {
         let start = self.headers.len();
         let data_len = (range.end - range.start) as u32;
         frame::encode_header(&mut self.headers, pdu, &[], data_len, limits);
         self.push_header_range(start);
         if data_len > 0 {
-            let (trailer, trailer_len) = frame::data_trailer(&self.buffers[index][range.clone()], limits);
+            let (trailer, trailer_len) =
+                frame::data_trailer(&self.buffers[index][range.clone()], limits);
             self.segments.push(Segment::Data { index, range });
             let start = self.headers.len();
             self.headers.extend_from_slice(&trailer[..trailer_len]);
@@ -93,9 +100,14 @@ impl Output {
     /// was sent; on a blocking socket this loops until done or an error.
     pub fn flush<W: Write>(&mut self, sink: &mut W, pool: &mut Vec<Vec<u8>>) -> io::Result<bool> {
         while !self.is_empty() {
-            let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(SLICES_PER_WRITE_MAX.min(self.segments.len()));
+            let mut slices: Vec<IoSlice<'_>> =
+                Vec::with_capacity(SLICES_PER_WRITE_MAX.min(self.segments.len()));
             let (first, skip) = self.cursor;
-            for (i, seg) in self.segments[first..].iter().enumerate().take(SLICES_PER_WRITE_MAX) {
+            for (i, seg) in self.segments[first..]
+                .iter()
+                .enumerate()
+                .take(SLICES_PER_WRITE_MAX)
+            {
                 let bytes = match seg {
                     Segment::Header(r) => &self.headers[r.clone()],
                     Segment::Data { index, range } => &self.buffers[*index][range.clone()],
@@ -103,7 +115,12 @@ impl Output {
                 slices.push(IoSlice::new(if i == 0 { &bytes[skip..] } else { bytes }));
             }
             let written = match sink.write_vectored(&slices) {
-                Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "socket closed while sending")),
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::WriteZero,
+                        "socket closed while sending",
+                    ))
+                }
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
@@ -177,8 +194,16 @@ mod tests {
 
     #[test]
     fn vectored_output_matches_contiguous_encoding_under_partial_writes() {
-        let limits = FrameLimits { max_recv_data_segment_length: 8192, header_digest: true, data_digest: true };
-        let pdu = Pdu::NopIn(NopIn { initiator_task_tag: 7, stat_sn: 3, ..Default::default() });
+        let limits = FrameLimits {
+            max_recv_data_segment_length: 8192,
+            header_digest: true,
+            data_digest: true,
+        };
+        let pdu = Pdu::NopIn(NopIn {
+            initiator_task_tag: 7,
+            stat_sn: 3,
+            ..Default::default()
+        });
         let data: Vec<u8> = (0..1001u32).map(|i| i as u8).collect();
         let mut expected = Vec::new();
         frame::encode(&mut expected, &pdu, &[], b"ping", &limits);
@@ -191,7 +216,10 @@ mod tests {
         out.push_with_data(&pdu, index, 5..1001, &limits);
         out.push(&pdu, &[], &limits);
         let mut pool = Vec::new();
-        let mut sink = Trickle { chunk: 37, got: Vec::new() };
+        let mut sink = Trickle {
+            chunk: 37,
+            got: Vec::new(),
+        };
         assert!(out.flush(&mut sink, &mut pool).unwrap());
         assert_eq!(sink.got, expected);
         assert!(out.is_empty());

@@ -66,7 +66,10 @@ pub struct Target {
 impl Target {
     /// The logical unit with number `number`.
     pub fn lun(&self, number: u16) -> Option<&Arc<LogicalUnit>> {
-        self.luns.binary_search_by_key(&number, |(n, _)| *n).ok().map(|i| &self.luns[i].1)
+        self.luns
+            .binary_search_by_key(&number, |(n, _)| *n)
+            .ok()
+            .map(|i| &self.luns[i].1)
     }
 
     /// All LUN numbers, ascending (REPORT LUNS).
@@ -142,13 +145,27 @@ fn open_store(spec: &StoreSpec, read_only: bool) -> Result<Arc<dyn Store>, isoe_
     })
 }
 
-fn build_target(config: &Config, t: &TargetConfig, stores: &mut Vec<Arc<dyn Store>>) -> Result<Target, SetupError> {
+fn build_target(
+    config: &Config,
+    t: &TargetConfig,
+    stores: &mut Vec<Arc<dyn Store>>,
+) -> Result<Target, SetupError> {
     let mut luns = Vec::with_capacity(t.luns.len());
     for spec in &t.luns {
-        let store = open_store(&spec.store, spec.read_only)
-            .map_err(|source| SetupError::Store { target: t.name.clone(), lun: spec.number, source })?;
-        let id = identity::resolve(config.state_dir.as_deref(), &t.name, spec)
-            .map_err(|source| SetupError::Identity { target: t.name.clone(), lun: spec.number, source })?;
+        let store =
+            open_store(&spec.store, spec.read_only).map_err(|source| SetupError::Store {
+                target: t.name.clone(),
+                lun: spec.number,
+                source,
+            })?;
+        let id =
+            identity::resolve(config.state_dir.as_deref(), &t.name, spec).map_err(|source| {
+                SetupError::Identity {
+                    target: t.name.clone(),
+                    lun: spec.number,
+                    source,
+                }
+            })?;
         let product = match spec.store {
             StoreSpec::Memory { .. } => "MEMORY",
             StoreSpec::File { .. } => "FILE",
@@ -159,14 +176,22 @@ fn build_target(config: &Config, t: &TargetConfig, stores: &mut Vec<Arc<dyn Stor
             block_size: spec.block_size,
             vendor: "ISOE".into(),
             product: product.into(),
-            revision: env!("CARGO_PKG_VERSION").chars().filter(|c| *c != '.').take(4).collect(),
+            revision: env!("CARGO_PKG_VERSION")
+                .chars()
+                .filter(|c| *c != '.')
+                .take(4)
+                .collect(),
             unit_serial: id.serial,
             naa: id.naa,
             target_port_name: format!("{},t,0x0001", t.name),
             relative_port: 1,
             lun_number: spec.number,
         };
-        lun_config.validate().map_err(|source| SetupError::Lun { target: t.name.clone(), lun: spec.number, source })?;
+        lun_config.validate().map_err(|source| SetupError::Lun {
+            target: t.name.clone(),
+            lun: spec.number,
+            source,
+        })?;
         stores.push(store.clone());
         luns.push((spec.number, Arc::new(LogicalUnit::new(store, lun_config))));
     }
@@ -227,8 +252,18 @@ impl Server {
 
     /// Registers a new session, reinstating (closing) any older session with
     /// the same initiator name, ISID and target. `make` gets the new TSIH.
-    pub fn create_session(&self, initiator_name: &str, isid: [u8; 6], target_name: Option<&str>, make: impl FnOnce(u16) -> Session) -> Arc<Session> {
-        let key = SessionKey { initiator_name: initiator_name.to_string(), isid, target_name: target_name.map(str::to_string) };
+    pub fn create_session(
+        &self,
+        initiator_name: &str,
+        isid: [u8; 6],
+        target_name: Option<&str>,
+        make: impl FnOnce(u16) -> Session,
+    ) -> Arc<Session> {
+        let key = SessionKey {
+            initiator_name: initiator_name.to_string(),
+            isid,
+            target_name: target_name.map(str::to_string),
+        };
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(pos) = sessions.iter().position(|(k, _)| *k == key) {
             let (_, old) = sessions.swap_remove(pos);
@@ -241,11 +276,21 @@ impl Server {
     }
 
     /// The live session a connection asks to join (RFC 7143 §6.3.1, TSIH ≠ 0).
-    pub fn find_session(&self, initiator_name: &str, isid: [u8; 6], tsih: u16) -> Option<Arc<Session>> {
+    pub fn find_session(
+        &self,
+        initiator_name: &str,
+        isid: [u8; 6],
+        tsih: u16,
+    ) -> Option<Arc<Session>> {
         let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         sessions
             .iter()
-            .find(|(k, s)| s.tsih == tsih && k.isid == isid && k.initiator_name == initiator_name && !s.is_closed())
+            .find(|(k, s)| {
+                s.tsih == tsih
+                    && k.isid == isid
+                    && k.initiator_name == initiator_name
+                    && !s.is_closed()
+            })
             .map(|(_, s)| s.clone())
     }
 
@@ -257,7 +302,10 @@ impl Server {
 
     /// Number of live sessions.
     pub fn session_count(&self) -> usize {
-        self.sessions.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
     }
 
     /// Asks every connection to finish: sessions are closed, sockets shut down.
@@ -284,16 +332,35 @@ impl Server {
 }
 
 impl LoginPolicy for Server {
-    fn admit(&self, session_type: SessionType, initiator_name: &str, target_name: Option<&str>) -> Result<Admission, LoginFailure> {
-        let refuse = |detail: u8, reason: String| LoginFailure { status_class: login_status::INITIATOR_ERROR, status_detail: detail, reason };
+    fn admit(
+        &self,
+        session_type: SessionType,
+        initiator_name: &str,
+        target_name: Option<&str>,
+    ) -> Result<Admission, LoginFailure> {
+        let refuse = |detail: u8, reason: String| LoginFailure {
+            status_class: login_status::INITIATOR_ERROR,
+            status_detail: detail,
+            reason,
+        };
         match session_type {
-            SessionType::Discovery => Ok(Admission { target_alias: None, auth: AuthPolicy::None, overrides: None }),
+            SessionType::Discovery => Ok(Admission {
+                target_alias: None,
+                auth: AuthPolicy::None,
+                overrides: None,
+            }),
             SessionType::Normal => {
                 let Some(name) = target_name else {
-                    return Err(refuse(login_status::MISSING_PARAMETER, "TargetName is required on a normal session".into()));
+                    return Err(refuse(
+                        login_status::MISSING_PARAMETER,
+                        "TargetName is required on a normal session".into(),
+                    ));
                 };
                 let Some(target) = self.target(name) else {
-                    return Err(refuse(login_status::NOT_FOUND, format!("no target named {name}")));
+                    return Err(refuse(
+                        login_status::NOT_FOUND,
+                        format!("no target named {name}"),
+                    ));
                 };
                 if !target.admits(initiator_name) {
                     return Err(refuse(

@@ -134,7 +134,11 @@ impl Session {
                     return Admit::GapTimeout;
                 }
                 let wait = (deadline - now).min(Duration::from_millis(500));
-                window = self.advanced.wait_timeout(window, wait).unwrap_or_else(|e| e.into_inner()).0;
+                window = self
+                    .advanced
+                    .wait_timeout(window, wait)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
             }
             if window.exp_cmd_sn != cmd_sn {
                 // Someone else delivered this CmdSN meanwhile: a duplicate.
@@ -170,7 +174,9 @@ impl Session {
             }
         }
         if members.len() >= self.params.max_connections as usize {
-            return Err(SessionFull { max_connections: self.params.max_connections });
+            return Err(SessionFull {
+                max_connections: self.params.max_connections,
+            });
         }
         members.push(member);
         Ok(())
@@ -190,13 +196,20 @@ impl Session {
 
     /// True when connection `cid` is part of the session.
     pub fn has_cid(&self, cid: u16) -> bool {
-        self.members.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|m| m.cid == cid)
+        self.members
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .any(|m| m.cid == cid)
     }
 
     /// Shuts down connection `cid` (not `except_serial`), for Logout of another connection.
     pub fn close_cid(&self, cid: u16, except_serial: u64) {
         let members = self.members.lock().unwrap_or_else(|e| e.into_inner());
-        for m in members.iter().filter(|m| m.cid == cid && m.serial != except_serial) {
+        for m in members
+            .iter()
+            .filter(|m| m.cid == cid && m.serial != except_serial)
+        {
             if let Some(s) = &m.socket {
                 let _ = s.shutdown(Shutdown::Both);
             }

@@ -91,7 +91,11 @@ impl WriteTask {
         buffer.extend_from_slice(immediate);
         let imm = immediate.len() as u32;
         // RFC 7143 §13.14: unsolicited data (immediate plus Data-Out) is bounded by FirstBurstLength.
-        let unsolicited_end = if initial_r2t { imm } else { edtl.min(first_burst_length.max(imm)) };
+        let unsolicited_end = if initial_r2t {
+            imm
+        } else {
+            edtl.min(first_burst_length.max(imm))
+        };
         WriteTask {
             command,
             cdb,
@@ -135,7 +139,12 @@ impl WriteTask {
             if !self.unsolicited_open {
                 return Err(DataOutError::Unsolicited);
             }
-            check_sequence(self.unsolicited_next_data_sn, d.data_sn, received, d.buffer_offset)?;
+            check_sequence(
+                self.unsolicited_next_data_sn,
+                d.data_sn,
+                received,
+                d.buffer_offset,
+            )?;
             if received + len > self.unsolicited_end {
                 return Err(DataOutError::Overrun);
             }
@@ -157,7 +166,8 @@ impl WriteTask {
             }
             r2t.next_data_sn += 1;
             if received + len == end {
-                self.outstanding.retain(|r| r.target_transfer_tag != d.target_transfer_tag);
+                self.outstanding
+                    .retain(|r| r.target_transfer_tag != d.target_transfer_tag);
             }
         }
         self.buffer.extend_from_slice(data);
@@ -170,12 +180,23 @@ impl WriteTask {
     }
 }
 
-fn check_sequence(expected_sn: u32, data_sn: u32, expected_offset: u32, offset: u32) -> Result<(), DataOutError> {
+fn check_sequence(
+    expected_sn: u32,
+    data_sn: u32,
+    expected_offset: u32,
+    offset: u32,
+) -> Result<(), DataOutError> {
     if data_sn != expected_sn {
-        return Err(DataOutError::DataSn { expected: expected_sn, found: data_sn });
+        return Err(DataOutError::DataSn {
+            expected: expected_sn,
+            found: data_sn,
+        });
     }
     if offset != expected_offset {
-        return Err(DataOutError::Offset { expected: expected_offset, found: offset });
+        return Err(DataOutError::Offset {
+            expected: expected_offset,
+            found: offset,
+        });
     }
     Ok(())
 }
@@ -185,46 +206,119 @@ mod tests {
     use super::*;
 
     fn command(edtl: u32) -> ScsiCommand {
-        ScsiCommand { write: true, final_bit: true, expected_data_transfer_length: edtl, initiator_task_tag: 9, ..Default::default() }
+        ScsiCommand {
+            write: true,
+            final_bit: true,
+            expected_data_transfer_length: edtl,
+            initiator_task_tag: 9,
+            ..Default::default()
+        }
     }
 
     fn data_out(ttt: u32, data_sn: u32, offset: u32, final_bit: bool) -> DataOut {
-        DataOut { initiator_task_tag: 9, target_transfer_tag: ttt, data_sn, buffer_offset: offset, final_bit, ..Default::default() }
+        DataOut {
+            initiator_task_tag: 9,
+            target_transfer_tag: ttt,
+            data_sn,
+            buffer_offset: offset,
+            final_bit,
+            ..Default::default()
+        }
     }
 
     #[test]
     fn immediate_unsolicited_and_solicited_data_assemble_in_order() {
         // EDTL 10000, 1000 immediate, FirstBurstLength 4000, MaxBurstLength 4000, two R2Ts outstanding.
-        let mut task = WriteTask::new(command(10_000), vec![0x2a], Vec::new(), &[1; 1000], false, 4000, 4000, 2);
+        let mut task = WriteTask::new(
+            command(10_000),
+            vec![0x2a],
+            Vec::new(),
+            &[1; 1000],
+            false,
+            4000,
+            4000,
+            2,
+        );
         let r1 = task.next_r2t(100).unwrap();
         let r2 = task.next_r2t(101).unwrap();
-        assert_eq!((r1.buffer_offset, r1.desired_data_transfer_length, r1.r2t_sn), (4000, 4000, 0));
-        assert_eq!((r2.buffer_offset, r2.desired_data_transfer_length, r2.r2t_sn), (8000, 2000, 1));
+        assert_eq!(
+            (r1.buffer_offset, r1.desired_data_transfer_length, r1.r2t_sn),
+            (4000, 4000, 0)
+        );
+        assert_eq!(
+            (r2.buffer_offset, r2.desired_data_transfer_length, r2.r2t_sn),
+            (8000, 2000, 1)
+        );
         assert!(task.next_r2t(102).is_none(), "everything is solicited");
-        assert_eq!(task.accept(&data_out(RESERVED_TAG, 0, 1000, false), &[2; 1500]), Ok(false));
-        assert_eq!(task.accept(&data_out(RESERVED_TAG, 1, 2500, true), &[3; 1500]), Ok(false));
-        assert_eq!(task.accept(&data_out(100, 0, 4000, true), &[4; 4000]), Ok(false));
-        assert_eq!(task.accept(&data_out(101, 0, 8000, false), &[5; 1000]), Ok(false));
-        assert_eq!(task.accept(&data_out(101, 1, 9000, true), &[6; 1000]), Ok(true));
+        assert_eq!(
+            task.accept(&data_out(RESERVED_TAG, 0, 1000, false), &[2; 1500]),
+            Ok(false)
+        );
+        assert_eq!(
+            task.accept(&data_out(RESERVED_TAG, 1, 2500, true), &[3; 1500]),
+            Ok(false)
+        );
+        assert_eq!(
+            task.accept(&data_out(100, 0, 4000, true), &[4; 4000]),
+            Ok(false)
+        );
+        assert_eq!(
+            task.accept(&data_out(101, 0, 8000, false), &[5; 1000]),
+            Ok(false)
+        );
+        assert_eq!(
+            task.accept(&data_out(101, 1, 9000, true), &[6; 1000]),
+            Ok(true)
+        );
         let (_, cdb, data) = task.into_parts();
         assert_eq!(cdb, vec![0x2a]);
         assert_eq!(data.len(), 10_000);
-        assert_eq!((data[999], data[1000], data[2500], data[4000], data[8000], data[9999]), (1, 2, 3, 4, 5, 6));
+        assert_eq!(
+            (data[999], data[1000], data[2500], data[4000], data[8000], data[9999]),
+            (1, 2, 3, 4, 5, 6)
+        );
     }
 
     #[test]
     fn wrong_data_sn_offset_tag_and_overrun_are_refused() {
         let mut task = WriteTask::new(command(8192), vec![], Vec::new(), &[], true, 65536, 4096, 1);
-        assert_eq!(task.accept(&data_out(RESERVED_TAG, 0, 0, true), &[0; 512]), Err(DataOutError::Unsolicited));
+        assert_eq!(
+            task.accept(&data_out(RESERVED_TAG, 0, 0, true), &[0; 512]),
+            Err(DataOutError::Unsolicited)
+        );
         let r = task.next_r2t(7).unwrap();
         assert!(task.next_r2t(8).is_none(), "MaxOutstandingR2T=1");
-        assert_eq!(task.accept(&data_out(8, 0, 0, false), &[0; 512]), Err(DataOutError::UnknownTransferTag(8)));
-        assert_eq!(task.accept(&data_out(7, 1, 0, false), &[0; 512]), Err(DataOutError::DataSn { expected: 0, found: 1 }));
-        assert_eq!(task.accept(&data_out(7, 0, 512, false), &[0; 512]), Err(DataOutError::Offset { expected: 0, found: 512 }));
-        assert_eq!(task.accept(&data_out(7, 0, 0, false), &[0; 5000]), Err(DataOutError::Overrun));
-        assert_eq!(task.accept(&data_out(r.target_transfer_tag, 0, 0, true), &[0; 4096]), Ok(false));
+        assert_eq!(
+            task.accept(&data_out(8, 0, 0, false), &[0; 512]),
+            Err(DataOutError::UnknownTransferTag(8))
+        );
+        assert_eq!(
+            task.accept(&data_out(7, 1, 0, false), &[0; 512]),
+            Err(DataOutError::DataSn {
+                expected: 0,
+                found: 1
+            })
+        );
+        assert_eq!(
+            task.accept(&data_out(7, 0, 512, false), &[0; 512]),
+            Err(DataOutError::Offset {
+                expected: 0,
+                found: 512
+            })
+        );
+        assert_eq!(
+            task.accept(&data_out(7, 0, 0, false), &[0; 5000]),
+            Err(DataOutError::Overrun)
+        );
+        assert_eq!(
+            task.accept(&data_out(r.target_transfer_tag, 0, 0, true), &[0; 4096]),
+            Ok(false)
+        );
         let r = task.next_r2t(9).unwrap();
         assert_eq!((r.buffer_offset, r.r2t_sn), (4096, 1));
-        assert_eq!(task.accept(&data_out(9, 0, 4096, true), &[0; 4096]), Ok(true));
+        assert_eq!(
+            task.accept(&data_out(9, 0, 4096, true), &[0; 4096]),
+            Ok(true)
+        );
     }
 }

@@ -31,7 +31,11 @@ struct Wire {
 impl Wire {
     fn new(server: &Arc<Server>) -> Wire {
         let now = Instant::now();
-        Wire { conn: Connection::new(server.clone(), "127.0.0.1:3260".parse().unwrap(), None, now), limits: FrameLimits::LOGIN, now }
+        Wire {
+            conn: Connection::new(server.clone(), "127.0.0.1:3260".parse().unwrap(), None, now),
+            limits: FrameLimits::LOGIN,
+            now,
+        }
     }
 
     /// Feeds one PDU; returns what the target sent in answer, decoded.
@@ -52,7 +56,15 @@ impl Wire {
         let mut rest = &sent[..];
         let mut pdus = Vec::new();
         while !rest.is_empty() {
-            match decode(rest, &FrameLimits { max_recv_data_segment_length: 1 << 24, ..limits }).expect("target output decodes") {
+            match decode(
+                rest,
+                &FrameLimits {
+                    max_recv_data_segment_length: 1 << 24,
+                    ..limits
+                },
+            )
+            .expect("target output decodes")
+            {
                 Decoded::Frame { frame, len } => {
                     pdus.push((frame.pdu().expect("known opcode"), frame.data.to_vec()));
                     rest = &rest[len..];
@@ -85,12 +97,18 @@ impl Wire {
                 InitiatorStep::Send { request, data } => {
                     let (flow, out) = self.send(&Pdu::LoginRequest(request), &data);
                     assert_eq!(flow, Flow::Continue);
-                    let (Pdu::LoginResponse(resp), text) = &out[0] else { panic!("expected a login response, got {out:?}") };
+                    let (Pdu::LoginResponse(resp), text) = &out[0] else {
+                        panic!("expected a login response, got {out:?}")
+                    };
                     step = login.handle_response(resp, text).expect("login accepted");
                 }
                 InitiatorStep::Complete { negotiated, tsih } => {
                     let c = negotiated.connection;
-                    self.limits = FrameLimits { max_recv_data_segment_length: c.max_send_data_segment_length, header_digest: c.header_digest, data_digest: c.data_digest };
+                    self.limits = FrameLimits {
+                        max_recv_data_segment_length: c.max_send_data_segment_length,
+                        header_digest: c.header_digest,
+                        data_digest: c.data_digest,
+                    };
                     return tsih;
                 }
             }
@@ -129,7 +147,12 @@ fn command(itt: u32, cmd_sn: u32, cdb: [u8; 16], edtl: u32, read: bool) -> ScsiC
 }
 
 fn no_immediate_data() -> LocalParams {
-    LocalParams { immediate_data: false, initial_r2t: true, max_burst_length: 8192, ..LocalParams::default() }
+    LocalParams {
+        immediate_data: false,
+        initial_r2t: true,
+        max_burst_length: 8192,
+        ..LocalParams::default()
+    }
 }
 
 #[test]
@@ -138,16 +161,32 @@ fn solicited_write_then_read_back_through_the_state_machine() {
     let mut w = Wire::new(&server);
     w.login(no_immediate_data(), [0x80, 0, 0, 0, 0, 1], 0, 1);
     let payload: Vec<u8> = (0..16384u32).map(|i| (i * 7) as u8).collect();
-    let (_, out) = w.send(&Pdu::ScsiCommand(command(0x100, 10, write10(8, 32), 16384, false)), &[]);
+    let (_, out) = w.send(
+        &Pdu::ScsiCommand(command(0x100, 10, write10(8, 32), 16384, false)),
+        &[],
+    );
     // MaxBurstLength 8192, MaxOutstandingR2T 1: one R2T for the first 8 KiB.
-    let r2ts: Vec<_> = out.iter().filter_map(|(p, _)| if let Pdu::R2t(r) = p { Some(*r) } else { None }).collect();
+    let r2ts: Vec<_> = out
+        .iter()
+        .filter_map(|(p, _)| if let Pdu::R2t(r) = p { Some(*r) } else { None })
+        .collect();
     assert_eq!(r2ts.len(), 1, "{out:?}");
-    assert_eq!((r2ts[0].buffer_offset, r2ts[0].desired_data_transfer_length, r2ts[0].r2t_sn), (0, 8192, 0));
+    assert_eq!(
+        (
+            r2ts[0].buffer_offset,
+            r2ts[0].desired_data_transfer_length,
+            r2ts[0].r2t_sn
+        ),
+        (0, 8192, 0)
+    );
     let mut r2t = r2ts[0];
     for burst in 0..2u32 {
         assert_eq!(r2t.buffer_offset, burst * 8192);
         let mut last = Vec::new();
-        for (i, chunk) in payload[(burst * 8192) as usize..((burst + 1) * 8192) as usize].chunks(8192).enumerate() {
+        for (i, chunk) in payload[(burst * 8192) as usize..((burst + 1) * 8192) as usize]
+            .chunks(8192)
+            .enumerate()
+        {
             let d = DataOut {
                 final_bit: true,
                 lun: Lun::from_number(0),
@@ -160,24 +199,38 @@ fn solicited_write_then_read_back_through_the_state_machine() {
             last = w.send(&Pdu::DataOut(d), chunk).1;
         }
         if burst == 0 {
-            let Some((Pdu::R2t(next), _)) = last.first() else { panic!("second R2T expected, got {last:?}") };
+            let Some((Pdu::R2t(next), _)) = last.first() else {
+                panic!("second R2T expected, got {last:?}")
+            };
             r2t = *next;
             assert_eq!(r2t.r2t_sn, 1);
         } else {
-            let Some((Pdu::ScsiResponse(resp), _)) = last.first() else { panic!("status expected, got {last:?}") };
+            let Some((Pdu::ScsiResponse(resp), _)) = last.first() else {
+                panic!("status expected, got {last:?}")
+            };
             assert_eq!(resp.status, 0);
             assert!(!resp.overflow && !resp.underflow);
         }
     }
-    let (_, out) = w.send(&Pdu::ScsiCommand(command(0x101, 11, read10(8, 32), 16384, true)), &[]);
+    let (_, out) = w.send(
+        &Pdu::ScsiCommand(command(0x101, 11, read10(8, 32), 16384, true)),
+        &[],
+    );
     let mut data = Vec::new();
     for (p, d) in &out {
-        let Pdu::DataIn(di) = p else { panic!("Data-In expected, got {p:?}") };
+        let Pdu::DataIn(di) = p else {
+            panic!("Data-In expected, got {p:?}")
+        };
         assert_eq!(di.buffer_offset as usize, data.len());
         data.extend_from_slice(d);
     }
-    let Some((Pdu::DataIn(last), _)) = out.last() else { unreachable!() };
-    assert!(last.final_bit && last.status_present && last.status == 0, "status collapsed into the last Data-In");
+    let Some((Pdu::DataIn(last), _)) = out.last() else {
+        unreachable!()
+    };
+    assert!(
+        last.final_bit && last.status_present && last.status == 0,
+        "status collapsed into the last Data-In"
+    );
     assert_eq!(data, payload);
 }
 
@@ -185,36 +238,67 @@ fn solicited_write_then_read_back_through_the_state_machine() {
 fn commands_of_one_session_on_two_connections_run_in_cmd_sn_order() {
     let server = server();
     let isid = [0x80, 0, 0, 0, 0, 2];
-    let params = LocalParams { max_connections: 2, ..LocalParams::default() };
+    let params = LocalParams {
+        max_connections: 2,
+        ..LocalParams::default()
+    };
     let mut a = Wire::new(&server);
     let tsih = a.login(params.clone(), isid, 0, 1);
     let mut b = Wire::new(&server);
-    assert_eq!(b.login(params, isid, tsih, 2), tsih, "second connection joins the session");
+    assert_eq!(
+        b.login(params, isid, tsih, 2),
+        tsih,
+        "second connection joins the session"
+    );
     assert_eq!(server.session_count(), 1);
 
     // CmdSN 11 (write 0xbb) reaches connection B before CmdSN 10 (write 0xaa)
     // reaches A. B must wait for 10, so the final content is 0xbb.
     let later = std::thread::spawn(move || {
-        let out = b.send(&Pdu::ScsiCommand(command(0x201, 11, write10(0, 1), 512, false)), &[0xbb; 512]).1;
+        let out = b
+            .send(
+                &Pdu::ScsiCommand(command(0x201, 11, write10(0, 1), 512, false)),
+                &[0xbb; 512],
+            )
+            .1;
         (b, out)
     });
     std::thread::sleep(Duration::from_millis(200));
     assert!(!later.is_finished(), "CmdSN 11 must wait for CmdSN 10");
-    let out_a = a.send(&Pdu::ScsiCommand(command(0x200, 10, write10(0, 1), 512, false)), &[0xaa; 512]).1;
+    let out_a = a
+        .send(
+            &Pdu::ScsiCommand(command(0x200, 10, write10(0, 1), 512, false)),
+            &[0xaa; 512],
+        )
+        .1;
     assert!(matches!(out_a[0].0, Pdu::ScsiResponse(r) if r.status == 0));
     let (_b, out_b) = later.join().unwrap();
-    let Pdu::ScsiResponse(resp) = out_b[0].0 else { panic!("{out_b:?}") };
+    let Pdu::ScsiResponse(resp) = out_b[0].0 else {
+        panic!("{out_b:?}")
+    };
     assert_eq!(resp.status, 0);
     assert_eq!(resp.exp_cmd_sn, 12, "both commands consumed");
-    let out = a.send(&Pdu::ScsiCommand(command(0x202, 12, read10(0, 1), 512, true)), &[]).1;
-    assert_eq!(out[0].1, vec![0xbb; 512], "CmdSN order decides which write lands last");
+    let out = a
+        .send(
+            &Pdu::ScsiCommand(command(0x202, 12, read10(0, 1), 512, true)),
+            &[],
+        )
+        .1;
+    assert_eq!(
+        out[0].1,
+        vec![0xbb; 512],
+        "CmdSN order decides which write lands last"
+    );
 }
 
 #[test]
 fn a_third_connection_beyond_max_connections_is_refused() {
     let server = server();
     let isid = [0x80, 0, 0, 0, 0, 3];
-    let params = LocalParams { max_connections: 1, ..LocalParams::default() };
+    let params = LocalParams {
+        max_connections: 1,
+        ..LocalParams::default()
+    };
     let mut a = Wire::new(&server);
     let tsih = a.login(params.clone(), isid, 0, 1);
     let mut b = Wire::new(&server);
@@ -234,15 +318,24 @@ fn a_third_connection_beyond_max_connections_is_refused() {
     let mut login = InitiatorLogin::new(config, [1; 32]);
     let mut step = login.start();
     loop {
-        let InitiatorStep::Send { request, data } = step else { panic!("must not complete") };
+        let InitiatorStep::Send { request, data } = step else {
+            panic!("must not complete")
+        };
         let (flow, out) = b.send(&Pdu::LoginRequest(request), &data);
-        let (Pdu::LoginResponse(resp), text) = &out[0] else { panic!() };
+        let (Pdu::LoginResponse(resp), text) = &out[0] else {
+            panic!()
+        };
         if resp.status_class != 0 {
-            assert_eq!((resp.status_class, resp.status_detail), (2, pdu::login_status::TOO_MANY_CONNECTIONS));
+            assert_eq!(
+                (resp.status_class, resp.status_detail),
+                (2, pdu::login_status::TOO_MANY_CONNECTIONS)
+            );
             assert_eq!(flow, Flow::Close);
             break;
         }
-        step = login.handle_response(resp, text).expect("still negotiating");
+        step = login
+            .handle_response(resp, text)
+            .expect("still negotiating");
     }
 }
 
@@ -252,20 +345,46 @@ fn idle_connection_is_pinged_and_dropped_when_the_ping_goes_unanswered() {
     let mut w = Wire::new(&server);
     w.login(LocalParams::default(), [0x80, 0, 0, 0, 0, 4], 0, 1);
     let start = w.now;
-    assert_eq!(w.conn.handle_tick(start + Duration::from_secs(1)), Flow::Continue);
+    assert_eq!(
+        w.conn.handle_tick(start + Duration::from_secs(1)),
+        Flow::Continue
+    );
     assert!(w.take_output().is_empty(), "no ping before the interval");
-    assert_eq!(w.conn.handle_tick(start + Duration::from_secs(6)), Flow::Continue);
+    assert_eq!(
+        w.conn.handle_tick(start + Duration::from_secs(6)),
+        Flow::Continue
+    );
     let out = w.take_output();
-    let Some((Pdu::NopIn(ping), _)) = out.first() else { panic!("ping expected, got {out:?}") };
+    let Some((Pdu::NopIn(ping), _)) = out.first() else {
+        panic!("ping expected, got {out:?}")
+    };
     assert_eq!(ping.initiator_task_tag, RESERVED_TAG);
     assert_ne!(ping.target_transfer_tag, RESERVED_TAG);
     // Answered: the connection lives on.
-    let answer = NopOut { immediate: true, initiator_task_tag: RESERVED_TAG, target_transfer_tag: ping.target_transfer_tag, cmd_sn: 10, ..Default::default() };
+    let answer = NopOut {
+        immediate: true,
+        initiator_task_tag: RESERVED_TAG,
+        target_transfer_tag: ping.target_transfer_tag,
+        cmd_sn: 10,
+        ..Default::default()
+    };
     w.now = start + Duration::from_secs(7);
-    assert!(w.send(&Pdu::NopOut(answer), &[]).1.is_empty(), "a ping answer gets no response");
-    assert_eq!(w.conn.handle_tick(start + Duration::from_secs(13)), Flow::Continue);
+    assert!(
+        w.send(&Pdu::NopOut(answer), &[]).1.is_empty(),
+        "a ping answer gets no response"
+    );
+    assert_eq!(
+        w.conn.handle_tick(start + Duration::from_secs(13)),
+        Flow::Continue
+    );
     let out = w.take_output();
-    assert!(matches!(out.first(), Some((Pdu::NopIn(_), _))), "pinged again after another idle interval");
+    assert!(
+        matches!(out.first(), Some((Pdu::NopIn(_), _))),
+        "pinged again after another idle interval"
+    );
     // Unanswered for the timeout: dropped.
-    assert_eq!(w.conn.handle_tick(start + Duration::from_secs(19)), Flow::Close);
+    assert_eq!(
+        w.conn.handle_tick(start + Duration::from_secs(19)),
+        Flow::Close
+    );
 }

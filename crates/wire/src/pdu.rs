@@ -584,7 +584,10 @@ impl Pdu {
                 let csg = (flags >> 2) & 0x03;
                 let nsg = flags & 0x03;
                 if csg == 2 {
-                    return Err(ParseError::InvalidField { field: "CSG", value: csg as u32 });
+                    return Err(ParseError::InvalidField {
+                        field: "CSG",
+                        value: csg as u32,
+                    });
                 }
                 Pdu::LoginRequest(LoginRequest {
                     transit: f,
@@ -774,7 +777,10 @@ impl Pdu {
             }
             Pdu::ScsiCommand(p) => {
                 w.0[0] |= bit(p.immediate, 0x40);
-                w.0[1] = bit(p.final_bit, 0x80) | bit(p.read, 0x40) | bit(p.write, 0x20) | (p.attr & 0x07);
+                w.0[1] = bit(p.final_bit, 0x80)
+                    | bit(p.read, 0x40)
+                    | bit(p.write, 0x20)
+                    | (p.attr & 0x07);
                 w.lun(p.lun);
                 w.u32(field::ITT, p.initiator_task_tag);
                 w.u32(field::W20, p.expected_data_transfer_length);
@@ -796,7 +802,10 @@ impl Pdu {
             Pdu::LoginRequest(p) => {
                 // RFC 7143 §11.12: the immediate bit is always 1 on a Login Request.
                 w.0[0] |= 0x40;
-                w.0[1] = bit(p.transit, 0x80) | bit(p.continue_bit, 0x40) | ((p.csg & 3) << 2) | (p.nsg & 3);
+                w.0[1] = bit(p.transit, 0x80)
+                    | bit(p.continue_bit, 0x40)
+                    | ((p.csg & 3) << 2)
+                    | (p.nsg & 3);
                 w.0[2] = p.version_max;
                 w.0[3] = p.version_min;
                 w.0[8..14].copy_from_slice(&p.isid);
@@ -876,7 +885,10 @@ impl Pdu {
                 w.u32(field::SN_32, p.max_cmd_sn);
             }
             Pdu::LoginResponse(p) => {
-                w.0[1] = bit(p.transit, 0x80) | bit(p.continue_bit, 0x40) | ((p.csg & 3) << 2) | (p.nsg & 3);
+                w.0[1] = bit(p.transit, 0x80)
+                    | bit(p.continue_bit, 0x40)
+                    | ((p.csg & 3) << 2)
+                    | (p.nsg & 3);
                 w.0[2] = p.version_max;
                 w.0[3] = p.version_active;
                 w.0[8..14].copy_from_slice(&p.isid);

@@ -8,7 +8,7 @@
 use crate::bhs::{field, Bhs, BHS_LEN};
 use thiserror::Error;
 
-/// PDU opcodes (RFC 7143 §11.1.1), without the immediate bit.
+/// PDU opcodes (RFC 7143 §11.2.1.2), without the immediate bit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum Opcode {
@@ -77,7 +77,7 @@ impl Opcode {
         })
     }
 
-    /// True for opcodes an initiator sends (RFC 7143 §11.1.1).
+    /// True for opcodes an initiator sends (RFC 7143 §11.2.1.2).
     pub fn is_initiator_opcode(self) -> bool {
         (self as u8) < 0x20
     }
@@ -401,7 +401,7 @@ pub struct TextResponse {
     pub max_cmd_sn: u32,
 }
 
-/// SCSI Data-In (RFC 7143 §11.8).
+/// SCSI Data-In (RFC 7143 §11.7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct DataIn {
     pub final_bit: bool,
@@ -434,7 +434,7 @@ pub struct LogoutResponse {
     pub time2retain: u16,
 }
 
-/// Ready To Transfer (RFC 7143 §11.9).
+/// Ready To Transfer (RFC 7143 §11.8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct R2t {
     pub lun: Lun,

@@ -388,3 +388,91 @@ fn idle_connection_is_pinged_and_dropped_when_the_ping_goes_unanswered() {
         Flow::Close
     );
 }
+
+#[test]
+fn isid_reuse_reinstates_the_session_and_closes_the_old_one() {
+    let server = server();
+    let isid = [0x80, 0, 0, 0, 0, 5];
+    let mut old = Wire::new(&server);
+    let first = old.login(LocalParams::default(), isid, 0, 1);
+    let mut new = Wire::new(&server);
+    let second = new.login(LocalParams::default(), isid, 0, 1);
+    assert_ne!(first, second, "a new TSIH for the reinstated session");
+    assert_eq!(
+        server.session_count(),
+        1,
+        "the old session is gone from the registry"
+    );
+    assert_eq!(
+        old.conn.handle_tick(old.now),
+        Flow::Close,
+        "the old connection ends"
+    );
+    assert_eq!(new.conn.handle_tick(new.now), Flow::Continue);
+    let out = new
+        .send(
+            &Pdu::ScsiCommand(command(0x300, 10, read10(0, 1), 512, true)),
+            &[],
+        )
+        .1;
+    assert!(matches!(out[0].0, Pdu::DataIn(d) if d.status_present && d.status == 0));
+}
+
+#[test]
+fn send_targets_lists_only_the_targets_an_initiator_may_use() {
+    let text = "portals = [\"0.0.0.0:3260\"]\n\
+        [[target]]\nname = \"iqn.2026-11.io.isoe:open\"\n[[target.lun]]\nnumber = 0\nmemory = \"1MiB\"\n[[target.lun]]\nnumber = 7\nmemory = \"1MiB\"\n\
+        [[target]]\nname = \"iqn.2026-11.io.isoe:closed\"\nallowed_initiators = [\"iqn.2026-11.io.isoe:someone-else\"]\n[[target.lun]]\nnumber = 0\nmemory = \"1MiB\"\n";
+    let server = Arc::new(Server::new(Config::parse(text, None).unwrap()).unwrap());
+    let mut w = Wire::new(&server);
+    let config = InitiatorLoginConfig {
+        initiator_name: "iqn.2026-11.io.isoe:test-initiator".into(),
+        initiator_alias: None,
+        target_name: None,
+        session_type: SessionType::Discovery,
+        isid: [0x80, 0, 0, 0, 0, 6],
+        tsih: 0,
+        cid: 1,
+        initiator_task_tag: 1,
+        cmd_sn: 1,
+        params: LocalParams::default(),
+        chap: None,
+    };
+    let mut login = InitiatorLogin::new(config, [3; 32]);
+    let mut step = login.start();
+    while let InitiatorStep::Send { request, data } = step {
+        let (_, out) = w.send(&Pdu::LoginRequest(request), &data);
+        let (Pdu::LoginResponse(resp), text) = &out[0] else {
+            panic!()
+        };
+        step = login.handle_response(resp, text).expect("discovery login");
+    }
+    let request = isoe_wire::pdu::TextRequest {
+        immediate: true,
+        final_bit: true,
+        initiator_task_tag: 2,
+        target_transfer_tag: RESERVED_TAG,
+        cmd_sn: 1,
+        ..Default::default()
+    };
+    let out = w.send(&Pdu::TextRequest(request), b"SendTargets=All\0").1;
+    let (Pdu::TextResponse(resp), text) = &out[0] else {
+        panic!("{out:?}")
+    };
+    assert!(resp.final_bit);
+    let text = String::from_utf8(text.clone()).unwrap();
+    assert_eq!(
+        text, "TargetName=iqn.2026-11.io.isoe:open\0TargetAddress=127.0.0.1:3260,1\0",
+        "the wildcard portal is reported as the address reached, the ACL hides the closed target"
+    );
+    // SCSI commands have no place in a discovery session.
+    let out = w
+        .send(
+            &Pdu::ScsiCommand(command(3, 2, read10(0, 1), 512, true)),
+            &[],
+        )
+        .1;
+    assert!(
+        matches!(out[0].0, Pdu::Reject(r) if r.reason == isoe_wire::pdu::reject::PROTOCOL_ERROR)
+    );
+}

@@ -777,6 +777,9 @@ impl Connection {
 
     /// Time passes: send a NOP-In ping when the link was idle, drop it when a ping went unanswered.
     pub fn handle_tick(&mut self, now: Instant) -> Flow {
+        if self.server.is_shutting_down() {
+            return Flow::Close;
+        }
         let Phase::Full(session) = &self.phase else {
             // A login that stalls past the NOP timeout is abandoned.
             return if now.duration_since(self.last_rx) > Duration::from_secs(30) {
@@ -785,7 +788,7 @@ impl Connection {
                 Flow::Continue
             };
         };
-        if self.server.is_shutting_down() || session.is_closed() {
+        if session.is_closed() {
             return Flow::Close;
         }
         if let Some(ping) = &self.ping {

@@ -216,26 +216,34 @@ fn wake_address(addr: SocketAddr) -> SocketAddr {
     }
 }
 
-/// Opens the LUNs, binds every portal and starts serving.
-pub fn start(config: Config) -> Result<Running, StartError> {
-    let portals_wanted = config.portals.clone();
+/// Binds every portal, opens the LUNs and starts serving. Portals are bound
+/// first so that a port 0 in the configuration is advertised (SendTargets)
+/// as the port the system chose.
+pub fn start(mut config: Config) -> Result<Running, StartError> {
+    let mut bound = Vec::with_capacity(config.portals.len());
+    for addr in &config.portals {
+        let listener = TcpListener::bind(addr).map_err(|source| StartError::Bind {
+            addr: *addr,
+            source,
+        })?;
+        let local = listener.local_addr().map_err(|source| StartError::Bind {
+            addr: *addr,
+            source,
+        })?;
+        bound.push((listener, local));
+    }
+    config.portals = bound.iter().map(|(_, local)| *local).collect();
     let server = Arc::new(Server::new(config)?);
     let connections: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::new(Mutex::new(Vec::new()));
-    let mut portals = Vec::new();
-    let mut listeners = Vec::new();
-    for addr in portals_wanted {
-        let listener =
-            TcpListener::bind(addr).map_err(|source| StartError::Bind { addr, source })?;
-        let bound = listener
-            .local_addr()
-            .map_err(|source| StartError::Bind { addr, source })?;
-        portals.push(bound);
-        let server = server.clone();
-        let connections = connections.clone();
-        listeners.push(std::thread::spawn(move || {
-            accept_loop(listener, server, connections)
-        }));
-    }
+    let portals = bound.iter().map(|(_, local)| *local).collect();
+    let listeners = bound
+        .into_iter()
+        .map(|(listener, _)| {
+            let server = server.clone();
+            let connections = connections.clone();
+            std::thread::spawn(move || accept_loop(listener, server, connections))
+        })
+        .collect();
     Ok(Running {
         server,
         portals,

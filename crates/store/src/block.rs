@@ -4,8 +4,8 @@ use std::fs::OpenOptions;
 use std::io::{Seek, SeekFrom};
 use std::path::Path;
 
-use crate::positional::PositionalFile;
-use crate::{Store, StoreError};
+use crate::positional::{Positional, PositionalFile};
+use crate::StoreError;
 
 /// A block device (or any seekable file used as-is) as media. Its size is
 /// found by seeking to the end, which block devices report exactly; unmap is
@@ -34,29 +34,9 @@ impl BlockStore {
     }
 }
 
-impl Store for BlockStore {
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
-    }
-
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), StoreError> {
-        self.inner.read_at(offset, buf)
-    }
-
-    fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), StoreError> {
-        self.inner.write_at(offset, buf)
-    }
-
-    fn flush(&self) -> Result<(), StoreError> {
-        self.inner.flush()
-    }
-
-    fn unmap(&self, offset: u64, len: u64) -> Result<(), StoreError> {
-        self.inner.punch_hole(offset, len)
-    }
-
-    fn write_zeroes(&self, offset: u64, len: u64) -> Result<(), StoreError> {
-        self.inner.zero_range(offset, len)
+impl Positional for BlockStore {
+    fn positional(&self) -> &PositionalFile {
+        &self.inner
     }
 
     fn kind(&self) -> &'static str {

@@ -3,8 +3,8 @@
 use std::fs::{File, OpenOptions};
 use std::path::Path;
 
-use crate::positional::PositionalFile;
-use crate::{Store, StoreError};
+use crate::positional::{Positional, PositionalFile};
+use crate::StoreError;
 
 /// A regular file as media, accessed with positional I/O; unmapped ranges
 /// become holes.
@@ -60,29 +60,9 @@ impl FileStore {
     }
 }
 
-impl Store for FileStore {
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
-    }
-
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), StoreError> {
-        self.inner.read_at(offset, buf)
-    }
-
-    fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), StoreError> {
-        self.inner.write_at(offset, buf)
-    }
-
-    fn flush(&self) -> Result<(), StoreError> {
-        self.inner.flush()
-    }
-
-    fn unmap(&self, offset: u64, len: u64) -> Result<(), StoreError> {
-        self.inner.punch_hole(offset, len)
-    }
-
-    fn write_zeroes(&self, offset: u64, len: u64) -> Result<(), StoreError> {
-        self.inner.zero_range(offset, len)
+impl Positional for FileStore {
+    fn positional(&self) -> &PositionalFile {
+        &self.inner
     }
 
     fn kind(&self) -> &'static str {

@@ -7,7 +7,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 
 use crate::range::check_range;
-use crate::StoreError;
+use crate::{Store, StoreError};
 
 /// Largest zero buffer used when fallocate cannot zero a range for us.
 const ZERO_BUFFER_BYTES: u64 = 1 << 20;
@@ -160,4 +160,43 @@ fn fallocate_unsupported(error: &std::io::Error) -> bool {
         error.raw_os_error(),
         Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) | Some(libc::EINVAL) | Some(libc::ENODEV)
     )
+}
+
+/// Media backed by a [`PositionalFile`]: files and block devices share every
+/// operation and differ only in how they are opened.
+pub(crate) trait Positional: Send + Sync + std::fmt::Debug {
+    /// The open file.
+    fn positional(&self) -> &PositionalFile;
+    /// "file" or "block".
+    fn kind(&self) -> &'static str;
+}
+
+impl<T: Positional> Store for T {
+    fn size_bytes(&self) -> u64 {
+        self.positional().size_bytes()
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), StoreError> {
+        self.positional().read_at(offset, buf)
+    }
+
+    fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), StoreError> {
+        self.positional().write_at(offset, buf)
+    }
+
+    fn flush(&self) -> Result<(), StoreError> {
+        self.positional().flush()
+    }
+
+    fn unmap(&self, offset: u64, len: u64) -> Result<(), StoreError> {
+        self.positional().punch_hole(offset, len)
+    }
+
+    fn write_zeroes(&self, offset: u64, len: u64) -> Result<(), StoreError> {
+        self.positional().zero_range(offset, len)
+    }
+
+    fn kind(&self) -> &'static str {
+        Positional::kind(self)
+    }
 }

@@ -21,6 +21,29 @@ fn server() -> Arc<Server> {
     Arc::new(Server::new(Config::parse(&text, None).expect("config")).expect("server"))
 }
 
+/// What the test initiator logs in with.
+fn initiator(
+    session_type: SessionType,
+    isid: [u8; 6],
+    tsih: u16,
+    cid: u16,
+    params: LocalParams,
+) -> InitiatorLoginConfig {
+    InitiatorLoginConfig {
+        initiator_name: "iqn.2026-11.io.isoe:test-initiator".into(),
+        initiator_alias: None,
+        target_name: (session_type == SessionType::Normal).then(|| TARGET.to_string()),
+        session_type,
+        isid,
+        tsih,
+        cid,
+        initiator_task_tag: 1,
+        cmd_sn: 10,
+        params,
+        chap: None,
+    }
+}
+
 /// One side of a connection: the target's state machine plus the bytes it sent.
 struct Wire {
     conn: Connection,
@@ -77,19 +100,7 @@ impl Wire {
 
     /// Logs in (new session when `tsih` is 0) and returns the TSIH.
     fn login(&mut self, params: LocalParams, isid: [u8; 6], tsih: u16, cid: u16) -> u16 {
-        let config = InitiatorLoginConfig {
-            initiator_name: "iqn.2026-11.io.isoe:test-initiator".into(),
-            initiator_alias: None,
-            target_name: Some(TARGET.into()),
-            session_type: SessionType::Normal,
-            isid,
-            tsih,
-            cid,
-            initiator_task_tag: 1,
-            cmd_sn: 10,
-            params,
-            chap: None,
-        };
+        let config = initiator(SessionType::Normal, isid, tsih, cid, params);
         let mut login = InitiatorLogin::new(config, [7; 32]);
         let mut step = login.start();
         for _ in 0..8 {
@@ -302,19 +313,7 @@ fn a_third_connection_beyond_max_connections_is_refused() {
     let mut a = Wire::new(&server);
     let tsih = a.login(params.clone(), isid, 0, 1);
     let mut b = Wire::new(&server);
-    let config = InitiatorLoginConfig {
-        initiator_name: "iqn.2026-11.io.isoe:test-initiator".into(),
-        initiator_alias: None,
-        target_name: Some(TARGET.into()),
-        session_type: SessionType::Normal,
-        isid,
-        tsih,
-        cid: 2,
-        initiator_task_tag: 1,
-        cmd_sn: 10,
-        params,
-        chap: None,
-    };
+    let config = initiator(SessionType::Normal, isid, tsih, 2, params);
     let mut login = InitiatorLogin::new(config, [1; 32]);
     let mut step = login.start();
     loop {
@@ -425,19 +424,13 @@ fn send_targets_lists_only_the_targets_an_initiator_may_use() {
         [[target]]\nname = \"iqn.2026-11.io.isoe:closed\"\nallowed_initiators = [\"iqn.2026-11.io.isoe:someone-else\"]\n[[target.lun]]\nnumber = 0\nmemory = \"1MiB\"\n";
     let server = Arc::new(Server::new(Config::parse(text, None).unwrap()).unwrap());
     let mut w = Wire::new(&server);
-    let config = InitiatorLoginConfig {
-        initiator_name: "iqn.2026-11.io.isoe:test-initiator".into(),
-        initiator_alias: None,
-        target_name: None,
-        session_type: SessionType::Discovery,
-        isid: [0x80, 0, 0, 0, 0, 6],
-        tsih: 0,
-        cid: 1,
-        initiator_task_tag: 1,
-        cmd_sn: 1,
-        params: LocalParams::default(),
-        chap: None,
-    };
+    let config = initiator(
+        SessionType::Discovery,
+        [0x80, 0, 0, 0, 0, 6],
+        0,
+        1,
+        LocalParams::default(),
+    );
     let mut login = InitiatorLogin::new(config, [3; 32]);
     let mut step = login.start();
     while let InitiatorStep::Send { request, data } = step {
@@ -452,7 +445,7 @@ fn send_targets_lists_only_the_targets_an_initiator_may_use() {
         final_bit: true,
         initiator_task_tag: 2,
         target_transfer_tag: RESERVED_TAG,
-        cmd_sn: 1,
+        cmd_sn: 10,
         ..Default::default()
     };
     let out = w.send(&Pdu::TextRequest(request), b"SendTargets=All\0").1;
@@ -468,7 +461,7 @@ fn send_targets_lists_only_the_targets_an_initiator_may_use() {
     // SCSI commands have no place in a discovery session.
     let out = w
         .send(
-            &Pdu::ScsiCommand(command(3, 2, read10(0, 1), 512, true)),
+            &Pdu::ScsiCommand(command(3, 10, read10(0, 1), 512, true)),
             &[],
         )
         .1;

@@ -470,7 +470,9 @@ impl Connection {
         cmd: &ScsiCommand,
         frame: &Frame<'_>,
     ) -> Flow {
-        let Some(target) = session.target.clone() else {
+        // Borrowed from the caller's session handle, not cloned: no atomic
+        // reference-count traffic per command.
+        let Some(target) = session.target.as_deref() else {
             // RFC 7143 §4.3: a discovery session carries no SCSI commands.
             self.reject(reject::PROTOCOL_ERROR, frame.bhs);
             return Flow::Continue;
@@ -481,7 +483,7 @@ impl Connection {
             Admit::GapTimeout => return Flow::Close,
         }
         let cdb = frame.cdb();
-        let lu = cmd.lun.number().and_then(|n| target.lun(n)).cloned();
+        let lu = cmd.lun.number().and_then(|n| target.lun(n));
         let edtl = cmd.expected_data_transfer_length;
         if frame.data.len() as u32 > edtl
             || (!frame.data.is_empty() && !session.params.immediate_data)
@@ -492,7 +494,7 @@ impl Connection {
         }
         if !cmd.write || edtl == 0 || frame.data.len() as u32 == edtl {
             let data_out = if cmd.write { frame.data } else { &[][..] };
-            self.execute(session, &target, lu.as_ref(), cmd, &cdb, data_out);
+            self.execute(session, target, lu, cmd, &cdb, data_out);
             return Flow::Continue;
         }
         if edtl > WRITE_TRANSFER_BYTES_MAX
@@ -567,17 +569,12 @@ impl Connection {
                     .writes
                     .remove(&d.initiator_task_tag)
                     .expect("task present");
-                let Some(target) = session.target.clone() else {
+                let Some(target) = session.target.as_deref() else {
                     return Flow::Close;
                 };
-                let lu = task
-                    .command
-                    .lun
-                    .number()
-                    .and_then(|n| target.lun(n))
-                    .cloned();
+                let lu = task.command.lun.number().and_then(|n| target.lun(n));
                 let (command, cdb, buffer) = task.into_parts();
-                self.execute(session, &target, lu.as_ref(), &command, &cdb, &buffer);
+                self.execute(session, target, lu, &command, &cdb, &buffer);
                 self.recycle(buffer);
                 Flow::Continue
             }

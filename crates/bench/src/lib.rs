@@ -1,0 +1,1 @@
+//! isoe bench.

@@ -15,6 +15,8 @@
 
 pub mod cpu;
 pub mod proc_error;
+pub mod tcp;
 
 pub use cpu::{CpuSplit, CpuTimes, ProcessCpu};
 pub use proc_error::ProcError;
+pub use tcp::{TcpCounters, TcpDelta};

@@ -14,9 +14,11 @@
 //! CPU% of all CPUs.
 
 pub mod cpu;
+pub mod latency;
 pub mod proc_error;
 pub mod tcp;
 
 pub use cpu::{CpuSplit, CpuTimes, ProcessCpu};
+pub use latency::{LatencyRecorder, LatencySummary};
 pub use proc_error::ProcError;
 pub use tcp::{TcpCounters, TcpDelta};

@@ -14,6 +14,7 @@
 //! CPU% of all CPUs.
 
 pub mod cpu;
+pub mod demand;
 pub mod latency;
 pub mod proc_error;
 pub mod tcp;

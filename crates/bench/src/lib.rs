@@ -17,9 +17,13 @@ pub mod cpu;
 pub mod demand;
 pub mod latency;
 pub mod proc_error;
+pub mod profiles;
 pub mod tcp;
+pub mod workload;
 
 pub use cpu::{CpuSplit, CpuTimes, ProcessCpu};
 pub use latency::{LatencyRecorder, LatencySummary};
 pub use proc_error::ProcError;
+pub use profiles::{MatrixCell, Profile};
 pub use tcp::{TcpCounters, TcpDelta};
+pub use workload::{redact_url, Workload, WorkloadError};

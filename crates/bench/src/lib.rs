@@ -15,13 +15,16 @@
 
 pub mod cpu;
 pub mod demand;
+pub mod host;
 pub mod latency;
 pub mod proc_error;
 pub mod profiles;
 pub mod tcp;
+pub mod timestamp;
 pub mod workload;
 
 pub use cpu::{CpuSplit, CpuTimes, ProcessCpu};
+pub use host::Host;
 pub use latency::{LatencyRecorder, LatencySummary};
 pub use proc_error::ProcError;
 pub use profiles::{MatrixCell, Profile};

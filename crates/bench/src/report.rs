@@ -1,0 +1,577 @@
+//! One run's result: the raw measurements in, every derived metric out, as
+//! JSON (`BenchResult` is serde) and as a table for people ([`BenchResult::table`]).
+//!
+//! All derived arithmetic is in [`BenchResult::compute`], on top of the pure
+//! functions of [`crate::demand`].
+
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cpu::CpuSplit;
+use crate::demand::{
+    cpu_pct_of_machine, effectiveness_mb_per_s_per_cpu_pct, iops, iops_per_cpu_pct, mb_per_s,
+    service_demand_us_per_io, service_demand_us_per_kib,
+};
+use crate::host::Host;
+use crate::latency::{LatencyRecorder, LatencySummary};
+use crate::tcp::TcpDelta;
+use crate::timestamp::rfc3339_utc;
+use crate::workload::Workload;
+
+pub use crate::table::progress_line;
+
+/// What one direction (reads or writes) did during the measured window.
+#[derive(Debug, Clone, Default)]
+pub struct DirectionMeasurements {
+    /// Commands that completed with GOOD status.
+    pub ios: u64,
+    /// Bytes those commands moved.
+    pub bytes: u64,
+    /// Their latencies, submit to status.
+    pub latency: LatencyRecorder,
+}
+
+/// The raw deltas of one measured window, as the runner collected them.
+#[derive(Debug, Clone)]
+pub struct Measurements {
+    /// What was run.
+    pub workload: Workload,
+    /// Wall-clock time the measured window began (after the ramp).
+    pub started_at: SystemTime,
+    /// Length of the measured window, seconds.
+    pub elapsed_s: f64,
+    /// Reads.
+    pub read: DirectionMeasurements,
+    /// Writes.
+    pub write: DirectionMeasurements,
+    /// Commands that failed (not counted in `read.ios` / `write.ios`).
+    pub errors: u64,
+    /// Reads whose data did not match what was written.
+    pub verify_errors: u64,
+    /// System-wide CPU over the window.
+    pub cpu: CpuSplit,
+    /// CPU-seconds used by the initiator process over the window.
+    pub initiator_cpu_s: f64,
+    /// CPU-seconds used by the target process, when its PID is known.
+    pub target_cpu_s: Option<f64>,
+    /// The target's PID, when known.
+    pub target_pid: Option<u32>,
+    /// TCP counters over the window.
+    pub tcp: TcpDelta,
+    /// The machine.
+    pub host: Host,
+}
+
+/// One direction's share of a result.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct DirectionResult {
+    /// Commands completed.
+    pub ios: u64,
+    /// Bytes moved.
+    pub bytes: u64,
+    /// Commands per second.
+    pub iops: f64,
+    /// MB/s, MB = 10^6 bytes.
+    pub mb_per_s: f64,
+    /// Latency, µs.
+    pub lat_us: LatencySummary,
+}
+
+/// The units every figure is in, written into every result so a reader of
+/// the JSON alone knows them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Units {
+    /// Throughput unit.
+    pub throughput: String,
+    /// Size unit of service demand per KiB.
+    pub size: String,
+    /// Latency unit.
+    pub latency: String,
+    /// CPU percentage base.
+    pub cpu: String,
+    /// Service demand unit.
+    pub service_demand: String,
+}
+
+impl Default for Units {
+    fn default() -> Self {
+        Units {
+            throughput: "MB/s, MB = 10^6 bytes".to_string(),
+            size: "KiB = 1024 bytes".to_string(),
+            latency: "µs (microseconds)".to_string(),
+            cpu: "% of all CPUs of the host (0-100)".to_string(),
+            service_demand: "CPU-µs per I/O and per KiB (busy CPU-s × 10^6 ÷ work)".to_string(),
+        }
+    }
+}
+
+/// The result of one run, as written to the JSON lines file.
+///
+/// `None` (JSON null) means unknown: no target PID was given, or nothing
+/// was done to divide by.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchResult {
+    /// Commands per second, reads and writes.
+    pub iops: f64,
+    /// MB/s, reads and writes, MB = 10^6 bytes.
+    pub mb_per_s: f64,
+    /// Commands completed.
+    pub ios: u64,
+    /// Bytes moved.
+    pub bytes: u64,
+    /// Latency of all commands, µs.
+    pub lat_us: LatencySummary,
+    /// Reads alone.
+    pub read: DirectionResult,
+    /// Writes alone.
+    pub write: DirectionResult,
+    /// CPU-seconds used by the initiator process.
+    pub initiator_cpu_s: f64,
+    /// Initiator process CPU, % of all CPUs.
+    pub initiator_cpu_pct: Option<f64>,
+    /// Initiator CPU-µs per command.
+    pub initiator_cpu_us_per_io: Option<f64>,
+    /// Initiator CPU-µs per KiB moved.
+    pub initiator_cpu_us_per_kib: Option<f64>,
+    /// The target's PID, when known.
+    pub target_pid: Option<u32>,
+    /// CPU-seconds used by the target process.
+    pub target_cpu_s: Option<f64>,
+    /// Target process CPU, % of all CPUs.
+    pub target_cpu_pct: Option<f64>,
+    /// Target CPU-µs per command.
+    pub target_cpu_us_per_io: Option<f64>,
+    /// Target CPU-µs per KiB moved.
+    pub target_cpu_us_per_kib: Option<f64>,
+    /// System-wide busy CPU-µs per command (includes softirq, which no
+    /// process is charged for).
+    pub system_cpu_us_per_io: Option<f64>,
+    /// System-wide busy CPU-µs per KiB moved.
+    pub system_cpu_us_per_kib: Option<f64>,
+    /// System-wide CPU split.
+    pub cpu: CpuSplit,
+    /// Stolen by a hypervisor, % of all CPUs (copied from `cpu`).
+    pub steal_pct: f64,
+    /// MB/s per system-wide busy CPU% (seed 000's headline). System-wide,
+    /// because loopback TCP runs in softirq charged to no process.
+    pub mb_per_s_per_cpu_pct: Option<f64>,
+    /// IOPS per system-wide busy CPU% (Iometer's field).
+    pub iops_per_cpu_pct: Option<f64>,
+    /// MB/s per initiator process CPU%.
+    pub initiator_mb_per_s_per_cpu_pct: Option<f64>,
+    /// IOPS per initiator process CPU%.
+    pub initiator_iops_per_cpu_pct: Option<f64>,
+    /// MB/s per target process CPU%.
+    pub target_mb_per_s_per_cpu_pct: Option<f64>,
+    /// TCP segments sent.
+    pub out_segs: u64,
+    /// TCP segments retransmitted.
+    pub retrans_segs: u64,
+    /// retrans_segs / out_segs × 100.
+    pub retrans_pct: f64,
+    /// Segments carrying D-SACKs received: retransmits the peer found needless.
+    pub dsack_segs: u64,
+    /// Length of the measured window, seconds.
+    pub elapsed_s: f64,
+    /// Commands that failed.
+    pub errors: u64,
+    /// Reads whose data did not match.
+    pub verify_errors: u64,
+    /// What was run.
+    pub workload: Workload,
+    /// The units of every figure.
+    pub units: Units,
+    /// When the measured window began, RFC 3339 UTC.
+    pub started_at: String,
+    /// The machine.
+    pub host: Host,
+}
+
+impl DirectionResult {
+    fn compute(m: &DirectionMeasurements, elapsed_s: f64) -> DirectionResult {
+        DirectionResult {
+            ios: m.ios,
+            bytes: m.bytes,
+            iops: iops(m.ios, elapsed_s).unwrap_or(0.0),
+            mb_per_s: mb_per_s(m.bytes, elapsed_s).unwrap_or(0.0),
+            lat_us: m.latency.summary(),
+        }
+    }
+}
+
+impl BenchResult {
+    /// Derives every metric from the raw measurements.
+    pub fn compute(m: &Measurements) -> BenchResult {
+        let elapsed_s = m.elapsed_s;
+        let ncpus = m.host.ncpus;
+        let ios = m.read.ios.saturating_add(m.write.ios);
+        let bytes = m.read.bytes.saturating_add(m.write.bytes);
+        let total_iops = iops(ios, elapsed_s).unwrap_or(0.0);
+        let total_mb_per_s = mb_per_s(bytes, elapsed_s).unwrap_or(0.0);
+        let mut all = m.read.latency.clone();
+        all.merge(&m.write.latency);
+
+        let initiator_cpu_pct = cpu_pct_of_machine(m.initiator_cpu_s, elapsed_s, ncpus);
+        let target_cpu_pct = m
+            .target_cpu_s
+            .and_then(|s| cpu_pct_of_machine(s, elapsed_s, ncpus));
+        let per_cpu_pct = |pct: Option<f64>| {
+            (
+                pct.and_then(|p| effectiveness_mb_per_s_per_cpu_pct(total_mb_per_s, p)),
+                pct.and_then(|p| iops_per_cpu_pct(total_iops, p)),
+            )
+        };
+        let (mb_per_s_per_cpu_pct, iops_per_cpu_pct) = per_cpu_pct(Some(m.cpu.busy_pct));
+        let (initiator_mb_per_s_per_cpu_pct, initiator_iops_per_cpu_pct) =
+            per_cpu_pct(initiator_cpu_pct);
+        let (target_mb_per_s_per_cpu_pct, _) = per_cpu_pct(target_cpu_pct);
+
+        BenchResult {
+            iops: total_iops,
+            mb_per_s: total_mb_per_s,
+            ios,
+            bytes,
+            lat_us: all.summary(),
+            read: DirectionResult::compute(&m.read, elapsed_s),
+            write: DirectionResult::compute(&m.write, elapsed_s),
+            initiator_cpu_s: m.initiator_cpu_s,
+            initiator_cpu_pct,
+            initiator_cpu_us_per_io: service_demand_us_per_io(m.initiator_cpu_s, ios),
+            initiator_cpu_us_per_kib: service_demand_us_per_kib(m.initiator_cpu_s, bytes),
+            target_pid: m.target_pid,
+            target_cpu_s: m.target_cpu_s,
+            target_cpu_pct,
+            target_cpu_us_per_io: m
+                .target_cpu_s
+                .and_then(|s| service_demand_us_per_io(s, ios)),
+            target_cpu_us_per_kib: m
+                .target_cpu_s
+                .and_then(|s| service_demand_us_per_kib(s, bytes)),
+            system_cpu_us_per_io: service_demand_us_per_io(m.cpu.busy_cpu_s, ios),
+            system_cpu_us_per_kib: service_demand_us_per_kib(m.cpu.busy_cpu_s, bytes),
+            cpu: m.cpu,
+            steal_pct: m.cpu.steal_pct,
+            mb_per_s_per_cpu_pct,
+            iops_per_cpu_pct,
+            initiator_mb_per_s_per_cpu_pct,
+            initiator_iops_per_cpu_pct,
+            target_mb_per_s_per_cpu_pct,
+            out_segs: m.tcp.out_segs,
+            retrans_segs: m.tcp.retrans_segs,
+            retrans_pct: m.tcp.retrans_pct,
+            dsack_segs: m.tcp.dsack_recv_segs,
+            elapsed_s,
+            errors: m.errors,
+            verify_errors: m.verify_errors,
+            workload: m.workload.clone(),
+            units: Units::default(),
+            started_at: rfc3339_utc(m.started_at),
+            host: m.host.clone(),
+        }
+    }
+
+    /// Steal above this share of all CPUs makes CPU figures unreliable.
+    pub const STEAL_PCT_WARN: f64 = 5.0;
+
+    /// Whether a hypervisor stole enough CPU to warn about.
+    pub fn steal_warning(&self) -> bool {
+        self.steal_pct > Self::STEAL_PCT_WARN
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    fn workload() -> Workload {
+        Workload::from_profile(
+            crate::profiles::find("oltp-8k").unwrap(),
+            vec!["iscsi://u%pw@127.0.0.1:3260/iqn.2026-11.io.isoe:t0/0".to_string()],
+            10.0,
+            2.0,
+        )
+    }
+
+    /// 10 s; 300000 reads and 100000 writes of 8 KiB; 2 CPUs at 40% busy.
+    fn measurements() -> Measurements {
+        let mut read_latency = LatencyRecorder::new();
+        let mut write_latency = LatencyRecorder::new();
+        // Reads 1 µs, writes 2 µs: below 2048 ns HdrHistogram's bins are
+        // 1 ns wide, so these come back exactly.
+        read_latency.record_ns(1_000);
+        read_latency.record_ns(1_000);
+        read_latency.record_ns(1_000);
+        write_latency.record_ns(2_000);
+        Measurements {
+            workload: workload(),
+            started_at: UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+            elapsed_s: 10.0,
+            read: DirectionMeasurements {
+                ios: 300_000,
+                bytes: 300_000 * 8192,
+                latency: read_latency,
+            },
+            write: DirectionMeasurements {
+                ios: 100_000,
+                bytes: 100_000 * 8192,
+                latency: write_latency,
+            },
+            errors: 2,
+            verify_errors: 1,
+            cpu: CpuSplit {
+                user_pct: 10.0,
+                system_pct: 15.0,
+                irq_pct: 0.0,
+                softirq_pct: 14.0,
+                steal_pct: 1.0,
+                iowait_pct: 0.0,
+                idle_pct: 60.0,
+                busy_pct: 40.0,
+                busy_cpu_s: 8.0,
+                elapsed_cpu_s: 20.0,
+            },
+            initiator_cpu_s: 3.0,
+            target_cpu_s: Some(2.0),
+            target_pid: Some(4242),
+            tcp: TcpDelta {
+                out_segs: 200_000,
+                retrans_segs: 100,
+                dsack_recv_segs: 80,
+                retrans_pct: 0.05,
+            },
+            host: Host {
+                kernel_release: "6.18.44".to_string(),
+                ncpus: 2,
+            },
+        }
+    }
+
+    #[test]
+    fn compute_derives_every_field() {
+        let r = BenchResult::compute(&measurements());
+        // 400000 I/Os, 400000 × 8192 = 3_276_800_000 bytes = 3_200_000 KiB, 10 s.
+        assert_eq!(r.ios, 400_000);
+        assert_eq!(r.bytes, 3_276_800_000);
+        assert_eq!(r.iops, 40_000.0);
+        assert_eq!(r.mb_per_s, 327.68); // 3_276_800_000 / 10^6 / 10
+        assert_eq!(r.read.ios, 300_000);
+        assert_eq!(r.read.iops, 30_000.0);
+        assert_eq!(r.read.mb_per_s, 245.76); // 2_457_600_000 / 10^6 / 10
+        assert_eq!(r.write.iops, 10_000.0);
+        assert_eq!(r.write.mb_per_s, 81.92);
+        // Latency: reads 3 × 1 µs, writes 1 × 2 µs; all = 4 commands.
+        assert_eq!(r.read.lat_us.count, 3);
+        assert_eq!(r.read.lat_us.p50_us, 1.0);
+        assert_eq!(r.write.lat_us.count, 1);
+        assert_eq!(r.write.lat_us.max_us, 2.0);
+        assert_eq!(r.lat_us.count, 4);
+        assert_eq!(r.lat_us.min_us, 1.0);
+        assert_eq!(r.lat_us.p50_us, 1.0); // 2nd of 4
+        assert_eq!(r.lat_us.p99_us, 2.0);
+        assert_eq!(r.lat_us.max_us, 2.0);
+        assert_eq!(r.lat_us.mean_us, 1.25); // (3 × 1 + 2) / 4
+                                            // Initiator: 3 CPU-s / (10 s × 2 CPUs) = 15%;
+                                            // 3e6 µs / 400000 = 7.5 µs per I/O; 3e6 / 3_200_000 KiB = 0.9375 µs per KiB.
+        assert_eq!(r.initiator_cpu_s, 3.0);
+        assert_eq!(r.initiator_cpu_pct, Some(15.0));
+        assert_eq!(r.initiator_cpu_us_per_io, Some(7.5));
+        assert_eq!(r.initiator_cpu_us_per_kib, Some(0.9375));
+        // Target: 2 CPU-s -> 10%; 5 µs per I/O; 0.625 µs per KiB.
+        assert_eq!(r.target_pid, Some(4242));
+        assert_eq!(r.target_cpu_s, Some(2.0));
+        assert_eq!(r.target_cpu_pct, Some(10.0));
+        assert_eq!(r.target_cpu_us_per_io, Some(5.0));
+        assert_eq!(r.target_cpu_us_per_kib, Some(0.625));
+        // System: 8 busy CPU-s -> 20 µs per I/O; 8e6 / 3.2e6 = 2.5 µs per KiB.
+        assert_eq!(r.system_cpu_us_per_io, Some(20.0));
+        assert_eq!(r.system_cpu_us_per_kib, Some(2.5));
+        assert_eq!(r.cpu.busy_pct, 40.0);
+        assert_eq!(r.steal_pct, 1.0);
+        assert!(!r.steal_warning());
+        // Effectiveness over system busy 40%: 327.68 / 40 = 8.192; 40000 / 40 = 1000.
+        assert_eq!(r.mb_per_s_per_cpu_pct, Some(8.192));
+        assert_eq!(r.iops_per_cpu_pct, Some(1000.0));
+        // Over initiator 15%: 327.68 / 15 = 21.845333...; 40000 / 15 = 2666.67.
+        assert_eq!(r.initiator_mb_per_s_per_cpu_pct, Some(327.68 / 15.0));
+        assert_eq!(r.initiator_iops_per_cpu_pct, Some(40_000.0 / 15.0));
+        // Over target 10%: 32.768.
+        assert_eq!(r.target_mb_per_s_per_cpu_pct, Some(327.68 / 10.0));
+        assert_eq!(
+            (r.out_segs, r.retrans_segs, r.dsack_segs),
+            (200_000, 100, 80)
+        );
+        assert_eq!(r.retrans_pct, 0.05);
+        assert_eq!((r.elapsed_s, r.errors, r.verify_errors), (10.0, 2, 1));
+        assert_eq!(r.workload, workload());
+        assert_eq!(r.started_at, "2023-11-14T22:13:20Z");
+        assert_eq!(r.host.ncpus, 2);
+        assert_eq!(r.units, Units::default());
+    }
+
+    #[test]
+    fn unknown_target_and_nothing_done_give_nulls() {
+        let mut m = measurements();
+        m.target_cpu_s = None;
+        m.target_pid = None;
+        m.read = DirectionMeasurements::default();
+        m.write = DirectionMeasurements::default();
+        m.cpu = CpuSplit::default();
+        let r = BenchResult::compute(&m);
+        assert_eq!((r.iops, r.mb_per_s, r.ios), (0.0, 0.0, 0));
+        assert_eq!(r.lat_us, LatencySummary::default());
+        assert_eq!(r.target_cpu_pct, None);
+        assert_eq!(r.target_cpu_us_per_io, None);
+        assert_eq!(r.target_cpu_us_per_kib, None);
+        assert_eq!(r.target_mb_per_s_per_cpu_pct, None);
+        assert_eq!(r.initiator_cpu_us_per_io, None);
+        assert_eq!(r.initiator_cpu_us_per_kib, None);
+        assert_eq!(r.system_cpu_us_per_io, None);
+        assert_eq!(r.mb_per_s_per_cpu_pct, None); // busy 0%
+        assert_eq!(r.iops_per_cpu_pct, None);
+        assert_eq!(r.initiator_cpu_pct, Some(15.0));
+        let json = serde_json::to_value(&r).unwrap();
+        assert!(json["target_cpu_us_per_io"].is_null());
+        assert!(json["target_pid"].is_null());
+    }
+
+    #[test]
+    fn zero_elapsed_does_not_divide_by_zero() {
+        let mut m = measurements();
+        m.elapsed_s = 0.0;
+        let r = BenchResult::compute(&m);
+        assert_eq!((r.iops, r.mb_per_s), (0.0, 0.0));
+        assert_eq!(r.initiator_cpu_pct, None);
+        assert_eq!(r.initiator_mb_per_s_per_cpu_pct, None);
+        assert!(serde_json::to_string(&r).is_ok());
+    }
+
+    #[test]
+    fn json_has_the_documented_fields_and_round_trips() {
+        let r = BenchResult::compute(&measurements());
+        let json = serde_json::to_value(&r).unwrap();
+        for key in [
+            "iops",
+            "mb_per_s",
+            "lat_us",
+            "read",
+            "write",
+            "initiator_cpu_us_per_io",
+            "initiator_cpu_us_per_kib",
+            "initiator_cpu_pct",
+            "target_cpu_us_per_io",
+            "target_cpu_us_per_kib",
+            "target_cpu_pct",
+            "target_pid",
+            "system_cpu_us_per_io",
+            "cpu",
+            "steal_pct",
+            "mb_per_s_per_cpu_pct",
+            "iops_per_cpu_pct",
+            "initiator_mb_per_s_per_cpu_pct",
+            "retrans_segs",
+            "out_segs",
+            "retrans_pct",
+            "dsack_segs",
+            "elapsed_s",
+            "errors",
+            "verify_errors",
+            "workload",
+            "units",
+            "started_at",
+            "host",
+        ] {
+            assert!(json.get(key).is_some(), "no {key}");
+        }
+        assert_eq!(json["lat_us"]["p99"], 2.0);
+        assert_eq!(json["read"]["lat_us"]["p50"], 1.0);
+        assert_eq!(json["cpu"]["softirq_pct"], 14.0);
+        assert_eq!(json["units"]["throughput"], "MB/s, MB = 10^6 bytes");
+        assert_eq!(json["host"]["kernel_release"], "6.18.44");
+        // The workload's URL is written without its password.
+        let urls = json["workload"]["urls"].to_string();
+        assert!(
+            urls.contains("iscsi://u@127.0.0.1") && !urls.contains("pw"),
+            "{urls}"
+        );
+        let back: BenchResult = serde_json::from_value(json).unwrap();
+        assert_eq!(back.iops, r.iops);
+        assert_eq!(back.lat_us, r.lat_us);
+        assert_eq!(back.cpu, r.cpu);
+        assert_eq!(back.target_cpu_us_per_io, r.target_cpu_us_per_io);
+    }
+
+    #[test]
+    fn table_shows_each_section() {
+        let t = BenchResult::compute(&measurements()).table();
+        for needle in [
+            "isoe bench oltp-8k",
+            "2023-11-14T22:13:20Z",
+            "8 KiB, 67% read, 100% random, QD 5 x 1 worker, 1 session x 1 connection, 1 URL,",
+            "327.7 MB/s  40.0k IOPS",
+            "MB = 10^6 bytes",
+            "p99.9",
+            "softirq 14.0",
+            "busy 40.0",
+            "100 of 200000 segments retransmitted (0.050%), 80 D-SACK",
+            "2 failed commands, 1 verify mismatches",
+        ] {
+            assert!(t.contains(needle), "no {needle:?} in\n{t}");
+        }
+        let row = |name: &str| t.lines().find(|l| l.starts_with(name)).unwrap().to_string();
+        // initiator: 15.0%, 7.50 µs/IO, 0.938 µs/KiB, 21.85 MB/s per %, 2667 IOPS per %
+        let initiator: Vec<String> = row("initiator")
+            .split_whitespace()
+            .map(String::from)
+            .collect();
+        assert_eq!(
+            initiator,
+            ["initiator", "15.0", "7.50", "0.938", "21.85", "2667"]
+        );
+        let target: Vec<String> = row("target").split_whitespace().map(String::from).collect();
+        assert_eq!(target, ["target", "10.0", "5.00", "0.625", "32.77", "4000"]);
+        let system: Vec<String> = row("system busy")
+            .split_whitespace()
+            .map(String::from)
+            .collect();
+        assert_eq!(
+            system,
+            ["system", "busy", "40.0", "20.00", "2.500", "8.19", "1000"]
+        );
+        let read: Vec<String> = row("read").split_whitespace().map(String::from).collect();
+        assert_eq!(read[..4], ["read", "300000", "245.8", "30.0k"]);
+        assert!(!t.contains("WARNING"));
+        assert!(!t.contains("target CPU unknown"));
+    }
+
+    #[test]
+    fn table_marks_unknowns_and_warns_on_steal() {
+        let mut m = measurements();
+        m.target_cpu_s = None;
+        m.target_pid = None;
+        m.cpu.steal_pct = 7.25;
+        m.write = DirectionMeasurements::default();
+        let t = BenchResult::compute(&m).table();
+        let target: Vec<&str> = t
+            .lines()
+            .find(|l| l.starts_with("target"))
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        assert_eq!(target, ["target", "-", "-", "-", "-", "-"]);
+        assert!(t.contains("target CPU unknown"), "{t}");
+        assert!(t.contains("WARNING: steal 7.2% > 5%"), "{t}");
+        let write = t.lines().find(|l| l.starts_with("write")).unwrap();
+        assert!(write.trim_end().ends_with('-'), "{write}");
+    }
+
+    #[test]
+    fn steal_above_5_pct_warns() {
+        let mut m = measurements();
+        m.cpu.steal_pct = 5.5;
+        assert!(BenchResult::compute(&m).steal_warning());
+        m.cpu.steal_pct = 5.0;
+        assert!(!BenchResult::compute(&m).steal_warning());
+    }
+}

@@ -1,0 +1,267 @@
+//! Text for people: the result table and the live progress line.
+
+use std::fmt::Write as _;
+
+use crate::latency::LatencySummary;
+use crate::profiles::block_label;
+use crate::report::BenchResult;
+
+/// One live progress line, e.g. `  12.0s  115.2k IOPS   471.9 MB/s`, for the
+/// `window_ios` commands and `window_bytes` bytes completed in the last
+/// `window_s` seconds, `elapsed_s` into the run. Fixed width, so a runner can
+/// overwrite it in place with `\r`.
+pub fn progress_line(elapsed_s: f64, window_ios: u64, window_bytes: u64, window_s: f64) -> String {
+    let rate_iops = crate::demand::iops(window_ios, window_s).unwrap_or(0.0);
+    let rate_mb_per_s = crate::demand::mb_per_s(window_bytes, window_s).unwrap_or(0.0);
+    format!(
+        "{elapsed_s:>6.1}s  {:>6} IOPS  {rate_mb_per_s:>7.1} MB/s",
+        count_label(rate_iops)
+    )
+}
+
+/// 950, 115.2k, 1.23M: a rate short enough for a column.
+fn count_label(value: f64) -> String {
+    if value >= 999_950.0 {
+        format!("{:.2}M", value / 1e6)
+    } else if value >= 999.95 {
+        format!("{:.1}k", value / 1e3)
+    } else {
+        format!("{value:.0}")
+    }
+}
+
+/// `1 worker`, `4 workers`.
+fn counted(n: u64, noun: &str) -> String {
+    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
+}
+
+/// `value` to `decimals` places, or `-` when unknown.
+fn opt(value: Option<f64>, decimals: usize) -> String {
+    value.map_or_else(|| "-".to_string(), |v| format!("{v:.decimals$}"))
+}
+
+impl BenchResult {
+    /// The result as a table for people: throughput and latency by
+    /// direction, CPU split, each side's CPU cost, effectiveness, TCP
+    /// retransmissions, errors, and a warning when steal exceeds 5%.
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        self.write_header(&mut out);
+        self.write_io(&mut out);
+        self.write_cpu(&mut out);
+        self.write_tcp_and_errors(&mut out);
+        out
+    }
+
+    fn write_header(&self, out: &mut String) {
+        let w = &self.workload;
+        let _ = writeln!(
+            out,
+            "isoe bench {}  started {}  kernel {}  {} CPUs",
+            w.profile.as_deref().unwrap_or("(custom)"),
+            self.started_at,
+            self.host.kernel_release,
+            self.host.ncpus
+        );
+        let _ = writeln!(
+            out,
+            "workload  {}, {}% read, {}% random, QD {} x {}, {} x {}, {}, {:.1} s after {:.1} s \
+             ramp, verify {}",
+            block_label(w.block_size_bytes),
+            w.read_pct,
+            w.random_pct,
+            w.queue_depth,
+            counted(u64::from(w.workers), "worker"),
+            counted(u64::from(w.sessions), "session"),
+            counted(u64::from(w.connections), "connection"),
+            counted(w.urls.len() as u64, "URL"),
+            w.duration_s,
+            w.ramp_s,
+            if w.verify { "on" } else { "off" }
+        );
+        let _ = writeln!(
+            out,
+            "result    {:.1} MB/s  {} IOPS  over {:.2} s   (MB = 10^6 bytes, KiB = 1024 bytes)",
+            self.mb_per_s,
+            count_label(self.iops),
+            self.elapsed_s
+        );
+    }
+
+    fn write_io(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "\n{:<7} {:>12} {:>9} {:>9}  {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}  latency µs",
+            "", "commands", "MB/s", "IOPS", "min", "mean", "p50", "p90", "p99", "p99.9", "max"
+        );
+        let rows = [
+            (
+                "read",
+                self.read.ios,
+                self.read.mb_per_s,
+                self.read.iops,
+                &self.read.lat_us,
+            ),
+            (
+                "write",
+                self.write.ios,
+                self.write.mb_per_s,
+                self.write.iops,
+                &self.write.lat_us,
+            ),
+            ("all", self.ios, self.mb_per_s, self.iops, &self.lat_us),
+        ];
+        for (name, ios, mb_per_s, iops, lat) in rows {
+            let _ = writeln!(
+                out,
+                "{name:<7} {ios:>12} {mb_per_s:>9.1} {:>9}  {}",
+                count_label(iops),
+                latency_cells(lat)
+            );
+        }
+    }
+
+    fn write_cpu(&self, out: &mut String) {
+        let c = &self.cpu;
+        let _ = writeln!(
+            out,
+            "\nCPU, % of all {} CPUs: user {:.1}  system {:.1}  irq {:.1}  softirq {:.1}  \
+             iowait {:.1}  steal {:.1}  idle {:.1}  busy {:.1}",
+            self.host.ncpus,
+            c.user_pct,
+            c.system_pct,
+            c.irq_pct,
+            c.softirq_pct,
+            c.iowait_pct,
+            c.steal_pct,
+            c.idle_pct,
+            c.busy_pct
+        );
+        let _ = writeln!(
+            out,
+            "{:<13} {:>7} {:>11} {:>11} {:>14} {:>14}",
+            "", "CPU%", "CPU-µs/IO", "CPU-µs/KiB", "MB/s per CPU%", "IOPS per CPU%"
+        );
+        let rows = [
+            (
+                "initiator",
+                self.initiator_cpu_pct,
+                self.initiator_cpu_us_per_io,
+                self.initiator_cpu_us_per_kib,
+                self.initiator_mb_per_s_per_cpu_pct,
+                self.initiator_iops_per_cpu_pct,
+            ),
+            (
+                "target",
+                self.target_cpu_pct,
+                self.target_cpu_us_per_io,
+                self.target_cpu_us_per_kib,
+                self.target_mb_per_s_per_cpu_pct,
+                self.target_cpu_pct
+                    .and_then(|p| crate::demand::iops_per_cpu_pct(self.iops, p)),
+            ),
+            (
+                "system busy",
+                Some(c.busy_pct),
+                self.system_cpu_us_per_io,
+                self.system_cpu_us_per_kib,
+                self.mb_per_s_per_cpu_pct,
+                self.iops_per_cpu_pct,
+            ),
+        ];
+        for (name, pct, per_io, per_kib, mb_eff, iops_eff) in rows {
+            let _ = writeln!(
+                out,
+                "{name:<13} {:>7} {:>11} {:>11} {:>14} {:>14}",
+                opt(pct, 1),
+                opt(per_io, 2),
+                opt(per_kib, 3),
+                opt(mb_eff, 2),
+                opt(iops_eff, 0)
+            );
+        }
+        if self.target_pid.is_none() {
+            let _ = writeln!(out, "(target CPU unknown: no target PID)");
+        }
+    }
+
+    fn write_tcp_and_errors(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "\nTCP       {} of {} segments retransmitted ({:.3}%), {} D-SACK segments received \
+             (retransmits the peer found needless)",
+            self.retrans_segs, self.out_segs, self.retrans_pct, self.dsack_segs
+        );
+        let _ = writeln!(
+            out,
+            "errors    {} failed commands, {} verify mismatches",
+            self.errors, self.verify_errors
+        );
+        if self.steal_warning() {
+            let _ = writeln!(
+                out,
+                "WARNING: steal {:.1}% > {:.0}%: the hypervisor took CPU from this machine; \
+                 CPU figures are unreliable",
+                self.steal_pct,
+                BenchResult::STEAL_PCT_WARN
+            );
+        }
+    }
+}
+
+fn latency_cells(lat: &LatencySummary) -> String {
+    if lat.count == 0 {
+        return format!("{:>8}", "-");
+    }
+    [
+        lat.min_us,
+        lat.mean_us,
+        lat.p50_us,
+        lat.p90_us,
+        lat.p99_us,
+        lat.p999_us,
+        lat.max_us,
+    ]
+    .iter()
+    .map(|v| format!("{v:>8.1}"))
+    .collect::<Vec<_>>()
+    .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_line_shape() {
+        // 1_152_000 commands and 4_719_000_000 bytes in 10 s:
+        // 115200 IOPS -> "115.2k"; 471.9 MB/s.
+        assert_eq!(
+            progress_line(12.0, 1_152_000, 4_719_000_000, 10.0),
+            "  12.0s  115.2k IOPS    471.9 MB/s"
+        );
+        assert_eq!(
+            progress_line(0.5, 0, 0, 0.0),
+            "   0.5s       0 IOPS      0.0 MB/s"
+        );
+        // Same width whatever the rate, so \r overwrites cleanly.
+        assert_eq!(
+            progress_line(1.0, 950, 1, 1.0).len(),
+            progress_line(1.0, 1_200_000, 1, 1.0).len()
+        );
+    }
+
+    #[test]
+    fn count_labels() {
+        assert_eq!(count_label(950.0), "950");
+        assert_eq!(count_label(115_200.0), "115.2k");
+        assert_eq!(count_label(999_999.0), "1.00M");
+        assert_eq!(count_label(1_234_567.0), "1.23M");
+    }
+
+    #[test]
+    fn unknown_is_a_dash() {
+        assert_eq!(opt(None, 2), "-");
+        assert_eq!(opt(Some(7.5), 2), "7.50");
+    }
+}

@@ -136,6 +136,15 @@ impl Secret {
     }
 }
 
+impl PartialEq for Secret {
+    /// Constant-time, so comparing secrets leaks nothing through timing.
+    fn eq(&self, other: &Secret) -> bool {
+        self.ct_eq(other)
+    }
+}
+
+impl Eq for Secret {}
+
 impl From<&str> for Secret {
     fn from(s: &str) -> Secret {
         Secret(s.as_bytes().to_vec())

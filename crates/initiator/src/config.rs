@@ -1,0 +1,226 @@
+//! What a session is opened with.
+
+use crate::url::{IscsiUrl, Portal};
+use isoe_wire::chap::{ChapAlgorithm, Secret};
+use isoe_wire::login::InitiatorChap;
+use isoe_wire::negotiate::{Digest, LocalParams};
+use std::time::Duration;
+
+/// The InitiatorName isoe uses unless told otherwise.
+pub const DEFAULT_INITIATOR_NAME: &str = "iqn.2026-11.io.isoe:initiator";
+
+/// How hard to try to get a failed session back (ERL 0 session reinstatement).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Reconnection attempts before the session is declared failed; 0 = never reconnect.
+    pub attempts: u32,
+    /// Wait before the first attempt; doubled after each failure.
+    pub initial_delay: Duration,
+    /// The longest wait between attempts.
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            attempts: 6,
+            initial_delay: Duration::from_millis(100),
+            max_delay: Duration::from_secs(2),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The wait before attempt `n` (0-based).
+    pub fn delay(&self, n: u32) -> Duration {
+        let factor = 1u32.checked_shl(n.min(16)).unwrap_or(u32::MAX);
+        self.initial_delay
+            .saturating_mul(factor)
+            .min(self.max_delay)
+    }
+}
+
+/// NOP-Out keepalives (RFC 7143 §11.18): a ping after `interval` of silence,
+/// the connection declared dead when no answer comes within `timeout`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keepalive {
+    /// Silence before a ping; `None` sends no pings.
+    pub interval: Option<Duration>,
+    /// How long a ping may go unanswered.
+    pub timeout: Duration,
+}
+
+impl Default for Keepalive {
+    fn default() -> Self {
+        Keepalive {
+            interval: Some(Duration::from_secs(5)),
+            timeout: Duration::from_secs(15),
+        }
+    }
+}
+
+/// TCP options the lab toggles (METHODOLOGY.md "Knobs").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SocketOptions {
+    /// TCP_NODELAY (Nagle off). On by default, as every iSCSI initiator does.
+    pub nodelay: bool,
+    /// TCP_QUICKACK after every receive (delayed ACK off).
+    pub quickack: bool,
+    /// A fixed SO_RCVBUF in bytes (stops receive auto-tuning).
+    pub rcvbuf_bytes: Option<u32>,
+    /// A fixed SO_SNDBUF in bytes.
+    pub sndbuf_bytes: Option<u32>,
+    /// SO_BUSY_POLL in microseconds.
+    pub busy_poll_us: Option<u32>,
+}
+
+impl Default for SocketOptions {
+    fn default() -> Self {
+        SocketOptions {
+            nodelay: true,
+            quickack: false,
+            rcvbuf_bytes: None,
+            sndbuf_bytes: None,
+            busy_poll_us: None,
+        }
+    }
+}
+
+/// Everything a normal session needs.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// Where to connect.
+    pub portal: Portal,
+    /// TargetName.
+    pub target_name: String,
+    /// InitiatorName.
+    pub initiator_name: String,
+    /// ISID (RFC 7143 §11.12.5); distinct per session to the same target.
+    pub isid: [u8; 6],
+    /// CHAP credentials.
+    pub chap: Option<InitiatorChap>,
+    /// Operational parameters we ask for.
+    pub params: LocalParams,
+    /// Connections in the session (MC/S); asks MaxConnections for at least this many.
+    pub connections: u16,
+    /// Reconnection.
+    pub retry: RetryPolicy,
+    /// NOP-Out keepalives.
+    pub keepalive: Keepalive,
+    /// Socket knobs.
+    pub socket: SocketOptions,
+    /// How long a login or a synchronous request may take.
+    pub timeout: Duration,
+}
+
+impl SessionConfig {
+    /// A session to the target of `url`, with CHAP if the URL carries a user,
+    /// and isoe's default parameters (the ones libiscsi offers: immediate
+    /// data on, InitialR2T off, 256 KiB PDUs and bursts).
+    pub fn from_url(url: &IscsiUrl) -> SessionConfig {
+        let chap = match (&url.user, &url.password) {
+            (Some(user), Some(secret)) => Some(chap(user, secret.clone(), None)),
+            _ => None,
+        };
+        SessionConfig {
+            portal: url.portal.clone(),
+            target_name: url.target.clone(),
+            initiator_name: DEFAULT_INITIATOR_NAME.into(),
+            isid: random_isid(),
+            chap,
+            params: default_params(),
+            connections: 1,
+            retry: RetryPolicy::default(),
+            keepalive: Keepalive::default(),
+            socket: SocketOptions::default(),
+            timeout: Duration::from_secs(15),
+        }
+    }
+
+    /// Turns digests on or off (offering only CRC32C, or only None).
+    pub fn set_digests(&mut self, header: bool, data: bool) {
+        let pick = |on: bool| vec![if on { Digest::Crc32c } else { Digest::None }];
+        self.params.header_digest = pick(header);
+        self.params.data_digest = pick(data);
+    }
+}
+
+/// CHAP credentials offering SHA-256 first, then MD5 (what tgt and most
+/// targets support), with optional mutual CHAP.
+pub fn chap(user: &str, secret: Secret, mutual: Option<(String, Secret)>) -> InitiatorChap {
+    InitiatorChap {
+        user: user.into(),
+        secret,
+        mutual,
+        algorithms: vec![ChapAlgorithm::Sha256, ChapAlgorithm::Md5],
+    }
+}
+
+/// isoe's operational defaults.
+pub fn default_params() -> LocalParams {
+    LocalParams {
+        header_digest: vec![Digest::None, Digest::Crc32c],
+        data_digest: vec![Digest::None, Digest::Crc32c],
+        max_connections: 8,
+        initial_r2t: false,
+        immediate_data: true,
+        max_recv_data_segment_length: 262_144,
+        max_burst_length: 1_048_576,
+        first_burst_length: 262_144,
+        ..LocalParams::default()
+    }
+}
+
+/// A random ISID (RFC 7143 §11.12.5, type 10b: 22 random bits... here the
+/// A/B/C fields random, the qualifier D random too).
+pub fn random_isid() -> [u8; 6] {
+    let mut isid = [0u8; 6];
+    if getrandom::getrandom(&mut isid).is_err() {
+        // No entropy source: fall back to the time and PID, still distinct per session.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        isid[1..5].copy_from_slice(&(nanos ^ std::process::id()).to_be_bytes());
+    }
+    // T = 10b: random format.
+    isid[0] = 0x80 | (isid[0] & 0x3f);
+    isid
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_delays_double_up_to_the_cap() {
+        let r = RetryPolicy::default();
+        assert_eq!(r.delay(0), Duration::from_millis(100));
+        assert_eq!(r.delay(1), Duration::from_millis(200));
+        assert_eq!(r.delay(4), Duration::from_millis(1600));
+        assert_eq!(r.delay(5), Duration::from_secs(2));
+        assert_eq!(r.delay(40), Duration::from_secs(2));
+    }
+
+    #[test]
+    fn isids_are_random_format_and_distinct() {
+        let a = random_isid();
+        let b = random_isid();
+        assert_eq!(a[0] & 0xc0, 0x80);
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn url_with_user_gets_chap() {
+        let url = IscsiUrl::parse("iscsi://u%secretsecret12@h/iqn.x:y/0").unwrap();
+        let c = SessionConfig::from_url(&url);
+        let chap = c.chap.unwrap();
+        assert_eq!(chap.user, "u");
+        assert_eq!(chap.secret, Secret::new("secretsecret12"));
+        assert!(
+            SessionConfig::from_url(&IscsiUrl::parse("iscsi://h/iqn.x:y/0").unwrap())
+                .chap
+                .is_none()
+        );
+    }
+}

@@ -1,0 +1,598 @@
+//! The initiator's I/O driver: one thread's sessions, their sockets, and
+//! the loop that moves bytes between them and the session state machines.
+//!
+//! An `Engine` is owned by one thread and never locks. A caller submits
+//! commands, then calls [`Engine::poll`] in a loop; each call sends what was
+//! queued with one vectored send per connection, waits for input, and hands
+//! back what completed. A lone connection waits in a blocking `recv`, so a
+//! batch costs two system calls (send + receive); several connections wait
+//! in `poll(2)`.
+
+use crate::channel::{Channel, LoginResult};
+use crate::command::{Command, Completion, Outcome, TaskError, TaskManagement};
+use crate::config::SessionConfig;
+use crate::error::InitiatorError;
+use crate::recv_buf::RecvBuf;
+use crate::session::{ConnCore, ConnFailure, SessionCore};
+
+use crate::sys;
+use isoe_wire::login::InitiatorLoginConfig;
+use isoe_wire::negotiate::{SessionParams, SessionType};
+use std::io;
+use std::net::TcpStream;
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::{Duration, Instant};
+
+/// How often keepalives are checked while waiting.
+const TICK: Duration = Duration::from_millis(250);
+/// Tokens the engine uses for its own synchronous requests.
+const SYNC_TOKEN_BASE: u64 = 1 << 63;
+/// The CmdSN a new session starts at.
+const INITIAL_CMD_SN: u32 = 1;
+
+/// Counters of the work the engine did, for syscalls-per-I/O figures.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    /// `sendmsg` calls.
+    pub sends: u64,
+    /// `recv` calls.
+    pub recvs: u64,
+    /// `poll` calls.
+    pub polls: u64,
+    /// Sessions reinstated after a connection loss.
+    pub reconnects: u64,
+}
+
+#[derive(Debug)]
+struct Sock {
+    stream: TcpStream,
+    fd: RawFd,
+    rbuf: RecvBuf,
+    /// Bytes the partial PDU at the front of `rbuf` needs in all.
+    need: usize,
+    rcvtimeo: Option<Duration>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    core: SessionCore,
+    socks: Vec<Sock>,
+    config: SessionConfig,
+    tsih: u16,
+    /// A connection failed; recovery runs at the next opportunity.
+    broken: Option<String>,
+}
+
+/// One thread's initiator: sessions, sockets and the event loop.
+#[derive(Debug, Default)]
+pub struct Engine {
+    sessions: Vec<Option<Entry>>,
+    stats: EngineStats,
+    stash: Vec<Completion>,
+    next_sync_token: u64,
+    pollfds: Vec<sys::PollFd>,
+    pollmap: Vec<(usize, usize)>,
+}
+
+impl Engine {
+    /// An engine with no sessions.
+    pub fn new() -> Engine {
+        Engine::default()
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> EngineStats {
+        self.stats
+    }
+
+    /// Opens a session: logs in its first connection, then as many more as
+    /// asked for and the target's MaxConnections allows. Returns its index.
+    pub fn login(&mut self, config: SessionConfig) -> Result<usize, InitiatorError> {
+        let index = self
+            .sessions
+            .iter()
+            .position(Option::is_none)
+            .unwrap_or(self.sessions.len());
+        let (core, socks, tsih) = connect_session(index, &config, INITIAL_CMD_SN, Instant::now())?;
+        let entry = Entry {
+            core,
+            socks,
+            config,
+            tsih,
+            broken: None,
+        };
+        if index == self.sessions.len() {
+            self.sessions.push(Some(entry));
+        } else {
+            self.sessions[index] = Some(entry);
+        }
+        Ok(index)
+    }
+
+    fn entry(&mut self, session: usize) -> Result<&mut Entry, InitiatorError> {
+        self.sessions
+            .get_mut(session)
+            .and_then(Option::as_mut)
+            .ok_or_else(|| InitiatorError::Usage(format!("no session {session}")))
+    }
+
+    /// What the session negotiated.
+    pub fn params(&self, session: usize) -> Option<&SessionParams> {
+        Some(&self.sessions.get(session)?.as_ref()?.core.params)
+    }
+
+    /// Connections the session has now.
+    pub fn connections(&self, session: usize) -> usize {
+        self.sessions
+            .get(session)
+            .and_then(Option::as_ref)
+            .map_or(0, |e| e.socks.len())
+    }
+
+    /// The negotiated per-connection limits of the session's first connection.
+    pub fn connection_limits(&self, session: usize) -> Option<(u32, u32, bool, bool)> {
+        let e = self.sessions.get(session)?.as_ref()?;
+        let c = e.core.conns.first()?;
+        Some((
+            c.send_limits.max_recv_data_segment_length,
+            c.recv_limits.max_recv_data_segment_length,
+            c.send_limits.header_digest,
+            c.send_limits.data_digest,
+        ))
+    }
+
+    /// Queues a command; `token` comes back in its [`Completion`].
+    pub fn submit(
+        &mut self,
+        session: usize,
+        command: Command,
+        token: u64,
+    ) -> Result<(), InitiatorError> {
+        let entry = self.entry(session)?;
+        entry
+            .core
+            .submit(command, token)
+            .map_err(|(e, _)| InitiatorError::Usage(e.to_string()))
+    }
+
+    /// Sends a task management function; its answer comes back as a completion with `token`.
+    pub fn task_management(
+        &mut self,
+        session: usize,
+        request: TaskManagement,
+        token: u64,
+    ) -> Result<(), InitiatorError> {
+        let entry = self.entry(session)?;
+        entry
+            .core
+            .submit_task_management(request, token)
+            .map_err(|e| InitiatorError::Usage(e.to_string()))
+    }
+
+    /// Sends what is queued, waits up to `timeout` for input, and appends
+    /// what completed to `out`. Returns early as soon as something completed.
+    pub fn poll(
+        &mut self,
+        out: &mut Vec<Completion>,
+        timeout: Duration,
+    ) -> Result<(), InitiatorError> {
+        // Completions kept by `execute` come back at once (sends still go).
+        let timeout = if self.stash.is_empty() {
+            timeout
+        } else {
+            Duration::ZERO
+        };
+        out.append(&mut self.stash);
+        self.run(out, timeout)
+    }
+
+    fn run(&mut self, out: &mut Vec<Completion>, timeout: Duration) -> Result<(), InitiatorError> {
+        let deadline = Instant::now() + timeout;
+        let before = out.len();
+        loop {
+            self.send_all();
+            self.recover_broken();
+            for entry in self.sessions.iter_mut().flatten() {
+                entry.core.drain_completions(out);
+            }
+            if out.len() > before {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(());
+            }
+            self.wait_and_receive((deadline - now).min(TICK))?;
+            self.tick();
+        }
+    }
+
+    fn send_all(&mut self) {
+        for entry in self.sessions.iter_mut().flatten() {
+            if entry.broken.is_some() {
+                continue;
+            }
+            entry.core.pump();
+            for (c, sock) in entry.socks.iter().enumerate() {
+                if !entry.core.conns[c].has_output() {
+                    continue;
+                }
+                let fd = sock.fd;
+                let sends = &mut self.stats.sends;
+                let result = entry.core.flush(c, |iov| {
+                    *sends += 1;
+                    sys::send_vectored(fd, iov)
+                });
+                if let Err(e) = result {
+                    entry.broken = Some(format!("send failed: {e}"));
+                    break;
+                }
+            }
+        }
+    }
+
+    fn wait_and_receive(&mut self, wait: Duration) -> Result<(), InitiatorError> {
+        self.pollfds.clear();
+        self.pollmap.clear();
+        for (s, entry) in self.sessions.iter().enumerate() {
+            let Some(entry) = entry else { continue };
+            if entry.broken.is_some() {
+                continue;
+            }
+            for (c, sock) in entry.socks.iter().enumerate() {
+                let want_write = entry.core.conns[c].has_output();
+                self.pollfds.push(sys::poll_fd(sock.fd, want_write));
+                self.pollmap.push((s, c));
+            }
+        }
+        match self.pollfds.len() {
+            0 => {
+                std::thread::sleep(wait.min(Duration::from_millis(10)));
+                Ok(())
+            }
+            1 if self.pollfds[0].events == sys::poll_fd(0, false).events => {
+                // One connection with nothing to send: wait in recv itself.
+                let (s, c) = self.pollmap[0];
+                self.receive(s, c, Some(wait));
+                Ok(())
+            }
+            _ => {
+                self.stats.polls += 1;
+                sys::poll(&mut self.pollfds, wait).map_err(|source| InitiatorError::Io {
+                    portal: "poll".into(),
+                    source,
+                })?;
+                for i in 0..self.pollfds.len() {
+                    if sys::readable(&self.pollfds[i]) {
+                        let (s, c) = self.pollmap[i];
+                        self.receive(s, c, None);
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// One `recv` on connection `c` of session `s`, then decoding. `wait`
+    /// Some: block up to that long.
+    fn receive(&mut self, s: usize, c: usize, wait: Option<Duration>) {
+        let Some(entry) = self.sessions[s].as_mut() else {
+            return;
+        };
+        let quickack = entry.config.socket.quickack;
+        let sock = &mut entry.socks[c];
+        if let Some(w) = wait {
+            let w = w.max(Duration::from_millis(1));
+            if sock.rcvtimeo != Some(w) {
+                if let Err(e) = sock.stream.set_read_timeout(Some(w)) {
+                    entry.broken = Some(format!("setting the receive timeout failed: {e}"));
+                    return;
+                }
+                sock.rcvtimeo = Some(w);
+            }
+        }
+        self.stats.recvs += 1;
+        let need = sock.need;
+        let fd = sock.fd;
+        let result = sys::recv(fd, sock.rbuf.spare(need), wait.is_some());
+        match result {
+            Ok(0) => {
+                entry.broken = Some("the target closed the connection".into());
+                return;
+            }
+            Ok(n) => sock.rbuf.filled(n),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                return
+            }
+            Err(e) => {
+                entry.broken = Some(format!("receive failed: {e}"));
+                return;
+            }
+        }
+        if quickack {
+            let _ = sys::set_quickack(fd);
+        }
+        match entry.core.handle_input(c, sock.rbuf.data(), Instant::now()) {
+            Ok((used, need)) => {
+                sock.rbuf.consume(used);
+                sock.need = need;
+            }
+            Err(ConnFailure(why)) => entry.broken = Some(why),
+        }
+    }
+
+    fn tick(&mut self) {
+        let now = Instant::now();
+        for entry in self.sessions.iter_mut().flatten() {
+            let dead = entry.core.handle_tick(now);
+            if let Some(&c) = dead.first() {
+                let secs = entry.config.keepalive.timeout.as_secs();
+                entry.broken = Some(format!(
+                    "connection {c} did not answer a NOP-Out ping within {secs} s"
+                ));
+            }
+        }
+    }
+
+    /// Reinstates every session whose connection failed (ERL 0), with the
+    /// session's retry policy; tasks that were outstanding are reissued.
+    fn recover_broken(&mut self) {
+        for entry in self.sessions.iter_mut().flatten() {
+            let Some(why) = entry.broken.take() else {
+                continue;
+            };
+            entry.socks.clear();
+            entry.core.connections_lost();
+            if entry.core.failure().is_some() {
+                continue;
+            }
+            let policy = entry.config.retry;
+            let mut last = why.clone();
+            let mut attempts = 0;
+            let mut recovered = false;
+            while attempts < policy.attempts {
+                std::thread::sleep(policy.delay(attempts));
+                attempts += 1;
+                match connect_session(
+                    entry.core.index,
+                    &entry.config,
+                    entry.core.cmd_sn(),
+                    Instant::now(),
+                ) {
+                    Ok((fresh, socks, tsih)) => {
+                        entry.core.adopt(fresh);
+                        entry.socks = socks;
+                        entry.tsih = tsih;
+                        self.stats.reconnects += 1;
+                        recovered = true;
+                        break;
+                    }
+                    Err(e) => {
+                        let transient = e.is_transient();
+                        last = e.to_string();
+                        if !transient {
+                            break;
+                        }
+                    }
+                }
+            }
+            if !recovered {
+                let reason = format!(
+                    "connection lost ({why}); {attempts} reconnection attempt(s) failed, the last with: {last}"
+                );
+                entry.core.fail(&reason);
+            }
+        }
+    }
+
+    /// Submits `command` and waits for it alone; other completions are kept
+    /// for the next [`Engine::poll`].
+    pub fn execute(
+        &mut self,
+        session: usize,
+        command: Command,
+    ) -> Result<Completion, InitiatorError> {
+        let token = SYNC_TOKEN_BASE | self.next_sync_token;
+        self.next_sync_token = self.next_sync_token.wrapping_add(1) & !SYNC_TOKEN_BASE;
+        self.submit(session, command, token)?;
+        self.wait_for(session, token)
+    }
+
+    /// Runs a task management function and waits for its answer (the TMF response code).
+    pub fn execute_task_management(
+        &mut self,
+        session: usize,
+        request: TaskManagement,
+    ) -> Result<u8, InitiatorError> {
+        let token = SYNC_TOKEN_BASE | self.next_sync_token;
+        self.next_sync_token = self.next_sync_token.wrapping_add(1) & !SYNC_TOKEN_BASE;
+        self.task_management(session, request, token)?;
+        let done = self.wait_for(session, token)?;
+        match done.outcome {
+            Outcome::TaskManagement(code) => Ok(code),
+            Outcome::Failed(e) => Err(InitiatorError::Usage(e.to_string())),
+            other => Err(InitiatorError::Usage(format!(
+                "unexpected outcome {other:?}"
+            ))),
+        }
+    }
+
+    fn wait_for(&mut self, session: usize, token: u64) -> Result<Completion, InitiatorError> {
+        let mut done = Vec::new();
+        loop {
+            self.run(&mut done, TICK)?;
+            if let Some(i) = done
+                .iter()
+                .position(|c| c.session == session && c.token == token)
+            {
+                let mine = done.swap_remove(i);
+                self.stash.append(&mut done);
+                return Ok(mine);
+            }
+            self.stash.append(&mut done);
+            self.wait_round(session)?;
+        }
+    }
+
+    fn wait_round(&mut self, session: usize) -> Result<(), InitiatorError> {
+        let entry = self.entry(session)?;
+        if let Some(why) = entry.core.failure() {
+            if entry.core.tasks_in_flight() == 0 {
+                return Err(InitiatorError::SessionFailed {
+                    target: entry.config.target_name.clone(),
+                    attempts: entry.config.retry.attempts,
+                    last: why.to_string(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Logs the session out (RFC 7143 §11.14) and closes its connections.
+    pub fn logout(&mut self, session: usize) -> Result<(), InitiatorError> {
+        let token = SYNC_TOKEN_BASE | self.next_sync_token;
+        self.next_sync_token = self.next_sync_token.wrapping_add(1) & !SYNC_TOKEN_BASE;
+        let entry = self.entry(session)?;
+        // No reconnection for a session that is being closed.
+        entry.config.retry.attempts = 0;
+        let timeout = entry.config.timeout;
+        let result = entry.core.submit_logout(token);
+        let outcome = match result {
+            Ok(()) => self.wait_until(session, token, timeout),
+            Err(e) => Err(InitiatorError::Usage(e.to_string())),
+        };
+        self.sessions[session] = None;
+        match outcome? {
+            Outcome::Logout(0) => Ok(()),
+            Outcome::Logout(code) => Err(InitiatorError::Usage(format!(
+                "the target answered the logout with response {code}"
+            ))),
+            Outcome::Failed(TaskError::SessionFailed(_)) => Ok(()),
+            other => Err(InitiatorError::Usage(format!(
+                "logout ended with {other:?}"
+            ))),
+        }
+    }
+
+    fn wait_until(
+        &mut self,
+        session: usize,
+        token: u64,
+        timeout: Duration,
+    ) -> Result<Outcome, InitiatorError> {
+        let deadline = Instant::now() + timeout;
+        let mut done = Vec::new();
+        while Instant::now() < deadline {
+            self.run(&mut done, TICK)?;
+            if let Some(i) = done
+                .iter()
+                .position(|c| c.session == session && c.token == token)
+            {
+                let mine = done.swap_remove(i);
+                self.stash.append(&mut done);
+                return Ok(mine.outcome);
+            }
+            self.stash.append(&mut done);
+            self.wait_round(session)?;
+        }
+        Err(InitiatorError::Timeout {
+            portal: self
+                .sessions
+                .get(session)
+                .and_then(Option::as_ref)
+                .map_or_else(String::new, |e| e.config.portal.to_string()),
+            seconds: timeout.as_secs(),
+            during: "waiting for the Logout Response",
+        })
+    }
+}
+
+/// Logs in every connection of a session; the first is the leading login.
+fn connect_session(
+    index: usize,
+    config: &SessionConfig,
+    cmd_sn: u32,
+    now: Instant,
+) -> Result<(SessionCore, Vec<Sock>, u16), InitiatorError> {
+    let mut params = config.params.clone();
+    params.max_connections = params.max_connections.max(config.connections);
+    let login_config = |cid: u16, tsih: u16| InitiatorLoginConfig {
+        initiator_name: config.initiator_name.clone(),
+        initiator_alias: None,
+        target_name: Some(config.target_name.clone()),
+        session_type: SessionType::Normal,
+        isid: config.isid,
+        tsih,
+        cid,
+        initiator_task_tag: u32::from(cid),
+        cmd_sn,
+        params: params.clone(),
+        chap: config.chap.clone(),
+    };
+    let (first, first_sock) = login_one(config, login_config(0, 0))?;
+    let tsih = first.tsih;
+    let wanted = config
+        .connections
+        .max(1)
+        .min(first.negotiated.session.max_connections.max(1));
+    let mut core = SessionCore::new(
+        index,
+        first.negotiated.session.clone(),
+        config.keepalive,
+        cmd_sn,
+        first.exp_cmd_sn,
+        first.max_cmd_sn,
+    );
+    core.reinstated(cmd_sn, first.exp_cmd_sn, first.max_cmd_sn);
+    core.add_connection(
+        conn_core(0, &first, now),
+        first.exp_cmd_sn,
+        first.max_cmd_sn,
+    );
+    let mut socks = vec![first_sock];
+    for cid in 1..wanted {
+        let (more, sock) = login_one(config, login_config(cid, tsih))?;
+        core.add_connection(conn_core(cid, &more, now), more.exp_cmd_sn, more.max_cmd_sn);
+        socks.push(sock);
+    }
+    Ok((core, socks, tsih))
+}
+
+fn login_one(
+    config: &SessionConfig,
+    login: InitiatorLoginConfig,
+) -> Result<(LoginResult, Sock), InitiatorError> {
+    let mut channel = Channel::connect(&config.portal, config.timeout, &config.socket)?;
+    let result = channel.login(login)?;
+    let (stream, rbuf) = channel.into_parts();
+    let fd = stream.as_raw_fd();
+    Ok((
+        result,
+        Sock {
+            stream,
+            fd,
+            rbuf,
+            need: 0,
+            rcvtimeo: None,
+        },
+    ))
+}
+
+fn conn_core(cid: u16, login: &LoginResult, now: Instant) -> ConnCore {
+    let c = login.negotiated.connection;
+    let recv = isoe_wire::frame::FrameLimits {
+        max_recv_data_segment_length: c.max_recv_data_segment_length,
+        header_digest: c.header_digest,
+        data_digest: c.data_digest,
+    };
+    let send = isoe_wire::frame::FrameLimits {
+        max_recv_data_segment_length: c.max_send_data_segment_length,
+        ..recv
+    };
+    ConnCore::new(cid, recv, send, login.exp_stat_sn, now)
+}

@@ -1,0 +1,1124 @@
+//! The session state machine, with no I/O: the command window, tasks and
+//! their tags, each connection's sequence numbers and output, and what the
+//! target's PDUs do to them (RFC 7143 §3.2, §4.2, §11).
+//!
+//! Bytes come in through [`SessionCore::handle_input`]; output leaves through
+//! [`SessionCore::flush`], which hands a vectored send to a closure; time is
+//! passed to [`SessionCore::handle_tick`]. The engine owns the sockets.
+
+use crate::command::{
+    Command, Completion, Direction, Outcome, Residual, ScsiStatus, TaskError, TaskManagement,
+};
+use crate::config::Keepalive;
+use crate::out_queue::{OutQueue, Piece};
+use isoe_wire::frame::{self, Decoded, Frame, FrameLimits};
+use isoe_wire::negotiate::SessionParams;
+use isoe_wire::pdu::{
+    logout, tmf, DataIn, DataOut, LogoutRequest, Lun, NopIn, NopOut, R2t, ScsiCommand,
+    ScsiResponse, TaskMgmtRequest, RESERVED_TAG,
+};
+use isoe_wire::serial::{sn_ge, sn_gt, sn_le, sn_lt};
+use isoe_wire::{Pdu, BHS_LEN};
+use std::collections::VecDeque;
+use std::io::{self, IoSlice};
+use std::time::Instant;
+
+/// Tasks one session can have at once: the slot number is 16 bits of the tag.
+pub const TASKS_MAX: usize = 0xffff;
+/// Token of internal tasks (keepalive pings), never reported.
+const INTERNAL_TOKEN: u64 = u64::MAX;
+/// Pieces handed to one send.
+const IOV_MAX: usize = 256;
+
+/// What a task is.
+#[derive(Debug)]
+enum Kind {
+    Scsi {
+        lun: Lun,
+        cdb: [u8; 16],
+        direction: Direction,
+        attr: u8,
+    },
+    Tmf {
+        function: u8,
+        lun: Lun,
+        referenced_tag: u32,
+        ref_cmd_sn: u32,
+    },
+    Ping,
+    Logout,
+}
+
+#[derive(Debug)]
+struct Task {
+    token: u64,
+    kind: Kind,
+    buffer: Vec<u8>,
+    /// The connection the task is allegiant to, once sent.
+    conn: Option<usize>,
+    cmd_sn: u32,
+    data_in_bytes: u32,
+    /// Output pieces still pointing into `buffer`.
+    queued_pieces: u32,
+    /// The outcome, once known, held while `queued_pieces` > 0.
+    finished: Option<Outcome>,
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    generation: u16,
+    task: Option<Task>,
+}
+
+/// One connection's protocol state.
+#[derive(Debug)]
+pub struct ConnCore {
+    /// CID.
+    pub cid: u16,
+    /// What we accept.
+    pub recv_limits: FrameLimits,
+    /// How we send (digests; the target's MaxRecvDataSegmentLength).
+    pub send_limits: FrameLimits,
+    exp_stat_sn: u32,
+    out: OutQueue,
+    outstanding: u32,
+    /// False once the connection failed.
+    pub alive: bool,
+    last_rx: Instant,
+    ping: Option<(u32, Instant)>,
+}
+
+impl ConnCore {
+    /// A connection fresh from login.
+    pub fn new(
+        cid: u16,
+        recv: FrameLimits,
+        send: FrameLimits,
+        exp_stat_sn: u32,
+        now: Instant,
+    ) -> ConnCore {
+        ConnCore {
+            cid,
+            recv_limits: recv,
+            send_limits: send,
+            exp_stat_sn,
+            out: OutQueue::default(),
+            outstanding: 0,
+            alive: true,
+            last_rx: now,
+            ping: None,
+        }
+    }
+
+    /// True when output waits to be sent.
+    pub fn has_output(&self) -> bool {
+        !self.out.is_empty()
+    }
+}
+
+/// Why a connection must be dropped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnFailure(pub String);
+
+/// The state of one session.
+#[derive(Debug)]
+pub struct SessionCore {
+    /// The index callers know the session by.
+    pub index: usize,
+    /// What login negotiated for the session.
+    pub params: SessionParams,
+    keepalive: Keepalive,
+    cmd_sn: u32,
+    exp_cmd_sn: u32,
+    max_cmd_sn: u32,
+    /// Connections; a failed one stays with `alive` false until recovery.
+    pub conns: Vec<ConnCore>,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    waiting: VecDeque<u32>,
+    completions: Vec<Completion>,
+    scratch: Vec<u8>,
+    failed: Option<String>,
+}
+
+impl SessionCore {
+    /// A session whose login gave `params` and the first window.
+    pub fn new(
+        index: usize,
+        params: SessionParams,
+        keepalive: Keepalive,
+        cmd_sn: u32,
+        exp_cmd_sn: u32,
+        max_cmd_sn: u32,
+    ) -> SessionCore {
+        SessionCore {
+            index,
+            params,
+            keepalive,
+            cmd_sn,
+            exp_cmd_sn,
+            max_cmd_sn,
+            conns: Vec::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            waiting: VecDeque::new(),
+            completions: Vec::new(),
+            scratch: Vec::with_capacity(64),
+            failed: None,
+        }
+    }
+
+    /// The next CmdSN (what a new connection's login carries).
+    pub fn cmd_sn(&self) -> u32 {
+        self.cmd_sn
+    }
+
+    /// Tasks submitted and not yet completed.
+    pub fn tasks_in_flight(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    /// Why the session failed for good, if it did.
+    pub fn failure(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
+
+    /// Moves finished tasks to `out`.
+    pub fn drain_completions(&mut self, out: &mut Vec<Completion>) {
+        out.append(&mut self.completions);
+    }
+
+    /// True when completions wait to be drained.
+    pub fn has_completions(&self) -> bool {
+        !self.completions.is_empty()
+    }
+
+    /// Adds a connection that finished login.
+    pub fn add_connection(&mut self, conn: ConnCore, exp_cmd_sn: u32, max_cmd_sn: u32) {
+        self.conns.push(conn);
+        self.update_window(exp_cmd_sn, max_cmd_sn);
+    }
+
+    // ---- submission --------------------------------------------------
+
+    /// Queues a SCSI command; it goes out when the window and a connection allow.
+    pub fn submit(&mut self, mut cmd: Command, token: u64) -> Result<(), (TaskError, Command)> {
+        if let Some(why) = &self.failed {
+            return Err((TaskError::SessionFailed(why.clone()), cmd));
+        }
+        if self.free.is_empty() && self.slots.len() >= TASKS_MAX {
+            let why = format!("more than {TASKS_MAX} tasks in flight");
+            return Err((TaskError::Invalid(why), cmd));
+        }
+        let len = cmd.transfer_len() as usize;
+        match cmd.direction {
+            Direction::Write(_) if cmd.buffer.len() < len => {
+                let why = format!("write of {len} bytes with a buffer of {}", cmd.buffer.len());
+                return Err((TaskError::Invalid(why), cmd));
+            }
+            Direction::Read(_) => {
+                // Reuse the buffer as it is when it is long enough: no memset per command.
+                if cmd.buffer.len() < len {
+                    cmd.buffer.resize(len, 0);
+                } else {
+                    cmd.buffer.truncate(len);
+                }
+            }
+            _ => {}
+        }
+        let kind = Kind::Scsi {
+            lun: cmd.lun,
+            cdb: cmd.cdb,
+            direction: cmd.direction,
+            attr: cmd.attr as u8,
+        };
+        let slot = self
+            .alloc(token, kind, cmd.buffer)
+            .expect("a free slot was checked above");
+        self.waiting.push_back(slot);
+        Ok(())
+    }
+
+    /// Sends a task management function at once (immediate delivery).
+    pub fn submit_task_management(
+        &mut self,
+        request: TaskManagement,
+        token: u64,
+    ) -> Result<(), TaskError> {
+        if let Some(why) = &self.failed {
+            return Err(TaskError::SessionFailed(why.clone()));
+        }
+        let (function, lun) = match request {
+            TaskManagement::AbortTask { lun, .. } => (tmf::ABORT_TASK, lun),
+            TaskManagement::AbortTaskSet(lun) => (tmf::ABORT_TASK_SET, lun),
+            TaskManagement::ClearTaskSet(lun) => (tmf::CLEAR_TASK_SET, lun),
+            TaskManagement::LogicalUnitReset(lun) => (tmf::LOGICAL_UNIT_RESET, lun),
+            TaskManagement::TargetWarmReset => (tmf::TARGET_WARM_RESET, 0),
+        };
+        let lun = Lun::from_number(lun);
+        let mut referenced_tag = RESERVED_TAG;
+        let mut ref_cmd_sn = self.cmd_sn;
+        let mut conn = None;
+        if let TaskManagement::AbortTask { token: victim, .. } = request {
+            let found = self.find_token(victim);
+            match found.and_then(|slot| self.task(slot).map(|t| (slot, t.conn, t.cmd_sn))) {
+                Some((slot, None, _)) => {
+                    // Never sent: nothing to ask the target, end it here.
+                    self.waiting.retain(|s| *s != slot);
+                    self.finish(slot, Outcome::Failed(TaskError::Aborted));
+                    self.completions.push(Completion {
+                        session: self.index,
+                        token,
+                        outcome: Outcome::TaskManagement(tmf::RESP_COMPLETE),
+                        buffer: Vec::new(),
+                    });
+                    return Ok(());
+                }
+                Some((slot, Some(c), sn)) => {
+                    referenced_tag = self.tag(slot);
+                    ref_cmd_sn = sn;
+                    conn = Some(c);
+                }
+                None => {
+                    self.completions.push(Completion {
+                        session: self.index,
+                        token,
+                        outcome: Outcome::TaskManagement(tmf::RESP_NO_TASK),
+                        buffer: Vec::new(),
+                    });
+                    return Ok(());
+                }
+            }
+        }
+        let kind = Kind::Tmf {
+            function,
+            lun,
+            referenced_tag,
+            ref_cmd_sn,
+        };
+        let slot = self
+            .alloc(token, kind, Vec::new())
+            .ok_or_else(|| TaskError::Invalid(format!("more than {TASKS_MAX} tasks in flight")))?;
+        let Some(c) = conn.or_else(|| self.pick_connection()) else {
+            self.finish(
+                slot,
+                Outcome::Failed(TaskError::SessionFailed("no connection".into())),
+            );
+            return Ok(());
+        };
+        self.send_tmf(slot, c);
+        Ok(())
+    }
+
+    /// Queues a Logout that closes the session (RFC 7143 §11.14).
+    pub fn submit_logout(&mut self, token: u64) -> Result<(), TaskError> {
+        let slot = self
+            .alloc(token, Kind::Logout, Vec::new())
+            .ok_or_else(|| TaskError::Invalid("task table full".into()))?;
+        self.waiting.push_back(slot);
+        Ok(())
+    }
+
+    /// Sends what the window allows from the waiting queue.
+    pub fn pump(&mut self) {
+        while let Some(&slot) = self.waiting.front() {
+            if !sn_le(self.cmd_sn, self.max_cmd_sn) {
+                break;
+            }
+            let Some(c) = self.pick_connection() else {
+                break;
+            };
+            self.waiting.pop_front();
+            let is_logout = matches!(self.task(slot).map(|t| &t.kind), Some(Kind::Logout));
+            if is_logout {
+                self.send_logout(slot, c);
+            } else {
+                self.send_command(slot, c);
+            }
+        }
+    }
+
+    fn pick_connection(&self) -> Option<usize> {
+        self.conns
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.alive)
+            .min_by_key(|(_, c)| c.outstanding)
+            .map(|(i, _)| i)
+    }
+
+    // ---- slots and tags --------------------------------------------------
+
+    fn alloc(&mut self, token: u64, kind: Kind, buffer: Vec<u8>) -> Option<u32> {
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None if self.slots.len() < TASKS_MAX => {
+                self.slots.push(Slot::default());
+                (self.slots.len() - 1) as u32
+            }
+            None => return None,
+        };
+        let entry = &mut self.slots[slot as usize];
+        // 15 bits of generation keep every tag below the reserved 0xffffffff.
+        entry.generation = entry.generation.wrapping_add(1) & 0x7fff;
+        entry.task = Some(Task {
+            token,
+            kind,
+            buffer,
+            conn: None,
+            cmd_sn: 0,
+            data_in_bytes: 0,
+            queued_pieces: 0,
+            finished: None,
+        });
+        Some(slot)
+    }
+
+    fn tag(&self, slot: u32) -> u32 {
+        u32::from(self.slots[slot as usize].generation) << 16 | slot
+    }
+
+    fn slot_of(&self, tag: u32) -> Option<u32> {
+        let slot = tag & 0xffff;
+        let entry = self.slots.get(slot as usize)?;
+        let live = entry.task.as_ref().is_some_and(|t| t.finished.is_none());
+        (live && u32::from(entry.generation) == tag >> 16).then_some(slot)
+    }
+
+    fn task(&self, slot: u32) -> Option<&Task> {
+        self.slots.get(slot as usize)?.task.as_ref()
+    }
+
+    fn task_mut(&mut self, slot: u32) -> Option<&mut Task> {
+        self.slots.get_mut(slot as usize)?.task.as_mut()
+    }
+
+    fn find_token(&self, token: u64) -> Option<u32> {
+        self.slots.iter().enumerate().find_map(|(i, s)| {
+            s.task
+                .as_ref()
+                .filter(|t| {
+                    t.token == token && t.finished.is_none() && matches!(t.kind, Kind::Scsi { .. })
+                })
+                .map(|_| i as u32)
+        })
+    }
+
+    /// Ends a task: reported now, or once its queued output is gone.
+    fn finish(&mut self, slot: u32, outcome: Outcome) {
+        let index = self.index;
+        let Some(task) = self.task_mut(slot) else {
+            return;
+        };
+        if task.finished.is_some() {
+            return;
+        }
+        if let Some(c) = task.conn {
+            if let Some(conn) = self.conns.get_mut(c) {
+                conn.outstanding = conn.outstanding.saturating_sub(1);
+            }
+        }
+        let Some(task) = self.task_mut(slot) else {
+            return;
+        };
+        if task.queued_pieces > 0 {
+            task.finished = Some(outcome);
+            return;
+        }
+        let task = self.slots[slot as usize]
+            .task
+            .take()
+            .expect("task checked above");
+        self.free.push(slot);
+        if task.token != INTERNAL_TOKEN {
+            self.completions.push(Completion {
+                session: index,
+                token: task.token,
+                outcome,
+                buffer: task.buffer,
+            });
+        }
+    }
+
+    fn release_piece(&mut self, slot: u32) {
+        let Some(task) = self.task_mut(slot) else {
+            return;
+        };
+        task.queued_pieces = task.queued_pieces.saturating_sub(1);
+        if task.queued_pieces == 0 {
+            if let Some(outcome) = task.finished.take() {
+                // `finish` already counted the connection down; report now.
+                let task = self.slots[slot as usize].task.take().expect("task present");
+                self.free.push(slot);
+                if task.token != INTERNAL_TOKEN {
+                    self.completions.push(Completion {
+                        session: self.index,
+                        token: task.token,
+                        outcome,
+                        buffer: task.buffer,
+                    });
+                }
+            }
+        }
+    }
+
+    // ---- output --------------------------------------------------------
+
+    fn push_header(&mut self, c: usize, pdu: &Pdu, data_len: u32) {
+        self.scratch.clear();
+        frame::encode_header(
+            &mut self.scratch,
+            pdu,
+            &[],
+            data_len,
+            &self.conns[c].send_limits,
+        );
+        let conn = &mut self.conns[c];
+        conn.out.push_bytes(&self.scratch);
+    }
+
+    /// Queues `buffer[start..end]` of a task and its padding and digest.
+    fn push_task_data(&mut self, c: usize, slot: u32, start: u32, end: u32) {
+        let limits = self.conns[c].send_limits;
+        let Some(task) = self.slots[slot as usize].task.as_mut() else {
+            return;
+        };
+        let (trailer, trailer_len) =
+            frame::data_trailer(&task.buffer[start as usize..end as usize], &limits);
+        task.queued_pieces += 1;
+        let out = &mut self.conns[c].out;
+        out.push_task(slot, start, end);
+        out.push_bytes(&trailer[..trailer_len]);
+    }
+
+    fn send_command(&mut self, slot: u32, c: usize) {
+        let cmd_sn = self.cmd_sn;
+        self.cmd_sn = cmd_sn.wrapping_add(1);
+        let tag = self.tag(slot);
+        let max_send = self.conns[c].send_limits.max_recv_data_segment_length;
+        let exp_stat_sn = self.conns[c].exp_stat_sn;
+        self.conns[c].outstanding += 1;
+        let params = &self.params;
+        let (immediate_data, initial_r2t, first_burst) = (
+            params.immediate_data,
+            params.initial_r2t,
+            params.first_burst_length,
+        );
+        let Some(task) = self.task_mut(slot) else {
+            return;
+        };
+        task.conn = Some(c);
+        task.cmd_sn = cmd_sn;
+        task.data_in_bytes = 0;
+        let Kind::Scsi {
+            lun,
+            cdb,
+            direction,
+            attr,
+        } = task.kind
+        else {
+            return;
+        };
+        let (read, write, edtl) = match direction {
+            Direction::None => (false, false, 0),
+            Direction::Read(n) => (true, false, n),
+            Direction::Write(n) => (false, true, n),
+        };
+        // RFC 7143 §13.11, §13.10, §13.14: immediate data, then unsolicited
+        // Data-Out, together at most FirstBurstLength.
+        let immediate_len = if write && immediate_data {
+            edtl.min(first_burst).min(max_send)
+        } else {
+            0
+        };
+        let unsolicited_end = if write && !initial_r2t {
+            edtl.min(first_burst)
+        } else {
+            immediate_len
+        };
+        let pdu = Pdu::ScsiCommand(ScsiCommand {
+            immediate: false,
+            // F: no unsolicited Data-Out follows (RFC 7143 §11.3.4).
+            final_bit: unsolicited_end == immediate_len,
+            read,
+            write,
+            attr,
+            lun,
+            initiator_task_tag: tag,
+            expected_data_transfer_length: edtl,
+            cmd_sn,
+            exp_stat_sn,
+            cdb,
+        });
+        self.push_header(c, &pdu, immediate_len);
+        if immediate_len > 0 {
+            self.push_task_data(c, slot, 0, immediate_len);
+        }
+        if unsolicited_end > immediate_len {
+            self.queue_data_out(slot, c, RESERVED_TAG, immediate_len, unsolicited_end);
+        }
+    }
+
+    /// Data-Out PDUs for `[start, end)` of a task, one sequence (RFC 7143 §11.7).
+    fn queue_data_out(&mut self, slot: u32, c: usize, ttt: u32, start: u32, end: u32) {
+        let max_send = self.conns[c]
+            .send_limits
+            .max_recv_data_segment_length
+            .max(512);
+        let tag = self.tag(slot);
+        let Some(Kind::Scsi { lun, .. }) = self.task(slot).map(|t| &t.kind) else {
+            return;
+        };
+        let lun = *lun;
+        let mut offset = start;
+        let mut data_sn = 0u32;
+        while offset < end {
+            let len = max_send.min(end - offset);
+            let pdu = Pdu::DataOut(DataOut {
+                final_bit: offset + len == end,
+                lun,
+                initiator_task_tag: tag,
+                target_transfer_tag: ttt,
+                exp_stat_sn: self.conns[c].exp_stat_sn,
+                data_sn,
+                buffer_offset: offset,
+            });
+            self.push_header(c, &pdu, len);
+            self.push_task_data(c, slot, offset, offset + len);
+            offset += len;
+            data_sn = data_sn.wrapping_add(1);
+        }
+    }
+
+    fn send_tmf(&mut self, slot: u32, c: usize) {
+        let tag = self.tag(slot);
+        let Some(task) = self.task_mut(slot) else {
+            return;
+        };
+        task.conn = Some(c);
+        let Kind::Tmf {
+            function,
+            lun,
+            referenced_tag,
+            ref_cmd_sn,
+        } = task.kind
+        else {
+            return;
+        };
+        self.conns[c].outstanding += 1;
+        let pdu = Pdu::TaskMgmtRequest(TaskMgmtRequest {
+            immediate: true,
+            function,
+            lun,
+            initiator_task_tag: tag,
+            referenced_task_tag: referenced_tag,
+            cmd_sn: self.cmd_sn,
+            exp_stat_sn: self.conns[c].exp_stat_sn,
+            ref_cmd_sn,
+            exp_data_sn: 0,
+        });
+        self.push_header(c, &pdu, 0);
+    }
+
+    fn send_logout(&mut self, slot: u32, c: usize) {
+        let tag = self.tag(slot);
+        let cmd_sn = self.cmd_sn;
+        self.cmd_sn = cmd_sn.wrapping_add(1);
+        if let Some(task) = self.task_mut(slot) {
+            task.conn = Some(c);
+        }
+        self.conns[c].outstanding += 1;
+        let pdu = Pdu::LogoutRequest(LogoutRequest {
+            immediate: false,
+            reason_code: logout::CLOSE_SESSION,
+            initiator_task_tag: tag,
+            cid: self.conns[c].cid,
+            cmd_sn,
+            exp_stat_sn: self.conns[c].exp_stat_sn,
+        });
+        self.push_header(c, &pdu, 0);
+    }
+
+    fn send_ping(&mut self, c: usize, now: Instant) {
+        let Some(slot) = self.alloc(INTERNAL_TOKEN, Kind::Ping, Vec::new()) else {
+            return;
+        };
+        let tag = self.tag(slot);
+        if let Some(task) = self.task_mut(slot) {
+            task.conn = Some(c);
+        }
+        let conn = &mut self.conns[c];
+        conn.outstanding += 1;
+        conn.ping = Some((slot, now));
+        let pdu = Pdu::NopOut(NopOut {
+            immediate: true,
+            lun: Lun::default(),
+            initiator_task_tag: tag,
+            target_transfer_tag: RESERVED_TAG,
+            cmd_sn: self.cmd_sn,
+            exp_stat_sn: conn.exp_stat_sn,
+        });
+        self.push_header(c, &pdu, 0);
+    }
+
+    /// Sends what connection `c` has queued through `send` (a vectored,
+    /// non-blocking send). Ok(true) when everything went; Ok(false) when the
+    /// socket is full.
+    pub fn flush(
+        &mut self,
+        c: usize,
+        mut send: impl FnMut(&[IoSlice<'_>]) -> io::Result<usize>,
+    ) -> io::Result<bool> {
+        loop {
+            let n = {
+                let conn = &self.conns[c];
+                if conn.out.is_empty() {
+                    return Ok(true);
+                }
+                let mut iov = [IoSlice::new(&[]); IOV_MAX];
+                let mut count = 0;
+                for piece in conn.out.pieces.iter().take(IOV_MAX) {
+                    let bytes: &[u8] = match piece {
+                        Piece::Inline { bytes, len } => &bytes[..usize::from(*len)],
+                        Piece::Owned(v) => v,
+                        Piece::Task { slot, start, end } => match self.task(*slot) {
+                            Some(t) => &t.buffer[*start as usize..*end as usize],
+                            None => &[],
+                        },
+                    };
+                    let bytes = if count == 0 {
+                        &bytes[conn.out.front_sent..]
+                    } else {
+                        bytes
+                    };
+                    iov[count] = IoSlice::new(bytes);
+                    count += 1;
+                }
+                match send(&iov[..count]) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => 0,
+                    Err(e) => return Err(e),
+                }
+            };
+            let mut released = Vec::new();
+            self.conns[c].out.advance(n, |slot| released.push(slot));
+            for slot in released {
+                self.release_piece(slot);
+            }
+        }
+    }
+
+    // ---- input ---------------------------------------------------------
+
+    /// Decodes and handles every whole PDU at the start of `data`; returns
+    /// the bytes consumed and, when more is needed, how many bytes the
+    /// partial PDU needs in all.
+    pub fn handle_input(
+        &mut self,
+        c: usize,
+        data: &[u8],
+        now: Instant,
+    ) -> Result<(usize, usize), ConnFailure> {
+        let mut used = 0;
+        self.conns[c].last_rx = now;
+        loop {
+            let limits = self.conns[c].recv_limits;
+            match frame::decode(&data[used..], &limits) {
+                Ok(Decoded::Frame { frame, len }) => {
+                    self.handle_frame(c, &frame)?;
+                    used += len;
+                }
+                Ok(Decoded::NeedMore { total_len }) => return Ok((used, total_len)),
+                Err(e) => return Err(ConnFailure(format!("bad PDU from the target: {e}"))),
+            }
+        }
+    }
+
+    fn handle_frame(&mut self, c: usize, frame: &Frame<'_>) -> Result<(), ConnFailure> {
+        let pdu = frame
+            .pdu()
+            .map_err(|e| ConnFailure(format!("undecodable PDU header: {e}")))?;
+        match pdu {
+            Pdu::DataIn(d) => self.on_data_in(c, &d, frame.data),
+            Pdu::ScsiResponse(r) => {
+                self.on_status(c, r.stat_sn, r.exp_cmd_sn, r.max_cmd_sn);
+                self.on_scsi_response(&r, frame.data);
+                Ok(())
+            }
+            Pdu::R2t(r) => self.on_r2t(c, &r),
+            Pdu::NopIn(n) => {
+                self.on_nop_in(c, &n, frame.data);
+                Ok(())
+            }
+            Pdu::TaskMgmtResponse(t) => {
+                self.on_status(c, t.stat_sn, t.exp_cmd_sn, t.max_cmd_sn);
+                if let Some(slot) = self.slot_of(t.initiator_task_tag) {
+                    self.on_tmf_done(slot, t.response);
+                }
+                Ok(())
+            }
+            Pdu::LogoutResponse(l) => {
+                self.on_status(c, l.stat_sn, l.exp_cmd_sn, l.max_cmd_sn);
+                if let Some(slot) = self.slot_of(l.initiator_task_tag) {
+                    self.finish(slot, Outcome::Logout(l.response));
+                }
+                Ok(())
+            }
+            Pdu::Reject(r) => {
+                self.on_status(c, r.stat_sn, r.exp_cmd_sn, r.max_cmd_sn);
+                // The data segment is the rejected header; its ITT names the task.
+                if frame.data.len() >= BHS_LEN {
+                    let itt = u32::from_be_bytes([
+                        frame.data[16],
+                        frame.data[17],
+                        frame.data[18],
+                        frame.data[19],
+                    ]);
+                    if let Some(slot) = self.slot_of(itt) {
+                        self.finish(
+                            slot,
+                            Outcome::Failed(TaskError::Rejected { reason: r.reason }),
+                        );
+                    }
+                }
+                Ok(())
+            }
+            Pdu::AsyncMessage(a) => {
+                self.on_status(c, a.stat_sn, a.exp_cmd_sn, a.max_cmd_sn);
+                // RFC 7143 §11.9.1: 1 = logout requested, 2/3 = the target drops connections.
+                match a.async_event {
+                    1..=3 => Err(ConnFailure(format!(
+                        "the target asked to end the connection (async event {})",
+                        a.async_event
+                    ))),
+                    _ => Ok(()),
+                }
+            }
+            Pdu::TextResponse(t) => {
+                self.on_status(c, t.stat_sn, t.exp_cmd_sn, t.max_cmd_sn);
+                Ok(())
+            }
+            other => Err(ConnFailure(format!(
+                "the target sent an initiator PDU ({:?})",
+                other.opcode()
+            ))),
+        }
+    }
+
+    /// StatSN and the window from a PDU that carries a status.
+    fn on_status(&mut self, c: usize, stat_sn: u32, exp_cmd_sn: u32, max_cmd_sn: u32) {
+        let conn = &mut self.conns[c];
+        if sn_ge(stat_sn, conn.exp_stat_sn) {
+            conn.exp_stat_sn = stat_sn.wrapping_add(1);
+        }
+        self.update_window(exp_cmd_sn, max_cmd_sn);
+    }
+
+    /// RFC 7143 §4.2.2.1: take a newer ExpCmdSN/MaxCmdSN, ignore a window
+    /// with MaxCmdSN < ExpCmdSN - 1.
+    fn update_window(&mut self, exp_cmd_sn: u32, max_cmd_sn: u32) {
+        if sn_lt(max_cmd_sn, exp_cmd_sn.wrapping_sub(1)) {
+            return;
+        }
+        if sn_gt(exp_cmd_sn, self.exp_cmd_sn) {
+            self.exp_cmd_sn = exp_cmd_sn;
+        }
+        if sn_gt(max_cmd_sn, self.max_cmd_sn) {
+            self.max_cmd_sn = max_cmd_sn;
+        }
+    }
+
+    fn on_data_in(&mut self, c: usize, d: &DataIn, data: &[u8]) -> Result<(), ConnFailure> {
+        self.update_window(d.exp_cmd_sn, d.max_cmd_sn);
+        let Some(slot) = self.slot_of(d.initiator_task_tag) else {
+            // A task aborted meanwhile: its late data is dropped.
+            return Ok(());
+        };
+        let task = self.slots[slot as usize]
+            .task
+            .as_mut()
+            .expect("slot_of checked it");
+        let end = d.buffer_offset as usize + data.len();
+        if !matches!(
+            task.kind,
+            Kind::Scsi {
+                direction: Direction::Read(_),
+                ..
+            }
+        ) {
+            return Err(ConnFailure("Data-In for a task that reads nothing".into()));
+        }
+        if end > task.buffer.len() {
+            return Err(ConnFailure(format!(
+                "Data-In ends at byte {end}, past the expected {} bytes",
+                task.buffer.len()
+            )));
+        }
+        task.buffer[d.buffer_offset as usize..end].copy_from_slice(data);
+        task.data_in_bytes = task.data_in_bytes.saturating_add(data.len() as u32);
+        if d.status_present {
+            self.on_status(c, d.stat_sn, d.exp_cmd_sn, d.max_cmd_sn);
+            let data_in_len = self.task(slot).map_or(0, |t| t.data_in_bytes);
+            let status = ScsiStatus {
+                response: 0,
+                status: d.status,
+                sense: Vec::new(),
+                residual: Residual {
+                    overflow: d.overflow,
+                    underflow: d.underflow,
+                    count: d.residual_count,
+                },
+                data_in_len,
+            };
+            self.finish(slot, Outcome::Scsi(status));
+        }
+        Ok(())
+    }
+
+    fn on_scsi_response(&mut self, r: &ScsiResponse, data: &[u8]) {
+        let Some(slot) = self.slot_of(r.initiator_task_tag) else {
+            return;
+        };
+        // RFC 7143 §11.4.7: SenseLength, then the sense data.
+        let sense = match data {
+            [hi, lo, rest @ ..] => {
+                let n = usize::from(u16::from_be_bytes([*hi, *lo])).min(rest.len());
+                rest[..n].to_vec()
+            }
+            _ => Vec::new(),
+        };
+        let data_in_len = self.task(slot).map_or(0, |t| t.data_in_bytes);
+        let status = ScsiStatus {
+            response: r.response,
+            status: r.status,
+            sense,
+            residual: Residual {
+                overflow: r.overflow,
+                underflow: r.underflow,
+                count: r.residual_count,
+            },
+            data_in_len,
+        };
+        self.finish(slot, Outcome::Scsi(status));
+    }
+
+    fn on_r2t(&mut self, c: usize, r: &R2t) -> Result<(), ConnFailure> {
+        self.update_window(r.exp_cmd_sn, r.max_cmd_sn);
+        let Some(slot) = self.slot_of(r.initiator_task_tag) else {
+            return Ok(());
+        };
+        let task = self.task(slot).expect("slot_of checked it");
+        let Kind::Scsi {
+            direction: Direction::Write(edtl),
+            ..
+        } = task.kind
+        else {
+            return Err(ConnFailure("R2T for a task that writes nothing".into()));
+        };
+        if task.conn != Some(c) {
+            return Err(ConnFailure(
+                "R2T on a connection the task is not allegiant to".into(),
+            ));
+        }
+        let end = u64::from(r.buffer_offset) + u64::from(r.desired_data_transfer_length);
+        if r.desired_data_transfer_length == 0 || end > u64::from(edtl) {
+            return Err(ConnFailure(format!(
+                "R2T for bytes {}..{end} of a {edtl}-byte write",
+                r.buffer_offset
+            )));
+        }
+        self.queue_data_out(slot, c, r.target_transfer_tag, r.buffer_offset, end as u32);
+        Ok(())
+    }
+
+    fn on_nop_in(&mut self, c: usize, n: &NopIn, data: &[u8]) {
+        if n.initiator_task_tag != RESERVED_TAG {
+            // The answer to our ping.
+            self.on_status(c, n.stat_sn, n.exp_cmd_sn, n.max_cmd_sn);
+            if let Some(slot) = self.slot_of(n.initiator_task_tag) {
+                if self.conns[c].ping.is_some_and(|(s, _)| s == slot) {
+                    self.conns[c].ping = None;
+                }
+                self.finish(slot, Outcome::Logout(0));
+            }
+            return;
+        }
+        // RFC 7143 §11.19.1: an unsolicited NOP-In does not advance StatSN.
+        self.update_window(n.exp_cmd_sn, n.max_cmd_sn);
+        if n.target_transfer_tag != RESERVED_TAG {
+            // The target's ping: echo it (RFC 7143 §11.18).
+            let pdu = Pdu::NopOut(NopOut {
+                immediate: true,
+                lun: n.lun,
+                initiator_task_tag: RESERVED_TAG,
+                target_transfer_tag: n.target_transfer_tag,
+                cmd_sn: self.cmd_sn,
+                exp_stat_sn: self.conns[c].exp_stat_sn,
+            });
+            let len = data.len() as u32;
+            self.push_header(c, &pdu, len);
+            if !data.is_empty() {
+                let limits = self.conns[c].send_limits;
+                let (trailer, trailer_len) = frame::data_trailer(data, &limits);
+                let out = &mut self.conns[c].out;
+                out.push_bytes(data);
+                out.push_bytes(&trailer[..trailer_len]);
+            }
+        }
+    }
+
+    fn on_tmf_done(&mut self, slot: u32, response: u8) {
+        let Some(Kind::Tmf {
+            function,
+            lun,
+            referenced_tag,
+            ..
+        }) = self.task(slot).map(|t| &t.kind)
+        else {
+            return;
+        };
+        let (function, lun, referenced_tag) = (*function, *lun, *referenced_tag);
+        self.finish(slot, Outcome::TaskManagement(response));
+        if response != tmf::RESP_COMPLETE {
+            return;
+        }
+        // RFC 7143 §11.5.1: the affected tasks get no response of their own.
+        let victims: Vec<u32> = (0..self.slots.len() as u32)
+            .filter(|&s| {
+                let tag = self.tag(s);
+                match self.task(s) {
+                    Some(t) if t.finished.is_none() && t.conn.is_some() => {
+                        match (&t.kind, function) {
+                            (Kind::Scsi { .. }, tmf::ABORT_TASK) => tag == referenced_tag,
+                            (
+                                Kind::Scsi { lun: l, .. },
+                                tmf::ABORT_TASK_SET | tmf::CLEAR_TASK_SET | tmf::LOGICAL_UNIT_RESET,
+                            ) => *l == lun,
+                            (
+                                Kind::Scsi { .. },
+                                tmf::TARGET_WARM_RESET | tmf::TARGET_COLD_RESET,
+                            ) => true,
+                            _ => false,
+                        }
+                    }
+                    _ => false,
+                }
+            })
+            .collect();
+        for s in victims {
+            self.finish(s, Outcome::Failed(TaskError::Aborted));
+        }
+    }
+
+    // ---- time and failure ----------------------------------------------
+
+    /// Keepalive pings; returns the connections whose ping went unanswered.
+    pub fn handle_tick(&mut self, now: Instant) -> Vec<usize> {
+        let mut dead = Vec::new();
+        for c in 0..self.conns.len() {
+            let conn = &self.conns[c];
+            if !conn.alive {
+                continue;
+            }
+            match conn.ping {
+                Some((_, sent)) if now.duration_since(sent) > self.keepalive.timeout => {
+                    dead.push(c)
+                }
+                Some(_) => {}
+                None => {
+                    if let Some(interval) = self.keepalive.interval {
+                        if now.duration_since(conn.last_rx) >= interval {
+                            self.send_ping(c, now);
+                        }
+                    }
+                }
+            }
+        }
+        dead
+    }
+
+    /// ERL 0 (RFC 7143 §7.1.5, §6.3.5): a failed connection fails the
+    /// session. Every connection is dropped; SCSI tasks go back to the
+    /// waiting queue, in CmdSN order, to be reissued once the session is
+    /// reinstated; other tasks end.
+    pub fn connections_lost(&mut self) {
+        let mut released = Vec::new();
+        for conn in &mut self.conns {
+            conn.out.clear(|slot| released.push(slot));
+        }
+        for slot in released {
+            self.release_piece(slot);
+        }
+        self.conns.clear();
+        let mut reissue: Vec<(u32, u32)> = Vec::new();
+        for s in 0..self.slots.len() as u32 {
+            let Some(task) = self.task_mut(s) else {
+                continue;
+            };
+            if task.finished.is_some() {
+                continue;
+            }
+            let was_sent = task.conn.take().is_some();
+            match task.kind {
+                Kind::Scsi { .. } if was_sent => reissue.push((task.cmd_sn, s)),
+                Kind::Scsi { .. } => {}
+                Kind::Logout => {
+                    // The session is gone, which is what the logout asked for.
+                    self.waiting.retain(|w| *w != s);
+                    self.finish(s, Outcome::Logout(logout::RESP_CLOSED));
+                }
+                Kind::Tmf { .. } => self.finish(
+                    s,
+                    Outcome::Failed(TaskError::SessionFailed(
+                        "the connection failed during task management".into(),
+                    )),
+                ),
+                Kind::Ping => self.finish(s, Outcome::Logout(0)),
+            }
+        }
+        // Oldest first, ahead of tasks never sent.
+        reissue.sort_by(|a, b| {
+            if sn_lt(a.0, b.0) {
+                std::cmp::Ordering::Less
+            } else {
+                std::cmp::Ordering::Greater
+            }
+        });
+        for (_, s) in reissue.into_iter().rev() {
+            self.waiting.push_front(s);
+        }
+    }
+
+    /// Takes the connections, parameters and window of `fresh`, a session
+    /// just logged in to reinstate this one; the tasks waiting here are
+    /// reissued on them.
+    pub fn adopt(&mut self, fresh: SessionCore) {
+        debug_assert!(self.conns.is_empty(), "adopting while connections remain");
+        self.params = fresh.params;
+        self.conns = fresh.conns;
+        self.cmd_sn = fresh.cmd_sn;
+        self.exp_cmd_sn = fresh.exp_cmd_sn;
+        self.max_cmd_sn = fresh.max_cmd_sn;
+    }
+
+    /// The session is reinstated: a new window starts at `cmd_sn`.
+    pub fn reinstated(&mut self, cmd_sn: u32, exp_cmd_sn: u32, max_cmd_sn: u32) {
+        self.cmd_sn = cmd_sn;
+        self.exp_cmd_sn = exp_cmd_sn;
+        self.max_cmd_sn = max_cmd_sn;
+    }
+
+    /// Reconnection gave up: every task ends with `why`.
+    pub fn fail(&mut self, why: &str) {
+        self.connections_lost();
+        self.failed = Some(why.to_string());
+        self.waiting.clear();
+        for s in 0..self.slots.len() as u32 {
+            self.finish(
+                s,
+                Outcome::Failed(TaskError::SessionFailed(why.to_string())),
+            );
+        }
+    }
+}

@@ -1,0 +1,393 @@
+//! The initiator against isoe's own target, started in this process on an
+//! ephemeral loopback port: discovery, login, every write path, reads larger
+//! than a PDU, deep pipelining, MC/S, digests, task management, logout, and
+//! session reinstatement after the connection is cut.
+
+use isoe_initiator::cdb::{self, Capacity, Inquiry};
+use isoe_initiator::{
+    send_targets, Command, Completion, DiscoveryConfig, Engine, IscsiUrl, Outcome, Portal,
+    SessionConfig, TaskManagement,
+};
+use isoe_target::config::Config;
+use isoe_target::driver::{self, Running};
+use isoe_wire::negotiate::LocalParams;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+const TARGET: &str = "iqn.2026-11.io.isoe:target0";
+const BLOCK: usize = 512;
+
+fn start_target(extra: &str) -> Running {
+    let text = format!(
+        "portals = [\"127.0.0.1:0\"]\n{extra}\n[[target]]\nname = \"{TARGET}\"\n\n[[target.lun]]\nnumber = 0\nmemory = \"64MiB\"\n"
+    );
+    let config = Config::parse(&text, None).expect("test config parses");
+    driver::start(config).expect("target starts")
+}
+
+fn config_for(addr: SocketAddr) -> SessionConfig {
+    let url = IscsiUrl::parse(&format!("iscsi://{addr}/{TARGET}/0")).unwrap();
+    SessionConfig::from_url(&url)
+}
+
+fn pattern(lba: u64, blocks: usize, seed: u8) -> Vec<u8> {
+    let mut data = vec![0u8; blocks * BLOCK];
+    for (i, chunk) in data.chunks_mut(BLOCK).enumerate() {
+        chunk[..8].copy_from_slice(&(lba + i as u64).to_be_bytes());
+        for (j, b) in chunk[8..].iter_mut().enumerate() {
+            *b = seed.wrapping_add((i * 7 + j) as u8);
+        }
+    }
+    data
+}
+
+fn write(engine: &mut Engine, s: usize, lba: u64, data: Vec<u8>) {
+    let blocks = (data.len() / BLOCK) as u32;
+    let done = engine
+        .execute(
+            s,
+            Command::write(0, &cdb::write16(lba, blocks, false), data),
+        )
+        .unwrap();
+    done.good().unwrap();
+}
+
+fn read(engine: &mut Engine, s: usize, lba: u64, blocks: usize) -> Vec<u8> {
+    let done = engine
+        .execute(
+            s,
+            Command::read(0, &cdb::read16(lba, blocks as u32), (blocks * BLOCK) as u32),
+        )
+        .unwrap();
+    let status = done.good().unwrap();
+    assert_eq!(status.data_in_len as usize, blocks * BLOCK);
+    done.buffer
+}
+
+#[test]
+fn discovery_lists_the_target_and_its_portal() {
+    let target = start_target("");
+    let addr = target.portals()[0];
+    let found = send_targets(&DiscoveryConfig::new(
+        Portal::parse(&addr.to_string()).unwrap(),
+    ))
+    .unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].name, TARGET);
+    assert_eq!(found[0].portals, vec![(addr.to_string(), 1)]);
+    target.shutdown().unwrap();
+}
+
+#[test]
+fn inquiry_capacity_and_every_write_path_round_trip() {
+    let target = start_target("");
+    let addr = target.portals()[0];
+    let mut engine = Engine::new();
+    let s = engine.login(config_for(addr)).unwrap();
+
+    let inq = engine
+        .execute(s, Command::read(0, &cdb::inquiry(None, 96), 96))
+        .unwrap();
+    inq.good().unwrap();
+    let inq = Inquiry::parse(&inq.buffer).unwrap();
+    assert_eq!(inq.vendor, "ISOE");
+    assert_eq!(inq.device_type, 0);
+
+    let cap = engine
+        .execute(s, Command::read(0, &cdb::read_capacity16(), 32))
+        .unwrap();
+    cap.good().unwrap();
+    let cap = Capacity::parse(&cap.buffer).unwrap();
+    assert_eq!(cap.size_bytes(), 64 << 20);
+    assert_eq!(cap.block_size_bytes, 512);
+
+    // Immediate data only (4 KiB), immediate + unsolicited (the default
+    // FirstBurstLength is 256 KiB, PDUs 256 KiB... so 1 MiB needs R2Ts too).
+    for (lba, blocks, seed) in [
+        (0u64, 8usize, 1u8),
+        (100, 512, 2),
+        (2000, 2048, 3),
+        (9000, 4096, 4),
+    ] {
+        let data = pattern(lba, blocks, seed);
+        write(&mut engine, s, lba, data.clone());
+        assert_eq!(
+            read(&mut engine, s, lba, blocks),
+            data,
+            "lba {lba} blocks {blocks}"
+        );
+    }
+    engine.logout(s).unwrap();
+    target.shutdown().unwrap();
+}
+
+#[test]
+fn small_pdus_r2t_only_and_digests() {
+    // The target asks for 8 KiB PDUs and InitialR2T; we turn digests on and
+    // immediate data off: every write goes by R2T in many Data-Out PDUs.
+    let target = start_target("[defaults]\nmax_recv_data_segment_length = 8192\nmax_burst_length = 65536\nfirst_burst_length = 65536\ninitial_r2t = true\nimmediate_data = false\n");
+    let addr = target.portals()[0];
+    let mut engine = Engine::new();
+    let mut config = config_for(addr);
+    config.set_digests(true, true);
+    config.params.max_recv_data_segment_length = 16384;
+    let s = engine.login(config).unwrap();
+    let (send_max, recv_max, hd, dd) = engine.connection_limits(s).unwrap();
+    assert_eq!((send_max, recv_max, hd, dd), (8192, 16384, true, true));
+    let p = engine.params(s).unwrap();
+    assert!(p.initial_r2t);
+    assert!(!p.immediate_data);
+    let data = pattern(77, 1024, 9); // 512 KiB: 8 bursts of 64 KiB, 64 Data-Out PDUs
+    write(&mut engine, s, 77, data.clone());
+    assert_eq!(read(&mut engine, s, 77, 1024), data);
+    engine.logout(s).unwrap();
+    target.shutdown().unwrap();
+}
+
+/// Keeps `depth` commands in flight until `total` completed, writing then reading back.
+fn pipelined(engine: &mut Engine, sessions: &[usize], depth: usize, total: u64) {
+    let mut next = 0u64;
+    let mut done = Vec::<Completion>::new();
+    let mut completed = 0u64;
+    let mut inflight = 0usize;
+    let submit = |engine: &mut Engine, n: u64| {
+        let s = sessions[(n as usize) % sessions.len()];
+        let lba = (n % 4096) * 8;
+        let data = pattern(lba, 8, n as u8);
+        engine
+            .submit(s, Command::write(0, &cdb::write16(lba, 8, false), data), n)
+            .unwrap();
+    };
+    while completed < total {
+        while inflight < depth && next < total {
+            submit(engine, next);
+            next += 1;
+            inflight += 1;
+        }
+        engine.poll(&mut done, Duration::from_secs(1)).unwrap();
+        for c in done.drain(..) {
+            c.good().unwrap();
+            completed += 1;
+            inflight -= 1;
+        }
+    }
+}
+
+#[test]
+fn deep_queue_over_several_connections_and_sessions() {
+    let target = start_target("");
+    let addr = target.portals()[0];
+    let mut engine = Engine::new();
+    let mut mcs = config_for(addr);
+    mcs.connections = 4;
+    let a = engine.login(mcs).unwrap();
+    assert_eq!(engine.connections(a), 4);
+    let b = engine.login(config_for(addr)).unwrap();
+    pipelined(&mut engine, &[a, b], 128, 5000);
+    // Every LBA written last by command n = the highest n with that LBA.
+    for lba_index in [0u64, 1, 4095] {
+        let lba = lba_index * 8;
+        let last = (0..5000u64)
+            .filter(|n| n % 4096 == lba_index)
+            .max()
+            .unwrap();
+        assert_eq!(read(&mut engine, b, lba, 8), pattern(lba, 8, last as u8));
+    }
+    engine.logout(a).unwrap();
+    engine.logout(b).unwrap();
+    target.shutdown().unwrap();
+}
+
+#[test]
+fn task_management_and_residuals() {
+    let target = start_target("");
+    let addr = target.portals()[0];
+    let mut engine = Engine::new();
+    let s = engine.login(config_for(addr)).unwrap();
+    assert_eq!(
+        engine
+            .execute_task_management(s, TaskManagement::LogicalUnitReset(0))
+            .unwrap(),
+        0
+    );
+    // The LU reset leaves a unit attention; clear it.
+    let _ = engine
+        .execute(s, Command::new(0, &cdb::test_unit_ready()))
+        .unwrap();
+    // Asking for 512 bytes of a 4 KiB read: residual overflow.
+    let done = engine
+        .execute(s, Command::read(0, &cdb::read16(0, 8), 512))
+        .unwrap();
+    match &done.outcome {
+        Outcome::Scsi(st) => {
+            assert!(st.residual.overflow, "{st:?}");
+            assert_eq!(st.residual.count, 4096 - 512);
+        }
+        other => panic!("{other:?}"),
+    }
+    // Abort a task the target no longer has.
+    let r = engine
+        .execute_task_management(
+            s,
+            TaskManagement::AbortTask {
+                lun: 0,
+                token: 12345,
+            },
+        )
+        .unwrap();
+    assert_eq!(r, isoe_wire::pdu::tmf::RESP_NO_TASK);
+    engine.logout(s).unwrap();
+    target.shutdown().unwrap();
+}
+
+#[test]
+fn login_to_an_unknown_target_says_so() {
+    let target = start_target("");
+    let addr = target.portals()[0];
+    let mut config = config_for(addr);
+    config.target_name = "iqn.2026-11.io.isoe:nosuch".into();
+    let err = Engine::new().login(config).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("iqn.2026-11.io.isoe:nosuch"), "{text}");
+    assert!(
+        text.contains("0x0203") || text.to_lowercase().contains("not found"),
+        "{text}"
+    );
+    assert!(!err.is_transient());
+    target.shutdown().unwrap();
+}
+
+/// A TCP relay that can cut every connection it carries.
+struct Proxy {
+    addr: SocketAddr,
+    cut: Arc<AtomicBool>,
+    generation: Arc<AtomicU64>,
+}
+
+impl Proxy {
+    fn start(upstream: SocketAddr) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let cut = Arc::new(AtomicBool::new(false));
+        let generation = Arc::new(AtomicU64::new(0));
+        let (cut2, gen2) = (cut.clone(), generation.clone());
+        thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let Ok(server) = TcpStream::connect(upstream) else {
+                    continue;
+                };
+                let my_gen = gen2.load(Ordering::SeqCst);
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    let (cut, gen) = (cut2.clone(), gen2.clone());
+                    from.set_read_timeout(Some(Duration::from_millis(20)))
+                        .unwrap();
+                    thread::spawn(move || {
+                        let mut buf = vec![0u8; 1 << 16];
+                        loop {
+                            if cut.load(Ordering::SeqCst) && gen.load(Ordering::SeqCst) == my_gen {
+                                let _ = from.shutdown(std::net::Shutdown::Both);
+                                let _ = to.shutdown(std::net::Shutdown::Both);
+                                return;
+                            }
+                            match from.read(&mut buf) {
+                                Ok(0) => {
+                                    let _ = to.shutdown(std::net::Shutdown::Write);
+                                    return;
+                                }
+                                Ok(n) => {
+                                    if to.write_all(&buf[..n]).is_err() {
+                                        return;
+                                    }
+                                }
+                                Err(e)
+                                    if matches!(
+                                        e.kind(),
+                                        std::io::ErrorKind::WouldBlock
+                                            | std::io::ErrorKind::TimedOut
+                                    ) => {}
+                                Err(_) => return,
+                            }
+                        }
+                    });
+                }
+            }
+        });
+        Proxy {
+            addr,
+            cut,
+            generation,
+        }
+    }
+
+    /// Cuts the current connections; later ones pass.
+    fn cut_now(&self) {
+        self.cut.store(true, Ordering::SeqCst);
+        thread::sleep(Duration::from_millis(100));
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        self.cut.store(false, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_cut_connection_is_reinstated_and_outstanding_commands_reissued() {
+    let target = start_target("");
+    let proxy = Proxy::start(target.portals()[0]);
+    let mut engine = Engine::new();
+    let s = engine.login(config_for(proxy.addr)).unwrap();
+    let mut done = Vec::new();
+    // Forty 64 KiB writes in flight, then the cut, then all must complete GOOD.
+    for n in 0..40u64 {
+        let data = pattern(n * 128, 128, n as u8);
+        engine
+            .submit(
+                s,
+                Command::write(0, &cdb::write16(n * 128, 128, false), data),
+                n,
+            )
+            .unwrap();
+    }
+    engine.poll(&mut done, Duration::from_millis(1)).unwrap();
+    proxy.cut_now();
+    while done.len() < 40 {
+        engine.poll(&mut done, Duration::from_secs(1)).unwrap();
+    }
+    for c in &done {
+        c.good().unwrap();
+    }
+    assert!(engine.stats().reconnects >= 1, "{:?}", engine.stats());
+    for n in [0u64, 17, 39] {
+        assert_eq!(
+            read(&mut engine, s, n * 128, 128),
+            pattern(n * 128, 128, n as u8)
+        );
+    }
+    engine.logout(s).unwrap();
+    target.shutdown().unwrap();
+}
+
+#[test]
+fn reconnection_gives_up_after_the_retry_budget() {
+    let target = start_target("");
+    let addr = target.portals()[0];
+    let mut engine = Engine::new();
+    let mut config = config_for(addr);
+    config.retry.attempts = 2;
+    config.retry.initial_delay = Duration::from_millis(10);
+    let s = engine.login(config).unwrap();
+    target.shutdown().unwrap();
+    let err = engine.execute(s, Command::new(0, &cdb::test_unit_ready()));
+    let text = match err {
+        Ok(c) => format!("{:?}", c.outcome),
+        Err(e) => e.to_string(),
+    };
+    assert!(text.contains("2 reconnection attempt"), "{text}");
+    let _ = LocalParams::default();
+}

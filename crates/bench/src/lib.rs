@@ -13,6 +13,7 @@
 //! of its process. Units: MB = 10^6 bytes, KiB = 1024 bytes, latency in µs,
 //! CPU% of all CPUs.
 
+pub mod address;
 pub mod cpu;
 pub mod demand;
 pub mod host;
@@ -20,9 +21,12 @@ pub mod latency;
 pub mod proc_error;
 pub mod profiles;
 pub mod report;
+pub mod run;
 pub mod table;
+pub mod target_pid;
 pub mod tcp;
 pub mod timestamp;
+pub mod verify;
 pub mod workload;
 
 pub use cpu::{CpuSplit, CpuTimes, ProcessCpu};

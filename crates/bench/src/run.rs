@@ -1,0 +1,787 @@
+//! The run: worker threads, each with its own initiator [`Engine`] and
+//! sessions, keep `queue_depth` commands in flight per URL; the main thread
+//! times the ramp and the measured window and samples the CPU and TCP
+//! counters at its edges.
+//!
+//! Workers share nothing on the command path: per-worker histograms and
+//! counters are merged after the run; progress goes through two relaxed
+//! atomics per worker, updated once per batch.
+
+use crate::address::AccessPattern;
+use crate::cpu::{self, CpuSplit, CpuTimes};
+use crate::host::Host;
+use crate::report::{DirectionMeasurements, Measurements};
+use crate::target_pid;
+use crate::tcp::TcpCounters;
+use crate::verify;
+use crate::workload::Workload;
+use isoe_initiator::cdb::{self, Capacity};
+use isoe_initiator::{
+    Command, Completion, Engine, EngineStats, IscsiUrl, SessionConfig, SocketOptions,
+};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime};
+use thiserror::Error;
+
+/// Error and mismatch messages kept per run.
+const MESSAGES_MAX: usize = 20;
+/// How long outstanding commands may take to finish after the window.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// Verified chunks tracked per worker and URL; beyond this the region is cut.
+const VERIFY_CHUNKS_MAX: u64 = 1 << 26;
+
+const PHASE_SETUP: u8 = 0;
+const PHASE_RAMP: u8 = 1;
+const PHASE_MEASURE: u8 = 2;
+const PHASE_DRAIN: u8 = 3;
+
+/// Why a run could not be done.
+#[derive(Debug, Error)]
+pub enum RunError {
+    /// The workload is not runnable.
+    #[error(transparent)]
+    Workload(#[from] crate::workload::WorkloadError),
+    /// A URL is malformed, or names no LUN.
+    #[error("{0}")]
+    Url(String),
+    /// Logging in or sizing a LUN failed.
+    #[error("{url}: {what}")]
+    Setup {
+        /// The URL, password removed.
+        url: String,
+        /// What failed.
+        what: String,
+    },
+    /// /proc could not be read.
+    #[error("reading CPU or TCP counters: {0}")]
+    Proc(#[from] crate::proc_error::ProcError),
+}
+
+/// How sessions are opened, beyond what the URL says.
+#[derive(Debug, Clone)]
+pub struct SessionTemplate {
+    /// InitiatorName.
+    pub initiator_name: String,
+    /// Offer only HeaderDigest=CRC32C.
+    pub header_digest: bool,
+    /// Offer only DataDigest=CRC32C.
+    pub data_digest: bool,
+    /// TCP knobs.
+    pub socket: SocketOptions,
+    /// CHAP user and secret overriding the URL's.
+    pub chap: Option<(String, isoe_wire::chap::Secret)>,
+    /// Mutual CHAP: the target's name and secret.
+    pub mutual_chap: Option<(String, isoe_wire::chap::Secret)>,
+    /// ImmediateData / InitialR2T / MaxRecvDataSegmentLength / FirstBurstLength / MaxBurstLength overrides.
+    pub immediate_data: Option<bool>,
+    /// InitialR2T override.
+    pub initial_r2t: Option<bool>,
+    /// MaxRecvDataSegmentLength override.
+    pub max_recv_data_segment_length: Option<u32>,
+    /// FirstBurstLength override.
+    pub first_burst_length: Option<u32>,
+    /// MaxBurstLength override.
+    pub max_burst_length: Option<u32>,
+}
+
+impl Default for SessionTemplate {
+    fn default() -> Self {
+        SessionTemplate {
+            initiator_name: isoe_initiator::DEFAULT_INITIATOR_NAME.into(),
+            header_digest: false,
+            data_digest: false,
+            socket: SocketOptions::default(),
+            chap: None,
+            mutual_chap: None,
+            immediate_data: None,
+            initial_r2t: None,
+            max_recv_data_segment_length: None,
+            first_burst_length: None,
+            max_burst_length: None,
+        }
+    }
+}
+
+impl SessionTemplate {
+    /// The session configuration for `url` with `connections` connections.
+    pub fn config(&self, url: &IscsiUrl, connections: u16) -> SessionConfig {
+        let mut c = SessionConfig::from_url(url);
+        c.initiator_name = self.initiator_name.clone();
+        c.set_digests(self.header_digest, self.data_digest);
+        c.socket = self.socket;
+        c.connections = connections;
+        if let Some((user, secret)) = &self.chap {
+            c.chap = Some(isoe_initiator::config::chap(user, secret.clone(), None));
+        }
+        if let (Some(chap), Some(mutual)) = (c.chap.as_mut(), &self.mutual_chap) {
+            chap.mutual = Some(mutual.clone());
+        }
+        let p = &mut c.params;
+        if let Some(v) = self.immediate_data {
+            p.immediate_data = v;
+        }
+        if let Some(v) = self.initial_r2t {
+            p.initial_r2t = v;
+        }
+        if let Some(v) = self.max_recv_data_segment_length {
+            p.max_recv_data_segment_length = v;
+        }
+        if let Some(v) = self.first_burst_length {
+            p.first_burst_length = v;
+        }
+        if let Some(v) = self.max_burst_length {
+            p.max_burst_length = v;
+        }
+        c
+    }
+}
+
+/// Everything a run needs.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// What to run (its `urls` are shown with passwords removed).
+    pub workload: Workload,
+    /// The URLs, with credentials.
+    pub urls: Vec<IscsiUrl>,
+    /// Session options.
+    pub session: SessionTemplate,
+    /// The target's PID; None looks for a local listener on the URL's port.
+    pub target_pid: Option<u32>,
+    /// Print a live progress line to stderr once a second.
+    pub progress: bool,
+    /// Set to end the run early (Ctrl-C); the window is cut short and measured as is.
+    pub stop: Arc<AtomicBool>,
+}
+
+/// A run's measurements and what went wrong in it.
+#[derive(Debug)]
+pub struct RunOutcome {
+    /// The raw measurements (see [`crate::BenchResult::compute`]).
+    pub measurements: Measurements,
+    /// The first error and mismatch messages.
+    pub messages: Vec<String>,
+    /// The initiator engines' counters, summed (syscalls, reconnects).
+    pub engine: EngineStats,
+    /// Connections per session actually opened (the target may allow fewer).
+    pub connections_per_session: u32,
+    /// Commands completed over the whole run, ramp and drain included
+    /// (the span the engine counters cover).
+    pub total_ios: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Lun {
+    block_size: u32,
+    blocks: u64,
+}
+
+/// Runs `config` to the end and returns the measurements.
+pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
+    config.workload.validate()?;
+    if config.urls.is_empty() {
+        return Err(RunError::Url("at least one iscsi:// URL is needed".into()));
+    }
+    let mut luns = Vec::new();
+    for url in &config.urls {
+        luns.push(probe(url, &config)?);
+    }
+    let target_pid = config.target_pid.or_else(|| {
+        let p = &config.urls[0].portal;
+        target_pid::is_local(&p.host)
+            .then(|| target_pid::listener_pid(p.port))
+            .flatten()
+            .filter(|pid| *pid != std::process::id())
+    });
+
+    let w = &config.workload;
+    let phase = Arc::new(AtomicU8::new(PHASE_SETUP));
+    let counters: Vec<Arc<(AtomicU64, AtomicU64)>> = (0..w.workers)
+        .map(|_| Arc::new((AtomicU64::new(0), AtomicU64::new(0))))
+        .collect();
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<u32, String>>();
+    let mut handles = Vec::new();
+    for worker in 0..w.workers {
+        let spec = WorkerSpec {
+            worker,
+            workers: w.workers,
+            workload: w.clone(),
+            urls: config.urls.clone(),
+            luns: luns.clone(),
+            template: config.session.clone(),
+        };
+        let (phase, counters, ready) = (
+            phase.clone(),
+            counters[worker as usize].clone(),
+            ready_tx.clone(),
+        );
+        handles.push(
+            thread::Builder::new()
+                .name(format!("bench-worker-{worker}"))
+                .spawn(move || run_worker(spec, &phase, &counters, ready))
+                .map_err(|e| RunError::Url(format!("cannot start a worker thread: {e}")))?,
+        );
+    }
+    drop(ready_tx);
+    let mut connections_per_session = u32::MAX;
+    let mut setup_error = None;
+    for _ in 0..w.workers {
+        match ready_rx.recv() {
+            Ok(Ok(c)) => connections_per_session = connections_per_session.min(c),
+            Ok(Err(e)) => setup_error = setup_error.or(Some(e)),
+            Err(_) => setup_error = setup_error.or(Some("a worker ended during setup".into())),
+        }
+    }
+    if let Some(what) = setup_error {
+        phase.store(PHASE_DRAIN, Ordering::SeqCst);
+        for h in handles {
+            let _ = h.join();
+        }
+        return Err(RunError::Setup {
+            url: config.urls[0].to_string(),
+            what,
+        });
+    }
+
+    let mut progress = Progress::new(config.progress, &counters);
+    phase.store(PHASE_RAMP, Ordering::SeqCst);
+    progress.sleep(Duration::from_secs_f64(w.ramp_s), &config.stop);
+
+    let hz = cpu::ticks_per_second();
+    let cpu0 = CpuTimes::read()?;
+    let self0 = cpu::self_cpu()?;
+    let target0 = target_pid.and_then(|p| cpu::read_process(p).ok());
+    let tcp0 = TcpCounters::read()?;
+    let started_at = SystemTime::now();
+    let t0 = Instant::now();
+    phase.store(PHASE_MEASURE, Ordering::SeqCst);
+    progress.sleep(Duration::from_secs_f64(w.duration_s), &config.stop);
+    phase.store(PHASE_DRAIN, Ordering::SeqCst);
+    let elapsed_s = t0.elapsed().as_secs_f64();
+    let cpu1 = CpuTimes::read()?;
+    let self1 = cpu::self_cpu()?;
+    let target1 = target_pid.and_then(|p| cpu::read_process(p).ok());
+    let tcp1 = TcpCounters::read()?;
+    progress.finish();
+
+    let mut read = DirectionMeasurements::default();
+    let mut write = DirectionMeasurements::default();
+    let mut total_ios = 0;
+    let (mut errors, mut verify_errors) = (0, 0);
+    let mut messages = Vec::new();
+    let mut engine = EngineStats::default();
+    for h in handles {
+        let r = h.join().unwrap_or_else(|_| WorkerResult::panicked());
+        read.ios += r.read.ios;
+        read.bytes += r.read.bytes;
+        read.latency.merge(&r.read.latency);
+        write.ios += r.write.ios;
+        write.bytes += r.write.bytes;
+        write.latency.merge(&r.write.latency);
+        errors += r.errors;
+        verify_errors += r.verify_errors;
+        for m in r.messages {
+            if messages.len() < MESSAGES_MAX {
+                messages.push(m);
+            }
+        }
+        engine.sends += r.engine.sends;
+        engine.recvs += r.engine.recvs;
+        engine.polls += r.engine.polls;
+        engine.reconnects += r.engine.reconnects;
+        total_ios += r.total_ios;
+    }
+    let target_cpu_s = match (target0, target1) {
+        (Some(a), Some(b)) => Some(a.delta_s(&b)),
+        _ => None,
+    };
+    let measurements = Measurements {
+        workload: w.clone(),
+        started_at,
+        elapsed_s,
+        read,
+        write,
+        errors,
+        verify_errors,
+        cpu: CpuSplit::between(&cpu0, &cpu1, hz),
+        initiator_cpu_s: self0.delta_s(&self1),
+        target_cpu_s,
+        target_pid: target_cpu_s.and(target_pid),
+        tcp: tcp0.delta(&tcp1),
+        host: Host::read(),
+    };
+    Ok(RunOutcome {
+        measurements,
+        messages,
+        engine,
+        connections_per_session: if connections_per_session == u32::MAX {
+            0
+        } else {
+            connections_per_session
+        },
+        total_ios,
+    })
+}
+
+/// Logs in once to learn the LUN's block size and capacity.
+fn probe(url: &IscsiUrl, config: &RunConfig) -> Result<Lun, RunError> {
+    let setup = |what: String| RunError::Setup {
+        url: url.to_string(),
+        what,
+    };
+    let lun = url
+        .lun
+        .ok_or_else(|| RunError::Url(format!("{url}: the URL names no LUN (…/IQN/LUN)")))?;
+    let mut engine = Engine::new();
+    let s = engine
+        .login(config.session.config(url, 1))
+        .map_err(|e| setup(e.to_string()))?;
+    let mut last = String::new();
+    // A fresh session may first see UNIT ATTENTION (power on, reset): ask again.
+    for _ in 0..4 {
+        let done = engine
+            .execute(s, Command::read(lun, &cdb::read_capacity16(), 32))
+            .map_err(|e| setup(e.to_string()))?;
+        match done.good() {
+            Ok(_) => {
+                let _ = engine.logout(s);
+                let cap = Capacity::parse(&done.buffer)
+                    .ok_or_else(|| setup("READ CAPACITY (16) returned too little data".into()))?;
+                let bs = config.workload.block_size_bytes;
+                if cap.block_size_bytes == 0 || bs % cap.block_size_bytes != 0 {
+                    return Err(setup(format!(
+                        "the I/O size {bs} is not a multiple of the LUN's {}-byte blocks",
+                        cap.block_size_bytes
+                    )));
+                }
+                if u64::from(bs) > cap.size_bytes() {
+                    return Err(setup(format!(
+                        "the I/O size {bs} exceeds the LUN's {} bytes",
+                        cap.size_bytes()
+                    )));
+                }
+                return Ok(Lun {
+                    block_size: cap.block_size_bytes,
+                    blocks: cap.blocks(),
+                });
+            }
+            Err(e) => last = e,
+        }
+    }
+    let _ = engine.logout(s);
+    Err(setup(format!("READ CAPACITY (16) failed: {last}")))
+}
+
+struct WorkerSpec {
+    worker: u32,
+    workers: u32,
+    workload: Workload,
+    urls: Vec<IscsiUrl>,
+    luns: Vec<Lun>,
+    template: SessionTemplate,
+}
+
+#[derive(Default)]
+struct WorkerResult {
+    read: DirectionMeasurements,
+    write: DirectionMeasurements,
+    errors: u64,
+    verify_errors: u64,
+    messages: Vec<String>,
+    engine: EngineStats,
+    total_ios: u64,
+}
+
+impl WorkerResult {
+    fn panicked() -> WorkerResult {
+        WorkerResult {
+            errors: 1,
+            messages: vec!["a worker thread panicked".into()],
+            ..WorkerResult::default()
+        }
+    }
+
+    fn note(&mut self, message: String) {
+        if self.messages.len() < MESSAGES_MAX {
+            self.messages.push(message);
+        }
+    }
+}
+
+/// One URL as a worker drives it.
+struct Volume {
+    worker: u32,
+    lun: u16,
+    sessions: Vec<usize>,
+    next_session: usize,
+    pattern: AccessPattern,
+    /// First LBA of this worker's region.
+    base_lba: u64,
+    blocks_per_io: u32,
+    block_size: usize,
+    /// Verify: the generation last written to each chunk (0 = unknown).
+    generations: Vec<u32>,
+}
+
+struct Slot {
+    volume: usize,
+    buffer: Vec<u8>,
+    started: Instant,
+    chunk: u64,
+    write: bool,
+    generation: u32,
+    busy: bool,
+}
+
+fn run_worker(
+    spec: WorkerSpec,
+    phase: &AtomicU8,
+    progress: &(AtomicU64, AtomicU64),
+    ready: mpsc::Sender<Result<u32, String>>,
+) -> WorkerResult {
+    let mut result = WorkerResult::default();
+    let mut engine = Engine::new();
+    let w = &spec.workload;
+    let mut volumes = Vec::new();
+    let mut connections = u32::MAX;
+    for (i, url) in spec.urls.iter().enumerate() {
+        let lun = spec.luns[i];
+        let mut sessions = Vec::new();
+        for _ in 0..w.sessions {
+            match engine.login(spec.template.config(url, w.connections as u16)) {
+                Ok(s) => {
+                    connections = connections.min(engine.connections(s) as u32);
+                    sessions.push(s);
+                }
+                Err(e) => {
+                    let _ = ready.send(Err(format!("{url}: {e}")));
+                    return result;
+                }
+            }
+        }
+        let blocks_per_io = w.block_size_bytes / lun.block_size;
+        let all_chunks = lun.blocks / u64::from(blocks_per_io);
+        // Verification needs regions no other worker writes; plain runs share the LUN.
+        let (base_chunk, chunks) = if w.verify {
+            let per = all_chunks / u64::from(spec.workers);
+            (
+                per * u64::from(spec.worker),
+                per.clamp(1, VERIFY_CHUNKS_MAX),
+            )
+        } else {
+            (0, all_chunks.max(1))
+        };
+        let start = if w.verify {
+            0
+        } else {
+            chunks * u64::from(spec.worker) / u64::from(spec.workers)
+        };
+        let seed = (u64::from(spec.worker) << 32) ^ (i as u64) ^ 0x5eed;
+        volumes.push(Volume {
+            worker: spec.worker,
+            lun: url.lun.unwrap_or(0),
+            sessions,
+            next_session: 0,
+            pattern: AccessPattern::new(chunks, w.read_pct, w.random_pct, start, seed),
+            base_lba: base_chunk * u64::from(blocks_per_io),
+            blocks_per_io,
+            block_size: lun.block_size as usize,
+            generations: if w.verify {
+                vec![0; chunks as usize]
+            } else {
+                Vec::new()
+            },
+        });
+    }
+    let _ = ready.send(Ok(connections));
+    while phase.load(Ordering::Relaxed) == PHASE_SETUP {
+        thread::sleep(Duration::from_millis(1));
+    }
+
+    let mut fill = vec![0u8; w.block_size_bytes as usize];
+    let fill_len = fill.len();
+    verify::fill(&mut fill, 0, fill_len, 0x15_0e);
+    let qd = w.queue_depth as usize;
+    let mut slots: Vec<Slot> = (0..volumes.len() * qd)
+        .map(|i| Slot {
+            volume: i / qd,
+            buffer: if w.verify {
+                vec![0; fill.len()]
+            } else {
+                fill.clone()
+            },
+            started: Instant::now(),
+            chunk: 0,
+            write: false,
+            generation: 0,
+            busy: false,
+        })
+        .collect();
+    let mut scratch = Vec::new();
+    let mut done: Vec<Completion> = Vec::new();
+    let now = Instant::now();
+    for token in 0..slots.len() {
+        submit(
+            &mut engine,
+            &mut volumes,
+            &mut slots,
+            token,
+            now,
+            w.verify,
+            &mut result,
+        );
+    }
+    let mut busy = slots.iter().filter(|s| s.busy).count();
+    let mut drain_deadline = None;
+    while busy > 0 {
+        let current = phase.load(Ordering::Relaxed);
+        if current == PHASE_DRAIN {
+            let deadline = *drain_deadline.get_or_insert_with(|| Instant::now() + DRAIN_TIMEOUT);
+            if Instant::now() > deadline {
+                result.note(format!(
+                    "{busy} commands still outstanding {} s after the run",
+                    DRAIN_TIMEOUT.as_secs()
+                ));
+                break;
+            }
+        }
+        if let Err(e) = engine.poll(&mut done, Duration::from_millis(50)) {
+            result.errors += 1;
+            result.note(e.to_string());
+            break;
+        }
+        let now = Instant::now();
+        let measuring = current == PHASE_MEASURE;
+        let (mut batch_ios, mut batch_bytes) = (0u64, 0u64);
+        for c in done.drain(..) {
+            let token = c.token as usize;
+            let slot = &mut slots[token];
+            slot.busy = false;
+            busy -= 1;
+            let failure = c.good().err();
+            slot.buffer = c.buffer;
+            let volume = &mut volumes[slot.volume];
+            if let Some(what) = failure {
+                result.errors += 1;
+                let lba = volume.base_lba + slot.chunk * u64::from(volume.blocks_per_io);
+                result.note(format!(
+                    "{} at LBA {lba}: {what}",
+                    if slot.write { "write" } else { "read" }
+                ));
+                if slot.write && w.verify {
+                    volume.generations[slot.chunk as usize] = 0;
+                }
+            } else {
+                if w.verify && !slot.write && slot.generation != 0 {
+                    let lba = volume.base_lba + slot.chunk * u64::from(volume.blocks_per_io);
+                    let generation = generation_tag(spec.worker, slot.generation);
+                    if let Some(m) = verify::check(
+                        &slot.buffer,
+                        lba,
+                        volume.block_size,
+                        generation,
+                        &mut scratch,
+                    ) {
+                        result.verify_errors += 1;
+                        result.note(format!("verify: {m}"));
+                    }
+                }
+                let bytes = u64::from(w.block_size_bytes);
+                batch_ios += 1;
+                batch_bytes += bytes;
+                if measuring {
+                    let dir = if slot.write {
+                        &mut result.write
+                    } else {
+                        &mut result.read
+                    };
+                    dir.ios += 1;
+                    dir.bytes += bytes;
+                    let ns = now.saturating_duration_since(slot.started).as_nanos();
+                    dir.latency.record_ns(u64::try_from(ns).unwrap_or(u64::MAX));
+                }
+            }
+            if current != PHASE_DRAIN {
+                submit(
+                    &mut engine,
+                    &mut volumes,
+                    &mut slots,
+                    token,
+                    now,
+                    w.verify,
+                    &mut result,
+                );
+                if slots[token].busy {
+                    busy += 1;
+                }
+            }
+        }
+        result.total_ios += batch_ios;
+        progress.0.fetch_add(batch_ios, Ordering::Relaxed);
+        progress.1.fetch_add(batch_bytes, Ordering::Relaxed);
+    }
+    for v in &volumes {
+        for &s in &v.sessions {
+            let _ = engine.logout(s);
+        }
+    }
+    result.engine = engine.stats();
+    result
+}
+
+/// The 64-bit generation written into blocks: the worker in the high half.
+fn generation_tag(worker: u32, generation: u32) -> u64 {
+    u64::from(worker) << 32 | u64::from(generation)
+}
+
+fn submit(
+    engine: &mut Engine,
+    volumes: &mut [Volume],
+    slots: &mut [Slot],
+    token: usize,
+    now: Instant,
+    verify: bool,
+    result: &mut WorkerResult,
+) {
+    let v = slots[token].volume;
+    let mut access = volumes[v].pattern.next_access();
+    if verify {
+        // Two commands in flight on one chunk have no defined order: pick another.
+        for _ in 0..64 {
+            let clash = slots
+                .iter()
+                .any(|s| s.busy && s.volume == v && s.chunk == access.chunk);
+            if !clash {
+                break;
+            }
+            access = volumes[v].pattern.next_access();
+        }
+        if slots
+            .iter()
+            .any(|s| s.busy && s.volume == v && s.chunk == access.chunk)
+        {
+            return;
+        }
+    }
+    let volume = &mut volumes[v];
+    let slot = &mut slots[token];
+    let lba = volume.base_lba + access.chunk * u64::from(volume.blocks_per_io);
+    let blocks = volume.blocks_per_io;
+    let bytes = blocks * volume.block_size as u32;
+    let mut buffer = std::mem::take(&mut slot.buffer);
+    let command = if access.write {
+        if verify {
+            let g = &mut volume.generations[access.chunk as usize];
+            *g = g.wrapping_add(1).max(1);
+            slot.generation = *g;
+            buffer.resize(bytes as usize, 0);
+            let tag = generation_tag(volume.worker, slot.generation);
+            verify::fill(&mut buffer, lba, volume.block_size, tag);
+        }
+        Command::write(volume.lun, &cdb::write16(lba, blocks, false), buffer)
+    } else {
+        if verify {
+            slot.generation = volume.generations[access.chunk as usize];
+        }
+        Command::read(volume.lun, &cdb::read16(lba, blocks), bytes)
+    };
+    slot.chunk = access.chunk;
+    slot.write = access.write;
+    slot.started = now;
+    let session = volume.sessions[volume.next_session % volume.sessions.len()];
+    volume.next_session = volume.next_session.wrapping_add(1);
+    match engine.submit(session, command, token as u64) {
+        Ok(()) => slot.busy = true,
+        Err(e) => {
+            result.errors += 1;
+            result.note(e.to_string());
+        }
+    }
+}
+
+/// The live line: rates over the last second, on stderr, when asked.
+struct Progress<'a> {
+    enabled: bool,
+    counters: &'a [Arc<(AtomicU64, AtomicU64)>],
+    start: Instant,
+    last: (Instant, u64, u64),
+}
+
+impl<'a> Progress<'a> {
+    fn new(enabled: bool, counters: &'a [Arc<(AtomicU64, AtomicU64)>]) -> Progress<'a> {
+        let now = Instant::now();
+        Progress {
+            enabled,
+            counters,
+            start: now,
+            last: (now, 0, 0),
+        }
+    }
+
+    fn totals(&self) -> (u64, u64) {
+        self.counters.iter().fold((0, 0), |(i, b), c| {
+            (
+                i + c.0.load(Ordering::Relaxed),
+                b + c.1.load(Ordering::Relaxed),
+            )
+        })
+    }
+
+    fn sleep(&mut self, total: Duration, stop: &AtomicBool) {
+        let end = Instant::now() + total;
+        loop {
+            let now = Instant::now();
+            if now >= end || stop.load(Ordering::Relaxed) {
+                return;
+            }
+            thread::sleep((end - now).min(Duration::from_millis(100)));
+            if self.enabled && self.last.0.elapsed() >= Duration::from_secs(1) {
+                let (ios, bytes) = self.totals();
+                let now = Instant::now();
+                let window = now.duration_since(self.last.0).as_secs_f64();
+                let line = crate::table::progress_line(
+                    now.duration_since(self.start).as_secs_f64(),
+                    ios - self.last.1,
+                    bytes - self.last.2,
+                    window,
+                );
+                eprint!("\r{line}");
+                self.last = (now, ios, bytes);
+            }
+        }
+    }
+
+    fn finish(&self) {
+        if self.enabled {
+            eprintln!();
+        }
+    }
+}
+
+impl RunOutcome {
+    /// The JSON object of one run: every field of `result`, plus what only
+    /// the runner knows (syscalls per I/O, reconnections, messages).
+    pub fn json(&self, result: &crate::BenchResult) -> serde_json::Value {
+        let mut value = serde_json::to_value(result).unwrap_or(serde_json::Value::Null);
+        let syscalls = self.engine.sends + self.engine.recvs + self.engine.polls;
+        if let Some(map) = value.as_object_mut() {
+            let ios = self.total_ios;
+            let per_io = (ios > 0).then(|| syscalls as f64 / ios as f64);
+            map.insert(
+                "initiator_syscalls_per_io".into(),
+                serde_json::json!(per_io),
+            );
+            map.insert(
+                "reconnects".into(),
+                serde_json::json!(self.engine.reconnects),
+            );
+            map.insert(
+                "connections_per_session".into(),
+                serde_json::json!(self.connections_per_session),
+            );
+            map.insert("messages".into(), serde_json::json!(self.messages));
+        }
+        value
+    }
+}

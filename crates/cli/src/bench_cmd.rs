@@ -1,0 +1,375 @@
+//! `isoe bench`: arguments to workloads, runs, and their output.
+
+use clap::Args;
+use isoe_bench::profiles::{self, Profile};
+use isoe_bench::run::{self, RunConfig, SessionTemplate};
+use isoe_bench::{BenchResult, Workload};
+use isoe_initiator::{IscsiUrl, SocketOptions};
+use isoe_wire::chap::Secret;
+use std::fs::File;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// Arguments of `isoe bench`.
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Targets to drive: iscsi://[user[%password]@]host[:port]/IQN/LUN (several = several volumes at once).
+    #[arg(value_name = "URL", required_unless_present = "list_profiles")]
+    urls: Vec<String>,
+    /// Print the named workloads and exit.
+    #[arg(long)]
+    list_profiles: bool,
+    /// A named workload (repeatable; "all" runs every one). Options below override its values.
+    #[arg(long = "profile", value_name = "NAME")]
+    profiles: Vec<String>,
+    /// Seed 003's matrix: workers {1,2,4,8} x QD {1,4,16,32}, read then write.
+    #[arg(long, conflicts_with = "profiles")]
+    matrix: bool,
+    /// I/O size: 4k, 256k, 1m or bytes (k = 1024).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    bs: Option<u32>,
+    /// Share of reads, 0-100.
+    #[arg(long, value_name = "PCT", value_parser = clap::value_parser!(u8).range(0..=100))]
+    read_pct: Option<u8>,
+    /// Share of random accesses, 0-100 (the rest sequential).
+    #[arg(long, value_name = "PCT", value_parser = clap::value_parser!(u8).range(0..=100))]
+    random_pct: Option<u8>,
+    /// Commands in flight per worker per URL.
+    #[arg(long, value_name = "N")]
+    qd: Option<u32>,
+    /// Worker threads, each with its own sessions.
+    #[arg(long, value_name = "N")]
+    workers: Option<u32>,
+    /// Sessions per worker per URL.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    sessions: u32,
+    /// Connections per session (MC/S).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    connections: u32,
+    /// Measured seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    duration: f64,
+    /// Seconds of load before measuring.
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
+    ramp: f64,
+    /// Write the results as JSON lines (one object per run) to FILE ("-" = stdout).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// The target's PID, to report its CPU (found automatically for a target on this machine).
+    #[arg(long, value_name = "PID")]
+    target_pid: Option<u32>,
+    /// Write patterns carrying LBA and generation; check every read; mismatches fail the run.
+    #[arg(long)]
+    verify: bool,
+    /// No live progress line.
+    #[arg(long)]
+    no_progress: bool,
+    /// InitiatorName.
+    #[arg(long, value_name = "IQN", default_value = isoe_initiator::DEFAULT_INITIATOR_NAME)]
+    initiator_name: String,
+    /// CHAP user (overrides the URL's).
+    #[arg(long, value_name = "USER")]
+    chap_user: Option<String>,
+    /// CHAP secret (better: the ISOE_CHAP_SECRET environment variable).
+    #[arg(
+        long,
+        value_name = "SECRET",
+        env = "ISOE_CHAP_SECRET",
+        hide_env_values = true
+    )]
+    chap_secret: Option<String>,
+    /// Mutual CHAP: the name the target must answer with.
+    #[arg(long, value_name = "USER", requires = "target_secret")]
+    target_user: Option<String>,
+    /// Mutual CHAP: the target's secret (or ISOE_CHAP_TARGET_SECRET).
+    #[arg(
+        long,
+        value_name = "SECRET",
+        env = "ISOE_CHAP_TARGET_SECRET",
+        hide_env_values = true
+    )]
+    target_secret: Option<String>,
+    /// HeaderDigest=CRC32C.
+    #[arg(long)]
+    header_digest: bool,
+    /// DataDigest=CRC32C.
+    #[arg(long)]
+    data_digest: bool,
+    /// ImmediateData (yes/no).
+    #[arg(long, value_name = "YES|NO", value_parser = parse_yes_no)]
+    immediate_data: Option<bool>,
+    /// InitialR2T (yes/no).
+    #[arg(long, value_name = "YES|NO", value_parser = parse_yes_no)]
+    initial_r2t: Option<bool>,
+    /// MaxRecvDataSegmentLength we declare.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    max_recv_data_segment_length: Option<u32>,
+    /// FirstBurstLength we offer.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    first_burst_length: Option<u32>,
+    /// MaxBurstLength we offer.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    max_burst_length: Option<u32>,
+    /// TCP_NODELAY (Nagle off); yes by default.
+    #[arg(long, value_name = "YES|NO", value_parser = parse_yes_no, default_value = "yes")]
+    nodelay: bool,
+    /// TCP_QUICKACK after every receive (delayed ACK off).
+    #[arg(long)]
+    quickack: bool,
+    /// Fixed SO_RCVBUF (stops receive-window auto-tuning).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    rcvbuf: Option<u32>,
+    /// Fixed SO_SNDBUF.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    sndbuf: Option<u32>,
+    /// SO_BUSY_POLL microseconds.
+    #[arg(long, value_name = "US")]
+    busy_poll: Option<u32>,
+}
+
+/// Parses `4k`, `256KiB`, `1m`, `512` into bytes (binary multiples).
+fn parse_size(text: &str) -> Result<u32, String> {
+    let t = text.trim().to_ascii_lowercase();
+    let t = t.trim_end_matches("ib").trim_end_matches('b');
+    let (digits, mult) = match t.chars().last() {
+        Some('k') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('m') => (&t[..t.len() - 1], 1 << 20),
+        Some('g') => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size like 4k, 256k, 1m or 4096"))?;
+    u32::try_from(n * mult).map_err(|_| format!("{text:?} is larger than 4 GiB"))
+}
+
+fn parse_yes_no(text: &str) -> Result<bool, String> {
+    match text.to_ascii_lowercase().as_str() {
+        "yes" | "on" | "true" | "1" => Ok(true),
+        "no" | "off" | "false" | "0" => Ok(false),
+        _ => Err(format!("{text:?}: expected yes or no")),
+    }
+}
+
+/// Runs `isoe bench`.
+pub fn run(args: BenchArgs) -> ExitCode {
+    if args.list_profiles {
+        print!("{}", profiles::list_text());
+        return ExitCode::SUCCESS;
+    }
+    match plan_and_run(&args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("isoe bench: error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The workloads asked for, in run order.
+fn workloads(args: &BenchArgs, redacted: &[String]) -> Result<Vec<Workload>, String> {
+    let (duration, ramp) = (args.duration, args.ramp);
+    let mut list = Vec::new();
+    if args.matrix {
+        for cell in profiles::matrix() {
+            list.push(Workload::from_matrix_cell(
+                &cell,
+                redacted.to_vec(),
+                duration,
+                ramp,
+            ));
+        }
+    } else if args.profiles.is_empty() {
+        // Custom: 4 KiB random read at QD 32 unless told otherwise.
+        list.push(Workload {
+            profile: None,
+            block_size_bytes: 4096,
+            read_pct: 100,
+            random_pct: 100,
+            queue_depth: 32,
+            workers: 1,
+            sessions: 1,
+            connections: 1,
+            duration_s: duration,
+            ramp_s: ramp,
+            urls: redacted.to_vec(),
+            verify: false,
+        });
+    } else {
+        for name in &args.profiles {
+            let chosen: Vec<&Profile> = if name == "all" {
+                profiles::profiles().iter().collect()
+            } else {
+                vec![profiles::find(name).ok_or_else(|| {
+                    format!("no profile named {name:?}; `isoe bench --list-profiles` lists them")
+                })?]
+            };
+            for p in chosen {
+                list.push(Workload::from_profile(p, redacted.to_vec(), duration, ramp));
+            }
+        }
+    }
+    for w in &mut list {
+        if let Some(v) = args.bs {
+            w.block_size_bytes = v;
+        }
+        if let Some(v) = args.read_pct {
+            w.read_pct = v;
+        }
+        if let Some(v) = args.random_pct {
+            w.random_pct = v;
+        }
+        if !args.matrix {
+            if let Some(v) = args.qd {
+                w.queue_depth = v;
+            }
+            if let Some(v) = args.workers {
+                w.workers = v;
+            }
+        }
+        w.sessions = args.sessions;
+        w.connections = args.connections;
+        w.verify = args.verify;
+        w.validate().map_err(|e| e.to_string())?;
+    }
+    Ok(list)
+}
+
+fn template(args: &BenchArgs) -> SessionTemplate {
+    let secret = args.chap_secret.as_deref().map(Secret::from);
+    let chap = match (&args.chap_user, secret) {
+        (Some(user), Some(secret)) => Some((user.clone(), secret)),
+        _ => None,
+    };
+    let mutual = match (&args.target_user, &args.target_secret) {
+        (Some(user), Some(secret)) => Some((user.clone(), Secret::from(secret.as_str()))),
+        _ => None,
+    };
+    SessionTemplate {
+        initiator_name: args.initiator_name.clone(),
+        header_digest: args.header_digest,
+        data_digest: args.data_digest,
+        socket: SocketOptions {
+            nodelay: args.nodelay,
+            quickack: args.quickack,
+            rcvbuf_bytes: args.rcvbuf,
+            sndbuf_bytes: args.sndbuf,
+            busy_poll_us: args.busy_poll,
+        },
+        chap,
+        mutual_chap: mutual,
+        immediate_data: args.immediate_data,
+        initial_r2t: args.initial_r2t,
+        max_recv_data_segment_length: args.max_recv_data_segment_length,
+        first_burst_length: args.first_burst_length,
+        max_burst_length: args.max_burst_length,
+    }
+}
+
+/// Ok(true) when every run finished without errors or mismatches.
+fn plan_and_run(args: &BenchArgs) -> Result<bool, String> {
+    let mut urls = Vec::new();
+    for u in &args.urls {
+        urls.push(IscsiUrl::parse(u).map_err(|e| e.to_string())?);
+    }
+    let redacted: Vec<String> = urls.iter().map(ToString::to_string).collect();
+    let list = workloads(args, &redacted)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, stop.clone()).map_err(|e| e.to_string())?;
+    }
+    let mut json: Option<Box<dyn Write>> = match &args.json {
+        None => None,
+        Some(p) if p.as_os_str() == "-" => Some(Box::new(std::io::stdout())),
+        Some(p) => {
+            Some(Box::new(File::create(p).map_err(|e| {
+                format!("cannot create {}: {e}", p.display())
+            })?))
+        }
+    };
+    let json_to_stdout = args.json.as_ref().is_some_and(|p| p.as_os_str() == "-");
+    let progress = !args.no_progress && std::io::stderr().is_terminal();
+    let mut clean = true;
+    for workload in list {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
+        let name = workload.profile.clone().unwrap_or_else(|| "custom".into());
+        if !json_to_stdout {
+            println!("== {name}: {}", describe(&workload));
+        }
+        let outcome = run::run(RunConfig {
+            workload,
+            urls: urls.clone(),
+            session: template(args),
+            target_pid: args.target_pid,
+            progress,
+            stop: stop.clone(),
+        })
+        .map_err(|e| e.to_string())?;
+        let result = BenchResult::compute(&outcome.measurements);
+        if !json_to_stdout {
+            print!("{}", result.table());
+            if outcome.total_ios > 0 {
+                let e = outcome.engine;
+                println!(
+                    "  syscalls per I/O (initiator): {:.2}; reconnects {}",
+                    (e.sends + e.recvs + e.polls) as f64 / outcome.total_ios as f64,
+                    e.reconnects
+                );
+            }
+        }
+        for m in &outcome.messages {
+            eprintln!("isoe bench: {m}");
+        }
+        if result.errors > 0 || result.verify_errors > 0 {
+            clean = false;
+            eprintln!(
+                "isoe bench: {name}: {} failed commands, {} verify mismatches",
+                result.errors, result.verify_errors
+            );
+        }
+        if let Some(out) = json.as_mut() {
+            let line = serde_json::to_string(&outcome.json(&result)).map_err(|e| e.to_string())?;
+            writeln!(out, "{line}").map_err(|e| format!("writing JSON: {e}"))?;
+            out.flush().map_err(|e| format!("writing JSON: {e}"))?;
+        }
+    }
+    Ok(clean)
+}
+
+fn describe(w: &Workload) -> String {
+    format!(
+        "{} B, {}% read, {}% random, QD {} x {} worker(s), {} session(s) x {} connection(s), {} URL(s), {} s + {} s ramp{}",
+        w.block_size_bytes,
+        w.read_pct,
+        w.random_pct,
+        w.queue_depth,
+        w.workers,
+        w.sessions,
+        w.connections,
+        w.urls.len(),
+        w.duration_s,
+        w.ramp_s,
+        if w.verify { ", verified" } else { "" }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_in_binary_units() {
+        assert_eq!(parse_size("4k"), Ok(4096));
+        assert_eq!(parse_size("256KiB"), Ok(262_144));
+        assert_eq!(parse_size("1M"), Ok(1 << 20));
+        assert_eq!(parse_size("512"), Ok(512));
+        assert!(parse_size("ten").is_err());
+        assert!(parse_size("8g").is_err());
+    }
+}

@@ -132,9 +132,11 @@ impl fmt::Display for IscsiUrl {
 impl IscsiUrl {
     /// Parses `iscsi://[user[%password]@]host[:port]/IQN[/LUN]`.
     pub fn parse(text: &str) -> Result<IscsiUrl, UrlError> {
+        // Errors quote the URL, and a CHAP secret must never show.
+        let shown = &without_password(text);
         let rest = text
             .strip_prefix("iscsi://")
-            .ok_or_else(|| UrlError::Scheme(text.into()))?;
+            .ok_or_else(|| UrlError::Scheme(shown.clone()))?;
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i + 1..]),
             None => (rest, ""),
@@ -151,14 +153,14 @@ impl IscsiUrl {
             }
             None => (None, None, authority),
         };
-        let (host, port) = split_host_port(hostport, text)?;
+        let (host, port) = split_host_port(hostport, shown)?;
         let path = path.trim_end_matches('/');
         let (target, lun) = match path.rfind('/') {
             Some(i) => (&path[..i], Some(&path[i + 1..])),
             None => (path, None),
         };
         if target.is_empty() {
-            return Err(UrlError::MissingTarget(text.into()));
+            return Err(UrlError::MissingTarget(shown.clone()));
         }
         let lun = match lun {
             Some(l) => Some(
@@ -166,7 +168,7 @@ impl IscsiUrl {
                     .ok()
                     .filter(|n| *n < 16384)
                     .ok_or_else(|| UrlError::Lun {
-                        url: text.into(),
+                        url: shown.clone(),
                         lun: l.into(),
                     })?,
             ),
@@ -179,6 +181,20 @@ impl IscsiUrl {
             target: target.into(),
             lun,
         })
+    }
+}
+
+/// `text` with the password of a `scheme://user%password@` part replaced by `***`.
+fn without_password(text: &str) -> String {
+    let start = text.find("://").map_or(0, |i| i + 3);
+    let authority_end = text[start..].find('/').map_or(text.len(), |i| start + i);
+    let authority = &text[start..authority_end];
+    match authority
+        .rfind('@')
+        .and_then(|at| Some((authority[..at].find('%')?, at)))
+    {
+        Some((percent, at)) => format!("{}%***{}", &text[..start + percent], &text[start + at..]),
+        None => text.to_string(),
     }
 }
 
@@ -284,6 +300,18 @@ mod tests {
             IscsiUrl::parse("iscsi://[::1/iqn/0"),
             Err(UrlError::Ipv6(_))
         ));
+        for bad in [
+            "iscsi://u%s3cr3t@h:x/iqn/0",
+            "iscsi://u%s3cr3t@h/iqn/abc",
+            "iscsi://u%s3cr3t@/iqn/0",
+            "iscsi://u%s3cr3t@h",
+            "iscsi://u%s3cr3t@[::1/iqn/0",
+            "http://u%s3cr3t@h/iqn/0",
+        ] {
+            let e = IscsiUrl::parse(bad).unwrap_err().to_string();
+            assert!(!e.contains("s3cr3t"), "{e}");
+            assert!(e.contains("u%***@"), "{e}");
+        }
         let e = IscsiUrl::parse("iscsi://h/iqn/abc")
             .unwrap_err()
             .to_string();

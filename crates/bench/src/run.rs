@@ -7,7 +7,7 @@
 //! counters are merged after the run; progress goes through two relaxed
 //! atomics per worker, updated once per batch.
 
-use crate::address::AccessPattern;
+use crate::address::{Access, AccessPattern};
 use crate::cpu::{self, CpuSplit, CpuTimes};
 use crate::host::Host;
 use crate::report::{DirectionMeasurements, Measurements};
@@ -17,7 +17,8 @@ use crate::verify;
 use crate::workload::Workload;
 use isoe_initiator::cdb::{self, Capacity};
 use isoe_initiator::{
-    Command, Completion, Engine, EngineStats, IscsiUrl, SessionConfig, SocketOptions,
+    Command, Completion, Direction, Engine, EngineStats, IscsiUrl, Outcome, SessionConfig,
+    SocketOptions,
 };
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{mpsc, Arc};
@@ -31,6 +32,9 @@ const MESSAGES_MAX: usize = 20;
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// Verified chunks tracked per worker and URL; beyond this the region is cut.
 const VERIFY_CHUNKS_MAX: u64 = 1 << 26;
+
+/// SPC-4 sense key UNIT ATTENTION.
+const SENSE_UNIT_ATTENTION: u8 = 0x06;
 
 const PHASE_SETUP: u8 = 0;
 const PHASE_RAMP: u8 = 1;
@@ -169,6 +173,8 @@ pub struct RunOutcome {
     /// Commands completed over the whole run, ramp and drain included
     /// (the span the engine counters cover).
     pub total_ios: u64,
+    /// Commands repeated after a UNIT ATTENTION (not errors).
+    pub unit_attentions: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -268,6 +274,7 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
     let mut read = DirectionMeasurements::default();
     let mut write = DirectionMeasurements::default();
     let mut total_ios = 0;
+    let mut unit_attentions = 0;
     let (mut errors, mut verify_errors) = (0, 0);
     let mut messages = Vec::new();
     let mut engine = EngineStats::default();
@@ -291,6 +298,7 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
         engine.polls += r.engine.polls;
         engine.reconnects += r.engine.reconnects;
         total_ios += r.total_ios;
+        unit_attentions += r.unit_attentions;
     }
     let target_cpu_s = match (target0, target1) {
         (Some(a), Some(b)) => Some(a.delta_s(&b)),
@@ -321,6 +329,7 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
             connections_per_session
         },
         total_ios,
+        unit_attentions,
     })
 }
 
@@ -391,6 +400,7 @@ struct WorkerResult {
     messages: Vec<String>,
     engine: EngineStats,
     total_ios: u64,
+    unit_attentions: u64,
 }
 
 impl WorkerResult {
@@ -560,8 +570,33 @@ fn run_worker(
             slot.busy = false;
             busy -= 1;
             let failure = c.good().err();
+            let unit_attention = matches!(&c.outcome, Outcome::Scsi(st) if st.sense_key().is_some_and(|k| k.0 == SENSE_UNIT_ATTENTION));
             slot.buffer = c.buffer;
             let volume = &mut volumes[slot.volume];
+            if unit_attention && current != PHASE_DRAIN {
+                // SAM-5 5.14: the command was not executed; the condition is
+                // now cleared for this I_T nexus. Send it again, as an OS does.
+                result.unit_attentions += 1;
+                let access = Access {
+                    chunk: slot.chunk,
+                    write: slot.write,
+                };
+                issue(
+                    &mut engine,
+                    volume,
+                    slot,
+                    token,
+                    access,
+                    now,
+                    w.verify,
+                    false,
+                    &mut result,
+                );
+                if slot.busy {
+                    busy += 1;
+                }
+                continue;
+            }
             if let Some(what) = failure {
                 result.errors += 1;
                 let lba = volume.base_lba + slot.chunk * u64::from(volume.blocks_per_io);
@@ -664,27 +699,60 @@ fn submit(
             return;
         }
     }
-    let volume = &mut volumes[v];
-    let slot = &mut slots[token];
+    issue(
+        engine,
+        &mut volumes[v],
+        &mut slots[token],
+        token,
+        access,
+        now,
+        verify,
+        true,
+        result,
+    );
+}
+
+/// Sends `access` from slot `token`; `fresh` false repeats the slot's last
+/// command as it was (same generation), after a UNIT ATTENTION.
+#[allow(clippy::too_many_arguments)]
+fn issue(
+    engine: &mut Engine,
+    volume: &mut Volume,
+    slot: &mut Slot,
+    token: usize,
+    access: Access,
+    now: Instant,
+    verify: bool,
+    fresh: bool,
+    result: &mut WorkerResult,
+) {
     let lba = volume.base_lba + access.chunk * u64::from(volume.blocks_per_io);
     let blocks = volume.blocks_per_io;
     let bytes = blocks * volume.block_size as u32;
     let mut buffer = std::mem::take(&mut slot.buffer);
     let command = if access.write {
         if verify {
-            let g = &mut volume.generations[access.chunk as usize];
-            *g = g.wrapping_add(1).max(1);
-            slot.generation = *g;
+            if fresh {
+                let g = &mut volume.generations[access.chunk as usize];
+                *g = g.wrapping_add(1).max(1);
+                slot.generation = *g;
+            }
             buffer.resize(bytes as usize, 0);
             let tag = generation_tag(volume.worker, slot.generation);
             verify::fill(&mut buffer, lba, volume.block_size, tag);
         }
         Command::write(volume.lun, &cdb::write16(lba, blocks, false), buffer)
     } else {
-        if verify {
+        if verify && fresh {
             slot.generation = volume.generations[access.chunk as usize];
         }
-        Command::read(volume.lun, &cdb::read16(lba, blocks), bytes)
+        // The slot's buffer receives the data: no allocation per read.
+        Command::with(
+            volume.lun,
+            &cdb::read16(lba, blocks),
+            Direction::Read(bytes),
+            buffer,
+        )
     };
     slot.chunk = access.chunk;
     slot.write = access.write;
@@ -781,6 +849,10 @@ impl RunOutcome {
                 serde_json::json!(self.connections_per_session),
             );
             map.insert("messages".into(), serde_json::json!(self.messages));
+            map.insert(
+                "unit_attentions_retried".into(),
+                serde_json::json!(self.unit_attentions),
+            );
         }
         value
     }

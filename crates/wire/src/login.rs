@@ -1179,13 +1179,15 @@ impl InitiatorLogin {
         if self.pdus > LOGIN_PDUS_MAX {
             return protocol(format!("login did not finish within {LOGIN_PDUS_MAX} PDUs"));
         }
+        // A refusal ends the login whatever else the response says, and its
+        // status is what the user needs: tgt zeroes the ISID of its refusals.
+        if resp.status_class != status::SUCCESS {
+            return Err(self.refusal(resp, data));
+        }
         if resp.initiator_task_tag != self.config.initiator_task_tag
             || resp.isid != self.config.isid
         {
             return protocol("Initiator Task Tag or ISID differs from the request's".into());
-        }
-        if resp.status_class != status::SUCCESS {
-            return Err(self.refusal(resp, data));
         }
         if resp.version_active != VERSION {
             return protocol(format!(

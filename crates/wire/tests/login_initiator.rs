@@ -91,6 +91,19 @@ fn refusals_are_decoded_into_words() {
 }
 
 #[test]
+fn a_refusal_with_a_zeroed_isid_still_reports_its_status() {
+    // tgt answers a failed CHAP response with ISID 0: the user must still
+    // learn that authentication failed, not see a protocol violation.
+    let mut r = resp(stage::OPERATIONAL, false, 0);
+    (r.status_class, r.status_detail) = (2, 1);
+    r.isid = [0; 6];
+    assert_eq!(
+        error(started().handle_response(&r, &[])).to_string(),
+        "target refused the login: authentication failure (status 0x0201)"
+    );
+}
+
+#[test]
 fn responses_must_match_the_request() {
     let mut r = resp(stage::OPERATIONAL, true, stage::FULL_FEATURE);
     r.initiator_task_tag += 1;

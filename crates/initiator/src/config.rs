@@ -145,14 +145,18 @@ impl SessionConfig {
     }
 }
 
-/// CHAP credentials offering SHA-256 first, then MD5 (what tgt and most
-/// targets support), with optional mutual CHAP.
+/// CHAP credentials offering MD5 first, then SHA-256, with optional mutual CHAP.
+///
+/// MD5 leads because tgt (and IET and SCST, whose CHAP code it shares) takes
+/// CHAP_A=7 for SHA-1, not SHA-256 as IANA assigns it: offered SHA-256
+/// first, tgt picks 7 and every login fails. A caller that knows its target
+/// can reorder [`InitiatorChap::algorithms`].
 pub fn chap(user: &str, secret: Secret, mutual: Option<(String, Secret)>) -> InitiatorChap {
     InitiatorChap {
         user: user.into(),
         secret,
         mutual,
-        algorithms: vec![ChapAlgorithm::Sha256, ChapAlgorithm::Md5],
+        algorithms: vec![ChapAlgorithm::Md5, ChapAlgorithm::Sha256],
     }
 }
 
@@ -208,6 +212,16 @@ mod tests {
         let b = random_isid();
         assert_eq!(a[0] & 0xc0, 0x80);
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn chap_offers_md5_first_for_targets_that_misread_chap_a_7() {
+        let c = chap("u", Secret::new("secretsecret12"), None);
+        assert_eq!(
+            c.algorithms,
+            vec![ChapAlgorithm::Md5, ChapAlgorithm::Sha256]
+        );
+        assert_eq!(ChapAlgorithm::list(&c.algorithms), "5,7");
     }
 
     #[test]

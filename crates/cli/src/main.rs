@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod initiator_cmd;
 mod target_cmd;
 
 /// isoe: a software iSCSI stack with offload-class CPU efficiency.
@@ -27,11 +28,14 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
+    #[command(flatten)]
+    Initiator(initiator_cmd::InitiatorCommand),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Target { listen, config } => target_cmd::run(config.as_deref(), &listen),
+        Command::Initiator(command) => initiator_cmd::run(command),
     }
 }

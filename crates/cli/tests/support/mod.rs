@@ -5,12 +5,14 @@
 //! - [`client`]: a small blocking raw iSCSI initiator over a `TcpStream`,
 //!   built on `isoe_wire::frame` and `isoe_wire::pdu`, that lets a test send
 //!   well-formed and malformed PDUs alike;
-//! - [`tools`]: find and run the libiscsi command-line tools with a timeout.
+//! - [`tools`]: find and run the libiscsi command-line tools with a timeout;
+//! - [`cli`]: run the `isoe` initiator commands with a timeout, parse `--json`.
 //!
 //! This is test scaffolding, not the product initiator: it is blocking,
 //! handles one command at a time and panics loudly when something is off.
 #![allow(dead_code, unused_imports)] // each test file uses a different part of it
 
+pub mod cli;
 pub mod client;
 pub mod target;
 pub mod tools;

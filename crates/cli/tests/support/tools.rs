@@ -2,7 +2,7 @@
 //! timeout so that a hung tool fails its test instead of the whole run.
 
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -12,8 +12,10 @@ use std::time::{Duration, Instant};
 pub struct ToolOutput {
     /// Exit status; None if the tool was killed at the timeout.
     pub status: Option<ExitStatus>,
-    /// Standard output.
+    /// Standard output (as UTF-8, lossily).
     pub stdout: String,
+    /// Standard output, byte for byte.
+    pub stdout_bytes: Vec<u8>,
     /// Standard error.
     pub stderr: String,
 }
@@ -54,9 +56,20 @@ pub fn require(name: &str) -> PathBuf {
 
 /// Runs `name args...` and waits at most `timeout`, killing it then.
 pub fn run(name: &str, args: &[&str], timeout: Duration) -> ToolOutput {
-    let program = require(name);
-    let mut child = Command::new(&program)
+    run_program(&require(name), args, &[], timeout)
+}
+
+/// Runs `program args...` with `env` added to the environment, and waits at
+/// most `timeout`, killing it then.
+pub fn run_program(
+    program: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    timeout: Duration,
+) -> ToolOutput {
+    let mut child = Command::new(program)
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -67,7 +80,7 @@ pub fn run(name: &str, args: &[&str], timeout: Duration) -> ToolOutput {
     let out_reader = thread::spawn(move || {
         let mut s = Vec::new();
         let _ = stdout.read_to_end(&mut s);
-        String::from_utf8_lossy(&s).into_owned()
+        s
     });
     let err_reader = thread::spawn(move || {
         let mut s = Vec::new();
@@ -86,9 +99,11 @@ pub fn run(name: &str, args: &[&str], timeout: Duration) -> ToolOutput {
             }
         }
     };
+    let stdout_bytes = out_reader.join().unwrap_or_default();
     ToolOutput {
         status,
-        stdout: out_reader.join().unwrap_or_default(),
+        stdout: String::from_utf8_lossy(&stdout_bytes).into_owned(),
+        stdout_bytes,
         stderr: err_reader.join().unwrap_or_default(),
     }
 }

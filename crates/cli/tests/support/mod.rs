@@ -6,7 +6,8 @@
 //!   built on `isoe_wire::frame` and `isoe_wire::pdu`, that lets a test send
 //!   well-formed and malformed PDUs alike;
 //! - [`tools`]: find and run the libiscsi command-line tools with a timeout;
-//! - [`cli`]: run the `isoe` initiator commands with a timeout, parse `--json`.
+//! - [`cli`]: run the `isoe` initiator commands with a timeout, parse `--json`;
+//! - [`tgt`]: a private `tgtd` (Debian's userspace target) to interoperate with.
 //!
 //! This is test scaffolding, not the product initiator: it is blocking,
 //! handles one command at a time and panics loudly when something is off.
@@ -15,6 +16,7 @@
 pub mod cli;
 pub mod client;
 pub mod target;
+pub mod tgt;
 pub mod tools;
 
 pub use client::{Client, ClientError, LoginParams, Received, ScsiResult};

@@ -84,11 +84,11 @@ pub struct BenchArgs {
     /// Mutual CHAP: the name the target must answer with.
     #[arg(long, value_name = "USER", requires = "target_secret")]
     target_user: Option<String>,
-    /// Mutual CHAP: the target's secret (or ISOE_CHAP_TARGET_SECRET).
+    /// Mutual CHAP: the target's secret (or ISOE_TARGET_SECRET).
     #[arg(
         long,
         value_name = "SECRET",
-        env = "ISOE_CHAP_TARGET_SECRET",
+        env = "ISOE_TARGET_SECRET",
         hide_env_values = true
     )]
     target_secret: Option<String>,

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod bench_cmd;
 mod initiator_cmd;
 mod target_cmd;
 
@@ -28,6 +29,9 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
+    /// Drive targets with the seeds' workloads and measure throughput,
+    /// latency and the CPU each side spends (METHODOLOGY.md).
+    Bench(bench_cmd::BenchArgs),
     #[command(flatten)]
     Initiator(initiator_cmd::InitiatorCommand),
 }
@@ -36,6 +40,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Target { listen, config } => target_cmd::run(config.as_deref(), &listen),
+        Command::Bench(args) => bench_cmd::run(args),
         Command::Initiator(command) => initiator_cmd::run(command),
     }
 }

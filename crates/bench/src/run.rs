@@ -853,6 +853,13 @@ impl RunOutcome {
                 "unit_attentions_retried".into(),
                 serde_json::json!(self.unit_attentions),
             );
+            // /proc/stat's ticks against the wall clock: under this load the
+            // kernel accounts less time than passed (seen: 89-100%); the CPU
+            // split is a share of what it accounted.
+            let wall_cpu_s = result.elapsed_s * f64::from(result.host.ncpus);
+            let accounted =
+                (wall_cpu_s > 0.0).then(|| 100.0 * result.cpu.elapsed_cpu_s / wall_cpu_s);
+            map.insert("cpu_accounted_pct".into(), serde_json::json!(accounted));
         }
         value
     }

@@ -254,3 +254,43 @@ fn mutual_chap_checks_tgts_identity() {
         }
     }
 }
+
+#[test]
+fn bench_verify_reads_back_every_write_through_tgt_with_chap() {
+    let tgt = tgt_or_skip!("bench_verify_reads_back_every_write_through_tgt_with_chap");
+    tgt.add_chap_account("bench-user", "bench-secret-1234");
+    let url = tgt.lun_url_with_chap("bench-user", "bench-secret-1234");
+    // A mixed, random, deep workload over two workers; every read is checked
+    // against the generation this run last wrote there.
+    let out = isoe(&[
+        "bench",
+        &url,
+        "--bs",
+        "8k",
+        "--read-pct",
+        "50",
+        "--random-pct",
+        "100",
+        "--qd",
+        "16",
+        "--workers",
+        "2",
+        "--duration",
+        "2",
+        "--ramp",
+        "0.5",
+        "--verify",
+        "--json",
+        "-",
+        "--no-progress",
+    ]);
+    assert!(out.success(), "{}", out.describe());
+    let run = parse_json(&out);
+    assert_eq!(run["workload"]["verify"], true);
+    assert_eq!(run["verify_errors"], 0, "{run}");
+    assert_eq!(run["errors"], 0, "{run}");
+    assert!(run["read"]["ios"].as_u64().unwrap() > 100, "{run}");
+    assert!(run["write"]["ios"].as_u64().unwrap() > 100, "{run}");
+    // The password never reaches the JSON.
+    assert!(!out.stdout.contains("bench-secret-1234"), "{}", out.stdout);
+}

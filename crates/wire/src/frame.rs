@@ -20,6 +20,11 @@
 //! 3. the AHS chain, once the header is in;
 //! 4. the data digest, once the whole frame is in.
 //!
+//! [`peek_header`] makes checks 1 to 3 alone and hands back the [`Header`]
+//! with its lengths, so that a driver can receive a large data segment
+//! straight into its destination; [`Header::verify_data_digest`] then makes
+//! check 4 over the data where it landed.
+//!
 //! Opcodes are not checked here: an unknown opcode still frames (its
 //! [`Frame::pdu`] returns [`ParseError::UnknownOpcode`]), so the caller can
 //! Reject it and skip exactly `len` bytes.
@@ -190,6 +195,7 @@ pub enum FrameError {
 }
 
 /// Lengths of one frame, all derived from its BHS and the limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Layout {
     ahs_len: usize,
     /// BHS + AHS + header digest.
@@ -213,17 +219,117 @@ impl Layout {
             frame_len,
         }
     }
+
+    /// Padding and data digest: what follows the data segment.
+    fn trailer_len(&self) -> usize {
+        self.frame_len - self.header_len - self.data_len
+    }
+
+    fn pad_len(&self) -> usize {
+        padded_len(self.data_len) - self.data_len
+    }
 }
 
-/// Decodes the PDU at the start of `buf`, or says how many bytes it needs.
+/// A PDU header whose lengths and digest were checked, taken before its
+/// data segment need have arrived (see [`peek_header`]).
 ///
-/// Never panics and never allocates. On [`Decoded::Frame`] the caller
-/// consumes `len` bytes; on an error that carries `frame_len` it may Reject
-/// and skip that many bytes once they have arrived; on
-/// [`FrameError::HeaderDigest`] framing is lost.
-pub fn decode<'a>(buf: &'a [u8], limits: &FrameLimits) -> Result<Decoded<'a>, FrameError> {
+/// Only [`peek_header`] makes one, so every `Header` has passed the checks
+/// [`decode`] makes of a header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    bhs: [u8; BHS_LEN],
+    layout: Layout,
+}
+
+impl Header {
+    /// The Basic Header Segment.
+    pub fn bhs(&self) -> &[u8; BHS_LEN] {
+        &self.bhs
+    }
+
+    /// The typed BHS.
+    pub fn pdu(&self) -> Result<Pdu, ParseError> {
+        Pdu::parse(&self.bhs)
+    }
+
+    /// BHS, AHS and header digest: where the data segment starts.
+    pub fn header_len(&self) -> usize {
+        self.layout.header_len
+    }
+
+    /// DataSegmentLength: the data bytes, without padding or digest.
+    pub fn data_len(&self) -> usize {
+        self.layout.data_len
+    }
+
+    /// Padding and data digest after the data segment (0 to 7 bytes).
+    pub fn trailer_len(&self) -> usize {
+        self.layout.trailer_len()
+    }
+
+    /// The whole frame, header through data digest.
+    pub fn frame_len(&self) -> usize {
+        self.layout.frame_len
+    }
+
+    /// True when a data digest ends the trailer.
+    pub fn has_data_digest(&self) -> bool {
+        self.layout.trailer_len() > self.layout.pad_len()
+    }
+
+    /// Checks the data digest of a frame whose data segment arrived apart
+    /// from the rest: `data_crc` is [`digest::crc32c`] of the data segment
+    /// (built with [`digest::crc32c_append`] as the pieces came), `trailer`
+    /// the [`Header::trailer_len`] bytes that followed it.
+    ///
+    /// Passes whenever there is no data digest. Panics when `trailer` has
+    /// the wrong length: that is the caller's bug, not the peer's.
+    pub fn verify_data_digest(&self, data_crc: u32, trailer: &[u8]) -> Result<(), FrameError> {
+        assert_eq!(
+            trailer.len(),
+            self.trailer_len(),
+            "verify_data_digest: trailer of {} bytes for a {}-byte trailer",
+            trailer.len(),
+            self.trailer_len()
+        );
+        if !self.has_data_digest() {
+            return Ok(());
+        }
+        // RFC 7143 §11.2.3 / §13.1: the data digest covers data and padding,
+        // as received (decode does not require the padding to be zero either).
+        let pad = self.layout.pad_len();
+        let expected = digest::crc32c_append(data_crc, &trailer[..pad]);
+        let found = read_digest(&trailer[pad..]);
+        if expected != found {
+            return Err(FrameError::DataDigest {
+                expected,
+                found,
+                frame_len: self.layout.frame_len,
+                bhs: self.bhs,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// What [`check_header`] found at the start of the buffer.
+enum HeaderCheck<'a> {
+    /// The header is not all in; the whole buffer needs `total_len` bytes
+    /// (as [`Decoded::NeedMore`] reports it).
+    NeedMore { total_len: usize },
+    /// The header is in and passed every check.
+    Checked {
+        bhs: &'a [u8; BHS_LEN],
+        ahs: &'a [u8],
+        layout: Layout,
+    },
+}
+
+/// Checks 1 to 3 of the module documentation: everything that can be
+/// checked before the data segment is in.
+fn check_header<'a>(buf: &'a [u8], limits: &FrameLimits) -> Result<HeaderCheck<'a>, FrameError> {
     let Some(bhs) = buf.first_chunk::<BHS_LEN>() else {
-        return Ok(Decoded::NeedMore { total_len: BHS_LEN });
+        return Ok(HeaderCheck::NeedMore { total_len: BHS_LEN });
     };
     let layout = Layout::of(bhs, limits);
     let data_len_u32 = layout.data_len as u32; // at most 2^24 - 1
@@ -248,7 +354,7 @@ pub fn decode<'a>(buf: &'a [u8], limits: &FrameLimits) -> Result<Decoded<'a>, Fr
         } else {
             layout.frame_len
         };
-        return Ok(Decoded::NeedMore { total_len });
+        return Ok(HeaderCheck::NeedMore { total_len });
     };
     let ahs_end = BHS_LEN + layout.ahs_len;
     if limits.header_digest {
@@ -269,6 +375,20 @@ pub fn decode<'a>(buf: &'a [u8], limits: &FrameLimits) -> Result<Decoded<'a>, Fr
             bhs: *bhs,
         });
     }
+    Ok(HeaderCheck::Checked { bhs, ahs, layout })
+}
+
+/// Decodes the PDU at the start of `buf`, or says how many bytes it needs.
+///
+/// Never panics and never allocates. On [`Decoded::Frame`] the caller
+/// consumes `len` bytes; on an error that carries `frame_len` it may Reject
+/// and skip that many bytes once they have arrived; on
+/// [`FrameError::HeaderDigest`] framing is lost.
+pub fn decode<'a>(buf: &'a [u8], limits: &FrameLimits) -> Result<Decoded<'a>, FrameError> {
+    let (bhs, ahs, layout) = match check_header(buf, limits)? {
+        HeaderCheck::NeedMore { total_len } => return Ok(Decoded::NeedMore { total_len }),
+        HeaderCheck::Checked { bhs, ahs, layout } => (bhs, ahs, layout),
+    };
     let Some(frame_bytes) = buf.get(..layout.frame_len) else {
         return Ok(Decoded::NeedMore {
             total_len: layout.frame_len,
@@ -298,6 +418,35 @@ pub fn decode<'a>(buf: &'a [u8], limits: &FrameLimits) -> Result<Decoded<'a>, Fr
         frame,
         len: layout.frame_len,
     })
+}
+
+/// The header of the PDU at the start of `buf`, checked as [`decode`]
+/// checks it (header digest, AHS, DataSegmentLength against
+/// MaxRecvDataSegmentLength), once the header is in and whether or not its
+/// data segment is: `Ok(None)` until then.
+///
+/// A driver uses it to receive a large data segment straight into its final
+/// place instead of into the receive buffer. Errors are those [`decode`]
+/// returns for the same bytes.
+pub fn peek_header(buf: &[u8], limits: &FrameLimits) -> Result<Option<Header>, FrameError> {
+    match check_header(buf, limits)? {
+        HeaderCheck::NeedMore { .. } => Ok(None),
+        HeaderCheck::Checked { bhs, layout, .. } => Ok(Some(Header { bhs: *bhs, layout })),
+    }
+}
+
+/// Bytes the header of the PDU starting at `buf` occupies, as far as `buf`
+/// tells: BHS and header digest while the BHS is incomplete (the AHS is
+/// unknown until then), BHS, AHS and header digest after.
+///
+/// Receiving exactly this many bytes never reads past the header, so a
+/// driver that wants the header alone (to place the data segment itself)
+/// asks for `header_bytes_needed(held) - held.len()`.
+pub fn header_bytes_needed(buf: &[u8], limits: &FrameLimits) -> usize {
+    match buf.first_chunk::<BHS_LEN>() {
+        Some(bhs) => Layout::of(bhs, limits).header_len,
+        None => BHS_LEN + limits.header_digest_len(),
+    }
 }
 
 /// The digest in the first four bytes of `bytes` (the caller sized the slice).
@@ -690,6 +839,162 @@ mod tests {
         assert_eq!(data_trailer(&[1, 2, 3, 4], &FFP).1, 4);
         assert_eq!(data_trailer(&[1], &FFP).1, 7);
         assert_eq!(data_trailer(&[1], &FrameLimits::LOGIN), ([0u8; 8], 3));
+    }
+
+    fn data_in_frame(data: &[u8], limits: &FrameLimits) -> Vec<u8> {
+        let mut out = Vec::new();
+        let pdu = Pdu::DataIn(crate::pdu::DataIn {
+            final_bit: true,
+            initiator_task_tag: 9,
+            buffer_offset: 4096,
+            ..Default::default()
+        });
+        encode(&mut out, &pdu, &[], data, limits);
+        out
+    }
+
+    #[test]
+    fn peek_header_waits_for_the_header_only() {
+        let data = [7u8; 1001];
+        for limits in [FrameLimits::LOGIN, FFP] {
+            let out = data_in_frame(&data, &limits);
+            let header_len = if limits.header_digest { 52 } else { 48 };
+            for n in 0..header_len {
+                assert_eq!(peek_header(&out[..n], &limits), Ok(None), "{n} bytes");
+            }
+            for n in [header_len, header_len + 1, out.len() - 1, out.len()] {
+                let h = peek_header(&out[..n], &limits)
+                    .unwrap()
+                    .expect("header is in");
+                assert_eq!(h.header_len(), header_len);
+                assert_eq!(h.data_len(), 1001);
+                assert_eq!(h.has_data_digest(), limits.data_digest);
+                assert_eq!(h.trailer_len(), if limits.data_digest { 7 } else { 3 });
+                assert_eq!(h.frame_len(), out.len());
+                assert_eq!(&h.bhs()[..], &out[..48]);
+                assert!(matches!(h.pdu(), Ok(Pdu::DataIn(d)) if d.buffer_offset == 4096));
+            }
+        }
+    }
+
+    #[test]
+    fn peek_header_refuses_what_decode_refuses() {
+        // A damaged header digest.
+        let mut out = data_in_frame(&[1u8; 64], &FFP);
+        out[20] ^= 1;
+        assert!(matches!(
+            peek_header(&out[..52], &FFP),
+            Err(FrameError::HeaderDigest { .. })
+        ));
+        // An oversized segment, from the BHS alone without a header digest.
+        let mut out = Vec::new();
+        encode_header(&mut out, &nop_out(), &[], 8193, &FrameLimits::LOGIN);
+        assert_eq!(
+            peek_header(&out, &FrameLimits::LOGIN),
+            decode(&out, &FrameLimits::LOGIN).map(|_| None)
+        );
+        assert!(peek_header(&out, &FrameLimits::LOGIN).is_err());
+        // A malformed AHS.
+        let mut out = Vec::new();
+        encode(
+            &mut out,
+            &nop_out(),
+            &[0, 9, 1, 0],
+            &[],
+            &FrameLimits::LOGIN,
+        );
+        assert!(matches!(
+            peek_header(&out, &FrameLimits::LOGIN),
+            Err(FrameError::Ahs { frame_len: 52, .. })
+        ));
+    }
+
+    #[test]
+    fn header_bytes_needed_never_reaches_past_the_header() {
+        let out = data_in_frame(&[3u8; 100], &FFP);
+        assert_eq!(header_bytes_needed(&[], &FFP), 52);
+        assert_eq!(header_bytes_needed(&out[..47], &FFP), 52);
+        assert_eq!(header_bytes_needed(&out[..48], &FFP), 52);
+        assert_eq!(header_bytes_needed(&[], &FrameLimits::LOGIN), 48);
+        // An AHS is known once the BHS is in.
+        let mut with_ahs = Vec::new();
+        encode(&mut with_ahs, &nop_out(), &[0, 1, 9, 0], b"zz", &FFP);
+        assert_eq!(header_bytes_needed(&with_ahs[..48], &FFP), 56);
+    }
+
+    #[test]
+    fn data_digest_verified_apart_from_the_header() {
+        let data: Vec<u8> = (0..1001u32).map(|i| (i * 31) as u8).collect();
+        let out = data_in_frame(&data, &FFP);
+        let h = peek_header(&out, &FFP).unwrap().unwrap();
+        let trailer = &out[h.header_len() + h.data_len()..];
+        assert_eq!(trailer.len(), h.trailer_len());
+        // The CRC built from pieces, as a driver receiving in pieces does.
+        let crc = data.chunks(300).fold(0, digest::crc32c_append);
+        assert_eq!(crc, digest::crc32c(&data));
+        assert_eq!(h.verify_data_digest(crc, trailer), Ok(()));
+
+        // One damaged data byte: the same error decode reports.
+        let mut bad = out.clone();
+        bad[h.header_len() + 500] ^= 0x10;
+        let bad_crc = digest::crc32c(&bad[h.header_len()..h.header_len() + h.data_len()]);
+        let placed = h.verify_data_digest(bad_crc, trailer);
+        assert!(matches!(placed, Err(FrameError::DataDigest { .. })));
+        assert_eq!(placed.map(|_| ()), decode(&bad, &FFP).map(|_| ()));
+
+        // Damaged padding fails too (RFC 7143 §13.1: it is digested).
+        let mut bad_pad = trailer.to_vec();
+        bad_pad[1] = 0xee;
+        assert!(h.verify_data_digest(crc, &bad_pad).is_err());
+
+        // Without a data digest there is nothing to verify.
+        let plain = data_in_frame(&data, &FrameLimits::LOGIN);
+        let h = peek_header(&plain, &FrameLimits::LOGIN).unwrap().unwrap();
+        assert!(!h.has_data_digest());
+        assert_eq!(h.verify_data_digest(0xdead, &[0, 0, 0]), Ok(()));
+    }
+
+    #[test]
+    #[should_panic(expected = "verify_data_digest")]
+    fn a_trailer_of_the_wrong_length_is_a_caller_bug() {
+        let out = data_in_frame(&[1u8; 8], &FFP);
+        let h = peek_header(&out, &FFP).unwrap().unwrap();
+        let _ = h.verify_data_digest(0, &[0u8; 3]);
+    }
+
+    proptest::proptest! {
+        /// Data placed apart from the header, checked with the header's
+        /// lengths and `verify_data_digest`, gives what decode gives for
+        /// the whole frame, damaged or not.
+        #[test]
+        fn placement_agrees_with_decode(
+            len in 0usize..3000,
+            hd: bool,
+            dd: bool,
+            flip in proptest::option::of(0usize..4000),
+            split in 1usize..1000,
+        ) {
+            let limits = FrameLimits { max_recv_data_segment_length: 4096, header_digest: hd, data_digest: dd };
+            let data: Vec<u8> = (0..len).map(|i| (i * 7 + 1) as u8).collect();
+            let mut out = data_in_frame(&data, &limits);
+            let h = peek_header(&out, &limits).unwrap().unwrap();
+            proptest::prop_assert_eq!(h.header_len() + h.data_len() + h.trailer_len(), h.frame_len());
+            proptest::prop_assert_eq!(h.frame_len(), out.len());
+            if let Some(at) = flip {
+                // Damage a data or trailer byte only: the header stays valid.
+                let body = out.len() - h.header_len();
+                if body > 0 {
+                    let at = h.header_len() + at % body;
+                    out[at] ^= 0x01;
+                }
+            }
+            let segment = &out[h.header_len()..h.header_len() + h.data_len()];
+            let crc = segment
+                .chunks(split)
+                .fold(0, digest::crc32c_append);
+            let placed = h.verify_data_digest(crc, &out[h.header_len() + h.data_len()..]);
+            proptest::prop_assert_eq!(placed, decode(&out, &limits).map(|_| ()));
+        }
     }
 
     #[test]

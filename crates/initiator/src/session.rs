@@ -5,6 +5,10 @@
 //! Bytes come in through [`SessionCore::handle_input`]; output leaves through
 //! [`SessionCore::flush`], which hands a vectored send to a closure; time is
 //! passed to [`SessionCore::handle_tick`]. The engine owns the sockets.
+//!
+//! A large Data-In data segment may instead be received straight into its
+//! task's buffer: [`SessionCore::begin_placement`] and the rest of
+//! [`placement`] say where each byte goes, the driver only receives.
 
 use crate::command::{
     Command, Completion, Direction, Outcome, Residual, ScsiStatus, TaskError, TaskManagement,
@@ -22,6 +26,9 @@ use isoe_wire::{Pdu, BHS_LEN};
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::time::Instant;
+
+mod placement;
+pub use placement::Placement;
 
 /// Tasks one session can have at once: the slot number is 16 bits of the tag.
 pub const TASKS_MAX: usize = 0xffff;
@@ -139,6 +146,11 @@ pub struct SessionCore {
     completions: Vec<Completion>,
     scratch: Vec<u8>,
     failed: Option<String>,
+    /// Counts connection losses: a [`Placement`] taken before the last one
+    /// belongs to a connection that is gone.
+    conns_epoch: u32,
+    /// Where placed data goes when its task ended meanwhile; allocated on first use.
+    sink: Vec<u8>,
 }
 
 impl SessionCore {
@@ -165,6 +177,8 @@ impl SessionCore {
             completions: Vec::new(),
             scratch: Vec::with_capacity(64),
             failed: None,
+            conns_epoch: 0,
+            sink: Vec::new(),
         }
     }
 
@@ -831,15 +845,27 @@ impl SessionCore {
 
     fn on_data_in(&mut self, c: usize, d: &DataIn, data: &[u8]) -> Result<(), ConnFailure> {
         self.update_window(d.exp_cmd_sn, d.max_cmd_sn);
-        let Some(slot) = self.slot_of(d.initiator_task_tag) else {
-            // A task aborted meanwhile: its late data is dropped.
+        let Some(slot) = self.data_in_task(d, data.len())? else {
             return Ok(());
         };
         let task = self.slots[slot as usize]
             .task
             .as_mut()
-            .expect("slot_of checked it");
-        let end = d.buffer_offset as usize + data.len();
+            .expect("data_in_task checked it");
+        let start = d.buffer_offset as usize;
+        task.buffer[start..start + data.len()].copy_from_slice(data);
+        self.data_in_landed(c, d, slot, data.len());
+        Ok(())
+    }
+
+    /// The live read task a Data-In PDU with `len` data bytes belongs to, or
+    /// None for a task that ended meanwhile (its late data is dropped).
+    /// Checks that the data fits the task's buffer.
+    fn data_in_task(&self, d: &DataIn, len: usize) -> Result<Option<u32>, ConnFailure> {
+        let Some(slot) = self.slot_of(d.initiator_task_tag) else {
+            return Ok(None);
+        };
+        let task = self.task(slot).expect("slot_of checked it");
         if !matches!(
             task.kind,
             Kind::Scsi {
@@ -849,14 +875,24 @@ impl SessionCore {
         ) {
             return Err(ConnFailure("Data-In for a task that reads nothing".into()));
         }
+        let end = d.buffer_offset as usize + len;
         if end > task.buffer.len() {
             return Err(ConnFailure(format!(
                 "Data-In ends at byte {end}, past the expected {} bytes",
                 task.buffer.len()
             )));
         }
-        task.buffer[d.buffer_offset as usize..end].copy_from_slice(data);
-        task.data_in_bytes = task.data_in_bytes.saturating_add(data.len() as u32);
+        Ok(Some(slot))
+    }
+
+    /// A Data-In PDU's `len` data bytes are in the task's buffer: counts
+    /// them, and ends the task when the PDU carries the status (the S bit,
+    /// RFC 7143 §11.7).
+    fn data_in_landed(&mut self, c: usize, d: &DataIn, slot: u32, len: usize) {
+        let Some(task) = self.task_mut(slot) else {
+            return;
+        };
+        task.data_in_bytes = task.data_in_bytes.saturating_add(len as u32);
         if d.status_present {
             self.on_status(c, d.stat_sn, d.exp_cmd_sn, d.max_cmd_sn);
             let data_in_len = self.task(slot).map_or(0, |t| t.data_in_bytes);
@@ -873,7 +909,6 @@ impl SessionCore {
             };
             self.finish(slot, Outcome::Scsi(status));
         }
-        Ok(())
     }
 
     fn on_scsi_response(&mut self, r: &ScsiResponse, data: &[u8]) {
@@ -1051,6 +1086,7 @@ impl SessionCore {
             self.release_piece(slot);
         }
         self.conns.clear();
+        self.conns_epoch = self.conns_epoch.wrapping_add(1);
         let mut reissue: Vec<(u32, u32)> = Vec::new();
         for s in 0..self.slots.len() as u32 {
             let Some(task) = self.task_mut(s) else {

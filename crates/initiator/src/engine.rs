@@ -7,15 +7,23 @@
 //! back what completed. A lone connection waits in a blocking `recv`, so a
 //! batch costs two system calls (send + receive); several connections wait
 //! in `poll(2)`.
+//!
+//! A Data-In whose data is large (at least 16 KiB still to come once its
+//! header is in) is received straight into the command's buffer, as the
+//! session core directs (`session::placement`): one copy, by the kernel,
+//! instead of two. Once one PDU was placed the next header is received
+//! alone, so that the next large data segment is not received into the
+//! receive buffer first; small PDUs are still decoded many per `recv`.
 
 use crate::channel::{Channel, LoginResult};
 use crate::command::{Command, Completion, Outcome, TaskError, TaskManagement};
 use crate::config::SessionConfig;
 use crate::error::InitiatorError;
 use crate::recv_buf::RecvBuf;
-use crate::session::{ConnCore, ConnFailure, SessionCore};
+use crate::session::{ConnCore, ConnFailure, Placement, SessionCore};
 
 use crate::sys;
+use isoe_wire::frame;
 use isoe_wire::login::InitiatorLoginConfig;
 use isoe_wire::negotiate::{SessionParams, SessionType};
 use std::io;
@@ -29,6 +37,14 @@ const TICK: Duration = Duration::from_millis(250);
 const SYNC_TOKEN_BASE: u64 = 1 << 63;
 /// The CmdSN a new session starts at.
 const INITIAL_CMD_SN: u32 = 1;
+/// Data-In data still to come, at least, for it to be received straight
+/// into the task's buffer; smaller PDUs go through the receive buffer,
+/// many to one `recv`.
+const DIRECT_MIN_BYTES: usize = 16 * 1024;
+/// PDUs received header first after a placed one: enough to get past a
+/// SCSI Response or two between large Data-In, few enough that a run of
+/// small PDUs soon goes back to many per `recv`.
+const HEADER_FIRST_PDUS: u8 = 4;
 
 /// Counters of the work the engine did, for syscalls-per-I/O figures.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -41,6 +57,11 @@ pub struct EngineStats {
     pub polls: u64,
     /// Sessions reinstated after a connection loss.
     pub reconnects: u64,
+    /// Data-In PDUs whose data was received straight into the task's buffer.
+    pub placed_pdus: u64,
+    /// Data bytes received straight into task buffers (not those that had
+    /// arrived with the header, which are copied).
+    pub placed_bytes: u64,
 }
 
 #[derive(Debug)]
@@ -51,6 +72,14 @@ struct Sock {
     /// Bytes the partial PDU at the front of `rbuf` needs in all.
     need: usize,
     rcvtimeo: Option<Duration>,
+    /// A Data-In whose data is being received into its task's buffer;
+    /// `rbuf` is empty meanwhile.
+    placement: Option<Placement>,
+    /// A recent PDU was placed: receive the next header alone, so that its
+    /// data, if large, is not received into `rbuf` first. Counts down per
+    /// PDU that comes whole; zero as soon as a header shows data too small
+    /// to place.
+    header_first: u8,
 }
 
 #[derive(Debug)]
@@ -275,6 +304,9 @@ impl Engine {
 
     /// One `recv` on connection `c` of session `s`, then decoding. `wait`
     /// Some: block up to that long.
+    ///
+    /// While a Data-In is being placed the `recv` goes into the task's
+    /// buffer, its trailer, and then into `rbuf` for at most the next header.
     fn receive(&mut self, s: usize, c: usize, wait: Option<Duration>) {
         let Some(entry) = self.sessions[s].as_mut() else {
             return;
@@ -292,15 +324,28 @@ impl Engine {
             }
         }
         self.stats.recvs += 1;
-        let need = sock.need;
+        let limits = entry.core.conns[c].recv_limits;
         let fd = sock.fd;
-        let result = sys::recv(fd, sock.rbuf.spare(need), wait.is_some());
-        match result {
+        let result = match sock.placement.as_mut() {
+            Some(p) => {
+                let header_len = frame::header_bytes_needed(&[], &limits);
+                let tail = &mut sock.rbuf.spare(header_len)[..header_len];
+                let (mut iov, count) = entry.core.placement_buffers(p, tail);
+                sys::recv_vectored(fd, &mut iov[..count], wait.is_some())
+            }
+            None => {
+                let limit = header_first_limit(sock, &limits);
+                let spare = sock.rbuf.spare(sock.need);
+                let room = spare.len().min(limit);
+                sys::recv(fd, &mut spare[..room], wait.is_some())
+            }
+        };
+        let n = match result {
             Ok(0) => {
                 entry.broken = Some("the target closed the connection".into());
                 return;
             }
-            Ok(n) => sock.rbuf.filled(n),
+            Ok(n) => n,
             Err(e)
                 if matches!(
                     e.kind(),
@@ -313,16 +358,53 @@ impl Engine {
                 entry.broken = Some(format!("receive failed: {e}"));
                 return;
             }
-        }
+        };
         if quickack {
             let _ = sys::set_quickack(fd);
         }
-        match entry.core.handle_input(c, sock.rbuf.data(), Instant::now()) {
+        let now = Instant::now();
+        match sock.placement.take() {
+            Some(mut p) => {
+                let data_left = p.data_left();
+                let tail = entry.core.placement_received(&mut p, n, now);
+                self.stats.placed_bytes += (data_left - p.data_left()) as u64;
+                sock.rbuf.filled(tail);
+                if !p.is_complete() {
+                    sock.placement = Some(p);
+                    return;
+                }
+                if let Err(ConnFailure(why)) = entry.core.finish_placement(p) {
+                    entry.broken = Some(why);
+                    return;
+                }
+                self.stats.placed_pdus += 1;
+                sock.header_first = HEADER_FIRST_PDUS;
+            }
+            None => sock.rbuf.filled(n),
+        }
+        match entry.core.handle_input(c, sock.rbuf.data(), now) {
             Ok((used, need)) => {
                 sock.rbuf.consume(used);
                 sock.need = need;
+                if used > 0 {
+                    sock.header_first = sock.header_first.saturating_sub(1);
+                }
             }
-            Err(ConnFailure(why)) => entry.broken = Some(why),
+            Err(ConnFailure(why)) => {
+                entry.broken = Some(why);
+                return;
+            }
+        }
+        let held = sock.rbuf.data().len();
+        if held > 0 && sock.need >= held + DIRECT_MIN_BYTES {
+            if let Some(p) = entry
+                .core
+                .begin_placement(c, sock.rbuf.data(), DIRECT_MIN_BYTES)
+            {
+                sock.rbuf.consume(held);
+                sock.need = 0;
+                sock.placement = Some(p);
+            }
         }
     }
 
@@ -579,6 +661,8 @@ fn login_one(
             rbuf,
             need: 0,
             rcvtimeo: None,
+            placement: None,
+            header_first: 0,
         },
     ))
 }
@@ -595,4 +679,20 @@ fn conn_core(cid: u16, login: &LoginResult, now: Instant) -> ConnCore {
         ..recv
     };
     ConnCore::new(cid, recv, send, login.exp_stat_sn, now)
+}
+
+/// How much the next `recv` into `sock.rbuf` may take: shortly after a
+/// placed PDU, only the rest of the next header; otherwise all there is
+/// room for (many PDUs per `recv`).
+fn header_first_limit(sock: &mut Sock, limits: &frame::FrameLimits) -> usize {
+    if sock.header_first > 0 {
+        let held = sock.rbuf.data();
+        let header_len = frame::header_bytes_needed(held, limits);
+        if held.len() < header_len {
+            return header_len - held.len();
+        }
+        // A whole header that did not start a placement: its data is small.
+        sock.header_first = 0;
+    }
+    usize::MAX
 }

@@ -1,12 +1,13 @@
 //! The few socket calls std does not offer: per-call blocking mode
-//! (`MSG_DONTWAIT`), vectored sends with flags, `poll(2)`, and TCP options.
+//! (`MSG_DONTWAIT`), vectored sends and receives with flags, `poll(2)`,
+//! and TCP options.
 //!
 //! Sockets stay in blocking mode, so a lone connection with nothing to send
 //! waits in `recv` itself: one system call per batch of responses instead of
 //! `poll` + `recv`. Sends always pass `MSG_DONTWAIT`, so a full send buffer
 //! never blocks the loop that must drain the receive side.
 
-use std::io::{self, IoSlice};
+use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::RawFd;
 use std::time::Duration;
 
@@ -16,6 +17,26 @@ pub fn recv(fd: RawFd, buf: &mut [u8], wait: bool) -> io::Result<usize> {
     // SAFETY: `buf` is a valid, writable region of `buf.len()` bytes for the
     // duration of the call; the kernel writes at most that many.
     let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), flags) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// `recvmsg(2)` into `slices`, filled in order; `wait` false adds
+/// `MSG_DONTWAIT`. Ok(0) is end of stream, so `slices` must hold a byte.
+pub fn recv_vectored(fd: RawFd, slices: &mut [IoSliceMut<'_>], wait: bool) -> io::Result<usize> {
+    let flags = if wait { 0 } else { libc::MSG_DONTWAIT };
+    // SAFETY: a zeroed msghdr is valid (no name, no control data).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    // IoSliceMut is ABI-compatible with iovec on Unix (std guarantees it).
+    msg.msg_iov = slices.as_mut_ptr().cast::<libc::iovec>();
+    msg.msg_iovlen = slices.len() as _;
+    // SAFETY: msg points at `slices`, writable regions that outlive the call
+    // and that nothing else references while it runs (they are `&mut`); the
+    // kernel writes at most each one's length.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, flags) };
     if n < 0 {
         Err(io::Error::last_os_error())
     } else {

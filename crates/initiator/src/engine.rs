@@ -55,6 +55,8 @@ pub struct EngineStats {
     pub recvs: u64,
     /// `poll` calls.
     pub polls: u64,
+    /// `setsockopt` calls on the receive path (timeouts, wake-up thresholds).
+    pub sockopts: u64,
     /// Sessions reinstated after a connection loss.
     pub reconnects: u64,
     /// Data-In PDUs whose data was received straight into the task's buffer.
@@ -80,6 +82,9 @@ struct Sock {
     /// PDU that comes whole; zero as soon as a header shows data too small
     /// to place.
     header_first: u8,
+    /// SO_RCVLOWAT as set: the rest of the PDU while placing, so that the
+    /// wait ends once, when all of it is in; 1 otherwise.
+    rcvlowat: usize,
 }
 
 #[derive(Debug)]
@@ -261,6 +266,17 @@ impl Engine {
     }
 
     fn wait_and_receive(&mut self, wait: Duration) -> Result<(), InitiatorError> {
+        for entry in self.sessions.iter_mut().flatten() {
+            if entry.broken.is_some() {
+                continue;
+            }
+            for sock in &mut entry.socks {
+                if let Err(e) = wake_when_whole(sock, &mut self.stats) {
+                    entry.broken = Some(format!("setting SO_RCVLOWAT failed: {e}"));
+                    break;
+                }
+            }
+        }
         self.pollfds.clear();
         self.pollmap.clear();
         for (s, entry) in self.sessions.iter().enumerate() {
@@ -316,11 +332,16 @@ impl Engine {
         if let Some(w) = wait {
             let w = w.max(Duration::from_millis(1));
             if sock.rcvtimeo != Some(w) {
+                self.stats.sockopts += 1;
                 if let Err(e) = sock.stream.set_read_timeout(Some(w)) {
                     entry.broken = Some(format!("setting the receive timeout failed: {e}"));
                     return;
                 }
                 sock.rcvtimeo = Some(w);
+            }
+            if let Err(e) = wake_when_whole(sock, &mut self.stats) {
+                entry.broken = Some(format!("setting SO_RCVLOWAT failed: {e}"));
+                return;
             }
         }
         self.stats.recvs += 1;
@@ -663,6 +684,7 @@ fn login_one(
             rcvtimeo: None,
             placement: None,
             header_first: 0,
+            rcvlowat: 1,
         },
     ))
 }
@@ -695,4 +717,20 @@ fn header_first_limit(sock: &mut Sock, limits: &frame::FrameLimits) -> usize {
         sock.header_first = 0;
     }
     usize::MAX
+}
+
+/// Sets SO_RCVLOWAT for the next wait on `sock`: while a Data-In is placed,
+/// the rest of it, so the wait ends once, when the PDU is whole (and the
+/// next header, if in by then, comes with it), instead of once per TCP
+/// segment; 1 otherwise, so that any byte ends a wait for a header. A
+/// system call only when the value changes: back-to-back PDUs of one size
+/// keep it.
+fn wake_when_whole(sock: &mut Sock, stats: &mut EngineStats) -> io::Result<()> {
+    let want = sock.placement.as_ref().map_or(1, Placement::bytes_left);
+    if sock.rcvlowat != want {
+        stats.sockopts += 1;
+        sys::set_rcvlowat(sock.fd, want)?;
+        sock.rcvlowat = want;
+    }
+    Ok(())
 }

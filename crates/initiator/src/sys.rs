@@ -120,3 +120,10 @@ pub fn set_int_option(fd: RawFd, level: i32, name: i32, value: i32) -> io::Resul
 pub fn set_quickack(fd: RawFd) -> io::Result<()> {
     set_int_option(fd, libc::IPPROTO_TCP, libc::TCP_QUICKACK, 1)
 }
+
+/// SO_RCVLOWAT: a blocking receive, and `poll`, wake once this many bytes
+/// are in (or the timeout passes); the kernel caps it at half the buffer.
+pub fn set_rcvlowat(fd: RawFd, bytes: usize) -> io::Result<()> {
+    let bytes = i32::try_from(bytes).unwrap_or(i32::MAX).max(1);
+    set_int_option(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, bytes)
+}

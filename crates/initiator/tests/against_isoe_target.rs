@@ -261,10 +261,11 @@ fn login_to_an_unknown_target_says_so() {
     target.shutdown().unwrap();
 }
 
-/// A TCP relay that can cut every connection it carries.
+/// A TCP relay that can hold and cut every connection it carries.
 struct Proxy {
     addr: SocketAddr,
     cut: Arc<AtomicBool>,
+    hold: Arc<AtomicBool>,
     generation: Arc<AtomicU64>,
 }
 
@@ -273,8 +274,9 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let cut = Arc::new(AtomicBool::new(false));
+        let hold = Arc::new(AtomicBool::new(false));
         let generation = Arc::new(AtomicU64::new(0));
-        let (cut2, gen2) = (cut.clone(), generation.clone());
+        let (cut2, hold2, gen2) = (cut.clone(), hold.clone(), generation.clone());
         thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(client) = client else { return };
@@ -286,7 +288,7 @@ impl Proxy {
                     (client.try_clone().unwrap(), server.try_clone().unwrap()),
                     (server, client),
                 ] {
-                    let (cut, gen) = (cut2.clone(), gen2.clone());
+                    let (cut, hold, gen) = (cut2.clone(), hold2.clone(), gen2.clone());
                     from.set_read_timeout(Some(Duration::from_millis(20)))
                         .unwrap();
                     thread::spawn(move || {
@@ -296,6 +298,10 @@ impl Proxy {
                                 let _ = from.shutdown(std::net::Shutdown::Both);
                                 let _ = to.shutdown(std::net::Shutdown::Both);
                                 return;
+                            }
+                            if hold.load(Ordering::SeqCst) {
+                                thread::sleep(Duration::from_millis(1));
+                                continue;
                             }
                             match from.read(&mut buf) {
                                 Ok(0) => {
@@ -323,8 +329,14 @@ impl Proxy {
         Proxy {
             addr,
             cut,
+            hold,
             generation,
         }
+    }
+
+    /// Stops (or restarts) forwarding, so that what is in flight stays there.
+    fn hold(&self, on: bool) {
+        self.hold.store(on, Ordering::SeqCst);
     }
 
     /// Cuts the current connections; later ones pass.
@@ -343,7 +355,10 @@ fn a_cut_connection_is_reinstated_and_outstanding_commands_reissued() {
     let mut engine = Engine::new();
     let s = engine.login(config_for(proxy.addr)).unwrap();
     let mut done = Vec::new();
-    // Forty 64 KiB writes in flight, then the cut, then all must complete GOOD.
+    // Forty 64 KiB writes in flight, then the cut, then all must complete
+    // GOOD. The relay holds them until the cut: without the hold the target
+    // could answer them all before the cut, and nothing would be reissued.
+    proxy.hold(true);
     for n in 0..40u64 {
         let data = pattern(n * 128, 128, n as u8);
         engine
@@ -355,7 +370,9 @@ fn a_cut_connection_is_reinstated_and_outstanding_commands_reissued() {
             .unwrap();
     }
     engine.poll(&mut done, Duration::from_millis(1)).unwrap();
+    assert!(done.is_empty(), "{done:?}");
     proxy.cut_now();
+    proxy.hold(false);
     while done.len() < 40 {
         engine.poll(&mut done, Duration::from_secs(1)).unwrap();
     }

@@ -214,8 +214,8 @@ impl SessionCore {
         );
         let data_n = n.min(offer.data);
         if data_n > 0 && p.header.has_data_digest() {
-            // RFC 7143 §13.1: the digest is computed while the bytes are
-            // still in the cache, one receive at a time.
+            // The digest is computed while the bytes are still in the
+            // cache, one receive at a time (ARCHITECTURE.md, datapath rule 5).
             let start = p.data_in.buffer_offset as usize + p.data_done;
             let landed = if offer.data_to_sink {
                 self.sink.get(..data_n)

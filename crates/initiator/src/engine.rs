@@ -236,7 +236,10 @@ impl Engine {
             if now >= deadline {
                 return Ok(());
             }
-            self.wait_and_receive((deadline - now).min(TICK))?;
+            // A lone connection blocks in recv with a timeout that stays the
+            // same from call to call (no setsockopt per wait); the deadline is
+            // checked here, so a wait overshoots it by at most that timeout.
+            self.wait_and_receive((deadline - now).min(TICK), timeout.min(TICK))?;
             self.tick();
         }
     }
@@ -265,7 +268,11 @@ impl Engine {
         }
     }
 
-    fn wait_and_receive(&mut self, wait: Duration) -> Result<(), InitiatorError> {
+    fn wait_and_receive(
+        &mut self,
+        wait: Duration,
+        recv_timeout: Duration,
+    ) -> Result<(), InitiatorError> {
         for entry in self.sessions.iter_mut().flatten() {
             if entry.broken.is_some() {
                 continue;
@@ -298,7 +305,7 @@ impl Engine {
             1 if self.pollfds[0].events == sys::poll_fd(0, false).events => {
                 // One connection with nothing to send: wait in recv itself.
                 let (s, c) = self.pollmap[0];
-                self.receive(s, c, Some(wait));
+                self.receive(s, c, Some(recv_timeout));
                 Ok(())
             }
             _ => {

@@ -119,6 +119,11 @@ impl Engine {
         self.stats
     }
 
+    /// NOP-Out/NOP-In traffic of a session.
+    pub fn nop_counters(&self, session: usize) -> Option<crate::session::NopCounters> {
+        Some(self.sessions.get(session)?.as_ref()?.core.nops)
+    }
+
     /// Opens a session: logs in its first connection, then as many more as
     /// asked for and the target's MaxConnections allows. Returns its index.
     pub fn login(&mut self, config: SessionConfig) -> Result<usize, InitiatorError> {

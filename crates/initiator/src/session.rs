@@ -123,6 +123,17 @@ impl ConnCore {
     }
 }
 
+/// NOP-Out/NOP-In traffic of a session (RFC 7143 §11.18, §11.19).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NopCounters {
+    /// Keepalive pings we sent.
+    pub pings_sent: u64,
+    /// Answers to our pings.
+    pub pings_answered: u64,
+    /// The target's pings we echoed.
+    pub target_pings_echoed: u64,
+}
+
 /// Why a connection must be dropped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnFailure(pub String);
@@ -146,6 +157,8 @@ pub struct SessionCore {
     completions: Vec<Completion>,
     scratch: Vec<u8>,
     failed: Option<String>,
+    /// NOP traffic so far.
+    pub nops: NopCounters,
     /// Counts connection losses: a [`Placement`] taken before the last one
     /// belongs to a connection that is gone.
     conns_epoch: u32,
@@ -177,6 +190,7 @@ impl SessionCore {
             completions: Vec::new(),
             scratch: Vec::with_capacity(64),
             failed: None,
+            nops: NopCounters::default(),
             conns_epoch: 0,
             sink: Vec::new(),
         }
@@ -664,6 +678,7 @@ impl SessionCore {
         let conn = &mut self.conns[c];
         conn.outstanding += 1;
         conn.ping = Some((slot, now));
+        self.nops.pings_sent += 1;
         let pdu = Pdu::NopOut(NopOut {
             immediate: true,
             lun: Lun::default(),
@@ -974,6 +989,7 @@ impl SessionCore {
             if let Some(slot) = self.slot_of(n.initiator_task_tag) {
                 if self.conns[c].ping.is_some_and(|(s, _)| s == slot) {
                     self.conns[c].ping = None;
+                    self.nops.pings_answered += 1;
                 }
                 self.finish(slot, Outcome::Logout(0));
             }
@@ -983,6 +999,7 @@ impl SessionCore {
         self.update_window(n.exp_cmd_sn, n.max_cmd_sn);
         if n.target_transfer_tag != RESERVED_TAG {
             // The target's ping: echo it (RFC 7143 §11.18).
+            self.nops.target_pings_echoed += 1;
             let pdu = Pdu::NopOut(NopOut {
                 immediate: true,
                 lun: n.lun,

@@ -408,3 +408,43 @@ fn reconnection_gives_up_after_the_retry_budget() {
     assert!(text.contains("2 reconnection attempt"), "{text}");
     let _ = LocalParams::default();
 }
+
+#[test]
+fn target_pings_are_answered_and_idle_sessions_send_keepalives() {
+    // The target pings a connection silent for a second and drops it when a
+    // ping goes unanswered for two. Session `quiet` sends no keepalives, so
+    // the target pings it; session `chatty` pings after 300 ms of silence.
+    let target = start_target("[defaults]\nnop_in_interval_s = 1\nnop_in_timeout_s = 2\n");
+    let addr = target.portals()[0];
+    let mut engine = Engine::new();
+    let mut quiet = config_for(addr);
+    quiet.keepalive.interval = None;
+    let mut chatty = config_for(addr);
+    chatty.keepalive.interval = Some(Duration::from_millis(300));
+    chatty.keepalive.timeout = Duration::from_secs(2);
+    let q = engine.login(quiet).unwrap();
+    let c = engine.login(chatty).unwrap();
+    let mut done = Vec::new();
+    let idle_until = std::time::Instant::now() + Duration::from_millis(3500);
+    while std::time::Instant::now() < idle_until {
+        engine.poll(&mut done, Duration::from_millis(100)).unwrap();
+    }
+    assert!(done.is_empty());
+    let q_nops = engine.nop_counters(q).unwrap();
+    assert!(q_nops.target_pings_echoed >= 2, "{q_nops:?}");
+    assert_eq!(q_nops.pings_sent, 0, "{q_nops:?}");
+    let c_nops = engine.nop_counters(c).unwrap();
+    assert!(c_nops.pings_sent >= 5, "{c_nops:?}");
+    assert!(c_nops.pings_answered + 1 >= c_nops.pings_sent, "{c_nops:?}");
+    // Nobody dropped a connection: no reinstatement was needed.
+    assert_eq!(engine.stats().reconnects, 0);
+    for s in [q, c] {
+        engine
+            .execute(s, Command::new(0, &cdb::test_unit_ready()))
+            .unwrap()
+            .good()
+            .unwrap();
+        engine.logout(s).unwrap();
+    }
+    target.shutdown().unwrap();
+}

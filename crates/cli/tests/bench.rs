@@ -47,23 +47,7 @@ fn list_profiles_names_every_workload_of_the_methodology() {
     let out = isoe(&["bench", "--list-profiles"]);
     assert!(out.status.success(), "{}", text(&out));
     let listing = String::from_utf8_lossy(&out.stdout);
-    for name in [
-        "oltp-8k",
-        "seq-read-256k",
-        "seq-write-256k",
-        "web-file-server-4k",
-        "web-file-server-8k",
-        "web-file-server-64k",
-        "dss-1m",
-        "media-streaming-64k",
-        "sql-server-log-64k",
-        "os-paging-64k",
-        "web-server-log-8k",
-        "db-oltp-8k",
-        "exchange-email-4k",
-        "os-drive-8k",
-        "video-on-demand-512k",
-    ] {
+    for name in isoe_bench::profiles::profiles().iter().map(|p| p.name) {
         assert!(listing.contains(name), "{name} missing from:\n{listing}");
     }
 }

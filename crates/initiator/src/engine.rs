@@ -505,6 +505,13 @@ impl Engine {
         }
     }
 
+    /// A token for a synchronous request, apart from every caller's tokens.
+    fn sync_token(&mut self) -> u64 {
+        let token = SYNC_TOKEN_BASE | self.next_sync_token;
+        self.next_sync_token = self.next_sync_token.wrapping_add(1) & !SYNC_TOKEN_BASE;
+        token
+    }
+
     /// Submits `command` and waits for it alone; other completions are kept
     /// for the next [`Engine::poll`].
     pub fn execute(
@@ -512,8 +519,7 @@ impl Engine {
         session: usize,
         command: Command,
     ) -> Result<Completion, InitiatorError> {
-        let token = SYNC_TOKEN_BASE | self.next_sync_token;
-        self.next_sync_token = self.next_sync_token.wrapping_add(1) & !SYNC_TOKEN_BASE;
+        let token = self.sync_token();
         self.submit(session, command, token)?;
         self.wait_for(session, token)
     }
@@ -524,8 +530,7 @@ impl Engine {
         session: usize,
         request: TaskManagement,
     ) -> Result<u8, InitiatorError> {
-        let token = SYNC_TOKEN_BASE | self.next_sync_token;
-        self.next_sync_token = self.next_sync_token.wrapping_add(1) & !SYNC_TOKEN_BASE;
+        let token = self.sync_token();
         self.task_management(session, request, token)?;
         let done = self.wait_for(session, token)?;
         match done.outcome {
@@ -570,8 +575,7 @@ impl Engine {
 
     /// Logs the session out (RFC 7143 §11.14) and closes its connections.
     pub fn logout(&mut self, session: usize) -> Result<(), InitiatorError> {
-        let token = SYNC_TOKEN_BASE | self.next_sync_token;
-        self.next_sync_token = self.next_sync_token.wrapping_add(1) & !SYNC_TOKEN_BASE;
+        let token = self.sync_token();
         let entry = self.entry(session)?;
         // No reconnection for a session that is being closed.
         entry.config.retry.attempts = 0;

@@ -1,0 +1,13 @@
+//! isoe-lab: the seeds' test beds rebuilt on one Linux machine and their
+//! evaluations rerun (METHODOLOGY.md).
+//!
+//! Owns topologies (network namespaces, veth pairs, bridges, VxLAN, `tc`),
+//! knobs (ethtool offloads, MTU, rate, socket options, iSCSI parameters,
+//! initiator and target choice), plans, the run loop with its statistics,
+//! and the reports (Markdown, HTML with SVG charts, JSON lines). It drives
+//! `isoe target` and `isoe bench` as processes and uses `isoe-bench` only
+//! for its result types.
+
+pub mod link;
+pub mod record;
+pub mod stats;

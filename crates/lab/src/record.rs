@@ -1,0 +1,68 @@
+//! One line of `results.jsonl`: a single run of one workload under one
+//! test case. The runner appends them as it goes (so an interrupted plan
+//! resumes where it stopped); the report reads them back.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The metric a workload's statistics and effects are computed on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// Commands per second (small-block workloads).
+    Iops,
+    /// MB/s, 10^6 bytes per second (large-block workloads).
+    MbPerS,
+}
+
+impl Metric {
+    /// The field of an `isoe bench` JSON result that holds it.
+    pub fn field(self) -> &'static str {
+        match self {
+            Metric::Iops => "iops",
+            Metric::MbPerS => "mb_per_s",
+        }
+    }
+
+    /// For people: "IOPS" or "MB/s".
+    pub fn label(self) -> &'static str {
+        match self {
+            Metric::Iops => "IOPS",
+            Metric::MbPerS => "MB/s",
+        }
+    }
+}
+
+/// One run, as appended to `results.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// The plan's name.
+    pub plan: String,
+    /// The test case ("baseline" for the baseline).
+    pub case: String,
+    /// The workload (a profile name, or a matrix cell name).
+    pub workload: String,
+    /// 1-based run number within this case × workload.
+    pub run: u32,
+    /// The topology the run used.
+    pub topology: String,
+    /// Every knob in force, as `name = value` for people (baseline merged with the case).
+    pub knobs: BTreeMap<String, String>,
+    /// Knobs the run could not apply, with the reason.
+    pub skipped_knobs: BTreeMap<String, String>,
+    /// Which metric the statistics use for this workload.
+    pub metric: Metric,
+    /// Its value in this run.
+    pub value: f64,
+    /// Host CPU steal during the run, % of all CPUs.
+    pub steal_pct: f64,
+    /// False when the run is kept only for the record (steal above the
+    /// limit, or errors) and left out of the statistics.
+    pub valid: bool,
+    /// Why the run is not valid.
+    pub invalid_reason: Option<String>,
+    /// The `isoe bench` JSON result of the run (for fio runs, the same fields, converted).
+    pub bench: serde_json::Value,
+    /// When the run began (RFC 3339 UTC).
+    pub started_at: String,
+}

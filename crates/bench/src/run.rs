@@ -860,6 +860,15 @@ impl RunOutcome {
             let accounted =
                 (wall_cpu_s > 0.0).then(|| 100.0 * result.cpu.elapsed_cpu_s / wall_cpu_s);
             map.insert("cpu_accounted_pct".into(), serde_json::json!(accounted));
+            // Log2 latency buckets (upper bound µs, count), for histograms.
+            let m = &self.measurements;
+            map.insert(
+                "lat_hist".into(),
+                serde_json::json!({
+                    "read": m.read.latency.buckets(),
+                    "write": m.write.latency.buckets(),
+                }),
+            );
         }
         value
     }

@@ -8,6 +8,7 @@
 //! `isoe target` and `isoe bench` as processes and uses `isoe-bench` only
 //! for its result types.
 
+pub mod fio_peer;
 pub mod link;
 pub mod record;
 pub mod stats;

@@ -1,0 +1,249 @@
+//! libiscsi through fio as the initiator (the seeds' "software initiator"
+//! analogue): the command line, and its JSON turned into the fields of an
+//! `isoe bench` result, with CPU and TCP counters sampled from /proc over
+//! the steady part of the run as `isoe bench` samples them.
+
+use isoe_bench::cpu::{self, CpuSplit, CpuTimes, ProcessCpu};
+use isoe_bench::demand;
+use isoe_bench::tcp::TcpCounters;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+/// Where fio with the libiscsi engine is: `ISOE_FIO`, else what
+/// `../shared/tools/fio-libiscsi` builds into ~/.cache.
+pub fn find_fio() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("ISOE_FIO") {
+        return Some(PathBuf::from(p));
+    }
+    let home = std::env::var_os("HOME")?;
+    let cached = Path::new(&home).join(".cache/isoe-tools/fio-libiscsi/fio");
+    cached.exists().then_some(cached)
+}
+
+/// What one fio run is asked to do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FioJob {
+    /// iscsi:// URLs, one job each.
+    pub urls: Vec<String>,
+    /// Block size in bytes.
+    pub block_size_bytes: u32,
+    /// Share of reads, %.
+    pub read_pct: u8,
+    /// Share of random accesses, %.
+    pub random_pct: u8,
+    /// Outstanding I/Os per job.
+    pub queue_depth: u32,
+    /// Jobs per URL.
+    pub workers: u32,
+    /// Measured seconds.
+    pub duration_s: f64,
+    /// Ramp seconds.
+    pub ramp_s: f64,
+}
+
+impl FioJob {
+    /// fio's arguments: one job per URL and worker, reported as one group.
+    pub fn args(&self) -> Vec<String> {
+        let rw = match (self.read_pct, self.random_pct > 0) {
+            (100, false) => "read",
+            (100, true) => "randread",
+            (0, false) => "write",
+            (0, true) => "randwrite",
+            (_, false) => "rw",
+            (_, true) => "randrw",
+        };
+        let mut args = vec![
+            "--group_reporting".to_string(),
+            "--thread".to_string(),
+            "--output-format=json".to_string(),
+        ];
+        for (i, url) in self.urls.iter().enumerate() {
+            args.push(format!("--name=v{i}"));
+            args.push("--ioengine=libiscsi".into());
+            // fio splits file names at ':'; libiscsi URLs escape them.
+            args.push(format!("--filename={}", url.replace(':', "\\:")));
+            args.push(format!("--rw={rw}"));
+            if self.read_pct != 0 && self.read_pct != 100 {
+                args.push(format!("--rwmixread={}", self.read_pct));
+            }
+            if self.random_pct != 0 && self.random_pct != 100 {
+                args.push(format!("--percentage_random={}", self.random_pct));
+            }
+            args.push(format!("--bs={}", self.block_size_bytes));
+            args.push(format!("--iodepth={}", self.queue_depth));
+            args.push(format!("--numjobs={}", self.workers));
+            args.push("--time_based".into());
+            args.push(format!("--runtime={}", self.duration_s.ceil() as u64));
+            args.push(format!("--ramp_time={}", self.ramp_s.ceil() as u64));
+            args.push("--size=512m".into());
+        }
+        args
+    }
+}
+
+/// /proc counters at one instant of a fio run.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    /// /proc/stat.
+    pub cpu: CpuTimes,
+    /// fio's own CPU (all threads).
+    pub fio: ProcessCpu,
+    /// The target's CPU, when its PID is known.
+    pub target: Option<ProcessCpu>,
+    /// TCP counters of fio's network namespace.
+    pub tcp: TcpCounters,
+    /// When.
+    pub at: std::time::Instant,
+}
+
+impl Sample {
+    /// Reads the counters; TCP ones through `/proc/FIO_PID/net`, which is fio's namespace.
+    pub fn take(fio_pid: u32, target_pid: Option<u32>) -> Option<Sample> {
+        let snmp = std::fs::read_to_string(format!("/proc/{fio_pid}/net/snmp")).ok()?;
+        let netstat = std::fs::read_to_string(format!("/proc/{fio_pid}/net/netstat")).ok()?;
+        Some(Sample {
+            cpu: CpuTimes::read().ok()?,
+            fio: cpu::read_process(fio_pid).ok()?,
+            target: target_pid.and_then(|p| cpu::read_process(p).ok()),
+            tcp: TcpCounters::parse(&snmp, &netstat).ok()?,
+            at: std::time::Instant::now(),
+        })
+    }
+}
+
+/// fio's JSON and the two samples as the fields of an `isoe bench` result.
+pub fn to_bench_json(
+    fio: &Value,
+    job: &FioJob,
+    first: &Sample,
+    last: &Sample,
+    target_pid: Option<u32>,
+) -> Value {
+    let group = &fio["jobs"][0];
+    let direction = |d: &str| {
+        let x = &group[d];
+        let ios = x["total_ios"].as_u64().unwrap_or(0);
+        let bytes = x["io_bytes"].as_u64().unwrap_or(0);
+        let lat = &x["clat_ns"];
+        let pct = |p: &str| lat["percentile"][p].as_f64().unwrap_or(0.0) / 1000.0;
+        json!({
+            "ios": ios,
+            "bytes": bytes,
+            "iops": x["iops"].as_f64().unwrap_or(0.0),
+            "mb_per_s": x["bw_bytes"].as_f64().unwrap_or(0.0) / 1e6,
+            "lat_us": {
+                "count": lat["N"].as_u64().unwrap_or(0),
+                "min": lat["min"].as_f64().unwrap_or(0.0) / 1000.0,
+                "mean": lat["mean"].as_f64().unwrap_or(0.0) / 1000.0,
+                "p50": pct("50.000000"), "p90": pct("90.000000"), "p99": pct("99.000000"),
+                "p999": pct("99.900000"), "max": lat["max"].as_f64().unwrap_or(0.0) / 1000.0,
+            },
+        })
+    };
+    let read = direction("read");
+    let write = direction("write");
+    let iops = read["iops"].as_f64().unwrap_or(0.0) + write["iops"].as_f64().unwrap_or(0.0);
+    let mb_per_s =
+        read["mb_per_s"].as_f64().unwrap_or(0.0) + write["mb_per_s"].as_f64().unwrap_or(0.0);
+    let window_s = last.at.duration_since(first.at).as_secs_f64();
+    let split = CpuSplit::between(&first.cpu, &last.cpu, cpu::ticks_per_second());
+    let ncpus = first.cpu.ncpus;
+    // CPU-seconds per second of the window, times the measured rate: per I/O.
+    let per_io = |cpu_s: f64| (iops > 0.0 && window_s > 0.0).then(|| cpu_s / window_s / iops * 1e6);
+    let fio_cpu_s = first.fio.delta_s(&last.fio);
+    let target_cpu_s = match (&first.target, &last.target) {
+        (Some(a), Some(b)) => Some(a.delta_s(b)),
+        _ => None,
+    };
+    let pct = |cpu_s: f64| demand::cpu_pct_of_machine(cpu_s, window_s, ncpus);
+    let tcp = first.tcp.delta(&last.tcp);
+    let errors = fio["jobs"].as_array().map_or(0, |jobs| {
+        jobs.iter()
+            .filter(|j| j["error"].as_i64().unwrap_or(0) != 0)
+            .count()
+    });
+    let lat_us = if read["ios"].as_u64().unwrap_or(0) >= write["ios"].as_u64().unwrap_or(0) {
+        read["lat_us"].clone()
+    } else {
+        write["lat_us"].clone()
+    };
+    json!({
+        "initiator": "libiscsi (fio)",
+        "iops": iops,
+        "mb_per_s": mb_per_s,
+        "lat_us": lat_us,
+        "read": read,
+        "write": write,
+        "elapsed_s": job.duration_s,
+        "initiator_cpu_s": fio_cpu_s,
+        "initiator_cpu_pct": pct(fio_cpu_s),
+        "initiator_cpu_us_per_io": per_io(fio_cpu_s),
+        "target_pid": target_pid,
+        "target_cpu_s": target_cpu_s,
+        "target_cpu_pct": target_cpu_s.and_then(pct),
+        "target_cpu_us_per_io": target_cpu_s.and_then(per_io),
+        "system_cpu_us_per_io": per_io(split.busy_cpu_s),
+        "cpu": split,
+        "steal_pct": split.steal_pct,
+        "mb_per_s_per_cpu_pct": demand::effectiveness_mb_per_s_per_cpu_pct(mb_per_s, split.busy_pct),
+        "iops_per_cpu_pct": demand::iops_per_cpu_pct(iops, split.busy_pct),
+        "initiator_mb_per_s_per_cpu_pct": pct(fio_cpu_s).and_then(|p| demand::effectiveness_mb_per_s_per_cpu_pct(mb_per_s, p)),
+        "target_mb_per_s_per_cpu_pct": target_cpu_s.and_then(pct).and_then(|p| demand::effectiveness_mb_per_s_per_cpu_pct(mb_per_s, p)),
+        "out_segs": tcp.out_segs,
+        "retrans_segs": tcp.retrans_segs,
+        "retrans_pct": tcp.retrans_pct,
+        "dsack_segs": tcp.dsack_recv_segs,
+        "errors": errors,
+        "verify_errors": 0,
+        "workload": {
+            "block_size_bytes": job.block_size_bytes, "read_pct": job.read_pct, "random_pct": job.random_pct,
+            "queue_depth": job.queue_depth, "workers": job.workers, "duration_s": job.duration_s, "ramp_s": job.ramp_s,
+            "urls": job.urls,
+        },
+        "cpu_window_s": window_s,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fio_arguments_escape_urls_and_mix_reads() {
+        let job = FioJob {
+            urls: vec!["iscsi://10.99.1.2:3260/iqn.2026-11.io.isoe:lab/0".into()],
+            block_size_bytes: 8192,
+            read_pct: 67,
+            random_pct: 100,
+            queue_depth: 5,
+            workers: 1,
+            duration_s: 5.0,
+            ramp_s: 1.0,
+        };
+        let args = job.args();
+        assert!(
+            args.contains(
+                &"--filename=iscsi\\://10.99.1.2\\:3260/iqn.2026-11.io.isoe\\:lab/0".to_string()
+            ),
+            "{args:?}"
+        );
+        assert!(args.contains(&"--rw=randrw".to_string()));
+        assert!(args.contains(&"--rwmixread=67".to_string()));
+        assert!(!args.iter().any(|a| a.starts_with("--percentage_random")));
+        assert!(args.contains(&"--iodepth=5".to_string()));
+        let seq = FioJob {
+            read_pct: 100,
+            random_pct: 0,
+            ..job.clone()
+        }
+        .args();
+        assert!(seq.contains(&"--rw=read".to_string()));
+        let web = FioJob {
+            read_pct: 95,
+            random_pct: 75,
+            ..job
+        }
+        .args();
+        assert!(web.contains(&"--percentage_random=75".to_string()));
+    }
+}

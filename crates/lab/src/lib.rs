@@ -10,5 +10,6 @@
 
 pub mod fio_peer;
 pub mod link;
+pub mod netcmd;
 pub mod record;
 pub mod stats;

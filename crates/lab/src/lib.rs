@@ -13,3 +13,4 @@ pub mod link;
 pub mod netcmd;
 pub mod record;
 pub mod stats;
+pub mod topology;

@@ -1,0 +1,666 @@
+//! Link knobs applied to a made topology (METHODOLOGY.md "Knobs"): MTU on
+//! every link of the path, the host port's rate with `tc tbf`, and ethtool
+//! offloads on each side's ports.
+//!
+//! [`Topology::apply`] takes the full set for a case: a knob left unset
+//! returns to the device's default recorded when the topology was made, so
+//! each case starts from the baseline whatever ran before. Every knob that
+//! was set comes back as an [`Applied`], with the reason when it could not
+//! be applied; nothing is silently ignored.
+//!
+//! veth quirks (seed 002, METHODOLOGY): GRO is off by default on veth and
+//! only takes effect when the sender's TSO is off (a TSO sender hands the
+//! peer whole 64 KiB segments, leaving GRO nothing to merge); `tx off` also
+//! turns TSO off, and `sg off` turns TSO and GSO off, because the kernel
+//! keeps a feature off while one it depends on is. ethtool's exit status
+//! does not tell: it exits 0 when the kernel kept a value and 1 when
+//! nothing changed, so every requested feature is read back with
+//! `ethtool -k`. On `lo`, `rx`, `tx` and `sg` are fixed on.
+
+use super::{FeatureDefault, Interface, LinkState, Topology};
+use crate::link::{LinkKnobs, Offloads, Side};
+use crate::netcmd::{self, FeatureLine};
+use std::collections::HashMap;
+
+/// One knob of a case as applied to the topology, or not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    /// `mtu`, `rate_mbit`, or side and feature such as `initiator.tso`.
+    pub knob: String,
+    /// The value asked for, as people read it (`9000`, `off`).
+    pub value: String,
+    /// Ok when the devices now have it; Err with why not (the knob was
+    /// skipped: no root, a fixed feature, no such link in this topology).
+    pub outcome: Result<(), String>,
+}
+
+/// The offload knobs by ethtool's short names, in the order `ethtool -K`
+/// gets them.
+pub(crate) const FEATURES: [&str; 6] = ["tso", "gso", "gro", "tx", "rx", "sg"];
+
+fn requested(o: &Offloads, feature: &str) -> Option<bool> {
+    match feature {
+        "tso" => o.tso,
+        "gso" => o.gso,
+        "gro" => o.gro,
+        "tx" => o.tx,
+        "rx" => o.rx,
+        "sg" => o.sg,
+        _ => unreachable!("unknown feature {feature}"),
+    }
+}
+
+fn side_name(side: Side) -> &'static str {
+    match side {
+        Side::Initiator => "initiator",
+        Side::Target => "target",
+    }
+}
+
+fn side_offloads(knobs: &LinkKnobs, side: Side) -> &Offloads {
+    match side {
+        Side::Initiator => &knobs.initiator,
+        Side::Target => &knobs.target,
+    }
+}
+
+/// Every offload knob a case sets, as (`side.feature`, on).
+fn offload_knobs(knobs: &LinkKnobs) -> Vec<(String, bool)> {
+    let mut v = Vec::new();
+    for side in [Side::Initiator, Side::Target] {
+        for f in FEATURES {
+            if let Some(on) = requested(side_offloads(knobs, side), f) {
+                v.push((format!("{}.{f}", side_name(side)), on));
+            }
+        }
+    }
+    v
+}
+
+/// Which `ethtool -k` lines say whether a knob is in effect: the specific
+/// feature where ethtool's group line can mislead (the `tcp-segmentation-
+/// offload` group also holds `tx-tcp-accecn-segmentation`, which `tx off`
+/// leaves on, so the group still reads "on"), else the group line.
+fn sources(feature: &str) -> (&'static [&'static str], &'static str) {
+    match feature {
+        "tso" => (&["tx-tcp-segmentation"], "tcp-segmentation-offload"),
+        "sg" => (&["tx-scatter-gather"], "scatter-gather"),
+        "tx" => (
+            &[
+                "tx-checksum-ipv4",
+                "tx-checksum-ip-generic",
+                "tx-checksum-ipv6",
+            ],
+            "tx-checksumming",
+        ),
+        "rx" => (&[], "rx-checksumming"),
+        "gso" => (&[], "generic-segmentation-offload"),
+        "gro" => (&[], "generic-receive-offload"),
+        _ => unreachable!("unknown feature {feature}"),
+    }
+}
+
+/// A knob's state on a device: on if any of its lines is on, fixed if all
+/// are fixed.
+pub(crate) fn knob_state(lines: &[FeatureLine], feature: &str) -> Option<FeatureDefault> {
+    let (specific, group) = sources(feature);
+    let mut found: Vec<&FeatureLine> = lines
+        .iter()
+        .filter(|l| specific.contains(&l.name.as_str()))
+        .collect();
+    if found.is_empty() {
+        found = lines.iter().filter(|l| l.name == group).collect();
+    }
+    if found.is_empty() {
+        return None;
+    }
+    Some(FeatureDefault {
+        on: found.iter().any(|l| l.on),
+        fixed: found.iter().all(|l| l.fixed),
+        text: found
+            .iter()
+            .map(|l| l.text.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+    })
+}
+
+/// The six knobs' state on a device, by `ethtool -k`.
+pub(crate) fn read_features(
+    ns: &str,
+    dev: &str,
+) -> Result<HashMap<&'static str, FeatureDefault>, String> {
+    let lines = read_lines(ns, dev)?;
+    Ok(FEATURES
+        .into_iter()
+        .filter_map(|f| knob_state(&lines, f).map(|s| (f, s)))
+        .collect())
+}
+
+fn read_lines(ns: &str, dev: &str) -> Result<Vec<FeatureLine>, String> {
+    let out = netcmd::run(&netcmd::ethtool_show(ns, dev)).map_err(|e| e.to_string())?;
+    Ok(netcmd::parse_ethtool_features(&out))
+}
+
+fn where_(i: &Interface) -> String {
+    format!("{} ({})", i.name, i.role.as_str())
+}
+
+/// Problems per offload knob name, kept in the order the case set them.
+struct Ledger(Vec<(String, bool, Vec<String>)>);
+
+impl Ledger {
+    fn problem(&mut self, knob: &str, problem: String) {
+        if let Some(entry) = self.0.iter_mut().find(|e| e.0 == knob) {
+            entry.2.push(problem);
+        }
+    }
+}
+
+/// One requested feature on one device, to read back after `ethtool -K`.
+struct Wanted {
+    feature: &'static str,
+    on: bool,
+    knobs: Vec<String>,
+}
+
+impl Topology {
+    /// Apply a case's full set of link knobs; unset ones return to the
+    /// device defaults recorded at creation. Returns one [`Applied`] per
+    /// knob that was set (and one for any failed return to a default).
+    ///
+    /// MTU goes on every link of the path: both ends of every veth, the
+    /// bridge and its ports, the VxLAN overlay (the knob's value) and its
+    /// underlay (50 more), `lo` on `loopback`. Rate is a `tc tbf` on the
+    /// host port and on the port facing it (see [`Interface::rate_limited`]);
+    /// `loopback` has no link to limit. Offloads go on the side's ports; on
+    /// `loopback` both sides are the same `lo`, and conflicting values for
+    /// the two sides are refused.
+    pub fn apply(&self, knobs: &LinkKnobs) -> Vec<Applied> {
+        let mut out = Vec::new();
+        if let Some(reason) = &self.degraded {
+            let mut set: Vec<(String, String)> = Vec::new();
+            set.extend(knobs.mtu.map(|m| ("mtu".to_string(), m.to_string())));
+            set.extend(
+                knobs
+                    .rate_mbit
+                    .map(|r| ("rate_mbit".to_string(), r.to_string())),
+            );
+            set.extend(
+                offload_knobs(knobs)
+                    .into_iter()
+                    .map(|(k, on)| (k, netcmd::on_off(on).to_string())),
+            );
+            for (knob, value) in set {
+                let outcome = Err(format!("link knobs cannot be applied on the {reason}"));
+                out.push(Applied {
+                    knob,
+                    value,
+                    outcome,
+                });
+            }
+            return out;
+        }
+        // A poisoned lock only means an earlier apply panicked midway; the
+        // state then errs towards running commands again, which is safe.
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        self.apply_mtu(&mut state, knobs.mtu, &mut out);
+        self.apply_rate(&mut state, knobs.rate_mbit, &mut out);
+        self.apply_offloads(&mut state, knobs, &mut out);
+        out
+    }
+
+    fn apply_mtu(&self, state: &mut LinkState, mtu: Option<u32>, out: &mut Vec<Applied>) {
+        let targets: Vec<u32> = (0..self.interfaces.len())
+            .map(|i| mtu.map_or(self.defaults.mtu[i], |m| m + self.interfaces[i].mtu_extra))
+            .collect();
+        let mut order: Vec<usize> = (0..targets.len())
+            .filter(|&i| targets[i] != state.mtu_now[i])
+            .collect();
+        // Lower first, overlays before underlays; then raise, underlays
+        // before overlays: a VxLAN device's MTU may not exceed its
+        // underlay's minus 50. The bridge is last among equals (layout order).
+        order.sort_by_key(|&i| {
+            let extra = i64::from(self.interfaces[i].mtu_extra);
+            let raise = targets[i] > state.mtu_now[i];
+            (raise, if raise { -extra } else { extra }, i)
+        });
+        let mut problems = Vec::new();
+        for i in order {
+            let iface = &self.interfaces[i];
+            match netcmd::run(&netcmd::set_mtu(&iface.namespace, &iface.name, targets[i])) {
+                Ok(_) => state.mtu_now[i] = targets[i],
+                Err(e) => problems.push(format!("{}: {}", where_(iface), e.detail)),
+            }
+        }
+        let outcome = if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        };
+        match mtu {
+            Some(m) => out.push(Applied {
+                knob: "mtu".into(),
+                value: m.to_string(),
+                outcome,
+            }),
+            None if outcome.is_err() => out.push(Applied {
+                knob: "mtu".into(),
+                value: "default".into(),
+                outcome,
+            }),
+            None => {}
+        }
+    }
+
+    fn apply_rate(&self, state: &mut LinkState, rate: Option<u32>, out: &mut Vec<Applied>) {
+        let limited: Vec<usize> = (0..self.interfaces.len())
+            .filter(|&i| self.interfaces[i].rate_limited)
+            .collect();
+        let value = rate.map_or_else(|| "default".to_string(), |r| r.to_string());
+        if let Some(r) = rate {
+            let refuse = if limited.is_empty() {
+                Some(format!(
+                    "the {} topology has no link to rate-limit (initiator and target share lo)",
+                    self.kind
+                ))
+            } else if r == 0 {
+                Some("a rate of 0 Mbit/s carries nothing".to_string())
+            } else {
+                None
+            };
+            if let Some(reason) = refuse {
+                out.push(Applied {
+                    knob: "rate_mbit".into(),
+                    value,
+                    outcome: Err(reason),
+                });
+                return;
+            }
+        }
+        let want = rate.or(self.defaults.rate_mbit);
+        if state.rate_now == Some(want) {
+            if rate.is_some() {
+                out.push(Applied {
+                    knob: "rate_mbit".into(),
+                    value,
+                    outcome: Ok(()),
+                });
+            }
+            return;
+        }
+        let mut problems = Vec::new();
+        for &i in &limited {
+            let iface = &self.interfaces[i];
+            let cmd = match want {
+                Some(r) => netcmd::tbf(&iface.namespace, &iface.name, r),
+                None => netcmd::qdisc_del_root(&iface.namespace, &iface.name),
+            };
+            if let Err(e) = netcmd::run(&cmd) {
+                problems.push(format!("{}: {}", where_(iface), e.detail));
+            }
+        }
+        // After a failure the qdiscs are in an unknown state: redo next time.
+        state.rate_now = problems.is_empty().then_some(want);
+        let outcome = if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        };
+        if rate.is_some() || outcome.is_err() {
+            out.push(Applied {
+                knob: "rate_mbit".into(),
+                value,
+                outcome,
+            });
+        }
+    }
+
+    fn apply_offloads(&self, state: &mut LinkState, knobs: &LinkKnobs, out: &mut Vec<Applied>) {
+        let mut ledger = Ledger(
+            offload_knobs(knobs)
+                .into_iter()
+                .map(|(k, on)| (k, on, Vec::new()))
+                .collect(),
+        );
+        let mut restore_problems = Vec::new();
+        for idx in 0..self.interfaces.len() {
+            let iface = &self.interfaces[idx];
+            if iface.sides.is_empty() {
+                continue;
+            }
+            let defaults = match &self.defaults.features[idx] {
+                Ok(d) => d,
+                Err(e) => {
+                    for (knob, _) in explicit_knobs(iface, knobs) {
+                        ledger.problem(
+                            &knob,
+                            format!("{}: its features could not be read: {e}", where_(iface)),
+                        );
+                    }
+                    continue;
+                }
+            };
+            let (command, wanted) = plan_device(iface, knobs, defaults, &mut ledger);
+            if wanted.is_empty() && !state.features_dirty[idx] {
+                continue; // at its defaults already: no command
+            }
+            let ran = if command.is_empty() {
+                Ok(String::new())
+            } else {
+                netcmd::run(&netcmd::ethtool_features(
+                    &iface.namespace,
+                    &iface.name,
+                    &command,
+                ))
+            };
+            state.features_dirty[idx] = !wanted.is_empty();
+            if wanted.is_empty() {
+                if let Err(e) = ran {
+                    state.features_dirty[idx] = true;
+                    restore_problems.push(format!("{}: {}", where_(iface), e.detail));
+                }
+                continue;
+            }
+            check_back(iface, &wanted, ran.err(), &mut ledger);
+        }
+        for (knob, on, problems) in ledger.0 {
+            let outcome = if problems.is_empty() {
+                Ok(())
+            } else {
+                Err(problems.join("; "))
+            };
+            out.push(Applied {
+                knob,
+                value: netcmd::on_off(on).to_string(),
+                outcome,
+            });
+        }
+        if !restore_problems.is_empty() {
+            out.push(Applied {
+                knob: "offloads".into(),
+                value: "default".into(),
+                outcome: Err(restore_problems.join("; ")),
+            });
+        }
+    }
+}
+
+/// The offload knobs of `iface`'s sides that the case sets.
+fn explicit_knobs(iface: &Interface, knobs: &LinkKnobs) -> Vec<(String, bool)> {
+    let mut v = Vec::new();
+    for &side in &iface.sides {
+        for f in FEATURES {
+            if let Some(on) = requested(side_offloads(knobs, side), f) {
+                v.push((format!("{}.{f}", side_name(side)), on));
+            }
+        }
+    }
+    v
+}
+
+/// The `ethtool -K` features for one device (every changeable knob, set or
+/// default) and the ones the case set, to read back. Fixed features and
+/// conflicts go straight to the ledger.
+fn plan_device(
+    iface: &Interface,
+    knobs: &LinkKnobs,
+    defaults: &HashMap<&'static str, FeatureDefault>,
+    ledger: &mut Ledger,
+) -> (Vec<(&'static str, bool)>, Vec<Wanted>) {
+    let (mut command, mut wanted) = (Vec::new(), Vec::new());
+    for f in FEATURES {
+        let requests: Vec<(String, bool)> = iface
+            .sides
+            .iter()
+            .filter_map(|&s| {
+                requested(side_offloads(knobs, s), f)
+                    .map(|on| (format!("{}.{f}", side_name(s)), on))
+            })
+            .collect();
+        let Some(default) = defaults.get(f) else {
+            for (knob, _) in &requests {
+                ledger.problem(
+                    knob,
+                    format!("{}: ethtool -k shows no {f} feature", where_(iface)),
+                );
+            }
+            continue;
+        };
+        if requests.iter().any(|r| r.1 != requests[0].1) {
+            for (knob, _) in &requests {
+                ledger.problem(knob, format!(
+                    "{}: both sides are this one device and ask for different values; left at its default ({})",
+                    where_(iface), netcmd::on_off(default.on)
+                ));
+            }
+            if !default.fixed {
+                command.push((f, default.on));
+            }
+            continue;
+        }
+        let on = requests.first().map_or(default.on, |r| r.1);
+        if default.fixed {
+            if on != default.on {
+                for (knob, _) in &requests {
+                    ledger.problem(
+                        knob,
+                        format!(
+                            "{}: fixed {} by the driver ({})",
+                            where_(iface),
+                            netcmd::on_off(default.on),
+                            default.text
+                        ),
+                    );
+                }
+            }
+            continue;
+        }
+        command.push((f, on));
+        if !requests.is_empty() {
+            wanted.push(Wanted {
+                feature: f,
+                on,
+                knobs: requests.into_iter().map(|r| r.0).collect(),
+            });
+        }
+    }
+    (command, wanted)
+}
+
+/// Read the device's features back and note each requested one the
+/// kernel did not take, with ethtool's own line and its complaint.
+fn check_back(
+    iface: &Interface,
+    wanted: &[Wanted],
+    ran: Option<netcmd::CommandError>,
+    ledger: &mut Ledger,
+) {
+    let said = ran
+        .map(|e| format!("; ethtool said {}", e.detail))
+        .unwrap_or_default();
+    let lines = match read_lines(&iface.namespace, &iface.name) {
+        Ok(lines) => lines,
+        Err(e) => {
+            for w in wanted {
+                for knob in &w.knobs {
+                    ledger.problem(
+                        knob,
+                        format!("{}: could not read back: {e}{said}", where_(iface)),
+                    );
+                }
+            }
+            return;
+        }
+    };
+    for w in wanted {
+        let problem = match knob_state(&lines, w.feature) {
+            Some(s) if s.on == w.on => continue,
+            Some(s) if s.text.contains("[requested") => format!(
+                "{}: the kernel keeps it {} because a feature it needs is off \
+                 (TSO needs tx and sg, GSO needs sg): {}{said}",
+                where_(iface),
+                netcmd::on_off(s.on),
+                s.text
+            ),
+            Some(s) => format!(
+                "{}: still {} ({}){said}",
+                where_(iface),
+                netcmd::on_off(s.on),
+                s.text
+            ),
+            None => format!(
+                "{}: ethtool -k no longer shows {}{said}",
+                where_(iface),
+                w.feature
+            ),
+        };
+        for knob in &w.knobs {
+            ledger.problem(knob, problem.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::Role;
+
+    const VETH_TX_OFF: &str = "Features for h0:\n\
+rx-checksumming: on\n\
+tx-checksumming: off\n\
+\ttx-checksum-ipv4: off [fixed]\n\
+\ttx-checksum-ip-generic: off\n\
+\ttx-checksum-ipv6: off [fixed]\n\
+scatter-gather: on\n\
+\ttx-scatter-gather: on\n\
+tcp-segmentation-offload: on\n\
+\ttx-tcp-segmentation: off [requested on]\n\
+\ttx-tcp-accecn-segmentation: on\n\
+generic-segmentation-offload: on\n\
+generic-receive-offload: off\n";
+
+    const LO: &str = "Features for lo:\n\
+rx-checksumming: on [fixed]\n\
+tx-checksumming: on\n\
+\ttx-checksum-ipv4: off [fixed]\n\
+\ttx-checksum-ip-generic: on [fixed]\n\
+\ttx-checksum-ipv6: off [fixed]\n\
+scatter-gather: on\n\
+\ttx-scatter-gather: on [fixed]\n\
+tcp-segmentation-offload: on\n\
+\ttx-tcp-segmentation: on\n\
+generic-segmentation-offload: on\n\
+generic-receive-offload: on\n";
+
+    fn state(out: &str, f: &str) -> (bool, bool) {
+        let s = knob_state(&netcmd::parse_ethtool_features(out), f).unwrap();
+        (s.on, s.fixed)
+    }
+
+    #[test]
+    fn tso_reads_the_tcp_feature_not_the_group_line() {
+        // The group line says "on" (accecn), but TCP segmentation is off.
+        assert_eq!(state(VETH_TX_OFF, "tso"), (false, false));
+        assert_eq!(state(VETH_TX_OFF, "tx"), (false, false));
+        assert_eq!(state(VETH_TX_OFF, "gro"), (false, false));
+        assert_eq!(state(VETH_TX_OFF, "sg"), (true, false));
+    }
+
+    #[test]
+    fn lo_has_rx_tx_and_sg_fixed() {
+        assert_eq!(state(LO, "rx"), (true, true));
+        assert_eq!(state(LO, "tx"), (true, true));
+        assert_eq!(state(LO, "sg"), (true, true));
+        assert_eq!(state(LO, "tso"), (true, false));
+        assert_eq!(state(LO, "gso"), (true, false));
+    }
+
+    fn lo_iface() -> Interface {
+        Interface {
+            role: Role::Host,
+            namespace: "n".into(),
+            name: "lo".into(),
+            kind: "loopback",
+            sides: vec![Side::Initiator, Side::Target],
+            mtu_extra: 0,
+            rate_limited: false,
+            address: None,
+        }
+    }
+
+    fn lo_defaults() -> HashMap<&'static str, FeatureDefault> {
+        let lines = netcmd::parse_ethtool_features(LO);
+        FEATURES
+            .into_iter()
+            .filter_map(|f| knob_state(&lines, f).map(|s| (f, s)))
+            .collect()
+    }
+
+    fn ledger_for(knobs: &LinkKnobs) -> Ledger {
+        Ledger(
+            offload_knobs(knobs)
+                .into_iter()
+                .map(|(k, on)| (k, on, Vec::new()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn a_fixed_feature_is_skipped_with_the_reason() {
+        let mut knobs = LinkKnobs::default();
+        knobs.target.rx = Some(false);
+        knobs.initiator.tso = Some(false);
+        let mut ledger = ledger_for(&knobs);
+        let (command, wanted) = plan_device(&lo_iface(), &knobs, &lo_defaults(), &mut ledger);
+        // Every changeable feature is sent (set or default); fixed ones never.
+        assert_eq!(command, [("tso", false), ("gso", true), ("gro", true)]);
+        assert_eq!(wanted.len(), 1);
+        assert_eq!(wanted[0].knobs, ["initiator.tso"]);
+        let rx = &ledger.0.iter().find(|e| e.0 == "target.rx").unwrap().2;
+        assert_eq!(
+            rx,
+            &["lo (host): fixed on by the driver (rx-checksumming: on [fixed])"]
+        );
+    }
+
+    #[test]
+    fn a_fixed_feature_asked_for_its_own_value_is_fine() {
+        let mut knobs = LinkKnobs::default();
+        knobs.initiator.sg = Some(true);
+        let mut ledger = ledger_for(&knobs);
+        let (_, wanted) = plan_device(&lo_iface(), &knobs, &lo_defaults(), &mut ledger);
+        assert!(wanted.is_empty());
+        assert!(ledger.0[0].2.is_empty());
+    }
+
+    #[test]
+    fn the_two_sides_of_lo_may_not_disagree() {
+        let mut knobs = LinkKnobs::default();
+        knobs.initiator.gro = Some(false);
+        knobs.target.gro = Some(true);
+        let mut ledger = ledger_for(&knobs);
+        let (command, wanted) = plan_device(&lo_iface(), &knobs, &lo_defaults(), &mut ledger);
+        assert!(wanted.is_empty());
+        assert!(command.contains(&("gro", true)));
+        for e in &ledger.0 {
+            assert!(e.2[0].contains("both sides are this one device"), "{:?}", e);
+        }
+    }
+
+    #[test]
+    fn offload_knobs_are_named_side_dot_feature_in_order() {
+        let mut knobs = LinkKnobs::default();
+        knobs.target.gro = Some(true);
+        knobs.initiator.tx = Some(false);
+        knobs.initiator.tso = Some(false);
+        assert_eq!(
+            offload_knobs(&knobs),
+            [
+                ("initiator.tso".to_string(), false),
+                ("initiator.tx".to_string(), false),
+                ("target.gro".to_string(), true)
+            ]
+        );
+    }
+}

@@ -9,6 +9,7 @@
 //! for its result types.
 
 pub mod fio_peer;
+pub mod knobs;
 pub mod link;
 pub mod netcmd;
 pub mod record;

@@ -1,0 +1,947 @@
+//! Every knob a test case may set (METHODOLOGY.md "Knobs"), and how each one
+//! reaches the process or device that honours it.
+//!
+//! A [`KnobSet`] holds optional values: `None` means "as the baseline", and
+//! in the baseline "as the peer's default". A case's set is laid over the
+//! baseline with [`KnobSet::overlay`]. The set is then turned into:
+//!
+//! - `isoe bench` options for the isoe initiator ([`KnobSet::bench_args`]);
+//! - fio options for libiscsi through fio ([`KnobSet::fio_args`]);
+//! - a `[defaults]` table for `isoe target --config`
+//!   ([`KnobSet::target_defaults_toml`]) and a `[datapath]` table
+//!   ([`KnobSet::target_datapath_toml`]);
+//! - `tgtadm` parameters for tgt ([`KnobSet::tgt_params`]);
+//! - and the list of knobs the chosen peers cannot apply, with the reason
+//!   ([`KnobSet::unsupported`]), so that a run reports them as skipped
+//!   instead of ignoring them.
+//!
+//! Link knobs ([`LinkKnobs`]: MTU, rate, ethtool offloads) are applied by the
+//! topology, not here.
+//!
+//! Where the knobs act:
+//!
+//! - **Socket knobs** (`nodelay`, `quickack`, `rcvbuf`, `sndbuf`,
+//!   `busy_poll_us`) are set on the initiator's sockets, the storage host's
+//!   TCP stack that seed 001 tuned. Both targets set TCP_NODELAY themselves
+//!   and take no other socket option.
+//! - **iSCSI parameters** are negotiated (RFC 7143 §13), so each is given to
+//!   both ends in the form that makes the negotiated value the one asked
+//!   for: digests are offered alone by the target (`["CRC32C"]`, or
+//!   `["None"]`), because the responder picks the first value of the
+//!   initiator's list that it supports; ImmediateData is the AND of both
+//!   offers (§13.11) and InitialR2T the OR (§13.10), so both ends say the
+//!   same; burst lengths are the smaller offer (§13.13, §13.14), so both
+//!   offer the value; MaxRecvDataSegmentLength is declared by each end for
+//!   its own receiving (§13.12), and the knob makes both declare it.
+//! - **Datapath knobs** (`batching`, `crc`, `buffer_pool`) belong to isoe's
+//!   target.
+
+use crate::link::{LinkKnobs, Offloads};
+use isoe_bench::profiles::block_label;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// Whether `isoe target --config` accepts the `[datapath]` table yet. While
+/// false, every datapath knob is reported as not applied
+/// ([`KnobSet::unsupported`]); flip it when the target learns the table.
+pub const ISOE_TARGET_ACCEPTS_DATAPATH: bool = false;
+
+/// What libiscsi offers for the burst lengths and declares as its
+/// MaxRecvDataSegmentLength, fixed in `iscsi_create_context`.
+pub const LIBISCSI_FIXED_LENGTH_BYTES: u32 = 262_144;
+
+/// The isoe target's FirstBurstLength when the knob is not set
+/// (`examples/target.toml`).
+pub const ISOE_TARGET_FIRST_BURST_LENGTH: u32 = 262_144;
+
+/// The isoe target's MaxBurstLength when the knob is not set.
+pub const ISOE_TARGET_MAX_BURST_LENGTH: u32 = 1_048_576;
+
+/// The most connections per session the isoe target accepts.
+pub const ISOE_TARGET_MAX_CONNECTIONS: u32 = 8;
+
+/// The initiator a case runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InitiatorImpl {
+    /// isoe's own initiator, as `isoe bench`.
+    #[default]
+    Isoe,
+    /// libiscsi through fio's `libiscsi` engine (`../shared/tools/fio-libiscsi`).
+    Libiscsi,
+}
+
+impl InitiatorImpl {
+    /// The name plans and reports use: `isoe` or `libiscsi`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InitiatorImpl::Isoe => "isoe",
+            InitiatorImpl::Libiscsi => "libiscsi",
+        }
+    }
+}
+
+/// The target a case runs against.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TargetImpl {
+    /// isoe's own target, as `isoe target`.
+    #[default]
+    Isoe,
+    /// tgt, the userspace target from Linux distributions (`../shared/tools/tgt-peer`).
+    Tgt,
+}
+
+impl TargetImpl {
+    /// The name plans and reports use: `isoe` or `tgt`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TargetImpl::Isoe => "isoe",
+            TargetImpl::Tgt => "tgt",
+        }
+    }
+}
+
+/// Which CRC32C implementation isoe's datapath uses for digests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CrcImpl {
+    /// The CPU's CRC32C instruction (SSE 4.2, ARMv8 CRC).
+    Hardware,
+    /// A table-driven software CRC32C.
+    Software,
+}
+
+impl CrcImpl {
+    /// The name plans and the target's `[datapath]` table use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CrcImpl::Hardware => "hardware",
+            CrcImpl::Software => "software",
+        }
+    }
+}
+
+/// Every knob a case may set; `None` leaves it as the baseline has it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KnobSet {
+    /// MTU, rate limit and ethtool offloads, applied by the topology.
+    pub link: LinkKnobs,
+    /// TCP_NODELAY on the initiator's sockets (true = Nagle off).
+    pub nodelay: Option<bool>,
+    /// TCP_QUICKACK after every receive on the initiator (true = delayed ACK off).
+    pub quickack: Option<bool>,
+    /// A fixed SO_RCVBUF on the initiator's sockets; setting it turns the
+    /// kernel's receive-window auto-tuning off.
+    pub rcvbuf_bytes: Option<u32>,
+    /// A fixed SO_SNDBUF on the initiator's sockets.
+    pub sndbuf_bytes: Option<u32>,
+    /// SO_BUSY_POLL on the initiator's sockets, microseconds.
+    pub busy_poll_us: Option<u32>,
+    /// HeaderDigest: true = CRC32C, false = None.
+    pub header_digest: Option<bool>,
+    /// DataDigest: true = CRC32C, false = None.
+    pub data_digest: Option<bool>,
+    /// ImmediateData.
+    pub immediate_data: Option<bool>,
+    /// InitialR2T.
+    pub initial_r2t: Option<bool>,
+    /// MaxRecvDataSegmentLength both ends declare, bytes.
+    pub max_recv_data_segment_length: Option<u32>,
+    /// FirstBurstLength both ends offer, bytes.
+    pub first_burst_length: Option<u32>,
+    /// MaxBurstLength both ends offer, bytes.
+    pub max_burst_length: Option<u32>,
+    /// TCP connections per session (MC/S).
+    pub connections: Option<u32>,
+    /// Sessions per worker per URL.
+    pub sessions: Option<u32>,
+    /// Initiator worker threads; wins over the workload's worker count.
+    pub workers: Option<u32>,
+    /// Which initiator runs.
+    pub initiator: Option<InitiatorImpl>,
+    /// Which target serves.
+    pub target: Option<TargetImpl>,
+    /// isoe target datapath: batch events and sends.
+    pub batching: Option<bool>,
+    /// isoe target datapath: CRC32C implementation.
+    pub crc: Option<CrcImpl>,
+    /// isoe target datapath: reuse buffers from a pool.
+    pub buffer_pool: Option<bool>,
+}
+
+fn on_off(v: bool) -> &'static str {
+    if v {
+        "on"
+    } else {
+        "off"
+    }
+}
+
+fn yes_no(v: bool) -> &'static str {
+    if v {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+fn digest(v: bool) -> &'static str {
+    if v {
+        "CRC32C"
+    } else {
+        "None"
+    }
+}
+
+fn overlay_offloads(base: &Offloads, case: &Offloads) -> Offloads {
+    Offloads {
+        tso: case.tso.or(base.tso),
+        gso: case.gso.or(base.gso),
+        gro: case.gro.or(base.gro),
+        tx: case.tx.or(base.tx),
+        rx: case.rx.or(base.rx),
+        sg: case.sg.or(base.sg),
+    }
+}
+
+/// The offloads of one side as `(name, value)`, in ethtool's order of the seeds.
+pub fn offload_entries(o: &Offloads) -> [(&'static str, Option<bool>); 6] {
+    [
+        ("tso", o.tso),
+        ("gso", o.gso),
+        ("gro", o.gro),
+        ("tx", o.tx),
+        ("rx", o.rx),
+        ("sg", o.sg),
+    ]
+}
+
+impl KnobSet {
+    /// This set with every knob `case` sets replaced by the case's value.
+    pub fn overlay(&self, case: &KnobSet) -> KnobSet {
+        KnobSet {
+            link: LinkKnobs {
+                mtu: case.link.mtu.or(self.link.mtu),
+                rate_mbit: case.link.rate_mbit.or(self.link.rate_mbit),
+                initiator: overlay_offloads(&self.link.initiator, &case.link.initiator),
+                target: overlay_offloads(&self.link.target, &case.link.target),
+            },
+            nodelay: case.nodelay.or(self.nodelay),
+            quickack: case.quickack.or(self.quickack),
+            rcvbuf_bytes: case.rcvbuf_bytes.or(self.rcvbuf_bytes),
+            sndbuf_bytes: case.sndbuf_bytes.or(self.sndbuf_bytes),
+            busy_poll_us: case.busy_poll_us.or(self.busy_poll_us),
+            header_digest: case.header_digest.or(self.header_digest),
+            data_digest: case.data_digest.or(self.data_digest),
+            immediate_data: case.immediate_data.or(self.immediate_data),
+            initial_r2t: case.initial_r2t.or(self.initial_r2t),
+            max_recv_data_segment_length: case
+                .max_recv_data_segment_length
+                .or(self.max_recv_data_segment_length),
+            first_burst_length: case.first_burst_length.or(self.first_burst_length),
+            max_burst_length: case.max_burst_length.or(self.max_burst_length),
+            connections: case.connections.or(self.connections),
+            sessions: case.sessions.or(self.sessions),
+            workers: case.workers.or(self.workers),
+            initiator: case.initiator.or(self.initiator),
+            target: case.target.or(self.target),
+            batching: case.batching.or(self.batching),
+            crc: case.crc.or(self.crc),
+            buffer_pool: case.buffer_pool.or(self.buffer_pool),
+        }
+    }
+
+    /// True when no knob is set.
+    pub fn is_empty(&self) -> bool {
+        *self == KnobSet::default()
+    }
+
+    /// The initiator in force (isoe unless set).
+    pub fn initiator_impl(&self) -> InitiatorImpl {
+        self.initiator.unwrap_or_default()
+    }
+
+    /// The target in force (isoe unless set).
+    pub fn target_impl(&self) -> TargetImpl {
+        self.target.unwrap_or_default()
+    }
+
+    /// Every knob that is set, by a stable name, with its value for people:
+    /// `mtu` → `9000`, `initiator.tso` → `off`, `rcvbuf` → `64 KiB`,
+    /// `header_digest` → `CRC32C`, `initiator` → `libiscsi`.
+    pub fn describe(&self) -> BTreeMap<String, String> {
+        let mut m = BTreeMap::new();
+        let mut put = |k: &str, v: Option<String>| {
+            if let Some(v) = v {
+                m.insert(k.to_string(), v);
+            }
+        };
+        put("mtu", self.link.mtu.map(|v| v.to_string()));
+        put("rate_mbit", self.link.rate_mbit.map(|v| v.to_string()));
+        for (side, o) in [
+            ("initiator", &self.link.initiator),
+            ("target", &self.link.target),
+        ] {
+            for (name, v) in offload_entries(o) {
+                put(&format!("{side}.{name}"), v.map(|b| on_off(b).into()));
+            }
+        }
+        put("nodelay", self.nodelay.map(|b| on_off(b).into()));
+        put("quickack", self.quickack.map(|b| on_off(b).into()));
+        put("rcvbuf", self.rcvbuf_bytes.map(block_label));
+        put("sndbuf", self.sndbuf_bytes.map(block_label));
+        put("busy_poll_us", self.busy_poll_us.map(|v| v.to_string()));
+        put(
+            "header_digest",
+            self.header_digest.map(|b| digest(b).into()),
+        );
+        put("data_digest", self.data_digest.map(|b| digest(b).into()));
+        put(
+            "immediate_data",
+            self.immediate_data.map(|b| yes_no(b).into()),
+        );
+        put("initial_r2t", self.initial_r2t.map(|b| yes_no(b).into()));
+        put(
+            "max_recv_data_segment_length",
+            self.max_recv_data_segment_length.map(block_label),
+        );
+        put(
+            "first_burst_length",
+            self.first_burst_length.map(block_label),
+        );
+        put("max_burst_length", self.max_burst_length.map(block_label));
+        put("connections", self.connections.map(|v| v.to_string()));
+        put("sessions", self.sessions.map(|v| v.to_string()));
+        put("workers", self.workers.map(|v| v.to_string()));
+        put("initiator", self.initiator.map(|v| v.as_str().into()));
+        put("target", self.target.map(|v| v.as_str().into()));
+        put("batching", self.batching.map(|b| on_off(b).into()));
+        put("crc", self.crc.map(|v| v.as_str().into()));
+        put("buffer_pool", self.buffer_pool.map(|b| on_off(b).into()));
+        m
+    }
+
+    /// The `isoe bench` options for the initiator-side knobs, in a fixed
+    /// order. Sizes are written in bytes. A knob set to bench's own default
+    /// where bench has only a flag (digests off, quickack off) adds nothing.
+    pub fn bench_args(&self) -> Vec<String> {
+        let mut args = Args::default();
+        args.flag("--header-digest", self.header_digest == Some(true));
+        args.flag("--data-digest", self.data_digest == Some(true));
+        args.yes_no("--immediate-data", self.immediate_data);
+        args.yes_no("--initial-r2t", self.initial_r2t);
+        args.num(
+            "--max-recv-data-segment-length",
+            self.max_recv_data_segment_length,
+        );
+        args.num("--first-burst-length", self.first_burst_length);
+        args.num("--max-burst-length", self.max_burst_length);
+        args.yes_no("--nodelay", self.nodelay);
+        args.flag("--quickack", self.quickack == Some(true));
+        args.num("--rcvbuf", self.rcvbuf_bytes);
+        args.num("--sndbuf", self.sndbuf_bytes);
+        args.num("--busy-poll", self.busy_poll_us);
+        args.num("--connections", self.connections);
+        args.num("--sessions", self.sessions);
+        args.num("--workers", self.workers);
+        args.0
+    }
+}
+
+/// Command-line options as separate words (`--qd`, `8`).
+#[derive(Default)]
+struct Args(Vec<String>);
+
+impl Args {
+    fn flag(&mut self, name: &str, on: bool) {
+        if on {
+            self.0.push(name.into());
+        }
+    }
+    fn yes_no(&mut self, name: &str, v: Option<bool>) {
+        if let Some(b) = v {
+            self.0.push(name.into());
+            self.0.push(yes_no(b).into());
+        }
+    }
+    fn num(&mut self, name: &str, v: Option<u32>) {
+        if let Some(n) = v {
+            self.0.push(name.into());
+            self.0.push(n.to_string());
+        }
+    }
+}
+
+/// What fio's libiscsi engine can take of a knob set.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FioKnobArgs {
+    /// fio options, one word each (`--numjobs=2`).
+    pub args: Vec<String>,
+    /// Knobs fio with libiscsi cannot apply, by [`KnobSet::describe`] name, with the reason.
+    pub not_applied: Vec<(String, String)>,
+}
+
+impl KnobSet {
+    /// The fio options for libiscsi through fio. Only the worker count maps
+    /// to an fio option (`--numjobs`; each job opens its own session); a
+    /// runner that builds fio's job options from the workload's shape gets
+    /// the same count from `WorkloadSpec::shape`, and should use one or the
+    /// other, not both. The
+    /// iSCSI parameters reach a libiscsi session through the target's offer
+    /// ([`KnobSet::target_defaults_toml`]) where negotiation allows it;
+    /// everything else libiscsi fixes itself is listed in `not_applied`.
+    pub fn fio_args(&self) -> FioKnobArgs {
+        let mut args = Vec::new();
+        if let Some(n) = self.workers {
+            args.push(format!("--numjobs={n}"));
+        }
+        FioKnobArgs {
+            args,
+            not_applied: self.libiscsi_limits(),
+        }
+    }
+
+    /// Knobs libiscsi (as fio's engine drives it) cannot honour.
+    fn libiscsi_limits(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        let mut no = |key: &str, why: String| out.push((key.to_string(), why));
+        if self.nodelay == Some(false) {
+            no(
+                "nodelay",
+                "libiscsi always sets TCP_NODELAY on its socket".into(),
+            );
+        }
+        if self.quickack == Some(true) {
+            no(
+                "quickack",
+                "libiscsi never sets TCP_QUICKACK and fio has no option for it".into(),
+            );
+        }
+        for (key, v) in [
+            ("rcvbuf", self.rcvbuf_bytes),
+            ("sndbuf", self.sndbuf_bytes),
+            ("busy_poll_us", self.busy_poll_us),
+        ] {
+            if v.is_some() {
+                no(
+                    key,
+                    "libiscsi sets no SO_RCVBUF, SO_SNDBUF or SO_BUSY_POLL and fio has no option for them"
+                        .into(),
+                );
+            }
+        }
+        if self.data_digest == Some(true) {
+            no(
+                "data_digest",
+                "libiscsi always offers DataDigest=None".into(),
+            );
+        }
+        if let Some(v) = self.max_recv_data_segment_length {
+            if v != LIBISCSI_FIXED_LENGTH_BYTES {
+                no(
+                    "max_recv_data_segment_length",
+                    format!(
+                        "libiscsi declares MaxRecvDataSegmentLength={LIBISCSI_FIXED_LENGTH_BYTES} itself; only the target's declaration changes"
+                    ),
+                );
+            }
+        }
+        for (key, param, v) in [
+            (
+                "first_burst_length",
+                "FirstBurstLength",
+                self.first_burst_length,
+            ),
+            ("max_burst_length", "MaxBurstLength", self.max_burst_length),
+        ] {
+            if v.is_some_and(|v| v > LIBISCSI_FIXED_LENGTH_BYTES) {
+                no(
+                    key,
+                    format!(
+                        "libiscsi offers {param}={LIBISCSI_FIXED_LENGTH_BYTES} and the smaller offer wins (RFC 7143 §13.13, §13.14)"
+                    ),
+                );
+            }
+        }
+        if self.connections.is_some_and(|n| n > 1) {
+            no(
+                "connections",
+                "libiscsi offers MaxConnections=1 (no MC/S)".into(),
+            );
+        }
+        if self.sessions.is_some_and(|n| n > 1) {
+            no(
+                "sessions",
+                "fio's libiscsi engine opens one session per job; use workers for more".into(),
+            );
+        }
+        out
+    }
+
+    /// The `[defaults]` table of an `isoe target --config` file that makes
+    /// the target negotiate what this set asks for (see the module doc).
+    /// Knobs that are not set are left out, so the target keeps its
+    /// defaults; with none set the table is empty.
+    pub fn target_defaults_toml(&self) -> String {
+        let mut t = String::from("[defaults]\n");
+        for (key, v) in [
+            ("header_digest", self.header_digest),
+            ("data_digest", self.data_digest),
+        ] {
+            if let Some(on) = v {
+                let _ = writeln!(t, "{key} = [\"{}\"]", digest(on));
+            }
+        }
+        for (key, v) in [
+            ("immediate_data", self.immediate_data),
+            ("initial_r2t", self.initial_r2t),
+        ] {
+            if let Some(b) = v {
+                let _ = writeln!(t, "{key} = {b}");
+            }
+        }
+        for (key, v) in [
+            (
+                "max_recv_data_segment_length",
+                self.max_recv_data_segment_length,
+            ),
+            ("first_burst_length", self.first_burst_length),
+            ("max_burst_length", self.max_burst_length),
+        ] {
+            if let Some(n) = v {
+                let _ = writeln!(t, "{key} = {n}");
+            }
+        }
+        t
+    }
+
+    /// The `[datapath]` table for `isoe target --config`, or an empty string
+    /// when no datapath knob is set. The target does not read this table
+    /// yet ([`ISOE_TARGET_ACCEPTS_DATAPATH`]); a runner appends it only
+    /// when it does.
+    pub fn target_datapath_toml(&self) -> String {
+        if self.batching.is_none() && self.crc.is_none() && self.buffer_pool.is_none() {
+            return String::new();
+        }
+        let mut t = String::from("[datapath]\n");
+        if let Some(b) = self.batching {
+            let _ = writeln!(t, "batching = {b}");
+        }
+        if let Some(c) = self.crc {
+            let _ = writeln!(t, "crc = \"{}\"", c.as_str());
+        }
+        if let Some(b) = self.buffer_pool {
+            let _ = writeln!(t, "buffer_pool = {b}");
+        }
+        t
+    }
+
+    /// The iSCSI parameters for tgt, as `tgtadm --lld iscsi --mode target
+    /// --op update --tid T --name NAME --value VALUE` pairs. tgt always
+    /// accepts None for a digest and picks CRC32C when both ends offer it;
+    /// its MaxXmitDataSegmentLength (what it sends per PDU) follows the
+    /// MaxRecvDataSegmentLength knob so that both directions use it.
+    pub fn tgt_params(&self) -> Vec<(&'static str, String)> {
+        let mut p = Vec::new();
+        if let Some(v) = self.header_digest {
+            p.push(("HeaderDigest", digest(v).to_string()));
+        }
+        if let Some(v) = self.data_digest {
+            p.push(("DataDigest", digest(v).to_string()));
+        }
+        let tgt_bool = |b: bool| if b { "Yes" } else { "No" }.to_string();
+        if let Some(v) = self.immediate_data {
+            p.push(("ImmediateData", tgt_bool(v)));
+        }
+        if let Some(v) = self.initial_r2t {
+            p.push(("InitialR2T", tgt_bool(v)));
+        }
+        if let Some(n) = self.max_recv_data_segment_length {
+            p.push(("MaxRecvDataSegmentLength", n.to_string()));
+            p.push(("MaxXmitDataSegmentLength", n.to_string()));
+        }
+        if let Some(n) = self.first_burst_length {
+            p.push(("FirstBurstLength", n.to_string()));
+        }
+        if let Some(n) = self.max_burst_length {
+            p.push(("MaxBurstLength", n.to_string()));
+        }
+        if let Some(n) = self.connections.filter(|&n| n > 1) {
+            // tgt's default MaxConnections is 1; the smaller offer wins.
+            p.push(("MaxConnections", n.to_string()));
+        }
+        p
+    }
+
+    /// The knobs of this set that cannot apply with `initiator` and
+    /// `target`, by [`KnobSet::describe`] name, each with the reason.
+    pub fn unsupported(
+        &self,
+        initiator: InitiatorImpl,
+        target: TargetImpl,
+    ) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        if let Some(why) = datapath_limit(target) {
+            for (key, set) in [
+                ("batching", self.batching.is_some()),
+                ("crc", self.crc.is_some()),
+                ("buffer_pool", self.buffer_pool.is_some()),
+            ] {
+                if set {
+                    out.push((key.to_string(), why.to_string()));
+                }
+            }
+        }
+        if initiator == InitiatorImpl::Libiscsi {
+            out.extend(self.libiscsi_limits());
+        }
+        out
+    }
+}
+
+impl KnobSet {
+    /// [`KnobSet::unsupported`] with the initiator and target this set chooses.
+    pub fn unsupported_here(&self) -> Vec<(String, String)> {
+        self.unsupported(self.initiator_impl(), self.target_impl())
+    }
+}
+
+/// Why the datapath knobs cannot apply with `target`, if they cannot: the
+/// one place that knows whether the isoe target reads `[datapath]`.
+fn datapath_limit(target: TargetImpl) -> Option<&'static str> {
+    match target {
+        TargetImpl::Tgt => Some("an isoe target datapath option; the target is tgt"),
+        TargetImpl::Isoe if !ISOE_TARGET_ACCEPTS_DATAPATH => {
+            Some("not implemented by isoe target yet (no [datapath] table)")
+        }
+        TargetImpl::Isoe => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// Every knob set to something other than its default.
+    fn everything() -> KnobSet {
+        KnobSet {
+            link: LinkKnobs {
+                mtu: Some(9000),
+                rate_mbit: Some(4000),
+                initiator: Offloads {
+                    tso: Some(false),
+                    gro: Some(true),
+                    ..Offloads::default()
+                },
+                target: Offloads {
+                    tx: Some(false),
+                    ..Offloads::default()
+                },
+            },
+            nodelay: Some(false),
+            quickack: Some(true),
+            rcvbuf_bytes: Some(65_536),
+            sndbuf_bytes: Some(1 << 20),
+            busy_poll_us: Some(50),
+            header_digest: Some(true),
+            data_digest: Some(true),
+            immediate_data: Some(false),
+            initial_r2t: Some(true),
+            max_recv_data_segment_length: Some(65_536),
+            first_burst_length: Some(65_536),
+            max_burst_length: Some(524_288),
+            connections: Some(2),
+            sessions: Some(3),
+            workers: Some(4),
+            initiator: Some(InitiatorImpl::Libiscsi),
+            target: Some(TargetImpl::Isoe),
+            batching: Some(false),
+            crc: Some(CrcImpl::Software),
+            buffer_pool: Some(false),
+        }
+    }
+
+    #[test]
+    fn overlay_lets_the_case_win_and_keeps_the_rest() {
+        let base = KnobSet {
+            link: LinkKnobs {
+                mtu: Some(9000),
+                initiator: Offloads {
+                    tso: Some(true),
+                    gro: Some(true),
+                    ..Offloads::default()
+                },
+                ..LinkKnobs::default()
+            },
+            nodelay: Some(false),
+            workers: Some(2),
+            ..KnobSet::default()
+        };
+        let case = KnobSet {
+            link: LinkKnobs {
+                initiator: Offloads {
+                    tso: Some(false),
+                    ..Offloads::default()
+                },
+                ..LinkKnobs::default()
+            },
+            nodelay: Some(true),
+            header_digest: Some(true),
+            ..KnobSet::default()
+        };
+        let merged = base.overlay(&case);
+        assert_eq!(merged.link.mtu, Some(9000));
+        assert_eq!(merged.link.initiator.tso, Some(false), "case wins");
+        assert_eq!(merged.link.initiator.gro, Some(true), "baseline kept");
+        assert_eq!(merged.nodelay, Some(true));
+        assert_eq!(merged.workers, Some(2));
+        assert_eq!(merged.header_digest, Some(true));
+        assert_eq!(merged.target, None);
+        // Identities.
+        assert_eq!(base.overlay(&KnobSet::default()), base);
+        assert_eq!(KnobSet::default().overlay(&base), base);
+        assert!(KnobSet::default().is_empty());
+        assert!(!merged.is_empty());
+    }
+
+    #[test]
+    fn describe_names_every_knob_stably() {
+        let d = everything().describe();
+        let expected: BTreeMap<String, String> = [
+            ("batching", "off"),
+            ("buffer_pool", "off"),
+            ("busy_poll_us", "50"),
+            ("connections", "2"),
+            ("crc", "software"),
+            ("data_digest", "CRC32C"),
+            ("first_burst_length", "64 KiB"),
+            ("header_digest", "CRC32C"),
+            ("immediate_data", "no"),
+            ("initial_r2t", "yes"),
+            ("initiator", "libiscsi"),
+            ("initiator.gro", "on"),
+            ("initiator.tso", "off"),
+            ("max_burst_length", "512 KiB"),
+            ("max_recv_data_segment_length", "64 KiB"),
+            ("mtu", "9000"),
+            ("nodelay", "off"),
+            ("quickack", "on"),
+            ("rate_mbit", "4000"),
+            ("rcvbuf", "64 KiB"),
+            ("sessions", "3"),
+            ("sndbuf", "1 MiB"),
+            ("target", "isoe"),
+            ("target.tx", "off"),
+            ("workers", "4"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(d, expected);
+        assert!(KnobSet::default().describe().is_empty());
+    }
+
+    #[test]
+    fn bench_args_are_the_exact_isoe_bench_options() {
+        assert_eq!(
+            everything().bench_args(),
+            s(&[
+                "--header-digest",
+                "--data-digest",
+                "--immediate-data",
+                "no",
+                "--initial-r2t",
+                "yes",
+                "--max-recv-data-segment-length",
+                "65536",
+                "--first-burst-length",
+                "65536",
+                "--max-burst-length",
+                "524288",
+                "--nodelay",
+                "no",
+                "--quickack",
+                "--rcvbuf",
+                "65536",
+                "--sndbuf",
+                "1048576",
+                "--busy-poll",
+                "50",
+                "--connections",
+                "2",
+                "--sessions",
+                "3",
+                "--workers",
+                "4",
+            ])
+        );
+        // Defaults that bench has only as flags add nothing; link, peer and
+        // datapath knobs are not bench's.
+        let quiet = KnobSet {
+            header_digest: Some(false),
+            data_digest: Some(false),
+            quickack: Some(false),
+            nodelay: Some(true),
+            link: LinkKnobs {
+                mtu: Some(1500),
+                ..LinkKnobs::default()
+            },
+            initiator: Some(InitiatorImpl::Isoe),
+            batching: Some(true),
+            ..KnobSet::default()
+        };
+        assert_eq!(quiet.bench_args(), s(&["--nodelay", "yes"]));
+        assert!(KnobSet::default().bench_args().is_empty());
+    }
+
+    #[test]
+    fn target_defaults_make_the_negotiation_land_on_the_knob() {
+        assert_eq!(
+            everything().target_defaults_toml(),
+            "[defaults]\n\
+             header_digest = [\"CRC32C\"]\n\
+             data_digest = [\"CRC32C\"]\n\
+             immediate_data = false\n\
+             initial_r2t = true\n\
+             max_recv_data_segment_length = 65536\n\
+             first_burst_length = 65536\n\
+             max_burst_length = 524288\n"
+        );
+        let off = KnobSet {
+            header_digest: Some(false),
+            immediate_data: Some(true),
+            ..KnobSet::default()
+        };
+        assert_eq!(
+            off.target_defaults_toml(),
+            "[defaults]\nheader_digest = [\"None\"]\nimmediate_data = true\n"
+        );
+        assert_eq!(KnobSet::default().target_defaults_toml(), "[defaults]\n");
+        // The text is TOML the target's schema reads.
+        let parsed: toml::Table = toml::from_str(&everything().target_defaults_toml()).unwrap();
+        assert_eq!(
+            parsed["defaults"]["header_digest"],
+            toml::Value::Array(vec!["CRC32C".into()])
+        );
+    }
+
+    #[test]
+    fn datapath_table_and_tgt_parameters() {
+        assert_eq!(
+            everything().target_datapath_toml(),
+            "[datapath]\nbatching = false\ncrc = \"software\"\nbuffer_pool = false\n"
+        );
+        assert_eq!(KnobSet::default().target_datapath_toml(), "");
+        let hw = KnobSet {
+            crc: Some(CrcImpl::Hardware),
+            ..KnobSet::default()
+        };
+        assert_eq!(
+            hw.target_datapath_toml(),
+            "[datapath]\ncrc = \"hardware\"\n"
+        );
+        let expected: Vec<(&str, String)> = [
+            ("HeaderDigest", "CRC32C"),
+            ("DataDigest", "CRC32C"),
+            ("ImmediateData", "No"),
+            ("InitialR2T", "Yes"),
+            ("MaxRecvDataSegmentLength", "65536"),
+            ("MaxXmitDataSegmentLength", "65536"),
+            ("FirstBurstLength", "65536"),
+            ("MaxBurstLength", "524288"),
+            ("MaxConnections", "2"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k, v.to_string()))
+        .collect();
+        assert_eq!(everything().tgt_params(), expected);
+        assert!(KnobSet::default().tgt_params().is_empty());
+    }
+
+    #[test]
+    fn fio_takes_the_worker_count_and_names_what_libiscsi_fixes() {
+        let f = everything().fio_args();
+        assert_eq!(f.args, s(&["--numjobs=4"]));
+        let keys: Vec<&str> = f.not_applied.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "nodelay",
+                "quickack",
+                "rcvbuf",
+                "sndbuf",
+                "busy_poll_us",
+                "data_digest",
+                "max_recv_data_segment_length",
+                "max_burst_length",
+                "connections",
+                "sessions",
+            ]
+        );
+        assert!(f.not_applied.iter().all(|(_, why)| !why.is_empty()));
+        // What negotiation lets the target decide is not listed: header
+        // digest, ImmediateData, InitialR2T, bursts up to libiscsi's 256 KiB.
+        let fine = KnobSet {
+            header_digest: Some(true),
+            immediate_data: Some(false),
+            initial_r2t: Some(true),
+            first_burst_length: Some(65_536),
+            max_burst_length: Some(262_144),
+            max_recv_data_segment_length: Some(262_144),
+            nodelay: Some(true),
+            connections: Some(1),
+            ..KnobSet::default()
+        };
+        assert_eq!(fine.fio_args(), FioKnobArgs::default());
+    }
+
+    #[test]
+    fn unsupported_depends_on_the_peers() {
+        let datapath = KnobSet {
+            batching: Some(true),
+            crc: Some(CrcImpl::Hardware),
+            buffer_pool: Some(true),
+            ..KnobSet::default()
+        };
+        let on_isoe = datapath.unsupported(InitiatorImpl::Isoe, TargetImpl::Isoe);
+        assert_eq!(
+            on_isoe.len(),
+            usize::from(!ISOE_TARGET_ACCEPTS_DATAPATH) * 3
+        );
+        if !ISOE_TARGET_ACCEPTS_DATAPATH {
+            assert_eq!(
+                on_isoe[0],
+                (
+                    "batching".to_string(),
+                    "not implemented by isoe target yet (no [datapath] table)".to_string()
+                )
+            );
+        }
+        let on_tgt = datapath.unsupported(InitiatorImpl::Isoe, TargetImpl::Tgt);
+        assert_eq!(on_tgt.len(), 3);
+        assert!(on_tgt[1].1.contains("tgt"));
+        // Socket knobs apply with isoe's initiator, not with libiscsi.
+        let socket = KnobSet {
+            rcvbuf_bytes: Some(65_536),
+            quickack: Some(true),
+            ..KnobSet::default()
+        };
+        assert!(socket
+            .unsupported(InitiatorImpl::Isoe, TargetImpl::Tgt)
+            .is_empty());
+        let skipped = socket.unsupported(InitiatorImpl::Libiscsi, TargetImpl::Isoe);
+        assert_eq!(
+            skipped.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+            ["quickack", "rcvbuf"]
+        );
+        assert!(KnobSet::default()
+            .unsupported(InitiatorImpl::Libiscsi, TargetImpl::Tgt)
+            .is_empty());
+    }
+}

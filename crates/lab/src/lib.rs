@@ -12,6 +12,7 @@ pub mod fio_peer;
 pub mod knobs;
 pub mod link;
 pub mod netcmd;
+pub mod plan;
 pub mod record;
 pub mod stats;
 pub mod topology;

@@ -1,0 +1,550 @@
+//! Plans: what `isoe lab` runs. A plan names a topology, a baseline knob
+//! set, test cases that each change one or more knobs (seed 001 Tables 1–5),
+//! workloads by profile name, the run length and the statistical rules.
+//! Plans are TOML files; the ones in `crates/lab/plans/` are embedded in
+//! the binary ([`Plan::embedded`]), and a user can write their own
+//! ([`Plan::load`]). `crates/lab/plans/example.toml` is a commented example
+//! of every key.
+//!
+//! # Schema
+//!
+//! ```toml
+//! name = "jumbo-check"          # required: [a-z0-9][a-z0-9._-]*, at most 64 characters
+//! description = "MTU 9000 vs 1500 on the base SAN"   # optional
+//! seeds = ["001"]               # optional: the seed evaluations it reproduces
+//! topology = "base"             # optional: loopback (default) | base | congested | vxlan
+//!
+//! [run]                         # optional
+//! duration_s = 10.0             # measured seconds per run (default 10), 0 < d <= 3600
+//! ramp_s = 2.0                  # load before measuring (default 2), 0 <= r <= 600
+//!
+//! [stats]                       # optional; defaults are stats::Rules::default()
+//! min_runs = 3                  # 1..=100
+//! max_runs = 6                  # min_runs..=100
+//! rsd_target_pct = 1.0          # run again while the RSD is above this, (0, 100]
+//! significance_pct = 5.0        # an effect counts above this, [0, 100]
+//! steal_max_pct = 5.0           # repeat a run with more host CPU steal, [0, 100]
+//!
+//! [baseline]                    # optional: knob keys (below)
+//! mtu = 1500
+//!
+//! [[workload]]                  # at least one
+//! profile = "seq-read-256k"     # required: an `isoe bench` profile or a matrix cell name
+//! name = "seq-read-qd8"         # optional, default the profile; unique
+//! qd = 8                        # optional overrides: qd, bs, workers, read_pct, random_pct
+//! metric = "mb_per_s"           # optional: iops | mb_per_s (default: the profile's)
+//!
+//! [[case]]                      # any number, run in file order after the baseline
+//! name = "jumbo"                # required, unique, not "baseline"
+//! description = "MTU 9000"      # optional
+//! topology = "congested"        # optional: run this case on another topology
+//! compare_to = "baseline"       # optional: the case its effect is measured against
+//! workloads = ["seq-read-qd8"]  # optional: a subset of the plan's workloads
+//! mtu = 9000                    # knob keys; at least one knob or a topology
+//! ```
+//!
+//! # Knob keys
+//!
+//! Flat, in `[baseline]` and in each `[[case]]` (see [`crate::knobs`] for
+//! what each does and where it acts):
+//!
+//! | key | value |
+//! |---|---|
+//! | `mtu` | 68..=65535 (the largest a veth takes is 65535) |
+//! | `rate_mbit` | host port rate limit, 1..=1000000 |
+//! | `tso` `gso` `gro` `tx` `rx` `sg` | ethtool offload on both sides, bool |
+//! | `initiator_tso` ... `target_sg` | one side only; not together with the both-sides key |
+//! | `nodelay` `quickack` | bool |
+//! | `rcvbuf` `sndbuf` | size, 1 KiB..=1 GiB (a fixed SO_RCVBUF turns auto-tuning off) |
+//! | `busy_poll_us` | 0..=1000000 |
+//! | `header_digest` `data_digest` | bool, or "CRC32C" / "None" |
+//! | `immediate_data` `initial_r2t` | bool |
+//! | `max_recv_data_segment_length` `first_burst_length` `max_burst_length` | size, 512..=16777215 |
+//! | `connections` | 1..=8 |
+//! | `sessions` | 1..=64 |
+//! | `workers` | 1..=64; wins over the workload's |
+//! | `initiator` | "isoe" or "libiscsi" |
+//! | `target` | "isoe" or "tgt" |
+//! | `batching` `buffer_pool` | bool |
+//! | `crc` | "hardware" or "software" |
+//!
+//! Sizes are an integer number of bytes or a string: `"256KiB"`, `"1MiB"`
+//! (powers of 1024), `"64KB"` (powers of 1000); bare `K`/`M`/`G` are refused
+//! as ambiguous.
+//!
+//! # Errors
+//!
+//! Reading stops at the first problem and names the file, the 1-based line
+//! and the key path, array indices from 0, as `isoe target`'s configuration
+//! errors do: `plan.toml:14: case[2].mtu: 100000 is out of range 68..=65535`.
+
+mod read;
+#[cfg(test)]
+mod tests;
+mod tree;
+
+use crate::knobs::KnobSet;
+use crate::record::Metric;
+use crate::stats::Rules;
+use isoe_bench::profiles;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// The plan `isoe lab` runs when given none.
+pub const DEFAULT_PLAN: &str = "quick";
+
+/// Seconds a run costs besides its ramp and measurement: starting the
+/// initiator, logging in, writing the record. Used only for estimates.
+pub const RUN_OVERHEAD_S: f64 = 2.0;
+
+/// The plans shipped in `crates/lab/plans/`, by name.
+const EMBEDDED: &[(&str, &str)] = &[
+    ("quick", include_str!("../plans/quick.toml")),
+    ("qsan-2012", include_str!("../plans/qsan-2012.toml")),
+    ("dell-2013", include_str!("../plans/dell-2013.toml")),
+    (
+        "openstack-offloads",
+        include_str!("../plans/openstack-offloads.toml"),
+    ),
+    ("pt-2009", include_str!("../plans/pt-2009.toml")),
+    ("demartek-2016", include_str!("../plans/demartek-2016.toml")),
+];
+
+/// The test bed a plan (or a case) runs on (METHODOLOGY.md "Topologies").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TopologyKind {
+    /// Target and initiator on 127.0.0.1.
+    #[default]
+    Loopback,
+    /// Seed 001 Figure 1: two host ports, two portals, 1:1.
+    Base,
+    /// Seed 001 Figure 2: four portals into one rate-limited host port, 4:1.
+    Congested,
+    /// Seed 002: the base path over a VxLAN overlay.
+    Vxlan,
+}
+
+impl TopologyKind {
+    /// Every topology, in METHODOLOGY.md's order.
+    pub const ALL: [TopologyKind; 4] = [
+        TopologyKind::Loopback,
+        TopologyKind::Base,
+        TopologyKind::Congested,
+        TopologyKind::Vxlan,
+    ];
+
+    /// The name plans use: `loopback`, `base`, `congested`, `vxlan`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TopologyKind::Loopback => "loopback",
+            TopologyKind::Base => "base",
+            TopologyKind::Congested => "congested",
+            TopologyKind::Vxlan => "vxlan",
+        }
+    }
+}
+
+impl fmt::Display for TopologyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How long each run lasts.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RunLength {
+    /// Measured seconds.
+    pub duration_s: f64,
+    /// Seconds of load before measuring.
+    pub ramp_s: f64,
+}
+
+impl Default for RunLength {
+    /// `isoe bench`'s defaults: 10 s measured after a 2 s ramp.
+    fn default() -> Self {
+        RunLength {
+            duration_s: 10.0,
+            ramp_s: 2.0,
+        }
+    }
+}
+
+/// One test case: a change from the baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Case {
+    /// Unique within the plan; never "baseline".
+    pub name: String,
+    /// For people.
+    pub description: String,
+    /// The knobs it sets, over the baseline's.
+    pub knobs: KnobSet,
+    /// Another topology than the plan's, if any.
+    pub topology: Option<TopologyKind>,
+    /// The case its effect is measured against: "baseline" (the default) or
+    /// an earlier case, e.g. the MTU 9000 case for a series at MTU 9000.
+    pub compare_to: Option<String>,
+    /// The plan workloads it runs, by name; None = all.
+    pub workloads: Option<Vec<String>>,
+}
+
+impl Case {
+    /// The baseline as a case: named "baseline", changing nothing.
+    pub fn baseline(plan: &Plan) -> Case {
+        Case {
+            name: "baseline".into(),
+            description: format!("the baseline of {}", plan.name),
+            knobs: KnobSet::default(),
+            topology: None,
+            compare_to: None,
+            workloads: None,
+        }
+    }
+}
+
+/// Overrides of a profile's shape; None keeps the profile's value.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkloadOverrides {
+    /// Commands outstanding per worker.
+    pub qd: Option<u32>,
+    /// Bytes per command.
+    pub bs: Option<u32>,
+    /// Worker threads (a case's `workers` knob wins over this).
+    pub workers: Option<u32>,
+    /// Percent reads.
+    pub read_pct: Option<u8>,
+    /// Percent random.
+    pub random_pct: Option<u8>,
+}
+
+/// A workload of a plan: a named profile or matrix cell, maybe reshaped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadSpec {
+    /// Unique within the plan; the profile's name unless given.
+    pub name: String,
+    /// An [`isoe_bench::profiles::find`] name, or a
+    /// [`isoe_bench::profiles::matrix`] cell name.
+    pub profile: String,
+    /// Changes to the profile's shape.
+    pub overrides: WorkloadOverrides,
+    /// What the statistics are computed on.
+    pub metric: Metric,
+}
+
+/// A workload's complete shape after overrides and knobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkloadShape {
+    /// Bytes per command.
+    pub block_size_bytes: u32,
+    /// Percent reads.
+    pub read_pct: u8,
+    /// Percent random.
+    pub random_pct: u8,
+    /// Commands outstanding per worker.
+    pub queue_depth: u32,
+    /// Worker threads.
+    pub workers: u32,
+}
+
+/// The shape of a profile or matrix cell by name, and whether the seed
+/// reported it in MB/s.
+fn named_shape(profile: &str) -> Option<(WorkloadShape, bool)> {
+    if let Some(p) = profiles::find(profile) {
+        return Some((
+            WorkloadShape {
+                block_size_bytes: p.block_size_bytes,
+                read_pct: p.read_pct,
+                random_pct: p.random_pct,
+                queue_depth: p.queue_depth,
+                workers: p.workers,
+            },
+            p.large_block,
+        ));
+    }
+    profiles::matrix()
+        .into_iter()
+        .find(|c| c.name() == profile)
+        .map(|c| {
+            (
+                WorkloadShape {
+                    block_size_bytes: c.block_size_bytes,
+                    read_pct: c.read_pct,
+                    random_pct: c.random_pct,
+                    queue_depth: c.queue_depth,
+                    workers: c.workers,
+                },
+                false,
+            )
+        })
+}
+
+impl WorkloadSpec {
+    /// True when the statistics use MB/s (the seeds' large-block workloads).
+    pub fn large_block(&self) -> bool {
+        self.metric == Metric::MbPerS
+    }
+
+    /// True when `profile` names a matrix cell rather than a profile.
+    pub fn is_matrix_cell(&self) -> bool {
+        profiles::find(&self.profile).is_none()
+    }
+
+    /// The shape it runs with under `knobs` (whose `workers` wins).
+    pub fn shape(&self, knobs: &KnobSet) -> WorkloadShape {
+        let (base, _) = named_shape(&self.profile).expect("profile checked when the plan was read");
+        let o = &self.overrides;
+        WorkloadShape {
+            block_size_bytes: o.bs.unwrap_or(base.block_size_bytes),
+            read_pct: o.read_pct.unwrap_or(base.read_pct),
+            random_pct: o.random_pct.unwrap_or(base.random_pct),
+            queue_depth: o.qd.unwrap_or(base.queue_depth),
+            workers: knobs.workers.or(o.workers).unwrap_or(base.workers),
+        }
+    }
+
+    /// The `isoe bench` options selecting this workload: `--profile NAME`
+    /// and its overrides, or for a matrix cell its whole shape. `--workers`
+    /// is left to [`KnobSet::bench_args`] when the knob sets it, so that
+    /// the two lists can be concatenated.
+    pub fn bench_args(&self, knobs: &KnobSet) -> Vec<String> {
+        let mut args = Vec::new();
+        let mut opt = |name: &str, v: Option<String>| {
+            if let Some(v) = v {
+                args.push(name.to_string());
+                args.push(v);
+            }
+        };
+        let o = &self.overrides;
+        let workers = if knobs.workers.is_some() {
+            None
+        } else {
+            o.workers
+        };
+        if self.is_matrix_cell() {
+            let s = self.shape(&KnobSet::default());
+            opt("--bs", Some(s.block_size_bytes.to_string()));
+            opt("--read-pct", Some(s.read_pct.to_string()));
+            opt("--random-pct", Some(s.random_pct.to_string()));
+            opt("--qd", Some(s.queue_depth.to_string()));
+            let workers = knobs.workers.is_none().then_some(s.workers);
+            opt("--workers", workers.map(|w| w.to_string()));
+        } else {
+            opt("--profile", Some(self.profile.clone()));
+            opt("--bs", o.bs.map(|v| v.to_string()));
+            opt("--read-pct", o.read_pct.map(|v| v.to_string()));
+            opt("--random-pct", o.random_pct.map(|v| v.to_string()));
+            opt("--qd", o.qd.map(|v| v.to_string()));
+            opt("--workers", workers.map(|v| v.to_string()));
+        }
+        args
+    }
+}
+
+/// A case as it runs: the baseline first, then each case with the
+/// baseline's knobs under its own.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedCase {
+    /// "baseline" or the case's name.
+    pub name: String,
+    /// For people.
+    pub description: String,
+    /// What the case itself sets (empty for the baseline).
+    pub changes: KnobSet,
+    /// Every knob in force: the baseline overlaid with the case.
+    pub knobs: KnobSet,
+    /// The topology it runs on.
+    pub topology: TopologyKind,
+    /// What its effects are measured against; None for the baseline.
+    pub compare_to: Option<String>,
+    /// The workloads it runs, by name, in plan order.
+    pub workloads: Vec<String>,
+}
+
+/// A whole plan, read and checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Its name (an embedded plan's name is its file stem).
+    pub name: String,
+    /// For people; the shipped plans state their estimated duration here.
+    pub description: String,
+    /// The seed evaluations it reproduces ("000" ... "004").
+    pub seeds: Vec<String>,
+    /// The topology of the baseline and of every case that names none.
+    pub topology: TopologyKind,
+    /// Run length.
+    pub run: RunLength,
+    /// Statistical rules.
+    pub rules: Rules,
+    /// The baseline's knobs.
+    pub baseline: KnobSet,
+    /// The cases, in run order.
+    pub cases: Vec<Case>,
+    /// The workloads, in run order; never empty.
+    pub workloads: Vec<WorkloadSpec>,
+    /// The file it was read from, or `embedded:NAME`.
+    pub source: String,
+}
+
+/// A plan that could not be found, read or accepted.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlanError {
+    /// The file could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        source: io::Error,
+    },
+    /// Neither an embedded plan nor a file.
+    #[error("no plan {name:?}: not an embedded plan ({}) nor a file", available.join(", "))]
+    NotFound {
+        /// What was asked for.
+        name: String,
+        /// The embedded plans.
+        available: Vec<String>,
+    },
+    /// Not well-formed TOML.
+    #[error("{file}:{line}:{column}: TOML syntax error: {message}")]
+    Syntax {
+        /// The file as given.
+        file: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column, in characters.
+        column: usize,
+        /// What the TOML parser said.
+        message: String,
+    },
+    /// Well-formed TOML with a key or value plans do not accept.
+    #[error("{file}:{line}: {key}: {message}")]
+    Invalid {
+        /// The file as given.
+        file: String,
+        /// 1-based line of the key (or of the table that lacks it).
+        line: usize,
+        /// Path of the key, e.g. `case[2].mtu` (indices from 0).
+        key: String,
+        /// What is wrong and what is expected.
+        message: String,
+    },
+}
+
+impl PlanError {
+    /// The 1-based line the error points at, if it points into a file.
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            PlanError::Syntax { line, .. } | PlanError::Invalid { line, .. } => Some(*line),
+            PlanError::Read { .. } | PlanError::NotFound { .. } => None,
+        }
+    }
+}
+
+impl Plan {
+    /// Reads and checks the plan file at `path`.
+    pub fn load(path: &Path) -> Result<Plan, PlanError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PlanError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Plan::parse(&text, &path.display().to_string())
+    }
+
+    /// Checks plan `text`; `source_name` names it in errors and in
+    /// [`Plan::source`].
+    pub fn parse(text: &str, source_name: &str) -> Result<Plan, PlanError> {
+        let plan = read::read_plan(text, source_name)?;
+        debug_assert!(!plan.workloads.is_empty());
+        debug_assert!(plan.rules.min_runs <= plan.rules.max_runs);
+        Ok(plan)
+    }
+
+    /// The shipped plan called `name`, if there is one.
+    pub fn embedded(name: &str) -> Option<Plan> {
+        let (_, text) = EMBEDDED.iter().find(|(n, _)| *n == name)?;
+        let source = format!("embedded:{name}");
+        Some(Plan::parse(text, &source).expect("shipped plans parse (tested)"))
+    }
+
+    /// Every shipped plan's name and description, default first.
+    pub fn list_embedded() -> Vec<(String, String)> {
+        EMBEDDED
+            .iter()
+            .map(|(name, _)| {
+                let plan = Plan::embedded(name).expect("listed");
+                (plan.name, plan.description)
+            })
+            .collect()
+    }
+
+    /// A shipped plan by name, else a plan file by path.
+    pub fn from_arg(name_or_path: &str) -> Result<Plan, PlanError> {
+        if let Some(plan) = Plan::embedded(name_or_path) {
+            return Ok(plan);
+        }
+        let path = Path::new(name_or_path);
+        if path.exists() {
+            return Plan::load(path);
+        }
+        Err(PlanError::NotFound {
+            name: name_or_path.to_string(),
+            available: EMBEDDED.iter().map(|(n, _)| n.to_string()).collect(),
+        })
+    }
+
+    /// The baseline then every case, each with its knobs resolved.
+    pub fn resolved_cases(&self) -> Vec<ResolvedCase> {
+        let all: Vec<String> = self.workloads.iter().map(|w| w.name.clone()).collect();
+        let baseline = Case::baseline(self);
+        let mut out = vec![ResolvedCase {
+            name: baseline.name,
+            description: baseline.description,
+            changes: KnobSet::default(),
+            knobs: self.baseline.clone(),
+            topology: self.topology,
+            compare_to: None,
+            workloads: all.clone(),
+        }];
+        for case in &self.cases {
+            out.push(ResolvedCase {
+                name: case.name.clone(),
+                description: case.description.clone(),
+                changes: case.knobs.clone(),
+                knobs: self.baseline.overlay(&case.knobs),
+                topology: case.topology.unwrap_or(self.topology),
+                compare_to: Some(case.compare_to.clone().unwrap_or_else(|| "baseline".into())),
+                workloads: case.workloads.clone().unwrap_or_else(|| all.clone()),
+            });
+        }
+        out
+    }
+
+    /// The workload called `name`.
+    pub fn workload(&self, name: &str) -> Option<&WorkloadSpec> {
+        self.workloads.iter().find(|w| w.name == name)
+    }
+
+    /// How many case × workload cells the plan runs (the baseline included).
+    pub fn cell_count(&self) -> usize {
+        self.resolved_cases()
+            .iter()
+            .map(|c| c.workloads.len())
+            .sum()
+    }
+
+    /// Estimated seconds to run the plan, (fewest, most): every cell runs
+    /// `min_runs` times, or `max_runs` times when the RSD never converges;
+    /// each run costs its ramp, its duration and [`RUN_OVERHEAD_S`]. Runs
+    /// repeated for host CPU steal are not counted.
+    pub fn estimated_duration_s(&self) -> (f64, f64) {
+        let per_run_s = self.run.ramp_s + self.run.duration_s + RUN_OVERHEAD_S;
+        let cells = self.cell_count() as f64;
+        (
+            cells * f64::from(self.rules.min_runs) * per_run_s,
+            cells * f64::from(self.rules.max_runs) * per_run_s,
+        )
+    }
+}

@@ -1,0 +1,628 @@
+//! The plan schema (see the module doc of [`super`]): reading a tree into a
+//! [`Plan`], key by key, with every check that names a line.
+
+use super::tree::{closest, Item, Reader, Table};
+use super::{
+    named_shape, Case, Plan, PlanError, RunLength, TopologyKind, WorkloadOverrides, WorkloadSpec,
+};
+use crate::knobs::{
+    CrcImpl, InitiatorImpl, KnobSet, TargetImpl, ISOE_TARGET_FIRST_BURST_LENGTH,
+    ISOE_TARGET_MAX_BURST_LENGTH, ISOE_TARGET_MAX_CONNECTIONS,
+};
+use crate::link::Offloads;
+use crate::record::Metric;
+use crate::stats::Rules;
+use isoe_bench::profiles;
+use std::collections::HashMap;
+
+const ROOT_KEYS: &[&str] = &[
+    "name",
+    "description",
+    "seeds",
+    "topology",
+    "run",
+    "stats",
+    "baseline",
+    "workload",
+    "case",
+];
+const RUN_KEYS: &[&str] = &["duration_s", "ramp_s"];
+const STATS_KEYS: &[&str] = &[
+    "min_runs",
+    "max_runs",
+    "rsd_target_pct",
+    "significance_pct",
+    "steal_max_pct",
+];
+const WORKLOAD_KEYS: &[&str] = &[
+    "name",
+    "profile",
+    "qd",
+    "bs",
+    "workers",
+    "read_pct",
+    "random_pct",
+    "metric",
+];
+const CASE_OWN_KEYS: &[&str] = &["name", "description", "topology", "compare_to", "workloads"];
+
+/// ethtool offload names, in the order the seeds discuss them.
+const OFFLOADS: [&str; 6] = ["tso", "gso", "gro", "tx", "rx", "sg"];
+
+/// Every knob key of `[baseline]` and `[[case]]`.
+pub(super) const KNOB_KEYS: &[&str] = &[
+    "mtu",
+    "rate_mbit",
+    "tso",
+    "gso",
+    "gro",
+    "tx",
+    "rx",
+    "sg",
+    "initiator_tso",
+    "initiator_gso",
+    "initiator_gro",
+    "initiator_tx",
+    "initiator_rx",
+    "initiator_sg",
+    "target_tso",
+    "target_gso",
+    "target_gro",
+    "target_tx",
+    "target_rx",
+    "target_sg",
+    "nodelay",
+    "quickack",
+    "rcvbuf",
+    "sndbuf",
+    "busy_poll_us",
+    "header_digest",
+    "data_digest",
+    "immediate_data",
+    "initial_r2t",
+    "max_recv_data_segment_length",
+    "first_burst_length",
+    "max_burst_length",
+    "connections",
+    "sessions",
+    "workers",
+    "initiator",
+    "target",
+    "batching",
+    "crc",
+    "buffer_pool",
+];
+
+/// RFC 7143 §13.12–§13.14: the range of the three length parameters.
+const LENGTH_MIN_BYTES: u32 = 512;
+const LENGTH_MAX_BYTES: u32 = (1 << 24) - 1;
+/// Socket buffer sizes a plan may ask for.
+const SOCKET_BUFFER_MIN_BYTES: u32 = 1 << 10;
+const SOCKET_BUFFER_MAX_BYTES: u32 = 1 << 30;
+/// The largest block size a workload may override to.
+const BLOCK_SIZE_MAX_BYTES: u32 = 16 << 20;
+
+pub(super) fn read_plan(text: &str, source: &str) -> Result<Plan, PlanError> {
+    let r = Reader::new(text, source);
+    let mut root = r.root(text)?;
+    r.deny_unknown(&root, ROOT_KEYS)?;
+    let Some(name_item) = root.take("name") else {
+        return Err(r.error(0, "name", "missing: every plan has a name"));
+    };
+    let name = read_name(&r, &name_item)?;
+    let description = match root.take("description") {
+        Some(item) => r.string(&item)?,
+        None => String::new(),
+    };
+    let seeds = match root.take("seeds") {
+        Some(item) => read_strings(&r, item)?,
+        None => Vec::new(),
+    };
+    let topology = match root.take("topology") {
+        Some(item) => read_topology(&r, &item)?,
+        None => TopologyKind::default(),
+    };
+    let run = match root.take("run") {
+        Some(item) => read_run(&r, r.table(item, RUN_KEYS)?)?,
+        None => RunLength::default(),
+    };
+    let rules = match root.take("stats") {
+        Some(item) => read_rules(&r, r.table(item, STATS_KEYS)?)?,
+        None => Rules::default(),
+    };
+    let baseline = match root.take("baseline") {
+        Some(item) => {
+            let mut table = r.table(item, KNOB_KEYS)?;
+            let bursts = BurstKeys::of(&table);
+            let knobs = read_knobs(&r, &mut table)?;
+            check_merged(&r, &bursts, &knobs)?;
+            knobs
+        }
+        None => KnobSet::default(),
+    };
+    let workloads = match root.take("workload") {
+        Some(item) => read_workloads(&r, item)?,
+        None => Vec::new(),
+    };
+    if workloads.is_empty() {
+        return Err(r.error(
+            0,
+            "workload",
+            "no workloads: add at least one [[workload]] table",
+        ));
+    }
+    let cases = match root.take("case") {
+        Some(item) => read_cases(&r, item, topology, &baseline, &workloads)?,
+        None => Vec::new(),
+    };
+    Ok(Plan {
+        name,
+        description,
+        seeds,
+        topology,
+        run,
+        rules,
+        baseline,
+        cases,
+        workloads,
+        source: source.to_string(),
+    })
+}
+
+/// A name for a plan, case or workload: it ends up in file names and reports.
+fn read_name(r: &Reader, item: &Item) -> Result<String, PlanError> {
+    let name = r.string(item)?;
+    let first_ok = name
+        .bytes()
+        .next()
+        .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    let rest_ok = name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.'));
+    if !first_ok || !rest_ok || name.len() > 64 {
+        return Err(r.at(
+            item,
+            format!(
+                "{name:?}: a name is 1 to 64 of a-z 0-9 - _ . and starts with a letter or digit"
+            ),
+        ));
+    }
+    Ok(name)
+}
+
+fn read_strings(r: &Reader, item: Item) -> Result<Vec<String>, PlanError> {
+    let mut out = Vec::new();
+    for element in r.array(item, "an array of strings")? {
+        let s = r.string(&element)?;
+        if s.trim().is_empty() {
+            return Err(r.at(&element, "expected a non-empty string"));
+        }
+        out.push(s);
+    }
+    Ok(out)
+}
+
+fn read_topology(r: &Reader, item: &Item) -> Result<TopologyKind, PlanError> {
+    let names = TopologyKind::ALL.map(TopologyKind::as_str);
+    let chosen = r.choice(item, &names)?;
+    Ok(TopologyKind::ALL
+        .into_iter()
+        .find(|t| t.as_str() == chosen)
+        .expect("one of ALL"))
+}
+
+fn read_run(r: &Reader, mut t: Table) -> Result<RunLength, PlanError> {
+    let mut run = RunLength::default();
+    if let Some(item) = t.take("duration_s") {
+        run.duration_s = r.f64_in(&item, 0.0, 3600.0)?;
+        if run.duration_s == 0.0 {
+            return Err(r.at(&item, "a run must measure for more than 0 s"));
+        }
+    }
+    if let Some(item) = t.take("ramp_s") {
+        run.ramp_s = r.f64_in(&item, 0.0, 600.0)?;
+    }
+    Ok(run)
+}
+
+fn read_rules(r: &Reader, mut t: Table) -> Result<Rules, PlanError> {
+    let mut rules = Rules::default();
+    if let Some(item) = t.take("min_runs") {
+        rules.min_runs = r.u32_in(&item, 1, 100)?;
+    }
+    let max_item = t.take("max_runs");
+    if let Some(item) = &max_item {
+        rules.max_runs = r.u32_in(item, 1, 100)?;
+    }
+    if rules.max_runs < rules.min_runs {
+        let message = format!(
+            "max_runs {} is below min_runs {}",
+            rules.max_runs, rules.min_runs
+        );
+        return Err(match &max_item {
+            Some(item) => r.at(item, message),
+            None => r.error(t.at, &format!("{}.max_runs", t.path), message),
+        });
+    }
+    if let Some(item) = t.take("rsd_target_pct") {
+        rules.rsd_target_pct = r.f64_in(&item, 0.0, 100.0)?;
+        if rules.rsd_target_pct == 0.0 {
+            return Err(r.at(&item, "an RSD target of 0% can never be met"));
+        }
+    }
+    if let Some(item) = t.take("significance_pct") {
+        rules.significance_pct = r.f64_in(&item, 0.0, 100.0)?;
+    }
+    if let Some(item) = t.take("steal_max_pct") {
+        rules.steal_max_pct = r.f64_in(&item, 0.0, 100.0)?;
+    }
+    Ok(rules)
+}
+
+fn read_bool_or(r: &Reader, item: &Item, on: &str, off: &str) -> Result<bool, PlanError> {
+    match &item.value {
+        super::tree::Value::Bool(b) => Ok(*b),
+        super::tree::Value::Str(s) if s.eq_ignore_ascii_case(on) => Ok(true),
+        super::tree::Value::Str(s) if s.eq_ignore_ascii_case(off) => Ok(false),
+        _ => Err(r.expected(item, &format!("true, false, \"{on}\" or \"{off}\""))),
+    }
+}
+
+/// Takes every knob key out of `t` (which holds only allowed keys).
+pub(super) fn read_knobs(r: &Reader, t: &mut Table) -> Result<KnobSet, PlanError> {
+    let mut k = KnobSet::default();
+    if let Some(item) = t.take("mtu") {
+        // 68 is IPv4's minimum; 65535 is ETH_MAX_MTU, the most a veth takes.
+        k.link.mtu = Some(r.u32_in(&item, 68, 65_535)?);
+    }
+    if let Some(item) = t.take("rate_mbit") {
+        k.link.rate_mbit = Some(r.u32_in(&item, 1, 1_000_000)?);
+    }
+    read_offloads(r, t, &mut k)?;
+    let mut flag = |name: &str| -> Result<Option<bool>, PlanError> {
+        t.take(name).map(|item| r.bool(&item)).transpose()
+    };
+    k.nodelay = flag("nodelay")?;
+    k.quickack = flag("quickack")?;
+    k.immediate_data = flag("immediate_data")?;
+    k.initial_r2t = flag("initial_r2t")?;
+    k.batching = flag("batching")?;
+    k.buffer_pool = flag("buffer_pool")?;
+    let mut size = |name: &str, min: u32, max: u32| -> Result<Option<u32>, PlanError> {
+        t.take(name)
+            .map(|item| r.size_in(&item, min, max))
+            .transpose()
+    };
+    k.rcvbuf_bytes = size("rcvbuf", SOCKET_BUFFER_MIN_BYTES, SOCKET_BUFFER_MAX_BYTES)?;
+    k.sndbuf_bytes = size("sndbuf", SOCKET_BUFFER_MIN_BYTES, SOCKET_BUFFER_MAX_BYTES)?;
+    k.max_recv_data_segment_length = size(
+        "max_recv_data_segment_length",
+        LENGTH_MIN_BYTES,
+        LENGTH_MAX_BYTES,
+    )?;
+    k.first_burst_length = size("first_burst_length", LENGTH_MIN_BYTES, LENGTH_MAX_BYTES)?;
+    k.max_burst_length = size("max_burst_length", LENGTH_MIN_BYTES, LENGTH_MAX_BYTES)?;
+    let mut count = |name: &str, min: u32, max: u32| -> Result<Option<u32>, PlanError> {
+        t.take(name)
+            .map(|item| r.u32_in(&item, min, max))
+            .transpose()
+    };
+    k.busy_poll_us = count("busy_poll_us", 0, 1_000_000)?;
+    k.connections = count("connections", 1, ISOE_TARGET_MAX_CONNECTIONS)?;
+    k.sessions = count("sessions", 1, 64)?;
+    k.workers = count("workers", 1, 64)?;
+    for (key, field) in [
+        ("header_digest", &mut k.header_digest),
+        ("data_digest", &mut k.data_digest),
+    ] {
+        if let Some(item) = t.take(key) {
+            *field = Some(read_bool_or(r, &item, "CRC32C", "None")?);
+        }
+    }
+    if let Some(item) = t.take("initiator") {
+        k.initiator = Some(match r.choice(&item, &["isoe", "libiscsi"])? {
+            "isoe" => InitiatorImpl::Isoe,
+            _ => InitiatorImpl::Libiscsi,
+        });
+    }
+    if let Some(item) = t.take("target") {
+        k.target = Some(match r.choice(&item, &["isoe", "tgt"])? {
+            "isoe" => TargetImpl::Isoe,
+            _ => TargetImpl::Tgt,
+        });
+    }
+    if let Some(item) = t.take("crc") {
+        k.crc = Some(match r.choice(&item, &["hardware", "software"])? {
+            "hardware" => CrcImpl::Hardware,
+            _ => CrcImpl::Software,
+        });
+    }
+    Ok(k)
+}
+
+fn offload_slot<'o>(o: &'o mut Offloads, name: &str) -> &'o mut Option<bool> {
+    match name {
+        "tso" => &mut o.tso,
+        "gso" => &mut o.gso,
+        "gro" => &mut o.gro,
+        "tx" => &mut o.tx,
+        "rx" => &mut o.rx,
+        _ => &mut o.sg,
+    }
+}
+
+/// `tso` sets both sides; `initiator_tso` / `target_tso` one side. Saying
+/// both for the same side would leave the reader guessing, so it is refused.
+fn read_offloads(r: &Reader, t: &mut Table, k: &mut KnobSet) -> Result<(), PlanError> {
+    for name in OFFLOADS {
+        let both_at = t.position(name);
+        if let Some(item) = t.take(name) {
+            let v = r.bool(&item)?;
+            *offload_slot(&mut k.link.initiator, name) = Some(v);
+            *offload_slot(&mut k.link.target, name) = Some(v);
+        }
+        for side in ["initiator", "target"] {
+            let key = format!("{side}_{name}");
+            let Some(item) = t.take(&key) else { continue };
+            if let Some(at) = both_at {
+                return Err(r.at(
+                    &item,
+                    format!(
+                        "`{name}` (line {}) already sets both sides; keep one of the two",
+                        r.line(at)
+                    ),
+                ));
+            }
+            let offloads = if side == "initiator" {
+                &mut k.link.initiator
+            } else {
+                &mut k.link.target
+            };
+            *offload_slot(offloads, name) = Some(r.bool(&item)?);
+        }
+    }
+    Ok(())
+}
+
+/// Where the burst-length keys of a table were written, taken before the
+/// knobs are read out of it, for [`check_merged`].
+struct BurstKeys {
+    path: String,
+    at: usize,
+    first: Option<usize>,
+    max: Option<usize>,
+}
+
+impl BurstKeys {
+    fn of(t: &Table) -> BurstKeys {
+        BurstKeys {
+            path: t.path.clone(),
+            at: t.at,
+            first: t.position("first_burst_length"),
+            max: t.position("max_burst_length"),
+        }
+    }
+}
+
+/// Checks that need the merged set: the isoe target refuses a
+/// FirstBurstLength above its MaxBurstLength (RFC 7143 §13.14).
+fn check_merged(r: &Reader, keys: &BurstKeys, merged: &KnobSet) -> Result<(), PlanError> {
+    let first = merged
+        .first_burst_length
+        .unwrap_or(ISOE_TARGET_FIRST_BURST_LENGTH);
+    let max = merged
+        .max_burst_length
+        .unwrap_or(ISOE_TARGET_MAX_BURST_LENGTH);
+    if first <= max {
+        return Ok(());
+    }
+    let (key, at) = match (keys.first, keys.max) {
+        (Some(at), _) => ("first_burst_length", at),
+        (None, Some(at)) => ("max_burst_length", at),
+        (None, None) => ("first_burst_length", keys.at),
+    };
+    Err(r.error(
+        at,
+        &format!("{}.{key}", keys.path),
+        format!("first_burst_length {first} would exceed max_burst_length {max} (RFC 7143 §13.14)"),
+    ))
+}
+
+fn read_workloads(r: &Reader, item: Item) -> Result<Vec<WorkloadSpec>, PlanError> {
+    let mut out: Vec<WorkloadSpec> = Vec::new();
+    let mut first_line: HashMap<String, usize> = HashMap::new();
+    for mut t in r.tables(item, WORKLOAD_KEYS)? {
+        let Some(profile_item) = t.take("profile") else {
+            return Err(r.error(
+                t.at,
+                &format!("{}.profile", t.path),
+                "missing: name an `isoe bench` profile or a matrix cell",
+            ));
+        };
+        let profile = r.string(&profile_item)?;
+        let Some((_, large_block)) = named_shape(&profile) else {
+            let cells: Vec<String> = profiles::matrix().iter().map(|c| c.name()).collect();
+            let names = profiles::profiles()
+                .iter()
+                .map(|p| p.name)
+                .chain(cells.iter().map(String::as_str));
+            let hint = closest(&profile, names)
+                .map(|c| format!(" (did you mean \"{c}\"?)"))
+                .unwrap_or_default();
+            return Err(r.at(
+                &profile_item,
+                format!(
+                    "no profile or matrix cell named {profile:?}{hint}; `isoe bench --list-profiles` lists the profiles, and matrix cells are named like \"matrix-read-4k-w2-qd16\""
+                ),
+            ));
+        };
+        let (name, name_at, name_path) = match t.take("name") {
+            Some(item) => (read_name(r, &item)?, item.at, item.path),
+            None => (profile.clone(), profile_item.at, profile_item.path.clone()),
+        };
+        if let Some(line) = first_line.get(&name) {
+            return Err(r.error(
+                name_at,
+                &name_path,
+                format!(
+                    "duplicate workload name {name:?} (first at line {line}); give each a `name`"
+                ),
+            ));
+        }
+        first_line.insert(name.clone(), r.line(name_at));
+        let overrides = read_overrides(r, &mut t)?;
+        let metric = match t.take("metric") {
+            Some(item) => match r.choice(&item, &["iops", "mb_per_s"])? {
+                "iops" => Metric::Iops,
+                _ => Metric::MbPerS,
+            },
+            None if large_block => Metric::MbPerS,
+            None => Metric::Iops,
+        };
+        out.push(WorkloadSpec {
+            name,
+            profile,
+            overrides,
+            metric,
+        });
+    }
+    Ok(out)
+}
+
+fn read_overrides(r: &Reader, t: &mut Table) -> Result<WorkloadOverrides, PlanError> {
+    let mut o = WorkloadOverrides::default();
+    if let Some(item) = t.take("qd") {
+        o.qd = Some(r.u32_in(&item, 1, 1024)?);
+    }
+    if let Some(item) = t.take("bs") {
+        let bs = r.size_in(&item, 512, BLOCK_SIZE_MAX_BYTES)?;
+        if bs % 512 != 0 {
+            return Err(r.at(&item, format!("{bs} bytes is not a multiple of 512")));
+        }
+        o.bs = Some(bs);
+    }
+    if let Some(item) = t.take("workers") {
+        o.workers = Some(r.u32_in(&item, 1, 64)?);
+    }
+    for (key, field) in [
+        ("read_pct", &mut o.read_pct),
+        ("random_pct", &mut o.random_pct),
+    ] {
+        if let Some(item) = t.take(key) {
+            *field = Some(u8::try_from(r.u32_in(&item, 0, 100)?).expect("at most 100"));
+        }
+    }
+    Ok(o)
+}
+
+fn read_cases(
+    r: &Reader,
+    item: Item,
+    topology: TopologyKind,
+    baseline: &KnobSet,
+    workloads: &[WorkloadSpec],
+) -> Result<Vec<Case>, PlanError> {
+    let allowed: Vec<&str> = CASE_OWN_KEYS.iter().chain(KNOB_KEYS).copied().collect();
+    let mut cases: Vec<Case> = Vec::new();
+    let mut first_line: HashMap<String, usize> = HashMap::new();
+    for mut t in r.tables(item, &allowed)? {
+        let Some(name_item) = t.take("name") else {
+            return Err(r.error(
+                t.at,
+                &format!("{}.name", t.path),
+                "missing: every case has a name",
+            ));
+        };
+        let name = read_name(r, &name_item)?;
+        if name == "baseline" {
+            return Err(r.at(
+                &name_item,
+                "\"baseline\" is the plan's [baseline] table; give the case another name",
+            ));
+        }
+        if let Some(line) = first_line.get(&name) {
+            return Err(r.at(
+                &name_item,
+                format!("duplicate case name {name:?} (first at line {line})"),
+            ));
+        }
+        first_line.insert(name.clone(), r.line(name_item.at));
+        let description = match t.take("description") {
+            Some(item) => r.string(&item)?,
+            None => String::new(),
+        };
+        let case_topology = t
+            .take("topology")
+            .map(|item| read_topology(r, &item))
+            .transpose()?;
+        let compare_to = match t.take("compare_to") {
+            Some(item) => {
+                let target = r.string(&item)?;
+                if target != "baseline" && !cases.iter().any(|c| c.name == target) {
+                    return Err(r.at(
+                        &item,
+                        format!("{target:?} is neither \"baseline\" nor an earlier case"),
+                    ));
+                }
+                Some(target)
+            }
+            None => None,
+        };
+        let case_workloads = match t.take("workloads") {
+            Some(item) => Some(read_case_workloads(r, item, workloads)?),
+            None => None,
+        };
+        let bursts = BurstKeys::of(&t);
+        let knobs = read_knobs(r, &mut t)?;
+        check_merged(r, &bursts, &baseline.overlay(&knobs))?;
+        if knobs.is_empty() && case_topology.map_or(true, |c| c == topology) {
+            return Err(r.at(
+                &name_item,
+                format!("case {name:?} changes nothing: set a knob or another topology"),
+            ));
+        }
+        cases.push(Case {
+            name,
+            description,
+            knobs,
+            topology: case_topology,
+            compare_to,
+            workloads: case_workloads,
+        });
+    }
+    Ok(cases)
+}
+
+fn read_case_workloads(
+    r: &Reader,
+    item: Item,
+    workloads: &[WorkloadSpec],
+) -> Result<Vec<String>, PlanError> {
+    let (path, at) = (item.path.clone(), item.at);
+    let mut out: Vec<String> = Vec::new();
+    for element in r.array(item, "an array of workload names")? {
+        let name = r.string(&element)?;
+        if !workloads.iter().any(|w| w.name == name) {
+            let known: Vec<&str> = workloads.iter().map(|w| w.name.as_str()).collect();
+            return Err(r.at(
+                &element,
+                format!(
+                    "no workload named {name:?} in this plan; it has: {}",
+                    known.join(", ")
+                ),
+            ));
+        }
+        if out.contains(&name) {
+            return Err(r.at(&element, format!("{name:?} is listed twice")));
+        }
+        out.push(name);
+    }
+    if out.is_empty() {
+        return Err(r.error(
+            at,
+            &path,
+            "an empty list runs nothing; leave the key out to run every workload",
+        ));
+    }
+    Ok(out)
+}

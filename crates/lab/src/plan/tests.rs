@@ -1,0 +1,554 @@
+use super::*;
+use crate::knobs::InitiatorImpl;
+use crate::link::Offloads;
+
+/// A small valid plan; bad plans below are this with one thing broken.
+const GOOD: &str = r#"name = "t"
+description = "test plan"
+seeds = ["001"]
+topology = "base"
+
+[run]
+duration_s = 5
+ramp_s = 1.5
+
+[stats]
+min_runs = 2
+max_runs = 4
+
+[baseline]
+mtu = 9000
+tso = true
+nodelay = false
+workers = 2
+
+[[workload]]
+profile = "oltp-8k"
+
+[[workload]]
+name = "seq-read-qd8"
+profile = "seq-read-256k"
+qd = 8
+bs = "128KiB"
+
+[[workload]]
+profile = "matrix-read-4k-w2-qd16"
+
+[[case]]
+name = "standard-frames"
+description = "MTU 1500"
+mtu = 1500
+initiator_tso = false
+
+[[case]]
+name = "congested"
+topology = "congested"
+workloads = ["seq-read-qd8"]
+
+[[case]]
+name = "congested-libiscsi"
+topology = "congested"
+compare_to = "congested"
+workloads = ["seq-read-qd8"]
+initiator = "libiscsi"
+rcvbuf = "64KiB"
+header_digest = "CRC32C"
+"#;
+
+fn error_of(text: &str) -> String {
+    match Plan::parse(text, "bad.toml") {
+        Ok(plan) => panic!("accepted: {plan:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// GOOD with the first occurrence of `from` replaced by `to`.
+fn good_with(from: &str, to: &str) -> String {
+    assert!(GOOD.contains(from), "{from:?} is not in GOOD");
+    GOOD.replacen(from, to, 1)
+}
+
+#[test]
+fn a_plan_reads_into_its_parts() {
+    let p = Plan::parse(GOOD, "good.toml").unwrap();
+    assert_eq!(
+        (p.name.as_str(), p.description.as_str(), p.source.as_str()),
+        ("t", "test plan", "good.toml")
+    );
+    assert_eq!(p.seeds, ["001"]);
+    assert_eq!(p.topology, TopologyKind::Base);
+    assert_eq!(
+        p.run,
+        RunLength {
+            duration_s: 5.0,
+            ramp_s: 1.5
+        }
+    );
+    assert_eq!((p.rules.min_runs, p.rules.max_runs), (2, 4));
+    assert_eq!(p.rules.rsd_target_pct, Rules::default().rsd_target_pct);
+    assert_eq!(p.baseline.link.mtu, Some(9000));
+    assert_eq!(p.baseline.link.initiator.tso, Some(true));
+    assert_eq!(p.baseline.link.target.tso, Some(true));
+    assert_eq!(p.baseline.nodelay, Some(false));
+    let names: Vec<&str> = p.workloads.iter().map(|w| w.name.as_str()).collect();
+    assert_eq!(names, ["oltp-8k", "seq-read-qd8", "matrix-read-4k-w2-qd16"]);
+    assert_eq!(p.workloads[0].metric, Metric::Iops);
+    assert_eq!(p.workloads[1].metric, Metric::MbPerS);
+    assert!(p.workloads[1].large_block());
+    assert_eq!(p.workloads[2].metric, Metric::Iops);
+    assert_eq!(
+        p.workloads[1].overrides,
+        WorkloadOverrides {
+            qd: Some(8),
+            bs: Some(131_072),
+            ..WorkloadOverrides::default()
+        }
+    );
+    assert_eq!(p.cases.len(), 3);
+    let c = &p.cases[2];
+    assert_eq!(c.compare_to.as_deref(), Some("congested"));
+    assert_eq!(c.topology, Some(TopologyKind::Congested));
+    assert_eq!(c.knobs.initiator, Some(InitiatorImpl::Libiscsi));
+    assert_eq!(c.knobs.rcvbuf_bytes, Some(65_536));
+    assert_eq!(c.knobs.header_digest, Some(true));
+}
+
+#[test]
+fn cases_lay_their_knobs_over_the_baseline() {
+    let p = Plan::parse(GOOD, "good.toml").unwrap();
+    let cases = p.resolved_cases();
+    let names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "baseline",
+            "standard-frames",
+            "congested",
+            "congested-libiscsi"
+        ]
+    );
+    let base = &cases[0];
+    assert_eq!(base.knobs, p.baseline);
+    assert!(base.changes.is_empty());
+    assert_eq!(base.compare_to, None);
+    assert_eq!(base.workloads.len(), 3);
+
+    let frames = &cases[1];
+    assert_eq!(frames.topology, TopologyKind::Base);
+    assert_eq!(frames.compare_to.as_deref(), Some("baseline"));
+    assert_eq!(frames.knobs.link.mtu, Some(1500), "the case wins");
+    assert_eq!(
+        frames.knobs.link.initiator,
+        Offloads {
+            tso: Some(false),
+            ..Offloads::default()
+        },
+        "one side changed"
+    );
+    assert_eq!(frames.knobs.link.target.tso, Some(true), "the other kept");
+    assert_eq!(frames.knobs.nodelay, Some(false), "baseline kept");
+    assert_eq!(frames.knobs.workers, Some(2));
+    assert_eq!(
+        frames.changes.describe().into_iter().collect::<Vec<_>>(),
+        [
+            ("initiator.tso".to_string(), "off".to_string()),
+            ("mtu".to_string(), "1500".to_string())
+        ]
+    );
+
+    let lib = &cases[3];
+    assert_eq!(lib.topology, TopologyKind::Congested);
+    assert_eq!(lib.workloads, ["seq-read-qd8"]);
+    assert_eq!(lib.knobs.link.mtu, Some(9000));
+    assert_eq!(
+        lib.knobs.unsupported_here(),
+        [
+            (
+                "nodelay".to_string(),
+                "libiscsi always sets TCP_NODELAY on its socket".to_string()
+            ),
+            (
+                "rcvbuf".to_string(),
+                "libiscsi sets no SO_RCVBUF, SO_SNDBUF or SO_BUSY_POLL and fio has no option for them"
+                    .to_string()
+            ),
+        ]
+    );
+    assert_eq!(Case::baseline(&p).name, "baseline");
+}
+
+#[test]
+fn workloads_give_bench_their_shape() {
+    let p = Plan::parse(GOOD, "good.toml").unwrap();
+    let none = KnobSet::default();
+    let two = KnobSet {
+        workers: Some(2),
+        ..KnobSet::default()
+    };
+    let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        p.workloads[0].bench_args(&none),
+        strings(&["--profile", "oltp-8k"])
+    );
+    assert_eq!(
+        p.workloads[1].bench_args(&none),
+        strings(&["--profile", "seq-read-256k", "--bs", "131072", "--qd", "8"])
+    );
+    // A matrix cell is no profile: its whole shape is spelled out, and the
+    // knob's --workers (from KnobSet::bench_args) replaces the cell's.
+    assert_eq!(
+        p.workloads[2].bench_args(&none),
+        strings(&[
+            "--bs",
+            "4096",
+            "--read-pct",
+            "100",
+            "--random-pct",
+            "100",
+            "--qd",
+            "16",
+            "--workers",
+            "2"
+        ])
+    );
+    assert_eq!(
+        p.workloads[2].bench_args(&two),
+        strings(&[
+            "--bs",
+            "4096",
+            "--read-pct",
+            "100",
+            "--random-pct",
+            "100",
+            "--qd",
+            "16"
+        ])
+    );
+    let shape = p.workloads[1].shape(&two);
+    assert_eq!(
+        shape,
+        WorkloadShape {
+            block_size_bytes: 131_072,
+            read_pct: 100,
+            random_pct: 0,
+            queue_depth: 8,
+            workers: 2
+        }
+    );
+    assert_eq!(p.workloads[0].shape(&none).workers, 1);
+    assert!(p.workloads[2].is_matrix_cell() && !p.workloads[0].is_matrix_cell());
+}
+
+#[test]
+fn estimates_count_cells_runs_and_overhead() {
+    let p = Plan::parse(GOOD, "good.toml").unwrap();
+    // baseline 3 + standard-frames 3 + congested 1 + congested-libiscsi 1.
+    assert_eq!(p.cell_count(), 8);
+    // Each run: 1.5 ramp + 5 measured + 2 overhead = 8.5 s; 2 to 4 runs.
+    assert_eq!(p.estimated_duration_s(), (8.0 * 2.0 * 8.5, 8.0 * 4.0 * 8.5));
+}
+
+#[test]
+fn every_shipped_plan_parses_and_fits_its_time() {
+    let listed = Plan::list_embedded();
+    assert_eq!(listed[0].0, DEFAULT_PLAN);
+    assert_eq!(
+        listed.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+        [
+            "quick",
+            "qsan-2012",
+            "dell-2013",
+            "openstack-offloads",
+            "pt-2009",
+            "demartek-2016"
+        ]
+    );
+    for (name, description) in &listed {
+        let plan = Plan::embedded(name).unwrap();
+        assert_eq!(&plan.name, name);
+        assert_eq!(plan.source, format!("embedded:{name}"));
+        assert_eq!(&plan.description, description);
+        assert!(!plan.seeds.is_empty(), "{name}");
+        let (min_s, max_s) = plan.estimated_duration_s();
+        let limit_s = if name == "quick" { 600.0 } else { 1800.0 };
+        assert!(max_s <= limit_s, "{name}: up to {max_s} s");
+        // The description states the estimate this function computes.
+        let stated = if min_s == max_s {
+            format!("({max_s:.0} s)")
+        } else {
+            format!("({min_s:.0}-{max_s:.0} s)")
+        };
+        assert!(
+            description.ends_with(&stated),
+            "{name}: description should end with {stated}: {description}"
+        );
+        for case in plan.resolved_cases() {
+            assert!(!case.workloads.is_empty(), "{name}/{}", case.name);
+        }
+    }
+    assert!(Plan::embedded("nope").is_none());
+}
+
+#[test]
+fn shipped_plans_say_what_their_seeds_did() {
+    let quick = Plan::embedded("quick").unwrap();
+    assert_eq!(quick.topology, TopologyKind::Loopback);
+    assert_eq!(quick.workloads.len(), 2);
+    let qd8 = quick.workloads[0].shape(&KnobSet::default());
+    assert_eq!(
+        (qd8.block_size_bytes, qd8.queue_depth, qd8.random_pct),
+        (262_144, 8, 0)
+    );
+    let qd32 = quick.workloads[1].shape(&KnobSet::default());
+    assert_eq!(
+        (qd32.block_size_bytes, qd32.queue_depth, qd32.random_pct),
+        (4096, 32, 100)
+    );
+
+    // Seed 002's order, cumulative, each step against the one before.
+    let os = Plan::embedded("openstack-offloads").unwrap();
+    let steps: Vec<(&str, Option<&str>)> = os.cases[..5]
+        .iter()
+        .map(|c| (c.name.as_str(), c.compare_to.as_deref()))
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            ("tso-off", None),
+            ("tx-csum-off", Some("tso-off")),
+            ("gso-off", Some("tx-csum-off")),
+            ("gro-off", Some("gso-off")),
+            ("rx-csum-off", Some("gro-off"))
+        ]
+    );
+    let all_off = os.baseline.overlay(&os.cases[4].knobs).link.initiator;
+    assert_eq!(
+        all_off,
+        Offloads {
+            tso: Some(false),
+            gso: Some(false),
+            gro: Some(false),
+            tx: Some(false),
+            rx: Some(false),
+            sg: None
+        }
+    );
+
+    // Seed 004: the twelve access specifications, exactly three runs each.
+    let pt = Plan::embedded("pt-2009").unwrap();
+    assert_eq!(pt.workloads.len(), 12);
+    assert_eq!((pt.rules.min_runs, pt.rules.max_runs), (3, 3));
+
+    // Seed 001: three workloads; the congested series runs seq read only.
+    let dell = Plan::embedded("dell-2013").unwrap();
+    let wl: Vec<&str> = dell.workloads.iter().map(|w| w.name.as_str()).collect();
+    assert_eq!(wl, ["oltp-8k", "seq-read-256k", "seq-write-256k"]);
+    let congested: Vec<&Case> = dell
+        .cases
+        .iter()
+        .filter(|c| c.topology == Some(TopologyKind::Congested))
+        .collect();
+    assert_eq!(congested.len(), 2);
+
+    // Seed 003: matrix cells only.
+    let dm = Plan::embedded("demartek-2016").unwrap();
+    assert_eq!(dm.workloads.len(), 24);
+    assert!(dm.workloads.iter().all(WorkloadSpec::is_matrix_cell));
+}
+
+#[test]
+fn the_commented_example_parses() {
+    let text = include_str!("../../plans/example.toml");
+    let plan = Plan::parse(text, "example.toml").unwrap();
+    assert_eq!(plan.name, "example");
+    assert_eq!(plan.cases.len(), 4);
+    let (_, max_s) = plan.estimated_duration_s();
+    assert!(max_s > 0.0);
+}
+
+#[test]
+fn plans_load_from_files_and_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mine.toml");
+    std::fs::write(&path, GOOD).unwrap();
+    let p = Plan::from_arg(path.to_str().unwrap()).unwrap();
+    assert_eq!(p.source, path.display().to_string());
+    assert_eq!(Plan::from_arg("quick").unwrap().source, "embedded:quick");
+    let e = Plan::from_arg("no-such-plan").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "no plan \"no-such-plan\": not an embedded plan (quick, qsan-2012, dell-2013, openstack-offloads, pt-2009, demartek-2016) nor a file"
+    );
+    // Errors in a file name that file.
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, good_with("mtu = 1500", "mtu = 100000")).unwrap();
+    let e = Plan::load(&bad).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}:35: case[0].mtu: 100000 is out of range 68..=65535",
+            bad.display()
+        )
+    );
+    assert_eq!(e.line(), Some(35));
+    let missing = Plan::load(&dir.path().join("absent.toml")).unwrap_err();
+    assert!(missing.to_string().starts_with("cannot read "));
+    assert_eq!(missing.line(), None);
+}
+
+#[test]
+fn errors_name_file_line_and_key() {
+    let cases: Vec<(String, &str)> = vec![
+        // Unknown keys, with a hint for a typo.
+        (
+            good_with("topology = \"base\"", "topolgy = \"base\""),
+            "bad.toml:4: topolgy: unknown key (did you mean `topology`?); expected one of: name, description, seeds, topology, run, stats, baseline, workload, case",
+        ),
+        (
+            good_with("ramp_s = 1.5", "ramp = 1.5"),
+            "bad.toml:8: run.ramp: unknown key (did you mean `ramp_s`?); expected one of: duration_s, ramp_s",
+        ),
+        (
+            good_with("initiator_tso = false", "initator_tso = false"),
+            "bad.toml:36: case[0].initator_tso: unknown key (did you mean `initiator_tso`?)",
+        ),
+        // Wrong types.
+        (
+            good_with("nodelay = false", "nodelay = \"no\""),
+            "bad.toml:17: baseline.nodelay: expected true or false, found a string (\"no\")",
+        ),
+        (
+            good_with("duration_s = 5", "duration_s = \"5s\""),
+            "bad.toml:7: run.duration_s: expected a number, found a string (\"5s\")",
+        ),
+        (
+            good_with("seeds = [\"001\"]", "seeds = \"001\""),
+            "bad.toml:3: seeds: expected an array of strings, found a string (\"001\")",
+        ),
+        (
+            good_with("name = \"t\"", "name = 1979-05-27"),
+            "bad.toml:1: name: expected a string, found a date/time",
+        ),
+        (
+            good_with(
+                "topology = \"base\"\n\n[run]\nduration_s = 5\nramp_s = 1.5\n",
+                "topology = \"base\"\nrun = 3\n",
+            ),
+            "bad.toml:5: run: expected a table, found an integer (3)",
+        ),
+        // Out of range.
+        (
+            good_with("mtu = 9000", "mtu = 67"),
+            "bad.toml:15: baseline.mtu: 67 is out of range 68..=65535",
+        ),
+        (
+            good_with("mtu = 1500", "rate_mbit = 0"),
+            "bad.toml:35: case[0].rate_mbit: 0 is out of range 1..=1000000",
+        ),
+        (
+            good_with("max_runs = 4", "max_runs = 4\nrsd_target_pct = 120"),
+            "bad.toml:13: stats.rsd_target_pct: 120 is out of range 0..=100",
+        ),
+        (
+            good_with("max_runs = 4", "max_runs = 1"),
+            "bad.toml:12: stats.max_runs: max_runs 1 is below min_runs 2",
+        ),
+        (
+            good_with("qd = 8", "read_pct = 101"),
+            "bad.toml:26: workload[1].read_pct: 101 is out of range 0..=100",
+        ),
+        (
+            good_with("rcvbuf = \"64KiB\"", "rcvbuf = \"64k\""),
+            "bad.toml:49: case[2].rcvbuf: \"64k\": k is ambiguous; write KiB (1024s) or KB (1000s)",
+        ),
+        (
+            good_with("workers = 2", "connections = 9"),
+            "bad.toml:18: baseline.connections: 9 is out of range 1..=8",
+        ),
+        (
+            good_with("bs = \"128KiB\"", "bs = 1000"),
+            "bad.toml:27: workload[1].bs: 1000 bytes is not a multiple of 512",
+        ),
+        // Unknown profile, with a hint.
+        (
+            good_with("profile = \"oltp-8k\"", "profile = \"oltp-8\""),
+            "bad.toml:21: workload[0].profile: no profile or matrix cell named \"oltp-8\" (did you mean \"oltp-8k\"?); `isoe bench --list-profiles` lists the profiles, and matrix cells are named like \"matrix-read-4k-w2-qd16\"",
+        ),
+        // Names.
+        (
+            good_with("name = \"congested\"", "name = \"standard-frames\""),
+            "bad.toml:39: case[1].name: duplicate case name \"standard-frames\" (first at line 33)",
+        ),
+        (
+            good_with("name = \"standard-frames\"", "name = \"baseline\""),
+            "bad.toml:33: case[0].name: \"baseline\" is the plan's [baseline] table; give the case another name",
+        ),
+        (
+            good_with("name = \"seq-read-qd8\"", "name = \"oltp-8k\""),
+            "bad.toml:24: workload[1].name: duplicate workload name \"oltp-8k\" (first at line 21); give each a `name`",
+        ),
+        (
+            good_with("name = \"t\"", "name = \"My Plan\""),
+            "bad.toml:1: name: \"My Plan\": a name is 1 to 64 of a-z 0-9 - _ . and starts with a letter or digit",
+        ),
+        (
+            good_with("name = \"t\"\n", ""),
+            "bad.toml:1: name: missing: every plan has a name",
+        ),
+        // Workloads.
+        (
+            GOOD.split("[[workload]]").next().unwrap().to_string(),
+            "bad.toml:1: workload: no workloads: add at least one [[workload]] table",
+        ),
+        (
+            good_with("workloads = [\"seq-read-qd8\"]", "workloads = [\"seq-read\"]"),
+            "bad.toml:41: case[1].workloads[0]: no workload named \"seq-read\" in this plan; it has: oltp-8k, seq-read-qd8, matrix-read-4k-w2-qd16",
+        ),
+        // Case structure.
+        (
+            good_with("compare_to = \"congested\"", "compare_to = \"later\""),
+            "bad.toml:46: case[2].compare_to: \"later\" is neither \"baseline\" nor an earlier case",
+        ),
+        (
+            good_with("topology = \"congested\"\nworkloads", "workloads"),
+            "bad.toml:39: case[1].name: case \"congested\" changes nothing: set a knob or another topology",
+        ),
+        (
+            good_with("topology = \"congested\"", "topology = \"ring\""),
+            "bad.toml:40: case[1].topology: expected one of \"loopback\", \"base\", \"congested\", \"vxlan\", found \"ring\"",
+        ),
+        (
+            good_with("initiator = \"libiscsi\"", "initiator = \"open-iscsi\""),
+            "bad.toml:48: case[2].initiator: expected one of \"isoe\", \"libiscsi\", found \"open-iscsi\"",
+        ),
+        (
+            good_with("initiator_tso = false", "initiator_tso = false\ntso = true"),
+            "bad.toml:36: case[0].initiator_tso: `tso` (line 37) already sets both sides; keep one of the two",
+        ),
+        (
+            good_with("mtu = 1500", "first_burst_length = \"2MiB\""),
+            "bad.toml:35: case[0].first_burst_length: first_burst_length 2097152 would exceed max_burst_length 1048576 (RFC 7143 §13.14)",
+        ),
+        // Missing keys point at the table that lacks them.
+        (
+            good_with("name = \"standard-frames\"\n", ""),
+            "bad.toml:32: case[0].name: missing: every case has a name",
+        ),
+        (
+            good_with("profile = \"oltp-8k\"\n", "qd = 4\n"),
+            "bad.toml:20: workload[0].profile: missing: name an `isoe bench` profile or a matrix cell",
+        ),
+        // Not TOML at all.
+        (
+            good_with("mtu = 1500", "mtu = = 1500"),
+            "bad.toml:35:7: TOML syntax error: invalid string; expected `\"`, `'`",
+        ),
+    ];
+    for (text, expected) in cases {
+        let got = error_of(&text);
+        assert!(
+            got.starts_with(expected),
+            "\nexpected: {expected}\n     got: {got}"
+        );
+    }
+}

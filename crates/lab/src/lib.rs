@@ -14,5 +14,6 @@ pub mod link;
 pub mod netcmd;
 pub mod plan;
 pub mod record;
+pub mod report;
 pub mod stats;
 pub mod topology;

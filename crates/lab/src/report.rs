@@ -1,0 +1,123 @@
+//! The report of a plan run (METHODOLOGY.md "Reports"): `report.md`, readable
+//! as plain text, and `report.html`, one self-contained file with inline CSS
+//! and hand-written SVG charts (no scripts, no external fonts or images).
+//!
+//! Both are drawn from the same [`summarize`] of the run records: per case ×
+//! workload the statistics of seed 001 §3.3 (mean, median, RSD, N, converged,
+//! % change over the baseline and its significance) beside CPU, CPU
+//! effectiveness, retransmissions and latency. The report never runs
+//! anything; `results.jsonl` is the runner's to write.
+
+mod summary;
+
+use crate::record::{Metric, RunRecord};
+use crate::stats::Rules;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+pub use summary::{summarize, Buckets, CellSummary, Latency, SideCpu};
+
+/// Everything a report is drawn from: the plan, how it ran, and its records.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ReportInput {
+    /// The plan's name (`quick`, `dell-2013`, or a user's).
+    pub plan_name: String,
+    /// What the plan evaluates, one paragraph.
+    pub plan_description: String,
+    /// Where the plan came from: "built-in" or a file path.
+    pub plan_source: String,
+    /// The plan file's text, shown in an appendix.
+    pub plan_text: String,
+    /// The statistical rules the plan ran by.
+    pub rules: Rules,
+    /// The topology the plan ran on.
+    pub topology: String,
+    /// The baseline's knobs, `name = value` for people.
+    pub baseline_knobs: BTreeMap<String, String>,
+    /// The test cases, the baseline first (named "baseline").
+    pub cases: Vec<CaseInfo>,
+    /// The workloads, in the plan's order.
+    pub workloads: Vec<WorkloadInfo>,
+    /// The machine and software the plan ran on.
+    pub environment: Environment,
+    /// Every run, valid or not, as read back from `results.jsonl`.
+    pub records: Vec<RunRecord>,
+    /// What the runner wants said (skipped knobs, interruptions, ...).
+    pub notes: Vec<String>,
+}
+
+/// One test case of a plan.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CaseInfo {
+    /// Its name, as in the records.
+    pub name: String,
+    /// What it tests, one line.
+    pub description: String,
+    /// The knobs it sets differently from the baseline, `name = value`.
+    pub knobs_changed: BTreeMap<String, String>,
+}
+
+/// One workload of a plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadInfo {
+    /// Its name, as in the records.
+    pub name: String,
+    /// The metric its statistics and effects are computed on.
+    pub metric: Metric,
+    /// Large block (seed 004): reported in MB/s in the throughput tables;
+    /// small block in IOPS.
+    pub large_block: bool,
+    /// What it does, one line (block size, read %, access, queue depth).
+    pub description: String,
+}
+
+/// The machine and software a plan ran on.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Environment {
+    /// Kernel release (`uname -r`).
+    pub kernel: String,
+    /// CPU model name.
+    pub cpu_model: String,
+    /// Online CPUs.
+    pub ncpus: u32,
+    /// Memory, for people ("7.8 GiB").
+    pub memory: String,
+    /// isoe's version (and commit).
+    pub isoe_version: String,
+    /// Other programs and their versions (fio, tgt, ethtool, iproute2, ...).
+    pub peer_versions: BTreeMap<String, String>,
+    /// NIC features as ethtool showed them, a text block.
+    pub nic_features: String,
+    /// When the plan started (RFC 3339 UTC).
+    pub started_at: String,
+    /// When it finished (RFC 3339 UTC).
+    pub finished_at: String,
+    /// The host's name.
+    pub host: String,
+}
+
+impl ReportInput {
+    /// The baseline case: the first one.
+    pub fn baseline(&self) -> Option<&CaseInfo> {
+        self.cases.first()
+    }
+
+    /// The workload named `name`.
+    pub fn workload(&self, name: &str) -> Option<&WorkloadInfo> {
+        self.workloads.iter().find(|w| w.name == name)
+    }
+
+    /// The baseline's value of `knob`: from the plan, else from a baseline
+    /// run's record, else "default".
+    pub fn baseline_value(&self, knob: &str) -> String {
+        if let Some(v) = self.baseline_knobs.get(knob) {
+            return v.clone();
+        }
+        let baseline = self.baseline().map(|c| c.name.as_str()).unwrap_or("");
+        self.records
+            .iter()
+            .filter(|r| r.case == baseline)
+            .find_map(|r| r.knobs.get(knob).cloned())
+            .unwrap_or_else(|| "default".to_string())
+    }
+}

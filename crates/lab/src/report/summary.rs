@@ -1,0 +1,274 @@
+//! One summary per case × workload: the statistics of seed 001 §3.3 on the
+//! workload's metric, and the means of everything else the charts show,
+//! taken from the `isoe bench` JSON of the cell's valid runs.
+
+use super::ReportInput;
+use crate::record::{Metric, RunRecord};
+use crate::stats::{Effect, Next, Summary};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// A log2 latency histogram: `(upper_us, count)`, a bucket holding
+/// latencies in (upper_us / 2, upper_us], ascending.
+pub type Buckets = Vec<(f64, u64)>;
+
+/// CPU figures of one side, each the mean over the cell's valid runs that
+/// reported it (None when none did, e.g. the target's CPU when its process
+/// was not found).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SideCpu {
+    /// CPU used, % of all CPUs of the host (0–100).
+    pub cpu_pct: Option<f64>,
+    /// Service demand: CPU-µs per I/O.
+    pub cpu_us_per_io: Option<f64>,
+    /// Service demand: CPU-µs per KiB.
+    pub cpu_us_per_kib: Option<f64>,
+    /// CPU effectiveness: MB/s per CPU% (seed 000).
+    pub mb_per_s_per_cpu_pct: Option<f64>,
+    /// IOPS per CPU% (Iometer's field).
+    pub iops_per_cpu_pct: Option<f64>,
+}
+
+/// Latency of one direction (or both), means of the runs' percentiles, and
+/// the runs' log2 histograms merged.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Latency {
+    /// Mean of the runs' medians, µs.
+    pub us_p50: Option<f64>,
+    /// Mean of the runs' 99th percentiles, µs.
+    pub us_p99: Option<f64>,
+    /// Sum of the runs' `lat_hist` buckets; empty when no run carried one
+    /// (or the direction did no I/O).
+    pub hist: Buckets,
+}
+
+/// The summary of one case × workload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellSummary {
+    /// The case.
+    pub case: String,
+    /// The workload.
+    pub workload: String,
+    /// The metric the statistics are on.
+    pub metric: Metric,
+    /// Runs kept in the statistics.
+    pub runs_valid: u32,
+    /// Runs recorded but left out (steal, errors).
+    pub runs_invalid: u32,
+    /// Mean, median, RSD and N of the metric over the valid runs.
+    pub stats: Option<Summary>,
+    /// The rules' verdict on those values: `Converged`, `NotConverged` (cap
+    /// reached), or `RunAgain` (the plan stopped early).
+    pub next: Next,
+    /// `next == Converged`.
+    pub converged: bool,
+    /// Change of the mean over the baseline's mean, and its significance;
+    /// None for the baseline itself and when either side has no valid run.
+    pub effect: Option<Effect>,
+    /// Change of the host's CPU-µs per I/O over the baseline's, with the same
+    /// threshold (negative saves CPU).
+    pub cpu_effect: Option<Effect>,
+    /// Mean MB/s (10^6 bytes/s).
+    pub mb_per_s: Option<f64>,
+    /// Mean IOPS.
+    pub iops: Option<f64>,
+    /// The initiator process.
+    pub initiator: SideCpu,
+    /// The target process.
+    pub target: SideCpu,
+    /// The whole host (`/proc/stat`): busy %, and its effectiveness.
+    pub system: SideCpu,
+    /// Mean host CPU steal, %.
+    pub steal_pct: Option<f64>,
+    /// Mean retransmitted segments, % of segments sent.
+    pub retrans_pct: Option<f64>,
+    /// Mean retransmitted segments per run.
+    pub retrans_segs: Option<f64>,
+    /// Mean D-SACK segments received per run (spurious retransmits).
+    pub dsack_segs: Option<f64>,
+    /// Mean D-SACK segments received as a share of segments sent, % (to
+    /// draw beside `retrans_pct` on one axis).
+    pub dsack_pct: Option<f64>,
+    /// Mean segments sent per run.
+    pub out_segs: Option<f64>,
+    /// All commands.
+    pub latency: Latency,
+    /// Reads.
+    pub read: Latency,
+    /// Writes.
+    pub write: Latency,
+    /// Valid runs whose bench JSON carried `lat_hist`.
+    pub hist_runs: u32,
+}
+
+/// Summarises every case × workload of the plan, cases in the plan's order
+/// (baseline first), workloads in the plan's order within each case.
+pub fn summarize(input: &ReportInput) -> Vec<CellSummary> {
+    let mut cells = Vec::with_capacity(input.cases.len() * input.workloads.len());
+    for case in &input.cases {
+        for workload in &input.workloads {
+            cells.push(cell(input, &case.name, &workload.name, workload.metric));
+        }
+    }
+    // Effects need every baseline cell first.
+    let baseline = input.baseline().map(|c| c.name.clone()).unwrap_or_default();
+    let base: BTreeMap<String, (Option<f64>, Option<f64>)> = cells
+        .iter()
+        .filter(|c| c.case == baseline)
+        .map(|c| {
+            (
+                c.workload.clone(),
+                (c.stats.map(|s| s.mean), c.system.cpu_us_per_io),
+            )
+        })
+        .collect();
+    for c in cells.iter_mut().filter(|c| c.case != baseline) {
+        if let Some(&(base_mean, base_cpu)) = base.get(&c.workload) {
+            c.effect = base_mean
+                .zip(c.stats.map(|s| s.mean))
+                .and_then(|(b, v)| input.rules.effect(b, v));
+            c.cpu_effect = base_cpu
+                .zip(c.system.cpu_us_per_io)
+                .and_then(|(b, v)| input.rules.effect(b, v));
+        }
+    }
+    cells
+}
+
+fn cell(input: &ReportInput, case: &str, workload: &str, metric: Metric) -> CellSummary {
+    let mut runs: Vec<&RunRecord> = input
+        .records
+        .iter()
+        .filter(|r| r.case == case && r.workload == workload)
+        .collect();
+    runs.sort_by_key(|r| r.run);
+    let runs_invalid = runs.iter().filter(|r| !r.valid).count() as u32;
+    runs.retain(|r| r.valid && r.value.is_finite());
+    let values: Vec<f64> = runs.iter().map(|r| r.value).collect();
+    let next = input.rules.next(&values);
+    let side = |prefix: &str| SideCpu {
+        cpu_pct: mean(&runs, |b| field(b, &[&format!("{prefix}_cpu_pct")])),
+        cpu_us_per_io: mean(&runs, |b| field(b, &[&format!("{prefix}_cpu_us_per_io")])),
+        cpu_us_per_kib: mean(&runs, |b| field(b, &[&format!("{prefix}_cpu_us_per_kib")])),
+        mb_per_s_per_cpu_pct: mean(&runs, |b| {
+            field(b, &[&format!("{prefix}_mb_per_s_per_cpu_pct")])
+        }),
+        iops_per_cpu_pct: mean(&runs, |b| {
+            field(b, &[&format!("{prefix}_iops_per_cpu_pct")]).or_else(|| {
+                // bench reports no target IOPS per CPU%: derive it per run.
+                let cpu = field(b, &[&format!("{prefix}_cpu_pct")]).filter(|c| *c > 0.0)?;
+                Some(field(b, &["iops"])? / cpu)
+            })
+        }),
+    };
+    let hist_runs = runs
+        .iter()
+        .filter(|r| r.bench.get("lat_hist").is_some_and(Value::is_object))
+        .count() as u32;
+    CellSummary {
+        case: case.to_string(),
+        workload: workload.to_string(),
+        metric,
+        runs_valid: runs.len() as u32,
+        runs_invalid,
+        stats: Summary::of(&values),
+        next,
+        converged: next == Next::Converged,
+        effect: None,
+        cpu_effect: None,
+        mb_per_s: mean(&runs, |b| field(b, &["mb_per_s"])),
+        iops: mean(&runs, |b| field(b, &["iops"])),
+        initiator: side("initiator"),
+        target: side("target"),
+        system: SideCpu {
+            cpu_pct: mean(&runs, |b| field(b, &["cpu", "busy_pct"])),
+            cpu_us_per_io: mean(&runs, |b| field(b, &["system_cpu_us_per_io"])),
+            cpu_us_per_kib: mean(&runs, |b| field(b, &["system_cpu_us_per_kib"])),
+            mb_per_s_per_cpu_pct: mean(&runs, |b| field(b, &["mb_per_s_per_cpu_pct"])),
+            iops_per_cpu_pct: mean(&runs, |b| field(b, &["iops_per_cpu_pct"])),
+        },
+        steal_pct: mean(&runs, |b| field(b, &["steal_pct"])),
+        retrans_pct: mean(&runs, |b| field(b, &["retrans_pct"])),
+        retrans_segs: mean(&runs, |b| field(b, &["retrans_segs"])),
+        dsack_segs: mean(&runs, |b| field(b, &["dsack_segs"])),
+        dsack_pct: mean(&runs, |b| {
+            let out = field(b, &["out_segs"]).filter(|n| *n > 0.0)?;
+            Some(100.0 * field(b, &["dsack_segs"])? / out)
+        }),
+        out_segs: mean(&runs, |b| field(b, &["out_segs"])),
+        latency: latency(&runs, None),
+        read: latency(&runs, Some("read")),
+        write: latency(&runs, Some("write")),
+        hist_runs,
+    }
+}
+
+/// The number at `path` in a bench JSON object; None when absent, null,
+/// or not finite.
+fn field(bench: &Value, path: &[&str]) -> Option<f64> {
+    let mut v = bench;
+    for key in path {
+        v = v.get(key)?;
+    }
+    v.as_f64().filter(|x| x.is_finite())
+}
+
+/// Mean of `f` over the runs that have it.
+fn mean(runs: &[&RunRecord], f: impl Fn(&Value) -> Option<f64>) -> Option<f64> {
+    let values: Vec<f64> = runs.iter().filter_map(|r| f(&r.bench)).collect();
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+}
+
+fn latency(runs: &[&RunRecord], direction: Option<&str>) -> Latency {
+    let lat = |b: &Value, q: &str| match direction {
+        Some(d) => field(b, &[d, "lat_us", q]),
+        None => field(b, &["lat_us", q]),
+    };
+    // A direction that did no I/O reports zeros: leave it out of the means.
+    let did_io = |b: &Value| match direction {
+        Some(d) => !matches!(field(b, &[d, "ios"]), Some(n) if n <= 0.0),
+        None => true,
+    };
+    Latency {
+        us_p50: mean(runs, |b| lat(b, "p50").filter(|_| did_io(b))),
+        us_p99: mean(runs, |b| lat(b, "p99").filter(|_| did_io(b))),
+        hist: match direction {
+            Some(d) => merged_hist(runs, &[d]),
+            None => merged_hist(runs, &["read", "write"]),
+        },
+    }
+}
+
+/// Sums the runs' `lat_hist` buckets of `directions`, bucket by upper bound.
+fn merged_hist(runs: &[&RunRecord], directions: &[&str]) -> Buckets {
+    // Upper bounds are whole powers of two in µs; key them by their bits.
+    let mut sum: BTreeMap<u64, u64> = BTreeMap::new();
+    for r in runs {
+        for d in directions {
+            let Some(buckets) = r
+                .bench
+                .get("lat_hist")
+                .and_then(|h| h.get(d))
+                .and_then(Value::as_array)
+            else {
+                continue;
+            };
+            for b in buckets {
+                let upper = b.get(0).and_then(Value::as_f64);
+                let count = b.get(1).and_then(Value::as_u64);
+                if let (Some(upper), Some(count)) = (upper, count) {
+                    if upper.is_finite() && upper > 0.0 {
+                        *sum.entry(upper.to_bits()).or_default() += count;
+                    }
+                }
+            }
+        }
+    }
+    let mut out: Buckets = sum
+        .into_iter()
+        .map(|(bits, n)| (f64::from_bits(bits), n))
+        .collect();
+    out.sort_by(|a, b| a.0.total_cmp(&b.0));
+    out.retain(|&(_, n)| n > 0);
+    out
+}

@@ -8,6 +8,8 @@
 //! effectiveness, retransmissions and latency. The report never runs
 //! anything; `results.jsonl` is the runner's to write.
 
+mod notes;
+pub mod recommend;
 mod summary;
 
 use crate::record::{Metric, RunRecord};
@@ -15,6 +17,7 @@ use crate::stats::Rules;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+pub use notes::{notes, Note};
 pub use summary::{summarize, Buckets, CellSummary, Latency, SideCpu};
 
 /// Everything a report is drawn from: the plan, how it ran, and its records.

@@ -1,0 +1,245 @@
+//! The recommended configuration (seed 001 Tables 6–9): per workload, the
+//! settings whose case gained significantly over the baseline, those whose
+//! case lost significantly (avoid), and those that only saved CPU; then,
+//! over all workloads, which settings to adopt.
+//!
+//! Seed 001 §5 recommends non-default settings "only when a compelling
+//! difference in performance for one or more workloads was observed, or when
+//! a setting is known to provide benefit during ... heavy CPU utilization";
+//! here "compelling" is the plan's significance threshold.
+
+use super::{CellSummary, ReportInput};
+use crate::record::Metric;
+
+/// One knob as a case sets it, beside the baseline's value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Setting {
+    /// The knob's name.
+    pub knob: String,
+    /// Its value in the baseline ("default" when the baseline leaves it).
+    pub baseline: String,
+    /// Its value in the case.
+    pub value: String,
+}
+
+/// A case's significant effect on one workload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding {
+    /// The case.
+    pub case: String,
+    /// What the case changes; empty when it names no knobs.
+    pub settings: Vec<Setting>,
+    /// The metric of the workload.
+    pub metric: Metric,
+    /// Change of the metric's mean over the baseline's, %.
+    pub change_pct: f64,
+    /// Change of the host's CPU-µs per I/O over the baseline's, %.
+    pub cpu_change_pct: Option<f64>,
+    /// Both the case's and the baseline's runs met the RSD target.
+    pub converged: bool,
+    /// Knobs of the case that some of its runs could not apply (named as in
+    /// the records' `skipped_knobs`).
+    pub skipped: Vec<String>,
+}
+
+/// What a workload's results recommend.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkloadAdvice {
+    /// The workload.
+    pub workload: String,
+    /// Its metric.
+    pub metric: Metric,
+    /// Significant gains, largest first.
+    pub gains: Vec<Finding>,
+    /// Significant losses, largest first.
+    pub losses: Vec<Finding>,
+    /// No significant change of the metric, but the host's CPU-µs per I/O
+    /// fell by more than the threshold.
+    pub cpu_savings: Vec<Finding>,
+    /// Cases compared with the baseline (both had valid runs).
+    pub compared: usize,
+    /// Cases none of whose knobs could be applied: whatever they measured,
+    /// it was not their setting, so they recommend nothing.
+    pub not_applied: Vec<Finding>,
+}
+
+/// What to do with a setting, over all workloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Gains in some workloads, losses in none.
+    Adopt,
+    /// Saves CPU in some workloads, losses in none, no throughput gain.
+    AdoptForCpu,
+    /// Gains in some workloads, losses in others.
+    DependsOnWorkload,
+    /// Losses only.
+    Avoid,
+}
+
+impl Verdict {
+    /// For people.
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::Adopt => "recommended",
+            Verdict::AdoptForCpu => "recommended for CPU",
+            Verdict::DependsOnWorkload => "depends on the workload",
+            Verdict::Avoid => "avoid",
+        }
+    }
+}
+
+/// A case's effects over all workloads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OverallAdvice {
+    /// The case.
+    pub case: String,
+    /// What it changes.
+    pub settings: Vec<Setting>,
+    /// Workloads it gained on, with the change %.
+    pub gains: Vec<(String, f64)>,
+    /// Workloads it lost on, with the change %.
+    pub losses: Vec<(String, f64)>,
+    /// Workloads where it only saved CPU, with the CPU-µs per I/O change %.
+    pub cpu_savings: Vec<(String, f64)>,
+    /// What to do with it.
+    pub verdict: Verdict,
+}
+
+/// The advice of each workload, in the plan's order.
+pub fn recommend(input: &ReportInput, cells: &[CellSummary]) -> Vec<WorkloadAdvice> {
+    let baseline = input.baseline().map(|c| c.name.as_str()).unwrap_or("");
+    input
+        .workloads
+        .iter()
+        .map(|w| {
+            let base_converged = cells
+                .iter()
+                .any(|c| c.case == baseline && c.workload == w.name && c.converged);
+            let mut advice = WorkloadAdvice {
+                workload: w.name.clone(),
+                metric: w.metric,
+                gains: Vec::new(),
+                losses: Vec::new(),
+                cpu_savings: Vec::new(),
+                compared: 0,
+                not_applied: Vec::new(),
+            };
+            for c in cells.iter().filter(|c| c.workload == w.name) {
+                let Some(effect) = c.effect else { continue };
+                advice.compared += 1;
+                let finding = Finding {
+                    case: c.case.clone(),
+                    settings: settings(input, &c.case),
+                    metric: w.metric,
+                    change_pct: effect.change_pct,
+                    cpu_change_pct: c.cpu_effect.map(|e| e.change_pct),
+                    converged: base_converged && c.converged,
+                    skipped: skipped(input, &c.case, &w.name),
+                };
+                let changed = finding.settings.len();
+                if changed > 0 && finding.skipped.len() >= changed {
+                    advice.not_applied.push(finding);
+                    continue;
+                }
+                let saves_cpu = c
+                    .cpu_effect
+                    .is_some_and(|e| e.significant && e.change_pct < 0.0);
+                if effect.significant && effect.change_pct > 0.0 {
+                    advice.gains.push(finding);
+                } else if effect.significant {
+                    advice.losses.push(finding);
+                } else if saves_cpu {
+                    advice.cpu_savings.push(finding);
+                }
+            }
+            advice
+                .gains
+                .sort_by(|a, b| b.change_pct.total_cmp(&a.change_pct));
+            advice
+                .losses
+                .sort_by(|a, b| a.change_pct.total_cmp(&b.change_pct));
+            advice
+        })
+        .collect()
+}
+
+/// Every case with a significant effect somewhere, in the plan's order.
+pub fn overall(input: &ReportInput, advice: &[WorkloadAdvice]) -> Vec<OverallAdvice> {
+    let mut out = Vec::new();
+    for case in input.cases.iter().skip(1) {
+        let pick = |list: fn(&WorkloadAdvice) -> &Vec<Finding>, cpu: bool| {
+            advice
+                .iter()
+                .flat_map(|a| {
+                    list(a)
+                        .iter()
+                        .filter(|f| f.case == case.name)
+                        .map(move |f| {
+                            let pct = if cpu {
+                                f.cpu_change_pct.unwrap_or(0.0)
+                            } else {
+                                f.change_pct
+                            };
+                            (a.workload.clone(), pct)
+                        })
+                })
+                .collect::<Vec<_>>()
+        };
+        let gains = pick(|a| &a.gains, false);
+        let losses = pick(|a| &a.losses, false);
+        let cpu_savings = pick(|a| &a.cpu_savings, true);
+        let verdict = match (gains.is_empty(), losses.is_empty(), cpu_savings.is_empty()) {
+            (false, true, _) => Verdict::Adopt,
+            (false, false, _) => Verdict::DependsOnWorkload,
+            (true, false, _) => Verdict::Avoid,
+            (true, true, false) => Verdict::AdoptForCpu,
+            (true, true, true) => continue,
+        };
+        out.push(OverallAdvice {
+            case: case.name.clone(),
+            settings: settings(input, &case.name),
+            gains,
+            losses,
+            cpu_savings,
+            verdict,
+        });
+    }
+    out
+}
+
+/// The knobs `case` changes that some run of `case` × `workload` skipped.
+fn skipped(input: &ReportInput, case: &str, workload: &str) -> Vec<String> {
+    let Some(info) = input.cases.iter().find(|c| c.name == case) else {
+        return Vec::new();
+    };
+    info.knobs_changed
+        .keys()
+        .filter(|k| {
+            input
+                .records
+                .iter()
+                .filter(|r| r.case == case && r.workload == workload)
+                .any(|r| r.skipped_knobs.contains_key(*k))
+        })
+        .cloned()
+        .collect()
+}
+
+/// The knobs `case` changes, with the baseline's values.
+pub fn settings(input: &ReportInput, case: &str) -> Vec<Setting> {
+    input
+        .cases
+        .iter()
+        .find(|c| c.name == case)
+        .map(|c| {
+            c.knobs_changed
+                .iter()
+                .map(|(knob, value)| Setting {
+                    knob: knob.clone(),
+                    baseline: input.baseline_value(knob),
+                    value: value.clone(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}

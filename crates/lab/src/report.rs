@@ -8,15 +8,27 @@
 //! effectiveness, retransmissions and latency. The report never runs
 //! anything; `results.jsonl` is the runner's to write.
 
+mod charts;
+mod document;
+mod escape;
+mod html;
+mod markdown;
 mod notes;
+mod numbers;
 pub mod recommend;
+mod sections;
 mod summary;
+mod svg;
 
 use crate::record::{Metric, RunRecord};
 use crate::stats::Rules;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
 
+pub use html::render_html;
+pub use markdown::render_markdown;
 pub use notes::{notes, Note};
 pub use summary::{summarize, Buckets, CellSummary, Latency, SideCpu};
 
@@ -97,6 +109,26 @@ pub struct Environment {
     pub finished_at: String,
     /// The host's name.
     pub host: String,
+}
+
+/// Where [`write_reports`] put the reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReportPaths {
+    /// `report.md`.
+    pub markdown: PathBuf,
+    /// `report.html`.
+    pub html: PathBuf,
+}
+
+/// Writes `report.md` and `report.html` into `out_dir` (which must exist).
+pub fn write_reports(input: &ReportInput, out_dir: &Path) -> io::Result<ReportPaths> {
+    let paths = ReportPaths {
+        markdown: out_dir.join("report.md"),
+        html: out_dir.join("report.html"),
+    };
+    std::fs::write(&paths.markdown, render_markdown(input))?;
+    std::fs::write(&paths.html, render_html(input))?;
+    Ok(paths)
 }
 
 impl ReportInput {

@@ -1,0 +1,412 @@
+//! The report's charts, from the cell summaries to SVG:
+//!
+//! 1. % change over the baseline per workload (seed 001 Figures 3–9);
+//! 2. MB/s per CPU% per case and side (seed 000);
+//! 3. log2 latency histograms, reads and writes (seed 003);
+//! 4. retransmissions and CPU per case (seed 001 Figure 6).
+
+use super::numbers::{change, num, pct};
+use super::svg::{Band, Bar, BarChart, Histogram, Key, Panel, Row, Series};
+use super::{Buckets, CellSummary, ReportInput, WorkloadInfo};
+
+/// Colours for workloads (Tableau 10 and two more), in the plan's order.
+const WORKLOAD_COLORS: [&str; 12] = [
+    "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#b07aa1", "#edc948", "#9c755f",
+    "#ff9da7", "#bab0ac", "#1f4e79", "#8c564b",
+];
+/// Host-wide, initiator, target.
+const SIDE_COLORS: [&str; 3] = ["#4e79a7", "#f28e2b", "#59a14f"];
+const READ_COLOR: &str = "#4e79a7";
+const WRITE_COLOR: &str = "#f28e2b";
+const RETRANS_COLOR: &str = "#e15759";
+const DSACK_COLOR: &str = "#b07aa1";
+
+fn cell<'a>(cells: &'a [CellSummary], case: &str, workload: &str) -> Option<&'a CellSummary> {
+    cells
+        .iter()
+        .find(|c| c.case == case && c.workload == workload)
+}
+
+/// What a case changes, on one line: "mtu = 9000, tso = off".
+pub fn knobs_line(input: &ReportInput, case: &str) -> String {
+    input
+        .cases
+        .iter()
+        .find(|c| c.name == case)
+        .map(|c| {
+            c.knobs_changed
+                .iter()
+                .map(|(k, v)| format!("{k} = {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default()
+}
+
+fn case_rows(input: &ReportInput, skip_baseline: bool) -> Vec<Row> {
+    input
+        .cases
+        .iter()
+        .skip(usize::from(skip_baseline))
+        .enumerate()
+        .map(|(i, c)| Row {
+            label: c.name.clone(),
+            sublabel: match (i == 0 && !skip_baseline, c.name == "baseline") {
+                (true, true) => String::new(),
+                (true, false) => "(the baseline)".to_string(),
+                _ => knobs_line(input, &c.name),
+            },
+        })
+        .collect()
+}
+
+/// Chart 1: one group per case, one bar per workload, its % change over the
+/// baseline; significant bars solid, the others hatched; the ±threshold band.
+pub fn change_over_baseline(input: &ReportInput, cells: &[CellSummary]) -> String {
+    let threshold = input.rules.significance_pct;
+    let series: Vec<Series> = input
+        .workloads
+        .iter()
+        .enumerate()
+        .map(|(i, w)| Series {
+            name: format!("{} ({})", w.name, w.metric.label()),
+            color: WORKLOAD_COLORS[i % WORKLOAD_COLORS.len()],
+        })
+        .collect();
+    let bars = input
+        .cases
+        .iter()
+        .skip(1)
+        .map(|case| {
+            input
+                .workloads
+                .iter()
+                .map(|w| {
+                    let e = cell(cells, &case.name, &w.name)?.effect?;
+                    Some(Bar {
+                        value: e.change_pct,
+                        solid: e.significant,
+                        label: change(e.change_pct),
+                        tooltip: format!(
+                            "{} × {}: {} {} over the baseline{}",
+                            case.name,
+                            w.name,
+                            change(e.change_pct),
+                            w.metric.label(),
+                            if e.significant {
+                                " (significant)"
+                            } else {
+                                " (not significant)"
+                            }
+                        ),
+                    })
+                })
+                .collect()
+        })
+        .collect();
+    BarChart {
+        id: "change".into(),
+        title: format!(
+            "% change over the baseline, per workload ({})",
+            input.plan_name
+        ),
+        rows: case_rows(input, true),
+        panels: vec![Panel {
+            title: "change of the workload's metric over the baseline's mean".into(),
+            unit: "%".into(),
+            series,
+            bars,
+            band: Some(Band {
+                lo: -threshold,
+                hi: threshold,
+            }),
+        }],
+        keys: vec![
+            Key::Hatched(format!("within ±{threshold}%: not significant")),
+            Key::Band(format!("±{threshold}% of the baseline")),
+        ],
+        empty_message: if input.cases.len() < 2 {
+            "No data: the plan has no case besides the baseline, so there is nothing to compare."
+                .into()
+        } else {
+            "No data: no case has valid runs on a workload where the baseline has valid runs."
+                .into()
+        },
+    }
+    .render()
+}
+
+/// Chart 2 for one workload: MB/s per CPU% of each case, host-wide, the
+/// initiator's and the target's.
+pub fn effectiveness(
+    input: &ReportInput,
+    cells: &[CellSummary],
+    w: &WorkloadInfo,
+    id: usize,
+) -> String {
+    let series = side_series();
+    let bars = input
+        .cases
+        .iter()
+        .map(|case| {
+            let c = cell(cells, &case.name, &w.name);
+            [
+                c.and_then(|c| c.system.mb_per_s_per_cpu_pct),
+                c.and_then(|c| c.initiator.mb_per_s_per_cpu_pct),
+                c.and_then(|c| c.target.mb_per_s_per_cpu_pct),
+            ]
+            .iter()
+            .zip(&series)
+            .map(|(v, s)| {
+                v.map(|v| Bar {
+                    value: v,
+                    solid: true,
+                    label: num(Some(v)),
+                    tooltip: format!(
+                        "{} × {}, {}: {} MB/s per CPU%",
+                        case.name,
+                        w.name,
+                        s.name,
+                        num(Some(v))
+                    ),
+                })
+            })
+            .collect()
+        })
+        .collect();
+    BarChart {
+        id: format!("eff-{id}"),
+        title: format!("{}: MB/s per CPU% (higher is better)", w.name),
+        rows: case_rows(input, false),
+        panels: vec![Panel {
+            title: "MB/s ÷ CPU% (CPU% of all the host's CPUs)".into(),
+            unit: String::new(),
+            series,
+            bars,
+            band: None,
+        }],
+        keys: vec![],
+        empty_message: format!(
+            "No data: no case has valid runs of {} with CPU figures.",
+            w.name
+        ),
+    }
+    .render()
+}
+
+fn side_series() -> Vec<Series> {
+    ["host (system-wide)", "initiator process", "target process"]
+        .iter()
+        .zip(SIDE_COLORS)
+        .map(|(n, c)| Series {
+            name: n.to_string(),
+            color: c,
+        })
+        .collect()
+}
+
+/// Chart 4 for one workload: retransmitted segments and D-SACKs received,
+/// both as % of the segments sent, beside CPU% per side, per case.
+pub fn retrans_and_cpu(
+    input: &ReportInput,
+    cells: &[CellSummary],
+    w: &WorkloadInfo,
+    id: usize,
+) -> String {
+    let mut retrans = Vec::new();
+    let mut cpu = Vec::new();
+    for case in &input.cases {
+        let c = cell(cells, &case.name, &w.name);
+        let tooltip = format!(
+            "{} × {}: {} of {} segments sent retransmitted per run, {} D-SACK segments received",
+            case.name,
+            w.name,
+            num(c.and_then(|c| c.retrans_segs)),
+            num(c.and_then(|c| c.out_segs)),
+            num(c.and_then(|c| c.dsack_segs)),
+        );
+        let bar = |v: f64| Bar {
+            value: v,
+            solid: true,
+            label: format!("{}%", pct_short(v)),
+            tooltip: tooltip.clone(),
+        };
+        retrans.push(vec![
+            c.and_then(|c| c.retrans_pct).map(bar),
+            c.and_then(|c| c.dsack_pct).map(bar),
+        ]);
+        let sides = [
+            ("host", c.and_then(|c| c.system.cpu_pct)),
+            ("initiator", c.and_then(|c| c.initiator.cpu_pct)),
+            ("target", c.and_then(|c| c.target.cpu_pct)),
+        ];
+        cpu.push(
+            sides
+                .iter()
+                .map(|(side, v)| {
+                    v.map(|v| Bar {
+                        value: v,
+                        solid: true,
+                        label: format!("{}%", pct(Some(v))),
+                        tooltip: format!(
+                            "{} × {}: {side} CPU {}% of all CPUs",
+                            case.name,
+                            w.name,
+                            pct(Some(v))
+                        ),
+                    })
+                })
+                .collect(),
+        );
+    }
+    let mut cpu_series = side_series();
+    cpu_series[0].name = "host busy (system-wide)".into();
+    BarChart {
+        id: format!("retr-{id}"),
+        title: format!("{}: retransmissions and CPU", w.name),
+        rows: case_rows(input, false),
+        panels: vec![
+            Panel {
+                title: "retransmitted and D-SACK, % of segments sent".into(),
+                unit: "%".into(),
+                series: vec![
+                    Series {
+                        name: "retransmitted segments".into(),
+                        color: RETRANS_COLOR,
+                    },
+                    Series {
+                        name: "D-SACKs received (spurious retransmits)".into(),
+                        color: DSACK_COLOR,
+                    },
+                ],
+                bars: retrans,
+                band: None,
+            },
+            Panel {
+                title: "CPU, % of all CPUs".into(),
+                unit: "%".into(),
+                series: cpu_series,
+                bars: cpu,
+                band: None,
+            },
+        ],
+        keys: vec![],
+        empty_message: format!("No data: no case has valid runs of {}.", w.name),
+    }
+    .render()
+}
+
+/// Retransmission shares are small: keep three significant digits.
+fn pct_short(v: f64) -> String {
+    if v == 0.0 {
+        "0".into()
+    } else if v.abs() >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// The x categories shared by a workload's histograms: every bucket any case
+/// has, and the doublings between them, ascending (at most 64).
+pub fn shared_uppers(hists: &[&Buckets]) -> Vec<f64> {
+    let mut all: Vec<f64> = hists.iter().flat_map(|h| h.iter().map(|b| b.0)).collect();
+    all.sort_by(f64::total_cmp);
+    all.dedup();
+    let mut out: Vec<f64> = Vec::new();
+    for u in all {
+        if let Some(&last) = out.last() {
+            let mut next = last * 2.0;
+            while next < u * 0.999 && out.len() < 64 {
+                out.push(next);
+                next *= 2.0;
+            }
+        }
+        if out.len() < 64 {
+            out.push(u);
+        }
+    }
+    out
+}
+
+fn aligned(uppers: &[f64], hist: &Buckets) -> Vec<u64> {
+    uppers
+        .iter()
+        .map(|u| {
+            hist.iter()
+                .filter(|b| (b.0 - u).abs() <= u * 1e-9)
+                .map(|b| b.1)
+                .sum()
+        })
+        .collect()
+}
+
+/// Chart 3 for one workload: a small multiple per case, reads and writes.
+pub fn histograms(input: &ReportInput, cells: &[CellSummary], w: &WorkloadInfo) -> Vec<String> {
+    let of_workload: Vec<&CellSummary> = input
+        .cases
+        .iter()
+        .filter_map(|c| cell(cells, &c.name, &w.name))
+        .collect();
+    let hists: Vec<&Buckets> = of_workload
+        .iter()
+        .flat_map(|c| [&c.read.hist, &c.write.hist])
+        .collect();
+    let uppers = shared_uppers(&hists);
+    input
+        .cases
+        .iter()
+        .map(|case| {
+            let c = cell(cells, &case.name, &w.name);
+            let empty_message = match c {
+                Some(c) if c.runs_valid + c.runs_invalid == 0 => "not run".to_string(),
+                Some(c) if c.runs_valid == 0 => "no valid runs".to_string(),
+                Some(c) if c.hist_runs == 0 => {
+                    "no histogram: the runs' results carry no lat_hist".to_string()
+                }
+                _ => "no histogram".to_string(),
+            };
+            let empty = Buckets::new();
+            let (read, write) = c.map_or((&empty, &empty), |c| (&c.read.hist, &c.write.hist));
+            Histogram {
+                title: case.name.clone(),
+                uppers: uppers.clone(),
+                series: vec![
+                    (
+                        Series {
+                            name: "read".into(),
+                            color: READ_COLOR,
+                        },
+                        aligned(&uppers, read),
+                    ),
+                    (
+                        Series {
+                            name: "write".into(),
+                            color: WRITE_COLOR,
+                        },
+                        aligned(&uppers, write),
+                    ),
+                ],
+                empty_message,
+            }
+            .render()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_uppers_fill_the_doublings() {
+        let a: Buckets = vec![(16.0, 1), (64.0, 2)];
+        let b: Buckets = vec![(256.0, 1)];
+        assert_eq!(
+            shared_uppers(&[&a, &b]),
+            vec![16.0, 32.0, 64.0, 128.0, 256.0]
+        );
+        assert_eq!(aligned(&[16.0, 32.0, 64.0], &a), vec![1, 0, 2]);
+        assert!(shared_uppers(&[]).is_empty());
+    }
+}

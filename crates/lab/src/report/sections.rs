@@ -1,0 +1,832 @@
+//! The report's sections in order (METHODOLOGY.md "Reports"): headline,
+//! test cases, % change over the baseline, CPU effectiveness, throughput
+//! beside CPU, latency, retransmissions and CPU, recommended configuration,
+//! notes, environment, and the plan file.
+
+use super::charts::{self, knobs_line};
+use super::document::{para, table, Block, Cell, Span};
+use super::numbers::{change, num, pct, short_us};
+use super::recommend::{self, Finding};
+use super::{notes, summarize, Buckets, CellSummary, Latency, ReportInput, WorkloadInfo};
+use crate::stats::Next;
+
+/// Every block of the report.
+pub fn build(input: &ReportInput) -> Vec<Block> {
+    let cells = summarize(input);
+    let mut b = Vec::new();
+    b.extend(front(input, &cells));
+    b.extend(headline(input, &cells));
+    b.extend(cases(input));
+    b.extend(change_section(input, &cells));
+    b.extend(effectiveness(input, &cells));
+    b.extend(throughput_beside_cpu(input, &cells));
+    b.extend(latency(input, &cells));
+    b.extend(retransmissions(input, &cells));
+    b.extend(recommended(input, &cells));
+    b.extend(notes_section(input, &cells));
+    b.extend(environment(input));
+    b.extend(appendix(input));
+    b
+}
+
+fn cell<'a>(cells: &'a [CellSummary], case: &str, workload: &str) -> Option<&'a CellSummary> {
+    cells
+        .iter()
+        .find(|c| c.case == case && c.workload == workload)
+}
+
+fn of_workload<'a>(
+    input: &'a ReportInput,
+    cells: &'a [CellSummary],
+    w: &'a WorkloadInfo,
+) -> impl Iterator<Item = (&'a str, Option<&'a CellSummary>)> + 'a {
+    input
+        .cases
+        .iter()
+        .map(move |c| (c.name.as_str(), cell(cells, &c.name, &w.name)))
+}
+
+/// "yes", "no (cap)", "unfinished", "no valid runs", "not run".
+pub fn convergence(c: Option<&CellSummary>) -> &'static str {
+    match c {
+        Some(c) if c.runs_valid + c.runs_invalid == 0 => "not run",
+        Some(c) if c.runs_valid == 0 => "no valid runs",
+        Some(c) => match c.next {
+            Next::Converged => "yes",
+            Next::NotConverged => "no (cap)",
+            Next::RunAgain => "unfinished",
+        },
+        None => "not run",
+    }
+}
+
+/// A change over the baseline: emphasised when significant.
+fn change_cell(input: &ReportInput, case: &str, c: Option<&CellSummary>) -> Cell {
+    if input.baseline().is_some_and(|b| b.name == case) {
+        return "baseline".into();
+    }
+    match c.and_then(|c| c.effect) {
+        Some(e) => Cell {
+            text: change(e.change_pct),
+            strong: e.significant,
+        },
+        None => "–".into(),
+    }
+}
+
+fn front(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
+    let env = &input.environment;
+    let r = &input.rules;
+    let valid: usize = input.records.iter().filter(|r| r.valid).count();
+    let when = match (env.started_at.is_empty(), env.finished_at.is_empty()) {
+        (false, false) => format!("{} to {}", env.started_at, env.finished_at),
+        (false, true) => format!("{} (unfinished)", env.started_at),
+        _ => "unknown".to_string(),
+    };
+    let converged = cells.iter().filter(|c| c.converged).count();
+    let item = |k: &str, v: String| {
+        (
+            vec![Span::Strong(format!("{k}:")), Span::Text(format!(" {v}"))],
+            vec![],
+        )
+    };
+    let mut b = vec![Block::Heading(
+        1,
+        format!("isoe lab report: {}", input.plan_name),
+        None,
+    )];
+    if !input.plan_description.is_empty() {
+        b.push(para(input.plan_description.clone()));
+    }
+    b.push(Block::List(vec![
+        item("Plan", format!("{}, from {}", input.plan_name, input.plan_source)),
+        item("Topology", input.topology.clone()),
+        item("Date", when),
+        item(
+            "Host",
+            format!("{} — {}, {} CPUs, kernel {}", env.host, env.cpu_model, env.ncpus, env.kernel),
+        ),
+        item(
+            "Rules",
+            format!(
+                "at least {} runs per case × workload, more while the RSD is above {}%, at most {}; \
+                 an effect is significant above ±{}% of the baseline's mean; runs with more than {}% \
+                 CPU steal are repeated",
+                r.min_runs, r.rsd_target_pct, r.max_runs, r.significance_pct, r.steal_max_pct
+            ),
+        ),
+        item(
+            "Runs",
+            format!(
+                "{} cases × {} workloads, {} valid runs of {}; {} of {} cells converged",
+                input.cases.len(),
+                input.workloads.len(),
+                valid,
+                input.records.len(),
+                converged,
+                cells.len()
+            ),
+        ),
+        item(
+            "Units",
+            "MB = 10^6 bytes, KiB = 1024 bytes; CPU% is a share of all the host's CPUs (0–100); \
+             CPU-µs per I/O is busy CPU time ÷ commands"
+                .to_string(),
+        ),
+    ]));
+    b
+}
+
+fn headline(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
+    let mut b = vec![
+        Block::Heading(2, "Headline".into(), Some("headline")),
+        Block::Para(vec![
+            Span::Text("One table per workload. ".into()),
+            Span::Strong("Bold".into()),
+            Span::Text(format!(
+                " changes are significant (more than ±{}% of the baseline's mean). \
+                 RSD: relative standard deviation of the runs; converged: RSD at most {}%. \
+                 MB/s per CPU%: host-wide, all CPUs.",
+                input.rules.significance_pct, input.rules.rsd_target_pct
+            )),
+        ]),
+    ];
+    for w in &input.workloads {
+        b.push(Block::Heading(
+            3,
+            format!("{} ({})", w.name, w.metric.label()),
+            None,
+        ));
+        if !w.description.is_empty() {
+            b.push(para(w.description.clone()));
+        }
+        let m = w.metric.label();
+        let rows = of_workload(input, cells, w)
+            .map(|(case, c)| {
+                let s = c.and_then(|c| c.stats);
+                vec![
+                    case.into(),
+                    num(s.map(|s| s.mean)).into(),
+                    num(s.map(|s| s.median)).into(),
+                    pct(s.map(|s| s.rsd_pct)).into(),
+                    c.map_or(0, |c| c.runs_valid).to_string().into(),
+                    convergence(c).into(),
+                    change_cell(input, case, c),
+                    num(c.and_then(|c| c.initiator.cpu_us_per_io)).into(),
+                    num(c.and_then(|c| c.target.cpu_us_per_io)).into(),
+                    num(c.and_then(|c| c.system.mb_per_s_per_cpu_pct)).into(),
+                ]
+            })
+            .collect();
+        b.push(table(
+            &[
+                "case",
+                &format!("{m} mean"),
+                "median",
+                "RSD %",
+                "N",
+                "converged",
+                "vs baseline",
+                "initiator CPU-µs/IO",
+                "target CPU-µs/IO",
+                "MB/s per CPU%",
+            ],
+            &[false, true, true, true, true, false, true, true, true, true],
+            rows,
+        ));
+    }
+    b
+}
+
+fn cases(input: &ReportInput) -> Vec<Block> {
+    let rows = input
+        .cases
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let knobs = if i == 0 {
+                let all: Vec<String> = input
+                    .baseline_knobs
+                    .iter()
+                    .map(|(k, v)| format!("{k} = {v}"))
+                    .collect();
+                if all.is_empty() {
+                    "(the baseline: defaults)".to_string()
+                } else {
+                    format!("(the baseline) {}", all.join(", "))
+                }
+            } else {
+                knobs_line(input, &c.name)
+            };
+            // The topology its runs used (a plan may run a case elsewhere).
+            let mut topologies: Vec<&str> = input
+                .records
+                .iter()
+                .filter(|r| r.case == c.name)
+                .map(|r| r.topology.as_str())
+                .collect();
+            topologies.sort_unstable();
+            topologies.dedup();
+            let topology = if topologies.is_empty() {
+                input.topology.clone()
+            } else {
+                topologies.join(", ")
+            };
+            vec![
+                c.name.as_str().into(),
+                knobs.into(),
+                topology.into(),
+                c.description.as_str().into(),
+            ]
+        })
+        .collect();
+    vec![
+        Block::Heading(2, "Test cases".into(), Some("cases")),
+        para("The baseline, then cases that each change one setting (or a few) from it (seed 001 Tables 1–5)."),
+        table(
+            &["case", "changes from the baseline", "topology", "description"],
+            &[false, false, false, false],
+            rows,
+        ),
+    ]
+}
+
+fn change_section(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
+    let t = input.rules.significance_pct;
+    let mut head = vec!["case".to_string()];
+    head.extend(
+        input
+            .workloads
+            .iter()
+            .map(|w| format!("{} ({})", w.name, w.metric.label())),
+    );
+    let rows = input
+        .cases
+        .iter()
+        .skip(1)
+        .map(|c| {
+            let mut row: Vec<Cell> = vec![c.name.as_str().into()];
+            row.extend(
+                input
+                    .workloads
+                    .iter()
+                    .map(|w| change_cell(input, &c.name, cell(cells, &c.name, &w.name))),
+            );
+            row
+        })
+        .collect();
+    let mut right = vec![false];
+    right.extend(input.workloads.iter().map(|_| true));
+    let mut b = vec![
+        Block::Heading(2, "% change over the baseline".into(), Some("change")),
+        para(format!(
+            "Each case's mean against the baseline's mean, per workload (seed 001 Figures 3–9). \
+             Changes within ±{t}% are not significant: hatched in the chart, plain in the table."
+        )),
+        Block::Figure {
+            svg: charts::change_over_baseline(input, cells),
+            caption: format!(
+                "% change over the baseline; solid bars are significant (beyond ±{t}%), the grey band is ±{t}%."
+            ),
+        },
+    ];
+    if input.cases.len() > 1 {
+        b.push(Block::Table { head, right, rows });
+    } else {
+        b.push(para("No cases besides the baseline: nothing to compare."));
+    }
+    b
+}
+
+fn effectiveness(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
+    let mut b = vec![
+        Block::Heading(2, "CPU effectiveness: MB/s per CPU%".into(), Some("effectiveness")),
+        para(
+            "Throughput per percent of the host's CPU (seed 000's headline metric): host-wide from \
+             /proc/stat, and per process for the initiator and the target. Higher is better.",
+        ),
+    ];
+    for (i, w) in input.workloads.iter().enumerate() {
+        b.push(Block::Figure {
+            svg: charts::effectiveness(input, cells, w, i),
+            caption: format!(
+                "{}: MB/s per CPU%, host-wide, initiator and target, per case.",
+                w.name
+            ),
+        });
+    }
+    let rows = input
+        .workloads
+        .iter()
+        .flat_map(|w| {
+            of_workload(input, cells, w).map(|(case, c)| {
+                vec![
+                    w.name.as_str().into(),
+                    case.into(),
+                    num(c.and_then(|c| c.system.mb_per_s_per_cpu_pct)).into(),
+                    num(c.and_then(|c| c.initiator.mb_per_s_per_cpu_pct)).into(),
+                    num(c.and_then(|c| c.target.mb_per_s_per_cpu_pct)).into(),
+                    num(c.and_then(|c| c.system.iops_per_cpu_pct)).into(),
+                    num(c.and_then(|c| c.initiator.iops_per_cpu_pct)).into(),
+                ]
+            })
+        })
+        .collect();
+    b.push(table(
+        &[
+            "workload",
+            "case",
+            "host MB/s per CPU%",
+            "initiator MB/s per CPU%",
+            "target MB/s per CPU%",
+            "host IOPS per CPU%",
+            "initiator IOPS per CPU%",
+        ],
+        &[false, false, true, true, true, true, true],
+        rows,
+    ));
+    b
+}
+
+fn throughput_beside_cpu(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
+    let mut b = vec![
+        Block::Heading(2, "Throughput beside CPU".into(), Some("throughput")),
+        para(
+            "Seed 004's layout: large-block workloads in MB/s, small-block workloads in IOPS, each \
+             beside the CPU it cost on each side (CPU% of all CPUs, and CPU-µs per I/O).",
+        ),
+    ];
+    for large in [true, false] {
+        let (title, unit) = if large {
+            ("Large-block workloads (MB/s)", "MB/s")
+        } else {
+            ("Small-block workloads (IOPS)", "IOPS")
+        };
+        b.push(Block::Heading(3, title.into(), None));
+        let rows: Vec<Vec<Cell>> = input
+            .workloads
+            .iter()
+            .filter(|w| w.large_block == large)
+            .flat_map(|w| {
+                of_workload(input, cells, w).map(move |(case, c)| {
+                    let value = if large {
+                        c.and_then(|c| c.mb_per_s)
+                    } else {
+                        c.and_then(|c| c.iops)
+                    };
+                    vec![
+                        w.name.as_str().into(),
+                        case.into(),
+                        num(value).into(),
+                        pct(c.and_then(|c| c.initiator.cpu_pct)).into(),
+                        pct(c.and_then(|c| c.target.cpu_pct)).into(),
+                        pct(c.and_then(|c| c.system.cpu_pct)).into(),
+                        num(c.and_then(|c| c.initiator.cpu_us_per_io)).into(),
+                        num(c.and_then(|c| c.target.cpu_us_per_io)).into(),
+                        num(c.and_then(|c| c.system.cpu_us_per_io)).into(),
+                    ]
+                })
+            })
+            .collect();
+        if rows.is_empty() {
+            b.push(para(format!(
+                "None in this plan: no workload is {}.",
+                if large { "large-block" } else { "small-block" }
+            )));
+            continue;
+        }
+        b.push(table(
+            &[
+                "workload",
+                "case",
+                unit,
+                "initiator CPU %",
+                "target CPU %",
+                "host busy %",
+                "initiator CPU-µs/IO",
+                "target CPU-µs/IO",
+                "host CPU-µs/IO",
+            ],
+            &[false, false, true, true, true, true, true, true, true],
+            rows,
+        ));
+    }
+    b
+}
+
+/// A histogram as a line of block characters over `uppers` (· for empty).
+fn sparkline(uppers: &[f64], hist: &Buckets) -> String {
+    let total: u64 = hist.iter().map(|b| b.1).sum();
+    if total == 0 {
+        return "–".into();
+    }
+    let counts: Vec<u64> = uppers
+        .iter()
+        .map(|u| {
+            hist.iter()
+                .filter(|b| (b.0 - u).abs() <= u * 1e-9)
+                .map(|b| b.1)
+                .sum()
+        })
+        .collect();
+    let max = counts.iter().copied().max().unwrap_or(1).max(1) as f64;
+    const LEVELS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    counts
+        .iter()
+        .map(|&c| {
+            if c == 0 {
+                '·'
+            } else {
+                LEVELS[(((c as f64 / max) * 8.0).ceil() as usize).clamp(1, 8) - 1]
+            }
+        })
+        .collect()
+}
+
+/// "read p50 120 µs, p99 250 µs", or "no reads".
+fn percentiles(direction: &str, l: &Latency) -> String {
+    match (l.us_p50, l.us_p99) {
+        (None, None) => format!("no {direction}s"),
+        (p50, p99) => format!("{direction} p50 {} µs, p99 {} µs", num(p50), num(p99)),
+    }
+}
+
+fn latency(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
+    let mut b = vec![
+        Block::Heading(2, "Latency".into(), Some("latency")),
+        para(
+            "Per command, submit to status, in µs (seed 003). Percentiles are the means of the runs' \
+             percentiles; histograms sum the runs' log2 buckets (a bucket holds latencies above half \
+             its bound up to its bound) and show each direction's share of its I/Os.",
+        ),
+    ];
+    for w in &input.workloads {
+        b.push(Block::Heading(3, format!("{} latency", w.name), None));
+        let hists: Vec<&Buckets> = of_workload(input, cells, w)
+            .filter_map(|(_, c)| c)
+            .flat_map(|c| [&c.read.hist, &c.write.hist])
+            .collect();
+        let uppers = charts::shared_uppers(&hists);
+        let svgs = charts::histograms(input, cells, w);
+        let grid = of_workload(input, cells, w)
+            .zip(svgs)
+            .map(|((case, c), svg)| {
+                let caption = match c {
+                    Some(c) if c.runs_valid > 0 => format!(
+                        "{case}: {}; {} ({} of {} runs with a histogram)",
+                        percentiles("read", &c.read),
+                        percentiles("write", &c.write),
+                        c.hist_runs,
+                        c.runs_valid
+                    ),
+                    _ => format!("{case}: no valid runs"),
+                };
+                (svg, caption)
+            })
+            .collect();
+        b.push(Block::Grid(grid));
+        let range = match (uppers.first(), uppers.last()) {
+            (Some(lo), Some(hi)) => format!(", {}–{} µs", short_us(lo / 2.0), short_us(*hi)),
+            _ => String::new(),
+        };
+        let rows = of_workload(input, cells, w)
+            .map(|(case, c)| {
+                let empty = Buckets::new();
+                let (rh, wh) = c.map_or((&empty, &empty), |c| (&c.read.hist, &c.write.hist));
+                vec![
+                    case.into(),
+                    num(c.and_then(|c| c.read.us_p50)).into(),
+                    num(c.and_then(|c| c.read.us_p99)).into(),
+                    num(c.and_then(|c| c.write.us_p50)).into(),
+                    num(c.and_then(|c| c.write.us_p99)).into(),
+                    sparkline(&uppers, rh).into(),
+                    sparkline(&uppers, wh).into(),
+                ]
+            })
+            .collect();
+        b.push(table(
+            &[
+                "case",
+                "read p50 µs",
+                "read p99 µs",
+                "write p50 µs",
+                "write p99 µs",
+                &format!("read histogram{range}"),
+                &format!("write histogram{range}"),
+            ],
+            &[false, true, true, true, true, false, false],
+            rows,
+        ));
+    }
+    b
+}
+
+fn retransmissions(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
+    let mut b = vec![
+        Block::Heading(2, "Retransmissions and CPU".into(), Some("retransmissions")),
+        para(
+            "TCP segments retransmitted as a share of segments sent (/proc/net/snmp), with the D-SACK \
+             segments received beside them: on veth most retransmissions are spurious (reordering), \
+             and a D-SACK says so. CPU beside it, as in seed 001 Figure 6. Counts are means per run.",
+        ),
+    ];
+    for (i, w) in input.workloads.iter().enumerate() {
+        b.push(Block::Heading(
+            3,
+            format!("{} retransmissions and CPU", w.name),
+            None,
+        ));
+        b.push(Block::Figure {
+            svg: charts::retrans_and_cpu(input, cells, w, i),
+            caption: format!(
+                "{}: retransmitted segments (% of sent, D-SACKs beside) and CPU per side.",
+                w.name
+            ),
+        });
+        let rows = of_workload(input, cells, w)
+            .map(|(case, c)| {
+                vec![
+                    case.into(),
+                    c.and_then(|c| c.retrans_pct)
+                        .map_or("–".into(), |v| format!("{v:.3}"))
+                        .into(),
+                    num(c.and_then(|c| c.retrans_segs)).into(),
+                    num(c.and_then(|c| c.dsack_segs)).into(),
+                    num(c.and_then(|c| c.out_segs)).into(),
+                    pct(c.and_then(|c| c.system.cpu_pct)).into(),
+                    pct(c.and_then(|c| c.initiator.cpu_pct)).into(),
+                    pct(c.and_then(|c| c.target.cpu_pct)).into(),
+                ]
+            })
+            .collect();
+        b.push(table(
+            &[
+                "case",
+                "retransmitted %",
+                "retransmitted segs",
+                "D-SACK segs",
+                "sent segs",
+                "host busy %",
+                "initiator CPU %",
+                "target CPU %",
+            ],
+            &[false, true, true, true, true, true, true, true],
+            rows,
+        ));
+    }
+    b
+}
+
+fn finding_item(verdict: &str, f: &Finding) -> (Vec<Span>, Vec<String>) {
+    let mut spans = vec![Span::Strong(format!("{verdict}:")), Span::Text(" ".into())];
+    for (i, s) in f.settings.iter().enumerate() {
+        if i > 0 {
+            spans.push(Span::Text(", ".into()));
+        }
+        spans.push(Span::Code(format!("{} = {}", s.knob, s.value)));
+        spans.push(Span::Text(format!(" (baseline: {})", s.baseline)));
+    }
+    if f.settings.is_empty() {
+        spans.push(Span::Text("(no knobs named)".into()));
+    }
+    let cpu = f.cpu_change_pct.map_or(String::new(), |c| {
+        format!("; host CPU-µs per I/O {}", change(c))
+    });
+    let mut caveat = String::new();
+    if !f.converged {
+        caveat.push_str("; RSD not converged, treat with care");
+    }
+    if !f.skipped.is_empty() {
+        caveat.push_str(&format!(
+            "; not applied in some runs: {}",
+            f.skipped.join(", ")
+        ));
+    }
+    spans.push(Span::Text(format!(
+        " — case {}: {} {}{cpu}{caveat}",
+        f.case,
+        change(f.change_pct),
+        f.metric.label()
+    )));
+    (spans, vec![])
+}
+
+fn recommended(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
+    let t = input.rules.significance_pct;
+    let advice = recommend::recommend(input, cells);
+    let overall = recommend::overall(input, &advice);
+    let mut b = vec![
+        Block::Heading(2, "Recommended configuration".into(), Some("recommended")),
+        para(format!(
+            "As in seed 001 Tables 6–9: only settings whose case changed a workload's metric by more \
+             than ±{t}% of the baseline are listed. Gains are recommended for that workload, losses \
+             are to avoid; a setting that only saved CPU (host CPU-µs per I/O down by more than {t}%) \
+             is listed apart."
+        )),
+        Block::Heading(3, "Over all workloads".into(), None),
+    ];
+    if overall.is_empty() {
+        b.push(para(format!(
+            "No setting had a significant effect (beyond ±{t}%) on any workload: keep the baseline."
+        )));
+    } else {
+        let effects = |list: &[(String, f64)]| {
+            if list.is_empty() {
+                "–".to_string()
+            } else {
+                list.iter()
+                    .map(|(w, p)| format!("{w} {}", change(*p)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        };
+        let rows = overall
+            .iter()
+            .map(|o| {
+                let settings = o
+                    .settings
+                    .iter()
+                    .map(|s| s.knob.clone())
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let baseline = o
+                    .settings
+                    .iter()
+                    .map(|s| s.baseline.clone())
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let value = o
+                    .settings
+                    .iter()
+                    .map(|s| s.value.clone())
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                vec![
+                    if settings.is_empty() {
+                        "(no knobs named)".into()
+                    } else {
+                        settings.into()
+                    },
+                    baseline.into(),
+                    value.into(),
+                    o.case.as_str().into(),
+                    effects(&o.gains).into(),
+                    effects(&o.losses).into(),
+                    Cell {
+                        text: o.verdict.label().into(),
+                        strong: true,
+                    },
+                ]
+            })
+            .collect();
+        b.push(table(
+            &[
+                "setting",
+                "baseline value",
+                "case value",
+                "case",
+                "gains",
+                "losses",
+                "verdict",
+            ],
+            &[false, false, false, false, false, false, false],
+            rows,
+        ));
+    }
+    for a in &advice {
+        b.push(Block::Heading(
+            3,
+            format!("{} ({})", a.workload, a.metric.label()),
+            None,
+        ));
+        let mut items: Vec<(Vec<Span>, Vec<String>)> = Vec::new();
+        items.extend(a.gains.iter().map(|f| finding_item("Recommended", f)));
+        items.extend(a.losses.iter().map(|f| finding_item("Avoid", f)));
+        items.extend(a.cpu_savings.iter().map(|f| finding_item("Saves CPU", f)));
+        items.extend(a.not_applied.iter().map(|f| {
+            (
+                vec![
+                    Span::Strong("Not applied:".into()),
+                    Span::Text(format!(
+                        " case {} could not apply {}, so its {} {} says nothing about the setting.",
+                        f.case,
+                        f.skipped.join(", "),
+                        change(f.change_pct),
+                        f.metric.label()
+                    )),
+                ],
+                vec![],
+            )
+        }));
+        if a.gains.is_empty() && a.losses.is_empty() {
+            let text = if a.compared == 0 {
+                "No data: no case could be compared with the baseline on this workload.".to_string()
+            } else {
+                format!(
+                    "No significant effect: no case changed {} by more than ±{t}% ({} compared).",
+                    a.metric.label(),
+                    if a.compared == 1 {
+                        "1 case".to_string()
+                    } else {
+                        format!("{} cases", a.compared)
+                    }
+                )
+            };
+            items.insert(0, (vec![Span::Text(text)], vec![]));
+        }
+        b.push(Block::List(items));
+    }
+    b
+}
+
+fn notes_section(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
+    let notes = notes(input, cells);
+    let mut b = vec![Block::Heading(2, "Notes".into(), Some("notes"))];
+    if notes.is_empty() {
+        b.push(para(
+            "Nothing to note: every cell converged, no run was left out, every knob was applied.",
+        ));
+    } else {
+        b.push(Block::List(
+            notes
+                .into_iter()
+                .map(|n| (vec![Span::Text(n.text)], n.items))
+                .collect(),
+        ));
+    }
+    b
+}
+
+fn environment(input: &ReportInput) -> Vec<Block> {
+    let e = &input.environment;
+    let or_unknown = |s: &str| {
+        if s.is_empty() {
+            "unknown".to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    let mut rows: Vec<Vec<Cell>> = vec![
+        vec!["host".into(), or_unknown(&e.host).into()],
+        vec!["kernel".into(), or_unknown(&e.kernel).into()],
+        vec![
+            "CPU".into(),
+            format!("{} ({} CPUs)", or_unknown(&e.cpu_model), e.ncpus).into(),
+        ],
+        vec!["memory".into(), or_unknown(&e.memory).into()],
+        vec!["isoe".into(), or_unknown(&e.isoe_version).into()],
+        vec!["topology".into(), input.topology.as_str().into()],
+        vec!["started".into(), or_unknown(&e.started_at).into()],
+        vec!["finished".into(), or_unknown(&e.finished_at).into()],
+    ];
+    rows.extend(
+        e.peer_versions
+            .iter()
+            .map(|(k, v)| vec![k.as_str().into(), v.as_str().into()]),
+    );
+    let mut b = vec![
+        Block::Heading(2, "Environment".into(), Some("environment")),
+        table(&["item", "value"], &[false, false], rows),
+        Block::Heading(3, "NIC features (ethtool)".into(), None),
+    ];
+    if e.nic_features.trim().is_empty() {
+        b.push(para("Not recorded."));
+    } else {
+        b.push(Block::Code {
+            lang: String::new(),
+            text: e.nic_features.clone(),
+        });
+    }
+    b
+}
+
+fn appendix(input: &ReportInput) -> Vec<Block> {
+    vec![
+        Block::Heading(2, "Appendix: the plan file".into(), Some("plan")),
+        Block::Para(vec![
+            Span::Text("Source: ".into()),
+            Span::Code(input.plan_source.clone()),
+        ]),
+        if input.plan_text.trim().is_empty() {
+            para("Not recorded.")
+        } else {
+            Block::Code {
+                lang: "toml".into(),
+                text: input.plan_text.clone(),
+            }
+        },
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sparklines_scale_to_the_largest_bucket() {
+        let uppers = [16.0, 32.0, 64.0, 128.0];
+        let hist: Buckets = vec![(16.0, 1), (64.0, 8), (128.0, 4)];
+        assert_eq!(sparkline(&uppers, &hist), "▁·█▄");
+        assert_eq!(sparkline(&uppers, &Buckets::new()), "–");
+    }
+}

@@ -1,0 +1,528 @@
+//! The report on hand-made records: the summaries against arithmetic done
+//! by hand, the Markdown's headline rows and recommendations, the HTML's
+//! well-formedness and escaping, and charts that say when they have no data.
+
+use isoe_lab::record::{Metric, RunRecord};
+use isoe_lab::report::{
+    render_html, render_markdown, summarize, write_reports, CaseInfo, CellSummary, Environment,
+    ReportInput, WorkloadInfo,
+};
+use isoe_lab::stats::{Next, Rules};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+const EVIL: &str = "<script>";
+
+fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// A run whose bench JSON holds the metric and a few CPU figures.
+fn run(case: &str, workload: &str, n: u32, metric: Metric, value: f64, cpu_us: f64) -> RunRecord {
+    let mut bench = json!({
+        "iops": if metric == Metric::Iops { value } else { value * 4.0 },
+        "mb_per_s": if metric == Metric::MbPerS { value } else { value / 100.0 },
+        "initiator_cpu_us_per_io": cpu_us,
+        "target_cpu_us_per_io": cpu_us * 2.0,
+        "system_cpu_us_per_io": cpu_us * 3.0,
+        "initiator_cpu_pct": 10.0,
+        "target_cpu_pct": 20.0,
+        "cpu": {"busy_pct": 40.0},
+        "mb_per_s_per_cpu_pct": 2.5,
+        "retrans_pct": 0.5,
+        "out_segs": 1000.0,
+        "retrans_segs": 5.0,
+        "dsack_segs": 4.0,
+        "read": {"ios": 10, "lat_us": {"p50": 100.0, "p99": 300.0}},
+        "write": {"ios": 0, "lat_us": {"p50": 0.0, "p99": 0.0}},
+        "lat_hist": {"read": [[64.0, 2], [128.0, 6], [512.0, 2]], "write": []},
+    });
+    if case != "baseline" {
+        // Only the baseline's runs carry histograms, and the target's CPU
+        // is unknown in case "fast" (tgt's process not found).
+        bench.as_object_mut().unwrap().remove("lat_hist");
+    }
+    if case == "fast" {
+        bench["target_cpu_us_per_io"] = Value::Null;
+        bench["target_cpu_pct"] = Value::Null;
+    }
+    RunRecord {
+        plan: "hand".into(),
+        case: case.into(),
+        workload: workload.into(),
+        run: n,
+        topology: "loopback".into(),
+        knobs: BTreeMap::new(),
+        skipped_knobs: BTreeMap::new(),
+        metric,
+        value,
+        steal_pct: 0.1,
+        valid: true,
+        invalid_reason: None,
+        bench,
+        started_at: "2026-11-21T08:00:00Z".into(),
+    }
+}
+
+/// baseline, "fast" (mtu = 9000) and "<script>" (tso = off), on an IOPS and
+/// an MB/s workload, with these values:
+///
+/// | case     | small (IOPS)                       | large (MB/s)          |
+/// |----------|------------------------------------|-----------------------|
+/// | baseline | 1000, 1010, 990                    | 100, 100, 100         |
+/// | fast     | 1100, 1100, 1100                   | 103, 104, 102         |
+/// | <script> | 920, 960, 930, 950, 940, 940       | 80, 80, 80 (+1 stolen)|
+fn input() -> ReportInput {
+    let (s, l) = (Metric::Iops, Metric::MbPerS);
+    let mut records = Vec::new();
+    for (i, v) in [1000.0, 1010.0, 990.0].into_iter().enumerate() {
+        // CPU-µs per I/O 10, 12, 14: mean 12.
+        records.push(run(
+            "baseline",
+            "small",
+            i as u32 + 1,
+            s,
+            v,
+            10.0 + 2.0 * i as f64,
+        ));
+    }
+    for (i, v) in [100.0, 100.0, 100.0].into_iter().enumerate() {
+        records.push(run("baseline", "large", i as u32 + 1, l, v, 50.0));
+    }
+    for (i, v) in [1100.0, 1100.0, 1100.0].into_iter().enumerate() {
+        records.push(run("fast", "small", i as u32 + 1, s, v, 9.0));
+    }
+    for (i, v) in [103.0, 104.0, 102.0].into_iter().enumerate() {
+        records.push(run("fast", "large", i as u32 + 1, l, v, 45.0));
+    }
+    for (i, v) in [920.0, 960.0, 930.0, 950.0, 940.0, 940.0]
+        .into_iter()
+        .enumerate()
+    {
+        records.push(run(EVIL, "small", i as u32 + 1, s, v, 13.0));
+    }
+    for (i, v) in [80.0, 50.0, 80.0, 80.0].into_iter().enumerate() {
+        let mut r = run(EVIL, "large", i as u32 + 1, l, v, 60.0);
+        if i == 1 {
+            r.valid = false;
+            r.steal_pct = 9.0;
+            r.invalid_reason = Some("steal 9.0% above 5%".into());
+        }
+        r.skipped_knobs = if i == 0 {
+            map(&[("gro", "fixed on the device")])
+        } else {
+            BTreeMap::new()
+        };
+        records.push(r);
+    }
+    ReportInput {
+        plan_name: "hand & <made>".into(),
+        plan_description: "Hand-made records.".into(),
+        plan_source: "tests/report.rs".into(),
+        plan_text: "name = \"hand\"\n# ``` a fence inside\n".into(),
+        rules: Rules::default(),
+        topology: "loopback".into(),
+        baseline_knobs: map(&[("mtu", "1500"), ("tso", "on")]),
+        cases: vec![
+            CaseInfo {
+                name: "baseline".into(),
+                description: "defaults".into(),
+                knobs_changed: BTreeMap::new(),
+            },
+            CaseInfo {
+                name: "fast".into(),
+                description: "jumbo frames".into(),
+                knobs_changed: map(&[("mtu", "9000")]),
+            },
+            CaseInfo {
+                name: EVIL.into(),
+                description: "a hostile name".into(),
+                knobs_changed: map(&[("tso", "off")]),
+            },
+        ],
+        workloads: vec![
+            WorkloadInfo {
+                name: "small".into(),
+                metric: s,
+                large_block: false,
+                description: "8 KiB random".into(),
+            },
+            WorkloadInfo {
+                name: "large".into(),
+                metric: l,
+                large_block: true,
+                description: "256 KiB sequential".into(),
+            },
+        ],
+        environment: Environment {
+            kernel: "6.1".into(),
+            ncpus: 2,
+            ..Environment::default()
+        },
+        records,
+        notes: vec!["A note from the runner.".into()],
+    }
+}
+
+fn cell<'a>(cells: &'a [CellSummary], case: &str, workload: &str) -> &'a CellSummary {
+    cells
+        .iter()
+        .find(|c| c.case == case && c.workload == workload)
+        .unwrap()
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-9 * b.abs().max(1.0)
+}
+
+#[test]
+fn summaries_match_the_arithmetic_by_hand() {
+    let cells = summarize(&input());
+    assert_eq!(cells.len(), 6, "3 cases × 2 workloads");
+
+    // baseline × small: 1000, 1010, 990: mean 1000, median 1000, sample
+    // variance (0 + 100 + 100) / 2 = 100, sd 10, RSD 1.0% ≤ 1%: converged.
+    let c = cell(&cells, "baseline", "small");
+    let s = c.stats.unwrap();
+    assert_eq!((s.n, s.mean, s.median), (3, 1000.0, 1000.0));
+    assert!(close(s.rsd_pct, 1.0));
+    assert!(c.converged);
+    assert_eq!(c.effect, None, "no effect for the baseline itself");
+    // CPU-µs per I/O 10, 12, 14: mean 12; target twice that; host three times.
+    assert!(close(c.initiator.cpu_us_per_io.unwrap(), 12.0));
+    assert!(close(c.target.cpu_us_per_io.unwrap(), 24.0));
+    assert!(close(c.system.cpu_us_per_io.unwrap(), 36.0));
+    assert_eq!(c.system.cpu_pct, Some(40.0));
+    assert_eq!(c.read.us_p50, Some(100.0));
+    assert_eq!(c.write.us_p50, None, "no writes: no write latency");
+    assert_eq!(c.hist_runs, 3);
+    // Histograms summed over the three runs.
+    assert_eq!(c.read.hist, vec![(64.0, 6), (128.0, 18), (512.0, 6)]);
+    assert!(c.write.hist.is_empty());
+
+    // fast × small: 1100 ×3: mean 1100, RSD 0; (1100 − 1000) / 1000 = +10%
+    // > 5%: significant. Host CPU-µs/IO 27 against 36: −25%.
+    let c = cell(&cells, "fast", "small");
+    let e = c.effect.unwrap();
+    assert!(close(e.change_pct, 10.0) && e.significant);
+    assert!(c.converged);
+    assert!(close(c.cpu_effect.unwrap().change_pct, -25.0));
+    assert_eq!(c.target.cpu_us_per_io, None, "target CPU unknown");
+    assert_eq!(c.hist_runs, 0);
+
+    // fast × large: 103, 104, 102: mean 103, median 103, sd 1,
+    // RSD 1/103 = 0.971%; +3% over 100: not significant.
+    let c = cell(&cells, "fast", "large");
+    let s = c.stats.unwrap();
+    assert_eq!((s.mean, s.median), (103.0, 103.0));
+    assert!(close(s.rsd_pct, 100.0 / 103.0));
+    let e = c.effect.unwrap();
+    assert!(close(e.change_pct, 3.0) && !e.significant);
+
+    // <script> × small: 920, 960, 930, 950, 940, 940: mean 940; deviations
+    // −20, 20, −10, 10, 0, 0: variance 1000 / 5 = 200, sd 14.14, RSD 1.504%
+    // > 1% at the cap of 6: not converged. Median (940 + 940) / 2. −6%.
+    let c = cell(&cells, EVIL, "small");
+    let s = c.stats.unwrap();
+    assert_eq!((s.n, s.mean, s.median), (6, 940.0, 940.0));
+    assert!(close(s.rsd_pct, 100.0 * 200f64.sqrt() / 940.0));
+    assert_eq!(c.next, Next::NotConverged);
+    assert!(!c.converged);
+    let e = c.effect.unwrap();
+    assert!(close(e.change_pct, -6.0) && e.significant);
+
+    // <script> × large: the stolen run (50) is left out: 80 ×3, −20%.
+    let c = cell(&cells, EVIL, "large");
+    assert_eq!((c.runs_valid, c.runs_invalid), (3, 1));
+    assert_eq!(c.stats.unwrap().mean, 80.0);
+    assert!(close(c.effect.unwrap().change_pct, -20.0));
+}
+
+#[test]
+fn markdown_has_the_headline_rows_and_the_recommendations() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = write_reports(&input(), dir.path()).unwrap();
+    let md = std::fs::read_to_string(&paths.markdown).unwrap();
+    assert!(
+        md.starts_with("# isoe lab report: hand & \\<made\\>\n"),
+        "{md}"
+    );
+
+    let row = |case: &str, needles: &[&str]| {
+        let found = md
+            .lines()
+            .any(|l| l.starts_with(&format!("| {case} ")) && needles.iter().all(|n| l.contains(n)));
+        assert!(found, "no row for {case} with {needles:?} in\n{md}");
+    };
+    // Headline rows: mean, median, RSD, N, converged, change.
+    row(
+        "baseline",
+        &[
+            "1,000", " 1.00 ", " 3 ", "yes", "baseline", "12.00", "24.00", "2.500",
+        ],
+    );
+    row(
+        "fast",
+        &["1,100", " 0.00 ", "yes", "**+10.0%**", "9.000", " – "],
+    );
+    row("fast", &["103.0", " 0.97 ", "+3.0%"]);
+    row(
+        "\\<script\\>",
+        &["940.0", " 1.50 ", " 6 ", "no (cap)", "**-6.0%**"],
+    );
+    row("\\<script\\>", &["80.00", "**-20.0%**"]);
+    // A change that is not significant is not bold.
+    assert!(!md.contains("**+3.0%**"));
+
+    // Recommended configuration, per workload and overall.
+    assert!(
+        md.contains(
+            "- **Recommended:** `mtu = 9000` (baseline: 1500) — case fast: +10.0% IOPS; \
+         host CPU-µs per I/O -25.0%"
+        ),
+        "{md}"
+    );
+    assert!(md.contains(
+        "- **Avoid:** `tso = off` (baseline: on) — case \\<script\\>: -6.0% IOPS; host CPU-µs per \
+         I/O +8.3%; RSD not converged, treat with care"
+    ), "{md}");
+    assert!(md.contains("- **Avoid:** `tso = off` (baseline: on) — case \\<script\\>: -20.0% MB/s"));
+    let overall = md.lines().find(|l| l.starts_with("| mtu ")).unwrap();
+    assert!(overall.contains("**recommended**") && overall.contains("small +10.0%"));
+
+    // Notes: the runner's, non-convergence, the stolen run, the skipped knob.
+    for needle in [
+        "- A note from the runner.",
+        "- Not converged: 1 of 6 cells",
+        "  - \\<script\\> × small: RSD 1.50% after 6 runs",
+        "  - \\<script\\> × large run 2: steal 9.0%\n",
+        "  - gro: fixed on the device (cases: \\<script\\>)",
+        "Latency histograms incomplete",
+        "  - fast × small",
+    ] {
+        assert!(md.contains(needle), "no {needle:?} in\n{md}");
+    }
+    // The plan file, fenced past its own backticks.
+    assert!(md.contains("````toml\nname = \"hand\"\n# ``` a fence inside\n````\n"));
+    assert!(!md.contains("<script>"), "raw markup in the Markdown");
+}
+
+#[test]
+fn with_no_significant_effect_the_recommendation_says_so() {
+    let mut input = input();
+    input.records.retain(|r| r.case != EVIL);
+    input.cases.truncate(2);
+    let md = render_markdown(&input);
+    assert!(
+        md.contains(
+            "- No significant effect: no case changed MB/s by more than ±5% (1 case compared)."
+        ),
+        "{md}"
+    );
+}
+
+/// Every tag of `html` opened is closed in order (void elements aside).
+fn assert_balanced(html: &str) {
+    let mut stack: Vec<String> = Vec::new();
+    let mut rest = html;
+    while let Some(start) = rest.find('<') {
+        let end = start + rest[start..].find('>').expect("unclosed tag");
+        let tag = &rest[start + 1..end];
+        rest = &rest[end + 1..];
+        if tag.starts_with('!') || tag.ends_with('/') {
+            continue;
+        }
+        let name: String = tag
+            .trim_start_matches('/')
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric())
+            .collect();
+        if matches!(name.as_str(), "meta" | "br") {
+            continue;
+        }
+        if tag.starts_with('/') {
+            assert_eq!(
+                stack.pop().as_deref(),
+                Some(name.as_str()),
+                "misnested </{name}>"
+            );
+        } else {
+            stack.push(name);
+        }
+    }
+    assert!(stack.is_empty(), "unclosed: {stack:?}");
+}
+
+#[test]
+fn html_is_well_formed_self_contained_and_escaped() {
+    let html = render_html(&input());
+    assert_eq!(html.matches("<svg").count(), html.matches("</svg>").count());
+    // 1 change chart, 2 effectiveness, 2 retransmission, 3 × 2 histograms.
+    assert_eq!(html.matches("<svg").count(), 11);
+    assert_balanced(&html);
+    assert!(html.contains("&lt;script&gt;"));
+    assert!(
+        !html.contains("<script"),
+        "no scripts, and user text escaped"
+    );
+    assert!(html.contains("<title>isoe lab report: hand &amp; &lt;made&gt;</title>"));
+    // Self-contained: the SVG namespace is the only URL.
+    let urls = html.matches("http").count();
+    assert_eq!(urls, html.matches("http://www.w3.org/2000/svg").count());
+    assert!(!html.contains("@import") && !html.contains("<link") && !html.contains("<img"));
+    // Significant bars are solid, the others hatched.
+    assert!(html.contains("fill=\"url(#change-h"));
+    // A histogram for a case without lat_hist says why.
+    assert!(html.contains(">no histogram: the runs&#39; results</text>"));
+    assert!(html.contains("(0 of 3 runs with a histogram)"));
+}
+
+#[test]
+fn charts_without_data_say_so() {
+    // Only the baseline: nothing to compare.
+    let mut only_baseline = input();
+    only_baseline.cases.truncate(1);
+    let html = render_html(&only_baseline);
+    assert!(html.contains("No data: the plan has no case besides the baseline"));
+    let md = render_markdown(&only_baseline);
+    assert!(md.contains("No cases besides the baseline: nothing to compare."));
+
+    // No records at all: every chart says so, nothing panics.
+    let mut empty = input();
+    empty.records.clear();
+    let html = render_html(&empty);
+    assert!(html.contains("No data: no case has valid runs on a workload"));
+    assert!(html.contains("No data: no case has valid runs of small with CPU figures."));
+    assert!(html.contains("No data: no case has valid runs of large."));
+    assert!(html.contains(">not run</text>"));
+    assert_balanced(&html);
+    let md = render_markdown(&empty);
+    assert!(md.contains("No data: no case could be compared with the baseline on this workload."));
+    assert!(md.contains("- Not run: "));
+    assert!(md.contains("  - fast: small, large"));
+    assert!(md
+        .lines()
+        .any(|l| l.starts_with("| fast ") && l.contains("not run")));
+}
+
+#[test]
+fn null_and_missing_fields_show_as_dashes() {
+    let mut input = input();
+    for r in &mut input.records {
+        r.bench = json!({"iops": null, "cpu": null});
+    }
+    let cells = summarize(&input);
+    let c = cell(&cells, "baseline", "small");
+    // The statistics use the record's value; the bench figures are absent.
+    assert_eq!(c.stats.unwrap().mean, 1000.0);
+    assert_eq!(
+        (c.iops, c.system.cpu_pct, c.retrans_pct),
+        (None, None, None)
+    );
+    let md = render_markdown(&input);
+    assert!(md.contains("| baseline "));
+    assert_balanced(&render_html(&input));
+}
+
+/// A run as `isoe bench` writes it: its own `BenchResult` serialised, plus
+/// `lat_hist` from its `LatencyRecorder::buckets` as the runner adds it.
+fn real_bench() -> Value {
+    use isoe_bench::{
+        profiles, BenchResult, CpuSplit, DirectionMeasurements, Host, LatencyRecorder,
+        Measurements, TcpDelta, Workload,
+    };
+    let mut read = LatencyRecorder::new();
+    for ns in [90_000, 100_000, 110_000, 400_000] {
+        read.record_ns(ns);
+    }
+    let m = Measurements {
+        workload: Workload::from_profile(
+            profiles::find("oltp-8k").unwrap(),
+            vec!["iscsi://127.0.0.1/iqn.x/0".into()],
+            10.0,
+            1.0,
+        ),
+        started_at: std::time::UNIX_EPOCH,
+        elapsed_s: 10.0,
+        read: DirectionMeasurements {
+            ios: 100_000,
+            bytes: 100_000 * 8192,
+            latency: read.clone(),
+        },
+        write: DirectionMeasurements::default(),
+        errors: 0,
+        verify_errors: 0,
+        cpu: CpuSplit {
+            busy_pct: 40.0,
+            busy_cpu_s: 8.0,
+            elapsed_cpu_s: 20.0,
+            ..CpuSplit::default()
+        },
+        initiator_cpu_s: 3.0,
+        target_cpu_s: Some(2.0),
+        target_pid: Some(4242),
+        tcp: TcpDelta {
+            out_segs: 200_000,
+            retrans_segs: 100,
+            dsack_recv_segs: 80,
+            retrans_pct: 0.05,
+        },
+        host: Host {
+            kernel_release: "6.1".into(),
+            ncpus: 2,
+        },
+    };
+    let result = BenchResult::compute(&m);
+    let mut v = serde_json::to_value(&result).unwrap();
+    v["lat_hist"] = json!({"read": read.buckets(), "write": []});
+    v
+}
+
+#[test]
+fn summaries_read_the_fields_isoe_bench_writes() {
+    let bench = real_bench();
+    let mut input = input();
+    for r in &mut input.records {
+        r.bench = bench.clone();
+    }
+    let cells = summarize(&input);
+    let c = cell(&cells, "baseline", "small");
+    let f = |key: &str| bench[key].as_f64();
+    // Means of equal values, up to rounding; both present (a field bench
+    // no longer writes fails here rather than passing as None = None).
+    let same = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => assert!(close(a, b), "{a} != {b}"),
+        (a, b) => panic!("{a:?} against {b:?}"),
+    };
+    same(c.iops, f("iops"));
+    same(c.mb_per_s, f("mb_per_s"));
+    same(c.initiator.cpu_pct, f("initiator_cpu_pct"));
+    same(c.initiator.cpu_us_per_io, f("initiator_cpu_us_per_io"));
+    same(c.initiator.cpu_us_per_kib, f("initiator_cpu_us_per_kib"));
+    same(
+        c.initiator.mb_per_s_per_cpu_pct,
+        f("initiator_mb_per_s_per_cpu_pct"),
+    );
+    same(c.target.cpu_pct, f("target_cpu_pct"));
+    same(c.target.cpu_us_per_io, f("target_cpu_us_per_io"));
+    same(
+        c.target.mb_per_s_per_cpu_pct,
+        f("target_mb_per_s_per_cpu_pct"),
+    );
+    same(c.system.cpu_pct, Some(40.0));
+    same(c.system.cpu_us_per_io, f("system_cpu_us_per_io"));
+    same(c.system.mb_per_s_per_cpu_pct, f("mb_per_s_per_cpu_pct"));
+    same(c.system.iops_per_cpu_pct, f("iops_per_cpu_pct"));
+    same(c.retrans_pct, Some(0.05));
+    same(c.dsack_segs, Some(80.0));
+    same(c.out_segs, Some(200_000.0));
+    same(c.read.us_p50, bench["read"]["lat_us"]["p50"].as_f64());
+    assert!(c.read.us_p50.is_some() && c.latency.us_p99.is_some());
+    assert_eq!(c.write.us_p50, None, "no writes in the run");
+    // 90, 100, 110 µs fall in (64, 128]; 400 µs in (256, 512]; × 3 runs.
+    assert_eq!(c.read.hist, vec![(128.0, 9), (512.0, 3)]);
+    assert_eq!(c.hist_runs, 3);
+}

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 mod bench_cmd;
 mod initiator_cmd;
+mod lab_cmd;
 mod target_cmd;
 
 /// isoe: a software iSCSI stack with offload-class CPU efficiency.
@@ -32,6 +33,10 @@ enum Command {
     /// Drive targets with the seeds' workloads and measure throughput,
     /// latency and the CPU each side spends (METHODOLOGY.md).
     Bench(bench_cmd::BenchArgs),
+    /// Rebuild the seeds' test beds in network namespaces, toggle one knob at
+    /// a time against a baseline, and write a report (the main job; with no
+    /// options it runs the `quick` plan).
+    Lab(lab_cmd::LabArgs),
     #[command(flatten)]
     Initiator(initiator_cmd::InitiatorCommand),
 }
@@ -41,6 +46,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Target { listen, config } => target_cmd::run(config.as_deref(), &listen),
         Command::Bench(args) => bench_cmd::run(args),
+        Command::Lab(args) => lab_cmd::run(args),
         Command::Initiator(command) => initiator_cmd::run(command),
     }
 }

@@ -15,5 +15,7 @@ pub mod netcmd;
 pub mod plan;
 pub mod record;
 pub mod report;
+pub mod report_input;
+pub mod runner;
 pub mod stats;
 pub mod topology;

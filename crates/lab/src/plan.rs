@@ -462,6 +462,14 @@ impl Plan {
         Ok(plan)
     }
 
+    /// The text of the shipped plan called `name` (for the report's appendix).
+    pub fn embedded_text(name: &str) -> Option<&'static str> {
+        EMBEDDED
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, text)| *text)
+    }
+
     /// The shipped plan called `name`, if there is one.
     pub fn embedded(name: &str) -> Option<Plan> {
         let (_, text) = EMBEDDED.iter().find(|(n, _)| *n == name)?;

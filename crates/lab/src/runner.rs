@@ -1,0 +1,781 @@
+//! The run loop: for each test case, a fresh topology with the case's link
+//! knobs, an `isoe target` in the target namespace, and `isoe bench` in the
+//! host namespace, run per workload until the statistics settle (seed 001
+//! §3.3: at least `min_runs`, again while RSD > target, up to `max_runs`).
+//!
+//! Every run is appended to `results.jsonl` as soon as it ends, so an
+//! interrupted plan resumes where it stopped; at the end (or on Ctrl-C)
+//! the reports are written from what is there and the topology is removed.
+
+use crate::fio_peer::{self, FioJob};
+use crate::knobs::{InitiatorImpl, KnobSet, TargetImpl};
+use crate::plan::{Plan, ResolvedCase, WorkloadSpec};
+use crate::record::{Metric, RunRecord};
+use crate::stats::Next;
+use crate::topology::{self, Kind, Role, Topology};
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+/// The target every lab run serves.
+pub const TARGET_IQN: &str = "iqn.2026-11.io.isoe:lab";
+/// The LUN size: sparse memory, so only what is written costs memory.
+const LUN_SIZE: &str = "1GiB";
+/// How long a target may take to print its portal.
+const TARGET_START: Duration = Duration::from_secs(20);
+/// Slack beyond ramp + duration before a bench run is declared hung.
+const BENCH_SLACK: Duration = Duration::from_secs(90);
+/// Runs a cell may take in all, counting those spoiled by steal.
+const ATTEMPTS_OVER_CAP: u32 = 3;
+
+/// Why a plan could not run.
+#[derive(Debug, Error)]
+pub enum LabError {
+    /// Building or removing a topology failed.
+    #[error("topology: {0}")]
+    Topology(String),
+    /// The target did not start.
+    #[error("target: {0}")]
+    Target(String),
+    /// A bench run failed in a way that is not a measurement.
+    #[error("bench: {0}")]
+    Bench(String),
+    /// Files in the output directory.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The output directory holds results of another plan.
+    #[error("{0}")]
+    Resume(String),
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> LabError + '_ {
+    move |source| LabError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// What `isoe lab` was asked to do.
+#[derive(Debug, Clone)]
+pub struct LabOptions {
+    /// The plan.
+    pub plan: Plan,
+    /// Where results.jsonl and the reports go.
+    pub out_dir: PathBuf,
+    /// The `isoe` binary to run as target and bench.
+    pub isoe: PathBuf,
+    /// Start over instead of resuming.
+    pub fresh: bool,
+    /// A progress line on stderr.
+    pub progress: bool,
+    /// Set on Ctrl-C.
+    pub stop: Arc<AtomicBool>,
+}
+
+/// What a finished (or interrupted) plan left.
+#[derive(Debug, Clone)]
+pub struct LabOutcome {
+    /// results.jsonl.
+    pub results: PathBuf,
+    /// report.md.
+    pub report_md: PathBuf,
+    /// report.html.
+    pub report_html: PathBuf,
+    /// Runs in results.jsonl.
+    pub runs: usize,
+    /// Runs made by this invocation.
+    pub new_runs: usize,
+    /// Stopped by Ctrl-C before the end.
+    pub interrupted: bool,
+    /// Things the report says (skipped knobs, non-convergence, ...).
+    pub notes: Vec<String>,
+}
+
+/// Runs `options.plan` to the end (or to Ctrl-C) and writes the reports.
+pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
+    let plan = &options.plan;
+    fs::create_dir_all(&options.out_dir).map_err(io_error(&options.out_dir))?;
+    let results_path = options.out_dir.join("results.jsonl");
+    let removed = topology::cleanup_stale();
+    let mut notes: Vec<String> = removed
+        .iter()
+        .map(|ns| format!("removed stale namespace {ns} left by an earlier run"))
+        .collect();
+    let mut records = load_records(&results_path, &plan.name, options.fresh)?;
+    let mut sink = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&results_path)
+        .map_err(io_error(&results_path))?;
+    let started_at = isoe_bench::timestamp::rfc3339_utc(std::time::SystemTime::now());
+    let mut progress = Progress::new(plan, options.progress, &records);
+    let mut environment_nics = String::new();
+    let mut new_runs = 0;
+    let mut interrupted = false;
+
+    let cases = plan.resolved_cases();
+    'cases: for (ci, case) in cases.iter().enumerate() {
+        let knobs = &case.knobs;
+        let pending: Vec<&WorkloadSpec> = case
+            .workloads
+            .iter()
+            .filter_map(|name| plan.workload(name))
+            .filter(|w| !cell_done(&records, plan, &case.name, &w.name))
+            .collect();
+        if pending.is_empty() {
+            continue;
+        }
+        if options.stop.load(Ordering::Relaxed) {
+            interrupted = true;
+            break;
+        }
+        if knobs.target_impl() == TargetImpl::Tgt {
+            notes.push(format!(
+                "case {}: target = tgt is not run by the lab yet (tgtd in the target namespace); the case was skipped",
+                case.name
+            ));
+            continue;
+        }
+        let kind: Kind = case
+            .topology
+            .as_str()
+            .parse()
+            .map_err(|e| LabError::Topology(format!("case {}: {e}", case.name)))?;
+        let topo = Topology::create(kind, Default::default())
+            .map_err(|e| LabError::Topology(format!("case {}: {e}", case.name)))?;
+        let mut skipped: BTreeMap<String, String> = BTreeMap::new();
+        for applied in topo.apply(&knobs.link) {
+            if let Err(why) = applied.outcome {
+                skipped.insert(applied.knob, why);
+            }
+        }
+        for (knob, why) in knobs.unsupported_here() {
+            skipped.insert(knob, why);
+        }
+        if environment_nics.is_empty() {
+            environment_nics = topo.describe().to_string();
+        }
+        let target = start_target(&options, &topo, knobs, case)?;
+        for workload in pending {
+            let metric = workload.metric;
+            loop {
+                let values = valid_values(&records, plan, &case.name, &workload.name);
+                let attempts = attempts(&records, plan, &case.name, &workload.name);
+                let next = plan.rules.next(&values);
+                if next != Next::RunAgain || attempts >= plan.rules.max_runs + ATTEMPTS_OVER_CAP {
+                    break;
+                }
+                if options.stop.load(Ordering::Relaxed) {
+                    interrupted = true;
+                    break 'cases;
+                }
+                progress.show(ci, cases.len(), case, workload, attempts + 1);
+                let run = attempts + 1;
+                let record = match run_bench(&options, &topo, &target, knobs, workload) {
+                    Ok((bench, started)) => make_record(
+                        plan, case, workload, run, &topo, knobs, &skipped, metric, bench, started,
+                    ),
+                    Err(BenchFailure::Stopped) => {
+                        interrupted = true;
+                        break 'cases;
+                    }
+                    Err(BenchFailure::Failed(why)) => failed_record(
+                        plan, case, workload, run, &topo, knobs, &skipped, metric, why,
+                    ),
+                };
+                let line = serde_json::to_string(&record).unwrap_or_default();
+                writeln!(sink, "{line}").map_err(io_error(&results_path))?;
+                sink.flush().map_err(io_error(&results_path))?;
+                records.push(record);
+                new_runs += 1;
+                progress.done_one();
+            }
+        }
+        drop(target);
+        topo.destroy().map_err(|e| {
+            LabError::Topology(format!("removing the topology of case {}: {e}", case.name))
+        })?;
+    }
+    progress.finish();
+    notes.extend(convergence_notes(plan, &records));
+    if interrupted {
+        notes.push("interrupted by Ctrl-C: the report covers the runs made so far; run the same command again to resume".into());
+    }
+    let finished_at = isoe_bench::timestamp::rfc3339_utc(std::time::SystemTime::now());
+    let input = crate::report_input::build(
+        plan,
+        &records,
+        &notes,
+        environment_nics,
+        &started_at,
+        &finished_at,
+    );
+    let paths = crate::report::write_reports(&input, &options.out_dir)
+        .map_err(io_error(&options.out_dir))?;
+    Ok(LabOutcome {
+        results: results_path,
+        report_md: paths.markdown,
+        report_html: paths.html,
+        runs: records.len(),
+        new_runs,
+        interrupted,
+        notes,
+    })
+}
+
+/// Records of `plan` already in `path` (resume), or none with `fresh`.
+fn load_records(path: &Path, plan: &str, fresh: bool) -> Result<Vec<RunRecord>, LabError> {
+    if fresh && path.exists() {
+        fs::remove_file(path).map_err(io_error(path))?;
+    }
+    let Ok(file) = File::open(path) else {
+        return Ok(Vec::new());
+    };
+    let mut records = Vec::new();
+    for (i, line) in BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(io_error(path))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        // A line cut short by a crash is dropped; the run is simply made again.
+        let Ok(record) = serde_json::from_str::<RunRecord>(&line) else {
+            continue;
+        };
+        if record.plan != plan {
+            return Err(LabError::Resume(format!(
+                "{}:{}: results of plan {:?}, not {plan:?}; choose another --out or add --fresh",
+                path.display(),
+                i + 1,
+                record.plan
+            )));
+        }
+        records.push(record);
+    }
+    Ok(records)
+}
+
+fn cell<'a>(
+    records: &'a [RunRecord],
+    plan: &'a Plan,
+    case: &'a str,
+    workload: &'a str,
+) -> impl Iterator<Item = &'a RunRecord> {
+    records
+        .iter()
+        .filter(move |r| r.plan == plan.name && r.case == case && r.workload == workload)
+}
+
+fn valid_values(records: &[RunRecord], plan: &Plan, case: &str, workload: &str) -> Vec<f64> {
+    cell(records, plan, case, workload)
+        .filter(|r| r.valid)
+        .map(|r| r.value)
+        .collect()
+}
+
+fn attempts(records: &[RunRecord], plan: &Plan, case: &str, workload: &str) -> u32 {
+    cell(records, plan, case, workload).count() as u32
+}
+
+fn cell_done(records: &[RunRecord], plan: &Plan, case: &str, workload: &str) -> bool {
+    let values = valid_values(records, plan, case, workload);
+    plan.rules.next(&values) != Next::RunAgain
+        || attempts(records, plan, case, workload) >= plan.rules.max_runs + ATTEMPTS_OVER_CAP
+}
+
+fn convergence_notes(plan: &Plan, records: &[RunRecord]) -> Vec<String> {
+    let mut notes = Vec::new();
+    for resolved in plan.resolved_cases() {
+        let case = &resolved.name;
+        for w in resolved.workloads.iter().filter_map(|n| plan.workload(n)) {
+            let values = valid_values(records, plan, case, &w.name);
+            if plan.rules.next(&values) == Next::NotConverged {
+                let rsd = crate::stats::Summary::of(&values).map_or(0.0, |s| s.rsd_pct);
+                notes.push(format!(
+                    "{case} / {}: did not converge: RSD {rsd:.2}% after {} runs (target {}%)",
+                    w.name,
+                    values.len(),
+                    plan.rules.rsd_target_pct
+                ));
+            }
+            let spoiled = cell(records, plan, case, &w.name)
+                .filter(|r| !r.valid)
+                .count();
+            if spoiled > 0 {
+                notes.push(format!(
+                    "{case} / {}: {spoiled} run(s) left out (steal or errors; see results.jsonl)",
+                    w.name
+                ));
+            }
+        }
+    }
+    notes
+}
+
+/// `isoe target` in the target namespace, stopped on Drop.
+struct TargetProcess {
+    child: Child,
+    pid: u32,
+    portals: Vec<String>,
+    _config: tempfile_path::TempPath,
+}
+
+impl Drop for TargetProcess {
+    fn drop(&mut self) {
+        stop_child(&mut self.child, Duration::from_secs(20));
+    }
+}
+
+/// SIGTERM, a grace period, then SIGKILL: only to a child we started, by its PID.
+fn stop_child(child: &mut Child, grace: Duration) {
+    if matches!(child.try_wait(), Ok(Some(_))) {
+        return;
+    }
+    let pid = child.id() as libc::pid_t;
+    // SAFETY: kill(2) on the PID of our own child, which has not been reaped yet.
+    unsafe {
+        libc::kill(pid, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+fn start_target(
+    options: &LabOptions,
+    topo: &Topology,
+    knobs: &KnobSet,
+    case: &ResolvedCase,
+) -> Result<TargetProcess, LabError> {
+    let portals: Vec<String> = topo.portals().iter().map(ToString::to_string).collect();
+    let portal_list = portals
+        .iter()
+        .map(|p| format!("\"{p}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let config = format!(
+        "# isoe lab, case {case}\nportals = [{portal_list}]\n\n{defaults}\n[[target]]\nname = \"{TARGET_IQN}\"\n\n[[target.lun]]\nnumber = 0\nmemory = \"{LUN_SIZE}\"\n",
+        case = case.name,
+        defaults = knobs.target_defaults_toml(),
+    );
+    let path = tempfile_path::TempPath::write(
+        &options.out_dir,
+        &format!(".target-{}.toml", std::process::id()),
+        &config,
+    )
+    .map_err(io_error(&options.out_dir))?;
+    let mut cmd = topo.command(Role::Target, &options.isoe);
+    cmd.arg("target").arg("--config").arg(path.path());
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null());
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| LabError::Target(format!("cannot start {}: {e}", options.isoe.display())))?;
+    let pid = child.id();
+    let stdout = child.stdout.take().expect("stdout was piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + TARGET_START;
+    let mut listening = 0;
+    while listening < portals.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.contains("listening on") => listening += 1,
+            Ok(_) => {}
+            Err(_) => {
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut e, &mut err);
+                }
+                stop_child(&mut child, Duration::from_secs(2));
+                return Err(LabError::Target(format!(
+                    "case {}: the target did not start listening within {} s: {err}",
+                    case.name,
+                    TARGET_START.as_secs()
+                )));
+            }
+        }
+    }
+    Ok(TargetProcess {
+        child,
+        pid,
+        portals,
+        _config: path,
+    })
+}
+
+enum BenchFailure {
+    Stopped,
+    Failed(String),
+}
+
+/// One `isoe bench` run in the host namespace; its JSON result.
+fn run_bench(
+    options: &LabOptions,
+    topo: &Topology,
+    target: &TargetProcess,
+    knobs: &KnobSet,
+    workload: &WorkloadSpec,
+) -> Result<(serde_json::Value, String), BenchFailure> {
+    if knobs.initiator_impl() == InitiatorImpl::Libiscsi {
+        return run_fio(options, topo, target, knobs, workload);
+    }
+    let plan = &options.plan;
+    let mut cmd = topo.command(Role::Host, &options.isoe);
+    cmd.arg("bench");
+    // One URL per portal: the seeds' volumes, one per path.
+    for portal in &target.portals {
+        cmd.arg(format!("iscsi://{portal}/{TARGET_IQN}/0"));
+    }
+    cmd.args(workload.bench_args(knobs));
+    cmd.args(knobs.bench_args());
+    cmd.args([
+        "--duration",
+        &plan.run.duration_s.to_string(),
+        "--ramp",
+        &plan.run.ramp_s.to_string(),
+    ]);
+    cmd.args([
+        "--json",
+        "-",
+        "--no-progress",
+        "--target-pid",
+        &target.pid.to_string(),
+    ]);
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null());
+    let started = isoe_bench::timestamp::rfc3339_utc(std::time::SystemTime::now());
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| BenchFailure::Failed(format!("cannot start isoe bench: {e}")))?;
+    let limit = Duration::from_secs_f64(plan.run.duration_s + plan.run.ramp_s) + BENCH_SLACK;
+    let deadline = Instant::now() + limit;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) => {}
+            Err(e) => return Err(BenchFailure::Failed(format!("waiting for isoe bench: {e}"))),
+        }
+        if options.stop.load(Ordering::Relaxed) {
+            stop_child(&mut child, Duration::from_secs(5));
+            return Err(BenchFailure::Stopped);
+        }
+        if Instant::now() > deadline {
+            stop_child(&mut child, Duration::from_secs(5));
+            return Err(BenchFailure::Failed(format!(
+                "isoe bench did not finish within {} s",
+                limit.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| BenchFailure::Failed(format!("reading isoe bench's output: {e}")))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    match stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+    {
+        Some(line) => serde_json::from_str(line)
+            .map(|v| (v, started))
+            .map_err(|e| BenchFailure::Failed(format!("isoe bench printed bad JSON: {e}"))),
+        None => Err(BenchFailure::Failed(format!(
+            "isoe bench exited with {:?} and no result: {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))),
+    }
+}
+
+/// One fio run (libiscsi) in the host namespace, its CPU and TCP counters
+/// sampled over the steady window; the result in `isoe bench`'s fields.
+fn run_fio(
+    options: &LabOptions,
+    topo: &Topology,
+    target: &TargetProcess,
+    knobs: &KnobSet,
+    workload: &WorkloadSpec,
+) -> Result<(serde_json::Value, String), BenchFailure> {
+    let plan = &options.plan;
+    let fio = fio_peer::find_fio().ok_or_else(|| {
+        BenchFailure::Failed(
+            "fio with libiscsi not found: run ../shared/tools/fio-libiscsi or set ISOE_FIO".into(),
+        )
+    })?;
+    let shape = workload.shape(knobs);
+    let job = FioJob {
+        urls: target
+            .portals
+            .iter()
+            .map(|p| format!("iscsi://{p}/{TARGET_IQN}/0"))
+            .collect(),
+        block_size_bytes: shape.block_size_bytes,
+        read_pct: shape.read_pct,
+        random_pct: shape.random_pct,
+        queue_depth: shape.queue_depth,
+        workers: shape.workers,
+        duration_s: plan.run.duration_s.ceil().max(2.0),
+        ramp_s: plan.run.ramp_s.ceil(),
+    };
+    let mut cmd = topo.command(Role::Host, &fio);
+    cmd.args(job.args());
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null());
+    let started = isoe_bench::timestamp::rfc3339_utc(std::time::SystemTime::now());
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| BenchFailure::Failed(format!("cannot start fio: {e}")))?;
+    let pid = child.id();
+    // The steady window: after the ramp (and login), until just before the end.
+    let window_start = Duration::from_secs_f64(job.ramp_s + 0.5);
+    let window = Duration::from_secs_f64((job.duration_s - 1.0).max(0.5));
+    let mut first = None;
+    let mut last = None;
+    let t0 = Instant::now();
+    let limit = window_start + window + BENCH_SLACK;
+    loop {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        if options.stop.load(Ordering::Relaxed) {
+            stop_child(&mut child, Duration::from_secs(5));
+            return Err(BenchFailure::Stopped);
+        }
+        let t = t0.elapsed();
+        if first.is_none() && t >= window_start {
+            first = fio_peer::Sample::take(pid, Some(target.pid));
+        } else if first.is_some() && last.is_none() && t >= window_start + window {
+            last = fio_peer::Sample::take(pid, Some(target.pid));
+        }
+        if t > limit {
+            stop_child(&mut child, Duration::from_secs(5));
+            return Err(BenchFailure::Failed(format!(
+                "fio did not finish within {} s",
+                limit.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| BenchFailure::Failed(format!("reading fio's output: {e}")))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let json_start = stdout.find('{').ok_or_else(|| {
+        BenchFailure::Failed(format!(
+            "fio exited with {:?} and no JSON: {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    })?;
+    let fio_json: serde_json::Value = serde_json::from_str(&stdout[json_start..])
+        .map_err(|e| BenchFailure::Failed(format!("fio printed bad JSON: {e}")))?;
+    let (Some(first), Some(last)) = (first, last) else {
+        return Err(BenchFailure::Failed(
+            "fio ended before its CPU could be sampled".into(),
+        ));
+    };
+    Ok((
+        fio_peer::to_bench_json(&fio_json, &job, &first, &last, Some(target.pid)),
+        started,
+    ))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn make_record(
+    plan: &Plan,
+    case: &ResolvedCase,
+    workload: &WorkloadSpec,
+    run: u32,
+    topo: &Topology,
+    knobs: &KnobSet,
+    skipped: &BTreeMap<String, String>,
+    metric: Metric,
+    bench: serde_json::Value,
+    started_at: String,
+) -> RunRecord {
+    let value = bench[metric.field()].as_f64().unwrap_or(0.0);
+    let steal_pct = bench["steal_pct"].as_f64().unwrap_or(0.0);
+    let errors =
+        bench["errors"].as_u64().unwrap_or(0) + bench["verify_errors"].as_u64().unwrap_or(0);
+    let invalid_reason = if steal_pct > plan.rules.steal_max_pct {
+        Some(format!(
+            "host CPU steal {steal_pct:.1}% above {}%",
+            plan.rules.steal_max_pct
+        ))
+    } else if errors > 0 {
+        Some(format!("{errors} failed commands"))
+    } else if value <= 0.0 {
+        Some("no I/O completed".to_string())
+    } else {
+        None
+    };
+    RunRecord {
+        plan: plan.name.clone(),
+        case: case.name.clone(),
+        workload: workload.name.clone(),
+        run,
+        topology: topo.kind().as_str().to_string(),
+        knobs: knobs.describe(),
+        skipped_knobs: skipped.clone(),
+        metric,
+        value,
+        steal_pct,
+        valid: invalid_reason.is_none(),
+        invalid_reason,
+        bench,
+        started_at,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn failed_record(
+    plan: &Plan,
+    case: &ResolvedCase,
+    workload: &WorkloadSpec,
+    run: u32,
+    topo: &Topology,
+    knobs: &KnobSet,
+    skipped: &BTreeMap<String, String>,
+    metric: Metric,
+    why: String,
+) -> RunRecord {
+    let started_at = isoe_bench::timestamp::rfc3339_utc(std::time::SystemTime::now());
+    let mut record = make_record(
+        plan,
+        case,
+        workload,
+        run,
+        topo,
+        knobs,
+        skipped,
+        metric,
+        serde_json::Value::Null,
+        started_at,
+    );
+    record.valid = false;
+    record.invalid_reason = Some(why);
+    record
+}
+
+/// The live line: case, workload, run, and an estimate of the time left.
+struct Progress {
+    enabled: bool,
+    start: Instant,
+    total_runs_min: usize,
+    done: usize,
+}
+
+impl Progress {
+    fn new(plan: &Plan, enabled: bool, records: &[RunRecord]) -> Progress {
+        let cells = plan.cell_count();
+        Progress {
+            enabled,
+            start: Instant::now(),
+            total_runs_min: (cells * plan.rules.min_runs as usize).saturating_sub(records.len()),
+            done: 0,
+        }
+    }
+
+    fn show(
+        &self,
+        ci: usize,
+        cases: usize,
+        case: &ResolvedCase,
+        workload: &WorkloadSpec,
+        run: u32,
+    ) {
+        if !self.enabled {
+            return;
+        }
+        let elapsed = self.start.elapsed().as_secs();
+        let left = if self.done > 0 {
+            let per = self.start.elapsed().as_secs_f64() / self.done as f64;
+            format!(
+                "~{}s left",
+                (per * self.total_runs_min.saturating_sub(self.done) as f64) as u64
+            )
+        } else {
+            "estimating".to_string()
+        };
+        let width = 20;
+        let filled = (width * self.done / self.total_runs_min.max(1)).min(width);
+        eprint!(
+            "\r[{}{}] case {}/{} {} | {} | run {} | {}s elapsed, {}   ",
+            "#".repeat(filled),
+            ".".repeat(width - filled),
+            ci + 1,
+            cases,
+            case.name,
+            workload.name,
+            run,
+            elapsed,
+            left
+        );
+    }
+
+    fn done_one(&mut self) {
+        self.done += 1;
+    }
+
+    fn finish(&self) {
+        if self.enabled {
+            eprintln!();
+        }
+    }
+}
+
+/// A file removed on Drop (the target's generated configuration).
+mod tempfile_path {
+    use std::path::{Path, PathBuf};
+
+    /// The path of a file this run wrote.
+    #[derive(Debug)]
+    pub struct TempPath(PathBuf);
+
+    impl TempPath {
+        /// Writes `text` to `dir/name`.
+        pub fn write(dir: &Path, name: &str, text: &str) -> std::io::Result<TempPath> {
+            let path = dir.join(name);
+            std::fs::write(&path, text)?;
+            Ok(TempPath(path))
+        }
+
+        /// Where it is.
+        pub fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TempPath {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+}

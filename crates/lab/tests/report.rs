@@ -409,6 +409,16 @@ fn charts_without_data_say_so() {
 }
 
 #[test]
+fn an_empty_input_still_makes_a_report() {
+    let input = ReportInput::default();
+    assert!(summarize(&input).is_empty());
+    let html = render_html(&input);
+    assert_balanced(&html);
+    assert!(html.contains("No data: the plan has no case besides the baseline"));
+    assert!(render_markdown(&input).contains("## Recommended configuration"));
+}
+
+#[test]
 fn null_and_missing_fields_show_as_dashes() {
     let mut input = input();
     for r in &mut input.records {

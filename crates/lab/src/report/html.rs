@@ -19,6 +19,7 @@ th{background:#eef2f7;text-align:left}\
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\
 tr:nth-child(even) td{background:#fafafa}\
 strong.sig,td strong{color:#0b3d91}\
+.wide{overflow-x:auto;max-width:100%}\
 figure{margin:1em 0}\
 figure svg{max-width:100%;height:auto;display:block}\
 figcaption{font-size:12px;color:#555;margin-top:.3em}\
@@ -121,7 +122,8 @@ fn render(block: &Block) -> String {
         }
         Block::Code { text, .. } => format!("<pre><code>{}</code></pre>\n", esc(text)),
         Block::Table { head, right, rows } => {
-            let mut out = String::from("<table>\n<thead><tr>");
+            // Wide tables scroll by themselves instead of widening the page.
+            let mut out = String::from("<div class=\"wide\"><table>\n<thead><tr>");
             for h in head {
                 let _ = write!(out, "<th>{}</th>", esc(h));
             }
@@ -133,7 +135,7 @@ fn render(block: &Block) -> String {
                 }
                 out.push_str("</tr>\n");
             }
-            out.push_str("</tbody>\n</table>\n");
+            out.push_str("</tbody>\n</table></div>\n");
             out
         }
         Block::Figure { svg, caption } => {

@@ -76,6 +76,8 @@ pub fn short_us(us: f64) -> String {
         } else {
             format!("{k:.1}k")
         }
+    } else if us < 1.0 {
+        format!("{us:.1}")
     } else {
         format!("{us:.0}")
     }
@@ -108,6 +110,7 @@ mod tests {
     #[test]
     fn bucket_bounds_are_short() {
         assert_eq!(short_us(512.0), "512");
+        assert_eq!(short_us(0.5), "0.5");
         assert_eq!(short_us(1024.0), "1.0k");
         assert_eq!(short_us(16384.0), "16k");
         assert_eq!(short_us(1048576.0), "1.0M");

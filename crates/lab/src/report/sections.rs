@@ -251,32 +251,60 @@ fn cases(input: &ReportInput) -> Vec<Block> {
     ]
 }
 
-fn change_section(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
-    let t = input.rules.significance_pct;
-    let mut head = vec!["case".to_string()];
-    head.extend(
-        input
-            .workloads
-            .iter()
-            .map(|w| format!("{} ({})", w.name, w.metric.label())),
-    );
-    let rows = input
+/// The change matrix: cases × workloads, or workloads × cases when there
+/// are more workloads than cases, so that the table stays narrow.
+fn change_table(input: &ReportInput, cells: &[CellSummary]) -> Block {
+    let cases: Vec<&str> = input
         .cases
         .iter()
         .skip(1)
-        .map(|c| {
-            let mut row: Vec<Cell> = vec![c.name.as_str().into()];
-            row.extend(
-                input
-                    .workloads
-                    .iter()
-                    .map(|w| change_cell(input, &c.name, cell(cells, &c.name, &w.name))),
-            );
-            row
-        })
+        .map(|c| c.name.as_str())
         .collect();
+    let workloads: Vec<String> = input
+        .workloads
+        .iter()
+        .map(|w| format!("{} ({})", w.name, w.metric.label()))
+        .collect();
+    let value = |case: &str, w: usize| {
+        let workload = &input.workloads[w].name;
+        change_cell(input, case, cell(cells, case, workload))
+    };
+    let by_workload = workloads.len() > cases.len();
+    let (corner, columns) = if by_workload {
+        (
+            "workload",
+            cases.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+        )
+    } else {
+        ("case", workloads.clone())
+    };
+    let rows = if by_workload {
+        (0..workloads.len())
+            .map(|w| {
+                let mut row: Vec<Cell> = vec![workloads[w].as_str().into()];
+                row.extend(cases.iter().map(|c| value(c, w)));
+                row
+            })
+            .collect()
+    } else {
+        cases
+            .iter()
+            .map(|c| {
+                let mut row: Vec<Cell> = vec![(*c).into()];
+                row.extend((0..workloads.len()).map(|w| value(c, w)));
+                row
+            })
+            .collect()
+    };
+    let mut head = vec![corner.to_string()];
+    head.extend(columns.iter().cloned());
     let mut right = vec![false];
-    right.extend(input.workloads.iter().map(|_| true));
+    right.extend(columns.iter().map(|_| true));
+    Block::Table { head, right, rows }
+}
+
+fn change_section(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
+    let t = input.rules.significance_pct;
     let mut b = vec![
         Block::Heading(2, "% change over the baseline".into(), Some("change")),
         para(format!(
@@ -291,7 +319,7 @@ fn change_section(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
         },
     ];
     if input.cases.len() > 1 {
-        b.push(Block::Table { head, right, rows });
+        b.push(change_table(input, cells));
     } else {
         b.push(para("No cases besides the baseline: nothing to compare."));
     }

@@ -185,7 +185,8 @@ fn wrap(text: &str, width: f64, size: f64) -> Vec<String> {
 fn nice_step(span: f64) -> f64 {
     let raw = (span / 4.0).max(f64::MIN_POSITIVE);
     let mag = 10f64.powf(raw.log10().floor());
-    let f = raw / mag;
+    // 100 / 100 can come out a hair above 1: compare with some slack.
+    let f = raw / mag * (1.0 - 1e-9);
     let m = if f <= 1.0 {
         1.0
     } else if f <= 2.0 {
@@ -812,6 +813,7 @@ mod tests {
         assert_eq!(nice_step(40.0), 10.0);
         assert_eq!(nice_step(7.0), 2.0);
         assert_eq!(nice_step(0.4), 0.1);
+        assert_eq!(nice_step(400.0), 100.0, "320 - (-80): not 200");
         assert_eq!(tick_label(2.5, 2.5, "%"), "2.5%");
         assert_eq!(tick_label(10.0, 5.0, ""), "10");
         assert_eq!(tick_label(0.25, 0.05, ""), "0.25");

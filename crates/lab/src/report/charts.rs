@@ -5,7 +5,7 @@
 //! 3. log2 latency histograms, reads and writes (seed 003);
 //! 4. retransmissions and CPU per case (seed 001 Figure 6).
 
-use super::numbers::{change, num, pct};
+use super::numbers::{change, num, pct, small_pct};
 use super::svg::{Band, Bar, BarChart, Histogram, Key, Panel, Row, Series};
 use super::{Buckets, CellSummary, ReportInput, WorkloadInfo};
 
@@ -228,7 +228,7 @@ pub fn retrans_and_cpu(
         let bar = |v: f64| Bar {
             value: v,
             solid: true,
-            label: format!("{}%", pct_short(v)),
+            label: format!("{}%", small_pct(v)),
             tooltip: tooltip.clone(),
         };
         retrans.push(vec![
@@ -294,17 +294,6 @@ pub fn retrans_and_cpu(
         empty_message: format!("No data: no case has valid runs of {}.", w.name),
     }
     .render()
-}
-
-/// Retransmission shares are small: keep three significant digits.
-fn pct_short(v: f64) -> String {
-    if v == 0.0 {
-        "0".into()
-    } else if v.abs() >= 1.0 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.3}")
-    }
 }
 
 /// The x categories shared by a workload's histograms: every bucket any case

@@ -33,6 +33,16 @@ pub fn pct(value: Option<f64>) -> String {
     }
 }
 
+/// A share that is often tiny (retransmissions: 0.00032%) with two
+/// significant digits, at least two decimals; "0" for none.
+pub fn small_pct(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return "0".to_string();
+    }
+    let decimals = (1 - v.abs().log10().floor() as i32).max(2) as usize;
+    format!("{v:.decimals$}")
+}
+
 /// A change over the baseline, signed, one decimal, with "%" ("+12.3%").
 pub fn change(change_pct: f64) -> String {
     // Avoid "-0.0%" for tiny negative changes.
@@ -98,6 +108,15 @@ mod tests {
         assert_eq!(num(Some(0.0)), "0");
         assert_eq!(num(None), "–");
         assert_eq!(num(Some(f64::NAN)), "–");
+    }
+
+    #[test]
+    fn small_shares_keep_two_digits() {
+        assert_eq!(small_pct(1.685), "1.69");
+        assert_eq!(small_pct(0.035), "0.035");
+        assert_eq!(small_pct(0.679), "0.68");
+        assert_eq!(small_pct(0.000_32), "0.00032");
+        assert_eq!(small_pct(0.0), "0");
     }
 
     #[test]

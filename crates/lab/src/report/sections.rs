@@ -5,7 +5,7 @@
 
 use super::charts::{self, knobs_line};
 use super::document::{para, table, Block, Cell, Span};
-use super::numbers::{change, num, pct, short_us};
+use super::numbers::{change, num, pct, short_us, small_pct};
 use super::recommend::{self, Finding};
 use super::{notes, summarize, Buckets, CellSummary, Latency, ReportInput, WorkloadInfo};
 use crate::stats::Next;
@@ -576,7 +576,7 @@ fn retransmissions(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
                 vec![
                     case.into(),
                     c.and_then(|c| c.retrans_pct)
-                        .map_or("–".into(), |v| format!("{v:.3}"))
+                        .map_or("–".into(), small_pct)
                         .into(),
                     num(c.and_then(|c| c.retrans_segs)).into(),
                     num(c.and_then(|c| c.dsack_segs)).into(),

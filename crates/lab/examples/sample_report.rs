@@ -272,6 +272,35 @@ fn main() {
             ],
         ),
         (
+            "jumbo-no-tso",
+            vec![
+                ("mtu", "9000"),
+                ("initiator.tso", "off"),
+                ("target.tso", "off"),
+            ],
+            "TSO off at MTU 9000, against jumbo frames with TSO on",
+            [
+                Effect {
+                    iops: 1.01,
+                    cpu: 1.0,
+                    retrans_pct: 0.003,
+                    spread: 0.006,
+                },
+                Effect {
+                    iops: 1.22,
+                    cpu: 0.85,
+                    retrans_pct: 0.004,
+                    spread: 0.006,
+                },
+                Effect {
+                    iops: 1.145,
+                    cpu: 0.88,
+                    retrans_pct: 0.005,
+                    spread: 0.006,
+                },
+            ],
+        ),
+        (
             "batching",
             vec![("isoe.batch", "on")],
             "isoe's datapath batches PDUs per send",
@@ -389,7 +418,7 @@ fn main() {
     let plan_text = "name = \"sample\"\ndescription = \"A sample plan: jumbo frames, TSO off, digests, busy polling\"\n\
                      topology = \"loopback\"\n\n[baseline]\nmtu = 1500\n\n[[case]]\nname = \"jumbo\"\nmtu = 9000\n\n\
                      [[case]]\nname = \"no-tso\"\ninitiator.tso = false\ntarget.tso = false\n\n[[case]]\nname = \"digests\"\n\
-                     HeaderDigest = \"CRC32C\"\nDataDigest = \"CRC32C\"\n\n[[case]]\nname = \"batching\"\nisoe.batch = true\n\n[[case]]\nname = \"busy-poll\"\nbusy_poll_us = 50\n\n\
+                     HeaderDigest = \"CRC32C\"\nDataDigest = \"CRC32C\"\n\n[[case]]\nname = \"jumbo-no-tso\"\ncompare_to = \"jumbo\"\nmtu = 9000\ninitiator.tso = false\ntarget.tso = false\n\n[[case]]\nname = \"batching\"\nisoe.batch = true\n\n[[case]]\nname = \"busy-poll\"\nbusy_poll_us = 50\n\n\
                      workloads = [\"oltp-8k\", \"seq-read-256k\", \"seq-write-256k\"]\n";
     let input = ReportInput {
         plan_name: "sample".into(),
@@ -410,6 +439,7 @@ fn main() {
                 name: name.to_string(),
                 description: description.to_string(),
                 knobs_changed: knobs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+                compare_to: (*name == "jumbo-no-tso").then(|| "jumbo".to_string()),
             })
             .collect(),
         workloads: shapes

@@ -70,6 +70,11 @@ pub struct CaseInfo {
     pub description: String,
     /// The knobs it sets differently from the baseline, `name = value`.
     pub knobs_changed: BTreeMap<String, String>,
+    /// The case its effects are measured against (seed 002's cumulative
+    /// steps each against the step before); None or "baseline" for the
+    /// baseline.
+    #[serde(default)]
+    pub compare_to: Option<String>,
 }
 
 /// One workload of a plan.
@@ -140,6 +145,54 @@ impl ReportInput {
     /// The workload named `name`.
     pub fn workload(&self, name: &str) -> Option<&WorkloadInfo> {
         self.workloads.iter().find(|w| w.name == name)
+    }
+
+    /// The case `case` is measured against: its `compare_to` when that names
+    /// another case of the plan, else the baseline.
+    pub fn reference_of(&self, case: &str) -> &str {
+        let baseline = self.baseline().map_or("baseline", |b| b.name.as_str());
+        self.cases
+            .iter()
+            .find(|c| c.name == case)
+            .and_then(|c| c.compare_to.as_deref())
+            .filter(|r| *r != case && self.cases.iter().any(|c| c.name == *r))
+            .unwrap_or(baseline)
+    }
+
+    /// The value `case` gives `knob`: its own, else the baseline's.
+    pub fn value_in(&self, case: &str, knob: &str) -> String {
+        self.cases
+            .iter()
+            .find(|c| c.name == case)
+            .and_then(|c| c.knobs_changed.get(knob).cloned())
+            .unwrap_or_else(|| self.baseline_value(knob))
+    }
+
+    /// The knobs whose values differ between `case` and its reference, as
+    /// (knob, value in the reference, value in the case).
+    pub fn changes_from_reference(&self, case: &str) -> Vec<(String, String, String)> {
+        let reference = self.reference_of(case);
+        let mut knobs: Vec<&String> = Vec::new();
+        for c in self
+            .cases
+            .iter()
+            .filter(|c| c.name == case || c.name == reference)
+        {
+            knobs.extend(c.knobs_changed.keys());
+        }
+        knobs.sort();
+        knobs.dedup();
+        knobs
+            .into_iter()
+            .map(|k| {
+                (
+                    k.clone(),
+                    self.value_in(reference, k),
+                    self.value_in(case, k),
+                )
+            })
+            .filter(|(_, from, to)| from != to)
+            .collect()
     }
 
     /// The baseline's value of `knob`: from the plan, else from a baseline

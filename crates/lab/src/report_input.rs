@@ -22,6 +22,7 @@ pub fn build(
             name: c.name,
             description: c.description,
             knobs_changed: c.changes.describe(),
+            compare_to: c.compare_to,
         })
         .collect();
     let workloads = plan

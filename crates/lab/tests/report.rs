@@ -67,14 +67,15 @@ fn run(case: &str, workload: &str, n: u32, metric: Metric, value: f64, cpu_us: f
     }
 }
 
-/// baseline, "fast" (mtu = 9000) and "<script>" (tso = off), on an IOPS and
-/// an MB/s workload, with these values:
+/// baseline, "fast" (mtu = 9000), "<script>" (tso = off) and "faster" (mtu
+/// = 9000, gro = on, compared to fast) on an IOPS and an MB/s workload:
 ///
 /// | case     | small (IOPS)                       | large (MB/s)          |
 /// |----------|------------------------------------|-----------------------|
 /// | baseline | 1000, 1010, 990                    | 100, 100, 100         |
 /// | fast     | 1100, 1100, 1100                   | 103, 104, 102         |
 /// | <script> | 920, 960, 930, 950, 940, 940       | 80, 80, 80 (+1 stolen)|
+/// | faster   | 1210, 1210, 1210                   | not run               |
 fn input() -> ReportInput {
     let (s, l) = (Metric::Iops, Metric::MbPerS);
     let mut records = Vec::new();
@@ -104,6 +105,10 @@ fn input() -> ReportInput {
     {
         records.push(run(EVIL, "small", i as u32 + 1, s, v, 13.0));
     }
+    // faster runs only the small workload: 1210 ×3, against fast's 1100.
+    for (i, v) in [1210.0, 1210.0, 1210.0].into_iter().enumerate() {
+        records.push(run("faster", "small", i as u32 + 1, s, v, 9.0));
+    }
     for (i, v) in [80.0, 50.0, 80.0, 80.0].into_iter().enumerate() {
         let mut r = run(EVIL, "large", i as u32 + 1, l, v, 60.0);
         if i == 1 {
@@ -131,16 +136,25 @@ fn input() -> ReportInput {
                 name: "baseline".into(),
                 description: "defaults".into(),
                 knobs_changed: BTreeMap::new(),
+                compare_to: None,
             },
             CaseInfo {
                 name: "fast".into(),
                 description: "jumbo frames".into(),
                 knobs_changed: map(&[("mtu", "9000")]),
+                compare_to: None,
             },
             CaseInfo {
                 name: EVIL.into(),
                 description: "a hostile name".into(),
                 knobs_changed: map(&[("tso", "off")]),
+                compare_to: Some("baseline".into()),
+            },
+            CaseInfo {
+                name: "faster".into(),
+                description: "jumbo frames and GRO, against jumbo frames alone".into(),
+                knobs_changed: map(&[("mtu", "9000"), ("gro", "on")]),
+                compare_to: Some("fast".into()),
             },
         ],
         workloads: vec![
@@ -181,7 +195,7 @@ fn close(a: f64, b: f64) -> bool {
 #[test]
 fn summaries_match_the_arithmetic_by_hand() {
     let cells = summarize(&input());
-    assert_eq!(cells.len(), 6, "3 cases × 2 workloads");
+    assert_eq!(cells.len(), 8, "4 cases × 2 workloads");
 
     // baseline × small: 1000, 1010, 990: mean 1000, median 1000, sample
     // variance (0 + 100 + 100) / 2 = 100, sd 10, RSD 1.0% ≤ 1%: converged.
@@ -233,6 +247,18 @@ fn summaries_match_the_arithmetic_by_hand() {
     assert!(!c.converged);
     let e = c.effect.unwrap();
     assert!(close(e.change_pct, -6.0) && e.significant);
+
+    // faster × small against fast, not the baseline: (1210 − 1100) / 1100 =
+    // +10%, where against the baseline it would be +21%.
+    let c = cell(&cells, "faster", "small");
+    assert_eq!(c.reference.as_deref(), Some("fast"));
+    assert!(close(c.effect.unwrap().change_pct, 10.0));
+    assert_eq!(
+        cell(&cells, "fast", "small").reference.as_deref(),
+        Some("baseline")
+    );
+    let c = cell(&cells, "faster", "large");
+    assert_eq!((c.runs_valid, c.runs_invalid, c.effect), (0, 0, None));
 
     // <script> × large: the stolen run (50) is left out: 80 ×3, −20%.
     let c = cell(&cells, EVIL, "large");
@@ -293,10 +319,27 @@ fn markdown_has_the_headline_rows_and_the_recommendations() {
     let overall = md.lines().find(|l| l.starts_with("| mtu ")).unwrap();
     assert!(overall.contains("**recommended**") && overall.contains("small +10.0%"));
 
+    // A case compared to another: its change, its setting and its verdict
+    // are against that case.
+    row("faster", &["1,210", "**+10.0% vs fast**"]);
+    assert!(
+        md.contains(
+            "- **Recommended:** `gro = on` (fast: default) — case faster against fast: +10.0% IOPS"
+        ),
+        "{md}"
+    );
+    let overall = md.lines().find(|l| l.starts_with("| gro ")).unwrap();
+    assert!(
+        overall.contains("| fast ") && overall.contains("**recommended**"),
+        "{overall}"
+    );
+
     // Notes: the runner's, non-convergence, the stolen run, the skipped knob.
     for needle in [
         "- A note from the runner.",
-        "- Not converged: 1 of 6 cells",
+        "- Not converged: 1 of 8 cells",
+        "- Not run: ",
+        "  - faster: large",
         "  - \\<script\\> × small: RSD 1.50% after 6 runs",
         "  - \\<script\\> × large run 2: steal 9.0%\n",
         "  - gro: fixed on the device (cases: \\<script\\>)",
@@ -313,7 +356,9 @@ fn markdown_has_the_headline_rows_and_the_recommendations() {
 #[test]
 fn with_no_significant_effect_the_recommendation_says_so() {
     let mut input = input();
-    input.records.retain(|r| r.case != EVIL);
+    input
+        .records
+        .retain(|r| r.case == "baseline" || r.case == "fast");
     input.cases.truncate(2);
     let md = render_markdown(&input);
     assert!(
@@ -360,8 +405,8 @@ fn assert_balanced(html: &str) {
 fn html_is_well_formed_self_contained_and_escaped() {
     let html = render_html(&input());
     assert_eq!(html.matches("<svg").count(), html.matches("</svg>").count());
-    // 1 change chart, 2 effectiveness, 2 retransmission, 3 × 2 histograms.
-    assert_eq!(html.matches("<svg").count(), 11);
+    // 1 change chart, 2 effectiveness, 2 retransmission, 4 × 2 histograms.
+    assert_eq!(html.matches("<svg").count(), 13);
     assert_balanced(&html);
     assert!(html.contains("&lt;script&gt;"));
     assert!(

@@ -43,6 +43,23 @@ pub fn knobs_line(input: &ReportInput, case: &str) -> String {
         .unwrap_or_default()
 }
 
+/// What a case changes from its reference, on one line, the reference
+/// named when it is not the baseline: "vs tso-off: tx = false".
+fn changes_line(input: &ReportInput, case: &str) -> String {
+    let changes = input
+        .changes_from_reference(case)
+        .into_iter()
+        .map(|(k, _, v)| format!("{k} = {v}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let reference = input.reference_of(case);
+    if input.baseline().is_some_and(|b| b.name == reference) {
+        changes
+    } else {
+        format!("vs {reference}: {changes}")
+    }
+}
+
 fn case_rows(input: &ReportInput, skip_baseline: bool) -> Vec<Row> {
     input
         .cases
@@ -54,7 +71,7 @@ fn case_rows(input: &ReportInput, skip_baseline: bool) -> Vec<Row> {
             sublabel: match (i == 0 && !skip_baseline, c.name == "baseline") {
                 (true, true) => String::new(),
                 (true, false) => "(the baseline)".to_string(),
-                _ => knobs_line(input, &c.name),
+                _ => changes_line(input, &c.name),
             },
         })
         .collect()
@@ -88,11 +105,12 @@ pub fn change_over_baseline(input: &ReportInput, cells: &[CellSummary]) -> Strin
                         solid: e.significant,
                         label: change(e.change_pct),
                         tooltip: format!(
-                            "{} × {}: {} {} over the baseline{}",
+                            "{} × {}: {} {} over {}{}",
                             case.name,
                             w.name,
                             change(e.change_pct),
                             w.metric.label(),
+                            input.reference_of(&case.name),
                             if e.significant {
                                 " (significant)"
                             } else {
@@ -107,12 +125,12 @@ pub fn change_over_baseline(input: &ReportInput, cells: &[CellSummary]) -> Strin
     BarChart {
         id: "change".into(),
         title: format!(
-            "% change over the baseline, per workload ({})",
+            "% change over the baseline (or the case compared to), per workload ({})",
             input.plan_name
         ),
         rows: case_rows(input, true),
         panels: vec![Panel {
-            title: "change of the workload's metric over the baseline's mean".into(),
+            title: "change of the workload's metric over the reference's mean".into(),
             unit: "%".into(),
             series,
             bars,

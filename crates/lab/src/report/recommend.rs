@@ -1,5 +1,6 @@
 //! The recommended configuration (seed 001 Tables 6–9): per workload, the
-//! settings whose case gained significantly over the baseline, those whose
+//! settings whose case gained significantly over its reference (the
+//! baseline, or the case it is compared to), those whose
 //! case lost significantly (avoid), and those that only saved CPU; then,
 //! over all workloads, which settings to adopt.
 //!
@@ -11,13 +12,14 @@
 use super::{CellSummary, ReportInput};
 use crate::record::Metric;
 
-/// One knob as a case sets it, beside the baseline's value.
+/// One knob as a case sets it, beside its value in the case's reference
+/// (the baseline, or the case named by `compare_to`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Setting {
     /// The knob's name.
     pub knob: String,
-    /// Its value in the baseline ("default" when the baseline leaves it).
-    pub baseline: String,
+    /// Its value in the reference ("default" when the baseline leaves it).
+    pub from: String,
     /// Its value in the case.
     pub value: String,
 }
@@ -27,15 +29,17 @@ pub struct Setting {
 pub struct Finding {
     /// The case.
     pub case: String,
-    /// What the case changes; empty when it names no knobs.
+    /// What it is measured against: "baseline" or its `compare_to`.
+    pub reference: String,
+    /// What the case changes from its reference; empty when it names no knobs.
     pub settings: Vec<Setting>,
     /// The metric of the workload.
     pub metric: Metric,
-    /// Change of the metric's mean over the baseline's, %.
+    /// Change of the metric's mean over the reference's, %.
     pub change_pct: f64,
-    /// Change of the host's CPU-µs per I/O over the baseline's, %.
+    /// Change of the host's CPU-µs per I/O over the reference's, %.
     pub cpu_change_pct: Option<f64>,
-    /// Both the case's and the baseline's runs met the RSD target.
+    /// Both the case's and the reference's runs met the RSD target.
     pub converged: bool,
     /// Knobs of the case that some of its runs could not apply (named as in
     /// the records' `skipped_knobs`).
@@ -56,7 +60,7 @@ pub struct WorkloadAdvice {
     /// No significant change of the metric, but the host's CPU-µs per I/O
     /// fell by more than the threshold.
     pub cpu_savings: Vec<Finding>,
-    /// Cases compared with the baseline (both had valid runs).
+    /// Cases compared with their reference (both had valid runs).
     pub compared: usize,
     /// Cases none of whose knobs could be applied: whatever they measured,
     /// it was not their setting, so they recommend nothing.
@@ -93,7 +97,9 @@ impl Verdict {
 pub struct OverallAdvice {
     /// The case.
     pub case: String,
-    /// What it changes.
+    /// What it is measured against.
+    pub reference: String,
+    /// What it changes from its reference.
     pub settings: Vec<Setting>,
     /// Workloads it gained on, with the change %.
     pub gains: Vec<(String, f64)>,
@@ -107,14 +113,15 @@ pub struct OverallAdvice {
 
 /// The advice of each workload, in the plan's order.
 pub fn recommend(input: &ReportInput, cells: &[CellSummary]) -> Vec<WorkloadAdvice> {
-    let baseline = input.baseline().map(|c| c.name.as_str()).unwrap_or("");
+    let converged = |case: &str, workload: &str| {
+        cells
+            .iter()
+            .any(|c| c.case == case && c.workload == workload && c.converged)
+    };
     input
         .workloads
         .iter()
         .map(|w| {
-            let base_converged = cells
-                .iter()
-                .any(|c| c.case == baseline && c.workload == w.name && c.converged);
             let mut advice = WorkloadAdvice {
                 workload: w.name.clone(),
                 metric: w.metric,
@@ -127,13 +134,15 @@ pub fn recommend(input: &ReportInput, cells: &[CellSummary]) -> Vec<WorkloadAdvi
             for c in cells.iter().filter(|c| c.workload == w.name) {
                 let Some(effect) = c.effect else { continue };
                 advice.compared += 1;
+                let reference = input.reference_of(&c.case).to_string();
                 let finding = Finding {
+                    converged: c.converged && converged(&reference, &w.name),
                     case: c.case.clone(),
+                    reference,
                     settings: settings(input, &c.case),
                     metric: w.metric,
                     change_pct: effect.change_pct,
                     cpu_change_pct: c.cpu_effect.map(|e| e.change_pct),
-                    converged: base_converged && c.converged,
                     skipped: skipped(input, &c.case, &w.name),
                 };
                 let changed = finding.settings.len();
@@ -197,6 +206,7 @@ pub fn overall(input: &ReportInput, advice: &[WorkloadAdvice]) -> Vec<OverallAdv
         };
         out.push(OverallAdvice {
             case: case.name.clone(),
+            reference: input.reference_of(&case.name).to_string(),
             settings: settings(input, &case.name),
             gains,
             losses,
@@ -207,39 +217,28 @@ pub fn overall(input: &ReportInput, advice: &[WorkloadAdvice]) -> Vec<OverallAdv
     out
 }
 
-/// The knobs `case` changes that some run of `case` × `workload` skipped.
+/// The knobs `case` changes from its reference that some run of `case` ×
+/// `workload` skipped.
 fn skipped(input: &ReportInput, case: &str, workload: &str) -> Vec<String> {
-    let Some(info) = input.cases.iter().find(|c| c.name == case) else {
-        return Vec::new();
-    };
-    info.knobs_changed
-        .keys()
+    input
+        .changes_from_reference(case)
+        .into_iter()
+        .map(|(knob, _, _)| knob)
         .filter(|k| {
             input
                 .records
                 .iter()
                 .filter(|r| r.case == case && r.workload == workload)
-                .any(|r| r.skipped_knobs.contains_key(*k))
+                .any(|r| r.skipped_knobs.contains_key(k))
         })
-        .cloned()
         .collect()
 }
 
-/// The knobs `case` changes, with the baseline's values.
+/// The knobs `case` changes from its reference, with the reference's values.
 pub fn settings(input: &ReportInput, case: &str) -> Vec<Setting> {
     input
-        .cases
-        .iter()
-        .find(|c| c.name == case)
-        .map(|c| {
-            c.knobs_changed
-                .iter()
-                .map(|(knob, value)| Setting {
-                    knob: knob.clone(),
-                    baseline: input.baseline_value(knob),
-                    value: value.clone(),
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+        .changes_from_reference(case)
+        .into_iter()
+        .map(|(knob, from, value)| Setting { knob, from, value })
+        .collect()
 }

@@ -60,14 +60,22 @@ pub fn convergence(c: Option<&CellSummary>) -> &'static str {
     }
 }
 
-/// A change over the baseline: emphasised when significant.
+/// A change over the case's reference, emphasised when significant, the
+/// reference named when it is not the baseline.
 fn change_cell(input: &ReportInput, case: &str, c: Option<&CellSummary>) -> Cell {
-    if input.baseline().is_some_and(|b| b.name == case) {
+    let baseline = input.baseline().map_or("baseline", |b| b.name.as_str());
+    if case == baseline {
         return "baseline".into();
     }
+    let reference = input.reference_of(case);
+    let against = if reference == baseline {
+        String::new()
+    } else {
+        format!(" vs {reference}")
+    };
     match c.and_then(|c| c.effect) {
         Some(e) => Cell {
-            text: change(e.change_pct),
+            text: format!("{}{against}", change(e.change_pct)),
             strong: e.significant,
         },
         None => "–".into(),
@@ -144,9 +152,10 @@ fn headline(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
             Span::Text("One table per workload. ".into()),
             Span::Strong("Bold".into()),
             Span::Text(format!(
-                " changes are significant (more than ±{}% of the baseline's mean). \
-                 RSD: relative standard deviation of the runs; converged: RSD at most {}%. \
-                 MB/s per CPU%: host-wide, all CPUs.",
+                " changes are significant (more than ±{}% of the reference's mean). A change is \
+                 over the baseline unless it names the case it is measured against (the plan's \
+                 compare_to). RSD: relative standard deviation of the runs; converged: RSD at \
+                 most {}%. MB/s per CPU%: host-wide, all CPUs.",
                 input.rules.significance_pct, input.rules.rsd_target_pct
             )),
         ]),
@@ -186,7 +195,7 @@ fn headline(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
                 "RSD %",
                 "N",
                 "converged",
-                "vs baseline",
+                "change",
                 "initiator CPU-µs/IO",
                 "target CPU-µs/IO",
                 "MB/s per CPU%",
@@ -232,9 +241,15 @@ fn cases(input: &ReportInput) -> Vec<Block> {
             } else {
                 topologies.join(", ")
             };
+            let against = if i == 0 {
+                "–"
+            } else {
+                input.reference_of(&c.name)
+            };
             vec![
                 c.name.as_str().into(),
                 knobs.into(),
+                against.into(),
                 topology.into(),
                 c.description.as_str().into(),
             ]
@@ -242,10 +257,20 @@ fn cases(input: &ReportInput) -> Vec<Block> {
         .collect();
     vec![
         Block::Heading(2, "Test cases".into(), Some("cases")),
-        para("The baseline, then cases that each change one setting (or a few) from it (seed 001 Tables 1–5)."),
+        para(
+            "The baseline, then cases that each change one setting (or a few) from it (seed 001 \
+             Tables 1–5); a case measured against another case (a cumulative series, seed 002) \
+             says which.",
+        ),
         table(
-            &["case", "changes from the baseline", "topology", "description"],
-            &[false, false, false, false],
+            &[
+                "case",
+                "changes from the baseline",
+                "measured against",
+                "topology",
+                "description",
+            ],
+            &[false, false, false, false, false],
             rows,
         ),
     ]
@@ -612,7 +637,7 @@ fn finding_item(verdict: &str, f: &Finding) -> (Vec<Span>, Vec<String>) {
             spans.push(Span::Text(", ".into()));
         }
         spans.push(Span::Code(format!("{} = {}", s.knob, s.value)));
-        spans.push(Span::Text(format!(" (baseline: {})", s.baseline)));
+        spans.push(Span::Text(format!(" ({}: {})", f.reference, s.from)));
     }
     if f.settings.is_empty() {
         spans.push(Span::Text("(no knobs named)".into()));
@@ -630,8 +655,13 @@ fn finding_item(verdict: &str, f: &Finding) -> (Vec<Span>, Vec<String>) {
             f.skipped.join(", ")
         ));
     }
+    let against = if f.reference == "baseline" {
+        String::new()
+    } else {
+        format!(" against {}", f.reference)
+    };
     spans.push(Span::Text(format!(
-        " — case {}: {} {}{cpu}{caveat}",
+        " — case {}{against}: {} {}{cpu}{caveat}",
         f.case,
         change(f.change_pct),
         f.metric.label()
@@ -647,9 +677,10 @@ fn recommended(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
         Block::Heading(2, "Recommended configuration".into(), Some("recommended")),
         para(format!(
             "As in seed 001 Tables 6–9: only settings whose case changed a workload's metric by more \
-             than ±{t}% of the baseline are listed. Gains are recommended for that workload, losses \
-             are to avoid; a setting that only saved CPU (host CPU-µs per I/O down by more than {t}%) \
-             is listed apart."
+             than ±{t}% of its reference (the baseline, or the case it is compared to) are listed, \
+             each as it differs from that reference. Gains are recommended for that workload, \
+             losses are to avoid; a setting that only saved CPU (host CPU-µs per I/O down by more \
+             than {t}%) is listed apart."
         )),
         Block::Heading(3, "Over all workloads".into(), None),
     ];
@@ -677,10 +708,10 @@ fn recommended(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
                     .map(|s| s.knob.clone())
                     .collect::<Vec<_>>()
                     .join(", ");
-                let baseline = o
+                let from = o
                     .settings
                     .iter()
-                    .map(|s| s.baseline.clone())
+                    .map(|s| s.from.clone())
                     .collect::<Vec<_>>()
                     .join(", ");
                 let value = o
@@ -695,9 +726,10 @@ fn recommended(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
                     } else {
                         settings.into()
                     },
-                    baseline.into(),
+                    from.into(),
                     value.into(),
                     o.case.as_str().into(),
+                    o.reference.as_str().into(),
                     effects(&o.gains).into(),
                     effects(&o.losses).into(),
                     Cell {
@@ -709,15 +741,9 @@ fn recommended(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
             .collect();
         b.push(table(
             &[
-                "setting",
-                "baseline value",
-                "case value",
-                "case",
-                "gains",
-                "losses",
-                "verdict",
+                "setting", "from", "to", "case", "against", "gains", "losses", "verdict",
             ],
-            &[false, false, false, false, false, false, false],
+            &[false, false, false, false, false, false, false, false],
             rows,
         ));
     }

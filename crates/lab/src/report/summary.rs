@@ -62,11 +62,14 @@ pub struct CellSummary {
     pub next: Next,
     /// `next == Converged`.
     pub converged: bool,
-    /// Change of the mean over the baseline's mean, and its significance;
-    /// None for the baseline itself and when either side has no valid run.
+    /// What the effects are measured against: the baseline, or the case's
+    /// `compare_to`; None for the baseline itself.
+    pub reference: Option<String>,
+    /// Change of the mean over the reference's mean, and its significance;
+    /// None for the baseline and when either side has no valid run.
     pub effect: Option<Effect>,
-    /// Change of the host's CPU-µs per I/O over the baseline's, with the same
-    /// threshold (negative saves CPU).
+    /// Change of the host's CPU-µs per I/O over the reference's, with the
+    /// same threshold (negative saves CPU).
     pub cpu_effect: Option<Effect>,
     /// Mean MB/s (10^6 bytes/s).
     pub mb_per_s: Option<f64>,
@@ -110,27 +113,26 @@ pub fn summarize(input: &ReportInput) -> Vec<CellSummary> {
             cells.push(cell(input, &case.name, &workload.name, workload.metric));
         }
     }
-    // Effects need every baseline cell first.
+    // Effects need every reference cell first.
     let baseline = input.baseline().map(|c| c.name.clone()).unwrap_or_default();
-    let base: BTreeMap<String, (Option<f64>, Option<f64>)> = cells
+    let means: BTreeMap<(String, String), (Option<f64>, Option<f64>)> = cells
         .iter()
-        .filter(|c| c.case == baseline)
         .map(|c| {
-            (
-                c.workload.clone(),
-                (c.stats.map(|s| s.mean), c.system.cpu_us_per_io),
-            )
+            let key = (c.case.clone(), c.workload.clone());
+            (key, (c.stats.map(|s| s.mean), c.system.cpu_us_per_io))
         })
         .collect();
     for c in cells.iter_mut().filter(|c| c.case != baseline) {
-        if let Some(&(base_mean, base_cpu)) = base.get(&c.workload) {
-            c.effect = base_mean
+        let reference = input.reference_of(&c.case).to_string();
+        if let Some(&(ref_mean, ref_cpu)) = means.get(&(reference.clone(), c.workload.clone())) {
+            c.effect = ref_mean
                 .zip(c.stats.map(|s| s.mean))
                 .and_then(|(b, v)| input.rules.effect(b, v));
-            c.cpu_effect = base_cpu
+            c.cpu_effect = ref_cpu
                 .zip(c.system.cpu_us_per_io)
                 .and_then(|(b, v)| input.rules.effect(b, v));
         }
+        c.reference = Some(reference);
     }
     cells
 }
@@ -174,6 +176,7 @@ fn cell(input: &ReportInput, case: &str, workload: &str, metric: Metric) -> Cell
         stats: Summary::of(&values),
         next,
         converged: next == Next::Converged,
+        reference: None,
         effect: None,
         cpu_effect: None,
         mb_per_s: mean(&runs, |b| field(b, &["mb_per_s"])),

@@ -141,7 +141,7 @@ pub fn change_over_baseline(input: &ReportInput, cells: &[CellSummary]) -> Strin
         }],
         keys: vec![
             Key::Hatched(format!("within ±{threshold}%: not significant")),
-            Key::Band(format!("±{threshold}% of the baseline")),
+            Key::Band(format!("±{threshold}% of the reference's mean")),
         ],
         empty_message: if input.cases.len() < 2 {
             "No data: the plan has no case besides the baseline, so there is nothing to compare."

@@ -333,13 +333,14 @@ fn change_section(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
     let mut b = vec![
         Block::Heading(2, "% change over the baseline".into(), Some("change")),
         para(format!(
-            "Each case's mean against the baseline's mean, per workload (seed 001 Figures 3–9). \
+            "Each case's mean against the baseline's mean, or against the case it is compared to \
+             (named under the case and in the table), per workload (seed 001 Figures 3–9). \
              Changes within ±{t}% are not significant: hatched in the chart, plain in the table."
         )),
         Block::Figure {
             svg: charts::change_over_baseline(input, cells),
             caption: format!(
-                "% change over the baseline; solid bars are significant (beyond ±{t}%), the grey band is ±{t}%."
+                "% change over the reference; solid bars are significant (beyond ±{t}%), the grey band is ±{t}%."
             ),
         },
     ];

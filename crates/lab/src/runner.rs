@@ -147,6 +147,13 @@ pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
             ));
             continue;
         }
+        if knobs.initiator_impl() == InitiatorImpl::Libiscsi && fio_peer::find_fio().is_none() {
+            notes.push(format!(
+                "case {}: skipped: fio with libiscsi's engine was not found (build it with ../shared/tools/fio-libiscsi, or set ISOE_FIO)",
+                case.name
+            ));
+            continue;
+        }
         let kind: Kind = case
             .topology
             .as_str()

@@ -1,0 +1,188 @@
+//! `isoe lab` end to end on a tiny plan: the three files are written, the
+//! runs obey the plan's statistics, a second invocation resumes instead of
+//! repeating, Ctrl-C stops it with the report written, and no namespace of
+//! the run is left behind.
+//!
+//! Needs root (network namespaces); skipped with the reason otherwise,
+//! unless CI is set.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const TINY_PLAN: &str = r#"
+name = "tiny"
+description = "CI: one case, one workload, two short runs each"
+topology = "loopback"
+[run]
+duration_s = 1.0
+ramp_s = 0.2
+[stats]
+min_runs = 2
+max_runs = 2
+[baseline]
+mtu = 1500
+[[workload]]
+name = "rand-read-4k"
+profile = "exchange-email-4k"
+qd = 4
+[[case]]
+name = "jumbo"
+description = "MTU 9000"
+mtu = 9000
+"#;
+
+fn root_or_skip(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{test}: CI runs as root, but this is not root"
+        );
+        eprintln!("SKIPPED {test}: network namespaces need root");
+    }
+    root
+}
+
+fn lab(dir: &Path, extra: &[&str]) -> Output {
+    let plan = dir.join("tiny.toml");
+    std::fs::write(&plan, TINY_PLAN).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_isoe"))
+        .args(["lab", "--plan"])
+        .arg(&plan)
+        .arg("--out")
+        .arg(dir.join("out"))
+        .arg("--no-progress")
+        .args(extra)
+        .output()
+        .expect("run isoe lab")
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn namespaces_of(pid: u32) -> Vec<String> {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(&format!("isoe-lab-{pid}-")))
+        .map(str::to_string)
+        .collect()
+}
+
+fn records(dir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("out/results.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
+#[test]
+fn a_plan_runs_writes_its_reports_resumes_and_leaves_nothing() {
+    if !root_or_skip("a_plan_runs_writes_its_reports_resumes_and_leaves_nothing") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = lab(dir.path(), &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    for f in ["results.jsonl", "report.md", "report.html"] {
+        assert!(
+            dir.path().join("out").join(f).exists(),
+            "{f} missing: {}",
+            text(&out)
+        );
+    }
+    let runs = records(dir.path());
+    // Two cases (baseline, jumbo) x one workload x exactly two runs.
+    assert_eq!(runs.len(), 4, "{runs:?}");
+    for r in &runs {
+        assert_eq!(r["plan"], "tiny");
+        assert_eq!(r["valid"], true, "{r}");
+        assert!(r["value"].as_f64().unwrap() > 0.0);
+        assert_eq!(r["metric"], "iops");
+    }
+    let jumbo: Vec<_> = runs.iter().filter(|r| r["case"] == "jumbo").collect();
+    assert_eq!(jumbo.len(), 2);
+    assert_eq!(jumbo[0]["knobs"]["mtu"], "9000");
+    let md = std::fs::read_to_string(dir.path().join("out/report.md")).unwrap();
+    assert!(md.contains("## Headline"), "{md}");
+    assert!(md.contains("| jumbo"), "{md}");
+    let html = std::fs::read_to_string(dir.path().join("out/report.html")).unwrap();
+    assert_eq!(html.matches("<svg").count(), html.matches("</svg>").count());
+
+    // The same command again: every cell is done, nothing is run twice.
+    let again = lab(dir.path(), &[]);
+    assert!(again.status.success(), "{}", text(&again));
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("4 runs (0 new)"),
+        "{}",
+        text(&again)
+    );
+    assert_eq!(records(dir.path()).len(), 4);
+}
+
+#[test]
+fn ctrl_c_stops_the_plan_writes_the_report_and_removes_the_namespaces() {
+    if !root_or_skip("ctrl_c_stops_the_plan_writes_the_report_and_removes_the_namespaces") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("tiny.toml");
+    // Long runs, so the interrupt lands in the middle of one.
+    std::fs::write(
+        &plan,
+        TINY_PLAN.replace("duration_s = 1.0", "duration_s = 30.0"),
+    )
+    .unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_isoe"))
+        .args(["lab", "--no-progress", "--plan"])
+        .arg(&plan)
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while namespaces_of(pid).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        !namespaces_of(pid).is_empty(),
+        "the lab never made its namespace"
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    // SAFETY: kill(2) on our own child's PID.
+    unsafe {
+        libc::kill(pid as libc::pid_t, libc::SIGINT);
+    }
+    let started = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(25),
+        "took {:?} to stop",
+        started.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("interrupted"),
+        "{}",
+        text(&out)
+    );
+    assert!(dir.path().join("out/report.md").exists());
+    assert!(
+        namespaces_of(pid).is_empty(),
+        "left behind: {:?}",
+        namespaces_of(pid)
+    );
+}

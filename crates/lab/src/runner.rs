@@ -480,26 +480,7 @@ fn run_bench(
         .spawn()
         .map_err(|e| BenchFailure::Failed(format!("cannot start isoe bench: {e}")))?;
     let limit = Duration::from_secs_f64(plan.run.duration_s + plan.run.ramp_s) + BENCH_SLACK;
-    let deadline = Instant::now() + limit;
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) => {}
-            Err(e) => return Err(BenchFailure::Failed(format!("waiting for isoe bench: {e}"))),
-        }
-        if options.stop.load(Ordering::Relaxed) {
-            stop_child(&mut child, Duration::from_secs(5));
-            return Err(BenchFailure::Stopped);
-        }
-        if Instant::now() > deadline {
-            stop_child(&mut child, Duration::from_secs(5));
-            return Err(BenchFailure::Failed(format!(
-                "isoe bench did not finish within {} s",
-                limit.as_secs()
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_child(&mut child, "isoe bench", limit, &options.stop, |_| {})?;
     let out = child
         .wait_with_output()
         .map_err(|e| BenchFailure::Failed(format!("reading isoe bench's output: {e}")))?;
@@ -565,31 +546,14 @@ fn run_fio(
     let window = Duration::from_secs_f64((job.duration_s - 1.0).max(0.5));
     let mut first = None;
     let mut last = None;
-    let t0 = Instant::now();
     let limit = window_start + window + BENCH_SLACK;
-    loop {
-        if let Ok(Some(_)) = child.try_wait() {
-            break;
-        }
-        if options.stop.load(Ordering::Relaxed) {
-            stop_child(&mut child, Duration::from_secs(5));
-            return Err(BenchFailure::Stopped);
-        }
-        let t = t0.elapsed();
+    wait_for_child(&mut child, "fio", limit, &options.stop, |t| {
         if first.is_none() && t >= window_start {
             first = fio_peer::Sample::take(pid, Some(target.pid));
         } else if first.is_some() && last.is_none() && t >= window_start + window {
             last = fio_peer::Sample::take(pid, Some(target.pid));
         }
-        if t > limit {
-            stop_child(&mut child, Duration::from_secs(5));
-            return Err(BenchFailure::Failed(format!(
-                "fio did not finish within {} s",
-                limit.as_secs()
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    })?;
     let out = child
         .wait_with_output()
         .map_err(|e| BenchFailure::Failed(format!("reading fio's output: {e}")))?;
@@ -612,6 +576,39 @@ fn run_fio(
         fio_peer::to_bench_json(&fio_json, &job, &first, &last, Some(target.pid)),
         started,
     ))
+}
+
+/// Waits for `child` to exit, calling `each` with the time since the start
+/// every 20 ms; stops it on Ctrl-C or after `limit`.
+fn wait_for_child(
+    child: &mut Child,
+    what: &str,
+    limit: Duration,
+    stop: &AtomicBool,
+    mut each: impl FnMut(Duration),
+) -> Result<(), BenchFailure> {
+    let t0 = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => return Ok(()),
+            Ok(None) => {}
+            Err(e) => return Err(BenchFailure::Failed(format!("waiting for {what}: {e}"))),
+        }
+        if stop.load(Ordering::Relaxed) {
+            stop_child(child, Duration::from_secs(5));
+            return Err(BenchFailure::Stopped);
+        }
+        let t = t0.elapsed();
+        if t > limit {
+            stop_child(child, Duration::from_secs(5));
+            return Err(BenchFailure::Failed(format!(
+                "{what} did not finish within {} s",
+                limit.as_secs()
+            )));
+        }
+        each(t);
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

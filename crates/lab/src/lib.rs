@@ -18,4 +18,5 @@ pub mod report;
 pub mod report_input;
 pub mod runner;
 pub mod stats;
+pub mod tgt_peer;
 pub mod topology;

@@ -12,6 +12,7 @@ use crate::knobs::{InitiatorImpl, KnobSet, TargetImpl};
 use crate::plan::{Plan, ResolvedCase, WorkloadSpec};
 use crate::record::{Metric, RunRecord};
 use crate::stats::Next;
+use crate::tgt_peer::{self, TgtTarget};
 use crate::topology::{self, Kind, Role, Topology};
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -141,11 +142,10 @@ pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
             break;
         }
         if knobs.target_impl() == TargetImpl::Tgt {
-            notes.push(format!(
-                "case {}: target = tgt is not run by the lab yet (tgtd in the target namespace); the case was skipped",
-                case.name
-            ));
-            continue;
+            if let Err(why) = tgt_peer::programs() {
+                notes.push(format!("case {}: skipped: target = tgt: {why}", case.name));
+                continue;
+            }
         }
         if knobs.initiator_impl() == InitiatorImpl::Libiscsi && fio_peer::find_fio().is_none() {
             notes.push(format!(
@@ -329,17 +329,23 @@ fn convergence_notes(plan: &Plan, records: &[RunRecord]) -> Vec<String> {
     notes
 }
 
-/// `isoe target` in the target namespace, stopped on Drop.
+/// `isoe target` (or tgt) in the target namespace, stopped on Drop.
 struct TargetProcess {
-    child: Child,
+    /// `isoe target`; None for tgt, which `_tgt` stops.
+    child: Option<Child>,
     pid: u32,
     portals: Vec<String>,
-    _config: tempfile_path::TempPath,
+    /// The LUN the URLs name: 0 on isoe, 1 on tgt (its LUN 0 is the controller).
+    lun: u16,
+    _config: Option<tempfile_path::TempPath>,
+    _tgt: Option<TgtTarget>,
 }
 
 impl Drop for TargetProcess {
     fn drop(&mut self) {
-        stop_child(&mut self.child, Duration::from_secs(20));
+        if let Some(child) = self.child.as_mut() {
+            stop_child(child, Duration::from_secs(20));
+        }
     }
 }
 
@@ -370,6 +376,18 @@ fn start_target(
     knobs: &KnobSet,
     case: &ResolvedCase,
 ) -> Result<TargetProcess, LabError> {
+    if knobs.target_impl() == TargetImpl::Tgt {
+        let tgt = TgtTarget::start(topo, knobs)
+            .map_err(|e| LabError::Target(format!("case {}: {e}", case.name)))?;
+        return Ok(TargetProcess {
+            child: None,
+            pid: tgt.pid(),
+            portals: tgt.portals().to_vec(),
+            lun: tgt.lun(),
+            _config: None,
+            _tgt: Some(tgt),
+        });
+    }
     let portals: Vec<String> = topo.portals().iter().map(ToString::to_string).collect();
     let portal_list = portals
         .iter()
@@ -427,10 +445,12 @@ fn start_target(
         }
     }
     Ok(TargetProcess {
-        child,
+        child: Some(child),
         pid,
         portals,
-        _config: path,
+        lun: 0,
+        _config: Some(path),
+        _tgt: None,
     })
 }
 
@@ -455,7 +475,7 @@ fn run_bench(
     cmd.arg("bench");
     // One URL per portal: the seeds' volumes, one per path.
     for portal in &target.portals {
-        cmd.arg(format!("iscsi://{portal}/{TARGET_IQN}/0"));
+        cmd.arg(format!("iscsi://{portal}/{TARGET_IQN}/{}", target.lun));
     }
     cmd.args(workload.bench_args(knobs));
     cmd.args(knobs.bench_args());
@@ -521,7 +541,7 @@ fn run_fio(
         urls: target
             .portals
             .iter()
-            .map(|p| format!("iscsi://{p}/{TARGET_IQN}/0"))
+            .map(|p| format!("iscsi://{p}/{TARGET_IQN}/{}", target.lun))
             .collect(),
         block_size_bytes: shape.block_size_bytes,
         read_pct: shape.read_pct,

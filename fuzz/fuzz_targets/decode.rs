@@ -8,7 +8,7 @@
 //! them, which lets the fuzzer reach the AHS and data paths behind them.
 #![no_main]
 
-use isoe_wire::digest::{crc32c, to_wire};
+use isoe_wire::digest::{crc32c, to_wire, Crc32cImpl};
 use isoe_wire::frame::{decode, Decoded, FrameError, FrameLimits};
 use isoe_wire::padded_len;
 use libfuzzer_sys::fuzz_target;
@@ -20,16 +20,19 @@ const LIMITS: [FrameLimits; 4] = [
         max_recv_data_segment_length: 262_144,
         header_digest: false,
         data_digest: false,
+        crc: Crc32cImpl::Hardware,
     },
     FrameLimits {
         max_recv_data_segment_length: 512,
         header_digest: true,
         data_digest: false,
+        crc: Crc32cImpl::Hardware,
     },
     FrameLimits {
         max_recv_data_segment_length: 65_536,
         header_digest: true,
         data_digest: true,
+        crc: Crc32cImpl::Hardware,
     },
 ];
 

@@ -186,6 +186,7 @@ impl Channel {
                         max_recv_data_segment_length: c.max_recv_data_segment_length,
                         header_digest: c.header_digest,
                         data_digest: c.data_digest,
+                        crc: isoe_wire::digest::Crc32cImpl::Hardware,
                     };
                     self.send_limits = FrameLimits {
                         max_recv_data_segment_length: c.max_send_data_segment_length,

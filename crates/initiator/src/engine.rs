@@ -711,6 +711,7 @@ fn conn_core(cid: u16, login: &LoginResult, now: Instant) -> ConnCore {
         max_recv_data_segment_length: c.max_recv_data_segment_length,
         header_digest: c.header_digest,
         data_digest: c.data_digest,
+        crc: isoe_wire::digest::Crc32cImpl::Hardware,
     };
     let send = isoe_wire::frame::FrameLimits {
         max_recv_data_segment_length: c.max_send_data_segment_length,

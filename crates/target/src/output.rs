@@ -198,6 +198,7 @@ mod tests {
             max_recv_data_segment_length: 8192,
             header_digest: true,
             data_digest: true,
+            crc: isoe_wire::digest::Crc32cImpl::Hardware,
         };
         let pdu = Pdu::NopIn(NopIn {
             initiator_task_tag: 7,

@@ -1,7 +1,11 @@
 //! CRC32C header and data digests (RFC 7143 §13.1, generator 0x11EDC6F41).
 //!
 //! The CRC itself comes from the `crc32c` crate, which uses the SSE4.2
-//! `crc32` instruction (or ARMv8 CRC) when the CPU has it.
+//! `crc32` instruction (or ARMv8 CRC) when the CPU has it. [`Crc32cImpl`]
+//! chooses between that and a portable table-driven implementation
+//! ([`crc32c_software`]), so that a benchmark can show what the instruction
+//! saves (ARCHITECTURE.md, datapath rule 5). The choice travels with the
+//! caller's [`crate::frame::FrameLimits`]: this crate keeps no global state.
 //!
 //! # Byte order on the wire
 //!
@@ -27,6 +31,106 @@ pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
     crc32c::crc32c_append(crc, data)
 }
 
+/// Which CRC32C implementation computes digests. Both give the same values;
+/// they differ only in CPU time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Crc32cImpl {
+    /// The `crc32c` crate: the CPU's CRC32C instruction (SSE4.2 `crc32`,
+    /// ARMv8 CRC) where present, which is everywhere isoe is measured.
+    #[default]
+    Hardware,
+    /// [`crc32c_software`]: slicing-by-8 over 8 KiB of tables, no special
+    /// instruction, the kind of CRC a software iSCSI stack without the
+    /// instruction runs.
+    Software,
+}
+
+impl Crc32cImpl {
+    /// CRC32C of `data` (as [`crc32c`]).
+    #[inline]
+    pub fn crc32c(self, data: &[u8]) -> u32 {
+        self.append(0, data)
+    }
+
+    /// Continues a CRC32C (as [`crc32c_append`]).
+    #[inline]
+    pub fn append(self, crc: u32, data: &[u8]) -> u32 {
+        match self {
+            Crc32cImpl::Hardware => crc32c::crc32c_append(crc, data),
+            Crc32cImpl::Software => crc32c_software(crc, data),
+        }
+    }
+
+    /// The data digest over `data` and its zero padding (as [`data_digest`]).
+    pub fn data_digest(self, data: &[u8]) -> u32 {
+        const ZEROS: [u8; 3] = [0; 3];
+        let pad = crate::padded_len(data.len()) - data.len();
+        self.append(self.crc32c(data), &ZEROS[..pad])
+    }
+}
+
+/// The reflected CRC32C polynomial (0x1EDC6F41 bit-reversed).
+const POLY_REFLECTED: u32 = 0x82f6_3b78;
+
+/// Slicing-by-8 tables: `TABLES[0]` is the classic byte-at-a-time table,
+/// `TABLES[k][b]` the CRC of byte `b` followed by `k` zero bytes. Computed
+/// at compile time; immutable data, not state.
+static TABLES: [[u32; 256]; 8] = software_tables();
+
+const fn software_tables() -> [[u32; 256]; 8] {
+    let mut t = [[0u32; 256]; 8];
+    let mut b = 0;
+    while b < 256 {
+        let mut crc = b as u32;
+        let mut bit = 0;
+        while bit < 8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ POLY_REFLECTED
+            } else {
+                crc >> 1
+            };
+            bit += 1;
+        }
+        t[0][b] = crc;
+        b += 1;
+    }
+    let mut k = 1;
+    while k < 8 {
+        let mut b = 0;
+        while b < 256 {
+            let prev = t[k - 1][b];
+            t[k][b] = (prev >> 8) ^ t[0][(prev & 0xff) as usize];
+            b += 1;
+        }
+        k += 1;
+    }
+    t
+}
+
+/// Continues a CRC32C in portable software: the same values as
+/// [`crc32c_append`], eight bytes per step through [`TABLES`], the
+/// unaligned head and tail a byte at a time.
+pub fn crc32c_software(crc: u32, data: &[u8]) -> u32 {
+    let mut crc = !crc;
+    let mut chunks = data.chunks_exact(8);
+    for chunk in &mut chunks {
+        let lo = crc ^ u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
+        let hi = u32::from_le_bytes([chunk[4], chunk[5], chunk[6], chunk[7]]);
+        crc = TABLES[7][(lo & 0xff) as usize]
+            ^ TABLES[6][((lo >> 8) & 0xff) as usize]
+            ^ TABLES[5][((lo >> 16) & 0xff) as usize]
+            ^ TABLES[4][(lo >> 24) as usize]
+            ^ TABLES[3][(hi & 0xff) as usize]
+            ^ TABLES[2][((hi >> 8) & 0xff) as usize]
+            ^ TABLES[1][((hi >> 16) & 0xff) as usize]
+            ^ TABLES[0][(hi >> 24) as usize];
+    }
+    for &byte in chunks.remainder() {
+        crc = (crc >> 8) ^ TABLES[0][((crc ^ u32::from(byte)) & 0xff) as usize];
+    }
+    !crc
+}
+
 /// The four bytes a digest value is sent as (RFC 3720 Appendix B.4 order).
 pub fn to_wire(crc: u32) -> [u8; DIGEST_LEN] {
     crc.to_le_bytes()
@@ -42,9 +146,7 @@ pub fn from_wire(bytes: [u8; DIGEST_LEN]) -> u32 {
 /// RFC 7143 §11.2.3 and §13.1: padding bytes are included in the CRC. Padding
 /// is zero, so `data` is extended with `padded_len(len) - len` zero bytes.
 pub fn data_digest(data: &[u8]) -> u32 {
-    const ZEROS: [u8; 3] = [0; 3];
-    let pad = crate::padded_len(data.len()) - data.len();
-    crc32c_append(crc32c(data), &ZEROS[..pad])
+    Crc32cImpl::Hardware.data_digest(data)
 }
 
 #[cfg(test)]
@@ -72,12 +174,42 @@ mod tests {
         ]
     }
 
+    const BOTH: [Crc32cImpl; 2] = [Crc32cImpl::Hardware, Crc32cImpl::Software];
+
     #[test]
     fn rfc3720_appendix_b4_vectors() {
         for (input, wire) in rfc3720_vectors() {
             let crc = crc32c(&input);
             assert_eq!(to_wire(crc), wire, "input {input:02x?}");
             assert_eq!(from_wire(wire), crc);
+        }
+    }
+
+    #[test]
+    fn rfc3720_appendix_b4_vectors_with_each_implementation() {
+        for implementation in BOTH {
+            for (input, wire) in rfc3720_vectors() {
+                let crc = implementation.crc32c(&input);
+                assert_eq!(to_wire(crc), wire, "{implementation:?}, input {input:02x?}");
+            }
+        }
+        // The software path on its own, byte-at-a-time tail included.
+        assert_eq!(crc32c_software(0, &[0u8; 32]), 0x8a91_36aa);
+        assert_eq!(
+            crc32c_software(0, b"123456789"),
+            0xe306_9283,
+            "the CRC-32C check value"
+        );
+        assert_eq!(crc32c_software(0, &[]), 0);
+    }
+
+    #[test]
+    fn software_tables_start_from_the_polynomial() {
+        // Byte 0x80 is bit 7 alone: one shift through the reflected polynomial.
+        assert_eq!(TABLES[0][0x80], POLY_REFLECTED);
+        assert_eq!(TABLES[0][0], 0);
+        for (k, table) in TABLES.iter().enumerate() {
+            assert_eq!(table[0], 0, "table {k}");
         }
     }
 
@@ -110,6 +242,19 @@ mod tests {
             let mut whole = a.clone();
             whole.extend_from_slice(&b);
             prop_assert_eq!(crc32c_append(crc32c(&a), &b), crc32c(&whole));
+        }
+
+        /// The portable implementation agrees with the crc32c crate on any
+        /// input, from any starting CRC, whatever the alignment of the slice.
+        #[test]
+        fn software_equals_hardware(data in proptest::collection::vec(any::<u8>(), 0..5000),
+                                    start: u32,
+                                    skip in 0usize..8) {
+            let data = &data[skip.min(data.len())..];
+            prop_assert_eq!(crc32c_software(0, data), crc32c::crc32c(data));
+            prop_assert_eq!(crc32c_software(start, data), crc32c::crc32c_append(start, data));
+            prop_assert_eq!(Crc32cImpl::Software.crc32c(data), Crc32cImpl::Hardware.crc32c(data));
+            prop_assert_eq!(Crc32cImpl::Software.data_digest(data), data_digest(data));
         }
 
         #[test]

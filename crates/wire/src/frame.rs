@@ -32,7 +32,7 @@
 use std::borrow::Cow;
 
 use crate::bhs::{field, Bhs, BHS_LEN};
-use crate::digest::{self, DIGEST_LEN};
+use crate::digest::{self, Crc32cImpl, DIGEST_LEN};
 use crate::{padded_len, ParseError, Pdu};
 
 /// The largest AHS a BHS can announce: TotalAHSLength is one byte of 4-byte words.
@@ -58,6 +58,10 @@ pub struct FrameLimits {
     pub header_digest: bool,
     /// DataDigest=CRC32C was negotiated (RFC 7143 §13.1).
     pub data_digest: bool,
+    /// Which implementation computes and checks the digests: a datapath
+    /// option of the caller, not a protocol value ([`Crc32cImpl::Hardware`]
+    /// unless the caller measures the alternative).
+    pub crc: Crc32cImpl,
 }
 
 impl FrameLimits {
@@ -67,6 +71,7 @@ impl FrameLimits {
         max_recv_data_segment_length: 8192,
         header_digest: false,
         data_digest: false,
+        crc: Crc32cImpl::Hardware,
     };
 
     fn header_digest_len(&self) -> usize {
@@ -239,6 +244,7 @@ impl Layout {
 pub struct Header {
     bhs: [u8; BHS_LEN],
     layout: Layout,
+    crc: Crc32cImpl,
 }
 
 impl Header {
@@ -279,7 +285,8 @@ impl Header {
 
     /// Checks the data digest of a frame whose data segment arrived apart
     /// from the rest: `data_crc` is [`digest::crc32c`] of the data segment
-    /// (built with [`digest::crc32c_append`] as the pieces came), `trailer`
+    /// (built with [`digest::crc32c_append`] as the pieces came; any
+    /// [`Crc32cImpl`] gives the same value), `trailer`
     /// the [`Header::trailer_len`] bytes that followed it.
     ///
     /// Passes whenever there is no data digest. Panics when `trailer` has
@@ -298,7 +305,7 @@ impl Header {
         // RFC 7143 §11.2.3 / §13.1: the data digest covers data and padding,
         // as received (decode does not require the padding to be zero either).
         let pad = self.layout.pad_len();
-        let expected = digest::crc32c_append(data_crc, &trailer[..pad]);
+        let expected = self.crc.append(data_crc, &trailer[..pad]);
         let found = read_digest(&trailer[pad..]);
         if expected != found {
             return Err(FrameError::DataDigest {
@@ -359,7 +366,7 @@ fn check_header<'a>(buf: &'a [u8], limits: &FrameLimits) -> Result<HeaderCheck<'
     let ahs_end = BHS_LEN + layout.ahs_len;
     if limits.header_digest {
         // RFC 7143 §11.2.3 / §13.1: the header digest covers BHS and AHS.
-        let expected = digest::crc32c(&header[..ahs_end]);
+        let expected = limits.crc.crc32c(&header[..ahs_end]);
         let found = read_digest(&header[ahs_end..]);
         if expected != found {
             return Err(FrameError::HeaderDigest { expected, found });
@@ -398,7 +405,7 @@ pub fn decode<'a>(buf: &'a [u8], limits: &FrameLimits) -> Result<Decoded<'a>, Fr
     let padded_end = data_start + padded_len(layout.data_len);
     if limits.data_digest_len(layout.data_len) > 0 {
         // RFC 7143 §11.2.3 / §13.1: the data digest covers data and padding.
-        let expected = digest::crc32c(&frame_bytes[data_start..padded_end]);
+        let expected = limits.crc.crc32c(&frame_bytes[data_start..padded_end]);
         let found = read_digest(&frame_bytes[padded_end..]);
         if expected != found {
             return Err(FrameError::DataDigest {
@@ -431,7 +438,11 @@ pub fn decode<'a>(buf: &'a [u8], limits: &FrameLimits) -> Result<Decoded<'a>, Fr
 pub fn peek_header(buf: &[u8], limits: &FrameLimits) -> Result<Option<Header>, FrameError> {
     match check_header(buf, limits)? {
         HeaderCheck::NeedMore { .. } => Ok(None),
-        HeaderCheck::Checked { bhs, layout, .. } => Ok(Some(Header { bhs: *bhs, layout })),
+        HeaderCheck::Checked { bhs, layout, .. } => Ok(Some(Header {
+            bhs: *bhs,
+            layout,
+            crc: limits.crc,
+        })),
     }
 }
 
@@ -524,7 +535,7 @@ pub fn finish_pdu(out: &mut Vec<u8>, data_start: usize, limits: &FrameLimits) {
     // RFC 7143 §11.2.3: pad with zeros to a 4-byte boundary.
     out.resize(data_start + padded_len(data_len), 0);
     if limits.data_digest_len(data_len) > 0 {
-        let crc = digest::crc32c(&out[data_start..]);
+        let crc = limits.crc.crc32c(&out[data_start..]);
         out.extend_from_slice(&digest::to_wire(crc));
     }
 }
@@ -553,7 +564,7 @@ pub fn encode_header(
     out.extend_from_slice(ahs);
     if limits.header_digest {
         // RFC 7143 §11.2.3 / §13.1: the header digest covers BHS and AHS.
-        let crc = digest::crc32c(&out[header_start..]);
+        let crc = limits.crc.crc32c(&out[header_start..]);
         out.extend_from_slice(&digest::to_wire(crc));
     }
 }
@@ -565,7 +576,7 @@ pub fn data_trailer(data: &[u8], limits: &FrameLimits) -> ([u8; 8], usize) {
     if limits.data_digest_len(data.len()) == 0 {
         return (trailer, pad);
     }
-    let crc = digest::data_digest(data);
+    let crc = limits.crc.data_digest(data);
     trailer[pad..pad + DIGEST_LEN].copy_from_slice(&digest::to_wire(crc));
     (trailer, pad + DIGEST_LEN)
 }
@@ -579,6 +590,7 @@ mod tests {
         max_recv_data_segment_length: 65536,
         header_digest: true,
         data_digest: true,
+        crc: Crc32cImpl::Hardware,
     };
 
     fn nop_out() -> Pdu {
@@ -973,8 +985,10 @@ mod tests {
             dd: bool,
             flip in proptest::option::of(0usize..4000),
             split in 1usize..1000,
+            software: bool,
         ) {
-            let limits = FrameLimits { max_recv_data_segment_length: 4096, header_digest: hd, data_digest: dd };
+            let crc = if software { Crc32cImpl::Software } else { Crc32cImpl::Hardware };
+            let limits = FrameLimits { max_recv_data_segment_length: 4096, header_digest: hd, data_digest: dd, crc };
             let data: Vec<u8> = (0..len).map(|i| (i * 7 + 1) as u8).collect();
             let mut out = data_in_frame(&data, &limits);
             let h = peek_header(&out, &limits).unwrap().unwrap();
@@ -995,6 +1009,50 @@ mod tests {
             let placed = h.verify_data_digest(crc, &out[h.header_len() + h.data_len()..]);
             proptest::prop_assert_eq!(placed, decode(&out, &limits).map(|_| ()));
         }
+
+        /// Frames encoded with one CRC32C implementation decode with the
+        /// other, and a damaged byte fails both alike: the choice is
+        /// invisible on the wire.
+        #[test]
+        fn crc_implementations_are_interchangeable_on_the_wire(
+            len in 0usize..3000,
+            hd: bool,
+            dd: bool,
+            flip in proptest::option::of(0usize..4000),
+        ) {
+            let hardware = FrameLimits { max_recv_data_segment_length: 4096, header_digest: hd, data_digest: dd, crc: Crc32cImpl::Hardware };
+            let software = FrameLimits { crc: Crc32cImpl::Software, ..hardware };
+            let data: Vec<u8> = (0..len).map(|i| (i * 13 + 5) as u8).collect();
+            let mut out = data_in_frame(&data, &software);
+            proptest::prop_assert_eq!(&out, &data_in_frame(&data, &hardware));
+            let mut vectored = Vec::new();
+            encode_header(&mut vectored, &Pdu::DataIn(crate::pdu::DataIn {
+                final_bit: true,
+                initiator_task_tag: 9,
+                buffer_offset: 4096,
+                ..Default::default()
+            }), &[], len as u32, &software);
+            vectored.extend_from_slice(&data);
+            let (trailer, n) = data_trailer(&data, &software);
+            vectored.extend_from_slice(&trailer[..n]);
+            proptest::prop_assert_eq!(&vectored, &out);
+            if let Some(at) = flip {
+                let at = at % out.len();
+                out[at] ^= 0x20;
+            }
+            let by_hardware = decode(&out, &hardware).map(|d| match d {
+                Decoded::Frame { frame, len } => Some((frame.data.to_vec(), len)),
+                Decoded::NeedMore { .. } => None,
+            });
+            let by_software = decode(&out, &software).map(|d| match d {
+                Decoded::Frame { frame, len } => Some((frame.data.to_vec(), len)),
+                Decoded::NeedMore { .. } => None,
+            });
+            proptest::prop_assert_eq!(&by_hardware, &by_software);
+            if flip.is_none() {
+                proptest::prop_assert_eq!(by_software, Ok(Some((data, out.len()))));
+            }
+        }
     }
 
     #[test]
@@ -1005,7 +1063,8 @@ mod tests {
             FrameLimits {
                 max_recv_data_segment_length: 8192,
                 header_digest: false,
-                data_digest: false
+                data_digest: false,
+                crc: Crc32cImpl::Hardware,
             }
         );
     }

@@ -337,6 +337,7 @@ fn ffp(header_digest: bool) -> FrameLimits {
         max_recv_data_segment_length: 262_144,
         header_digest,
         data_digest: false,
+        crc: digest::Crc32cImpl::Hardware,
     }
 }
 

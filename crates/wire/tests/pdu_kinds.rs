@@ -10,6 +10,7 @@ const DIGESTS: FrameLimits = FrameLimits {
     max_recv_data_segment_length: 65536,
     header_digest: true,
     data_digest: true,
+    crc: isoe_wire::digest::Crc32cImpl::Hardware,
 };
 
 /// Encodes with and without digests, checks both decode to the same PDU and

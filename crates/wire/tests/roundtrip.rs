@@ -12,6 +12,7 @@
 //! - sub-byte fields (task attribute, TMF function, logout reason, SNACK type,
 //!   CSG/NSG) stay within their bit widths.
 
+use isoe_wire::digest::Crc32cImpl;
 use isoe_wire::frame::{
     begin_pdu, data_trailer, decode, encode, encode_header, finish_pdu, Decoded, FrameError,
     FrameLimits,
@@ -436,11 +437,19 @@ fn data() -> impl Strategy<Value = Vec<u8>> {
 }
 
 fn limits() -> impl Strategy<Value = FrameLimits> {
-    (any::<bool>(), any::<bool>()).prop_map(|(header_digest, data_digest)| FrameLimits {
-        max_recv_data_segment_length: 65536,
-        header_digest,
-        data_digest,
-    })
+    // Either CRC32C implementation: the bytes on the wire are the same.
+    (any::<bool>(), any::<bool>(), any::<bool>()).prop_map(
+        |(header_digest, data_digest, software)| FrameLimits {
+            max_recv_data_segment_length: 65536,
+            header_digest,
+            data_digest,
+            crc: if software {
+                Crc32cImpl::Software
+            } else {
+                Crc32cImpl::Hardware
+            },
+        },
+    )
 }
 
 /// Runs the decoder over `buf` until it needs more or fails; never panics.
@@ -573,7 +582,7 @@ proptest! {
         at in any::<prop::sample::Index>(),
         flip in 1u8..=255,
     ) {
-        let limits = FrameLimits { max_recv_data_segment_length: 65536, header_digest: true, data_digest: true };
+        let limits = FrameLimits { max_recv_data_segment_length: 65536, header_digest: true, data_digest: true, crc: Crc32cImpl::Hardware };
         let mut out = Vec::new();
         encode(&mut out, &pdu, &[], &data, &limits);
         let at = at.index(out.len());
@@ -584,7 +593,7 @@ proptest! {
 
     #[test]
     fn oversized_segment_is_refused_from_48_bytes(pdu in pdu(), max in 0u32..100_000, excess in 1u32..1000) {
-        let limits = FrameLimits { max_recv_data_segment_length: max, header_digest: false, data_digest: false };
+        let limits = FrameLimits { max_recv_data_segment_length: max, header_digest: false, data_digest: false, crc: Crc32cImpl::Hardware };
         let mut out = Vec::new();
         encode_header(&mut out, &pdu, &[], max + excess, &limits);
         match decode(&out[..48], &limits) {
@@ -604,7 +613,7 @@ proptest! {
         hd in any::<bool>(),
         dd in any::<bool>(),
     ) {
-        let limits = FrameLimits { max_recv_data_segment_length: max, header_digest: hd, data_digest: dd };
+        let limits = FrameLimits { max_recv_data_segment_length: max, header_digest: hd, data_digest: dd, crc: Crc32cImpl::Hardware };
         drain_garbage(&bytes, &limits);
     }
 
@@ -621,7 +630,7 @@ proptest! {
         bytes[0] = opcode;
         bytes[4] = ahs_words;
         bytes[5..8].copy_from_slice(&dsl.to_be_bytes()[1..]);
-        let limits = FrameLimits { max_recv_data_segment_length: 8192, header_digest: hd, data_digest: dd };
+        let limits = FrameLimits { max_recv_data_segment_length: 8192, header_digest: hd, data_digest: dd, crc: Crc32cImpl::Hardware };
         drain_garbage(&bytes, &limits);
     }
 }

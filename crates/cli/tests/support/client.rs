@@ -521,11 +521,13 @@ impl Client {
             max_recv_data_segment_length: params.max_recv_data_segment_length,
             header_digest: n.header_digest,
             data_digest: n.data_digest,
+            crc: isoe_wire::digest::Crc32cImpl::Hardware,
         };
         self.send_limits = FrameLimits {
             max_recv_data_segment_length: n.max_send_data_segment_length,
             header_digest: n.header_digest,
             data_digest: n.data_digest,
+            crc: isoe_wire::digest::Crc32cImpl::Hardware,
         };
     }
 

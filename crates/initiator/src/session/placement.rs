@@ -291,6 +291,7 @@ mod tests {
             max_recv_data_segment_length: MAX_PDU as u32,
             header_digest: digests,
             data_digest: digests,
+            crc: isoe_wire::digest::Crc32cImpl::Hardware,
         }
     }
 

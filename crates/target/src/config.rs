@@ -15,6 +15,11 @@
 //! [[target.lun]]
 //! number = 0
 //! memory = "1GiB"                  # exactly one of memory / file / block
+//!
+//! [datapath]                       # optional; isoe's own datapath options
+//! batching = true
+//! crc = "hardware"                 # or "software"
+//! buffer_pool = true
 //! ```
 //!
 //! `examples/target.toml` at the top of the repository documents every key.
@@ -41,6 +46,12 @@
 //!   be written in lower case, the form RFC 3722 normalises them to, because
 //!   the target compares names byte for byte.
 //!
+//! - **`[datapath]`** switches off, one at a time, what isoe's datapath does
+//!   to save CPU (ARCHITECTURE.md, datapath rules 2, 3 and 5), so that a
+//!   benchmark can show what each saves; see [`Datapath`]. The defaults are
+//!   the efficient datapath; the options never change what goes on the wire
+//!   or what reaches the store.
+//!
 //! Reading stops at the first problem and reports it as a [`ConfigError`] that
 //! names the file, the 1-based line and the key path, with array indices
 //! counted from 0: `isoe.toml:14: target[1].lun[0].size: expected a size like
@@ -52,6 +63,7 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
+use isoe_wire::digest::Crc32cImpl;
 use toml::Spanned;
 
 /// The IANA-assigned iSCSI port, used for portals written without a port.
@@ -90,6 +102,59 @@ pub struct Config {
     pub defaults: Params,
     /// The targets, in file order; never empty, names unique.
     pub targets: Vec<TargetConfig>,
+    /// The `[datapath]` options, for every connection of the process.
+    pub datapath: Datapath,
+}
+
+/// The `[datapath]` table: isoe's datapath options, each on by default.
+/// Turning one off costs CPU and nothing else: the bytes on the wire, the
+/// data stored and the protocol behaviour stay the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Datapath {
+    /// `batching` (ARCHITECTURE.md, datapath rule 2). On: a read takes
+    /// everything the socket has (up to the 512 KiB receive buffer), every
+    /// complete PDU in it is handled, and the responses they produced go
+    /// out together in one vectored write. Off: one PDU per system call
+    /// both ways. Each read asks for no more than the rest of the PDU being
+    /// assembled (first its header: the BHS, plus the header digest when one
+    /// is negotiated; then the AHS, data segment and digests the header
+    /// announces), so a PDU with a data segment or AHS costs two reads and
+    /// one without costs one; and every PDU the target produces is sent with
+    /// a write call of its own (its header, data and digest as one vectored
+    /// write) before the next incoming PDU is read.
+    pub batching: bool,
+    /// `crc` (datapath rule 5): which CRC32C computes and checks header and
+    /// data digests, `"hardware"` (the CPU's CRC32C instruction through the
+    /// `crc32c` crate) or `"software"` (a portable slicing-by-8 table
+    /// implementation). Matters only on connections that negotiated a digest.
+    pub crc: Crc32cImpl,
+    /// `buffer_pool` (datapath rule 3). On: each connection reuses the
+    /// buffers of Data-In and of write data (up to
+    /// [`crate::buffer_pool::POOL_BUFFERS_MAX`] of them idle). Off: every
+    /// command gets a freshly allocated buffer, freed once it is sent or
+    /// written to the store.
+    pub buffer_pool: bool,
+}
+
+impl Default for Datapath {
+    /// The efficient datapath: batching, hardware CRC32C, pooled buffers.
+    fn default() -> Self {
+        Datapath {
+            batching: true,
+            crc: Crc32cImpl::Hardware,
+            buffer_pool: true,
+        }
+    }
+}
+
+impl Datapath {
+    /// The `crc` value as written in the configuration.
+    pub fn crc_name(&self) -> &'static str {
+        match self.crc {
+            Crc32cImpl::Hardware => "hardware",
+            Crc32cImpl::Software => "software",
+        }
+    }
 }
 
 /// A target's iSCSI operational parameters (RFC 7143 §13): the values the
@@ -327,6 +392,7 @@ impl Config {
                     naa: None,
                 }],
             }],
+            datapath: Datapath::default(),
         }
     }
 }
@@ -676,7 +742,8 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-const ROOT_KEYS: &[&str] = &["state_dir", "portals", "defaults", "target"];
+const ROOT_KEYS: &[&str] = &["state_dir", "portals", "defaults", "target", "datapath"];
+const DATAPATH_KEYS: &[&str] = &["batching", "crc", "buffer_pool"];
 const TARGET_KEYS: &[&str] = &["name", "alias", "allowed_initiators", "params", "lun"];
 const LUN_KEYS: &[&str] = &[
     "number",
@@ -742,13 +809,43 @@ fn read_config(r: &Reader, mut root: Table, source: Option<&Path>) -> Result<Con
     if targets.is_empty() {
         return Err(r.invalid(0, "target", "no targets: add at least one [[target]] table"));
     }
+    let datapath = match root.take("datapath") {
+        Some(field) => read_datapath(r, r.table(field, DATAPATH_KEYS)?)?,
+        None => Datapath::default(),
+    };
     Ok(Config {
         source: source.map(Path::to_path_buf),
         state_dir,
         portals,
         defaults,
         targets,
+        datapath,
     })
+}
+
+/// The `[datapath]` table; a key left out keeps its default (on).
+fn read_datapath(r: &Reader, mut t: Table) -> Result<Datapath, ConfigError> {
+    let mut d = Datapath::default();
+    if let Some(f) = t.take("batching") {
+        d.batching = r.bool(&f)?;
+    }
+    if let Some(f) = t.take("crc") {
+        d.crc = match r.string(&f)?.as_str() {
+            "hardware" => Crc32cImpl::Hardware,
+            "software" => Crc32cImpl::Software,
+            other => {
+                return Err(r.at(
+                    &f,
+                    format!("expected \"hardware\" or \"software\", found {other:?}"),
+                ))
+            }
+        };
+    }
+    if let Some(f) = t.take("buffer_pool") {
+        d.buffer_pool = r.bool(&f)?;
+    }
+    debug_assert!(t.entries.is_empty(), "deny_unknown ran on the table");
+    Ok(d)
 }
 
 fn read_portals(r: &Reader, field: Field) -> Result<Vec<SocketAddr>, ConfigError> {

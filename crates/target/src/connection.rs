@@ -6,6 +6,7 @@
 //! SCSI commands execute inline on the connection's thread, so a connection's
 //! work never crosses threads (ARCHITECTURE.md, datapath rule 4).
 
+use crate::buffer_pool::BufferPool;
 use crate::discovery;
 use crate::output::Output;
 use crate::registry::{login_config, Server, Target};
@@ -93,7 +94,7 @@ pub struct Connection {
     cid: u16,
     /// PDUs waiting to be sent.
     pub out: Output,
-    pool: Vec<Vec<u8>>,
+    pool: BufferPool,
     writes: HashMap<u32, WriteTask>,
     next_ttt: u32,
     text_in: Vec<u8>,
@@ -124,6 +125,7 @@ impl Connection {
         let serial = server.next_serial();
         let nop_interval = Duration::from_secs(defaults.nop_in_interval_s as u64);
         let nop_timeout = Duration::from_secs(defaults.nop_in_timeout_s as u64);
+        let datapath = server.config.datapath;
         Connection {
             server,
             serial,
@@ -137,8 +139,8 @@ impl Connection {
             max_send_segment: FrameLimits::LOGIN.max_recv_data_segment_length,
             stat_sn: 0,
             cid: 0,
-            out: Output::default(),
-            pool: Vec::new(),
+            out: Output::new(!datapath.batching),
+            pool: BufferPool::new(datapath.buffer_pool),
             writes: HashMap::new(),
             next_ttt: 1,
             text_in: Vec::new(),
@@ -167,13 +169,18 @@ impl Connection {
         }
     }
 
+    /// Data buffers waiting for reuse (none with `[datapath] buffer_pool = false`).
+    pub fn idle_buffers(&self) -> usize {
+        self.pool.idle()
+    }
+
     /// Sends queued output and returns data buffers to the pool.
     pub fn flush<W: Write>(&mut self, sink: &mut W) -> std::io::Result<bool> {
         self.out.flush(sink, &mut self.pool)
     }
 
     fn take_buffer(&mut self) -> Vec<u8> {
-        self.pool.pop().unwrap_or_default()
+        self.pool.take()
     }
 
     fn next_target_transfer_tag(&mut self) -> u32 {
@@ -316,7 +323,7 @@ impl Connection {
                             max_recv_data_segment_length: c.max_recv_data_segment_length,
                             header_digest: c.header_digest,
                             data_digest: c.data_digest,
-                            crc: isoe_wire::digest::Crc32cImpl::Hardware,
+                            crc: self.server.config.datapath.crc,
                         };
                         self.send_limits = FrameLimits {
                             max_recv_data_segment_length: c.max_send_data_segment_length,
@@ -623,11 +630,8 @@ impl Connection {
         self.buried.push_back(initiator_task_tag);
     }
 
-    fn recycle(&mut self, mut buffer: Vec<u8>) {
-        buffer.clear();
-        if self.pool.len() < crate::output::POOL_BUFFERS_MAX {
-            self.pool.push(buffer);
-        }
+    fn recycle(&mut self, buffer: Vec<u8>) {
+        self.pool.give(buffer);
     }
 
     /// Runs a command and queues its Data-In and status.

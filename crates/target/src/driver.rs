@@ -6,12 +6,18 @@
 //! A thread per connection keeps a connection's work on one core with no
 //! event-loop bookkeeping: a read returns everything the socket has, which is
 //! the batching datapath rule 2 asks for, at one syscall per batch each way.
+//!
+//! With `[datapath] batching = false` the same loop runs one PDU per system
+//! call instead (see [`crate::config::Datapath::batching`]): each read asks
+//! only for the rest of the PDU being assembled, and the responses to each
+//! PDU are sent, one write per PDU, before the next read.
 
 use crate::config::Config;
 use crate::connection::{Connection, Flow};
 use crate::registry::{Server, SetupError};
-use isoe_wire::frame::{decode, Decoded};
-use std::io::{self, Read};
+use isoe_wire::frame::{decode, header_bytes_needed, Decoded};
+use isoe_wire::BHS_LEN;
+use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -103,10 +109,47 @@ fn serve(server: Arc<Server>, stream: TcpStream) {
         stream.try_clone().ok(),
         Instant::now(),
     );
+    let batching = server.config.datapath.batching;
+    run(&server, &mut conn, &stream, &mut &stream, batching);
+    conn.detach();
+    let _ = stream.shutdown(Shutdown::Both);
+}
+
+/// How many bytes the next read may ask for: all the buffer has room for
+/// when batching, else no more than the rest of the PDU being assembled, so
+/// that a read never takes bytes of the PDU after it. `need_total` is the
+/// length of the whole PDU as far as the bytes held tell
+/// ([`Decoded::NeedMore`]).
+fn read_len(batching: bool, spare: usize, held: usize, need_total: usize) -> usize {
+    if batching {
+        return spare;
+    }
+    debug_assert!(
+        need_total > held,
+        "a complete PDU is handled before reading"
+    );
+    need_total.saturating_sub(held).clamp(1, spare)
+}
+
+/// The connection's loop: read, decode and handle every complete PDU, send
+/// the responses; until the peer closes, an error, or shutdown. `source`
+/// times out every [`TICK`] so that timers run.
+fn run<R: Read, W: Write>(
+    server: &Server,
+    conn: &mut Connection,
+    mut source: R,
+    sink: &mut W,
+    batching: bool,
+) {
     let mut recv = RecvBuffer::new(RECV_BUFFER_BYTES);
-    let mut sink = &stream;
+    // The length of the PDU being assembled, as far as known: at first its
+    // header (a BHS, and a header digest once one is negotiated).
+    let mut need_total = header_bytes_needed(&[], &conn.recv_limits());
     'connection: loop {
-        let read = (&stream).read(recv.spare());
+        let held = recv.data().len();
+        let spare = recv.spare();
+        let want = read_len(batching, spare.len(), held, need_total);
+        let read = source.read(&mut spare[..want]);
         let now = Instant::now();
         match read {
             Ok(0) => break,
@@ -118,7 +161,7 @@ fn serve(server: Arc<Server>, stream: TcpStream) {
                 ) =>
             {
                 let flow = conn.handle_tick(now);
-                if conn.flush(&mut sink).is_err() || flow == Flow::Close {
+                if conn.flush(sink).is_err() || flow == Flow::Close {
                     break;
                 }
                 continue;
@@ -133,30 +176,40 @@ fn serve(server: Arc<Server>, stream: TcpStream) {
                     let flow = conn.handle_frame(&frame, now);
                     recv.consume(len);
                     if flow == Flow::Close {
-                        let _ = conn.flush(&mut sink);
+                        let _ = conn.flush(sink);
+                        break 'connection;
+                    }
+                    // Unbatched, what this PDU produced leaves now, one
+                    // write per PDU, before anything else is read.
+                    if !batching && conn.flush(sink).is_err() {
                         break 'connection;
                     }
                 }
                 Ok(Decoded::NeedMore { total_len }) => {
                     recv.make_room(total_len);
+                    need_total = if recv.data().len() < BHS_LEN {
+                        // The header's length is unknown until the BHS is
+                        // in; no PDU is shorter than this.
+                        header_bytes_needed(recv.data(), &limits)
+                    } else {
+                        total_len
+                    };
                     break;
                 }
                 Err(error) => {
                     let (flow, skip) = conn.handle_frame_error(&error);
                     if flow == Flow::Close {
-                        let _ = conn.flush(&mut sink);
+                        let _ = conn.flush(sink);
                         break 'connection;
                     }
                     recv.consume(skip);
                 }
             }
         }
-        if conn.flush(&mut sink).is_err() || server.is_shutting_down() {
+        if conn.flush(sink).is_err() || server.is_shutting_down() {
             break;
         }
     }
-    conn.detach();
-    let _ = stream.shutdown(Shutdown::Both);
 }
 
 /// A running target: its portals and connection threads.
@@ -271,5 +324,318 @@ fn accept_loop(
             list.retain(|h| !h.is_finished());
             list.push(handle);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use isoe_wire::digest::Crc32cImpl;
+    use isoe_wire::frame::{encode, FrameLimits};
+    use isoe_wire::login::{InitiatorLogin, InitiatorLoginConfig, InitiatorStep};
+    use isoe_wire::negotiate::{Digest, LocalParams, SessionType};
+    use isoe_wire::pdu::{Lun, NopOut, ScsiCommand, RESERVED_TAG};
+    use isoe_wire::Pdu;
+    use std::io::IoSlice;
+
+    const TARGET: &str = "iqn.2026-11.io.isoe:driver";
+
+    fn server(datapath: &str) -> Arc<Server> {
+        let text = format!(
+            "portals = [\"127.0.0.1:0\"]\n[[target]]\nname = \"{TARGET}\"\n\
+             [[target.lun]]\nnumber = 0\nmemory = \"1MiB\"\n[datapath]\n{datapath}\n"
+        );
+        Arc::new(Server::new(Config::parse(&text, None).expect("config")).expect("server"))
+    }
+
+    /// Decodes every PDU of `bytes` (which must hold whole PDUs only).
+    fn pdus(bytes: &[u8], limits: &FrameLimits) -> Vec<(Pdu, Vec<u8>)> {
+        let mut rest = bytes;
+        let mut out = Vec::new();
+        while !rest.is_empty() {
+            match decode(rest, limits).expect("valid output") {
+                Decoded::Frame { frame, len } => {
+                    out.push((frame.pdu().expect("known opcode"), frame.data.to_vec()));
+                    rest = &rest[len..];
+                }
+                Decoded::NeedMore { .. } => panic!("a PDU cut short: {} bytes left", rest.len()),
+            }
+        }
+        out
+    }
+
+    /// Logs a connection in without the driver; returns the initiator's
+    /// full-feature limits (hardware CRC, whatever the target uses).
+    fn login(conn: &mut Connection, digests: bool) -> FrameLimits {
+        let digest = if digests {
+            Digest::Crc32c
+        } else {
+            Digest::None
+        };
+        let config = InitiatorLoginConfig {
+            initiator_name: "iqn.2026-11.io.isoe:driver-test".into(),
+            initiator_alias: None,
+            target_name: Some(TARGET.into()),
+            session_type: SessionType::Normal,
+            isid: [0x80, 0, 0, 0, 0, 1],
+            tsih: 0,
+            cid: 1,
+            initiator_task_tag: 1,
+            cmd_sn: 10,
+            params: LocalParams {
+                header_digest: vec![digest],
+                data_digest: vec![digest],
+                max_recv_data_segment_length: 4096,
+                ..LocalParams::default()
+            },
+            chap: None,
+        };
+        let mut login = InitiatorLogin::new(config, [7; 32]);
+        let mut step = login.start();
+        for _ in 0..8 {
+            match step {
+                InitiatorStep::Send { request, data } => {
+                    let mut bytes = Vec::new();
+                    encode(
+                        &mut bytes,
+                        &Pdu::LoginRequest(request),
+                        &[],
+                        &data,
+                        &FrameLimits::LOGIN,
+                    );
+                    let Ok(Decoded::Frame { frame, .. }) = decode(&bytes, &FrameLimits::LOGIN)
+                    else {
+                        panic!("a login request frames")
+                    };
+                    assert_eq!(conn.handle_frame(&frame, Instant::now()), Flow::Continue);
+                    let mut sent = Vec::new();
+                    conn.flush(&mut sent).expect("flush to a Vec");
+                    let (Pdu::LoginResponse(resp), text) = &pdus(&sent, &FrameLimits::LOGIN)[0]
+                    else {
+                        panic!("a login response")
+                    };
+                    step = login.handle_response(resp, text).expect("login accepted");
+                }
+                InitiatorStep::Complete { negotiated, .. } => {
+                    let c = negotiated.connection;
+                    assert_eq!(c.header_digest, digests);
+                    return FrameLimits {
+                        max_recv_data_segment_length: 1 << 20,
+                        header_digest: c.header_digest,
+                        data_digest: c.data_digest,
+                        crc: Crc32cImpl::Hardware,
+                    };
+                }
+            }
+        }
+        panic!("login did not complete")
+    }
+
+    /// Bytes handed out as asked, each read recorded as (asked, given).
+    struct Script {
+        bytes: Vec<u8>,
+        at: usize,
+        reads: Vec<(usize, usize)>,
+    }
+
+    impl Read for Script {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = buf.len().min(self.bytes.len() - self.at);
+            buf[..n].copy_from_slice(&self.bytes[self.at..self.at + n]);
+            self.at += n;
+            self.reads.push((buf.len(), n));
+            Ok(n)
+        }
+    }
+
+    /// A sink recording the bytes of each write call.
+    #[derive(Default)]
+    struct Calls(Vec<Vec<u8>>);
+
+    impl Write for Calls {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.push(buf.to_vec());
+            Ok(buf.len())
+        }
+        fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+            self.0
+                .push(bufs.iter().flat_map(|b| b.iter().copied()).collect());
+            Ok(bufs.iter().map(|b| b.len()).sum())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn scsi(itt: u32, cmd_sn: u32, opcode: u8, lba: u32, blocks: u16) -> ScsiCommand {
+        let mut cdb = [0u8; 16];
+        cdb[0] = opcode;
+        cdb[2..6].copy_from_slice(&lba.to_be_bytes());
+        cdb[7..9].copy_from_slice(&blocks.to_be_bytes());
+        ScsiCommand {
+            final_bit: true,
+            read: opcode == 0x28,
+            write: opcode == 0x2a,
+            attr: 1,
+            lun: Lun::from_number(0),
+            initiator_task_tag: itt,
+            expected_data_transfer_length: u32::from(blocks) * 512,
+            cmd_sn,
+            cdb,
+            ..Default::default()
+        }
+    }
+
+    /// What the script sends once logged in, with where each PDU ends:
+    /// a 4 KiB read, a 4 KiB write with immediate data, a 16 KiB read (four
+    /// Data-In PDUs of the initiator's 4 KiB), and a NOP-Out ping with data.
+    fn commands(limits: &FrameLimits) -> (Vec<u8>, Vec<usize>) {
+        let block: Vec<u8> = (0..4096u32).map(|i| (i * 5 + 1) as u8).collect();
+        let ping = Pdu::NopOut(NopOut {
+            initiator_task_tag: 4,
+            target_transfer_tag: RESERVED_TAG,
+            cmd_sn: 13,
+            ..Default::default()
+        });
+        let mut bytes = Vec::new();
+        let mut ends = Vec::new();
+        for (pdu, data) in [
+            (Pdu::ScsiCommand(scsi(1, 10, 0x28, 0, 8)), &[][..]),
+            (Pdu::ScsiCommand(scsi(2, 11, 0x2a, 8, 8)), &block[..]),
+            (Pdu::ScsiCommand(scsi(3, 12, 0x28, 0, 32)), &[][..]),
+            (ping, &b"ping"[..]),
+        ] {
+            encode(&mut bytes, &pdu, &[], data, limits);
+            ends.push(bytes.len());
+        }
+        (bytes, ends)
+    }
+
+    /// Runs the driver loop over the script; returns the reads and writes.
+    fn drive(
+        datapath: &str,
+        digests: bool,
+    ) -> (Vec<(usize, usize)>, Vec<usize>, Calls, FrameLimits) {
+        let server = server(datapath);
+        let mut conn = Connection::new(
+            server.clone(),
+            "127.0.0.1:3260".parse().unwrap(),
+            None,
+            Instant::now(),
+        );
+        let limits = login(&mut conn, digests);
+        let (bytes, ends) = commands(&limits);
+        let mut script = Script {
+            bytes,
+            at: 0,
+            reads: Vec::new(),
+        };
+        let mut sink = Calls::default();
+        let batching = server.config.datapath.batching;
+        run(&server, &mut conn, &mut script, &mut sink, batching);
+        assert_eq!(script.at, script.bytes.len(), "everything was read");
+        (script.reads, ends, sink, limits)
+    }
+
+    /// The responses the script's commands get, in order, as PDU kinds.
+    fn kinds(responses: &[(Pdu, Vec<u8>)]) -> Vec<&'static str> {
+        responses
+            .iter()
+            .map(|(p, _)| match p {
+                Pdu::DataIn(d) if d.status_present => "data-in+status",
+                Pdu::DataIn(_) => "data-in",
+                Pdu::ScsiResponse(r) if r.status == 0 => "good",
+                Pdu::NopIn(_) => "nop-in",
+                _ => "other",
+            })
+            .collect()
+    }
+
+    const EXPECTED: [&str; 7] = [
+        "data-in+status",
+        "good",
+        "data-in",
+        "data-in",
+        "data-in",
+        "data-in+status",
+        "nop-in",
+    ];
+
+    #[test]
+    fn batched_reads_everything_and_answers_with_one_write() {
+        for digests in [false, true] {
+            let (reads, ends, sink, limits) = drive("batching = true", digests);
+            assert_eq!(
+                reads[0],
+                (RECV_BUFFER_BYTES, *ends.last().unwrap()),
+                "one read takes all four PDUs"
+            );
+            assert_eq!(reads.len(), 2, "then the end of the stream: {reads:?}");
+            assert_eq!(sink.0.len(), 1, "one write for all seven responses");
+            assert_eq!(kinds(&pdus(&sink.0[0], &limits)), EXPECTED);
+        }
+    }
+
+    #[test]
+    fn unbatched_reads_and_writes_one_pdu_per_call() {
+        for (datapath, digests) in [
+            ("batching = false", false),
+            ("batching = false", true),
+            (
+                "batching = false\ncrc = \"software\"\nbuffer_pool = false",
+                true,
+            ),
+        ] {
+            let (reads, ends, sink, limits) = drive(datapath, digests);
+            // No read takes bytes of two PDUs, and none asks for more than
+            // the rest of the PDU being assembled.
+            let mut at = 0;
+            for &(asked, given) in &reads[..reads.len() - 1] {
+                let end = *ends
+                    .iter()
+                    .find(|&&end| end > at)
+                    .expect("within the script");
+                assert!(
+                    at + asked <= end,
+                    "{datapath}: a read at {at} asked for {asked} bytes past the PDU ending at {end}"
+                );
+                at += given;
+            }
+            let (header, data_digest) = if digests { (52, 4) } else { (48, 0) };
+            assert_eq!(
+                reads.iter().map(|r| r.0).collect::<Vec<_>>(),
+                [
+                    header,
+                    header,
+                    4096 + data_digest,
+                    header,
+                    header,
+                    4 + data_digest,
+                    header
+                ],
+                "{datapath}, digests {digests}: header, then the rest of each PDU (the last read sees the end)"
+            );
+            // Each write carries exactly one whole PDU.
+            assert_eq!(
+                sink.0.len(),
+                EXPECTED.len(),
+                "{datapath}: one write per response"
+            );
+            let mut responses = Vec::new();
+            for call in &sink.0 {
+                let one = pdus(call, &limits);
+                assert_eq!(one.len(), 1, "{datapath}: one PDU per write");
+                responses.extend(one);
+            }
+            assert_eq!(kinds(&responses), EXPECTED, "{datapath}");
+        }
+    }
+
+    #[test]
+    fn an_unbatched_read_asks_for_the_rest_of_the_pdu() {
+        assert_eq!(read_len(true, 1000, 10, 48), 1000);
+        assert_eq!(read_len(false, 1000, 0, 48), 48);
+        assert_eq!(read_len(false, 1000, 20, 48), 28);
+        assert_eq!(read_len(false, 100, 48, 4200), 100, "no more than the room");
     }
 }

@@ -4,14 +4,24 @@
 //! one contiguous buffer; data segments stay in the pooled buffers the SCSI
 //! layer filled, so store data reaches the socket with no further copy
 //! (ARCHITECTURE.md, datapath rules 1–3).
+//!
+//! Batched (the default), a flush sends everything queued with as few
+//! `writev` calls as the socket allows. With per-PDU writes (the `[datapath]`
+//! option `batching = false`) each PDU gets `writev` calls of its own: its
+//! header, data and trailer, never a byte of another PDU.
 
+use crate::buffer_pool::BufferPool;
 use isoe_wire::frame::{self, FrameLimits};
 use isoe_wire::Pdu;
 use std::io::{self, IoSlice, Write};
 use std::ops::Range;
 
 /// At most this many slices go into one `writev` (Linux IOV_MAX is 1024).
+/// They live on the stack: a flush allocates nothing.
 const SLICES_PER_WRITE_MAX: usize = 512;
+
+/// Slices of one PDU: header, data segment, trailer.
+const PDU_SLICES_MAX: usize = 3;
 
 #[derive(Debug, Clone)]
 enum Segment {
@@ -29,11 +39,27 @@ pub struct Output {
     buffers: Vec<Vec<u8>>,
     /// Index of the first segment not fully written, and bytes of it already written.
     cursor: (usize, usize),
+    /// Each PDU in `writev` calls of its own (`batching = false`).
+    per_pdu_writes: bool,
+    /// With `per_pdu_writes`: for each queued PDU, the index one past its
+    /// last segment, in order.
+    pdu_ends: Vec<usize>,
+    /// The first entry of `pdu_ends` not yet fully written.
+    next_pdu: usize,
     /// PDUs queued since the last flush, for metrics.
     pub pdus_queued: u64,
 }
 
 impl Output {
+    /// An empty output; `per_pdu_writes` sends each PDU with its own write
+    /// calls instead of batching all that is queued.
+    pub fn new(per_pdu_writes: bool) -> Output {
+        Output {
+            per_pdu_writes,
+            ..Output::default()
+        }
+    }
+
     /// True when nothing waits to be sent.
     pub fn is_empty(&self) -> bool {
         self.cursor.0 >= self.segments.len()
@@ -44,13 +70,25 @@ impl Output {
         if start == end {
             return;
         }
-        if let Some(Segment::Header(last)) = self.segments.last_mut() {
-            if last.end == start {
-                last.end = end;
-                return;
+        // Batched, adjacent header bytes (one PDU's trailer, the next PDU's
+        // header) share a slice; per PDU, a slice never spans two PDUs.
+        if !self.per_pdu_writes {
+            if let Some(Segment::Header(last)) = self.segments.last_mut() {
+                if last.end == start {
+                    last.end = end;
+                    return;
+                }
             }
         }
         self.segments.push(Segment::Header(start..end));
+    }
+
+    /// Marks the end of the PDU just queued.
+    fn end_pdu(&mut self) {
+        self.pdus_queued += 1;
+        if self.per_pdu_writes {
+            self.pdu_ends.push(self.segments.len());
+        }
     }
 
     /// Queues a PDU whose data segment (if any) is copied in; for short data
@@ -59,7 +97,7 @@ impl Output {
         let start = self.headers.len();
         frame::encode(&mut self.headers, pdu, &[], data, limits);
         self.push_header_range(start);
-        self.pdus_queued += 1;
+        self.end_pdu();
     }
 
     /// Takes ownership of a data buffer; returns its index for [`Output::push_with_data`].
@@ -93,44 +131,65 @@ impl Output {
             self.headers.extend_from_slice(&trailer[..trailer_len]);
             self.push_header_range(start);
         }
-        self.pdus_queued += 1;
+        self.end_pdu();
+    }
+
+    /// One past the last segment the next `writev` may take: the end of the
+    /// current PDU with per-PDU writes, else the end of the queue.
+    fn write_end(&mut self) -> usize {
+        if !self.per_pdu_writes {
+            return self.segments.len();
+        }
+        while self.pdu_ends[self.next_pdu] <= self.cursor.0 {
+            self.next_pdu += 1;
+        }
+        self.pdu_ends[self.next_pdu]
     }
 
     /// Writes as much as the socket takes. Returns Ok(true) when everything
     /// was sent; on a blocking socket this loops until done or an error.
-    pub fn flush<W: Write>(&mut self, sink: &mut W, pool: &mut Vec<Vec<u8>>) -> io::Result<bool> {
+    pub fn flush<W: Write>(&mut self, sink: &mut W, pool: &mut BufferPool) -> io::Result<bool> {
         while !self.is_empty() {
-            let mut slices: Vec<IoSlice<'_>> =
-                Vec::with_capacity(SLICES_PER_WRITE_MAX.min(self.segments.len()));
-            let (first, skip) = self.cursor;
-            for (i, seg) in self.segments[first..]
-                .iter()
-                .enumerate()
-                .take(SLICES_PER_WRITE_MAX)
-            {
-                let bytes = match seg {
-                    Segment::Header(r) => &self.headers[r.clone()],
-                    Segment::Data { index, range } => &self.buffers[*index][range.clone()],
-                };
-                slices.push(IoSlice::new(if i == 0 { &bytes[skip..] } else { bytes }));
-            }
-            let written = match sink.write_vectored(&slices) {
+            let written = if self.per_pdu_writes {
+                self.write_once::<PDU_SLICES_MAX, W>(sink)
+            } else {
+                self.write_once::<SLICES_PER_WRITE_MAX, W>(sink)
+            };
+            match written {
                 Ok(0) => {
                     return Err(io::Error::new(
                         io::ErrorKind::WriteZero,
                         "socket closed while sending",
                     ))
                 }
-                Ok(n) => n,
+                Ok(n) => self.advance(n),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                 Err(e) => return Err(e),
-            };
-            drop(slices);
-            self.advance(written);
+            }
         }
         self.clear(pool);
         Ok(true)
+    }
+
+    /// One `writev` of up to `N` slices from the cursor, stopping at the end
+    /// of the current PDU with per-PDU writes. The slices live on the stack,
+    /// sized for the mode, so that a write allocates nothing.
+    fn write_once<const N: usize, W: Write>(&mut self, sink: &mut W) -> io::Result<usize> {
+        let end = self.write_end();
+        let (first, skip) = self.cursor;
+        let mut slices = [IoSlice::new(&[]); N];
+        let mut count = 0;
+        for (slot, seg) in slices.iter_mut().zip(&self.segments[first..end]) {
+            let bytes = match seg {
+                Segment::Header(r) => &self.headers[r.clone()],
+                Segment::Data { index, range } => &self.buffers[*index][range.clone()],
+            };
+            *slot = IoSlice::new(if count == 0 { &bytes[skip..] } else { bytes });
+            count += 1;
+        }
+        debug_assert!(count > 0, "called with something queued");
+        sink.write_vectored(&slices[..count])
     }
 
     fn segment_len(&self, seg: &Segment) -> usize {
@@ -155,21 +214,17 @@ impl Output {
     }
 
     /// Drops everything queued, returning data buffers to the pool.
-    pub fn clear(&mut self, pool: &mut Vec<Vec<u8>>) {
+    pub fn clear(&mut self, pool: &mut BufferPool) {
         self.headers.clear();
         self.segments.clear();
+        self.pdu_ends.clear();
+        self.next_pdu = 0;
         self.cursor = (0, 0);
-        for mut buffer in self.buffers.drain(..) {
-            buffer.clear();
-            if pool.len() < POOL_BUFFERS_MAX {
-                pool.push(buffer);
-            }
+        for buffer in self.buffers.drain(..) {
+            pool.give(buffer);
         }
     }
 }
-
-/// Buffers kept per connection for reuse (bounds memory a peer can make us hold idle).
-pub const POOL_BUFFERS_MAX: usize = 64;
 
 #[cfg(test)]
 mod tests {
@@ -192,14 +247,149 @@ mod tests {
         }
     }
 
+    /// A sink that takes everything and records what each call carried.
+    #[derive(Default)]
+    struct Calls(Vec<Vec<u8>>);
+    impl Write for Calls {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.push(buf.to_vec());
+            Ok(buf.len())
+        }
+        fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+            self.0
+                .push(bufs.iter().flat_map(|b| b.iter().copied()).collect());
+            Ok(bufs.iter().map(|b| b.len()).sum())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    const DIGESTS: FrameLimits = FrameLimits {
+        max_recv_data_segment_length: 8192,
+        header_digest: true,
+        data_digest: true,
+        crc: isoe_wire::digest::Crc32cImpl::Hardware,
+    };
+
+    fn nop_in() -> Pdu {
+        Pdu::NopIn(NopIn {
+            initiator_task_tag: 7,
+            stat_sn: 3,
+            ..Default::default()
+        })
+    }
+
+    /// Queues three PDUs (copied data, adopted data, none); returns each
+    /// PDU's bytes as `frame::encode` makes them.
+    fn queue_three(out: &mut Output, limits: &FrameLimits) -> Vec<Vec<u8>> {
+        let pdu = nop_in();
+        let data: Vec<u8> = (0..1001u32).map(|i| i as u8).collect();
+        let mut expected = vec![Vec::new(), Vec::new(), Vec::new()];
+        frame::encode(&mut expected[0], &pdu, &[], b"ping", limits);
+        frame::encode(&mut expected[1], &pdu, &[], &data[5..1001], limits);
+        frame::encode(&mut expected[2], &pdu, &[], &[], limits);
+        out.push(&pdu, b"ping", limits);
+        let index = out.adopt(data);
+        out.push_with_data(&pdu, index, 5..1001, limits);
+        out.push(&pdu, &[], limits);
+        expected
+    }
+
+    #[test]
+    fn batched_output_goes_in_one_write() {
+        let mut out = Output::new(false);
+        let expected = queue_three(&mut out, &DIGESTS);
+        let mut sink = Calls::default();
+        assert!(out.flush(&mut sink, &mut BufferPool::default()).unwrap());
+        assert_eq!(sink.0, vec![expected.concat()]);
+    }
+
+    #[test]
+    fn per_pdu_output_writes_each_pdu_alone() {
+        for limits in [FrameLimits::LOGIN, DIGESTS] {
+            let mut out = Output::new(true);
+            let expected = queue_three(&mut out, &limits);
+            let mut sink = Calls::default();
+            let mut pool = BufferPool::default();
+            assert!(out.flush(&mut sink, &mut pool).unwrap());
+            assert_eq!(sink.0, expected, "one write call per PDU, in order");
+            assert_eq!(pool.idle(), 1, "the data buffer returns to the pool");
+            // The output is reusable after a flush.
+            let again = queue_three(&mut out, &limits);
+            let mut sink = Calls::default();
+            assert!(out.flush(&mut sink, &mut pool).unwrap());
+            assert_eq!(sink.0, again);
+        }
+    }
+
+    #[test]
+    fn per_pdu_writes_never_mix_pdus_under_partial_writes() {
+        let mut out = Output::new(true);
+        let expected = queue_three(&mut out, &DIGESTS);
+        let mut sink = Trickle {
+            chunk: 37,
+            got: Vec::new(),
+        };
+        let mut pool = BufferPool::default();
+        assert!(out.flush(&mut sink, &mut pool).unwrap());
+        assert_eq!(sink.got, expected.concat());
+        // Each call of a per-PDU flush stays inside one PDU.
+        let mut out = Output::new(true);
+        let expected = queue_three(&mut out, &DIGESTS);
+        let mut calls = TrickleCalls {
+            chunk: 37,
+            calls: Vec::new(),
+        };
+        assert!(out.flush(&mut calls, &mut pool).unwrap());
+        let boundaries: Vec<usize> = expected
+            .iter()
+            .scan(0, |end, pdu| {
+                *end += pdu.len();
+                Some(*end)
+            })
+            .collect();
+        let mut at = 0;
+        for call in &calls.calls {
+            let pdu_end = *boundaries.iter().find(|&&end| end > at).unwrap();
+            assert!(at + call.len() <= pdu_end, "a write crossed a PDU boundary");
+            at += call.len();
+        }
+        assert_eq!(at, expected.concat().len());
+    }
+
+    /// Partial writes, recording each call's bytes.
+    struct TrickleCalls {
+        chunk: usize,
+        calls: Vec<Vec<u8>>,
+    }
+    impl Write for TrickleCalls {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            let n = buf.len().min(self.chunk);
+            self.calls.push(buf[..n].to_vec());
+            Ok(n)
+        }
+        fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+            let all: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
+            self.write(&all)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn without_pooling_sent_buffers_are_freed() {
+        let mut out = Output::new(false);
+        queue_three(&mut out, &DIGESTS);
+        let mut pool = BufferPool::new(false);
+        assert!(out.flush(&mut Calls::default(), &mut pool).unwrap());
+        assert_eq!(pool.idle(), 0);
+    }
+
     #[test]
     fn vectored_output_matches_contiguous_encoding_under_partial_writes() {
-        let limits = FrameLimits {
-            max_recv_data_segment_length: 8192,
-            header_digest: true,
-            data_digest: true,
-            crc: isoe_wire::digest::Crc32cImpl::Hardware,
-        };
+        let limits = DIGESTS;
         let pdu = Pdu::NopIn(NopIn {
             initiator_task_tag: 7,
             stat_sn: 3,
@@ -216,7 +406,7 @@ mod tests {
         let index = out.adopt(data.clone());
         out.push_with_data(&pdu, index, 5..1001, &limits);
         out.push(&pdu, &[], &limits);
-        let mut pool = Vec::new();
+        let mut pool = BufferPool::default();
         let mut sink = Trickle {
             chunk: 37,
             got: Vec::new(),
@@ -224,6 +414,6 @@ mod tests {
         assert!(out.flush(&mut sink, &mut pool).unwrap());
         assert_eq!(sink.got, expected);
         assert!(out.is_empty());
-        assert_eq!(pool.len(), 1, "the data buffer returns to the pool");
+        assert_eq!(pool.idle(), 1, "the data buffer returns to the pool");
     }
 }

@@ -550,3 +550,64 @@ fn errors_without_a_file_say_config() {
         "{err}"
     );
 }
+
+// ---- [datapath] --------------------------------------------------------------
+
+#[test]
+fn unknown_crc_implementation_is_named_with_file_line_and_key() {
+    let text = format!("{TARGET}\n[datapath]\nbatching = true\ncrc = \"sse42\"\n");
+    assert_eq!(
+        error(&text).to_string(),
+        "isoe.toml:6: datapath.crc: expected \"hardware\" or \"software\", found \"sse42\""
+    );
+    // Names are lower case, as documented; no guessing.
+    check(
+        &format!("[datapath]\ncrc = \"Hardware\" # <-\n{TARGET}"),
+        "datapath.crc",
+        "expected \"hardware\" or \"software\", found \"Hardware\"",
+    );
+}
+
+#[test]
+fn datapath_values_of_the_wrong_type() {
+    check(
+        &format!("{TARGET}[datapath]\nbatching = \"no\" # <-\n"),
+        "datapath.batching",
+        "expected true or false, found a string (\"no\")",
+    );
+    check(
+        &format!("{TARGET}[datapath]\nbuffer_pool = 0 # <-\n"),
+        "datapath.buffer_pool",
+        "expected true or false, found an integer (0)",
+    );
+    check(
+        &format!("{TARGET}[datapath]\ncrc = true # <-\n"),
+        "datapath.crc",
+        "expected a string, found a boolean (true)",
+    );
+    check(
+        &format!("datapath = true # <-\n{TARGET}"),
+        "datapath",
+        "expected a table, found a boolean (true)",
+    );
+}
+
+#[test]
+fn datapath_unknown_keys_get_a_hint() {
+    check(
+        &format!("{TARGET}[datapath]\nbatchng = false # <-\n"),
+        "datapath.batchng",
+        "did you mean `batching`?",
+    );
+    check(
+        &format!("{TARGET}[datapath]\nzero_copy = true # <-\n"),
+        "datapath.zero_copy",
+        "unknown key; expected one of: batching, crc, buffer_pool",
+    );
+    // A datapath option is not an iSCSI parameter.
+    check(
+        &format!("[defaults]\nbatching = false # <-\n{TARGET}"),
+        "defaults.batching",
+        "unknown key",
+    );
+}

@@ -1,6 +1,9 @@
 //! Good configurations parse into the structs the target is built from.
 
-use isoe_target::config::{Config, ConfigError, DigestChoice, LunSpec, Params, StoreSpec};
+use isoe_target::config::{
+    Config, ConfigError, Datapath, DigestChoice, LunSpec, Params, StoreSpec,
+};
+use isoe_wire::digest::Crc32cImpl;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
@@ -173,6 +176,78 @@ fn absent_keys_take_their_defaults() {
 }
 
 #[test]
+fn datapath_defaults_are_the_efficient_datapath() {
+    let config = Config::parse("[[target]]\nname = \"iqn.2026-11.io.isoe:t\"\n", None).unwrap();
+    assert_eq!(config.datapath, Datapath::default());
+    assert_eq!(
+        Datapath::default(),
+        Datapath {
+            batching: true,
+            crc: Crc32cImpl::Hardware,
+            buffer_pool: true,
+        }
+    );
+    assert_eq!(Config::embedded_default().datapath, Datapath::default());
+    assert_eq!(Datapath::default().crc_name(), "hardware");
+}
+
+#[test]
+fn datapath_table_sets_each_option() {
+    let target = "[[target]]\nname = \"iqn.2026-11.io.isoe:t\"\n";
+    let parse = |table: &str| {
+        Config::parse(&format!("{target}[datapath]\n{table}"), None)
+            .unwrap_or_else(|e| panic!("{table}: {e}"))
+            .datapath
+    };
+    assert_eq!(
+        parse(""),
+        Datapath::default(),
+        "an empty table changes nothing"
+    );
+    assert_eq!(
+        parse("batching = false\n"),
+        Datapath {
+            batching: false,
+            ..Datapath::default()
+        }
+    );
+    let software = parse("crc = \"software\"\n");
+    assert_eq!(
+        software,
+        Datapath {
+            crc: Crc32cImpl::Software,
+            ..Datapath::default()
+        }
+    );
+    assert_eq!(software.crc_name(), "software");
+    assert_eq!(parse("crc = \"hardware\"\n"), Datapath::default());
+    assert_eq!(
+        parse("buffer_pool = false\n"),
+        Datapath {
+            buffer_pool: false,
+            ..Datapath::default()
+        }
+    );
+    assert_eq!(
+        parse("batching = false\ncrc = \"software\"\nbuffer_pool = false\n"),
+        Datapath {
+            batching: false,
+            crc: Crc32cImpl::Software,
+            buffer_pool: false,
+        }
+    );
+    // Anywhere in the file, inline too; the rest of the file is unaffected.
+    let config = Config::parse(
+        &format!("datapath = {{ batching = false }}\nportals = [\"127.0.0.1:0\"]\n{target}"),
+        None,
+    )
+    .unwrap();
+    assert!(!config.datapath.batching);
+    assert_eq!(config.portals, vec![addr("127.0.0.1:0")]);
+    assert_eq!(config.targets.len(), 1);
+}
+
+#[test]
 fn params_defaults_are_the_documented_ones() {
     let p = Params::default();
     assert_eq!(
@@ -283,6 +358,11 @@ fn example_target_toml_parses() {
         }
     );
     assert_eq!(config.targets[1].luns[0].block_size, 4096);
+    assert_eq!(
+        config.datapath,
+        Datapath::default(),
+        "the example documents the datapath defaults"
+    );
 }
 
 #[test]

@@ -1,0 +1,94 @@
+//! A connection's pool of data buffers (ARCHITECTURE.md, datapath rule 3:
+//! no allocation per command in steady state).
+//!
+//! Data-In and write data live in `Vec<u8>`s that go back to the pool once
+//! sent or stored, keeping their capacity, so that a connection in steady
+//! state allocates nothing per command. With the pool off (the `[datapath]`
+//! option `buffer_pool = false`) every [`BufferPool::take`] is a fresh
+//! allocation and every [`BufferPool::give`] frees: what a datapath without
+//! the pool costs.
+
+/// Buffers kept per connection for reuse (bounds memory a peer can make us hold idle).
+pub const POOL_BUFFERS_MAX: usize = 64;
+
+/// Idle buffers of one connection, or none when pooling is off.
+#[derive(Debug)]
+pub struct BufferPool {
+    idle: Vec<Vec<u8>>,
+    enabled: bool,
+}
+
+impl Default for BufferPool {
+    /// A pool that reuses buffers.
+    fn default() -> Self {
+        BufferPool::new(true)
+    }
+}
+
+impl BufferPool {
+    /// A pool that reuses buffers when `enabled`, or allocates every time.
+    pub fn new(enabled: bool) -> BufferPool {
+        BufferPool {
+            idle: Vec::new(),
+            enabled,
+        }
+    }
+
+    /// An empty buffer: a reused one (capacity kept) or a new one.
+    pub fn take(&mut self) -> Vec<u8> {
+        debug_assert!(self.enabled || self.idle.is_empty());
+        self.idle.pop().unwrap_or_default()
+    }
+
+    /// Returns a buffer once its contents are no longer needed: kept for
+    /// reuse, or freed when pooling is off or the pool is full.
+    pub fn give(&mut self, mut buffer: Vec<u8>) {
+        if self.enabled && self.idle.len() < POOL_BUFFERS_MAX {
+            buffer.clear();
+            self.idle.push(buffer);
+        }
+        debug_assert!(self.idle.len() <= POOL_BUFFERS_MAX);
+    }
+
+    /// Buffers waiting for reuse.
+    pub fn idle(&self) -> usize {
+        self.idle.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pooled_buffer_comes_back_with_its_capacity() {
+        let mut pool = BufferPool::new(true);
+        let mut b = pool.take();
+        b.resize(4096, 7);
+        let at = b.as_ptr();
+        pool.give(b);
+        let again = pool.take();
+        assert!(again.is_empty());
+        assert_eq!(again.as_ptr(), at, "the same allocation is reused");
+        assert!(again.capacity() >= 4096);
+    }
+
+    #[test]
+    fn without_pooling_every_buffer_is_new() {
+        let mut pool = BufferPool::new(false);
+        let mut b = pool.take();
+        b.resize(4096, 7);
+        pool.give(b);
+        assert_eq!(pool.idle(), 0, "nothing is kept");
+        assert_eq!(pool.take().capacity(), 0, "a fresh, unallocated Vec");
+    }
+
+    #[test]
+    fn the_pool_is_bounded() {
+        let mut pool = BufferPool::new(true);
+        for _ in 0..POOL_BUFFERS_MAX + 10 {
+            pool.give(vec![0u8; 16]);
+        }
+        assert_eq!(pool.idle(), POOL_BUFFERS_MAX);
+    }
+}

@@ -1,6 +1,6 @@
 //! `isoe target`: load the configuration, serve until SIGINT/SIGTERM, shut down cleanly.
 
-use isoe_target::config::StoreSpec;
+use isoe_target::config::{Datapath, StoreSpec};
 use isoe_target::Config;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -48,6 +48,7 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
                 .map(move |l| format!("{} LUN {} ({})", t.name, l.number, describe_store(&l.store)))
         })
         .collect();
+    let datapath = config.datapath;
     let running = match isoe_target::start(config) {
         Ok(r) => r,
         Err(e) => {
@@ -56,6 +57,19 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
         }
     };
     let mut stdout = std::io::stdout();
+    if datapath != Datapath::default() {
+        // Said only when it differs, and before "listening on" so that
+        // whoever waits for that has seen it: a measurement of the slow
+        // path must not be mistaken for one of the default.
+        let on_off = |on: bool| if on { "on" } else { "off" };
+        let _ = writeln!(
+            stdout,
+            "isoe target: datapath batching {}, crc {}, buffer_pool {}",
+            on_off(datapath.batching),
+            datapath.crc_name(),
+            on_off(datapath.buffer_pool)
+        );
+    }
     for portal in running.portals() {
         let _ = writeln!(stdout, "isoe target: listening on {portal}");
     }

@@ -34,7 +34,10 @@
 //!   offer the value; MaxRecvDataSegmentLength is declared by each end for
 //!   its own receiving (§13.12), and the knob makes both declare it.
 //! - **Datapath knobs** (`batching`, `crc`, `buffer_pool`) belong to isoe's
-//!   target.
+//!   target, which reads them from the `[datapath]` table of its
+//!   configuration (`isoe_target::config::Datapath` says what each one
+//!   turns off); they do not apply to tgt. `crc` only matters where a digest
+//!   is negotiated.
 
 use crate::link::{LinkKnobs, Offloads};
 use isoe_bench::profiles::block_label;
@@ -42,10 +45,10 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-/// Whether `isoe target --config` accepts the `[datapath]` table yet. While
+/// Whether `isoe target --config` accepts the `[datapath]` table. While
 /// false, every datapath knob is reported as not applied
-/// ([`KnobSet::unsupported`]); flip it when the target learns the table.
-pub const ISOE_TARGET_ACCEPTS_DATAPATH: bool = false;
+/// ([`KnobSet::unsupported`]); it does since the target learned the table.
+pub const ISOE_TARGET_ACCEPTS_DATAPATH: bool = true;
 
 /// What libiscsi offers for the burst lengths and declares as its
 /// MaxRecvDataSegmentLength, fixed in `iscsi_create_context`.
@@ -518,9 +521,9 @@ impl KnobSet {
     }
 
     /// The `[datapath]` table for `isoe target --config`, or an empty string
-    /// when no datapath knob is set. The target does not read this table
-    /// yet ([`ISOE_TARGET_ACCEPTS_DATAPATH`]); a runner appends it only
-    /// when it does.
+    /// when no datapath knob is set (the target's defaults: batching,
+    /// hardware CRC, pooled buffers). A runner appends it to the target's
+    /// configuration; it is a top-level table, so it may follow any other.
     pub fn target_datapath_toml(&self) -> String {
         if self.batching.is_none() && self.crc.is_none() && self.buffer_pool.is_none() {
             return String::new();
@@ -909,23 +912,32 @@ mod tests {
             buffer_pool: Some(true),
             ..KnobSet::default()
         };
-        let on_isoe = datapath.unsupported(InitiatorImpl::Isoe, TargetImpl::Isoe);
+        // The isoe target reads [datapath]: every datapath knob applies,
+        // whatever the initiator.
         assert_eq!(
-            on_isoe.len(),
-            usize::from(!ISOE_TARGET_ACCEPTS_DATAPATH) * 3
+            datapath.unsupported(InitiatorImpl::Isoe, TargetImpl::Isoe),
+            []
         );
-        if !ISOE_TARGET_ACCEPTS_DATAPATH {
-            assert_eq!(
-                on_isoe[0],
-                (
-                    "batching".to_string(),
-                    "not implemented by isoe target yet (no [datapath] table)".to_string()
-                )
-            );
-        }
+        assert_eq!(
+            datapath.unsupported(InitiatorImpl::Libiscsi, TargetImpl::Isoe),
+            []
+        );
+        let off = KnobSet {
+            batching: Some(false),
+            crc: Some(CrcImpl::Software),
+            buffer_pool: Some(false),
+            ..KnobSet::default()
+        };
+        assert_eq!(off.unsupported_here(), [], "isoe is the default target");
+        // tgt has no such options: each knob is reported, by name.
         let on_tgt = datapath.unsupported(InitiatorImpl::Isoe, TargetImpl::Tgt);
-        assert_eq!(on_tgt.len(), 3);
-        assert!(on_tgt[1].1.contains("tgt"));
+        assert_eq!(
+            on_tgt.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+            ["batching", "crc", "buffer_pool"]
+        );
+        assert!(on_tgt
+            .iter()
+            .all(|(_, why)| why == "an isoe target datapath option; the target is tgt"));
         // Socket knobs apply with isoe's initiator, not with libiscsi.
         let socket = KnobSet {
             rcvbuf_bytes: Some(65_536),

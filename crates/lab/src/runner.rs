@@ -398,7 +398,7 @@ fn start_target(
         "# isoe lab, case {case}\nportals = [{portal_list}]\n\n{defaults}\n[[target]]\nname = \"{TARGET_IQN}\"\n\n[[target.lun]]\nnumber = 0\nmemory = \"{LUN_SIZE}\"\n",
         case = case.name,
         defaults = knobs.target_defaults_toml(),
-    );
+    ) + &knobs.target_datapath_toml();
     let path = tempfile_path::TempPath::write(
         &options.out_dir,
         &format!(".target-{}.toml", std::process::id()),

@@ -128,7 +128,9 @@ fn read_len(batching: bool, spare: usize, held: usize, need_total: usize) -> usi
         need_total > held,
         "a complete PDU is handled before reading"
     );
-    need_total.saturating_sub(held).clamp(1, spare)
+    // At least one byte (a zero-length read would look like the peer's
+    // close), at most the room there is; `clamp` would panic on no room.
+    need_total.saturating_sub(held).max(1).min(spare)
 }
 
 /// The connection's loop: read, decode and handle every complete PDU, send
@@ -637,5 +639,6 @@ mod tests {
         assert_eq!(read_len(false, 1000, 0, 48), 48);
         assert_eq!(read_len(false, 1000, 20, 48), 28);
         assert_eq!(read_len(false, 100, 48, 4200), 100, "no more than the room");
+        assert_eq!(read_len(false, 0, 48, 4200), 0, "no room: no panic");
     }
 }

@@ -42,7 +42,10 @@ pub struct FioJob {
 }
 
 impl FioJob {
-    /// fio's arguments: one job per URL and worker, reported as one group.
+    /// fio's arguments, laid out as `isoe bench` lays out its work so the two
+    /// initiators are compared like for like: `workers` jobs (threads), each
+    /// driving every URL (fio's files) with `queue_depth` commands in flight
+    /// per URL, reported as one group.
     pub fn args(&self) -> Vec<String> {
         let rw = match (self.read_pct, self.random_pct > 0) {
             (100, false) => "read",
@@ -52,31 +55,31 @@ impl FioJob {
             (_, false) => "rw",
             (_, true) => "randrw",
         };
+        // fio splits file names at ':'; libiscsi URLs escape theirs.
+        let files: Vec<String> = self.urls.iter().map(|u| u.replace(':', "\\:")).collect();
+        let depth = self.queue_depth * self.urls.len().max(1) as u32;
         let mut args = vec![
             "--group_reporting".to_string(),
             "--thread".to_string(),
             "--output-format=json".to_string(),
+            "--name=lab".to_string(),
+            "--ioengine=libiscsi".to_string(),
+            format!("--filename={}", files.join(":")),
+            format!("--rw={rw}"),
         ];
-        for (i, url) in self.urls.iter().enumerate() {
-            args.push(format!("--name=v{i}"));
-            args.push("--ioengine=libiscsi".into());
-            // fio splits file names at ':'; libiscsi URLs escape them.
-            args.push(format!("--filename={}", url.replace(':', "\\:")));
-            args.push(format!("--rw={rw}"));
-            if self.read_pct != 0 && self.read_pct != 100 {
-                args.push(format!("--rwmixread={}", self.read_pct));
-            }
-            if self.random_pct != 0 && self.random_pct != 100 {
-                args.push(format!("--percentage_random={}", self.random_pct));
-            }
-            args.push(format!("--bs={}", self.block_size_bytes));
-            args.push(format!("--iodepth={}", self.queue_depth));
-            args.push(format!("--numjobs={}", self.workers));
-            args.push("--time_based".into());
-            args.push(format!("--runtime={}", self.duration_s.ceil() as u64));
-            args.push(format!("--ramp_time={}", self.ramp_s.ceil() as u64));
-            args.push("--size=512m".into());
+        if self.read_pct != 0 && self.read_pct != 100 {
+            args.push(format!("--rwmixread={}", self.read_pct));
         }
+        if self.random_pct != 0 && self.random_pct != 100 {
+            args.push(format!("--percentage_random={}", self.random_pct));
+        }
+        args.push(format!("--bs={}", self.block_size_bytes));
+        args.push(format!("--iodepth={depth}"));
+        args.push(format!("--numjobs={}", self.workers));
+        args.push("--time_based".into());
+        args.push(format!("--runtime={}", self.duration_s.ceil() as u64));
+        args.push(format!("--ramp_time={}", self.ramp_s.ceil() as u64));
+        args.push("--size=512m".into());
         args
     }
 }
@@ -245,5 +248,26 @@ mod tests {
         }
         .args();
         assert!(web.contains(&"--percentage_random=75".to_string()));
+    }
+
+    #[test]
+    fn two_portals_are_one_job_driving_both() {
+        // As isoe bench counts it: QD per URL, so fio's depth is QD x URLs.
+        let two = FioJob {
+            urls: vec!["iscsi://a:1/t:x/0".into(), "iscsi://b:2/t:x/0".into()],
+            block_size_bytes: 262144,
+            read_pct: 100,
+            random_pct: 0,
+            queue_depth: 8,
+            workers: 2,
+            duration_s: 5.0,
+            ramp_s: 1.0,
+        }
+        .args();
+        let files = "--filename=iscsi\\://a\\:1/t\\:x/0:iscsi\\://b\\:2/t\\:x/0";
+        assert!(two.contains(&files.to_string()), "{two:?}");
+        assert!(two.contains(&"--iodepth=16".to_string()));
+        assert!(two.contains(&"--numjobs=2".to_string()));
+        assert_eq!(two.iter().filter(|a| a.starts_with("--name=")).count(), 1);
     }
 }

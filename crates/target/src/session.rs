@@ -34,6 +34,9 @@ pub enum Admit {
 #[derive(Debug)]
 struct Window {
     exp_cmd_sn: u32,
+    /// Connections waiting in `admit_ordered` for a lower CmdSN: only then
+    /// does advancing the window need a wake-up (a futex system call).
+    waiters: u32,
 }
 
 /// A connection could not join: the session has MaxConnections already.
@@ -96,7 +99,10 @@ impl Session {
             target,
             params,
             nexus,
-            window: Mutex::new(Window { exp_cmd_sn: cmd_sn }),
+            window: Mutex::new(Window {
+                exp_cmd_sn: cmd_sn,
+                waiters: 0,
+            }),
             advanced: Condvar::new(),
             exp_cmd_sn: AtomicU32::new(cmd_sn),
             members: Mutex::new(Vec::new()),
@@ -134,11 +140,13 @@ impl Session {
                     return Admit::GapTimeout;
                 }
                 let wait = (deadline - now).min(Duration::from_millis(500));
+                window.waiters += 1;
                 window = self
                     .advanced
                     .wait_timeout(window, wait)
                     .unwrap_or_else(|e| e.into_inner())
                     .0;
+                window.waiters -= 1;
             }
             if window.exp_cmd_sn != cmd_sn {
                 // Someone else delivered this CmdSN meanwhile: a duplicate.
@@ -147,8 +155,13 @@ impl Session {
         }
         window.exp_cmd_sn = cmd_sn.wrapping_add(1);
         self.exp_cmd_sn.store(window.exp_cmd_sn, Ordering::Release);
+        // std's notify_all makes a system call even with nobody waiting;
+        // with one connection nobody ever is.
+        let waiters = window.waiters;
         drop(window);
-        self.advanced.notify_all();
+        if waiters > 0 {
+            self.advanced.notify_all();
+        }
         Admit::Deliver
     }
 

@@ -450,24 +450,7 @@ mod tests {
         }
     }
 
-    /// A sink recording the bytes of each write call.
-    #[derive(Default)]
-    struct Calls(Vec<Vec<u8>>);
-
-    impl Write for Calls {
-        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            self.0.push(buf.to_vec());
-            Ok(buf.len())
-        }
-        fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-            self.0
-                .push(bufs.iter().flat_map(|b| b.iter().copied()).collect());
-            Ok(bufs.iter().map(|b| b.len()).sum())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
+    use crate::output::tests::Calls;
 
     fn scsi(itt: u32, cmd_sn: u32, opcode: u8, lba: u32, blocks: u16) -> ScsiCommand {
         let mut cdb = [0u8; 16];

@@ -227,7 +227,7 @@ impl Output {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use isoe_wire::pdu::NopIn;
 
@@ -249,7 +249,7 @@ mod tests {
 
     /// A sink that takes everything and records what each call carried.
     #[derive(Default)]
-    struct Calls(Vec<Vec<u8>>);
+    pub(crate) struct Calls(pub(crate) Vec<Vec<u8>>);
     impl Write for Calls {
         fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
             self.0.push(buf.to_vec());

@@ -338,7 +338,6 @@ mod tests {
     use isoe_wire::negotiate::{Digest, LocalParams, SessionType};
     use isoe_wire::pdu::{Lun, NopOut, ScsiCommand, RESERVED_TAG};
     use isoe_wire::Pdu;
-    use std::io::IoSlice;
 
     const TARGET: &str = "iqn.2026-11.io.isoe:driver";
 

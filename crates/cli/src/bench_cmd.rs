@@ -114,7 +114,15 @@ pub struct BenchArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     max_burst_length: Option<u32>,
     /// TCP_NODELAY (Nagle off); yes by default.
-    #[arg(long, value_name = "YES|NO", value_parser = parse_yes_no, default_value = "yes")]
+    // A bool field is a bare flag to clap unless the action says it takes a
+    // value: without it "--nodelay no" made "no" a URL.
+    #[arg(
+        long,
+        value_name = "YES|NO",
+        value_parser = parse_yes_no,
+        default_value = "yes",
+        action = clap::ArgAction::Set
+    )]
     nodelay: bool,
     /// TCP_QUICKACK after every receive (delayed ACK off).
     #[arg(long)]
@@ -371,5 +379,67 @@ mod tests {
         assert_eq!(parse_size("512"), Ok(512));
         assert!(parse_size("ten").is_err());
         assert!(parse_size("8g").is_err());
+    }
+
+    #[derive(clap::Parser)]
+    struct Bench {
+        #[command(flatten)]
+        args: BenchArgs,
+    }
+
+    fn parse(extra: &[String]) -> BenchArgs {
+        let argv = ["bench", "iscsi://10.99.1.2/iqn.2026-11.io.isoe:lab/0"]
+            .iter()
+            .map(|s| s.to_string())
+            .chain(extra.iter().cloned());
+        match <Bench as clap::Parser>::try_parse_from(argv) {
+            Ok(b) => b.args,
+            Err(e) => panic!("isoe bench refuses {extra:?}: {e}"),
+        }
+    }
+
+    /// The lab passes its initiator-side knobs to `isoe bench` as
+    /// arguments: every knob, both ways, must parse and land where it means.
+    #[test]
+    fn every_lab_knob_parses_as_bench_arguments() {
+        use isoe_lab::knobs::KnobSet;
+        for on in [true, false] {
+            let knobs = KnobSet {
+                header_digest: Some(on),
+                data_digest: Some(on),
+                immediate_data: Some(on),
+                initial_r2t: Some(!on),
+                max_recv_data_segment_length: Some(65_536),
+                first_burst_length: Some(131_072),
+                max_burst_length: Some(524_288),
+                nodelay: Some(on),
+                quickack: Some(on),
+                rcvbuf_bytes: Some(1 << 20),
+                sndbuf_bytes: Some(2 << 20),
+                busy_poll_us: Some(50),
+                connections: Some(2),
+                sessions: Some(3),
+                workers: Some(4),
+                ..KnobSet::default()
+            };
+            let b = parse(&knobs.bench_args());
+            assert_eq!(b.header_digest, on);
+            assert_eq!(b.data_digest, on);
+            assert_eq!(b.immediate_data, Some(on));
+            assert_eq!(b.initial_r2t, Some(!on));
+            assert_eq!(b.max_recv_data_segment_length, Some(65_536));
+            assert_eq!(b.first_burst_length, Some(131_072));
+            assert_eq!(b.max_burst_length, Some(524_288));
+            assert_eq!(b.nodelay, on, "nodelay {on}");
+            assert_eq!(b.quickack, on);
+            assert_eq!(b.rcvbuf, Some(1 << 20));
+            assert_eq!(b.sndbuf, Some(2 << 20));
+            assert_eq!(b.busy_poll, Some(50));
+            assert_eq!(b.connections, 2);
+            assert_eq!(b.sessions, 3);
+            assert_eq!(b.workers, Some(4));
+        }
+        // Nagle stays off unless asked for.
+        assert!(parse(&[]).nodelay);
     }
 }

@@ -34,6 +34,9 @@ const TARGET_START: Duration = Duration::from_secs(20);
 const BENCH_SLACK: Duration = Duration::from_secs(90);
 /// Runs a cell may take in all, counting those spoiled by steal.
 const ATTEMPTS_OVER_CAP: u32 = 3;
+/// Runs in a row that ended without a result (the bench or the target
+/// failed) after which a cell is given up: such a failure repeats.
+const FAILURES_IN_A_ROW: usize = 2;
 
 /// Why a plan could not run.
 #[derive(Debug, Error)]
@@ -176,13 +179,8 @@ pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
         let target = start_target(&options, &topo, knobs, case)?;
         for workload in pending {
             let metric = workload.metric;
-            loop {
-                let values = valid_values(&records, plan, &case.name, &workload.name);
+            while !cell_done(&records, plan, &case.name, &workload.name) {
                 let attempts = attempts(&records, plan, &case.name, &workload.name);
-                let next = plan.rules.next(&values);
-                if next != Next::RunAgain || attempts >= plan.rules.max_runs + ATTEMPTS_OVER_CAP {
-                    break;
-                }
                 if options.stop.load(Ordering::Relaxed) {
                     interrupted = true;
                     break 'cases;
@@ -298,6 +296,22 @@ fn cell_done(records: &[RunRecord], plan: &Plan, case: &str, workload: &str) -> 
     let values = valid_values(records, plan, case, workload);
     plan.rules.next(&values) != Next::RunAgain
         || attempts(records, plan, case, workload) >= plan.rules.max_runs + ATTEMPTS_OVER_CAP
+        || given_up(records, plan, case, workload).is_some()
+}
+
+/// Why a cell was given up: its last runs all failed without a result,
+/// and the newest says why.
+fn given_up(records: &[RunRecord], plan: &Plan, case: &str, workload: &str) -> Option<String> {
+    let runs: Vec<&RunRecord> = cell(records, plan, case, workload).collect();
+    let last = runs
+        .len()
+        .checked_sub(FAILURES_IN_A_ROW)
+        .map(|i| &runs[i..])?;
+    if last.iter().all(|r| r.bench.is_null()) {
+        last.last()?.invalid_reason.clone()
+    } else {
+        None
+    }
 }
 
 fn convergence_notes(plan: &Plan, records: &[RunRecord]) -> Vec<String> {
@@ -313,6 +327,12 @@ fn convergence_notes(plan: &Plan, records: &[RunRecord]) -> Vec<String> {
                     w.name,
                     values.len(),
                     plan.rules.rsd_target_pct
+                ));
+            }
+            if let Some(why) = given_up(records, plan, case, &w.name) {
+                notes.push(format!(
+                    "{case} / {}: given up after {FAILURES_IN_A_ROW} runs in a row failed: {why}",
+                    w.name
                 ));
             }
             let spoiled = cell(records, plan, case, &w.name)
@@ -801,5 +821,59 @@ mod tempfile_path {
         fn drop(&mut self) {
             let _ = std::fs::remove_file(&self.0);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> Plan {
+        Plan::parse(
+            "name = \"t\"\ntopology = \"loopback\"\n[[workload]]\nprofile = \"oltp-8k\"\n",
+            "t.toml",
+        )
+        .unwrap()
+    }
+
+    fn record(run: u32, value: f64, bench: serde_json::Value, why: Option<&str>) -> RunRecord {
+        RunRecord {
+            plan: "t".into(),
+            case: "baseline".into(),
+            workload: "oltp-8k".into(),
+            run,
+            topology: "loopback".into(),
+            knobs: BTreeMap::new(),
+            skipped_knobs: BTreeMap::new(),
+            metric: Metric::Iops,
+            value,
+            steal_pct: 0.0,
+            valid: why.is_none(),
+            invalid_reason: why.map(String::from),
+            bench,
+            started_at: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_cell_is_given_up_after_two_failures_in_a_row_but_not_for_steal() {
+        let plan = plan();
+        let ok = || serde_json::json!({"iops": 1000.0});
+        let failed = |run| record(run, 0.0, serde_json::Value::Null, Some("bench exited 1"));
+        let mut records = vec![record(1, 1000.0, ok(), None), failed(2)];
+        assert_eq!(given_up(&records, &plan, "baseline", "oltp-8k"), None);
+        assert!(!cell_done(&records, &plan, "baseline", "oltp-8k"));
+        // A run spoiled by steal has a result: it is repeated, not a failure.
+        records.push(record(3, 900.0, ok(), Some("steal 9% > 5%")));
+        records.push(failed(4));
+        assert_eq!(given_up(&records, &plan, "baseline", "oltp-8k"), None);
+        records.push(failed(5));
+        assert_eq!(
+            given_up(&records, &plan, "baseline", "oltp-8k").as_deref(),
+            Some("bench exited 1")
+        );
+        assert!(cell_done(&records, &plan, "baseline", "oltp-8k"));
+        // Another cell is untouched.
+        assert_eq!(given_up(&records, &plan, "baseline", "other"), None);
     }
 }

@@ -440,6 +440,7 @@ fn main() {
                 description: description.to_string(),
                 knobs_changed: knobs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
                 compare_to: (*name == "jumbo-no-tso").then(|| "jumbo".to_string()),
+                workloads: Vec::new(),
             })
             .collect(),
         workloads: shapes

@@ -75,6 +75,17 @@ pub struct CaseInfo {
     /// baseline.
     #[serde(default)]
     pub compare_to: Option<String>,
+    /// The workloads it runs (a plan may run a case on fewer than all);
+    /// empty: every workload of the plan.
+    #[serde(default)]
+    pub workloads: Vec<String>,
+}
+
+impl CaseInfo {
+    /// Whether the case runs `workload` at all.
+    pub fn runs(&self, workload: &str) -> bool {
+        self.workloads.is_empty() || self.workloads.iter().any(|w| w == workload)
+    }
 }
 
 /// One workload of a plan.

@@ -23,6 +23,7 @@ pub fn build(
             description: c.description,
             knobs_changed: c.changes.describe(),
             compare_to: c.compare_to,
+            workloads: c.workloads,
         })
         .collect();
     let workloads = plan

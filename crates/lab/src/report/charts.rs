@@ -353,6 +353,7 @@ pub fn histograms(input: &ReportInput, cells: &[CellSummary], w: &WorkloadInfo) 
     let of_workload: Vec<&CellSummary> = input
         .cases
         .iter()
+        .filter(|c| c.runs(&w.name))
         .filter_map(|c| cell(cells, &c.name, &w.name))
         .collect();
     let hists: Vec<&Buckets> = of_workload
@@ -363,6 +364,7 @@ pub fn histograms(input: &ReportInput, cells: &[CellSummary], w: &WorkloadInfo) 
     input
         .cases
         .iter()
+        .filter(|case| case.runs(&w.name))
         .map(|case| {
             let c = cell(cells, &case.name, &w.name);
             let empty_message = match c {

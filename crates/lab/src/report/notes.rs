@@ -162,6 +162,7 @@ fn not_run(input: &ReportInput, cells: &[CellSummary]) -> Option<Note> {
             let missing: Vec<&str> = cells
                 .iter()
                 .filter(|c| c.case == case.name && c.runs_valid + c.runs_invalid == 0)
+                .filter(|c| case.runs(&c.workload))
                 .map(|c| c.workload.as_str())
                 .collect();
             (!missing.is_empty()).then(|| format!("{}: {}", case.name, missing.join(", ")))
@@ -169,8 +170,8 @@ fn not_run(input: &ReportInput, cells: &[CellSummary]) -> Option<Note> {
         .collect();
     (!items.is_empty()).then(|| {
         Note::new(
-            "Not run: these cases have no runs of these workloads (the plan runs the case on \
-             fewer workloads, or stopped before them); the tables show “not run” and “–”.",
+            "Not run: these cases have no runs of these workloads (the plan stopped before \
+             them); the tables show “not run” and “–”.",
             items,
         )
     })

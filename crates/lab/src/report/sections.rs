@@ -43,6 +43,7 @@ fn of_workload<'a>(
     input
         .cases
         .iter()
+        .filter(|c| c.runs(&w.name))
         .map(move |c| (c.name.as_str(), cell(cells, &c.name, &w.name)))
 }
 

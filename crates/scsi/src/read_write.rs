@@ -25,9 +25,13 @@ pub(crate) fn read(unit: &LogicalUnit, cdb: &[u8], data_in: &mut Vec<u8>) -> Res
     unit.check_range(block.logical_block_address, u64::from(block.block_count))?;
     let length_bytes = u64::from(block.block_count) * unit.block_size();
     // Bounded by MAXIMUM TRANSFER LENGTH, so it fits comfortably in memory.
-    data_in.resize(length_bytes as usize, 0);
+    data_in.clear();
     unit.store
-        .read_at(block.logical_block_address * unit.block_size(), data_in)
+        .read_append(
+            block.logical_block_address * unit.block_size(),
+            length_bytes as usize,
+            data_in,
+        )
         .map_err(|_| Sense::unrecovered_read_error())
 }
 

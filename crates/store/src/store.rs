@@ -9,6 +9,18 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn size_bytes(&self) -> u64;
     /// Fills `buf` from `offset`; the whole range must lie inside the store.
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), StoreError>;
+    /// Appends `len` bytes from `offset` to `out`; on error `out` is as it
+    /// was. The default zero-fills the room and then reads into it; a store
+    /// that can write each byte once (memory) does better.
+    fn read_append(&self, offset: u64, len: usize, out: &mut Vec<u8>) -> Result<(), StoreError> {
+        let start = out.len();
+        out.resize(start + len, 0);
+        let result = self.read_at(offset, &mut out[start..]);
+        if result.is_err() {
+            out.truncate(start);
+        }
+        result
+    }
     /// Writes all of `buf` at `offset`; the whole range must lie inside the store.
     fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), StoreError>;
     /// Makes every completed write durable (fdatasync on files).

@@ -30,9 +30,29 @@ fn round_trip(store: &dyn Store) {
         before.iter().all(|&b| b == 0),
         "bytes before the write read as zeros"
     );
+    // read_append: after what the Vec holds, never-written bytes as zeros,
+    // across chunk boundaries, the same bytes as read_at.
+    let mut out = vec![9u8; 3];
+    store
+        .read_append(offset - 100, data.len() + 200, &mut out)
+        .unwrap();
+    assert_eq!(out.len(), 3 + data.len() + 200);
+    assert_eq!(out[..3], [9, 9, 9]);
+    assert!(out[3..103].iter().all(|&b| b == 0));
+    assert_eq!(out[103..103 + data.len()], data[..]);
+    assert!(out[103 + data.len()..].iter().all(|&b| b == 0));
 }
 
 fn out_of_range(store: &dyn Store) {
+    let mut kept = vec![5u8; 2];
+    assert!(store
+        .read_append(store.size_bytes() - 8, 16, &mut kept)
+        .is_err());
+    assert_eq!(
+        kept,
+        [5, 5],
+        "a failed read_append leaves the Vec as it was"
+    );
     let size = store.size_bytes();
     let mut buf = [0u8; 16];
     assert!(matches!(

@@ -441,6 +441,7 @@ fn main() {
                 knobs_changed: knobs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
                 compare_to: (*name == "jumbo-no-tso").then(|| "jumbo".to_string()),
                 workloads: Vec::new(),
+                topology: String::new(),
             })
             .collect(),
         workloads: shapes

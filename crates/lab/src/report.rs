@@ -79,6 +79,9 @@ pub struct CaseInfo {
     /// empty: every workload of the plan.
     #[serde(default)]
     pub workloads: Vec<String>,
+    /// The topology it runs on; empty: the plan's.
+    #[serde(default)]
+    pub topology: String,
 }
 
 impl CaseInfo {
@@ -151,6 +154,27 @@ impl ReportInput {
     /// The baseline case: the first one.
     pub fn baseline(&self) -> Option<&CaseInfo> {
         self.cases.first()
+    }
+
+    /// The topology `case` runs on.
+    pub fn topology_of(&self, case: &str) -> &str {
+        self.cases
+            .iter()
+            .find(|c| c.name == case)
+            .map(|c| c.topology.as_str())
+            .filter(|t| !t.is_empty())
+            .unwrap_or(&self.topology)
+    }
+
+    /// When `case` runs on another topology than its reference: both. Its
+    /// effect is then the topology's as much as its settings', so it is
+    /// shown but recommends nothing.
+    pub fn topology_change(&self, case: &str) -> Option<(&str, &str)> {
+        let (own, theirs) = (
+            self.topology_of(case),
+            self.topology_of(self.reference_of(case)),
+        );
+        (own != theirs).then_some((own, theirs))
     }
 
     /// The workload named `name`.

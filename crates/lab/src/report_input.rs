@@ -24,6 +24,7 @@ pub fn build(
             knobs_changed: c.changes.describe(),
             compare_to: c.compare_to,
             workloads: c.workloads,
+            topology: c.topology.as_str().to_string(),
         })
         .collect();
     let workloads = plan

@@ -159,6 +159,7 @@ fn input() -> ReportInput {
                 knobs_changed: map(&[("mtu", "9000"), ("gro", "on")]),
                 compare_to: Some("fast".into()),
                 workloads: vec!["small".into()],
+                ..Default::default()
             },
         ],
         workloads: vec![
@@ -589,4 +590,30 @@ fn summaries_read_the_fields_isoe_bench_writes() {
     // 90, 100, 110 µs fall in (64, 128]; 400 µs in (256, 512]; × 3 runs.
     assert_eq!(c.read.hist, vec![(128.0, 9), (512.0, 3)]);
     assert_eq!(c.hist_runs, 3);
+}
+
+#[test]
+fn a_case_on_another_topology_than_its_reference_recommends_nothing() {
+    let mut input = input();
+    input.cases[1].topology = "congested".into();
+    let md = render_markdown(&input);
+    let section = md.split("## Recommended configuration").nth(1).unwrap();
+    let section = &section[..section.find("\n## ").unwrap_or(section.len())];
+    // fast (congested) against the baseline (loopback), and faster
+    // (loopback) against fast: both shown in the tables, neither advised.
+    assert!(
+        section.contains(
+            "Left out: cases measured against a case on another topology, whose effect is the \
+             topology's as much as their settings': fast (congested, against baseline on \
+             loopback); faster (loopback, against fast on congested)."
+        ),
+        "{section}"
+    );
+    assert!(!section.contains("| fast "), "{section}");
+    assert!(!section.contains("case fast:"), "{section}");
+    assert!(!section.contains("case faster "), "{section}");
+    // The third case, on the plan's topology, is still advised against.
+    assert!(section.contains("case \\<script\\>"), "{section}");
+    // And the headline still shows fast's change.
+    assert!(md.contains("**+10.0%**"));
 }

@@ -133,6 +133,9 @@ pub fn recommend(input: &ReportInput, cells: &[CellSummary]) -> Vec<WorkloadAdvi
             };
             for c in cells.iter().filter(|c| c.workload == w.name) {
                 let Some(effect) = c.effect else { continue };
+                if input.topology_change(&c.case).is_some() {
+                    continue;
+                }
                 advice.compared += 1;
                 let reference = input.reference_of(&c.case).to_string();
                 let finding = Finding {
@@ -176,6 +179,9 @@ pub fn recommend(input: &ReportInput, cells: &[CellSummary]) -> Vec<WorkloadAdvi
 pub fn overall(input: &ReportInput, advice: &[WorkloadAdvice]) -> Vec<OverallAdvice> {
     let mut out = Vec::new();
     for case in input.cases.iter().skip(1) {
+        if input.topology_change(&case.name).is_some() {
+            continue;
+        }
         let pick = |list: fn(&WorkloadAdvice) -> &Vec<Finding>, cpu: bool| {
             advice
                 .iter()

@@ -686,6 +686,25 @@ fn recommended(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
         )),
         Block::Heading(3, "Over all workloads".into(), None),
     ];
+    let elsewhere: Vec<String> = input
+        .cases
+        .iter()
+        .filter_map(|c| {
+            let (own, theirs) = input.topology_change(&c.name)?;
+            Some(format!(
+                "{} ({own}, against {} on {theirs})",
+                c.name,
+                input.reference_of(&c.name)
+            ))
+        })
+        .collect();
+    if !elsewhere.is_empty() {
+        b.push(para(format!(
+            "Left out: cases measured against a case on another topology, whose effect is the \
+             topology's as much as their settings': {}.",
+            elsewhere.join("; ")
+        )));
+    }
     if overall.is_empty() {
         b.push(para(format!(
             "No setting had a significant effect (beyond ±{t}%) on any workload: keep the baseline."

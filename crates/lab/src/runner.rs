@@ -10,7 +10,7 @@
 use crate::fio_peer::{self, FioJob};
 use crate::knobs::{InitiatorImpl, KnobSet, TargetImpl};
 use crate::plan::{Plan, ResolvedCase, WorkloadSpec};
-use crate::record::{Metric, RunRecord};
+use crate::record::RunRecord;
 use crate::stats::Next;
 use crate::tgt_peer::{self, TgtTarget};
 use crate::topology::{self, Kind, Role, Topology};
@@ -178,7 +178,6 @@ pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
         }
         let target = start_target(&options, &topo, knobs, case)?;
         for workload in pending {
-            let metric = workload.metric;
             while !cell_done(&records, plan, &case.name, &workload.name) {
                 let attempts = attempts(&records, plan, &case.name, &workload.name);
                 if options.stop.load(Ordering::Relaxed) {
@@ -187,17 +186,22 @@ pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
                 }
                 progress.show(ci, cases.len(), case, workload, attempts + 1);
                 let run = attempts + 1;
+                let this = ThisRun {
+                    plan,
+                    case,
+                    workload,
+                    run,
+                    topo: &topo,
+                    knobs,
+                    skipped: &skipped,
+                };
                 let record = match run_bench(&options, &topo, &target, knobs, workload) {
-                    Ok((bench, started)) => make_record(
-                        plan, case, workload, run, &topo, knobs, &skipped, metric, bench, started,
-                    ),
+                    Ok((bench, started)) => this.record(bench, started),
                     Err(BenchFailure::Stopped) => {
                         interrupted = true;
                         break 'cases;
                     }
-                    Err(BenchFailure::Failed(why)) => failed_record(
-                        plan, case, workload, run, &topo, knobs, &skipped, metric, why,
-                    ),
+                    Err(BenchFailure::Failed(why)) => this.failed(why),
                 };
                 let line = serde_json::to_string(&record).unwrap_or_default();
                 writeln!(sink, "{line}").map_err(io_error(&results_path))?;
@@ -651,81 +655,62 @@ fn wait_for_child(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn make_record(
-    plan: &Plan,
-    case: &ResolvedCase,
-    workload: &WorkloadSpec,
+/// One run of a case × workload: what its record says besides the result.
+struct ThisRun<'a> {
+    plan: &'a Plan,
+    case: &'a ResolvedCase,
+    workload: &'a WorkloadSpec,
     run: u32,
-    topo: &Topology,
-    knobs: &KnobSet,
-    skipped: &BTreeMap<String, String>,
-    metric: Metric,
-    bench: serde_json::Value,
-    started_at: String,
-) -> RunRecord {
-    let value = bench[metric.field()].as_f64().unwrap_or(0.0);
-    let steal_pct = bench["steal_pct"].as_f64().unwrap_or(0.0);
-    let errors =
-        bench["errors"].as_u64().unwrap_or(0) + bench["verify_errors"].as_u64().unwrap_or(0);
-    let invalid_reason = if steal_pct > plan.rules.steal_max_pct {
-        Some(format!(
-            "host CPU steal {steal_pct:.1}% above {}%",
-            plan.rules.steal_max_pct
-        ))
-    } else if errors > 0 {
-        Some(format!("{errors} failed commands"))
-    } else if value <= 0.0 {
-        Some("no I/O completed".to_string())
-    } else {
-        None
-    };
-    RunRecord {
-        plan: plan.name.clone(),
-        case: case.name.clone(),
-        workload: workload.name.clone(),
-        run,
-        topology: topo.kind().as_str().to_string(),
-        knobs: knobs.describe(),
-        skipped_knobs: skipped.clone(),
-        metric,
-        value,
-        steal_pct,
-        valid: invalid_reason.is_none(),
-        invalid_reason,
-        bench,
-        started_at,
-    }
+    topo: &'a Topology,
+    knobs: &'a KnobSet,
+    skipped: &'a BTreeMap<String, String>,
 }
 
-#[allow(clippy::too_many_arguments)]
-fn failed_record(
-    plan: &Plan,
-    case: &ResolvedCase,
-    workload: &WorkloadSpec,
-    run: u32,
-    topo: &Topology,
-    knobs: &KnobSet,
-    skipped: &BTreeMap<String, String>,
-    metric: Metric,
-    why: String,
-) -> RunRecord {
-    let started_at = isoe_bench::timestamp::rfc3339_utc(std::time::SystemTime::now());
-    let mut record = make_record(
-        plan,
-        case,
-        workload,
-        run,
-        topo,
-        knobs,
-        skipped,
-        metric,
-        serde_json::Value::Null,
-        started_at,
-    );
-    record.valid = false;
-    record.invalid_reason = Some(why);
-    record
+impl ThisRun<'_> {
+    /// The record of a run that gave a result; invalid with CPU steal
+    /// over the limit, failed commands, or no I/O.
+    fn record(&self, bench: serde_json::Value, started_at: String) -> RunRecord {
+        let metric = self.workload.metric;
+        let max_steal = self.plan.rules.steal_max_pct;
+        let value = bench[metric.field()].as_f64().unwrap_or(0.0);
+        let steal_pct = bench["steal_pct"].as_f64().unwrap_or(0.0);
+        let errors =
+            bench["errors"].as_u64().unwrap_or(0) + bench["verify_errors"].as_u64().unwrap_or(0);
+        let invalid_reason = if steal_pct > max_steal {
+            Some(format!("host CPU steal {steal_pct:.1}% above {max_steal}%"))
+        } else if errors > 0 {
+            Some(format!("{errors} failed commands"))
+        } else if value <= 0.0 {
+            Some("no I/O completed".to_string())
+        } else {
+            None
+        };
+        RunRecord {
+            plan: self.plan.name.clone(),
+            case: self.case.name.clone(),
+            workload: self.workload.name.clone(),
+            run: self.run,
+            topology: self.topo.kind().as_str().to_string(),
+            knobs: self.knobs.describe(),
+            skipped_knobs: self.skipped.clone(),
+            metric,
+            value,
+            steal_pct,
+            valid: invalid_reason.is_none(),
+            invalid_reason,
+            bench,
+            started_at,
+        }
+    }
+
+    /// The record of a run that gave no result, and why.
+    fn failed(&self, why: String) -> RunRecord {
+        let now = isoe_bench::timestamp::rfc3339_utc(std::time::SystemTime::now());
+        let mut record = self.record(serde_json::Value::Null, now);
+        record.valid = false;
+        record.invalid_reason = Some(why);
+        record
+    }
 }
 
 /// The live line: case, workload, run, and an estimate of the time left.
@@ -827,6 +812,7 @@ mod tempfile_path {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::Metric;
 
     fn plan() -> Plan {
         Plan::parse(

@@ -221,7 +221,8 @@ pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
     if interrupted {
         notes.push("interrupted by Ctrl-C: the report covers the runs made so far; run the same command again to resume".into());
     }
-    let finished_at = isoe_bench::timestamp::rfc3339_utc(std::time::SystemTime::now());
+    let now = isoe_bench::timestamp::rfc3339_utc(std::time::SystemTime::now());
+    let (started_at, finished_at) = report_dates(&records, &started_at, now, new_runs > 0);
     let input = crate::report_input::build(
         plan,
         &records,
@@ -241,6 +242,26 @@ pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
         interrupted,
         notes,
     })
+}
+
+/// When the report's runs were made: from the first run (a resumed plan
+/// began before this invocation) to now, or, when this invocation ran
+/// nothing and only rewrote the report, to the start of the last run.
+/// RFC 3339 UTC strings of one format order as their times do.
+fn report_dates(records: &[RunRecord], began: &str, now: String, ran: bool) -> (String, String) {
+    let first = records
+        .iter()
+        .map(|r| r.started_at.as_str())
+        .filter(|t| !t.is_empty())
+        .chain([began])
+        .min()
+        .unwrap_or(began)
+        .to_string();
+    let last = records.iter().map(|r| r.started_at.as_str()).max();
+    match last {
+        Some(last) if !ran && !last.is_empty() => (first, last.to_string()),
+        _ => (first, now),
+    }
 }
 
 /// Records of `plan` already in `path` (resume), or none with `fresh`.
@@ -861,5 +882,29 @@ mod tests {
         assert!(cell_done(&records, &plan, "baseline", "oltp-8k"));
         // Another cell is untouched.
         assert_eq!(given_up(&records, &plan, "baseline", "other"), None);
+    }
+
+    #[test]
+    fn report_dates_span_the_runs_also_when_only_the_report_is_rewritten() {
+        let at = |t: &str| {
+            let mut r = record(1, 1.0, serde_json::json!({}), None);
+            r.started_at = t.into();
+            r
+        };
+        let records = [at("2026-11-21T09:44:31Z"), at("2026-11-21T09:57:20Z")];
+        let began = "2026-11-21T11:38:44Z";
+        let now = || "2026-11-21T11:38:45Z".to_string();
+        assert_eq!(
+            report_dates(&records, began, now(), false),
+            ("2026-11-21T09:44:31Z".into(), "2026-11-21T09:57:20Z".into())
+        );
+        assert_eq!(
+            report_dates(&records, began, now(), true),
+            ("2026-11-21T09:44:31Z".into(), now())
+        );
+        assert_eq!(
+            report_dates(&[], began, now(), false),
+            (began.to_string(), now())
+        );
     }
 }

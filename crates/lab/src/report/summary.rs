@@ -109,7 +109,8 @@ pub struct CellSummary {
 pub fn summarize(input: &ReportInput) -> Vec<CellSummary> {
     let mut cells = Vec::with_capacity(input.cases.len() * input.workloads.len());
     for case in &input.cases {
-        for workload in &input.workloads {
+        // A case the plan runs on fewer workloads has no cell for the others.
+        for workload in input.workloads.iter().filter(|w| case.runs(&w.name)) {
             cells.push(cell(input, &case.name, &workload.name, workload.metric));
         }
     }

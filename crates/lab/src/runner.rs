@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -537,13 +537,7 @@ fn run_bench(
         "--target-pid",
         &target.pid.to_string(),
     ]);
-    cmd.stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdin(Stdio::null());
-    let started = isoe_bench::timestamp::rfc3339_utc(std::time::SystemTime::now());
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| BenchFailure::Failed(format!("cannot start isoe bench: {e}")))?;
+    let (mut child, started) = spawn_load(&mut cmd, "isoe bench")?;
     let limit = Duration::from_secs_f64(plan.run.duration_s + plan.run.ramp_s) + BENCH_SLACK;
     wait_for_child(&mut child, "isoe bench", limit, &options.stop, |_| {})?;
     let out = child
@@ -598,13 +592,7 @@ fn run_fio(
     };
     let mut cmd = topo.command(Role::Host, &fio);
     cmd.args(job.args());
-    cmd.stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdin(Stdio::null());
-    let started = isoe_bench::timestamp::rfc3339_utc(std::time::SystemTime::now());
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| BenchFailure::Failed(format!("cannot start fio: {e}")))?;
+    let (mut child, started) = spawn_load(&mut cmd, "fio")?;
     let pid = child.id();
     // The steady window: after the ramp (and login), until just before the end.
     let window_start = Duration::from_secs_f64(job.ramp_s + 0.5);
@@ -732,6 +720,18 @@ impl ThisRun<'_> {
         record.invalid_reason = Some(why);
         record
     }
+}
+
+/// Starts the load generator with its output captured; with when it began.
+fn spawn_load(cmd: &mut Command, what: &str) -> Result<(Child, String), BenchFailure> {
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null());
+    let started = isoe_bench::timestamp::rfc3339_utc(std::time::SystemTime::now());
+    let child = cmd
+        .spawn()
+        .map_err(|e| BenchFailure::Failed(format!("cannot start {what}: {e}")))?;
+    Ok((child, started))
 }
 
 /// The live line: case, workload, run, and an estimate of the time left.

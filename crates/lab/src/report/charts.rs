@@ -336,7 +336,8 @@ pub fn shared_uppers(hists: &[&Buckets]) -> Vec<f64> {
     out
 }
 
-fn aligned(uppers: &[f64], hist: &Buckets) -> Vec<u64> {
+/// `hist`'s counts at each of `uppers` (0 where it has no such bucket).
+pub(super) fn aligned(uppers: &[f64], hist: &Buckets) -> Vec<u64> {
     uppers
         .iter()
         .map(|u| {

@@ -475,15 +475,7 @@ fn sparkline(uppers: &[f64], hist: &Buckets) -> String {
     if total == 0 {
         return "–".into();
     }
-    let counts: Vec<u64> = uppers
-        .iter()
-        .map(|u| {
-            hist.iter()
-                .filter(|b| (b.0 - u).abs() <= u * 1e-9)
-                .map(|b| b.1)
-                .sum()
-        })
-        .collect();
+    let counts = charts::aligned(uppers, hist);
     let max = counts.iter().copied().max().unwrap_or(1).max(1) as f64;
     const LEVELS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
     counts

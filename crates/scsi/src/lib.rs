@@ -9,6 +9,7 @@
 //! Data-Out bytes and takes back a `Completion` and Data-In bytes.
 #![forbid(unsafe_code)]
 
+pub mod attention;
 mod block_cdb;
 mod capacity;
 pub mod cdb;
@@ -20,6 +21,7 @@ pub mod lba;
 pub mod limits;
 mod logical_unit;
 pub mod mode;
+mod nexus;
 mod no_lun;
 pub mod opcode;
 mod prefetch;
@@ -40,11 +42,9 @@ mod write_same;
 pub use completion::Completion;
 pub use config::{ConfigError, LunConfig};
 pub use logical_unit::LogicalUnit;
+pub use nexus::{Nexus, NoUnits, UnitDirectory};
 pub use no_lun::execute_no_lun;
 pub use report_luns::{encode_lun, report_luns};
 pub use sense::{FieldPointer, Sense};
 pub use status::Status;
 pub use transfer::DataDirection;
-
-/// Who sends a command (I_T nexus), for reservations and unit attentions later.
-pub type NexusId = u64;

@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use isoe_store::Store;
 
+use crate::attention::{Attentions, Delivery};
 use crate::block_cdb::BlockCdb;
 use crate::opcode::*;
-use crate::{cdb, lba, limits, Completion, LunConfig, NexusId, Sense};
+use crate::{cdb, lba, limits, Completion, LunConfig, Nexus, Sense, UnitDirectory};
 
 /// One logical unit: its media, its configuration and a little unit state.
 /// Shared by every connection thread; no lock is held across store I/O.
@@ -19,6 +20,16 @@ pub struct LogicalUnit {
     pub(crate) capacity_blocks: u64,
     /// START STOP UNIT with START=0 was the last power request (SBC-4 4.20).
     pub(crate) stopped: AtomicBool,
+    /// Unit attention conditions per I_T nexus.
+    pub(crate) attentions: Attentions,
+}
+
+/// What a command handler may know besides its CDB and data: who sent it,
+/// and the other units of the target.
+pub(crate) struct Context<'a> {
+    pub(crate) nexus: &'a Nexus,
+    #[allow(dead_code)] // EXTENDED COPY will resolve its target descriptors here.
+    pub(crate) units: &'a dyn UnitDirectory,
 }
 
 impl LogicalUnit {
@@ -37,6 +48,7 @@ impl LogicalUnit {
             config,
             capacity_blocks,
             stopped: AtomicBool::new(false),
+            attentions: Attentions::default(),
         }
     }
 
@@ -57,29 +69,73 @@ impl LogicalUnit {
         self.stopped.load(Ordering::Relaxed)
     }
 
-    /// Executes one command. data_out holds what the initiator sent (may be
-    /// shorter than the CDB implies if the transport got less). Appends Data-In
-    /// bytes to data_in (which the caller gives already cleared), honouring the
-    /// allocation length; the transport truncates to EDTL and computes residuals.
+    /// An I_T nexus now has a session that may use this unit: it will hear
+    /// of unit attention conditions from now on.
+    pub fn attach(&self, nexus: &Nexus) {
+        self.attentions.attach(nexus);
+    }
+
+    /// A session on `nexus` ended (logout, connection loss, reinstatement).
+    pub fn detach(&self, nexus: &Nexus) {
+        self.attentions.detach(nexus);
+    }
+
+    /// LOGICAL UNIT RESET, or this unit's part of a TARGET RESET (SAM-5
+    /// 6.6): every attached nexus hears `condition` (29h/xx).
+    pub fn reset(&self, condition: Sense) {
+        self.attentions.raise(|_| true, condition);
+    }
+
+    /// Queues a unit attention `condition` for every attached nexus but `except`.
+    pub fn raise_unit_attention_for_others(&self, except: &Nexus, condition: Sense) {
+        self.attentions.raise(|n| n != except, condition);
+    }
+
+    /// Unit attention conditions queued for `nexus`.
+    pub fn unit_attentions_queued(&self, nexus: &Nexus) -> usize {
+        self.attentions.queued(nexus)
+    }
+
+    /// Executes one command from `nexus`. data_out holds what the initiator
+    /// sent (may be shorter than the CDB implies if the transport got less).
+    /// Appends Data-In bytes to data_in (which the caller gives already
+    /// cleared), honouring the allocation length; the transport truncates to
+    /// EDTL and computes residuals. `units` are the target's other units.
     pub fn execute(
         &self,
-        nexus: NexusId,
+        nexus: &Nexus,
+        units: &dyn UnitDirectory,
         cdb: &[u8],
         data_out: &[u8],
         data_in: &mut Vec<u8>,
     ) -> Completion {
-        let _ = nexus; // Reservations and unit attentions will key on it.
-                       // The caller hands over a cleared pooled buffer; clearing again makes
-                       // allocation-length truncation independent of that promise.
+        // The caller hands over a cleared pooled buffer; clearing again makes
+        // allocation-length truncation independent of that promise.
         data_in.clear();
-        let result = self.dispatch(cdb, data_out, data_in);
+        let Some(&opcode) = cdb.first() else {
+            return Completion::check_condition(Sense::invalid_opcode());
+        };
+        let result = match self.attentions.deliver(nexus, opcode) {
+            Delivery::Run => self.dispatch(&Context { nexus, units }, cdb, data_out, data_in),
+            Delivery::AsSense(condition) => cdb::checked_length(cdb).and_then(|length| {
+                crate::request_sense::request_sense(&cdb[..length], &condition, data_in)
+            }),
+            Delivery::Report(condition) => Err(condition),
+        };
         if result.is_err() {
             data_in.clear();
         }
         result.into()
     }
 
-    fn dispatch(&self, cdb: &[u8], data_out: &[u8], data_in: &mut Vec<u8>) -> Result<(), Sense> {
+    fn dispatch(
+        &self,
+        context: &Context<'_>,
+        cdb: &[u8],
+        data_out: &[u8],
+        data_in: &mut Vec<u8>,
+    ) -> Result<(), Sense> {
+        let _ = context.nexus;
         let length = cdb::checked_length(cdb)?;
         let cdb = &cdb[..length];
         cdb::check_control(cdb, length)?;

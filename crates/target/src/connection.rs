@@ -12,7 +12,7 @@ use crate::output::Output;
 use crate::registry::{login_config, Server, Target};
 use crate::session::{Admit, Member, Session};
 use crate::write_task::{DataOutError, WriteTask};
-use isoe_scsi::{Completion, LogicalUnit, Status};
+use isoe_scsi::{Completion, LogicalUnit, Nexus, Status};
 use isoe_wire::frame::{Frame, FrameError, FrameLimits};
 use isoe_wire::login::{LoginOutcome, TargetLogin};
 use isoe_wire::negotiate::SessionType;
@@ -381,7 +381,6 @@ impl Connection {
             serial: self.serial,
         };
         if negotiated.tsih_requested == 0 {
-            let nexus = self.server.next_serial();
             let target_name = target.as_ref().map(|t| t.name.clone());
             let session = self.server.create_session(
                 &params.initiator_name,
@@ -394,7 +393,6 @@ impl Connection {
                         params.initiator_name.clone(),
                         target,
                         params.clone(),
-                        nexus,
                         first.cmd_sn,
                     )
                 },
@@ -646,7 +644,7 @@ impl Connection {
     ) {
         let mut data_in = self.take_buffer();
         let (completion, write_residual) =
-            run_command(session.nexus, target, lu, cmd, cdb, data_out, &mut data_in);
+            run_command(&session.nexus, target, lu, cmd, cdb, data_out, &mut data_in);
         self.stats.commands += 1;
         self.complete(session, cmd, completion, data_in, write_residual);
     }
@@ -866,15 +864,20 @@ impl Connection {
                     tmf::RESP_NO_LUN
                 } else {
                     self.abort_tasks(|task| task.command.lun == t.lun);
+                    if t.function == tmf::LOGICAL_UNIT_RESET {
+                        reset_units(session, Some(&t.lun), isoe_scsi::attention::RESET_OCCURRED);
+                    }
                     tmf::RESP_COMPLETE
                 }
             }
             tmf::TARGET_WARM_RESET => {
                 self.abort_tasks(|_| true);
+                reset_units(session, None, isoe_scsi::attention::RESET_OCCURRED);
                 tmf::RESP_COMPLETE
             }
             tmf::TARGET_COLD_RESET => {
                 self.abort_tasks(|_| true);
+                reset_units(session, None, isoe_scsi::attention::POWER_ON_OCCURRED);
                 close = true;
                 tmf::RESP_COMPLETE
             }
@@ -1099,11 +1102,28 @@ impl Residual {
     }
 }
 
+/// SAM-5 6.6: a LOGICAL UNIT RESET (one unit) or TARGET RESET (every unit
+/// of the session's target) tells every I_T nexus with the `condition` unit
+/// attention.
+fn reset_units(session: &Session, lun: Option<&Lun>, condition: isoe_scsi::Sense) {
+    let Some(target) = session.target.as_deref() else {
+        return;
+    };
+    match lun {
+        Some(lun) => {
+            if let Some(lu) = lun.number().and_then(|n| target.lun(n)) {
+                lu.reset(condition);
+            }
+        }
+        None => target.units().for_each(|lu| lu.reset(condition)),
+    }
+}
+
 /// Executes one SCSI command against `lu` (or the target for REPORT LUNS /
 /// an absent LUN), returning its completion and, for writes, the residual
 /// between what the CDB asked for and EDTL.
 fn run_command(
-    nexus: u64,
+    nexus: &Nexus,
     target: &Target,
     lu: Option<&Arc<LogicalUnit>>,
     cmd: &ScsiCommand,
@@ -1125,7 +1145,7 @@ fn run_command(
     };
     if !cmd.write {
         return (
-            lu.execute(nexus, cdb, data_out, data_in),
+            lu.execute(nexus, target, cdb, data_out, data_in),
             Residual::default(),
         );
     }
@@ -1136,5 +1156,5 @@ fn run_command(
     let edtl = cmd.expected_data_transfer_length;
     let residual = Residual::between(wanted, edtl);
     let usable = &data_out[..data_out.len().min(wanted as usize)];
-    (lu.execute(nexus, cdb, usable, data_in), residual)
+    (lu.execute(nexus, target, cdb, usable, data_in), residual)
 }

@@ -63,7 +63,18 @@ pub struct Target {
     lun_numbers: Vec<u16>,
 }
 
+impl isoe_scsi::UnitDirectory for Target {
+    fn unit_by_naa(&self, naa: &[u8]) -> Option<Arc<LogicalUnit>> {
+        self.units().find(|lu| lu.config().naa[..] == *naa).cloned()
+    }
+}
+
 impl Target {
+    /// Every logical unit, by ascending LUN.
+    pub fn units(&self) -> impl Iterator<Item = &Arc<LogicalUnit>> {
+        self.luns.iter().map(|(_, lu)| lu)
+    }
+
     /// The logical unit with number `number`.
     pub fn lun(&self, number: u16) -> Option<&Arc<LogicalUnit>> {
         self.luns

@@ -7,6 +7,7 @@
 //! uncontended.
 
 use crate::registry::Target;
+use isoe_scsi::Nexus;
 use isoe_wire::negotiate::SessionParams;
 use isoe_wire::serial::{sn_gt, sn_in_window, sn_lt};
 use std::net::{Shutdown, TcpStream};
@@ -71,8 +72,9 @@ pub struct Session {
     pub target: Option<Arc<Target>>,
     /// Negotiated session-wide parameters.
     pub params: SessionParams,
-    /// The I_T nexus identifier handed to the SCSI layer.
-    pub nexus: u64,
+    /// The I_T nexus handed to the SCSI layer: initiator name and ISID,
+    /// through target port 1.
+    pub nexus: Nexus,
     window: Mutex<Window>,
     advanced: Condvar,
     /// Mirror of ExpCmdSN for lock-free reads when building responses.
@@ -89,9 +91,16 @@ impl Session {
         initiator_name: String,
         target: Option<Arc<Target>>,
         params: SessionParams,
-        nexus: u64,
         cmd_sn: u32,
     ) -> Session {
+        let nexus = Nexus::new(initiator_name.clone(), isid);
+        // SAM-5 5.14: the nexus hears of unit attention conditions from its
+        // login until the session ends (Drop below).
+        if let Some(target) = &target {
+            for lu in target.units() {
+                lu.attach(&nexus);
+            }
+        }
         Session {
             tsih,
             isid,
@@ -244,5 +253,16 @@ impl Session {
     /// True once the session was closed (logout, reinstatement, shutdown).
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Session {
+    /// The I_T nexus is gone when the last handle to its session is.
+    fn drop(&mut self) {
+        if let Some(target) = &self.target {
+            for lu in target.units() {
+                lu.detach(&self.nexus);
+            }
+        }
     }
 }

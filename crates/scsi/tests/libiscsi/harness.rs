@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use isoe_scsi::{Completion, LogicalUnit, LunConfig, Sense, Status};
+use isoe_scsi::{Completion, LogicalUnit, LunConfig, Nexus, NoUnits, Sense, Status};
 use isoe_store::{MemoryStore, Store};
 
 /// Blocks in the unit most tests use: small, but past READ6's 256-block reach.
@@ -43,6 +43,11 @@ pub fn read_only_unit() -> LogicalUnit {
     )
 }
 
+/// The I_T nexus the harness sends from.
+pub fn nexus() -> Nexus {
+    Nexus::new("iqn.2026-11.io.isoe:harness", [0x40, 0, 0, 0, 0, 1])
+}
+
 /// Runs one command with no Data-Out.
 pub fn run(unit: &LogicalUnit, cdb: &[u8]) -> (Completion, Vec<u8>) {
     run_out(unit, cdb, &[])
@@ -51,7 +56,7 @@ pub fn run(unit: &LogicalUnit, cdb: &[u8]) -> (Completion, Vec<u8>) {
 /// Runs one command with Data-Out.
 pub fn run_out(unit: &LogicalUnit, cdb: &[u8], data_out: &[u8]) -> (Completion, Vec<u8>) {
     let mut data_in = Vec::new();
-    let completion = unit.execute(1, cdb, data_out, &mut data_in);
+    let completion = unit.execute(&nexus(), &NoUnits, cdb, data_out, &mut data_in);
     (completion, data_in)
 }
 

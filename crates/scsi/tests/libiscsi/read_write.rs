@@ -202,7 +202,13 @@ fn naca_in_the_control_byte_is_refused_and_unknown_opcodes_are_invalid() {
 fn failed_commands_return_no_data_in() {
     let unit = unit();
     let mut data_in = vec![1, 2, 3];
-    let completion = unit.execute(1, &block_cdb(0x28, 10, BLOCKS, 1, 0), &[], &mut data_in);
+    let completion = unit.execute(
+        &nexus(),
+        &isoe_scsi::NoUnits,
+        &block_cdb(0x28, 10, BLOCKS, 1, 0),
+        &[],
+        &mut data_in,
+    );
     assert_lba_out_of_range(completion);
     assert!(data_in.is_empty());
 }

@@ -52,16 +52,20 @@ impl Attentions {
         self.lock().entry(nexus.clone()).or_default().sessions += 1;
     }
 
-    pub(crate) fn detach(&self, nexus: &Nexus) {
+    /// Returns true when that was the nexus's last session (I_T nexus loss).
+    pub(crate) fn detach(&self, nexus: &Nexus) -> bool {
         let mut map = self.lock();
-        if let Some(state) = map.get_mut(nexus) {
-            state.sessions = state.sessions.saturating_sub(1);
-            if state.sessions == 0 {
-                let dropped = state.queue.len();
-                map.remove(nexus);
-                self.pending.fetch_sub(dropped, Ordering::Relaxed);
-            }
+        let Some(state) = map.get_mut(nexus) else {
+            return true;
+        };
+        state.sessions = state.sessions.saturating_sub(1);
+        if state.sessions > 0 {
+            return false;
         }
+        let dropped = state.queue.len();
+        map.remove(nexus);
+        self.pending.fetch_sub(dropped, Ordering::Relaxed);
+        true
     }
 
     /// Queues `sense` for every attached nexus that `which` selects.
@@ -106,6 +110,15 @@ impl Attentions {
         } else {
             Delivery::Report(sense)
         }
+    }
+
+    /// The attached nexuses `which` selects (SPEC_I_PT by initiator name).
+    pub(crate) fn attached(&self, which: impl Fn(&Nexus) -> bool) -> Vec<Nexus> {
+        self.lock()
+            .iter()
+            .filter(|(n, s)| s.sessions > 0 && which(n))
+            .map(|(n, _)| n.clone())
+            .collect()
     }
 
     /// Number of conditions queued for `nexus` (tests and metrics).

@@ -67,7 +67,7 @@ pub fn allocation_length(cdb: &[u8]) -> Option<u32> {
     let length = match cdb[0] {
         REQUEST_SENSE | MODE_SENSE_6 => u32::from(cdb[4]),
         INQUIRY => u32::from(u16_at(cdb, 3)),
-        MODE_SENSE_10 => u32::from(u16_at(cdb, 7)),
+        MODE_SENSE_10 | PERSISTENT_RESERVE_IN => u32::from(u16_at(cdb, 7)),
         SERVICE_ACTION_IN_16 => u32_at(cdb, 10),
         REPORT_LUNS | MAINTENANCE_IN => u32_at(cdb, 6),
         _ => return None,

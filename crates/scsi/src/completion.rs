@@ -28,6 +28,14 @@ impl Completion {
         }
     }
 
+    /// RESERVATION CONFLICT, no sense (SAM-5 5.3.1).
+    pub const fn reservation_conflict() -> Self {
+        Self {
+            status: Status::ReservationConflict,
+            sense: None,
+        }
+    }
+
     /// Whether the command succeeded (GOOD or CONDITION MET).
     pub fn is_good(&self) -> bool {
         matches!(self.status, Status::Good | Status::ConditionMet)

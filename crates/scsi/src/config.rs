@@ -23,6 +23,9 @@ pub struct LunConfig {
     pub relative_port: u16,
     /// The LUN this unit answers on (REPORT LUNS when no target-level list exists).
     pub lun_number: u16,
+    /// Where persistent reservations are kept when an initiator asks for
+    /// APTPL (persist through power loss); None: APTPL is refused (PTPL_C=0).
+    pub reservations_file: Option<std::path::PathBuf>,
 }
 
 impl Default for LunConfig {
@@ -38,6 +41,7 @@ impl Default for LunConfig {
             target_port_name: String::new(),
             relative_port: 1,
             lun_number: 0,
+            reservations_file: None,
         }
     }
 }

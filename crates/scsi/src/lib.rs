@@ -28,6 +28,7 @@ mod prefetch;
 mod read_write;
 mod report_luns;
 mod request_sense;
+pub mod reservation;
 pub mod sense;
 mod start_stop;
 mod status;

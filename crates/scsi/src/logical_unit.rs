@@ -8,6 +8,7 @@ use isoe_store::Store;
 use crate::attention::{Attentions, Delivery};
 use crate::block_cdb::BlockCdb;
 use crate::opcode::*;
+use crate::reservation::Reservations;
 use crate::{cdb, lba, limits, Completion, LunConfig, Nexus, Sense, UnitDirectory};
 
 /// One logical unit: its media, its configuration and a little unit state.
@@ -22,6 +23,8 @@ pub struct LogicalUnit {
     pub(crate) stopped: AtomicBool,
     /// Unit attention conditions per I_T nexus.
     pub(crate) attentions: Attentions,
+    /// SPC-2 and persistent reservations.
+    pub(crate) reservations: Reservations,
 }
 
 /// What a command handler may know besides its CDB and data: who sent it,
@@ -43,12 +46,14 @@ impl LogicalUnit {
             panic!("invalid LunConfig: {error}");
         }
         let capacity_blocks = store.size_bytes() / u64::from(config.block_size);
+        let reservations = Reservations::new(config.reservations_file.clone());
         Self {
             store,
             config,
             capacity_blocks,
             stopped: AtomicBool::new(false),
             attentions: Attentions::default(),
+            reservations,
         }
     }
 
@@ -77,12 +82,16 @@ impl LogicalUnit {
 
     /// A session on `nexus` ended (logout, connection loss, reinstatement).
     pub fn detach(&self, nexus: &Nexus) {
-        self.attentions.detach(nexus);
+        if self.attentions.detach(nexus) {
+            self.reservations.nexus_lost(nexus);
+        }
     }
 
     /// LOGICAL UNIT RESET, or this unit's part of a TARGET RESET (SAM-5
     /// 6.6): every attached nexus hears `condition` (29h/xx).
+    /// SPC-2 reservations end; persistent ones stay.
     pub fn reset(&self, condition: Sense) {
+        self.reservations.reset();
         self.attentions.raise(|_| true, condition);
     }
 
@@ -115,17 +124,54 @@ impl LogicalUnit {
         let Some(&opcode) = cdb.first() else {
             return Completion::check_condition(Sense::invalid_opcode());
         };
-        let result = match self.attentions.deliver(nexus, opcode) {
-            Delivery::Run => self.dispatch(&Context { nexus, units }, cdb, data_out, data_in),
-            Delivery::AsSense(condition) => cdb::checked_length(cdb).and_then(|length| {
-                crate::request_sense::request_sense(&cdb[..length], &condition, data_in)
-            }),
-            Delivery::Report(condition) => Err(condition),
-        };
-        if result.is_err() {
+        match self.attentions.deliver(nexus, opcode) {
+            Delivery::Run => {}
+            Delivery::AsSense(condition) => {
+                let result = cdb::checked_length(cdb).and_then(|length| {
+                    crate::request_sense::request_sense(&cdb[..length], &condition, data_in)
+                });
+                if result.is_err() {
+                    data_in.clear();
+                }
+                return result.into();
+            }
+            Delivery::Report(condition) => return Completion::check_condition(condition),
+        }
+        let completion = self.run(&Context { nexus, units }, cdb, data_out, data_in);
+        if !completion.is_good() {
             data_in.clear();
         }
-        result.into()
+        completion
+    }
+
+    /// Runs a command no unit attention stopped: reservations first, then
+    /// the command itself.
+    fn run(
+        &self,
+        context: &Context<'_>,
+        cdb: &[u8],
+        data_out: &[u8],
+        data_in: &mut Vec<u8>,
+    ) -> Completion {
+        let checked = cdb::checked_length(cdb)
+            .and_then(|length| cdb::check_control(cdb, length).map(|()| length));
+        let cdb = match checked {
+            Ok(length) => &cdb[..length],
+            Err(sense) => return Completion::check_condition(sense),
+        };
+        let nexus = context.nexus;
+        if !self.reservations.permits(nexus, cdb) {
+            return Completion::reservation_conflict();
+        }
+        match cdb[0] {
+            RESERVE_6 | RESERVE_10 => self.reservations.reserve(nexus, cdb).into(),
+            RELEASE_6 | RELEASE_10 => self.reservations.release(nexus, cdb).into(),
+            PERSISTENT_RESERVE_OUT => self
+                .reservations
+                .persistent_reserve_out(nexus, &self.attentions, cdb, data_out)
+                .into(),
+            _ => self.dispatch(context, cdb, data_out, data_in).into(),
+        }
     }
 
     fn dispatch(
@@ -136,9 +182,6 @@ impl LogicalUnit {
         data_in: &mut Vec<u8>,
     ) -> Result<(), Sense> {
         let _ = context.nexus;
-        let length = cdb::checked_length(cdb)?;
-        let cdb = &cdb[..length];
-        cdb::check_control(cdb, length)?;
         match cdb[0] {
             TEST_UNIT_READY => Ok(()),
             REQUEST_SENSE => crate::request_sense::request_sense(cdb, &Sense::no_sense(), data_in),
@@ -175,6 +218,7 @@ impl LogicalUnit {
             PRE_FETCH_10 | PRE_FETCH_16 => crate::prefetch::pre_fetch(self, cdb),
             WRITE_SAME_10 | WRITE_SAME_16 => crate::write_same::write_same(self, cdb, data_out),
             UNMAP => crate::unmap::unmap(self, cdb, data_out),
+            PERSISTENT_RESERVE_IN => self.reservations.persistent_reserve_in(cdb, data_in),
             _ => Err(Sense::invalid_opcode()),
         }
     }

@@ -53,6 +53,18 @@ pub const SYNCHRONIZE_CACHE_16: u8 = 0x91;
 pub const WRITE_SAME_16: u8 = 0x93;
 /// SERVICE ACTION IN (16) (SBC-4 table 36); see [`READ_CAPACITY_16_SA`].
 pub const SERVICE_ACTION_IN_16: u8 = 0x9e;
+/// RESERVE (6) (SPC-2 7.21).
+pub const RESERVE_6: u8 = 0x16;
+/// RELEASE (6) (SPC-2 7.17).
+pub const RELEASE_6: u8 = 0x17;
+/// RESERVE (10) (SPC-2 7.22).
+pub const RESERVE_10: u8 = 0x56;
+/// RELEASE (10) (SPC-2 7.18).
+pub const RELEASE_10: u8 = 0x57;
+/// PERSISTENT RESERVE IN (SPC-5 6.16).
+pub const PERSISTENT_RESERVE_IN: u8 = 0x5e;
+/// PERSISTENT RESERVE OUT (SPC-5 6.17).
+pub const PERSISTENT_RESERVE_OUT: u8 = 0x5f;
 /// REPORT LUNS (SPC-5 6.33).
 pub const REPORT_LUNS: u8 = 0xa0;
 /// MAINTENANCE IN (SPC-5 table 3); see [`REPORT_SUPPORTED_OPERATION_CODES_SA`].

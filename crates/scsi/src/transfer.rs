@@ -50,6 +50,7 @@ fn expected_transfer(cdb: &[u8], block_size: u32) -> (DataDirection, u32) {
         WRITE_SAME_16 if cdb[1] & 0x01 != 0 => (DataDirection::None, 0),
         WRITE_SAME_10 | WRITE_SAME_16 => (DataDirection::Out, block_size),
         UNMAP => (DataDirection::Out, u32::from(cdb::u16_at(cdb, 7))),
+        PERSISTENT_RESERVE_OUT => (DataDirection::Out, cdb::u32_at(cdb, 5)),
         _ => (DataDirection::None, 0),
     }
 }

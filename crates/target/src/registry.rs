@@ -197,6 +197,7 @@ fn build_target(
             target_port_name: format!("{},t,0x0001", t.name),
             relative_port: 1,
             lun_number: spec.number,
+            reservations_file: None,
         };
         lun_config.validate().map_err(|source| SetupError::Lun {
             target: t.name.clone(),

@@ -1,0 +1,1014 @@
+//! Reservations: SPC-2 RESERVE/RELEASE (6/10) and SPC-5 persistent
+//! reservations (PERSISTENT RESERVE IN/OUT, SPC-5 5.13, 6.16, 6.17).
+//!
+//! One mutex per logical unit guards the registrations and the reservation;
+//! the command path reads one relaxed atomic while no reservation exists, so
+//! a unit nobody reserves pays nothing for this (ARCHITECTURE datapath rule 4).
+//! With APTPL the state is written to a file (temporary file, fsync, rename)
+//! before the command that changed it completes, and read back at start.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use crate::attention::{
+    Attentions, REGISTRATIONS_PREEMPTED, RESERVATIONS_PREEMPTED, RESERVATIONS_RELEASED,
+};
+use crate::data_in::truncate_to_allocation_length;
+use crate::opcode::*;
+use crate::{cdb, Nexus, Sense};
+
+/// PERSISTENT RESERVE OUT service actions (SPC-5 6.17.2, table 172).
+mod out_action {
+    pub const REGISTER: u8 = 0x00;
+    pub const RESERVE: u8 = 0x01;
+    pub const RELEASE: u8 = 0x02;
+    pub const CLEAR: u8 = 0x03;
+    pub const PREEMPT: u8 = 0x04;
+    pub const PREEMPT_AND_ABORT: u8 = 0x05;
+    pub const REGISTER_AND_IGNORE_EXISTING_KEY: u8 = 0x06;
+    pub const REGISTER_AND_MOVE: u8 = 0x07;
+}
+
+/// PERSISTENT RESERVE IN service actions (SPC-5 6.16.1, table 160).
+mod in_action {
+    pub const READ_KEYS: u8 = 0x00;
+    pub const READ_RESERVATION: u8 = 0x01;
+    pub const REPORT_CAPABILITIES: u8 = 0x02;
+    pub const READ_FULL_STATUS: u8 = 0x03;
+}
+
+/// Persistent reservation types (SPC-5 6.16.3.4, table 166).
+pub mod kind {
+    /// Write Exclusive.
+    pub const WRITE_EXCLUSIVE: u8 = 0x1;
+    /// Exclusive Access.
+    pub const EXCLUSIVE_ACCESS: u8 = 0x3;
+    /// Write Exclusive, Registrants Only.
+    pub const WRITE_EXCLUSIVE_REGISTRANTS_ONLY: u8 = 0x5;
+    /// Exclusive Access, Registrants Only.
+    pub const EXCLUSIVE_ACCESS_REGISTRANTS_ONLY: u8 = 0x6;
+    /// Write Exclusive, All Registrants.
+    pub const WRITE_EXCLUSIVE_ALL_REGISTRANTS: u8 = 0x7;
+    /// Exclusive Access, All Registrants.
+    pub const EXCLUSIVE_ACCESS_ALL_REGISTRANTS: u8 = 0x8;
+}
+
+/// PR OUT basic parameter list length (SPC-5 6.17.3).
+const PARAMETER_LIST_LEN: usize = 24;
+/// Registrations kept per unit; more are refused with INSUFFICIENT
+/// REGISTRATION RESOURCES (SPC-5 5.13.7).
+const REGISTRATIONS_MAX: usize = 256;
+/// iSCSI TransportID: FORMAT CODE 01b (with ISID), PROTOCOL IDENTIFIER 5h.
+const ISCSI_TRANSPORT_ID_WITH_ISID: u8 = 0x45;
+/// iSCSI TransportID: FORMAT CODE 00b (name only), PROTOCOL IDENTIFIER 5h.
+const ISCSI_TRANSPORT_ID_NAME: u8 = 0x05;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Registration {
+    nexus: Nexus,
+    key: u64,
+    all_target_ports: bool,
+}
+
+/// A persistent reservation (LU_SCOPE, the only scope SPC-5 keeps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Persistent {
+    /// TYPE (see [`kind`]).
+    kind: u8,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    generation: u32,
+    registrations: Vec<Registration>,
+    /// The persistent reservation and, unless it is an all-registrants
+    /// type, its holder.
+    reservation: Option<(Persistent, Option<Nexus>)>,
+    /// Activate persist through power loss, as the last PR OUT asked.
+    aptpl: bool,
+    /// SPC-2 RESERVE holder.
+    legacy: Option<Nexus>,
+}
+
+fn all_registrants(kind: u8) -> bool {
+    matches!(
+        kind,
+        kind::WRITE_EXCLUSIVE_ALL_REGISTRANTS | kind::EXCLUSIVE_ACCESS_ALL_REGISTRANTS
+    )
+}
+
+fn registrants_only_or_all(kind: u8) -> bool {
+    matches!(
+        kind,
+        kind::WRITE_EXCLUSIVE_REGISTRANTS_ONLY
+            | kind::EXCLUSIVE_ACCESS_REGISTRANTS_ONLY
+            | kind::WRITE_EXCLUSIVE_ALL_REGISTRANTS
+            | kind::EXCLUSIVE_ACCESS_ALL_REGISTRANTS
+    )
+}
+
+fn write_exclusive(kind: u8) -> bool {
+    matches!(
+        kind,
+        kind::WRITE_EXCLUSIVE
+            | kind::WRITE_EXCLUSIVE_REGISTRANTS_ONLY
+            | kind::WRITE_EXCLUSIVE_ALL_REGISTRANTS
+    )
+}
+
+fn valid_kind(kind: u8) -> bool {
+    write_exclusive(kind) || matches!(kind, 0x3 | 0x6 | 0x8)
+}
+
+impl State {
+    fn registration(&self, nexus: &Nexus) -> Option<&Registration> {
+        self.registrations.iter().find(|r| &r.nexus == nexus)
+    }
+
+    fn is_holder(&self, nexus: &Nexus) -> bool {
+        match &self.reservation {
+            Some((p, _)) if all_registrants(p.kind) => self.registration(nexus).is_some(),
+            Some((_, Some(holder))) => holder == nexus,
+            _ => false,
+        }
+    }
+
+    /// The key READ RESERVATION reports: the holder's, or zero for the
+    /// all-registrants types (SPC-5 6.16.3.3).
+    fn reservation_key(&self) -> u64 {
+        match &self.reservation {
+            Some((p, _)) if all_registrants(p.kind) => 0,
+            Some((_, Some(holder))) => self.registration(holder).map_or(0, |r| r.key),
+            _ => 0,
+        }
+    }
+
+    /// Drops the registration of `nexus`, releasing the reservation when it
+    /// held it (SPC-5 5.13.11.2.2). Returns whether the reservation went.
+    fn unregister(&mut self, nexus: &Nexus) -> bool {
+        let was_holder = self.is_holder(nexus);
+        self.registrations.retain(|r| &r.nexus != nexus);
+        let Some((p, _)) = self.reservation else {
+            return false;
+        };
+        let release = if all_registrants(p.kind) {
+            self.registrations.is_empty()
+        } else {
+            was_holder
+        };
+        if release {
+            self.reservation = None;
+        }
+        release
+    }
+}
+
+/// The reservation state of one logical unit.
+#[derive(Debug, Default)]
+pub(crate) struct Reservations {
+    /// True while a persistent or SPC-2 reservation exists, or any
+    /// registration (which makes RESERVE/RELEASE conflict): the command
+    /// path's fast check.
+    active: AtomicBool,
+    state: Mutex<State>,
+    /// Where APTPL state is kept; None: PTPL_C=0.
+    persist_path: Option<PathBuf>,
+}
+
+/// How a command is treated under a reservation (SPC-5 table 67, SBC-4 table 13).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    /// Allowed whatever the reservation.
+    Always,
+    /// Reads the medium or unit state: allowed under Write Exclusive types.
+    Read,
+    /// Changes the medium or unit state.
+    Write,
+}
+
+fn access_of(cdb: &[u8]) -> Access {
+    match cdb[0] {
+        INQUIRY
+        | REPORT_LUNS
+        | REQUEST_SENSE
+        | TEST_UNIT_READY
+        | PERSISTENT_RESERVE_IN
+        | PERSISTENT_RESERVE_OUT
+        | MAINTENANCE_IN
+        | READ_CAPACITY_10 => Access::Always,
+        SERVICE_ACTION_IN_16 if cdb::service_action(cdb) == READ_CAPACITY_16_SA => Access::Always,
+        READ_6 | READ_10 | READ_12 | READ_16 | VERIFY_10 | VERIFY_12 | VERIFY_16 | MODE_SENSE_6
+        | MODE_SENSE_10 | PRE_FETCH_10 | PRE_FETCH_16 | SERVICE_ACTION_IN_16 => Access::Read,
+        _ => Access::Write,
+    }
+}
+
+impl Reservations {
+    pub(crate) fn new(persist_path: Option<PathBuf>) -> Self {
+        let mut state = State::default();
+        if let Some(path) = &persist_path {
+            if let Some(loaded) = load(path) {
+                state = loaded;
+            }
+        }
+        let reservations = Self {
+            active: AtomicBool::new(false),
+            state: Mutex::new(state),
+            persist_path,
+        };
+        let guard = reservations.lock();
+        reservations.refresh(&guard);
+        drop(guard);
+        reservations
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every change below leaves the state whole before it can panic.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn refresh(&self, state: &State) {
+        let active = state.reservation.is_some()
+            || state.legacy.is_some()
+            || !state.registrations.is_empty();
+        self.active.store(active, Ordering::Release);
+    }
+
+    /// Whether `cdb` from `nexus` may run now, or ends in RESERVATION CONFLICT.
+    /// PR OUT and RESERVE/RELEASE check themselves.
+    pub(crate) fn permits(&self, nexus: &Nexus, cdb: &[u8]) -> bool {
+        if !self.active.load(Ordering::Acquire) {
+            return true;
+        }
+        let state = self.lock();
+        if let Some(holder) = &state.legacy {
+            // SPC-2 5.5.1: a reservation by another initiator refuses all
+            // but the commands that report state.
+            return holder == nexus
+                || matches!(
+                    cdb[0],
+                    INQUIRY | REPORT_LUNS | REQUEST_SENSE | MAINTENANCE_IN | RELEASE_6 | RELEASE_10
+                );
+        }
+        let Some((persistent, _)) = &state.reservation else {
+            return true;
+        };
+        let access = access_of(cdb);
+        if access == Access::Always || state.is_holder(nexus) {
+            return true;
+        }
+        if registrants_only_or_all(persistent.kind) && state.registration(nexus).is_some() {
+            return true;
+        }
+        access == Access::Read && write_exclusive(persistent.kind)
+    }
+
+    /// Ends SPC-2 reservations (LOGICAL UNIT RESET, TARGET RESET: SPC-2 5.5.1);
+    /// persistent reservations survive resets.
+    pub(crate) fn reset(&self) {
+        let mut state = self.lock();
+        state.legacy = None;
+        self.refresh(&state);
+    }
+
+    /// The I_T nexus is gone: its SPC-2 reservation ends (SPC-2 5.5.1).
+    pub(crate) fn nexus_lost(&self, nexus: &Nexus) {
+        let mut state = self.lock();
+        if state.legacy.as_ref() == Some(nexus) {
+            state.legacy = None;
+            self.refresh(&state);
+        }
+    }
+
+    /// RESERVE (6) / RESERVE (10) (SPC-2 7.21, 7.22).
+    pub(crate) fn reserve(&self, nexus: &Nexus, cdb: &[u8]) -> Result<(), Refusal> {
+        if cdb[0] == RESERVE_10 && cdb[1] & 0x12 != 0 {
+            // 3RDPTY and LONGID: reserving for another initiator is not supported.
+            return Err(Sense::invalid_field_in_cdb(1, 4).into());
+        }
+        if cdb[0] == RESERVE_6 && cdb[1] & 0x01 != 0 {
+            // Extent reservations are obsolete.
+            return Err(Sense::invalid_field_in_cdb(1, 0).into());
+        }
+        let mut state = self.lock();
+        if state.reservation.is_some() || !state.registrations.is_empty() {
+            return Err(Refusal::Conflict);
+        }
+        match &state.legacy {
+            Some(holder) if holder != nexus => Err(Refusal::Conflict),
+            _ => {
+                state.legacy = Some(nexus.clone());
+                self.refresh(&state);
+                Ok(())
+            }
+        }
+    }
+
+    /// RELEASE (6) / RELEASE (10) (SPC-2 7.17, 7.18): releasing what another
+    /// nexus holds, or nothing, is a GOOD no-op.
+    pub(crate) fn release(&self, nexus: &Nexus, cdb: &[u8]) -> Result<(), Refusal> {
+        if cdb[0] == RELEASE_10 && cdb[1] & 0x12 != 0 {
+            return Err(Sense::invalid_field_in_cdb(1, 4).into());
+        }
+        let mut state = self.lock();
+        if state.reservation.is_some() || !state.registrations.is_empty() {
+            return Err(Refusal::Conflict);
+        }
+        if state.legacy.as_ref() == Some(nexus) {
+            state.legacy = None;
+            self.refresh(&state);
+        }
+        Ok(())
+    }
+
+    /// PERSISTENT RESERVE IN (SPC-5 6.16).
+    pub(crate) fn persistent_reserve_in(
+        &self,
+        cdb: &[u8],
+        data_in: &mut Vec<u8>,
+    ) -> Result<(), Sense> {
+        let allocation_length = u32::from(cdb::u16_at(cdb, 7));
+        let state = self.lock();
+        match cdb[1] & 0x1f {
+            in_action::READ_KEYS => {
+                data_in.extend_from_slice(&state.generation.to_be_bytes());
+                let length = (state.registrations.len() * 8) as u32;
+                data_in.extend_from_slice(&length.to_be_bytes());
+                for registration in &state.registrations {
+                    data_in.extend_from_slice(&registration.key.to_be_bytes());
+                }
+            }
+            in_action::READ_RESERVATION => {
+                data_in.extend_from_slice(&state.generation.to_be_bytes());
+                match &state.reservation {
+                    None => data_in.extend_from_slice(&0u32.to_be_bytes()),
+                    Some((persistent, _)) => {
+                        data_in.extend_from_slice(&16u32.to_be_bytes());
+                        data_in.extend_from_slice(&state.reservation_key().to_be_bytes());
+                        data_in.extend_from_slice(&[0; 4]);
+                        data_in.push(0);
+                        // SCOPE 0h (LU_SCOPE), TYPE.
+                        data_in.push(persistent.kind & 0x0f);
+                        data_in.extend_from_slice(&[0; 2]);
+                    }
+                }
+            }
+            in_action::REPORT_CAPABILITIES => {
+                // SPC-5 6.16.4: CRH=1 (RESERVE/RELEASE succeed... never: they
+                // conflict under registrations, so CRH=0), SIP_C=1, ATP_C=1,
+                // PTPL_C when a persist path exists; TMV=1 with every type.
+                let ptpl_c = u8::from(self.persist_path.is_some());
+                data_in.extend_from_slice(&[0x00, 0x08]);
+                data_in.push(0x08 | 0x04 | ptpl_c);
+                data_in.push(0x80 | u8::from(state.aptpl));
+                // WR_EX_AR, EX_AC_RO, WR_EX_RO, EX_AC, WR_EX; EX_AC_AR.
+                data_in.push(0x80 | 0x40 | 0x20 | 0x08 | 0x02);
+                data_in.push(0x01);
+                data_in.extend_from_slice(&[0; 2]);
+            }
+            in_action::READ_FULL_STATUS => {
+                data_in.extend_from_slice(&state.generation.to_be_bytes());
+                data_in.extend_from_slice(&[0; 4]);
+                for registration in &state.registrations {
+                    let holder = state.is_holder(&registration.nexus);
+                    data_in.extend_from_slice(&registration.key.to_be_bytes());
+                    data_in.extend_from_slice(&[0; 4]);
+                    data_in.push(u8::from(registration.all_target_ports) << 1 | u8::from(holder));
+                    let scope_type = match (&state.reservation, holder) {
+                        (Some((p, _)), true) => p.kind & 0x0f,
+                        _ => 0,
+                    };
+                    data_in.push(scope_type);
+                    data_in.extend_from_slice(&[0; 4]);
+                    data_in
+                        .extend_from_slice(&registration.nexus.relative_target_port.to_be_bytes());
+                    let transport_id = transport_id(&registration.nexus);
+                    data_in.extend_from_slice(&(transport_id.len() as u32).to_be_bytes());
+                    data_in.extend_from_slice(&transport_id);
+                }
+                let length = (data_in.len() - 8) as u32;
+                data_in[4..8].copy_from_slice(&length.to_be_bytes());
+            }
+            _ => return Err(Sense::invalid_field_in_cdb(1, 4)),
+        }
+        truncate_to_allocation_length(data_in, allocation_length);
+        Ok(())
+    }
+
+    /// PERSISTENT RESERVE OUT (SPC-5 6.17). Unit attentions for other nexuses
+    /// go through `attentions`.
+    pub(crate) fn persistent_reserve_out(
+        &self,
+        nexus: &Nexus,
+        attentions: &Attentions,
+        cdb: &[u8],
+        data_out: &[u8],
+    ) -> Result<(), Refusal> {
+        let action = cdb[1] & 0x1f;
+        let scope = cdb[2] >> 4;
+        let kind = cdb[2] & 0x0f;
+        let parameter_list_length = cdb::u32_at(cdb, 5) as usize;
+        if action > out_action::REGISTER_AND_MOVE {
+            return Err(Sense::invalid_field_in_cdb(1, 4).into());
+        }
+        if data_out.len() < parameter_list_length || parameter_list_length < PARAMETER_LIST_LEN {
+            return Err(Sense::parameter_list_length_error().into());
+        }
+        let parameters = &data_out[..parameter_list_length];
+        let key = cdb::u64_at(parameters, 0);
+        let action_key = cdb::u64_at(parameters, 8);
+
+        let mut state = self.lock();
+        if state.legacy.as_ref().is_some_and(|holder| holder != nexus) {
+            return Err(Refusal::Conflict);
+        }
+        if action == out_action::REGISTER_AND_MOVE {
+            let result = register_and_move(&mut state, nexus, scope, kind, parameters);
+            return self.finish(state, result, parameters[17] & 0x01 != 0);
+        }
+        let spec_i_pt = parameters[20] & 0x08 != 0;
+        let all_target_ports = parameters[20] & 0x04 != 0;
+        let aptpl = parameters[20] & 0x01 != 0;
+        if parameter_list_length != PARAMETER_LIST_LEN
+            && !(spec_i_pt && action == out_action::REGISTER)
+        {
+            return Err(Sense::parameter_list_length_error().into());
+        }
+        if aptpl && self.persist_path.is_none() {
+            // SPC-5 6.17.3: APTPL without PTPL_C.
+            return Err(Sense::invalid_field_in_parameter_list(20, Some(0)).into());
+        }
+        let registered_key = state.registration(nexus).map(|r| r.key);
+        let result = match action {
+            out_action::REGISTER | out_action::REGISTER_AND_IGNORE_EXISTING_KEY => {
+                let ignore = action == out_action::REGISTER_AND_IGNORE_EXISTING_KEY;
+                if spec_i_pt && ignore {
+                    return Err(Sense::invalid_field_in_parameter_list(20, Some(3)).into());
+                }
+                register(
+                    &mut state,
+                    attentions,
+                    nexus,
+                    Register {
+                        key,
+                        action_key,
+                        ignore,
+                        all_target_ports,
+                        specified: spec_i_pt.then(|| &parameters[PARAMETER_LIST_LEN..]),
+                    },
+                )
+            }
+            _ if registered_key != Some(key) => Err(Refusal::Conflict),
+            out_action::RESERVE => {
+                check_scope_and_kind(scope, kind)?;
+                match &state.reservation {
+                    None => {
+                        let holder = (!all_registrants(kind)).then(|| nexus.clone());
+                        state.reservation = Some((Persistent { kind }, holder));
+                        Ok(Change::Other)
+                    }
+                    Some((p, _)) if p.kind == kind && state.is_holder(nexus) => Ok(Change::None),
+                    Some(_) => Err(Refusal::Conflict),
+                }
+            }
+            out_action::RELEASE => {
+                let Some((p, _)) = state.reservation else {
+                    return Ok(());
+                };
+                if !state.is_holder(nexus) {
+                    return Ok(());
+                }
+                if scope != 0 || p.kind != kind {
+                    // SPC-5 5.13.11.2.2: INVALID RELEASE OF PERSISTENT RESERVATION.
+                    return Err(
+                        Sense::new(crate::sense::sense_key::ILLEGAL_REQUEST, 0x26, 0x04).into(),
+                    );
+                }
+                state.reservation = None;
+                if registrants_only_or_all(p.kind) {
+                    attentions.raise(
+                        |n| n != nexus && state.registration(n).is_some(),
+                        RESERVATIONS_RELEASED,
+                    );
+                }
+                Ok(Change::Other)
+            }
+            out_action::CLEAR => {
+                let others: Vec<Nexus> = state
+                    .registrations
+                    .iter()
+                    .filter(|r| &r.nexus != nexus)
+                    .map(|r| r.nexus.clone())
+                    .collect();
+                state.registrations.clear();
+                state.reservation = None;
+                attentions.raise(|n| others.contains(n), RESERVATIONS_PREEMPTED);
+                Ok(Change::Registrations)
+            }
+            out_action::PREEMPT | out_action::PREEMPT_AND_ABORT => {
+                preempt(&mut state, attentions, nexus, scope, kind, action_key)
+            }
+            _ => Err(Sense::invalid_field_in_cdb(1, 4).into()),
+        };
+        self.finish(state, result, aptpl)
+    }
+
+    /// Bumps the generation, keeps APTPL state durable and the fast flag
+    /// current after a PR OUT.
+    fn finish(
+        &self,
+        mut state: MutexGuard<'_, State>,
+        result: Result<Change, Refusal>,
+        aptpl: bool,
+    ) -> Result<(), Refusal> {
+        let change = result?;
+        if change == Change::Registrations {
+            state.generation = state.generation.wrapping_add(1);
+        }
+        if change != Change::None {
+            // SPC-5 5.13.5: the APTPL bit of the last command that changed
+            // the state decides whether it persists.
+            state.aptpl = aptpl;
+            if let Some(path) = &self.persist_path {
+                let saved = if state.aptpl {
+                    save(path, &state)
+                } else {
+                    remove(path)
+                };
+                if saved.is_err() {
+                    // The change took effect but could not be made to persist.
+                    self.refresh(&state);
+                    return Err(
+                        Sense::new(crate::sense::sense_key::HARDWARE_ERROR, 0x44, 0x00).into(),
+                    );
+                }
+            }
+        }
+        self.refresh(&state);
+        Ok(())
+    }
+}
+
+/// Why a reservation command did not complete GOOD.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// RESERVATION CONFLICT status (SAM-5 5.3.1), no sense.
+    Conflict,
+    /// CHECK CONDITION with this sense.
+    Sense(Sense),
+}
+
+impl From<Sense> for Refusal {
+    fn from(sense: Sense) -> Self {
+        Refusal::Sense(sense)
+    }
+}
+
+impl From<Result<(), Refusal>> for crate::Completion {
+    fn from(result: Result<(), Refusal>) -> Self {
+        match result {
+            Ok(()) => crate::Completion::good(),
+            Err(Refusal::Conflict) => crate::Completion::reservation_conflict(),
+            Err(Refusal::Sense(sense)) => crate::Completion::check_condition(sense),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Change {
+    None,
+    /// Registrations changed: PRgeneration increments (SPC-5 6.16.2).
+    Registrations,
+    /// Only the reservation changed.
+    Other,
+}
+
+fn check_scope_and_kind(scope: u8, kind: u8) -> Result<(), Sense> {
+    if scope != 0 {
+        return Err(Sense::invalid_field_in_cdb(2, 7));
+    }
+    if !valid_kind(kind) {
+        return Err(Sense::invalid_field_in_cdb(2, 3));
+    }
+    Ok(())
+}
+
+struct Register<'a> {
+    key: u64,
+    action_key: u64,
+    ignore: bool,
+    all_target_ports: bool,
+    /// SPEC_I_PT: the TransportID list after the basic parameters.
+    specified: Option<&'a [u8]>,
+}
+
+/// REGISTER / REGISTER AND IGNORE EXISTING KEY (SPC-5 5.13.7, 5.13.8).
+fn register(
+    state: &mut State,
+    attentions: &Attentions,
+    nexus: &Nexus,
+    request: Register<'_>,
+) -> Result<Change, Refusal> {
+    let registered = state.registration(nexus).map(|r| r.key);
+    match registered {
+        None => {
+            if !request.ignore && request.key != 0 {
+                return Err(Refusal::Conflict);
+            }
+            if request.action_key == 0 {
+                if request.specified.is_some() {
+                    return Err(Sense::invalid_field_in_parameter_list(8, None).into());
+                }
+                return Ok(Change::None);
+            }
+            let mut nexuses = vec![nexus.clone()];
+            if let Some(list) = request.specified {
+                for other in specified_nexuses(list, nexus.relative_target_port, attentions)? {
+                    if state.registration(&other).is_some() {
+                        return Err(Refusal::Conflict);
+                    }
+                    if !nexuses.contains(&other) {
+                        nexuses.push(other);
+                    }
+                }
+            }
+            if state.registrations.len() + nexuses.len() > REGISTRATIONS_MAX {
+                // INSUFFICIENT REGISTRATION RESOURCES (55h/04h).
+                return Err(
+                    Sense::new(crate::sense::sense_key::ILLEGAL_REQUEST, 0x55, 0x04).into(),
+                );
+            }
+            for n in nexuses {
+                state.registrations.push(Registration {
+                    nexus: n,
+                    key: request.action_key,
+                    all_target_ports: request.all_target_ports,
+                });
+            }
+            Ok(Change::Registrations)
+        }
+        Some(current) => {
+            if !request.ignore && request.key != current {
+                return Err(Refusal::Conflict);
+            }
+            if request.specified.is_some() {
+                // SPC-5 6.17.3: SPEC_I_PT from a registered nexus.
+                return Err(Sense::invalid_field_in_parameter_list(20, Some(3)).into());
+            }
+            if request.action_key == 0 {
+                let kind = state.reservation.as_ref().map(|(p, _)| p.kind);
+                // SPC-5 5.13.11.2.2: the holder of a registrants-only
+                // reservation unregistering releases it; the others hear.
+                if state.unregister(nexus) && kind.is_some_and(registrants_only_or_all) {
+                    attentions.raise(|n| state.registration(n).is_some(), RESERVATIONS_RELEASED);
+                }
+            } else if let Some(r) = state.registrations.iter_mut().find(|r| &r.nexus == nexus) {
+                r.key = request.action_key;
+            }
+            Ok(Change::Registrations)
+        }
+    }
+}
+
+/// PREEMPT / PREEMPT AND ABORT (SPC-5 5.13.11.4). Commands are executed as
+/// they arrive, so there is no task of a preempted nexus left to abort.
+fn preempt(
+    state: &mut State,
+    attentions: &Attentions,
+    nexus: &Nexus,
+    scope: u8,
+    kind: u8,
+    action_key: u64,
+) -> Result<Change, Refusal> {
+    let reservation = state.reservation.clone();
+    let preempted = |state: &State, key: u64| -> Vec<Nexus> {
+        state
+            .registrations
+            .iter()
+            .filter(|r| r.key == key && &r.nexus != nexus)
+            .map(|r| r.nexus.clone())
+            .collect()
+    };
+    match reservation {
+        Some((p, _)) if all_registrants(p.kind) && action_key == 0 => {
+            // SPC-5 5.13.11.4.3: preempting an all-registrants reservation
+            // with key zero removes every other registration and makes a new
+            // reservation.
+            check_scope_and_kind(scope, kind)?;
+            let removed: Vec<Nexus> = state
+                .registrations
+                .iter()
+                .filter(|r| &r.nexus != nexus)
+                .map(|r| r.nexus.clone())
+                .collect();
+            state.registrations.retain(|r| &r.nexus == nexus);
+            let holder = (!all_registrants(kind)).then(|| nexus.clone());
+            state.reservation = Some((Persistent { kind }, holder));
+            attentions.raise(|n| removed.contains(n), REGISTRATIONS_PREEMPTED);
+            Ok(Change::Registrations)
+        }
+        Some((p, Some(holder)))
+            if !all_registrants(p.kind)
+                && state.registration(&holder).map(|r| r.key) == Some(action_key) =>
+        {
+            // The key names the holder: its registrations go and the
+            // preempting nexus takes a new reservation.
+            check_scope_and_kind(scope, kind)?;
+            let removed = preempted(state, action_key);
+            state.registrations.retain(|r| !removed.contains(&r.nexus));
+            state.reservation = Some((
+                Persistent { kind },
+                (!all_registrants(kind)).then(|| nexus.clone()),
+            ));
+            attentions.raise(|n| removed.contains(n), REGISTRATIONS_PREEMPTED);
+            if p.kind != kind {
+                attentions.raise(
+                    |n| n != nexus && state.registration(n).is_some(),
+                    RESERVATIONS_RELEASED,
+                );
+            }
+            Ok(Change::Registrations)
+        }
+        _ => {
+            if action_key == 0 {
+                return Err(Sense::invalid_field_in_parameter_list(8, None).into());
+            }
+            let removed = preempted(state, action_key);
+            let own_key_matches = state.registration(nexus).map(|r| r.key) == Some(action_key);
+            if removed.is_empty() && !own_key_matches {
+                return Err(Refusal::Conflict);
+            }
+            state.registrations.retain(|r| !removed.contains(&r.nexus));
+            if let Some((p, _)) = state.reservation {
+                if all_registrants(p.kind) && state.registrations.is_empty() {
+                    state.reservation = None;
+                }
+            }
+            attentions.raise(|n| removed.contains(n), REGISTRATIONS_PREEMPTED);
+            Ok(Change::Registrations)
+        }
+    }
+}
+
+/// REGISTER AND MOVE (SPC-5 5.13.9, 6.17.4).
+fn register_and_move(
+    state: &mut State,
+    nexus: &Nexus,
+    scope: u8,
+    kind: u8,
+    parameters: &[u8],
+) -> Result<Change, Refusal> {
+    let key = cdb::u64_at(parameters, 0);
+    let action_key = cdb::u64_at(parameters, 8);
+    let unregister = parameters[17] & 0x02 != 0;
+    let relative_target_port = cdb::u16_at(parameters, 18);
+    let transport_id_length = cdb::u32_at(parameters, 20) as usize;
+    if state.registration(nexus).map(|r| r.key) != Some(key) {
+        return Err(Refusal::Conflict);
+    }
+    match &state.reservation {
+        Some((p, Some(holder))) if holder == nexus && !all_registrants(p.kind) => {}
+        // SPC-5 5.13.9: only the holder of a reservation that is not of an
+        // all-registrants type may move it.
+        _ => return Err(Refusal::Conflict),
+    }
+    let _ = (scope, kind);
+    if action_key == 0 {
+        return Err(Sense::invalid_field_in_parameter_list(8, None).into());
+    }
+    let transport_ids = parameters
+        .get(PARAMETER_LIST_LEN..PARAMETER_LIST_LEN + transport_id_length)
+        .ok_or_else(Sense::parameter_list_length_error)?;
+    let (destination, _) = parse_transport_id(transport_ids, PARAMETER_LIST_LEN)?;
+    let Some(isid) = destination.isid else {
+        // A move names one I_T nexus: the TransportID must carry the ISID.
+        return Err(Sense::invalid_field_in_parameter_list(PARAMETER_LIST_LEN as u16, None).into());
+    };
+    let destination = Nexus {
+        initiator_name: destination.name,
+        isid,
+        relative_target_port,
+    };
+    if destination == *nexus {
+        return Err(Sense::invalid_field_in_parameter_list(PARAMETER_LIST_LEN as u16, None).into());
+    }
+    let kind = state
+        .reservation
+        .as_ref()
+        .map(|(p, _)| p.kind)
+        .unwrap_or(kind);
+    match state
+        .registrations
+        .iter_mut()
+        .find(|r| r.nexus == destination)
+    {
+        Some(r) => r.key = action_key,
+        None => state.registrations.push(Registration {
+            nexus: destination.clone(),
+            key: action_key,
+            all_target_ports: false,
+        }),
+    }
+    state.reservation = Some((Persistent { kind }, Some(destination)));
+    if unregister {
+        state.registrations.retain(|r| &r.nexus != nexus);
+    }
+    Ok(Change::Registrations)
+}
+
+/// An initiator port named by a TransportID.
+struct NamedPort {
+    name: String,
+    isid: Option<[u8; 6]>,
+}
+
+/// Parses one iSCSI TransportID (SPC-5 7.6.4.6) at the start of `data`;
+/// returns it and its length. `at` is its offset in the parameter list.
+fn parse_transport_id(data: &[u8], at: usize) -> Result<(NamedPort, usize), Sense> {
+    let bad = |offset: usize| Sense::invalid_field_in_parameter_list((at + offset) as u16, None);
+    if data.len() < 4 {
+        return Err(Sense::parameter_list_length_error());
+    }
+    let format = data[0];
+    if format != ISCSI_TRANSPORT_ID_WITH_ISID && format != ISCSI_TRANSPORT_ID_NAME {
+        return Err(bad(0));
+    }
+    let length = usize::from(cdb::u16_at(data, 2));
+    if length < 4 || length % 4 != 0 {
+        return Err(bad(2));
+    }
+    let body = data
+        .get(4..4 + length)
+        .ok_or_else(Sense::parameter_list_length_error)?;
+    let end = body.iter().position(|&b| b == 0).ok_or_else(|| bad(4))?;
+    let text = std::str::from_utf8(&body[..end]).map_err(|_| bad(4))?;
+    let port = if format == ISCSI_TRANSPORT_ID_WITH_ISID {
+        let (name, isid_hex) = text.split_once(",i,0x").ok_or_else(|| bad(4))?;
+        if isid_hex.len() != 12 {
+            return Err(bad(4));
+        }
+        let mut isid = [0u8; 6];
+        for (i, byte) in isid.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&isid_hex[2 * i..2 * i + 2], 16).map_err(|_| bad(4))?;
+        }
+        NamedPort {
+            name: name.to_owned(),
+            isid: Some(isid),
+        }
+    } else {
+        NamedPort {
+            name: text.to_owned(),
+            isid: None,
+        }
+    };
+    if port.name.is_empty() {
+        return Err(bad(4));
+    }
+    Ok((port, 4 + length))
+}
+
+/// The nexuses SPEC_I_PT names (SPC-5 6.17.3): the list starts with its
+/// 4-byte length. A name-only TransportID stands for every session of that
+/// initiator now logged in.
+fn specified_nexuses(
+    list: &[u8],
+    relative_target_port: u16,
+    attentions: &Attentions,
+) -> Result<Vec<Nexus>, Sense> {
+    if list.len() < 4 {
+        return Err(Sense::parameter_list_length_error());
+    }
+    let length = cdb::u32_at(list, 0) as usize;
+    let mut data = list
+        .get(4..4 + length)
+        .ok_or_else(Sense::parameter_list_length_error)?;
+    let mut at = PARAMETER_LIST_LEN + 4;
+    let mut nexuses = Vec::new();
+    while !data.is_empty() {
+        let (port, used) = parse_transport_id(data, at)?;
+        match port.isid {
+            Some(isid) => nexuses.push(Nexus {
+                initiator_name: port.name,
+                isid,
+                relative_target_port,
+            }),
+            None => nexuses.extend(attentions.attached(|n| n.initiator_name == port.name)),
+        }
+        data = &data[used..];
+        at += used;
+    }
+    Ok(nexuses)
+}
+
+/// The iSCSI TransportID of `nexus`, format 01b: name ",i,0x" ISID, NUL,
+/// padded to a multiple of four (SPC-5 7.6.4.6).
+fn transport_id(nexus: &Nexus) -> Vec<u8> {
+    let name = nexus.initiator_port_name();
+    let body = (name.len() + 1).div_ceil(4) * 4;
+    let mut id = vec![ISCSI_TRANSPORT_ID_WITH_ISID, 0];
+    id.extend_from_slice(&(body as u16).to_be_bytes());
+    id.extend_from_slice(name.as_bytes());
+    id.resize(4 + body, 0);
+    id
+}
+
+/// The APTPL file: one line per registration and one for the reservation,
+/// text so an administrator can read it.
+fn save(path: &Path, state: &State) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut text = format!("isoe-pr 1\ngeneration {}\n", state.generation);
+    for r in &state.registrations {
+        text.push_str(&format!(
+            "register {:016x} {} {} {}\n",
+            r.key,
+            u8::from(r.all_target_ports),
+            r.nexus.relative_target_port,
+            r.nexus.initiator_port_name()
+        ));
+    }
+    if let Some((p, holder)) = &state.reservation {
+        let holder = holder
+            .as_ref()
+            .map_or_else(|| "-".to_owned(), |h| h.initiator_port_name());
+        text.push_str(&format!("reserve {:x} {holder}\n", p.kind));
+    }
+    let temporary = path.with_extension("tmp");
+    let mut file = std::fs::File::create(&temporary)?;
+    file.write_all(text.as_bytes())?;
+    file.sync_all()?;
+    std::fs::rename(&temporary, path)?;
+    if let Some(directory) = path.parent() {
+        if let Ok(directory) = std::fs::File::open(directory) {
+            let _ = directory.sync_all();
+        }
+    }
+    Ok(())
+}
+
+fn remove(path: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+fn parse_port(text: &str, relative_target_port: u16) -> Option<Nexus> {
+    let (name, isid_hex) = text.split_once(",i,0x")?;
+    let mut isid = [0u8; 6];
+    if isid_hex.len() != 12 {
+        return None;
+    }
+    for (i, byte) in isid.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(isid_hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(Nexus {
+        initiator_name: name.to_owned(),
+        isid,
+        relative_target_port,
+    })
+}
+
+/// Reads an APTPL file; None when there is none or it is not ours.
+fn load(path: &Path) -> Option<State> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut lines = text.lines();
+    if lines.next()? != "isoe-pr 1" {
+        return None;
+    }
+    let mut state = State {
+        aptpl: true,
+        ..State::default()
+    };
+    for line in lines {
+        let fields: Vec<&str> = line.split(' ').collect();
+        match fields.as_slice() {
+            ["generation", n] => state.generation = n.parse().ok()?,
+            ["register", key, all, port, name] => {
+                let relative_target_port = port.parse().ok()?;
+                state.registrations.push(Registration {
+                    nexus: parse_port(name, relative_target_port)?,
+                    key: u64::from_str_radix(key, 16).ok()?,
+                    all_target_ports: *all == "1",
+                });
+            }
+            ["reserve", kind, holder] => {
+                let kind = u8::from_str_radix(kind, 16).ok()?;
+                let holder = if *holder == "-" {
+                    None
+                } else {
+                    let port = state
+                        .registrations
+                        .iter()
+                        .find(|r| r.nexus.initiator_port_name() == *holder)?
+                        .nexus
+                        .relative_target_port;
+                    Some(parse_port(holder, port)?)
+                };
+                state.reservation = Some((Persistent { kind }, holder));
+            }
+            _ => return None,
+        }
+    }
+    Some(state)
+}

@@ -1,0 +1,371 @@
+//! Reservations: SPC-2 RESERVE/RELEASE and persistent reservations, from
+//! several I_T nexuses, as libiscsi's Reserve6, Prin* and Prout* suites and
+//! cluster software use them.
+
+use isoe_scsi::{Completion, LogicalUnit, LunConfig, Nexus, NoUnits, Status};
+
+use crate::harness::*;
+
+const UNIT_ATTENTION: u8 = 0x06;
+
+fn nexus(name: &str, last_isid_byte: u8) -> Nexus {
+    Nexus::new(
+        format!("iqn.2026-11.io.isoe:{name}"),
+        [0x40, 0, 0, 0, 0, last_isid_byte],
+    )
+}
+
+fn exec(unit: &LogicalUnit, from: &Nexus, cdb: &[u8], data_out: &[u8]) -> (Completion, Vec<u8>) {
+    let mut data_in = Vec::new();
+    let completion = unit.execute(from, &NoUnits, cdb, data_out, &mut data_in);
+    (completion, data_in)
+}
+
+fn prout_cdb(action: u8, kind: u8, length: u32) -> Vec<u8> {
+    let mut cdb = vec![0x5f, action, kind, 0, 0, 0, 0, 0, 0, 0];
+    cdb[5..9].copy_from_slice(&length.to_be_bytes());
+    cdb
+}
+
+fn prout_parameters(key: u64, action_key: u64, flags: u8) -> Vec<u8> {
+    let mut p = vec![0u8; 24];
+    p[0..8].copy_from_slice(&key.to_be_bytes());
+    p[8..16].copy_from_slice(&action_key.to_be_bytes());
+    p[20] = flags;
+    p
+}
+
+fn prout(
+    unit: &LogicalUnit,
+    from: &Nexus,
+    action: u8,
+    kind: u8,
+    key: u64,
+    action_key: u64,
+) -> Completion {
+    let parameters = prout_parameters(key, action_key, 0);
+    exec(unit, from, &prout_cdb(action, kind, 24), &parameters).0
+}
+
+fn prin(unit: &LogicalUnit, from: &Nexus, action: u8) -> Vec<u8> {
+    let (completion, data) = exec(unit, from, &[0x5e, action, 0, 0, 0, 0, 0, 0x10, 0, 0], &[]);
+    assert_good(completion);
+    data
+}
+
+const REGISTER: u8 = 0;
+const RESERVE: u8 = 1;
+const RELEASE: u8 = 2;
+const CLEAR: u8 = 3;
+const PREEMPT: u8 = 4;
+const REGISTER_AND_MOVE: u8 = 7;
+const WRITE_EXCLUSIVE: u8 = 1;
+const EXCLUSIVE_ACCESS: u8 = 3;
+const EXCLUSIVE_ACCESS_REGISTRANTS_ONLY: u8 = 6;
+
+fn read10() -> Vec<u8> {
+    block_cdb(0x28, 10, 0, 1, 0)
+}
+
+fn write10() -> Vec<u8> {
+    block_cdb(0x2a, 10, 0, 1, 0)
+}
+
+fn conflict(completion: Completion) {
+    assert_eq!(completion, Completion::reservation_conflict());
+}
+
+#[test]
+fn write_exclusive_lets_others_read_but_not_write() {
+    let unit = unit();
+    let (a, b) = (nexus("a", 1), nexus("b", 2));
+    assert_good(prout(&unit, &a, REGISTER, 0, 0, 0xaa));
+    assert_good(prout(&unit, &a, RESERVE, WRITE_EXCLUSIVE, 0xaa, 0));
+    let block = vec![7u8; BLOCK_SIZE];
+    assert_good(exec(&unit, &a, &write10(), &block).0);
+    assert_good(exec(&unit, &b, &read10(), &[]).0);
+    conflict(exec(&unit, &b, &write10(), &block).0);
+    // INQUIRY, TEST UNIT READY and PR IN stay allowed.
+    assert_good(exec(&unit, &b, &[0x12, 0, 0, 0, 36, 0], &[]).0);
+    assert_good(exec(&unit, &b, &[0, 0, 0, 0, 0, 0], &[]).0);
+    prin(&unit, &b, 0);
+    // Reserving with a key it does not hold is a conflict.
+    conflict(prout(&unit, &b, RESERVE, WRITE_EXCLUSIVE, 0xaa, 0));
+}
+
+#[test]
+fn exclusive_access_registrants_only_admits_registered_nexuses() {
+    let unit = unit();
+    let (a, b, c) = (nexus("a", 1), nexus("b", 2), nexus("c", 3));
+    assert_good(prout(&unit, &a, REGISTER, 0, 0, 0xa));
+    assert_good(prout(&unit, &b, REGISTER, 0, 0, 0xb));
+    assert_good(prout(
+        &unit,
+        &a,
+        RESERVE,
+        EXCLUSIVE_ACCESS_REGISTRANTS_ONLY,
+        0xa,
+        0,
+    ));
+    assert_good(exec(&unit, &b, &read10(), &[]).0);
+    conflict(exec(&unit, &c, &read10(), &[]).0);
+    // RESERVE of the same type by another registrant is a conflict: only
+    // the all-registrants types make every registrant a holder.
+    conflict(prout(
+        &unit,
+        &b,
+        RESERVE,
+        EXCLUSIVE_ACCESS_REGISTRANTS_ONLY,
+        0xb,
+        0,
+    ));
+    // The holder unregisters: the reservation goes and b hears of it.
+    unit.attach(&b);
+    assert_good(prout(&unit, &a, REGISTER, 0, 0xa, 0));
+    assert_sense(
+        exec(&unit, &b, &read10(), &[]).0,
+        UNIT_ATTENTION,
+        0x2a,
+        0x04,
+    );
+    assert_good(exec(&unit, &c, &read10(), &[]).0);
+}
+
+#[test]
+fn read_keys_and_reservation_report_the_state_and_generation() {
+    let unit = unit();
+    let (a, b) = (nexus("a", 1), nexus("b", 2));
+    let empty = prin(&unit, &a, 0);
+    assert_eq!(empty, [0, 0, 0, 0, 0, 0, 0, 0]);
+    assert_good(prout(&unit, &a, REGISTER, 0, 0, 0x1122));
+    assert_good(prout(&unit, &b, REGISTER, 0, 0, 0x3344));
+    let keys = prin(&unit, &a, 0);
+    assert_eq!(&keys[0..4], &2u32.to_be_bytes(), "PRgeneration");
+    assert_eq!(&keys[4..8], &16u32.to_be_bytes());
+    assert_eq!(&keys[8..16], &0x1122u64.to_be_bytes());
+    assert_eq!(&keys[16..24], &0x3344u64.to_be_bytes());
+    assert_good(prout(&unit, &b, RESERVE, EXCLUSIVE_ACCESS, 0x3344, 0));
+    let reservation = prin(&unit, &a, 1);
+    assert_eq!(&reservation[4..8], &16u32.to_be_bytes());
+    assert_eq!(&reservation[8..16], &0x3344u64.to_be_bytes());
+    assert_eq!(reservation[21], EXCLUSIVE_ACCESS);
+    // A reservation does not change the generation.
+    assert_eq!(&reservation[0..4], &2u32.to_be_bytes());
+    // READ FULL STATUS names b as holder with its iSCSI TransportID.
+    let full = prin(&unit, &a, 3);
+    let text = String::from_utf8_lossy(&full);
+    assert!(
+        text.contains("iqn.2026-11.io.isoe:b,i,0x400000000002"),
+        "{text}"
+    );
+    // Releasing with the wrong type: INVALID RELEASE OF PERSISTENT RESERVATION.
+    assert_sense(
+        prout(&unit, &b, RELEASE, WRITE_EXCLUSIVE, 0x3344, 0),
+        ILLEGAL_REQUEST,
+        0x26,
+        0x04,
+    );
+    assert_good(prout(&unit, &b, RELEASE, EXCLUSIVE_ACCESS, 0x3344, 0));
+    assert_eq!(&prin(&unit, &a, 1)[4..8], &0u32.to_be_bytes());
+}
+
+#[test]
+fn preempt_takes_the_reservation_and_clear_ends_everything() {
+    let unit = unit();
+    let (a, b) = (nexus("a", 1), nexus("b", 2));
+    unit.attach(&a);
+    unit.attach(&b);
+    assert_good(prout(&unit, &a, REGISTER, 0, 0, 0xa));
+    assert_good(prout(&unit, &b, REGISTER, 0, 0, 0xb));
+    assert_good(prout(&unit, &a, RESERVE, EXCLUSIVE_ACCESS, 0xa, 0));
+    assert_good(prout(&unit, &b, PREEMPT, WRITE_EXCLUSIVE, 0xb, 0xa));
+    // a lost its registration and hears REGISTRATIONS PREEMPTED.
+    assert_sense(
+        exec(&unit, &a, &read10(), &[]).0,
+        UNIT_ATTENTION,
+        0x2a,
+        0x05,
+    );
+    let keys = prin(&unit, &a, 0);
+    assert_eq!(&keys[4..8], &8u32.to_be_bytes());
+    assert_eq!(&keys[8..16], &0xbu64.to_be_bytes());
+    assert_eq!(prin(&unit, &a, 1)[21], WRITE_EXCLUSIVE);
+    // Preempting a key nobody holds is a conflict; key zero is invalid here.
+    conflict(prout(&unit, &b, PREEMPT, WRITE_EXCLUSIVE, 0xb, 0x99));
+    assert_sense(
+        prout(&unit, &b, PREEMPT, WRITE_EXCLUSIVE, 0xb, 0),
+        ILLEGAL_REQUEST,
+        0x26,
+        0x00,
+    );
+    assert_good(prout(&unit, &a, REGISTER, 0, 0, 0xa2));
+    assert_good(prout(&unit, &b, CLEAR, 0, 0xb, 0));
+    assert_sense(
+        exec(&unit, &a, &read10(), &[]).0,
+        UNIT_ATTENTION,
+        0x2a,
+        0x03,
+    );
+    assert_eq!(prin(&unit, &a, 0), [0, 0, 0, 5, 0, 0, 0, 0]);
+}
+
+#[test]
+fn register_and_move_hands_the_reservation_to_another_nexus() {
+    let unit = unit();
+    let (a, b) = (nexus("a", 1), nexus("b", 2));
+    assert_good(prout(&unit, &a, REGISTER, 0, 0, 0xa));
+    assert_good(prout(&unit, &a, RESERVE, EXCLUSIVE_ACCESS, 0xa, 0));
+    let port = b"iqn.2026-11.io.isoe:b,i,0x400000000002\0\0";
+    let mut parameters = prout_parameters(0xa, 0xb, 0);
+    parameters[18..20].copy_from_slice(&1u16.to_be_bytes());
+    let transport_id_length = 4 + port.len();
+    parameters[20..24].copy_from_slice(&(transport_id_length as u32).to_be_bytes());
+    parameters.extend_from_slice(&[0x45, 0, 0, port.len() as u8]);
+    parameters.extend_from_slice(port);
+    let cdb = prout_cdb(REGISTER_AND_MOVE, EXCLUSIVE_ACCESS, parameters.len() as u32);
+    assert_good(exec(&unit, &a, &cdb, &parameters).0);
+    assert_good(exec(&unit, &b, &read10(), &[]).0);
+    conflict(exec(&unit, &a, &read10(), &[]).0);
+    assert_eq!(&prin(&unit, &a, 1)[8..16], &0xbu64.to_be_bytes());
+}
+
+#[test]
+fn reserve6_is_exclusive_until_released_reset_or_nexus_loss() {
+    let unit = unit();
+    let (a, b) = (nexus("a", 1), nexus("b", 2));
+    let reserve6 = [0x16, 0, 0, 0, 0, 0];
+    let release6 = [0x17, 0, 0, 0, 0, 0];
+    unit.attach(&a);
+    unit.attach(&b);
+    assert_good(exec(&unit, &a, &reserve6, &[]).0);
+    assert_good(exec(&unit, &a, &reserve6, &[]).0);
+    conflict(exec(&unit, &b, &reserve6, &[]).0);
+    conflict(exec(&unit, &b, &[0x1a, 0, 0x3f, 0, 0xff, 0], &[]).0);
+    // RELEASE from another nexus is a GOOD no-op.
+    assert_good(exec(&unit, &b, &release6, &[]).0);
+    conflict(exec(&unit, &b, &read10(), &[]).0);
+    // PR OUT under someone else's RESERVE is a conflict too.
+    conflict(prout(&unit, &b, REGISTER, 0, 0, 0xb));
+    // A LOGICAL UNIT RESET ends it and tells everyone.
+    unit.reset(isoe_scsi::attention::RESET_OCCURRED);
+    assert_sense(
+        exec(&unit, &b, &reserve6, &[]).0,
+        UNIT_ATTENTION,
+        0x29,
+        0x03,
+    );
+    assert_good(exec(&unit, &b, &reserve6, &[]).0);
+    // b's last session ends: its reservation goes with the I_T nexus.
+    unit.detach(&b);
+    assert_sense(
+        exec(&unit, &a, &reserve6, &[]).0,
+        UNIT_ATTENTION,
+        0x29,
+        0x03,
+    );
+    assert_good(exec(&unit, &a, &reserve6, &[]).0);
+    assert_good(exec(&unit, &a, &release6, &[]).0);
+    // Registrations make RESERVE(6) conflict.
+    assert_good(prout(&unit, &a, REGISTER, 0, 0, 0xa));
+    conflict(exec(&unit, &a, &reserve6, &[]).0);
+}
+
+#[test]
+fn aptpl_keeps_registrations_and_the_reservation_across_a_restart() {
+    let unit = unit();
+    let a = nexus("a", 1);
+    // No reservations file: APTPL=1 is an invalid field (PTPL_C=0).
+    let aptpl = prout_parameters(0, 0xa, 0x01);
+    assert_sense(
+        exec(&unit, &a, &prout_cdb(REGISTER, 0, 24), &aptpl).0,
+        ILLEGAL_REQUEST,
+        0x26,
+        0x00,
+    );
+
+    let path = std::env::temp_dir().join(format!("isoe-pr-test-{}.pr", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let config = LunConfig {
+        reservations_file: Some(path.clone()),
+        ..config()
+    };
+    let first = unit_with(config.clone(), BLOCKS);
+    let capabilities = prin(&first, &a, 2);
+    assert_eq!(capabilities[2] & 0x01, 1, "PTPL_C");
+    assert_good(exec(&first, &a, &prout_cdb(REGISTER, 0, 24), &aptpl).0);
+    let reserve = prout_parameters(0xa, 0, 0x01);
+    assert_good(
+        exec(
+            &first,
+            &a,
+            &prout_cdb(RESERVE, WRITE_EXCLUSIVE, 24),
+            &reserve,
+        )
+        .0,
+    );
+    drop(first);
+
+    let restarted = unit_with(config.clone(), BLOCKS);
+    let keys = prin(&restarted, &a, 0);
+    assert_eq!(&keys[8..16], &0xau64.to_be_bytes());
+    assert_eq!(prin(&restarted, &a, 1)[21], WRITE_EXCLUSIVE);
+    conflict(
+        exec(
+            &restarted,
+            &nexus("b", 2),
+            &write10(),
+            &vec![0u8; BLOCK_SIZE],
+        )
+        .0,
+    );
+    // Unregistering with APTPL=0 forgets the file.
+    assert_good(
+        exec(
+            &restarted,
+            &a,
+            &prout_cdb(REGISTER, 0, 24),
+            &prout_parameters(0xa, 0, 0),
+        )
+        .0,
+    );
+    assert!(!path.exists());
+    let again = unit_with(config, BLOCKS);
+    assert_eq!(prin(&again, &a, 0)[4..8], [0, 0, 0, 0]);
+    assert_eq!(
+        Status::Good,
+        exec(&again, &nexus("b", 2), &write10(), &vec![0u8; BLOCK_SIZE])
+            .0
+            .status
+    );
+}
+
+#[test]
+fn malformed_persistent_reserve_out_is_refused_with_sense() {
+    let unit = unit();
+    let a = nexus("a", 1);
+    // Parameter list shorter than 24 bytes.
+    assert_sense(
+        exec(&unit, &a, &prout_cdb(REGISTER, 0, 8), &[0; 8]).0,
+        ILLEGAL_REQUEST,
+        0x1a,
+        0x00,
+    );
+    // Unknown service action.
+    assert_sense(
+        exec(&unit, &a, &prout_cdb(0x1f, 0, 24), &[0; 24]).0,
+        ILLEGAL_REQUEST,
+        0x24,
+        0x00,
+    );
+    // Unknown type.
+    assert_good(prout(&unit, &a, REGISTER, 0, 0, 0xa));
+    assert_sense(
+        prout(&unit, &a, RESERVE, 0x2, 0xa, 0),
+        ILLEGAL_REQUEST,
+        0x24,
+        0x00,
+    );
+    // Unknown PR IN service action.
+    let (completion, _) = exec(&unit, &a, &[0x5e, 0x09, 0, 0, 0, 0, 0, 0x10, 0, 0], &[]);
+    assert_sense(completion, ILLEGAL_REQUEST, 0x24, 0x00);
+}

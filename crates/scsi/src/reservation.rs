@@ -933,6 +933,9 @@ fn save(path: &Path, state: &State) -> std::io::Result<()> {
             .map_or_else(|| "-".to_owned(), |h| h.initiator_port_name());
         text.push_str(&format!("reserve {:x} {holder}\n", p.kind));
     }
+    if let Some(directory) = path.parent() {
+        std::fs::create_dir_all(directory)?;
+    }
     let temporary = path.with_extension("tmp");
     let mut file = std::fs::File::create(&temporary)?;
     file.write_all(text.as_bytes())?;

@@ -36,6 +36,9 @@
 //!   [`Config::parse`]) they stay relative to the working directory.
 //! - **`state_dir`** defaults to `<config file dir>/.isoe-state`; with no
 //!   configuration file there is no default and [`Config::state_dir`] is `None`.
+//!   Besides generated LUN identities it keeps persistent reservations that an
+//!   initiator asked to survive a restart (APTPL), in
+//!   `<target dir>/lun-<n>.pr`; with no `state_dir`, APTPL is refused.
 //! - **`size` of a `file` LUN** may be left out only when the file exists: this
 //!   is the one check that looks at the file system.
 //! - **Portals** are socket addresses; an address without a port gets 3260.
@@ -94,7 +97,8 @@ pub const DEFAULT_TARGET_NAME: &str = "iqn.2026-11.io.isoe:target0";
 pub struct Config {
     /// The file it was read from, if any.
     pub source: Option<PathBuf>,
-    /// Where generated LUN identities persist (see [`crate::identity`]).
+    /// Where generated LUN identities and APTPL reservations persist (see
+    /// [`crate::identity`]).
     pub state_dir: Option<PathBuf>,
     /// The addresses to listen on; never empty.
     pub portals: Vec<SocketAddr>,

@@ -116,6 +116,14 @@ pub fn resolve(
     Ok(identity)
 }
 
+/// Where a LUN's persistent reservations are kept when an initiator asks
+/// for APTPL: `<state_dir>/<target dir>/lun-<n>.pr`.
+pub fn reservations_file(state_dir: &Path, target_name: &str, lun_number: u16) -> PathBuf {
+    state_dir
+        .join(target_dir_name(target_name))
+        .join(format!("lun-{lun_number}.pr"))
+}
+
 /// The state file of a LUN: `<state_dir>/<target dir>/lun-<n>.toml`.
 pub fn state_file(state_dir: &Path, target_name: &str, lun_number: u16) -> PathBuf {
     state_dir

@@ -197,7 +197,10 @@ fn build_target(
             target_port_name: format!("{},t,0x0001", t.name),
             relative_port: 1,
             lun_number: spec.number,
-            reservations_file: None,
+            reservations_file: config
+                .state_dir
+                .as_deref()
+                .map(|dir| identity::reservations_file(dir, &t.name, spec.number)),
         };
         lun_config.validate().map_err(|source| SetupError::Lun {
             target: t.name.clone(),

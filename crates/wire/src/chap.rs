@@ -66,6 +66,23 @@ impl ChapAlgorithm {
         }
     }
 
+    /// Its name as people write it: `MD5`, `SHA-256`, `SHA3-256`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ChapAlgorithm::Md5 => "MD5",
+            ChapAlgorithm::Sha256 => "SHA-256",
+            ChapAlgorithm::Sha3_256 => "SHA3-256",
+        }
+    }
+
+    /// The algorithm named `text` (see [`ChapAlgorithm::name`]; case does
+    /// not matter) or numbered `text` (its CHAP_A value), if we implement it.
+    pub fn from_name(text: &str) -> Option<ChapAlgorithm> {
+        ChapAlgorithm::ALL
+            .into_iter()
+            .find(|a| a.name().eq_ignore_ascii_case(text) || a.code().to_string() == text)
+    }
+
     /// The length of its hash (= of a CHAP_R), in bytes.
     pub fn digest_len(self) -> usize {
         match self {
@@ -557,6 +574,16 @@ mod tests {
         );
         assert_eq!(ChapAlgorithm::choose("8,6", &ours), None);
         assert_eq!(ChapAlgorithm::list(&ChapAlgorithm::ALL), "8,7,5");
+        for a in ChapAlgorithm::ALL {
+            assert_eq!(ChapAlgorithm::from_name(a.name()), Some(a));
+            assert_eq!(ChapAlgorithm::from_name(&a.code().to_string()), Some(a));
+        }
+        assert_eq!(
+            ChapAlgorithm::from_name("sha3-256"),
+            Some(ChapAlgorithm::Sha3_256)
+        );
+        assert_eq!(ChapAlgorithm::from_name("SHA-1"), None);
+        assert_eq!(ChapAlgorithm::from_name("6"), None);
     }
 
     #[test]

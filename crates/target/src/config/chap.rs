@@ -61,11 +61,7 @@ pub(super) const CHAP_KEYS: &[&str] = &[
 
 /// The names of `algorithms` values, as written in the configuration.
 pub fn algorithm_name(a: ChapAlgorithm) -> &'static str {
-    match a {
-        ChapAlgorithm::Md5 => "MD5",
-        ChapAlgorithm::Sha256 => "SHA-256",
-        ChapAlgorithm::Sha3_256 => "SHA3-256",
-    }
+    a.name()
 }
 
 /// Reads one `chap` table.

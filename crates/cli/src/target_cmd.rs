@@ -1,6 +1,6 @@
 //! `isoe target`: load the configuration, serve until SIGINT/SIGTERM, shut down cleanly.
 
-use isoe_target::config::{Datapath, StoreSpec};
+use isoe_target::config::{algorithm_name, ChapConfig, Datapath, StoreSpec};
 use isoe_target::Config;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -15,6 +15,41 @@ fn describe_store(spec: &StoreSpec) -> String {
         StoreSpec::File { path, .. } => format!("file {}", path.display()),
         StoreSpec::Block { path } => format!("block {}", path.display()),
     }
+}
+
+/// One line per CHAP or ACL rule in force: who must authenticate, with
+/// which algorithms; names only, never a secret.
+fn auth_summary(config: &Config) -> Vec<String> {
+    let chap = |c: &ChapConfig| {
+        let names: Vec<_> = c.algorithms.iter().map(|a| algorithm_name(*a)).collect();
+        let mutual = if c.mutual.is_some() {
+            ", mutual CHAP available"
+        } else {
+            ""
+        };
+        format!(
+            "CHAP required (user {:?}, {}{mutual})",
+            c.user,
+            names.join(", ")
+        )
+    };
+    let mut lines = Vec::new();
+    if let Some(c) = &config.discovery.chap {
+        lines.push(format!("discovery: {}", chap(c)));
+    }
+    for t in &config.targets {
+        if let Some(c) = &t.chap {
+            lines.push(format!("{}: {}", t.name, chap(c)));
+        }
+        if !t.allowed_initiators.is_empty() {
+            lines.push(format!(
+                "{}: only {} may discover and log in",
+                t.name,
+                t.allowed_initiators.join(", ")
+            ));
+        }
+    }
+    lines
 }
 
 /// Runs the target; returns when a signal asked it to stop.
@@ -48,6 +83,7 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
                 .map(move |l| format!("{} LUN {} ({})", t.name, l.number, describe_store(&l.store)))
         })
         .collect();
+    let auth = auth_summary(&config);
     let datapath = config.datapath;
     let running = match isoe_target::start(config) {
         Ok(r) => r,
@@ -75,6 +111,9 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
     }
     for line in &summary {
         let _ = writeln!(stdout, "isoe target: serving {line}");
+    }
+    for line in &auth {
+        let _ = writeln!(stdout, "isoe target: {line}");
     }
     let _ = stdout.flush();
     let signal = signals.forever().next();

@@ -145,18 +145,26 @@ impl SessionConfig {
     }
 }
 
-/// CHAP credentials offering MD5 first, then SHA-256, with optional mutual CHAP.
+/// CHAP credentials offering MD5 first, then SHA-256 and SHA3-256, with
+/// optional mutual CHAP.
 ///
 /// MD5 leads because tgt (and IET and SCST, whose CHAP code it shares) takes
 /// CHAP_A=7 for SHA-1, not SHA-256 as IANA assigns it: offered SHA-256
-/// first, tgt picks 7 and every login fails. A caller that knows its target
-/// can reorder [`InitiatorChap::algorithms`].
+/// first, tgt picks 7 and every login fails. SHA3-256 (8) comes last: a
+/// target that does not know it skips it (RFC 7143 §6.2.1), and one that
+/// accepts only it (an isoe target with `algorithms = ["SHA3-256"]`) gets
+/// it. A caller that knows its target can reorder
+/// [`InitiatorChap::algorithms`].
 pub fn chap(user: &str, secret: Secret, mutual: Option<(String, Secret)>) -> InitiatorChap {
     InitiatorChap {
         user: user.into(),
         secret,
         mutual,
-        algorithms: vec![ChapAlgorithm::Md5, ChapAlgorithm::Sha256],
+        algorithms: vec![
+            ChapAlgorithm::Md5,
+            ChapAlgorithm::Sha256,
+            ChapAlgorithm::Sha3_256,
+        ],
     }
 }
 
@@ -219,9 +227,13 @@ mod tests {
         let c = chap("u", Secret::new("secretsecret12"), None);
         assert_eq!(
             c.algorithms,
-            vec![ChapAlgorithm::Md5, ChapAlgorithm::Sha256]
+            vec![
+                ChapAlgorithm::Md5,
+                ChapAlgorithm::Sha256,
+                ChapAlgorithm::Sha3_256
+            ]
         );
-        assert_eq!(ChapAlgorithm::list(&c.algorithms), "5,7");
+        assert_eq!(ChapAlgorithm::list(&c.algorithms), "5,7,8");
     }
 
     #[test]

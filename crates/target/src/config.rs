@@ -8,8 +8,19 @@
 //! [defaults]                       # iSCSI parameters, RFC 7143 §13 names in snake_case
 //! max_burst_length = 1048576
 //!
+//! [discovery.chap]                 # optional: CHAP for discovery sessions
+//! user = "discover"
+//! secret_file = "discovery.secret"
+//!
 //! [[target]]
 //! name = "iqn.2026-11.io.isoe:db"
+//! allowed_initiators = ["iqn.1994-05.com.redhat:client1"]
+//! [target.chap]                    # optional: CHAP for logins to this target
+//! user = "alice"
+//! secret = "alice-secret-12"       # or secret_file = "PATH"
+//! mutual_user = "db-target"        # optional: the target proves itself too
+//! mutual_secret_file = "db-target.secret"
+//! algorithms = ["SHA3-256", "SHA-256", "MD5"]
 //! [target.params]                  # overrides of [defaults] for this target
 //! immediate_data = false
 //! [[target.lun]]
@@ -49,6 +60,29 @@
 //!   be written in lower case, the form RFC 3722 normalises them to, because
 //!   the target compares names byte for byte.
 //!
+//! - **`allowed_initiators`** is the target's ACL: an initiator whose
+//!   InitiatorName is not listed neither sees the target in SendTargets nor
+//!   logs into it (Login Response status 0x0202, authorization failure).
+//!   An unknown TargetName gets 0x0203 (target not found).
+//! - **`chap`** (`[target.chap]` per target, `[discovery.chap]` for
+//!   discovery sessions) makes CHAP (RFC 7143 §12.1.3) mandatory there:
+//!   a login without it, or with a wrong user or response, gets 0x0201
+//!   (authentication failure). `user` is the CHAP_N the initiator presents;
+//!   the secret is given once, as `secret` or as `secret_file`, a file read
+//!   at startup whose content (without one trailing newline) is the secret
+//!   and which other users may not read or write. Secrets are 12 to 255
+//!   bytes (RFC 7143 §9.2.1: at least 96 bits). `mutual_user` with
+//!   `mutual_secret` or `mutual_secret_file` lets an initiator that asks
+//!   authenticate the target (mutual CHAP). RFC 7143 §9.2.1 forbids a secret
+//!   that authenticates initiators anywhere in the file to authenticate a
+//!   target too: such a file is refused. `algorithms` lists the CHAP_A
+//!   values accepted, from `"SHA3-256"` (8), `"SHA-256"` (7) and `"MD5"`
+//!   (5); all three by default, and the initiator's order decides among
+//!   them. Secrets never appear in `Debug` output, logs or error messages.
+//!   Challenges are 32 bytes from the operating system's CSPRNG, never
+//!   issued twice, and a challenge of ours sent back by an initiator is
+//!   refused as reflection (see [`crate::registry`]).
+//!
 //! - **`[datapath]`** switches off, one at a time, what isoe's datapath does
 //!   to save CPU (ARCHITECTURE.md, datapath rules 2, 3 and 5), so that a
 //!   benchmark can show what each saves; see [`Datapath`]. The defaults are
@@ -59,6 +93,10 @@
 //! names the file, the 1-based line and the key path, with array indices
 //! counted from 0: `isoe.toml:14: target[1].lun[0].size: expected a size like
 //! "10GiB", found "ten"`.
+
+mod chap;
+
+pub use chap::{algorithm_name, ChapConfig, SECRET_MAX_BYTES, USER_MAX_BYTES};
 
 use std::collections::HashMap;
 use std::fmt;
@@ -108,6 +146,18 @@ pub struct Config {
     pub targets: Vec<TargetConfig>,
     /// The `[datapath]` options, for every connection of the process.
     pub datapath: Datapath,
+    /// The `[discovery]` table: what discovery sessions require.
+    pub discovery: Discovery,
+}
+
+/// The `[discovery]` table: the policy of discovery sessions
+/// (SessionType=Discovery, RFC 7143 §4.3).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Discovery {
+    /// `[discovery.chap]`: CHAP required of every discovery session; `None`:
+    /// discovery is open (SendTargets still lists only the targets each
+    /// initiator's name may log into).
+    pub chap: Option<ChapConfig>,
 }
 
 /// The `[datapath]` table: isoe's datapath options, each on by default.
@@ -246,6 +296,8 @@ pub struct TargetConfig {
     pub alias: Option<String>,
     /// Initiator names allowed to see and log into the target; empty: all.
     pub allowed_initiators: Vec<String>,
+    /// `[target.chap]`: CHAP required of every login to the target; `None`: none.
+    pub chap: Option<ChapConfig>,
     /// `[defaults]` with this target's `[target.params]` overrides applied.
     pub params: Params,
     /// The logical units, in file order; numbers unique.
@@ -384,6 +436,7 @@ impl Config {
                 name: DEFAULT_TARGET_NAME.to_string(),
                 alias: None,
                 allowed_initiators: Vec::new(),
+                chap: None,
                 params: Params::default(),
                 luns: vec![LunSpec {
                     number: 0,
@@ -397,6 +450,7 @@ impl Config {
                 }],
             }],
             datapath: Datapath::default(),
+            discovery: Discovery::default(),
         }
     }
 }
@@ -746,9 +800,24 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-const ROOT_KEYS: &[&str] = &["state_dir", "portals", "defaults", "target", "datapath"];
+const ROOT_KEYS: &[&str] = &[
+    "state_dir",
+    "portals",
+    "defaults",
+    "target",
+    "datapath",
+    "discovery",
+];
+const DISCOVERY_KEYS: &[&str] = &["chap"];
 const DATAPATH_KEYS: &[&str] = &["batching", "crc", "buffer_pool"];
-const TARGET_KEYS: &[&str] = &["name", "alias", "allowed_initiators", "params", "lun"];
+const TARGET_KEYS: &[&str] = &[
+    "name",
+    "alias",
+    "allowed_initiators",
+    "chap",
+    "params",
+    "lun",
+];
 const LUN_KEYS: &[&str] = &[
     "number",
     "memory",
@@ -795,9 +864,11 @@ fn read_config(r: &Reader, mut root: Table, source: Option<&Path>) -> Result<Con
         return Err(r.invalid(0, "target", "no targets: add at least one [[target]] table"));
     };
     let mut targets = Vec::new();
+    let mut chap_places = Vec::new();
     let mut first_line_of: HashMap<String, usize> = HashMap::new();
     for table in r.tables(field, TARGET_KEYS)? {
-        let (target, name_field) = read_target(r, table, &defaults)?;
+        let (target, name_field, places) = read_target(r, table, &defaults)?;
+        chap_places.push(places);
         if let Some(line) = first_line_of.get(&target.name) {
             return Err(r.at(
                 &name_field,
@@ -817,6 +888,21 @@ fn read_config(r: &Reader, mut root: Table, source: Option<&Path>) -> Result<Con
         Some(field) => read_datapath(r, r.table(field, DATAPATH_KEYS)?)?,
         None => Datapath::default(),
     };
+    let (discovery, discovery_places) = match root.take("discovery") {
+        Some(field) => read_discovery(r, r.table(field, DISCOVERY_KEYS)?)?,
+        None => (Discovery::default(), None),
+    };
+    let all_chap: Vec<_> = targets
+        .iter()
+        .map(|t| t.chap.as_ref())
+        .zip(chap_places.iter().map(Option::as_ref))
+        .chain(std::iter::once((
+            discovery.chap.as_ref(),
+            discovery_places.as_ref(),
+        )))
+        .filter_map(|(c, p)| Some((c?, p?)))
+        .collect();
+    chap::check_directions(r, &all_chap)?;
     Ok(Config {
         source: source.map(Path::to_path_buf),
         state_dir,
@@ -824,7 +910,24 @@ fn read_config(r: &Reader, mut root: Table, source: Option<&Path>) -> Result<Con
         defaults,
         targets,
         datapath,
+        discovery,
     })
+}
+
+/// The `[discovery]` table; also returns where its CHAP secrets were written.
+fn read_discovery(
+    r: &Reader,
+    mut t: Table,
+) -> Result<(Discovery, Option<chap::ChapPlaces>), ConfigError> {
+    let (chap, places) = match t.take("chap") {
+        Some(f) => {
+            let (c, p) = chap::read_chap(r, f)?;
+            (Some(c), Some(p))
+        }
+        None => (None, None),
+    };
+    debug_assert!(t.entries.is_empty(), "deny_unknown ran on the table");
+    Ok((Discovery { chap }, places))
 }
 
 /// The `[datapath]` table; a key left out keeps its default (on).
@@ -978,12 +1081,13 @@ fn read_digests(r: &Reader, field: Field) -> Result<Vec<DigestChoice>, ConfigErr
     Ok(choices)
 }
 
-/// Reads one `[[target]]`; also returns its `name` field for duplicate checks.
+/// Reads one `[[target]]`; also returns its `name` field for duplicate checks
+/// and where its CHAP secrets were written.
 fn read_target(
     r: &Reader,
     mut t: Table,
     defaults: &Params,
-) -> Result<(TargetConfig, Field), ConfigError> {
+) -> Result<(TargetConfig, Field, Option<chap::ChapPlaces>), ConfigError> {
     let Some(name_field) = t.take("name") else {
         return Err(r.invalid(
             t.offset,
@@ -1005,6 +1109,13 @@ fn read_target(
             allowed_initiators.push(initiator);
         }
     }
+    let (chap, chap_places) = match t.take("chap") {
+        Some(f) => {
+            let (c, p) = chap::read_chap(r, f)?;
+            (Some(c), Some(p))
+        }
+        None => (None, None),
+    };
     let params = match t.take("params") {
         Some(f) => read_params(r, r.table(f, PARAM_KEYS)?, defaults)?,
         None => defaults.clone(),
@@ -1029,10 +1140,12 @@ fn read_target(
             name,
             alias,
             allowed_initiators,
+            chap,
             params,
             luns,
         },
         name_field,
+        chap_places,
     ))
 }
 

@@ -1,11 +1,23 @@
 //! The running target: its targets and LUNs, its sessions, and the login
 //! policy that admits initiators.
+//!
+//! The policy, in the order it is applied to a login (RFC 7143 §11.13.5):
+//! an unknown TargetName is 0x0203 (target not found); an InitiatorName not
+//! in the target's `allowed_initiators` is 0x0202 (authorization failure);
+//! then the target's (or, for discovery, `[discovery.chap]`'s) CHAP is
+//! required, and a login without it or with a wrong response is 0x0201
+//! (authentication failure). CHAP challenges come from the operating
+//! system's CSPRNG (the connection draws them); the server remembers the
+//! last [`CHALLENGE_LOG_CAPACITY`] it issued, so that none goes out twice
+//! (RFC 1994 §2.3, replay) and none is answered when an initiator sends it
+//! back on any connection (RFC 7143 §9.2.1, reflection).
 
-use crate::config::{Config, DigestChoice, Params, StoreSpec, TargetConfig};
+use crate::config::{ChapConfig, Config, DigestChoice, Params, StoreSpec, TargetConfig};
 use crate::identity;
 use crate::session::Session;
 use isoe_scsi::{LogicalUnit, LunConfig};
 use isoe_store::{BlockStore, FileStore, MemoryStore, Store};
+use isoe_wire::chap::{ChallengeLog, CHALLENGE_LOG_CAPACITY};
 use isoe_wire::login::{Admission, AuthPolicy, LoginFailure, LoginPolicy, TargetLoginConfig};
 use isoe_wire::negotiate::{Digest, SessionType};
 use isoe_wire::pdu::login_status;
@@ -57,6 +69,8 @@ pub struct Target {
     pub alias: Option<String>,
     /// Initiators allowed to see and log into it (empty: all).
     pub allowed_initiators: Vec<String>,
+    /// CHAP required of logins to it, if any.
+    pub chap: Option<ChapConfig>,
     /// iSCSI parameters for sessions to it.
     pub params: Params,
     luns: Vec<(u16, Arc<LogicalUnit>)>,
@@ -111,6 +125,8 @@ pub struct Server {
     targets: Vec<Arc<Target>>,
     stores: Vec<Arc<dyn Store>>,
     sessions: Mutex<Vec<(SessionKey, Arc<Session>)>>,
+    /// CHAP challenges issued lately; logins only, never the command path.
+    challenges: Mutex<ChallengeLog>,
     next_tsih: AtomicU16,
     next_serial: AtomicU64,
     shutdown: AtomicBool,
@@ -142,6 +158,19 @@ pub fn login_config(params: &Params, portal_group_tag: u16) -> TargetLoginConfig
         default_time2retain: 0,
         target_portal_group_tag: portal_group_tag,
         error_recovery_level: 0,
+    }
+}
+
+/// What a login must prove under `chap` (RFC 7143 §12.1.3).
+pub fn auth_policy(chap: Option<&ChapConfig>) -> AuthPolicy {
+    match chap {
+        None => AuthPolicy::None,
+        Some(c) => AuthPolicy::Chap {
+            initiator_user: c.user.clone(),
+            initiator_secret: c.secret.clone(),
+            mutual: c.mutual.clone(),
+            algorithms: c.algorithms.clone(),
+        },
     }
 }
 
@@ -216,6 +245,7 @@ fn build_target(
         name: t.name.clone(),
         alias: t.alias.clone(),
         allowed_initiators: t.allowed_initiators.clone(),
+        chap: t.chap.clone(),
         params: t.params.clone(),
         luns,
         lun_numbers,
@@ -235,6 +265,7 @@ impl Server {
             targets,
             stores,
             sessions: Mutex::new(Vec::new()),
+            challenges: Mutex::new(ChallengeLog::new(CHALLENGE_LOG_CAPACITY)),
             next_tsih: AtomicU16::new(1),
             next_serial: AtomicU64::new(1),
             shutdown: AtomicBool::new(false),
@@ -361,7 +392,7 @@ impl LoginPolicy for Server {
         match session_type {
             SessionType::Discovery => Ok(Admission {
                 target_alias: None,
-                auth: AuthPolicy::None,
+                auth: auth_policy(self.config.discovery.chap.as_ref()),
                 overrides: None,
             }),
             SessionType::Normal => {
@@ -385,10 +416,20 @@ impl LoginPolicy for Server {
                 }
                 Ok(Admission {
                     target_alias: target.alias.clone(),
-                    auth: AuthPolicy::None,
+                    auth: auth_policy(target.chap.as_ref()),
                     overrides: Some(login_config(&target.params, 1)),
                 })
             }
         }
+    }
+
+    fn record_challenge(&self, challenge: &[u8]) -> bool {
+        let mut log = self.challenges.lock().unwrap_or_else(|e| e.into_inner());
+        log.insert(challenge)
+    }
+
+    fn is_own_challenge(&self, challenge: &[u8]) -> bool {
+        let log = self.challenges.lock().unwrap_or_else(|e| e.into_inner());
+        log.contains(challenge)
     }
 }

@@ -66,6 +66,23 @@ impl ChapAlgorithm {
         }
     }
 
+    /// Its name as people write it: `MD5`, `SHA-256`, `SHA3-256`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ChapAlgorithm::Md5 => "MD5",
+            ChapAlgorithm::Sha256 => "SHA-256",
+            ChapAlgorithm::Sha3_256 => "SHA3-256",
+        }
+    }
+
+    /// The algorithm named `text` (see [`ChapAlgorithm::name`]; case does
+    /// not matter) or numbered `text` (its CHAP_A value), if we implement it.
+    pub fn from_name(text: &str) -> Option<ChapAlgorithm> {
+        ChapAlgorithm::ALL
+            .into_iter()
+            .find(|a| a.name().eq_ignore_ascii_case(text) || a.code().to_string() == text)
+    }
+
     /// The length of its hash (= of a CHAP_R), in bytes.
     pub fn digest_len(self) -> usize {
         match self {
@@ -251,6 +268,12 @@ pub enum ChapError {
     /// The peer sent back our own challenge (RFC 7143 §9.2.1: reflection).
     #[error("the peer's CHAP_C repeats our own challenge (reflection)")]
     ReflectedChallenge,
+    /// A challenge we were about to issue was issued before (RFC 1994 §2.3):
+    /// a recorded response to it could be replayed.
+    #[error(
+        "the challenge drawn repeats one issued before (replay risk); the random source is suspect"
+    )]
+    RepeatedChallenge,
     /// A response arrived for a challenge already answered.
     #[error("a second CHAP response for the same identifier and challenge")]
     ChallengeReused,
@@ -385,6 +408,96 @@ fn check_challenge_len(algorithm: ChapAlgorithm, len: usize) -> Result<(), ChapE
     Ok(())
 }
 
+/// The challenges a target has issued recently, so that none is issued twice
+/// and none comes back from an initiator as its own (RFC 1994 §2.3: each
+/// challenge value should be unique, since a repeated one lets a recorded
+/// response be replayed; RFC 7143 §9.2.1: a challenge reflected to the
+/// side that issued it makes that side compute the answer for the peer).
+///
+/// Bounded: the oldest entries are forgotten once [`ChallengeLog::capacity`]
+/// are kept. Values are stored as SHA-256 fingerprints, never in the clear.
+#[derive(Clone)]
+pub struct ChallengeLog {
+    seen: std::collections::HashSet<[u8; 32]>,
+    order: std::collections::VecDeque<[u8; 32]>,
+    capacity: usize,
+}
+
+impl fmt::Debug for ChallengeLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ChallengeLog")
+            .field("len", &self.order.len())
+            .field("capacity", &self.capacity)
+            .finish()
+    }
+}
+
+/// How many issued challenges a [`ChallengeLog`] remembers by default: far
+/// more than the logins that can be in flight at once.
+pub const CHALLENGE_LOG_CAPACITY: usize = 4096;
+
+impl Default for ChallengeLog {
+    fn default() -> Self {
+        ChallengeLog::new(CHALLENGE_LOG_CAPACITY)
+    }
+}
+
+impl ChallengeLog {
+    /// A log remembering up to `capacity` challenges (at least 1).
+    pub fn new(capacity: usize) -> ChallengeLog {
+        let capacity = capacity.max(1);
+        ChallengeLog {
+            seen: std::collections::HashSet::with_capacity(capacity.min(CHALLENGE_LOG_CAPACITY)),
+            order: std::collections::VecDeque::with_capacity(capacity.min(CHALLENGE_LOG_CAPACITY)),
+            capacity,
+        }
+    }
+
+    fn fingerprint(challenge: &[u8]) -> [u8; 32] {
+        let mut h = Sha256::new();
+        h.update(b"isoe chap challenge log");
+        h.update(challenge);
+        h.finalize().into()
+    }
+
+    /// Records a challenge about to be issued. False when it was issued
+    /// before (and is still remembered): it must not go out again.
+    pub fn insert(&mut self, challenge: &[u8]) -> bool {
+        let print = ChallengeLog::fingerprint(challenge);
+        if !self.seen.insert(print) {
+            return false;
+        }
+        self.order.push_back(print);
+        if self.order.len() > self.capacity {
+            if let Some(oldest) = self.order.pop_front() {
+                self.seen.remove(&oldest);
+            }
+        }
+        debug_assert_eq!(self.seen.len(), self.order.len());
+        true
+    }
+
+    /// True when `challenge` is one this log recorded (and still remembers).
+    pub fn contains(&self, challenge: &[u8]) -> bool {
+        self.seen.contains(&ChallengeLog::fingerprint(challenge))
+    }
+
+    /// How many challenges are remembered now.
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    /// True when nothing is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// The most challenges remembered at once.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+}
+
 /// Decodes a received CHAP_I and CHAP_C pair for `algorithm`, checking the
 /// identifier range and the challenge length.
 pub fn parse_challenge(
@@ -461,6 +574,16 @@ mod tests {
         );
         assert_eq!(ChapAlgorithm::choose("8,6", &ours), None);
         assert_eq!(ChapAlgorithm::list(&ChapAlgorithm::ALL), "8,7,5");
+        for a in ChapAlgorithm::ALL {
+            assert_eq!(ChapAlgorithm::from_name(a.name()), Some(a));
+            assert_eq!(ChapAlgorithm::from_name(&a.code().to_string()), Some(a));
+        }
+        assert_eq!(
+            ChapAlgorithm::from_name("sha3-256"),
+            Some(ChapAlgorithm::Sha3_256)
+        );
+        assert_eq!(ChapAlgorithm::from_name("SHA-1"), None);
+        assert_eq!(ChapAlgorithm::from_name("6"), None);
     }
 
     #[test]
@@ -562,6 +685,22 @@ mod tests {
         assert!(shown.contains("alice"));
         assert!(creds.secret.ct_eq(&Secret::from("hunter2hunter2")));
         assert!(!creds.secret.ct_eq(&Secret::from("hunter2hunter3")));
+    }
+
+    #[test]
+    fn the_challenge_log_refuses_repeats_and_forgets_the_oldest() {
+        let mut log = ChallengeLog::new(2);
+        assert!(log.insert(&[1; 32]));
+        assert!(!log.insert(&[1; 32]), "a repeat is refused");
+        assert!(log.insert(&[2; 32]));
+        assert!(log.contains(&[1; 32]) && log.contains(&[2; 32]));
+        assert!(!log.contains(&[3; 32]));
+        assert!(log.insert(&[3; 32]));
+        assert_eq!(log.len(), 2);
+        assert!(!log.contains(&[1; 32]), "the oldest is forgotten");
+        assert!(log.insert(&[1; 32]));
+        assert!(!format!("{log:?}").contains("[1"), "{log:?}");
+        assert_eq!(ChallengeLog::default().capacity(), CHALLENGE_LOG_CAPACITY);
     }
 
     #[test]

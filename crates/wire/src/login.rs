@@ -245,6 +245,22 @@ pub trait LoginPolicy {
         initiator_name: &str,
         target_name: Option<&str>,
     ) -> Result<Admission, LoginFailure>;
+
+    /// Records a CHAP challenge the target is about to send. False refuses
+    /// it as one issued before (RFC 1994 §2.3: a repeated challenge lets a
+    /// recorded response be replayed); the login then fails with a target
+    /// error. A policy that keeps no record accepts every challenge.
+    fn record_challenge(&self, _challenge: &[u8]) -> bool {
+        true
+    }
+
+    /// True when `challenge`, received from an initiator for mutual CHAP,
+    /// is one the target issued on any connection: answering it would make
+    /// the target compute a response for the peer (reflection, RFC 7143
+    /// §9.2.1). The challenge of the same login is checked regardless.
+    fn is_own_challenge(&self, _challenge: &[u8]) -> bool {
+        false
+    }
 }
 
 /// The result of a successful login.
@@ -510,7 +526,7 @@ impl TargetLogin {
         let mut out = Vec::new();
         let mut progressed = false;
         if stage_now == stage::SECURITY {
-            progressed = adm.handle_security(&security, random, &mut out)?;
+            progressed = adm.handle_security(&security, policy, random, &mut out)?;
         } else if let Some((key, _)) = security.first() {
             return Err(LoginFailure::protocol(format!(
                 "{key} in the operational stage (RFC 7143 §6.3)"
@@ -776,6 +792,7 @@ impl Admitted {
     fn handle_security(
         &mut self,
         pairs: &[(&str, &str)],
+        policy: &dyn LoginPolicy,
         random: &[u8; 32],
         out: &mut Vec<u8>,
     ) -> Result<bool, LoginFailure> {
@@ -825,13 +842,20 @@ impl Admitted {
                 })
             })?;
             let challenge = Challenge::from_random(algorithm, random);
+            if !policy.record_challenge(challenge.value()) {
+                return Err(LoginFailure::new(
+                    status::TARGET_ERROR,
+                    status::TARGET_ERROR_DETAIL,
+                    format!("CHAP: {} (RFC 1994 §2.3)", ChapError::RepeatedChallenge),
+                ));
+            }
             push_pair(out, name::CHAP_A, &algorithm.code().to_string());
             challenge.write(out);
             self.auth = TargetAuth::Challenged(challenge);
             return Ok(true);
         }
         if chap_n.is_some() || chap_r.is_some() || chap_i.is_some() || chap_c.is_some() {
-            self.verify_chap(chap_n, chap_r, chap_i, chap_c, out)?;
+            self.verify_chap(chap_n, chap_r, chap_i, chap_c, policy, out)?;
             progressed = true;
         }
         Ok(progressed)
@@ -872,6 +896,7 @@ impl Admitted {
         chap_r: Option<&str>,
         chap_i: Option<&str>,
         chap_c: Option<&str>,
+        policy: &dyn LoginPolicy,
         out: &mut Vec<u8>,
     ) -> Result<(), LoginFailure> {
         let TargetAuth::Challenged(challenge) = &mut self.auth else {
@@ -908,7 +933,8 @@ impl Admitted {
                 let algorithm = challenge.algorithm();
                 let (id, value) =
                     parse_challenge(algorithm, i, c).map_err(LoginFailure::from_chap)?;
-                if challenge.is_reflected_by(&value) {
+                // Ours from this login, or from any other connection's.
+                if challenge.is_reflected_by(&value) || policy.is_own_challenge(&value) {
                     return Err(LoginFailure::from_chap(ChapError::ReflectedChallenge));
                 }
                 push_pair(out, name::CHAP_N, target_user);

@@ -525,6 +525,9 @@ impl Negotiator {
         // RFC 7143 §6.2: "Neither the initiator nor the target should attempt
         // to declare or negotiate a parameter more than once during login".
         if !self.peer_keys.insert(key.to_string()) {
+            if self.repeats_identity(key, value) {
+                return Ok(Answer::Silent);
+            }
             return Err(NegotiationError::DuplicateKey {
                 key: key.to_string(),
             });
@@ -697,6 +700,23 @@ impl Negotiator {
             _ => {}
         }
         Ok(Answer::Silent)
+    }
+
+    /// True when `key=value` declares again, unchanged, one of the names of
+    /// the login (InitiatorName, InitiatorAlias, TargetName, SessionType).
+    /// libiscsi 1.19 repeats them in the operational stage whenever it
+    /// offered CHAP and the target answered AuthMethod=None; the same value
+    /// changes nothing, so it is not the redeclaration RFC 7143 §6.2 forbids.
+    /// Any other repeat, and a name repeated with another value, still fails.
+    fn repeats_identity(&self, key: &str, value: &str) -> bool {
+        let s = &self.session;
+        match key {
+            name::INITIATOR_NAME => s.initiator_name == value,
+            name::INITIATOR_ALIAS => s.initiator_alias.as_deref() == Some(value),
+            name::TARGET_NAME => s.target_name.as_deref() == Some(value),
+            name::SESSION_TYPE => SessionType::from_value(value) == Some(s.session_type),
+            _ => false,
+        }
     }
 
     /// Checks the peer's answer to our offer of `key` and records the result
@@ -1075,6 +1095,31 @@ mod tests {
                 key: "MaxBurstLength".into()
             })
         );
+    }
+
+    #[test]
+    fn the_login_names_may_be_declared_again_unchanged_but_not_changed() {
+        let mut n = target(LocalParams::default());
+        let first = b"InitiatorName=iqn.2026-11.x:i\0SessionType=Discovery\0InitiatorAlias=h\0";
+        answers(&mut n, first).unwrap();
+        // libiscsi's operational-stage text after AuthMethod=None: accepted, unanswered.
+        assert_eq!(answers(&mut n, first).unwrap(), "");
+        assert_eq!(n.session().initiator_name, "iqn.2026-11.x:i");
+        for changed in [
+            &b"InitiatorName=iqn.2026-11.x:other\0"[..],
+            b"SessionType=Normal\0",
+            b"InitiatorAlias=h2\0",
+        ] {
+            assert!(
+                matches!(
+                    answers(&mut n, changed),
+                    Err(NegotiationError::DuplicateKey { .. })
+                ),
+                "{}",
+                String::from_utf8_lossy(changed)
+            );
+        }
+        assert_eq!(n.session().session_type, SessionType::Discovery);
     }
 
     #[test]

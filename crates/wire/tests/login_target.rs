@@ -732,6 +732,151 @@ fn chap_messages_out_of_order_or_incomplete_fail() {
     );
 }
 
+/// A target whose policy logs the challenges it issues, as the target crate's does.
+fn chap_target_with_log(policy: &TestPolicy) -> Target {
+    Target::new(TargetLoginConfig::default(), policy.clone())
+}
+
+#[test]
+fn a_challenge_is_never_issued_twice_so_a_recorded_response_cannot_be_replayed() {
+    let policy =
+        TestPolicy::with_auth(chap_policy(vec![ChapAlgorithm::Md5], false)).logging_challenges();
+    // The first login: a challenge, answered right.
+    let mut first = chap_target_with_log(&policy);
+    let (id, challenge) = challenged(&mut first);
+    let recorded = text(&[
+        ("CHAP_N", "alice"),
+        ("CHAP_R", &chap_response(id, "alice-secret-12", &challenge)),
+    ]);
+    let step = first.send(&req(stage::SECURITY, true, stage::OPERATIONAL), &recorded);
+    assert_eq!(step.outcome, LoginOutcome::Continue);
+    assert!(step.response.transit, "{:?}", step.response);
+    // A second login drawing the same randomness (a broken random source,
+    // or an attacker who could make it repeat) would issue the same
+    // challenge, and the recorded response would verify: the target refuses
+    // to issue it.
+    let mut second = chap_target_with_log(&policy);
+    let mut data = names();
+    push_pair(&mut data, "AuthMethod", "CHAP");
+    second.send(&req(stage::SECURITY, false, 0), &data);
+    let step = second.send(&req(stage::SECURITY, false, 0), &text(&[("CHAP_A", "5")]));
+    assert_eq!(status(&step), (login_status::TARGET_ERROR, 0));
+    assert!(
+        failure(&step).reason.contains("repeats one issued before"),
+        "{:?}",
+        failure(&step)
+    );
+    // Without the log the same randomness gives the same challenge: the
+    // refusal above is the log's doing.
+    let mut unlogged = chap_target(false);
+    assert_eq!(challenged(&mut unlogged), (id, challenge));
+}
+
+#[test]
+fn a_challenge_issued_on_another_connection_is_refused_as_reflection() {
+    let policy =
+        TestPolicy::with_auth(chap_policy(vec![ChapAlgorithm::Md5], true)).logging_challenges();
+    // Connection A gets a challenge that an attacker wants answered.
+    let mut a = chap_target_with_log(&policy);
+    let (_, challenge_a) = challenged(&mut a);
+    // On connection B the attacker authenticates (say, with a stolen
+    // one-way secret) and asks the target to answer A's challenge.
+    let mut b = chap_target_with_log(&policy);
+    b.n = 100; // fresh randomness: B's own challenge differs from A's
+    let (id_b, challenge_b) = challenged(&mut b);
+    assert_ne!(challenge_a, challenge_b);
+    let answer = text(&[
+        ("CHAP_N", "alice"),
+        (
+            "CHAP_R",
+            &chap_response(id_b, "alice-secret-12", &challenge_b),
+        ),
+        ("CHAP_I", "1"),
+        ("CHAP_C", &encode_hex(&challenge_a)),
+    ]);
+    let step = b.send(&req(stage::SECURITY, true, stage::OPERATIONAL), &answer);
+    assert_eq!(status(&step), (2, login_status::AUTHENTICATION_FAILURE));
+    assert!(failure(&step).reason.contains("reflection"));
+    // Any other challenge is answered with the target's CHAP_N and CHAP_R.
+    let mut c = chap_target_with_log(&policy);
+    c.n = 200;
+    let (id_c, challenge_c) = challenged(&mut c);
+    let answer = text(&[
+        ("CHAP_N", "alice"),
+        (
+            "CHAP_R",
+            &chap_response(id_c, "alice-secret-12", &challenge_c),
+        ),
+        ("CHAP_I", "9"),
+        ("CHAP_C", &encode_hex(&[0x5a; 16])),
+    ]);
+    let step = c.send(&req(stage::SECURITY, true, stage::OPERATIONAL), &answer);
+    let expected =
+        encode_hex(&ChapAlgorithm::Md5.response(9, &Secret::from("target-secret-34"), &[0x5a; 16]));
+    assert_eq!(
+        show(&step.data),
+        format!("CHAP_N=tgt|CHAP_R={expected}|"),
+        "{:?}",
+        step.outcome
+    );
+    assert!(step.response.transit);
+}
+
+/// Runs AuthMethod and CHAP_A=8,7,5 against a target accepting only
+/// `algorithm`; returns the target, CHAP_I and the challenge.
+fn challenged_with(algorithm: ChapAlgorithm) -> (Target, u8, Vec<u8>) {
+    let policy = TestPolicy::with_auth(chap_policy(vec![algorithm], false));
+    let mut t = Target::new(TargetLoginConfig::default(), policy);
+    let mut data = names();
+    push_pair(&mut data, "AuthMethod", "CHAP");
+    t.send(&req(stage::SECURITY, false, 0), &data);
+    let step = t.send(
+        &req(stage::SECURITY, false, 0),
+        &text(&[("CHAP_A", "8,7,5")]),
+    );
+    let pairs = parse_pairs(&step.data).unwrap();
+    assert_eq!(pairs[0], ("CHAP_A", algorithm.code().to_string().as_str()));
+    let id = pairs[1].1.parse().unwrap();
+    let challenge = decode_binary(pairs[2].1).unwrap();
+    assert_eq!(challenge.len(), 32);
+    (t, id, challenge)
+}
+
+#[test]
+fn each_algorithm_verifies_its_own_response_and_refuses_another_algorithms() {
+    let secret = Secret::from("alice-secret-12");
+    for algorithm in ChapAlgorithm::ALL {
+        for other in ChapAlgorithm::ALL.into_iter().filter(|a| *a != algorithm) {
+            // The same input hashed with another algorithm does not verify.
+            let (mut t, id, challenge) = challenged_with(algorithm);
+            let bad = text(&[
+                ("CHAP_N", "alice"),
+                (
+                    "CHAP_R",
+                    &encode_hex(&other.response(id, &secret, &challenge)),
+                ),
+            ]);
+            let step = t.send(&req(stage::SECURITY, true, stage::OPERATIONAL), &bad);
+            assert_eq!(
+                status(&step),
+                (2, 1),
+                "{algorithm:?} took {other:?}'s response"
+            );
+        }
+        let (mut t, id, challenge) = challenged_with(algorithm);
+        let good = text(&[
+            ("CHAP_N", "alice"),
+            (
+                "CHAP_R",
+                &encode_hex(&algorithm.response(id, &secret, &challenge)),
+            ),
+        ]);
+        let step = t.send(&req(stage::SECURITY, true, stage::OPERATIONAL), &good);
+        assert!(step.response.transit, "{algorithm:?}: {:?}", step.outcome);
+        assert_eq!(step.response.nsg, stage::OPERATIONAL);
+    }
+}
+
 #[test]
 fn a_second_chap_response_is_refused() {
     let mut t = chap_target(false);

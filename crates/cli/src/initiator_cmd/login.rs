@@ -52,6 +52,11 @@ pub(super) fn chap_config(
                 "mutual CHAP (--target-user) needs the initiator's CHAP user and secret too".into(),
             ));
         }
+        if args.chap_algorithms.is_some() {
+            return Err(Failure::Usage(
+                "--chap-algorithms needs a CHAP user: --chap-user USER or iscsi://USER@...".into(),
+            ));
+        }
         return Ok(None);
     };
     if user.is_empty() {
@@ -69,7 +74,11 @@ pub(super) fn chap_config(
             "the CHAP secret of {user:?} is empty"
         )));
     }
-    Ok(Some(chap(user, secret, mutual)))
+    let mut chap = chap(user, secret, mutual);
+    if let Some(algorithms) = &args.chap_algorithms {
+        chap.algorithms = algorithms.0.clone();
+    }
+    Ok(Some(chap))
 }
 
 fn mutual_config(args: &LoginArgs) -> Result<Option<(String, Secret)>, Failure> {

@@ -4,7 +4,7 @@
 //! exercised too.
 #![allow(dead_code)]
 
-use isoe_wire::chap::{ChapAlgorithm, Secret};
+use isoe_wire::chap::{ChallengeLog, ChapAlgorithm, Secret};
 use isoe_wire::login::{
     Admission, AuthPolicy, InitiatorChap, InitiatorLogin, InitiatorLoginConfig,
     InitiatorLoginError, InitiatorStep, LoginFailure, LoginOutcome, LoginPolicy, Negotiated,
@@ -13,6 +13,8 @@ use isoe_wire::login::{
 use isoe_wire::negotiate::{LocalParams, SessionType};
 use isoe_wire::pdu::{login_status, LoginRequest, LoginResponse};
 use isoe_wire::{Pdu, BHS_LEN};
+use std::cell::RefCell;
+use std::rc::Rc;
 
 pub const TARGET: &str = "iqn.2026-11.test:tgt";
 pub const OTHER_TARGET: &str = "iqn.2026-11.test:other";
@@ -34,6 +36,9 @@ pub struct TestTarget {
 pub struct TestPolicy {
     pub targets: Vec<TestTarget>,
     pub discovery_auth: AuthPolicy,
+    /// Issued challenges, shared by every login of this policy (and its
+    /// clones), when the test wants replay and reflection checks.
+    pub challenges: Option<Rc<RefCell<ChallengeLog>>>,
 }
 
 impl TestPolicy {
@@ -48,7 +53,14 @@ impl TestPolicy {
                 overrides: None,
             }],
             discovery_auth: AuthPolicy::None,
+            challenges: None,
         }
+    }
+
+    /// This policy keeping a log of issued challenges, as the target crate does.
+    pub fn logging_challenges(mut self) -> TestPolicy {
+        self.challenges = Some(Rc::new(RefCell::new(ChallengeLog::default())));
+        self
     }
 
     /// `TARGET` requiring `auth`.
@@ -93,6 +105,19 @@ impl LoginPolicy for TestPolicy {
             auth: t.auth.clone(),
             overrides: t.overrides.clone(),
         })
+    }
+
+    fn record_challenge(&self, challenge: &[u8]) -> bool {
+        match &self.challenges {
+            Some(log) => log.borrow_mut().insert(challenge),
+            None => true,
+        }
+    }
+
+    fn is_own_challenge(&self, challenge: &[u8]) -> bool {
+        self.challenges
+            .as_ref()
+            .is_some_and(|log| log.borrow().contains(challenge))
     }
 }
 

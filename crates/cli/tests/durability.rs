@@ -343,6 +343,11 @@ impl Drop for Strace {
 #[test]
 fn fua_and_synchronize_cache_reach_fdatasync() {
     if Process::new("strace").arg("-V").output().is_err() {
+        // .ci/run installs strace, so in CI its absence is a failure.
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "strace is not installed: apt-get install -y strace (.ci/run installs it)"
+        );
         // The crates/scsi tests check that FUA and SYNCHRONIZE CACHE call
         // Store::flush; crates/store's FileStore::flush is File::sync_data.
         eprintln!("skipped: strace is not installed");
@@ -355,6 +360,11 @@ fn fua_and_synchronize_cache_reach_fdatasync() {
     let pid = target.pid().expect("running");
     let log = config.dir().join("strace.log");
     let Some(strace) = Strace::attach(pid, &log) else {
+        // CI runs as root, where attaching to our own child always works.
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "strace cannot attach to the target (ptrace not permitted)"
+        );
         eprintln!("skipped: strace cannot attach to the target (ptrace not permitted)");
         return;
     };

@@ -21,6 +21,7 @@ pub mod lba;
 pub mod limits;
 mod logical_unit;
 pub mod mode;
+mod mode_select;
 mod nexus;
 mod no_lun;
 pub mod opcode;

@@ -22,6 +22,8 @@ pub struct LogicalUnit {
     pub(crate) stopped: AtomicBool,
     /// Unit attention conditions per I_T nexus.
     pub(crate) attentions: Attentions,
+    /// Current values of the changeable mode parameters (MODE SELECT).
+    pub(crate) mode: crate::mode::ModeState,
 }
 
 /// What a command handler may know besides its CDB and data: who sent it,
@@ -49,6 +51,7 @@ impl LogicalUnit {
             capacity_blocks,
             stopped: AtomicBool::new(false),
             attentions: Attentions::default(),
+            mode: crate::mode::ModeState::default(),
         }
     }
 
@@ -144,6 +147,9 @@ impl LogicalUnit {
             REQUEST_SENSE => crate::request_sense::request_sense(cdb, &Sense::no_sense(), data_in),
             INQUIRY => crate::inquiry::inquiry(self, cdb, data_in),
             MODE_SENSE_6 | MODE_SENSE_10 => crate::mode::mode_sense(self, cdb, data_in),
+            MODE_SELECT_6 | MODE_SELECT_10 => {
+                crate::mode_select::mode_select(self, context.nexus, cdb, data_out)
+            }
             START_STOP_UNIT => crate::start_stop::start_stop_unit(self, cdb),
             READ_CAPACITY_10 => crate::capacity::read_capacity_10(self, data_in),
             SERVICE_ACTION_IN_16 => match cdb::service_action(cdb) {
@@ -202,10 +208,14 @@ impl LogicalUnit {
         Ok(())
     }
 
-    /// DATA PROTECT for commands that would modify a read-only medium.
+    /// DATA PROTECT for commands that would modify a read-only medium, or
+    /// one write protected through the control mode page's SWP bit.
     pub(crate) fn check_writable(&self) -> Result<(), Sense> {
         if self.config.read_only {
             return Err(Sense::write_protected());
+        }
+        if self.mode.software_write_protect() {
+            return Err(Sense::software_write_protected());
         }
         Ok(())
     }

@@ -11,7 +11,7 @@ pub const READ_6: u8 = 0x08;
 pub const WRITE_6: u8 = 0x0a;
 /// INQUIRY (SPC-5 6.7).
 pub const INQUIRY: u8 = 0x12;
-/// MODE SELECT (6) (SPC-5 6.11); not supported, listed for completeness.
+/// MODE SELECT (6) (SPC-5 6.11).
 pub const MODE_SELECT_6: u8 = 0x15;
 /// MODE SENSE (6) (SPC-5 6.13).
 pub const MODE_SENSE_6: u8 = 0x1a;
@@ -35,6 +35,8 @@ pub const SYNCHRONIZE_CACHE_10: u8 = 0x35;
 pub const WRITE_SAME_10: u8 = 0x41;
 /// UNMAP (SBC-4 5.32).
 pub const UNMAP: u8 = 0x42;
+/// MODE SELECT (10) (SPC-5 6.12).
+pub const MODE_SELECT_10: u8 = 0x55;
 /// MODE SENSE (10) (SPC-5 6.14).
 pub const MODE_SENSE_10: u8 = 0x5a;
 /// READ (16) (SBC-4 5.16).

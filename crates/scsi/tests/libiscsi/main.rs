@@ -5,6 +5,7 @@ mod harness;
 
 mod capacity;
 mod inquiry;
+mod mode_select;
 mod mode_sense;
 mod no_lun;
 mod prefetch_sync;

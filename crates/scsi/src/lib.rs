@@ -16,6 +16,7 @@ pub mod cdb;
 mod completion;
 mod config;
 mod data_in;
+mod defect_data;
 mod inquiry;
 pub mod lba;
 pub mod limits;

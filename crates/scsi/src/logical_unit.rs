@@ -181,6 +181,9 @@ impl LogicalUnit {
             PRE_FETCH_10 | PRE_FETCH_16 => crate::prefetch::pre_fetch(self, cdb),
             WRITE_SAME_10 | WRITE_SAME_16 => crate::write_same::write_same(self, cdb, data_out),
             UNMAP => crate::unmap::unmap(self, cdb, data_out),
+            READ_DEFECT_DATA_10 | READ_DEFECT_DATA_12 => {
+                crate::defect_data::read_defect_data(cdb, data_in)
+            }
             _ => Err(Sense::invalid_opcode()),
         }
     }

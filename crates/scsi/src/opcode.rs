@@ -31,6 +31,8 @@ pub const VERIFY_10: u8 = 0x2f;
 pub const PRE_FETCH_10: u8 = 0x34;
 /// SYNCHRONIZE CACHE (10) (SBC-4 5.29).
 pub const SYNCHRONIZE_CACHE_10: u8 = 0x35;
+/// READ DEFECT DATA (10) (SBC-4 5.18).
+pub const READ_DEFECT_DATA_10: u8 = 0x37;
 /// WRITE SAME (10) (SBC-4 5.47).
 pub const WRITE_SAME_10: u8 = 0x41;
 /// UNMAP (SBC-4 5.32).
@@ -67,6 +69,8 @@ pub const WRITE_12: u8 = 0xaa;
 pub const WRITE_AND_VERIFY_12: u8 = 0xae;
 /// VERIFY (12) (SBC-4 5.34).
 pub const VERIFY_12: u8 = 0xaf;
+/// READ DEFECT DATA (12) (SBC-4 5.19).
+pub const READ_DEFECT_DATA_12: u8 = 0xb7;
 
 /// READ CAPACITY (16): service action 10h of SERVICE ACTION IN (16) (SBC-4 5.21).
 pub const READ_CAPACITY_16_SA: u16 = 0x10;

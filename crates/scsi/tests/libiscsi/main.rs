@@ -4,6 +4,7 @@
 mod harness;
 
 mod capacity;
+mod defect_data;
 mod inquiry;
 mod mode_select;
 mod mode_sense;

@@ -24,13 +24,15 @@ pub struct LogicalUnit {
     pub(crate) attentions: Attentions,
     /// Current values of the changeable mode parameters (MODE SELECT).
     pub(crate) mode: crate::mode::ModeState,
+    /// EXTENDED COPY status held for RECEIVE COPY RESULTS.
+    pub(crate) copy_results: crate::copy_results::CopyResults,
 }
 
 /// What a command handler may know besides its CDB and data: who sent it,
 /// and the other units of the target.
 pub(crate) struct Context<'a> {
     pub(crate) nexus: &'a Nexus,
-    #[allow(dead_code)] // EXTENDED COPY will resolve its target descriptors here.
+    /// EXTENDED COPY resolves its identification descriptors here.
     pub(crate) units: &'a dyn UnitDirectory,
 }
 
@@ -52,6 +54,7 @@ impl LogicalUnit {
             stopped: AtomicBool::new(false),
             attentions: Attentions::default(),
             mode: crate::mode::ModeState::default(),
+            copy_results: crate::copy_results::CopyResults::default(),
         }
     }
 
@@ -181,6 +184,10 @@ impl LogicalUnit {
             PRE_FETCH_10 | PRE_FETCH_16 => crate::prefetch::pre_fetch(self, cdb),
             WRITE_SAME_10 | WRITE_SAME_16 => crate::write_same::write_same(self, cdb, data_out),
             UNMAP => crate::unmap::unmap(self, cdb, data_out),
+            EXTENDED_COPY => crate::extended_copy::extended_copy(self, context, cdb, data_out),
+            RECEIVE_COPY_RESULTS => {
+                crate::copy_results::receive_copy_results(self, context.nexus, cdb, data_in)
+            }
             READ_DEFECT_DATA_10 | READ_DEFECT_DATA_12 => {
                 crate::defect_data::read_defect_data(cdb, data_in)
             }

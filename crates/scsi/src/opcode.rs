@@ -41,6 +41,11 @@ pub const UNMAP: u8 = 0x42;
 pub const MODE_SELECT_10: u8 = 0x55;
 /// MODE SENSE (10) (SPC-5 6.14).
 pub const MODE_SENSE_10: u8 = 0x5a;
+/// EXTENDED COPY (SPC-4 6.3): THIRD-PARTY COPY OUT in SPC-5; service action
+/// 00h is EXTENDED COPY (LID1).
+pub const EXTENDED_COPY: u8 = 0x83;
+/// RECEIVE COPY RESULTS (SPC-4 6.18): THIRD-PARTY COPY IN in SPC-5.
+pub const RECEIVE_COPY_RESULTS: u8 = 0x84;
 /// READ (16) (SBC-4 5.16).
 pub const READ_16: u8 = 0x88;
 /// WRITE (16) (SBC-4 5.41).

@@ -5,6 +5,7 @@ mod harness;
 
 mod capacity;
 mod defect_data;
+mod extended_copy;
 mod inquiry;
 mod mode_select;
 mod mode_sense;

@@ -372,6 +372,8 @@ fn copy_segment(
     )
     .map_err(|_| Sense::copy_aborted(0x00, 0x00, (segment.at + 20) as u16))?;
     destination.check_writable()?;
+    destination.sanitize.check_medium()?;
+    source.sanitize.check_medium()?;
     copy_bytes(
         source,
         segment.source_lba * source.block_size(),

@@ -32,6 +32,7 @@ mod prefetch;
 mod read_write;
 mod report_luns;
 mod request_sense;
+mod sanitize;
 pub mod sense;
 mod start_stop;
 mod status;

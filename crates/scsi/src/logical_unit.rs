@@ -26,6 +26,8 @@ pub struct LogicalUnit {
     pub(crate) mode: crate::mode::ModeState,
     /// EXTENDED COPY status held for RECEIVE COPY RESULTS.
     pub(crate) copy_results: crate::copy_results::CopyResults,
+    /// Whether a SANITIZE runs or failed (shared with an IMMED sanitize's thread).
+    pub(crate) sanitize: Arc<crate::sanitize::SanitizeState>,
 }
 
 /// What a command handler may know besides its CDB and data: who sent it,
@@ -55,6 +57,7 @@ impl LogicalUnit {
             attentions: Attentions::default(),
             mode: crate::mode::ModeState::default(),
             copy_results: crate::copy_results::CopyResults::default(),
+            sanitize: Arc::default(),
         }
     }
 
@@ -145,9 +148,18 @@ impl LogicalUnit {
         let length = cdb::checked_length(cdb)?;
         let cdb = &cdb[..length];
         cdb::check_control(cdb, length)?;
+        crate::sanitize::check_command(self, cdb)?;
         match cdb[0] {
             TEST_UNIT_READY => Ok(()),
-            REQUEST_SENSE => crate::request_sense::request_sense(cdb, &Sense::no_sense(), data_in),
+            REQUEST_SENSE => {
+                // SBC-4 4.11.2: during a sanitize, REQUEST SENSE reports it.
+                let pending = if self.sanitize.in_progress() {
+                    Sense::sanitize_in_progress()
+                } else {
+                    Sense::no_sense()
+                };
+                crate::request_sense::request_sense(cdb, &pending, data_in)
+            }
             INQUIRY => crate::inquiry::inquiry(self, cdb, data_in),
             MODE_SENSE_6 | MODE_SENSE_10 => crate::mode::mode_sense(self, cdb, data_in),
             MODE_SELECT_6 | MODE_SELECT_10 => {
@@ -184,6 +196,7 @@ impl LogicalUnit {
             PRE_FETCH_10 | PRE_FETCH_16 => crate::prefetch::pre_fetch(self, cdb),
             WRITE_SAME_10 | WRITE_SAME_16 => crate::write_same::write_same(self, cdb, data_out),
             UNMAP => crate::unmap::unmap(self, cdb, data_out),
+            SANITIZE => crate::sanitize::sanitize(self, cdb, data_out),
             EXTENDED_COPY => crate::extended_copy::extended_copy(self, context, cdb, data_out),
             RECEIVE_COPY_RESULTS => {
                 crate::copy_results::receive_copy_results(self, context.nexus, cdb, data_in)

@@ -37,6 +37,8 @@ pub const READ_DEFECT_DATA_10: u8 = 0x37;
 pub const WRITE_SAME_10: u8 = 0x41;
 /// UNMAP (SBC-4 5.32).
 pub const UNMAP: u8 = 0x42;
+/// SANITIZE (SBC-4 5.30).
+pub const SANITIZE: u8 = 0x48;
 /// MODE SELECT (10) (SPC-5 6.12).
 pub const MODE_SELECT_10: u8 = 0x55;
 /// MODE SENSE (10) (SPC-5 6.14).

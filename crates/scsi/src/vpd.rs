@@ -112,11 +112,12 @@ fn block_limits(unit: &LogicalUnit, data_in: &mut Vec<u8>) {
     data_in.extend_from_slice(&[0x00; 20]); // atomic write limits: not supported
 }
 
-/// SBC-4 6.6.2 Block Device Characteristics: non-rotating medium.
+/// SBC-4 6.6.2 Block Device Characteristics: non-rotating medium; blocks
+/// read back (as zeros) after a BLOCK ERASE or CRYPTOGRAPHIC ERASE sanitize.
 fn block_device_characteristics(data_in: &mut Vec<u8>) {
     data_in.extend_from_slice(&1u16.to_be_bytes()); // MEDIUM ROTATION RATE 0001h: non-rotating
     data_in.push(0); // PRODUCT TYPE: not indicated
-    data_in.push(0); // WABEREQ, WACEREQ, NOMINAL FORM FACTOR: not reported
+    data_in.push(0x40 | 0x10); // WABEREQ=01b, WACEREQ=01b; NOMINAL FORM FACTOR not reported
     data_in.resize(data_in.len() + 0x3c - 4, 0);
 }
 

@@ -12,6 +12,7 @@ mod mode_sense;
 mod no_lun;
 mod prefetch_sync;
 mod read_write;
+mod sanitize;
 mod sense_format;
 mod start_stop;
 mod supported_opcodes;

@@ -29,6 +29,7 @@ mod nexus;
 mod no_lun;
 pub mod opcode;
 mod prefetch;
+mod prevent_allow;
 mod read_write;
 mod report_luns;
 mod request_sense;

@@ -166,6 +166,7 @@ impl LogicalUnit {
                 crate::mode_select::mode_select(self, context.nexus, cdb, data_out)
             }
             START_STOP_UNIT => crate::start_stop::start_stop_unit(self, cdb),
+            PREVENT_ALLOW_MEDIUM_REMOVAL => crate::prevent_allow::prevent_allow_medium_removal(cdb),
             READ_CAPACITY_10 => crate::capacity::read_capacity_10(self, data_in),
             SERVICE_ACTION_IN_16 => match cdb::service_action(cdb) {
                 READ_CAPACITY_16_SA => crate::capacity::read_capacity_16(self, cdb, data_in),

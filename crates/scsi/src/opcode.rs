@@ -17,6 +17,8 @@ pub const MODE_SELECT_6: u8 = 0x15;
 pub const MODE_SENSE_6: u8 = 0x1a;
 /// START STOP UNIT (SBC-4 5.28).
 pub const START_STOP_UNIT: u8 = 0x1b;
+/// PREVENT ALLOW MEDIUM REMOVAL (SBC-4 5.12).
+pub const PREVENT_ALLOW_MEDIUM_REMOVAL: u8 = 0x1e;
 /// READ CAPACITY (10) (SBC-4 5.20).
 pub const READ_CAPACITY_10: u8 = 0x25;
 /// READ (10) (SBC-4 5.14).

@@ -116,6 +116,7 @@ fn accesses_medium(opcode: u8) -> bool {
             | MODE_SELECT_10
             | MODE_SENSE_10
             | START_STOP_UNIT
+            | PREVENT_ALLOW_MEDIUM_REMOVAL
             | READ_CAPACITY_10
             | SERVICE_ACTION_IN_16
             | MAINTENANCE_IN

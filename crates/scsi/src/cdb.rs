@@ -70,6 +70,9 @@ pub fn allocation_length(cdb: &[u8]) -> Option<u32> {
         MODE_SENSE_10 | PERSISTENT_RESERVE_IN => u32::from(u16_at(cdb, 7)),
         SERVICE_ACTION_IN_16 => u32_at(cdb, 10),
         REPORT_LUNS | MAINTENANCE_IN => u32_at(cdb, 6),
+        READ_DEFECT_DATA_10 => u32::from(u16_at(cdb, 7)),
+        RECEIVE_COPY_RESULTS => u32_at(cdb, 10),
+        READ_DEFECT_DATA_12 => u32_at(cdb, 6),
         _ => return None,
     };
     Some(length)

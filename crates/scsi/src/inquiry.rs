@@ -48,7 +48,7 @@ pub(crate) fn standard_data(config: &LunConfig, peripheral: u8, data_in: &mut Ve
     data_in.push(VERSION_SPC4);
     data_in.push(0x12); // HISUP=1, RESPONSE DATA FORMAT=2; NORMACA=0.
     data_in.push((STANDARD_DATA_LEN - 5) as u8); // ADDITIONAL LENGTH
-    data_in.push(0x00); // SCCS, ACC, TPGS=00b, 3PC, PROTECT all zero.
+    data_in.push(0x08); // 3PC=1 (EXTENDED COPY); SCCS, ACC, TPGS=00b, PROTECT zero.
     data_in.push(0x00); // ENCSERV, MULTIP zero.
     data_in.push(0x02); // CMDQUE=1: full task management.
     push_ascii_field(data_in, &config.vendor, 8);

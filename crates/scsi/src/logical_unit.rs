@@ -25,13 +25,19 @@ pub struct LogicalUnit {
     pub(crate) attentions: Attentions,
     /// SPC-2 and persistent reservations.
     pub(crate) reservations: Reservations,
+    /// Current values of the changeable mode parameters (MODE SELECT).
+    pub(crate) mode: crate::mode::ModeState,
+    /// EXTENDED COPY status held for RECEIVE COPY RESULTS.
+    pub(crate) copy_results: crate::copy_results::CopyResults,
+    /// Whether a SANITIZE runs or failed (shared with an IMMED sanitize's thread).
+    pub(crate) sanitize: Arc<crate::sanitize::SanitizeState>,
 }
 
 /// What a command handler may know besides its CDB and data: who sent it,
 /// and the other units of the target.
 pub(crate) struct Context<'a> {
     pub(crate) nexus: &'a Nexus,
-    #[allow(dead_code)] // EXTENDED COPY will resolve its target descriptors here.
+    /// EXTENDED COPY resolves its identification descriptors here.
     pub(crate) units: &'a dyn UnitDirectory,
 }
 
@@ -54,6 +60,9 @@ impl LogicalUnit {
             stopped: AtomicBool::new(false),
             attentions: Attentions::default(),
             reservations,
+            mode: crate::mode::ModeState::default(),
+            copy_results: crate::copy_results::CopyResults::default(),
+            sanitize: Arc::default(),
         }
     }
 
@@ -163,6 +172,11 @@ impl LogicalUnit {
         if !self.reservations.permits(nexus, cdb) {
             return Completion::reservation_conflict();
         }
+        // SBC-4 4.34: while a sanitize runs (or after one failed) only the
+        // commands that report state are served.
+        if let Err(sense) = crate::sanitize::check_command(self, cdb) {
+            return Completion::check_condition(sense);
+        }
         match cdb[0] {
             RESERVE_6 | RESERVE_10 => self.reservations.reserve(nexus, cdb).into(),
             RELEASE_6 | RELEASE_10 => self.reservations.release(nexus, cdb).into(),
@@ -184,10 +198,22 @@ impl LogicalUnit {
         let _ = context.nexus;
         match cdb[0] {
             TEST_UNIT_READY => Ok(()),
-            REQUEST_SENSE => crate::request_sense::request_sense(cdb, &Sense::no_sense(), data_in),
+            REQUEST_SENSE => {
+                // SBC-4 4.11.2: during a sanitize, REQUEST SENSE reports it.
+                let pending = if self.sanitize.in_progress() {
+                    Sense::sanitize_in_progress()
+                } else {
+                    Sense::no_sense()
+                };
+                crate::request_sense::request_sense(cdb, &pending, data_in)
+            }
             INQUIRY => crate::inquiry::inquiry(self, cdb, data_in),
             MODE_SENSE_6 | MODE_SENSE_10 => crate::mode::mode_sense(self, cdb, data_in),
+            MODE_SELECT_6 | MODE_SELECT_10 => {
+                crate::mode_select::mode_select(self, context.nexus, cdb, data_out)
+            }
             START_STOP_UNIT => crate::start_stop::start_stop_unit(self, cdb),
+            PREVENT_ALLOW_MEDIUM_REMOVAL => crate::prevent_allow::prevent_allow_medium_removal(cdb),
             READ_CAPACITY_10 => crate::capacity::read_capacity_10(self, data_in),
             SERVICE_ACTION_IN_16 => match cdb::service_action(cdb) {
                 READ_CAPACITY_16_SA => crate::capacity::read_capacity_16(self, cdb, data_in),
@@ -219,6 +245,14 @@ impl LogicalUnit {
             WRITE_SAME_10 | WRITE_SAME_16 => crate::write_same::write_same(self, cdb, data_out),
             UNMAP => crate::unmap::unmap(self, cdb, data_out),
             PERSISTENT_RESERVE_IN => self.reservations.persistent_reserve_in(cdb, data_in),
+            SANITIZE => crate::sanitize::sanitize(self, cdb, data_out),
+            EXTENDED_COPY => crate::extended_copy::extended_copy(self, context, cdb, data_out),
+            RECEIVE_COPY_RESULTS => {
+                crate::copy_results::receive_copy_results(self, context.nexus, cdb, data_in)
+            }
+            READ_DEFECT_DATA_10 | READ_DEFECT_DATA_12 => {
+                crate::defect_data::read_defect_data(cdb, data_in)
+            }
             _ => Err(Sense::invalid_opcode()),
         }
     }
@@ -246,10 +280,14 @@ impl LogicalUnit {
         Ok(())
     }
 
-    /// DATA PROTECT for commands that would modify a read-only medium.
+    /// DATA PROTECT for commands that would modify a read-only medium, or
+    /// one write protected through the control mode page's SWP bit.
     pub(crate) fn check_writable(&self) -> Result<(), Sense> {
         if self.config.read_only {
             return Err(Sense::write_protected());
+        }
+        if self.mode.software_write_protect() {
+            return Err(Sense::software_write_protected());
         }
         Ok(())
     }

@@ -1,6 +1,9 @@
 //! MODE SENSE (6) and (10) (SPC-5 6.13, 6.14) with the caching (SBC-4 6.5.5),
 //! control (SPC-5 7.5.10) and informational exceptions control (SPC-5 7.5.14)
-//! mode pages. No page can be changed or saved.
+//! mode pages. MODE SELECT (`mode_select`) can change the control page's
+//! SWP bit; no page can be saved.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::data_in::truncate_to_allocation_length;
 use crate::opcode::MODE_SENSE_10;
@@ -20,18 +23,46 @@ pub const ALL_SUBPAGES: u8 = 0xff;
 /// Pages returned for ALL_PAGES, in ascending order.
 const PAGES: [u8; 3] = [CACHING_PAGE, CONTROL_PAGE, INFORMATIONAL_EXCEPTIONS_PAGE];
 
+/// Byte 4 of the control mode page: SWP, software write protect (SPC-5 7.5.10).
+pub(crate) const CONTROL_SWP_BYTE: usize = 4;
+/// The SWP bit in [`CONTROL_SWP_BYTE`].
+pub(crate) const CONTROL_SWP_BIT: u8 = 0x08;
+
+/// Current values of the changeable mode parameters (SPC-5 7.5), one set per
+/// logical unit shared by every I_T nexus (the control page's TST=000b).
+/// Not saved: a restart brings back the defaults.
+#[derive(Debug, Default)]
+pub(crate) struct ModeState {
+    /// Control mode page SWP: the medium is write protected by software.
+    software_write_protect: AtomicBool,
+}
+
+impl ModeState {
+    /// Whether SWP is set.
+    pub(crate) fn software_write_protect(&self) -> bool {
+        self.software_write_protect.load(Ordering::Acquire)
+    }
+
+    /// Sets SWP; true if the value changed.
+    pub(crate) fn set_software_write_protect(&self, on: bool) -> bool {
+        self.software_write_protect.swap(on, Ordering::AcqRel) != on
+    }
+}
+
 /// SPC-5 6.13.2 PAGE CONTROL field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum PageControl {
+pub(crate) enum PageControl {
     Current,
     Changeable,
     Default,
 }
 
 /// The device-specific parameter of the mode parameter header (SBC-4 6.5.1):
-/// WP for a read-only unit, DPOFUA since DPO and FUA are honoured.
+/// WP for a read-only or software write protected unit, DPOFUA since DPO
+/// and FUA are honoured.
 fn device_specific_parameter(unit: &LogicalUnit) -> u8 {
-    let write_protect = if unit.config.read_only { 0x80 } else { 0x00 };
+    let protected = unit.config.read_only || unit.mode.software_write_protect();
+    let write_protect = if protected { 0x80 } else { 0x00 };
     write_protect | 0x10
 }
 
@@ -75,7 +106,7 @@ pub(crate) fn mode_sense(
     }
     let block_descriptor_len = data_in.len() - header_len;
     for &page in pages {
-        push_page(page, page_control, data_in);
+        push_page(unit, page, page_control, data_in);
     }
 
     let device_specific = device_specific_parameter(unit);
@@ -119,8 +150,19 @@ fn push_block_descriptor(
     }
 }
 
-/// Appends one mode page; PS=0 since no page can be saved.
-fn push_page(page: u8, page_control: PageControl, data_in: &mut Vec<u8>) {
+/// The pages MODE SENSE returns and MODE SELECT accepts, ascending.
+pub(crate) fn is_supported_page(page: u8) -> bool {
+    PAGES.contains(&page)
+}
+
+/// Appends one mode page; PS=0 since no page can be saved. The changeable
+/// values have a bit set for every bit MODE SELECT may change.
+pub(crate) fn push_page(
+    unit: &LogicalUnit,
+    page: u8,
+    page_control: PageControl,
+    data_in: &mut Vec<u8>,
+) {
     let changeable = page_control == PageControl::Changeable;
     match page {
         CACHING_PAGE => {
@@ -136,14 +178,21 @@ fn push_page(page: u8, page_control: PageControl, data_in: &mut Vec<u8>) {
         }
         CONTROL_PAGE => {
             // TST=000b, D_SENSE=0 (fixed format sense), QUEUE ALGORITHM
-            // MODIFIER=1 (unrestricted reordering), QERR=00b, SWP=0, BUSY
-            // TIMEOUT PERIOD unlimited.
+            // MODIFIER=1 (unrestricted reordering), QERR=00b, BUSY TIMEOUT
+            // PERIOD unlimited; SWP as MODE SELECT last set it (the only
+            // changeable field).
             let mut page = [0u8; 12];
             page[0] = CONTROL_PAGE;
             page[1] = 0x0a;
-            if !changeable {
-                page[3] = 0x10;
-                page[8..10].copy_from_slice(&0xffffu16.to_be_bytes());
+            match page_control {
+                PageControl::Changeable => page[CONTROL_SWP_BYTE] = CONTROL_SWP_BIT,
+                PageControl::Current | PageControl::Default => {
+                    page[3] = 0x10;
+                    page[8..10].copy_from_slice(&0xffffu16.to_be_bytes());
+                }
+            }
+            if page_control == PageControl::Current && unit.mode.software_write_protect() {
+                page[CONTROL_SWP_BYTE] |= CONTROL_SWP_BIT;
             }
             data_in.extend_from_slice(&page);
         }

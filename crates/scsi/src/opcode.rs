@@ -11,12 +11,14 @@ pub const READ_6: u8 = 0x08;
 pub const WRITE_6: u8 = 0x0a;
 /// INQUIRY (SPC-5 6.7).
 pub const INQUIRY: u8 = 0x12;
-/// MODE SELECT (6) (SPC-5 6.11); not supported, listed for completeness.
+/// MODE SELECT (6) (SPC-5 6.11).
 pub const MODE_SELECT_6: u8 = 0x15;
 /// MODE SENSE (6) (SPC-5 6.13).
 pub const MODE_SENSE_6: u8 = 0x1a;
 /// START STOP UNIT (SBC-4 5.28).
 pub const START_STOP_UNIT: u8 = 0x1b;
+/// PREVENT ALLOW MEDIUM REMOVAL (SBC-4 5.12).
+pub const PREVENT_ALLOW_MEDIUM_REMOVAL: u8 = 0x1e;
 /// READ CAPACITY (10) (SBC-4 5.20).
 pub const READ_CAPACITY_10: u8 = 0x25;
 /// READ (10) (SBC-4 5.14).
@@ -31,12 +33,23 @@ pub const VERIFY_10: u8 = 0x2f;
 pub const PRE_FETCH_10: u8 = 0x34;
 /// SYNCHRONIZE CACHE (10) (SBC-4 5.29).
 pub const SYNCHRONIZE_CACHE_10: u8 = 0x35;
+/// READ DEFECT DATA (10) (SBC-4 5.18).
+pub const READ_DEFECT_DATA_10: u8 = 0x37;
 /// WRITE SAME (10) (SBC-4 5.47).
 pub const WRITE_SAME_10: u8 = 0x41;
 /// UNMAP (SBC-4 5.32).
 pub const UNMAP: u8 = 0x42;
+/// SANITIZE (SBC-4 5.30).
+pub const SANITIZE: u8 = 0x48;
+/// MODE SELECT (10) (SPC-5 6.12).
+pub const MODE_SELECT_10: u8 = 0x55;
 /// MODE SENSE (10) (SPC-5 6.14).
 pub const MODE_SENSE_10: u8 = 0x5a;
+/// EXTENDED COPY (SPC-4 6.3): THIRD-PARTY COPY OUT in SPC-5; service action
+/// 00h is EXTENDED COPY (LID1).
+pub const EXTENDED_COPY: u8 = 0x83;
+/// RECEIVE COPY RESULTS (SPC-4 6.18): THIRD-PARTY COPY IN in SPC-5.
+pub const RECEIVE_COPY_RESULTS: u8 = 0x84;
 /// READ (16) (SBC-4 5.16).
 pub const READ_16: u8 = 0x88;
 /// WRITE (16) (SBC-4 5.41).
@@ -77,6 +90,8 @@ pub const WRITE_12: u8 = 0xaa;
 pub const WRITE_AND_VERIFY_12: u8 = 0xae;
 /// VERIFY (12) (SBC-4 5.34).
 pub const VERIFY_12: u8 = 0xaf;
+/// READ DEFECT DATA (12) (SBC-4 5.19).
+pub const READ_DEFECT_DATA_12: u8 = 0xb7;
 
 /// READ CAPACITY (16): service action 10h of SERVICE ACTION IN (16) (SBC-4 5.21).
 pub const READ_CAPACITY_16_SA: u16 = 0x10;

@@ -199,7 +199,8 @@ fn access_of(cdb: &[u8]) -> Access {
         | READ_CAPACITY_10 => Access::Always,
         SERVICE_ACTION_IN_16 if cdb::service_action(cdb) == READ_CAPACITY_16_SA => Access::Always,
         READ_6 | READ_10 | READ_12 | READ_16 | VERIFY_10 | VERIFY_12 | VERIFY_16 | MODE_SENSE_6
-        | MODE_SENSE_10 | PRE_FETCH_10 | PRE_FETCH_16 | SERVICE_ACTION_IN_16 => Access::Read,
+        | MODE_SENSE_10 | PRE_FETCH_10 | PRE_FETCH_16 | SERVICE_ACTION_IN_16
+        | READ_DEFECT_DATA_10 | READ_DEFECT_DATA_12 | RECEIVE_COPY_RESULTS => Access::Read,
         _ => Access::Write,
     }
 }

@@ -16,6 +16,8 @@ pub mod sense_key {
     pub const UNIT_ATTENTION: u8 = 0x06;
     /// The medium is write protected.
     pub const DATA_PROTECT: u8 = 0x07;
+    /// An EXTENDED COPY failed at a copy source or destination (SPC-5 4.4.8).
+    pub const COPY_ABORTED: u8 = 0x0a;
     /// The command was aborted.
     pub const ABORTED_COMMAND: u8 = 0x0b;
     /// Source data did not match the medium (VERIFY, COMPARE AND WRITE).
@@ -191,6 +193,42 @@ impl Sense {
     /// HARDWARE ERROR, INTERNAL TARGET FAILURE (44h/00h).
     pub const fn internal_target_failure() -> Self {
         Self::new(sense_key::HARDWARE_ERROR, 0x44, 0x00)
+    }
+
+    /// DATA PROTECT, LOGICAL UNIT SOFTWARE WRITE PROTECTED (27h/02h): the
+    /// control mode page's SWP bit is set (SPC-5 7.5.10).
+    pub const fn software_write_protected() -> Self {
+        Self::new(sense_key::DATA_PROTECT, 0x27, 0x02)
+    }
+
+    /// NOT READY, LOGICAL UNIT NOT READY, SANITIZE IN PROGRESS (04h/1Bh).
+    pub const fn sanitize_in_progress() -> Self {
+        Self::new(sense_key::NOT_READY, 0x04, 0x1b)
+    }
+
+    /// MEDIUM ERROR, SANITIZE COMMAND FAILED (31h/03h): a SANITIZE did not
+    /// complete and the medium may not be read or written (SBC-4 4.11).
+    pub const fn sanitize_command_failed() -> Self {
+        Self::new(sense_key::MEDIUM_ERROR, 0x31, 0x03)
+    }
+
+    /// ILLEGAL REQUEST, OPERATION IN PROGRESS (00h/16h): an EXTENDED COPY
+    /// with the same list identifier is still being processed.
+    pub const fn operation_in_progress() -> Self {
+        Self::new(sense_key::ILLEGAL_REQUEST, 0x00, 0x16)
+    }
+
+    /// ILLEGAL REQUEST with an EXTENDED COPY parameter list ASC/ASCQ (26h/xx:
+    /// too many or unsupported descriptors, inline data too long), pointing
+    /// at `byte` of the parameter list.
+    pub fn copy_parameter_error(ascq: u8, byte: u16) -> Self {
+        Self::new(sense_key::ILLEGAL_REQUEST, 0x26, ascq).pointing(false, byte, None)
+    }
+
+    /// COPY ABORTED with `asc`/`ascq` (SPC-5 6.6.3); `byte` is the segment
+    /// pointer (SD=0: an offset in the parameter list) of the offending field.
+    pub fn copy_aborted(asc: u8, ascq: u8, byte: u16) -> Self {
+        Self::new(sense_key::COPY_ABORTED, asc, ascq).pointing(false, byte, None)
     }
 
     fn pointing(mut self, c_d: bool, byte: u16, bit_pointer: Option<u8>) -> Self {

@@ -51,6 +51,10 @@ fn expected_transfer(cdb: &[u8], block_size: u32) -> (DataDirection, u32) {
         WRITE_SAME_10 | WRITE_SAME_16 => (DataDirection::Out, block_size),
         UNMAP => (DataDirection::Out, u32::from(cdb::u16_at(cdb, 7))),
         PERSISTENT_RESERVE_OUT => (DataDirection::Out, cdb::u32_at(cdb, 5)),
+        SANITIZE => (DataDirection::Out, u32::from(cdb::u16_at(cdb, 7))),
+        EXTENDED_COPY => (DataDirection::Out, cdb::u32_at(cdb, 10)),
+        MODE_SELECT_6 => (DataDirection::Out, u32::from(cdb[4])),
+        MODE_SELECT_10 => (DataDirection::Out, u32::from(cdb::u16_at(cdb, 7))),
         _ => (DataDirection::None, 0),
     }
 }

@@ -15,12 +15,15 @@ pub const BLOCK_LIMITS: u8 = 0xb0;
 pub const BLOCK_DEVICE_CHARACTERISTICS: u8 = 0xb1;
 /// LOGICAL BLOCK PROVISIONING (SBC-4 6.6.6).
 pub const LOGICAL_BLOCK_PROVISIONING: u8 = 0xb2;
+/// THIRD-PARTY COPY (SPC-4 7.8.17).
+pub const THIRD_PARTY_COPY: u8 = 0x8f;
 
 /// Every page we return, in ascending order as SPC-5 7.7.16 requires.
-const PAGES: [u8; 6] = [
+const PAGES: [u8; 7] = [
     SUPPORTED_VPD_PAGES,
     UNIT_SERIAL_NUMBER,
     DEVICE_IDENTIFICATION,
+    THIRD_PARTY_COPY,
     BLOCK_LIMITS,
     BLOCK_DEVICE_CHARACTERISTICS,
     LOGICAL_BLOCK_PROVISIONING,
@@ -39,6 +42,7 @@ pub(crate) fn vital_product_data(
         SUPPORTED_VPD_PAGES => data_in.extend_from_slice(&PAGES),
         UNIT_SERIAL_NUMBER => unit_serial_number(unit, data_in),
         DEVICE_IDENTIFICATION => device_identification(unit, data_in),
+        THIRD_PARTY_COPY => crate::copy_results::third_party_copy_vpd(unit, data_in),
         BLOCK_LIMITS => block_limits(unit, data_in),
         BLOCK_DEVICE_CHARACTERISTICS => block_device_characteristics(data_in),
         LOGICAL_BLOCK_PROVISIONING => logical_block_provisioning(data_in),
@@ -108,11 +112,12 @@ fn block_limits(unit: &LogicalUnit, data_in: &mut Vec<u8>) {
     data_in.extend_from_slice(&[0x00; 20]); // atomic write limits: not supported
 }
 
-/// SBC-4 6.6.2 Block Device Characteristics: non-rotating medium.
+/// SBC-4 6.6.2 Block Device Characteristics: non-rotating medium; blocks
+/// read back (as zeros) after a BLOCK ERASE or CRYPTOGRAPHIC ERASE sanitize.
 fn block_device_characteristics(data_in: &mut Vec<u8>) {
     data_in.extend_from_slice(&1u16.to_be_bytes()); // MEDIUM ROTATION RATE 0001h: non-rotating
     data_in.push(0); // PRODUCT TYPE: not indicated
-    data_in.push(0); // WABEREQ, WACEREQ, NOMINAL FORM FACTOR: not reported
+    data_in.push(0x40 | 0x10); // WABEREQ=01b, WACEREQ=01b; NOMINAL FORM FACTOR not reported
     data_in.resize(data_in.len() + 0x3c - 4, 0);
 }
 

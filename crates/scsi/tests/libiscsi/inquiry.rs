@@ -70,7 +70,7 @@ fn every_supported_vpd_page_is_readable() {
     assert_good(completion);
     assert_eq!(data[1], 0x00);
     let pages = &data[4..4 + usize::from(be16(&data, 2))];
-    assert_eq!(pages, [0x00, 0x80, 0x83, 0xb0, 0xb1, 0xb2]);
+    assert_eq!(pages, [0x00, 0x80, 0x83, 0x8f, 0xb0, 0xb1, 0xb2]);
     for &page in pages {
         let (completion, data) = run(&unit, &inquiry(true, page, 255));
         assert_good(completion);

@@ -4,12 +4,16 @@
 mod harness;
 
 mod capacity;
+mod defect_data;
+mod extended_copy;
 mod inquiry;
+mod mode_select;
 mod mode_sense;
 mod no_lun;
 mod prefetch_sync;
 mod read_write;
 mod reservations;
+mod sanitize;
 mod sense_format;
 mod start_stop;
 mod supported_opcodes;

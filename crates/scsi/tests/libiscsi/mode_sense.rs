@@ -72,16 +72,19 @@ fn d_sense_clear_means_fixed_format_sense() {
 }
 
 #[test]
-fn swp_is_not_changeable_so_libiscsi_skips_mode_select() {
+fn only_swp_is_changeable() {
     let unit = unit();
     let (completion, data) = run(&unit, &mode_sense6(true, CHANGEABLE, 0x0a, 0, 255));
     assert_good(completion);
     assert_eq!(data[3], 0, "DBD: no block descriptor");
     let control = &pages(&data, 4, 0)[0].1;
-    assert_eq!(control[4] & 0x08, 0, "SWP not changeable");
+    assert_eq!(control[4], 0x08, "SWP changeable");
     assert!(
-        control[2..].iter().all(|&b| b == 0),
-        "nothing is changeable"
+        control[2..]
+            .iter()
+            .enumerate()
+            .all(|(i, &b)| i == 2 || b == 0),
+        "nothing else is changeable"
     );
 }
 

@@ -57,3 +57,20 @@ fn power_conditions_are_accepted_and_reserved_ones_refused() {
         );
     }
 }
+
+#[test]
+fn prevent_allow_medium_removal_on_a_fixed_medium() {
+    let unit = unit();
+    assert_good(run(&unit, &[0x1e, 0, 0, 0, 0x01, 0]).0);
+    assert_good(run(&unit, &[0x1e, 0, 0, 0, 0x00, 0]).0);
+    for prevent in [0x02u8, 0x03] {
+        let sense = assert_invalid_field_in_cdb(run(&unit, &[0x1e, 0, 0, 0, prevent, 0]).0);
+        assert_eq!(sense.field_pointer.unwrap().byte, 4);
+    }
+    let (_, standard) = run(&unit, &inquiry(false, 0, 96));
+    assert_eq!(
+        standard[1] & 0x80,
+        0,
+        "RMB=0: libiscsi's PreventAllow tests skip"
+    );
+}

@@ -33,7 +33,7 @@ fn directions_and_byte_counts() {
         (block_cdb(0x90, 16, 0, 100, 0), NoData, 0),
         (vec![0x1b, 0, 0, 0, 1, 0], NoData, 0),
         (unmap.clone(), Out, 24),
-        (vec![0x15, 0, 0, 0, 12, 0], NoData, 0),
+        (vec![0x15, 0x10, 0, 0, 12, 0], Out, 12),
     ];
     for (cdb, direction, bytes) in cases {
         assert_eq!(

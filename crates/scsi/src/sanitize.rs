@@ -1,0 +1,319 @@
+//! SANITIZE (SBC-4 5.30) and the sanitize state of a logical unit (SBC-4
+//! 4.11): OVERWRITE writes a pattern over every block, BLOCK ERASE
+//! deallocates every block, CRYPTOGRAPHIC ERASE (no encryption key exists
+//! on this medium) writes zeros over every block. While one runs, media
+//! access fails with SANITIZE IN PROGRESS; after one fails, with SANITIZE
+//! COMMAND FAILED until a SANITIZE succeeds or EXIT FAILURE MODE is allowed.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+
+use isoe_store::Store;
+
+use crate::opcode::*;
+use crate::{cdb, LogicalUnit, Sense};
+
+/// SANITIZE service actions (SBC-4 table 59).
+pub(crate) const OVERWRITE_SA: u8 = 0x01;
+/// BLOCK ERASE.
+pub(crate) const BLOCK_ERASE_SA: u8 = 0x02;
+/// CRYPTOGRAPHIC ERASE.
+pub(crate) const CRYPTOGRAPHIC_ERASE_SA: u8 = 0x03;
+/// EXIT FAILURE MODE.
+pub(crate) const EXIT_FAILURE_MODE_SA: u8 = 0x1f;
+
+/// Byte 1 of the CDB: IMMED, reserved bit 6, AUSE.
+const IMMED: u8 = 0x80;
+const AUSE: u8 = 0x20;
+/// OVERWRITE parameter list header (SBC-4 5.30.3).
+const OVERWRITE_HEADER_LEN: usize = 4;
+/// Bytes written per store call: bounds the pattern buffer.
+const OVERWRITE_CHUNK_BYTES: usize = 1 << 20;
+
+/// Sanitize states (SBC-4 4.11.2).
+const IDLE: u8 = 0;
+const IN_PROGRESS: u8 = 1;
+/// The last sanitize failed and was sent with AUSE=0: only another
+/// SANITIZE gets the unit out.
+const FAILED: u8 = 2;
+/// The last sanitize failed and was sent with AUSE=1: EXIT FAILURE MODE
+/// gets the unit out too.
+const FAILED_EXIT_ALLOWED: u8 = 3;
+
+/// Where a logical unit stands with sanitizing; shared with the thread that
+/// runs an IMMED sanitize.
+#[derive(Debug, Default)]
+pub(crate) struct SanitizeState {
+    state: AtomicU8,
+}
+
+impl SanitizeState {
+    /// Moves from idle or failed to in progress; false if one already runs.
+    fn start(&self) -> bool {
+        let mut current = self.state.load(Ordering::Acquire);
+        loop {
+            if current == IN_PROGRESS {
+                return false;
+            }
+            match self.state.compare_exchange(
+                current,
+                IN_PROGRESS,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return true,
+                Err(now) => current = now,
+            }
+        }
+    }
+
+    /// A started sanitize ended.
+    fn finish(&self, succeeded: bool, allow_exit: bool) {
+        let next = match (succeeded, allow_exit) {
+            (true, _) => IDLE,
+            (false, false) => FAILED,
+            (false, true) => FAILED_EXIT_ALLOWED,
+        };
+        let previous = self.state.swap(next, Ordering::AcqRel);
+        debug_assert_eq!(previous, IN_PROGRESS);
+    }
+
+    /// SBC-4 4.11.2: NOT READY while a sanitize runs, MEDIUM ERROR after
+    /// one failed.
+    pub(crate) fn check_medium(&self) -> Result<(), Sense> {
+        match self.state.load(Ordering::Acquire) {
+            IDLE => Ok(()),
+            IN_PROGRESS => Err(Sense::sanitize_in_progress()),
+            _ => Err(Sense::sanitize_command_failed()),
+        }
+    }
+
+    /// Whether a sanitize runs now.
+    pub(crate) fn in_progress(&self) -> bool {
+        self.state.load(Ordering::Acquire) == IN_PROGRESS
+    }
+}
+
+/// Commands that do not touch the medium and so run whatever the sanitize
+/// state (SBC-4 4.11.2 lists INQUIRY, REPORT LUNS and REQUEST SENSE as
+/// allowed during a sanitize; after a failure only media access is refused).
+fn touches_no_medium(cdb: &[u8]) -> bool {
+    matches!(
+        cdb[0],
+        INQUIRY | REPORT_LUNS | REQUEST_SENSE | MAINTENANCE_IN
+    )
+}
+
+/// Commands that read or write the medium, refused after a failed sanitize.
+fn accesses_medium(opcode: u8) -> bool {
+    !matches!(
+        opcode,
+        TEST_UNIT_READY
+            | REQUEST_SENSE
+            | INQUIRY
+            | MODE_SELECT_6
+            | MODE_SENSE_6
+            | MODE_SELECT_10
+            | MODE_SENSE_10
+            | START_STOP_UNIT
+            | PREVENT_ALLOW_MEDIUM_REMOVAL
+            | READ_CAPACITY_10
+            | SERVICE_ACTION_IN_16
+            | MAINTENANCE_IN
+            | REPORT_LUNS
+            | SANITIZE
+            | RECEIVE_COPY_RESULTS
+            | READ_DEFECT_DATA_10
+            | READ_DEFECT_DATA_12
+    )
+}
+
+/// The sanitize gate in front of every command: Err(sense) if `cdb` may not
+/// run now. REQUEST SENSE during a sanitize is answered by the caller.
+pub(crate) fn check_command(unit: &LogicalUnit, cdb: &[u8]) -> Result<(), Sense> {
+    match unit.sanitize.check_medium() {
+        Ok(()) => Ok(()),
+        Err(_) if touches_no_medium(cdb) => Ok(()),
+        Err(sense) if unit.sanitize.in_progress() => Err(sense),
+        Err(sense) if accesses_medium(cdb[0]) => Err(sense),
+        Err(_) => Ok(()),
+    }
+}
+
+/// What to write over the medium.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Operation {
+    Overwrite {
+        passes: u8,
+        invert: bool,
+        pattern: Vec<u8>,
+    },
+    BlockErase,
+    CryptographicErase,
+}
+
+/// SANITIZE: checks the CDB and parameter list, then sanitizes the whole
+/// medium, in the background with IMMED=1.
+pub(crate) fn sanitize(unit: &LogicalUnit, cdb: &[u8], data_out: &[u8]) -> Result<(), Sense> {
+    if cdb[1] & 0x40 != 0 {
+        return Err(Sense::invalid_field_in_cdb(1, 6));
+    }
+    if let Some(reserved) = (2..=6).find(|&i| cdb[i] != 0) {
+        return Err(Sense::invalid_field_in_cdb_byte(reserved as u16));
+    }
+    let immediate = cdb[1] & IMMED != 0;
+    let allow_exit = cdb[1] & AUSE != 0;
+    let service_action = cdb[1] & 0x1f;
+    let parameter_list_length = usize::from(cdb::u16_at(cdb, 7));
+    let operation = match service_action {
+        OVERWRITE_SA => overwrite_parameters(unit, parameter_list_length, data_out)?,
+        BLOCK_ERASE_SA | CRYPTOGRAPHIC_ERASE_SA | EXIT_FAILURE_MODE_SA => {
+            if parameter_list_length != 0 {
+                return Err(Sense::invalid_field_in_cdb_byte(7));
+            }
+            match service_action {
+                BLOCK_ERASE_SA => Operation::BlockErase,
+                CRYPTOGRAPHIC_ERASE_SA => Operation::CryptographicErase,
+                _ => return exit_failure_mode(unit),
+            }
+        }
+        _ => return Err(Sense::invalid_field_in_cdb(1, 4)),
+    };
+    unit.check_writable()?;
+    if !unit.sanitize.start() {
+        return Err(Sense::sanitize_in_progress());
+    }
+    let store = Arc::clone(&unit.store);
+    let state = Arc::clone(&unit.sanitize);
+    let length_bytes = unit.capacity_blocks * unit.block_size();
+    let block_size = unit.block_size() as usize;
+    if immediate {
+        let spawned = std::thread::Builder::new()
+            .name("isoe-sanitize".to_owned())
+            .spawn(move || {
+                let succeeded = run(&*store, &operation, length_bytes, block_size).is_ok();
+                state.finish(succeeded, allow_exit);
+            });
+        if spawned.is_err() {
+            unit.sanitize.finish(false, allow_exit);
+            return Err(Sense::internal_target_failure());
+        }
+        return Ok(());
+    }
+    let result = run(&*store, &operation, length_bytes, block_size);
+    state.finish(result.is_ok(), allow_exit);
+    result
+}
+
+/// SBC-4 5.30.2.4 EXIT FAILURE MODE: leaves the failed state if the failed
+/// SANITIZE allowed it (AUSE=1); nothing to do on a unit that did not fail.
+fn exit_failure_mode(unit: &LogicalUnit) -> Result<(), Sense> {
+    let state = &unit.sanitize.state;
+    match state.compare_exchange(
+        FAILED_EXIT_ALLOWED,
+        IDLE,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ) {
+        Ok(_) | Err(IDLE) => Ok(()),
+        Err(IN_PROGRESS) => Err(Sense::sanitize_in_progress()),
+        Err(_) => Err(Sense::invalid_field_in_cdb(1, 4)),
+    }
+}
+
+/// SBC-4 5.30.3 OVERWRITE parameter list: INVERT, TEST, OVERWRITE COUNT,
+/// INITIALIZATION PATTERN LENGTH and the pattern, at most one block long.
+fn overwrite_parameters(
+    unit: &LogicalUnit,
+    parameter_list_length: usize,
+    data_out: &[u8],
+) -> Result<Operation, Sense> {
+    let block_size = unit.block_size() as usize;
+    if parameter_list_length <= OVERWRITE_HEADER_LEN
+        || parameter_list_length > block_size + OVERWRITE_HEADER_LEN
+    {
+        return Err(Sense::invalid_field_in_cdb_byte(7));
+    }
+    let Some(list) = data_out.get(..parameter_list_length) else {
+        return Err(Sense::parameter_list_length_error());
+    };
+    let invert = list[0] & 0x80 != 0;
+    if list[0] & 0x60 != 0 {
+        // TEST: vendor test modes; none exist here.
+        return Err(Sense::invalid_field_in_parameter_list(0, Some(6)));
+    }
+    let passes = list[0] & 0x1f;
+    if passes == 0 {
+        return Err(Sense::invalid_field_in_parameter_list(0, Some(4)));
+    }
+    let pattern_length = usize::from(cdb::u16_at(list, 2));
+    if pattern_length == 0
+        || pattern_length > block_size
+        || pattern_length != parameter_list_length - OVERWRITE_HEADER_LEN
+    {
+        return Err(Sense::invalid_field_in_parameter_list(2, None));
+    }
+    Ok(Operation::Overwrite {
+        passes,
+        invert,
+        pattern: list[OVERWRITE_HEADER_LEN..].to_vec(),
+    })
+}
+
+/// Sanitizes `length_bytes` of `store` and makes the result durable.
+fn run(
+    store: &dyn Store,
+    operation: &Operation,
+    length_bytes: u64,
+    block_size: usize,
+) -> Result<(), Sense> {
+    match operation {
+        Operation::Overwrite {
+            passes,
+            invert,
+            pattern,
+        } => {
+            for pass in 0..*passes {
+                // SBC-4 5.30.3: INVERT flips the pattern between passes.
+                let inverted = *invert && pass % 2 == 1;
+                overwrite_pass(store, pattern, inverted, length_bytes, block_size)?;
+            }
+        }
+        Operation::BlockErase => store
+            .unmap(0, length_bytes)
+            .map_err(|_| Sense::write_error())?,
+        Operation::CryptographicErase => store
+            .write_zeroes(0, length_bytes)
+            .map_err(|_| Sense::write_error())?,
+    }
+    store.flush().map_err(|_| Sense::write_error())
+}
+
+/// One overwrite pass: every block starts with the pattern, repeated to
+/// fill the block.
+fn overwrite_pass(
+    store: &dyn Store,
+    pattern: &[u8],
+    inverted: bool,
+    length_bytes: u64,
+    block_size: usize,
+) -> Result<(), Sense> {
+    debug_assert!(!pattern.is_empty() && pattern.len() <= block_size);
+    let block: Vec<u8> = pattern
+        .iter()
+        .cycle()
+        .take(block_size)
+        .map(|&b| if inverted { !b } else { b })
+        .collect();
+    let chunk_blocks = (OVERWRITE_CHUNK_BYTES / block_size).max(1);
+    let chunk = block.repeat(chunk_blocks);
+    let mut offset = 0u64;
+    while offset < length_bytes {
+        let len = (chunk.len() as u64).min(length_bytes - offset) as usize;
+        store
+            .write_at(offset, &chunk[..len])
+            .map_err(|_| Sense::write_error())?;
+        offset += len as u64;
+    }
+    Ok(())
+}

@@ -1,0 +1,277 @@
+//! SCSI.Sanitize: OVERWRITE, BLOCK ERASE, CRYPTOGRAPHIC ERASE, EXIT FAILURE
+//! MODE, IMMED, and the CDB and parameter list checks.
+
+use std::time::Duration;
+
+use isoe_scsi::{Completion, LogicalUnit};
+
+use crate::harness::*;
+
+const NOT_READY: u8 = 0x02;
+
+fn sanitize_cdb(byte1: u8, parameter_list_length: u16) -> Vec<u8> {
+    let [high, low] = parameter_list_length.to_be_bytes();
+    vec![0x48, byte1, 0, 0, 0, 0, 0, high, low, 0]
+}
+
+fn overwrite_list(count: u8, pattern: &[u8]) -> Vec<u8> {
+    let mut list = vec![count, 0];
+    list.extend_from_slice(&(pattern.len() as u16).to_be_bytes());
+    list.extend_from_slice(pattern);
+    list
+}
+
+fn overwrite(unit: &LogicalUnit, byte1: u8, list: &[u8]) -> Completion {
+    run_out(unit, &sanitize_cdb(byte1 | 0x01, list.len() as u16), list).0
+}
+
+fn fill(unit: &LogicalUnit, lba: u64, blocks: u32, byte: u8) {
+    let cdb = block_cdb(0x8a, 16, lba, blocks, 0);
+    assert_good(run_out(unit, &cdb, &vec![byte; blocks as usize * BLOCK_SIZE]).0);
+}
+
+fn read(unit: &LogicalUnit, lba: u64, blocks: u32) -> Vec<u8> {
+    let (completion, data) = run(unit, &block_cdb(0x88, 16, lba, blocks, 0));
+    assert_good(completion);
+    data
+}
+
+#[test]
+fn overwrite_repeats_the_pattern_in_every_block() {
+    let unit = unit();
+    fill(&unit, 0, 16, b'a');
+    fill(&unit, BLOCKS - 16, 16, b'a');
+    assert_good(overwrite(&unit, 0, &overwrite_list(1, &[1, 2, 3, 4])));
+    let expected: Vec<u8> = [1u8, 2, 3, 4].repeat(BLOCK_SIZE / 4);
+    assert_eq!(read(&unit, 0, 1), expected);
+    assert_eq!(read(&unit, BLOCKS - 1, 1), expected);
+    // A pattern that does not divide the block starts again in each block.
+    assert_good(overwrite(
+        &unit,
+        0,
+        &overwrite_list(1, &[7; 100])[..4 + 100],
+    ));
+    let block = read(&unit, 3, 1);
+    assert!(block.iter().all(|&b| b == 7));
+}
+
+#[test]
+fn invert_flips_the_pattern_between_passes() {
+    let unit = unit();
+    let mut list = overwrite_list(2, &[0x0f]);
+    list[0] |= 0x80;
+    assert_good(overwrite(&unit, 0, &list));
+    assert_eq!(
+        read(&unit, 5, 1),
+        vec![0xf0; BLOCK_SIZE],
+        "second pass inverted"
+    );
+    let mut list = overwrite_list(3, &[0x0f]);
+    list[0] |= 0x80;
+    assert_good(overwrite(&unit, 0, &list));
+    assert_eq!(read(&unit, 5, 1), vec![0x0f; BLOCK_SIZE], "third pass not");
+}
+
+#[test]
+fn block_erase_and_cryptographic_erase_leave_zeros() {
+    for service_action in [0x02u8, 0x03] {
+        let unit = unit();
+        fill(&unit, 0, 8, b'a');
+        fill(&unit, BLOCKS - 8, 8, b'a');
+        assert_good(run(&unit, &sanitize_cdb(service_action, 0)).0);
+        assert_eq!(read(&unit, 0, 8), vec![0; 8 * BLOCK_SIZE]);
+        assert_eq!(read(&unit, BLOCKS - 8, 8), vec![0; 8 * BLOCK_SIZE]);
+        // No parameter list for these.
+        let sense = assert_invalid_field_in_cdb(
+            run_out(&unit, &sanitize_cdb(service_action, 8), &[0; 8]).0,
+        );
+        assert_eq!(sense.field_pointer.unwrap().byte, 7);
+    }
+}
+
+#[test]
+fn cdb_checks() {
+    let unit = unit();
+    for service_action in (0..=0x1fu8).filter(|sa| ![1, 2, 3, 0x1f].contains(sa)) {
+        let sense = assert_invalid_field_in_cdb(run(&unit, &sanitize_cdb(service_action, 0)).0);
+        assert_eq!(sense.field_pointer.unwrap().bit_pointer, Some(4));
+    }
+    let list = overwrite_list(1, &[0xaa; BLOCK_SIZE]);
+    let sense = assert_invalid_field_in_cdb(overwrite(&unit, 0x40, &list));
+    assert_eq!(sense.field_pointer.unwrap().bit_pointer, Some(6));
+    for byte in 2..=6 {
+        let mut cdb = sanitize_cdb(0x01, list.len() as u16);
+        cdb[byte] = 1;
+        let sense = assert_invalid_field_in_cdb(run_out(&unit, &cdb, &list).0);
+        assert_eq!(usize::from(sense.field_pointer.unwrap().byte), byte);
+    }
+    // OVERWRITE: 5 to block size + 4 bytes of parameter list.
+    for length in [0u16, 1, 4, BLOCK_SIZE as u16 + 5] {
+        let data = vec![0u8; BLOCK_SIZE + 8];
+        assert_invalid_field_in_cdb(run_out(&unit, &sanitize_cdb(0x01, length), &data).0);
+    }
+}
+
+#[test]
+fn overwrite_parameter_list_checks() {
+    let unit = unit();
+    let invalid_parameter = |list: &[u8], byte: u16| {
+        let sense = assert_sense(overwrite(&unit, 0, list), ILLEGAL_REQUEST, 0x26, 0x00);
+        assert_eq!(sense.field_pointer.unwrap().byte, byte);
+    };
+    invalid_parameter(&overwrite_list(0, &[0xaa; 8]), 0);
+    let mut test_mode = overwrite_list(1, &[0xaa; 8]);
+    test_mode[0] |= 0x20;
+    invalid_parameter(&test_mode, 0);
+    let mut zero_length = overwrite_list(1, &[0xaa; 8]);
+    zero_length[3] = 0;
+    invalid_parameter(&zero_length, 2);
+    let mut too_long = overwrite_list(1, &[0xaa; BLOCK_SIZE]);
+    too_long[2..4].copy_from_slice(&(BLOCK_SIZE as u16 + 4).to_be_bytes());
+    invalid_parameter(&too_long, 2);
+    // Less Data-Out than the parameter list length.
+    assert_sense(
+        run_out(&unit, &sanitize_cdb(0x01, 12), &[1, 0, 0, 8]).0,
+        ILLEGAL_REQUEST,
+        0x1a,
+        0x00,
+    );
+}
+
+#[test]
+fn write_protected_units_refuse_to_sanitize() {
+    let unit = read_only_unit();
+    assert_sense(
+        overwrite(&unit, 0, &overwrite_list(1, &[1])),
+        DATA_PROTECT,
+        0x27,
+        0x00,
+    );
+    assert_sense(
+        run(&unit, &sanitize_cdb(0x02, 0)).0,
+        DATA_PROTECT,
+        0x27,
+        0x00,
+    );
+    assert_sense(
+        run(&unit, &sanitize_cdb(0x03, 0)).0,
+        DATA_PROTECT,
+        0x27,
+        0x00,
+    );
+    // Nothing to exit from: EXIT FAILURE MODE is harmless.
+    assert_good(run(&unit, &sanitize_cdb(0x1f, 0)).0);
+    assert_invalid_field_in_cdb(run_out(&unit, &sanitize_cdb(0x1f, 8), &[0; 8]).0);
+}
+
+#[test]
+fn immed_returns_at_once_and_the_unit_is_not_ready_until_done() {
+    let unit = unit_with(config(), 1 << 16); // 32 MiB: the overwrite takes a while
+    fill(&unit, 0, 1, b'a');
+    let list = overwrite_list(31, &[0x5a]);
+    assert_good(overwrite(&unit, 0x80, &list));
+    // Until it finishes: media access is NOT READY, INQUIRY still works.
+    let mut saw_in_progress = false;
+    for _ in 0..2000 {
+        let (tur, _) = run(&unit, &[0; 6]);
+        if tur.status == isoe_scsi::Status::Good {
+            break;
+        }
+        assert_sense(tur, NOT_READY, 0x04, 0x1b);
+        if !saw_in_progress {
+            saw_in_progress = true;
+            assert_sense(
+                run(&unit, &block_cdb(0x88, 16, 0, 1, 0)).0,
+                NOT_READY,
+                0x04,
+                0x1b,
+            );
+            assert_good(run(&unit, &inquiry(false, 0, 96)).0);
+            let (completion, sense) = run(&unit, &[0x03, 0, 0, 0, 18, 0]);
+            assert_good(completion);
+            assert_eq!((sense[2], sense[12], sense[13]), (NOT_READY, 0x04, 0x1b));
+            assert_sense(overwrite(&unit, 0, &list), NOT_READY, 0x04, 0x1b);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_good(run(&unit, &[0; 6]).0);
+    assert!(
+        saw_in_progress,
+        "31 passes over 32 MiB outlast the first TEST UNIT READY"
+    );
+    assert_eq!(read(&unit, 0, 1), vec![0x5a; BLOCK_SIZE]);
+}
+
+/// A memory store whose write-zeroes always fails: a CRYPTOGRAPHIC ERASE on
+/// it fails half-way.
+#[derive(Debug)]
+struct ZeroingFails(isoe_store::MemoryStore);
+
+impl isoe_store::Store for ZeroingFails {
+    fn size_bytes(&self) -> u64 {
+        self.0.size_bytes()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), isoe_store::StoreError> {
+        self.0.read_at(offset, buf)
+    }
+    fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), isoe_store::StoreError> {
+        self.0.write_at(offset, buf)
+    }
+    fn flush(&self) -> Result<(), isoe_store::StoreError> {
+        self.0.flush()
+    }
+    fn unmap(&self, offset: u64, len: u64) -> Result<(), isoe_store::StoreError> {
+        self.0.unmap(offset, len)
+    }
+    fn write_zeroes(&self, _offset: u64, _len: u64) -> Result<(), isoe_store::StoreError> {
+        Err(isoe_store::StoreError::ReadOnly)
+    }
+    fn kind(&self) -> &'static str {
+        "memory"
+    }
+}
+
+fn failing_unit() -> LogicalUnit {
+    let store = isoe_store::MemoryStore::new(BLOCKS * BLOCK_SIZE as u64);
+    LogicalUnit::new(std::sync::Arc::new(ZeroingFails(store)), config())
+}
+
+#[test]
+fn a_failed_sanitize_blocks_media_access_until_exit_failure_mode() {
+    const MEDIUM_ERROR: u8 = 0x03;
+    let unit = failing_unit();
+    // AUSE=1: the failure may be left with EXIT FAILURE MODE.
+    assert_sense(
+        run(&unit, &sanitize_cdb(0x20 | 0x03, 0)).0,
+        MEDIUM_ERROR,
+        0x0c,
+        0x00,
+    );
+    assert_sense(
+        run(&unit, &block_cdb(0x28, 10, 0, 1, 0)).0,
+        MEDIUM_ERROR,
+        0x31,
+        0x03,
+    );
+    assert_good(run(&unit, &[0; 6]).0);
+    assert_good(run(&unit, &inquiry(false, 0, 96)).0);
+    assert_good(run(&unit, &sanitize_cdb(0x1f, 0)).0);
+    assert_good(run(&unit, &block_cdb(0x28, 10, 0, 1, 0)).0);
+
+    // AUSE=0: only a successful SANITIZE gets the unit back.
+    assert_sense(
+        run(&unit, &sanitize_cdb(0x03, 0)).0,
+        MEDIUM_ERROR,
+        0x0c,
+        0x00,
+    );
+    assert_invalid_field_in_cdb(run(&unit, &sanitize_cdb(0x1f, 0)).0);
+    assert_sense(
+        run(&unit, &block_cdb(0x2a, 10, 0, 1, 0)).0,
+        MEDIUM_ERROR,
+        0x31,
+        0x03,
+    );
+    assert_good(run(&unit, &sanitize_cdb(0x02, 0)).0);
+    assert_good(run(&unit, &block_cdb(0x28, 10, 0, 1, 0)).0);
+}

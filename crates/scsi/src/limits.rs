@@ -11,6 +11,11 @@ pub const MAXIMUM_UNMAP_LBA_COUNT: u32 = 1 << 20;
 pub const MAXIMUM_UNMAP_BLOCK_DESCRIPTOR_COUNT: u32 = 256;
 /// Largest number of blocks one WRITE SAME may touch.
 pub const MAXIMUM_WRITE_SAME_LENGTH: u64 = 1 << 20;
+/// MAXIMUM COMPARE AND WRITE LENGTH in logical blocks (SBC-4 6.6.4): the
+/// largest NUMBER OF LOGICAL BLOCKS its one-byte field can hold. The compare
+/// and the write hold the range lock together, so this bounds how long one
+/// COMPARE AND WRITE can keep writers of the same stripes waiting.
+pub const MAXIMUM_COMPARE_AND_WRITE_LENGTH: u8 = 255;
 /// Unmap granularity in bytes: file systems punch holes in 4 KiB pages.
 pub const UNMAP_GRANULARITY_BYTES: u32 = 4096;
 

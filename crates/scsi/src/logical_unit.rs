@@ -8,6 +8,7 @@ use isoe_store::Store;
 use crate::attention::{Attentions, Delivery};
 use crate::block_cdb::BlockCdb;
 use crate::opcode::*;
+use crate::range_lock::RangeLocks;
 use crate::{cdb, lba, limits, Completion, LunConfig, Nexus, Sense, UnitDirectory};
 
 /// One logical unit: its media, its configuration and a little unit state.
@@ -22,6 +23,9 @@ pub struct LogicalUnit {
     pub(crate) stopped: AtomicBool,
     /// Unit attention conditions per I_T nexus.
     pub(crate) attentions: Attentions,
+    /// Striped LBA range locks that every medium-writing command holds
+    /// while it writes (COMPARE AND WRITE atomicity).
+    pub(crate) range_locks: RangeLocks,
 }
 
 /// What a command handler may know besides its CDB and data: who sent it,
@@ -43,12 +47,14 @@ impl LogicalUnit {
             panic!("invalid LunConfig: {error}");
         }
         let capacity_blocks = store.size_bytes() / u64::from(config.block_size);
+        let range_locks = RangeLocks::new(config.block_size);
         Self {
             store,
             config,
             capacity_blocks,
             stopped: AtomicBool::new(false),
             attentions: Attentions::default(),
+            range_locks,
         }
     }
 
@@ -175,6 +181,7 @@ impl LogicalUnit {
             PRE_FETCH_10 | PRE_FETCH_16 => crate::prefetch::pre_fetch(self, cdb),
             WRITE_SAME_10 | WRITE_SAME_16 => crate::write_same::write_same(self, cdb, data_out),
             UNMAP => crate::unmap::unmap(self, cdb, data_out),
+            COMPARE_AND_WRITE => crate::compare_and_write::compare_and_write(self, cdb, data_out),
             _ => Err(Sense::invalid_opcode()),
         }
     }

@@ -94,7 +94,7 @@ fn device_identification(unit: &LogicalUnit, data_in: &mut Vec<u8>) {
 fn block_limits(unit: &LogicalUnit, data_in: &mut Vec<u8>) {
     let block_size = unit.config.block_size;
     data_in.push(0x01); // WSNZ=1: WRITE SAME with zero blocks is refused.
-    data_in.push(0); // MAXIMUM COMPARE AND WRITE LENGTH: not supported.
+    data_in.push(limits::MAXIMUM_COMPARE_AND_WRITE_LENGTH);
     let granularity = limits::optimal_unmap_granularity_blocks(block_size) as u16;
     data_in.extend_from_slice(&granularity.to_be_bytes()); // OPTIMAL TRANSFER LENGTH GRANULARITY
     data_in.extend_from_slice(&limits::maximum_transfer_length_blocks(block_size).to_be_bytes());

@@ -47,6 +47,9 @@ pub(crate) fn write_same(unit: &LogicalUnit, cdb: &[u8], data_out: &[u8]) -> Res
     let offset = block.logical_block_address * block_size;
     let length = block_count * block_size;
     let all_zero = pattern.iter().all(|&b| b == 0);
+    let _range = unit
+        .range_locks
+        .lock(block.logical_block_address, block_count);
     let result = if all_zero && cdb[1] & UNMAP != 0 {
         unit.store.unmap(offset, length)
     } else if all_zero {

@@ -4,6 +4,7 @@
 mod harness;
 
 mod capacity;
+mod compare_and_write;
 mod inquiry;
 mod mode_sense;
 mod no_lun;

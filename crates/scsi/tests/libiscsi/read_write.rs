@@ -189,7 +189,7 @@ fn naca_in_the_control_byte_is_refused_and_unknown_opcodes_are_invalid() {
     cdb[9] = 0x04;
     let sense = assert_invalid_field_in_cdb(run(&unit, &cdb).0);
     assert_eq!(sense.field_pointer.unwrap().byte, 9);
-    for opcode in [0x15u8, 0x89, 0x7f, 0xc0, 0x02] {
+    for opcode in [0x15u8, 0x8c, 0x7f, 0xc0, 0x02] {
         let mut cdb = vec![0u8; 16];
         cdb[0] = opcode;
         assert_invalid_opcode(run(&unit, &cdb).0);

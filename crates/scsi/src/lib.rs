@@ -25,6 +25,7 @@ pub mod mode;
 mod nexus;
 mod no_lun;
 pub mod opcode;
+mod orwrite;
 mod prefetch;
 mod range_lock;
 mod read_write;

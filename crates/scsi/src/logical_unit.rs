@@ -182,6 +182,7 @@ impl LogicalUnit {
             WRITE_SAME_10 | WRITE_SAME_16 => crate::write_same::write_same(self, cdb, data_out),
             UNMAP => crate::unmap::unmap(self, cdb, data_out),
             COMPARE_AND_WRITE => crate::compare_and_write::compare_and_write(self, cdb, data_out),
+            ORWRITE_16 => crate::orwrite::orwrite(self, cdb, data_out),
             _ => Err(Sense::invalid_opcode()),
         }
     }

@@ -68,7 +68,7 @@ fn expected_transfer(cdb: &[u8], block_size: u32) -> (DataDirection, u32) {
     match cdb[0] {
         READ_6 | READ_10 | READ_12 | READ_16 => (DataDirection::In, block_bytes()),
         WRITE_6 | WRITE_10 | WRITE_12 | WRITE_16 | WRITE_AND_VERIFY_10 | WRITE_AND_VERIFY_12
-        | WRITE_AND_VERIFY_16 => (DataDirection::Out, block_bytes()),
+        | WRITE_AND_VERIFY_16 | ORWRITE_16 => (DataDirection::Out, block_bytes()),
         READ_CAPACITY_10 => (DataDirection::In, 8),
         VERIFY_10 | VERIFY_12 | VERIFY_16 => match (cdb[1] >> 1) & 0x03 {
             0b01 => (DataDirection::Out, block_bytes()),

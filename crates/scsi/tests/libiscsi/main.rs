@@ -8,6 +8,7 @@ mod compare_and_write;
 mod inquiry;
 mod mode_sense;
 mod no_lun;
+mod orwrite;
 mod prefetch_sync;
 mod read_write;
 mod sense_format;

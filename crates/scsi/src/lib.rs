@@ -40,6 +40,7 @@ mod transfer;
 mod unmap;
 mod verify;
 pub mod vpd;
+mod write_atomic;
 mod write_same;
 
 pub use completion::Completion;

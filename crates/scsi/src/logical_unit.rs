@@ -183,6 +183,7 @@ impl LogicalUnit {
             UNMAP => crate::unmap::unmap(self, cdb, data_out),
             COMPARE_AND_WRITE => crate::compare_and_write::compare_and_write(self, cdb, data_out),
             ORWRITE_16 => crate::orwrite::orwrite(self, cdb, data_out),
+            WRITE_ATOMIC_16 => crate::write_atomic::write_atomic(self, cdb, data_out),
             _ => Err(Sense::invalid_opcode()),
         }
     }

@@ -152,6 +152,13 @@ pub const SUPPORTED_COMMANDS: &[SupportedCommand] = &[
             0x3f, 0x00,
         ],
     ),
+    command(
+        WRITE_ATOMIC_16,
+        &[
+            0x9c, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+            0x1f, 0x00,
+        ],
+    ),
     with_service_action(
         SERVICE_ACTION_IN_16,
         READ_CAPACITY_16_SA,

@@ -82,6 +82,10 @@ fn expected_transfer(cdb: &[u8], block_size: u32) -> (DataDirection, u32) {
                 block_size,
             ),
         ),
+        WRITE_ATOMIC_16 => (
+            DataDirection::Out,
+            blocks_to_bytes(u64::from(crate::write_atomic::block_count(cdb)), block_size),
+        ),
         WRITE_SAME_16 if cdb[1] & 0x01 != 0 => (DataDirection::None, 0),
         WRITE_SAME_10 | WRITE_SAME_16 => (DataDirection::Out, block_size),
         UNMAP => (DataDirection::Out, u32::from(cdb::u16_at(cdb, 7))),

@@ -105,7 +105,16 @@ fn block_limits(unit: &LogicalUnit, data_in: &mut Vec<u8>) {
     data_in.extend_from_slice(&limits::optimal_unmap_granularity_blocks(block_size).to_be_bytes());
     data_in.extend_from_slice(&[0x00; 4]); // UGAVALID=0, UNMAP GRANULARITY ALIGNMENT
     data_in.extend_from_slice(&limits::MAXIMUM_WRITE_SAME_LENGTH.to_be_bytes());
-    data_in.extend_from_slice(&[0x00; 20]); // atomic write limits: not supported
+    data_in.extend_from_slice(
+        &limits::maximum_atomic_transfer_length_blocks(block_size).to_be_bytes(),
+    );
+    data_in.extend_from_slice(&limits::atomic_alignment_blocks(block_size).to_be_bytes());
+    data_in.extend_from_slice(
+        &limits::atomic_transfer_length_granularity_blocks(block_size).to_be_bytes(),
+    );
+    // MAXIMUM ATOMIC TRANSFER LENGTH WITH ATOMIC BOUNDARY, MAXIMUM ATOMIC
+    // BOUNDARY SIZE: atomic boundaries are not supported.
+    data_in.extend_from_slice(&[0x00; 8]);
 }
 
 /// SBC-4 6.6.2 Block Device Characteristics: non-rotating medium.

@@ -17,3 +17,4 @@ mod supported_opcodes;
 mod transfer_length;
 mod unmap_write_same;
 mod verify;
+mod write_atomic;

@@ -17,4 +17,4 @@ pub use block::BlockStore;
 pub use error::StoreError;
 pub use file::FileStore;
 pub use memory::MemoryStore;
-pub use store::Store;
+pub use store::{Extent, Store};

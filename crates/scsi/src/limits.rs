@@ -1,8 +1,12 @@
 //! Limits the device server advertises in the Block Limits VPD page (SBC-4
 //! 6.6.4) and enforces on commands.
 
-/// Largest READ/WRITE/VERIFY in bytes; bounds the buffer a peer can make us fill.
-pub const MAXIMUM_TRANSFER_LENGTH_BYTES: u32 = 8 << 20;
+/// Largest READ/WRITE/VERIFY in bytes; bounds the buffer a peer can make us
+/// fill. 32 MiB (65536 blocks of 512 bytes) because initiators (libiscsi's
+/// WRITE SAME tests among them) move as much data as MAXIMUM WRITE SAME
+/// LENGTH allows with plain WRITE and READ; below the transport's 64 MiB
+/// write buffer limit.
+pub const MAXIMUM_TRANSFER_LENGTH_BYTES: u32 = 32 << 20;
 /// Transfers of this size or a multiple are most efficient.
 pub const OPTIMAL_TRANSFER_LENGTH_BYTES: u32 = 1 << 20;
 /// Largest number of blocks one UNMAP may deallocate (libiscsi wants <= 1 Mi).

@@ -17,6 +17,7 @@ mod compare_and_write;
 mod completion;
 mod config;
 mod data_in;
+mod get_lba_status;
 mod inquiry;
 pub mod lba;
 pub mod limits;

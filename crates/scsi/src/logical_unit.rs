@@ -154,6 +154,7 @@ impl LogicalUnit {
             READ_CAPACITY_10 => crate::capacity::read_capacity_10(self, data_in),
             SERVICE_ACTION_IN_16 => match cdb::service_action(cdb) {
                 READ_CAPACITY_16_SA => crate::capacity::read_capacity_16(self, cdb, data_in),
+                GET_LBA_STATUS_SA => crate::get_lba_status::get_lba_status(self, cdb, data_in),
                 _ => Err(Sense::invalid_field_in_cdb(1, 4)),
             },
             MAINTENANCE_IN => match cdb::service_action(cdb) {

@@ -167,6 +167,14 @@ pub const SUPPORTED_COMMANDS: &[SupportedCommand] = &[
             0x00, 0x00,
         ],
     ),
+    with_service_action(
+        SERVICE_ACTION_IN_16,
+        GET_LBA_STATUS_SA,
+        &[
+            0x9e, 0x12, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+            0x03, 0x00,
+        ],
+    ),
     command(
         REPORT_LUNS,
         &[

@@ -5,6 +5,7 @@ mod harness;
 
 mod capacity;
 mod compare_and_write;
+mod get_lba_status;
 mod inquiry;
 mod mode_sense;
 mod no_lun;

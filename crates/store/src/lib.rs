@@ -1,9 +1,9 @@
 //! isoe-store: the media behind a logical unit.
 //!
 //! Owns byte-addressed backing storage (memory, regular file, block device)
-//! with read, write, flush, unmap and write-zeroes. Knows nothing of SCSI,
-//! iSCSI or sockets: offsets and lengths are bytes, and range checks are
-//! against the store's size only.
+//! with read, write, flush, unmap, write-zeroes and allocation (hole) queries.
+//! Knows nothing of SCSI, iSCSI or sockets: offsets and lengths are bytes,
+//! and range checks are against the store's size only.
 
 mod block;
 mod error;

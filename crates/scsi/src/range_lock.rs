@@ -66,13 +66,15 @@ impl RangeLocks {
     /// holds no other `RangeGuard` of this unit while it waits.
     pub(crate) fn lock(&self, logical_block_address: u64, block_count: u64) -> RangeGuard<'_> {
         let mask = self.stripe_mask(logical_block_address, block_count);
-        let mut guards = std::array::from_fn(|_| None);
-        // Ascending stripe order for every caller: no cycle of waiters.
-        for (index, guard) in guards.iter_mut().enumerate() {
-            if mask & (1u64 << index) != 0 {
-                let stripe = &self.stripes[index];
-                *guard = Some(stripe.lock().unwrap_or_else(PoisonError::into_inner));
-            }
+        let mut guards: [Option<MutexGuard<'_, ()>>; STRIPES] = std::array::from_fn(|_| None);
+        // Lowest set bit first: ascending stripe order for every caller, so
+        // no cycle of waiters can form.
+        let mut remaining = mask;
+        while remaining != 0 {
+            let index = remaining.trailing_zeros() as usize;
+            let stripe = &self.stripes[index];
+            guards[index] = Some(stripe.lock().unwrap_or_else(PoisonError::into_inner));
+            remaining &= remaining - 1;
         }
         RangeGuard { _guards: guards }
     }

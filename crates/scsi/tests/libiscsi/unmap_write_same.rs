@@ -190,3 +190,19 @@ fn write_same_of_zero_blocks_reaches_the_last_lba() {
     assert_eq!(sense.field_pointer.unwrap().byte, 10);
     assert_good(run_out(&big, &block_cdb(0x93, 16, 1, 0, 0x08), &[0; BLOCK_SIZE]).0);
 }
+
+#[test]
+fn transport_refuses_a_write_same_data_out_other_than_one_block() {
+    let unit = unit();
+    for (opcode, length) in [(0x41u8, 10usize), (0x93, 16)] {
+        let cdb = block_cdb(opcode, length, 0, 8, 0x08);
+        assert!(unit.check_data_out_length(&cdb, BLOCK_SIZE as u32).is_ok());
+        for wrong in [BLOCK_SIZE as u32 / 2, 2 * BLOCK_SIZE as u32] {
+            let completion = unit.check_data_out_length(&cdb, wrong).unwrap_err();
+            assert_sense(completion, ILLEGAL_REQUEST, 0x0e, 0x03);
+        }
+    }
+    // NDOB: no Data-Out at all is the right amount.
+    let ndob = block_cdb(0x93, 16, 0, 8, 0x09);
+    assert!(unit.check_data_out_length(&ndob, 0).is_ok());
+}

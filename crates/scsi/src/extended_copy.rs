@@ -411,6 +411,13 @@ fn copy_bytes(
             .store
             .read_append(source_offset + offset, len as usize, &mut buffer)
             .map_err(|_| Sense::unrecovered_read_error())?;
+        // Like every medium writer, hold the destination's range lock so
+        // COMPARE AND WRITE stays atomic against the copy.
+        let block_size = destination.block_size();
+        let first_block = (destination_offset + offset) / block_size;
+        let _range = destination
+            .range_locks
+            .lock(first_block, (len as u64).div_ceil(block_size));
         destination
             .store
             .write_at(destination_offset + offset, &buffer)

@@ -8,6 +8,7 @@ use isoe_store::Store;
 use crate::attention::{Attentions, Delivery};
 use crate::block_cdb::BlockCdb;
 use crate::opcode::*;
+use crate::range_lock::RangeLocks;
 use crate::reservation::Reservations;
 use crate::{cdb, lba, limits, Completion, LunConfig, Nexus, Sense, UnitDirectory};
 
@@ -31,6 +32,9 @@ pub struct LogicalUnit {
     pub(crate) copy_results: crate::copy_results::CopyResults,
     /// Whether a SANITIZE runs or failed (shared with an IMMED sanitize's thread).
     pub(crate) sanitize: Arc<crate::sanitize::SanitizeState>,
+    /// Striped LBA range locks that every medium-writing command holds
+    /// while it writes (COMPARE AND WRITE atomicity).
+    pub(crate) range_locks: RangeLocks,
 }
 
 /// What a command handler may know besides its CDB and data: who sent it,
@@ -53,6 +57,7 @@ impl LogicalUnit {
         }
         let capacity_blocks = store.size_bytes() / u64::from(config.block_size);
         let reservations = Reservations::new(config.reservations_file.clone());
+        let range_locks = RangeLocks::new(config.block_size);
         Self {
             store,
             config,
@@ -63,6 +68,7 @@ impl LogicalUnit {
             mode: crate::mode::ModeState::default(),
             copy_results: crate::copy_results::CopyResults::default(),
             sanitize: Arc::default(),
+            range_locks,
         }
     }
 
@@ -217,6 +223,7 @@ impl LogicalUnit {
             READ_CAPACITY_10 => crate::capacity::read_capacity_10(self, data_in),
             SERVICE_ACTION_IN_16 => match cdb::service_action(cdb) {
                 READ_CAPACITY_16_SA => crate::capacity::read_capacity_16(self, cdb, data_in),
+                GET_LBA_STATUS_SA => crate::get_lba_status::get_lba_status(self, cdb, data_in),
                 _ => Err(Sense::invalid_field_in_cdb(1, 4)),
             },
             MAINTENANCE_IN => match cdb::service_action(cdb) {
@@ -253,6 +260,9 @@ impl LogicalUnit {
             READ_DEFECT_DATA_10 | READ_DEFECT_DATA_12 => {
                 crate::defect_data::read_defect_data(cdb, data_in)
             }
+            COMPARE_AND_WRITE => crate::compare_and_write::compare_and_write(self, cdb, data_out),
+            ORWRITE_16 => crate::orwrite::orwrite(self, cdb, data_out),
+            WRITE_ATOMIC_16 => crate::write_atomic::write_atomic(self, cdb, data_out),
             _ => Err(Sense::invalid_opcode()),
         }
     }

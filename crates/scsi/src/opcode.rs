@@ -52,8 +52,12 @@ pub const EXTENDED_COPY: u8 = 0x83;
 pub const RECEIVE_COPY_RESULTS: u8 = 0x84;
 /// READ (16) (SBC-4 5.16).
 pub const READ_16: u8 = 0x88;
+/// COMPARE AND WRITE (SBC-4 5.3).
+pub const COMPARE_AND_WRITE: u8 = 0x89;
 /// WRITE (16) (SBC-4 5.41).
 pub const WRITE_16: u8 = 0x8a;
+/// ORWRITE (16) (SBC-4 5.8).
+pub const ORWRITE_16: u8 = 0x8b;
 /// WRITE AND VERIFY (16) (SBC-4 5.44).
 pub const WRITE_AND_VERIFY_16: u8 = 0x8e;
 /// VERIFY (16) (SBC-4 5.35).
@@ -64,6 +68,8 @@ pub const PRE_FETCH_16: u8 = 0x90;
 pub const SYNCHRONIZE_CACHE_16: u8 = 0x91;
 /// WRITE SAME (16) (SBC-4 5.48).
 pub const WRITE_SAME_16: u8 = 0x93;
+/// WRITE ATOMIC (16) (SBC-4 5.49).
+pub const WRITE_ATOMIC_16: u8 = 0x9c;
 /// SERVICE ACTION IN (16) (SBC-4 table 36); see [`READ_CAPACITY_16_SA`].
 pub const SERVICE_ACTION_IN_16: u8 = 0x9e;
 /// RESERVE (6) (SPC-2 7.21).
@@ -95,5 +101,7 @@ pub const READ_DEFECT_DATA_12: u8 = 0xb7;
 
 /// READ CAPACITY (16): service action 10h of SERVICE ACTION IN (16) (SBC-4 5.21).
 pub const READ_CAPACITY_16_SA: u16 = 0x10;
+/// GET LBA STATUS: service action 12h of SERVICE ACTION IN (16) (SBC-4 5.6).
+pub const GET_LBA_STATUS_SA: u16 = 0x12;
 /// REPORT SUPPORTED OPERATION CODES: service action 0Ch of MAINTENANCE IN (SPC-5 6.35).
 pub const REPORT_SUPPORTED_OPERATION_CODES_SA: u16 = 0x0c;

@@ -6,7 +6,7 @@ use crate::verify::compare_with_medium;
 use crate::{LogicalUnit, Sense};
 
 /// Byte 1 of the 10/12/16-byte forms: DPO (bit 4) and FUA (bit 3).
-const FUA: u8 = 0x08;
+pub(crate) const FUA: u8 = 0x08;
 
 /// SBC-4 5.14: RDPROTECT/WRPROTECT/VRPROTECT (byte 1 bits 7:5) nonzero asks
 /// for protection information, which this unit does not have (PROTECT=0).
@@ -79,6 +79,10 @@ fn write_blocks(unit: &LogicalUnit, block: &BlockCdb, data_out: &[u8]) -> Result
     let available_bytes = data_out.len() as u64 / unit.block_size() * unit.block_size();
     let length_bytes = wanted_bytes.min(available_bytes) as usize;
     if length_bytes > 0 {
+        let _range = unit.range_locks.lock(
+            block.logical_block_address,
+            length_bytes as u64 / unit.block_size(),
+        );
         unit.store
             .write_at(
                 block.logical_block_address * unit.block_size(),

@@ -48,6 +48,7 @@ pub(crate) fn unmap(unit: &LogicalUnit, cdb: &[u8], data_out: &[u8]) -> Result<(
         let logical_block_address = cdb::u64_at(descriptor, 0);
         let block_count = u64::from(cdb::u32_at(descriptor, 8));
         if block_count > 0 {
+            let _range = unit.range_locks.lock(logical_block_address, block_count);
             unit.store
                 .unmap(
                     logical_block_address * unit.block_size(),

@@ -97,8 +97,9 @@ fn device_identification(unit: &LogicalUnit, data_in: &mut Vec<u8>) {
 /// SBC-4 6.6.4 Block Limits, page length 3Ch.
 fn block_limits(unit: &LogicalUnit, data_in: &mut Vec<u8>) {
     let block_size = unit.config.block_size;
-    data_in.push(0x01); // WSNZ=1: WRITE SAME with zero blocks is refused.
-    data_in.push(0); // MAXIMUM COMPARE AND WRITE LENGTH: not supported.
+    // WSNZ=0: WRITE SAME with zero blocks reaches the last LBA (SBC-4 5.47).
+    data_in.push(0x00);
+    data_in.push(limits::MAXIMUM_COMPARE_AND_WRITE_LENGTH);
     let granularity = limits::optimal_unmap_granularity_blocks(block_size) as u16;
     data_in.extend_from_slice(&granularity.to_be_bytes()); // OPTIMAL TRANSFER LENGTH GRANULARITY
     data_in.extend_from_slice(&limits::maximum_transfer_length_blocks(block_size).to_be_bytes());
@@ -107,9 +108,20 @@ fn block_limits(unit: &LogicalUnit, data_in: &mut Vec<u8>) {
     data_in.extend_from_slice(&limits::MAXIMUM_UNMAP_LBA_COUNT.to_be_bytes());
     data_in.extend_from_slice(&limits::MAXIMUM_UNMAP_BLOCK_DESCRIPTOR_COUNT.to_be_bytes());
     data_in.extend_from_slice(&limits::optimal_unmap_granularity_blocks(block_size).to_be_bytes());
-    data_in.extend_from_slice(&[0x00; 4]); // UGAVALID=0, UNMAP GRANULARITY ALIGNMENT
+    // UGAVALID=1, UNMAP GRANULARITY ALIGNMENT 0: granules start at LBA 0,
+    // on physical block boundaries (LOWEST ALIGNED LBA is 0).
+    data_in.extend_from_slice(&0x8000_0000u32.to_be_bytes());
     data_in.extend_from_slice(&limits::MAXIMUM_WRITE_SAME_LENGTH.to_be_bytes());
-    data_in.extend_from_slice(&[0x00; 20]); // atomic write limits: not supported
+    data_in.extend_from_slice(
+        &limits::maximum_atomic_transfer_length_blocks(block_size).to_be_bytes(),
+    );
+    data_in.extend_from_slice(&limits::atomic_alignment_blocks(block_size).to_be_bytes());
+    data_in.extend_from_slice(
+        &limits::atomic_transfer_length_granularity_blocks(block_size).to_be_bytes(),
+    );
+    // MAXIMUM ATOMIC TRANSFER LENGTH WITH ATOMIC BOUNDARY, MAXIMUM ATOMIC
+    // BOUNDARY SIZE: atomic boundaries are not supported.
+    data_in.extend_from_slice(&[0x00; 8]);
 }
 
 /// SBC-4 6.6.2 Block Device Characteristics: non-rotating medium; blocks

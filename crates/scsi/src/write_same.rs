@@ -27,13 +27,16 @@ pub(crate) fn write_same(unit: &LogicalUnit, cdb: &[u8], data_out: &[u8]) -> Res
         return Err(Sense::invalid_field_in_cdb(1, 0));
     }
     let block = BlockCdb::decode(cdb);
-    let block_count = u64::from(block.block_count);
-    if block_count == 0 || block_count > limits::MAXIMUM_WRITE_SAME_LENGTH {
-        // WSNZ=1 in the Block Limits page: zero blocks is refused.
+    unit.check_writable()?;
+    unit.check_range(block.logical_block_address, u64::from(block.block_count))?;
+    // SBC-4 5.47 with WSNZ=0: zero blocks means through the last LBA.
+    let block_count = match block.block_count {
+        0 => unit.capacity_blocks - block.logical_block_address,
+        count => u64::from(count),
+    };
+    if block_count > limits::MAXIMUM_WRITE_SAME_LENGTH {
         return Err(Sense::invalid_field_in_cdb_byte(block.block_count_at));
     }
-    unit.check_writable()?;
-    unit.check_range(block.logical_block_address, block_count)?;
 
     let block_size = unit.block_size();
     let no_data_out = sixteen_byte && cdb[1] & NDOB != 0;
@@ -47,6 +50,9 @@ pub(crate) fn write_same(unit: &LogicalUnit, cdb: &[u8], data_out: &[u8]) -> Res
     let offset = block.logical_block_address * block_size;
     let length = block_count * block_size;
     let all_zero = pattern.iter().all(|&b| b == 0);
+    let _range = unit
+        .range_locks
+        .lock(block.logical_block_address, block_count);
     let result = if all_zero && cdb[1] & UNMAP != 0 {
         unit.store.unmap(offset, length)
     } else if all_zero {

@@ -1,9 +1,9 @@
 //! isoe-store: the media behind a logical unit.
 //!
 //! Owns byte-addressed backing storage (memory, regular file, block device)
-//! with read, write, flush, unmap and write-zeroes. Knows nothing of SCSI,
-//! iSCSI or sockets: offsets and lengths are bytes, and range checks are
-//! against the store's size only.
+//! with read, write, flush, unmap, write-zeroes and allocation (hole) queries.
+//! Knows nothing of SCSI, iSCSI or sockets: offsets and lengths are bytes,
+//! and range checks are against the store's size only.
 
 mod block;
 mod error;
@@ -17,4 +17,4 @@ pub use block::BlockStore;
 pub use error::StoreError;
 pub use file::FileStore;
 pub use memory::MemoryStore;
-pub use store::Store;
+pub use store::{Extent, Store};

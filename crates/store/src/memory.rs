@@ -3,17 +3,56 @@
 use std::sync::{PoisonError, RwLock};
 
 use crate::range::check_range;
-use crate::{Store, StoreError};
+use crate::{Extent, Store, StoreError};
 
 /// Bytes per chunk; memory is committed one chunk at a time, on first write.
 const CHUNK_SIZE_BYTES: u64 = 1 << 20;
 
-/// One chunk: `None` until written (reads as zeros), then its bytes.
-type Chunk = RwLock<Option<Box<[u8]>>>;
+/// Allocation is tracked per page of this many bytes: a page is mapped once
+/// written and deallocated again when an unmap covers all of it.
+const PAGE_SIZE_BYTES: usize = 4096;
+
+/// Pages per chunk, and the words of the bitmap that records which are mapped.
+const PAGES_PER_CHUNK: usize = CHUNK_SIZE_BYTES as usize / PAGE_SIZE_BYTES;
+const MAP_WORDS: usize = PAGES_PER_CHUNK / 64;
+
+/// The committed memory of one chunk.
+#[derive(Debug)]
+struct ChunkData {
+    bytes: Box<[u8]>,
+    /// Bit `p` set: page `p` is mapped. A clear page holds only zeros.
+    mapped: [u64; MAP_WORDS],
+}
+
+impl ChunkData {
+    fn new(len: usize) -> Self {
+        Self {
+            bytes: vec![0u8; len].into_boxed_slice(),
+            mapped: [0; MAP_WORDS],
+        }
+    }
+
+    fn is_mapped(&self, page: usize) -> bool {
+        self.mapped[page / 64] & (1 << (page % 64)) != 0
+    }
+
+    fn set_mapped(&mut self, page: usize, mapped: bool) {
+        let bit = 1 << (page % 64);
+        if mapped {
+            self.mapped[page / 64] |= bit;
+        } else {
+            self.mapped[page / 64] &= !bit;
+        }
+    }
+}
+
+/// One chunk: `None` until written (reads as zeros, deallocated), then its data.
+type Chunk = RwLock<Option<ChunkData>>;
 
 /// RAM-backed media. Chunks are allocated on first write and each has its own
 /// lock, so there is no store-wide lock on the hot path and an unwritten
-/// logical unit costs only the chunk table.
+/// logical unit costs only the chunk table. Which 4 KiB pages are mapped is
+/// tracked per chunk, for [`Store::allocation`].
 #[derive(Debug)]
 pub struct MemoryStore {
     size_bytes: u64,
@@ -53,20 +92,43 @@ impl MemoryStore {
         })
     }
 
-    /// Zeros a range; whole chunks are released, partial ones cleared in place.
+    /// Zeros a range and deallocates the pages it covers whole; a chunk left
+    /// with no mapped page is released.
     fn release(&self, offset: u64, len: u64) -> Result<(), StoreError> {
         check_range(offset, len, self.size_bytes)?;
         for (index, within, piece) in Self::pieces(offset, len) {
             let mut chunk = self.chunks[index]
                 .write()
                 .unwrap_or_else(PoisonError::into_inner);
-            if within == 0 && piece == self.chunk_len(index) {
+            let chunk_len = self.chunk_len(index);
+            let Some(data) = chunk.as_mut() else {
+                continue;
+            };
+            data.bytes[within..within + piece].fill(0);
+            let first_whole_page = within.div_ceil(PAGE_SIZE_BYTES);
+            for page in first_whole_page..PAGES_PER_CHUNK {
+                let page_end = ((page + 1) * PAGE_SIZE_BYTES).min(chunk_len);
+                if page * PAGE_SIZE_BYTES >= chunk_len || page_end > within + piece {
+                    break;
+                }
+                data.set_mapped(page, false);
+            }
+            if data.mapped.iter().all(|&word| word == 0) {
                 *chunk = None;
-            } else if let Some(bytes) = chunk.as_mut() {
-                bytes[within..within + piece].fill(0);
             }
         }
         Ok(())
+    }
+
+    /// Length from `within` of the run of pages in one chunk that share the
+    /// state of the page holding `within`, at most `wanted` bytes.
+    fn run_in_chunk(data: &ChunkData, within: usize, wanted: usize) -> (bool, usize) {
+        let mapped = data.is_mapped(within / PAGE_SIZE_BYTES);
+        let mut end = (within / PAGE_SIZE_BYTES + 1) * PAGE_SIZE_BYTES;
+        while end < within + wanted && data.is_mapped(end / PAGE_SIZE_BYTES) == mapped {
+            end += PAGE_SIZE_BYTES;
+        }
+        (mapped, end.min(within + wanted) - within)
     }
 }
 
@@ -84,7 +146,7 @@ impl Store for MemoryStore {
                 .read()
                 .unwrap_or_else(PoisonError::into_inner);
             match chunk.as_ref() {
-                Some(bytes) => target.copy_from_slice(&bytes[within..within + piece]),
+                Some(data) => target.copy_from_slice(&data.bytes[within..within + piece]),
                 None => target.fill(0),
             }
             done += piece;
@@ -104,7 +166,7 @@ impl Store for MemoryStore {
                 .read()
                 .unwrap_or_else(PoisonError::into_inner);
             match chunk.as_ref() {
-                Some(bytes) => out.extend_from_slice(&bytes[within..within + piece]),
+                Some(data) => out.extend_from_slice(&data.bytes[within..within + piece]),
                 None => out.resize(out.len() + piece, 0),
             }
         }
@@ -119,8 +181,11 @@ impl Store for MemoryStore {
                 .write()
                 .unwrap_or_else(PoisonError::into_inner);
             let chunk_len = self.chunk_len(index);
-            let bytes = chunk.get_or_insert_with(|| vec![0u8; chunk_len].into_boxed_slice());
-            bytes[within..within + piece].copy_from_slice(&buf[done..done + piece]);
+            let data = chunk.get_or_insert_with(|| ChunkData::new(chunk_len));
+            data.bytes[within..within + piece].copy_from_slice(&buf[done..done + piece]);
+            for page in within / PAGE_SIZE_BYTES..(within + piece).div_ceil(PAGE_SIZE_BYTES) {
+                data.set_mapped(page, true);
+            }
             done += piece;
         }
         debug_assert_eq!(done, buf.len());
@@ -144,6 +209,33 @@ impl Store for MemoryStore {
     fn kind(&self) -> &'static str {
         "memory"
     }
+
+    fn allocation(&self, offset: u64, len: u64) -> Result<Extent, StoreError> {
+        check_range(offset, len, self.size_bytes)?;
+        let mut state = None;
+        let mut run_bytes = 0u64;
+        for (index, within, piece) in Self::pieces(offset, len) {
+            let chunk = self.chunks[index]
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            let (mapped, same) = match chunk.as_ref() {
+                None => (false, piece),
+                Some(data) => Self::run_in_chunk(data, within, piece),
+            };
+            if state.is_some_and(|s| s != mapped) {
+                break;
+            }
+            state = Some(mapped);
+            run_bytes += same as u64;
+            if same < piece {
+                break;
+            }
+        }
+        Ok(Extent {
+            mapped: state.unwrap_or(false),
+            len_bytes: run_bytes,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -164,13 +256,70 @@ mod tests {
         assert!(store.chunks[1].read().unwrap().is_some());
         store.unmap(CHUNK_SIZE_BYTES, CHUNK_SIZE_BYTES).unwrap();
         assert!(store.chunks[1].read().unwrap().is_none());
+        // Unmapping every written page releases the chunk too.
+        store.write_at(CHUNK_SIZE_BYTES + 5000, &[1u8; 10]).unwrap();
+        store.unmap(CHUNK_SIZE_BYTES + 4096, 4096).unwrap();
+        assert!(store.chunks[1].read().unwrap().is_none());
     }
 
     #[test]
     fn short_last_chunk() {
         let store = MemoryStore::new(CHUNK_SIZE_BYTES + 100);
         store.write_at(CHUNK_SIZE_BYTES + 90, &[7u8; 10]).unwrap();
-        assert_eq!(store.chunks[1].read().unwrap().as_ref().unwrap().len(), 100);
+        assert_eq!(
+            store.chunks[1]
+                .read()
+                .unwrap()
+                .as_ref()
+                .unwrap()
+                .bytes
+                .len(),
+            100
+        );
         assert!(store.write_at(CHUNK_SIZE_BYTES + 95, &[7u8; 10]).is_err());
+    }
+
+    fn extent(mapped: bool, len_bytes: u64) -> Extent {
+        Extent { mapped, len_bytes }
+    }
+
+    #[test]
+    fn allocation_follows_writes_and_whole_page_unmaps() {
+        let store = MemoryStore::new(3 * CHUNK_SIZE_BYTES);
+        let all = 3 * CHUNK_SIZE_BYTES;
+        assert_eq!(store.allocation(0, all).unwrap(), extent(false, all));
+        // A write maps every page it touches.
+        store.write_at(4096 + 100, &[1u8; 5000]).unwrap();
+        assert_eq!(store.allocation(0, all).unwrap(), extent(false, 4096));
+        assert_eq!(
+            store.allocation(4096, all - 4096).unwrap(),
+            extent(true, 8192)
+        );
+        assert_eq!(store.allocation(5000, 100).unwrap(), extent(true, 100));
+        assert_eq!(store.allocation(12288, 4096).unwrap(), extent(false, 4096));
+        // An unmap of part of a page zeros it but leaves it mapped.
+        store.unmap(4096, 512).unwrap();
+        assert_eq!(store.allocation(4096, 8192).unwrap(), extent(true, 8192));
+        let mut back = [9u8; 512];
+        store.read_at(4096 + 100, &mut back).unwrap();
+        assert!(back[..412].iter().all(|&b| b == 0) && back[412..].iter().all(|&b| b == 1));
+        // An unmap of a whole page deallocates it.
+        store.unmap(8192, 4096).unwrap();
+        assert_eq!(
+            store.allocation(4096, all - 4096).unwrap(),
+            extent(true, 4096)
+        );
+        assert_eq!(
+            store.allocation(8192, all - 8192).unwrap(),
+            extent(false, all - 8192)
+        );
+        // Runs continue across chunks.
+        store
+            .write_at(CHUNK_SIZE_BYTES - 4096, &[1u8; 8192])
+            .unwrap();
+        let at = CHUNK_SIZE_BYTES - 4096;
+        assert_eq!(store.allocation(at, all - at).unwrap(), extent(true, 8192));
+        assert!(store.allocation(all, 1).is_err());
+        assert_eq!(store.allocation(all, 0).unwrap(), extent(false, 0));
     }
 }

@@ -7,7 +7,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 
 use crate::range::check_range;
-use crate::{Store, StoreError};
+use crate::{Extent, Store, StoreError};
 
 /// Largest zero buffer used when fallocate cannot zero a range for us.
 const ZERO_BUFFER_BYTES: u64 = 1 << 20;
@@ -90,6 +90,59 @@ impl PositionalFile {
             offset,
             len,
         )
+    }
+
+    /// The allocation state at `offset` from SEEK_DATA/SEEK_HOLE (holes in a
+    /// sparse file; a block device is all data). Where the file system cannot
+    /// say, everything is reported mapped.
+    pub(crate) fn allocation(&self, offset: u64, len: u64) -> Result<Extent, StoreError> {
+        check_range(offset, len, self.size_bytes)?;
+        let end = offset + len;
+        let extent = |mapped, until: u64| Extent {
+            mapped,
+            len_bytes: until.min(end) - offset,
+        };
+        if len == 0 {
+            return Ok(extent(true, offset));
+        }
+        let Some(data) = self.seek(offset, libc::SEEK_DATA)? else {
+            // ENXIO: no data at or after `offset`.
+            return Ok(extent(false, end));
+        };
+        if data > offset {
+            return Ok(extent(false, data));
+        }
+        // Data at `offset`; SEEK_HOLE finds at worst the implicit hole at EOF.
+        let hole = self.seek(offset, libc::SEEK_HOLE)?.unwrap_or(end);
+        Ok(extent(true, hole.max(offset + 1)))
+    }
+
+    /// lseek(2) with `whence`: Ok(None) for ENXIO (no such data or hole past
+    /// `offset`); a file system without SEEK_DATA/SEEK_HOLE (EINVAL) is
+    /// treated as all data.
+    fn seek(&self, offset: u64, whence: libc::c_int) -> Result<Option<u64>, StoreError> {
+        let io_error = |source| StoreError::Io {
+            op: "lseek",
+            offset,
+            source,
+        };
+        let offset_signed =
+            libc::off_t::try_from(offset).map_err(|_| io_error(ErrorKind::InvalidInput.into()))?;
+        // SAFETY: lseek takes a file descriptor and two integers and touches
+        // no memory of ours; the descriptor is owned by `self.file` and stays
+        // open for the call. The file position it moves is unused: every read
+        // and write here is positional (pread/pwrite).
+        let position = unsafe { libc::lseek(self.file.as_raw_fd(), offset_signed, whence) };
+        if position >= 0 {
+            return Ok(Some(position as u64));
+        }
+        let error = std::io::Error::last_os_error();
+        match error.raw_os_error() {
+            Some(libc::ENXIO) => Ok(None),
+            Some(libc::EINVAL) if whence == libc::SEEK_DATA => Ok(Some(offset)),
+            Some(libc::EINVAL) => Ok(Some(self.size_bytes)),
+            _ => Err(io_error(error)),
+        }
     }
 
     fn check_writable(&self) -> Result<(), StoreError> {
@@ -198,5 +251,9 @@ impl<T: Positional> Store for T {
 
     fn kind(&self) -> &'static str {
         Positional::kind(self)
+    }
+
+    fn allocation(&self, offset: u64, len: u64) -> Result<Extent, StoreError> {
+        self.positional().allocation(offset, len)
     }
 }

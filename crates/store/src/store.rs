@@ -1,6 +1,16 @@
 //! The `Store` trait: the whole seam between the SCSI device server and media.
 
+use crate::range::check_range;
 use crate::StoreError;
+
+/// A run of bytes that share one allocation state (see [`Store::allocation`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    /// The bytes hold data (mapped) rather than being a hole (deallocated).
+    pub mapped: bool,
+    /// Length of the run in bytes.
+    pub len_bytes: u64,
+}
 
 /// Backing media of one logical unit. Offsets and lengths in bytes. Called
 /// concurrently from several connection threads.
@@ -32,4 +42,16 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn write_zeroes(&self, offset: u64, len: u64) -> Result<(), StoreError>;
     /// "memory" | "file" | "block"
     fn kind(&self) -> &'static str;
+    /// The allocation state at `offset`, and how far it lasts: an extent of
+    /// at most `len` bytes from `offset` that is wholly mapped or wholly
+    /// deallocated. Stores find holes at their own granularity (memory: 4 KiB
+    /// pages; files: the file system's blocks). The default reports
+    /// everything mapped, which is true of stores that never deallocate.
+    fn allocation(&self, offset: u64, len: u64) -> Result<Extent, StoreError> {
+        check_range(offset, len, self.size_bytes())?;
+        Ok(Extent {
+            mapped: true,
+            len_bytes: len,
+        })
+    }
 }

@@ -249,3 +249,40 @@ fn block_store_on_a_regular_file() {
     ));
     assert!(BlockStore::open(&dir.path().join("missing"), true).is_err());
 }
+
+/// What `allocation` reports after writes and unmaps, at 4 KiB granularity
+/// (memory pages; file system blocks on tmpfs, ext4 and xfs alike).
+fn allocation_tracks_holes(store: &dyn Store) {
+    let size = store.size_bytes();
+    let first = store.allocation(0, size).unwrap();
+    assert!(!first.mapped && first.len_bytes == size, "{first:?}");
+    store.write_at(MIB, &[7u8; 64 * 1024]).unwrap();
+    let hole = store.allocation(0, size).unwrap();
+    assert!(!hole.mapped && hole.len_bytes == MIB, "{hole:?}");
+    let data = store.allocation(MIB, size - MIB).unwrap();
+    assert!(data.mapped && data.len_bytes == 64 * 1024, "{data:?}");
+    store.unmap(MIB + 16 * 1024, 16 * 1024).unwrap();
+    let data = store.allocation(MIB, size - MIB).unwrap();
+    assert!(data.mapped && data.len_bytes == 16 * 1024, "{data:?}");
+    let punched = store.allocation(MIB + 16 * 1024, 4096).unwrap();
+    assert!(!punched.mapped && punched.len_bytes == 4096, "{punched:?}");
+    assert!(store.allocation(size, 1).is_err());
+}
+
+#[test]
+fn memory_and_file_stores_report_holes() {
+    allocation_tracks_holes(&MemoryStore::new(4 * MIB));
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::open(&dir.path().join("holes.img"), Some(4 * MIB)).unwrap();
+    allocation_tracks_holes(&store);
+}
+
+#[test]
+fn block_store_reports_everything_mapped_or_its_holes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("disk");
+    std::fs::write(&path, vec![1u8; (2 * MIB) as usize]).unwrap();
+    let store = BlockStore::open(&path, false).unwrap();
+    let all = store.allocation(0, 2 * MIB).unwrap();
+    assert!(all.mapped && all.len_bytes == 2 * MIB, "{all:?}");
+}

@@ -1154,6 +1154,9 @@ fn run_command(
         Err(completion) => return (completion, Residual::default()),
     };
     let edtl = cmd.expected_data_transfer_length;
+    if let Err(completion) = lu.check_data_out_length(cdb, edtl) {
+        return (completion, Residual::between(wanted, edtl));
+    }
     let residual = Residual::between(wanted, edtl);
     let usable = &data_out[..data_out.len().min(wanted as usize)];
     (lu.execute(nexus, target, cdb, usable, data_in), residual)

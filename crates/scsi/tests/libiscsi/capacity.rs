@@ -39,8 +39,18 @@ fn read_capacity_16_reports_thin_provisioning_and_no_protection() {
     assert_eq!(be32(&data, 8), 512);
     assert_eq!(data[12] & 0x0f, 0, "P_TYPE and PROT_EN zero");
     assert_eq!(data[13] >> 4, 0, "P_I_EXPONENT zero");
+    assert_eq!(
+        data[13] & 0x0f,
+        3,
+        "8 logical blocks per 4 KiB physical block"
+    );
     assert_eq!(data[14] & 0x80, 0x80, "LBPME");
     assert_eq!(data[14] & 0x40, 0x40, "LBPRZ");
+    assert_eq!(
+        be16(&data, 14) & 0x3fff,
+        0,
+        "LOWEST ALIGNED LOGICAL BLOCK ADDRESS"
+    );
 }
 
 #[test]
@@ -63,6 +73,11 @@ fn four_kib_blocks() {
     let (completion, data) = run(&unit, &read_capacity16(32));
     assert_good(completion);
     assert_eq!((be64(&data, 0), be32(&data, 8)), (99, 4096));
+    assert_eq!(
+        data[13] & 0x0f,
+        0,
+        "a 4 KiB logical block is a physical block"
+    );
     let (completion, data) = run(&unit, &block_cdb(0x28, 10, 99, 1, 0));
     assert_good(completion);
     assert_eq!(data.len(), 4096);
@@ -74,7 +89,7 @@ fn unknown_service_action_in_points_at_byte_1() {
     // libiscsi reads INVALID FIELD IN CDB pointing at byte 1 of a 9Eh CDB as
     // "service action not implemented".
     let mut cdb = read_capacity16(32);
-    cdb[1] = 0x12;
+    cdb[1] = 0x1f;
     let sense = assert_invalid_field_in_cdb(run(&unit(), &cdb).0);
     assert_eq!(sense.field_pointer.unwrap().byte, 1);
 }

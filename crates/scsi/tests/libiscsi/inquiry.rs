@@ -155,7 +155,14 @@ fn block_limits_page_satisfies_sbc3_checks() {
         "MAXIMUM UNMAP LBA COUNT {max_unmap}"
     );
     assert!(max_unmap_descriptors > 0 && max_unmap_descriptors <= 1024 * 1024);
-    assert_eq!(data[4] & 0x01, 1, "WSNZ");
+    assert_eq!(data[4] & 0x01, 0, "WSNZ: zero blocks reaches the last LBA");
+    assert_eq!(
+        be32(&data, 28),
+        8,
+        "OPTIMAL UNMAP GRANULARITY: one physical block"
+    );
+    assert_eq!(be32(&data, 32), 0x8000_0000, "UGAVALID, aligned at LBA 0");
+    assert_eq!(be64(&data, 36), 1 << 20, "MAXIMUM WRITE SAME LENGTH");
 }
 
 #[test]

@@ -4,12 +4,15 @@
 mod harness;
 
 mod capacity;
+mod compare_and_write;
 mod defect_data;
 mod extended_copy;
+mod get_lba_status;
 mod inquiry;
 mod mode_select;
 mod mode_sense;
 mod no_lun;
+mod orwrite;
 mod prefetch_sync;
 mod read_write;
 mod reservations;
@@ -20,3 +23,4 @@ mod supported_opcodes;
 mod transfer_length;
 mod unmap_write_same;
 mod verify;
+mod write_atomic;

@@ -145,12 +145,14 @@ fn writes_to_a_read_only_unit_are_write_protected() {
 
 #[test]
 fn transfers_past_the_maximum_transfer_length_are_invalid_fields() {
-    let unit = unit_with(config(), 1 << 16);
+    // 32 MiB: 65536 blocks, more than READ (10) can ask for, so READ (16).
+    let unit = unit_with(config(), (1 << 16) + 1);
     let (_, limits) = run(&unit, &inquiry(true, 0xb0, 64));
     let maximum = be32(&limits, 8);
-    assert_good(run(&unit, &block_cdb(0x28, 10, 0, maximum, 0)).0);
-    let sense = assert_invalid_field_in_cdb(run(&unit, &block_cdb(0x28, 10, 0, maximum + 1, 0)).0);
-    assert_eq!(sense.field_pointer.unwrap().byte, 7);
+    assert_eq!(maximum, 1 << 16);
+    assert_good(run(&unit, &block_cdb(0x88, 16, 0, maximum, 0)).0);
+    let sense = assert_invalid_field_in_cdb(run(&unit, &block_cdb(0x88, 16, 0, maximum + 1, 0)).0);
+    assert_eq!(sense.field_pointer.unwrap().byte, 10);
     assert_invalid_field_in_cdb(run(&unit, &block_cdb(0x88, 16, 0, u32::MAX, 0)).0);
 }
 
@@ -189,7 +191,7 @@ fn naca_in_the_control_byte_is_refused_and_unknown_opcodes_are_invalid() {
     cdb[9] = 0x04;
     let sense = assert_invalid_field_in_cdb(run(&unit, &cdb).0);
     assert_eq!(sense.field_pointer.unwrap().byte, 9);
-    for opcode in [0x3bu8, 0x89, 0x7f, 0xc0, 0x02] {
+    for opcode in [0x3bu8, 0x8c, 0x7f, 0xc0, 0x02] {
         let mut cdb = vec![0u8; 16];
         cdb[0] = opcode;
         assert_invalid_opcode(run(&unit, &cdb).0);

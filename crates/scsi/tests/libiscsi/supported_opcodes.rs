@@ -123,7 +123,7 @@ fn read_and_write_usage_data_shows_dpo_and_fua() {
 #[test]
 fn unsupported_commands_are_reported_as_not_supported() {
     let unit = unit();
-    for opcode in [0x3bu8, 0x89, 0x3c] {
+    for opcode in [0x3bu8, 0x8c, 0x3c] {
         let (completion, one) = run(&unit, &report_supported_opcodes(false, 1, opcode, 0, 65535));
         assert_good(completion);
         assert_eq!(one[1] & 0x07, 0x01);

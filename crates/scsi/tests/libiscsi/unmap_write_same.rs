@@ -145,7 +145,6 @@ fn write_same_refusals() {
         assert_lba_out_of_range(
             run_out(&unit, &block_cdb(opcode, length, BLOCKS - 1, 2, 0), &block).0,
         );
-        assert_invalid_field_in_cdb(run_out(&unit, &block_cdb(opcode, length, 0, 0, 0), &block).0);
         assert_invalid_field_in_cdb(
             run_out(&unit, &block_cdb(opcode, length, 0, 1, 0x10), &block).0,
         );
@@ -167,4 +166,43 @@ fn write_same_refusals() {
         );
     }
     assert_invalid_field_in_cdb(run_out(&unit, &block_cdb(0x41, 10, 0, 1, 0x01), &block).0);
+}
+
+#[test]
+fn write_same_of_zero_blocks_reaches_the_last_lba() {
+    let unit = unit();
+    let block = pattern(BLOCK_SIZE, 4);
+    for (opcode, length) in [(0x41u8, 10usize), (0x93, 16)] {
+        write_ones(&unit, 0, 8);
+        assert_good(run_out(&unit, &block_cdb(opcode, length, BLOCKS - 3, 0, 0), &block).0);
+        let data = read_blocks(&unit, BLOCKS - 4, 4);
+        assert!(data[..BLOCK_SIZE].iter().all(|&b| b == 0));
+        assert!(data[BLOCK_SIZE..].chunks(BLOCK_SIZE).all(|b| b == block));
+        assert!(read_blocks(&unit, 0, 8).iter().all(|&b| b == 0xff));
+        assert_lba_out_of_range(run_out(&unit, &block_cdb(opcode, length, BLOCKS, 0, 0), &block).0);
+    }
+    // Zero blocks from LBA 0 is the whole medium.
+    assert_good(run_out(&unit, &block_cdb(0x93, 16, 0, 0, 0x08), &[0; BLOCK_SIZE]).0);
+    assert!(read_blocks(&unit, 0, 8).iter().all(|&b| b == 0));
+    // More than MAXIMUM WRITE SAME LENGTH (1 Mi blocks) to the end is refused.
+    let big = unit_with(config(), (1 << 20) + 1);
+    let sense = assert_invalid_field_in_cdb(run_out(&big, &block_cdb(0x93, 16, 0, 0, 0), &block).0);
+    assert_eq!(sense.field_pointer.unwrap().byte, 10);
+    assert_good(run_out(&big, &block_cdb(0x93, 16, 1, 0, 0x08), &[0; BLOCK_SIZE]).0);
+}
+
+#[test]
+fn transport_refuses_a_write_same_data_out_other_than_one_block() {
+    let unit = unit();
+    for (opcode, length) in [(0x41u8, 10usize), (0x93, 16)] {
+        let cdb = block_cdb(opcode, length, 0, 8, 0x08);
+        assert!(unit.check_data_out_length(&cdb, BLOCK_SIZE as u32).is_ok());
+        for wrong in [BLOCK_SIZE as u32 / 2, 2 * BLOCK_SIZE as u32] {
+            let completion = unit.check_data_out_length(&cdb, wrong).unwrap_err();
+            assert_sense(completion, ILLEGAL_REQUEST, 0x0e, 0x03);
+        }
+    }
+    // NDOB: no Data-Out at all is the right amount.
+    let ndob = block_cdb(0x93, 16, 0, 8, 0x09);
+    assert!(unit.check_data_out_length(&ndob, 0).is_ok());
 }

@@ -1,16 +1,16 @@
 //! libiscsi's conformance suite, `iscsi-test-cu`, against `isoe target`.
 //!
-//! Each suite group in [`GROUPS`] runs against a fresh target (a 256 MiB
-//! memory LUN, read-only for the ReadOnly suite), with destructive and
-//! SANITIZE tests allowed (`-d -S`) and verbose CUnit
-//! output, which names every test and marks skipped ones `[SKIPPED]`. The
-//! counts go to `<cargo target dir>/conformance-summary.txt`; the test fails
-//! if any test failed or a group ran nothing.
+//! The whole suite (`-t ALL`) runs once against a fresh target with a
+//! 256 MiB memory LUN served on two portals (127.0.0.1 and 127.0.0.2), given
+//! as two URLs so that the MultipathIO tests run; destructive tests (`-d`)
+//! and SANITIZE (`-S`) are allowed, and the CUnit output is verbose, which
+//! names every test and marks skipped ones `[SKIPPED]`. The test fails if any
+//! test failed or fewer than [`MIN_PASSED`] passed without skipping. The
+//! counts and every skipped test with the reason libiscsi gives go to
+//! `<cargo target dir>/conformance-summary.txt`.
 //!
-//! `ISOE_CONFORMANCE=SCSI.Read10,iSCSI cargo test -p isoe --test conformance`
-//! runs only the groups named. The `#[ignore]`d `whole_suite` test runs every
-//! suite of iscsi-test-cu's ALL family, one run each, and only records the
-//! counts (in `conformance-whole-suite.txt`).
+//! `ISOE_CONFORMANCE=SCSI.Read10 cargo test -p isoe --test conformance`
+//! runs only the suite or test named (no minimum then).
 
 mod support;
 
@@ -21,62 +21,38 @@ use std::time::Duration;
 use support::tools;
 use support::{Target, TargetConfig, DEFAULT_TARGET};
 
-/// The suite groups that must pass.
-const GROUPS: &[&str] = &[
-    "SCSI.TestUnitReady",
-    "SCSI.Inquiry",
-    "SCSI.ReadCapacity10",
-    "SCSI.ReadCapacity16",
-    "SCSI.Read6",
-    "SCSI.Read10",
-    "SCSI.Read12",
-    "SCSI.Read16",
-    "SCSI.Write10",
-    "SCSI.Write12",
-    "SCSI.Write16",
-    "SCSI.Verify10",
-    "SCSI.Verify12",
-    "SCSI.Verify16",
-    "SCSI.WriteVerify10",
-    "SCSI.WriteVerify12",
-    "SCSI.WriteVerify16",
-    "SCSI.ModeSense6",
-    "SCSI.Prefetch10",
-    "SCSI.Prefetch16",
-    "SCSI.ReportSupportedOpcodes",
-    "SCSI.StartStopUnit",
-    "SCSI.NoMedia",
-    "SCSI.Mandatory",
-    "SCSI.ExtendedCopy",
-    "SCSI.ReceiveCopyResults",
-    "SCSI.ReadDefectData10",
-    "SCSI.ReadDefectData12",
-    "SCSI.PreventAllow",
-    "SCSI.ReadOnly",
-    // SANITIZE test by test: Sanitize.Reset needs a SANITIZE without IMMED
-    // that is still running seconds later while the same connection's other
-    // commands are answered, which inline execution on a 256 MiB memory LUN
-    // cannot give.
-    "SCSI.Sanitize.BlockErase",
-    "SCSI.Sanitize.BlockEraseReserved",
-    "SCSI.Sanitize.CryptoErase",
-    "SCSI.Sanitize.CryptoEraseReserved",
-    "SCSI.Sanitize.ExitFailureMode",
-    "SCSI.Sanitize.InvalidServiceAction",
-    "SCSI.Sanitize.Overwrite",
-    "SCSI.Sanitize.OverwriteReserved",
-    "SCSI.Sanitize.Readonly",
-    "SCSI.Sanitize.Reservations",
-    // The iSCSI family, one suite per run: a test that crashes iscsi-test-cu
-    // (a dropped connection can SIGPIPE it) then loses only its own suite.
-    "iSCSI.iSCSIcmdsn",
-    "iSCSI.iSCSIdatasn",
-    "iSCSI.iSCSIResiduals",
-    "iSCSI.iSCSITMF",
+/// Tests that must pass without skipping. Of the suite's 230 tests, the ten
+/// that need removable media (PreventAllow, StartStopUnit) or a
+/// write-protected unit cannot run against a read-write disk, and the
+/// [`KNOWN_FAILURES`] fail.
+const MIN_PASSED: u32 = 217;
+
+/// Tests known to fail, with why. Each must still fail in a whole-suite run
+/// (the test says so when one starts passing, so the list stays true).
+const KNOWN_FAILURES: &[(&str, &str)] = &[
+    (
+        "Sanitize.Reset",
+        "expects a SANITIZE OVERWRITE sent without IMMED to still be running 3 s \
+         later, on the same connection and after resets and reconnection; isoe \
+         completes a connection's commands in order and overwrites a 256 MiB \
+         memory LUN in well under a second",
+    ),
+    (
+        "WriteSame10.UnmapUntilEnd",
+        "sends WRITE SAME (10) with UNMAP=1 and a block of 0xFF, then expects \
+         zeros; with LBPRZ=1 SBC-4 lets a device server unmap only a block that \
+         reads back as sent, so isoe writes the 0xFF it was given",
+    ),
+    (
+        "GetLBAStatus.UnmapSingle",
+        "asks for the status at LBA i+1 and expects the first descriptor to \
+         start at i+8 (i + logical blocks per physical block); SBC-4 5.6 has \
+         the first descriptor start at the LBA asked for, as isoe's does",
+    ),
 ];
 
-/// One group's run may take at most this long.
-const GROUP_TIMEOUT: Duration = Duration::from_secs(600);
+/// The run may take at most this long.
+const RUN_TIMEOUT: Duration = Duration::from_secs(1200);
 
 /// How one CUnit test ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,6 +69,8 @@ struct TestRun {
     outcome: Outcome,
     /// The failure lines CUnit printed (file:line - assertion).
     details: String,
+    /// What libiscsi said when it skipped the test.
+    skip_reason: Option<String>,
 }
 
 /// CUnit's "Run Summary" row for tests.
@@ -156,6 +134,14 @@ fn parse(group: &str, output: &str) -> GroupRun {
                 Some(at) if text[..at].contains("[SKIPPED]") => Outcome::Skipped,
                 Some(_) => Outcome::Passed,
             };
+            let skip_reason = match text.find("passed") {
+                Some(at) if outcome == Outcome::Skipped => text[..at]
+                    .split("[SKIPPED]")
+                    .nth(1)
+                    .and_then(|r| r.lines().next())
+                    .map(|r| r.trim().to_string()),
+                _ => None,
+            };
             let details = text
                 .lines()
                 .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
@@ -166,6 +152,7 @@ fn parse(group: &str, output: &str) -> GroupRun {
                 name,
                 outcome,
                 details,
+                skip_reason,
             });
         }
     };
@@ -209,32 +196,18 @@ fn parse(group: &str, output: &str) -> GroupRun {
     }
 }
 
-/// The target a group runs against: a 256 MiB memory LUN, read-only for
-/// the ReadOnly suite (it skips on a writable unit).
-fn group_config(group: &str) -> TargetConfig {
-    if group.ends_with(".ReadOnly") {
-        return TargetConfig::new(&format!(
-            "portals = [\"127.0.0.1:0\"]\n\n[[target]]\nname = \"{DEFAULT_TARGET}\"\n\n[[target.lun]]\nnumber = 0\nmemory = \"256MiB\"\nread_only = true\n"
-        ));
-    }
-    TargetConfig::memory_lun("256MiB")
-}
-
-/// Runs one group against a fresh target, with destructive (`-d`) and
-/// SANITIZE (`-S`) tests allowed.
-fn run_group(group: &str) -> GroupRun {
-    let config = group_config(group);
-    let mut target = Target::with_config(&config);
-    let url = target.lun_url(DEFAULT_TARGET, 0);
-    let out = tools::run(
-        "iscsi-test-cu",
-        &["-d", "-S", "-v", "-t", group, &url],
-        GROUP_TIMEOUT,
-    );
+/// Runs `pattern` (`ALL`, a suite or a test) against a fresh target on two portals.
+fn run_suite(pattern: &str) -> GroupRun {
+    let config = TargetConfig::memory_lun("256MiB");
+    let mut target = Target::with_config_on(&config, &["127.0.0.1:0", "127.0.0.2:0"]);
+    let urls = target.lun_urls(DEFAULT_TARGET, 0);
+    let mut args = vec!["-d", "-S", "-v", "-t", pattern];
+    args.extend(urls.iter().map(String::as_str));
+    let out = tools::run("iscsi-test-cu", &args, RUN_TIMEOUT);
     let output = format!("{}\n{}", out.stdout, out.stderr);
-    let mut run = parse(group, &output);
+    let mut run = parse(pattern, &output);
     if out.status.is_none() {
-        run.broken = Some(format!("iscsi-test-cu killed after {GROUP_TIMEOUT:?}"));
+        run.broken = Some(format!("iscsi-test-cu killed after {RUN_TIMEOUT:?}"));
     } else if run.summary.is_none() {
         run.broken = Some(format!(
             "no CUnit Run Summary (iscsi-test-cu exit status: {:?})",
@@ -248,9 +221,9 @@ fn run_group(group: &str) -> GroupRun {
         ));
     }
     if !run.ok() {
-        // Keep the whole output of a failing group, with the target's, for diagnosis.
+        // Keep the whole output of a failing run, with the target's, for diagnosis.
         let dir = record_path("conformance-logs");
-        let path = dir.join(format!("{group}.txt"));
+        let path = dir.join(format!("{pattern}.txt"));
         let text = format!(
             "{}\n--- isoe target output ---\n{}",
             out.describe(),
@@ -271,7 +244,7 @@ fn report(runs: &[GroupRun]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "iscsi-test-cu (libiscsi) against isoe target, 256 MiB memory LUN, -d -S (dataloss and sanitize allowed)"
+        "iscsi-test-cu (libiscsi) -d -S against isoe target, 256 MiB memory LUN on two portals"
     );
     let _ = writeln!(
         s,
@@ -283,7 +256,16 @@ fn report(runs: &[GroupRun]) -> String {
         let ran = r.summary.map_or(0, |c| c.ran);
         let (skipped, failed) = (r.count(Outcome::Skipped), r.failed());
         let passed = ran.saturating_sub(skipped + failed);
-        let mark = if r.ok() { "" } else { "  <-- FAIL" };
+        let only_known = r.broken.is_none()
+            && r.tests
+                .iter()
+                .filter(|t| t.outcome == Outcome::Failed)
+                .all(|t| KNOWN_FAILURES.iter().any(|(known, _)| *known == t.name));
+        let mark = match (r.ok(), only_known) {
+            (true, _) => "",
+            (false, true) => "  (known failures only)",
+            (false, false) => "  <-- FAIL",
+        };
         let _ = writeln!(
             s,
             "{:<28} {:>5} {:>6} {:>6} {:>7}{mark}",
@@ -298,6 +280,20 @@ fn report(runs: &[GroupRun]) -> String {
         "{:<28} {:>5} {:>6} {:>6} {:>7}",
         "total", totals[0], totals[1], totals[2], totals[3]
     );
+    for r in runs {
+        let skipped: Vec<&TestRun> = r
+            .tests
+            .iter()
+            .filter(|t| t.outcome == Outcome::Skipped)
+            .collect();
+        if !skipped.is_empty() {
+            let _ = writeln!(s, "\nskipped in {} (libiscsi's reason):", r.group);
+        }
+        for t in skipped {
+            let reason = t.skip_reason.as_deref().unwrap_or("(no reason printed)");
+            let _ = writeln!(s, "  {:<40} {reason}", t.name);
+        }
+    }
     for r in runs.iter().filter(|r| !r.ok()) {
         let _ = writeln!(s, "\n{}:", r.group);
         for t in r.tests.iter().filter(|t| t.outcome == Outcome::Failed) {
@@ -334,66 +330,48 @@ fn record(file: &str, text: &str) {
     let _ = writeln!(err, "\n{text}(written to {})", path.display());
 }
 
-fn selected_groups() -> Vec<String> {
-    match std::env::var("ISOE_CONFORMANCE") {
-        Ok(list) if !list.trim().is_empty() => {
-            list.split(',').map(|g| g.trim().to_string()).collect()
-        }
-        _ => GROUPS.iter().map(|g| g.to_string()).collect(),
-    }
-}
-
 #[test]
-fn iscsi_test_cu_suites_pass() {
+fn iscsi_test_cu_whole_suite_passes_on_two_portals() {
     tools::require("iscsi-test-cu");
-    let runs: Vec<GroupRun> = selected_groups().iter().map(|g| run_group(g)).collect();
-    let text = report(&runs);
+    let chosen = std::env::var("ISOE_CONFORMANCE")
+        .ok()
+        .filter(|p| !p.trim().is_empty());
+    let pattern = chosen.clone().unwrap_or_else(|| "ALL".to_string());
+    let run = run_suite(pattern.trim());
+    let text = report(std::slice::from_ref(&run));
     record("conformance-summary.txt", &text);
-    let failed: Vec<&str> = runs
+    assert!(
+        run.broken.is_none() && run.summary.is_some_and(|c| c.ran > 0),
+        "iscsi-test-cu {pattern} did not run to its summary:\n{text}"
+    );
+    let failed: Vec<&str> = run
+        .tests
         .iter()
-        .filter(|r| !r.ok())
-        .map(|r| r.group.as_str())
+        .filter(|t| t.outcome == Outcome::Failed)
+        .map(|t| t.name.as_str())
+        .collect();
+    let unexpected: Vec<&&str> = failed
+        .iter()
+        .filter(|name| !KNOWN_FAILURES.iter().any(|(known, _)| known == *name))
         .collect();
     assert!(
-        failed.is_empty(),
-        "iscsi-test-cu groups failed: {failed:?}\n{text}"
+        unexpected.is_empty() && run.failed() as usize == failed.len(),
+        "iscsi-test-cu {pattern}: tests failed: {failed:?}\n{text}"
     );
-    let passed: u32 = runs.iter().map(|r| r.count(Outcome::Passed)).sum();
+    if chosen.is_none() {
+        for (known, why) in KNOWN_FAILURES {
+            assert!(
+                failed.contains(known),
+                "{known} passes now: take it off KNOWN_FAILURES ({why})"
+            );
+        }
+    }
+    let passed = run.count(Outcome::Passed);
+    let minimum = if chosen.is_some() { 1 } else { MIN_PASSED };
     assert!(
-        passed > 0,
-        "no iscsi-test-cu test passed without skipping:\n{text}"
+        passed >= minimum,
+        "only {passed} iscsi-test-cu tests passed without skipping, fewer than {minimum}:\n{text}"
     );
-}
-
-/// Every suite of the ALL family (`iscsi-test-cu -l`), e.g. `ALL.Read10`.
-fn all_suites() -> Vec<String> {
-    let out = tools::run("iscsi-test-cu", &["-l"], Duration::from_secs(30));
-    assert!(out.success(), "iscsi-test-cu -l failed: {}", out.describe());
-    let suites: Vec<String> = out
-        .stdout
-        .lines()
-        .map(str::trim)
-        .filter(|l| l.starts_with("ALL.") && l.matches('.').count() == 1)
-        .map(str::to_string)
-        .collect();
-    assert!(
-        !suites.is_empty(),
-        "iscsi-test-cu -l listed no ALL suites: {}",
-        out.describe()
-    );
-    suites
-}
-
-/// The whole suite, for the record: `cargo test -p isoe --test conformance -- --ignored`.
-#[test]
-#[ignore = "records the whole suite's counts; takes minutes"]
-fn whole_suite() {
-    tools::require("iscsi-test-cu");
-    let runs: Vec<GroupRun> = all_suites().iter().map(|g| run_group(g)).collect();
-    record("conformance-whole-suite.txt", &report(&runs));
-    // A record, not a gate: some suites may fail or crash; the suite as a whole must have run.
-    let ran: u32 = runs.iter().filter_map(|r| r.summary).map(|s| s.ran).sum();
-    assert!(ran > 0, "no iscsi-test-cu test ran in the whole suite");
 }
 
 #[test]
@@ -428,6 +406,11 @@ Run Summary:    Type  Total    Ran Passed Failed Inactive
             ("Write10.Odd", Outcome::Failed)
         ]
     );
+    assert_eq!(
+        run.tests[0].skip_reason.as_deref(),
+        Some("--dataloss flag is not set. Skipping test.")
+    );
+    assert_eq!(run.tests[1].skip_reason, None);
     assert_eq!(
         run.tests[3].details.trim(),
         "1. test_write10_odd.c:98  - CU_ASSERT_NOT_EQUAL(ret,0)"

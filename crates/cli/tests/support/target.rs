@@ -76,6 +76,9 @@ impl TargetConfig {
 pub struct Target {
     child: Option<Child>,
     addr: SocketAddr,
+    /// Every portal, `addr` first.
+    addrs: Vec<SocketAddr>,
+    portals: Vec<String>,
     config: Option<PathBuf>,
     output: Arc<Mutex<String>>,
 }
@@ -83,23 +86,40 @@ pub struct Target {
 impl Target {
     /// The embedded default target: `iqn.2026-11.io.isoe:target0`, LUN 0 = 1 GiB memory.
     pub fn start() -> Target {
-        Target::launch(None)
+        Target::launch(None, &["127.0.0.1:0"])
     }
 
     /// A target serving `config` (its portals are replaced by an ephemeral one).
     pub fn with_config(config: &TargetConfig) -> Target {
-        Target::launch(Some(config.path().to_path_buf()))
+        Target::launch(Some(config.path().to_path_buf()), &["127.0.0.1:0"])
     }
 
-    fn launch(config: Option<PathBuf>) -> Target {
+    /// A target serving `config` on each of `portals` (e.g. `127.0.0.2:0`),
+    /// as multipath tests need.
+    pub fn with_config_on(config: &TargetConfig, portals: &[&str]) -> Target {
+        Target::launch(Some(config.path().to_path_buf()), portals)
+    }
+
+    fn launch(config: Option<PathBuf>, portals: &[&str]) -> Target {
         let output = Arc::new(Mutex::new(String::new()));
-        let (child, addr) = spawn(config.as_deref(), &output);
+        let portals: Vec<String> = portals.iter().map(|p| p.to_string()).collect();
+        let (child, addrs) = spawn(config.as_deref(), &portals, &output);
         Target {
             child: Some(child),
-            addr,
+            addr: addrs[0],
+            addrs,
+            portals,
             config,
             output,
         }
+    }
+
+    /// `iscsi://ADDR/TARGET/LUN` for every portal, in the order given.
+    pub fn lun_urls(&self, target: &str, lun: u16) -> Vec<String> {
+        self.addrs
+            .iter()
+            .map(|addr| format!("iscsi://{addr}/{target}/{lun}"))
+            .collect()
     }
 
     /// The portal the target listens on.
@@ -209,9 +229,10 @@ impl Target {
     /// Starts a stopped (or killed) target again with the same configuration.
     pub fn start_again(&mut self) {
         assert!(self.child.is_none(), "start_again on a running target");
-        let (child, addr) = spawn(self.config.as_deref(), &self.output);
+        let (child, addrs) = spawn(self.config.as_deref(), &self.portals, &self.output);
         self.child = Some(child);
-        self.addr = addr;
+        self.addr = addrs[0];
+        self.addrs = addrs;
     }
 }
 
@@ -237,10 +258,17 @@ fn send_signal(pid: libc::pid_t, signal: libc::c_int) {
     }
 }
 
-/// Starts the binary and waits for its "listening on" line.
-fn spawn(config: Option<&Path>, output: &Arc<Mutex<String>>) -> (Child, SocketAddr) {
+/// Starts the binary and waits for a "listening on" line per portal.
+fn spawn(
+    config: Option<&Path>,
+    portals: &[String],
+    output: &Arc<Mutex<String>>,
+) -> (Child, Vec<SocketAddr>) {
     let mut command = Command::new(env!("CARGO_BIN_EXE_isoe"));
-    command.arg("target").arg("--listen").arg("127.0.0.1:0");
+    command.arg("target");
+    for portal in portals {
+        command.arg("--listen").arg(portal);
+    }
     if let Some(config) = config {
         command.arg("--config").arg(config);
     }
@@ -284,9 +312,15 @@ fn spawn(config: Option<&Path>, output: &Arc<Mutex<String>>) -> (Child, SocketAd
     });
 
     let deadline = Instant::now() + STARTUP_TIMEOUT;
+    let mut addrs = Vec::new();
     loop {
         match rx.recv_timeout(Duration::from_millis(50)) {
-            Ok(addr) => return (child, addr),
+            Ok(addr) => {
+                addrs.push(addr);
+                if addrs.len() == portals.len() {
+                    return (child, addrs);
+                }
+            }
             Err(mpsc::RecvTimeoutError::Timeout) | Err(mpsc::RecvTimeoutError::Disconnected) => {}
         }
         if let Ok(Some(status)) = child.try_wait() {

@@ -2,7 +2,9 @@
 //! way they are refused, each error naming the file, the line and the key
 //! and never quoting a secret.
 
-use isoe_target::config::{ChapConfig, Config, ConfigError};
+mod common;
+
+use isoe_target::config::{ChapConfig, Config};
 use isoe_wire::chap::{ChapAlgorithm, Secret};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -28,27 +30,7 @@ fn chap_of(text: &str) -> ChapConfig {
 /// The error for `text`, checked to name `isoe.toml`, `line` and `key`, to
 /// contain `needle`, and to quote no secret of the test.
 fn refused(text: &str, line: usize, key: &str, needle: &str) -> String {
-    let err = match Config::parse(text, Some(Path::new("isoe.toml"))) {
-        Ok(c) => panic!("accepted:\n{text}\n{c:?}"),
-        Err(e) => e,
-    };
-    let shown = err.to_string();
-    match &err {
-        ConfigError::Invalid {
-            file,
-            line: l,
-            key: k,
-            message,
-        } => {
-            assert_eq!(
-                (file.as_str(), *l, k.as_str()),
-                ("isoe.toml", line, key),
-                "{shown}\n{text}"
-            );
-            assert!(message.contains(needle), "{shown:?} lacks {needle:?}");
-        }
-        other => panic!("expected Invalid, got {other:?}"),
-    }
+    let shown = common::refused_at(text, line, key, needle);
     for secret in [SECRET, MUTUAL, "short-one", "1234567890123"] {
         assert!(!shown.contains(secret), "a secret in {shown:?}");
     }

@@ -4,16 +4,11 @@
 //! points there; a handful spell the expected line number out.
 
 use isoe_target::config::{Config, ConfigError};
-use std::path::Path;
 
 const TARGET: &str = "[[target]]\nname = \"iqn.2026-11.io.isoe:t\"\n";
 
-fn error(text: &str) -> ConfigError {
-    match Config::parse(text, Some(Path::new("isoe.toml"))) {
-        Ok(config) => panic!("accepted:\n{text}\n{config:?}"),
-        Err(e) => e,
-    }
-}
+mod common;
+use common::error;
 
 /// The 1-based line that carries the `# <-` marker.
 fn marked_line(text: &str) -> usize {
@@ -29,24 +24,7 @@ fn marked_line(text: &str) -> usize {
 
 /// Checks that `text` fails at line `line`, key `key`, with a message containing `needle`.
 fn check_at(text: &str, line: usize, key: &str, needle: &str) {
-    let err = error(text);
-    let shown = err.to_string();
-    match &err {
-        ConfigError::Invalid {
-            file,
-            line: l,
-            key: k,
-            message,
-        } => {
-            assert_eq!(
-                (file.as_str(), *l, k.as_str()),
-                ("isoe.toml", line, key),
-                "{shown}\n{text}"
-            );
-            assert!(message.contains(needle), "{shown:?} lacks {needle:?}");
-        }
-        other => panic!("expected Invalid, got {other:?}"),
-    }
+    let shown = common::refused_at(text, line, key, needle);
     assert!(
         shown.starts_with(&format!("isoe.toml:{line}: {key}: ")),
         "{shown}"

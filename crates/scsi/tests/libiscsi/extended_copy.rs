@@ -124,17 +124,6 @@ fn rcr(units: &Units, service_action: u8, list_id: u8) -> (Completion, Vec<u8>) 
     (completion, data_in)
 }
 
-fn fill(unit: &LogicalUnit, lba: u64, blocks: u32, byte: u8) {
-    let cdb = block_cdb(0x8a, 16, lba, blocks, 0);
-    assert_good(run_out(unit, &cdb, &vec![byte; blocks as usize * BLOCK_SIZE]).0);
-}
-
-fn read(unit: &LogicalUnit, lba: u64, blocks: u32) -> Vec<u8> {
-    let (completion, data) = run(unit, &block_cdb(0x88, 16, lba, blocks, 0));
-    assert_good(completion);
-    data
-}
-
 #[test]
 fn copies_between_two_units_and_holds_the_status() {
     let units = two_units();

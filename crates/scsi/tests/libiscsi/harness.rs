@@ -258,3 +258,16 @@ pub fn counting_unit() -> (LogicalUnit, Arc<CountingStore>) {
     let unit = LogicalUnit::new(store.clone(), config());
     (unit, store)
 }
+
+/// Writes `blocks` blocks of `byte` from `lba` with WRITE(16), expecting GOOD.
+pub fn fill(unit: &LogicalUnit, lba: u64, blocks: u32, byte: u8) {
+    let cdb = block_cdb(0x8a, 16, lba, blocks, 0);
+    assert_good(run_out(unit, &cdb, &vec![byte; blocks as usize * BLOCK_SIZE]).0);
+}
+
+/// Reads `blocks` blocks from `lba` with READ(16), expecting GOOD.
+pub fn read(unit: &LogicalUnit, lba: u64, blocks: u32) -> Vec<u8> {
+    let (completion, data) = run(unit, &block_cdb(0x88, 16, lba, blocks, 0));
+    assert_good(completion);
+    data
+}

@@ -25,17 +25,6 @@ fn overwrite(unit: &LogicalUnit, byte1: u8, list: &[u8]) -> Completion {
     run_out(unit, &sanitize_cdb(byte1 | 0x01, list.len() as u16), list).0
 }
 
-fn fill(unit: &LogicalUnit, lba: u64, blocks: u32, byte: u8) {
-    let cdb = block_cdb(0x8a, 16, lba, blocks, 0);
-    assert_good(run_out(unit, &cdb, &vec![byte; blocks as usize * BLOCK_SIZE]).0);
-}
-
-fn read(unit: &LogicalUnit, lba: u64, blocks: u32) -> Vec<u8> {
-    let (completion, data) = run(unit, &block_cdb(0x88, 16, lba, blocks, 0));
-    assert_good(completion);
-    data
-}
-
 #[test]
 fn overwrite_repeats_the_pattern_in_every_block() {
     let unit = unit();

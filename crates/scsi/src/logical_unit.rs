@@ -201,7 +201,6 @@ impl LogicalUnit {
         data_out: &[u8],
         data_in: &mut Vec<u8>,
     ) -> Result<(), Sense> {
-        let _ = context.nexus;
         match cdb[0] {
             TEST_UNIT_READY => Ok(()),
             REQUEST_SENSE => {

@@ -774,7 +774,8 @@ fn register_and_move(
         // all-registrants type may move it.
         _ => return Err(Refusal::Conflict),
     }
-    let _ = (scope, kind);
+    // SPC-5 6.17.4: the moved reservation takes the CDB's SCOPE and TYPE.
+    check_scope_and_kind(scope, kind)?;
     if action_key == 0 {
         return Err(Sense::invalid_field_in_parameter_list(8, None).into());
     }
@@ -794,11 +795,6 @@ fn register_and_move(
     if destination == *nexus {
         return Err(Sense::invalid_field_in_parameter_list(PARAMETER_LIST_LEN as u16, None).into());
     }
-    let kind = state
-        .reservation
-        .as_ref()
-        .map(|(p, _)| p.kind)
-        .unwrap_or(kind);
     match state
         .registrations
         .iter_mut()

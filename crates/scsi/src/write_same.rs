@@ -15,8 +15,9 @@ const NDOB: u8 = 0x01;
 const PATTERN_BUFFER_BYTES: u64 = 1 << 20;
 
 /// Writes one block of Data-Out (or zeros with NDOB) over a range. With UNMAP
-/// and an all-zero block the range is deallocated instead, since unmapped
-/// blocks read as zeros (LBPRZ=1).
+/// the range is deallocated instead, whatever the block holds: SBC-4 (WRITE
+/// SAME, ANCHOR and UNMAP bits) makes UNMAP=1, ANCHOR=0 an unmap operation
+/// on each LBA, not a write, and unmapped blocks read as zeros (LBPRZ=1).
 pub(crate) fn write_same(unit: &LogicalUnit, cdb: &[u8], data_out: &[u8]) -> Result<(), Sense> {
     check_no_protection(cdb)?;
     let sixteen_byte = cdb.len() == 16;
@@ -53,7 +54,7 @@ pub(crate) fn write_same(unit: &LogicalUnit, cdb: &[u8], data_out: &[u8]) -> Res
     let _range = unit
         .range_locks
         .lock(block.logical_block_address, block_count);
-    let result = if all_zero && cdb[1] & UNMAP != 0 {
+    let result = if cdb[1] & UNMAP != 0 {
         unit.store.unmap(offset, length)
     } else if all_zero {
         unit.store.write_zeroes(offset, length)

@@ -125,6 +125,11 @@ fn write_same_repeats_one_block() {
             .0,
         );
         assert!(read_blocks(&unit, 100, 300).iter().all(|&b| b == 0));
+        // UNMAP unmaps whatever the block holds (SBC-4: UNMAP=1, ANCHOR=0
+        // is an unmap operation); the range reads zeros, not the block.
+        write_ones(&unit, 100, 16);
+        assert_good(run_out(&unit, &block_cdb(opcode, length, 100, 16, 0x08), &block).0);
+        assert!(read_blocks(&unit, 100, 16).iter().all(|&b| b == 0));
         write_ones(&unit, 0, 8);
         assert_good(run_out(&unit, &block_cdb(opcode, length, 0, 8, 0), &[0; BLOCK_SIZE]).0);
         assert!(read_blocks(&unit, 0, 8).iter().all(|&b| b == 0));

@@ -1,7 +1,7 @@
 //! READ CAPACITY (10) and (16) (SBC-4 5.20, 5.21).
 
 use crate::data_in::truncate_to_allocation_length;
-use crate::{cdb, limits, LogicalUnit, Sense};
+use crate::{cdb, LogicalUnit, Sense};
 
 /// SBC-4 5.20: last LBA (FFFFFFFFh if it does not fit) and block length.
 /// The LBA and PMI fields are obsolete and ignored.
@@ -14,7 +14,7 @@ pub(crate) fn read_capacity_10(unit: &LogicalUnit, data_in: &mut Vec<u8>) -> Res
 }
 
 /// SBC-4 5.21: 32 bytes of parameter data: last LBA, block length, no
-/// protection information, 4 KiB physical blocks (LOWEST ALIGNED LBA 0),
+/// protection information, the configured physical block (LOWEST ALIGNED LBA 0),
 /// LBPME=1 (thin provisioned) and LBPRZ=1.
 pub(crate) fn read_capacity_16(
     unit: &LogicalUnit,
@@ -26,10 +26,8 @@ pub(crate) fn read_capacity_16(
     data_in.extend_from_slice(&last_lba.to_be_bytes());
     data_in.extend_from_slice(&unit.config.block_size.to_be_bytes());
     data_in.push(0x00); // P_TYPE, PROT_EN: no protection information
-                        // P_I_EXPONENT 0; LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT: 4 KiB pages.
-    data_in.push(limits::logical_blocks_per_physical_block_exponent(
-        unit.config.block_size,
-    ));
+                        // P_I_EXPONENT 0; LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT.
+    data_in.push(unit.config.logical_blocks_per_physical_block_exponent());
     data_in.push(0xc0); // LBPME, LBPRZ; LOWEST ALIGNED LBA (high bits) 0
     data_in.push(0x00);
     data_in.resize(data_in.len() + 16, 0);

@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod attention;
+mod background;
 mod block_cdb;
 mod capacity;
 pub mod cdb;
@@ -51,6 +52,7 @@ pub mod vpd;
 mod write_atomic;
 mod write_same;
 
+pub use background::{Background, Outcome};
 pub use completion::Completion;
 pub use config::{ConfigError, LunConfig};
 pub use logical_unit::LogicalUnit;

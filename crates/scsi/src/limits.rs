@@ -22,10 +22,9 @@ pub const MAXIMUM_WRITE_SAME_LENGTH: u64 = 1 << 20;
 pub const MAXIMUM_COMPARE_AND_WRITE_LENGTH: u8 = 255;
 /// Unmap granularity in bytes: file systems punch holes in 4 KiB pages.
 pub const UNMAP_GRANULARITY_BYTES: u32 = 4096;
-/// Physical block size in bytes (READ CAPACITY (16) LOGICAL BLOCKS PER
-/// PHYSICAL BLOCK EXPONENT): the 4 KiB page that file systems, the page
-/// cache and hole punching work in, whatever the logical block size.
-pub const PHYSICAL_BLOCK_BYTES: u32 = 4096;
+/// Atomic writes are aligned to and made of 4 KiB pages, the unit that file
+/// systems, the page cache and hole punching work in.
+pub const ATOMIC_GRANULE_BYTES: u32 = 4096;
 /// Largest WRITE ATOMIC (16) in bytes; one atomic write holds its range's
 /// lock stripes for the whole write, so it is kept well below the largest
 /// transfer.
@@ -41,25 +40,20 @@ pub fn optimal_transfer_length_blocks(block_size: u32) -> u32 {
     OPTIMAL_TRANSFER_LENGTH_BYTES / block_size
 }
 
-/// LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT (SBC-4 5.21.2).
-pub fn logical_blocks_per_physical_block_exponent(block_size: u32) -> u8 {
-    (PHYSICAL_BLOCK_BYTES / block_size).max(1).trailing_zeros() as u8
-}
-
 /// MAXIMUM ATOMIC TRANSFER LENGTH in logical blocks (SBC-4 6.6.4).
 pub fn maximum_atomic_transfer_length_blocks(block_size: u32) -> u32 {
     MAXIMUM_ATOMIC_TRANSFER_LENGTH_BYTES / block_size
 }
 
-/// ATOMIC ALIGNMENT in logical blocks: atomic writes start on a physical block.
+/// ATOMIC ALIGNMENT in logical blocks: atomic writes start on a page.
 pub fn atomic_alignment_blocks(block_size: u32) -> u32 {
-    (PHYSICAL_BLOCK_BYTES / block_size).max(1)
+    (ATOMIC_GRANULE_BYTES / block_size).max(1)
 }
 
 /// ATOMIC TRANSFER LENGTH GRANULARITY in logical blocks: atomic writes cover
-/// whole physical blocks.
+/// whole pages.
 pub fn atomic_transfer_length_granularity_blocks(block_size: u32) -> u32 {
-    (PHYSICAL_BLOCK_BYTES / block_size).max(1)
+    (ATOMIC_GRANULE_BYTES / block_size).max(1)
 }
 
 /// OPTIMAL UNMAP GRANULARITY in logical blocks.

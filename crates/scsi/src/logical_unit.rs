@@ -1,5 +1,6 @@
 //! `LogicalUnit`: one SBC direct-access block device served from a `Store`.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -10,7 +11,9 @@ use crate::block_cdb::BlockCdb;
 use crate::opcode::*;
 use crate::range_lock::RangeLocks;
 use crate::reservation::Reservations;
-use crate::{cdb, lba, limits, Completion, LunConfig, Nexus, Sense, UnitDirectory};
+use crate::{
+    cdb, lba, limits, Background, Completion, LunConfig, Nexus, Outcome, Sense, UnitDirectory,
+};
 
 /// One logical unit: its media, its configuration and a little unit state.
 /// Shared by every connection thread; no lock is held across store I/O.
@@ -43,6 +46,8 @@ pub(crate) struct Context<'a> {
     pub(crate) nexus: &'a Nexus,
     /// EXTENDED COPY resolves its identification descriptors here.
     pub(crate) units: &'a dyn UnitDirectory,
+    /// Work a command left to finish after dispatch (see [`Outcome::Later`]).
+    pub(crate) later: Cell<Option<Background>>,
 }
 
 impl LogicalUnit {
@@ -120,11 +125,8 @@ impl LogicalUnit {
         self.attentions.queued(nexus)
     }
 
-    /// Executes one command from `nexus`. data_out holds what the initiator
-    /// sent (may be shorter than the CDB implies if the transport got less).
-    /// Appends Data-In bytes to data_in (which the caller gives already
-    /// cleared), honouring the allocation length; the transport truncates to
-    /// EDTL and computes residuals. `units` are the target's other units.
+    /// Executes one command from `nexus` to its end, on this thread: as
+    /// [`LogicalUnit::start`], then any work left for later runs here.
     pub fn execute(
         &self,
         nexus: &Nexus,
@@ -133,11 +135,34 @@ impl LogicalUnit {
         data_out: &[u8],
         data_in: &mut Vec<u8>,
     ) -> Completion {
+        match self.start(nexus, units, cdb, data_out, data_in) {
+            Outcome::Done(completion) => completion,
+            Outcome::Later(work) => work.run(),
+        }
+    }
+
+    /// Starts one command from `nexus`. data_out holds what the initiator
+    /// sent (may be shorter than the CDB implies if the transport got less).
+    /// Appends Data-In bytes to data_in (which the caller gives already
+    /// cleared), honouring the allocation length; the transport truncates to
+    /// EDTL and computes residuals. `units` are the target's other units.
+    /// A long command (SANITIZE without IMMED) comes back as
+    /// [`Outcome::Later`]: admitted, its effect on later commands already in
+    /// place, its work to be run by the caller, on another thread if it
+    /// wants this one free meanwhile.
+    pub fn start(
+        &self,
+        nexus: &Nexus,
+        units: &dyn UnitDirectory,
+        cdb: &[u8],
+        data_out: &[u8],
+        data_in: &mut Vec<u8>,
+    ) -> Outcome {
         // The caller hands over a cleared pooled buffer; clearing again makes
         // allocation-length truncation independent of that promise.
         data_in.clear();
         let Some(&opcode) = cdb.first() else {
-            return Completion::check_condition(Sense::invalid_opcode());
+            return Outcome::Done(Completion::check_condition(Sense::invalid_opcode()));
         };
         match self.attentions.deliver(nexus, opcode) {
             Delivery::Run => {}
@@ -148,15 +173,25 @@ impl LogicalUnit {
                 if result.is_err() {
                     data_in.clear();
                 }
-                return result.into();
+                return Outcome::Done(result.into());
             }
-            Delivery::Report(condition) => return Completion::check_condition(condition),
+            Delivery::Report(condition) => {
+                return Outcome::Done(Completion::check_condition(condition))
+            }
         }
-        let completion = self.run(&Context { nexus, units }, cdb, data_out, data_in);
+        let context = Context {
+            nexus,
+            units,
+            later: Cell::new(None),
+        };
+        let completion = self.run(&context, cdb, data_out, data_in);
         if !completion.is_good() {
             data_in.clear();
         }
-        completion
+        match context.later.into_inner() {
+            Some(work) if completion.is_good() => Outcome::Later(work),
+            _ => Outcome::Done(completion),
+        }
     }
 
     /// Runs a command no unit attention stopped: reservations first, then
@@ -175,7 +210,7 @@ impl LogicalUnit {
             Err(sense) => return Completion::check_condition(sense),
         };
         let nexus = context.nexus;
-        if !self.reservations.permits(nexus, cdb) {
+        if !self.reservations.permits(nexus, cdb) && !self.holder_gone(context, cdb) {
             return Completion::reservation_conflict();
         }
         // SBC-4 4.34: while a sanitize runs (or after one failed) only the
@@ -192,6 +227,23 @@ impl LogicalUnit {
                 .into(),
             _ => self.dispatch(context, cdb, data_out, data_in).into(),
         }
+    }
+
+    /// A command met a reservation. An SPC-2 reservation ends with its I_T
+    /// nexus (I_T nexus loss releases it), and the holder's initiator may have closed its
+    /// connections an instant ago, before the target's thread for them
+    /// noticed (an initiator that drops one session and at once goes on
+    /// through another sees this). If the transport says so, the nexus ends
+    /// now; true if `cdb` may then run.
+    fn holder_gone(&self, context: &Context<'_>, cdb: &[u8]) -> bool {
+        let Some(holder) = self.reservations.legacy_holder() else {
+            return false;
+        };
+        if holder == *context.nexus || !context.units.nexus_closed(&holder) {
+            return false;
+        }
+        self.reservations.nexus_lost(&holder);
+        self.reservations.permits(context.nexus, cdb)
     }
 
     fn dispatch(
@@ -251,7 +303,7 @@ impl LogicalUnit {
             WRITE_SAME_10 | WRITE_SAME_16 => crate::write_same::write_same(self, cdb, data_out),
             UNMAP => crate::unmap::unmap(self, cdb, data_out),
             PERSISTENT_RESERVE_IN => self.reservations.persistent_reserve_in(cdb, data_in),
-            SANITIZE => crate::sanitize::sanitize(self, cdb, data_out),
+            SANITIZE => crate::sanitize::sanitize(self, context, cdb, data_out),
             EXTENDED_COPY => crate::extended_copy::extended_copy(self, context, cdb, data_out),
             RECEIVE_COPY_RESULTS => {
                 crate::copy_results::receive_copy_results(self, context.nexus, cdb, data_in)

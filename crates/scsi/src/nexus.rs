@@ -40,11 +40,19 @@ impl Nexus {
     }
 }
 
-/// The logical units of one target, for commands that name another unit
-/// (EXTENDED COPY's identification descriptors).
+/// What a unit may ask of the target around it: the other logical units,
+/// for commands that name another unit (EXTENDED COPY's identification
+/// descriptors), and what the transport knows of an I_T nexus.
 pub trait UnitDirectory: Send + Sync {
     /// The unit whose NAA designator (VPD page 83h, 16 bytes) is `naa`.
     fn unit_by_naa(&self, naa: &[u8]) -> Option<Arc<LogicalUnit>>;
+
+    /// Whether the initiator has already closed every connection of
+    /// `nexus`, though the target has not yet ended the nexus (the close
+    /// is in flight on another thread). False when unknown.
+    fn nexus_closed(&self, _nexus: &Nexus) -> bool {
+        false
+    }
 }
 
 /// A directory with no units: for a unit served alone (tests, tools).

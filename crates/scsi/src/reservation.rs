@@ -274,6 +274,11 @@ impl Reservations {
     }
 
     /// The I_T nexus is gone: its SPC-2 reservation ends (SPC-2 5.5.1).
+    /// The I_T nexus holding an SPC-2 reservation, if any.
+    pub(crate) fn legacy_holder(&self) -> Option<Nexus> {
+        self.lock().legacy.clone()
+    }
+
     pub(crate) fn nexus_lost(&self, nexus: &Nexus) {
         let mut state = self.lock();
         if state.legacy.as_ref() == Some(nexus) {

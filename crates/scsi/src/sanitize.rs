@@ -7,11 +7,13 @@
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use isoe_store::Store;
 
+use crate::logical_unit::Context;
 use crate::opcode::*;
-use crate::{cdb, LogicalUnit, Sense};
+use crate::{cdb, Background, LogicalUnit, Sense};
 
 /// SANITIZE service actions (SBC-4 table 59).
 pub(crate) const OVERWRITE_SA: u8 = 0x01;
@@ -152,9 +154,18 @@ enum Operation {
     CryptographicErase,
 }
 
-/// SANITIZE: checks the CDB and parameter list, then sanitizes the whole
-/// medium, in the background with IMMED=1.
-pub(crate) fn sanitize(unit: &LogicalUnit, cdb: &[u8], data_out: &[u8]) -> Result<(), Sense> {
+/// SANITIZE: checks the CDB and parameter list and enters SANITIZE IN
+/// PROGRESS; the medium is then sanitized by a thread of its own with
+/// IMMED=1 (GOOD now), else by work handed back to the caller (GOOD when it
+/// ends; see [`crate::Outcome::Later`]). Once started, the operation runs
+/// to its end whatever happens to the command: SBC-4 4.11.3 has it
+/// survive aborts, resets and I_T nexus loss.
+pub(crate) fn sanitize(
+    unit: &LogicalUnit,
+    context: &Context<'_>,
+    cdb: &[u8],
+    data_out: &[u8],
+) -> Result<(), Sense> {
     if cdb[1] & 0x40 != 0 {
         return Err(Sense::invalid_field_in_cdb(1, 6));
     }
@@ -185,14 +196,21 @@ pub(crate) fn sanitize(unit: &LogicalUnit, cdb: &[u8], data_out: &[u8]) -> Resul
     }
     let store = Arc::clone(&unit.store);
     let state = Arc::clone(&unit.sanitize);
-    let length_bytes = unit.capacity_blocks * unit.block_size();
-    let block_size = unit.block_size() as usize;
+    let medium = Medium {
+        length_bytes: unit.capacity_blocks * unit.block_size(),
+        block_size: unit.block_size() as usize,
+        bytes_per_s: unit.config.sanitize_bytes_per_s,
+    };
+    let work = move || {
+        let result = run(&*store, &operation, &medium);
+        state.finish(result.is_ok(), allow_exit);
+        result
+    };
     if immediate {
         let spawned = std::thread::Builder::new()
             .name("isoe-sanitize".to_owned())
             .spawn(move || {
-                let succeeded = run(&*store, &operation, length_bytes, block_size).is_ok();
-                state.finish(succeeded, allow_exit);
+                let _ = work();
             });
         if spawned.is_err() {
             unit.sanitize.finish(false, allow_exit);
@@ -200,9 +218,46 @@ pub(crate) fn sanitize(unit: &LogicalUnit, cdb: &[u8], data_out: &[u8]) -> Resul
         }
         return Ok(());
     }
-    let result = run(&*store, &operation, length_bytes, block_size);
-    state.finish(result.is_ok(), allow_exit);
-    result
+    context
+        .later
+        .set(Some(Background::new(move || work().into())));
+    Ok(())
+}
+
+/// The medium a sanitize covers and how fast it may write it.
+struct Medium {
+    length_bytes: u64,
+    block_size: usize,
+    bytes_per_s: Option<u64>,
+}
+
+/// Holds writes to a rate: after each piece, sleeps until the bytes written
+/// so far are no more than the rate allows for the time gone.
+struct Pace {
+    started: Instant,
+    written: u64,
+    bytes_per_s: Option<u64>,
+}
+
+impl Pace {
+    fn new(bytes_per_s: Option<u64>) -> Self {
+        Self {
+            started: Instant::now(),
+            written: 0,
+            bytes_per_s,
+        }
+    }
+
+    fn wrote(&mut self, bytes: u64) {
+        self.written += bytes;
+        let Some(rate) = self.bytes_per_s else {
+            return;
+        };
+        let due = Duration::from_secs_f64(self.written as f64 / rate as f64);
+        if let Some(ahead) = due.checked_sub(self.started.elapsed()) {
+            std::thread::sleep(ahead);
+        }
+    }
 }
 
 /// SBC-4 5.30.2.4 EXIT FAILURE MODE: leaves the failed state if the failed
@@ -260,13 +315,11 @@ fn overwrite_parameters(
     })
 }
 
-/// Sanitizes `length_bytes` of `store` and makes the result durable.
-fn run(
-    store: &dyn Store,
-    operation: &Operation,
-    length_bytes: u64,
-    block_size: usize,
-) -> Result<(), Sense> {
+/// Sanitizes the whole `medium` of `store` and makes the result durable.
+/// Only OVERWRITE is paced: it writes every byte, where erasing is the
+/// store's cheap deallocate or zero-range.
+fn run(store: &dyn Store, operation: &Operation, medium: &Medium) -> Result<(), Sense> {
+    let mut pace = Pace::new(medium.bytes_per_s);
     match operation {
         Operation::Overwrite {
             passes,
@@ -276,14 +329,14 @@ fn run(
             for pass in 0..*passes {
                 // SBC-4 5.30.3: INVERT flips the pattern between passes.
                 let inverted = *invert && pass % 2 == 1;
-                overwrite_pass(store, pattern, inverted, length_bytes, block_size)?;
+                overwrite_pass(store, pattern, inverted, medium, &mut pace)?;
             }
         }
         Operation::BlockErase => store
-            .unmap(0, length_bytes)
+            .unmap(0, medium.length_bytes)
             .map_err(|_| Sense::write_error())?,
         Operation::CryptographicErase => store
-            .write_zeroes(0, length_bytes)
+            .write_zeroes(0, medium.length_bytes)
             .map_err(|_| Sense::write_error())?,
     }
     store.flush().map_err(|_| Sense::write_error())
@@ -295,25 +348,26 @@ fn overwrite_pass(
     store: &dyn Store,
     pattern: &[u8],
     inverted: bool,
-    length_bytes: u64,
-    block_size: usize,
+    medium: &Medium,
+    pace: &mut Pace,
 ) -> Result<(), Sense> {
-    debug_assert!(!pattern.is_empty() && pattern.len() <= block_size);
+    debug_assert!(!pattern.is_empty() && pattern.len() <= medium.block_size);
     let block: Vec<u8> = pattern
         .iter()
         .cycle()
-        .take(block_size)
+        .take(medium.block_size)
         .map(|&b| if inverted { !b } else { b })
         .collect();
-    let chunk_blocks = (OVERWRITE_CHUNK_BYTES / block_size).max(1);
+    let chunk_blocks = (OVERWRITE_CHUNK_BYTES / medium.block_size).max(1);
     let chunk = block.repeat(chunk_blocks);
     let mut offset = 0u64;
-    while offset < length_bytes {
-        let len = (chunk.len() as u64).min(length_bytes - offset) as usize;
+    while offset < medium.length_bytes {
+        let len = (chunk.len() as u64).min(medium.length_bytes - offset) as usize;
         store
             .write_at(offset, &chunk[..len])
             .map_err(|_| Sense::write_error())?;
         offset += len as u64;
+        pace.wrote(len as u64);
     }
     Ok(())
 }

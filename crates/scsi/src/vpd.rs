@@ -109,7 +109,7 @@ fn block_limits(unit: &LogicalUnit, data_in: &mut Vec<u8>) {
     data_in.extend_from_slice(&limits::MAXIMUM_UNMAP_BLOCK_DESCRIPTOR_COUNT.to_be_bytes());
     data_in.extend_from_slice(&limits::optimal_unmap_granularity_blocks(block_size).to_be_bytes());
     // UGAVALID=1, UNMAP GRANULARITY ALIGNMENT 0: granules start at LBA 0,
-    // on physical block boundaries (LOWEST ALIGNED LBA is 0).
+    // so on 4 KiB page boundaries.
     data_in.extend_from_slice(&0x8000_0000u32.to_be_bytes());
     data_in.extend_from_slice(&limits::MAXIMUM_WRITE_SAME_LENGTH.to_be_bytes());
     data_in.extend_from_slice(

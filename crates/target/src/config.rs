@@ -315,6 +315,11 @@ pub struct LunSpec {
     pub read_only: bool,
     /// Logical block size in bytes: 512 (the default) or 4096.
     pub block_size: u32,
+    /// Physical block size reported to initiators (a power of two from
+    /// `block_size` to 64 KiB); `None`: the logical block size.
+    pub physical_block_size: Option<u32>,
+    /// Bytes per second a SANITIZE OVERWRITE may write; `None`: no limit.
+    pub sanitize_bytes_per_s: Option<u64>,
     /// Unit serial number (VPD page 0x80) if configured; else see [`crate::identity`].
     pub serial: Option<String>,
     /// NAA type 6 designator (VPD page 0x83) if configured; else see [`crate::identity`].
@@ -445,6 +450,8 @@ impl Config {
                     },
                     read_only: false,
                     block_size: 512,
+                    physical_block_size: None,
+                    sanitize_bytes_per_s: None,
                     serial: None,
                     naa: None,
                 }],
@@ -826,6 +833,8 @@ const LUN_KEYS: &[&str] = &[
     "size",
     "read_only",
     "block_size",
+    "physical_block_size",
+    "sanitize_bytes_per_s",
     "serial",
     "naa",
 ];
@@ -1179,6 +1188,26 @@ fn read_lun(r: &Reader, mut t: Table) -> Result<(LunSpec, Field), ConfigError> {
         },
         None => 512,
     };
+    let physical_block_size = match t.take("physical_block_size") {
+        Some(f) => match f.node {
+            Node::Int(v)
+                if (i64::from(block_size)..=1 << 16).contains(&v) && v.count_ones() == 1 =>
+            {
+                Some(v as u32)
+            }
+            _ => {
+                return Err(r.wrong_type(
+                    &f,
+                    &format!("a power of two from the block size {block_size} to 65536"),
+                ))
+            }
+        },
+        None => None,
+    };
+    let sanitize_bytes_per_s = match t.take("sanitize_bytes_per_s") {
+        Some(f) => Some(r.size(&f)?),
+        None => None,
+    };
     let read_only = match t.take("read_only") {
         Some(f) => r.bool(&f)?,
         None => false,
@@ -1197,6 +1226,8 @@ fn read_lun(r: &Reader, mut t: Table) -> Result<(LunSpec, Field), ConfigError> {
         store,
         read_only,
         block_size,
+        physical_block_size,
+        sanitize_bytes_per_s,
         serial,
         naa,
     };

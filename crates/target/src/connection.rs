@@ -4,7 +4,11 @@
 //! ([`Connection::handle_frame`]) and clock ticks ([`Connection::handle_tick`])
 //! with the time passed in, and sends what accumulates in [`Connection::out`].
 //! SCSI commands execute inline on the connection's thread, so a connection's
-//! work never crosses threads (ARCHITECTURE.md, datapath rule 4).
+//! work never crosses threads (ARCHITECTURE.md, datapath rule 4); the one
+//! exception is a command the device server leaves for later (SANITIZE
+//! without IMMED, [`isoe_scsi::Outcome::Later`]): its work runs on a thread of
+//! its own while the connection goes on with other commands, and its
+//! response goes out when a later wake-up finds it done.
 
 use crate::buffer_pool::BufferPool;
 use crate::discovery;
@@ -12,7 +16,7 @@ use crate::output::Output;
 use crate::registry::{login_config, Server, Target};
 use crate::session::{Admit, Member, Session};
 use crate::write_task::{DataOutError, WriteTask};
-use isoe_scsi::{Completion, LogicalUnit, Nexus, Status};
+use isoe_scsi::{Background, Completion, LogicalUnit, Nexus, Outcome, Status};
 use isoe_wire::frame::{Frame, FrameError, FrameLimits};
 use isoe_wire::login::{LoginOutcome, TargetLogin};
 use isoe_wire::negotiate::SessionType;
@@ -25,7 +29,7 @@ use isoe_wire::{ParseError, Pdu};
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// SCSI opcode of REPORT LUNS, answered for the whole target (SPC-5 6.33).
@@ -57,6 +61,26 @@ enum Phase {
     Login(Box<LoginPhase>),
     Full(Arc<Session>),
     Closed,
+}
+
+/// A command whose work runs on a thread of its own.
+struct BackgroundTask {
+    command: ScsiCommand,
+    residual: Residual,
+    handoff: Arc<Mutex<Handoff>>,
+}
+
+/// What a background command's thread and its connection share: the work
+/// until the thread takes it, then the completion until the connection
+/// takes that.
+#[derive(Default)]
+struct Handoff {
+    work: Option<Background>,
+    done: Option<Completion>,
+}
+
+fn lock(handoff: &Mutex<Handoff>) -> std::sync::MutexGuard<'_, Handoff> {
+    handoff.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 struct PendingText {
@@ -106,6 +130,7 @@ pub struct Connection {
     socket: Option<TcpStream>,
     bound: Option<Arc<Session>>,
     buried: VecDeque<u32>,
+    background: Vec<BackgroundTask>,
     /// Counters.
     pub stats: ConnectionStats,
 }
@@ -152,6 +177,7 @@ impl Connection {
             socket,
             bound: None,
             buried: VecDeque::new(),
+            background: Vec::new(),
             stats: ConnectionStats::default(),
         }
     }
@@ -643,10 +669,91 @@ impl Connection {
         data_out: &[u8],
     ) {
         let mut data_in = self.take_buffer();
-        let (completion, write_residual) =
-            run_command(&session.nexus, target, lu, cmd, cdb, data_out, &mut data_in);
+        let view = TargetView {
+            target,
+            server: &self.server,
+        };
+        let (outcome, write_residual) =
+            run_command(&session.nexus, &view, lu, cmd, cdb, data_out, &mut data_in);
         self.stats.commands += 1;
-        self.complete(session, cmd, completion, data_in, write_residual);
+        match outcome {
+            Outcome::Done(completion) => {
+                self.complete(session, cmd, completion, data_in, write_residual);
+            }
+            Outcome::Later(work) => {
+                self.recycle(data_in);
+                self.run_in_background(session, cmd, work, write_residual);
+            }
+        }
+    }
+
+    /// Runs a command's remaining work on a thread of its own; its response
+    /// is sent by [`Connection::poll_background`] once the work is done.
+    fn run_in_background(
+        &mut self,
+        session: &Session,
+        cmd: &ScsiCommand,
+        work: Background,
+        residual: Residual,
+    ) {
+        let handoff = Arc::new(Mutex::new(Handoff {
+            work: Some(work),
+            done: None,
+        }));
+        let shared = Arc::clone(&handoff);
+        let spawned = std::thread::Builder::new()
+            .name("isoe-background".to_owned())
+            .spawn(move || {
+                let work = lock(&shared).work.take();
+                if let Some(work) = work {
+                    let completion = work.run();
+                    lock(&shared).done = Some(completion);
+                }
+            });
+        if spawned.is_ok() {
+            self.background.push(BackgroundTask {
+                command: *cmd,
+                residual,
+                handoff,
+            });
+            return;
+        }
+        // No thread to be had: the work is admitted and must run, so it
+        // runs here, holding up this connection but nothing else.
+        let work = lock(&handoff).work.take();
+        if let Some(work) = work {
+            let completion = work.run();
+            let empty = self.take_buffer();
+            self.complete(session, cmd, completion, empty, residual);
+        }
+    }
+
+    /// Whether commands are running in the background (the driver then
+    /// wakes more often to send their responses).
+    pub fn has_background(&self) -> bool {
+        !self.background.is_empty()
+    }
+
+    /// Queues the responses of background commands that have finished.
+    pub fn poll_background(&mut self) {
+        if self.background.is_empty() {
+            return;
+        }
+        let Phase::Full(session) = &self.phase else {
+            return;
+        };
+        let session = Arc::clone(session);
+        let mut index = 0;
+        while index < self.background.len() {
+            let done = lock(&self.background[index].handoff).done.take();
+            let Some(completion) = done else {
+                index += 1;
+                continue;
+            };
+            let task = self.background.remove(index);
+            let empty = self.take_buffer();
+            self.complete(&session, &task.command, completion, empty, task.residual);
+        }
     }
 
     fn complete(
@@ -780,6 +887,7 @@ impl Connection {
         if self.server.is_shutting_down() {
             return Flow::Close;
         }
+        self.poll_background();
         let Phase::Full(session) = &self.phase else {
             // A login that stalls past the NOP timeout is abandoned.
             return if now.duration_since(self.last_rx) > Duration::from_secs(30) {
@@ -841,10 +949,20 @@ impl Connection {
         let mut close = false;
         let response = match t.function {
             tmf::ABORT_TASK => {
-                if let Some(task) = self.writes.remove(&t.referenced_task_tag) {
+                let referenced = t.referenced_task_tag;
+                if let Some(task) = self.writes.remove(&referenced) {
                     let (_, _, buffer) = task.into_parts();
                     self.recycle(buffer);
-                    self.bury(t.referenced_task_tag);
+                    self.bury(referenced);
+                    tmf::RESP_COMPLETE
+                } else if let Some(index) = self
+                    .background
+                    .iter()
+                    .position(|b| b.command.initiator_task_tag == referenced)
+                {
+                    // The command ends without a response; its work goes on
+                    // (a sanitize survives an abort, SBC-4 4.11.3).
+                    self.background.remove(index);
                     tmf::RESP_COMPLETE
                 } else if isoe_wire::serial::sn_in_window(
                     t.ref_cmd_sn,
@@ -863,7 +981,7 @@ impl Connection {
                 if !lun_exists(&t.lun) {
                     tmf::RESP_NO_LUN
                 } else {
-                    self.abort_tasks(|task| task.command.lun == t.lun);
+                    self.abort_tasks(|command| command.lun == t.lun);
                     if t.function == tmf::LOGICAL_UNIT_RESET {
                         reset_units(session, Some(&t.lun), isoe_scsi::attention::RESET_OCCURRED);
                     }
@@ -901,11 +1019,15 @@ impl Connection {
         }
     }
 
-    fn abort_tasks(&mut self, which: impl Fn(&WriteTask) -> bool) {
+    /// Ends the commands `which` picks without a response: those waiting
+    /// for Data-Out, and those running in the background (whose work goes
+    /// on, its completion unsent).
+    fn abort_tasks(&mut self, which: impl Fn(&ScsiCommand) -> bool) {
+        self.background.retain(|b| !which(&b.command));
         let tags: Vec<u32> = self
             .writes
             .iter()
-            .filter(|(_, t)| which(t))
+            .filter(|(_, t)| which(&t.command))
             .map(|(k, _)| *k)
             .collect();
         for tag in tags {
@@ -1119,45 +1241,67 @@ fn reset_units(session: &Session, lun: Option<&Lun>, condition: isoe_scsi::Sense
     }
 }
 
-/// Executes one SCSI command against `lu` (or the target for REPORT LUNS /
-/// an absent LUN), returning its completion and, for writes, the residual
+/// What a command may ask of the target beyond its own unit: the target's
+/// other units, and whether another I_T nexus's connections are closed.
+struct TargetView<'a> {
+    target: &'a Target,
+    server: &'a Server,
+}
+
+impl isoe_scsi::UnitDirectory for TargetView<'_> {
+    fn unit_by_naa(&self, naa: &[u8]) -> Option<Arc<LogicalUnit>> {
+        self.target.unit_by_naa(naa)
+    }
+
+    fn nexus_closed(&self, nexus: &Nexus) -> bool {
+        self.server.nexus_closed(nexus)
+    }
+}
+
+/// Starts one SCSI command against `lu` (or the target for REPORT LUNS /
+/// an absent LUN), returning its outcome and, for writes, the residual
 /// between what the CDB asked for and EDTL.
 fn run_command(
     nexus: &Nexus,
-    target: &Target,
+    view: &TargetView<'_>,
     lu: Option<&Arc<LogicalUnit>>,
     cmd: &ScsiCommand,
     cdb: &[u8],
     data_out: &[u8],
     data_in: &mut Vec<u8>,
-) -> (Completion, Residual) {
+) -> (Outcome, Residual) {
+    let target = view.target;
     if cdb.first() == Some(&REPORT_LUNS) {
         return (
-            isoe_scsi::report_luns(cdb, target.lun_numbers(), data_in),
+            Outcome::Done(isoe_scsi::report_luns(cdb, target.lun_numbers(), data_in)),
             Residual::default(),
         );
     }
     let Some(lu) = lu else {
         return (
-            isoe_scsi::execute_no_lun(cdb, target.lun_numbers(), data_in),
+            Outcome::Done(isoe_scsi::execute_no_lun(
+                cdb,
+                target.lun_numbers(),
+                data_in,
+            )),
             Residual::default(),
         );
     };
     if !cmd.write {
         return (
-            lu.execute(nexus, target, cdb, data_out, data_in),
+            lu.start(nexus, view, cdb, data_out, data_in),
             Residual::default(),
         );
     }
     let wanted = match lu.transfer_length(cdb) {
         Ok((_, bytes)) => bytes,
-        Err(completion) => return (completion, Residual::default()),
+        Err(completion) => return (Outcome::Done(completion), Residual::default()),
     };
     let edtl = cmd.expected_data_transfer_length;
     if let Err(completion) = lu.check_data_out_length(cdb, edtl) {
-        return (completion, Residual::between(wanted, edtl));
+        return (Outcome::Done(completion), Residual::between(wanted, edtl));
     }
     let residual = Residual::between(wanted, edtl);
     let usable = &data_out[..data_out.len().min(wanted as usize)];
-    (lu.execute(nexus, target, cdb, usable, data_in), residual)
+    (lu.start(nexus, view, cdb, usable, data_in), residual)
 }

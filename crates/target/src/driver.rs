@@ -26,6 +26,8 @@ use thiserror::Error;
 
 /// How often an idle connection wakes to run timers (NOP-In, shutdown).
 const TICK: Duration = Duration::from_millis(1000);
+/// How soon a background command's response goes out after its work ends.
+const BACKGROUND_TICK: Duration = Duration::from_millis(20);
 /// Receive buffer per connection: room for several PDUs per read.
 const RECV_BUFFER_BYTES: usize = 512 << 10;
 /// How long shutdown waits for connections to finish.
@@ -110,7 +112,16 @@ fn serve(server: Arc<Server>, stream: TcpStream) {
         Instant::now(),
     );
     let batching = server.config.datapath.batching;
-    run(&server, &mut conn, &stream, &mut &stream, batching);
+    let mut set_tick = |tick| {
+        let _ = stream.set_read_timeout(Some(tick));
+    };
+    run(
+        &server,
+        &mut conn,
+        (&stream, &mut set_tick),
+        &mut &stream,
+        batching,
+    );
     conn.detach();
     let _ = stream.shutdown(Shutdown::Both);
 }
@@ -135,14 +146,16 @@ fn read_len(batching: bool, spare: usize, held: usize, need_total: usize) -> usi
 
 /// The connection's loop: read, decode and handle every complete PDU, send
 /// the responses; until the peer closes, an error, or shutdown. `source`
-/// times out every [`TICK`] so that timers run.
+/// times out every [`TICK`] so that timers run, every [`BACKGROUND_TICK`]
+/// while commands run in the background (its second half sets the timeout).
 fn run<R: Read, W: Write>(
     server: &Server,
     conn: &mut Connection,
-    mut source: R,
+    (mut source, set_tick): (R, &mut dyn FnMut(Duration)),
     sink: &mut W,
     batching: bool,
 ) {
+    let mut tick = TICK;
     let mut recv = RecvBuffer::new(RECV_BUFFER_BYTES);
     // The length of the PDU being assembled, as far as known: at first its
     // header (a BHS, and a header digest once one is negotiated).
@@ -208,8 +221,18 @@ fn run<R: Read, W: Write>(
                 }
             }
         }
+        conn.poll_background();
         if conn.flush(sink).is_err() || server.is_shutting_down() {
             break;
+        }
+        let wanted = if conn.has_background() {
+            BACKGROUND_TICK
+        } else {
+            TICK
+        };
+        if wanted != tick {
+            tick = wanted;
+            set_tick(tick);
         }
     }
 }
@@ -516,7 +539,14 @@ mod tests {
         };
         let mut sink = Calls::default();
         let batching = server.config.datapath.batching;
-        run(&server, &mut conn, &mut script, &mut sink, batching);
+        let mut set_tick = |_| {};
+        run(
+            &server,
+            &mut conn,
+            (&mut script, &mut set_tick),
+            &mut sink,
+            batching,
+        );
         assert_eq!(script.at, script.bytes.len(), "everything was read");
         (script.reads, ends, sink, limits)
     }

@@ -214,6 +214,8 @@ fn build_target(
         let lun_config = LunConfig {
             read_only: spec.read_only,
             block_size: spec.block_size,
+            physical_block_size: spec.physical_block_size,
+            sanitize_bytes_per_s: spec.sanitize_bytes_per_s,
             vendor: "ISOE".into(),
             product: product.into(),
             revision: env!("CARGO_PKG_VERSION")
@@ -344,6 +346,20 @@ impl Server {
     pub fn remove_session(&self, session: &Arc<Session>) {
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         sessions.retain(|(_, s)| !Arc::ptr_eq(s, session));
+    }
+
+    /// Whether the initiator closed every connection of the session that
+    /// is `nexus`, though the connections' threads have not yet ended it
+    /// (see [`isoe_scsi::UnitDirectory::nexus_closed`]).
+    pub fn nexus_closed(&self, nexus: &isoe_scsi::Nexus) -> bool {
+        let session = {
+            let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+            sessions
+                .iter()
+                .find(|(_, s)| s.nexus == *nexus)
+                .map(|(_, s)| Arc::clone(s))
+        };
+        session.is_some_and(|s| s.closed_by_peer())
     }
 
     /// Number of live sessions.

@@ -211,6 +211,17 @@ impl Session {
         members.is_empty()
     }
 
+    /// Whether the initiator has closed every connection of the session
+    /// (FIN or RST waiting on each socket), seen without taking data from
+    /// the sockets. False if any connection is open or can't be looked at.
+    pub fn closed_by_peer(&self) -> bool {
+        let members = self.members.lock().unwrap_or_else(|e| e.into_inner());
+        !members.is_empty()
+            && members
+                .iter()
+                .all(|m| m.socket.as_ref().is_some_and(peer_closed))
+    }
+
     /// Number of connections now in the session.
     pub fn connection_count(&self) -> usize {
         self.members.lock().unwrap_or_else(|e| e.into_inner()).len()
@@ -264,5 +275,67 @@ impl Drop for Session {
                 lu.detach(&self.nexus);
             }
         }
+    }
+}
+
+/// Whether the peer of `socket` has closed it: a peek that does not wait
+/// finds the end of the stream (or a reset) and no data before it.
+fn peer_closed(socket: &std::net::TcpStream) -> bool {
+    use rustix::net::{recv, RecvFlags};
+    let mut byte = [0u8; 1];
+    match recv(socket, &mut byte, RecvFlags::PEEK | RecvFlags::DONTWAIT) {
+        Ok((0, _)) => true,
+        Ok(_) => false,
+        Err(e) => e == rustix::io::Errno::CONNRESET || e == rustix::io::Errno::NOTCONN,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::peer_closed;
+    use std::io::Write;
+    use std::net::{Shutdown, TcpListener, TcpStream};
+    use std::time::{Duration, Instant};
+
+    /// A connected pair on loopback: (initiator's end, target's end).
+    fn pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let client = TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
+        let (server, _) = listener.accept().expect("accept");
+        (client, server)
+    }
+
+    /// Polls `peer_closed` until it says `expected` (the FIN crosses
+    /// loopback asynchronously) or a generous time passes.
+    fn settles_to(socket: &TcpStream, expected: bool) -> bool {
+        let give_up = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < give_up {
+            if peer_closed(socket) == expected {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        false
+    }
+
+    #[test]
+    fn a_peek_tells_a_closed_connection_from_an_open_or_busy_one() {
+        let (client, server) = pair();
+        server
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        assert!(!peer_closed(&server), "open and idle: not closed, no wait");
+        (&client).write_all(b"x").expect("write");
+        assert!(settles_to(&server, false));
+        drop(client);
+        // Data sent before the close still waits to be read: not closed yet.
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!peer_closed(&server));
+
+        let (client, server) = pair();
+        client.shutdown(Shutdown::Write).expect("shutdown");
+        assert!(settles_to(&server, true), "FIN seen without reading");
+        drop(client);
+        assert!(settles_to(&server, true));
     }
 }

@@ -362,6 +362,25 @@ fn luns_are_checked() {
         "target[0].lun[0].block_size",
         "512 or 4096",
     );
+    for physical in ["256", "3072", "131072", "\"4KiB\""] {
+        check(
+            &lun(&format!(
+                "number = 0\nmemory = \"1GiB\"\nphysical_block_size = {physical} # <-\n"
+            )),
+            "target[0].lun[0].physical_block_size",
+            "a power of two from the block size 512 to 65536",
+        );
+    }
+    check(
+        &lun("number = 0\nmemory = \"1GiB\"\nblock_size = 4096\nphysical_block_size = 2048 # <-\n"),
+        "target[0].lun[0].physical_block_size",
+        "from the block size 4096",
+    );
+    check(
+        &lun("number = 0\nmemory = \"1GiB\"\nsanitize_bytes_per_s = 0 # <-\n"),
+        "target[0].lun[0].sanitize_bytes_per_s",
+        "positive",
+    );
     check(
         &lun("number = 0\nmemory = \"1GiB\"\nsize = \"1GiB\" # <-\n"),
         "target[0].lun[0].size",

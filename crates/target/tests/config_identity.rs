@@ -13,6 +13,8 @@ fn lun(number: u16, store: StoreSpec) -> LunSpec {
         store,
         read_only: false,
         block_size: 512,
+        physical_block_size: None,
+        sanitize_bytes_per_s: None,
         serial: None,
         naa: None,
     }

@@ -35,6 +35,8 @@ max_connections = 1
 [[target.lun]]
 number = 0
 memory = "1GiB"
+physical_block_size = 4096
+sanitize_bytes_per_s = "64MiB"
 [[target.lun]]
 number = 1
 file = "images/db1.img"
@@ -111,6 +113,8 @@ fn full_config_parses_to_expected_structs() {
                 },
                 read_only: false,
                 block_size: 512,
+                physical_block_size: Some(4096),
+                sanitize_bytes_per_s: Some(64 << 20),
                 serial: None,
                 naa: None,
             },
@@ -122,6 +126,8 @@ fn full_config_parses_to_expected_structs() {
                 },
                 read_only: true,
                 block_size: 4096,
+                physical_block_size: None,
+                sanitize_bytes_per_s: None,
                 serial: Some("DB1".into()),
                 naa: Some([
                     0x60, 0x01, 0x40, 0x5a, 0xbc, 0xde, 0xf0, 0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc,
@@ -135,6 +141,8 @@ fn full_config_parses_to_expected_structs() {
                 },
                 read_only: false,
                 block_size: 512,
+                physical_block_size: None,
+                sanitize_bytes_per_s: None,
                 serial: None,
                 naa: None,
             },

@@ -632,3 +632,125 @@ fn every_datapath_option_off_serves_reads_and_writes_with_digests() {
         );
     }
 }
+
+/// SANITIZE OVERWRITE (one pass of 0x5a) without IMMED, parameter list as
+/// immediate data.
+fn sanitize_overwrite(itt: u32, cmd_sn: u32) -> (Pdu, [u8; 5]) {
+    let mut cdb = [0u8; 16];
+    cdb[0] = 0x48;
+    cdb[1] = 0x01;
+    cdb[8] = 5;
+    let list = [0x01, 0x00, 0x00, 0x01, 0x5a];
+    (
+        Pdu::ScsiCommand(command(itt, cmd_sn, cdb, list.len() as u32, false)),
+        list,
+    )
+}
+
+/// A SCSI Response as the tests compare it: ITT, status, and sense key,
+/// ASC and ASCQ if sense came.
+type Answer = (u32, u8, Option<(u8, u8, u8)>);
+
+/// The SCSI Responses among `out`.
+fn responses(out: &[(Pdu, Vec<u8>)]) -> Vec<Answer> {
+    out.iter()
+        .filter_map(|(p, data)| match p {
+            Pdu::ScsiResponse(r) => {
+                let sense = (data.len() >= 2 + 14)
+                    .then(|| (data[2 + 2] & 0x0f, data[2 + 12], data[2 + 13]));
+                Some((r.initiator_task_tag, r.status, sense))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Polls the connection for finished background commands until `itt`'s
+/// response comes (or `give_up` passes); returns what came.
+fn wait_for(w: &mut Wire, itt: u32) -> Vec<Answer> {
+    let give_up = Instant::now() + Duration::from_secs(60);
+    let mut seen = Vec::new();
+    while Instant::now() < give_up {
+        w.conn.poll_background();
+        seen.extend(responses(&w.take_output()));
+        if seen.iter().any(|r| r.0 == itt) {
+            return seen;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("no response for ITT {itt} in 60 s: {seen:?}");
+}
+
+fn test_unit_ready(itt: u32, cmd_sn: u32) -> Pdu {
+    Pdu::ScsiCommand(command(itt, cmd_sn, [0; 16], 0, false))
+}
+
+/// A SANITIZE without IMMED runs off the connection's thread: commands sent
+/// after it are answered first (TEST UNIT READY with SANITIZE IN PROGRESS),
+/// its GOOD comes when the overwrite ends. An ABORT TASK ends the command
+/// without a response while the sanitize itself runs on (SBC-4 4.11.3).
+#[test]
+fn a_sanitize_without_immed_answers_later_while_other_commands_go_on() {
+    // 16 MiB at 32 MiB/s: half a second of overwriting at least.
+    let server = server_with("sanitize_bytes_per_s = \"32MiB\"\n");
+    let mut w = Wire::new(&server);
+    w.login(LocalParams::default(), [0x80, 0, 0, 0, 0, 0x51], 0, 1);
+    assert!(read_back(&mut w, 1, 10, 0, 1).iter().all(|&b| b == 0));
+
+    let (sanitize, list) = sanitize_overwrite(2, 11);
+    let (_, out) = w.send(&sanitize, &list);
+    assert!(responses(&out).is_empty(), "no response yet: {out:?}");
+    assert!(w.conn.has_background());
+    let (_, out) = w.send(&test_unit_ready(3, 12), &[]);
+    assert_eq!(
+        responses(&out),
+        [(3, 0x02, Some((0x02, 0x04, 0x1b)))],
+        "TEST UNIT READY answered while the sanitize runs: NOT READY, SANITIZE IN PROGRESS"
+    );
+    let seen = wait_for(&mut w, 2);
+    assert_eq!(seen, [(2, 0x00, None)], "the sanitize ends GOOD");
+    assert!(!w.conn.has_background());
+    let (_, out) = w.send(&test_unit_ready(4, 13), &[]);
+    assert_eq!(responses(&out), [(4, 0x00, None)]);
+    let block = read_back(&mut w, 5, 14, 0, 1);
+    assert!(block.iter().all(|&b| b == 0x5a), "overwritten");
+
+    // Aborted: FUNCTION COMPLETE, never a response, the overwrite goes on.
+    let (sanitize, list) = sanitize_overwrite(6, 15);
+    w.send(&sanitize, &list);
+    let abort = Pdu::TaskMgmtRequest(pdu::TaskMgmtRequest {
+        function: pdu::tmf::ABORT_TASK,
+        lun: Lun::from_number(0),
+        initiator_task_tag: 7,
+        referenced_task_tag: 6,
+        cmd_sn: 16,
+        ref_cmd_sn: 15,
+        ..Default::default()
+    });
+    let (_, out) = w.send(&abort, &[]);
+    assert!(
+        matches!(&out[..], [(Pdu::TaskMgmtResponse(r), _)] if r.response == pdu::tmf::RESP_COMPLETE),
+        "{out:?}"
+    );
+    assert!(!w.conn.has_background());
+    let (_, out) = w.send(&test_unit_ready(8, 17), &[]);
+    assert_eq!(responses(&out), [(8, 0x02, Some((0x02, 0x04, 0x1b)))]);
+    let mut cmd_sn = 18;
+    let give_up = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, out) = w.send(&test_unit_ready(100 + cmd_sn, cmd_sn), &[]);
+        cmd_sn += 1;
+        let got = responses(&out);
+        assert!(
+            got.iter().all(|r| r.0 != 6),
+            "an aborted task is never answered"
+        );
+        if got == [(100 + cmd_sn - 1, 0x00, None)] {
+            break;
+        }
+        assert!(Instant::now() < give_up, "the aborted sanitize never ended");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    w.conn.poll_background();
+    assert!(responses(&w.take_output()).is_empty());
+}

@@ -41,8 +41,8 @@ fn read_capacity_16_reports_thin_provisioning_and_no_protection() {
     assert_eq!(data[13] >> 4, 0, "P_I_EXPONENT zero");
     assert_eq!(
         data[13] & 0x0f,
-        3,
-        "8 logical blocks per 4 KiB physical block"
+        0,
+        "by default the physical block is the logical block"
     );
     assert_eq!(data[14] & 0x80, 0x80, "LBPME");
     assert_eq!(data[14] & 0x40, 0x40, "LBPRZ");
@@ -51,6 +51,28 @@ fn read_capacity_16_reports_thin_provisioning_and_no_protection() {
         0,
         "LOWEST ALIGNED LOGICAL BLOCK ADDRESS"
     );
+}
+
+#[test]
+fn read_capacity_16_reports_the_configured_physical_block() {
+    for (block_size, physical, exponent) in [(512, 4096, 3), (512, 512, 0), (4096, 65536, 4)] {
+        let config = LunConfig {
+            block_size,
+            physical_block_size: Some(physical),
+            ..config()
+        };
+        let (completion, data) = run(&unit_with(config, 64), &read_capacity16(32));
+        assert_good(completion);
+        assert_eq!(data[13] & 0x0f, exponent, "{physical} over {block_size}");
+    }
+    for (block_size, physical) in [(512, 256), (4096, 2048), (512, 3072), (512, 1 << 17)] {
+        let config = LunConfig {
+            block_size,
+            physical_block_size: Some(physical),
+            ..config()
+        };
+        assert!(config.validate().is_err(), "{physical} over {block_size}");
+    }
 }
 
 #[test]

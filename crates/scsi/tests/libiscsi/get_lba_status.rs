@@ -48,7 +48,7 @@ fn write(unit: &LogicalUnit, lba: u64, blocks: u32) {
 }
 
 #[test]
-fn extents_follow_writes_and_unmaps_at_physical_block_granularity() {
+fn extents_follow_writes_and_unmaps_at_page_granularity() {
     let unit = unit();
     assert_eq!(status(&unit, 0, 24), [(0, BLOCKS as u32, 1)]);
     write(&unit, 0, 264);
@@ -56,7 +56,7 @@ fn extents_follow_writes_and_unmaps_at_physical_block_granularity() {
         status(&unit, 0, 1024),
         [(0, 264, 0), (264, BLOCKS as u32 - 264, 1)]
     );
-    // A whole physical block (8 logical blocks) deallocates; less does not.
+    // A whole 4 KiB page of the store (8 logical blocks) deallocates; less does not.
     unmap(&unit, 16, 8);
     unmap(&unit, 40, 3);
     assert_eq!(

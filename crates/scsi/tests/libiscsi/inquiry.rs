@@ -159,7 +159,7 @@ fn block_limits_page_satisfies_sbc3_checks() {
     assert_eq!(
         be32(&data, 28),
         8,
-        "OPTIMAL UNMAP GRANULARITY: one physical block"
+        "OPTIMAL UNMAP GRANULARITY: one 4 KiB page"
     );
     assert_eq!(be32(&data, 32), 0x8000_0000, "UGAVALID, aligned at LBA 0");
     assert_eq!(be64(&data, 36), 1 << 20, "MAXIMUM WRITE SAME LENGTH");

@@ -270,6 +270,48 @@ fn reserve6_is_exclusive_until_released_reset_or_nexus_loss() {
     conflict(exec(&unit, &a, &reserve6, &[]).0);
 }
 
+/// A target whose transport reports one I_T nexus's connections as closed
+/// by its initiator, not yet ended.
+struct ClosedNexus(Nexus);
+
+impl isoe_scsi::UnitDirectory for ClosedNexus {
+    fn unit_by_naa(&self, _naa: &[u8]) -> Option<std::sync::Arc<LogicalUnit>> {
+        None
+    }
+
+    fn nexus_closed(&self, nexus: &Nexus) -> bool {
+        *nexus == self.0
+    }
+}
+
+#[test]
+fn a_reserve6_whose_holder_already_closed_its_connections_ends_at_the_next_conflict() {
+    let unit = unit();
+    let (a, b) = (nexus("a", 1), nexus("b", 2));
+    let reserve6 = [0x16, 0, 0, 0, 0, 0];
+    unit.attach(&a);
+    unit.attach(&b);
+    assert_good(exec(&unit, &a, &reserve6, &[]).0);
+    let run = |from: &Nexus, units: &dyn isoe_scsi::UnitDirectory| {
+        unit.execute(from, units, &write10(), &[0; BLOCK_SIZE], &mut Vec::new())
+    };
+    // b's write conflicts while a's connection is open, or closed only as
+    // far as nobody can tell yet.
+    conflict(run(&b, &NoUnits));
+    conflict(run(&b, &ClosedNexus(nexus("c", 3))));
+    // The holder asking about itself changes nothing.
+    assert_good(run(&a, &ClosedNexus(a.clone())));
+    // a's initiator closed its connections: the nexus, and with it the
+    // reservation, ends now, and b's write runs.
+    assert_good(run(&b, &ClosedNexus(a.clone())));
+    assert_good(exec(&unit, &b, &reserve6, &[]).0);
+    // Persistent reservations outlive their I_T nexus: no such shortcut.
+    assert_good(exec(&unit, &b, &[0x17, 0, 0, 0, 0, 0], &[]).0);
+    assert_good(prout(&unit, &a, REGISTER, 0, 0, 0xa));
+    assert_good(prout(&unit, &a, RESERVE, WRITE_EXCLUSIVE, 0xa, 0));
+    conflict(run(&b, &ClosedNexus(a.clone())));
+}
+
 #[test]
 fn aptpl_keeps_registrations_and_the_reservation_across_a_restart() {
     let unit = unit();

@@ -1,9 +1,9 @@
 //! SCSI.Sanitize: OVERWRITE, BLOCK ERASE, CRYPTOGRAPHIC ERASE, EXIT FAILURE
 //! MODE, IMMED, and the CDB and parameter list checks.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use isoe_scsi::{Completion, LogicalUnit};
+use isoe_scsi::{Completion, LogicalUnit, LunConfig, NoUnits, Outcome};
 
 use crate::harness::*;
 
@@ -155,9 +155,10 @@ fn write_protected_units_refuse_to_sanitize() {
 
 #[test]
 fn immed_returns_at_once_and_the_unit_is_not_ready_until_done() {
-    let unit = unit_with(config(), 1 << 16); // 32 MiB: the overwrite takes a while
+    // 2 MiB at 4 MiB/s: the overwrite takes at least half a second.
+    let unit = unit_with(rate_limited(4 << 20), 4096);
     fill(&unit, 0, 1, b'a');
-    let list = overwrite_list(31, &[0x5a]);
+    let list = overwrite_list(1, &[0x5a]);
     assert_good(overwrite(&unit, 0x80, &list));
     // Until it finishes: media access is NOT READY, INQUIRY still works.
     let mut saw_in_progress = false;
@@ -186,9 +187,65 @@ fn immed_returns_at_once_and_the_unit_is_not_ready_until_done() {
     assert_good(run(&unit, &[0; 6]).0);
     assert!(
         saw_in_progress,
-        "31 passes over 32 MiB outlast the first TEST UNIT READY"
+        "half a second of overwriting outlasts the first TEST UNIT READY"
     );
     assert_eq!(read(&unit, 0, 1), vec![0x5a; BLOCK_SIZE]);
+}
+
+fn rate_limited(bytes_per_s: u64) -> LunConfig {
+    LunConfig {
+        sanitize_bytes_per_s: Some(bytes_per_s),
+        ..config()
+    }
+}
+
+#[test]
+fn without_immed_the_unit_sanitizes_from_dispatch_until_the_work_returns() {
+    let unit = unit();
+    fill(&unit, 0, 1, b'a');
+    let list = overwrite_list(1, &[0x5a]);
+    let cdb = sanitize_cdb(0x01, list.len() as u16);
+    let mut data_in = Vec::new();
+    let outcome = unit.start(&nexus(), &NoUnits, &cdb, &list, &mut data_in);
+    let Outcome::Later(work) = outcome else {
+        panic!("SANITIZE without IMMED is left to run later: {outcome:?}");
+    };
+    // Admitted: later commands already see the sanitize, before any block
+    // is written.
+    assert_sense(run(&unit, &[0; 6]).0, NOT_READY, 0x04, 0x1b);
+    assert_sense(overwrite(&unit, 0, &list), NOT_READY, 0x04, 0x1b);
+    assert_good(run(&unit, &inquiry(false, 0, 96)).0);
+    assert_good(work.run());
+    assert_good(run(&unit, &[0; 6]).0);
+    assert_eq!(read(&unit, 0, 1), vec![0x5a; BLOCK_SIZE]);
+    // A refused SANITIZE leaves nothing for later.
+    let outcome = unit.start(
+        &nexus(),
+        &NoUnits,
+        &sanitize_cdb(0x01, 2),
+        &list,
+        &mut data_in,
+    );
+    assert!(
+        matches!(outcome, Outcome::Done(c) if !c.is_good()),
+        "{outcome:?}"
+    );
+    // Other commands finish at once.
+    let outcome = unit.start(&nexus(), &NoUnits, &[0; 6], &[], &mut data_in);
+    assert!(
+        matches!(outcome, Outcome::Done(c) if c.is_good()),
+        "{outcome:?}"
+    );
+}
+
+#[test]
+fn a_rate_limited_overwrite_writes_no_faster_than_its_rate() {
+    // Two passes over 2 MiB at 16 MiB/s: a quarter of a second at least.
+    let unit = unit_with(rate_limited(16 << 20), 4096);
+    let started = Instant::now();
+    assert_good(overwrite(&unit, 0, &overwrite_list(2, &[0x33])));
+    assert!(started.elapsed() >= Duration::from_millis(250));
+    assert_eq!(read(&unit, 4095, 1), vec![0x33; BLOCK_SIZE]);
 }
 
 /// A memory store whose write-zeroes always fails: a CRYPTOGRAPHIC ERASE on

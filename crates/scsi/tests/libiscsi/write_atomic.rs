@@ -24,7 +24,7 @@ fn atomic_limits(unit: &isoe_scsi::LogicalUnit) -> (u32, u32, u32) {
 }
 
 #[test]
-fn block_limits_describe_physical_block_atomicity() {
+fn block_limits_describe_page_atomicity() {
     let (maximum, alignment, granularity) = atomic_limits(&unit());
     assert_eq!((maximum, alignment, granularity), (2048, 8, 8));
     let (_, page) = run(&unit(), &inquiry(true, 0xb0, 64));
@@ -40,7 +40,7 @@ fn block_limits_describe_physical_block_atomicity() {
 }
 
 #[test]
-fn aligned_whole_physical_blocks_are_written() {
+fn aligned_whole_pages_are_written() {
     let unit = unit();
     for (lba, blocks) in [(0u64, 8u16), (8, 256), (BLOCKS - 2048, 2048)] {
         let data = pattern(usize::from(blocks) * BLOCK_SIZE, blocks as u8);

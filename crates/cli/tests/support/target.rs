@@ -43,8 +43,14 @@ impl TargetConfig {
 
     /// The default target's name with LUN 0 a memory store of `size` ("256MiB").
     pub fn memory_lun(size: &str) -> TargetConfig {
+        TargetConfig::memory_lun_with(size, "")
+    }
+
+    /// As [`TargetConfig::memory_lun`], with more keys (`key = value` lines)
+    /// in the LUN's table.
+    pub fn memory_lun_with(size: &str, lun_keys: &str) -> TargetConfig {
         TargetConfig::new(&format!(
-            "portals = [\"127.0.0.1:0\"]\n\n[[target]]\nname = \"{DEFAULT_TARGET}\"\n\n[[target.lun]]\nnumber = 0\nmemory = \"{size}\"\n"
+            "portals = [\"127.0.0.1:0\"]\n\n[[target]]\nname = \"{DEFAULT_TARGET}\"\n\n[[target.lun]]\nnumber = 0\nmemory = \"{size}\"\n{lun_keys}"
         ))
     }
 

@@ -158,8 +158,8 @@ enum Operation {
 /// PROGRESS; the medium is then sanitized by a thread of its own with
 /// IMMED=1 (GOOD now), else by work handed back to the caller (GOOD when it
 /// ends; see [`crate::Outcome::Later`]). Once started, the operation runs
-/// to its end whatever happens to the command: SBC-4 4.11.3 has it
-/// survive aborts, resets and I_T nexus loss.
+/// to its end whatever happens to the command: SBC-4 has a sanitize
+/// operation survive aborts, resets and I_T nexus loss.
 pub(crate) fn sanitize(
     unit: &LogicalUnit,
     context: &Context<'_>,

@@ -961,7 +961,7 @@ impl Connection {
                     .position(|b| b.command.initiator_task_tag == referenced)
                 {
                     // The command ends without a response; its work goes on
-                    // (a sanitize survives an abort, SBC-4 4.11.3).
+                    // (SBC-4: a sanitize operation survives aborts and resets).
                     self.background.remove(index);
                     tmf::RESP_COMPLETE
                 } else if isoe_wire::serial::sn_in_window(

@@ -688,7 +688,7 @@ fn test_unit_ready(itt: u32, cmd_sn: u32) -> Pdu {
 /// A SANITIZE without IMMED runs off the connection's thread: commands sent
 /// after it are answered first (TEST UNIT READY with SANITIZE IN PROGRESS),
 /// its GOOD comes when the overwrite ends. An ABORT TASK ends the command
-/// without a response while the sanitize itself runs on (SBC-4 4.11.3).
+/// without a response while the sanitize itself runs on, as SBC-4 asks.
 #[test]
 fn a_sanitize_without_immed_answers_later_while_other_commands_go_on() {
     // 16 MiB at 32 MiB/s: half a second of overwriting at least.

@@ -20,6 +20,9 @@ ramp_s = 0.2
 [stats]
 min_runs = 2
 max_runs = 2
+# Tests run beside each other (and beside builds): this one checks the
+# mechanics, so other processes' CPU does not spoil its runs.
+foreign_max_pct = 1000.0
 [baseline]
 mtu = 1500
 [[workload]]
@@ -112,9 +115,26 @@ fn a_plan_runs_writes_its_reports_resumes_and_leaves_nothing() {
     }
     let jumbo: Vec<_> = runs.iter().filter(|r| r["case"] == "jumbo").collect();
     assert_eq!(jumbo.len(), 2);
+    // Interleaved: each round holds one run of each case, and every run
+    // measured the CPU of processes other than the lab's.
+    for round in [1, 2] {
+        let mut cases: Vec<&str> = runs
+            .iter()
+            .filter(|r| r["round"] == round)
+            .map(|r| r["case"].as_str().unwrap())
+            .collect();
+        cases.sort_unstable();
+        assert_eq!(cases, ["baseline", "jumbo"], "round {round}: {runs:?}");
+    }
+    assert!(
+        runs.iter()
+            .all(|r| r["foreign"]["cpu_pct"].as_f64().is_some()),
+        "{runs:?}"
+    );
     assert_eq!(jumbo[0]["knobs"]["mtu"], "9000");
     let md = std::fs::read_to_string(dir.path().join("out/report.md")).unwrap();
     assert!(md.contains("## Headline"), "{md}");
+    assert!(md.contains("## Findings"), "{md}");
     assert!(md.contains("| jumbo"), "{md}");
     let html = std::fs::read_to_string(dir.path().join("out/report.html")).unwrap();
     assert_eq!(html.matches("<svg").count(), html.matches("</svg>").count());

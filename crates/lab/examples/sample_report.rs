@@ -409,6 +409,8 @@ fn main() {
                     valid,
                     invalid_reason: (!valid)
                         .then(|| format!("steal {steal_pct}% above {}%", rules.steal_max_pct)),
+                    round: run,
+                    foreign: None,
                     bench,
                     started_at: format!("2026-11-21T08:{:02}:00Z", records.len() % 60),
                 });
@@ -426,6 +428,8 @@ fn main() {
                            digests, batching and busy polling, each on seed 001's three workloads."
             .into(),
         plan_source: "examples/sample_report.rs (synthetic)".into(),
+        seeds: vec!["001".into()],
+        skipped_cases: Vec::new(),
         plan_text: plan_text.into(),
         rules,
         topology: "loopback".into(),

@@ -9,6 +9,7 @@
 //! for its result types.
 
 pub mod fio_peer;
+pub mod foreign;
 pub mod knobs;
 pub mod link;
 pub mod netcmd;
@@ -16,6 +17,7 @@ pub mod plan;
 pub mod record;
 pub mod report;
 pub mod report_input;
+pub mod rounds;
 pub mod runner;
 pub mod stats;
 pub mod tgt_peer;

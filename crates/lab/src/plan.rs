@@ -17,13 +17,15 @@
 //! [run]                         # optional
 //! duration_s = 10.0             # measured seconds per run (default 10), 0 < d <= 3600
 //! ramp_s = 2.0                  # load before measuring (default 2), 0 <= r <= 600
+//! pin_cpus = false              # initiator on the first CPU, target on the last (default false)
 //!
 //! [stats]                       # optional; defaults are stats::Rules::default()
-//! min_runs = 3                  # 1..=100
-//! max_runs = 6                  # min_runs..=100
-//! rsd_target_pct = 1.0          # run again while the RSD is above this, (0, 100]
-//! significance_pct = 5.0        # an effect counts above this, [0, 100]
+//! min_runs = 3                  # rounds at least, 1..=100
+//! max_runs = 6                  # rounds at most while a comparison is inconclusive, min_runs..=100
+//! rsd_target_pct = 1.0          # the seeds' RSD target, shown per cell, (0, 100]
+//! significance_pct = 5.0        # an effect counts above this (and when the t-test rejects 0), [0, 100]
 //! steal_max_pct = 5.0           # repeat a run with more host CPU steal, [0, 100]
+//! foreign_max_pct = 5.0         # repeat a run while other processes used more, % of one CPU
 //!
 //! [baseline]                    # optional: knob keys (below)
 //! mtu = 1500
@@ -160,6 +162,10 @@ pub struct RunLength {
     pub duration_s: f64,
     /// Seconds of load before measuring.
     pub ramp_s: f64,
+    /// The initiator's processes on the first CPU and the target's on the
+    /// last, so that they do not trade places on a CPU mid-run.
+    #[serde(default)]
+    pub pin_cpus: bool,
 }
 
 impl Default for RunLength {
@@ -168,6 +174,7 @@ impl Default for RunLength {
         RunLength {
             duration_s: 10.0,
             ramp_s: 2.0,
+            pin_cpus: false,
         }
     }
 }

@@ -61,6 +61,15 @@ pub struct RunRecord {
     pub valid: bool,
     /// Why the run is not valid.
     pub invalid_reason: Option<String>,
+    /// The round the run belongs to: every case runs once per round, in a
+    /// shuffled order, so that its effect is paired with the reference run
+    /// beside it (0 in results of a lab that had no rounds).
+    #[serde(default)]
+    pub round: u32,
+    /// CPU used by processes other than the lab's own during the measured
+    /// window (None when it could not be read).
+    #[serde(default)]
+    pub foreign: Option<crate::foreign::ForeignLoad>,
     /// The `isoe bench` JSON result of the run (for fio runs, the same fields, converted).
     pub bench: serde_json::Value,
     /// When the run began (RFC 3339 UTC).

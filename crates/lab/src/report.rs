@@ -11,12 +11,14 @@
 mod charts;
 mod document;
 mod escape;
+mod findings;
 mod html;
 mod markdown;
 mod notes;
 mod numbers;
 pub mod recommend;
 mod sections;
+pub mod seeds;
 mod summary;
 mod svg;
 
@@ -41,6 +43,12 @@ pub struct ReportInput {
     pub plan_description: String,
     /// Where the plan came from: "built-in" or a file path.
     pub plan_source: String,
+    /// The seeds the plan reproduces ("000" to "004").
+    #[serde(default)]
+    pub seeds: Vec<String>,
+    /// Cases that did not run at all, with why (a program missing).
+    #[serde(default)]
+    pub skipped_cases: Vec<(String, String)>,
     /// The plan file's text, shown in an appendix.
     pub plan_text: String,
     /// The statistical rules the plan ran by.

@@ -8,10 +8,11 @@
 //! the reports are written from what is there and the topology is removed.
 
 use crate::fio_peer::{self, FioJob};
+use crate::foreign::{ForeignLoad, Snapshot};
 use crate::knobs::{InitiatorImpl, KnobSet, TargetImpl};
 use crate::plan::{Plan, ResolvedCase, WorkloadSpec};
 use crate::record::RunRecord;
-use crate::stats::Next;
+use crate::rounds;
 use crate::tgt_peer::{self, TgtTarget};
 use crate::topology::{self, Kind, Role, Topology};
 use std::collections::BTreeMap;
@@ -32,11 +33,6 @@ const LUN_SIZE: &str = "1GiB";
 const TARGET_START: Duration = Duration::from_secs(20);
 /// Slack beyond ramp + duration before a bench run is declared hung.
 const BENCH_SLACK: Duration = Duration::from_secs(90);
-/// Runs a cell may take in all, counting those spoiled by steal.
-const ATTEMPTS_OVER_CAP: u32 = 3;
-/// Runs in a row that ended without a result (the bench or the target
-/// failed) after which a cell is given up: such a failure repeats.
-const FAILURES_IN_A_ROW: usize = 2;
 
 /// Why a plan could not run.
 #[derive(Debug, Error)]
@@ -116,54 +112,153 @@ pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
         .iter()
         .map(|ns| format!("removed stale namespace {ns} left by an earlier run"))
         .collect();
-    let mut records = load_records(&results_path, &plan.name, options.fresh)?;
-    let mut sink = OpenOptions::new()
+    let records = load_records(&results_path, &plan.name, options.fresh)?;
+    let sink = OpenOptions::new()
         .create(true)
         .append(true)
         .open(&results_path)
         .map_err(io_error(&results_path))?;
     let started_at = isoe_bench::timestamp::rfc3339_utc(std::time::SystemTime::now());
-    let mut progress = Progress::new(plan, options.progress, &records);
-    let mut environment_nics = String::new();
-    let mut new_runs = 0;
-    let mut interrupted = false;
-
-    let cases = plan.resolved_cases();
-    'cases: for (ci, case) in cases.iter().enumerate() {
-        let knobs = &case.knobs;
-        let pending: Vec<&WorkloadSpec> = case
-            .workloads
+    let (cases, skipped) = runnable_cases(plan);
+    notes.extend(
+        skipped
             .iter()
-            .filter_map(|name| plan.workload(name))
-            .filter(|w| !cell_done(&records, plan, &case.name, &w.name))
-            .collect();
-        if pending.is_empty() {
-            continue;
+            .map(|(case, why)| format!("case {case}: skipped: {why}")),
+    );
+    let mut lab = Lab {
+        options: &options,
+        results_path: &results_path,
+        sink,
+        progress: Progress::new(options.progress, &records),
+        records,
+        new_runs: 0,
+        environment_nics: String::new(),
+        interrupted: false,
+    };
+    lab.run_rounds(&cases)?;
+    lab.progress.finish();
+    notes.extend(convergence_notes(plan, &cases, &lab.records));
+    if lab.interrupted {
+        notes.push("interrupted by Ctrl-C: the report covers the runs made so far; run the same command again to resume".into());
+    }
+    let now = isoe_bench::timestamp::rfc3339_utc(std::time::SystemTime::now());
+    let (started_at, finished_at) = report_dates(&lab.records, &started_at, now, lab.new_runs > 0);
+    let input = crate::report_input::build(
+        plan,
+        &lab.records,
+        &notes,
+        &skipped,
+        std::mem::take(&mut lab.environment_nics),
+        &started_at,
+        &finished_at,
+    );
+    let paths = crate::report::write_reports(&input, &options.out_dir)
+        .map_err(io_error(&options.out_dir))?;
+    Ok(LabOutcome {
+        results: results_path.clone(),
+        report_md: paths.markdown,
+        report_html: paths.html,
+        runs: lab.records.len(),
+        new_runs: lab.new_runs,
+        interrupted: lab.interrupted,
+        notes,
+    })
+}
+
+/// The plan's cases that can run here, and (case, why) for those that
+/// cannot (a peer program is missing).
+fn runnable_cases(plan: &Plan) -> (Vec<ResolvedCase>, Vec<(String, String)>) {
+    let mut skipped = Vec::new();
+    let mut cases = Vec::new();
+    for case in plan.resolved_cases() {
+        let knobs = &case.knobs;
+        let missing = if knobs.target_impl() == TargetImpl::Tgt {
+            tgt_peer::programs()
+                .err()
+                .map(|why| format!("target = tgt: {why}"))
+        } else {
+            None
+        };
+        let missing = missing.or_else(|| {
+            (knobs.initiator_impl() == InitiatorImpl::Libiscsi && fio_peer::find_fio().is_none())
+                .then(|| {
+                    "fio with libiscsi's engine was not found (build it with scripts/build-fio-libiscsi, or set ISOE_FIO)".to_string()
+                })
+        });
+        match missing {
+            Some(why) => skipped.push((case.name, why)),
+            None => cases.push(case),
         }
-        if options.stop.load(Ordering::Relaxed) {
-            interrupted = true;
-            break;
-        }
-        if knobs.target_impl() == TargetImpl::Tgt {
-            if let Err(why) = tgt_peer::programs() {
-                notes.push(format!("case {}: skipped: target = tgt: {why}", case.name));
-                continue;
+    }
+    (cases, skipped)
+}
+
+/// A plan in progress: its records so far and where new ones go.
+struct Lab<'a> {
+    options: &'a LabOptions,
+    results_path: &'a Path,
+    sink: File,
+    records: Vec<RunRecord>,
+    progress: Progress,
+    new_runs: usize,
+    environment_nics: String,
+    interrupted: bool,
+}
+
+/// Rounds a plan may take at most, whatever its cells say: every cell
+/// is capped at `max_runs + ATTEMPTS_OVER_CAP` attempts, so this only
+/// guards against a schedule that never empties.
+fn round_limit(plan: &Plan) -> u32 {
+    2 * (plan.rules.max_runs + rounds::ATTEMPTS_OVER_CAP)
+}
+
+impl Lab<'_> {
+    /// Round after round, each due case once in a shuffled order, until no
+    /// cell is due or Ctrl-C.
+    fn run_rounds(&mut self, cases: &[ResolvedCase]) -> Result<(), LabError> {
+        let plan = &self.options.plan;
+        let first = rounds::next_round(&self.records);
+        for round in first..first + round_limit(plan) {
+            let due = rounds::due(plan, cases, &self.records);
+            if due.is_empty() {
+                break;
+            }
+            for i in rounds::order(due.len(), &plan.name, round) {
+                let (ci, workloads) = &due[i];
+                if self.options.stop.load(Ordering::Relaxed) {
+                    self.interrupted = true;
+                    return Ok(());
+                }
+                self.run_case(cases, &cases[*ci], workloads, round)?;
+                if self.interrupted {
+                    return Ok(());
+                }
             }
         }
-        if knobs.initiator_impl() == InitiatorImpl::Libiscsi && fio_peer::find_fio().is_none() {
-            notes.push(format!(
-                "case {}: skipped: fio with libiscsi's engine was not found (build it with ../shared/tools/fio-libiscsi, or set ISOE_FIO)",
-                case.name
-            ));
-            continue;
-        }
+        Ok(())
+    }
+
+    /// One case's runs in one round: a fresh topology with its link knobs
+    /// and a target, one run per due workload, then both removed.
+    fn run_case(
+        &mut self,
+        cases: &[ResolvedCase],
+        case: &ResolvedCase,
+        workloads: &[String],
+        round: u32,
+    ) -> Result<(), LabError> {
+        let plan = &self.options.plan;
+        let knobs = &case.knobs;
         let kind: Kind = case
             .topology
             .as_str()
             .parse()
             .map_err(|e| LabError::Topology(format!("case {}: {e}", case.name)))?;
-        let topo = Topology::create(kind, Default::default())
+        let mut topo = Topology::create(kind, Default::default())
             .map_err(|e| LabError::Topology(format!("case {}: {e}", case.name)))?;
+        if plan.run.pin_cpus {
+            topo.pin_roles();
+        }
         let mut skipped: BTreeMap<String, String> = BTreeMap::new();
         for applied in topo.apply(&knobs.link) {
             if let Err(why) = applied.outcome {
@@ -173,76 +268,81 @@ pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
         for (knob, why) in knobs.unsupported_here() {
             skipped.insert(knob, why);
         }
-        if environment_nics.is_empty() {
-            environment_nics = topo.describe().to_string();
+        if self.environment_nics.is_empty() {
+            self.environment_nics = topo.describe().to_string();
         }
-        let target = start_target(&options, &topo, knobs, case)?;
-        for workload in pending {
-            while !cell_done(&records, plan, &case.name, &workload.name) {
-                let attempts = attempts(&records, plan, &case.name, &workload.name);
-                if options.stop.load(Ordering::Relaxed) {
-                    interrupted = true;
-                    break 'cases;
-                }
-                progress.show(ci, cases.len(), case, workload, attempts + 1);
-                let run = attempts + 1;
-                let this = ThisRun {
-                    plan,
-                    case,
-                    workload,
-                    run,
-                    topo: &topo,
-                    knobs,
-                    skipped: &skipped,
-                };
-                let record = match run_bench(&options, &topo, &target, knobs, workload) {
-                    Ok((bench, started)) => this.record(bench, started),
-                    Err(BenchFailure::Stopped) => {
-                        interrupted = true;
-                        break 'cases;
-                    }
-                    Err(BenchFailure::Failed(why)) => this.failed(why),
-                };
-                let line = serde_json::to_string(&record).unwrap_or_default();
-                writeln!(sink, "{line}").map_err(io_error(&results_path))?;
-                sink.flush().map_err(io_error(&results_path))?;
-                records.push(record);
-                new_runs += 1;
-                progress.done_one();
+        let target = start_target(self.options, &topo, knobs, case)?;
+        for name in workloads {
+            let Some(workload) = plan.workload(name) else {
+                continue;
+            };
+            let this = ThisRun {
+                plan,
+                case,
+                workload,
+                round,
+                topo: &topo,
+                knobs,
+                skipped: &skipped,
+            };
+            if !self.run_cell_once(cases, &this, &target)? {
+                self.interrupted = true;
+                break;
             }
         }
         drop(target);
         topo.destroy().map_err(|e| {
             LabError::Topology(format!("removing the topology of case {}: {e}", case.name))
-        })?;
+        })
     }
-    progress.finish();
-    notes.extend(convergence_notes(plan, &records));
-    if interrupted {
-        notes.push("interrupted by Ctrl-C: the report covers the runs made so far; run the same command again to resume".into());
+
+    /// One valid run of a cell in this round, repeating a run spoiled by
+    /// steal or foreign load up to [`REPEATS_IN_ROUND`] times; false on Ctrl-C.
+    fn run_cell_once(
+        &mut self,
+        cases: &[ResolvedCase],
+        this: &ThisRun,
+        target: &TargetProcess,
+    ) -> Result<bool, LabError> {
+        let (case, workload) = (&this.case.name, &this.workload.name);
+        for _ in 0..=REPEATS_IN_ROUND {
+            if self.options.stop.load(Ordering::Relaxed) {
+                return Ok(false);
+            }
+            let attempt = rounds::attempts(&self.records, case, workload) + 1;
+            let left = rounds::runs_left(&self.options.plan, cases, &self.records);
+            self.progress.show(this, attempt, left);
+            let record = match run_bench(self.options, this.topo, target, this.knobs, this.workload)
+            {
+                Ok(measured) => this.record(attempt, measured),
+                Err(BenchFailure::Stopped) => return Ok(false),
+                Err(BenchFailure::Failed(why)) => this.failed(attempt, why),
+            };
+            let spoiled = !record.valid && !record.bench.is_null();
+            self.append(record)?;
+            let capped = rounds::attempts(&self.records, case, workload)
+                >= self.options.plan.rules.max_runs + rounds::ATTEMPTS_OVER_CAP;
+            if !spoiled || capped {
+                break;
+            }
+        }
+        Ok(true)
     }
-    let now = isoe_bench::timestamp::rfc3339_utc(std::time::SystemTime::now());
-    let (started_at, finished_at) = report_dates(&records, &started_at, now, new_runs > 0);
-    let input = crate::report_input::build(
-        plan,
-        &records,
-        &notes,
-        environment_nics,
-        &started_at,
-        &finished_at,
-    );
-    let paths = crate::report::write_reports(&input, &options.out_dir)
-        .map_err(io_error(&options.out_dir))?;
-    Ok(LabOutcome {
-        results: results_path,
-        report_md: paths.markdown,
-        report_html: paths.html,
-        runs: records.len(),
-        new_runs,
-        interrupted,
-        notes,
-    })
+
+    fn append(&mut self, record: RunRecord) -> Result<(), LabError> {
+        let line = serde_json::to_string(&record).unwrap_or_default();
+        writeln!(self.sink, "{line}").map_err(io_error(self.results_path))?;
+        self.sink.flush().map_err(io_error(self.results_path))?;
+        self.records.push(record);
+        self.new_runs += 1;
+        self.progress.done_one();
+        Ok(())
+    }
 }
+
+/// Times a run spoiled by steal or foreign load is repeated at once, in
+/// its round, before the round moves on.
+const REPEATS_IN_ROUND: u32 = 2;
 
 /// When the report's runs were made: from the first run (a resumed plan
 /// began before this invocation) to now, or, when this invocation ran
@@ -295,78 +395,31 @@ fn load_records(path: &Path, plan: &str, fresh: bool) -> Result<Vec<RunRecord>, 
     Ok(records)
 }
 
-fn cell<'a>(
-    records: &'a [RunRecord],
-    plan: &'a Plan,
-    case: &'a str,
-    workload: &'a str,
-) -> impl Iterator<Item = &'a RunRecord> {
-    records
-        .iter()
-        .filter(move |r| r.plan == plan.name && r.case == case && r.workload == workload)
-}
-
-fn valid_values(records: &[RunRecord], plan: &Plan, case: &str, workload: &str) -> Vec<f64> {
-    cell(records, plan, case, workload)
-        .filter(|r| r.valid)
-        .map(|r| r.value)
-        .collect()
-}
-
-fn attempts(records: &[RunRecord], plan: &Plan, case: &str, workload: &str) -> u32 {
-    cell(records, plan, case, workload).count() as u32
-}
-
-fn cell_done(records: &[RunRecord], plan: &Plan, case: &str, workload: &str) -> bool {
-    let values = valid_values(records, plan, case, workload);
-    plan.rules.next(&values) != Next::RunAgain
-        || attempts(records, plan, case, workload) >= plan.rules.max_runs + ATTEMPTS_OVER_CAP
-        || given_up(records, plan, case, workload).is_some()
-}
-
-/// Why a cell was given up: its last runs all failed without a result,
-/// and the newest says why.
-fn given_up(records: &[RunRecord], plan: &Plan, case: &str, workload: &str) -> Option<String> {
-    let runs: Vec<&RunRecord> = cell(records, plan, case, workload).collect();
-    let last = runs
-        .len()
-        .checked_sub(FAILURES_IN_A_ROW)
-        .map(|i| &runs[i..])?;
-    if last.iter().all(|r| r.bench.is_null()) {
-        last.last()?.invalid_reason.clone()
-    } else {
-        None
-    }
-}
-
-fn convergence_notes(plan: &Plan, records: &[RunRecord]) -> Vec<String> {
+/// What the console and the report say of cells that gave up or lost runs.
+fn convergence_notes(plan: &Plan, cases: &[ResolvedCase], records: &[RunRecord]) -> Vec<String> {
     let mut notes = Vec::new();
-    for resolved in plan.resolved_cases() {
-        let case = &resolved.name;
-        for w in resolved.workloads.iter().filter_map(|n| plan.workload(n)) {
-            let values = valid_values(records, plan, case, &w.name);
-            if plan.rules.next(&values) == Next::NotConverged {
-                let rsd = crate::stats::Summary::of(&values).map_or(0.0, |s| s.rsd_pct);
+    for case in cases {
+        for w in case.workloads.iter().filter_map(|n| plan.workload(n)) {
+            let name = &case.name;
+            if let Some(why) = rounds::given_up(records, name, &w.name) {
                 notes.push(format!(
-                    "{case} / {}: did not converge: RSD {rsd:.2}% after {} runs (target {}%)",
+                    "{name} / {}: given up after {} runs in a row failed: {why}",
                     w.name,
-                    values.len(),
-                    plan.rules.rsd_target_pct
+                    rounds::FAILURES_IN_A_ROW
                 ));
             }
-            if let Some(why) = given_up(records, plan, case, &w.name) {
-                notes.push(format!(
-                    "{case} / {}: given up after {FAILURES_IN_A_ROW} runs in a row failed: {why}",
-                    w.name
-                ));
-            }
-            let spoiled = cell(records, plan, case, &w.name)
+            let spoiled: Vec<&RunRecord> = rounds::cell(records, name, &w.name)
                 .filter(|r| !r.valid)
-                .count();
-            if spoiled > 0 {
+                .collect();
+            if !spoiled.is_empty() {
+                let why = spoiled
+                    .last()
+                    .and_then(|r| r.invalid_reason.clone())
+                    .unwrap_or_default();
                 notes.push(format!(
-                    "{case} / {}: {spoiled} run(s) left out (steal or errors; see results.jsonl)",
-                    w.name
+                    "{name} / {}: {} run(s) left out of the statistics (the last: {why})",
+                    w.name,
+                    spoiled.len()
                 ));
             }
         }
@@ -504,6 +557,69 @@ enum BenchFailure {
     Failed(String),
 }
 
+/// What one run gave: the result in `isoe bench`'s JSON fields, when it
+/// began, and the foreign load over its measured window.
+struct Measured {
+    bench: serde_json::Value,
+    started_at: String,
+    foreign: Option<ForeignLoad>,
+}
+
+/// Two `/proc` snapshots around a run's measured window, for its foreign
+/// load; taken while the load generator is still alive (once reaped, its
+/// time would count as nobody's).
+struct Window {
+    start: Duration,
+    end: Duration,
+    first: Option<Snapshot>,
+    last: Option<Snapshot>,
+}
+
+impl Window {
+    /// The window from `start` to `end` after the load generator started.
+    fn new(start: Duration, end: Duration) -> Window {
+        debug_assert!(end > start);
+        Window {
+            start,
+            end,
+            first: None,
+            last: None,
+        }
+    }
+
+    /// Called every few ms with the time since the start.
+    fn tick(&mut self, t: Duration) {
+        if self.first.is_none() && t >= self.start {
+            self.first = Snapshot::take();
+        } else if self.first.is_some() && self.last.is_none() && t >= self.end {
+            self.last = Snapshot::take();
+        }
+    }
+
+    /// Whether both snapshots were taken.
+    fn complete(&self) -> bool {
+        self.first.is_some() && self.last.is_some()
+    }
+
+    /// The load between the snapshots; the lab's own processes are this
+    /// one and its descendants.
+    fn load(&self) -> Option<ForeignLoad> {
+        ForeignLoad::between(
+            self.first.as_ref()?,
+            self.last.as_ref()?,
+            &[std::process::id()],
+        )
+    }
+}
+
+/// The measured window of a run of `ramp_s` + `duration_s`: from just after
+/// the ramp to just before the end, at least 0.2 s.
+fn measured_window(ramp_s: f64, duration_s: f64) -> Window {
+    let start = ramp_s + 0.3;
+    let end = (ramp_s + duration_s - 0.3).max(start + 0.2);
+    Window::new(Duration::from_secs_f64(start), Duration::from_secs_f64(end))
+}
+
 /// One `isoe bench` run in the host namespace; its JSON result.
 fn run_bench(
     options: &LabOptions,
@@ -511,7 +627,7 @@ fn run_bench(
     target: &TargetProcess,
     knobs: &KnobSet,
     workload: &WorkloadSpec,
-) -> Result<(serde_json::Value, String), BenchFailure> {
+) -> Result<Measured, BenchFailure> {
     if knobs.initiator_impl() == InitiatorImpl::Libiscsi {
         return run_fio(options, topo, target, knobs, workload);
     }
@@ -537,27 +653,34 @@ fn run_bench(
         "--target-pid",
         &target.pid.to_string(),
     ]);
-    let (mut child, started) = spawn_load(&mut cmd, "isoe bench")?;
+    let (mut child, started_at) = spawn_load(&mut cmd, "isoe bench")?;
     let limit = Duration::from_secs_f64(plan.run.duration_s + plan.run.ramp_s) + BENCH_SLACK;
-    wait_for_child(&mut child, "isoe bench", limit, &options.stop, |_| {})?;
+    let mut window = measured_window(plan.run.ramp_s, plan.run.duration_s);
+    wait_for_child(&mut child, "isoe bench", limit, &options.stop, |t| {
+        window.tick(t)
+    })?;
     let out = child
         .wait_with_output()
         .map_err(|e| BenchFailure::Failed(format!("reading isoe bench's output: {e}")))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
-    match stdout
+    let Some(line) = stdout
         .lines()
         .rev()
         .find(|l| l.trim_start().starts_with('{'))
-    {
-        Some(line) => serde_json::from_str(line)
-            .map(|v| (v, started))
-            .map_err(|e| BenchFailure::Failed(format!("isoe bench printed bad JSON: {e}"))),
-        None => Err(BenchFailure::Failed(format!(
+    else {
+        return Err(BenchFailure::Failed(format!(
             "isoe bench exited with {:?} and no result: {}",
             out.status.code(),
             String::from_utf8_lossy(&out.stderr).trim()
-        ))),
-    }
+        )));
+    };
+    let bench = serde_json::from_str(line)
+        .map_err(|e| BenchFailure::Failed(format!("isoe bench printed bad JSON: {e}")))?;
+    Ok(Measured {
+        bench,
+        started_at,
+        foreign: window.load(),
+    })
 }
 
 /// One fio run (libiscsi) in the host namespace, its CPU and TCP counters
@@ -568,11 +691,11 @@ fn run_fio(
     target: &TargetProcess,
     knobs: &KnobSet,
     workload: &WorkloadSpec,
-) -> Result<(serde_json::Value, String), BenchFailure> {
+) -> Result<Measured, BenchFailure> {
     let plan = &options.plan;
     let fio = fio_peer::find_fio().ok_or_else(|| {
         BenchFailure::Failed(
-            "fio with libiscsi not found: run ../shared/tools/fio-libiscsi or set ISOE_FIO".into(),
+            "fio with libiscsi not found: run scripts/build-fio-libiscsi or set ISOE_FIO".into(),
         )
     })?;
     let shape = workload.shape(knobs);
@@ -592,20 +715,22 @@ fn run_fio(
     };
     let mut cmd = topo.command(Role::Host, &fio);
     cmd.args(job.args());
-    let (mut child, started) = spawn_load(&mut cmd, "fio")?;
+    let (mut child, started_at) = spawn_load(&mut cmd, "fio")?;
     let pid = child.id();
     // The steady window: after the ramp (and login), until just before the end.
     let window_start = Duration::from_secs_f64(job.ramp_s + 0.5);
-    let window = Duration::from_secs_f64((job.duration_s - 1.0).max(0.5));
+    let window_len = Duration::from_secs_f64((job.duration_s - 1.0).max(0.5));
+    let mut window = Window::new(window_start, window_start + window_len);
     let mut first = None;
     let mut last = None;
-    let limit = window_start + window + BENCH_SLACK;
+    let limit = window_start + window_len + BENCH_SLACK;
     wait_for_child(&mut child, "fio", limit, &options.stop, |t| {
-        if first.is_none() && t >= window_start {
+        if first.is_none() && t >= window.start {
             first = fio_peer::Sample::take(pid, Some(target.pid));
-        } else if first.is_some() && last.is_none() && t >= window_start + window {
+        } else if first.is_some() && last.is_none() && t >= window.end {
             last = fio_peer::Sample::take(pid, Some(target.pid));
         }
+        window.tick(t);
     })?;
     let out = child
         .wait_with_output()
@@ -625,10 +750,12 @@ fn run_fio(
             "fio ended before its CPU could be sampled".into(),
         ));
     };
-    Ok((
-        fio_peer::to_bench_json(&fio_json, &job, &first, &last, Some(target.pid)),
-        started,
-    ))
+    debug_assert!(window.complete());
+    Ok(Measured {
+        bench: fio_peer::to_bench_json(&fio_json, &job, &first, &last, Some(target.pid)),
+        started_at,
+        foreign: window.load(),
+    })
 }
 
 /// Waits for `child` to exit, calling `each` with the time since the start
@@ -669,24 +796,40 @@ struct ThisRun<'a> {
     plan: &'a Plan,
     case: &'a ResolvedCase,
     workload: &'a WorkloadSpec,
-    run: u32,
+    round: u32,
     topo: &'a Topology,
     knobs: &'a KnobSet,
     skipped: &'a BTreeMap<String, String>,
 }
 
 impl ThisRun<'_> {
-    /// The record of a run that gave a result; invalid with CPU steal
-    /// over the limit, failed commands, or no I/O.
-    fn record(&self, bench: serde_json::Value, started_at: String) -> RunRecord {
-        let metric = self.workload.metric;
-        let max_steal = self.plan.rules.steal_max_pct;
-        let value = bench[metric.field()].as_f64().unwrap_or(0.0);
+    /// The record of a run that gave a result; invalid with CPU steal or
+    /// foreign load over the limit, failed commands, or no I/O.
+    fn record(&self, run: u32, measured: Measured) -> RunRecord {
+        let Measured {
+            bench,
+            started_at,
+            foreign,
+        } = measured;
+        let rules = &self.plan.rules;
+        let value = bench[self.workload.metric.field()].as_f64().unwrap_or(0.0);
         let steal_pct = bench["steal_pct"].as_f64().unwrap_or(0.0);
         let errors =
             bench["errors"].as_u64().unwrap_or(0) + bench["verify_errors"].as_u64().unwrap_or(0);
-        let invalid_reason = if steal_pct > max_steal {
-            Some(format!("host CPU steal {steal_pct:.1}% above {max_steal}%"))
+        let invalid_reason = if steal_pct > rules.steal_max_pct {
+            Some(format!(
+                "host CPU steal {steal_pct:.1}% above {}%",
+                rules.steal_max_pct
+            ))
+        } else if let Some(f) = foreign
+            .as_ref()
+            .filter(|f| f.cpu_pct > rules.foreign_max_pct)
+        {
+            Some(format!(
+                "foreign load {} above {}% of a CPU",
+                f.describe(),
+                rules.foreign_max_pct
+            ))
         } else if errors > 0 {
             Some(format!("{errors} failed commands"))
         } else if value <= 0.0 {
@@ -698,24 +841,31 @@ impl ThisRun<'_> {
             plan: self.plan.name.clone(),
             case: self.case.name.clone(),
             workload: self.workload.name.clone(),
-            run: self.run,
+            run,
             topology: self.topo.kind().as_str().to_string(),
             knobs: self.knobs.describe(),
             skipped_knobs: self.skipped.clone(),
-            metric,
+            metric: self.workload.metric,
             value,
             steal_pct,
             valid: invalid_reason.is_none(),
             invalid_reason,
+            round: self.round,
+            foreign,
             bench,
             started_at,
         }
     }
 
     /// The record of a run that gave no result, and why.
-    fn failed(&self, why: String) -> RunRecord {
+    fn failed(&self, run: u32, why: String) -> RunRecord {
         let now = isoe_bench::timestamp::rfc3339_utc(std::time::SystemTime::now());
-        let mut record = self.record(serde_json::Value::Null, now);
+        let measured = Measured {
+            bench: serde_json::Value::Null,
+            started_at: now,
+            foreign: None,
+        };
+        let mut record = self.record(run, measured);
         record.valid = false;
         record.invalid_reason = Some(why);
         record
@@ -734,59 +884,49 @@ fn spawn_load(cmd: &mut Command, what: &str) -> Result<(Child, String), BenchFai
     Ok((child, started))
 }
 
-/// The live line: case, workload, run, and an estimate of the time left.
+/// The live line: round, case, workload, attempt, and an estimate of the
+/// time left that counts the repeats it expects.
 struct Progress {
     enabled: bool,
     start: Instant,
-    total_runs_min: usize,
     done: usize,
 }
 
 impl Progress {
-    fn new(plan: &Plan, enabled: bool, records: &[RunRecord]) -> Progress {
-        let cells = plan.cell_count();
+    fn new(enabled: bool, _records: &[RunRecord]) -> Progress {
         Progress {
             enabled,
             start: Instant::now(),
-            total_runs_min: (cells * plan.rules.min_runs as usize).saturating_sub(records.len()),
             done: 0,
         }
     }
 
-    fn show(
-        &self,
-        ci: usize,
-        cases: usize,
-        case: &ResolvedCase,
-        workload: &WorkloadSpec,
-        run: u32,
-    ) {
+    /// Before a run; `left` runs are expected after this one's start,
+    /// this one included.
+    fn show(&self, this: &ThisRun, attempt: u32, left: usize) {
         if !self.enabled {
             return;
         }
         let elapsed = self.start.elapsed().as_secs();
-        let left = if self.done > 0 {
+        let eta = if self.done > 0 {
             let per = self.start.elapsed().as_secs_f64() / self.done as f64;
-            format!(
-                "~{}s left",
-                (per * self.total_runs_min.saturating_sub(self.done) as f64) as u64
-            )
+            format!("~{}s left", (per * left.max(1) as f64) as u64)
         } else {
             "estimating".to_string()
         };
         let width = 20;
-        let filled = (width * self.done / self.total_runs_min.max(1)).min(width);
+        let total = self.done + left.max(1);
+        let filled = (width * self.done / total).min(width - 1);
         eprint!(
-            "\r[{}{}] case {}/{} {} | {} | run {} | {}s elapsed, {}   ",
+            "\r[{}{}] round {} | {} | {} | run {} | {}s elapsed, {}   ",
             "#".repeat(filled),
             ".".repeat(width - filled),
-            ci + 1,
-            cases,
-            case.name,
-            workload.name,
-            run,
+            this.round,
+            this.case.name,
+            this.workload.name,
+            attempt,
             elapsed,
-            left
+            eta
         );
     }
 
@@ -857,6 +997,8 @@ mod tests {
             steal_pct: 0.0,
             valid: why.is_none(),
             invalid_reason: why.map(String::from),
+            round: run,
+            foreign: None,
             bench,
             started_at: String::new(),
         }
@@ -868,20 +1010,21 @@ mod tests {
         let ok = || serde_json::json!({"iops": 1000.0});
         let failed = |run| record(run, 0.0, serde_json::Value::Null, Some("bench exited 1"));
         let mut records = vec![record(1, 1000.0, ok(), None), failed(2)];
-        assert_eq!(given_up(&records, &plan, "baseline", "oltp-8k"), None);
-        assert!(!cell_done(&records, &plan, "baseline", "oltp-8k"));
+        assert_eq!(rounds::given_up(&records, "baseline", "oltp-8k"), None);
+        let cases = plan.resolved_cases();
+        assert_eq!(rounds::due(&plan, &cases, &records).len(), 1);
         // A run spoiled by steal has a result: it is repeated, not a failure.
         records.push(record(3, 900.0, ok(), Some("steal 9% > 5%")));
         records.push(failed(4));
-        assert_eq!(given_up(&records, &plan, "baseline", "oltp-8k"), None);
+        assert_eq!(rounds::given_up(&records, "baseline", "oltp-8k"), None);
         records.push(failed(5));
         assert_eq!(
-            given_up(&records, &plan, "baseline", "oltp-8k").as_deref(),
+            rounds::given_up(&records, "baseline", "oltp-8k").as_deref(),
             Some("bench exited 1")
         );
-        assert!(cell_done(&records, &plan, "baseline", "oltp-8k"));
+        assert!(rounds::due(&plan, &cases, &records).is_empty());
         // Another cell is untouched.
-        assert_eq!(given_up(&records, &plan, "baseline", "other"), None);
+        assert_eq!(rounds::given_up(&records, "baseline", "other"), None);
     }
 
     #[test]

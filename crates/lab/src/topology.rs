@@ -232,6 +232,9 @@ pub struct Topology {
     /// What the links are set to now; behind a lock so that applying
     /// knobs needs only `&self`, like writing to a `&File`.
     state: Mutex<LinkState>,
+    /// The CPU each role's programs are held to, when pinned.
+    cpu_of_host: Option<usize>,
+    cpu_of_target: Option<usize>,
 }
 
 /// The link settings a topology has applied, to skip commands that would
@@ -306,6 +309,8 @@ impl Topology {
                 rate_now: Some(l.default_rate_mbit),
                 ..LinkState::default()
             }),
+            cpu_of_host: None,
+            cpu_of_target: None,
         };
         // On error `t` drops here and deletes its namespaces.
         t.record_defaults()
@@ -336,6 +341,8 @@ impl Topology {
                 rate_now: Some(None),
                 ..LinkState::default()
             }),
+            cpu_of_host: None,
+            cpu_of_target: None,
         }
     }
 
@@ -428,6 +435,30 @@ impl Topology {
     /// For [`Role::Switch`] on a topology without a switch: no program of
     /// ours belongs there and asking is a bug.
     pub fn command(&self, role: Role, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut c = self.unpinned_command(role, program);
+        let cpu = match role {
+            Role::Host => self.cpu_of_host,
+            Role::Target => self.cpu_of_target,
+            Role::Switch => None,
+        };
+        if let Some(cpu) = cpu {
+            pin_to(&mut c, cpu);
+        }
+        c
+    }
+
+    /// Holds the initiator's programs to the first CPU and the target's to
+    /// the last, from the next [`Topology::command`] on; nothing on a
+    /// machine of one CPU.
+    pub fn pin_roles(&mut self) {
+        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+        if cpus >= 2 {
+            self.cpu_of_host = Some(0);
+            self.cpu_of_target = Some(cpus - 1);
+        }
+    }
+
+    fn unpinned_command(&self, role: Role, program: impl AsRef<std::ffi::OsStr>) -> Command {
         if self.degraded.is_some() {
             return Command::new(program);
         }
@@ -457,6 +488,25 @@ impl Topology {
         } else {
             Err(TopologyError::Teardown(problems))
         }
+    }
+}
+
+/// Sets the child's CPU affinity to `cpu` between fork and exec: `ip netns
+/// exec` and the program it execs keep it, and so do their threads.
+fn pin_to(command: &mut Command, cpu: usize) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the forked child before exec and calls
+    // only sched_setaffinity(2) on a set built on its stack, which is
+    // async-signal-safe; it allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
 }
 

@@ -7,7 +7,7 @@ use isoe_lab::report::{
     render_html, render_markdown, summarize, write_reports, CaseInfo, CellSummary, Environment,
     ReportInput, WorkloadInfo,
 };
-use isoe_lab::stats::{Next, Rules};
+use isoe_lab::stats::{Next, Rules, Test};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
@@ -62,6 +62,8 @@ fn run(case: &str, workload: &str, n: u32, metric: Metric, value: f64, cpu_us: f
         steal_pct: 0.1,
         valid: true,
         invalid_reason: None,
+        round: n,
+        foreign: None,
         bench,
         started_at: "2026-11-21T08:00:00Z".into(),
     }
@@ -127,6 +129,8 @@ fn input() -> ReportInput {
         plan_name: "hand & <made>".into(),
         plan_description: "Hand-made records.".into(),
         plan_source: "tests/report.rs".into(),
+        seeds: vec!["001".into()],
+        skipped_cases: Vec::new(),
         plan_text: "name = \"hand\"\n# ``` a fence inside\n".into(),
         rules: Rules::default(),
         topology: "loopback".into(),
@@ -226,13 +230,23 @@ fn summaries_match_the_arithmetic_by_hand() {
     assert_eq!(c.read.hist, vec![(64.0, 6), (128.0, 18), (512.0, 6)]);
     assert!(c.write.hist.is_empty());
 
-    // fast × small: 1100 ×3: mean 1100, RSD 0; (1100 − 1000) / 1000 = +10%
-    // > 5%: significant. Host CPU-µs/IO 27 against 36: −25%.
+    // fast × small: 1100 ×3 against 1000, 1010, 990 round by round:
+    // ratios 1.1, 1.089, 1.111, geometric mean +10.0%, a tight interval
+    // wholly above 5%: significant and conclusive. Host CPU-µs/IO 27
+    // against 30, 36, 42: the geometric mean of the ratios, −24.3%.
     let c = cell(&cells, "fast", "small");
     let e = c.effect.unwrap();
-    assert!(close(e.change_pct, 10.0) && e.significant);
+    assert!(
+        (e.change_pct - 10.0).abs() < 0.01 && e.significant && e.conclusive,
+        "{e:?}"
+    );
+    assert!(
+        e.ci_low_pct.unwrap() > 5.0 && e.ci_high_pct.unwrap() < 15.0,
+        "{e:?}"
+    );
+    assert_eq!(e.test, Test::Paired { rounds: 3 });
     assert!(c.converged);
-    assert!(close(c.cpu_effect.unwrap().change_pct, -25.0));
+    assert!((c.cpu_effect.unwrap().change_pct + 24.29).abs() < 0.01);
     assert_eq!(c.target.cpu_us_per_io, None, "target CPU unknown");
     assert_eq!(c.hist_runs, 0);
 
@@ -242,12 +256,20 @@ fn summaries_match_the_arithmetic_by_hand() {
     let s = c.stats.unwrap();
     assert_eq!((s.mean, s.median), (103.0, 103.0));
     assert!(close(s.rsd_pct, 100.0 / 103.0));
+    // +3% over 100 (ratios 1.03, 1.04, 1.02): not significant, and the
+    // interval reaches past +5%: inconclusive.
     let e = c.effect.unwrap();
-    assert!(close(e.change_pct, 3.0) && !e.significant);
+    assert!(
+        (e.change_pct - 3.0).abs() < 0.01 && !e.significant && !e.conclusive,
+        "{e:?}"
+    );
 
     // <script> × small: 920, 960, 930, 950, 940, 940: mean 940; deviations
     // −20, 20, −10, 10, 0, 0: variance 1000 / 5 = 200, sd 14.14, RSD 1.504%
-    // > 1% at the cap of 6: not converged. Median (940 + 940) / 2. −6%.
+    // > 1% at the cap of 6: not converged. Median (940 + 940) / 2. Paired
+    // with the baseline's three rounds: 0.92, 0.950, 0.939: −6.3%, beyond
+    // 5% and "no change" rejected, but the interval reaches −2.4%:
+    // significant and inconclusive.
     let c = cell(&cells, EVIL, "small");
     let s = c.stats.unwrap();
     assert_eq!((s.n, s.mean, s.median), (6, 940.0, 940.0));
@@ -255,7 +277,10 @@ fn summaries_match_the_arithmetic_by_hand() {
     assert_eq!(c.next, Next::NotConverged);
     assert!(!c.converged);
     let e = c.effect.unwrap();
-    assert!(close(e.change_pct, -6.0) && e.significant);
+    assert!(
+        (e.change_pct + 6.35).abs() < 0.05 && e.significant && !e.conclusive,
+        "{e:?}"
+    );
 
     // faster × small against fast, not the baseline: (1210 − 1100) / 1100 =
     // +10%, where against the baseline it would be +21%.
@@ -273,11 +298,14 @@ fn summaries_match_the_arithmetic_by_hand() {
         "no cell for a workload the case does not run"
     );
 
-    // <script> × large: the stolen run (50) is left out: 80 ×3, −20%.
+    // <script> × large: the stolen run (50) of round 2 is left out: 80 ×3,
+    // paired with the baseline in rounds 1 and 3 (it has no round 4): −20%.
     let c = cell(&cells, EVIL, "large");
     assert_eq!((c.runs_valid, c.runs_invalid), (3, 1));
     assert_eq!(c.stats.unwrap().mean, 80.0);
-    assert!(close(c.effect.unwrap().change_pct, -20.0));
+    let e = c.effect.unwrap();
+    assert!(close(e.change_pct, -20.0) && e.conclusive, "{e:?}");
+    assert_eq!(e.test, Test::Paired { rounds: 2 });
 }
 
 #[test]
@@ -305,39 +333,95 @@ fn markdown_has_the_headline_rows_and_the_recommendations() {
     );
     row(
         "fast",
-        &["1,100", " 0.00 ", "yes", "**+10.0%**", "9.000", " – "],
+        &[
+            "1,100",
+            " 0.00 ",
+            "yes",
+            "**+10.0% (95% CI +7.3 to +12.8)**",
+            "9.000",
+            " – ",
+        ],
     );
-    row("fast", &["103.0", " 0.97 ", "+3.0%"]);
+    row(
+        "fast",
+        &[
+            "103.0",
+            " 0.97 ",
+            "+3.0% (95% CI +0.5 to +5.5), inconclusive",
+        ],
+    );
     row(
         "\\<script\\>",
-        &["940.0", " 1.50 ", " 6 ", "no (cap)", "**-6.0%**"],
+        &[
+            "940.0",
+            " 1.50 ",
+            " 6 ",
+            "no (cap)",
+            "-6.3% (95% CI -10.1 to -2.4), inconclusive",
+        ],
     );
-    row("\\<script\\>", &["80.00", "**-20.0%**"]);
-    // A change that is not significant is not bold.
-    assert!(!md.contains("**+3.0%**"));
+    row(
+        "\\<script\\>",
+        &["80.00", "**-20.0% (95% CI -20.0 to -20.0)**"],
+    );
+    // A change that is not significant, or inconclusive, is not bold.
+    assert!(!md.contains("**+3.0%"));
+    assert!(!md.contains("**-6.3%"));
+
+    // Findings lead: one sentence per significant, conclusive effect.
+    let findings = md.split("## Findings").nth(1).unwrap();
+    let findings = &findings[..findings.find("\n## ").unwrap()];
+    assert!(findings.contains(
+        "- fast (mtu = 9000) raises small IOPS by 10.0% (95% CI 7.3 to 12.8%); paired t-test over 3 rounds."
+    ), "{findings}");
+    assert!(
+        findings.contains("- faster (gro = on) against fast raises small IOPS by 10.0%"),
+        "{findings}"
+    );
+    assert!(findings.contains(
+        "- \\<script\\> (tso = off) lowers large throughput by 20.0% (95% CI 20.0 to 20.0%), and raises initiator CPU per I/O"
+    ), "{findings}");
+    assert!(
+        findings.contains("### Inconclusive: recommends nothing\n"),
+        "{findings}"
+    );
+    assert!(findings.contains(
+        "- \\<script\\> on small: -6.3% (95% CI -10.1 to -2.4) IOPS; the interval straddles ±5%"
+    ), "{findings}");
+    assert!(findings.contains("- case \\<script\\>: knob gro not applied: fixed on the device."));
+    assert!(md.find("## Findings").unwrap() < md.find("## Headline").unwrap());
 
     // Recommended configuration, per workload and overall.
     assert!(
         md.contains(
-            "- **Recommended:** `mtu = 9000` (baseline: 1500) — case fast: +10.0% IOPS; \
-         host CPU-µs per I/O -25.0%"
+            "- **Recommended:** `mtu = 9000` (baseline: 1500) — case fast: +10.0% (95% CI +7.3 to \
+             +12.8) IOPS, paired t-test over 3 rounds; host CPU-µs per I/O -24.3%"
         ),
         "{md}"
     );
     assert!(md.contains(
-        "- **Avoid:** `tso = off` (baseline: on) — case \\<script\\>: -6.0% IOPS; host CPU-µs per \
-         I/O +8.3%; RSD not converged, treat with care"
+        "- **Inconclusive, recommends nothing:** `tso = off` (baseline: on) — case \\<script\\>: \
+         -6.3% (95% CI -10.1 to -2.4) IOPS"
     ), "{md}");
-    assert!(md.contains("- **Avoid:** `tso = off` (baseline: on) — case \\<script\\>: -20.0% MB/s"));
+    assert!(md.contains(
+        "- **Avoid:** `tso = off` (baseline: on) — case \\<script\\>: -20.0% (95% CI -20.0 to -20.0) MB/s"
+    ));
     let overall = md.lines().find(|l| l.starts_with("| mtu ")).unwrap();
-    assert!(overall.contains("**recommended**") && overall.contains("small +10.0%"));
+    assert!(
+        overall.contains("**recommended**")
+            && overall.contains("small +10.0% (95% CI +7.3 to +12.8), paired t-test over 3 rounds"),
+        "{overall}"
+    );
 
     // A case compared to another: its change, its setting and its verdict
     // are against that case.
-    row("faster", &["1,210", "**+10.0% vs fast**"]);
+    row(
+        "faster",
+        &["1,210", "**+10.0% (95% CI +10.0 to +10.0) vs fast**"],
+    );
     assert!(
         md.contains(
-            "- **Recommended:** `gro = on` (fast: default) — case faster against fast: +10.0% IOPS"
+            "- **Recommended:** `gro = on` (fast: default) — case faster against fast: +10.0% (95% CI"
         ),
         "{md}"
     );
@@ -350,7 +434,7 @@ fn markdown_has_the_headline_rows_and_the_recommendations() {
     // Notes: the runner's, non-convergence, the stolen run, the skipped knob.
     for needle in [
         "- A note from the runner.",
-        "- Not converged: 1 of 7 cells",
+        "- Above the seeds' RSD target: 1 of 7 cells",
         "  - \\<script\\> × small: RSD 1.50% after 6 runs",
         "  - \\<script\\> × large run 2: steal 9.0%\n",
         "  - gro: fixed on the device (cases: \\<script\\>)",
@@ -380,7 +464,8 @@ fn with_no_significant_effect_the_recommendation_says_so() {
     let md = render_markdown(&input);
     assert!(
         md.contains(
-            "- No significant effect: no case changed MB/s by more than ±5% (1 case compared)."
+            "- No significant, conclusive effect: no case changed MB/s by more than ±5% with an \
+             interval wholly beyond it (1 case compared)."
         ),
         "{md}"
     );
@@ -623,5 +708,5 @@ fn a_case_on_another_topology_than_its_reference_recommends_nothing() {
     // The third case, on the plan's topology, is still advised against.
     assert!(section.contains("case \\<script\\>"), "{section}");
     // And the headline still shows fast's change.
-    assert!(md.contains("**+10.0%**"));
+    assert!(md.contains("**+10.0% (95% CI +7.3 to +12.8)**"));
 }

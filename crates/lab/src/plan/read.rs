@@ -26,13 +26,14 @@ const ROOT_KEYS: &[&str] = &[
     "workload",
     "case",
 ];
-const RUN_KEYS: &[&str] = &["duration_s", "ramp_s"];
+const RUN_KEYS: &[&str] = &["duration_s", "ramp_s", "pin_cpus"];
 const STATS_KEYS: &[&str] = &[
     "min_runs",
     "max_runs",
     "rsd_target_pct",
     "significance_pct",
     "steal_max_pct",
+    "foreign_max_pct",
 ];
 const WORKLOAD_KEYS: &[&str] = &[
     "name",
@@ -222,6 +223,9 @@ fn read_run(r: &Reader, mut t: Table) -> Result<RunLength, PlanError> {
     if let Some(item) = t.take("ramp_s") {
         run.ramp_s = r.f64_in(&item, 0.0, 600.0)?;
     }
+    if let Some(item) = t.take("pin_cpus") {
+        run.pin_cpus = r.bool(&item)?;
+    }
     Ok(run)
 }
 
@@ -255,6 +259,10 @@ fn read_rules(r: &Reader, mut t: Table) -> Result<Rules, PlanError> {
     }
     if let Some(item) = t.take("steal_max_pct") {
         rules.steal_max_pct = r.f64_in(&item, 0.0, 100.0)?;
+    }
+    if let Some(item) = t.take("foreign_max_pct") {
+        // % of one CPU: a machine of N CPUs can show up to N × 100%.
+        rules.foreign_max_pct = r.f64_in(&item, 0.0, 100_000.0)?;
     }
     Ok(rules)
 }

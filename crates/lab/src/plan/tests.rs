@@ -81,7 +81,8 @@ fn a_plan_reads_into_its_parts() {
         p.run,
         RunLength {
             duration_s: 5.0,
-            ramp_s: 1.5
+            ramp_s: 1.5,
+            pin_cpus: false
         }
     );
     assert_eq!((p.rules.min_runs, p.rules.max_runs), (2, 4));

@@ -5,7 +5,7 @@
 //! 3. log2 latency histograms, reads and writes (seed 003);
 //! 4. retransmissions and CPU per case (seed 001 Figure 6).
 
-use super::numbers::{change, num, pct, small_pct};
+use super::numbers::{change, change_ci, num, pct, small_pct, verdict};
 use super::svg::{Band, Bar, BarChart, Histogram, Key, Panel, Row, Series};
 use super::{Buckets, CellSummary, ReportInput, WorkloadInfo};
 
@@ -20,6 +20,8 @@ const READ_COLOR: &str = "#4e79a7";
 const WRITE_COLOR: &str = "#f28e2b";
 const RETRANS_COLOR: &str = "#e15759";
 const DSACK_COLOR: &str = "#b07aa1";
+/// The retransmission panel's axis reaches at least this, % of segments.
+const RETRANS_AXIS_FLOOR_PCT: f64 = 1.0;
 
 fn cell<'a>(cells: &'a [CellSummary], case: &str, workload: &str) -> Option<&'a CellSummary> {
     cells
@@ -102,20 +104,16 @@ pub fn change_over_baseline(input: &ReportInput, cells: &[CellSummary]) -> Strin
                     let e = cell(cells, &case.name, &w.name)?.effect?;
                     Some(Bar {
                         value: e.change_pct,
-                        solid: e.significant,
+                        solid: e.significant && e.conclusive,
                         label: change(e.change_pct),
                         tooltip: format!(
-                            "{} × {}: {} {} over {}{}",
+                            "{} × {}: {} {} over {} ({})",
                             case.name,
                             w.name,
-                            change(e.change_pct),
+                            change_ci(&e),
                             w.metric.label(),
                             input.reference_of(&case.name),
-                            if e.significant {
-                                " (significant)"
-                            } else {
-                                " (not significant)"
-                            }
+                            verdict(&e)
                         ),
                     })
                 })
@@ -138,9 +136,12 @@ pub fn change_over_baseline(input: &ReportInput, cells: &[CellSummary]) -> Strin
                 lo: -threshold,
                 hi: threshold,
             }),
+            axis_floor: 0.0,
         }],
         keys: vec![
-            Key::Hatched(format!("within ±{threshold}%: not significant")),
+            Key::Hatched(format!(
+                "not significant (within ±{threshold}%, or no test rejects 0) or inconclusive"
+            )),
             Key::Band(format!("±{threshold}% of the reference's mean")),
         ],
         empty_message: if input.cases.len() < 2 {
@@ -202,6 +203,7 @@ pub fn effectiveness(
             series,
             bars,
             band: None,
+            axis_floor: 0.0,
         }],
         keys: vec![],
         empty_message: format!(
@@ -299,6 +301,9 @@ pub fn retrans_and_cpu(
                 ],
                 bars: retrans,
                 band: None,
+                // 1% of segments: below it retransmissions cost next to
+                // nothing, and a 0.0001% bar must not look like a full one.
+                axis_floor: RETRANS_AXIS_FLOOR_PCT,
             },
             Panel {
                 title: "CPU, % of all CPUs".into(),
@@ -306,6 +311,7 @@ pub fn retrans_and_cpu(
                 series: cpu_series,
                 bars: cpu,
                 band: None,
+                axis_floor: 0.0,
             },
         ],
         keys: vec![],

@@ -51,15 +51,12 @@ pub fn notes(input: &ReportInput, cells: &[CellSummary]) -> Vec<Note> {
     if !not_converged.is_empty() {
         out.push(Note::new(
             format!(
-                "Not converged: {} of {} cells still had an RSD above {}% at the cap of {} runs. \
-                 Their means are reported as measured; on a small shared machine (other \
-                 processes, CPU frequency changes, two cores for target and initiator) run-to-run \
-                 spread is often above {}%, so treat effects near the ±{}% threshold in these \
-                 cells with care.",
+                "Above the seeds' RSD target: {} of {} cells had an RSD above {}% after their \
+                 runs. The verdicts do not rest on it: each comparison is paired by round and \
+                 decided by its confidence interval (see Findings); a cell's spread widens that \
+                 interval, and a comparison it leaves straddling ±{}% is reported inconclusive.",
                 not_converged.len(),
                 cells.len(),
-                r.rsd_target_pct,
-                r.max_runs,
                 r.rsd_target_pct,
                 r.significance_pct
             ),
@@ -75,10 +72,9 @@ pub fn notes(input: &ReportInput, cells: &[CellSummary]) -> Vec<Note> {
     if !unfinished.is_empty() {
         out.push(Note::new(
             format!(
-                "Unfinished: the plan stopped before these cells met the rules (at least {} \
-                 runs, more while the RSD is above {}%); rerun the plan with the same output \
-                 directory to resume.",
-                r.min_runs, r.rsd_target_pct
+                "Unfinished: the plan stopped before these cells had their {} rounds; rerun \
+                 the plan with the same output directory to resume.",
+                r.min_runs
             ),
             unfinished,
         ));

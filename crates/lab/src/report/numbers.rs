@@ -1,6 +1,8 @@
 //! Numbers for people: a few significant digits, thousands grouped, and
 //! signed percentages for changes.
 
+use crate::stats::Effect;
+
 /// A measured value with about three significant digits; large values
 /// grouped by thousands ("36,511"); "–" when absent.
 pub fn num(value: Option<f64>) -> String {
@@ -51,6 +53,42 @@ pub fn change(change_pct: f64) -> String {
         "0.0%".to_string()
     } else {
         format!("{rounded:+.1}%")
+    }
+}
+
+/// A change with its interval: "-41.0% (95% CI -44.2 to -37.9)"; the bare
+/// change when there was no test.
+pub fn change_ci(e: &Effect) -> String {
+    match (e.ci_low_pct, e.ci_high_pct) {
+        (Some(lo), Some(hi)) => format!(
+            "{} (95% CI {} to {})",
+            change(e.change_pct),
+            signed(lo),
+            signed(hi)
+        ),
+        _ => format!("{} (no test: too few runs)", change(e.change_pct)),
+    }
+}
+
+/// "+1.2" / "-3.4" / "0.0": one decimal, signed, no "-0.0".
+fn signed(v: f64) -> String {
+    let rounded = (v * 10.0).round() / 10.0;
+    if rounded == 0.0 {
+        "0.0".to_string()
+    } else {
+        format!("{rounded:+.1}")
+    }
+}
+
+/// What an effect's test says: "significant", "no meaningful change",
+/// "inconclusive".
+pub fn verdict(e: &Effect) -> &'static str {
+    if !e.conclusive {
+        "inconclusive"
+    } else if e.significant {
+        "significant"
+    } else {
+        "no meaningful change"
     }
 }
 

@@ -7,10 +7,14 @@
 //! Seed 001 §5 recommends non-default settings "only when a compelling
 //! difference in performance for one or more workloads was observed, or when
 //! a setting is known to provide benefit during ... heavy CPU utilization";
-//! here "compelling" is the plan's significance threshold.
+//! here "compelling" means significant (beyond the plan's threshold, with a
+//! t-test rejecting "no change") and conclusive (the 95% interval wholly
+//! beyond the threshold): a comparison whose interval straddles it is
+//! listed as inconclusive and recommends nothing.
 
 use super::{CellSummary, ReportInput};
 use crate::record::Metric;
+use crate::stats::Effect;
 
 /// One knob as a case sets it, beside its value in the case's reference
 /// (the baseline, or the case named by `compare_to`).
@@ -35,12 +39,14 @@ pub struct Finding {
     pub settings: Vec<Setting>,
     /// The metric of the workload.
     pub metric: Metric,
-    /// Change of the metric's mean over the reference's, %.
+    /// Change of the metric over the reference, %.
     pub change_pct: f64,
+    /// The metric's effect, with its interval and test.
+    pub effect: Effect,
     /// Change of the host's CPU-µs per I/O over the reference's, %.
     pub cpu_change_pct: Option<f64>,
-    /// Both the case's and the reference's runs met the RSD target.
-    pub converged: bool,
+    /// The host's CPU-µs per I/O effect, with its interval and test.
+    pub cpu_effect: Option<Effect>,
     /// Knobs of the case that some of its runs could not apply (named as in
     /// the records' `skipped_knobs`).
     pub skipped: Vec<String>,
@@ -65,6 +71,9 @@ pub struct WorkloadAdvice {
     /// Cases none of whose knobs could be applied: whatever they measured,
     /// it was not their setting, so they recommend nothing.
     pub not_applied: Vec<Finding>,
+    /// Cases whose interval straddles a threshold (or that had too few
+    /// runs for a test): shown, recommending nothing.
+    pub inconclusive: Vec<Finding>,
 }
 
 /// What to do with a setting, over all workloads.
@@ -101,23 +110,18 @@ pub struct OverallAdvice {
     pub reference: String,
     /// What it changes from its reference.
     pub settings: Vec<Setting>,
-    /// Workloads it gained on, with the change %.
-    pub gains: Vec<(String, f64)>,
-    /// Workloads it lost on, with the change %.
-    pub losses: Vec<(String, f64)>,
-    /// Workloads where it only saved CPU, with the CPU-µs per I/O change %.
-    pub cpu_savings: Vec<(String, f64)>,
+    /// Workloads it gained on, with the effect that backs it.
+    pub gains: Vec<(String, Effect)>,
+    /// Workloads it lost on, with the effect that backs it.
+    pub losses: Vec<(String, Effect)>,
+    /// Workloads where it only saved CPU, with the CPU-µs per I/O effect.
+    pub cpu_savings: Vec<(String, Effect)>,
     /// What to do with it.
     pub verdict: Verdict,
 }
 
 /// The advice of each workload, in the plan's order.
 pub fn recommend(input: &ReportInput, cells: &[CellSummary]) -> Vec<WorkloadAdvice> {
-    let converged = |case: &str, workload: &str| {
-        cells
-            .iter()
-            .any(|c| c.case == case && c.workload == workload && c.converged)
-    };
     input
         .workloads
         .iter()
@@ -130,6 +134,7 @@ pub fn recommend(input: &ReportInput, cells: &[CellSummary]) -> Vec<WorkloadAdvi
                 cpu_savings: Vec::new(),
                 compared: 0,
                 not_applied: Vec::new(),
+                inconclusive: Vec::new(),
             };
             for c in cells.iter().filter(|c| c.workload == w.name) {
                 let Some(effect) = c.effect else { continue };
@@ -137,32 +142,18 @@ pub fn recommend(input: &ReportInput, cells: &[CellSummary]) -> Vec<WorkloadAdvi
                     continue;
                 }
                 advice.compared += 1;
-                let reference = input.reference_of(&c.case).to_string();
                 let finding = Finding {
-                    converged: c.converged && converged(&reference, &w.name),
                     case: c.case.clone(),
-                    reference,
+                    reference: input.reference_of(&c.case).to_string(),
                     settings: settings(input, &c.case),
                     metric: w.metric,
                     change_pct: effect.change_pct,
+                    effect,
                     cpu_change_pct: c.cpu_effect.map(|e| e.change_pct),
+                    cpu_effect: c.cpu_effect,
                     skipped: skipped(input, &c.case, &w.name),
                 };
-                let changed = finding.settings.len();
-                if changed > 0 && finding.skipped.len() >= changed {
-                    advice.not_applied.push(finding);
-                    continue;
-                }
-                let saves_cpu = c
-                    .cpu_effect
-                    .is_some_and(|e| e.significant && e.change_pct < 0.0);
-                if effect.significant && effect.change_pct > 0.0 {
-                    advice.gains.push(finding);
-                } else if effect.significant {
-                    advice.losses.push(finding);
-                } else if saves_cpu {
-                    advice.cpu_savings.push(finding);
-                }
+                file(&mut advice, finding);
             }
             advice
                 .gains
@@ -173,6 +164,29 @@ pub fn recommend(input: &ReportInput, cells: &[CellSummary]) -> Vec<WorkloadAdvi
             advice
         })
         .collect()
+}
+
+/// Puts a finding in its list: not applied, inconclusive, a gain, a loss,
+/// a CPU saving, or nowhere (no meaningful change).
+fn file(advice: &mut WorkloadAdvice, finding: Finding) {
+    let changed = finding.settings.len();
+    if changed > 0 && finding.skipped.len() >= changed {
+        advice.not_applied.push(finding);
+        return;
+    }
+    let effect = finding.effect;
+    let saves_cpu = finding
+        .cpu_effect
+        .is_some_and(|e| e.significant && e.conclusive && e.change_pct < 0.0);
+    if !effect.conclusive {
+        advice.inconclusive.push(finding);
+    } else if effect.significant && effect.change_pct > 0.0 {
+        advice.gains.push(finding);
+    } else if effect.significant {
+        advice.losses.push(finding);
+    } else if saves_cpu {
+        advice.cpu_savings.push(finding);
+    }
 }
 
 /// Every case with a significant effect somewhere, in the plan's order.
@@ -189,13 +203,9 @@ pub fn overall(input: &ReportInput, advice: &[WorkloadAdvice]) -> Vec<OverallAdv
                     list(a)
                         .iter()
                         .filter(|f| f.case == case.name)
-                        .map(move |f| {
-                            let pct = if cpu {
-                                f.cpu_change_pct.unwrap_or(0.0)
-                            } else {
-                                f.change_pct
-                            };
-                            (a.workload.clone(), pct)
+                        .filter_map(move |f| {
+                            let effect = if cpu { f.cpu_effect? } else { f.effect };
+                            Some((a.workload.clone(), effect))
                         })
                 })
                 .collect::<Vec<_>>()

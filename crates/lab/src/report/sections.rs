@@ -5,16 +5,31 @@
 
 use super::charts::{self, knobs_line};
 use super::document::{para, table, Block, Cell, Span};
-use super::numbers::{change, num, pct, short_us, small_pct};
+use super::numbers::{change, change_ci, num, pct, short_us, small_pct};
 use super::recommend::{self, Finding};
 use super::{notes, summarize, Buckets, CellSummary, Latency, ReportInput, WorkloadInfo};
-use crate::stats::Next;
+use crate::stats::{Effect, Next, Test};
+
+/// The test behind an effect, for people.
+pub fn test_name(e: &Effect) -> String {
+    match e.test {
+        Test::Paired { rounds } => format!("paired t-test over {rounds} rounds"),
+        Test::Welch {
+            n_reference,
+            n_case,
+        } => {
+            format!("Welch's t-test, {n_case} runs against {n_reference}")
+        }
+        Test::None => "no test".to_string(),
+    }
+}
 
 /// Every block of the report.
 pub fn build(input: &ReportInput) -> Vec<Block> {
     let cells = summarize(input);
     let mut b = Vec::new();
     b.extend(front(input, &cells));
+    b.extend(super::findings::build(input, &cells));
     b.extend(headline(input, &cells));
     b.extend(cases(input));
     b.extend(change_section(input, &cells));
@@ -76,8 +91,12 @@ fn change_cell(input: &ReportInput, case: &str, c: Option<&CellSummary>) -> Cell
     };
     match c.and_then(|c| c.effect) {
         Some(e) => Cell {
-            text: format!("{}{against}", change(e.change_pct)),
-            strong: e.significant,
+            text: format!(
+                "{}{against}{}",
+                change_ci(&e),
+                if e.conclusive { "" } else { ", inconclusive" }
+            ),
+            strong: e.significant && e.conclusive,
         },
         None => "–".into(),
     }
@@ -93,6 +112,11 @@ fn front(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
         _ => "unknown".to_string(),
     };
     let converged = cells.iter().filter(|c| c.converged).count();
+    let compared = cells.iter().filter(|c| c.effect.is_some()).count();
+    let conclusive = cells
+        .iter()
+        .filter(|c| c.effect.is_some_and(|e| e.conclusive))
+        .count();
     let item = |k: &str, v: String| {
         (
             vec![Span::Strong(format!("{k}:")), Span::Text(format!(" {v}"))],
@@ -108,30 +132,49 @@ fn front(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
         b.push(para(input.plan_description.clone()));
     }
     b.push(Block::List(vec![
-        item("Plan", format!("{}, from {}", input.plan_name, input.plan_source)),
+        item(
+            "Plan",
+            format!("{}, from {}", input.plan_name, input.plan_source),
+        ),
+        item("Reproduces", super::seeds::describe(&input.seeds)),
         item("Topology", input.topology.clone()),
         item("Date", when),
         item(
             "Host",
-            format!("{} — {}, {} CPUs, kernel {}", env.host, env.cpu_model, env.ncpus, env.kernel),
+            format!(
+                "{} — {}, {} CPUs, kernel {}",
+                env.host, env.cpu_model, env.ncpus, env.kernel
+            ),
         ),
         item(
             "Rules",
             format!(
-                "at least {} runs per case × workload, more while the RSD is above {}%, at most {}; \
-                 an effect is significant above ±{}% of the baseline's mean; runs with more than {}% \
-                 CPU steal are repeated",
-                r.min_runs, r.rsd_target_pct, r.max_runs, r.significance_pct, r.steal_max_pct
+                "every case runs beside its reference in rounds, in a shuffled order, at least {} \
+                 rounds and at most {}, until each comparison's 95% confidence interval lies \
+                 wholly beyond or wholly within ±{}%; an effect is significant beyond ±{}% when \
+                 a t-test also rejects \"no change\" at 5%; runs with more than {}% CPU steal \
+                 or more than {}% of a CPU used by other processes are repeated. The seeds' \
+                 rule (RSD at most {}%) is shown per cell.",
+                r.min_runs,
+                r.max_runs,
+                r.significance_pct,
+                r.significance_pct,
+                r.steal_max_pct,
+                r.foreign_max_pct,
+                r.rsd_target_pct
             ),
         ),
         item(
             "Runs",
             format!(
-                "{} cases × {} workloads, {} valid runs of {}; {} of {} cells converged",
+                "{} cases × {} workloads, {} valid runs of {}; {} of {} comparisons conclusive; \
+                 {} of {} cells met the seeds' RSD target",
                 input.cases.len(),
                 input.workloads.len(),
                 valid,
                 input.records.len(),
+                conclusive,
+                compared,
                 converged,
                 cells.len()
             ),
@@ -153,11 +196,15 @@ fn headline(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
             Span::Text("One table per workload. ".into()),
             Span::Strong("Bold".into()),
             Span::Text(format!(
-                " changes are significant (more than ±{}% of the reference's mean). A change is \
+                " changes are significant and conclusive (beyond ±{}% of the reference, \
+                 \"no change\" rejected at 5%, the 95% interval wholly beyond ±{}%). A change is \
                  over the baseline unless it names the case it is measured against (the plan's \
-                 compare_to). RSD: relative standard deviation of the runs; converged: RSD at \
-                 most {}%. MB/s per CPU%: host-wide, all CPUs.",
-                input.rules.significance_pct, input.rules.rsd_target_pct
+                 compare_to). RSD: relative standard deviation of the runs; seed RSD: the seeds' \
+                 target of at most {}% met. Foreign CPU: other processes' CPU during the valid runs, \
+                 % of one CPU. MB/s per CPU%: host-wide, all CPUs.",
+                input.rules.significance_pct,
+                input.rules.significance_pct,
+                input.rules.rsd_target_pct
             )),
         ]),
     ];
@@ -182,6 +229,7 @@ fn headline(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
                     c.map_or(0, |c| c.runs_valid).to_string().into(),
                     convergence(c).into(),
                     change_cell(input, case, c),
+                    pct(c.and_then(|c| c.foreign_pct)).into(),
                     num(c.and_then(|c| c.initiator.cpu_us_per_io)).into(),
                     num(c.and_then(|c| c.target.cpu_us_per_io)).into(),
                     num(c.and_then(|c| c.system.mb_per_s_per_cpu_pct)).into(),
@@ -195,13 +243,16 @@ fn headline(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
                 "median",
                 "RSD %",
                 "N",
-                "converged",
-                "change",
+                "seed RSD",
+                "change (95% CI)",
+                "foreign CPU %",
                 "initiator CPU-µs/IO",
                 "target CPU-µs/IO",
                 "MB/s per CPU%",
             ],
-            &[false, true, true, true, true, false, true, true, true, true],
+            &[
+                false, true, true, true, true, false, true, true, true, true, true,
+            ],
             rows,
         ));
     }
@@ -636,13 +687,10 @@ fn finding_item(verdict: &str, f: &Finding) -> (Vec<Span>, Vec<String>) {
     if f.settings.is_empty() {
         spans.push(Span::Text("(no knobs named)".into()));
     }
-    let cpu = f.cpu_change_pct.map_or(String::new(), |c| {
-        format!("; host CPU-µs per I/O {}", change(c))
+    let cpu = f.cpu_effect.map_or(String::new(), |c| {
+        format!("; host CPU-µs per I/O {}", change_ci(&c))
     });
     let mut caveat = String::new();
-    if !f.converged {
-        caveat.push_str("; RSD not converged, treat with care");
-    }
     if !f.skipped.is_empty() {
         caveat.push_str(&format!(
             "; not applied in some runs: {}",
@@ -655,10 +703,11 @@ fn finding_item(verdict: &str, f: &Finding) -> (Vec<Span>, Vec<String>) {
         format!(" against {}", f.reference)
     };
     spans.push(Span::Text(format!(
-        " — case {}{against}: {} {}{cpu}{caveat}",
+        " — case {}{against}: {} {}, {}{cpu}{caveat}",
         f.case,
-        change(f.change_pct),
-        f.metric.label()
+        change_ci(&f.effect),
+        f.metric.label(),
+        test_name(&f.effect)
     )));
     (spans, vec![])
 }
@@ -671,10 +720,13 @@ fn recommended(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
         Block::Heading(2, "Recommended configuration".into(), Some("recommended")),
         para(format!(
             "As in seed 001 Tables 6–9: only settings whose case changed a workload's metric by more \
-             than ±{t}% of its reference (the baseline, or the case it is compared to) are listed, \
-             each as it differs from that reference. Gains are recommended for that workload, \
-             losses are to avoid; a setting that only saved CPU (host CPU-µs per I/O down by more \
-             than {t}%) is listed apart."
+             than ±{t}% of its reference (the baseline, or the case it is compared to), with a \
+             t-test rejecting \"no change\" at 5% and the 95% confidence interval wholly beyond \
+             ±{t}%, are listed, each as it differs from that reference; the gains and losses \
+             columns say what backs each line (the change, its interval and the test). Gains are \
+             recommended for that workload, losses are to avoid; a setting that only saved CPU \
+             (host CPU-µs per I/O down by the same rule) is listed apart. Inconclusive \
+             comparisons recommend nothing."
         )),
         Block::Heading(3, "Over all workloads".into(), None),
     ];
@@ -702,14 +754,14 @@ fn recommended(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
             "No setting had a significant effect (beyond ±{t}%) on any workload: keep the baseline."
         )));
     } else {
-        let effects = |list: &[(String, f64)]| {
+        let effects = |list: &[(String, Effect)]| {
             if list.is_empty() {
                 "–".to_string()
             } else {
                 list.iter()
-                    .map(|(w, p)| format!("{w} {}", change(*p)))
+                    .map(|(w, e)| format!("{w} {}, {}", change_ci(e), test_name(e)))
                     .collect::<Vec<_>>()
-                    .join(", ")
+                    .join("; ")
             }
         };
         let rows = overall
@@ -770,6 +822,11 @@ fn recommended(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
         items.extend(a.gains.iter().map(|f| finding_item("Recommended", f)));
         items.extend(a.losses.iter().map(|f| finding_item("Avoid", f)));
         items.extend(a.cpu_savings.iter().map(|f| finding_item("Saves CPU", f)));
+        items.extend(
+            a.inconclusive
+                .iter()
+                .map(|f| finding_item("Inconclusive, recommends nothing", f)),
+        );
         items.extend(a.not_applied.iter().map(|f| {
             (
                 vec![
@@ -790,7 +847,8 @@ fn recommended(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
                 "No data: no case could be compared with the baseline on this workload.".to_string()
             } else {
                 format!(
-                    "No significant effect: no case changed {} by more than ±{t}% ({} compared).",
+                    "No significant, conclusive effect: no case changed {} by more than ±{t}% \
+                     with an interval wholly beyond it ({} compared).",
                     a.metric.label(),
                     if a.compared == 1 {
                         "1 case".to_string()

@@ -4,7 +4,7 @@
 
 use super::ReportInput;
 use crate::record::{Metric, RunRecord};
-use crate::stats::{Effect, Next, Summary};
+use crate::stats::{Effect, Next, Sample, Summary};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -60,17 +60,24 @@ pub struct CellSummary {
     /// The rules' verdict on those values: `Converged`, `NotConverged` (cap
     /// reached), or `RunAgain` (the plan stopped early).
     pub next: Next,
-    /// `next == Converged`.
+    /// `next == Converged`: the seeds' RSD target met.
     pub converged: bool,
+    /// The valid runs' values with their rounds, for the paired tests.
+    pub samples: Vec<Sample>,
     /// What the effects are measured against: the baseline, or the case's
     /// `compare_to`; None for the baseline itself.
     pub reference: Option<String>,
-    /// Change of the mean over the reference's mean, and its significance;
-    /// None for the baseline and when either side has no valid run.
+    /// Change of the metric over the reference, with its interval and
+    /// significance (paired by round); None for the baseline and when
+    /// either side has no valid run.
     pub effect: Option<Effect>,
-    /// Change of the host's CPU-µs per I/O over the reference's, with the
-    /// same threshold (negative saves CPU).
+    /// Change of the host's CPU-µs per I/O over the reference's, tested the
+    /// same way (negative saves CPU).
     pub cpu_effect: Option<Effect>,
+    /// Change of the initiator's own CPU-µs per I/O, tested the same way.
+    pub initiator_cpu_effect: Option<Effect>,
+    /// Change of the target's own CPU-µs per I/O, tested the same way.
+    pub target_cpu_effect: Option<Effect>,
     /// Mean MB/s (10^6 bytes/s).
     pub mb_per_s: Option<f64>,
     /// Mean IOPS.
@@ -83,6 +90,12 @@ pub struct CellSummary {
     pub system: SideCpu,
     /// Mean host CPU steal, %.
     pub steal_pct: Option<f64>,
+    /// Mean CPU of processes other than the lab's over the valid runs, %
+    /// of one CPU (None when no run measured it).
+    pub foreign_pct: Option<f64>,
+    /// The largest foreign load of any run of the cell, valid or not, %
+    /// of one CPU, with what it was.
+    pub foreign_max: Option<(f64, String)>,
     /// Mean retransmitted segments, % of segments sent.
     pub retrans_pct: Option<f64>,
     /// Mean retransmitted segments per run.
@@ -116,26 +129,56 @@ pub fn summarize(input: &ReportInput) -> Vec<CellSummary> {
     }
     // Effects need every reference cell first.
     let baseline = input.baseline().map(|c| c.name.clone()).unwrap_or_default();
-    let means: BTreeMap<(String, String), (Option<f64>, Option<f64>)> = cells
+    let by_key: BTreeMap<(String, String), CellSamples> = cells
         .iter()
-        .map(|c| {
-            let key = (c.case.clone(), c.workload.clone());
-            (key, (c.stats.map(|s| s.mean), c.system.cpu_us_per_io))
-        })
+        .map(|c| ((c.case.clone(), c.workload.clone()), samples_of(input, c)))
         .collect();
     for c in cells.iter_mut().filter(|c| c.case != baseline) {
         let reference = input.reference_of(&c.case).to_string();
-        if let Some(&(ref_mean, ref_cpu)) = means.get(&(reference.clone(), c.workload.clone())) {
-            c.effect = ref_mean
-                .zip(c.stats.map(|s| s.mean))
-                .and_then(|(b, v)| input.rules.effect(b, v));
-            c.cpu_effect = ref_cpu
-                .zip(c.system.cpu_us_per_io)
-                .and_then(|(b, v)| input.rules.effect(b, v));
+        let key = |case: &str| (case.to_string(), c.workload.clone());
+        if let (Some(r), Some(own)) = (by_key.get(&key(&reference)), by_key.get(&key(&c.case))) {
+            let rules = &input.rules;
+            c.effect = rules.compare(&r.metric, &own.metric);
+            c.cpu_effect = rules.compare(&r.system_cpu, &own.system_cpu);
+            c.initiator_cpu_effect = rules.compare(&r.initiator_cpu, &own.initiator_cpu);
+            c.target_cpu_effect = rules.compare(&r.target_cpu, &own.target_cpu);
         }
         c.reference = Some(reference);
     }
     cells
+}
+
+/// Per-run figures of a cell's valid runs, with their rounds.
+struct CellSamples {
+    metric: Vec<Sample>,
+    system_cpu: Vec<Sample>,
+    initiator_cpu: Vec<Sample>,
+    target_cpu: Vec<Sample>,
+}
+
+fn samples_of(input: &ReportInput, c: &CellSummary) -> CellSamples {
+    let runs: Vec<&RunRecord> = input
+        .records
+        .iter()
+        .filter(|r| r.case == c.case && r.workload == c.workload && r.valid)
+        .collect();
+    let of = |key: &str| -> Vec<Sample> {
+        runs.iter()
+            .filter_map(|r| {
+                let value = field(&r.bench, &[key])?;
+                Some(Sample {
+                    round: r.round,
+                    value,
+                })
+            })
+            .collect()
+    };
+    CellSamples {
+        metric: c.samples.clone(),
+        system_cpu: of("system_cpu_us_per_io"),
+        initiator_cpu: of("initiator_cpu_us_per_io"),
+        target_cpu: of("target_cpu_us_per_io"),
+    }
 }
 
 fn cell(input: &ReportInput, case: &str, workload: &str, metric: Metric) -> CellSummary {
@@ -146,6 +189,11 @@ fn cell(input: &ReportInput, case: &str, workload: &str, metric: Metric) -> Cell
         .collect();
     runs.sort_by_key(|r| r.run);
     let runs_invalid = runs.iter().filter(|r| !r.valid).count() as u32;
+    let foreign_max = runs
+        .iter()
+        .filter_map(|r| r.foreign.as_ref())
+        .max_by(|a, b| a.cpu_pct.total_cmp(&b.cpu_pct))
+        .map(|f| (f.cpu_pct, f.describe()));
     runs.retain(|r| r.valid && r.value.is_finite());
     let values: Vec<f64> = runs.iter().map(|r| r.value).collect();
     let next = input.rules.next(&values);
@@ -177,9 +225,18 @@ fn cell(input: &ReportInput, case: &str, workload: &str, metric: Metric) -> Cell
         stats: Summary::of(&values),
         next,
         converged: next == Next::Converged,
+        samples: runs
+            .iter()
+            .map(|r| Sample {
+                round: r.round,
+                value: r.value,
+            })
+            .collect(),
         reference: None,
         effect: None,
         cpu_effect: None,
+        initiator_cpu_effect: None,
+        target_cpu_effect: None,
         mb_per_s: mean(&runs, |b| field(b, &["mb_per_s"])),
         iops: mean(&runs, |b| field(b, &["iops"])),
         initiator: side("initiator"),
@@ -192,6 +249,15 @@ fn cell(input: &ReportInput, case: &str, workload: &str, metric: Metric) -> Cell
             iops_per_cpu_pct: mean(&runs, |b| field(b, &["iops_per_cpu_pct"])),
         },
         steal_pct: mean(&runs, |b| field(b, &["steal_pct"])),
+        foreign_pct: {
+            let v: Vec<f64> = runs
+                .iter()
+                .filter_map(|r| r.foreign.as_ref())
+                .map(|f| f.cpu_pct)
+                .collect();
+            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        },
+        foreign_max,
         retrans_pct: mean(&runs, |b| field(b, &["retrans_pct"])),
         retrans_segs: mean(&runs, |b| field(b, &["retrans_segs"])),
         dsack_segs: mean(&runs, |b| field(b, &["dsack_segs"])),

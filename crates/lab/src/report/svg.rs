@@ -90,6 +90,9 @@ pub struct Panel {
     pub bars: Vec<Vec<Option<Bar>>>,
     /// Shaded range.
     pub band: Option<Band>,
+    /// The axis reaches at least this far from 0 whatever the bars, so
+    /// that a tiny value draws as a tiny bar, not as a full one (0: none).
+    pub axis_floor: f64,
 }
 
 /// A legend entry besides the series.
@@ -565,6 +568,7 @@ impl BarChart {
             lo = lo.min(band.lo);
             hi = hi.max(band.hi);
         }
+        hi = hi.max(p.axis_floor);
         if hi - lo <= f64::EPSILON {
             hi = lo + 1.0;
         }

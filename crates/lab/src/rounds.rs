@@ -1,6 +1,6 @@
 //! The schedule of a plan's runs: rounds in which every case still due runs
-//! once, beside its reference, in a shuffled order (METHODOLOGY.md
-//! "Statistics").
+//! once, beside its reference, in a shuffled order (docs/METHODOLOGY.md
+//! "Statistical rules").
 //!
 //! Running a case's runs one after another and then the next case's lets a
 //! machine that drifts over minutes (another tenant, a build, the CPU's

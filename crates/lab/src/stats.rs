@@ -1,4 +1,4 @@
-//! The statistics a plan decides by (METHODOLOGY.md "Statistics").
+//! The statistics a plan decides by (docs/METHODOLOGY.md "Statistical rules").
 //!
 //! Seed 001 §3.3 and §4 ask for at least three runs within 1% RSD and call
 //! an effect significant beyond 5%. On a shared two-core machine that rule

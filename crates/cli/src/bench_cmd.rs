@@ -28,7 +28,7 @@ pub struct BenchArgs {
     /// Seed 003's matrix: workers {1,2,4,8} x QD {1,4,16,32}, read then write.
     #[arg(long, conflicts_with = "profiles")]
     matrix: bool,
-    /// I/O size: 4k, 256k, 1m or bytes (k = 1024).
+    /// I/O size: bytes or 4k, 256KiB, 1MiB (k = K = KB = KiB = 1024; every SIZE alike).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     bs: Option<u32>,
     /// Share of reads, 0-100.
@@ -138,20 +138,12 @@ pub struct BenchArgs {
     busy_poll: Option<u32>,
 }
 
-/// Parses `4k`, `256KiB`, `1m`, `512` into bytes (binary multiples).
+/// A SIZE flag: the grammar of [`isoe_size`] (`4k`, `256KiB`, `1m`, `512`;
+/// every unit a power of 1024), as in lab plans and target configurations,
+/// below 4 GiB.
 fn parse_size(text: &str) -> Result<u32, String> {
-    let t = text.trim().to_ascii_lowercase();
-    let t = t.trim_end_matches("ib").trim_end_matches('b');
-    let (digits, mult) = match t.chars().last() {
-        Some('k') => (&t[..t.len() - 1], 1u64 << 10),
-        Some('m') => (&t[..t.len() - 1], 1 << 20),
-        Some('g') => (&t[..t.len() - 1], 1 << 30),
-        _ => (t, 1),
-    };
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?} is not a size like 4k, 256k, 1m or 4096"))?;
-    u32::try_from(n * mult).map_err(|_| format!("{text:?} is larger than 4 GiB"))
+    let bytes = isoe_size::parse_bytes(text).map_err(|e| e.to_string())?;
+    u32::try_from(bytes).map_err(|_| format!("{text:?} is too large: at most 4294967295 bytes"))
 }
 
 fn parse_yes_no(text: &str) -> Result<bool, String> {
@@ -372,13 +364,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes_parse_in_binary_units() {
-        assert_eq!(parse_size("4k"), Ok(4096));
-        assert_eq!(parse_size("256KiB"), Ok(262_144));
-        assert_eq!(parse_size("1M"), Ok(1 << 20));
-        assert_eq!(parse_size("512"), Ok(512));
-        assert!(parse_size("ten").is_err());
-        assert!(parse_size("8g").is_err());
+    fn sizes_use_the_grammar_shared_with_lab_and_target() {
+        for (text, bytes) in [
+            ("4k", 4096),
+            ("4KiB", 4096),
+            ("4KB", 4096),
+            ("256KiB", 262_144),
+            ("1M", 1 << 20),
+            ("1.5m", 3 << 19),
+            ("512", 512),
+        ] {
+            assert_eq!(parse_size(text), Ok(bytes), "{text}");
+        }
+        assert_eq!(
+            parse_size("ten").unwrap_err(),
+            "expected a size like 4k, 256KiB or 1MiB, found \"ten\""
+        );
+        assert!(parse_size("8g").unwrap_err().contains("too large"));
+        assert!(parse_size("0.5k").is_ok());
+        assert!(parse_size("0.3k").unwrap_err().contains("whole number"));
+    }
+
+    #[test]
+    fn size_flags_take_the_shared_grammar() {
+        let b = parse(&["--bs".into(), "4KiB".into(), "--rcvbuf".into(), "1m".into()]);
+        assert_eq!(b.bs, Some(4096));
+        assert_eq!(b.rcvbuf, Some(1 << 20));
     }
 
     #[derive(clap::Parser)]

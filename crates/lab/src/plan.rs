@@ -70,9 +70,10 @@
 //! | `batching` `buffer_pool` | bool |
 //! | `crc` | "hardware" or "software" |
 //!
-//! Sizes are an integer number of bytes or a string: `"256KiB"`, `"1MiB"`
-//! (powers of 1024), `"64KB"` (powers of 1000); bare `K`/`M`/`G` are refused
-//! as ambiguous.
+//! Sizes are an integer number of bytes or a string in the grammar of
+//! [`isoe_size`], the same as `isoe bench`'s flags and `isoe target`'s
+//! configuration: `"4k"`, `"4KiB"`, `"4KB"` and `"4096"` are all 4096 bytes,
+//! `"1MiB"` = `"1m"`; every unit is a power of 1024, in any case.
 //!
 //! # Errors
 //!

@@ -36,12 +36,13 @@
 //! `examples/target.toml` at the top of the repository documents every key.
 //! The rules that are not obvious from the key names:
 //!
-//! - **Sizes** are an integer number of bytes or a string: a number, optionally
-//!   with a fraction, and a unit. Binary units `KiB MiB GiB TiB PiB` are powers
-//!   of 1024; decimal units `KB MB GB TB PB` are powers of 1000 (`"1GB"` is
-//!   10^9 bytes), `B` or no unit is bytes. `"1.5TiB"` is fine as long as the
-//!   result is a whole number of bytes. Bare `K`, `M`, `G`, `T` are refused as
-//!   ambiguous. A LUN's size must be a positive multiple of its block size.
+//! - **Sizes** are an integer number of bytes or a string in the grammar of
+//!   [`isoe_size`], the same as `isoe bench`'s flags and `isoe lab`'s plans: a
+//!   number, optionally with a fraction, and a case-insensitive unit, every
+//!   multiple a power of 1024 (`"4k"`, `"4KiB"` and `"4KB"` are 4096 bytes,
+//!   `"1GB"` is 1 GiB), `B` or no unit is bytes. `"1.5TiB"` is fine as long as
+//!   the result is a whole number of bytes. A size must be positive, and a
+//!   LUN's a multiple of its block size.
 //! - **Relative paths** (`state_dir`, `file`, `block`) are relative to the
 //!   directory holding the configuration file; with no file (see
 //!   [`Config::parse`]) they stay relative to the working directory.
@@ -92,7 +93,7 @@
 //! Reading stops at the first problem and reports it as a [`ConfigError`] that
 //! names the file, the 1-based line and the key path, with array indices
 //! counted from 0: `isoe.toml:14: target[1].lun[0].size: expected a size like
-//! "10GiB", found "ten"`.
+//! 4k, 256KiB or 1MiB, found "ten"`.
 
 mod chap;
 
@@ -750,7 +751,7 @@ impl Reader {
             Node::Int(v) => {
                 return Err(self.at(field, format!("a size must be positive, found {v}")))
             }
-            Node::Str(s) => parse_size(s).map_err(|message| self.at(field, message))?,
+            Node::Str(s) => isoe_size::parse_bytes(s).map_err(|e| self.at(field, e.to_string()))?,
             _ => return Err(self.wrong_type(field, "a size like \"10GiB\" or a number of bytes")),
         };
         if bytes == 0 {
@@ -1347,57 +1348,6 @@ pub(crate) fn parse_naa(text: &str) -> Result<[u8; 16], String> {
     Ok(value.to_be_bytes())
 }
 
-/// Parses a size string (see the module doc) into bytes.
-pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
-    let expected = || format!("expected a size like \"10GiB\", found {text:?}");
-    let trimmed = text.trim();
-    let number_end = trimmed
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(trimmed.len());
-    let (number, unit) = trimmed.split_at(number_end);
-    let multiplier: u128 = match unit.trim_start() {
-        "" | "B" => 1,
-        "KiB" => 1 << 10,
-        "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
-        "TiB" => 1 << 40,
-        "PiB" => 1 << 50,
-        "KB" | "kB" => 1_000,
-        "MB" => 1_000_000,
-        "GB" => 1_000_000_000,
-        "TB" => 1_000_000_000_000,
-        "PB" => 1_000_000_000_000_000,
-        "K" | "k" | "M" | "G" | "T" | "P" => {
-            return Err(format!(
-            "{text:?}: write KiB, MiB, GiB... (powers of 1024) or KB, MB, GB... (powers of 1000)"
-        ))
-        }
-        _ => return Err(expected()),
-    };
-    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-    if whole.is_empty() || (number.contains('.') && fraction.is_empty()) || fraction.contains('.') {
-        return Err(expected());
-    }
-    if whole.len() + fraction.len() > 30 {
-        return Err(format!("{text:?} is too large"));
-    }
-    let scale = 10u128.pow(fraction.len() as u32);
-    let digits: u128 = format!("{whole}{fraction}")
-        .parse()
-        .map_err(|_| expected())?;
-    let scaled = digits
-        .checked_mul(multiplier)
-        .ok_or_else(|| format!("{text:?} is too large"))?;
-    if scaled % scale != 0 {
-        return Err(format!("{text:?} is not a whole number of bytes"));
-    }
-    let bytes = u64::try_from(scaled / scale).map_err(|_| format!("{text:?} is too large"))?;
-    if bytes == 0 {
-        return Err("a size must be positive".to_string());
-    }
-    Ok(bytes)
-}
-
 /// Checks an iSCSI name: RFC 7143 §4.2.7 and RFC 3720 §3.2.6.3 formats, lower
 /// case, at most 223 bytes.
 pub(crate) fn check_iscsi_name(name: &str) -> Result<(), String> {
@@ -1478,42 +1428,6 @@ fn check_iqn(rest: &str) -> Result<(), &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_accept_binary_and_decimal_units() {
-        assert_eq!(parse_size("512"), Ok(512));
-        assert_eq!(parse_size("512B"), Ok(512));
-        assert_eq!(parse_size("64MiB"), Ok(64 << 20));
-        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
-        assert_eq!(parse_size("1 GiB"), Ok(1 << 30));
-        assert_eq!(parse_size("1.5TiB"), Ok(3 << 39));
-        assert_eq!(parse_size("1GB"), Ok(1_000_000_000));
-        assert_eq!(parse_size("2kB"), Ok(2000));
-        assert_eq!(parse_size("16PiB"), Ok(16 << 50));
-    }
-
-    #[test]
-    fn sizes_refuse_nonsense() {
-        for bad in [
-            "ten", "", "GiB", "1.GiB", ".5GiB", "1.2.3GiB", "1 gib", "-1GiB", "1e9",
-        ] {
-            assert!(
-                parse_size(bad)
-                    .unwrap_err()
-                    .contains("expected a size like"),
-                "{bad}"
-            );
-        }
-        assert!(parse_size("1G").unwrap_err().contains("KiB"));
-        assert!(parse_size("0").unwrap_err().contains("positive"));
-        assert!(parse_size("1.3B").unwrap_err().contains("whole number"));
-        assert!(parse_size("99999999999PiB")
-            .unwrap_err()
-            .contains("too large"));
-        assert!(parse_size("1000000000000000000000000000000000")
-            .unwrap_err()
-            .contains("too large"));
-    }
 
     #[test]
     fn names_follow_rfc_7143_formats() {

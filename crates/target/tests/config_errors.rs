@@ -57,7 +57,7 @@ fn bad_size_message_is_exactly_as_documented() {
                 size = \"ten\"\n";
     assert_eq!(
         error(text).to_string(),
-        "isoe.toml:11: target[1].lun[0].size: expected a size like \"10GiB\", found \"ten\""
+        "isoe.toml:11: target[1].lun[0].size: expected a size like 4k, 256KiB or 1MiB, found \"ten\""
     );
 }
 
@@ -261,7 +261,16 @@ fn wrong_types_say_what_was_expected() {
 #[test]
 fn sizes_are_checked() {
     let lun = |line: &str| with_target(&format!("[[target.lun]]\nnumber = 0\n{line} # <-\n"));
-    check(&lun("memory = \"1G\""), "target[0].lun[0].memory", "KiB");
+    check(
+        &lun("memory = \"12x\""),
+        "target[0].lun[0].memory",
+        "expected a size like 4k, 256KiB or 1MiB, found \"12x\"",
+    );
+    check(
+        &lun("memory = \"-1GiB\""),
+        "target[0].lun[0].memory",
+        "a size cannot be negative",
+    );
     check(
         &lun("memory = \"0\""),
         "target[0].lun[0].memory",
@@ -274,9 +283,9 @@ fn sizes_are_checked() {
         "1000 bytes is not a multiple of the block size 512",
     );
     check(
-        &with_target("[[target.lun]]\nnumber = 0\nblock_size = 4096\nmemory = \"1GB\" # <-\n"),
+        &with_target("[[target.lun]]\nnumber = 0\nblock_size = 4096\nmemory = \"6KB\" # <-\n"),
         "target[0].lun[0].memory",
-        "1000000000 bytes is not a multiple of the block size 4096",
+        "6144 bytes is not a multiple of the block size 4096",
     );
     check(
         &with_target("[[target.lun]]\nnumber = 0\nfile = \"/x.img\"\nsize = \"1.3B\" # <-\n"),

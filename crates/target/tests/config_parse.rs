@@ -184,6 +184,38 @@ fn absent_keys_take_their_defaults() {
 }
 
 #[test]
+fn sizes_use_the_grammar_shared_with_bench_and_lab() {
+    // isoe-size's grammar: every unit a power of 1024, any case, B optional.
+    let text = "[[target]]\nname = \"iqn.2026-11.io.isoe:t\"\n\
+                [[target.lun]]\nnumber = 0\nfile = \"a.img\"\nsize = \"1g\"\n\
+                sanitize_bytes_per_s = \"4k\"\n\
+                [[target.lun]]\nnumber = 1\nmemory = \"1GB\"\n\
+                [[target.lun]]\nnumber = 2\nmemory = \"0.5 mib\"\n";
+    let config = Config::parse(text, None).unwrap();
+    let luns = &config.targets[0].luns;
+    assert_eq!(
+        luns[0].store,
+        StoreSpec::File {
+            path: PathBuf::from("a.img"),
+            size_bytes: Some(1 << 30)
+        }
+    );
+    assert_eq!(luns[0].sanitize_bytes_per_s, Some(4096));
+    assert_eq!(
+        luns[1].store,
+        StoreSpec::Memory {
+            size_bytes: 1 << 30
+        }
+    );
+    assert_eq!(
+        luns[2].store,
+        StoreSpec::Memory {
+            size_bytes: 1 << 19
+        }
+    );
+}
+
+#[test]
 fn datapath_defaults_are_the_efficient_datapath() {
     let config = Config::parse("[[target]]\nname = \"iqn.2026-11.io.isoe:t\"\n", None).unwrap();
     assert_eq!(config.datapath, Datapath::default());

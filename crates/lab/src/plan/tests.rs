@@ -115,6 +115,32 @@ fn a_plan_reads_into_its_parts() {
 }
 
 #[test]
+fn sizes_use_the_grammar_shared_with_bench_and_target() {
+    // isoe-size's grammar: 4k = 4KiB = 4KB = 4096, any case.
+    let p = Plan::parse(
+        &good_with("bs = \"128KiB\"", "bs = \"4k\"").replacen(
+            "rcvbuf = \"64KiB\"",
+            "rcvbuf = \"1.5 mb\"",
+            1,
+        ),
+        "good.toml",
+    )
+    .unwrap();
+    assert_eq!(p.workloads[1].overrides.bs, Some(4096));
+    assert_eq!(p.cases[2].knobs.rcvbuf_bytes, Some(1_572_864));
+    for (bs, bytes) in [
+        ("4KiB", 4096),
+        ("4KB", 4096),
+        ("1m", 1 << 20),
+        ("512B", 512),
+    ] {
+        let text = good_with("bs = \"128KiB\"", &format!("bs = \"{bs}\""));
+        let p = Plan::parse(&text, "good.toml").unwrap();
+        assert_eq!(p.workloads[1].overrides.bs, Some(bytes), "{bs}");
+    }
+}
+
+#[test]
 fn cases_lay_their_knobs_over_the_baseline() {
     let p = Plan::parse(GOOD, "good.toml").unwrap();
     let cases = p.resolved_cases();
@@ -459,8 +485,8 @@ fn errors_name_file_line_and_key() {
             "bad.toml:26: workload[1].read_pct: 101 is out of range 0..=100",
         ),
         (
-            good_with("rcvbuf = \"64KiB\"", "rcvbuf = \"64k\""),
-            "bad.toml:49: case[2].rcvbuf: \"64k\": k is ambiguous; write KiB (1024s) or KB (1000s)",
+            good_with("rcvbuf = \"64KiB\"", "rcvbuf = \"64x\""),
+            "bad.toml:49: case[2].rcvbuf: expected a size like 4k, 256KiB or 1MiB, found \"64x\"",
         ),
         (
             good_with("workers = 2", "connections = 9"),

@@ -324,14 +324,16 @@ impl Reader {
     }
 
     /// A size in bytes in `min..=max`: an integer, or a string such as
-    /// `"256KiB"` (see [`parse_size`]).
+    /// `"256KiB"` or `"4k"` in the grammar of [`isoe_size`].
     pub fn size_in(&self, item: &Item, min: u32, max: u32) -> Result<u32, PlanError> {
         let bytes = match &item.value {
-            Value::Int(v) => *v,
-            Value::Str(s) => parse_size(s).map_err(|m| self.at(item, m))?,
+            Value::Int(v) => i128::from(*v),
+            Value::Str(s) => isoe_size::parse_bytes(s)
+                .map_err(|e| self.at(item, e.to_string()))?
+                .into(),
             _ => return Err(self.expected(item, "a size like \"256KiB\" or a number of bytes")),
         };
-        if (i64::from(min)..=i64::from(max)).contains(&bytes) {
+        if (i128::from(min)..=i128::from(max)).contains(&bytes) {
             Ok(u32::try_from(bytes).expect("range checked"))
         } else {
             Err(self.at(item, format!("{bytes} bytes is out of range {min}..={max}")))
@@ -354,38 +356,6 @@ impl Reader {
             )
         })
     }
-}
-
-/// A size: digits and an optional unit. `KiB MiB GiB` are powers of 1024,
-/// `KB MB GB` powers of 1000, `B` or nothing is bytes; bare `K`, `M`, `G`
-/// are refused as ambiguous (the convention of `isoe target`'s configuration).
-pub(super) fn parse_size(text: &str) -> Result<i64, String> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (digits, unit) = t.split_at(split);
-    let unit = unit.trim();
-    let multiplier: i64 = match unit {
-        "" | "B" => 1,
-        "KiB" => 1 << 10,
-        "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
-        "KB" | "kB" => 1_000,
-        "MB" => 1_000_000,
-        "GB" => 1_000_000_000,
-        "K" | "k" | "M" | "m" | "G" | "g" => {
-            return Err(format!(
-                "{text:?}: {unit} is ambiguous; write {}iB (1024s) or {}B (1000s)",
-                unit.to_ascii_uppercase(),
-                unit.to_ascii_uppercase()
-            ))
-        }
-        _ => return Err(format!("expected a size like \"256KiB\", found {text:?}")),
-    };
-    let n: i64 = digits
-        .parse()
-        .map_err(|_| format!("expected a size like \"256KiB\", found {text:?}"))?;
-    n.checked_mul(multiplier)
-        .ok_or_else(|| format!("{text:?} is too large"))
 }
 
 /// The candidate closest to `name` when it is a likely typo.
@@ -419,18 +389,6 @@ fn edit_distance(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("256KiB"), Ok(262_144));
-        assert_eq!(parse_size("1 MiB"), Ok(1 << 20));
-        assert_eq!(parse_size("64KB"), Ok(64_000));
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert_eq!(parse_size("512B"), Ok(512));
-        assert!(parse_size("4k").unwrap_err().contains("ambiguous"));
-        assert!(parse_size("ten").is_err());
-        assert!(parse_size("1.5MiB").is_err());
-    }
 
     #[test]
     fn typo_hints() {

@@ -22,6 +22,7 @@ pub mod proc_error;
 pub mod profiles;
 pub mod report;
 pub mod run;
+pub mod series;
 pub mod table;
 pub mod target_pid;
 pub mod tcp;
@@ -34,6 +35,10 @@ pub use host::Host;
 pub use latency::{LatencyRecorder, LatencySummary};
 pub use proc_error::ProcError;
 pub use profiles::{MatrixCell, Profile};
-pub use report::{BenchResult, DirectionMeasurements, DirectionResult, Measurements, Units};
+pub use report::{
+    BenchResult, DirectionMeasurements, DirectionResult, Measurements, Units, UrlMeasurements,
+    UrlResult,
+};
+pub use series::SeriesPoint;
 pub use tcp::{TcpCounters, TcpDelta};
 pub use workload::{redact_url, Workload, WorkloadError};

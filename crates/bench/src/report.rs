@@ -3,6 +3,26 @@
 //!
 //! All derived arithmetic is in [`BenchResult::compute`], on top of the pure
 //! functions of [`crate::demand`].
+//!
+//! The JSON object of a run has one field per field of [`BenchResult`],
+//! named as they are, documented on each; besides the totals:
+//!
+//! - `interrupted`: true when SIGINT or SIGTERM cut the measured window
+//!   short; every figure then covers the seconds actually measured
+//!   (`elapsed_s`), and `isoe bench` exits with 128 + the signal's number;
+//! - `per_url`: one [`UrlResult`] per URL, in the order given: commands,
+//!   bytes, IOPS, MB/s, latency and failed commands of that URL alone (their
+//!   `ios` add up to the total's);
+//! - `series`: one [`SeriesPoint`] per second of the measured window (at
+//!   most [`crate::series::SERIES_MAX`]): its start `t_s` and length
+//!   `span_s`, IOPS and MB/s in all and per direction, failed commands, and
+//!   that second's own latency summary `lat_us` (µs); their `ios` add up to
+//!   the total's.
+//!
+//! The runner adds a few fields it alone knows (see
+//! [`crate::run::RunOutcome::json`]): `initiator_syscalls_per_io`,
+//! `reconnects`, `connections_per_session`, `messages`,
+//! `unit_attentions_retried`, `cpu_accounted_pct` and `lat_hist`.
 
 use std::time::SystemTime;
 
@@ -15,6 +35,7 @@ use crate::demand::{
 };
 use crate::host::Host;
 use crate::latency::{LatencyRecorder, LatencySummary};
+use crate::series::{SecondMeasurements, SeriesPoint};
 use crate::tcp::TcpDelta;
 use crate::timestamp::rfc3339_utc;
 use crate::workload::Workload;
@@ -30,6 +51,28 @@ pub struct DirectionMeasurements {
     pub bytes: u64,
     /// Their latencies, submit to status.
     pub latency: LatencyRecorder,
+}
+
+impl DirectionMeasurements {
+    /// Adds `other`'s commands, bytes and latencies to these.
+    pub fn add(&mut self, other: &DirectionMeasurements) {
+        self.ios += other.ios;
+        self.bytes += other.bytes;
+        self.latency.merge(&other.latency);
+    }
+}
+
+/// What the commands to one URL did during the measured window.
+#[derive(Debug, Clone, Default)]
+pub struct UrlMeasurements {
+    /// The URL, password removed.
+    pub url: String,
+    /// Reads.
+    pub read: DirectionMeasurements,
+    /// Writes.
+    pub write: DirectionMeasurements,
+    /// Commands to it that failed, over the whole run as `errors` counts.
+    pub errors: u64,
 }
 
 /// The raw deltas of one measured window, as the runner collected them.
@@ -61,6 +104,13 @@ pub struct Measurements {
     pub tcp: TcpDelta,
     /// The machine.
     pub host: Host,
+    /// Per URL, in the workload's order (their reads and writes add up to
+    /// `read` and `write`).
+    pub per_url: Vec<UrlMeasurements>,
+    /// The window second by second.
+    pub series: Vec<SecondMeasurements>,
+    /// Whether a signal cut the window short.
+    pub interrupted: bool,
 }
 
 /// One direction's share of a result.
@@ -76,6 +126,30 @@ pub struct DirectionResult {
     pub mb_per_s: f64,
     /// Latency, µs.
     pub lat_us: LatencySummary,
+}
+
+/// One URL's share of a result (`per_url`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct UrlResult {
+    /// The URL, password removed.
+    pub url: String,
+    /// Commands completed, reads and writes.
+    pub ios: u64,
+    /// Bytes moved.
+    pub bytes: u64,
+    /// Commands per second.
+    pub iops: f64,
+    /// MB/s, MB = 10^6 bytes.
+    pub mb_per_s: f64,
+    /// Latency of its commands, µs.
+    pub lat_us: LatencySummary,
+    /// Its reads alone.
+    pub read: DirectionResult,
+    /// Its writes alone.
+    pub write: DirectionResult,
+    /// Its failed commands (the total `errors` also counts failures of no
+    /// one URL, such as a lost connection).
+    pub errors: u64,
 }
 
 /// The units every figure is in, written into every result so a reader of
@@ -126,6 +200,9 @@ pub struct BenchResult {
     pub read: DirectionResult,
     /// Writes alone.
     pub write: DirectionResult,
+    /// Each URL alone, in the order given.
+    #[serde(default)]
+    pub per_url: Vec<UrlResult>,
     /// CPU-seconds used by the initiator process.
     pub initiator_cpu_s: f64,
     /// Initiator process CPU, % of all CPUs.
@@ -174,6 +251,10 @@ pub struct BenchResult {
     pub dsack_segs: u64,
     /// Length of the measured window, seconds.
     pub elapsed_s: f64,
+    /// A signal (SIGINT, SIGTERM) cut the window short: the figures cover
+    /// `elapsed_s`, not the workload's duration.
+    #[serde(default)]
+    pub interrupted: bool,
     /// Commands that failed.
     pub errors: u64,
     /// Reads whose data did not match.
@@ -186,6 +267,9 @@ pub struct BenchResult {
     pub started_at: String,
     /// The machine.
     pub host: Host,
+    /// One entry per second of the measured window (see [`SeriesPoint`]).
+    #[serde(default)]
+    pub series: Vec<SeriesPoint>,
 }
 
 impl DirectionResult {
@@ -196,6 +280,26 @@ impl DirectionResult {
             iops: iops(m.ios, elapsed_s).unwrap_or(0.0),
             mb_per_s: mb_per_s(m.bytes, elapsed_s).unwrap_or(0.0),
             lat_us: m.latency.summary(),
+        }
+    }
+}
+
+impl UrlResult {
+    fn compute(m: &UrlMeasurements, elapsed_s: f64) -> UrlResult {
+        let ios = m.read.ios.saturating_add(m.write.ios);
+        let bytes = m.read.bytes.saturating_add(m.write.bytes);
+        let mut all = m.read.latency.clone();
+        all.merge(&m.write.latency);
+        UrlResult {
+            url: m.url.clone(),
+            ios,
+            bytes,
+            iops: iops(ios, elapsed_s).unwrap_or(0.0),
+            mb_per_s: mb_per_s(bytes, elapsed_s).unwrap_or(0.0),
+            lat_us: all.summary(),
+            read: DirectionResult::compute(&m.read, elapsed_s),
+            write: DirectionResult::compute(&m.write, elapsed_s),
+            errors: m.errors,
         }
     }
 }
@@ -235,6 +339,11 @@ impl BenchResult {
             lat_us: all.summary(),
             read: DirectionResult::compute(&m.read, elapsed_s),
             write: DirectionResult::compute(&m.write, elapsed_s),
+            per_url: m
+                .per_url
+                .iter()
+                .map(|u| UrlResult::compute(u, elapsed_s))
+                .collect(),
             initiator_cpu_s: m.initiator_cpu_s,
             initiator_cpu_pct,
             initiator_cpu_us_per_io: service_demand_us_per_io(m.initiator_cpu_s, ios),
@@ -262,12 +371,14 @@ impl BenchResult {
             retrans_pct: m.tcp.retrans_pct,
             dsack_segs: m.tcp.dsack_recv_segs,
             elapsed_s,
+            interrupted: m.interrupted,
             errors: m.errors,
             verify_errors: m.verify_errors,
             workload: m.workload.clone(),
             units: Units::default(),
             started_at: rfc3339_utc(m.started_at),
             host: m.host.clone(),
+            series: m.series.iter().map(SeriesPoint::compute).collect(),
         }
     }
 
@@ -294,7 +405,22 @@ mod tests {
         )
     }
 
-    /// 10 s; 300000 reads and 100000 writes of 8 KiB; 2 CPUs at 40% busy.
+    /// `ios` commands of 8 KiB, each `ns` long.
+    fn direction(ios: u64, ns: &[u64]) -> DirectionMeasurements {
+        let mut latency = LatencyRecorder::new();
+        for &n in ns {
+            latency.record_ns(n);
+        }
+        DirectionMeasurements {
+            ios,
+            bytes: ios * 8192,
+            latency,
+        }
+    }
+
+    /// 10 s; 300000 reads and 100000 writes of 8 KiB; 2 CPUs at 40% busy;
+    /// two URLs, the first with 200000 reads, the second with the rest; two
+    /// seconds in the series.
     fn measurements() -> Measurements {
         let mut read_latency = LatencyRecorder::new();
         let mut write_latency = LatencyRecorder::new();
@@ -304,6 +430,35 @@ mod tests {
         read_latency.record_ns(1_000);
         read_latency.record_ns(1_000);
         write_latency.record_ns(2_000);
+        let per_url = vec![
+            UrlMeasurements {
+                url: "iscsi://u@127.0.0.1:3260/iqn.2026-11.io.isoe:t0/0".into(),
+                read: direction(200_000, &[1_000, 1_000]),
+                write: DirectionMeasurements::default(),
+                errors: 2,
+            },
+            UrlMeasurements {
+                url: "iscsi://u@127.0.0.2:3260/iqn.2026-11.io.isoe:t0/0".into(),
+                read: direction(100_000, &[1_000]),
+                write: direction(100_000, &[2_000]),
+                errors: 0,
+            },
+        ];
+        let second = |start_s: f64, end_s: f64, reads: u64, writes: u64| SecondMeasurements {
+            start_s,
+            end_s,
+            read_ios: reads,
+            read_bytes: reads * 8192,
+            write_ios: writes,
+            write_bytes: writes * 8192,
+            errors: 0,
+            lat_us: LatencySummary {
+                count: reads + writes,
+                mean_us: 1.5,
+                p99_us: 2.0,
+                ..LatencySummary::default()
+            },
+        };
         Measurements {
             workload: workload(),
             started_at: UNIX_EPOCH + Duration::from_secs(1_700_000_000),
@@ -345,6 +500,12 @@ mod tests {
                 kernel_release: "6.18.44".to_string(),
                 ncpus: 2,
             },
+            per_url,
+            series: vec![
+                second(0.0, 1.0, 30_000, 10_000),
+                second(9.0, 10.0, 25_000, 5_000),
+            ],
+            interrupted: false,
         }
     }
 
@@ -481,6 +642,9 @@ mod tests {
             "units",
             "started_at",
             "host",
+            "interrupted",
+            "per_url",
+            "series",
         ] {
             assert!(json.get(key).is_some(), "no {key}");
         }
@@ -564,6 +728,113 @@ mod tests {
         assert!(t.contains("WARNING: steal 7.2% > 5%"), "{t}");
         let write = t.lines().find(|l| l.starts_with("write")).unwrap();
         assert!(write.trim_end().ends_with('-'), "{write}");
+    }
+
+    #[test]
+    fn per_url_shares_and_the_series_are_derived_and_written() {
+        let r = BenchResult::compute(&measurements());
+        assert_eq!(r.per_url.len(), 2);
+        let (a, b) = (&r.per_url[0], &r.per_url[1]);
+        assert_eq!(a.ios + b.ios, r.ios);
+        assert_eq!(
+            (a.ios, a.read.ios, a.write.ios, a.errors),
+            (200_000, 200_000, 0, 2)
+        );
+        assert_eq!(a.iops, 20_000.0);
+        assert_eq!(a.mb_per_s, 163.84); // 200000 × 8192 / 10^6 / 10 s
+        assert_eq!(
+            (b.ios, b.read.iops, b.write.iops),
+            (200_000, 10_000.0, 10_000.0)
+        );
+        // The second URL's latency: one read of 1 µs, one write of 2 µs.
+        assert_eq!(
+            (b.lat_us.count, b.lat_us.min_us, b.lat_us.max_us),
+            (2, 1.0, 2.0)
+        );
+        assert_eq!(a.lat_us.max_us, 1.0);
+        assert_eq!(r.series.len(), 2);
+        let (s0, s9) = (&r.series[0], &r.series[1]);
+        assert_eq!((s0.t_s, s0.span_s, s0.ios), (0.0, 1.0, 40_000));
+        assert_eq!(
+            (s0.iops, s0.read_iops, s0.write_iops),
+            (40_000.0, 30_000.0, 10_000.0)
+        );
+        assert_eq!(s0.read_mb_per_s, 245.76); // 30000 × 8192 / 10^6
+        assert_eq!((s9.t_s, s9.ios, s9.mb_per_s), (9.0, 30_000, 245.76));
+        assert!(!r.interrupted);
+
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["interrupted"], false);
+        assert_eq!(json["series"][0]["lat_us"]["p99"], 2.0);
+        assert_eq!(json["series"][1]["t_s"], 9.0);
+        assert_eq!(json["per_url"][1]["write"]["ios"], 100_000);
+        assert_eq!(
+            json["per_url"][1]["url"],
+            "iscsi://u@127.0.0.2:3260/iqn.2026-11.io.isoe:t0/0"
+        );
+        let back: BenchResult = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(
+            (back.series, back.per_url),
+            (r.series.clone(), r.per_url.clone())
+        );
+        // A result written before these fields existed still reads.
+        let mut old = json;
+        for key in ["interrupted", "series", "per_url"] {
+            old.as_object_mut().unwrap().remove(key);
+        }
+        let back: BenchResult = serde_json::from_value(old).unwrap();
+        assert!(!back.interrupted && back.series.is_empty() && back.per_url.is_empty());
+    }
+
+    #[test]
+    fn table_shows_each_url_when_several_and_says_when_interrupted() {
+        let mut m = measurements();
+        let t = BenchResult::compute(&m).table();
+        let row = |t: &str, start: &str| -> Vec<String> {
+            t.lines()
+                .find(|l| l.starts_with(start))
+                .unwrap_or_else(|| panic!("no row {start:?} in\n{t}"))
+                .split_whitespace()
+                .map(String::from)
+                .collect()
+        };
+        assert_eq!(
+            row(&t, "1  "),
+            [
+                "1",
+                "200000",
+                "163.8",
+                "20.0k",
+                "1.0",
+                "1.0",
+                "2",
+                "iscsi://u@127.0.0.1:3260/iqn.2026-11.io.isoe:t0/0"
+            ]
+        );
+        assert_eq!(row(&t, "2  ")[..4], ["2", "200000", "163.8", "20.0k"]);
+        assert!(!t.contains("INTERRUPTED"), "{t}");
+        // The series is not in the table unless asked for.
+        assert!(!t.contains("second"), "{t}");
+        let series = BenchResult::compute(&m).series_table();
+        let rows: Vec<&str> = series.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(rows.len(), 3, "{series}");
+        assert_eq!(
+            row(&series, "      0").join(" "),
+            "0 1.00 40000 327.7 40.0k 1.5 2.0 0"
+        );
+
+        m.interrupted = true;
+        m.elapsed_s = 4.0;
+        m.per_url.truncate(1);
+        let t = BenchResult::compute(&m).table();
+        assert!(
+            t.contains("INTERRUPTED: the window was cut short after 4.00 s of 10.0 s"),
+            "{t}"
+        );
+        // One URL: its share is the total, not repeated.
+        assert!(!t.contains("iscsi://"), "{t}");
+        m.series.clear();
+        assert_eq!(BenchResult::compute(&m).series_table(), "");
     }
 
     #[test]

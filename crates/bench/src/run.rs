@@ -3,14 +3,17 @@
 //! times the ramp and the measured window and samples the CPU and TCP
 //! counters at its edges.
 //!
-//! Workers share nothing on the command path: per-worker histograms and
-//! counters are merged after the run; progress goes through two relaxed
-//! atomics per worker, updated once per batch.
+//! Workers share nothing on the command path: per-worker, per-URL
+//! histograms and counters are merged after the run; progress goes through
+//! two relaxed atomics per worker, updated once per batch; the per-second
+//! series through a channel each worker sends its tally of a second down,
+//! once a second (see [`crate::series`]).
 
 use crate::address::{Access, AccessPattern};
 use crate::cpu::{self, CpuSplit, CpuTimes};
 use crate::host::Host;
-use crate::report::{DirectionMeasurements, Measurements};
+use crate::report::{DirectionMeasurements, Measurements, UrlMeasurements};
+use crate::series::{self, Collector, SecondMessage, SecondSampler, SecondTally};
 use crate::target_pid;
 use crate::tcp::TcpCounters;
 use crate::verify;
@@ -21,7 +24,7 @@ use isoe_initiator::{
     SocketOptions,
 };
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 use thiserror::Error;
@@ -155,7 +158,8 @@ pub struct RunConfig {
     pub target_pid: Option<u32>,
     /// Print a live progress line to stderr once a second.
     pub progress: bool,
-    /// Set to end the run early (Ctrl-C); the window is cut short and measured as is.
+    /// Set to end the run early (Ctrl-C); the window is cut short and
+    /// measured as is, and the result says `interrupted`.
     pub stop: Arc<AtomicBool>,
 }
 
@@ -203,10 +207,14 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
 
     let w = &config.workload;
     let phase = Arc::new(AtomicU8::new(PHASE_SETUP));
+    // When the measured window began: set before the phase says so.
+    let window_start = Arc::new(OnceLock::<Instant>::new());
     let counters: Vec<Arc<(AtomicU64, AtomicU64)>> = (0..w.workers)
         .map(|_| Arc::new((AtomicU64::new(0), AtomicU64::new(0))))
         .collect();
     let (ready_tx, ready_rx) = mpsc::channel::<Result<u32, String>>();
+    let (second_tx, second_rx) = mpsc::channel::<SecondMessage>();
+    let seconds = series::seconds_in(w.duration_s);
     let mut handles = Vec::new();
     for worker in 0..w.workers {
         let spec = WorkerSpec {
@@ -217,19 +225,22 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
             luns: luns.clone(),
             template: config.session.clone(),
         };
-        let (phase, counters, ready) = (
+        let (phase, start, counters, ready) = (
             phase.clone(),
+            window_start.clone(),
             counters[worker as usize].clone(),
             ready_tx.clone(),
         );
+        let sampler = SecondSampler::new(second_tx.clone(), worker, seconds);
         handles.push(
             thread::Builder::new()
                 .name(format!("bench-worker-{worker}"))
-                .spawn(move || run_worker(spec, &phase, &counters, ready))
+                .spawn(move || run_worker(spec, &phase, &start, &counters, ready, sampler))
                 .map_err(|e| RunError::Url(format!("cannot start a worker thread: {e}")))?,
         );
     }
     drop(ready_tx);
+    drop(second_tx);
     let mut connections_per_session = u32::MAX;
     let mut setup_error = None;
     for _ in 0..w.workers {
@@ -251,8 +262,9 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
     }
 
     let mut progress = Progress::new(config.progress, &counters);
+    let mut collector = Collector::new(w.workers);
     phase.store(PHASE_RAMP, Ordering::SeqCst);
-    progress.sleep(Duration::from_secs_f64(w.ramp_s), &config.stop);
+    let cut_in_ramp = progress.sleep(Duration::from_secs_f64(w.ramp_s), &config.stop, &mut || {});
 
     let hz = cpu::ticks_per_second();
     let cpu0 = CpuTimes::read()?;
@@ -261,18 +273,37 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
     let tcp0 = TcpCounters::read()?;
     let started_at = SystemTime::now();
     let t0 = Instant::now();
-    phase.store(PHASE_MEASURE, Ordering::SeqCst);
-    progress.sleep(Duration::from_secs_f64(w.duration_s), &config.stop);
+    // Stopped during the ramp: no window at all, nothing measured.
+    let cut_in_window = !cut_in_ramp && {
+        let _ = window_start.set(t0);
+        phase.store(PHASE_MEASURE, Ordering::SeqCst);
+        progress.sleep(
+            Duration::from_secs_f64(w.duration_s),
+            &config.stop,
+            &mut || collector.drain(&second_rx),
+        )
+    };
     phase.store(PHASE_DRAIN, Ordering::SeqCst);
-    let elapsed_s = t0.elapsed().as_secs_f64();
+    let elapsed_s = if cut_in_ramp {
+        0.0
+    } else {
+        t0.elapsed().as_secs_f64()
+    };
+    let interrupted = cut_in_ramp || cut_in_window;
     let cpu1 = CpuTimes::read()?;
     let self1 = cpu::self_cpu()?;
     let target1 = target_pid.and_then(|p| cpu::read_process(p).ok());
     let tcp1 = TcpCounters::read()?;
     progress.finish();
 
-    let mut read = DirectionMeasurements::default();
-    let mut write = DirectionMeasurements::default();
+    let mut per_url: Vec<UrlMeasurements> = config
+        .urls
+        .iter()
+        .map(|u| UrlMeasurements {
+            url: u.to_string(),
+            ..UrlMeasurements::default()
+        })
+        .collect();
     let mut total_ios = 0;
     let mut unit_attentions = 0;
     let (mut errors, mut verify_errors) = (0, 0);
@@ -280,12 +311,11 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
     let mut engine = EngineStats::default();
     for h in handles {
         let r = h.join().unwrap_or_else(|_| WorkerResult::panicked());
-        read.ios += r.read.ios;
-        read.bytes += r.read.bytes;
-        read.latency.merge(&r.read.latency);
-        write.ios += r.write.ios;
-        write.bytes += r.write.bytes;
-        write.latency.merge(&r.write.latency);
+        for (sum, u) in per_url.iter_mut().zip(&r.urls) {
+            sum.read.add(&u.read);
+            sum.write.add(&u.write);
+            sum.errors += u.errors;
+        }
         errors += r.errors;
         verify_errors += r.verify_errors;
         for m in r.messages {
@@ -300,6 +330,13 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
         total_ios += r.total_ios;
         unit_attentions += r.unit_attentions;
     }
+    let mut read = DirectionMeasurements::default();
+    let mut write = DirectionMeasurements::default();
+    for u in &per_url {
+        read.add(&u.read);
+        write.add(&u.write);
+    }
+    let series = collector.finish(&second_rx, elapsed_s);
     let target_cpu_s = match (target0, target1) {
         (Some(a), Some(b)) => Some(a.delta_s(&b)),
         _ => None,
@@ -318,6 +355,9 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
         target_pid: target_cpu_s.and(target_pid),
         tcp: tcp0.delta(&tcp1),
         host: Host::read(),
+        per_url,
+        series,
+        interrupted,
     };
     Ok(RunOutcome {
         measurements,
@@ -393,8 +433,12 @@ struct WorkerSpec {
 
 #[derive(Default)]
 struct WorkerResult {
-    read: DirectionMeasurements,
-    write: DirectionMeasurements,
+    /// Per URL (volume), what completed in the window.
+    urls: Vec<UrlTally>,
+    /// The second of the window in progress (see [`SecondSampler`]).
+    second: SecondTally,
+    /// Whether the batch being handled is in the window.
+    measuring: bool,
     errors: u64,
     verify_errors: u64,
     messages: Vec<String>,
@@ -417,10 +461,32 @@ impl WorkerResult {
             self.messages.push(message);
         }
     }
+
+    /// Counts a failure, of the URL `url` when it is one URL's.
+    fn error(&mut self, url: Option<usize>, message: String) {
+        self.errors += 1;
+        if let Some(u) = url.and_then(|u| self.urls.get_mut(u)) {
+            u.errors += 1;
+        }
+        if self.measuring {
+            self.second.errors += 1;
+        }
+        self.note(message);
+    }
+}
+
+/// One URL's counts in one worker.
+#[derive(Default)]
+struct UrlTally {
+    read: DirectionMeasurements,
+    write: DirectionMeasurements,
+    errors: u64,
 }
 
 /// One URL as a worker drives it.
 struct Volume {
+    /// Its place in the URLs given.
+    index: usize,
     worker: u32,
     lun: u16,
     sessions: Vec<usize>,
@@ -447,10 +513,15 @@ struct Slot {
 fn run_worker(
     spec: WorkerSpec,
     phase: &AtomicU8,
+    window_start: &OnceLock<Instant>,
     progress: &(AtomicU64, AtomicU64),
     ready: mpsc::Sender<Result<u32, String>>,
+    mut sampler: SecondSampler,
 ) -> WorkerResult {
-    let mut result = WorkerResult::default();
+    let mut result = WorkerResult {
+        urls: spec.urls.iter().map(|_| UrlTally::default()).collect(),
+        ..WorkerResult::default()
+    };
     let mut engine = Engine::new();
     let w = &spec.workload;
     let mut volumes = Vec::new();
@@ -489,6 +560,7 @@ fn run_worker(
         };
         let seed = (u64::from(spec.worker) << 32) ^ (i as u64) ^ 0x5eed;
         volumes.push(Volume {
+            index: i,
             worker: spec.worker,
             lun: url.lun.unwrap_or(0),
             sessions,
@@ -544,8 +616,10 @@ fn run_worker(
     }
     let mut busy = slots.iter().filter(|s| s.busy).count();
     let mut drain_deadline = None;
+    let mut t0 = None;
     while busy > 0 {
-        let current = phase.load(Ordering::Relaxed);
+        // Acquire: a worker that sees the window begun sees when it began.
+        let current = phase.load(Ordering::Acquire);
         if current == PHASE_DRAIN {
             let deadline = *drain_deadline.get_or_insert_with(|| Instant::now() + DRAIN_TIMEOUT);
             if Instant::now() > deadline {
@@ -557,12 +631,21 @@ fn run_worker(
             }
         }
         if let Err(e) = engine.poll(&mut done, Duration::from_millis(50)) {
-            result.errors += 1;
-            result.note(e.to_string());
+            result.error(None, e.to_string());
             break;
         }
         let now = Instant::now();
         let measuring = current == PHASE_MEASURE;
+        result.measuring = measuring;
+        if measuring {
+            if t0.is_none() {
+                t0 = window_start.get().copied();
+            }
+            if let Some(t0) = t0 {
+                // The seconds before this batch are done: off they go.
+                sampler.at(now, t0, &mut result.second);
+            }
+        }
         let (mut batch_ios, mut batch_bytes) = (0u64, 0u64);
         for c in done.drain(..) {
             let token = c.token as usize;
@@ -598,12 +681,14 @@ fn run_worker(
                 continue;
             }
             if let Some(what) = failure {
-                result.errors += 1;
                 let lba = volume.base_lba + slot.chunk * u64::from(volume.blocks_per_io);
-                result.note(format!(
-                    "{} at LBA {lba}: {what}",
-                    if slot.write { "write" } else { "read" }
-                ));
+                result.error(
+                    Some(slot.volume),
+                    format!(
+                        "{} at LBA {lba}: {what}",
+                        if slot.write { "write" } else { "read" }
+                    ),
+                );
                 if slot.write && w.verify {
                     volume.generations[slot.chunk as usize] = 0;
                 }
@@ -626,15 +711,18 @@ fn run_worker(
                 batch_ios += 1;
                 batch_bytes += bytes;
                 if measuring {
+                    let url = &mut result.urls[slot.volume];
                     let dir = if slot.write {
-                        &mut result.write
+                        &mut url.write
                     } else {
-                        &mut result.read
+                        &mut url.read
                     };
                     dir.ios += 1;
                     dir.bytes += bytes;
                     let ns = now.saturating_duration_since(slot.started).as_nanos();
-                    dir.latency.record_ns(u64::try_from(ns).unwrap_or(u64::MAX));
+                    let ns = u64::try_from(ns).unwrap_or(u64::MAX);
+                    dir.latency.record_ns(ns);
+                    result.second.record(slot.write, bytes, ns);
                 }
             }
             if current != PHASE_DRAIN {
@@ -656,6 +744,7 @@ fn run_worker(
         progress.0.fetch_add(batch_ios, Ordering::Relaxed);
         progress.1.fetch_add(batch_bytes, Ordering::Relaxed);
     }
+    sampler.finish(&mut result.second);
     for v in &volumes {
         for &s in &v.sessions {
             let _ = engine.logout(s);
@@ -761,10 +850,7 @@ fn issue(
     volume.next_session = volume.next_session.wrapping_add(1);
     match engine.submit(session, command, token as u64) {
         Ok(()) => slot.busy = true,
-        Err(e) => {
-            result.errors += 1;
-            result.note(e.to_string());
-        }
+        Err(e) => result.error(Some(volume.index), e.to_string()),
     }
 }
 
@@ -796,14 +882,20 @@ impl<'a> Progress<'a> {
         })
     }
 
-    fn sleep(&mut self, total: Duration, stop: &AtomicBool) {
+    /// Sleeps `total`, calling `tick` every 100 ms or so; true when `stop`
+    /// cut it short.
+    fn sleep(&mut self, total: Duration, stop: &AtomicBool, tick: &mut dyn FnMut()) -> bool {
         let end = Instant::now() + total;
         loop {
             let now = Instant::now();
-            if now >= end || stop.load(Ordering::Relaxed) {
-                return;
+            if now >= end {
+                return false;
+            }
+            if stop.load(Ordering::Relaxed) {
+                return true;
             }
             thread::sleep((end - now).min(Duration::from_millis(100)));
+            tick();
             if self.enabled && self.last.0.elapsed() >= Duration::from_secs(1) {
                 let (ios, bytes) = self.totals();
                 let now = Instant::now();

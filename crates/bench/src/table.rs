@@ -42,14 +42,51 @@ fn opt(value: Option<f64>, decimals: usize) -> String {
 
 impl BenchResult {
     /// The result as a table for people: throughput and latency by
-    /// direction, CPU split, each side's CPU cost, effectiveness, TCP
-    /// retransmissions, errors, and a warning when steal exceeds 5%.
+    /// direction, and by URL when there are several, CPU split, each side's
+    /// CPU cost, effectiveness, TCP retransmissions, errors, and a warning
+    /// when steal exceeds 5%.
     pub fn table(&self) -> String {
         let mut out = String::new();
         self.write_header(&mut out);
         self.write_io(&mut out);
+        self.write_urls(&mut out);
         self.write_cpu(&mut out);
         self.write_tcp_and_errors(&mut out);
+        out
+    }
+
+    /// The measured window second by second: one row per entry of
+    /// `series` (empty when it has none).
+    pub fn series_table(&self) -> String {
+        let mut out = String::new();
+        if self.series.is_empty() {
+            return out;
+        }
+        let _ = writeln!(
+            out,
+            "\n{:>7} {:>6} {:>10} {:>9} {:>9} {:>9} {:>9} {:>6}  latency µs",
+            "second", "span", "commands", "MB/s", "IOPS", "mean", "p99", "errors"
+        );
+        for p in &self.series {
+            let (mean, p99) = if p.lat_us.count == 0 {
+                ("-".to_string(), "-".to_string())
+            } else {
+                (
+                    format!("{:.1}", p.lat_us.mean_us),
+                    format!("{:.1}", p.lat_us.p99_us),
+                )
+            };
+            let _ = writeln!(
+                out,
+                "{:>7.0} {:>6.2} {:>10} {:>9.1} {:>9} {mean:>9} {p99:>9} {:>6}",
+                p.t_s,
+                p.span_s,
+                p.ios,
+                p.mb_per_s,
+                count_label(p.iops),
+                p.errors
+            );
+        }
         out
     }
 
@@ -86,6 +123,46 @@ impl BenchResult {
             count_label(self.iops),
             self.elapsed_s
         );
+        if self.interrupted {
+            let _ = writeln!(
+                out,
+                "INTERRUPTED: the window was cut short after {:.2} s of {:.1} s; the figures cover \
+                 what was measured",
+                self.elapsed_s, w.duration_s
+            );
+        }
+    }
+
+    /// Each URL's share, when there are several.
+    fn write_urls(&self, out: &mut String) {
+        if self.per_url.len() < 2 {
+            return;
+        }
+        let _ = writeln!(
+            out,
+            "\n{:<3} {:>12} {:>9} {:>9}  {:>8} {:>8} {:>7}  URL",
+            "URL", "commands", "MB/s", "IOPS", "mean µs", "p99 µs", "errors"
+        );
+        for (i, u) in self.per_url.iter().enumerate() {
+            let (mean, p99) = if u.lat_us.count == 0 {
+                ("-".to_string(), "-".to_string())
+            } else {
+                (
+                    format!("{:.1}", u.lat_us.mean_us),
+                    format!("{:.1}", u.lat_us.p99_us),
+                )
+            };
+            let _ = writeln!(
+                out,
+                "{:<3} {:>12} {:>9.1} {:>9}  {mean:>8} {p99:>8} {:>7}  {}",
+                i + 1,
+                u.ios,
+                u.mb_per_s,
+                count_label(u.iops),
+                u.errors,
+                u.url
+            );
+        }
     }
 
     fn write_io(&self, out: &mut String) {

@@ -632,6 +632,9 @@ fn real_bench() -> Value {
             kernel_release: "6.1".into(),
             ncpus: 2,
         },
+        per_url: Vec::new(),
+        series: Vec::new(),
+        interrupted: false,
     };
     let result = BenchResult::compute(&m);
     let mut v = serde_json::to_value(&result).unwrap();

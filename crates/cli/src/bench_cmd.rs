@@ -10,7 +10,7 @@ use std::fs::File;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Arguments of `isoe bench`.
@@ -67,6 +67,10 @@ pub struct BenchArgs {
     /// No live progress line.
     #[arg(long)]
     no_progress: bool,
+    /// Also print the measured window second by second under each table
+    /// (the JSON always has it, as `series`).
+    #[arg(long)]
+    series: bool,
     /// InitiatorName.
     #[arg(long, value_name = "IQN", default_value = isoe_initiator::DEFAULT_INITIATOR_NAME)]
     initiator_name: String,
@@ -154,13 +158,70 @@ fn parse_yes_no(text: &str) -> Result<bool, String> {
     }
 }
 
-/// Runs `isoe bench`.
+/// The signal that cut a run short, and the flag the runs watch.
+struct Interrupt {
+    /// Set by SIGINT or SIGTERM: the run in progress ends its window early.
+    stop: Arc<AtomicBool>,
+    /// The number of the signal last received, 0 for none.
+    signal: Arc<AtomicUsize>,
+}
+
+impl Interrupt {
+    /// Watches SIGINT and SIGTERM: the first ends the run in progress early
+    /// (it is measured as is and its result says `interrupted`, the runs
+    /// after it do not start); a second one ends the process at once with
+    /// the same status, should draining the commands in flight hang.
+    fn register() -> Result<Interrupt, String> {
+        use signal_hook::consts::{SIGINT, SIGTERM};
+        let stop = Arc::new(AtomicBool::new(false));
+        let signal = Arc::new(AtomicUsize::new(0));
+        for sig in [SIGINT, SIGTERM] {
+            // The shutdown must be registered first: it checks the flag
+            // before the first signal's own action sets it.
+            signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, stop.clone())
+                .map_err(|e| e.to_string())?;
+            signal_hook::flag::register_usize(sig, signal.clone(), sig as usize)
+                .map_err(|e| e.to_string())?;
+            signal_hook::flag::register(sig, stop.clone()).map_err(|e| e.to_string())?;
+        }
+        Ok(Interrupt { stop, signal })
+    }
+
+    /// 128 + the signal's number (130 for SIGINT, 143 for SIGTERM), as a
+    /// shell reports a process a signal ended; None when none came.
+    fn exit_status(&self) -> Option<u8> {
+        match self.signal.load(Ordering::Relaxed) {
+            0 => None,
+            sig => Some(u8::try_from(128 + sig).unwrap_or(u8::MAX)),
+        }
+    }
+}
+
+/// Runs `isoe bench`: exits 0 when every run was clean, 1 on failed
+/// commands, verify mismatches or an error, and 128 + the signal's number
+/// (130 for SIGINT, 143 for SIGTERM) when a signal cut the runs short, its
+/// JSON written all the same with `"interrupted": true`.
 pub fn run(args: BenchArgs) -> ExitCode {
     if args.list_profiles {
         print!("{}", profiles::list_text());
         return ExitCode::SUCCESS;
     }
-    match plan_and_run(&args) {
+    let interrupt = match Interrupt::register() {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("isoe bench: error: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let outcome = plan_and_run(&args, &interrupt.stop);
+    if let Some(status) = interrupt.exit_status() {
+        if let Err(e) = outcome {
+            eprintln!("isoe bench: error: {e}");
+        }
+        eprintln!("isoe bench: interrupted by a signal: exit status {status}");
+        return ExitCode::from(status);
+    }
+    match outcome {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {
@@ -270,18 +331,15 @@ fn template(args: &BenchArgs) -> SessionTemplate {
     }
 }
 
-/// Ok(true) when every run finished without errors or mismatches.
-fn plan_and_run(args: &BenchArgs) -> Result<bool, String> {
+/// Ok(true) when every run finished without errors or mismatches; stops
+/// early when `stop` is set.
+fn plan_and_run(args: &BenchArgs, stop: &Arc<AtomicBool>) -> Result<bool, String> {
     let mut urls = Vec::new();
     for u in &args.urls {
         urls.push(IscsiUrl::parse(u).map_err(|e| e.to_string())?);
     }
     let redacted: Vec<String> = urls.iter().map(ToString::to_string).collect();
     let list = workloads(args, &redacted)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, stop.clone()).map_err(|e| e.to_string())?;
-    }
     let mut json: Option<Box<dyn Write>> = match &args.json {
         None => None,
         Some(p) if p.as_os_str() == "-" => Some(Box::new(std::io::stdout())),
@@ -295,7 +353,7 @@ fn plan_and_run(args: &BenchArgs) -> Result<bool, String> {
     let progress = !args.no_progress && std::io::stderr().is_terminal();
     let mut clean = true;
     for workload in list {
-        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+        if stop.load(Ordering::Relaxed) {
             break;
         }
         let name = workload.profile.clone().unwrap_or_else(|| "custom".into());
@@ -314,6 +372,9 @@ fn plan_and_run(args: &BenchArgs) -> Result<bool, String> {
         let result = BenchResult::compute(&outcome.measurements);
         if !json_to_stdout {
             print!("{}", result.table());
+            if args.series {
+                print!("{}", result.series_table());
+            }
             if outcome.total_ios > 0 {
                 let e = outcome.engine;
                 println!(

@@ -1,7 +1,8 @@
 //! `isoe bench` against `isoe target`: every named profile runs and writes
 //! the JSON fields METHODOLOGY.md asks for; `--verify` passes on an honest
 //! target and catches data that changed under it; bad arguments get
-//! specific errors.
+//! specific errors; SIGINT cuts a run short with its result marked; several
+//! URLs are reported each beside the total.
 
 mod support;
 
@@ -228,4 +229,139 @@ fn bad_arguments_get_specific_errors() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(want), "{args:?}: expected {want:?} in {err}");
     }
+}
+
+/// `key` of `v` as an unsigned count.
+fn count(v: &Value, key: &str) -> u64 {
+    v[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key} is not a count in {v}"))
+}
+
+#[test]
+fn a_signal_cuts_the_run_short_with_its_json_marked_interrupted() {
+    let target = Target::with_config(&TargetConfig::memory_lun("64MiB"));
+    let url = target.lun_url(DEFAULT_TARGET, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("cut.jsonl");
+    let child = Command::new(env!("CARGO_BIN_EXE_isoe"))
+        .args([
+            "bench",
+            &url,
+            "--duration",
+            "120",
+            "--ramp",
+            "0.3",
+            "--no-progress",
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Login, the ramp, then a couple of seconds measured.
+    std::thread::sleep(std::time::Duration::from_millis(2_800));
+    support::target::send_signal(child.id() as libc::pid_t, libc::SIGINT);
+    // The window ends at once; the commands in flight drain within 30 s.
+    let pid = child.id();
+    let watchdog = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(60));
+        // Still there a minute later: a second SIGINT ends it for good.
+        support::target::send_signal(pid as libc::pid_t, libc::SIGINT);
+    });
+    let out = child.wait_with_output().unwrap();
+    drop(watchdog);
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("interrupted"), "{err}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("INTERRUPTED"));
+    let runs = json_lines(&json);
+    assert_eq!(runs.len(), 1, "{}", text(&out));
+    let run = &runs[0];
+    assert_eq!(run["interrupted"], true, "{run}");
+    let elapsed = number(run, &["elapsed_s"]);
+    assert!(elapsed > 0.5 && elapsed < 60.0, "{run}");
+    let series = run["series"].as_array().expect("a series");
+    assert!(!series.is_empty(), "{run}");
+    // One entry per second actually measured, the last 0.5 to 1.5 s long.
+    assert_eq!(series.len(), elapsed.round().max(1.0) as usize, "{run}");
+    let in_series: u64 = series.iter().map(|p| count(p, "ios")).sum();
+    assert_eq!(in_series, count(run, "ios"));
+    assert!(count(run, "ios") > 0);
+    let last = series.last().unwrap();
+    assert!(
+        (number(last, &["t_s"]) + number(last, &["span_s"]) - elapsed).abs() < 1e-6,
+        "{last} against {elapsed}"
+    );
+}
+
+#[test]
+fn several_urls_are_reported_each_beside_the_total() {
+    let config = TargetConfig::memory_lun("64MiB");
+    let target = Target::with_config_on(&config, &["127.0.0.1:0", "127.0.0.2:0"]);
+    let urls = target.lun_urls(DEFAULT_TARGET, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("two.jsonl");
+    let out = isoe(&[
+        "bench",
+        &urls[0],
+        &urls[1],
+        "--read-pct",
+        "70",
+        "--qd",
+        "4",
+        "--workers",
+        "2",
+        "--duration",
+        "2",
+        "--ramp",
+        "0.3",
+        "--series",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let run = &json_lines(&json)[0];
+    assert_eq!(run["interrupted"], false);
+    let per_url = run["per_url"].as_array().expect("per_url");
+    assert_eq!(per_url.len(), 2, "{run}");
+    for (u, url) in per_url.iter().zip(&urls) {
+        assert_eq!(u["url"].as_str(), Some(url.as_str()));
+        assert!(count(u, "ios") > 0, "{u}");
+        assert!(number(u, &["iops"]) > 0.0 && number(u, &["mb_per_s"]) > 0.0);
+        assert!(number(u, &["lat_us", "mean"]) > 0.0);
+        assert!(number(u, &["lat_us", "p99"]) >= number(u, &["lat_us", "p50"]));
+        assert_eq!(count(u, "errors"), 0);
+        assert_eq!(
+            count(u, "ios"),
+            count(&u["read"], "ios") + count(&u["write"], "ios")
+        );
+    }
+    // The URLs' shares add up to the totals.
+    let sum = |of: &dyn Fn(&Value) -> u64| -> u64 { per_url.iter().map(of).sum() };
+    assert_eq!(sum(&|u| count(u, "ios")), count(run, "ios"));
+    assert_eq!(
+        sum(&|u| count(&u["read"], "ios")),
+        count(&run["read"], "ios")
+    );
+    assert_eq!(sum(&|u| count(u, "bytes")), count(run, "bytes"));
+    let series = run["series"].as_array().expect("a series");
+    assert_eq!(series.len(), 2, "{run}");
+    let in_series: u64 = series.iter().map(|p| count(p, "ios")).sum();
+    assert_eq!(in_series, count(run, "ios"));
+    for p in series {
+        assert!(number(p, &["iops"]) > 0.0, "{p}");
+        assert!(number(p, &["lat_us", "p99"]) > 0.0, "{p}");
+        assert!(
+            number(p, &["read_iops"]) > number(p, &["write_iops"]),
+            "{p}"
+        );
+    }
+    // The table names each URL, and --series prints a row per second.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for url in &urls {
+        assert!(stdout.contains(url.as_str()), "{stdout}");
+    }
+    assert!(stdout.contains(" second "), "{stdout}");
 }

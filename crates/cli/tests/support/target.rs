@@ -256,7 +256,8 @@ impl Drop for Target {
 }
 
 /// kill(2): the one `unsafe` call of the tests; std can only SIGKILL.
-fn send_signal(pid: libc::pid_t, signal: libc::c_int) {
+/// Only for a child the caller spawned and has not reaped.
+pub fn send_signal(pid: libc::pid_t, signal: libc::c_int) {
     // SAFETY: kill(2) has no memory-safety preconditions; `pid` is our own,
     // not yet reaped child, so it cannot name an unrelated process.
     unsafe {

@@ -87,8 +87,10 @@ pub struct SecondMeasurements {
     pub lat_us: LatencySummary,
 }
 
-/// One entry of a result's `series`: a second of the measured window.
+/// One entry of a result's `series`: a second of the measured window. A
+/// field missing from the JSON reads as 0.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct SeriesPoint {
     /// Its start, seconds since the measured window began (0, 1, 2, ...).
     pub t_s: f64,

@@ -70,8 +70,44 @@ pub struct RunRecord {
     /// window (None when it could not be read).
     #[serde(default)]
     pub foreign: Option<crate::foreign::ForeignLoad>,
-    /// The `isoe bench` JSON result of the run (for fio runs, the same fields, converted).
+    /// The `isoe bench` JSON result of the run (for fio runs, the same
+    /// fields, converted), its `series` moved to [`RunRecord::series`].
     pub bench: serde_json::Value,
+    /// The measured window second by second, as `isoe bench` wrote it in
+    /// its `series`: empty for fio runs, which have none, and in results
+    /// written before it existed.
+    #[serde(default)]
+    pub series: Vec<isoe_bench::SeriesPoint>,
     /// When the run began (RFC 3339 UTC).
     pub started_at: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A line of results.jsonl as a lab without series wrote it.
+    const OLD_LINE: &str = r#"{"plan":"quick","case":"baseline","workload":"oltp-8k","run":1,
+        "topology":"loopback","knobs":{},"skipped_knobs":{},"metric":"iops","value":1000.0,
+        "steal_pct":0.1,"valid":true,"invalid_reason":null,"round":1,"foreign":null,
+        "bench":{"iops":1000.0},"started_at":"2026-11-21T08:00:00Z"}"#;
+
+    #[test]
+    fn old_records_load_without_a_series_and_new_ones_keep_it() {
+        let old: RunRecord = serde_json::from_str(OLD_LINE).unwrap();
+        assert!(old.series.is_empty());
+        assert_eq!(old.value, 1000.0);
+        let mut new = old.clone();
+        new.series = vec![isoe_bench::SeriesPoint {
+            t_s: 0.0,
+            span_s: 1.0,
+            ios: 990,
+            iops: 990.0,
+            ..Default::default()
+        }];
+        let line = serde_json::to_string(&new).unwrap();
+        let back: RunRecord = serde_json::from_str(&line).unwrap();
+        assert_eq!(back, new);
+        assert_eq!(back.series[0].iops, 990.0);
+    }
 }

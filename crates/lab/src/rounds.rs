@@ -241,6 +241,7 @@ mod tests {
             round,
             foreign: None,
             bench: serde_json::json!({ "iops": value }),
+            series: Vec::new(),
             started_at: String::new(),
         }
     }

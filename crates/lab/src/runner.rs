@@ -807,36 +807,21 @@ impl ThisRun<'_> {
     /// foreign load over the limit, failed commands, or no I/O.
     fn record(&self, run: u32, measured: Measured) -> RunRecord {
         let Measured {
-            bench,
+            mut bench,
             started_at,
             foreign,
         } = measured;
-        let rules = &self.plan.rules;
-        let value = bench[self.workload.metric.field()].as_f64().unwrap_or(0.0);
-        let steal_pct = bench["steal_pct"].as_f64().unwrap_or(0.0);
-        let errors =
-            bench["errors"].as_u64().unwrap_or(0) + bench["verify_errors"].as_u64().unwrap_or(0);
-        let invalid_reason = if steal_pct > rules.steal_max_pct {
-            Some(format!(
-                "host CPU steal {steal_pct:.1}% above {}%",
-                rules.steal_max_pct
-            ))
-        } else if let Some(f) = foreign
-            .as_ref()
-            .filter(|f| f.cpu_pct > rules.foreign_max_pct)
-        {
-            Some(format!(
-                "foreign load {} above {}% of a CPU",
-                f.describe(),
-                rules.foreign_max_pct
-            ))
-        } else if errors > 0 {
-            Some(format!("{errors} failed commands"))
-        } else if value <= 0.0 {
-            Some("no I/O completed".to_string())
-        } else {
-            None
-        };
+        let series = take_series(&mut bench);
+        let Verdict {
+            value,
+            steal_pct,
+            invalid_reason,
+        } = judge(
+            &self.plan.rules,
+            self.workload.metric,
+            &bench,
+            foreign.as_ref(),
+        );
         RunRecord {
             plan: self.plan.name.clone(),
             case: self.case.name.clone(),
@@ -853,6 +838,7 @@ impl ThisRun<'_> {
             round: self.round,
             foreign,
             bench,
+            series,
             started_at,
         }
     }
@@ -869,6 +855,66 @@ impl ThisRun<'_> {
         record.valid = false;
         record.invalid_reason = Some(why);
         record
+    }
+}
+
+/// The `series` of an `isoe bench` result, taken out of it (the record
+/// keeps it apart, typed); empty when it has none or it does not parse.
+fn take_series(bench: &mut serde_json::Value) -> Vec<isoe_bench::SeriesPoint> {
+    bench
+        .as_object_mut()
+        .and_then(|m| m.remove("series"))
+        .and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or_default()
+}
+
+/// What a run's result says of it: its metric, the steal, and why it is
+/// left out of the statistics, if it is.
+struct Verdict {
+    value: f64,
+    steal_pct: f64,
+    invalid_reason: Option<String>,
+}
+
+/// Invalid with CPU steal or foreign load over the limit, a window cut
+/// short by a signal, failed commands, or no I/O.
+fn judge(
+    rules: &crate::stats::Rules,
+    metric: crate::record::Metric,
+    bench: &serde_json::Value,
+    foreign: Option<&ForeignLoad>,
+) -> Verdict {
+    let value = bench[metric.field()].as_f64().unwrap_or(0.0);
+    let steal_pct = bench["steal_pct"].as_f64().unwrap_or(0.0);
+    let errors =
+        bench["errors"].as_u64().unwrap_or(0) + bench["verify_errors"].as_u64().unwrap_or(0);
+    let invalid_reason = if steal_pct > rules.steal_max_pct {
+        Some(format!(
+            "host CPU steal {steal_pct:.1}% above {}%",
+            rules.steal_max_pct
+        ))
+    } else if let Some(f) = foreign.filter(|f| f.cpu_pct > rules.foreign_max_pct) {
+        Some(format!(
+            "foreign load {} above {}% of a CPU",
+            f.describe(),
+            rules.foreign_max_pct
+        ))
+    } else if bench["interrupted"].as_bool() == Some(true) {
+        Some(format!(
+            "interrupted by a signal after {:.1} s of its window",
+            bench["elapsed_s"].as_f64().unwrap_or(0.0)
+        ))
+    } else if errors > 0 {
+        Some(format!("{errors} failed commands"))
+    } else if value <= 0.0 {
+        Some("no I/O completed".to_string())
+    } else {
+        None
+    };
+    Verdict {
+        value,
+        steal_pct,
+        invalid_reason,
     }
 }
 
@@ -1000,8 +1046,44 @@ mod tests {
             round: run,
             foreign: None,
             bench,
+            series: Vec::new(),
             started_at: String::new(),
         }
+    }
+
+    #[test]
+    fn the_series_moves_out_of_the_result_and_an_interrupted_run_is_repeated() {
+        let mut bench = serde_json::json!({
+            "iops": 1000.0,
+            "elapsed_s": 2.4,
+            "interrupted": true,
+            "series": [
+                {"t_s": 0.0, "span_s": 1.0, "ios": 1000, "iops": 1000.0, "mb_per_s": 8.192},
+                {"t_s": 1.0, "span_s": 1.4, "ios": 1400, "iops": 1000.0, "mb_per_s": 8.192},
+            ],
+        });
+        let series = take_series(&mut bench);
+        assert_eq!(series.len(), 2);
+        assert_eq!(
+            (series[1].t_s, series[1].span_s, series[1].ios),
+            (1.0, 1.4, 1400)
+        );
+        assert!(bench.get("series").is_none(), "kept once, in the record");
+        let rules = crate::stats::Rules::default();
+        let v = judge(&rules, Metric::Iops, &bench, None);
+        assert_eq!(v.value, 1000.0);
+        assert_eq!(
+            v.invalid_reason.as_deref(),
+            Some("interrupted by a signal after 2.4 s of its window")
+        );
+        bench["interrupted"] = serde_json::json!(false);
+        assert_eq!(
+            judge(&rules, Metric::Iops, &bench, None).invalid_reason,
+            None
+        );
+        // A result with no series (fio's) gives an empty one.
+        assert!(take_series(&mut serde_json::json!({"iops": 1.0})).is_empty());
+        assert!(take_series(&mut serde_json::Value::Null).is_empty());
     }
 
     #[test]

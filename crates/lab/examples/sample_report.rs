@@ -9,8 +9,10 @@
 //! The numbers are synthetic (a fixed pseudo-random sequence around
 //! hand-picked means); every kind of note the report can make appears once:
 //! a cell that does not converge, runs repeated for steal, an invalid run, a
-//! skipped knob, runs without latency histograms, an unknown target CPU.
+//! skipped knob, runs without latency histograms or a per-second series, a
+//! run that stalls for a second, an unknown target CPU.
 
+use isoe_bench::SeriesPoint;
 use isoe_lab::record::{Metric, RunRecord};
 use isoe_lab::report::{write_reports, CaseInfo, Environment, ReportInput, WorkloadInfo};
 use isoe_lab::stats::Rules;
@@ -136,6 +138,38 @@ fn bench(
         }
     }
     v
+}
+
+/// Ten seconds around the run's IOPS and MB/s (a noise of its own, so that
+/// the other figures stay as they were); `stall` seconds at a third.
+fn series(bench: &Value, noise: &mut Noise, stall: Option<usize>) -> Vec<SeriesPoint> {
+    let (iops, mb) = (
+        bench["iops"].as_f64().unwrap_or(0.0),
+        bench["mb_per_s"].as_f64().unwrap_or(0.0),
+    );
+    let p99 = bench["lat_us"]["p99"].as_f64().unwrap_or(0.0);
+    (0..10)
+        .map(|i| {
+            let f = if stall == Some(i) {
+                0.33
+            } else {
+                1.0 + 0.015 * noise.next()
+            };
+            SeriesPoint {
+                t_s: i as f64,
+                span_s: 1.0,
+                ios: (iops * f).round() as u64,
+                iops: iops * f,
+                mb_per_s: mb * f,
+                lat_us: isoe_bench::LatencySummary {
+                    count: (iops * f).round() as u64,
+                    p99_us: if stall == Some(i) { p99 * 8.0 } else { p99 },
+                    ..Default::default()
+                },
+                ..Default::default()
+            }
+        })
+        .collect()
 }
 
 fn main() {
@@ -353,6 +387,7 @@ fn main() {
     ];
     let rules = Rules::default();
     let mut noise = Noise(0x9e37_79b9_7f4a_7c15);
+    let mut seconds = Noise(0x2545_f491_4f6c_dd1d);
     let mut records = Vec::new();
     for (ci, (case, knobs, _, effects)) in cases.iter().enumerate() {
         for (shape, effect) in shapes.iter().zip(effects) {
@@ -411,6 +446,15 @@ fn main() {
                         .then(|| format!("steal {steal_pct}% above {}%", rules.steal_max_pct)),
                     round: run,
                     foreign: None,
+                    // No TSO stalls a second of its sequential reads; the
+                    // digests case ran with an isoe bench that kept none.
+                    series: if *case == "digests" {
+                        Vec::new()
+                    } else {
+                        let stall =
+                            (*case == "no-tso" && shape.name == "seq-read-256k").then_some(6);
+                        series(&bench, &mut seconds, stall)
+                    },
                     bench,
                     started_at: format!("2026-11-21T08:{:02}:00Z", records.len() % 60),
                 });

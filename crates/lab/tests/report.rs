@@ -65,6 +65,7 @@ fn run(case: &str, workload: &str, n: u32, metric: Metric, value: f64, cpu_us: f
         round: n,
         foreign: None,
         bench,
+        series: Vec::new(),
         started_at: "2026-11-21T08:00:00Z".into(),
     }
 }
@@ -507,9 +508,9 @@ fn assert_balanced(html: &str) {
 fn html_is_well_formed_self_contained_and_escaped() {
     let html = render_html(&input());
     assert_eq!(html.matches("<svg").count(), html.matches("</svg>").count());
-    // 1 change chart, 2 effectiveness, 2 retransmission, 4 + 3 histograms
-    // (faster runs only the small workload).
-    assert_eq!(html.matches("<svg").count(), 12);
+    // 1 change chart, 2 effectiveness, 2 second by second, 2
+    // retransmission, 4 + 3 histograms (faster runs only the small workload).
+    assert_eq!(html.matches("<svg").count(), 14);
     assert_balanced(&html);
     assert!(html.contains("&lt;script&gt;"));
     assert!(
@@ -712,4 +713,150 @@ fn a_case_on_another_topology_than_its_reference_recommends_nothing() {
     assert!(section.contains("case \\<script\\>"), "{section}");
     // And the headline still shows fast's change.
     assert!(md.contains("**+10.0% (95% CI +7.3 to +12.8)**"));
+}
+
+/// A series of one value per second, `metric`'s field set to it and the
+/// other to something else, so that the wrong field shows.
+fn seconds(metric: Metric, values: &[f64]) -> Vec<isoe_bench::SeriesPoint> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| isoe_bench::SeriesPoint {
+            t_s: i as f64,
+            span_s: 1.0,
+            iops: if metric == Metric::Iops { v } else { v * 4.0 },
+            mb_per_s: if metric == Metric::MbPerS {
+                v
+            } else {
+                v / 100.0
+            },
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// The part of `md` from the heading `start` to the next heading of the
+/// same or a higher level.
+fn section<'a>(md: &'a str, start: &str) -> &'a str {
+    let at = md
+        .find(start)
+        .unwrap_or_else(|| panic!("no {start:?} in\n{md}"));
+    let level = start.chars().take_while(|&c| c == '#').count();
+    let rest = &md[at + start.len()..];
+    let end = rest
+        .match_indices("\n#")
+        .find(|(i, _)| rest[i + 1..].chars().take_while(|&c| c == '#').count() <= level)
+        .map_or(rest.len(), |(i, _)| i);
+    &rest[..end]
+}
+
+#[test]
+fn each_case_latest_valid_run_is_shown_second_by_second() {
+    let mut input = input();
+    let (s, l) = (Metric::Iops, Metric::MbPerS);
+    for r in &mut input.records {
+        match (r.case.as_str(), r.workload.as_str(), r.run) {
+            // The baseline's latest run is steady; an earlier one is not
+            // the one shown.
+            ("baseline", "small", 1) => r.series = seconds(s, &[5.0, 5.0]),
+            ("baseline", "small", 3) => r.series = seconds(s, &[1000.0; 4]),
+            // fast stalls in its third second: 110 of 1100.
+            ("fast", "small", 3) => r.series = seconds(s, &[1100.0, 1100.0, 110.0, 1100.0]),
+            // The MB/s workload charts MB/s.
+            ("baseline", "large", 3) => r.series = seconds(l, &[100.0, 90.0, 110.0]),
+            // <script>'s runs went through fio: no series.
+            (EVIL, _, _) => r.bench["initiator"] = json!("libiscsi (fio)"),
+            _ => {}
+        }
+    }
+    // <script>'s stolen large run (invalid) has a series: never shown.
+    let stolen = input
+        .records
+        .iter_mut()
+        .find(|r| r.case == EVIL && r.workload == "large" && !r.valid)
+        .unwrap();
+    stolen.series = seconds(l, &[1.0, 1.0]);
+
+    let md = render_markdown(&input);
+    let over = section(&md, "## Throughput second by second");
+    let small = section(over, "### small (IOPS) second by second");
+    let row = |part: &str, case: &str| -> Vec<String> {
+        let line = part
+            .lines()
+            .find(|l| l.starts_with(&format!("| {case} ")))
+            .unwrap_or_else(|| panic!("no row for {case} in\n{part}"));
+        line.trim_matches('|')
+            .split('|')
+            .map(|c| c.trim().to_string())
+            .collect()
+    };
+    // case, run, seconds, lowest, mean, highest, lowest % of mean, sparkline.
+    assert_eq!(
+        row(small, "baseline"),
+        [
+            "baseline",
+            "3",
+            "4.0",
+            "1,000",
+            "1,000",
+            "1,000",
+            "100.00",
+            "████"
+        ]
+    );
+    // fast: mean (3 × 1100 + 110) / 4 = 852.5; lowest 110 = 12.9% of it.
+    assert_eq!(
+        row(small, "fast"),
+        [
+            "fast",
+            "3",
+            "4.0",
+            "110.0",
+            "852.5",
+            "1,100",
+            "12.90",
+            "██▁█"
+        ]
+    );
+    let evil = row(small, "\\<script\\>");
+    assert_eq!(evil[7], "fio (libiscsi) runs record no per-second series");
+    let faster = row(small, "faster");
+    assert!(faster[7].contains("older isoe bench"), "{faster:?}");
+    let large = section(over, "### large (MB/s) second by second");
+    assert_eq!(
+        row(large, "baseline")[3..7],
+        ["90.00", "100.0", "110.0", "90.00"]
+    );
+    assert!(row(large, "\\<script\\>")[7].contains("fio"));
+    assert!(!large.contains("| faster "), "faster does not run large");
+
+    let html = render_html(&input);
+    assert_balanced(&html);
+    assert!(html.contains("<a href=\"#over-time\">Throughput second by second</a>"));
+    let figure = |title: &str| -> &str {
+        let at = html.find(&format!("<title>{title}</title>")).unwrap();
+        let end = at + html[at..].find("</svg>").unwrap();
+        &html[at..end]
+    };
+    let small_svg = figure("small: IOPS second by second");
+    // baseline and fast drawn, four points each; <script> and faster not.
+    assert_eq!(small_svg.matches("<polyline").count(), 2, "{small_svg}");
+    assert_eq!(small_svg.matches("<circle").count(), 8);
+    assert!(small_svg.contains("baseline (run 3)") && small_svg.contains("fast (run 3)"));
+    assert!(
+        small_svg.contains("110.0 IOPS per second lowest"),
+        "{small_svg}"
+    );
+    assert!(html.contains(
+        "Not drawn: &lt;script&gt;: fio (libiscsi) runs record no per-second series; faster: \
+         its runs carry no per-second series"
+    ));
+    let large_svg = figure("large: MB/s second by second");
+    assert_eq!(large_svg.matches("<polyline").count(), 1);
+    // A workload no run has a series of says so instead of drawing.
+    for r in &mut input.records {
+        r.series.clear();
+    }
+    let html = render_html(&input);
+    assert!(html.contains("No per-second data for small: baseline: its runs carry no"));
 }

@@ -3,11 +3,14 @@
 //! 1. % change over the baseline per workload (seed 001 Figures 3–9);
 //! 2. MB/s per CPU% per case and side (seed 000);
 //! 3. log2 latency histograms, reads and writes (seed 003);
-//! 4. retransmissions and CPU per case (seed 001 Figure 6).
+//! 4. retransmissions and CPU per case (seed 001 Figure 6);
+//! 5. the workload's metric second by second, each case's latest valid run.
 
 use super::numbers::{change, change_ci, num, pct, small_pct, verdict};
-use super::svg::{Band, Bar, BarChart, Histogram, Key, Panel, Row, Series};
+use super::svg::{Band, Bar, BarChart, Histogram, Key, Line, LineChart, Panel, Row, Series};
 use super::{Buckets, CellSummary, ReportInput, WorkloadInfo};
+use crate::record::{Metric, RunRecord};
+use isoe_bench::SeriesPoint;
 
 /// Colours for workloads (Tableau 10 and two more), in the plan's order.
 const WORKLOAD_COLORS: [&str; 12] = [
@@ -408,6 +411,115 @@ pub fn histograms(input: &ReportInput, cells: &[CellSummary], w: &WorkloadInfo) 
             .render()
         })
         .collect()
+}
+
+/// The value of `metric` in one second of a run.
+pub fn per_second(metric: Metric, p: &SeriesPoint) -> f64 {
+    match metric {
+        Metric::Iops => p.iops,
+        Metric::MbPerS => p.mb_per_s,
+    }
+}
+
+/// The run of `case` × `workload` whose seconds the report shows: the most
+/// recent valid one that has a series; or why there is none.
+pub fn latest_series<'a>(
+    input: &'a ReportInput,
+    case: &str,
+    workload: &str,
+) -> Result<&'a RunRecord, &'static str> {
+    let runs: Vec<&RunRecord> = input
+        .records
+        .iter()
+        .filter(|r| r.case == case && r.workload == workload)
+        .collect();
+    let valid: Vec<&RunRecord> = runs.iter().copied().filter(|r| r.valid).collect();
+    if let Some(r) = valid.iter().rev().find(|r| !r.series.is_empty()) {
+        return Ok(r);
+    }
+    Err(if runs.is_empty() {
+        "not run"
+    } else if valid.is_empty() {
+        "no valid runs"
+    } else if valid.iter().all(|r| {
+        r.bench["initiator"]
+            .as_str()
+            .is_some_and(|i| i.contains("fio"))
+    }) {
+        "fio (libiscsi) runs record no per-second series"
+    } else {
+        "its runs carry no per-second series (written by an older isoe bench)"
+    })
+}
+
+/// Lowest, mean and highest per-second value of `r`'s series.
+pub fn series_range(metric: Metric, r: &RunRecord) -> (f64, f64, f64) {
+    let values: Vec<f64> = r.series.iter().map(|p| per_second(metric, p)).collect();
+    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = values.iter().copied().fold(0.0, f64::max);
+    let mean = values.iter().sum::<f64>() / values.len().max(1) as f64;
+    (lo.min(hi), mean, hi)
+}
+
+/// Chart 5 for one workload: its metric second by second, one line per
+/// case (its most recent valid run), so that a stall shows as a dip; the
+/// cases without a series are left out (the caption names them).
+pub fn over_time(input: &ReportInput, w: &WorkloadInfo) -> String {
+    let metric = w.metric;
+    let mut lines = Vec::new();
+    let mut missing = Vec::new();
+    for (i, case) in input
+        .cases
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.runs(&w.name))
+    {
+        match latest_series(input, &case.name, &w.name) {
+            Ok(r) => {
+                let (lo, mean, hi) = series_range(metric, r);
+                lines.push(Line {
+                    series: Series {
+                        name: format!("{} (run {})", case.name, r.run),
+                        color: WORKLOAD_COLORS[i % WORKLOAD_COLORS.len()],
+                    },
+                    // Each second's rate at its middle.
+                    points: r
+                        .series
+                        .iter()
+                        .map(|p| (p.t_s + p.span_s / 2.0, per_second(metric, p)))
+                        .collect(),
+                    tooltip: format!(
+                        "{} × {}, run {}: {} {m} per second lowest, {} mean, {} highest, over {} s",
+                        case.name,
+                        w.name,
+                        r.run,
+                        num(Some(lo)),
+                        num(Some(mean)),
+                        num(Some(hi)),
+                        r.series.len(),
+                        m = metric.label()
+                    ),
+                });
+            }
+            Err(why) => missing.push(format!("{}: {why}", case.name)),
+        }
+    }
+    LineChart {
+        title: format!("{}: {} second by second", w.name, metric.label()),
+        x_label: "seconds into the measured window".into(),
+        y_label: metric.label().into(),
+        lines,
+        empty_message: format!(
+            "No per-second data for {}: {}.",
+            w.name,
+            if missing.is_empty() {
+                "no case runs it".to_string()
+            } else {
+                missing.join("; ")
+            }
+        ),
+    }
+    .render()
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The report's sections in order (METHODOLOGY.md "Reports"): headline,
 //! test cases, % change over the baseline, CPU effectiveness, throughput
-//! beside CPU, latency, retransmissions and CPU, recommended configuration,
-//! notes, environment, and the plan file.
+//! beside CPU, throughput second by second, latency, retransmissions and
+//! CPU, recommended configuration, notes, environment, and the plan file.
 
 use super::charts::{self, knobs_line};
 use super::document::{para, table, Block, Cell, Span};
@@ -35,6 +35,7 @@ pub fn build(input: &ReportInput) -> Vec<Block> {
     b.extend(change_section(input, &cells));
     b.extend(effectiveness(input, &cells));
     b.extend(throughput_beside_cpu(input, &cells));
+    b.extend(over_time(input));
     b.extend(latency(input, &cells));
     b.extend(retransmissions(input, &cells));
     b.extend(recommended(input, &cells));
@@ -520,6 +521,125 @@ fn throughput_beside_cpu(input: &ReportInput, cells: &[CellSummary]) -> Vec<Bloc
     b
 }
 
+/// Sparkline characters, lowest to highest.
+const LEVELS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+/// Characters at most in a per-second sparkline.
+const SECONDS_SPARK_MAX: usize = 60;
+
+/// Per-second values as block characters scaled from 0 to the highest (·
+/// for 0), so a steady run reads as a flat top and a stall as a dip; more
+/// than 60 seconds are shown 60 groups wide, each group by its lowest second.
+fn seconds_sparkline(values: &[f64]) -> String {
+    let hi = values.iter().copied().fold(0.0, f64::max);
+    if values.is_empty() || hi <= 0.0 {
+        return "–".into();
+    }
+    let groups = values.len().min(SECONDS_SPARK_MAX);
+    (0..groups)
+        .map(|g| {
+            let (a, b) = (
+                g * values.len() / groups,
+                ((g + 1) * values.len() / groups).max(g * values.len() / groups + 1),
+            );
+            let v = values[a..b].iter().copied().fold(f64::INFINITY, f64::min);
+            if v <= 0.0 {
+                '·'
+            } else {
+                LEVELS[(((v / hi) * 8.0).ceil() as usize).clamp(1, 8) - 1]
+            }
+        })
+        .collect()
+}
+
+fn over_time(input: &ReportInput) -> Vec<Block> {
+    let mut b = vec![
+        Block::Heading(2, "Throughput second by second".into(), Some("over-time")),
+        para(
+            "Each workload's metric in each second of the measured window, from the most recent \
+             valid run of each case (isoe bench's per-second series): a steady run is flat, a \
+             stall is a dip. Lowest second: the slowest second as a share of the run's mean \
+             second. fio (libiscsi) runs record no per-second series.",
+        ),
+    ];
+    for w in &input.workloads {
+        let m = w.metric.label();
+        b.push(Block::Heading(
+            3,
+            format!("{} ({m}) second by second", w.name),
+            None,
+        ));
+        let mut rows: Vec<Vec<Cell>> = Vec::new();
+        let mut missing = Vec::new();
+        for case in input.cases.iter().filter(|c| c.runs(&w.name)) {
+            match charts::latest_series(input, &case.name, &w.name) {
+                Ok(r) => {
+                    let (lo, mean, hi) = charts::series_range(w.metric, r);
+                    let values: Vec<f64> = r
+                        .series
+                        .iter()
+                        .map(|p| charts::per_second(w.metric, p))
+                        .collect();
+                    let span: f64 = r.series.iter().map(|p| p.span_s).sum();
+                    rows.push(vec![
+                        case.name.as_str().into(),
+                        r.run.to_string().into(),
+                        format!("{span:.1}").into(),
+                        num(Some(lo)).into(),
+                        num(Some(mean)).into(),
+                        num(Some(hi)).into(),
+                        pct((mean > 0.0).then(|| 100.0 * lo / mean)).into(),
+                        seconds_sparkline(&values).into(),
+                    ]);
+                }
+                Err(why) => {
+                    missing.push(format!("{}: {why}", case.name));
+                    rows.push(vec![
+                        case.name.as_str().into(),
+                        "–".into(),
+                        "–".into(),
+                        "–".into(),
+                        "–".into(),
+                        "–".into(),
+                        "–".into(),
+                        why.into(),
+                    ]);
+                }
+            }
+        }
+        let caption = if missing.is_empty() {
+            format!(
+                "{}: {m} per second, each case's most recent valid run.",
+                w.name
+            )
+        } else {
+            format!(
+                "{}: {m} per second, each case's most recent valid run. Not drawn: {}.",
+                w.name,
+                missing.join("; ")
+            )
+        };
+        b.push(Block::Figure {
+            svg: charts::over_time(input, w),
+            caption,
+        });
+        b.push(table(
+            &[
+                "case",
+                "run",
+                "seconds",
+                &format!("lowest {m}"),
+                "mean",
+                "highest",
+                "lowest second, % of mean",
+                "per second",
+            ],
+            &[false, true, true, true, true, true, true, false],
+            rows,
+        ));
+    }
+    b
+}
+
 /// A histogram as a line of block characters over `uppers` (· for empty).
 fn sparkline(uppers: &[f64], hist: &Buckets) -> String {
     let total: u64 = hist.iter().map(|b| b.1).sum();
@@ -528,7 +648,6 @@ fn sparkline(uppers: &[f64], hist: &Buckets) -> String {
     }
     let counts = charts::aligned(uppers, hist);
     let max = counts.iter().copied().max().unwrap_or(1).max(1) as f64;
-    const LEVELS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
     counts
         .iter()
         .map(|&c| {
@@ -953,5 +1072,22 @@ mod tests {
         let hist: Buckets = vec![(16.0, 1), (64.0, 8), (128.0, 4)];
         assert_eq!(sparkline(&uppers, &hist), "▁·█▄");
         assert_eq!(sparkline(&uppers, &Buckets::new()), "–");
+    }
+
+    #[test]
+    fn per_second_sparklines_show_a_stall_as_a_dip() {
+        assert_eq!(
+            seconds_sparkline(&[100.0, 100.0, 50.0, 0.0, 100.0]),
+            "██▄·█"
+        );
+        assert_eq!(seconds_sparkline(&[]), "–");
+        assert_eq!(seconds_sparkline(&[0.0, 0.0]), "–");
+        // 120 seconds in 60 characters, each the lower of its two.
+        let mut long = vec![100.0; 120];
+        long[77] = 10.0;
+        let line = seconds_sparkline(&long);
+        assert_eq!(line.chars().count(), 60);
+        assert_eq!(line.chars().nth(38), Some('▁'));
+        assert_eq!(line.chars().filter(|&c| c == '█').count(), 59);
     }
 }

@@ -1,7 +1,7 @@
 //! Hand-written SVG, self-contained (generic font families only, no
 //! external references, no scripts): horizontal grouped bar charts whose
-//! panels share their rows, log2 latency histograms, and a box that says
-//! there is no data instead of drawing nothing.
+//! panels share their rows, log2 latency histograms, lines over time, and a
+//! box that says there is no data instead of drawing nothing.
 //!
 //! Text widths are estimated, not measured: 0.6 em per character is wide
 //! enough for the digits and lower-case letters of a sans-serif face, so
@@ -807,9 +807,258 @@ impl Histogram {
     }
 }
 
+/// One line of a [`LineChart`]: a case's run, second by second.
+#[derive(Debug, Clone)]
+pub struct Line {
+    /// Its name and colour in the legend.
+    pub series: Series,
+    /// (x, y) in the chart's units, x ascending.
+    pub points: Vec<(f64, f64)>,
+    /// Shown on hover.
+    pub tooltip: String,
+}
+
+/// Lines over a shared x axis from 0 (seconds), y from 0: whether a run
+/// was steady or stalled.
+#[derive(Debug, Clone)]
+pub struct LineChart {
+    /// Printed at the top.
+    pub title: String,
+    /// What the x axis measures.
+    pub x_label: String,
+    /// What the y axis measures ("IOPS", "MB/s").
+    pub y_label: String,
+    /// The lines, in the legend's order.
+    pub lines: Vec<Line>,
+    /// Said instead of drawing when no line has a point.
+    pub empty_message: String,
+}
+
+/// The plot area of a line chart, px (its top depends on the legend).
+const LINE_LEFT: f64 = 62.0;
+const LINE_RIGHT: f64 = WIDTH - 16.0;
+const LINE_PLOT_H: f64 = 170.0;
+/// Lines with at most this many points also mark each point.
+const LINE_MARKS_MAX: usize = 120;
+
+impl LineChart {
+    /// The chart as one `<svg>` element.
+    pub fn render(&self) -> String {
+        let points = || self.lines.iter().flat_map(|l| l.points.iter());
+        if points().next().is_none() {
+            return no_data(&self.title, &self.empty_message, WIDTH);
+        }
+        let x_max = points().map(|p| p.0).fold(0.0, f64::max).max(1.0);
+        let y_max = points().map(|p| p.1).fold(0.0, f64::max);
+        // Whole seconds on the x axis.
+        let x_step = match nice_step(x_max) {
+            s if s < 1.0 => 1.0,
+            2.5 => 2.0,
+            s => s,
+        };
+        let x_hi = (x_max / x_step).ceil() * x_step;
+        let y_step = nice_step(if y_max > 0.0 { y_max } else { 1.0 });
+        let y_hi = ((y_max / y_step).ceil() * y_step).max(y_step);
+
+        let (legend, legend_y) = self.legend();
+        let top = legend_y + 22.0;
+        let bottom = top + LINE_PLOT_H;
+        let height = bottom + 40.0;
+        let x = |v: f64| LINE_LEFT + v / x_hi * (LINE_RIGHT - LINE_LEFT);
+        let y = |v: f64| bottom - v / y_hi * (bottom - top);
+
+        let mut s = open_svg(WIDTH, height, &self.title);
+        s.push_str(&text(
+            12.0,
+            20.0,
+            14.0,
+            "start",
+            "font-weight=\"bold\"",
+            &fit(&self.title, WIDTH - 24.0, 14.0),
+        ));
+        s.push_str(&legend);
+        s.push_str(&text(
+            LINE_LEFT - 4.0,
+            top - 8.0,
+            10.5,
+            "end",
+            "fill=\"#555\"",
+            &self.y_label,
+        ));
+        let mut v = 0.0;
+        while v <= y_hi + y_step * 1e-6 {
+            let yy = y(v);
+            let _ = writeln!(s, "<line x1=\"{LINE_LEFT}\" y1=\"{yy:.1}\" x2=\"{LINE_RIGHT}\" y2=\"{yy:.1}\" stroke=\"#ddd\"/>");
+            let label = tick_label(v, y_step, "");
+            s.push_str(&text(
+                LINE_LEFT - 5.0,
+                yy + 3.5,
+                10.5,
+                "end",
+                "fill=\"#444\"",
+                &label,
+            ));
+            v += y_step;
+        }
+        let labels: Vec<f64> = (0..=((x_hi / x_step).round() as i64).min(60))
+            .map(|i| i as f64 * x_step)
+            .collect();
+        let widest = labels
+            .iter()
+            .map(|&v| text_w(&tick_label(v, x_step, ""), 10.5))
+            .fold(0.0, f64::max);
+        let every = ((widest + 10.0) / (x(x_step) - x(0.0)).max(1.0))
+            .ceil()
+            .max(1.0) as usize;
+        for (i, &v) in labels.iter().enumerate() {
+            let xx = x(v);
+            let _ = writeln!(s, "<line x1=\"{xx:.1}\" y1=\"{bottom:.1}\" x2=\"{xx:.1}\" y2=\"{:.1}\" stroke=\"#444\"/>", bottom + 3.0);
+            if i % every == 0 {
+                let label = tick_label(v, x_step, "");
+                s.push_str(&text(
+                    xx,
+                    bottom + 15.0,
+                    10.5,
+                    "middle",
+                    "fill=\"#444\"",
+                    &label,
+                ));
+            }
+        }
+        for line in &self.lines {
+            if line.points.is_empty() {
+                continue;
+            }
+            let coords: Vec<String> = line
+                .points
+                .iter()
+                .map(|&(px, py)| format!("{:.1},{:.1}", x(px), y(py)))
+                .collect();
+            let tooltip = esc(&line.tooltip);
+            let _ = write!(
+                s,
+                "<g><title>{tooltip}</title><polyline points=\"{}\" fill=\"none\" stroke=\"{}\" \
+                 stroke-width=\"1.8\" stroke-linejoin=\"round\"/>",
+                coords.join(" "),
+                line.series.color
+            );
+            if line.points.len() <= LINE_MARKS_MAX {
+                for c in &coords {
+                    let (cx, cy) = c.split_once(',').unwrap_or(("0", "0"));
+                    let _ = write!(
+                        s,
+                        "<circle cx=\"{cx}\" cy=\"{cy}\" r=\"2.2\" fill=\"{}\"/>",
+                        line.series.color
+                    );
+                }
+            }
+            s.push_str("</g>\n");
+        }
+        let _ = writeln!(
+            s,
+            "<line x1=\"{LINE_LEFT}\" y1=\"{top:.1}\" x2=\"{LINE_LEFT}\" y2=\"{bottom:.1}\" stroke=\"#222\"/>\
+             <line x1=\"{LINE_LEFT}\" y1=\"{bottom:.1}\" x2=\"{LINE_RIGHT}\" y2=\"{bottom:.1}\" stroke=\"#222\"/>"
+        );
+        s.push_str(&text(
+            (LINE_LEFT + LINE_RIGHT) / 2.0,
+            height - 8.0,
+            10.5,
+            "middle",
+            "fill=\"#555\"",
+            &self.x_label,
+        ));
+        s.push_str("</svg>\n");
+        s
+    }
+
+    /// The lines' names under the title, in rows; and the last row's y.
+    fn legend(&self) -> (String, f64) {
+        let (mut out, mut x, mut y) = (String::new(), 12.0, 40.0);
+        for line in &self.lines {
+            let label = fit(&line.series.name, WIDTH - 40.0, 12.0);
+            let item_w = 18.0 + text_w(&label, 12.0) + 16.0;
+            if x + item_w > WIDTH - 8.0 && x > 12.0 {
+                x = 12.0;
+                y += 18.0;
+            }
+            let _ = write!(
+                out,
+                "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"12\" height=\"3\" fill=\"{}\"/>",
+                y - 6.0,
+                line.series.color
+            );
+            out.push_str(&text(x + 17.0, y, 12.0, "start", "", &label));
+            x += item_w;
+        }
+        (out, y)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_chart_draws_each_line_inside_its_axes() {
+        let chart = LineChart {
+            title: "w: IOPS per second".into(),
+            x_label: "seconds".into(),
+            y_label: "IOPS".into(),
+            lines: vec![
+                Line {
+                    series: Series {
+                        name: "steady".into(),
+                        color: "#4e79a7",
+                    },
+                    points: vec![(0.5, 1000.0), (1.5, 1000.0), (2.5, 1000.0)],
+                    tooltip: "steady <run>".into(),
+                },
+                Line {
+                    series: Series {
+                        name: "stalled".into(),
+                        color: "#f28e2b",
+                    },
+                    points: vec![(0.5, 1000.0), (1.5, 0.0), (2.5, 900.0)],
+                    tooltip: "stalled".into(),
+                },
+            ],
+            empty_message: "none".into(),
+        };
+        let svg = chart.render();
+        assert_eq!(svg.matches("<polyline").count(), 2);
+        assert_eq!(svg.matches("<circle").count(), 6);
+        assert!(svg.contains("steady &lt;run&gt;"));
+        // y from 0 to 1000: the stall's point is on the x axis, the steady
+        // line's on the top grid line; every point within the plot.
+        let polylines: Vec<&str> = svg
+            .split("points=\"")
+            .skip(1)
+            .map(|p| &p[..p.find('"').unwrap()])
+            .collect();
+        let ys = |p: &str| -> Vec<f64> {
+            p.split(' ')
+                .map(|xy| xy.split_once(',').unwrap().1.parse().unwrap())
+                .collect()
+        };
+        let steady = ys(polylines[0]);
+        let stalled = ys(polylines[1]);
+        assert!(steady.iter().all(|&v| v == steady[0]));
+        assert!(
+            stalled[1] > steady[0] + LINE_PLOT_H * 0.99,
+            "{stalled:?} {steady:?}"
+        );
+        for p in &polylines {
+            for xy in p.split(' ') {
+                let x: f64 = xy.split_once(',').unwrap().0.parse().unwrap();
+                assert!((LINE_LEFT..=LINE_RIGHT).contains(&x), "{x}");
+            }
+        }
+        let empty = LineChart {
+            lines: vec![],
+            ..chart
+        };
+        assert!(empty.render().contains(">none</text>"));
+    }
 
     #[test]
     fn steps_are_round() {

@@ -71,7 +71,7 @@ pub enum InitiatorImpl {
     /// isoe's own initiator, as `isoe bench`.
     #[default]
     Isoe,
-    /// libiscsi through fio's `libiscsi` engine (`../shared/tools/fio-libiscsi`).
+    /// libiscsi through fio's `libiscsi` engine (fio built by `scripts/fio-libiscsi`).
     Libiscsi,
 }
 
@@ -92,7 +92,8 @@ pub enum TargetImpl {
     /// isoe's own target, as `isoe target`.
     #[default]
     Isoe,
-    /// tgt, the userspace target from Linux distributions (`../shared/tools/tgt-peer`).
+    /// tgt, the userspace target from Linux distributions, run by
+    /// [`crate::tgt_peer`] (`scripts/tgt-peer` runs it outside the lab).
     Tgt,
 }
 

@@ -182,7 +182,7 @@ fn runnable_cases(plan: &Plan) -> (Vec<ResolvedCase>, Vec<(String, String)>) {
         let missing = missing.or_else(|| {
             (knobs.initiator_impl() == InitiatorImpl::Libiscsi && fio_peer::find_fio().is_none())
                 .then(|| {
-                    "fio with libiscsi's engine was not found (build it with scripts/build-fio-libiscsi, or set ISOE_FIO)".to_string()
+                    "fio with libiscsi's engine was not found (build it with scripts/fio-libiscsi, or set ISOE_FIO)".to_string()
                 })
         });
         match missing {
@@ -695,7 +695,9 @@ fn run_fio(
     let plan = &options.plan;
     let fio = fio_peer::find_fio().ok_or_else(|| {
         BenchFailure::Failed(
-            "fio with libiscsi not found: run scripts/build-fio-libiscsi or set ISOE_FIO".into(),
+            "fio with libiscsi not found: build it with scripts/fio-libiscsi (isoe lab does, \
+             as root), or set ISOE_FIO"
+                .into(),
         )
     })?;
     let shape = workload.shape(knobs);

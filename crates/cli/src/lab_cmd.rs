@@ -78,6 +78,9 @@ fn lab(args: &LabArgs) -> Result<ExitCode, String> {
     for note in &outcome.notes {
         println!("note: {note}");
     }
+    for (case, why) in &outcome.skipped {
+        println!("skipped, not measured: {case}: {why}");
+    }
     println!(
         "{} runs ({} new){}",
         outcome.runs,

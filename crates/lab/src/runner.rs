@@ -100,6 +100,9 @@ pub struct LabOutcome {
     pub interrupted: bool,
     /// Things the report says (skipped knobs, non-convergence, ...).
     pub notes: Vec<String>,
+    /// Cases not measured, with why: those whose peer program is missing,
+    /// and those a missing program stopped at their first run.
+    pub skipped: Vec<(String, String)>,
 }
 
 /// Runs `options.plan` to the end (or to Ctrl-C) and writes the reports.
@@ -119,12 +122,7 @@ pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
         .open(&results_path)
         .map_err(io_error(&results_path))?;
     let started_at = isoe_bench::timestamp::rfc3339_utc(std::time::SystemTime::now());
-    let (cases, skipped) = runnable_cases(plan);
-    notes.extend(
-        skipped
-            .iter()
-            .map(|(case, why)| format!("case {case}: skipped: {why}")),
-    );
+    let (mut cases, skipped) = runnable_cases(plan);
     let mut lab = Lab {
         options: &options,
         results_path: &results_path,
@@ -134,8 +132,9 @@ pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
         new_runs: 0,
         environment_nics: String::new(),
         interrupted: false,
+        skipped,
     };
-    lab.run_rounds(&cases)?;
+    lab.run_rounds(&mut cases)?;
     lab.progress.finish();
     notes.extend(convergence_notes(plan, &cases, &lab.records));
     if lab.interrupted {
@@ -147,7 +146,7 @@ pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
         plan,
         &lab.records,
         &notes,
-        &skipped,
+        &lab.skipped,
         std::mem::take(&mut lab.environment_nics),
         &started_at,
         &finished_at,
@@ -162,6 +161,7 @@ pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
         new_runs: lab.new_runs,
         interrupted: lab.interrupted,
         notes,
+        skipped: lab.skipped,
     })
 }
 
@@ -203,6 +203,8 @@ struct Lab<'a> {
     new_runs: usize,
     environment_nics: String,
     interrupted: bool,
+    /// Cases not measured, with why.
+    skipped: Vec<(String, String)>,
 }
 
 /// Rounds a plan may take at most, whatever its cells say: every cell
@@ -214,8 +216,9 @@ fn round_limit(plan: &Plan) -> u32 {
 
 impl Lab<'_> {
     /// Round after round, each due case once in a shuffled order, until no
-    /// cell is due or Ctrl-C.
-    fn run_rounds(&mut self, cases: &[ResolvedCase]) -> Result<(), LabError> {
+    /// cell is due or Ctrl-C. A case a missing program stops is dropped
+    /// from `cases` (and listed as skipped) before the next round.
+    fn run_rounds(&mut self, cases: &mut Vec<ResolvedCase>) -> Result<(), LabError> {
         let plan = &self.options.plan;
         let first = rounds::next_round(&self.records);
         for round in first..first + round_limit(plan) {
@@ -229,13 +232,21 @@ impl Lab<'_> {
                     self.interrupted = true;
                     return Ok(());
                 }
+                if self.is_skipped(&cases[*ci].name) {
+                    continue;
+                }
                 self.run_case(cases, &cases[*ci], workloads, round)?;
                 if self.interrupted {
                     return Ok(());
                 }
             }
+            cases.retain(|c| !self.is_skipped(&c.name));
         }
         Ok(())
+    }
+
+    fn is_skipped(&self, case: &str) -> bool {
+        self.skipped.iter().any(|(name, _)| name == case)
     }
 
     /// One case's runs in one round: a fresh topology with its link knobs
@@ -259,8 +270,21 @@ impl Lab<'_> {
         if plan.run.pin_cpus {
             topo.pin_roles();
         }
+        let applied = match topo.apply(&knobs.link) {
+            Ok(applied) => applied,
+            Err(missing) => {
+                // Run without the knob, the case would measure noise as its effect.
+                let why = missing.to_string();
+                self.progress.finish();
+                eprintln!("isoe lab: case {}: skipped, not measured: {why}", case.name);
+                self.skipped.push((case.name.clone(), why));
+                return topo.destroy().map_err(|e| {
+                    LabError::Topology(format!("removing the topology of case {}: {e}", case.name))
+                });
+            }
+        };
         let mut skipped: BTreeMap<String, String> = BTreeMap::new();
-        for applied in topo.apply(&knobs.link) {
+        for applied in applied {
             if let Err(why) = applied.outcome {
                 skipped.insert(applied.knob, why);
             }

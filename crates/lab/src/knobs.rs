@@ -210,6 +210,9 @@ fn overlay_offloads(base: &Offloads, case: &Offloads) -> Offloads {
     }
 }
 
+/// The offload knobs by ethtool's short names, in the seeds' order.
+pub const OFFLOAD_ORDER: [&str; 6] = ["tso", "gso", "gro", "tx", "rx", "sg"];
+
 /// The offloads of one side as `(name, value)`, in ethtool's order of the seeds.
 pub fn offload_entries(o: &Offloads) -> [(&'static str, Option<bool>); 6] {
     [

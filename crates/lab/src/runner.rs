@@ -13,7 +13,7 @@ use crate::knobs::{InitiatorImpl, KnobSet, TargetImpl};
 use crate::plan::{Plan, ResolvedCase, WorkloadSpec};
 use crate::record::RunRecord;
 use crate::rounds;
-use crate::tgt_peer::{self, TgtTarget};
+use crate::tgt_peer::TgtTarget;
 use crate::topology::{self, Kind, Role, Topology};
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -81,6 +81,12 @@ pub struct LabOptions {
     pub progress: bool,
     /// Set on Ctrl-C.
     pub stop: Arc<AtomicBool>,
+    /// Cases not to run, each with why (what [`crate::preflight`] found
+    /// missing); they head the report as not measured.
+    pub skip: Vec<(String, String)>,
+    /// What the cases run without (link knobs on the host's own loopback),
+    /// one line each, for the report's notes.
+    pub lost: Vec<String>,
 }
 
 /// What a finished (or interrupted) plan left.
@@ -100,8 +106,8 @@ pub struct LabOutcome {
     pub interrupted: bool,
     /// Things the report says (skipped knobs, non-convergence, ...).
     pub notes: Vec<String>,
-    /// Cases not measured, with why: those whose peer program is missing,
-    /// and those a missing program stopped at their first run.
+    /// Cases not measured, with why: those of [`LabOptions::skip`] and
+    /// those a missing program stopped at their first run.
     pub skipped: Vec<(String, String)>,
 }
 
@@ -122,7 +128,8 @@ pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
         .open(&results_path)
         .map_err(io_error(&results_path))?;
     let started_at = isoe_bench::timestamp::rfc3339_utc(std::time::SystemTime::now());
-    let (mut cases, skipped) = runnable_cases(plan);
+    let (mut cases, skipped) = runnable_cases(plan, &options.skip);
+    notes.extend(options.lost.iter().cloned());
     let mut lab = Lab {
         options: &options,
         results_path: &results_path,
@@ -165,32 +172,23 @@ pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
     })
 }
 
-/// The plan's cases that can run here, and (case, why) for those that
-/// cannot (a peer program is missing).
-fn runnable_cases(plan: &Plan) -> (Vec<ResolvedCase>, Vec<(String, String)>) {
-    let mut skipped = Vec::new();
-    let mut cases = Vec::new();
-    for case in plan.resolved_cases() {
-        let knobs = &case.knobs;
-        let missing = if knobs.target_impl() == TargetImpl::Tgt {
-            tgt_peer::programs()
-                .err()
-                .map(|why| format!("target = tgt: {why}"))
-        } else {
-            None
-        };
-        let missing = missing.or_else(|| {
-            (knobs.initiator_impl() == InitiatorImpl::Libiscsi && fio_peer::find_fio().is_none())
-                .then(|| {
-                    "fio with libiscsi's engine was not found (build it with scripts/fio-libiscsi, or set ISOE_FIO)".to_string()
-                })
-        });
-        match missing {
-            Some(why) => skipped.push((case.name, why)),
-            None => cases.push(case),
-        }
-    }
-    (cases, skipped)
+/// The plan's cases but those `skip` names, and `skip` as it applies to
+/// this plan.
+fn runnable_cases(
+    plan: &Plan,
+    skip: &[(String, String)],
+) -> (Vec<ResolvedCase>, Vec<(String, String)>) {
+    let cases: Vec<ResolvedCase> = plan.resolved_cases();
+    let skipped: Vec<(String, String)> = skip
+        .iter()
+        .filter(|(name, _)| cases.iter().any(|c| c.name == *name))
+        .cloned()
+        .collect();
+    let runnable = cases
+        .into_iter()
+        .filter(|c| !skipped.iter().any(|(name, _)| *name == c.name))
+        .collect();
+    (runnable, skipped)
 }
 
 /// A plan in progress: its records so far and where new ones go.

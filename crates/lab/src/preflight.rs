@@ -388,7 +388,7 @@ pub fn check(cases: &[ResolvedCase], machine: &dyn Machine) -> Check {
             let Some((need, why)) = resolved(r.need) else {
                 continue;
             };
-            let entry = (need, why, r.by);
+            let entry = (need, why, r.by, r.need);
             if r.scope == Scope::SharedLink && r.need == Need::Namespaces {
                 shared.push(entry);
             } else if need.installable() {
@@ -403,24 +403,28 @@ pub fn check(cases: &[ResolvedCase], machine: &dyn Machine) -> Check {
         } else {
             &fixed
         };
-        for (need, why, by) in stoppers {
+        for (need, why, by, _) in stoppers {
             note_missing(*need, why, &case.name, by);
         }
-        for (need, why, by) in shared.iter().filter(|e| e.0.installable()) {
+        for (need, why, by, _) in shared.iter().filter(|e| e.0.installable()) {
             note_missing(*need, why, &case.name, by);
         }
         if !stoppers.is_empty() {
             let why: Vec<String> = stoppers
                 .iter()
-                .map(|(need, why, by)| match need {
-                    Need::Root => format!("{by} needs root"),
+                .map(|(need, why, by, asked)| match (need, asked) {
+                    // "not root" says little: say what root is for.
+                    (Need::Root, Need::Namespaces) => {
+                        format!("{by} needs root, for a network namespace")
+                    }
+                    (Need::Root, _) => format!("{by} needs root, which tgtd runs as"),
                     _ => format!("{by} needs {} ({why})", need.name()),
                 })
                 .collect();
             blocked.push((case.name.clone(), why.join("; ")));
             continue;
         }
-        for (need, why, by) in shared {
+        for (need, why, by, _) in shared {
             let why = match need {
                 Need::Root => why,
                 Need::Namespaces => format!("network namespaces refused: {why}"),

@@ -1,7 +1,9 @@
 //! `isoe lab`: arguments to a plan run, and what is printed at the end.
 
 use clap::Args;
+use isoe_lab::install::SystemInstaller;
 use isoe_lab::plan::Plan;
+use isoe_lab::preflight;
 use isoe_lab::runner::{self, LabOptions};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -30,7 +32,22 @@ pub struct LabArgs {
     /// No progress line.
     #[arg(long)]
     no_progress: bool,
+    /// Never install what the plan needs. By default, as root with apt-get,
+    /// missing programs (iproute2, ethtool, tgt) are installed and fio with
+    /// libiscsi is built (scripts/fio-libiscsi) before the first run; with
+    /// this, the lab stops instead and prints the command that would.
+    #[arg(long)]
+    no_install: bool,
+    /// When something a case needs is missing (and not installed), run the
+    /// other cases instead of stopping; the skipped ones are listed before
+    /// the first run and at the top of the report.
+    #[arg(long)]
+    skip_missing: bool,
 }
+
+/// The exit status of a plan stopped before its first run because
+/// something it needs is missing.
+const EXIT_MISSING: u8 = 2;
 
 /// Runs `isoe lab`.
 pub fn run(args: LabArgs) -> ExitCode {
@@ -42,30 +59,83 @@ pub fn run(args: LabArgs) -> ExitCode {
     }
     match lab(&args) {
         Ok(code) => code,
-        Err(e) => {
+        Err(Failure::Missing(stop)) => {
+            eprintln!("{stop}");
+            ExitCode::from(EXIT_MISSING)
+        }
+        Err(Failure::Other(e)) => {
             eprintln!("isoe lab: error: {e}");
             ExitCode::from(1)
         }
     }
 }
 
-fn lab(args: &LabArgs) -> Result<ExitCode, String> {
+/// Why `isoe lab` did not finish.
+enum Failure {
+    /// Something the plan needs is missing; nothing ran.
+    Missing(preflight::Stop),
+    /// Anything else.
+    Other(String),
+}
+
+impl From<String> for Failure {
+    fn from(e: String) -> Failure {
+        Failure::Other(e)
+    }
+}
+
+/// What the plan needs, installed or found missing, before the first run;
+/// the cases to skip and what the rest run without, printed.
+fn preflight(args: &LabArgs, plan: &Plan) -> Result<preflight::Ready, Failure> {
+    let policy = preflight::Policy {
+        install: !args.no_install,
+        skip_missing: args.skip_missing,
+    };
+    let mut stdout = std::io::stdout();
+    let ready = preflight::prepare(
+        &plan.name,
+        &plan.resolved_cases(),
+        policy,
+        &preflight::Probe::default(),
+        &mut SystemInstaller,
+        &mut stdout,
+    )
+    .map_err(Failure::Missing)?;
+    for line in &ready.installed {
+        println!("installed: {line}");
+    }
+    if !ready.skipped.is_empty() {
+        println!("skipped, not measured (also listed at the top of the report):");
+        for (case, why) in &ready.skipped {
+            println!("  - {case}: {why}");
+        }
+    }
+    for line in &ready.lost {
+        println!("note: {line}");
+    }
+    Ok(ready)
+}
+
+fn lab(args: &LabArgs) -> Result<ExitCode, Failure> {
     let plan = Plan::from_arg(&args.plan).map_err(|e| e.to_string())?;
     let out_dir = args
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("lab-out").join(&plan.name));
     let isoe = std::env::current_exe().map_err(|e| format!("cannot find the isoe binary: {e}"))?;
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, stop.clone()).map_err(|e| e.to_string())?;
-    }
     println!(
         "isoe lab: plan {} ({}), results in {}",
         plan.name,
         plan.source,
         out_dir.display()
     );
+    let ready = preflight(args, &plan)?;
+    // Installing is left to Ctrl-C's default (apt-get and the fio build
+    // stop with the lab); from here on Ctrl-C ends the plan in order.
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, stop.clone()).map_err(|e| e.to_string())?;
+    }
     let outcome = runner::run_plan(LabOptions {
         plan,
         out_dir,
@@ -73,10 +143,19 @@ fn lab(args: &LabArgs) -> Result<ExitCode, String> {
         fresh: args.fresh,
         progress: !args.no_progress && std::io::stderr().is_terminal(),
         stop,
+        skip: ready.skipped,
+        lost: ready.lost.clone(),
     })
     .map_err(|e| e.to_string())?;
-    for note in &outcome.notes {
+    for note in outcome.notes.iter().filter(|n| !ready.lost.contains(n)) {
         println!("note: {note}");
+    }
+    if !outcome.skipped.is_empty() {
+        let names: Vec<&str> = outcome.skipped.iter().map(|(c, _)| c.as_str()).collect();
+        println!(
+            "skipped, not measured: {} (why: at the top of the report)",
+            names.join(", ")
+        );
     }
     println!(
         "{} runs ({} new){}",

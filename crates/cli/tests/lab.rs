@@ -3,8 +3,16 @@
 //! repeating, Ctrl-C stops it with the report written, and no namespace of
 //! the run is left behind.
 //!
+//! Before its first run the lab checks what the plan needs: a plan whose
+//! case needs a program the machine lacks stops (exit 2) with the command
+//! that would install it, or with `--skip-missing` runs the rest and heads
+//! its report with the skipped case. Every test here passes `--no-install`,
+//! so that none ever installs anything, and the missing program is made up
+//! (`ISOE_LAB_PRETEND_MISSING`), so that none has to uninstall one.
+//!
 //! Needs root (network namespaces); skipped with the reason otherwise,
-//! unless CI is set.
+//! unless CI is set. The libiscsi test also needs fio built with libiscsi
+//! (`scripts/fio-libiscsi`, which `.ci/run` runs), and fails in CI without it.
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -56,7 +64,7 @@ fn lab(dir: &Path, extra: &[&str]) -> Output {
         .arg(&plan)
         .arg("--out")
         .arg(dir.join("out"))
-        .arg("--no-progress")
+        .args(["--no-progress", "--no-install"])
         .args(extra)
         .output()
         .expect("run isoe lab")
@@ -164,7 +172,7 @@ fn ctrl_c_stops_the_plan_writes_the_report_and_removes_the_namespaces() {
     )
     .unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_isoe"))
-        .args(["lab", "--no-progress", "--plan"])
+        .args(["lab", "--no-progress", "--no-install", "--plan"])
         .arg(&plan)
         .arg("--out")
         .arg(dir.path().join("out"))
@@ -205,4 +213,137 @@ fn ctrl_c_stops_the_plan_writes_the_report_and_removes_the_namespaces() {
         "left behind: {:?}",
         namespaces_of(pid)
     );
+}
+
+/// TINY_PLAN with a case that turns offloads off, which takes ethtool.
+fn offload_plan(dir: &Path) -> std::path::PathBuf {
+    let plan = dir.join("offloads.toml");
+    let text = TINY_PLAN.replace("name = \"tiny\"", "name = \"offloads\"")
+        + "[[case]]\nname = \"offloads-off\"\ndescription = \"TSO off\"\ntso = false\n";
+    std::fs::write(&plan, text).unwrap();
+    plan
+}
+
+/// `isoe lab` on `plan` with ethtool made to look missing.
+fn lab_without_ethtool(dir: &Path, plan: &Path, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_isoe"))
+        .args(["lab", "--no-progress", "--no-install", "--plan"])
+        .arg(plan)
+        .arg("--out")
+        .arg(dir.join("out"))
+        .args(extra)
+        .env(isoe_lab::netcmd::PRETEND_MISSING_ENV, "ethtool")
+        .output()
+        .expect("run isoe lab")
+}
+
+#[test]
+fn a_plan_needing_a_missing_program_stops_before_any_run_with_the_command() {
+    let test = "a_plan_needing_a_missing_program_stops_before_any_run_with_the_command";
+    if !root_or_skip(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plan = offload_plan(dir.path());
+    let out = lab_without_ethtool(dir.path(), &plan, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for expected in [
+        "plan offloads needs what this machine does not have; nothing was run",
+        "  - ethtool (Debian package ethtool): ethtool not found",
+        "needed by offloads-off (offloads tso off)",
+        "Not installed: --no-install.",
+        "  apt-get install -y --no-install-recommends ethtool\n",
+        "--skip-missing",
+    ] {
+        assert!(stderr.contains(expected), "{expected:?}: {}", text(&out));
+    }
+    assert!(records(dir.path()).is_empty(), "runs were made");
+    assert!(!dir.path().join("out/report.md").exists());
+}
+
+#[test]
+fn skip_missing_runs_the_rest_and_heads_the_report_with_the_skipped_case() {
+    let test = "skip_missing_runs_the_rest_and_heads_the_report_with_the_skipped_case";
+    if !root_or_skip(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plan = offload_plan(dir.path());
+    let out = lab_without_ethtool(dir.path(), &plan, &["--skip-missing"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // Listed before the first run (the run count comes at the end).
+    let listed = stdout
+        .find("skipped, not measured (also listed at the top of the report):\n  - offloads-off: offloads tso off needs ethtool")
+        .unwrap_or_else(|| panic!("not listed: {}", text(&out)));
+    assert!(listed < stdout.find(" runs (").unwrap(), "{}", text(&out));
+    let runs = records(dir.path());
+    let cases: std::collections::BTreeSet<&str> =
+        runs.iter().map(|r| r["case"].as_str().unwrap()).collect();
+    assert_eq!(
+        cases.into_iter().collect::<Vec<_>>(),
+        ["baseline", "jumbo"],
+        "{runs:?}"
+    );
+    let md = std::fs::read_to_string(dir.path().join("out/report.md")).unwrap();
+    let boxed = md.find("> **Skipped: not measured.**").expect("the box");
+    assert!(boxed < md.find("## Findings").unwrap(), "{md}");
+    assert!(
+        md.contains("> - offloads-off: offloads tso off needs ethtool"),
+        "{md}"
+    );
+}
+
+/// False, with the reason printed, when fio with libiscsi is not here
+/// (panics in CI, which builds it).
+fn fio_or_skip(test: &str) -> bool {
+    match isoe_lab::fio_peer::usable_fio() {
+        Ok(_) => true,
+        Err(why) if std::env::var_os("CI").is_some() => {
+            panic!("{test}: fio with libiscsi is needed in CI (.ci/run builds it): {why}")
+        }
+        Err(why) => {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED {test}: fio with libiscsi: {why}"
+            );
+            false
+        }
+    }
+}
+
+#[test]
+fn a_libiscsi_case_is_measured_with_fio() {
+    let test = "a_libiscsi_case_is_measured_with_fio";
+    if !root_or_skip(test) || !fio_or_skip(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("fio.toml");
+    let fio_plan = TINY_PLAN
+        .replace("name = \"tiny\"", "name = \"fio\"")
+        .replace("min_runs = 2\nmax_runs = 2", "min_runs = 1\nmax_runs = 1")
+        .replace(
+            "name = \"jumbo\"\ndescription = \"MTU 9000\"\nmtu = 9000",
+            "name = \"libiscsi\"\ndescription = \"fio\"\ninitiator = \"libiscsi\"",
+        );
+    std::fs::write(&plan, fio_plan).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_isoe"))
+        .args(["lab", "--no-progress", "--no-install", "--plan"])
+        .arg(&plan)
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .output()
+        .expect("run isoe lab");
+    assert!(out.status.success(), "{}", text(&out));
+    let runs = records(dir.path());
+    let fio = runs
+        .iter()
+        .find(|r| r["case"] == "libiscsi")
+        .unwrap_or_else(|| panic!("no libiscsi run: {runs:?}\n{}", text(&out)));
+    assert_eq!(fio["valid"], true, "{fio}");
+    assert_eq!(fio["bench"]["initiator"], "libiscsi (fio)", "{fio}");
+    assert!(fio["value"].as_f64().unwrap() > 0.0, "{fio}");
 }

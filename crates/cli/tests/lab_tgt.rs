@@ -205,7 +205,7 @@ fn isoe_lab_runs_a_tgt_case_and_leaves_nothing() {
     let plan = dir.path().join("tgt.toml");
     std::fs::write(&plan, TGT_PLAN).unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_isoe"))
-        .args(["lab", "--no-progress", "--plan"])
+        .args(["lab", "--no-progress", "--no-install", "--plan"])
         .arg(&plan)
         .arg("--out")
         .arg(dir.path().join("out"))
@@ -287,7 +287,7 @@ fn the_tgtd_of_a_lab_that_was_killed_is_stopped_at_the_next_start() {
     )
     .unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_isoe"))
-        .args(["lab", "--no-progress", "--plan"])
+        .args(["lab", "--no-progress", "--no-install", "--plan"])
         .arg(&plan)
         .arg("--out")
         .arg(dir.path().join("out"))

@@ -8,16 +8,67 @@ use isoe_bench::demand;
 use isoe_bench::tcp::TcpCounters;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// `scripts/fio-libiscsi`, built into the binary so that `isoe lab` can
+/// build fio also where isoe was installed with `cargo install` and no
+/// checkout is around.
+pub const BUILD_SCRIPT: &str = include_str!("../../../scripts/fio-libiscsi");
+
+/// Where the script is in the checkout this binary was built from, if that
+/// checkout is still there (for the command a person is told to run).
+pub fn script_in_checkout() -> Option<PathBuf> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/fio-libiscsi");
+    path.canonicalize().ok().filter(|p| p.is_file())
+}
+
+/// Where `scripts/fio-libiscsi` keeps what it builds: `ISOE_TOOLS_CACHE`,
+/// else `~/.cache/isoe-tools` (the script's own rule).
+pub fn tools_cache() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("ISOE_TOOLS_CACHE").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(dir));
+    }
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty())?;
+    Some(Path::new(&home).join(".cache/isoe-tools"))
+}
+
+/// The binary `scripts/fio-libiscsi` builds, whether it is there or not.
+pub fn built_fio() -> Option<PathBuf> {
+    Some(tools_cache()?.join("fio-libiscsi/fio"))
+}
 
 /// Where fio with the libiscsi engine is: `ISOE_FIO`, else what
-/// `../shared/tools/fio-libiscsi` builds into ~/.cache.
+/// `scripts/fio-libiscsi` built into its cache ([`built_fio`]).
 pub fn find_fio() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("ISOE_FIO") {
+    if let Some(p) = std::env::var_os("ISOE_FIO").filter(|p| !p.is_empty()) {
         return Some(PathBuf::from(p));
     }
-    let home = std::env::var_os("HOME")?;
-    let cached = Path::new(&home).join(".cache/isoe-tools/fio-libiscsi/fio");
-    cached.exists().then_some(cached)
+    built_fio().filter(|p| p.exists())
+}
+
+/// fio with the libiscsi engine, checked: found ([`find_fio`]) and listing
+/// `libiscsi` among its engines (Debian's own fio does not); else why not.
+pub fn usable_fio() -> Result<PathBuf, String> {
+    let Some(fio) = find_fio() else {
+        let place = built_fio().map_or("~/.cache/isoe-tools/fio-libiscsi/fio".into(), |p| {
+            p.display().to_string()
+        });
+        return Err(format!("not built: no {place}, and ISOE_FIO is not set"));
+    };
+    let out = Command::new(&fio)
+        .arg("--enghelp")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{} cannot run: {e}", fio.display()))?;
+    let engines = String::from_utf8_lossy(&out.stdout);
+    if engines.split_whitespace().any(|w| w == "libiscsi") {
+        Ok(fio)
+    } else {
+        Err(format!(
+            "{} does not list the libiscsi engine in fio --enghelp",
+            fio.display()
+        ))
+    }
 }
 
 /// What one fio run is asked to do.

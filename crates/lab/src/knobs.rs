@@ -71,7 +71,7 @@ pub enum InitiatorImpl {
     /// isoe's own initiator, as `isoe bench`.
     #[default]
     Isoe,
-    /// libiscsi through fio's `libiscsi` engine (`../shared/tools/fio-libiscsi`).
+    /// libiscsi through fio's `libiscsi` engine (fio built by `scripts/fio-libiscsi`).
     Libiscsi,
 }
 
@@ -92,7 +92,8 @@ pub enum TargetImpl {
     /// isoe's own target, as `isoe target`.
     #[default]
     Isoe,
-    /// tgt, the userspace target from Linux distributions (`../shared/tools/tgt-peer`).
+    /// tgt, the userspace target from Linux distributions, run by
+    /// [`crate::tgt_peer`] (`scripts/tgt-peer` runs it outside the lab).
     Tgt,
 }
 
@@ -208,6 +209,9 @@ fn overlay_offloads(base: &Offloads, case: &Offloads) -> Offloads {
         sg: case.sg.or(base.sg),
     }
 }
+
+/// The offload knobs by ethtool's short names, in the seeds' order.
+pub const OFFLOAD_ORDER: [&str; 6] = ["tso", "gso", "gro", "tx", "rx", "sg"];
 
 /// The offloads of one side as `(name, value)`, in ethtool's order of the seeds.
 pub fn offload_entries(o: &Offloads) -> [(&'static str, Option<bool>); 6] {

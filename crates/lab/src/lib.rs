@@ -10,10 +10,12 @@
 
 pub mod fio_peer;
 pub mod foreign;
+pub mod install;
 pub mod knobs;
 pub mod link;
 pub mod netcmd;
 pub mod plan;
+pub mod preflight;
 pub mod record;
 pub mod report;
 pub mod report_input;

@@ -293,10 +293,25 @@ pub fn run(argv: &[String]) -> Result<String, CommandError> {
     })
 }
 
-/// Where `program` is: on `PATH`, else in `/usr/sbin` or `/sbin`.
+/// Names the lab treats as not installed, comma-separated, whatever is on
+/// the machine: how tests show what `isoe lab` does where a program is
+/// missing (a test cannot uninstall ethtool from under the others).
+pub const PRETEND_MISSING_ENV: &str = "ISOE_LAB_PRETEND_MISSING";
+
+/// Whether [`PRETEND_MISSING_ENV`] names `program`.
+pub fn pretend_missing(program: &str) -> bool {
+    std::env::var(PRETEND_MISSING_ENV)
+        .is_ok_and(|list| list.split(',').any(|p| p.trim() == program))
+}
+
+/// Where `program` is: on `PATH`, else in `/usr/sbin` or `/sbin`; None
+/// also when [`PRETEND_MISSING_ENV`] names it.
 pub fn find_program(program: &str) -> Option<PathBuf> {
     if program.contains('/') {
         return Some(PathBuf::from(program));
+    }
+    if pretend_missing(program) {
+        return None;
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)

@@ -13,7 +13,7 @@ use crate::knobs::{InitiatorImpl, KnobSet, TargetImpl};
 use crate::plan::{Plan, ResolvedCase, WorkloadSpec};
 use crate::record::RunRecord;
 use crate::rounds;
-use crate::tgt_peer::{self, TgtTarget};
+use crate::tgt_peer::TgtTarget;
 use crate::topology::{self, Kind, Role, Topology};
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -81,6 +81,12 @@ pub struct LabOptions {
     pub progress: bool,
     /// Set on Ctrl-C.
     pub stop: Arc<AtomicBool>,
+    /// Cases not to run, each with why (what [`crate::preflight`] found
+    /// missing); they head the report as not measured.
+    pub skip: Vec<(String, String)>,
+    /// What the cases run without (link knobs on the host's own loopback),
+    /// one line each, for the report's notes.
+    pub lost: Vec<String>,
 }
 
 /// What a finished (or interrupted) plan left.
@@ -100,6 +106,9 @@ pub struct LabOutcome {
     pub interrupted: bool,
     /// Things the report says (skipped knobs, non-convergence, ...).
     pub notes: Vec<String>,
+    /// Cases not measured, with why: those of [`LabOptions::skip`] and
+    /// those a missing program stopped at their first run.
+    pub skipped: Vec<(String, String)>,
 }
 
 /// Runs `options.plan` to the end (or to Ctrl-C) and writes the reports.
@@ -119,12 +128,8 @@ pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
         .open(&results_path)
         .map_err(io_error(&results_path))?;
     let started_at = isoe_bench::timestamp::rfc3339_utc(std::time::SystemTime::now());
-    let (cases, skipped) = runnable_cases(plan);
-    notes.extend(
-        skipped
-            .iter()
-            .map(|(case, why)| format!("case {case}: skipped: {why}")),
-    );
+    let (mut cases, skipped) = runnable_cases(plan, &options.skip);
+    notes.extend(options.lost.iter().cloned());
     let mut lab = Lab {
         options: &options,
         results_path: &results_path,
@@ -134,8 +139,9 @@ pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
         new_runs: 0,
         environment_nics: String::new(),
         interrupted: false,
+        skipped,
     };
-    lab.run_rounds(&cases)?;
+    lab.run_rounds(&mut cases)?;
     lab.progress.finish();
     notes.extend(convergence_notes(plan, &cases, &lab.records));
     if lab.interrupted {
@@ -147,7 +153,7 @@ pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
         plan,
         &lab.records,
         &notes,
-        &skipped,
+        &lab.skipped,
         std::mem::take(&mut lab.environment_nics),
         &started_at,
         &finished_at,
@@ -162,35 +168,27 @@ pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
         new_runs: lab.new_runs,
         interrupted: lab.interrupted,
         notes,
+        skipped: lab.skipped,
     })
 }
 
-/// The plan's cases that can run here, and (case, why) for those that
-/// cannot (a peer program is missing).
-fn runnable_cases(plan: &Plan) -> (Vec<ResolvedCase>, Vec<(String, String)>) {
-    let mut skipped = Vec::new();
-    let mut cases = Vec::new();
-    for case in plan.resolved_cases() {
-        let knobs = &case.knobs;
-        let missing = if knobs.target_impl() == TargetImpl::Tgt {
-            tgt_peer::programs()
-                .err()
-                .map(|why| format!("target = tgt: {why}"))
-        } else {
-            None
-        };
-        let missing = missing.or_else(|| {
-            (knobs.initiator_impl() == InitiatorImpl::Libiscsi && fio_peer::find_fio().is_none())
-                .then(|| {
-                    "fio with libiscsi's engine was not found (build it with scripts/build-fio-libiscsi, or set ISOE_FIO)".to_string()
-                })
-        });
-        match missing {
-            Some(why) => skipped.push((case.name, why)),
-            None => cases.push(case),
-        }
-    }
-    (cases, skipped)
+/// The plan's cases but those `skip` names, and `skip` as it applies to
+/// this plan.
+fn runnable_cases(
+    plan: &Plan,
+    skip: &[(String, String)],
+) -> (Vec<ResolvedCase>, Vec<(String, String)>) {
+    let cases: Vec<ResolvedCase> = plan.resolved_cases();
+    let skipped: Vec<(String, String)> = skip
+        .iter()
+        .filter(|(name, _)| cases.iter().any(|c| c.name == *name))
+        .cloned()
+        .collect();
+    let runnable = cases
+        .into_iter()
+        .filter(|c| !skipped.iter().any(|(name, _)| *name == c.name))
+        .collect();
+    (runnable, skipped)
 }
 
 /// A plan in progress: its records so far and where new ones go.
@@ -203,6 +201,8 @@ struct Lab<'a> {
     new_runs: usize,
     environment_nics: String,
     interrupted: bool,
+    /// Cases not measured, with why.
+    skipped: Vec<(String, String)>,
 }
 
 /// Rounds a plan may take at most, whatever its cells say: every cell
@@ -214,8 +214,9 @@ fn round_limit(plan: &Plan) -> u32 {
 
 impl Lab<'_> {
     /// Round after round, each due case once in a shuffled order, until no
-    /// cell is due or Ctrl-C.
-    fn run_rounds(&mut self, cases: &[ResolvedCase]) -> Result<(), LabError> {
+    /// cell is due or Ctrl-C. A case a missing program stops is dropped
+    /// from `cases` (and listed as skipped) before the next round.
+    fn run_rounds(&mut self, cases: &mut Vec<ResolvedCase>) -> Result<(), LabError> {
         let plan = &self.options.plan;
         let first = rounds::next_round(&self.records);
         for round in first..first + round_limit(plan) {
@@ -229,13 +230,21 @@ impl Lab<'_> {
                     self.interrupted = true;
                     return Ok(());
                 }
+                if self.is_skipped(&cases[*ci].name) {
+                    continue;
+                }
                 self.run_case(cases, &cases[*ci], workloads, round)?;
                 if self.interrupted {
                     return Ok(());
                 }
             }
+            cases.retain(|c| !self.is_skipped(&c.name));
         }
         Ok(())
+    }
+
+    fn is_skipped(&self, case: &str) -> bool {
+        self.skipped.iter().any(|(name, _)| name == case)
     }
 
     /// One case's runs in one round: a fresh topology with its link knobs
@@ -259,8 +268,21 @@ impl Lab<'_> {
         if plan.run.pin_cpus {
             topo.pin_roles();
         }
+        let applied = match topo.apply(&knobs.link) {
+            Ok(applied) => applied,
+            Err(missing) => {
+                // Run without the knob, the case would measure noise as its effect.
+                let why = missing.to_string();
+                self.progress.finish();
+                eprintln!("isoe lab: case {}: skipped, not measured: {why}", case.name);
+                self.skipped.push((case.name.clone(), why));
+                return topo.destroy().map_err(|e| {
+                    LabError::Topology(format!("removing the topology of case {}: {e}", case.name))
+                });
+            }
+        };
         let mut skipped: BTreeMap<String, String> = BTreeMap::new();
-        for applied in topo.apply(&knobs.link) {
+        for applied in applied {
             if let Err(why) = applied.outcome {
                 skipped.insert(applied.knob, why);
             }
@@ -695,7 +717,9 @@ fn run_fio(
     let plan = &options.plan;
     let fio = fio_peer::find_fio().ok_or_else(|| {
         BenchFailure::Failed(
-            "fio with libiscsi not found: run scripts/build-fio-libiscsi or set ISOE_FIO".into(),
+            "fio with libiscsi not found: build it with scripts/fio-libiscsi (isoe lab does, \
+             as root), or set ISOE_FIO"
+                .into(),
         )
     })?;
     let shape = workload.shape(knobs);

@@ -29,7 +29,7 @@ mod describe;
 mod layout;
 mod stale;
 
-pub use apply::Applied;
+pub use apply::{Applied, MissingProgram};
 pub use describe::{Description, InterfaceDescription, NamespaceDescription};
 pub use layout::{VXLAN_OVERHEAD, VXLAN_VNI};
 pub use stale::{cleanup_own, cleanup_stale, lab_namespaces, owner_pid, NAMESPACE_PREFIX};

@@ -860,3 +860,35 @@ fn each_case_latest_valid_run_is_shown_second_by_second() {
     let html = render_html(&input);
     assert!(html.contains("No per-second data for small: baseline: its runs carry no"));
 }
+
+#[test]
+fn skipped_cases_head_the_report_before_the_findings() {
+    let mut skipping = input();
+    let why = "offloads tso off needs ethtool (ethtool not found on PATH, /usr/sbin or /sbin)";
+    skipping.skipped_cases = vec![("offloads-off".into(), why.into())];
+    skipping.cases.push(CaseInfo {
+        name: "offloads-off".into(),
+        description: "TSO off".into(),
+        knobs_changed: map(&[("initiator.tso", "off"), ("target.tso", "off")]),
+        ..CaseInfo::default()
+    });
+    let md = render_markdown(&skipping);
+    let warning = md.find("> **Skipped: not measured.**").expect("the box");
+    let findings = md.find("## Findings").unwrap();
+    assert!(warning < findings, "{md}");
+    assert!(md[..warning].lines().all(|l| !l.starts_with("## ")), "{md}");
+    assert!(
+        md.contains("> - offloads-off: offloads tso off needs ethtool"),
+        "{md}"
+    );
+    // Said once at the top, not again as a case that merely did not run.
+    assert!(!md.contains("Not run: these cases"), "{md}");
+    assert!(!md.contains("offloads-off on "), "{md}");
+    let html = render_html(&skipping);
+    assert_balanced(&html);
+    let boxed = html.find("<div class=\"warning\">").expect("the box");
+    assert!(boxed < html.find("id=\"findings\"").unwrap());
+    assert!(html.contains("<li>offloads-off: offloads tso off needs ethtool (ethtool"));
+    // Nothing skipped: no box.
+    assert!(!render_markdown(&input()).contains("Skipped: not measured"));
+}

@@ -205,7 +205,7 @@ fn exercise(kind: Kind) {
     };
     knobs.initiator.tso = Some(false);
     knobs.target.tso = Some(false);
-    let applied = t.apply(&knobs);
+    let applied = t.apply(&knobs).unwrap();
     all_ok(&applied);
     let names: Vec<&str> = applied.iter().map(|a| a.knob.as_str()).collect();
     assert_eq!(names, ["mtu", "initiator.tso", "target.tso"]);
@@ -230,7 +230,7 @@ fn exercise(kind: Kind) {
     reach_every_portal(&t, BIG_ECHO);
 
     // The baseline again: every knob unset returns to its recorded default.
-    let applied = t.apply(&LinkKnobs::default());
+    let applied = t.apply(&LinkKnobs::default()).unwrap();
     assert!(applied.is_empty(), "{applied:?}");
     for (i, default) in t.interfaces().iter().zip(&defaults) {
         assert_eq!(mtu_of(&i.namespace, &i.name), *default, "{}", i.name);
@@ -392,7 +392,7 @@ fn knobs_that_cannot_apply_say_why() {
     knobs.initiator.gro = Some(false);
     knobs.target.gro = Some(true); // the same lo: a conflict
     knobs.initiator.gso = Some(false);
-    let applied = lo.apply(&knobs);
+    let applied = lo.apply(&knobs).unwrap();
     eprintln!("{applied:#?}");
     let rx = find(&applied, "target.rx").outcome.clone().unwrap_err();
     assert!(
@@ -433,7 +433,7 @@ fn knobs_that_cannot_apply_say_why() {
     knobs.initiator.tx = Some(false);
     knobs.initiator.tso = Some(true);
     knobs.target.gro = Some(true);
-    let applied = base.apply(&knobs);
+    let applied = base.apply(&knobs).unwrap();
     eprintln!("{applied:#?}");
     assert_eq!(find(&applied, "initiator.tx").outcome, Ok(()));
     assert_eq!(find(&applied, "target.gro").outcome, Ok(()));
@@ -448,7 +448,7 @@ fn knobs_that_cannot_apply_say_why() {
         "tx-checksum-ip-generic: off"
     );
     // Back to the baseline: tx on brings TSO back.
-    all_ok(&base.apply(&LinkKnobs::default()));
+    all_ok(&base.apply(&LinkKnobs::default()).unwrap());
     assert_eq!(
         feature(&host, "h1", "tx-tcp-segmentation"),
         "tx-tcp-segmentation: on"
@@ -468,10 +468,12 @@ fn rate_is_a_tbf_on_the_host_port_and_its_peer_and_goes_back() {
     let t = Topology::create(Kind::Base, Options::default()).unwrap();
     let (host, target) = (ns(&t, Role::Host), ns(&t, Role::Target));
     assert!(!qdisc(&host, "h0").contains("tbf"));
-    let applied = t.apply(&LinkKnobs {
-        rate_mbit: Some(200),
-        ..LinkKnobs::default()
-    });
+    let applied = t
+        .apply(&LinkKnobs {
+            rate_mbit: Some(200),
+            ..LinkKnobs::default()
+        })
+        .unwrap();
     all_ok(&applied);
     assert_eq!(applied.len(), 1);
     for (n, dev) in [
@@ -486,7 +488,7 @@ fn rate_is_a_tbf_on_the_host_port_and_its_peer_and_goes_back() {
             qdisc(n, dev)
         );
     }
-    assert!(t.apply(&LinkKnobs::default()).is_empty());
+    assert!(t.apply(&LinkKnobs::default()).unwrap().is_empty());
     assert!(!qdisc(&host, "h0").contains("tbf"));
     assert!(!qdisc(&target, "t1").contains("tbf"));
     drop(t);
@@ -501,14 +503,17 @@ fn rate_is_a_tbf_on_the_host_port_and_its_peer_and_goes_back() {
     .unwrap();
     let (host, switch) = (ns(&t, Role::Host), ns(&t, Role::Switch));
     assert!(qdisc(&host, "h0").contains("rate 300Mbit"));
-    all_ok(&t.apply(&LinkKnobs {
-        rate_mbit: Some(50),
-        ..LinkKnobs::default()
-    }));
+    all_ok(
+        &t.apply(&LinkKnobs {
+            rate_mbit: Some(50),
+            ..LinkKnobs::default()
+        })
+        .unwrap(),
+    );
     assert!(
         qdisc(&host, "h0").contains("rate 50Mbit") && qdisc(&switch, "sh0").contains("rate 50Mbit")
     );
-    assert!(t.apply(&LinkKnobs::default()).is_empty());
+    assert!(t.apply(&LinkKnobs::default()).unwrap().is_empty());
     assert!(
         qdisc(&host, "h0").contains("rate 300Mbit")
             && qdisc(&switch, "sh0").contains("rate 300Mbit")

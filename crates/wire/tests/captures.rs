@@ -4,13 +4,13 @@
 //! on loopback):
 //!
 //! ```text
-//! /work/shared/tools/tgt-peer start 3261 64
+//! scripts/tgt-peer start 3261 64
 //! tshark -i lo -f 'tcp port 3261' -w plain.pcap &
 //! iscsi-ls -s iscsi://127.0.0.1:3261/
 //! iscsi-inq iscsi://127.0.0.1:3261/iqn.2026-11.test:tgt/1
 //! iscsi-readcapacity16 iscsi://127.0.0.1:3261/iqn.2026-11.test:tgt/1
 //! # then, for the header-digest captures (hd.pcap, rw.pcap):
-//! tgtadm --lld iscsi --mode target --op update --tid 1 --name HeaderDigest --value CRC32C,None
+//! tgtadm -C 32767 --lld iscsi --mode target --op update --tid 1 --name HeaderDigest --value CRC32C,None
 //! iscsi-ls -s 'iscsi://127.0.0.1:3261/?header_digest=crc32c'
 //! iscsi-test-cu --dataloss --test=ALL.Write10.Simple iscsi://127.0.0.1:3261/iqn.2026-11.test:tgt/1
 //! #   ... and ALL.iSCSITMF.LUNResetSimpleAsync, ALL.iSCSITMF.AbortTaskSimpleAsync,

@@ -72,6 +72,16 @@ pub enum Block {
     },
     /// Small multiples side by side (HTML only): SVG and caption each.
     Grid(Vec<(String, String)>),
+    /// A warning set apart from the text (a box in HTML, a quote in
+    /// Markdown): a title, a sentence, and one item a line.
+    Warning {
+        /// What it is about, emphasised.
+        title: String,
+        /// What the reader must know.
+        text: String,
+        /// The items, plain text.
+        items: Vec<String>,
+    },
 }
 
 /// A paragraph of plain text.

@@ -1,6 +1,7 @@
 //! The report's first section: what the run shows, one sentence per
 //! significant and conclusive effect with its interval, then what was
-//! inconclusive and why, then what did not run.
+//! inconclusive and why, then the knobs that could not be applied (the
+//! cases that did not run at all come before, in the report's first box).
 //!
 //! A reader who stops here must not carry away noise: only effects that
 //! [`recommend`](super::recommend) files as gains, losses or CPU savings
@@ -256,17 +257,10 @@ fn no_change(cells: &[CellSummary]) -> Vec<Block> {
     ]
 }
 
+/// Knobs runs could not apply (the cases that did not run at all head the
+/// report, in its "Skipped: not measured" box).
 fn skipped(input: &ReportInput) -> Vec<Block> {
-    let mut items: Vec<(Vec<Span>, Vec<String>)> = input
-        .skipped_cases
-        .iter()
-        .map(|(case, why)| {
-            (
-                vec![Span::Text(format!("case {case} did not run: {why}."))],
-                vec![],
-            )
-        })
-        .collect();
+    let mut items: Vec<(Vec<Span>, Vec<String>)> = Vec::new();
     let mut knobs: Vec<(String, String, String)> = input
         .records
         .iter()
@@ -290,7 +284,7 @@ fn skipped(input: &ReportInput) -> Vec<Block> {
         return vec![];
     }
     vec![
-        Block::Heading(3, "Skipped".into(), None),
+        Block::Heading(3, "Skipped knobs".into(), None),
         Block::List(items),
     ]
 }

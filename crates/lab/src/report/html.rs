@@ -28,6 +28,8 @@ figcaption{font-size:12px;color:#555;margin-top:.3em}\
 pre{background:#f6f8fa;border:1px solid #ddd;padding:.7em;overflow-x:auto;font-size:12px}\
 code{font-family:'DejaVu Sans Mono',Menlo,Consolas,monospace;font-size:.92em}\
 nav ul{columns:2;margin:.4em 0}\
+.warning{border:2px solid #e15759;background:#fff5f5;padding:.5em 1em;margin:1em 0}\
+.warning ul{margin:.4em 0}\
 .spark{font-family:'DejaVu Sans Mono',Menlo,Consolas,monospace;letter-spacing:1px;white-space:nowrap}";
 
 /// The HTML report.
@@ -143,6 +145,18 @@ fn render(block: &Block) -> String {
                 "<figure>\n{svg}<figcaption>{}</figcaption>\n</figure>\n",
                 esc(caption)
             )
+        }
+        Block::Warning { title, text, items } => {
+            let mut out = format!(
+                "<div class=\"warning\">\n<p><strong>{}</strong> {}</p>\n<ul>\n",
+                esc(title),
+                esc(text)
+            );
+            for item in items {
+                let _ = writeln!(out, "<li>{}</li>", esc(item));
+            }
+            out.push_str("</ul>\n</div>\n");
+            out
         }
         Block::Grid(items) => {
             let mut out = String::from("<div class=\"grid\">\n");

@@ -87,6 +87,13 @@ fn render(block: &Block) -> String {
             table(&head, right, &rows)
         }
         Block::Figure { .. } | Block::Grid(_) => String::new(),
+        Block::Warning { title, text, items } => {
+            let mut out = format!("> **{}** {}\n>\n", md(title), md(text));
+            for item in items {
+                let _ = writeln!(out, "> - {}", md(item));
+            }
+            out
+        }
     }
 }
 

@@ -154,6 +154,7 @@ fn not_run(input: &ReportInput, cells: &[CellSummary]) -> Option<Note> {
     let items: Vec<String> = input
         .cases
         .iter()
+        .filter(|case| !input.skipped_cases.iter().any(|(s, _)| *s == case.name))
         .filter_map(|case| {
             let missing: Vec<&str> = cells
                 .iter()

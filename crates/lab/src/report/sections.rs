@@ -29,6 +29,7 @@ pub fn build(input: &ReportInput) -> Vec<Block> {
     let cells = summarize(input);
     let mut b = Vec::new();
     b.extend(front(input, &cells));
+    b.extend(not_measured(input));
     b.extend(super::findings::build(input, &cells));
     b.extend(headline(input, &cells));
     b.extend(cases(input));
@@ -188,6 +189,35 @@ fn front(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
         ),
     ]));
     b
+}
+
+/// The cases that did not run, and why, before anything is concluded: a
+/// reader must not take the findings for the whole plan.
+fn not_measured(input: &ReportInput) -> Option<Block> {
+    if input.skipped_cases.is_empty() {
+        return None;
+    }
+    let items = input
+        .skipped_cases
+        .iter()
+        .map(|(case, why)| {
+            let earlier = input.records.iter().filter(|r| r.case == *case).count();
+            if earlier == 0 {
+                format!("{case}: {why}")
+            } else {
+                format!(
+                    "{case}: {why} (the {earlier} runs of it shown are from an earlier invocation)"
+                )
+            }
+        })
+        .collect();
+    Some(Block::Warning {
+        title: "Skipped: not measured.".into(),
+        text: "These cases did not run here, because the machine lacks what they need; \
+               the findings and tables say nothing about their settings."
+            .into(),
+        items,
+    })
 }
 
 fn headline(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {

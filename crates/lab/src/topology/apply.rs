@@ -34,6 +34,23 @@ pub struct Applied {
     pub outcome: Result<(), String>,
 }
 
+/// A link knob whose program is not installed. A case that sets it cannot
+/// be what it says, so it is not measured at all (measured without the
+/// knob, its "effect" would be noise).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{program} is not installed (Debian package {package}), so {} cannot be applied",
+    knobs.join(", ")
+)]
+pub struct MissingProgram {
+    /// `ethtool` or `tc`.
+    pub program: &'static str,
+    /// Its Debian package.
+    pub package: &'static str,
+    /// The knobs that need it, as [`Applied::knob`] names them.
+    pub knobs: Vec<String>,
+}
+
 /// The offload knobs by ethtool's short names, in the order `ethtool -K`
 /// gets them.
 pub(crate) const FEATURES: [&str; 6] = ["tso", "gso", "gro", "tx", "rx", "sg"];
@@ -176,7 +193,10 @@ impl Topology {
     /// `loopback` has no link to limit. Offloads go on the side's ports; on
     /// `loopback` both sides are the same `lo`, and conflicting values for
     /// the two sides are refused.
-    pub fn apply(&self, knobs: &LinkKnobs) -> Vec<Applied> {
+    ///
+    /// A knob whose program (`ethtool`, `tc`) is not installed is an error,
+    /// before anything changes: the case cannot be measured as it says.
+    pub fn apply(&self, knobs: &LinkKnobs) -> Result<Vec<Applied>, MissingProgram> {
         let mut out = Vec::new();
         if let Some(reason) = &self.degraded {
             let mut set: Vec<(String, String)> = Vec::new();
@@ -199,15 +219,40 @@ impl Topology {
                     outcome,
                 });
             }
-            return out;
+            return Ok(out);
         }
+        self.programs_for(knobs)?;
         // A poisoned lock only means an earlier apply panicked midway; the
         // state then errs towards running commands again, which is safe.
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         self.apply_mtu(&mut state, knobs.mtu, &mut out);
         self.apply_rate(&mut state, knobs.rate_mbit, &mut out);
         self.apply_offloads(&mut state, knobs, &mut out);
-        out
+        Ok(out)
+    }
+
+    /// Whether the programs the set knobs need are installed: `ethtool`
+    /// for offloads on a device that takes them, `tc` for a rate on a
+    /// topology with a link to limit. (`ip` made the topology.)
+    fn programs_for(&self, knobs: &LinkKnobs) -> Result<(), MissingProgram> {
+        let offloads: Vec<String> = offload_knobs(knobs).into_iter().map(|(k, _)| k).collect();
+        let has_ports = self.interfaces.iter().any(|i| !i.sides.is_empty());
+        if !offloads.is_empty() && has_ports && netcmd::find_program("ethtool").is_none() {
+            return Err(MissingProgram {
+                program: "ethtool",
+                package: "ethtool",
+                knobs: offloads,
+            });
+        }
+        let limited = self.interfaces.iter().any(|i| i.rate_limited);
+        if knobs.rate_mbit.is_some() && limited && netcmd::find_program("tc").is_none() {
+            return Err(MissingProgram {
+                program: "tc",
+                package: "iproute2",
+                knobs: vec!["rate_mbit".into()],
+            });
+        }
+        Ok(())
     }
 
     fn apply_mtu(&self, state: &mut LinkState, mtu: Option<u32>, out: &mut Vec<Applied>) {

@@ -43,6 +43,20 @@ pub struct LabArgs {
     /// the first run and at the top of the report.
     #[arg(long)]
     skip_missing: bool,
+    /// Hold the initiator's processes to the first CPU and the target's to
+    /// the last (on), or leave them to the scheduler (off); overrides the
+    /// plan's `[run] pin_cpus`. Off by default: measured, pinning did not
+    /// lower the spread here (docs/results/2026-11-25-pinning.md).
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
+    pin_cpus: Option<bool>,
+}
+
+fn parse_on_off(text: &str) -> Result<bool, String> {
+    match text {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("expected on or off, found {text:?}")),
+    }
 }
 
 /// The exit status of a plan stopped before its first run because
@@ -117,7 +131,10 @@ fn preflight(args: &LabArgs, plan: &Plan) -> Result<preflight::Ready, Failure> {
 }
 
 fn lab(args: &LabArgs) -> Result<ExitCode, Failure> {
-    let plan = Plan::from_arg(&args.plan).map_err(|e| e.to_string())?;
+    let mut plan = Plan::from_arg(&args.plan).map_err(|e| e.to_string())?;
+    if let Some(pin) = args.pin_cpus {
+        plan.run.pin_cpus = pin;
+    }
     let out_dir = args
         .out
         .clone()

@@ -476,6 +476,7 @@ fn main() {
         skipped_cases: Vec::new(),
         plan_text: plan_text.into(),
         rules,
+        pin_cpus: false,
         topology: "loopback".into(),
         baseline_knobs: [("mtu", "1500"), ("initiator.tso", "on"), ("target.tso", "on"), ("HeaderDigest", "None"), ("DataDigest", "None")]
             .iter()

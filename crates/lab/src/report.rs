@@ -53,6 +53,10 @@ pub struct ReportInput {
     pub plan_text: String,
     /// The statistical rules the plan ran by.
     pub rules: Rules,
+    /// Whether the initiator and the target were held to separate CPUs
+    /// (`[run] pin_cpus` or `isoe lab --pin-cpus`).
+    #[serde(default)]
+    pub pin_cpus: bool,
     /// The topology the plan ran on.
     pub topology: String,
     /// The baseline's knobs, `name = value` for people.

@@ -62,6 +62,7 @@ pub fn build(
         skipped_cases: skipped_cases.to_vec(),
         plan_text,
         rules: plan.rules,
+        pin_cpus: plan.run.pin_cpus,
         topology: plan.topology.as_str().to_string(),
         baseline_knobs: plan.baseline.describe(),
         cases,

@@ -134,6 +134,7 @@ fn input() -> ReportInput {
         skipped_cases: Vec::new(),
         plan_text: "name = \"hand\"\n# ``` a fence inside\n".into(),
         rules: Rules::default(),
+        pin_cpus: false,
         topology: "loopback".into(),
         baseline_knobs: map(&[("mtu", "1500"), ("tso", "on")]),
         cases: vec![
@@ -891,4 +892,16 @@ fn skipped_cases_head_the_report_before_the_findings() {
     assert!(html.contains("<li>offloads-off: offloads tso off needs ethtool (ethtool"));
     // Nothing skipped: no box.
     assert!(!render_markdown(&input()).contains("Skipped: not measured"));
+}
+
+#[test]
+fn the_header_says_where_the_processes_ran() {
+    let mut input = input();
+    assert!(render_markdown(&input).contains("**CPU placement:** as the scheduler places them"));
+    input.pin_cpus = true;
+    let md = render_markdown(&input);
+    assert!(
+        md.contains("**CPU placement:** the initiator's processes held to the first CPU"),
+        "{md}"
+    );
 }

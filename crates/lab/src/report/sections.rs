@@ -167,6 +167,16 @@ fn front(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
             ),
         ),
         item(
+            "CPU placement",
+            if input.pin_cpus {
+                "the initiator's processes held to the first CPU, the target's to the last \
+                 (pin_cpus)"
+                    .to_string()
+            } else {
+                "as the scheduler places them (pin_cpus off)".to_string()
+            },
+        ),
+        item(
             "Runs",
             format!(
                 "{} cases × {} workloads, {} valid runs of {}; {} of {} comparisons conclusive; \

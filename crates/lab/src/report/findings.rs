@@ -9,7 +9,7 @@
 //! no meaningful change, with the numbers that say why.
 
 use super::document::{para, Block, Span};
-use super::numbers::{change_ci, num};
+use super::numbers::change_ci;
 use super::recommend::{self, Finding};
 use super::sections::test_name;
 use super::{CellSummary, ReportInput};
@@ -319,9 +319,8 @@ fn machine(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
     vec![
         Block::Heading(3, "The machine".into(), None),
         para(format!(
-            "Other processes used {} % of a CPU on average over the {} measured runs (the largest: \
-             {worst}); {spoiled} run(s) above {}% of a CPU were left out and repeated.",
-            num(Some(mean)),
+            "Other processes used {mean:.1}% of a CPU on average over the {} measured runs (the \
+             largest: {worst}); {spoiled} run(s) above {}% of a CPU were left out and repeated.",
             measured.len(),
             r.foreign_max_pct
         )),

@@ -181,8 +181,10 @@ ramp_s = 0.2
 [stats]
 min_runs = 1
 max_runs = 1
-# Tests run beside each other: other processes' CPU must not spoil runs here.
+# Tests run beside each other: other processes' CPU and the host's steal
+# must not spoil runs here.
 foreign_max_pct = 1000.0
+steal_max_pct = 100.0
 [baseline]
 max_recv_data_segment_length = "64KiB"
 [[workload]]

@@ -304,7 +304,9 @@ mod tests {
         let load = ForeignLoad::between(&earlier, &later, &[100]).unwrap();
         // The processes seen in both: stress-ng 60 + cargo 1.
         assert!((load.cpu_pct - 61.0).abs() < 1e-9, "{load:?}");
-        assert!(load.describe().starts_with("61.0% of a CPU (stress-ng-cpu 60.0%"));
+        assert!(load
+            .describe()
+            .starts_with("61.0% of a CPU (stress-ng-cpu 60.0%"));
     }
 
     #[test]

@@ -26,6 +26,18 @@ pub fn text_w(text: &str, size: f64) -> f64 {
     text.chars().count() as f64 * size * 0.6
 }
 
+/// A chart's title, bold, top left, cut to the chart's width.
+fn chart_title(title: &str) -> String {
+    text(
+        12.0,
+        20.0,
+        14.0,
+        "start",
+        "font-weight=\"bold\"",
+        &fit(title, WIDTH - 24.0, 14.0),
+    )
+}
+
 /// `text` cut to about `width` px at `size`, with an ellipsis.
 fn fit(text: &str, width: f64, size: f64) -> String {
     let max = (width / (size * 0.6)).floor().max(2.0) as usize;
@@ -276,14 +288,7 @@ impl BarChart {
 
         let mut s = open_svg(WIDTH, frame.bottom + 34.0, &self.title);
         s.push_str(&self.defs());
-        s.push_str(&text(
-            12.0,
-            20.0,
-            14.0,
-            "start",
-            "font-weight=\"bold\"",
-            &fit(&self.title, WIDTH - 24.0, 14.0),
-        ));
+        s.push_str(&chart_title(&self.title));
         s.push_str(&legend);
         s.push_str(&self.row_labels(&frame));
         for (pi, panel) in self.panels.iter().enumerate() {
@@ -868,14 +873,7 @@ impl LineChart {
         let y = |v: f64| bottom - v / y_hi * (bottom - top);
 
         let mut s = open_svg(WIDTH, height, &self.title);
-        s.push_str(&text(
-            12.0,
-            20.0,
-            14.0,
-            "start",
-            "font-weight=\"bold\"",
-            &fit(&self.title, WIDTH - 24.0, 14.0),
-        ));
+        s.push_str(&chart_title(&self.title));
         s.push_str(&legend);
         s.push_str(&text(
             LINE_LEFT - 4.0,

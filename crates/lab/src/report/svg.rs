@@ -26,6 +26,38 @@ pub fn text_w(text: &str, size: f64) -> f64 {
     text.chars().count() as f64 * size * 0.6
 }
 
+/// Horizontal grid lines with their value labels, every `step` from 0 to
+/// `y_hi`, across a plot from `left` to `right`.
+struct YGrid {
+    left: f64,
+    right: f64,
+    /// Between the labels' right edge and the plot.
+    label_gap: f64,
+    font: f64,
+    /// After each label ("%" or nothing).
+    unit: &'static str,
+}
+
+impl YGrid {
+    fn draw(&self, s: &mut String, y_hi: f64, step: f64, y: impl Fn(f64) -> f64) {
+        let (left, right) = (self.left, self.right);
+        let mut v = 0.0;
+        while v <= y_hi + step * 1e-6 {
+            let yy = y(v);
+            let _ = writeln!(s, "<line x1=\"{left}\" y1=\"{yy:.1}\" x2=\"{right}\" y2=\"{yy:.1}\" stroke=\"#ddd\"/>");
+            s.push_str(&text(
+                left - self.label_gap,
+                yy + 3.5,
+                self.font,
+                "end",
+                "fill=\"#444\"",
+                &tick_label(v, step, self.unit),
+            ));
+            v += step;
+        }
+    }
+}
+
 /// A chart's title, bold, top left, cut to the chart's width.
 fn chart_title(title: &str) -> String {
     text(
@@ -677,21 +709,14 @@ impl Histogram {
 
         let mut s = open_svg(HIST_WIDTH, HIST_HEIGHT, &self.title);
         s.push_str(&self.heading(&totals));
-        let mut v = 0.0;
-        while v <= y_hi + step * 1e-6 {
-            let yy = y(v);
-            let _ = writeln!(s, "<line x1=\"{HIST_LEFT}\" y1=\"{yy:.1}\" x2=\"{HIST_RIGHT}\" y2=\"{yy:.1}\" stroke=\"#ddd\"/>");
-            let label = tick_label(v, step, "%");
-            s.push_str(&text(
-                HIST_LEFT - 4.0,
-                yy + 3.5,
-                10.0,
-                "end",
-                "fill=\"#444\"",
-                &label,
-            ));
-            v += step;
-        }
+        let grid = YGrid {
+            left: HIST_LEFT,
+            right: HIST_RIGHT,
+            label_gap: 4.0,
+            font: 10.0,
+            unit: "%",
+        };
+        grid.draw(&mut s, y_hi, step, y);
         let cat_w = (HIST_RIGHT - HIST_LEFT) / self.uppers.len() as f64;
         let bar_w = ((cat_w - 2.0) / self.series.len().max(1) as f64).max(0.5);
         for (si, ((series, _), share)) in self.series.iter().zip(&shares).enumerate() {
@@ -883,21 +908,14 @@ impl LineChart {
             "fill=\"#555\"",
             &self.y_label,
         ));
-        let mut v = 0.0;
-        while v <= y_hi + y_step * 1e-6 {
-            let yy = y(v);
-            let _ = writeln!(s, "<line x1=\"{LINE_LEFT}\" y1=\"{yy:.1}\" x2=\"{LINE_RIGHT}\" y2=\"{yy:.1}\" stroke=\"#ddd\"/>");
-            let label = tick_label(v, y_step, "");
-            s.push_str(&text(
-                LINE_LEFT - 5.0,
-                yy + 3.5,
-                10.5,
-                "end",
-                "fill=\"#444\"",
-                &label,
-            ));
-            v += y_step;
-        }
+        let grid = YGrid {
+            left: LINE_LEFT,
+            right: LINE_RIGHT,
+            label_gap: 5.0,
+            font: 10.5,
+            unit: "",
+        };
+        grid.draw(&mut s, y_hi, y_step, y);
         let labels: Vec<f64> = (0..=((x_hi / x_step).round() as i64).min(60))
             .map(|i| i as f64 * x_step)
             .collect();

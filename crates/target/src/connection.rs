@@ -1143,6 +1143,9 @@ impl Connection {
         let response = match l.reason_code {
             logout::CLOSE_SESSION => {
                 session.close(self.serial);
+                // RFC 7143 11.15: the response says cleanup is done, so the
+                // nexus (and a reservation it held) ends before it is sent.
+                session.end_nexus();
                 flow = Flow::Close;
                 logout::RESP_CLOSED
             }
@@ -1183,6 +1186,7 @@ impl Connection {
         if let Some(session) = self.bound.take() {
             if session.leave(self.serial) || session.is_closed() {
                 session.close(self.serial);
+                session.end_nexus();
                 self.server.remove_session(&session);
             }
         }

@@ -359,7 +359,7 @@ impl Server {
                 .find(|(_, s)| s.nexus == *nexus)
                 .map(|(_, s)| Arc::clone(s))
         };
-        session.is_some_and(|s| s.closed_by_peer())
+        session.is_some_and(|s| s.is_closed() || s.closed_by_peer())
     }
 
     /// Number of live sessions.

@@ -81,6 +81,8 @@ pub struct Session {
     exp_cmd_sn: AtomicU32,
     members: Mutex<Vec<Member>>,
     closed: AtomicBool,
+    /// Set once the I_T nexus was detached from the target's units.
+    nexus_ended: AtomicBool,
 }
 
 impl Session {
@@ -116,6 +118,7 @@ impl Session {
             exp_cmd_sn: AtomicU32::new(cmd_sn),
             members: Mutex::new(Vec::new()),
             closed: AtomicBool::new(false),
+            nexus_ended: AtomicBool::new(false),
         }
     }
 
@@ -261,6 +264,21 @@ impl Session {
         }
     }
 
+    /// The I_T nexus ends (SAM-5 I_T nexus loss): the units forget it, and
+    /// an SPC-2 reservation it held is released. Runs once; called before a
+    /// Logout Response and when the last connection leaves, so an initiator
+    /// that goes on through another session never meets the old nexus.
+    pub fn end_nexus(&self) {
+        if self.nexus_ended.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if let Some(target) = &self.target {
+            for lu in target.units() {
+                lu.detach(&self.nexus);
+            }
+        }
+    }
+
     /// True once the session was closed (logout, reinstatement, shutdown).
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
@@ -268,13 +286,10 @@ impl Session {
 }
 
 impl Drop for Session {
-    /// The I_T nexus is gone when the last handle to its session is.
+    /// The I_T nexus is gone at the latest when the last handle to its
+    /// session is.
     fn drop(&mut self) {
-        if let Some(target) = &self.target {
-            for lu in target.units() {
-                lu.detach(&self.nexus);
-            }
-        }
+        self.end_nexus();
     }
 }
 

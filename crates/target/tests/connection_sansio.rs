@@ -754,3 +754,71 @@ fn a_sanitize_without_immed_answers_later_while_other_commands_go_on() {
     w.conn.poll_background();
     assert!(responses(&w.take_output()).is_empty());
 }
+
+/// RESERVE (6) (SPC-2 7.21): the whole logical unit for this I_T nexus.
+fn reserve6(itt: u32, cmd_sn: u32) -> Pdu {
+    let mut cdb = [0u8; 16];
+    cdb[0] = 0x16;
+    Pdu::ScsiCommand(command(itt, cmd_sn, cdb, 0, false))
+}
+
+/// SCSI status of the response to `itt` among `out`.
+fn status_of(out: &[(Pdu, Vec<u8>)], itt: u32) -> Option<u8> {
+    out.iter().find_map(|(p, _)| match p {
+        Pdu::ScsiResponse(r) if r.initiator_task_tag == itt => Some(r.status),
+        Pdu::DataIn(d) if d.initiator_task_tag == itt && d.status_present => Some(d.status),
+        _ => None,
+    })
+}
+
+/// RFC 7143 11.15: a Logout Response says the session is cleaned up. An
+/// initiator that logs out a session holding a reservation and goes on at
+/// once through another (libiscsi's Sanitize.Reservations then
+/// Sanitize.Reset) must not meet the old reservation, whenever the target
+/// gets round to closing the old connection.
+#[test]
+fn a_reservation_ends_with_the_logout_response_of_its_session() {
+    let server = server();
+    let mut holder = Wire::new(&server);
+    holder.login(LocalParams::default(), [0x80, 0, 0, 0, 0, 7], 0, 1);
+    let out = holder.send(&reserve6(0x10, 10), &[]).1;
+    assert_eq!(status_of(&out, 0x10), Some(0), "RESERVE (6) granted");
+
+    let mut other = Wire::new(&server);
+    other.login(LocalParams::default(), [0x80, 0, 0, 0, 0, 8], 0, 1);
+    let out = other
+        .send(
+            &Pdu::ScsiCommand(command(0x20, 10, read10(0, 1), 512, true)),
+            &[],
+        )
+        .1;
+    assert_eq!(
+        status_of(&out, 0x20),
+        Some(0x18),
+        "RESERVATION CONFLICT while held"
+    );
+
+    let logout = Pdu::LogoutRequest(pdu::LogoutRequest {
+        immediate: true,
+        reason_code: pdu::logout::CLOSE_SESSION,
+        initiator_task_tag: 0x11,
+        cid: 1,
+        cmd_sn: 11,
+        exp_stat_sn: 0,
+    });
+    let (flow, out) = holder.send(&logout, &[]);
+    assert_eq!(flow, Flow::Close);
+    assert!(matches!(out[0].0, Pdu::LogoutResponse(r) if r.response == pdu::logout::RESP_CLOSED));
+    // The holder's connection is not yet detached (its driver has not run).
+    let out = other
+        .send(
+            &Pdu::ScsiCommand(command(0x21, 11, read10(0, 1), 512, true)),
+            &[],
+        )
+        .1;
+    assert_eq!(
+        status_of(&out, 0x21),
+        Some(0),
+        "the reservation ended with the logout"
+    );
+}

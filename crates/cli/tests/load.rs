@@ -49,7 +49,7 @@ const RSS_SAMPLE_EVERY: Duration = Duration::from_millis(100);
 /// heap arenas, the listener), generously.
 const RSS_BASELINE_BYTES: u64 = 64 << 20;
 /// What one connection may hold resident: its 512 KiB receive buffer
-/// (crates/target/src/driver.rs, RECV_BUFFER_BYTES) if every page of it were
+/// (crates/iscsi-target/src/driver.rs, RECV_BUFFER_BYTES) if every page of it were
 /// touched, plus its thread's stack in use, its pooled Data-In and write
 /// buffers (one command in flight of at most 8 KiB here) and session state,
 /// all well under another 256 KiB.

@@ -1,23 +1,30 @@
 //! One iSCSI connection on the target side: login, then full feature phase.
 //!
-//! A state machine in the sans-IO manner: the driver feeds it decoded frames
-//! ([`Connection::handle_frame`]) and clock ticks ([`Connection::handle_tick`])
-//! with the time passed in, and sends what accumulates in [`Connection::out`].
-//! SCSI commands execute inline on the connection's thread, so a connection's
-//! work never crosses threads (ARCHITECTURE.md, datapath rule 4); the one
-//! exception is a command the device server leaves for later (SANITIZE
-//! without IMMED, [`isoe_scsi::Outcome::Later`]): its work runs on a thread of
-//! its own while the connection goes on with other commands, and its
-//! response goes out when a later wake-up finds it done.
+//! A state machine in the sans-IO manner: no sockets, threads, clocks or
+//! randomness inside. The driver feeds it bytes ([`Connection::handle_input`])
+//! or decoded frames ([`Connection::handle_frame`]), clock ticks
+//! ([`Connection::handle_tick`]) and wake-ups ([`Connection::handle_wake`]),
+//! with the time passed in, and a random seed at creation. It sends what
+//! accumulates in [`Connection::out`] and carries out what
+//! [`Connection::poll_action`] asks: wake another connection (its CmdSN gap
+//! filled, its session closed), or run store work off the event loop and
+//! hand the result back ([`Connection::complete_work`]).
+//!
+//! SCSI commands execute inline, so a connection's work stays on its
+//! worker (ARCHITECTURE.md, datapath rule 4); the exception is a command the
+//! device server leaves for later (SANITIZE without IMMED,
+//! [`isoe_scsi::Outcome::Later`]), whose work goes out as an action while
+//! the connection goes on with other commands.
 
 use crate::buffer_pool::BufferPool;
 use crate::discovery;
+use crate::log::Escaped;
 use crate::output::Output;
 use crate::registry::{login_config, Server, Target};
-use crate::session::{Admit, Member, Session};
+use crate::session::{Admit, Member, PeerProbe, Session, CMD_SN_GAP_WAIT};
 use crate::write_task::{DataOutError, WriteTask};
 use isoe_scsi::{Background, Completion, LogicalUnit, Nexus, Outcome, Status};
-use isoe_wire::frame::{Frame, FrameError, FrameLimits};
+use isoe_wire::frame::{decode, header_bytes_needed, Decoded, Frame, FrameError, FrameLimits};
 use isoe_wire::login::{LoginOutcome, TargetLogin};
 use isoe_wire::negotiate::SessionType;
 use isoe_wire::pdu::{
@@ -26,10 +33,12 @@ use isoe_wire::pdu::{
     TaskMgmtResponse, TextRequest, TextResponse, RESERVED_TAG,
 };
 use isoe_wire::{ParseError, Pdu};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
-use std::net::{SocketAddr, TcpStream};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// SCSI opcode of REPORT LUNS, answered for the whole target (SPC-5 6.33).
@@ -43,18 +52,98 @@ const BURIED_TASKS_MAX: usize = 32;
 /// Largest text a peer may send across continued Text Requests.
 const TEXT_REQUEST_BYTES_MAX: usize = 64 << 10;
 
+/// How long a login may take from the connection's first byte to full
+/// feature phase, continued requests and all.
+pub const LOGIN_DEADLINE: Duration = Duration::from_secs(30);
+
 /// What the driver should do after feeding an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flow {
     /// Keep reading.
     Continue,
+    /// The PDU was not taken: it waits behind a CmdSN gap on another
+    /// connection. Feed it again after [`Action::Wake`] names this connection.
+    Wait,
     /// Send what is queued, then close the connection.
     Close,
+}
+
+/// What a connection asks of its driver besides sending bytes.
+pub enum Action {
+    /// Call [`Connection::handle_wake`] on the connection with this serial
+    /// (perhaps on another worker): its CmdSN gap filled, or its session or
+    /// the connection itself was ended from elsewhere.
+    Wake(u64),
+    /// Run this store work where blocking is allowed, then hand its
+    /// completion to [`Connection::complete_work`] with the same token.
+    Run {
+        /// Identifies the work to its connection.
+        token: u64,
+        /// The work (SANITIZE's overwrite, say).
+        work: Background,
+    },
+}
+
+impl std::fmt::Debug for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Action::Wake(serial) => write!(f, "Wake({serial})"),
+            Action::Run { token, .. } => write!(f, "Run {{ token: {token} }}"),
+        }
+    }
+}
+
+/// What [`Connection::handle_input`] did with the bytes it was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Input {
+    /// Bytes taken; the rest must be offered again.
+    pub consumed: usize,
+    /// What to do next.
+    pub flow: Flow,
+    /// How long the PDU being assembled is as far as the bytes tell (its
+    /// header until that is in): a reader that must not take bytes of the
+    /// next PDU asks for no more.
+    pub need: usize,
+    /// Input stopped because the output waiting for the socket reached
+    /// [`OUTPUT_BYTES_MAX`]: offer the rest again once some is sent.
+    pub output_full: bool,
+}
+
+/// Response bytes a connection builds ahead of its socket before it stops
+/// taking new PDUs (one command's response may go beyond it).
+pub const OUTPUT_BYTES_MAX: usize = 8 << 20;
+
+/// Where a connection is, as its driver and the log need it.
+#[derive(Clone)]
+pub struct Endpoint {
+    /// Unique per connection in the process; [`Action::Wake`] names it.
+    pub serial: u64,
+    /// The portal address the connection arrived on.
+    pub local: SocketAddr,
+    /// The initiator's address.
+    pub peer: SocketAddr,
+    /// Whether the peer closed the connection, asked from elsewhere (see
+    /// [`crate::session::Session::closed_by_peer`]).
+    pub peer_gone: Option<PeerProbe>,
 }
 
 struct LoginPhase {
     machine: TargetLogin,
     first_request: Option<LoginRequest>,
+    /// The InitiatorName the login text gave, for the log.
+    initiator: Option<String>,
+}
+
+/// Longest iSCSI name (RFC 7143 §4.2.7.1); a longer one is cut in the log.
+const NAME_BYTES_MAX: usize = 223;
+
+/// The InitiatorName key of a login text segment, if it holds one.
+fn initiator_name_in(data: &[u8]) -> Option<String> {
+    let value = data
+        .split(|&b| b == 0)
+        .find_map(|pair| pair.strip_prefix(b"InitiatorName="))?;
+    let value = &value[..value.len().min(NAME_BYTES_MAX)];
+    Some(String::from_utf8_lossy(value).into_owned())
 }
 
 enum Phase {
@@ -63,24 +152,11 @@ enum Phase {
     Closed,
 }
 
-/// A command whose work runs on a thread of its own.
+/// A command whose work runs elsewhere ([`Action::Run`]).
 struct BackgroundTask {
+    token: u64,
     command: ScsiCommand,
     residual: Residual,
-    handoff: Arc<Mutex<Handoff>>,
-}
-
-/// What a background command's thread and its connection share: the work
-/// until the thread takes it, then the completion until the connection
-/// takes that.
-#[derive(Default)]
-struct Handoff {
-    work: Option<Background>,
-    done: Option<Completion>,
-}
-
-fn lock(handoff: &Mutex<Handoff>) -> std::sync::MutexGuard<'_, Handoff> {
-    handoff.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 struct PendingText {
@@ -110,6 +186,9 @@ pub struct Connection {
     server: Arc<Server>,
     serial: u64,
     local: SocketAddr,
+    peer: SocketAddr,
+    peer_gone: Option<PeerProbe>,
+    random: StdRng,
     phase: Phase,
     recv_limits: FrameLimits,
     send_limits: FrameLimits,
@@ -124,30 +203,42 @@ pub struct Connection {
     text_in: Vec<u8>,
     text_out: Option<PendingText>,
     last_rx: Instant,
+    /// When the connection was accepted (the login deadline runs from it).
+    opened: Instant,
+    /// Since when a command has waited behind a CmdSN gap.
+    waiting_since: Option<Instant>,
     ping: Option<Ping>,
     nop_interval: Duration,
     nop_timeout: Duration,
-    socket: Option<TcpStream>,
     bound: Option<Arc<Session>>,
     buried: VecDeque<u32>,
     background: Vec<BackgroundTask>,
+    next_token: u64,
+    /// Connections to wake, then work to run, for [`Connection::poll_action`].
+    wake: Vec<u64>,
+    runs: VecDeque<(u64, Background)>,
     /// Counters.
     pub stats: ConnectionStats,
 }
 
 impl Connection {
-    /// A connection that has just been accepted on `local`. `socket` (a clone
-    /// of the accepted stream) lets the session shut it down from elsewhere
-    /// and lets the connection flush before it waits on a CmdSN gap.
+    /// A connection that has just been accepted at `endpoint`; `seed`
+    /// (from the operating system's random source) seeds its CHAP
+    /// challenges and the TSIH of a session it creates.
     pub fn new(
         server: Arc<Server>,
-        local: SocketAddr,
-        socket: Option<TcpStream>,
+        endpoint: Endpoint,
         now: Instant,
+        seed: [u8; 32],
     ) -> Connection {
         let defaults = &server.config.defaults;
         let machine = TargetLogin::new(login_config(defaults, 1));
-        let serial = server.next_serial();
+        let Endpoint {
+            serial,
+            local,
+            peer,
+            peer_gone,
+        } = endpoint;
         let nop_interval = Duration::from_secs(defaults.nop_in_interval_s as u64);
         let nop_timeout = Duration::from_secs(defaults.nop_in_timeout_s as u64);
         let datapath = server.config.datapath;
@@ -155,9 +246,13 @@ impl Connection {
             server,
             serial,
             local,
+            peer,
+            peer_gone,
+            random: StdRng::from_seed(seed),
             phase: Phase::Login(Box::new(LoginPhase {
                 machine,
                 first_request: None,
+                initiator: None,
             })),
             recv_limits: FrameLimits::LOGIN,
             send_limits: FrameLimits::LOGIN,
@@ -171,13 +266,17 @@ impl Connection {
             text_in: Vec::new(),
             text_out: None,
             last_rx: now,
+            opened: now,
+            waiting_since: None,
             ping: None,
             nop_interval,
             nop_timeout,
-            socket,
             bound: None,
             buried: VecDeque::new(),
             background: Vec::new(),
+            next_token: 1,
+            wake: Vec::new(),
+            runs: VecDeque::new(),
             stats: ConnectionStats::default(),
         }
     }
@@ -185,6 +284,108 @@ impl Connection {
     /// What incoming frames are checked against (changes when login completes).
     pub fn recv_limits(&self) -> FrameLimits {
         self.recv_limits
+    }
+
+    /// This connection's serial (see [`Endpoint::serial`]).
+    pub fn serial(&self) -> u64 {
+        self.serial
+    }
+
+    /// Feeds bytes received: every complete PDU in `input` is handled, in
+    /// order, until one must wait behind a CmdSN gap, the connection is to
+    /// close, or (with `[datapath] batching = false`) one PDU was handled.
+    pub fn handle_input(&mut self, input: &[u8], now: Instant) -> Input {
+        let one_pdu = !self.server.config.datapath.batching;
+        let mut consumed = 0;
+        loop {
+            let limits = self.recv_limits;
+            let rest = &input[consumed..];
+            if self.out.pending_bytes() >= OUTPUT_BYTES_MAX && !rest.is_empty() {
+                let need = header_bytes_needed(rest, &limits);
+                let mut input = self.input(consumed, Flow::Continue, need);
+                input.output_full = true;
+                return input;
+            }
+            match decode(rest, &limits) {
+                Ok(Decoded::Frame { frame, len }) => {
+                    let flow = self.handle_frame(&frame, now);
+                    if flow == Flow::Wait {
+                        return self.input(consumed, Flow::Wait, len);
+                    }
+                    consumed += len;
+                    if flow == Flow::Close || one_pdu {
+                        let need = header_bytes_needed(&input[consumed..], &self.recv_limits);
+                        return self.input(consumed, flow, need);
+                    }
+                }
+                Ok(Decoded::NeedMore { total_len }) => {
+                    let need = if rest.len() < isoe_wire::BHS_LEN {
+                        // The header's length is unknown until the BHS is
+                        // in; no PDU is shorter than this.
+                        header_bytes_needed(rest, &limits)
+                    } else {
+                        total_len
+                    };
+                    return self.input(consumed, Flow::Continue, need);
+                }
+                Err(error) => {
+                    let (flow, skip) = self.handle_frame_error(&error);
+                    if flow == Flow::Close {
+                        return self.input(consumed, Flow::Close, 0);
+                    }
+                    consumed += skip;
+                }
+            }
+        }
+    }
+
+    fn input(&self, consumed: usize, flow: Flow, need: usize) -> Input {
+        Input {
+            consumed,
+            flow,
+            need,
+            output_full: false,
+        }
+    }
+
+    /// The next thing the driver must do for this connection besides
+    /// sending its output, if any.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        if let Some(serial) = self.wake.pop() {
+            return Some(Action::Wake(serial));
+        }
+        self.runs
+            .pop_front()
+            .map(|(token, work)| Action::Run { token, work })
+    }
+
+    /// Work handed out by [`Action::Run`] is done: its response is queued,
+    /// unless the command was aborted meanwhile.
+    pub fn complete_work(&mut self, token: u64, completion: Completion) {
+        let Some(index) = self.background.iter().position(|b| b.token == token) else {
+            return;
+        };
+        let task = self.background.remove(index);
+        let Phase::Full(session) = &self.phase else {
+            return;
+        };
+        let session = Arc::clone(session);
+        let empty = self.take_buffer();
+        self.complete(&session, &task.command, completion, empty, task.residual);
+    }
+
+    /// Another connection woke this one ([`Action::Wake`]): its session or
+    /// the connection itself may have been ended, or the CmdSN it waits for
+    /// come. The driver feeds the input it holds again when this says
+    /// [`Flow::Continue`].
+    pub fn handle_wake(&mut self) -> Flow {
+        match &self.phase {
+            Phase::Full(session) if session.is_closed() || session.is_ended(self.serial) => {
+                Flow::Close
+            }
+            Phase::Closed => Flow::Close,
+            _ => Flow::Continue,
+        }
     }
 
     /// The session, once in full feature phase.
@@ -301,17 +502,19 @@ impl Connection {
             // RFC 7143 §6.3: anything but a Login Request during login ends the connection.
             return Flow::Close;
         };
+        let mut random = [0u8; 32];
+        self.random.fill_bytes(&mut random);
         let Phase::Login(phase) = &mut self.phase else {
             return Flow::Close;
         };
         let first = *phase.first_request.get_or_insert(req);
-        let mut random = [0u8; 32];
-        if getrandom::getrandom(&mut random).is_err() {
-            return Flow::Close;
+        if phase.initiator.is_none() {
+            phase.initiator = initiator_name_in(data);
         }
         let step = phase
             .machine
             .handle_request(&req, data, &*self.server, &random);
+        let initiator = phase.initiator.clone();
         let mut response = step.response;
         response.tsih = first.tsih;
         response.stat_sn = self.take_stat_sn();
@@ -326,8 +529,11 @@ impl Connection {
             }
             LoginOutcome::Failed(failure) => {
                 eprintln!(
-                    "isoe: login from {} refused: {}",
-                    self.local, failure.reason
+                    "isoe: login from {} ({}) on {} refused: {}",
+                    self.peer,
+                    Escaped(initiator.as_deref().unwrap_or("?")),
+                    self.local,
+                    Escaped(&failure.reason)
                 );
                 self.out
                     .push(&Pdu::LoginResponse(response), &step.data, &limits);
@@ -362,12 +568,36 @@ impl Connection {
                             self.nop_timeout =
                                 Duration::from_secs(t.params.nop_in_timeout_s as u64);
                         }
+                        eprintln!(
+                            "isoe: login from {} ({}) on {}: {} session TSIH {}, CID {}{}",
+                            self.peer,
+                            Escaped(&session.initiator_name),
+                            self.local,
+                            if session.target.is_some() {
+                                "normal"
+                            } else {
+                                "discovery"
+                            },
+                            session.tsih,
+                            self.cid,
+                            session
+                                .target
+                                .as_ref()
+                                .map(|t| format!(", target {}", t.name))
+                                .unwrap_or_default()
+                        );
                         self.bound = Some(session.clone());
                         self.phase = Phase::Full(session);
                         Flow::Continue
                     }
                     Err((detail, why)) => {
-                        eprintln!("isoe: login from {} refused: {why}", self.local);
+                        eprintln!(
+                            "isoe: login from {} ({}) on {} refused: {}",
+                            self.peer,
+                            Escaped(&negotiated.session.initiator_name),
+                            self.local,
+                            Escaped(&why)
+                        );
                         response.transit = false;
                         response.status_class = if detail == login_status::OUT_OF_RESOURCES {
                             login_status::TARGET_ERROR
@@ -403,15 +633,17 @@ impl Connection {
         };
         let member = Member {
             cid: negotiated.cid,
-            socket: self.socket.as_ref().and_then(|s| s.try_clone().ok()),
             serial: self.serial,
+            peer_gone: self.peer_gone.clone(),
+            ended: false,
         };
         if negotiated.tsih_requested == 0 {
             let target_name = target.as_ref().map(|t| t.name.clone());
+            let random = self.random.next_u32() as u16;
             let session = self.server.create_session(
-                &params.initiator_name,
-                first.isid,
-                target_name.as_deref(),
+                (&params.initiator_name, first.isid, target_name.as_deref()),
+                random,
+                &mut self.wake,
                 |tsih| {
                     Session::new(
                         tsih,
@@ -424,7 +656,7 @@ impl Connection {
                 },
             );
             session
-                .join(member)
+                .join(member, &mut self.wake)
                 .map_err(|e| (login_status::TOO_MANY_CONNECTIONS, e.to_string()))?;
             Ok(session)
         } else {
@@ -450,23 +682,34 @@ impl Connection {
                 ));
             }
             session
-                .join(member)
+                .join(member, &mut self.wake)
                 .map_err(|e| (login_status::TOO_MANY_CONNECTIONS, e.to_string()))?;
             Ok(session)
         }
     }
 
-    /// Admits a command by CmdSN; flushes output before it may wait on a gap.
-    fn admit(&mut self, session: &Session, immediate: bool, cmd_sn: u32) -> Admit {
-        if immediate {
-            return session.admit_immediate(cmd_sn);
-        }
-        if cmd_sn != session.exp_cmd_sn() {
-            if let Some(mut socket) = self.socket.as_ref().and_then(|s| s.try_clone().ok()) {
-                let _ = self.out.flush(&mut socket, &mut self.pool);
+    /// Admits a command by CmdSN: `None` to deliver it, else the flow that
+    /// ends its handling (ignored outside the window, waiting behind a gap,
+    /// or the session closed).
+    fn admit(&mut self, session: &Session, immediate: bool, cmd_sn: u32) -> Option<Flow> {
+        let admit = if immediate {
+            session.admit_immediate(cmd_sn)
+        } else {
+            session.admit_ordered(cmd_sn, self.serial, &mut self.wake)
+        };
+        match admit {
+            Admit::Deliver | Admit::OutsideWindow => self.waiting_since = None,
+            Admit::Wait => {
+                self.waiting_since.get_or_insert(self.last_rx);
             }
+            Admit::Closed => {}
         }
-        session.admit_ordered(cmd_sn)
+        match admit {
+            Admit::Deliver => None,
+            Admit::OutsideWindow => Some(Flow::Continue),
+            Admit::Wait => Some(Flow::Wait),
+            Admit::Closed => Some(Flow::Close),
+        }
     }
 
     fn full_feature(
@@ -509,10 +752,8 @@ impl Connection {
             self.reject(reject::PROTOCOL_ERROR, frame.bhs);
             return Flow::Continue;
         };
-        match self.admit(session, cmd.immediate, cmd.cmd_sn) {
-            Admit::Deliver => {}
-            Admit::OutsideWindow => return Flow::Continue,
-            Admit::GapTimeout => return Flow::Close,
+        if let Some(flow) = self.admit(session, cmd.immediate, cmd.cmd_sn) {
+            return flow;
         }
         let cdb = frame.cdb();
         let lu = cmd.lun.number().and_then(|n| target.lun(n));
@@ -682,78 +923,27 @@ impl Connection {
             }
             Outcome::Later(work) => {
                 self.recycle(data_in);
-                self.run_in_background(session, cmd, work, write_residual);
+                self.run_in_background(cmd, work, write_residual);
             }
         }
     }
 
-    /// Runs a command's remaining work on a thread of its own; its response
-    /// is sent by [`Connection::poll_background`] once the work is done.
-    fn run_in_background(
-        &mut self,
-        session: &Session,
-        cmd: &ScsiCommand,
-        work: Background,
-        residual: Residual,
-    ) {
-        let handoff = Arc::new(Mutex::new(Handoff {
-            work: Some(work),
-            done: None,
-        }));
-        let shared = Arc::clone(&handoff);
-        let spawned = std::thread::Builder::new()
-            .name("isoe-background".to_owned())
-            .spawn(move || {
-                let work = lock(&shared).work.take();
-                if let Some(work) = work {
-                    let completion = work.run();
-                    lock(&shared).done = Some(completion);
-                }
-            });
-        if spawned.is_ok() {
-            self.background.push(BackgroundTask {
-                command: *cmd,
-                residual,
-                handoff,
-            });
-            return;
-        }
-        // No thread to be had: the work is admitted and must run, so it
-        // runs here, holding up this connection but nothing else.
-        let work = lock(&handoff).work.take();
-        if let Some(work) = work {
-            let completion = work.run();
-            let empty = self.take_buffer();
-            self.complete(session, cmd, completion, empty, residual);
-        }
+    /// Hands a command's remaining work to the driver ([`Action::Run`]);
+    /// its response goes out from [`Connection::complete_work`].
+    fn run_in_background(&mut self, cmd: &ScsiCommand, work: Background, residual: Residual) {
+        let token = self.next_token;
+        self.next_token += 1;
+        self.background.push(BackgroundTask {
+            token,
+            command: *cmd,
+            residual,
+        });
+        self.runs.push_back((token, work));
     }
 
-    /// Whether commands are running in the background (the driver then
-    /// wakes more often to send their responses).
+    /// Whether commands are running in the background.
     pub fn has_background(&self) -> bool {
         !self.background.is_empty()
-    }
-
-    /// Queues the responses of background commands that have finished.
-    pub fn poll_background(&mut self) {
-        if self.background.is_empty() {
-            return;
-        }
-        let Phase::Full(session) = &self.phase else {
-            return;
-        };
-        let session = Arc::clone(session);
-        let mut index = 0;
-        while index < self.background.len() {
-            let done = lock(&self.background[index].handoff).done.take();
-            let Some(completion) = done else {
-                index += 1;
-                continue;
-            };
-            let task = self.background.remove(index);
-            let empty = self.take_buffer();
-            self.complete(&session, &task.command, completion, empty, task.residual);
-        }
     }
 
     fn complete(
@@ -862,10 +1052,8 @@ impl Connection {
             }
             return Flow::Continue;
         }
-        match self.admit(session, n.immediate, n.cmd_sn) {
-            Admit::Deliver => {}
-            Admit::OutsideWindow => return Flow::Continue,
-            Admit::GapTimeout => return Flow::Close,
+        if let Some(flow) = self.admit(session, n.immediate, n.cmd_sn) {
+            return flow;
         }
         let (exp_cmd_sn, max_cmd_sn) = (session.exp_cmd_sn(), session.max_cmd_sn());
         let pdu = Pdu::NopIn(NopIn {
@@ -882,28 +1070,53 @@ impl Connection {
         Flow::Continue
     }
 
-    /// Time passes: send a NOP-In ping when the link was idle, drop it when a ping went unanswered.
+    /// Time passes: send a NOP-In ping when the link was idle, drop it
+    /// when a ping went unanswered, a login overran its deadline or a
+    /// command waited too long behind a CmdSN gap.
     pub fn handle_tick(&mut self, now: Instant) -> Flow {
         if self.server.is_shutting_down() {
             return Flow::Close;
         }
-        self.poll_background();
-        let Phase::Full(session) = &self.phase else {
-            // A login that stalls past the NOP timeout is abandoned.
-            return if now.duration_since(self.last_rx) > Duration::from_secs(30) {
-                Flow::Close
-            } else {
-                Flow::Continue
-            };
+        let session = match &self.phase {
+            Phase::Full(session) => session,
+            Phase::Login(_) => {
+                // The whole login, not each request, has a deadline: a peer
+                // that keeps a login alive with slow continued requests
+                // still holds it no longer than this.
+                if now.duration_since(self.opened) > LOGIN_DEADLINE {
+                    eprintln!(
+                        "isoe: login from {} on {} abandoned: not done within {:?}",
+                        self.peer, self.local, LOGIN_DEADLINE
+                    );
+                    return Flow::Close;
+                }
+                return Flow::Continue;
+            }
+            Phase::Closed => return Flow::Close,
         };
-        if session.is_closed() {
+        if session.is_closed() || session.is_ended(self.serial) {
             return Flow::Close;
+        }
+        if let Some(since) = self.waiting_since {
+            if now.duration_since(since) >= CMD_SN_GAP_WAIT {
+                eprintln!(
+                    "isoe: connection from {} ({}) dropped: a command waited {:?} for a CmdSN gap to fill",
+                    self.peer, Escaped(&session.initiator_name), CMD_SN_GAP_WAIT
+                );
+                session.stop_waiting(self.serial);
+                return Flow::Close;
+            }
+            // The ping's answer waits behind the same gap.
+            return Flow::Continue;
         }
         if let Some(ping) = &self.ping {
             if !self.nop_timeout.is_zero() && now.duration_since(ping.sent_at) >= self.nop_timeout {
                 eprintln!(
-                    "isoe: connection on {} dropped: NOP-In ping unanswered for {:?}",
-                    self.local, self.nop_timeout
+                    "isoe: connection from {} ({}) on {} dropped: NOP-In ping unanswered for {:?}",
+                    self.peer,
+                    Escaped(&session.initiator_name),
+                    self.local,
+                    self.nop_timeout
                 );
                 return Flow::Close;
             }
@@ -934,10 +1147,8 @@ impl Connection {
 
     fn task_management(&mut self, session: &Arc<Session>, t: &TaskMgmtRequest) -> Flow {
         let exp_before = session.exp_cmd_sn();
-        match self.admit(session, t.immediate, t.cmd_sn) {
-            Admit::Deliver => {}
-            Admit::OutsideWindow => return Flow::Continue,
-            Admit::GapTimeout => return Flow::Close,
+        if let Some(flow) = self.admit(session, t.immediate, t.cmd_sn) {
+            return flow;
         }
         let target = session.target.clone();
         let lun_exists = |lun: &Lun| {
@@ -1040,10 +1251,8 @@ impl Connection {
     }
 
     fn text(&mut self, session: &Arc<Session>, t: &TextRequest, data: &[u8]) -> Flow {
-        match self.admit(session, t.immediate, t.cmd_sn) {
-            Admit::Deliver => {}
-            Admit::OutsideWindow => return Flow::Continue,
-            Admit::GapTimeout => return Flow::Close,
+        if let Some(flow) = self.admit(session, t.immediate, t.cmd_sn) {
+            return flow;
         }
         let continuing = self.text_out.as_ref().is_some_and(|p| {
             p.target_transfer_tag == t.target_transfer_tag && t.target_transfer_tag != RESERVED_TAG
@@ -1134,15 +1343,13 @@ impl Connection {
     }
 
     fn logout(&mut self, session: &Arc<Session>, l: &LogoutRequest) -> Flow {
-        match self.admit(session, l.immediate, l.cmd_sn) {
-            Admit::Deliver => {}
-            Admit::OutsideWindow => return Flow::Continue,
-            Admit::GapTimeout => return Flow::Close,
+        if let Some(flow) = self.admit(session, l.immediate, l.cmd_sn) {
+            return flow;
         }
         let mut flow = Flow::Continue;
         let response = match l.reason_code {
             logout::CLOSE_SESSION => {
-                session.close(self.serial);
+                session.close(self.serial, &mut self.wake);
                 // RFC 7143 11.15: the response says cleanup is done, so the
                 // nexus (and a reservation it held) ends before it is sent.
                 session.end_nexus();
@@ -1154,7 +1361,7 @@ impl Connection {
                 logout::RESP_CLOSED
             }
             logout::CLOSE_CONNECTION if session.has_cid(l.cid) => {
-                session.close_cid(l.cid, self.serial);
+                session.close_cid(l.cid, self.serial, &mut self.wake);
                 logout::RESP_CLOSED
             }
             logout::CLOSE_CONNECTION => logout::RESP_CID_NOT_FOUND,
@@ -1172,6 +1379,14 @@ impl Connection {
         });
         let limits = self.send_limits;
         self.out.push(&pdu, &[], &limits);
+        eprintln!(
+            "isoe: logout from {} ({}) on {}: reason {}, CID {}, response {response}",
+            self.peer,
+            Escaped(&session.initiator_name),
+            self.local,
+            l.reason_code,
+            l.cid
+        );
         if flow == Flow::Close {
             self.phase = Phase::Closed;
         }
@@ -1179,13 +1394,15 @@ impl Connection {
     }
 
     /// Detaches from the session once the socket is done: pending writes are
-    /// dropped, and a session whose last connection this was is forgotten.
+    /// dropped, and a session whose last connection this was is forgotten
+    /// (its other connections, if it was closed, come out of
+    /// [`Connection::poll_action`] to be woken).
     pub fn detach(&mut self) {
         self.abort_tasks(|_| true);
         self.phase = Phase::Closed;
         if let Some(session) = self.bound.take() {
             if session.leave(self.serial) || session.is_closed() {
-                session.close(self.serial);
+                session.close(self.serial, &mut self.wake);
                 session.end_nexus();
                 self.server.remove_session(&session);
             }

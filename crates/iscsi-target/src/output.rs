@@ -48,6 +48,8 @@ pub struct Output {
     next_pdu: usize,
     /// PDUs queued since the last flush, for metrics.
     pub pdus_queued: u64,
+    /// Bytes queued and not yet written.
+    pending: usize,
 }
 
 impl Output {
@@ -65,11 +67,18 @@ impl Output {
         self.cursor.0 >= self.segments.len()
     }
 
+    /// Bytes queued and not yet written: the read data built ahead of the
+    /// socket, which the connection bounds.
+    pub fn pending_bytes(&self) -> usize {
+        self.pending
+    }
+
     fn push_header_range(&mut self, start: usize) {
         let end = self.headers.len();
         if start == end {
             return;
         }
+        self.pending += end - start;
         // Batched, adjacent header bytes (one PDU's trailer, the next PDU's
         // header) share a slice; per PDU, a slice never spans two PDUs.
         if !self.per_pdu_writes {
@@ -126,6 +135,7 @@ impl Output {
         if data_len > 0 {
             let (trailer, trailer_len) =
                 frame::data_trailer(&self.buffers[index][range.clone()], limits);
+            self.pending += range.end - range.start;
             self.segments.push(Segment::Data { index, range });
             let start = self.headers.len();
             self.headers.extend_from_slice(&trailer[..trailer_len]);
@@ -200,6 +210,7 @@ impl Output {
     }
 
     fn advance(&mut self, mut written: usize) {
+        self.pending -= written;
         while written > 0 {
             let (index, skip) = self.cursor;
             let remaining = self.segment_len(&self.segments[index]) - skip;
@@ -220,6 +231,7 @@ impl Output {
         self.pdu_ends.clear();
         self.next_pdu = 0;
         self.cursor = (0, 0);
+        self.pending = 0;
         for buffer in self.buffers.drain(..) {
             pool.give(buffer);
         }

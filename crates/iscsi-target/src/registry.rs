@@ -21,7 +21,7 @@ use isoe_wire::chap::{ChallengeLog, CHALLENGE_LOG_CAPACITY};
 use isoe_wire::login::{Admission, AuthPolicy, LoginFailure, LoginPolicy, TargetLoginConfig};
 use isoe_wire::negotiate::{Digest, SessionType};
 use isoe_wire::pdu::login_status;
-use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use thiserror::Error;
 
@@ -127,7 +127,6 @@ pub struct Server {
     sessions: Mutex<Vec<(SessionKey, Arc<Session>)>>,
     /// CHAP challenges issued lately; logins only, never the command path.
     challenges: Mutex<ChallengeLog>,
-    next_tsih: AtomicU16,
     next_serial: AtomicU64,
     shutdown: AtomicBool,
 }
@@ -268,7 +267,6 @@ impl Server {
             stores,
             sessions: Mutex::new(Vec::new()),
             challenges: Mutex::new(ChallengeLog::new(CHALLENGE_LOG_CAPACITY)),
-            next_tsih: AtomicU16::new(1),
             next_serial: AtomicU64::new(1),
             shutdown: AtomicBool::new(false),
         })
@@ -289,35 +287,45 @@ impl Server {
         self.next_serial.fetch_add(1, Ordering::Relaxed)
     }
 
-    fn allocate_tsih(&self, sessions: &[(SessionKey, Arc<Session>)]) -> u16 {
+    /// A TSIH not in use, starting from `random` (RFC 7143 §11.12.8 wants
+    /// it unique; unpredictable, it tells a peer nothing of other sessions).
+    fn allocate_tsih(sessions: &[(SessionKey, Arc<Session>)], random: u16) -> u16 {
+        let mut tsih = random;
         loop {
-            let tsih = self.next_tsih.fetch_add(1, Ordering::Relaxed);
             if tsih != 0 && !sessions.iter().any(|(_, s)| s.tsih == tsih) {
                 return tsih;
             }
+            tsih = tsih.wrapping_add(1);
         }
     }
 
     /// Registers a new session, reinstating (closing) any older session with
-    /// the same initiator name, ISID and target. `make` gets the new TSIH.
+    /// the same initiator name, ISID and target (its connections go to
+    /// `wake`). `make` gets the new TSIH, drawn from `random`.
     pub fn create_session(
         &self,
-        initiator_name: &str,
-        isid: [u8; 6],
-        target_name: Option<&str>,
+        key: (&str, [u8; 6], Option<&str>),
+        random: u16,
+        wake: &mut Vec<u64>,
         make: impl FnOnce(u16) -> Session,
     ) -> Arc<Session> {
+        let (initiator_name, isid, target_name) = key;
         let key = SessionKey {
             initiator_name: initiator_name.to_string(),
             isid,
             target_name: target_name.map(str::to_string),
         };
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let mut tsih = random;
         if let Some(pos) = sessions.iter().position(|(k, _)| *k == key) {
             let (_, old) = sessions.swap_remove(pos);
-            old.close(u64::MAX);
+            old.close(u64::MAX, wake);
+            if tsih == old.tsih {
+                // A reinstated session gets a TSIH of its own.
+                tsih = tsih.wrapping_add(1);
+            }
         }
-        let tsih = self.allocate_tsih(&sessions);
+        let tsih = Self::allocate_tsih(&sessions, tsih);
         let session = Arc::new(make(tsih));
         sessions.push((key, session.clone()));
         session
@@ -370,12 +378,14 @@ impl Server {
             .len()
     }
 
-    /// Asks every connection to finish: sessions are closed, sockets shut down.
+    /// Asks every connection to finish: sessions are closed (each
+    /// connection sees it at its next wake-up; the driver wakes them all).
     pub fn begin_shutdown(&self) {
         self.shutdown.store(true, Ordering::Release);
         let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let mut ignored = Vec::new();
         for (_, s) in sessions.iter() {
-            s.close(u64::MAX);
+            s.close(u64::MAX, &mut ignored);
         }
     }
 

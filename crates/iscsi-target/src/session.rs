@@ -9,10 +9,9 @@
 use crate::registry::Target;
 use isoe_scsi::Nexus;
 use isoe_wire::negotiate::SessionParams;
-use isoe_wire::serial::{sn_gt, sn_in_window, sn_lt};
-use std::net::{Shutdown, TcpStream};
+use isoe_wire::serial::{sn_gt, sn_in_window};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// How many commands past ExpCmdSN an initiator may have outstanding.
@@ -28,17 +27,16 @@ pub enum Admit {
     Deliver,
     /// Outside [ExpCmdSN, MaxCmdSN]: RFC 7143 §4.2.2.1 says ignore it silently.
     OutsideWindow,
-    /// The gap before it did not fill in time, or the session closed.
-    GapTimeout,
+    /// Ahead of a gap: the connection keeps the command unread until the
+    /// session wakes it ([`Session::admit_ordered`] lists whom to wake).
+    Wait,
+    /// The session was closed.
+    Closed,
 }
 
-#[derive(Debug)]
-struct Window {
-    exp_cmd_sn: u32,
-    /// Connections waiting in `admit_ordered` for a lower CmdSN: only then
-    /// does advancing the window need a wake-up (a futex system call).
-    waiters: u32,
-}
+/// Asks whether the peer of one connection has closed it, without taking
+/// data from it; the driver supplies it (a peek on the socket), tests a flag.
+pub type PeerProbe = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// A connection could not join: the session has MaxConnections already.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -49,14 +47,34 @@ pub struct SessionFull {
 }
 
 /// One connection of a session, as the session sees it.
-#[derive(Debug)]
 pub struct Member {
     /// The connection ID the initiator chose.
     pub cid: u16,
-    /// A handle to shut the socket down from another thread (logout, reinstatement).
-    pub socket: Option<TcpStream>,
-    /// Unique per connection in the process.
+    /// Unique per connection in the process; the driver routes wake-ups by it.
     pub serial: u64,
+    /// Whether the peer closed this connection, asked without its driver.
+    pub peer_gone: Option<PeerProbe>,
+    /// Set when another connection ended this one (logout of its CID,
+    /// reinstatement); the connection closes at its next wake-up.
+    pub ended: bool,
+}
+
+impl std::fmt::Debug for Member {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Member")
+            .field("cid", &self.cid)
+            .field("serial", &self.serial)
+            .field("ended", &self.ended)
+            .finish()
+    }
+}
+
+#[derive(Debug)]
+struct Window {
+    exp_cmd_sn: u32,
+    /// Connections that hold a command ahead of a gap: (its CmdSN, serial).
+    /// At most one entry per connection, so bounded by MaxConnections.
+    waiting: Vec<(u32, u64)>,
 }
 
 /// State shared by the connections of one session.
@@ -76,13 +94,16 @@ pub struct Session {
     /// through target port 1.
     pub nexus: Nexus,
     window: Mutex<Window>,
-    advanced: Condvar,
     /// Mirror of ExpCmdSN for lock-free reads when building responses.
     exp_cmd_sn: AtomicU32,
     members: Mutex<Vec<Member>>,
     closed: AtomicBool,
     /// Set once the I_T nexus was detached from the target's units.
     nexus_ended: AtomicBool,
+}
+
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Session {
@@ -97,7 +118,7 @@ impl Session {
     ) -> Session {
         let nexus = Nexus::new(initiator_name.clone(), isid);
         // SAM-5 5.14: the nexus hears of unit attention conditions from its
-        // login until the session ends (Drop below).
+        // login until the session ends (`end_nexus`).
         if let Some(target) = &target {
             for lu in target.units() {
                 lu.attach(&nexus);
@@ -112,9 +133,8 @@ impl Session {
             nexus,
             window: Mutex::new(Window {
                 exp_cmd_sn: cmd_sn,
-                waiters: 0,
+                waiting: Vec::new(),
             }),
-            advanced: Condvar::new(),
             exp_cmd_sn: AtomicU32::new(cmd_sn),
             members: Mutex::new(Vec::new()),
             closed: AtomicBool::new(false),
@@ -132,53 +152,57 @@ impl Session {
         self.exp_cmd_sn().wrapping_add(COMMAND_WINDOW - 1)
     }
 
-    /// Admits a non-immediate command with `cmd_sn`, waiting (bounded) when
-    /// it arrived on one connection ahead of a lower CmdSN still in flight
-    /// on another (RFC 7143 §3.2.2.1: delivery in CmdSN order).
-    pub fn admit_ordered(&self, cmd_sn: u32) -> Admit {
-        let mut window = self.window.lock().unwrap_or_else(|e| e.into_inner());
+    /// Admits a non-immediate command with `cmd_sn` arriving on connection
+    /// `serial`. In order, the window advances, and the connections whose
+    /// waiting command is now next are pushed to `wake` (RFC 7143
+    /// §3.2.2.1: delivery in CmdSN order across a session's connections).
+    /// Ahead of a gap, the connection is remembered and told to wait;
+    /// nothing blocks.
+    pub fn admit_ordered(&self, cmd_sn: u32, serial: u64, wake: &mut Vec<u64>) -> Admit {
+        if self.is_closed() {
+            return Admit::Closed;
+        }
+        let mut window = locked(&self.window);
         let max = window.exp_cmd_sn.wrapping_add(COMMAND_WINDOW - 1);
         if !sn_in_window(cmd_sn, window.exp_cmd_sn, max) {
+            window.waiting.retain(|&(_, s)| s != serial);
             return Admit::OutsideWindow;
         }
         if sn_gt(cmd_sn, window.exp_cmd_sn) {
-            let deadline = std::time::Instant::now() + CMD_SN_GAP_WAIT;
-            while sn_lt(window.exp_cmd_sn, cmd_sn) {
-                if self.closed.load(Ordering::Acquire) {
-                    return Admit::GapTimeout;
-                }
-                let now = std::time::Instant::now();
-                if now >= deadline {
-                    return Admit::GapTimeout;
-                }
-                let wait = (deadline - now).min(Duration::from_millis(500));
-                window.waiters += 1;
-                window = self
-                    .advanced
-                    .wait_timeout(window, wait)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
-                window.waiters -= 1;
+            match window.waiting.iter_mut().find(|(_, s)| *s == serial) {
+                Some(entry) => entry.0 = cmd_sn,
+                None => window.waiting.push((cmd_sn, serial)),
             }
-            if window.exp_cmd_sn != cmd_sn {
-                // Someone else delivered this CmdSN meanwhile: a duplicate.
-                return Admit::OutsideWindow;
-            }
+            return Admit::Wait;
         }
+        window.waiting.retain(|&(_, s)| s != serial);
         window.exp_cmd_sn = cmd_sn.wrapping_add(1);
         self.exp_cmd_sn.store(window.exp_cmd_sn, Ordering::Release);
-        // std's notify_all makes a system call even with nobody waiting;
-        // with one connection nobody ever is.
-        let waiters = window.waiters;
-        drop(window);
-        if waiters > 0 {
-            self.advanced.notify_all();
+        if !window.waiting.is_empty() {
+            // The next command may wait on another connection; one whose
+            // command is now behind the window learns it is a duplicate.
+            let exp = window.exp_cmd_sn;
+            wake.extend(
+                window
+                    .waiting
+                    .iter()
+                    .filter(|&&(sn, _)| !sn_gt(sn, exp))
+                    .map(|&(_, s)| s),
+            );
         }
         Admit::Deliver
     }
 
+    /// Forgets that connection `serial` waits (it gave up or closed).
+    pub fn stop_waiting(&self, serial: u64) {
+        locked(&self.window).waiting.retain(|&(_, s)| s != serial);
+    }
+
     /// Checks an immediate command's CmdSN: it must lie in the window but does not advance it.
     pub fn admit_immediate(&self, cmd_sn: u32) -> Admit {
+        if self.is_closed() {
+            return Admit::Closed;
+        }
         let exp = self.exp_cmd_sn();
         if sn_in_window(cmd_sn, exp, exp.wrapping_add(COMMAND_WINDOW - 1)) {
             Admit::Deliver
@@ -188,17 +212,16 @@ impl Session {
     }
 
     /// Adds a connection; fails when MaxConnections are already in use. A
-    /// connection with the same CID is reinstated: the old one is shut down.
-    pub fn join(&self, member: Member) -> Result<(), SessionFull> {
-        let mut members = self.members.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(pos) = members.iter().position(|m| m.cid == member.cid) {
-            // RFC 7143 §6.3.4: connection reinstatement on CID reuse.
-            let old = members.swap_remove(pos);
-            if let Some(s) = old.socket {
-                let _ = s.shutdown(Shutdown::Both);
-            }
+    /// connection with the same CID is reinstated (RFC 7143 §6.3.4): the
+    /// old one is ended, and its serial pushed to `wake` so that it closes.
+    pub fn join(&self, member: Member, wake: &mut Vec<u64>) -> Result<(), SessionFull> {
+        let mut members = locked(&self.members);
+        if let Some(pos) = members.iter().position(|m| m.cid == member.cid && !m.ended) {
+            members[pos].ended = true;
+            wake.push(members[pos].serial);
         }
-        if members.len() >= self.params.max_connections as usize {
+        let live = members.iter().filter(|m| !m.ended).count();
+        if live >= self.params.max_connections as usize {
             return Err(SessionFull {
                 max_connections: self.params.max_connections,
             });
@@ -209,59 +232,66 @@ impl Session {
 
     /// Removes a connection; returns true when it was the last one.
     pub fn leave(&self, serial: u64) -> bool {
-        let mut members = self.members.lock().unwrap_or_else(|e| e.into_inner());
+        self.stop_waiting(serial);
+        let mut members = locked(&self.members);
         members.retain(|m| m.serial != serial);
         members.is_empty()
     }
 
-    /// Whether the initiator has closed every connection of the session
-    /// (FIN or RST waiting on each socket), seen without taking data from
-    /// the sockets. False if any connection is open or can't be looked at.
+    /// Whether connection `serial` was ended by another (see [`Member::ended`]).
+    pub fn is_ended(&self, serial: u64) -> bool {
+        locked(&self.members)
+            .iter()
+            .any(|m| m.serial == serial && m.ended)
+    }
+
+    /// Whether the initiator has closed every connection of the session,
+    /// as the connections' probes see it without taking data from them.
+    /// False if any connection is open or can't be looked at.
     pub fn closed_by_peer(&self) -> bool {
-        let members = self.members.lock().unwrap_or_else(|e| e.into_inner());
+        let members = locked(&self.members);
         !members.is_empty()
             && members
                 .iter()
-                .all(|m| m.socket.as_ref().is_some_and(peer_closed))
+                .all(|m| m.ended || m.peer_gone.as_ref().is_some_and(|gone| gone()))
     }
 
     /// Number of connections now in the session.
     pub fn connection_count(&self) -> usize {
-        self.members.lock().unwrap_or_else(|e| e.into_inner()).len()
+        locked(&self.members).iter().filter(|m| !m.ended).count()
     }
 
     /// True when connection `cid` is part of the session.
     pub fn has_cid(&self, cid: u16) -> bool {
-        self.members
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        locked(&self.members)
             .iter()
-            .any(|m| m.cid == cid)
+            .any(|m| m.cid == cid && !m.ended)
     }
 
-    /// Shuts down connection `cid` (not `except_serial`), for Logout of another connection.
-    pub fn close_cid(&self, cid: u16, except_serial: u64) {
-        let members = self.members.lock().unwrap_or_else(|e| e.into_inner());
+    /// Ends connection `cid` (not `except_serial`), for Logout of another
+    /// connection; its serial goes to `wake`.
+    pub fn close_cid(&self, cid: u16, except_serial: u64, wake: &mut Vec<u64>) {
+        let mut members = locked(&self.members);
         for m in members
-            .iter()
+            .iter_mut()
             .filter(|m| m.cid == cid && m.serial != except_serial)
         {
-            if let Some(s) = &m.socket {
-                let _ = s.shutdown(Shutdown::Both);
-            }
+            m.ended = true;
+            wake.push(m.serial);
         }
     }
 
-    /// Closes the whole session: every connection but `except_serial` is shut down now.
-    pub fn close(&self, except_serial: u64) {
+    /// Closes the whole session: every connection but `except_serial` goes
+    /// to `wake`, to close at its next wake-up.
+    pub fn close(&self, except_serial: u64, wake: &mut Vec<u64>) {
         self.closed.store(true, Ordering::Release);
-        self.advanced.notify_all();
-        let members = self.members.lock().unwrap_or_else(|e| e.into_inner());
-        for m in members.iter().filter(|m| m.serial != except_serial) {
-            if let Some(s) = &m.socket {
-                let _ = s.shutdown(Shutdown::Both);
-            }
-        }
+        let members = locked(&self.members);
+        wake.extend(
+            members
+                .iter()
+                .filter(|m| m.serial != except_serial)
+                .map(|m| m.serial),
+        );
     }
 
     /// The I_T nexus ends (SAM-5 I_T nexus loss): the units forget it, and
@@ -290,67 +320,5 @@ impl Drop for Session {
     /// session is.
     fn drop(&mut self) {
         self.end_nexus();
-    }
-}
-
-/// Whether the peer of `socket` has closed it: a peek that does not wait
-/// finds the end of the stream (or a reset) and no data before it.
-fn peer_closed(socket: &std::net::TcpStream) -> bool {
-    use rustix::net::{recv, RecvFlags};
-    let mut byte = [0u8; 1];
-    match recv(socket, &mut byte, RecvFlags::PEEK | RecvFlags::DONTWAIT) {
-        Ok((0, _)) => true,
-        Ok(_) => false,
-        Err(e) => e == rustix::io::Errno::CONNRESET || e == rustix::io::Errno::NOTCONN,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::peer_closed;
-    use std::io::Write;
-    use std::net::{Shutdown, TcpListener, TcpStream};
-    use std::time::{Duration, Instant};
-
-    /// A connected pair on loopback: (initiator's end, target's end).
-    fn pair() -> (TcpStream, TcpStream) {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let client = TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
-        let (server, _) = listener.accept().expect("accept");
-        (client, server)
-    }
-
-    /// Polls `peer_closed` until it says `expected` (the FIN crosses
-    /// loopback asynchronously) or a generous time passes.
-    fn settles_to(socket: &TcpStream, expected: bool) -> bool {
-        let give_up = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < give_up {
-            if peer_closed(socket) == expected {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        false
-    }
-
-    #[test]
-    fn a_peek_tells_a_closed_connection_from_an_open_or_busy_one() {
-        let (client, server) = pair();
-        server
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .expect("timeout");
-        assert!(!peer_closed(&server), "open and idle: not closed, no wait");
-        (&client).write_all(b"x").expect("write");
-        assert!(settles_to(&server, false));
-        drop(client);
-        // Data sent before the close still waits to be read: not closed yet.
-        std::thread::sleep(Duration::from_millis(50));
-        assert!(!peer_closed(&server));
-
-        let (client, server) = pair();
-        client.shutdown(Shutdown::Write).expect("shutdown");
-        assert!(settles_to(&server, true), "FIN seen without reading");
-        drop(client);
-        assert!(settles_to(&server, true));
     }
 }

@@ -1,7 +1,8 @@
 //! The target's connection state machine driven without sockets: bytes in,
 //! bytes out, time passed in (ARCHITECTURE.md, "Sans-IO core").
 
-use isoe_target::connection::{Connection, Flow};
+use isoe_scsi::Completion;
+use isoe_target::connection::{Action, Connection, Endpoint, Flow};
 use isoe_target::{Config, Server};
 use isoe_wire::digest::Crc32cImpl;
 use isoe_wire::frame::{decode, encode, Decoded, FrameError, FrameLimits};
@@ -9,6 +10,8 @@ use isoe_wire::login::{InitiatorLogin, InitiatorLoginConfig, InitiatorStep};
 use isoe_wire::negotiate::{Digest, LocalParams, SessionType};
 use isoe_wire::pdu::{self, DataOut, Lun, NopOut, ScsiCommand, RESERVED_TAG};
 use isoe_wire::Pdu;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -50,20 +53,41 @@ fn initiator(
     }
 }
 
-/// One side of a connection: the target's state machine plus the bytes it sent.
+/// Store work that finished: its token and completion.
+type Finished = (u64, Completion);
+
+/// Serials of the test connections, unique in the process.
+static SERIALS: AtomicU64 = AtomicU64::new(1);
+
+/// One side of a connection: the target's state machine plus the bytes it
+/// sent; it plays the driver's part for the actions the connection asks.
 struct Wire {
     conn: Connection,
     limits: FrameLimits,
     now: Instant,
+    /// Connections this one asked to wake ([`Action::Wake`]), in order.
+    woken: Vec<u64>,
+    /// Store work runs on threads of its own, as the driver's pool would
+    /// run it; completions come back here.
+    done: (Sender<Finished>, Receiver<Finished>),
 }
 
 impl Wire {
     fn new(server: &Arc<Server>) -> Wire {
         let now = Instant::now();
+        let serial = SERIALS.fetch_add(1, Ordering::Relaxed);
+        let endpoint = Endpoint {
+            serial,
+            local: "127.0.0.1:3260".parse().unwrap(),
+            peer: "127.0.0.1:40000".parse().unwrap(),
+            peer_gone: None,
+        };
         Wire {
-            conn: Connection::new(server.clone(), "127.0.0.1:3260".parse().unwrap(), None, now),
+            conn: Connection::new(server.clone(), endpoint, now, [serial as u8; 32]),
             limits: FrameLimits::LOGIN,
             now,
+            woken: Vec::new(),
+            done: channel(),
         }
     }
 
@@ -77,7 +101,31 @@ impl Wire {
             Decoded::Frame { frame, .. } => self.conn.handle_frame(&frame, self.now),
             Decoded::NeedMore { .. } => panic!("whole PDU given"),
         };
+        self.take_actions();
         (flow, self.take_output_with(limits))
+    }
+
+    /// Carries out what the connection asked: wake-ups are recorded, store
+    /// work starts on a thread.
+    fn take_actions(&mut self) {
+        while let Some(action) = self.conn.poll_action() {
+            match action {
+                Action::Wake(serial) => self.woken.push(serial),
+                Action::Run { token, work } => {
+                    let done = self.done.0.clone();
+                    std::thread::spawn(move || {
+                        let _ = done.send((token, work.run()));
+                    });
+                }
+            }
+        }
+    }
+
+    /// Hands the connection the store work that has finished.
+    fn complete_finished_work(&mut self) {
+        while let Ok((token, completion)) = self.done.1.try_recv() {
+            self.conn.complete_work(token, completion);
+        }
     }
 
     fn take_output(&mut self) -> Vec<(Pdu, Vec<u8>)> {
@@ -281,18 +329,17 @@ fn commands_of_one_session_on_two_connections_run_in_cmd_sn_order() {
     assert_eq!(server.session_count(), 1);
 
     // CmdSN 11 (write 0xbb) reaches connection B before CmdSN 10 (write 0xaa)
-    // reaches A. B must wait for 10 to be delivered.
-    let later = std::thread::spawn(move || {
-        let out = b
-            .send(
-                &Pdu::ScsiCommand(command(0x201, 11, write10(0, 1), 512, false)),
-                &[0xbb; 512],
-            )
-            .1;
-        (b, out)
-    });
-    std::thread::sleep(Duration::from_millis(200));
-    assert!(!later.is_finished(), "CmdSN 11 must wait for CmdSN 10");
+    // reaches A. B must wait for 10 to be delivered: it does not take the
+    // PDU, and nothing blocks.
+    let eleven = Pdu::ScsiCommand(command(0x201, 11, write10(0, 1), 512, false));
+    let (flow, out_b) = b.send(&eleven, &[0xbb; 512]);
+    assert_eq!(flow, Flow::Wait, "CmdSN 11 must wait for CmdSN 10");
+    assert!(out_b.is_empty(), "{out_b:?}");
+    assert_eq!(
+        b.conn.handle_tick(b.now),
+        Flow::Continue,
+        "waiting is not an error"
+    );
     let out_a = a
         .send(
             &Pdu::ScsiCommand(command(0x200, 10, write10(0, 1), 512, false)),
@@ -300,7 +347,10 @@ fn commands_of_one_session_on_two_connections_run_in_cmd_sn_order() {
         )
         .1;
     assert!(matches!(out_a[0].0, Pdu::ScsiResponse(r) if r.status == 0));
-    let (_b, out_b) = later.join().unwrap();
+    assert_eq!(a.woken, [b.conn.serial()], "delivering 10 wakes B");
+    assert_eq!(b.conn.handle_wake(), Flow::Continue);
+    let (flow, out_b) = b.send(&eleven, &[0xbb; 512]);
+    assert_eq!(flow, Flow::Continue);
     let Pdu::ScsiResponse(resp) = out_b[0].0 else {
         panic!("{out_b:?}")
     };
@@ -671,7 +721,7 @@ fn wait_for(w: &mut Wire, itt: u32) -> Vec<Answer> {
     let give_up = Instant::now() + Duration::from_secs(60);
     let mut seen = Vec::new();
     while Instant::now() < give_up {
-        w.conn.poll_background();
+        w.complete_finished_work();
         seen.extend(responses(&w.take_output()));
         if seen.iter().any(|r| r.0 == itt) {
             return seen;
@@ -751,7 +801,9 @@ fn a_sanitize_without_immed_answers_later_while_other_commands_go_on() {
         assert!(Instant::now() < give_up, "the aborted sanitize never ended");
         std::thread::sleep(Duration::from_millis(20));
     }
-    w.conn.poll_background();
+    // The aborted sanitize's completion comes back and is dropped.
+    std::thread::sleep(Duration::from_millis(100));
+    w.complete_finished_work();
     assert!(responses(&w.take_output()).is_empty());
 }
 

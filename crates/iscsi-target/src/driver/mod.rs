@@ -1,37 +1,37 @@
-//! The target's I/O driver: one listener thread per portal, one thread per
-//! connection doing blocking reads into a large buffer (every complete PDU
-//! of a read is handled before the one vectored send of its responses), and
-//! a graceful shutdown.
+//! The target's I/O driver: a fixed number of workers, each a thread with
+//! its own epoll event loop (`worker.rs`), connections placed across them as
+//! they are accepted; a small pool of threads for store work that may block
+//! for long (`pool.rs`); one accept thread per portal; a graceful shutdown.
 //!
-//! A thread per connection keeps a connection's work on one core with no
-//! event-loop bookkeeping: a read returns everything the socket has, which is
-//! the batching datapath rule 2 asks for, at one syscall per batch each way.
-//!
-//! With `[datapath] batching = false` the same loop runs one PDU per system
-//! call instead (see [`crate::config::Datapath::batching`]): each read asks
-//! only for the rest of the PDU being assembled, and the responses to each
-//! PDU are sent, one write per PDU, before the next read.
+//! Thread count does not grow with connections. A connection's work stays on
+//! its worker (datapath rule 4); a read takes everything the socket has,
+//! every complete PDU of it is handled, and the responses go out in one
+//! vectored send (rule 2). With `[datapath] batching = false` the same
+//! loop runs one PDU per system call instead (see
+//! [`crate::config::Datapath::batching`]): each read asks only for the rest
+//! of the PDU being assembled, and the responses to each PDU are sent, one
+//! write per PDU, before the next is handled (`pump.rs`).
+
+mod pool;
+mod pump;
+mod worker;
 
 use crate::config::Config;
-use crate::connection::{Connection, Flow};
 use crate::registry::{Server, SetupError};
-use isoe_wire::frame::{decode, header_bytes_needed, Decoded};
-use isoe_wire::BHS_LEN;
-use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
+use pool::IoPool;
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use thiserror::Error;
+use worker::{Mailbox, Msg, Shared, Worker, WORKERS_MAX};
 
-/// How often an idle connection wakes to run timers (NOP-In, shutdown).
-const TICK: Duration = Duration::from_millis(1000);
-/// How soon a background command's response goes out after its work ends.
-const BACKGROUND_TICK: Duration = Duration::from_millis(20);
-/// Receive buffer per connection: room for several PDUs per read.
-const RECV_BUFFER_BYTES: usize = 512 << 10;
-/// How long shutdown waits for connections to finish.
-const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
+/// Threads of the I/O pool (store work that may block: SANITIZE).
+const IO_POOL_THREADS: usize = 2;
+/// Longest pause of an acceptor that ran out of descriptors.
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// Why the target could not start.
 #[derive(Debug, Error)]
@@ -47,202 +47,18 @@ pub enum StartError {
         /// The OS error.
         source: io::Error,
     },
+    /// A worker's event loop could not be set up.
+    #[error("cannot start a worker: {0}")]
+    Worker(io::Error),
 }
 
-/// A receive buffer holding bytes read but not yet decoded.
-struct RecvBuffer {
-    bytes: Vec<u8>,
-    start: usize,
-    end: usize,
-}
-
-impl RecvBuffer {
-    fn new(capacity: usize) -> RecvBuffer {
-        RecvBuffer {
-            bytes: vec![0; capacity],
-            start: 0,
-            end: 0,
-        }
-    }
-
-    fn data(&self) -> &[u8] {
-        &self.bytes[self.start..self.end]
-    }
-
-    fn consume(&mut self, n: usize) {
-        self.start = (self.start + n).min(self.end);
-        if self.start == self.end {
-            self.start = 0;
-            self.end = 0;
-        }
-    }
-
-    /// Makes room so that a frame of `total` bytes fits from `start`.
-    fn make_room(&mut self, total: usize) {
-        if self.start + total > self.bytes.len() {
-            self.bytes.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
-            self.start = 0;
-            if total > self.bytes.len() {
-                self.bytes.resize(total, 0);
-            }
-        }
-    }
-
-    fn spare(&mut self) -> &mut [u8] {
-        if self.end == self.bytes.len() {
-            self.make_room(self.bytes.len());
-        }
-        &mut self.bytes[self.end..]
-    }
-}
-
-/// Serves one accepted connection until it closes.
-fn serve(server: Arc<Server>, stream: TcpStream) {
-    let local = match stream.local_addr() {
-        Ok(a) => a,
-        Err(_) => return,
-    };
-    let _ = stream.set_nodelay(true);
-    let _ = stream.set_read_timeout(Some(TICK));
-    let mut conn = Connection::new(
-        server.clone(),
-        local,
-        stream.try_clone().ok(),
-        Instant::now(),
-    );
-    let batching = server.config.datapath.batching;
-    let mut set_tick = |tick| {
-        let _ = stream.set_read_timeout(Some(tick));
-    };
-    run(
-        &server,
-        &mut conn,
-        (&stream, &mut set_tick),
-        &mut &stream,
-        batching,
-    );
-    conn.detach();
-    let _ = stream.shutdown(Shutdown::Both);
-}
-
-/// How many bytes the next read may ask for: all the buffer has room for
-/// when batching, else no more than the rest of the PDU being assembled, so
-/// that a read never takes bytes of the PDU after it. `need_total` is the
-/// length of the whole PDU as far as the bytes held tell
-/// ([`Decoded::NeedMore`]).
-fn read_len(batching: bool, spare: usize, held: usize, need_total: usize) -> usize {
-    if batching {
-        return spare;
-    }
-    debug_assert!(
-        need_total > held,
-        "a complete PDU is handled before reading"
-    );
-    // At least one byte (a zero-length read would look like the peer's
-    // close), at most the room there is; `clamp` would panic on no room.
-    need_total.saturating_sub(held).max(1).min(spare)
-}
-
-/// The connection's loop: read, decode and handle every complete PDU, send
-/// the responses; until the peer closes, an error, or shutdown. `source`
-/// times out every [`TICK`] so that timers run, every [`BACKGROUND_TICK`]
-/// while commands run in the background (its second half sets the timeout).
-fn run<R: Read, W: Write>(
-    server: &Server,
-    conn: &mut Connection,
-    (mut source, set_tick): (R, &mut dyn FnMut(Duration)),
-    sink: &mut W,
-    batching: bool,
-) {
-    let mut tick = TICK;
-    let mut recv = RecvBuffer::new(RECV_BUFFER_BYTES);
-    // The length of the PDU being assembled, as far as known: at first its
-    // header (a BHS, and a header digest once one is negotiated).
-    let mut need_total = header_bytes_needed(&[], &conn.recv_limits());
-    'connection: loop {
-        let held = recv.data().len();
-        let spare = recv.spare();
-        let want = read_len(batching, spare.len(), held, need_total);
-        let read = source.read(&mut spare[..want]);
-        let now = Instant::now();
-        match read {
-            Ok(0) => break,
-            Ok(n) => recv.end += n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                let flow = conn.handle_tick(now);
-                if conn.flush(sink).is_err() || flow == Flow::Close {
-                    break;
-                }
-                continue;
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => break,
-        }
-        loop {
-            let limits = conn.recv_limits();
-            match decode(recv.data(), &limits) {
-                Ok(Decoded::Frame { frame, len }) => {
-                    let flow = conn.handle_frame(&frame, now);
-                    recv.consume(len);
-                    if flow == Flow::Close {
-                        let _ = conn.flush(sink);
-                        break 'connection;
-                    }
-                    // Unbatched, what this PDU produced leaves now, one
-                    // write per PDU, before anything else is read.
-                    if !batching && conn.flush(sink).is_err() {
-                        break 'connection;
-                    }
-                }
-                Ok(Decoded::NeedMore { total_len }) => {
-                    recv.make_room(total_len);
-                    need_total = if recv.data().len() < BHS_LEN {
-                        // The header's length is unknown until the BHS is
-                        // in; no PDU is shorter than this.
-                        header_bytes_needed(recv.data(), &limits)
-                    } else {
-                        total_len
-                    };
-                    break;
-                }
-                Err(error) => {
-                    let (flow, skip) = conn.handle_frame_error(&error);
-                    if flow == Flow::Close {
-                        let _ = conn.flush(sink);
-                        break 'connection;
-                    }
-                    recv.consume(skip);
-                }
-            }
-        }
-        conn.poll_background();
-        if conn.flush(sink).is_err() || server.is_shutting_down() {
-            break;
-        }
-        let wanted = if conn.has_background() {
-            BACKGROUND_TICK
-        } else {
-            TICK
-        };
-        if wanted != tick {
-            tick = wanted;
-            set_tick(tick);
-        }
-    }
-}
-
-/// A running target: its portals and connection threads.
+/// A running target: its portals, acceptors and workers.
 pub struct Running {
     server: Arc<Server>,
     portals: Vec<SocketAddr>,
     listeners: Vec<JoinHandle<()>>,
-    connections: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    workers: Vec<JoinHandle<()>>,
+    shared: Arc<Shared>,
 }
 
 impl Running {
@@ -256,7 +72,7 @@ impl Running {
         &self.server
     }
 
-    /// Stops accepting, closes every session, waits for connections, syncs stores.
+    /// Stops accepting, closes every connection, ends the workers, syncs stores.
     pub fn shutdown(self) -> Result<(), isoe_store::StoreError> {
         self.server.begin_shutdown();
         for addr in &self.portals {
@@ -266,17 +82,13 @@ impl Running {
         for l in self.listeners {
             let _ = l.join();
         }
-        let deadline = Instant::now() + SHUTDOWN_WAIT;
-        let handles: Vec<_> =
-            std::mem::take(&mut *self.connections.lock().unwrap_or_else(|e| e.into_inner()));
-        for h in handles {
-            while !h.is_finished() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            if h.is_finished() {
-                let _ = h.join();
-            }
+        for mailbox in &self.shared.mailboxes {
+            mailbox.post(Msg::Stop);
         }
+        for w in self.workers {
+            let _ = w.join();
+        }
+        self.shared.pool.stop();
         self.server.flush_stores()
     }
 }
@@ -292,6 +104,13 @@ fn wake_address(addr: SocketAddr) -> SocketAddr {
     } else {
         addr
     }
+}
+
+/// How many workers: one per CPU the process may use.
+fn worker_count() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, WORKERS_MAX)
 }
 
 /// Binds every portal, opens the LUNs and starts serving. Portals are bound
@@ -312,55 +131,98 @@ pub fn start(mut config: Config) -> Result<Running, StartError> {
     }
     config.portals = bound.iter().map(|(_, local)| *local).collect();
     let server = Arc::new(Server::new(config)?);
-    let connections: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::new(Mutex::new(Vec::new()));
+    let mailboxes = (0..worker_count())
+        .map(|_| Mailbox::new().map(Arc::new))
+        .collect::<io::Result<Vec<_>>>()
+        .map_err(StartError::Worker)?;
+    let shared = Arc::new(Shared {
+        server: Arc::clone(&server),
+        pool: IoPool::start(IO_POOL_THREADS, mailboxes.clone()),
+        mailboxes,
+    });
+    let mut workers = Vec::with_capacity(shared.mailboxes.len());
+    for index in 0..shared.mailboxes.len() {
+        let worker = Worker::new(index, Arc::clone(&shared)).map_err(StartError::Worker)?;
+        let handle = std::thread::Builder::new()
+            .name(format!("isoe-worker-{index}"))
+            .spawn(move || worker.run())
+            .map_err(StartError::Worker)?;
+        workers.push(handle);
+    }
     let portals = bound.iter().map(|(_, local)| *local).collect();
+    let next = Arc::new(AtomicUsize::new(0));
     let listeners = bound
         .into_iter()
-        .map(|(listener, _)| {
-            let server = server.clone();
-            let connections = connections.clone();
-            std::thread::spawn(move || accept_loop(listener, server, connections))
+        .map(|(listener, local)| {
+            let shared = Arc::clone(&shared);
+            let next = Arc::clone(&next);
+            std::thread::Builder::new()
+                .name("isoe-accept".into())
+                .spawn(move || accept_loop(listener, local, &shared, &next))
+                .map_err(StartError::Worker)
         })
-        .collect();
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(Running {
         server,
         portals,
         listeners,
-        connections,
+        workers,
+        shared,
     })
 }
 
-fn accept_loop(
-    listener: TcpListener,
-    server: Arc<Server>,
-    connections: Arc<Mutex<Vec<JoinHandle<()>>>>,
-) {
-    for stream in listener.incoming() {
-        if server.is_shutting_down() {
+/// Accepts connections on one portal and places them on the workers in
+/// turn. Out of descriptors (EMFILE, ENFILE), it pauses, longer each time
+/// up to [`ACCEPT_BACKOFF_MAX`], rather than spin on the pending connection.
+fn accept_loop(listener: TcpListener, local: SocketAddr, shared: &Shared, next: &AtomicUsize) {
+    let mut backoff = Duration::ZERO;
+    loop {
+        let accepted = listener.accept();
+        if shared.server.is_shutting_down() {
             break;
         }
-        let Ok(stream) = stream else { continue };
-        let server = server.clone();
-        let handle = std::thread::Builder::new()
-            .name("isoe-conn".into())
-            .spawn(move || serve(server, stream));
-        if let Ok(handle) = handle {
-            let mut list = connections.lock().unwrap_or_else(|e| e.into_inner());
-            list.retain(|h| !h.is_finished());
-            list.push(handle);
+        match accepted {
+            Ok((stream, peer)) => {
+                backoff = Duration::ZERO;
+                let worker = next.fetch_add(1, Ordering::Relaxed) % shared.mailboxes.len();
+                shared.mailboxes[worker].post(Msg::Adopt {
+                    stream,
+                    local,
+                    peer,
+                });
+            }
+            Err(e) if e.raw_os_error().is_some_and(is_out_of_descriptors) => {
+                if backoff.is_zero() {
+                    eprintln!("isoe: portal {local}: cannot accept: {e}; pausing");
+                }
+                backoff = (backoff * 2).clamp(Duration::from_millis(10), ACCEPT_BACKOFF_MAX);
+                std::thread::sleep(backoff);
+            }
+            Err(_) => {}
         }
     }
 }
 
+/// EMFILE or ENFILE: the process or the system has no descriptor to spare.
+fn is_out_of_descriptors(errno: i32) -> bool {
+    let e = rustix::io::Errno::from_raw_os_error(errno);
+    e == rustix::io::Errno::MFILE || e == rustix::io::Errno::NFILE
+}
+
 #[cfg(test)]
 mod tests {
+    use super::pump::{read_len, Progress, Pump, RECV_BUFFER_BYTES};
     use super::*;
+    use crate::connection::{Connection, Endpoint, Flow};
     use isoe_wire::digest::Crc32cImpl;
+    use isoe_wire::frame::{decode, Decoded};
     use isoe_wire::frame::{encode, FrameLimits};
     use isoe_wire::login::{InitiatorLogin, InitiatorLoginConfig, InitiatorStep};
     use isoe_wire::negotiate::{Digest, LocalParams, SessionType};
     use isoe_wire::pdu::{Lun, NopOut, ScsiCommand, RESERVED_TAG};
     use isoe_wire::Pdu;
+    use std::io::Read;
+    use std::time::Instant;
 
     const TARGET: &str = "iqn.2026-11.io.isoe:driver";
 
@@ -370,6 +232,15 @@ mod tests {
              [[target.lun]]\nnumber = 0\nmemory = \"1MiB\"\n[datapath]\n{datapath}\n"
         );
         Arc::new(Server::new(Config::parse(&text, None).expect("config")).expect("server"))
+    }
+
+    fn endpoint() -> Endpoint {
+        Endpoint {
+            serial: 1,
+            local: "127.0.0.1:3260".parse().unwrap(),
+            peer: "127.0.0.1:40000".parse().unwrap(),
+            peer_gone: None,
+        }
     }
 
     /// Decodes every PDU of `bytes` (which must hold whole PDUs only).
@@ -524,12 +395,7 @@ mod tests {
         digests: bool,
     ) -> (Vec<(usize, usize)>, Vec<usize>, Calls, FrameLimits) {
         let server = server(datapath);
-        let mut conn = Connection::new(
-            server.clone(),
-            "127.0.0.1:3260".parse().unwrap(),
-            None,
-            Instant::now(),
-        );
+        let mut conn = Connection::new(server.clone(), endpoint(), Instant::now(), [3; 32]);
         let limits = login(&mut conn, digests);
         let (bytes, ends) = commands(&limits);
         let mut script = Script {
@@ -539,14 +405,9 @@ mod tests {
         };
         let mut sink = Calls::default();
         let batching = server.config.datapath.batching;
-        let mut set_tick = |_| {};
-        run(
-            &server,
-            &mut conn,
-            (&mut script, &mut set_tick),
-            &mut sink,
-            batching,
-        );
+        let mut pump = Pump::new(conn, batching);
+        let progress = pump.on_readable(&mut script, &mut sink, Instant::now());
+        assert_eq!(progress, Progress::Closed, "the script's end closes");
         assert_eq!(script.at, script.bytes.len(), "everything was read");
         (script.reads, ends, sink, limits)
     }

@@ -1,0 +1,210 @@
+//! One connection's bytes between its socket and its sans-IO state machine:
+//! reads into a receive buffer, feeds the connection, flushes its output.
+//! Generic over `Read` and `Write` so that tests drive it with scripts.
+
+use crate::connection::{Connection, Flow, OUTPUT_BYTES_MAX};
+use isoe_wire::frame::header_bytes_needed;
+use std::io::{self, Read, Write};
+use std::time::Instant;
+
+/// Receive buffer of a connection in full feature phase: room for several
+/// PDUs per read (the batching of datapath rule 2).
+pub(crate) const RECV_BUFFER_BYTES: usize = 512 << 10;
+/// Receive buffer during login: logins are small, and idle or half-open
+/// connections should cost little.
+const LOGIN_RECV_BUFFER_BYTES: usize = 16 << 10;
+
+/// A receive buffer holding bytes read but not yet handled.
+pub(crate) struct RecvBuffer {
+    bytes: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl RecvBuffer {
+    pub(crate) fn new(capacity: usize) -> RecvBuffer {
+        RecvBuffer {
+            bytes: vec![0; capacity],
+            start: 0,
+            end: 0,
+        }
+    }
+
+    pub(crate) fn data(&self) -> &[u8] {
+        &self.bytes[self.start..self.end]
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.start = (self.start + n).min(self.end);
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+
+    /// Makes room so that a frame of `total` bytes fits from `start`.
+    fn make_room(&mut self, total: usize) {
+        if self.start + total > self.bytes.len() {
+            self.bytes.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+            if total > self.bytes.len() {
+                self.bytes.resize(total, 0);
+            }
+        }
+    }
+
+    fn spare(&mut self) -> &mut [u8] {
+        if self.end == self.bytes.len() {
+            self.make_room(self.bytes.len());
+        }
+        &mut self.bytes[self.end..]
+    }
+}
+
+/// How many bytes the next read may ask for: all the buffer has room for
+/// when batching, else no more than the rest of the PDU being assembled, so
+/// that a read never takes bytes of the PDU after it. `need_total` is the
+/// length of the whole PDU as far as the bytes held tell.
+pub(crate) fn read_len(batching: bool, spare: usize, held: usize, need_total: usize) -> usize {
+    if batching {
+        return spare;
+    }
+    // At least one byte (a zero-length read would look like the peer's
+    // close), at most the room there is; `clamp` would panic on no room.
+    need_total.saturating_sub(held).max(1).min(spare)
+}
+
+/// Whether a connection goes on after an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Progress {
+    Open,
+    Closed,
+}
+
+/// A connection with its receive buffer.
+pub(crate) struct Pump {
+    pub(crate) conn: Connection,
+    recv: RecvBuffer,
+    /// Length of the PDU being assembled, as far as known.
+    need: usize,
+    batching: bool,
+    /// Input waits behind a CmdSN gap until the connection is woken.
+    pub(crate) waiting: bool,
+    /// Input paused until the output drains below its bound.
+    output_full: bool,
+}
+
+impl Pump {
+    pub(crate) fn new(conn: Connection, batching: bool) -> Pump {
+        let capacity = if conn.session().is_some() {
+            RECV_BUFFER_BYTES
+        } else {
+            LOGIN_RECV_BUFFER_BYTES
+        };
+        let need = header_bytes_needed(&[], &conn.recv_limits());
+        Pump {
+            conn,
+            recv: RecvBuffer::new(capacity),
+            need,
+            batching,
+            waiting: false,
+            output_full: false,
+        }
+    }
+
+    /// Whether the socket should be polled for reading.
+    pub(crate) fn wants_read(&self) -> bool {
+        !self.waiting && !self.output_full
+    }
+
+    /// Whether output waits for the socket.
+    pub(crate) fn wants_write(&self) -> bool {
+        !self.conn.out.is_empty()
+    }
+
+    /// Reads what `source` has, until it would block or input must pause,
+    /// handling and answering what arrives.
+    pub(crate) fn on_readable<R: Read, W: Write>(
+        &mut self,
+        mut source: R,
+        sink: &mut W,
+        now: Instant,
+    ) -> Progress {
+        while self.wants_read() {
+            let held = self.recv.data().len();
+            let spare = self.recv.spare();
+            let want = read_len(self.batching, spare.len(), held, self.need);
+            match source.read(&mut spare[..want]) {
+                Ok(0) => return Progress::Closed,
+                Ok(n) => {
+                    self.recv.end += n;
+                    if self.process(sink, now) == Progress::Closed {
+                        return Progress::Closed;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return Progress::Closed,
+            }
+        }
+        Progress::Open
+    }
+
+    /// The socket takes output again: send, and take up paused input.
+    pub(crate) fn on_writable<W: Write>(&mut self, sink: &mut W, now: Instant) -> Progress {
+        if self.conn.flush(sink).is_err() {
+            return Progress::Closed;
+        }
+        if self.output_full && self.conn.out.pending_bytes() < OUTPUT_BYTES_MAX {
+            return self.process(sink, now);
+        }
+        Progress::Open
+    }
+
+    /// Handles the input held: after a read, a wake-up, or output drained.
+    pub(crate) fn process<W: Write>(&mut self, sink: &mut W, now: Instant) -> Progress {
+        self.waiting = false;
+        loop {
+            let input = self.conn.handle_input(self.recv.data(), now);
+            self.recv.consume(input.consumed);
+            self.need = input.need;
+            self.output_full = input.output_full;
+            match input.flow {
+                Flow::Close => {
+                    let _ = self.conn.flush(sink);
+                    return Progress::Closed;
+                }
+                Flow::Wait => {
+                    self.waiting = true;
+                    break;
+                }
+                Flow::Continue => {}
+            }
+            if self.conn.session().is_some() && self.recv.bytes.len() < RECV_BUFFER_BYTES {
+                self.recv.make_room(RECV_BUFFER_BYTES);
+            }
+            self.recv.make_room(self.need);
+            if self.output_full {
+                // Send what can go; go on only if that made room.
+                match self.conn.flush(sink) {
+                    Err(_) => return Progress::Closed,
+                    Ok(_) if self.conn.out.pending_bytes() < OUTPUT_BYTES_MAX => continue,
+                    Ok(_) => return Progress::Open,
+                }
+            }
+            if self.batching || input.consumed == 0 {
+                break;
+            }
+            // Unbatched: what this PDU produced leaves now, one write per
+            // PDU, before the next is handled.
+            if self.conn.flush(sink).is_err() {
+                return Progress::Closed;
+            }
+        }
+        match self.conn.flush(sink) {
+            Ok(_) => Progress::Open,
+            Err(_) => Progress::Closed,
+        }
+    }
+}

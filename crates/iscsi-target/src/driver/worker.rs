@@ -1,0 +1,465 @@
+//! A worker: one thread, one epoll instance, the connections placed on it.
+//!
+//! Sockets are non-blocking: a read takes what is there, a send what the
+//! socket accepts, and the rest waits for the socket to say it is writable,
+//! so a peer that stops reading holds up only its own connection. Input
+//! pauses (the socket is no longer polled for reading) while a command waits
+//! behind a CmdSN gap or the output built ahead of the socket is at its
+//! bound. Timers run once a second whatever the sockets do. Other threads
+//! (acceptors, other workers, the I/O pool) reach a worker through its
+//! mailbox, an eventfd-signalled queue.
+
+use super::pool::{IoPool, Job};
+use super::pump::{Progress, Pump};
+use crate::connection::{Action, Connection, Endpoint};
+use crate::registry::Server;
+use isoe_scsi::Completion;
+use rustix::buffer::spare_capacity;
+use rustix::event::epoll::{self, EventData, EventFlags};
+use rustix::event::{eventfd, EventfdFlags, Timespec};
+use rustix::fd::OwnedFd;
+use std::collections::HashMap;
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How often timers run (NOP-In, login and CmdSN-gap deadlines, shutdown).
+const TICK: Duration = Duration::from_millis(1000);
+/// Events taken per `epoll_wait`.
+const EVENTS_PER_WAIT: usize = 256;
+/// The epoll key of the mailbox (connection serials never reach it).
+const MAILBOX_KEY: u64 = u64::MAX;
+/// Bits of a serial that name its worker.
+pub(crate) const WORKER_BITS: u32 = 8;
+/// Most workers a target runs.
+pub(crate) const WORKERS_MAX: usize = 1 << WORKER_BITS;
+
+/// The worker a connection serial lives on.
+pub(crate) fn worker_of(serial: u64) -> usize {
+    (serial & (WORKERS_MAX as u64 - 1)) as usize
+}
+
+/// What other threads ask of a worker.
+pub(crate) enum Msg {
+    /// Serve this accepted connection.
+    Adopt {
+        stream: TcpStream,
+        local: SocketAddr,
+        peer: SocketAddr,
+    },
+    /// See [`Action::Wake`].
+    Wake(u64),
+    /// Work handed to the I/O pool is done.
+    Done {
+        serial: u64,
+        token: u64,
+        completion: Completion,
+    },
+    /// Close every connection and end.
+    Stop,
+}
+
+/// A worker's queue of messages and the eventfd that wakes its epoll.
+pub(crate) struct Mailbox {
+    queue: Mutex<Vec<Msg>>,
+    event: OwnedFd,
+}
+
+impl Mailbox {
+    pub(crate) fn new() -> std::io::Result<Mailbox> {
+        let event = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
+        Ok(Mailbox {
+            queue: Mutex::new(Vec::new()),
+            event,
+        })
+    }
+
+    /// Queues `msg` and wakes the worker if the queue was empty (the worker
+    /// reads the eventfd before it takes the queue, so no message is missed).
+    pub(crate) fn post(&self, msg: Msg) {
+        let was_empty = {
+            let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+            queue.push(msg);
+            queue.len() == 1
+        };
+        if was_empty {
+            let _ = rustix::io::write(&self.event, &1u64.to_ne_bytes());
+        }
+    }
+
+    fn take(&self, into: &mut Vec<Msg>) {
+        let mut count = [0u8; 8];
+        let _ = rustix::io::read(&self.event, &mut count);
+        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        into.append(&mut queue);
+    }
+}
+
+/// What every worker shares.
+pub(crate) struct Shared {
+    pub(crate) server: Arc<Server>,
+    pub(crate) mailboxes: Vec<Arc<Mailbox>>,
+    pub(crate) pool: IoPool,
+}
+
+struct Slot {
+    stream: Arc<TcpStream>,
+    pump: Pump,
+    interest: EventFlags,
+}
+
+/// One worker's state.
+pub(crate) struct Worker {
+    index: usize,
+    shared: Arc<Shared>,
+    epoll: OwnedFd,
+    slots: HashMap<u64, Slot>,
+    next_sequence: u64,
+    /// Wake-ups for connections of this worker, run after the current event.
+    local_wakes: Vec<u64>,
+}
+
+fn timespec(d: Duration) -> Timespec {
+    Timespec {
+        tv_sec: d.as_secs() as _,
+        tv_nsec: d.subsec_nanos() as _,
+    }
+}
+
+/// Whether the peer of `socket` has closed it: a peek that does not wait
+/// finds the end of the stream (or a reset) and no data before it.
+pub(crate) fn peer_closed(socket: &TcpStream) -> bool {
+    use rustix::net::{recv, RecvFlags};
+    let mut byte = [0u8; 1];
+    match recv(socket, &mut byte, RecvFlags::PEEK | RecvFlags::DONTWAIT) {
+        Ok((0, _)) => true,
+        Ok(_) => false,
+        Err(e) => e == rustix::io::Errno::CONNRESET || e == rustix::io::Errno::NOTCONN,
+    }
+}
+
+impl Worker {
+    pub(crate) fn new(index: usize, shared: Arc<Shared>) -> std::io::Result<Worker> {
+        let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        epoll::add(
+            &epoll,
+            &shared.mailboxes[index].event,
+            EventData::new_u64(MAILBOX_KEY),
+            EventFlags::IN,
+        )?;
+        Ok(Worker {
+            index,
+            shared,
+            epoll,
+            slots: HashMap::new(),
+            next_sequence: 1,
+            local_wakes: Vec::new(),
+        })
+    }
+
+    /// The event loop, until told to stop.
+    pub(crate) fn run(mut self) {
+        let mut events = Vec::with_capacity(EVENTS_PER_WAIT);
+        let mut messages = Vec::new();
+        let mut next_tick = Instant::now() + TICK;
+        let mut stopping = false;
+        while !stopping {
+            let timeout = timespec(next_tick.saturating_duration_since(Instant::now()));
+            events.clear();
+            match epoll::wait(&self.epoll, spare_capacity(&mut events), Some(&timeout)) {
+                Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                Err(e) => {
+                    eprintln!("isoe: worker {} stops: epoll_wait: {e}", self.index);
+                    break;
+                }
+            }
+            for event in &events {
+                let key = event.data.u64();
+                if key == MAILBOX_KEY {
+                    self.shared.mailboxes[self.index].take(&mut messages);
+                    for msg in messages.drain(..) {
+                        stopping |= self.on_message(msg);
+                    }
+                } else {
+                    self.on_socket(key, event.flags);
+                }
+                self.run_local_wakes();
+            }
+            let now = Instant::now();
+            if now >= next_tick {
+                self.tick(now);
+                next_tick = now + TICK;
+            }
+        }
+        let serials: Vec<u64> = self.slots.keys().copied().collect();
+        for serial in serials {
+            self.close(serial);
+        }
+    }
+
+    /// Returns true when the worker is to stop.
+    fn on_message(&mut self, msg: Msg) -> bool {
+        match msg {
+            Msg::Adopt {
+                stream,
+                local,
+                peer,
+            } => self.adopt(stream, local, peer),
+            Msg::Wake(serial) => self.local_wakes.push(serial),
+            Msg::Done {
+                serial,
+                token,
+                completion,
+            } => {
+                if let Some(slot) = self.slots.get_mut(&serial) {
+                    slot.pump.conn.complete_work(token, completion);
+                    let progress = slot.pump.on_writable(&mut &*slot.stream, Instant::now());
+                    self.settle(serial, progress);
+                }
+            }
+            Msg::Stop => return true,
+        }
+        false
+    }
+
+    fn adopt(&mut self, stream: TcpStream, local: SocketAddr, peer: SocketAddr) {
+        if stream.set_nonblocking(true).is_err() {
+            return;
+        }
+        let _ = stream.set_nodelay(true);
+        let serial = (self.next_sequence << WORKER_BITS) | self.index as u64;
+        self.next_sequence += 1;
+        let stream = Arc::new(stream);
+        let probe = Arc::clone(&stream);
+        let mut seed = [0u8; 32];
+        if getrandom::getrandom(&mut seed).is_err() {
+            // No randomness, no CHAP challenges worth the name: refuse.
+            eprintln!("isoe: connection from {peer} refused: no random numbers from the system");
+            return;
+        }
+        let endpoint = Endpoint {
+            serial,
+            local,
+            peer,
+            peer_gone: Some(Arc::new(move || peer_closed(&probe))),
+        };
+        let server = Arc::clone(&self.shared.server);
+        let batching = server.config.datapath.batching;
+        let conn = Connection::new(server, endpoint, Instant::now(), seed);
+        if epoll::add(
+            &self.epoll,
+            &*stream,
+            EventData::new_u64(serial),
+            EventFlags::IN,
+        )
+        .is_err()
+        {
+            return;
+        }
+        self.slots.insert(
+            serial,
+            Slot {
+                stream,
+                pump: Pump::new(conn, batching),
+                interest: EventFlags::IN,
+            },
+        );
+    }
+
+    fn on_socket(&mut self, serial: u64, flags: EventFlags) {
+        let Some(slot) = self.slots.get_mut(&serial) else {
+            return;
+        };
+        let now = Instant::now();
+        let mut progress = Progress::Open;
+        if flags.contains(EventFlags::IN) {
+            progress = slot
+                .pump
+                .on_readable(&*slot.stream, &mut &*slot.stream, now);
+        }
+        if progress == Progress::Open && flags.contains(EventFlags::OUT) {
+            progress = slot.pump.on_writable(&mut &*slot.stream, now);
+        }
+        if flags.intersects(EventFlags::HUP | EventFlags::ERR) && !flags.contains(EventFlags::IN) {
+            // Reported whether asked for or not: the peer is gone, and a
+            // connection not reading would otherwise be reported forever.
+            progress = Progress::Closed;
+        }
+        self.settle(serial, progress);
+    }
+
+    /// After an event: carry out the connection's actions, then close it or
+    /// poll its socket for what it now waits for.
+    fn settle(&mut self, serial: u64, progress: Progress) {
+        self.dispatch(serial);
+        if progress == Progress::Closed {
+            self.close(serial);
+            return;
+        }
+        let Some(slot) = self.slots.get_mut(&serial) else {
+            return;
+        };
+        let mut wanted = EventFlags::empty();
+        if slot.pump.wants_read() {
+            wanted |= EventFlags::IN;
+        }
+        if slot.pump.wants_write() {
+            wanted |= EventFlags::OUT;
+        }
+        if wanted != slot.interest {
+            let data = EventData::new_u64(serial);
+            if epoll::modify(&self.epoll, &*slot.stream, data, wanted).is_err() {
+                self.close(serial);
+                return;
+            }
+            slot.interest = wanted;
+        }
+    }
+
+    /// Carries out what connection `serial` asks besides sending.
+    fn dispatch(&mut self, serial: u64) {
+        let Some(slot) = self.slots.get_mut(&serial) else {
+            return;
+        };
+        let mut inline = Vec::new();
+        while let Some(action) = slot.pump.conn.poll_action() {
+            match action {
+                Action::Wake(other) => {
+                    let worker = worker_of(other);
+                    if worker == self.index {
+                        self.local_wakes.push(other);
+                    } else if let Some(mailbox) = self.shared.mailboxes.get(worker) {
+                        mailbox.post(Msg::Wake(other));
+                    }
+                }
+                Action::Run { token, work } => {
+                    let job = Job {
+                        worker: self.index,
+                        serial,
+                        token,
+                        work,
+                    };
+                    if let Err(job) = self.shared.pool.submit(job) {
+                        inline.push((job.token, job.work));
+                    }
+                }
+            }
+        }
+        for (token, work) in inline {
+            // No pool thread to be had: the work is admitted and must run,
+            // so it runs here, holding up this worker but losing nothing.
+            let completion = work.run();
+            slot.pump.conn.complete_work(token, completion);
+        }
+    }
+
+    fn run_local_wakes(&mut self) {
+        while let Some(serial) = self.local_wakes.pop() {
+            let Some(slot) = self.slots.get_mut(&serial) else {
+                continue;
+            };
+            let progress = match slot.pump.conn.handle_wake() {
+                crate::connection::Flow::Close => Progress::Closed,
+                _ if slot.pump.waiting => slot.pump.process(&mut &*slot.stream, Instant::now()),
+                _ => Progress::Open,
+            };
+            self.settle(serial, progress);
+        }
+    }
+
+    /// Runs every connection's timers and sends what they queued.
+    fn tick(&mut self, now: Instant) {
+        let serials: Vec<u64> = self.slots.keys().copied().collect();
+        for serial in serials {
+            let Some(slot) = self.slots.get_mut(&serial) else {
+                continue;
+            };
+            let progress = match slot.pump.conn.handle_tick(now) {
+                crate::connection::Flow::Close => {
+                    let _ = slot.pump.conn.flush(&mut &*slot.stream);
+                    Progress::Closed
+                }
+                _ => slot.pump.on_writable(&mut &*slot.stream, now),
+            };
+            self.settle(serial, progress);
+        }
+        self.run_local_wakes();
+    }
+
+    /// Ends connection `serial`: what is queued goes if the socket takes
+    /// it now, the session hears of it, the socket closes.
+    fn close(&mut self, serial: u64) {
+        let Some(mut slot) = self.slots.remove(&serial) else {
+            return;
+        };
+        let _ = slot.pump.conn.flush(&mut &*slot.stream);
+        slot.pump.conn.detach();
+        while let Some(action) = slot.pump.conn.poll_action() {
+            if let Action::Wake(other) = action {
+                let worker = worker_of(other);
+                if worker == self.index {
+                    self.local_wakes.push(other);
+                } else if let Some(mailbox) = self.shared.mailboxes.get(worker) {
+                    mailbox.post(Msg::Wake(other));
+                }
+            }
+        }
+        let _ = epoll::delete(&self.epoll, &*slot.stream);
+        let _ = slot.stream.shutdown(Shutdown::Both);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::peer_closed;
+    use std::io::Write;
+    use std::net::{Shutdown, TcpListener, TcpStream};
+    use std::time::{Duration, Instant};
+
+    /// A connected pair on loopback: (initiator's end, target's end).
+    fn pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let client = TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
+        let (server, _) = listener.accept().expect("accept");
+        (client, server)
+    }
+
+    /// Polls `peer_closed` until it says `expected` (the FIN crosses
+    /// loopback asynchronously) or a generous time passes.
+    fn settles_to(socket: &TcpStream, expected: bool) -> bool {
+        let give_up = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < give_up {
+            if peer_closed(socket) == expected {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        false
+    }
+
+    #[test]
+    fn a_peek_tells_a_closed_connection_from_an_open_or_busy_one() {
+        let (client, server) = pair();
+        assert!(!peer_closed(&server), "open and idle: not closed, no wait");
+        (&client).write_all(b"x").expect("write");
+        assert!(settles_to(&server, false));
+        drop(client);
+        // Data sent before the close still waits to be read: not closed yet.
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!peer_closed(&server));
+
+        let (client, server) = pair();
+        client.shutdown(Shutdown::Write).expect("shutdown");
+        assert!(settles_to(&server, true), "FIN seen without reading");
+        drop(client);
+        assert!(settles_to(&server, true));
+    }
+
+    #[test]
+    fn a_serial_names_its_worker() {
+        for worker in [0usize, 1, 7, super::WORKERS_MAX - 1] {
+            let serial = (12345u64 << super::WORKER_BITS) | worker as u64;
+            assert_eq!(super::worker_of(serial), worker);
+        }
+    }
+}

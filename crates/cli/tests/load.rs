@@ -48,11 +48,11 @@ const RSS_SAMPLE_EVERY: Duration = Duration::from_millis(100);
 /// RSS of the target process before it serves anything (binary, libraries,
 /// heap arenas, the listener), generously.
 const RSS_BASELINE_BYTES: u64 = 64 << 20;
-/// What one connection may hold resident: its 512 KiB receive buffer
-/// (crates/iscsi-target/src/driver.rs, RECV_BUFFER_BYTES) if every page of it were
-/// touched, plus its thread's stack in use, its pooled Data-In and write
-/// buffers (one command in flight of at most 8 KiB here) and session state,
-/// all well under another 256 KiB.
+/// What one connection may hold resident: its receive buffer at its
+/// largest, 512 KiB (crates/iscsi-target/src/driver/pump.rs,
+/// RECV_BUFFER_BYTES) if every page of it were touched, plus its pooled
+/// Data-In and write buffers (one command in flight of at most 8 KiB here)
+/// and session state, all well under another 256 KiB.
 const RSS_PER_CONNECTION_BYTES: u64 = (512 + 256) << 10;
 
 fn env_number(name: &str, default: u64) -> u64 {

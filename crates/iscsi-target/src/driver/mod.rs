@@ -211,7 +211,7 @@ fn is_out_of_descriptors(errno: i32) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::pump::{read_len, Progress, Pump, RECV_BUFFER_BYTES};
+    use super::pump::{read_len, Progress, Pump, RECV_BUFFER_START_BYTES};
     use super::*;
     use crate::connection::{Connection, Endpoint, Flow};
     use isoe_wire::digest::Crc32cImpl;
@@ -442,7 +442,7 @@ mod tests {
             let (reads, ends, sink, limits) = drive("batching = true", digests);
             assert_eq!(
                 reads[0],
-                (RECV_BUFFER_BYTES, *ends.last().unwrap()),
+                (RECV_BUFFER_START_BYTES, *ends.last().unwrap()),
                 "one read takes all four PDUs"
             );
             assert_eq!(reads.len(), 2, "then the end of the stream: {reads:?}");

@@ -7,12 +7,13 @@ use isoe_wire::frame::header_bytes_needed;
 use std::io::{self, Read, Write};
 use std::time::Instant;
 
-/// Receive buffer of a connection in full feature phase: room for several
-/// PDUs per read (the batching of datapath rule 2).
+/// Largest receive buffer: room for many PDUs per read (the batching of
+/// datapath rule 2). A buffer starts at [`RECV_BUFFER_START_BYTES`] and
+/// doubles each time a read fills it, so an idle or logging-in connection
+/// costs little and a busy one soon reads in large batches.
 pub(crate) const RECV_BUFFER_BYTES: usize = 512 << 10;
-/// Receive buffer during login: logins are small, and idle or half-open
-/// connections should cost little.
-const LOGIN_RECV_BUFFER_BYTES: usize = 16 << 10;
+/// A new connection's receive buffer.
+pub(crate) const RECV_BUFFER_START_BYTES: usize = 16 << 10;
 
 /// A receive buffer holding bytes read but not yet handled.
 pub(crate) struct RecvBuffer {
@@ -60,6 +61,15 @@ impl RecvBuffer {
         }
         &mut self.bytes[self.end..]
     }
+
+    /// A read filled all the room there was: the peer sends faster than
+    /// the buffer takes, so it grows (up to [`RECV_BUFFER_BYTES`]).
+    fn filled(&mut self) {
+        if self.end == self.bytes.len() && self.bytes.len() < RECV_BUFFER_BYTES {
+            let doubled = (self.bytes.len() * 2).min(RECV_BUFFER_BYTES);
+            self.bytes.resize(doubled, 0);
+        }
+    }
 }
 
 /// How many bytes the next read may ask for: all the buffer has room for
@@ -97,15 +107,10 @@ pub(crate) struct Pump {
 
 impl Pump {
     pub(crate) fn new(conn: Connection, batching: bool) -> Pump {
-        let capacity = if conn.session().is_some() {
-            RECV_BUFFER_BYTES
-        } else {
-            LOGIN_RECV_BUFFER_BYTES
-        };
         let need = header_bytes_needed(&[], &conn.recv_limits());
         Pump {
             conn,
-            recv: RecvBuffer::new(capacity),
+            recv: RecvBuffer::new(RECV_BUFFER_START_BYTES),
             need,
             batching,
             waiting: false,
@@ -139,6 +144,9 @@ impl Pump {
                 Ok(0) => return Progress::Closed,
                 Ok(n) => {
                     self.recv.end += n;
+                    if self.batching {
+                        self.recv.filled();
+                    }
                     if self.process(sink, now) == Progress::Closed {
                         return Progress::Closed;
                     }
@@ -181,9 +189,6 @@ impl Pump {
                 }
                 Flow::Continue => {}
             }
-            if self.conn.session().is_some() && self.recv.bytes.len() < RECV_BUFFER_BYTES {
-                self.recv.make_room(RECV_BUFFER_BYTES);
-            }
             self.recv.make_room(self.need);
             if self.output_full {
                 // Send what can go; go on only if that made room.
@@ -206,5 +211,44 @@ impl Pump {
             Ok(_) => Progress::Open,
             Err(_) => Progress::Closed,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{RecvBuffer, RECV_BUFFER_BYTES, RECV_BUFFER_START_BYTES};
+
+    #[test]
+    fn the_receive_buffer_doubles_when_a_read_fills_it_up_to_its_bound() {
+        let mut recv = RecvBuffer::new(RECV_BUFFER_START_BYTES);
+        let mut sizes = vec![recv.bytes.len()];
+        while recv.bytes.len() < RECV_BUFFER_BYTES {
+            let room = recv.spare().len();
+            recv.end += room;
+            recv.filled();
+            sizes.push(recv.bytes.len());
+            recv.consume(recv.data().len());
+        }
+        assert_eq!(
+            sizes,
+            [16, 32, 64, 128, 256, 512].map(|k| k << 10),
+            "16 KiB to 512 KiB by doubling"
+        );
+        recv.end = recv.bytes.len();
+        recv.filled();
+        assert_eq!(
+            recv.bytes.len(),
+            RECV_BUFFER_BYTES,
+            "never beyond the bound"
+        );
+
+        let mut partial = RecvBuffer::new(RECV_BUFFER_START_BYTES);
+        partial.end = 100;
+        partial.filled();
+        assert_eq!(
+            partial.bytes.len(),
+            RECV_BUFFER_START_BYTES,
+            "a short read: no growth"
+        );
     }
 }

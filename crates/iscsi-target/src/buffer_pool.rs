@@ -10,11 +10,19 @@
 
 /// Buffers kept per connection for reuse (bounds memory a peer can make us hold idle).
 pub const POOL_BUFFERS_MAX: usize = 64;
+/// Largest buffer kept: a larger one (a 32 MiB READ's Data-In) is freed
+/// once used, so a few large commands leave nothing behind on an idle
+/// connection.
+pub const POOL_BUFFER_BYTES_MAX: usize = 1 << 20;
+/// Capacity kept idle per connection at most.
+pub const POOL_BYTES_MAX: usize = 8 << 20;
 
 /// Idle buffers of one connection, or none when pooling is off.
 #[derive(Debug)]
 pub struct BufferPool {
     idle: Vec<Vec<u8>>,
+    /// Capacity of the idle buffers.
+    idle_bytes: usize,
     enabled: bool,
 }
 
@@ -30,6 +38,7 @@ impl BufferPool {
     pub fn new(enabled: bool) -> BufferPool {
         BufferPool {
             idle: Vec::new(),
+            idle_bytes: 0,
             enabled,
         }
     }
@@ -37,17 +46,31 @@ impl BufferPool {
     /// An empty buffer: a reused one (capacity kept) or a new one.
     pub fn take(&mut self) -> Vec<u8> {
         debug_assert!(self.enabled || self.idle.is_empty());
-        self.idle.pop().unwrap_or_default()
+        let buffer = self.idle.pop().unwrap_or_default();
+        self.idle_bytes -= buffer.capacity();
+        buffer
     }
 
     /// Returns a buffer once its contents are no longer needed: kept for
-    /// reuse, or freed when pooling is off or the pool is full.
+    /// reuse, or freed when pooling is off, the buffer is larger than
+    /// [`POOL_BUFFER_BYTES_MAX`], or the pool holds its bound already.
     pub fn give(&mut self, mut buffer: Vec<u8>) {
-        if self.enabled && self.idle.len() < POOL_BUFFERS_MAX {
+        let capacity = buffer.capacity();
+        if self.enabled
+            && self.idle.len() < POOL_BUFFERS_MAX
+            && capacity <= POOL_BUFFER_BYTES_MAX
+            && self.idle_bytes + capacity <= POOL_BYTES_MAX
+        {
             buffer.clear();
+            self.idle_bytes += capacity;
             self.idle.push(buffer);
         }
         debug_assert!(self.idle.len() <= POOL_BUFFERS_MAX);
+    }
+
+    /// Capacity held by idle buffers.
+    pub fn idle_bytes(&self) -> usize {
+        self.idle_bytes
     }
 
     /// Buffers waiting for reuse.
@@ -81,6 +104,24 @@ mod tests {
         pool.give(b);
         assert_eq!(pool.idle(), 0, "nothing is kept");
         assert_eq!(pool.take().capacity(), 0, "a fresh, unallocated Vec");
+    }
+
+    #[test]
+    fn large_buffers_are_freed_and_idle_bytes_are_bounded() {
+        let mut pool = BufferPool::new(true);
+        pool.give(Vec::with_capacity(POOL_BUFFER_BYTES_MAX + 1));
+        assert_eq!(pool.idle(), 0, "a buffer beyond the size bound is freed");
+        for _ in 0..POOL_BUFFERS_MAX {
+            pool.give(Vec::with_capacity(POOL_BUFFER_BYTES_MAX));
+        }
+        assert_eq!(
+            pool.idle_bytes(),
+            POOL_BYTES_MAX,
+            "no more than the byte bound"
+        );
+        assert_eq!(pool.idle(), POOL_BYTES_MAX / POOL_BUFFER_BYTES_MAX);
+        let taken = pool.take();
+        assert_eq!(pool.idle_bytes(), POOL_BYTES_MAX - taken.capacity());
     }
 
     #[test]

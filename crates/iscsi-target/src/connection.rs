@@ -109,6 +109,11 @@ pub struct Input {
     pub output_full: bool,
 }
 
+/// How long a write task may wait for Data-Out it asked for (or that the
+/// peer may send unasked) before the connection is deemed failed (RFC 7143
+/// §7.1.4 at ErrorRecoveryLevel 0).
+pub const DATA_OUT_WAIT: Duration = Duration::from_secs(30);
+
 /// Response bytes a connection builds ahead of its socket before it stops
 /// taking new PDUs (one command's response may go beyond it).
 pub const OUTPUT_BYTES_MAX: usize = 8 << 20;
@@ -212,6 +217,8 @@ pub struct Connection {
     nop_timeout: Duration,
     bound: Option<Arc<Session>>,
     buried: VecDeque<u32>,
+    /// Write tasks waiting for write budget before their next R2T.
+    starved: VecDeque<u32>,
     background: Vec<BackgroundTask>,
     next_token: u64,
     /// Connections to wake, then work to run, for [`Connection::poll_action`].
@@ -273,6 +280,7 @@ impl Connection {
             nop_timeout,
             bound: None,
             buried: VecDeque::new(),
+            starved: VecDeque::new(),
             background: Vec::new(),
             next_token: 1,
             wake: Vec::new(),
@@ -491,7 +499,11 @@ impl Connection {
             Phase::Login(_) => self.login(pdu, frame.data),
             Phase::Full(session) => {
                 let session = session.clone();
-                self.full_feature(&session, pdu, frame, now)
+                let flow = self.full_feature(&session, pdu, frame, now);
+                if !self.starved.is_empty() {
+                    self.feed_starved();
+                }
+                flow
             }
             Phase::Closed => Flow::Close,
         }
@@ -765,8 +777,15 @@ impl Connection {
             self.reject(reject::PROTOCOL_ERROR, frame.bhs);
             return Flow::Continue;
         }
-        if !cmd.write || edtl == 0 || frame.data.len() as u32 == edtl {
+        let all_in = frame.data.len() as u32 == edtl;
+        if !cmd.write || edtl == 0 || all_in || !worth_soliciting(lu, &cdb, edtl) {
+            // Data is asked for only once the LUN and the command are known
+            // good: a command that will fail (or wants no data) is answered
+            // now, and whatever data the peer still sends unasked is dropped.
             let data_out = if cmd.write { frame.data } else { &[][..] };
+            if cmd.write && !all_in {
+                self.bury(cmd.initiator_task_tag);
+            }
             self.execute(session, target, lu, cmd, &cdb, data_out);
             return Flow::Continue;
         }
@@ -778,9 +797,8 @@ impl Connection {
             return Flow::Close;
         }
         let params = &session.params;
-        let mut buffer = self.take_buffer();
-        buffer.reserve(edtl as usize);
-        let task = WriteTask::new(
+        let buffer = self.take_buffer();
+        let mut task = WriteTask::new(
             *cmd,
             cdb.into_owned(),
             buffer,
@@ -790,15 +808,36 @@ impl Connection {
             params.max_burst_length,
             params.max_outstanding_r2t,
         );
+        // What the peer may send unasked is bounded by FirstBurstLength and
+        // cannot be refused: it is charged whatever the budget says.
+        task.charged = task.unsolicited_len() as usize;
+        self.server.write_budget.force_take(task.charged);
+        task.last_data = Some(self.last_rx);
         self.writes.insert(cmd.initiator_task_tag, task);
         self.solicit(session, cmd.initiator_task_tag);
         Flow::Continue
     }
 
-    /// Sends R2Ts for a write task up to MaxOutstandingR2T.
+    /// Sends R2Ts for a write task up to MaxOutstandingR2T, as far as the
+    /// process's write budget allows; a task that gets none waits in
+    /// `starved` for budget given back.
     fn solicit(&mut self, session: &Session, itt: u32) {
         let (exp_cmd_sn, max_cmd_sn) = (session.exp_cmd_sn(), session.max_cmd_sn());
         loop {
+            let Some(task) = self.writes.get_mut(&itt) else {
+                return;
+            };
+            let Some(len) = task.next_r2t_len() else {
+                return;
+            };
+            if !self.server.write_budget.try_take(len as usize) {
+                if !task.awaits_data() && !self.starved.contains(&itt) {
+                    self.starved.push_back(itt);
+                }
+                return;
+            }
+            task.charged += len as usize;
+            task.last_data = Some(self.last_rx);
             let ttt = self.next_target_transfer_tag();
             let Some(task) = self.writes.get_mut(&itt) else {
                 return;
@@ -832,16 +871,14 @@ impl Connection {
             self.reject(reject::INVALID_PDU_FIELD, frame.bhs);
             return Flow::Continue;
         };
+        task.last_data = Some(self.last_rx);
         match task.accept(d, frame.data) {
             Ok(false) => {
                 self.solicit(session, d.initiator_task_tag);
                 Flow::Continue
             }
             Ok(true) => {
-                let task = self
-                    .writes
-                    .remove(&d.initiator_task_tag)
-                    .expect("task present");
+                let task = self.take_write(d.initiator_task_tag).expect("task present");
                 let Some(target) = session.target.as_deref() else {
                     return Flow::Close;
                 };
@@ -866,7 +903,7 @@ impl Connection {
                     DataOutError::Overrun | DataOutError::Unsolicited => (0x4b, 0x02),
                     DataOutError::UnknownTransferTag(_) => (0x4b, 0x01),
                 };
-                if let Some(task) = self.writes.remove(&d.initiator_task_tag) {
+                if let Some(task) = self.take_write(d.initiator_task_tag) {
                     let (command, _, buffer) = task.into_parts();
                     self.recycle(buffer);
                     self.bury(command.initiator_task_tag);
@@ -883,6 +920,32 @@ impl Connection {
                     self.complete(session, &command, completion, empty, Residual::default());
                 }
                 Flow::Continue
+            }
+        }
+    }
+
+    /// Removes a write task, giving its bytes back to the write budget.
+    fn take_write(&mut self, itt: u32) -> Option<WriteTask> {
+        let task = self.writes.remove(&itt)?;
+        self.server.write_budget.give(task.charged);
+        Some(task)
+    }
+
+    /// Solicits data for tasks that waited for write budget, oldest first,
+    /// while there is budget.
+    fn feed_starved(&mut self) {
+        let Phase::Full(session) = &self.phase else {
+            return;
+        };
+        let session = Arc::clone(session);
+        for _ in 0..self.starved.len() {
+            let Some(itt) = self.starved.pop_front() else {
+                return;
+            };
+            self.solicit(&session, itt);
+            if self.starved.back() == Some(&itt) {
+                // Still no budget: the others wait too.
+                return;
             }
         }
     }
@@ -1097,6 +1160,26 @@ impl Connection {
         if session.is_closed() || session.is_ended(self.serial) {
             return Flow::Close;
         }
+        let overdue = self.writes.values().any(|t| {
+            t.awaits_data()
+                && t.last_data
+                    .is_some_and(|at| now.duration_since(at) >= DATA_OUT_WAIT)
+        });
+        if overdue {
+            eprintln!(
+                "isoe: connection from {} ({}) dropped: solicited write data not sent within {:?}",
+                self.peer,
+                Escaped(&session.initiator_name),
+                DATA_OUT_WAIT
+            );
+            return Flow::Close;
+        }
+        if !self.starved.is_empty() {
+            self.feed_starved();
+        }
+        let Phase::Full(session) = &self.phase else {
+            return Flow::Close;
+        };
         if let Some(since) = self.waiting_since {
             if now.duration_since(since) >= CMD_SN_GAP_WAIT {
                 eprintln!(
@@ -1161,7 +1244,7 @@ impl Connection {
         let response = match t.function {
             tmf::ABORT_TASK => {
                 let referenced = t.referenced_task_tag;
-                if let Some(task) = self.writes.remove(&referenced) {
+                if let Some(task) = self.take_write(referenced) {
                     let (_, _, buffer) = task.into_parts();
                     self.recycle(buffer);
                     self.bury(referenced);
@@ -1242,7 +1325,7 @@ impl Connection {
             .map(|(k, _)| *k)
             .collect();
         for tag in tags {
-            if let Some(task) = self.writes.remove(&tag) {
+            if let Some(task) = self.take_write(tag) {
                 let (_, _, buffer) = task.into_parts();
                 self.recycle(buffer);
                 self.bury(tag);
@@ -1408,6 +1491,17 @@ impl Connection {
             }
         }
     }
+}
+
+/// Whether a write's data is worth asking for: the LUN exists, the CDB is
+/// whole, it moves data out, and the amount fits what the command must
+/// carry. Anything else is answered before any data is solicited.
+fn worth_soliciting(lu: Option<&Arc<LogicalUnit>>, cdb: &[u8], edtl: u32) -> bool {
+    let Some(lu) = lu else {
+        return false;
+    };
+    matches!(lu.transfer_length(cdb), Ok((isoe_scsi::DataDirection::Out, wanted)) if wanted > 0)
+        && lu.check_data_out_length(cdb, edtl).is_ok()
 }
 
 /// Bytes of sense data carried at most (fixed format with SKS fits in 18).

@@ -12,6 +12,7 @@
 //! (RFC 1994 §2.3, replay) and none is answered when an initiator sends it
 //! back on any connection (RFC 7143 §9.2.1, reflection).
 
+use crate::budget::Budget;
 use crate::config::{ChapConfig, Config, DigestChoice, Params, StoreSpec, TargetConfig};
 use crate::identity;
 use crate::session::Session;
@@ -22,6 +23,9 @@ use isoe_wire::login::{Admission, AuthPolicy, LoginFailure, LoginPolicy, TargetL
 use isoe_wire::negotiate::{Digest, SessionType};
 use isoe_wire::pdu::login_status;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Write data solicited and not yet stored, all connections together.
+pub const WRITE_BUFFER_BYTES_MAX: usize = 256 << 20;
 use std::sync::{Arc, Mutex};
 use thiserror::Error;
 
@@ -129,6 +133,8 @@ pub struct Server {
     challenges: Mutex<ChallengeLog>,
     next_serial: AtomicU64,
     shutdown: AtomicBool,
+    /// Write data solicited and not yet stored, all connections together.
+    pub write_budget: Budget,
 }
 
 fn digest_list(choices: &[DigestChoice]) -> Vec<Digest> {
@@ -268,6 +274,7 @@ impl Server {
             sessions: Mutex::new(Vec::new()),
             challenges: Mutex::new(ChallengeLog::new(CHALLENGE_LOG_CAPACITY)),
             next_serial: AtomicU64::new(1),
+            write_budget: Budget::new(WRITE_BUFFER_BYTES_MAX),
             shutdown: AtomicBool::new(false),
         })
     }

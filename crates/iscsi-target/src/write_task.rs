@@ -8,6 +8,7 @@
 
 use isoe_wire::pdu::{DataOut, ScsiCommand, RESERVED_TAG};
 use std::collections::VecDeque;
+use std::time::Instant;
 use thiserror::Error;
 
 /// Why a Data-Out PDU does not fit its task.
@@ -70,6 +71,11 @@ pub struct WriteTask {
     max_burst_length: u32,
     max_outstanding_r2t: usize,
     outstanding: VecDeque<Solicitation>,
+    /// Bytes taken from the write budget for this task (see
+    /// [`crate::budget::Budget`]): what it may receive unasked, plus each R2T.
+    pub charged: usize,
+    /// When data for the task last arrived, or it last asked for some.
+    pub last_data: Option<Instant>,
 }
 
 impl WriteTask {
@@ -109,15 +115,38 @@ impl WriteTask {
             max_burst_length: max_burst_length.max(512),
             max_outstanding_r2t: max_outstanding_r2t.max(1) as usize,
             outstanding: VecDeque::new(),
+            charged: 0,
+            last_data: None,
         }
+    }
+
+    /// Bytes the initiator may send without an R2T (immediate data and
+    /// the unsolicited burst).
+    pub fn unsolicited_len(&self) -> u32 {
+        self.unsolicited_end
+    }
+
+    /// How many bytes the next R2T would ask for, if the task wants more
+    /// data and may have another outstanding.
+    pub fn next_r2t_len(&self) -> Option<u32> {
+        if self.next_r2t_offset >= self.edtl || self.outstanding.len() >= self.max_outstanding_r2t {
+            return None;
+        }
+        Some(self.max_burst_length.min(self.edtl - self.next_r2t_offset))
+    }
+
+    /// True while the task waits for data the initiator owes: solicited,
+    /// or unsolicited and not yet all in.
+    pub fn awaits_data(&self) -> bool {
+        !self.outstanding.is_empty() || self.unsolicited_open
     }
 
     /// The next R2T to send, if the task wants more data and may have another outstanding.
     pub fn next_r2t(&mut self, target_transfer_tag: u32) -> Option<Solicitation> {
-        if self.next_r2t_offset >= self.edtl || self.outstanding.len() >= self.max_outstanding_r2t {
-            return None;
-        }
-        let len = self.max_burst_length.min(self.edtl - self.next_r2t_offset);
+        let len = self.next_r2t_len()?;
+        // Room for the burst as it is asked for, not for the whole EDTL at
+        // once: a write announced and never sent holds no memory.
+        self.buffer.reserve(len as usize);
         let r2t = Solicitation {
             target_transfer_tag,
             r2t_sn: self.next_r2t_sn,

@@ -874,3 +874,59 @@ fn a_reservation_ends_with_the_logout_response_of_its_session() {
         "the reservation ended with the logout"
     );
 }
+
+/// Write data is solicited only for a command that will use it: a TEST
+/// UNIT READY with the write bit and 64 MiB announced, or a WRITE to a LUN
+/// the target lacks, is answered at once with no R2T and holds no buffer.
+#[test]
+fn no_data_is_solicited_for_a_command_that_wants_none_or_will_fail() {
+    let server = server();
+    let mut w = Wire::new(&server);
+    w.login(no_immediate_data(), [0x80, 0, 0, 0, 0, 0x61], 0, 1);
+    let mut tur = command(0x30, 10, [0; 16], 64 << 20, false);
+    tur.write = true;
+    let out = w.send(&Pdu::ScsiCommand(tur), &[]).1;
+    assert!(
+        matches!(&out[..], [(Pdu::ScsiResponse(r), _)] if r.status == 0 && r.underflow && r.residual_count == 64 << 20),
+        "GOOD at once, all 64 MiB unused: {out:?}"
+    );
+    let mut elsewhere = command(0x31, 11, write10(0, 8), 4096, false);
+    elsewhere.lun = Lun::from_number(7);
+    let out = w.send(&Pdu::ScsiCommand(elsewhere), &[]).1;
+    assert!(
+        matches!(&out[..], [(Pdu::ScsiResponse(r), _)] if r.status == 0x02),
+        "CHECK CONDITION at once, no R2T: {out:?}"
+    );
+    assert_eq!(server.write_budget.held(), 0, "nothing charged");
+    // A write that will run gets its R2T and is charged for it.
+    let out = w
+        .send(
+            &Pdu::ScsiCommand(command(0x32, 12, write10(0, 8), 4096, false)),
+            &[],
+        )
+        .1;
+    assert!(matches!(&out[..], [(Pdu::R2t(_), _)]), "{out:?}");
+    assert_eq!(server.write_budget.held(), 4096);
+}
+
+/// ERL 0: a peer that is asked for write data and never sends it fails
+/// its connection once the wait passes, and the budget comes back.
+#[test]
+fn solicited_data_that_never_comes_ends_the_connection() {
+    let server = server();
+    let mut w = Wire::new(&server);
+    w.login(no_immediate_data(), [0x80, 0, 0, 0, 0, 0x62], 0, 1);
+    let out = w
+        .send(
+            &Pdu::ScsiCommand(command(0x40, 10, write10(0, 8), 4096, false)),
+            &[],
+        )
+        .1;
+    assert!(matches!(&out[..], [(Pdu::R2t(_), _)]), "{out:?}");
+    let later = w.now + isoe_target::connection::DATA_OUT_WAIT - Duration::from_secs(1);
+    assert_eq!(w.conn.handle_tick(later), Flow::Continue);
+    let late = w.now + isoe_target::connection::DATA_OUT_WAIT;
+    assert_eq!(w.conn.handle_tick(late), Flow::Close);
+    w.conn.detach();
+    assert_eq!(server.write_budget.held(), 0, "the budget is given back");
+}

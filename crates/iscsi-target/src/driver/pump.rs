@@ -103,6 +103,9 @@ pub(crate) struct Pump {
     pub(crate) waiting: bool,
     /// Input paused until the output drains below its bound.
     output_full: bool,
+    /// The peer has shut its side (EPOLLRDHUP): reads go on to the end of
+    /// the stream, since no further edge will announce it.
+    pub(crate) peer_done: bool,
 }
 
 impl Pump {
@@ -115,17 +118,13 @@ impl Pump {
             batching,
             waiting: false,
             output_full: false,
+            peer_done: false,
         }
     }
 
     /// Whether the socket should be polled for reading.
     pub(crate) fn wants_read(&self) -> bool {
         !self.waiting && !self.output_full
-    }
-
-    /// Whether output waits for the socket.
-    pub(crate) fn wants_write(&self) -> bool {
-        !self.conn.out.is_empty()
     }
 
     /// Reads what `source` has, until it would block or input must pause,
@@ -150,6 +149,12 @@ impl Pump {
                     if self.process(sink, now) == Progress::Closed {
                         return Progress::Closed;
                     }
+                    if n < want && !self.peer_done {
+                        // The socket is drained: reading again would only
+                        // learn so with a system call, and the next bytes
+                        // to arrive raise a new edge.
+                        break;
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -159,15 +164,35 @@ impl Pump {
         Progress::Open
     }
 
-    /// The socket takes output again: send, and take up paused input.
-    pub(crate) fn on_writable<W: Write>(&mut self, sink: &mut W, now: Instant) -> Progress {
+    /// The socket takes output again: send, and take up input that paused
+    /// for it (the held bytes, then the socket: with edge-triggered polling
+    /// no new event comes for bytes that arrived meanwhile).
+    pub(crate) fn on_writable<R: Read, W: Write>(
+        &mut self,
+        source: R,
+        sink: &mut W,
+        now: Instant,
+    ) -> Progress {
         if self.conn.flush(sink).is_err() {
             return Progress::Closed;
         }
         if self.output_full && self.conn.out.pending_bytes() < OUTPUT_BYTES_MAX {
-            return self.process(sink, now);
+            return self.resume(source, sink, now);
         }
         Progress::Open
+    }
+
+    /// Takes up paused input: the bytes held, then what the socket has.
+    pub(crate) fn resume<R: Read, W: Write>(
+        &mut self,
+        source: R,
+        sink: &mut W,
+        now: Instant,
+    ) -> Progress {
+        if self.process(sink, now) == Progress::Closed {
+            return Progress::Closed;
+        }
+        self.on_readable(source, sink, now)
     }
 
     /// Handles the input held: after a read, a wake-up, or output drained.

@@ -1,13 +1,16 @@
 //! A worker: one thread, one epoll instance, the connections placed on it.
 //!
-//! Sockets are non-blocking: a read takes what is there, a send what the
-//! socket accepts, and the rest waits for the socket to say it is writable,
-//! so a peer that stops reading holds up only its own connection. Input
-//! pauses (the socket is no longer polled for reading) while a command waits
-//! behind a CmdSN gap or the output built ahead of the socket is at its
-//! bound. Timers run once a second whatever the sockets do. Other threads
-//! (acceptors, other workers, the I/O pool) reach a worker through its
-//! mailbox, an eventfd-signalled queue.
+//! Sockets are non-blocking and registered once, edge-triggered, for input
+//! and output, so that the steady state makes no `epoll_ctl` calls: a read
+//! takes what is there (a short read means the socket is drained, and the
+//! next bytes raise a new edge), a send what the socket accepts, and the
+//! rest goes when the socket says it is writable, so a peer that stops
+//! reading holds up only its own connection. Input pauses (the socket is
+//! not read) while a command waits behind a CmdSN gap or the output built
+//! ahead of the socket is at its bound, and resumes by reading, since its
+//! edge has passed. Timers run once a second whatever the sockets do. Other
+//! threads (acceptors, other workers, the I/O pool) reach a worker through
+//! its mailbox, an eventfd-signalled queue.
 
 use super::pool::{IoPool, Job};
 use super::pump::{Progress, Pump};
@@ -105,7 +108,11 @@ pub(crate) struct Shared {
 struct Slot {
     stream: Arc<TcpStream>,
     pump: Pump,
-    interest: EventFlags,
+}
+
+/// What every connection's socket is polled for, once and for all.
+fn interest() -> EventFlags {
+    EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET
 }
 
 /// One worker's state.
@@ -213,7 +220,8 @@ impl Worker {
             } => {
                 if let Some(slot) = self.slots.get_mut(&serial) {
                     slot.pump.conn.complete_work(token, completion);
-                    let progress = slot.pump.on_writable(&mut &*slot.stream, Instant::now());
+                    let stream = &*slot.stream;
+                    let progress = slot.pump.on_writable(stream, &mut &*stream, Instant::now());
                     self.settle(serial, progress);
                 }
             }
@@ -250,7 +258,7 @@ impl Worker {
             &self.epoll,
             &*stream,
             EventData::new_u64(serial),
-            EventFlags::IN,
+            interest(),
         )
         .is_err()
         {
@@ -261,7 +269,6 @@ impl Worker {
             Slot {
                 stream,
                 pump: Pump::new(conn, batching),
-                interest: EventFlags::IN,
             },
         );
     }
@@ -271,48 +278,33 @@ impl Worker {
             return;
         };
         let now = Instant::now();
+        let stream = &*slot.stream;
         let mut progress = Progress::Open;
-        if flags.contains(EventFlags::IN) {
-            progress = slot
-                .pump
-                .on_readable(&*slot.stream, &mut &*slot.stream, now);
+        if flags.contains(EventFlags::RDHUP) {
+            slot.pump.peer_done = true;
+        }
+        if flags.intersects(EventFlags::IN | EventFlags::RDHUP) {
+            // A paused connection leaves the bytes in the socket; it reads
+            // them when it resumes.
+            progress = slot.pump.on_readable(stream, &mut &*stream, now);
         }
         if progress == Progress::Open && flags.contains(EventFlags::OUT) {
-            progress = slot.pump.on_writable(&mut &*slot.stream, now);
+            progress = slot.pump.on_writable(stream, &mut &*stream, now);
         }
-        if flags.intersects(EventFlags::HUP | EventFlags::ERR) && !flags.contains(EventFlags::IN) {
-            // Reported whether asked for or not: the peer is gone, and a
-            // connection not reading would otherwise be reported forever.
+        if flags.intersects(EventFlags::HUP | EventFlags::ERR) {
+            // Both directions are gone (or the socket failed): nothing more
+            // can be sent or received.
             progress = Progress::Closed;
         }
         self.settle(serial, progress);
     }
 
-    /// After an event: carry out the connection's actions, then close it or
-    /// poll its socket for what it now waits for.
+    /// After an event: carry out the connection's actions, then close it
+    /// if it is done.
     fn settle(&mut self, serial: u64, progress: Progress) {
         self.dispatch(serial);
         if progress == Progress::Closed {
             self.close(serial);
-            return;
-        }
-        let Some(slot) = self.slots.get_mut(&serial) else {
-            return;
-        };
-        let mut wanted = EventFlags::empty();
-        if slot.pump.wants_read() {
-            wanted |= EventFlags::IN;
-        }
-        if slot.pump.wants_write() {
-            wanted |= EventFlags::OUT;
-        }
-        if wanted != slot.interest {
-            let data = EventData::new_u64(serial);
-            if epoll::modify(&self.epoll, &*slot.stream, data, wanted).is_err() {
-                self.close(serial);
-                return;
-            }
-            slot.interest = wanted;
         }
     }
 
@@ -358,9 +350,10 @@ impl Worker {
             let Some(slot) = self.slots.get_mut(&serial) else {
                 continue;
             };
+            let stream = &*slot.stream;
             let progress = match slot.pump.conn.handle_wake() {
                 crate::connection::Flow::Close => Progress::Closed,
-                _ if slot.pump.waiting => slot.pump.process(&mut &*slot.stream, Instant::now()),
+                _ if slot.pump.waiting => slot.pump.resume(stream, &mut &*stream, Instant::now()),
                 _ => Progress::Open,
             };
             self.settle(serial, progress);
@@ -379,7 +372,10 @@ impl Worker {
                     let _ = slot.pump.conn.flush(&mut &*slot.stream);
                     Progress::Closed
                 }
-                _ => slot.pump.on_writable(&mut &*slot.stream, now),
+                _ => {
+                    let stream = &*slot.stream;
+                    slot.pump.on_writable(stream, &mut &*stream, now)
+                }
             };
             self.settle(serial, progress);
         }

@@ -31,6 +31,13 @@
 //! batching = true
 //! crc = "hardware"                 # or "software"
 //! buffer_pool = true
+//!
+//! [limits]                         # optional; what peers may make us hold
+//! connections = 4096
+//! connections_per_initiator = 256  # per initiator IP address
+//! sessions = 1024
+//! logins = 256                     # connections not yet logged in
+//! write_buffer = "256MiB"          # solicited write data, all connections
 //! ```
 //!
 //! `examples/target.toml` at the top of the repository documents every key.
@@ -149,6 +156,41 @@ pub struct Config {
     pub datapath: Datapath,
     /// The `[discovery]` table: what discovery sessions require.
     pub discovery: Discovery,
+    /// The `[limits]` table: bounds on what peers may make the target hold.
+    pub limits: Limits,
+}
+
+/// The `[limits]` table: everything a peer can make the target allocate or
+/// hold has a bound (ARCHITECTURE.md, correctness rules). Reaching one
+/// refuses or delays new work; it never spins and never kills the process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// `connections`: TCP connections at once, logged in or not. The
+    /// target lowers it at start to what the open-files limit leaves after a
+    /// reserve for its own files, and says so.
+    pub connections: usize,
+    /// `connections_per_initiator`: connections at once from one IP address.
+    pub connections_per_initiator: usize,
+    /// `sessions`: sessions at once, normal and discovery; a login beyond it
+    /// fails with "out of resources" (status 0x0302).
+    pub sessions: usize,
+    /// `logins`: connections at once that have not finished logging in.
+    pub logins: usize,
+    /// `write_buffer`: write data solicited (R2T) and not yet stored, all
+    /// connections together; beyond it R2Ts wait.
+    pub write_buffer: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            connections: 4096,
+            connections_per_initiator: 256,
+            sessions: 1024,
+            logins: 256,
+            write_buffer: 256 << 20,
+        }
+    }
 }
 
 /// The `[discovery]` table: the policy of discovery sessions
@@ -459,6 +501,7 @@ impl Config {
             }],
             datapath: Datapath::default(),
             discovery: Discovery::default(),
+            limits: Limits::default(),
         }
     }
 }
@@ -815,6 +858,14 @@ const ROOT_KEYS: &[&str] = &[
     "target",
     "datapath",
     "discovery",
+    "limits",
+];
+const LIMITS_KEYS: &[&str] = &[
+    "connections",
+    "connections_per_initiator",
+    "sessions",
+    "logins",
+    "write_buffer",
 ];
 const DISCOVERY_KEYS: &[&str] = &["chap"];
 const DATAPATH_KEYS: &[&str] = &["batching", "crc", "buffer_pool"];
@@ -898,6 +949,10 @@ fn read_config(r: &Reader, mut root: Table, source: Option<&Path>) -> Result<Con
         Some(field) => read_datapath(r, r.table(field, DATAPATH_KEYS)?)?,
         None => Datapath::default(),
     };
+    let limits = match root.take("limits") {
+        Some(field) => read_limits(r, r.table(field, LIMITS_KEYS)?)?,
+        None => Limits::default(),
+    };
     let (discovery, discovery_places) = match root.take("discovery") {
         Some(field) => read_discovery(r, r.table(field, DISCOVERY_KEYS)?)?,
         None => (Discovery::default(), None),
@@ -921,7 +976,35 @@ fn read_config(r: &Reader, mut root: Table, source: Option<&Path>) -> Result<Con
         targets,
         datapath,
         discovery,
+        limits,
     })
+}
+
+/// The `[limits]` table; a key left out keeps its default.
+fn read_limits(r: &Reader, mut t: Table) -> Result<Limits, ConfigError> {
+    let mut l = Limits::default();
+    for (key, slot) in [
+        ("connections", &mut l.connections),
+        (
+            "connections_per_initiator",
+            &mut l.connections_per_initiator,
+        ),
+        ("sessions", &mut l.sessions),
+        ("logins", &mut l.logins),
+    ] {
+        if let Some(f) = t.take(key) {
+            *slot = r.int_in(&f, 1, 1_000_000)? as usize;
+        }
+    }
+    if let Some(f) = t.take("write_buffer") {
+        let bytes = r.size(&f)?;
+        l.write_buffer = usize::try_from(bytes)
+            .ok()
+            .filter(|&b| b >= 1 << 20)
+            .ok_or_else(|| r.wrong_type(&f, "a size of at least 1 MiB"))?;
+    }
+    debug_assert!(t.entries.is_empty(), "deny_unknown ran on the table");
+    Ok(l)
 }
 
 /// The `[discovery]` table; also returns where its CHAP secrets were written.

@@ -221,6 +221,8 @@ pub struct Connection {
     starved: VecDeque<u32>,
     background: Vec<BackgroundTask>,
     next_token: u64,
+    /// Counted among the logins in progress ([`crate::admission`]).
+    logging_in: bool,
     /// Connections to wake, then work to run, for [`Connection::poll_action`].
     wake: Vec<u64>,
     runs: VecDeque<(u64, Background)>,
@@ -246,6 +248,7 @@ impl Connection {
             peer,
             peer_gone,
         } = endpoint;
+        server.gate.login_started();
         let nop_interval = Duration::from_secs(defaults.nop_in_interval_s as u64);
         let nop_timeout = Duration::from_secs(defaults.nop_in_timeout_s as u64);
         let datapath = server.config.datapath;
@@ -283,6 +286,7 @@ impl Connection {
             starved: VecDeque::new(),
             background: Vec::new(),
             next_token: 1,
+            logging_in: true,
             wake: Vec::new(),
             runs: VecDeque::new(),
             stats: ConnectionStats::default(),
@@ -600,6 +604,7 @@ impl Connection {
                         );
                         self.bound = Some(session.clone());
                         self.phase = Phase::Full(session);
+                        self.end_login();
                         Flow::Continue
                     }
                     Err((detail, why)) => {
@@ -652,21 +657,24 @@ impl Connection {
         if negotiated.tsih_requested == 0 {
             let target_name = target.as_ref().map(|t| t.name.clone());
             let random = self.random.next_u32() as u16;
-            let session = self.server.create_session(
-                (&params.initiator_name, first.isid, target_name.as_deref()),
-                random,
-                &mut self.wake,
-                |tsih| {
-                    Session::new(
-                        tsih,
-                        first.isid,
-                        params.initiator_name.clone(),
-                        target,
-                        params.clone(),
-                        first.cmd_sn,
-                    )
-                },
-            );
+            let session = self
+                .server
+                .create_session(
+                    (&params.initiator_name, first.isid, target_name.as_deref()),
+                    random,
+                    &mut self.wake,
+                    |tsih| {
+                        Session::new(
+                            tsih,
+                            first.isid,
+                            params.initiator_name.clone(),
+                            target,
+                            params.clone(),
+                            first.cmd_sn,
+                        )
+                    },
+                )
+                .map_err(|e| (login_status::OUT_OF_RESOURCES, e.to_string()))?;
             session
                 .join(member, &mut self.wake)
                 .map_err(|e| (login_status::TOO_MANY_CONNECTIONS, e.to_string()))?;
@@ -921,6 +929,14 @@ impl Connection {
                 }
                 Flow::Continue
             }
+        }
+    }
+
+    /// The login is over (full feature phase, or the connection ends): it
+    /// no longer counts against `[limits] logins`.
+    fn end_login(&mut self) {
+        if std::mem::take(&mut self.logging_in) {
+            self.server.gate.login_ended();
         }
     }
 
@@ -1481,6 +1497,7 @@ impl Connection {
     /// (its other connections, if it was closed, come out of
     /// [`Connection::poll_action`] to be woken).
     pub fn detach(&mut self) {
+        self.end_login();
         self.abort_tasks(|_| true);
         self.phase = Phase::Closed;
         if let Some(session) = self.bound.take() {

@@ -12,6 +12,7 @@
 //! (RFC 1994 §2.3, replay) and none is answered when an initiator sends it
 //! back on any connection (RFC 7143 §9.2.1, reflection).
 
+use crate::admission::Gatekeeper;
 use crate::budget::Budget;
 use crate::config::{ChapConfig, Config, DigestChoice, Params, StoreSpec, TargetConfig};
 use crate::identity;
@@ -23,9 +24,6 @@ use isoe_wire::login::{Admission, AuthPolicy, LoginFailure, LoginPolicy, TargetL
 use isoe_wire::negotiate::{Digest, SessionType};
 use isoe_wire::pdu::login_status;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-
-/// Write data solicited and not yet stored, all connections together.
-pub const WRITE_BUFFER_BYTES_MAX: usize = 256 << 20;
 use std::sync::{Arc, Mutex};
 use thiserror::Error;
 
@@ -135,6 +133,10 @@ pub struct Server {
     shutdown: AtomicBool,
     /// Write data solicited and not yet stored, all connections together.
     pub write_budget: Budget,
+    /// Connections, logins and sessions against `[limits]`.
+    pub gate: Gatekeeper,
+    /// Why `[limits] connections` was lowered at start, if it was.
+    pub limits_note: Option<String>,
 }
 
 fn digest_list(choices: &[DigestChoice]) -> Vec<Digest> {
@@ -267,6 +269,9 @@ impl Server {
         for t in &config.targets {
             targets.push(Arc::new(build_target(&config, t, &mut stores)?));
         }
+        let open_files = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+        let (gate, limits_note) = Gatekeeper::new(config.limits, open_files);
+        let write_buffer = config.limits.write_buffer;
         Ok(Server {
             config,
             targets,
@@ -274,7 +279,9 @@ impl Server {
             sessions: Mutex::new(Vec::new()),
             challenges: Mutex::new(ChallengeLog::new(CHALLENGE_LOG_CAPACITY)),
             next_serial: AtomicU64::new(1),
-            write_budget: Budget::new(WRITE_BUFFER_BYTES_MAX),
+            write_budget: Budget::new(write_buffer),
+            gate,
+            limits_note,
             shutdown: AtomicBool::new(false),
         })
     }
@@ -315,7 +322,7 @@ impl Server {
         random: u16,
         wake: &mut Vec<u64>,
         make: impl FnOnce(u16) -> Session,
-    ) -> Arc<Session> {
+    ) -> Result<Arc<Session>, SessionLimit> {
         let (initiator_name, isid, target_name) = key;
         let key = SessionKey {
             initiator_name: initiator_name.to_string(),
@@ -332,10 +339,15 @@ impl Server {
                 tsih = tsih.wrapping_add(1);
             }
         }
+        let limit = self.gate.limits().sessions;
+        if sessions.len() >= limit {
+            self.gate.refused.sessions.fetch_add(1, Ordering::Relaxed);
+            return Err(SessionLimit(limit));
+        }
         let tsih = Self::allocate_tsih(&sessions, tsih);
         let session = Arc::new(make(tsih));
         sessions.push((key, session.clone()));
-        session
+        Ok(session)
     }
 
     /// The live session a connection asks to join (RFC 7143 §6.3.1, TSIH ≠ 0).
@@ -409,6 +421,11 @@ impl Server {
         Ok(())
     }
 }
+
+/// A login would create more sessions than `[limits] sessions` allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{0} sessions already (limits.sessions)")]
+pub struct SessionLimit(pub usize);
 
 impl LoginPolicy for Server {
     fn admit(

@@ -617,3 +617,27 @@ fn datapath_unknown_keys_get_a_hint() {
         "unknown key",
     );
 }
+
+#[test]
+fn limits_out_of_range_name_their_key() {
+    check(
+        &format!("{TARGET}[limits]\nsessions = 0 # <-\n"),
+        "limits.sessions",
+        "1",
+    );
+    check(
+        &format!("{TARGET}[limits]\nconnections = \"many\" # <-\n"),
+        "limits.connections",
+        "expected an integer",
+    );
+    check(
+        &format!("{TARGET}[limits]\nwrite_buffer = \"4KiB\" # <-\n"),
+        "limits.write_buffer",
+        "a size of at least 1 MiB",
+    );
+    check(
+        &format!("{TARGET}[limits]\nlogin = 3 # <-\n"),
+        "limits.login",
+        "logins",
+    );
+}

@@ -427,3 +427,29 @@ fn every_example_parses() {
     }
     assert!(count >= 2);
 }
+
+#[test]
+fn limits_table_sets_each_bound_and_keeps_the_rest() {
+    let target = "[[target]]\nname = \"iqn.2026-11.io.isoe:t\"\n";
+    let parse = |table: &str| {
+        Config::parse(&format!("{target}[limits]\n{table}"), None)
+            .unwrap_or_else(|e| panic!("{table}: {e}"))
+            .limits
+    };
+    let absent = Config::parse(target, None).expect("config").limits;
+    assert_eq!(absent, isoe_target::config::Limits::default());
+    assert_eq!(parse(""), absent, "an empty table changes nothing");
+    let set = parse(
+        "connections = 100\nconnections_per_initiator = 4\nsessions = 10\nlogins = 5\nwrite_buffer = \"64MiB\"\n",
+    );
+    assert_eq!(
+        set,
+        isoe_target::config::Limits {
+            connections: 100,
+            connections_per_initiator: 4,
+            sessions: 10,
+            logins: 5,
+            write_buffer: 64 << 20,
+        }
+    );
+}

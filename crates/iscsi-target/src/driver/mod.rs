@@ -131,6 +131,9 @@ pub fn start(mut config: Config) -> Result<Running, StartError> {
     }
     config.portals = bound.iter().map(|(_, local)| *local).collect();
     let server = Arc::new(Server::new(config)?);
+    if let Some(note) = &server.limits_note {
+        eprintln!("isoe: {note}");
+    }
     let mailboxes = (0..worker_count())
         .map(|_| Mailbox::new().map(Arc::new))
         .collect::<io::Result<Vec<_>>>()
@@ -176,6 +179,7 @@ pub fn start(mut config: Config) -> Result<Running, StartError> {
 /// up to [`ACCEPT_BACKOFF_MAX`], rather than spin on the pending connection.
 fn accept_loop(listener: TcpListener, local: SocketAddr, shared: &Shared, next: &AtomicUsize) {
     let mut backoff = Duration::ZERO;
+    let mut refusals = RefusalLog::default();
     loop {
         let accepted = listener.accept();
         if shared.server.is_shutting_down() {
@@ -184,6 +188,13 @@ fn accept_loop(listener: TcpListener, local: SocketAddr, shared: &Shared, next: 
         match accepted {
             Ok((stream, peer)) => {
                 backoff = Duration::ZERO;
+                if let Err(why) = shared.server.gate.admit_connection(peer.ip()) {
+                    // Closed at once: the peer sees its connection end
+                    // before any login, and nothing is held for it.
+                    refusals.note(local, peer, &why);
+                    drop(stream);
+                    continue;
+                }
                 let worker = next.fetch_add(1, Ordering::Relaxed) % shared.mailboxes.len();
                 shared.mailboxes[worker].post(Msg::Adopt {
                     stream,
@@ -200,6 +211,36 @@ fn accept_loop(listener: TcpListener, local: SocketAddr, shared: &Shared, next: 
             }
             Err(_) => {}
         }
+    }
+}
+
+/// How often refused connections are reported at most.
+const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Refused connections, logged the first time and then as a count at most
+/// every [`REFUSAL_LOG_EVERY`], so that a flood cannot flood the log.
+#[derive(Default)]
+struct RefusalLog {
+    last: Option<std::time::Instant>,
+    unreported: u64,
+}
+
+impl RefusalLog {
+    fn note(&mut self, local: SocketAddr, peer: SocketAddr, why: &crate::admission::Refusal) {
+        self.unreported += 1;
+        let now = std::time::Instant::now();
+        if self
+            .last
+            .is_some_and(|at| now.duration_since(at) < REFUSAL_LOG_EVERY)
+        {
+            return;
+        }
+        eprintln!(
+            "isoe: portal {local}: connection from {peer} refused: {why} ({} refused since the last report)",
+            self.unreported
+        );
+        self.last = Some(now);
+        self.unreported = 0;
     }
 }
 

@@ -22,7 +22,7 @@ use rustix::event::epoll::{self, EventData, EventFlags};
 use rustix::event::{eventfd, EventfdFlags, Timespec};
 use rustix::fd::OwnedFd;
 use std::collections::HashMap;
-use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -108,6 +108,8 @@ pub(crate) struct Shared {
 struct Slot {
     stream: Arc<TcpStream>,
     pump: Pump,
+    /// The initiator's address, counted against `[limits]` until closed.
+    peer: IpAddr,
 }
 
 /// What every connection's socket is polled for, once and for all.
@@ -232,6 +234,7 @@ impl Worker {
 
     fn adopt(&mut self, stream: TcpStream, local: SocketAddr, peer: SocketAddr) {
         if stream.set_nonblocking(true).is_err() {
+            self.shared.server.gate.release_connection(peer.ip());
             return;
         }
         let _ = stream.set_nodelay(true);
@@ -243,6 +246,7 @@ impl Worker {
         if getrandom::getrandom(&mut seed).is_err() {
             // No randomness, no CHAP challenges worth the name: refuse.
             eprintln!("isoe: connection from {peer} refused: no random numbers from the system");
+            self.shared.server.gate.release_connection(peer.ip());
             return;
         }
         let endpoint = Endpoint {
@@ -254,6 +258,7 @@ impl Worker {
         let server = Arc::clone(&self.shared.server);
         let batching = server.config.datapath.batching;
         let conn = Connection::new(server, endpoint, Instant::now(), seed);
+        let mut pump = Pump::new(conn, batching);
         if epoll::add(
             &self.epoll,
             &*stream,
@@ -262,13 +267,16 @@ impl Worker {
         )
         .is_err()
         {
+            pump.conn.detach();
+            self.shared.server.gate.release_connection(peer.ip());
             return;
         }
         self.slots.insert(
             serial,
             Slot {
                 stream,
-                pump: Pump::new(conn, batching),
+                pump,
+                peer: peer.ip(),
             },
         );
     }
@@ -402,6 +410,7 @@ impl Worker {
         }
         let _ = epoll::delete(&self.epoll, &*slot.stream);
         let _ = slot.stream.shutdown(Shutdown::Both);
+        self.shared.server.gate.release_connection(slot.peer);
     }
 }
 

@@ -1,0 +1,195 @@
+//! Gatekeeper against `[limits]`: connections in total and per initiator
+//! address, logins in progress, sessions; with counters of what each limit
+//! turned away, so that an administrator can tell a limit from a fault.
+
+use crate::config::Limits;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// Descriptors kept free for the target's own files (stores, state, the
+/// listeners, epoll and eventfds) when the open-files limit bounds
+/// connections.
+pub const DESCRIPTOR_RESERVE: u64 = 64;
+
+/// Why a new connection was turned away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// `[limits] connections` reached.
+    #[error("{0} connections already (limits.connections)")]
+    Connections(usize),
+    /// `[limits] connections_per_initiator` reached for this address.
+    #[error("{0} connections from this address already (limits.connections_per_initiator)")]
+    PerInitiator(usize),
+    /// `[limits] logins` reached.
+    #[error("{0} logins in progress already (limits.logins)")]
+    Logins(usize),
+}
+
+/// How many times each limit turned something away.
+#[derive(Debug, Default)]
+pub struct Refusals {
+    /// New connections, over `connections`.
+    pub connections: AtomicU64,
+    /// New connections, over `connections_per_initiator`.
+    pub per_initiator: AtomicU64,
+    /// New connections, over `logins`.
+    pub logins: AtomicU64,
+    /// Logins, over `sessions`.
+    pub sessions: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Open {
+    total: usize,
+    by_address: HashMap<IpAddr, usize>,
+}
+
+/// The live counts and the limits they are held to.
+#[derive(Debug)]
+pub struct Gatekeeper {
+    limits: Limits,
+    open: Mutex<Open>,
+    logins: AtomicUsize,
+    /// What the limits turned away.
+    pub refused: Refusals,
+}
+
+impl Gatekeeper {
+    /// Gatekeeper under `limits`, with `connections` lowered to what
+    /// `open_files` (RLIMIT_NOFILE, if known) leaves after
+    /// [`DESCRIPTOR_RESERVE`]. Also returns a note when it was lowered.
+    pub fn new(mut limits: Limits, open_files: Option<u64>) -> (Gatekeeper, Option<String>) {
+        let mut note = None;
+        if let Some(files) = open_files {
+            let room = files.saturating_sub(DESCRIPTOR_RESERVE).max(1);
+            if (limits.connections as u64) > room {
+                note = Some(format!(
+                    "limits.connections lowered from {} to {room}: the open-files limit is {files} \
+                     and {DESCRIPTOR_RESERVE} descriptors are kept for the target's own files \
+                     (raise it with `ulimit -n` or LimitNOFILE=)",
+                    limits.connections
+                ));
+                limits.connections = room as usize;
+            }
+        }
+        let admission = Gatekeeper {
+            limits,
+            open: Mutex::new(Open::default()),
+            logins: AtomicUsize::new(0),
+            refused: Refusals::default(),
+        };
+        (admission, note)
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Admits a new connection from `peer`, or says which limit refuses it.
+    pub fn admit_connection(&self, peer: IpAddr) -> Result<(), Refusal> {
+        let logins = self.logins.load(Ordering::Acquire);
+        if logins >= self.limits.logins {
+            self.refused.logins.fetch_add(1, Ordering::Relaxed);
+            return Err(Refusal::Logins(logins));
+        }
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if open.total >= self.limits.connections {
+            self.refused.connections.fetch_add(1, Ordering::Relaxed);
+            return Err(Refusal::Connections(open.total));
+        }
+        let from_peer = open.by_address.get(&peer).copied().unwrap_or(0);
+        if from_peer >= self.limits.connections_per_initiator {
+            self.refused.per_initiator.fetch_add(1, Ordering::Relaxed);
+            return Err(Refusal::PerInitiator(from_peer));
+        }
+        open.total += 1;
+        *open.by_address.entry(peer).or_default() += 1;
+        Ok(())
+    }
+
+    /// A connection admitted from `peer` has closed.
+    pub fn release_connection(&self, peer: IpAddr) {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        open.total = open.total.saturating_sub(1);
+        if let Some(count) = open.by_address.get_mut(&peer) {
+            *count -= 1;
+            if *count == 0 {
+                open.by_address.remove(&peer);
+            }
+        }
+    }
+
+    /// Connections open now.
+    pub fn connections(&self) -> usize {
+        self.open.lock().unwrap_or_else(|e| e.into_inner()).total
+    }
+
+    /// A login starts (a connection was created).
+    pub fn login_started(&self) {
+        self.logins.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A login ended: full feature phase, failure or close.
+    pub fn login_ended(&self) {
+        let _ = self
+            .logins
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    }
+
+    /// Logins in progress now.
+    pub fn logins(&self) -> usize {
+        self.logins.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> Limits {
+        Limits {
+            connections: 3,
+            connections_per_initiator: 2,
+            logins: 2,
+            ..Limits::default()
+        }
+    }
+
+    #[test]
+    fn each_limit_refuses_and_counts_and_closing_frees_room() {
+        let (a, note) = Gatekeeper::new(limits(), None);
+        assert!(note.is_none());
+        let one: IpAddr = "10.0.0.1".parse().unwrap();
+        let two: IpAddr = "10.0.0.2".parse().unwrap();
+        assert_eq!(a.admit_connection(one), Ok(()));
+        assert_eq!(a.admit_connection(one), Ok(()));
+        assert_eq!(a.admit_connection(one), Err(Refusal::PerInitiator(2)));
+        assert_eq!(a.admit_connection(two), Ok(()));
+        assert_eq!(a.admit_connection(two), Err(Refusal::Connections(3)));
+        a.release_connection(one);
+        assert_eq!(a.admit_connection(two), Ok(()));
+        a.login_started();
+        a.login_started();
+        assert_eq!(a.admit_connection(two), Err(Refusal::Logins(2)));
+        a.login_ended();
+        a.login_ended();
+        a.login_ended();
+        assert_eq!(a.logins(), 0, "never below zero");
+        assert_eq!(a.refused.per_initiator.load(Ordering::Relaxed), 1);
+        assert_eq!(a.refused.connections.load(Ordering::Relaxed), 1);
+        assert_eq!(a.refused.logins.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn the_open_files_limit_lowers_the_connection_limit_with_a_reserve() {
+        let (a, note) = Gatekeeper::new(Limits::default(), Some(1024));
+        assert_eq!(a.limits().connections, 1024 - DESCRIPTOR_RESERVE as usize);
+        assert!(note.unwrap().contains("open-files limit is 1024"));
+        let (a, note) = Gatekeeper::new(Limits::default(), Some(1 << 20));
+        assert_eq!(a.limits().connections, Limits::default().connections);
+        assert!(note.is_none());
+    }
+}

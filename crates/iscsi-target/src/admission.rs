@@ -193,3 +193,82 @@ mod tests {
         assert!(note.is_none());
     }
 }
+
+/// Failed authentications remembered per address at most; beyond it the
+/// stalest is forgotten.
+const FAILURE_SOURCES_MAX: usize = 4096;
+/// A source with no failure for this long starts afresh.
+const FAILURE_MEMORY: std::time::Duration = std::time::Duration::from_secs(60);
+/// Failures answered at once before the answers slow down.
+const FAILURES_FREE: u32 = 3;
+/// The longest an answer to a failed authentication is held back.
+pub const FAILURE_DELAY_MAX: std::time::Duration = std::time::Duration::from_secs(16);
+
+#[derive(Debug, Clone, Copy)]
+struct Failures {
+    count: u32,
+    last: std::time::Instant,
+}
+
+/// Failed authentications per source address: after a few, the answer to
+/// each further one is held back longer (1 s, doubling to
+/// [`FAILURE_DELAY_MAX`]), so that guessing CHAP secrets goes at a crawl.
+#[derive(Debug, Default)]
+pub struct FailureLog {
+    sources: Mutex<HashMap<IpAddr, Failures>>,
+}
+
+impl FailureLog {
+    /// Records a failed authentication from `source` at `now`; returns how
+    /// long its answer is to be held back.
+    pub fn failed(&self, source: IpAddr, now: std::time::Instant) -> std::time::Duration {
+        let mut sources = self.sources.lock().unwrap_or_else(|e| e.into_inner());
+        if sources.len() >= FAILURE_SOURCES_MAX && !sources.contains_key(&source) {
+            if let Some(stalest) = sources.iter().min_by_key(|(_, f)| f.last).map(|(a, _)| *a) {
+                sources.remove(&stalest);
+            }
+        }
+        let entry = sources.entry(source).or_insert(Failures {
+            count: 0,
+            last: now,
+        });
+        if now.duration_since(entry.last) > FAILURE_MEMORY {
+            entry.count = 0;
+        }
+        entry.count = entry.count.saturating_add(1);
+        entry.last = now;
+        match entry.count.checked_sub(FAILURES_FREE + 1) {
+            None => std::time::Duration::ZERO,
+            Some(doublings) => std::time::Duration::from_secs(1)
+                .checked_mul(1u32 << doublings.min(8))
+                .map_or(FAILURE_DELAY_MAX, |d| d.min(FAILURE_DELAY_MAX)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod failure_tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn repeated_failures_from_one_source_are_held_back_longer_each_time() {
+        let log = FailureLog::default();
+        let now = Instant::now();
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let delays: Vec<u64> = (0..9).map(|_| log.failed(a, now).as_secs()).collect();
+        assert_eq!(delays, [0, 0, 0, 1, 2, 4, 8, 16, 16]);
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        assert_eq!(
+            log.failed(b, now),
+            Duration::ZERO,
+            "another source is not slowed"
+        );
+        let later = now + FAILURE_MEMORY + Duration::from_secs(1);
+        assert_eq!(
+            log.failed(a, later),
+            Duration::ZERO,
+            "forgotten after a quiet minute"
+        );
+    }
+}

@@ -164,6 +164,13 @@ struct BackgroundTask {
     residual: Residual,
 }
 
+/// A login failure's answer held back ([`crate::admission::FailureLog`]).
+struct HeldAnswer {
+    response: isoe_wire::pdu::LoginResponse,
+    data: Vec<u8>,
+    until: Instant,
+}
+
 struct PendingText {
     target_transfer_tag: u32,
     data: Vec<u8>,
@@ -223,6 +230,8 @@ pub struct Connection {
     next_token: u64,
     /// Counted among the logins in progress ([`crate::admission`]).
     logging_in: bool,
+    /// The answer to a failed login, held back until its time.
+    held_answer: Option<HeldAnswer>,
     /// Connections to wake, then work to run, for [`Connection::poll_action`].
     wake: Vec<u64>,
     runs: VecDeque<(u64, Background)>,
@@ -287,6 +296,7 @@ impl Connection {
             background: Vec::new(),
             next_token: 1,
             logging_in: true,
+            held_answer: None,
             wake: Vec::new(),
             runs: VecDeque::new(),
             stats: ConnectionStats::default(),
@@ -544,6 +554,15 @@ impl Connection {
                 Flow::Continue
             }
             LoginOutcome::Failed(failure) => {
+                let delay = if response.status_class == login_status::INITIATOR_ERROR
+                    && response.status_detail == login_status::AUTHENTICATION_FAILURE
+                {
+                    self.server
+                        .auth_failures
+                        .failed(self.peer.ip(), self.last_rx)
+                } else {
+                    Duration::ZERO
+                };
                 eprintln!(
                     "isoe: login from {} ({}) on {} refused: {}",
                     self.peer,
@@ -551,9 +570,19 @@ impl Connection {
                     self.local,
                     Escaped(&failure.reason)
                 );
+                self.phase = Phase::Closed;
+                if !delay.is_zero() {
+                    // Repeated failures from this address: the answer waits
+                    // (handle_tick sends it), and nothing more is read.
+                    self.held_answer = Some(HeldAnswer {
+                        response,
+                        data: step.data,
+                        until: self.last_rx + delay,
+                    });
+                    return Flow::Wait;
+                }
                 self.out
                     .push(&Pdu::LoginResponse(response), &step.data, &limits);
-                self.phase = Phase::Closed;
                 Flow::Close
             }
             LoginOutcome::Complete(negotiated) => {
@@ -1154,6 +1183,18 @@ impl Connection {
     /// command waited too long behind a CmdSN gap.
     pub fn handle_tick(&mut self, now: Instant) -> Flow {
         if self.server.is_shutting_down() {
+            return Flow::Close;
+        }
+        if let Some(held) = &self.held_answer {
+            if now < held.until {
+                return Flow::Wait;
+            }
+            let held = self.held_answer.take().expect("checked above");
+            self.out.push(
+                &Pdu::LoginResponse(held.response),
+                &held.data,
+                &FrameLimits::LOGIN,
+            );
             return Flow::Close;
         }
         let session = match &self.phase {

@@ -12,7 +12,7 @@
 //! (RFC 1994 §2.3, replay) and none is answered when an initiator sends it
 //! back on any connection (RFC 7143 §9.2.1, reflection).
 
-use crate::admission::Gatekeeper;
+use crate::admission::{FailureLog, Gatekeeper};
 use crate::budget::Budget;
 use crate::config::{ChapConfig, Config, DigestChoice, Params, StoreSpec, TargetConfig};
 use crate::identity;
@@ -135,6 +135,8 @@ pub struct Server {
     pub write_budget: Budget,
     /// Connections, logins and sessions against `[limits]`.
     pub gate: Gatekeeper,
+    /// Failed authentications per source, to slow down guessing.
+    pub auth_failures: FailureLog,
     /// Why `[limits] connections` was lowered at start, if it was.
     pub limits_note: Option<String>,
 }
@@ -281,6 +283,7 @@ impl Server {
             next_serial: AtomicU64::new(1),
             write_budget: Budget::new(write_buffer),
             gate,
+            auth_failures: FailureLog::default(),
             limits_note,
             shutdown: AtomicBool::new(false),
         })

@@ -930,3 +930,53 @@ fn solicited_data_that_never_comes_ends_the_connection() {
     w.conn.detach();
     assert_eq!(server.write_budget.held(), 0, "the budget is given back");
 }
+
+/// Sends the first Login Request of a login that offers no CHAP to a
+/// target that requires it; returns the flow and what came back at once.
+fn unauthenticated_login(w: &mut Wire, isid: [u8; 6]) -> (Flow, Vec<(Pdu, Vec<u8>)>) {
+    let config = initiator(SessionType::Normal, isid, 0, 1, LocalParams::default());
+    let mut login = InitiatorLogin::new(config, [7; 32]);
+    let InitiatorStep::Send { request, data } = login.start() else {
+        panic!("a login starts with a request")
+    };
+    w.send(&Pdu::LoginRequest(request), &data)
+}
+
+/// The status class and detail of the Login Response among `out`.
+fn login_status_of(out: &[(Pdu, Vec<u8>)]) -> Option<(u8, u8)> {
+    out.iter().find_map(|(p, _)| match p {
+        Pdu::LoginResponse(r) => Some((r.status_class, r.status_detail)),
+        _ => None,
+    })
+}
+
+/// Guessing CHAP secrets goes at a crawl: after three failed
+/// authentications from one address, the answer to each further one waits
+/// (1 s, doubling), the connection reading nothing meanwhile.
+#[test]
+fn repeated_authentication_failures_from_one_address_are_answered_later() {
+    let server = server_with("[target.chap]\nuser = \"alice\"\nsecret = \"alice-secret-12\"\n");
+    for attempt in 0..3u8 {
+        let mut w = Wire::new(&server);
+        let (flow, out) = unauthenticated_login(&mut w, [0x80, 0, 0, 0, 1, attempt]);
+        assert_eq!(flow, Flow::Close, "attempt {attempt}");
+        assert_eq!(
+            login_status_of(&out),
+            Some((2, 1)),
+            "authentication failure at once"
+        );
+    }
+    let mut w = Wire::new(&server);
+    let (flow, out) = unauthenticated_login(&mut w, [0x80, 0, 0, 0, 1, 9]);
+    assert_eq!(flow, Flow::Wait, "the fourth answer is held back");
+    assert!(out.is_empty(), "{out:?}");
+    let half = w.now + Duration::from_millis(500);
+    assert_eq!(w.conn.handle_tick(half), Flow::Wait);
+    assert!(w.take_output().is_empty());
+    let due = w.now + Duration::from_secs(1);
+    assert_eq!(w.conn.handle_tick(due), Flow::Close);
+    assert_eq!(
+        login_status_of(&w.take_output_with(FrameLimits::LOGIN)),
+        Some((2, 1))
+    );
+}

@@ -848,7 +848,9 @@ impl Connection {
         // What the peer may send unasked is bounded by FirstBurstLength and
         // cannot be refused: it is charged whatever the budget says.
         task.charged = task.unsolicited_len() as usize;
-        self.server.write_budget.force_take(task.charged);
+        self.server
+            .write_budget
+            .force_take(self.peer.ip(), task.charged);
         task.last_data = Some(self.last_rx);
         self.writes.insert(cmd.initiator_task_tag, task);
         self.solicit(session, cmd.initiator_task_tag);
@@ -867,7 +869,11 @@ impl Connection {
             let Some(len) = task.next_r2t_len() else {
                 return;
             };
-            if !self.server.write_budget.try_take(len as usize) {
+            if !self
+                .server
+                .write_budget
+                .try_take(self.peer.ip(), len as usize)
+            {
                 if !task.awaits_data() && !self.starved.contains(&itt) {
                     self.starved.push_back(itt);
                 }
@@ -972,7 +978,7 @@ impl Connection {
     /// Removes a write task, giving its bytes back to the write budget.
     fn take_write(&mut self, itt: u32) -> Option<WriteTask> {
         let task = self.writes.remove(&itt)?;
-        self.server.write_budget.give(task.charged);
+        self.server.write_budget.give(self.peer.ip(), task.charged);
         Some(task)
     }
 

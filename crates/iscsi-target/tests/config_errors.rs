@@ -336,6 +336,22 @@ fn names_are_checked() {
         "target[0].alias",
         "1 to 255 bytes",
     );
+    // The character at fault is named escaped, with its place.
+    check(
+        &with_target("allowed_initiators = [\"iqn.2026-11.io.isoe:a\\u001bb\"] # <-\n"),
+        "target[0].allowed_initiators[0]",
+        "character '\\x1b' at byte 21",
+    );
+    check(
+        &target("iqn.2026-11.io.isoe:caf\u{e9}"),
+        "target[0].name",
+        "isoe accepts only ASCII in iSCSI names",
+    );
+    check(
+        &target("iqn.2026-11.io.isoe:DB"),
+        "target[0].name",
+        "write \"iqn.2026-11.io.isoe:db\"",
+    );
 }
 
 #[test]

@@ -51,8 +51,16 @@
 //!   Besides generated LUN identities it keeps persistent reservations that an
 //!   initiator asked to survive a restart (APTPL), in
 //!   `<target dir>/lun-<n>.pr`; with no `state_dir`, APTPL is refused.
-//! - **`size` of a `file` LUN** may be left out only when the file exists: this
-//!   is the one check that looks at the file system.
+//! - **What a LUN's store is** is checked too, not only what the file says:
+//!   - `size` of a `file` LUN may be left out only when the file exists;
+//!   - a LUN holds at least one block: an existing file used at its own size
+//!     (no `size`), or a block device, smaller than `block_size` is refused;
+//!   - a `memory` LUN is at most [`MEMORY_LUN_MAX_BYTES`] (16 TiB), and the
+//!     memory LUNs of the file together at most the machine's RAM (MemTotal
+//!     in /proc/meminfo), since a memory LUN written full holds its whole
+//!     size in RAM. `overcommit = true` on a memory LUN leaves it out of that
+//!     sum, for a LUN that will never be written full; the 16 TiB bound
+//!     stays.
 //! - **Portals** are socket addresses; an address without a port gets 3260.
 //!   Port 0 (an ephemeral port) is accepted for tests.
 //! - **Names** (target names, `allowed_initiators`) follow RFC 7143 §4.2.7 and
@@ -129,6 +137,11 @@ pub const MIN_LENGTH_BYTES: u32 = 512;
 
 /// The longest NOP-In interval or timeout isoe accepts, in seconds.
 pub const MAX_NOP_IN_S: u32 = 3600;
+
+/// The largest memory LUN, whatever the machine's RAM and `overcommit`:
+/// 16 TiB. Memory LUNs commit RAM only as they are written, but their chunk
+/// table (64 bytes per MiB) is allocated at once: 1 GiB at this size.
+pub const MEMORY_LUN_MAX_BYTES: u64 = 1 << 44;
 
 /// The embedded default target's name.
 pub const DEFAULT_TARGET_NAME: &str = "iqn.2026-11.io.isoe:target0";
@@ -334,8 +347,12 @@ pub struct LunSpec {
 pub enum StoreSpec {
     /// Volatile memory of the given size.
     Memory {
-        /// Size in bytes, a multiple of the block size.
+        /// Size in bytes, a multiple of the block size, at most
+        /// [`MEMORY_LUN_MAX_BYTES`].
         size_bytes: u64,
+        /// `overcommit = true`: the LUN may take the memory LUNs of the
+        /// file past the machine's RAM (see the module doc).
+        overcommit: bool,
     },
     /// A regular file, created sparse with `size_bytes` if it does not exist.
     File {
@@ -411,9 +428,21 @@ impl Config {
     }
 
     /// Validates configuration `text`; `source` names it in errors and anchors
-    /// relative paths and the default `state_dir`.
+    /// relative paths and the default `state_dir`. Memory LUNs are held to
+    /// this machine's RAM ([`memory_total_bytes`]).
     pub fn parse(text: &str, source: Option<&Path>) -> Result<Config, ConfigError> {
-        let reader = Reader::new(text, source);
+        Config::parse_with_ram(text, source, memory_total_bytes())
+    }
+
+    /// As [`Config::parse`], on a machine with `ram_bytes` of RAM; `None`
+    /// (RAM unknown) checks memory LUNs against [`MEMORY_LUN_MAX_BYTES`] only.
+    pub fn parse_with_ram(
+        text: &str,
+        source: Option<&Path>,
+        ram_bytes: Option<u64>,
+    ) -> Result<Config, ConfigError> {
+        let mut reader = Reader::new(text, source);
+        reader.ram_bytes = ram_bytes;
         let root = match toml::from_str::<tree::Node>(text) {
             Ok(tree::Node::Table(entries)) => Table {
                 key: String::new(),
@@ -450,6 +479,7 @@ impl Config {
                     number: 0,
                     store: StoreSpec::Memory {
                         size_bytes: 1 << 30,
+                        overcommit: false,
                     },
                     read_only: false,
                     block_size: 512,
@@ -594,6 +624,8 @@ struct Reader {
     file: String,
     line_starts: Vec<usize>,
     base_dir: Option<PathBuf>,
+    /// The machine's RAM, which memory LUNs without `overcommit` must fit in.
+    ram_bytes: Option<u64>,
 }
 
 impl Reader {
@@ -605,6 +637,7 @@ impl Reader {
             file: source.map_or_else(|| "<config>".to_string(), |p| p.display().to_string()),
             line_starts,
             base_dir: source.map(|p| p.parent().unwrap_or(Path::new("")).to_path_buf()),
+            ram_bytes: None,
         }
     }
 
@@ -840,6 +873,7 @@ const LUN_KEYS: &[&str] = &[
     "sanitize_bytes_per_s",
     "serial",
     "naa",
+    "overcommit",
 ];
 const PARAM_KEYS: &[&str] = &[
     "max_recv_data_segment_length",
@@ -878,8 +912,9 @@ fn read_config(r: &Reader, mut root: Table, source: Option<&Path>) -> Result<Con
     let mut targets = Vec::new();
     let mut chap_places = Vec::new();
     let mut first_line_of: HashMap<String, usize> = HashMap::new();
+    let mut memory = MemoryTally::default();
     for table in r.tables(field, TARGET_KEYS)? {
-        let (target, name_field, places) = read_target(r, table, &defaults)?;
+        let (target, name_field, places) = read_target(r, table, &defaults, &mut memory)?;
         chap_places.push(places);
         if let Some(line) = first_line_of.get(&target.name) {
             return Err(r.at(
@@ -1099,6 +1134,7 @@ fn read_target(
     r: &Reader,
     mut t: Table,
     defaults: &Params,
+    memory: &mut MemoryTally,
 ) -> Result<(TargetConfig, Field, Option<chap::ChapPlaces>), ConfigError> {
     let Some(name_field) = t.take("name") else {
         return Err(r.invalid(
@@ -1136,7 +1172,8 @@ fn read_target(
     let mut first_line_of: HashMap<u16, usize> = HashMap::new();
     if let Some(f) = t.take("lun") {
         for table in r.tables(f, LUN_KEYS)? {
-            let (lun, number_field) = read_lun(r, table)?;
+            let (lun, number_field, store_place) = read_lun(r, table)?;
+            check_store(r, &lun, &store_place, memory)?;
             if let Some(line) = first_line_of.get(&lun.number) {
                 return Err(r.at(
                     &number_field,
@@ -1173,8 +1210,9 @@ fn read_alias(r: &Reader, field: &Field) -> Result<String, ConfigError> {
     Ok(alias)
 }
 
-/// Reads one `[[target.lun]]`; also returns its `number` field for duplicate checks.
-fn read_lun(r: &Reader, mut t: Table) -> Result<(LunSpec, Field), ConfigError> {
+/// Reads one `[[target.lun]]`; also returns its `number` field for
+/// duplicate checks and where its store key is, for [`check_store`].
+fn read_lun(r: &Reader, mut t: Table) -> Result<(LunSpec, Field, Place), ConfigError> {
     let Some(number_field) = t.take("number") else {
         return Err(r.invalid(
             t.offset,
@@ -1223,7 +1261,22 @@ fn read_lun(r: &Reader, mut t: Table) -> Result<(LunSpec, Field), ConfigError> {
         Some(f) => Some(parse_naa(&r.string(&f)?).map_err(|message| r.at(&f, message))?),
         None => None,
     };
-    let store = read_store(r, &mut t, block_size)?;
+    let overcommit = match t.take("overcommit") {
+        Some(f) => Some((r.bool(&f)?, f)),
+        None => None,
+    };
+    let (mut store, store_place) = read_store(r, &mut t, block_size)?;
+    match (&mut store, overcommit) {
+        (StoreSpec::Memory { overcommit, .. }, Some((value, _))) => *overcommit = value,
+        (_, Some((_, f))) => {
+            return Err(r.at(
+                &f,
+                "`overcommit` applies only to a memory LUN: a file or block LUN \
+                 takes no RAM",
+            ))
+        }
+        (_, None) => {}
+    }
     let lun = LunSpec {
         number,
         store,
@@ -1234,11 +1287,17 @@ fn read_lun(r: &Reader, mut t: Table) -> Result<(LunSpec, Field), ConfigError> {
         serial,
         naa,
     };
-    Ok((lun, number_field))
+    Ok((lun, number_field, store_place))
 }
 
-/// Exactly one of `memory`, `file`, `block`, and the `size` that goes with it.
-fn read_store(r: &Reader, t: &mut Table, block_size: u32) -> Result<StoreSpec, ConfigError> {
+/// Exactly one of `memory`, `file`, `block`, and the `size` that goes with
+/// it; also returns where that key is. What the store is on disk or in RAM
+/// is [`check_store`]'s business.
+fn read_store(
+    r: &Reader,
+    t: &mut Table,
+    block_size: u32,
+) -> Result<(StoreSpec, Place), ConfigError> {
     let mut kinds: Vec<Field> = ["memory", "file", "block"]
         .iter()
         .filter_map(|k| t.take(k))
@@ -1287,28 +1346,147 @@ fn read_store(r: &Reader, t: &mut Table, block_size: u32) -> Result<StoreSpec, C
             format!("`size` does not apply to a {kind} LUN: {why}"),
         ));
     }
-    Ok(match kind {
+    let place = Place {
+        key: field.key.clone(),
+        offset: field.offset,
+    };
+    let store = match kind {
         "memory" => StoreSpec::Memory {
             size_bytes: sized(&field)?,
+            overcommit: false,
         },
-        "file" => {
-            let path = r.path(&field)?;
-            let size_bytes = size.as_ref().map(sized).transpose()?;
-            if size_bytes.is_none() && !path.exists() {
-                return Err(r.at(
-                    &field,
-                    format!(
-                        "{} does not exist; give `size` to create it (sparse)",
-                        path.display()
-                    ),
-                ));
-            }
-            StoreSpec::File { path, size_bytes }
-        }
+        "file" => StoreSpec::File {
+            path: r.path(&field)?,
+            size_bytes: size.as_ref().map(sized).transpose()?,
+        },
         _ => StoreSpec::Block {
             path: r.path(&field)?,
         },
-    })
+    };
+    Ok((store, place))
+}
+
+/// Where a key was, for errors found after its field was read.
+struct Place {
+    key: String,
+    offset: usize,
+}
+
+/// The memory LUNs read so far that count against the machine's RAM.
+#[derive(Default)]
+struct MemoryTally {
+    bytes: u64,
+}
+
+/// The checks of a LUN's store that look past the file: at the file system
+/// (a missing file, a file or device smaller than one block) and at the
+/// machine's RAM (memory LUNs).
+fn check_store(
+    r: &Reader,
+    lun: &LunSpec,
+    place: &Place,
+    memory: &mut MemoryTally,
+) -> Result<(), ConfigError> {
+    let fail = |message: String| Err(r.invalid(place.offset, &place.key, message));
+    let block_size = u64::from(lun.block_size);
+    let too_small = |path: &Path, len: u64| {
+        format!(
+            "{} holds {len} bytes, less than one block of {block_size}: \
+             a LUN needs at least one block",
+            path.display()
+        )
+    };
+    match &lun.store {
+        StoreSpec::Memory {
+            size_bytes,
+            overcommit,
+        } => {
+            if *size_bytes > MEMORY_LUN_MAX_BYTES {
+                return fail(format!(
+                    "a memory LUN is at most {} (its chunk table alone would take {}), \
+                     this one is {}",
+                    show_bytes(MEMORY_LUN_MAX_BYTES),
+                    show_bytes(MEMORY_LUN_MAX_BYTES >> 14),
+                    show_bytes(*size_bytes)
+                ));
+            }
+            if *overcommit {
+                return Ok(());
+            }
+            memory.bytes += size_bytes;
+            match r.ram_bytes {
+                Some(ram) if memory.bytes > ram => fail(format!(
+                    "the memory LUNs up to this one take {}, more than this machine's {} \
+                     of RAM (MemTotal in /proc/meminfo): written full, they would exhaust \
+                     it; make them smaller, or set `overcommit = true` on the LUN if it \
+                     will never be written full",
+                    show_bytes(memory.bytes),
+                    show_bytes(ram)
+                )),
+                _ => Ok(()),
+            }
+        }
+        StoreSpec::File { path, size_bytes } => {
+            if !path.exists() {
+                if size_bytes.is_none() {
+                    return fail(format!(
+                        "{} does not exist; give `size` to create it (sparse)",
+                        path.display()
+                    ));
+                }
+                return Ok(());
+            }
+            match std::fs::metadata(path) {
+                Ok(m) if size_bytes.is_none() && m.len() < block_size => fail(format!(
+                    "{}; give `size` to grow it",
+                    too_small(path, m.len())
+                )),
+                _ => Ok(()),
+            }
+        }
+        StoreSpec::Block { path } => {
+            // A device that cannot be opened here is left for the target's
+            // start, which says why.
+            let len = std::fs::File::open(path)
+                .and_then(|mut device| std::io::Seek::seek(&mut device, std::io::SeekFrom::End(0)));
+            match len {
+                Ok(len) if len < block_size => fail(too_small(path, len)),
+                _ => Ok(()),
+            }
+        }
+    }
+}
+
+/// `bytes` for a message: exact in the largest power-of-1024 unit that
+/// divides it, else to a tenth of the largest unit it reaches.
+fn show_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let Some(power) = (1..=UNITS.len()).rev().find(|p| bytes >> (10 * p) > 0) else {
+        return format!("{bytes} bytes");
+    };
+    let unit = 1u64 << (10 * power);
+    let name = UNITS[power - 1];
+    if bytes % unit == 0 {
+        format!("{} {name}", bytes / unit)
+    } else {
+        format!("{:.1} {name}", bytes as f64 / unit as f64)
+    }
+}
+
+/// The machine's RAM: MemTotal of /proc/meminfo, or None where it cannot be read.
+pub fn memory_total_bytes() -> Option<u64> {
+    parse_mem_total(&std::fs::read_to_string("/proc/meminfo").ok()?)
+}
+
+/// MemTotal of a /proc/meminfo text, in bytes.
+fn parse_mem_total(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let mut words = line["MemTotal:".len()..].split_whitespace();
+    let kib: u64 = words.next()?.parse().ok()?;
+    match words.next() {
+        Some("kB") => kib.checked_mul(1024),
+        _ => None,
+    }
 }
 
 /// VPD page 0x80 serial: printable ASCII, 1 to 32 characters, no edge spaces.
@@ -1393,6 +1571,27 @@ mod tests {
     }
 
     #[test]
+    fn mem_total_is_read_in_bytes() {
+        let meminfo = "MemTotal:       24683656 kB\nMemFree:         1000 kB\n";
+        assert_eq!(parse_mem_total(meminfo), Some(24_683_656 * 1024));
+        assert_eq!(parse_mem_total("MemFree: 1 kB\n"), None);
+        assert_eq!(parse_mem_total("MemTotal: 12 MB\n"), None);
+        assert_eq!(parse_mem_total("MemTotal: lots kB\n"), None);
+        assert!(memory_total_bytes().is_some_and(|bytes| bytes > 1 << 20));
+    }
+
+    #[test]
+    fn sizes_in_messages_are_short_and_exact_when_whole() {
+        assert_eq!(show_bytes(0), "0 bytes");
+        assert_eq!(show_bytes(1000), "1000 bytes");
+        assert_eq!(show_bytes(4096), "4 KiB");
+        assert_eq!(show_bytes(1 << 44), "16 TiB");
+        assert_eq!(show_bytes(3 << 29), "1.5 GiB");
+        assert_eq!(show_bytes(24_683_656 * 1024), "23.5 GiB");
+        assert_eq!(show_bytes(u64::MAX), "16.0 EiB");
+    }
+
+    #[test]
     fn naa_is_type_6() {
         let naa = parse_naa("0x6001405abcdef0123456789abcdef012").unwrap();
         assert_eq!(naa[0], 0x60);
@@ -1436,7 +1635,8 @@ mod tests {
         assert_eq!(
             c.targets[0].luns[0].store,
             StoreSpec::Memory {
-                size_bytes: 1 << 30
+                size_bytes: 1 << 30,
+                overcommit: false,
             }
         );
     }

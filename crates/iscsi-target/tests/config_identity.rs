@@ -25,6 +25,7 @@ fn memory(number: u16) -> LunSpec {
         number,
         StoreSpec::Memory {
             size_bytes: 1 << 20,
+            overcommit: false,
         },
     )
 }

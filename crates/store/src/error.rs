@@ -52,6 +52,12 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// A memory store's chunk table could not be allocated.
+    #[error("cannot allocate the chunk table of a memory store of {size_bytes} bytes")]
+    OutOfMemory {
+        /// The size asked for.
+        size_bytes: u64,
+    },
     /// A file that does not exist yet can only be created with a size.
     #[error("{path} does not exist and no size was given to create it")]
     SizeRequired {

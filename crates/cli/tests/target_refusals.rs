@@ -1,0 +1,69 @@
+//! Configurations `isoe target` refuses before it binds a portal, with exit
+//! status 2 and a message naming the file, the line and the key: a memory
+//! LUN no machine could hold (it used to abort the process after binding).
+
+mod support;
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use support::TargetConfig;
+
+/// How long a refused start may take.
+const EXIT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Runs `isoe target --config PATH` and returns its exit status and all
+/// it printed; fails the test if it is still running after the timeout.
+fn run_target(config: &Path) -> (Option<i32>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_isoe"))
+        .args(["target", "--listen", "127.0.0.1:0", "--config"])
+        .arg(config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn isoe target");
+    let deadline = Instant::now() + EXIT_TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for isoe target") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("isoe target did not exit within {EXIT_TIMEOUT:?}: it served the configuration");
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    let mut output = String::new();
+    for stream in [
+        child.stdout.take().map(|s| Box::new(s) as Box<dyn Read>),
+        child.stderr.take().map(|s| Box::new(s) as Box<dyn Read>),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let mut stream = stream;
+        stream.read_to_string(&mut output).expect("read the output");
+    }
+    (status.code(), output)
+}
+
+#[test]
+fn a_memory_lun_of_an_exbibyte_is_a_configuration_error() {
+    let config = TargetConfig::memory_lun("1EiB");
+    let (code, output) = run_target(config.path());
+    assert_eq!(code, Some(2), "{output}");
+    assert!(
+        !output.contains("listening on"),
+        "a portal was bound:\n{output}"
+    );
+    let expected = format!(
+        "isoe target: {}:8: target[0].lun[0].memory: a memory LUN is at most 16 TiB",
+        config.path().display()
+    );
+    assert!(output.starts_with(&expected), "{output}");
+}

@@ -1,6 +1,8 @@
 //! Configurations `isoe target` refuses before it binds a portal, with exit
 //! status 2 and a message naming the file, the line and the key: a memory
-//! LUN no machine could hold (it used to abort the process after binding).
+//! LUN no machine could hold (it used to abort the process after binding),
+//! and a provisioned file LUN whose backing file has vanished (it used to
+//! be recreated empty under the same serial and NAA).
 
 mod support;
 
@@ -10,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use support::TargetConfig;
+use support::{Target, TargetConfig, DEFAULT_TARGET};
 
 /// How long a refused start may take.
 const EXIT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -66,4 +68,35 @@ fn a_memory_lun_of_an_exbibyte_is_a_configuration_error() {
         config.path().display()
     );
     assert!(output.starts_with(&expected), "{output}");
+}
+
+#[test]
+fn a_provisioned_file_lun_whose_file_vanished_is_refused_at_restart() {
+    let config = TargetConfig::file_lun("1MiB");
+    let mut target = Target::with_config(&config);
+    target.stop_cleanly();
+    drop(target);
+    std::fs::remove_file(config.lun_file()).expect("remove the backing file");
+
+    let (code, output) = run_target(config.path());
+    assert_eq!(code, Some(2), "{output}");
+    assert!(
+        !output.contains("listening on"),
+        "a portal was bound:\n{output}"
+    );
+    let prefix = format!(
+        "isoe target: {}:8: target[0].lun[0].file: the backing file {} is missing, \
+         but the identity record ",
+        config.path().display(),
+        config.lun_file().display()
+    );
+    assert!(output.starts_with(&prefix), "{output}");
+    let record = config
+        .dir()
+        .join(".isoe-state")
+        .join(DEFAULT_TARGET.replace(':', "_"))
+        .join("lun-0.toml");
+    assert!(output.contains(&record.display().to_string()), "{output}");
+    assert!(output.contains("restore the file"), "{output}");
+    assert!(!config.lun_file().exists(), "an empty file was created");
 }

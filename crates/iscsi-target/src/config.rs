@@ -55,6 +55,10 @@
 //!   - `size` of a `file` LUN may be left out only when the file exists;
 //!   - a LUN holds at least one block: an existing file used at its own size
 //!     (no `size`), or a block device, smaller than `block_size` is refused;
+//!   - a `file` LUN whose file is missing while its identity record exists
+//!     in `state_dir` was provisioned before and lost its data: it is
+//!     refused (see [`crate::identity::check_backing_file`]) rather than
+//!     created empty under the same serial and NAA;
 //!   - a `memory` LUN is at most [`MEMORY_LUN_MAX_BYTES`] (16 TiB), and the
 //!     memory LUNs of the file together at most the machine's RAM (MemTotal
 //!     in /proc/meminfo), since a memory LUN written full holds its whole
@@ -914,7 +918,8 @@ fn read_config(r: &Reader, mut root: Table, source: Option<&Path>) -> Result<Con
     let mut first_line_of: HashMap<String, usize> = HashMap::new();
     let mut memory = MemoryTally::default();
     for table in r.tables(field, TARGET_KEYS)? {
-        let (target, name_field, places) = read_target(r, table, &defaults, &mut memory)?;
+        let (target, name_field, places) =
+            read_target(r, table, &defaults, state_dir.as_deref(), &mut memory)?;
         chap_places.push(places);
         if let Some(line) = first_line_of.get(&target.name) {
             return Err(r.at(
@@ -1134,6 +1139,7 @@ fn read_target(
     r: &Reader,
     mut t: Table,
     defaults: &Params,
+    state_dir: Option<&Path>,
     memory: &mut MemoryTally,
 ) -> Result<(TargetConfig, Field, Option<chap::ChapPlaces>), ConfigError> {
     let Some(name_field) = t.take("name") else {
@@ -1173,7 +1179,7 @@ fn read_target(
     if let Some(f) = t.take("lun") {
         for table in r.tables(f, LUN_KEYS)? {
             let (lun, number_field, store_place) = read_lun(r, table)?;
-            check_store(r, &lun, &store_place, memory)?;
+            check_store(r, &lun, &store_place, state_dir, &name, memory)?;
             if let Some(line) = first_line_of.get(&lun.number) {
                 return Err(r.at(
                     &number_field,
@@ -1379,12 +1385,14 @@ struct MemoryTally {
 }
 
 /// The checks of a LUN's store that look past the file: at the file system
-/// (a missing file, a file or device smaller than one block) and at the
-/// machine's RAM (memory LUNs).
+/// (a missing file, a file or device smaller than one block, an identity
+/// record whose file is gone) and at the machine's RAM (memory LUNs).
 fn check_store(
     r: &Reader,
     lun: &LunSpec,
     place: &Place,
+    state_dir: Option<&Path>,
+    target_name: &str,
     memory: &mut MemoryTally,
 ) -> Result<(), ConfigError> {
     let fail = |message: String| Err(r.invalid(place.offset, &place.key, message));
@@ -1428,6 +1436,9 @@ fn check_store(
         }
         StoreSpec::File { path, size_bytes } => {
             if !path.exists() {
+                if let Err(e) = crate::identity::check_backing_file(state_dir, target_name, lun) {
+                    return fail(e.to_string());
+                }
                 if size_bytes.is_none() {
                     return fail(format!(
                         "{} does not exist; give `size` to create it (sparse)",

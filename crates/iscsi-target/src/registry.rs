@@ -63,7 +63,8 @@ pub enum SetupError {
         /// The LUN's logical block size.
         block_size: u32,
     },
-    /// A LUN's persisted identity could not be read or written.
+    /// A LUN's persisted identity could not be read or written, or its
+    /// backing file vanished after it was provisioned.
     #[error("target {target}, LUN {lun}: {source}")]
     Identity {
         /// Target IQN.
@@ -212,6 +213,9 @@ fn build_target(
             lun: spec.number,
             source,
         };
+        // The configuration checked this too; the file may have gone since.
+        identity::check_backing_file(config.state_dir.as_deref(), &t.name, spec)
+            .map_err(identity_error)?;
         let store =
             open_store(&spec.store, spec.read_only).map_err(|source| SetupError::Store {
                 target: t.name.clone(),

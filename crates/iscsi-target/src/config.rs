@@ -1578,7 +1578,7 @@ mod tests {
             .ends_with("found \"IQN.2026-11.io.is_oe\""));
         assert!(check_iscsi_name("iqn.2026-11.io.isoe:a\u{1b}b")
             .unwrap_err()
-            .contains("'\\x1b' at byte 21"));
+            .contains("'\\u{1b}' at byte 21"));
     }
 
     #[test]

@@ -340,7 +340,7 @@ fn names_are_checked() {
     check(
         &with_target("allowed_initiators = [\"iqn.2026-11.io.isoe:a\\u001bb\"] # <-\n"),
         "target[0].allowed_initiators[0]",
-        "character '\\x1b' at byte 21",
+        "character '\\u{1b}' at byte 21",
     );
     check(
         &target("iqn.2026-11.io.isoe:caf\u{e9}"),

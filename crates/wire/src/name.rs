@@ -162,8 +162,9 @@ fn needs_escape(c: char) -> bool {
             | '\u{fff9}'..='\u{fffb}')
 }
 
-/// Appends `c`, escaped if [`needs_escape`] says so: `\n`, `\r`, `\t`,
-/// `\0`, `\xNN` for other ASCII, `\u{N}` beyond.
+/// Appends `c`, escaped if [`needs_escape`] says so, the way Rust's
+/// `char::escape_default` writes it: `\n`, `\r`, `\t`, else `\u{N}` in hex
+/// (`\u{1b}` for ESC, `\u{0}` for NUL).
 fn push_escaped(out: &mut String, c: char) {
     if !needs_escape(c) {
         out.push(c);
@@ -173,15 +174,13 @@ fn push_escaped(out: &mut String, c: char) {
         '\n' => out.push_str("\\n"),
         '\r' => out.push_str("\\r"),
         '\t' => out.push_str("\\t"),
-        '\0' => out.push_str("\\0"),
-        c if c.is_ascii() => out.push_str(&format!("\\x{:02x}", u32::from(c))),
         c => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
     }
 }
 
 /// `text` fit for one log line: every control character and every
 /// invisible character that could fake or hide log content is replaced by
-/// a visible escape (`\n`, `\x1b`, `\0`, `\u{202e}`, ...). Everything else,
+/// a visible escape (`\n`, `\u{1b}`, `\u{0}`, `\u{202e}`, ...). Everything else,
 /// non-ASCII letters included, is kept; text with nothing to escape is
 /// returned as it is, without a copy. Meant for what peers send (names,
 /// keys, values); the escapes are for reading, not for undoing.
@@ -272,9 +271,9 @@ mod tests {
             "character 'D' at byte 20: iSCSI names are lower case (RFC 3722 folds case)"
         );
         assert!(
-            shown("iqn.2026-11.io.isoe:x\u{1b}[2J").starts_with("character '\\x1b' at byte 21:")
+            shown("iqn.2026-11.io.isoe:x\u{1b}[2J").starts_with("character '\\u{1b}' at byte 21:")
         );
-        assert!(shown("iqn.2026-11.io.isoe:\0").starts_with("character '\\0' at byte 20:"));
+        assert!(shown("iqn.2026-11.io.isoe:\0").starts_with("character '\\u{0}' at byte 20:"));
         assert!(shown("iqn.2026-11.io.isoe:caf\u{e9}").contains("only ASCII"));
         assert!(shown("iqn.2026-11.io.isoe:a/b").contains("only a-z, 0-9, '-', '.' and ':'"));
         assert!(shown("db").starts_with("expected an iSCSI name"));
@@ -288,12 +287,22 @@ mod tests {
             Cow::Borrowed("iqn.2026-11.io.isoe:db caf\u{e9}")
         ));
         assert_eq!(escape_for_log("a\nisoe: fake line"), "a\\nisoe: fake line");
-        assert_eq!(escape_for_log("\u{1b}[31mred"), "\\x1b[31mred");
-        assert_eq!(escape_for_log("nul\0byte"), "nul\\0byte");
-        assert_eq!(escape_for_log("\r\t\u{7f}"), "\\r\\t\\x7f");
+        assert_eq!(escape_for_log("\u{1b}[31mred"), "\\u{1b}[31mred");
+        assert_eq!(escape_for_log("nul\0byte"), "nul\\u{0}byte");
+        assert_eq!(escape_for_log("\r\t\u{7f}"), "\\r\\t\\u{7f}");
         assert_eq!(escape_for_log("c1\u{85}"), "c1\\u{85}");
         assert_eq!(escape_for_log("abc\u{202e}fed"), "abc\\u{202e}fed");
         assert_eq!(escape_for_log("\u{feff}x\u{200b}"), "\\u{feff}x\\u{200b}");
+        // Control characters come out as Rust's char::escape_default writes them.
+        let forged = "iqn.x\nisoe: login accepted\u{1b}[2J\0\u{7f}\u{85}\t";
+        let expected: String = forged
+            .chars()
+            .map(|c| match c.is_control() {
+                true => c.escape_default().to_string(),
+                false => c.to_string(),
+            })
+            .collect();
+        assert_eq!(escape_for_log(forged), expected);
         let escaped = escape_for_log("\n\u{1b}\0\u{2028}");
         assert!(!escaped.chars().any(needs_escape), "{escaped}");
     }

@@ -276,9 +276,12 @@ fn a_malformed_initiator_name_is_an_initiator_error_before_the_policy_is_asked()
         ("iqn.2026-11.test:in\nit", "character '\\n' at byte 19"),
         (
             "iqn.2026-11.test:\u{1b}[2Jx",
-            "character '\\x1b' at byte 17",
+            "character '\\u{1b}' at byte 17",
         ),
-        ("iqn.2026-11.test:d\u{7f}el", "character '\\x7f' at byte 18"),
+        (
+            "iqn.2026-11.test:d\u{7f}el",
+            "character '\\u{7f}' at byte 18",
+        ),
         ("iqn.2026-11.test:Init", "lower case"),
         ("init", "expected an iSCSI name"),
         ("iqn.2026-13.test:init", "yyyy-mm"),
@@ -337,7 +340,7 @@ fn every_failure_reason_has_its_control_characters_escaped() {
     );
     assert_eq!(
         failure(&step).reason,
-        "not allowed\\nisoe: a forged line\\x1b[0m"
+        "not allowed\\nisoe: a forged line\\u{1b}[0m"
     );
 }
 

@@ -14,7 +14,9 @@
 //! operating system's error. A failing disk fails every command, so the log
 //! is held to one line per [`LOG_INTERVAL`] for each unit and each of the
 //! two kinds (out of space, other): the first failure is logged at once,
-//! and the next line after the interval counts those held back meanwhile.
+//! and the next line after the interval counts those held back meanwhile
+//! (there is no timer: a burst that ends within the interval leaves its
+//! count to the next failure).
 //! The clock is read only where the line is written ([`MediaLog::failed`]);
 //! the decision itself ([`MediaLog::record`]) takes the time as an argument.
 

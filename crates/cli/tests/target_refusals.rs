@@ -54,20 +54,30 @@ fn run_target(config: &Path) -> (Option<i32>, String) {
     (status.code(), output)
 }
 
-#[test]
-fn a_memory_lun_of_an_exbibyte_is_a_configuration_error() {
-    let config = TargetConfig::memory_lun("1EiB");
+/// Runs the target on `config`, which must be refused at line `line`, key
+/// `key`, before any portal is bound; returns the message after the key.
+fn refused(config: &TargetConfig, line: usize, key: &str) -> String {
     let (code, output) = run_target(config.path());
     assert_eq!(code, Some(2), "{output}");
     assert!(
         !output.contains("listening on"),
         "a portal was bound:\n{output}"
     );
-    let expected = format!(
-        "isoe target: {}:8: target[0].lun[0].memory: a memory LUN is at most 16 TiB",
-        config.path().display()
+    let prefix = format!("isoe target: {}:{line}: {key}: ", config.path().display());
+    match output.strip_prefix(&prefix) {
+        Some(message) => message.to_string(),
+        None => panic!("{output:?} does not start with {prefix:?}"),
+    }
+}
+
+#[test]
+fn a_memory_lun_of_an_exbibyte_is_a_configuration_error() {
+    let config = TargetConfig::memory_lun("1EiB");
+    let message = refused(&config, 8, "target[0].lun[0].memory");
+    assert!(
+        message.starts_with("a memory LUN is at most 16 TiB"),
+        "{message}"
     );
-    assert!(output.starts_with(&expected), "{output}");
 }
 
 #[test]
@@ -78,25 +88,18 @@ fn a_provisioned_file_lun_whose_file_vanished_is_refused_at_restart() {
     drop(target);
     std::fs::remove_file(config.lun_file()).expect("remove the backing file");
 
-    let (code, output) = run_target(config.path());
-    assert_eq!(code, Some(2), "{output}");
-    assert!(
-        !output.contains("listening on"),
-        "a portal was bound:\n{output}"
-    );
-    let prefix = format!(
-        "isoe target: {}:8: target[0].lun[0].file: the backing file {} is missing, \
-         but the identity record ",
-        config.path().display(),
-        config.lun_file().display()
-    );
-    assert!(output.starts_with(&prefix), "{output}");
+    let message = refused(&config, 8, "target[0].lun[0].file");
     let record = config
         .dir()
         .join(".isoe-state")
         .join(DEFAULT_TARGET.replace(':', "_"))
         .join("lun-0.toml");
-    assert!(output.contains(&record.display().to_string()), "{output}");
-    assert!(output.contains("restore the file"), "{output}");
+    let expected = format!(
+        "the backing file {} is missing, but the identity record {} (serial ",
+        config.lun_file().display(),
+        record.display()
+    );
+    assert!(message.starts_with(&expected), "{message}");
+    assert!(message.contains("restore the file"), "{message}");
     assert!(!config.lun_file().exists(), "an empty file was created");
 }

@@ -13,6 +13,10 @@ use isoe_store::{FailingStore, Fault, MemoryStore, Ops};
 use crate::harness::*;
 
 const MEDIUM_ERROR: u8 = 0x03;
+/// (key, ASC, ASCQ) of the answers to store failures.
+const SPACE_ALLOCATION_FAILED: (u8, u8, u8) = (DATA_PROTECT, 0x27, 0x07);
+const WRITE_ERROR: (u8, u8, u8) = (MEDIUM_ERROR, 0x0c, 0x00);
+const UNRECOVERED_READ_ERROR: (u8, u8, u8) = (MEDIUM_ERROR, 0x11, 0x00);
 /// Byte 1 of the 10/12/16-byte READ/WRITE family: FUA.
 const FUA: u8 = 0x08;
 
@@ -109,8 +113,8 @@ fn a_write_the_store_has_no_room_for_is_space_allocation_failed() {
     check_cases(
         &writing_commands(),
         Ops::WRITE,
-        (DATA_PROTECT, 0x27, 0x07),
-        (MEDIUM_ERROR, 0x0c, 0x00),
+        SPACE_ALLOCATION_FAILED,
+        WRITE_ERROR,
     );
 }
 
@@ -180,8 +184,8 @@ fn a_flush_that_fails_is_never_answered_good() {
     check_cases(
         &durable_commands(),
         Ops::FLUSH,
-        (DATA_PROTECT, 0x27, 0x07),
-        (MEDIUM_ERROR, 0x0c, 0x00),
+        SPACE_ALLOCATION_FAILED,
+        WRITE_ERROR,
     );
     // Commands that promise no durability do not flush, so they are GOOD.
     for case in [
@@ -218,8 +222,12 @@ fn reading_commands() -> Vec<Case> {
 
 #[test]
 fn a_read_that_fails_is_unrecovered_read_error_whatever_the_errno() {
-    let unrecovered = (MEDIUM_ERROR, 0x11, 0x00);
-    check_cases(&reading_commands(), Ops::READ, unrecovered, unrecovered);
+    check_cases(
+        &reading_commands(),
+        Ops::READ,
+        UNRECOVERED_READ_ERROR,
+        UNRECOVERED_READ_ERROR,
+    );
 }
 
 #[test]
@@ -233,8 +241,8 @@ fn a_deallocation_that_fails_is_answered_like_a_write() {
     check_cases(
         &[unmap, write_same_unmap],
         Ops::UNMAP,
-        (DATA_PROTECT, 0x27, 0x07),
-        (MEDIUM_ERROR, 0x0c, 0x00),
+        SPACE_ALLOCATION_FAILED,
+        WRITE_ERROR,
     );
     let zeros = case(
         "WRITE SAME(16) of zeros",
@@ -244,8 +252,8 @@ fn a_deallocation_that_fails_is_answered_like_a_write() {
     check_cases(
         &[zeros],
         Ops::WRITE_ZEROES,
-        (DATA_PROTECT, 0x27, 0x07),
-        (MEDIUM_ERROR, 0x0c, 0x00),
+        SPACE_ALLOCATION_FAILED,
+        WRITE_ERROR,
     );
 }
 

@@ -11,6 +11,10 @@
 //! challenge the target sent. That lets the fuzzer get past authentication,
 //! and gives the strongest check here: a login that requires CHAP may reach
 //! full feature phase only after such a correct response.
+//!
+//! Also checked: the policy is asked only about well-formed iSCSI names
+//! (`isoe_wire::name::validate`), and every failure's reason is free of
+//! control characters, so that it can go into a log line as it is.
 #![no_main]
 
 use isoe_wire::chap::{ChapAlgorithm, Secret};
@@ -18,6 +22,7 @@ use isoe_wire::login::{
     Admission, AuthPolicy, LoginFailure, LoginOutcome, LoginPolicy, TargetLogin, TargetLoginConfig,
     LOGIN_DATA_SEGMENT_MAX_BYTES,
 };
+use isoe_wire::name::validate;
 use isoe_wire::negotiate::SessionType;
 use isoe_wire::pdu::{login_status, LoginRequest};
 use isoe_wire::text::{decode_binary, decode_number, encode_hex, parse_pairs};
@@ -37,9 +42,14 @@ impl LoginPolicy for Policy {
     fn admit(
         &self,
         session_type: SessionType,
-        _initiator_name: &str,
+        initiator_name: &str,
         target_name: Option<&str>,
     ) -> Result<Admission, LoginFailure> {
+        // The login machine refuses malformed names before asking.
+        assert_eq!(validate(initiator_name), Ok(()), "{initiator_name:?}");
+        if let Some(name) = target_name {
+            assert_eq!(validate(name), Ok(()), "{name:?}");
+        }
         if session_type == SessionType::Discovery {
             return Ok(Admission {
                 target_alias: None,
@@ -209,6 +219,11 @@ fuzz_target!(|data: &[u8]| {
                     (f.status_class, f.status_detail)
                 );
                 assert!(step.data.is_empty() && !r.transit);
+                assert!(
+                    !f.reason.chars().any(char::is_control),
+                    "a failure reason unfit for a log line: {:?}",
+                    f.reason
+                );
                 ended = true;
             }
             LoginOutcome::Continue => {

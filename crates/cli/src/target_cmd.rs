@@ -11,7 +11,13 @@ use std::process::ExitCode;
 
 fn describe_store(spec: &StoreSpec) -> String {
     match spec {
-        StoreSpec::Memory { size_bytes } => format!("memory {} MiB", size_bytes >> 20),
+        StoreSpec::Memory {
+            size_bytes,
+            overcommit,
+        } => {
+            let overcommitted = if *overcommit { ", overcommitted" } else { "" };
+            format!("memory {} MiB{overcommitted}", size_bytes >> 20)
+        }
         StoreSpec::File { path, .. } => format!("file {}", path.display()),
         StoreSpec::Block { path } => format!("block {}", path.display()),
     }

@@ -18,7 +18,6 @@
 
 use crate::buffer_pool::BufferPool;
 use crate::discovery;
-use crate::log::Escaped;
 use crate::output::Output;
 use crate::registry::{login_config, Server, Target};
 use crate::session::{Admit, Member, PeerProbe, Session, CMD_SN_GAP_WAIT};
@@ -26,6 +25,7 @@ use crate::write_task::{DataOutError, WriteTask};
 use isoe_scsi::{Background, Completion, LogicalUnit, Nexus, Outcome, Status};
 use isoe_wire::frame::{decode, header_bytes_needed, Decoded, Frame, FrameError, FrameLimits};
 use isoe_wire::login::{LoginOutcome, TargetLogin};
+use isoe_wire::name::escape_for_log;
 use isoe_wire::negotiate::SessionType;
 use isoe_wire::pdu::{
     self, login_status, logout, reject, tmf, DataIn, DataOut, LoginRequest, LogoutRequest,
@@ -566,9 +566,9 @@ impl Connection {
                 eprintln!(
                     "isoe: login from {} ({}) on {} refused: {}",
                     self.peer,
-                    Escaped(initiator.as_deref().unwrap_or("?")),
+                    escape_for_log(initiator.as_deref().unwrap_or("?")),
                     self.local,
-                    Escaped(&failure.reason)
+                    escape_for_log(&failure.reason)
                 );
                 self.phase = Phase::Closed;
                 if !delay.is_zero() {
@@ -616,7 +616,7 @@ impl Connection {
                         eprintln!(
                             "isoe: login from {} ({}) on {}: {} session TSIH {}, CID {}{}",
                             self.peer,
-                            Escaped(&session.initiator_name),
+                            escape_for_log(&session.initiator_name),
                             self.local,
                             if session.target.is_some() {
                                 "normal"
@@ -640,9 +640,9 @@ impl Connection {
                         eprintln!(
                             "isoe: login from {} ({}) on {} refused: {}",
                             self.peer,
-                            Escaped(&negotiated.session.initiator_name),
+                            escape_for_log(&negotiated.session.initiator_name),
                             self.local,
-                            Escaped(&why)
+                            escape_for_log(&why)
                         );
                         response.transit = false;
                         response.status_class = if detail == login_status::OUT_OF_RESOURCES {
@@ -1232,7 +1232,7 @@ impl Connection {
             eprintln!(
                 "isoe: connection from {} ({}) dropped: solicited write data not sent within {:?}",
                 self.peer,
-                Escaped(&session.initiator_name),
+                escape_for_log(&session.initiator_name),
                 DATA_OUT_WAIT
             );
             return Flow::Close;
@@ -1247,7 +1247,7 @@ impl Connection {
             if now.duration_since(since) >= CMD_SN_GAP_WAIT {
                 eprintln!(
                     "isoe: connection from {} ({}) dropped: a command waited {:?} for a CmdSN gap to fill",
-                    self.peer, Escaped(&session.initiator_name), CMD_SN_GAP_WAIT
+                    self.peer, escape_for_log(&session.initiator_name), CMD_SN_GAP_WAIT
                 );
                 session.stop_waiting(self.serial);
                 return Flow::Close;
@@ -1260,7 +1260,7 @@ impl Connection {
                 eprintln!(
                     "isoe: connection from {} ({}) on {} dropped: NOP-In ping unanswered for {:?}",
                     self.peer,
-                    Escaped(&session.initiator_name),
+                    escape_for_log(&session.initiator_name),
                     self.local,
                     self.nop_timeout
                 );
@@ -1528,7 +1528,7 @@ impl Connection {
         eprintln!(
             "isoe: logout from {} ({}) on {}: reason {}, CID {}, response {response}",
             self.peer,
-            Escaped(&session.initiator_name),
+            escape_for_log(&session.initiator_name),
             self.local,
             l.reason_code,
             l.cid

@@ -12,6 +12,10 @@
 //! 3. a file or block LUN reads `<state_dir>/<target dir>/lun-<n>.toml`, or
 //!    draws random values once and writes that file atomically.
 //!
+//! A file LUN whose record exists but whose backing file is gone is refused
+//! ([`check_backing_file`]): the file is created only when the LUN is first
+//! provisioned, so a blank disk never appears under a known identity.
+//!
 //! Generated designators are NAA type 6 (IEEE Registered Extended, SPC-4
 //! 7.8.6.6.5) under [`OUI`], and the generated serial is the designator's 100
 //! vendor-specific bits in hex, so the two can be matched by eye.
@@ -82,6 +86,26 @@ pub enum IdentityError {
     /// The operating system's random source failed.
     #[error("cannot generate a LUN identity: the random source failed: {0}")]
     Random(getrandom::Error),
+    /// A file LUN's identity record exists but its backing file does not:
+    /// the LUN was provisioned, and its data are gone. Creating an empty
+    /// file would serve a blank disk under the identity initiators know.
+    #[error(
+        "the backing file {} is missing, but the identity record {}{} says this LUN \
+         was provisioned with it; restore the file (from a backup, or mount the file \
+         system that holds it), or remove the identity record to provision a new, \
+         empty LUN with a new identity",
+        file.display(),
+        record.display(),
+        serial.as_ref().map_or(String::new(), |s| format!(" (serial {s})"))
+    )]
+    BackingFileMissing {
+        /// The LUN's backing file.
+        file: PathBuf,
+        /// The identity record, `<state_dir>/<target dir>/lun-<n>.toml`.
+        record: PathBuf,
+        /// The serial the record holds, if it can be read.
+        serial: Option<String>,
+    },
 }
 
 /// The serial and NAA designator of LUN `lun` of target `target_name`; may
@@ -114,6 +138,38 @@ pub fn resolve(
     debug_assert!(serial_problem(&identity.serial).is_none());
     debug_assert_eq!(identity.naa[0] >> 4, 6);
     Ok(identity)
+}
+
+/// Refuses to let a file LUN's backing file be created anew when the LUN
+/// was provisioned before: its identity comes from its record under
+/// `state_dir` (not both `serial` and `naa` configured), the record exists,
+/// and the file does not. A file is created only when the LUN is first
+/// provisioned, with no identity yet. Anything but a missing file LUN
+/// passes.
+pub fn check_backing_file(
+    state_dir: Option<&Path>,
+    target_name: &str,
+    lun: &LunSpec,
+) -> Result<(), IdentityError> {
+    let (StoreSpec::File { path, .. }, Some(state_dir)) = (&lun.store, state_dir) else {
+        return Ok(());
+    };
+    if (lun.serial.is_some() && lun.naa.is_some()) || path.exists() {
+        return Ok(());
+    }
+    let record = state_file(state_dir, target_name, lun.number);
+    let serial = match fs::read_to_string(&record) {
+        Ok(text) => read_state(&text, &record, target_name, lun.number)
+            .ok()
+            .map(|identity| identity.serial),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(_) => None,
+    };
+    Err(IdentityError::BackingFileMissing {
+        file: path.clone(),
+        record,
+        serial,
+    })
 }
 
 /// Where a LUN's persistent reservations are kept when an initiator asks

@@ -12,7 +12,6 @@ pub mod connection;
 pub mod discovery;
 pub mod driver;
 pub mod identity;
-pub mod log;
 pub mod output;
 pub mod registry;
 pub mod session;

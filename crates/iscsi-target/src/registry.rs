@@ -50,7 +50,23 @@ pub enum SetupError {
         /// What is wrong.
         source: isoe_scsi::ConfigError,
     },
-    /// A LUN's persisted identity could not be read or written.
+    /// A LUN's store holds less than one logical block.
+    #[error(
+        "target {target}, LUN {lun}: the store holds {size_bytes} bytes, \
+         less than one block of {block_size}"
+    )]
+    NoBlocks {
+        /// Target IQN.
+        target: String,
+        /// LUN number.
+        lun: u16,
+        /// The store's size.
+        size_bytes: u64,
+        /// The LUN's logical block size.
+        block_size: u32,
+    },
+    /// A LUN's persisted identity could not be read or written, or its
+    /// backing file vanished after it was provisioned.
     #[error("target {target}, LUN {lun}: {source}")]
     Identity {
         /// Target IQN.
@@ -185,7 +201,7 @@ pub fn auth_policy(chap: Option<&ChapConfig>) -> AuthPolicy {
 
 fn open_store(spec: &StoreSpec, read_only: bool) -> Result<Arc<dyn Store>, isoe_store::StoreError> {
     Ok(match spec {
-        StoreSpec::Memory { size_bytes } => Arc::new(MemoryStore::new(*size_bytes)),
+        StoreSpec::Memory { size_bytes, .. } => Arc::new(MemoryStore::try_new(*size_bytes)?),
         StoreSpec::File { path, size_bytes } if read_only && size_bytes.is_none() => {
             Arc::new(FileStore::open_read_only(path)?)
         }
@@ -201,20 +217,30 @@ fn build_target(
 ) -> Result<Target, SetupError> {
     let mut luns = Vec::with_capacity(t.luns.len());
     for spec in &t.luns {
+        let identity_error = |source| SetupError::Identity {
+            target: t.name.clone(),
+            lun: spec.number,
+            source,
+        };
+        // The configuration checked this too; the file may have gone since.
+        identity::check_backing_file(config.state_dir.as_deref(), &t.name, spec)
+            .map_err(identity_error)?;
         let store =
             open_store(&spec.store, spec.read_only).map_err(|source| SetupError::Store {
                 target: t.name.clone(),
                 lun: spec.number,
                 source,
             })?;
-        let id =
-            identity::resolve(config.state_dir.as_deref(), &t.name, spec).map_err(|source| {
-                SetupError::Identity {
-                    target: t.name.clone(),
-                    lun: spec.number,
-                    source,
-                }
-            })?;
+        if store.size_bytes() < u64::from(spec.block_size) {
+            return Err(SetupError::NoBlocks {
+                target: t.name.clone(),
+                lun: spec.number,
+                size_bytes: store.size_bytes(),
+                block_size: spec.block_size,
+            });
+        }
+        let id = identity::resolve(config.state_dir.as_deref(), &t.name, spec)
+            .map_err(identity_error)?;
         let product = match spec.store {
             StoreSpec::Memory { .. } => "MEMORY",
             StoreSpec::File { .. } => "FILE",

@@ -3,7 +3,7 @@
 //! Most cases mark the offending line with `# <-` and check that the error
 //! points there; a handful spell the expected line number out.
 
-use isoe_target::config::{Config, ConfigError};
+use isoe_target::config::{Config, ConfigError, StoreSpec};
 
 const TARGET: &str = "[[target]]\nname = \"iqn.2026-11.io.isoe:t\"\n";
 
@@ -336,6 +336,22 @@ fn names_are_checked() {
         "target[0].alias",
         "1 to 255 bytes",
     );
+    // The character at fault is named escaped, with its place.
+    check(
+        &with_target("allowed_initiators = [\"iqn.2026-11.io.isoe:a\\u001bb\"] # <-\n"),
+        "target[0].allowed_initiators[0]",
+        "character '\\u{1b}' at byte 21",
+    );
+    check(
+        &target("iqn.2026-11.io.isoe:caf\u{e9}"),
+        "target[0].name",
+        "isoe accepts only ASCII in iSCSI names",
+    );
+    check(
+        &target("iqn.2026-11.io.isoe:DB"),
+        "target[0].name",
+        "write \"iqn.2026-11.io.isoe:db\"",
+    );
 }
 
 #[test]
@@ -639,5 +655,178 @@ fn limits_out_of_range_name_their_key() {
         &format!("{TARGET}[limits]\nlogin = 3 # <-\n"),
         "limits.login",
         "logins",
+    );
+}
+
+// ---- what a LUN's size must fit: one block, the machine's RAM ---------------
+
+const GIB: u64 = 1 << 30;
+
+/// The error for `text` read as `isoe.toml` on a machine with `ram_bytes`.
+fn error_with_ram(text: &str, ram_bytes: Option<u64>) -> ConfigError {
+    match Config::parse_with_ram(text, Some(std::path::Path::new("isoe.toml")), ram_bytes) {
+        Ok(config) => panic!("accepted:\n{text}\n{config:?}"),
+        Err(e) => e,
+    }
+}
+
+/// Checks that `text` on a machine with `ram_bytes` fails at the marked
+/// line and `key` with a message containing `needle`.
+fn check_with_ram(text: &str, ram_bytes: Option<u64>, key: &str, needle: &str) {
+    let shown = error_with_ram(text, ram_bytes).to_string();
+    let line = marked_line(text);
+    assert!(
+        shown.starts_with(&format!("isoe.toml:{line}: {key}: ")) && shown.contains(needle),
+        "{shown:?} is not at line {line}, {key}, with {needle:?}"
+    );
+}
+
+fn memory_lun(number: u16, size: &str, keys: &str) -> String {
+    format!("[[target.lun]]\nnumber = {number}\nmemory = \"{size}\"{keys}\n")
+}
+
+#[test]
+fn a_memory_lun_above_16_tib_is_refused_whatever_the_ram() {
+    for size in ["17TiB", "1EiB", "16383PiB"] {
+        for overcommit in ["", "\novercommit = true"] {
+            let text = with_target(&memory_lun(0, size, &format!(" # <-{overcommit}")));
+            check_with_ram(
+                &text,
+                Some(u64::MAX),
+                "target[0].lun[0].memory",
+                "a memory LUN is at most 16 TiB (its chunk table alone would take 1 GiB)",
+            );
+        }
+    }
+    let largest = with_target(&memory_lun(0, "16TiB", "\novercommit = true"));
+    assert!(Config::parse_with_ram(&largest, None, Some(GIB)).is_ok());
+}
+
+#[test]
+fn memory_luns_must_fit_in_ram_together_unless_overcommitted() {
+    let ram = Some(8 * GIB);
+    let one = with_target(&memory_lun(0, "9GiB", " # <-"));
+    check_with_ram(
+        &one,
+        ram,
+        "target[0].lun[0].memory",
+        "the memory LUNs up to this one take 9 GiB, more than this machine's 8 GiB of RAM",
+    );
+    assert!(error_with_ram(&one, ram)
+        .to_string()
+        .contains("overcommit = true"));
+    // The sum counts, across targets; the LUN that tips it over is named.
+    let two_targets = format!(
+        "{}[[target]]\nname = \"iqn.2026-11.io.isoe:u\"\n{}",
+        with_target(&memory_lun(0, "5GiB", "")),
+        memory_lun(3, "3.5GiB", " # <-")
+    );
+    check_with_ram(
+        &two_targets,
+        ram,
+        "target[1].lun[0].memory",
+        "take 8.5 GiB, more than this machine's 8 GiB",
+    );
+    // Overcommitted LUNs are left out of the sum.
+    let overcommitted = with_target(&format!(
+        "{}{}{}",
+        memory_lun(0, "5GiB", ""),
+        memory_lun(1, "64GiB", "\novercommit = true"),
+        memory_lun(2, "3GiB", "")
+    ));
+    let config = Config::parse_with_ram(&overcommitted, None, ram).unwrap();
+    let flags: Vec<_> = config.targets[0]
+        .luns
+        .iter()
+        .map(|l| match l.store {
+            StoreSpec::Memory { overcommit, .. } => overcommit,
+            _ => unreachable!(),
+        })
+        .collect();
+    assert_eq!(flags, [false, true, false]);
+    // With the RAM unknown, only the fixed bound applies.
+    assert!(Config::parse_with_ram(&one, None, None).is_ok());
+}
+
+#[test]
+fn overcommit_is_a_boolean_of_memory_luns_only() {
+    check(
+        &with_target(
+            "[[target.lun]]\nnumber = 0\nfile = \"/x.img\"\nsize = \"1MiB\"\novercommit = true # <-\n",
+        ),
+        "target[0].lun[0].overcommit",
+        "`overcommit` applies only to a memory LUN",
+    );
+    check(
+        &with_target(&memory_lun(0, "1MiB", "\novercommit = \"yes\" # <-")),
+        "target[0].lun[0].overcommit",
+        "expected true or false",
+    );
+}
+
+#[test]
+fn a_file_or_device_smaller_than_one_block_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("isoe.toml");
+    let refused = |lun: &str, key: &str, needle: &str| {
+        let text = with_target(lun);
+        let shown = Config::parse(&text, Some(&config)).unwrap_err().to_string();
+        let line = marked_line(&text);
+        let prefix = format!("{}:{line}: {key}: ", config.display());
+        assert!(
+            shown.starts_with(&prefix) && shown.contains(needle),
+            "{shown:?} lacks {prefix:?} or {needle:?}"
+        );
+    };
+    std::fs::write(dir.path().join("empty.img"), b"").unwrap();
+    std::fs::write(dir.path().join("short.img"), [0u8; 1000]).unwrap();
+    refused(
+        "[[target.lun]]\nnumber = 0\nfile = \"empty.img\" # <-\n",
+        "target[0].lun[0].file",
+        "empty.img holds 0 bytes, less than one block of 512: a LUN needs at least one \
+         block; give `size` to grow it",
+    );
+    refused(
+        "[[target.lun]]\nnumber = 0\nblock_size = 4096\nfile = \"short.img\" # <-\n",
+        "target[0].lun[0].file",
+        "short.img holds 1000 bytes, less than one block of 4096",
+    );
+    refused(
+        "[[target.lun]]\nnumber = 0\nblock = \"empty.img\" # <-\n",
+        "target[0].lun[0].block",
+        "empty.img holds 0 bytes, less than one block of 512",
+    );
+    // A file of one block or more, or one that `size` grows, is served.
+    for lun in [
+        "[[target.lun]]\nnumber = 0\nfile = \"short.img\"\n",
+        "[[target.lun]]\nnumber = 0\nfile = \"empty.img\"\nsize = \"1MiB\"\n",
+    ] {
+        let text = format!("state_dir = \"state\"\n{}", with_target(lun));
+        assert!(Config::parse(&text, Some(&config)).is_ok(), "{text}");
+    }
+    // A file that shrinks after the configuration was read is refused at
+    // the start.
+    let text = format!(
+        "state_dir = \"state\"\n{}",
+        with_target("[[target.lun]]\nnumber = 0\nfile = \"short.img\"\n")
+    );
+    let parsed = Config::parse(&text, Some(&config)).unwrap();
+    std::fs::write(dir.path().join("short.img"), [0u8; 100]).unwrap();
+    let error = isoe_target::Server::new(parsed).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            isoe_target::registry::SetupError::NoBlocks {
+                lun: 0,
+                size_bytes: 100,
+                block_size: 512,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "target iqn.2026-11.io.isoe:t, LUN 0: the store holds 100 bytes, less than one block of 512"
     );
 }

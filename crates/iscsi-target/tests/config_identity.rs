@@ -1,8 +1,11 @@
 //! LUN identities: configured values win, memory LUNs derive theirs, file and
-//! block LUNs persist generated ones in the state directory.
+//! block LUNs persist generated ones in the state directory; a file LUN
+//! whose record outlived its file is refused, never recreated empty.
 
-use isoe_target::config::{LunSpec, StoreSpec};
-use isoe_target::identity::{resolve, state_file, IdentityError, LunIdentity};
+use isoe_target::config::{Config, ConfigError, LunSpec, StoreSpec};
+use isoe_target::identity::{check_backing_file, resolve, state_file, IdentityError, LunIdentity};
+use isoe_target::registry::SetupError;
+use isoe_target::Server;
 use std::path::PathBuf;
 
 const TARGET: &str = "iqn.2026-11.io.isoe:db";
@@ -25,6 +28,7 @@ fn memory(number: u16) -> LunSpec {
         number,
         StoreSpec::Memory {
             size_bytes: 1 << 20,
+            overcommit: false,
         },
     )
 }
@@ -244,4 +248,140 @@ fn unwritable_state_dir_is_an_io_error() {
     std::fs::write(&blocker, "").unwrap();
     let err = resolve(Some(&blocker), TARGET, &file(0)).unwrap_err();
     assert!(matches!(err, IdentityError::Io { .. }), "{err:?}");
+}
+
+/// A configuration with one file LUN, `lun0.img` next to it, and its state
+/// directory `state` there too; `lun_keys` go in the LUN's table.
+fn file_lun_config(dir: &std::path::Path, lun_keys: &str) -> String {
+    let text = format!(
+        "state_dir = \"state\"\n[[target]]\nname = \"{TARGET}\"\n\
+         [[target.lun]]\nnumber = 0\nfile = \"lun0.img\" # line 6\nsize = \"1MiB\"\n{lun_keys}"
+    );
+    let path = dir.join("isoe.toml");
+    std::fs::write(&path, &text).unwrap();
+    text
+}
+
+fn parse(dir: &std::path::Path) -> Result<Config, ConfigError> {
+    let path = dir.join("isoe.toml");
+    Config::parse(&std::fs::read_to_string(&path).unwrap(), Some(&path))
+}
+
+#[test]
+fn a_provisioned_file_lun_whose_file_vanished_is_refused_not_recreated() {
+    let dir = tempfile::tempdir().unwrap();
+    file_lun_config(dir.path(), "");
+    let file = dir.path().join("lun0.img");
+    let record = state_file(&dir.path().join("state"), TARGET, 0);
+
+    // First start: no identity yet, so the file is created with one.
+    let config = parse(dir.path()).unwrap();
+    drop(Server::new(config.clone()).unwrap());
+    assert_eq!(std::fs::metadata(&file).unwrap().len(), 1 << 20);
+    let identity = resolve(
+        config.state_dir.as_deref(),
+        TARGET,
+        &config.targets[0].luns[0],
+    );
+    let serial = identity.unwrap().serial;
+
+    std::fs::remove_file(&file).unwrap();
+    // The configuration refuses it, at the `file` key...
+    let error = parse(dir.path()).unwrap_err();
+    let shown = error.to_string();
+    let prefix = format!(
+        "{}:6: target[0].lun[0].file: ",
+        dir.path().join("isoe.toml").display()
+    );
+    assert!(shown.starts_with(&prefix), "{shown}");
+    for needle in [
+        format!("the backing file {} is missing", file.display()),
+        format!("the identity record {} (serial {serial})", record.display()),
+        "restore the file".to_string(),
+        "remove the identity record to provision a new, empty LUN".to_string(),
+    ] {
+        assert!(shown.contains(&needle), "{shown}\nlacks {needle}");
+    }
+    // ...and so does the start, for a file that vanished after the
+    // configuration was read.
+    let Err(error) = Server::new(config.clone()) else {
+        panic!("a LUN without its file was served");
+    };
+    match &error {
+        SetupError::Identity {
+            lun: 0,
+            source:
+                IdentityError::BackingFileMissing {
+                    file: missing,
+                    record: kept,
+                    serial: Some(s),
+                },
+            ..
+        } => assert_eq!((missing, kept, s), (&file, &record, &serial)),
+        other => panic!("{other:?}"),
+    }
+    assert!(error
+        .to_string()
+        .starts_with(&format!("target {TARGET}, LUN 0: ")));
+    assert!(!file.exists(), "no empty file was created");
+
+    // Removing the record provisions a new, empty LUN with a new identity.
+    std::fs::remove_file(&record).unwrap();
+    let config = parse(dir.path()).unwrap();
+    drop(Server::new(config.clone()).unwrap());
+    assert!(file.exists());
+    let renewed = resolve(
+        config.state_dir.as_deref(),
+        TARGET,
+        &config.targets[0].luns[0],
+    );
+    assert_ne!(renewed.unwrap().serial, serial);
+}
+
+#[test]
+fn a_file_lun_with_its_identity_configured_is_created_whatever_the_state() {
+    let dir = tempfile::tempdir().unwrap();
+    file_lun_config(dir.path(), "");
+    drop(Server::new(parse(dir.path()).unwrap()).unwrap());
+    std::fs::remove_file(dir.path().join("lun0.img")).unwrap();
+    // Serial and NAA in the configuration: the record plays no part, and a
+    // missing file is what a new LUN looks like.
+    file_lun_config(
+        dir.path(),
+        "serial = \"DB1\"\nnaa = \"0x6001405abcdef0123456789abcdef012\"\n",
+    );
+    drop(Server::new(parse(dir.path()).unwrap()).unwrap());
+    assert!(dir.path().join("lun0.img").exists());
+}
+
+#[test]
+fn check_backing_file_passes_all_but_a_provisioned_missing_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = lun(
+        1,
+        StoreSpec::File {
+            path: dir.path().join("gone.img"),
+            size_bytes: Some(1 << 20),
+        },
+    );
+    // No record yet, or no state directory: a first provisioning.
+    assert!(check_backing_file(Some(dir.path()), TARGET, &missing).is_ok());
+    assert!(check_backing_file(None, TARGET, &missing).is_ok());
+    resolve(Some(dir.path()), TARGET, &missing).unwrap();
+    assert!(matches!(
+        check_backing_file(Some(dir.path()), TARGET, &missing),
+        Err(IdentityError::BackingFileMissing { .. })
+    ));
+    // A record of another LUN, or of a memory or block LUN, does not count.
+    assert!(check_backing_file(
+        Some(dir.path()),
+        TARGET,
+        &LunSpec {
+            number: 2,
+            ..missing.clone()
+        }
+    )
+    .is_ok());
+    assert!(check_backing_file(Some(dir.path()), TARGET, &memory(1)).is_ok());
+    assert!(check_backing_file(Some(dir.path()), TARGET, &block(1)).is_ok());
 }

@@ -109,7 +109,8 @@ fn full_config_parses_to_expected_structs() {
             LunSpec {
                 number: 0,
                 store: StoreSpec::Memory {
-                    size_bytes: 1 << 30
+                    size_bytes: 1 << 30,
+                    overcommit: false,
                 },
                 read_only: false,
                 block_size: 512,
@@ -157,7 +158,8 @@ fn full_config_parses_to_expected_structs() {
     assert_eq!(
         naa.luns[0].store,
         StoreSpec::Memory {
-            size_bytes: 1 << 20
+            size_bytes: 1 << 20,
+            overcommit: false,
         }
     );
 }
@@ -204,13 +206,15 @@ fn sizes_use_the_grammar_shared_with_bench_and_lab() {
     assert_eq!(
         luns[1].store,
         StoreSpec::Memory {
-            size_bytes: 1 << 30
+            size_bytes: 1 << 30,
+            overcommit: false,
         }
     );
     assert_eq!(
         luns[2].store,
         StoreSpec::Memory {
-            size_bytes: 1 << 19
+            size_bytes: 1 << 19,
+            overcommit: false,
         }
     );
 }
@@ -355,7 +359,8 @@ fn embedded_default_matches_its_documentation() {
     assert_eq!(
         target.luns[0].store,
         StoreSpec::Memory {
-            size_bytes: 1 << 30
+            size_bytes: 1 << 30,
+            overcommit: false,
         }
     );
 }

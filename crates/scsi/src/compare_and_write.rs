@@ -49,9 +49,9 @@ pub(crate) fn compare_and_write(
     compare_with_medium(unit, logical_block_address, verify_data)?;
     unit.store
         .write_at(logical_block_address * unit.block_size(), write_data)
-        .map_err(|_| Sense::write_error())?;
+        .map_err(|e| unit.write_failed(e))?;
     if cdb[1] & FUA != 0 {
-        unit.store.flush().map_err(|_| Sense::write_error())?;
+        unit.store.flush().map_err(|e| unit.write_failed(e))?;
     }
     Ok(())
 }

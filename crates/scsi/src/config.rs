@@ -114,6 +114,12 @@ impl LunConfig {
         Ok(())
     }
 
+    /// The NAA designator in 32 lower-case hex digits: the serial number
+    /// reported when none is configured.
+    pub fn naa_hex(&self) -> String {
+        self.naa.iter().map(|byte| format!("{byte:02x}")).collect()
+    }
+
     /// LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT (SBC-4 5.21.2).
     pub fn logical_blocks_per_physical_block_exponent(&self) -> u8 {
         let physical = self.physical_block_size.unwrap_or(self.block_size);

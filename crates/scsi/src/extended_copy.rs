@@ -410,7 +410,7 @@ fn copy_bytes(
         source
             .store
             .read_append(source_offset + offset, len as usize, &mut buffer)
-            .map_err(|_| Sense::unrecovered_read_error())?;
+            .map_err(|e| source.read_failed(e))?;
         // Like every medium writer, hold the destination's range lock so
         // COMPARE AND WRITE stays atomic against the copy.
         let block_size = destination.block_size();
@@ -421,7 +421,7 @@ fn copy_bytes(
         destination
             .store
             .write_at(destination_offset + offset, &buffer)
-            .map_err(|_| Sense::write_error())?;
+            .map_err(|e| destination.write_failed(e))?;
     }
     Ok(())
 }

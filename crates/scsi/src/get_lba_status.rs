@@ -45,7 +45,7 @@ pub(crate) fn get_lba_status(
         let extent = unit
             .store
             .allocation(lba * block_size, blocks_max * block_size)
-            .map_err(|_| Sense::unrecovered_read_error())?;
+            .map_err(|e| unit.read_failed(e))?;
         let blocks = (extent.len_bytes / block_size).clamp(1, blocks_max);
         data_in.extend_from_slice(&lba.to_be_bytes());
         data_in.extend_from_slice(&(blocks as u32).to_be_bytes());

@@ -26,6 +26,7 @@ mod inquiry;
 pub mod lba;
 pub mod limits;
 mod logical_unit;
+mod media;
 pub mod mode;
 mod mode_select;
 mod nexus;

@@ -4,10 +4,11 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use isoe_store::Store;
+use isoe_store::{Store, StoreError};
 
 use crate::attention::{Attentions, Delivery};
 use crate::block_cdb::BlockCdb;
+use crate::media::{Access, MediaLog};
 use crate::opcode::*;
 use crate::range_lock::RangeLocks;
 use crate::reservation::Reservations;
@@ -38,6 +39,8 @@ pub struct LogicalUnit {
     /// Striped LBA range locks that every medium-writing command holds
     /// while it writes (COMPARE AND WRITE atomicity).
     pub(crate) range_locks: RangeLocks,
+    /// The sense and the log of store failures (shared with a sanitize's thread).
+    pub(crate) media_log: Arc<MediaLog>,
 }
 
 /// What a command handler may know besides its CDB and data: who sent it,
@@ -63,6 +66,7 @@ impl LogicalUnit {
         let capacity_blocks = store.size_bytes() / u64::from(config.block_size);
         let reservations = Reservations::new(config.reservations_file.clone());
         let range_locks = RangeLocks::new(config.block_size);
+        let media_log = Arc::new(MediaLog::new(&config));
         Self {
             store,
             config,
@@ -74,6 +78,7 @@ impl LogicalUnit {
             copy_results: crate::copy_results::CopyResults::default(),
             sanitize: Arc::default(),
             range_locks,
+            media_log,
         }
     }
 
@@ -339,6 +344,17 @@ impl LogicalUnit {
             return Err(Sense::invalid_field_in_cdb_byte(block.block_count_at));
         }
         Ok(())
+    }
+
+    /// The sense for a store failure while reading (see [`crate::media`]); logs it.
+    pub(crate) fn read_failed(&self, error: StoreError) -> Sense {
+        self.media_log.failed(Access::Read, &error)
+    }
+
+    /// The sense for a store failure while writing, flushing or
+    /// deallocating (see [`crate::media`]); logs it.
+    pub(crate) fn write_failed(&self, error: StoreError) -> Sense {
+        self.media_log.failed(Access::Write, &error)
     }
 
     /// DATA PROTECT for commands that would modify a read-only medium, or

@@ -34,15 +34,15 @@ pub(crate) fn orwrite(unit: &LogicalUnit, cdb: &[u8], data_out: &[u8]) -> Result
     let mut medium = Vec::with_capacity(length_bytes);
     unit.store
         .read_append(offset, length_bytes, &mut medium)
-        .map_err(|_| Sense::unrecovered_read_error())?;
+        .map_err(|e| unit.read_failed(e))?;
     for (stored, ored) in medium.iter_mut().zip(data_out) {
         *stored |= ored;
     }
     unit.store
         .write_at(offset, &medium)
-        .map_err(|_| Sense::write_error())?;
+        .map_err(|e| unit.write_failed(e))?;
     if cdb[1] & FUA != 0 {
-        unit.store.flush().map_err(|_| Sense::write_error())?;
+        unit.store.flush().map_err(|e| unit.write_failed(e))?;
     }
     Ok(())
 }

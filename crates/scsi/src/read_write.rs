@@ -32,7 +32,7 @@ pub(crate) fn read(unit: &LogicalUnit, cdb: &[u8], data_in: &mut Vec<u8>) -> Res
             length_bytes as usize,
             data_in,
         )
-        .map_err(|_| Sense::unrecovered_read_error())
+        .map_err(|e| unit.read_failed(e))
 }
 
 /// WRITE: stores the Data-Out blocks; FUA makes them durable before GOOD.
@@ -44,7 +44,7 @@ pub(crate) fn write(unit: &LogicalUnit, cdb: &[u8], data_out: &[u8]) -> Result<(
     unit.check_range(block.logical_block_address, u64::from(block.block_count))?;
     write_blocks(unit, &block, data_out)?;
     if cdb.len() > 6 && cdb[1] & FUA != 0 {
-        unit.store.flush().map_err(|_| Sense::write_error())?;
+        unit.store.flush().map_err(|e| unit.write_failed(e))?;
     }
     Ok(())
 }
@@ -66,7 +66,7 @@ pub(crate) fn write_and_verify(
     unit.check_writable()?;
     unit.check_range(block.logical_block_address, u64::from(block.block_count))?;
     let written = write_blocks(unit, &block, data_out)?;
-    unit.store.flush().map_err(|_| Sense::write_error())?;
+    unit.store.flush().map_err(|e| unit.write_failed(e))?;
     compare_with_medium(unit, block.logical_block_address, &data_out[..written])
 }
 
@@ -88,7 +88,7 @@ fn write_blocks(unit: &LogicalUnit, block: &BlockCdb, data_out: &[u8]) -> Result
                 block.logical_block_address * unit.block_size(),
                 &data_out[..length_bytes],
             )
-            .map_err(|_| Sense::write_error())?;
+            .map_err(|e| unit.write_failed(e))?;
     }
     Ok(length_bytes)
 }

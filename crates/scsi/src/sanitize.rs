@@ -9,9 +9,10 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use isoe_store::Store;
+use isoe_store::{Store, StoreError};
 
 use crate::logical_unit::Context;
+use crate::media::{Access, MediaLog};
 use crate::opcode::*;
 use crate::{cdb, Background, LogicalUnit, Sense};
 
@@ -200,6 +201,7 @@ pub(crate) fn sanitize(
         length_bytes: unit.capacity_blocks * unit.block_size(),
         block_size: unit.block_size() as usize,
         bytes_per_s: unit.config.sanitize_bytes_per_s,
+        log: Arc::clone(&unit.media_log),
     };
     let work = move || {
         let result = run(&*store, &operation, &medium);
@@ -229,6 +231,14 @@ struct Medium {
     length_bytes: u64,
     block_size: usize,
     bytes_per_s: Option<u64>,
+    /// Where store failures get their sense and are logged.
+    log: Arc<MediaLog>,
+}
+
+impl Medium {
+    fn write_failed(&self, error: StoreError) -> Sense {
+        self.log.failed(Access::Write, &error)
+    }
 }
 
 /// Holds writes to a rate: after each piece, sleeps until the bytes written
@@ -334,12 +344,12 @@ fn run(store: &dyn Store, operation: &Operation, medium: &Medium) -> Result<(), 
         }
         Operation::BlockErase => store
             .unmap(0, medium.length_bytes)
-            .map_err(|_| Sense::write_error())?,
+            .map_err(|e| medium.write_failed(e))?,
         Operation::CryptographicErase => store
             .write_zeroes(0, medium.length_bytes)
-            .map_err(|_| Sense::write_error())?,
+            .map_err(|e| medium.write_failed(e))?,
     }
-    store.flush().map_err(|_| Sense::write_error())
+    store.flush().map_err(|e| medium.write_failed(e))
 }
 
 /// One overwrite pass: every block starts with the pattern, repeated to
@@ -365,7 +375,7 @@ fn overwrite_pass(
         let len = (chunk.len() as u64).min(medium.length_bytes - offset) as usize;
         store
             .write_at(offset, &chunk[..len])
-            .map_err(|_| Sense::write_error())?;
+            .map_err(|e| medium.write_failed(e))?;
         offset += len as u64;
         pace.wrote(len as u64);
     }

@@ -162,6 +162,12 @@ impl Sense {
         Self::new(sense_key::DATA_PROTECT, 0x27, 0x00)
     }
 
+    /// DATA PROTECT, SPACE ALLOCATION FAILED WRITE PROTECT (27h/07h): a
+    /// thin-provisioned unit could not allocate room for a write (SBC-4 4.7.3.6).
+    pub const fn space_allocation_failed_write_protect() -> Self {
+        Self::new(sense_key::DATA_PROTECT, 0x27, 0x07)
+    }
+
     /// NOT READY, MEDIUM NOT PRESENT (3Ah/00h).
     pub const fn not_ready_medium_not_present() -> Self {
         Self::new(sense_key::NOT_READY, 0x3a, 0x00)

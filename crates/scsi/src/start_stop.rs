@@ -30,7 +30,7 @@ pub(crate) fn start_stop_unit(unit: &LogicalUnit, cdb: &[u8]) -> Result<(), Sens
     }
     let start = cdb[4] & START != 0;
     if !start && cdb[4] & NO_FLUSH == 0 {
-        unit.store.flush().map_err(|_| Sense::write_error())?;
+        unit.store.flush().map_err(|e| unit.write_failed(e))?;
     }
     unit.stopped.store(!start, Ordering::Relaxed);
     Ok(())

@@ -9,5 +9,5 @@ use crate::{LogicalUnit, Sense};
 pub(crate) fn synchronize_cache(unit: &LogicalUnit, cdb: &[u8]) -> Result<(), Sense> {
     let block = BlockCdb::decode(cdb);
     unit.check_range(block.logical_block_address, u64::from(block.block_count))?;
-    unit.store.flush().map_err(|_| Sense::write_error())
+    unit.store.flush().map_err(|e| unit.write_failed(e))
 }

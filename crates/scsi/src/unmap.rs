@@ -54,7 +54,7 @@ pub(crate) fn unmap(unit: &LogicalUnit, cdb: &[u8], data_out: &[u8]) -> Result<(
                     logical_block_address * unit.block_size(),
                     block_count * unit.block_size(),
                 )
-                .map_err(|_| Sense::write_error())?;
+                .map_err(|e| unit.write_failed(e))?;
         }
     }
     Ok(())

@@ -54,7 +54,7 @@ pub(crate) fn compare_with_medium(
         let medium = &mut medium[..piece.len()];
         unit.store
             .read_at(start_bytes + piece_offset as u64, medium)
-            .map_err(|_| Sense::unrecovered_read_error())?;
+            .map_err(|e| unit.read_failed(e))?;
         if let Some(position) = piece.iter().zip(medium.iter()).position(|(a, b)| a != b) {
             return Err(Sense::miscompare((piece_offset + position) as u64));
         }

@@ -58,9 +58,7 @@ pub(crate) fn vital_product_data(
 fn unit_serial_number(unit: &LogicalUnit, data_in: &mut Vec<u8>) {
     let serial = &unit.config.unit_serial;
     if serial.is_empty() {
-        for byte in unit.config.naa {
-            data_in.extend_from_slice(format!("{byte:02x}").as_bytes());
-        }
+        data_in.extend_from_slice(unit.config.naa_hex().as_bytes());
     } else {
         data_in.extend(
             serial

@@ -53,9 +53,9 @@ pub(crate) fn write_atomic(unit: &LogicalUnit, cdb: &[u8], data_out: &[u8]) -> R
         .lock(logical_block_address, u64::from(block_count));
     unit.store
         .write_at(logical_block_address * unit.block_size(), data)
-        .map_err(|_| Sense::write_error())?;
+        .map_err(|e| unit.write_failed(e))?;
     if cdb[1] & FUA != 0 {
-        unit.store.flush().map_err(|_| Sense::write_error())?;
+        unit.store.flush().map_err(|e| unit.write_failed(e))?;
     }
     Ok(())
 }

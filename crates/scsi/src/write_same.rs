@@ -61,7 +61,7 @@ pub(crate) fn write_same(unit: &LogicalUnit, cdb: &[u8], data_out: &[u8]) -> Res
     } else {
         write_pattern(unit, pattern, offset, length)
     };
-    result.map_err(|_| Sense::write_error())
+    result.map_err(|e| unit.write_failed(e))
 }
 
 /// Writes `pattern` repeatedly over `length` bytes from `offset`.

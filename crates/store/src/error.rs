@@ -17,6 +17,19 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// The file system (or the user's quota) has no room for the data:
+    /// ENOSPC or EDQUOT. Kept apart from [`StoreError::Io`] because a
+    /// thin-provisioned logical unit answers it differently (SBC-4 4.7.3.6).
+    #[error("{op} at offset {offset} failed: {source}")]
+    NoSpace {
+        /// Which operation ("pwrite", "fdatasync", "fallocate", ...).
+        op: &'static str,
+        /// Byte offset the operation started at.
+        offset: u64,
+        /// The underlying error (ENOSPC or EDQUOT).
+        #[source]
+        source: std::io::Error,
+    },
     /// The range does not lie inside the store.
     #[error("range {offset}+{len} is outside the store of {size} bytes")]
     OutOfRange {
@@ -39,10 +52,53 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// A memory store's chunk table could not be allocated.
+    #[error("cannot allocate the chunk table of a memory store of {size_bytes} bytes")]
+    OutOfMemory {
+        /// The size asked for.
+        size_bytes: u64,
+    },
     /// A file that does not exist yet can only be created with a size.
     #[error("{path} does not exist and no size was given to create it")]
     SizeRequired {
         /// The path given.
         path: PathBuf,
     },
+}
+
+impl StoreError {
+    /// The error of an I/O call `op` at `offset` that the operating system
+    /// refused with `source`: [`StoreError::NoSpace`] for ENOSPC and EDQUOT,
+    /// [`StoreError::Io`] for everything else.
+    pub fn io(op: &'static str, offset: u64, source: std::io::Error) -> StoreError {
+        match source.raw_os_error() {
+            Some(libc::ENOSPC) | Some(libc::EDQUOT) => StoreError::NoSpace { op, offset, source },
+            _ => StoreError::Io { op, offset, source },
+        }
+    }
+
+    /// Whether the media ran out of room (ENOSPC, EDQUOT).
+    pub fn is_no_space(&self) -> bool {
+        matches!(self, StoreError::NoSpace { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_space_and_quota_are_told_apart_from_other_io_errors() {
+        let os = std::io::Error::from_raw_os_error;
+        assert!(StoreError::io("pwrite", 0, os(libc::ENOSPC)).is_no_space());
+        assert!(StoreError::io("fdatasync", 0, os(libc::EDQUOT)).is_no_space());
+        let eio = StoreError::io("pwrite", 4096, os(libc::EIO));
+        assert!(!eio.is_no_space());
+        assert!(matches!(eio, StoreError::Io { offset: 4096, .. }));
+        let message = StoreError::io("pwrite", 512, os(libc::ENOSPC)).to_string();
+        assert!(
+            message.starts_with("pwrite at offset 512 failed: No space left on device"),
+            "{message}"
+        );
+    }
 }

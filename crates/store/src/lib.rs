@@ -4,9 +4,14 @@
 //! with read, write, flush, unmap, write-zeroes and allocation (hole) queries.
 //! Knows nothing of SCSI, iSCSI or sockets: offsets and lengths are bytes,
 //! and range checks are against the store's size only.
+//!
+//! [`FailingStore`] wraps any store and fails its operations after a
+//! countdown, with the errors the operating system gives (EIO, ENOSPC,
+//! EDQUOT), for tests of the layers above.
 
 mod block;
 mod error;
+mod failing;
 mod file;
 mod memory;
 mod positional;
@@ -15,6 +20,7 @@ mod store;
 
 pub use block::BlockStore;
 pub use error::StoreError;
+pub use failing::{FailingStore, Fault, Ops};
 pub use file::FileStore;
 pub use memory::MemoryStore;
 pub use store::{Extent, Store};

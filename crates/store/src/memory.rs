@@ -61,12 +61,29 @@ pub struct MemoryStore {
 
 impl MemoryStore {
     /// Creates a store of `size_bytes`, all zeros, with no data memory committed.
+    ///
+    /// # Panics
+    /// If its chunk table cannot be allocated; see [`MemoryStore::try_new`].
     pub fn new(size_bytes: u64) -> Self {
-        let chunk_count = size_bytes.div_ceil(CHUNK_SIZE_BYTES);
+        Self::try_new(size_bytes).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// As [`MemoryStore::new`], or [`StoreError::OutOfMemory`] when the
+    /// chunk table (one entry per MiB) cannot be allocated, rather than an
+    /// abort.
+    pub fn try_new(size_bytes: u64) -> Result<Self, StoreError> {
+        let out_of_memory = || StoreError::OutOfMemory { size_bytes };
         let chunk_count =
-            usize::try_from(chunk_count).expect("memory store larger than the address space");
-        let chunks = (0..chunk_count).map(|_| RwLock::new(None)).collect();
-        Self { size_bytes, chunks }
+            usize::try_from(size_bytes.div_ceil(CHUNK_SIZE_BYTES)).map_err(|_| out_of_memory())?;
+        let mut chunks = Vec::new();
+        chunks
+            .try_reserve_exact(chunk_count)
+            .map_err(|_| out_of_memory())?;
+        chunks.extend((0..chunk_count).map(|_| RwLock::new(None)));
+        Ok(Self {
+            size_bytes,
+            chunks: chunks.into_boxed_slice(),
+        })
     }
 
     /// Length of chunk `index` (the last one may be short).
@@ -241,6 +258,22 @@ impl Store for MemoryStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_chunk_table_too_large_to_allocate_is_an_error() {
+        let error = MemoryStore::try_new(u64::MAX).unwrap_err();
+        assert!(matches!(
+            error,
+            StoreError::OutOfMemory {
+                size_bytes: u64::MAX
+            }
+        ));
+        assert!(
+            error.to_string().contains("18446744073709551615 bytes"),
+            "{error}"
+        );
+        assert_eq!(MemoryStore::try_new(3 << 20).unwrap().chunks.len(), 3);
+    }
 
     #[test]
     fn unwritten_store_commits_no_chunks() {

@@ -43,11 +43,7 @@ impl PositionalFile {
         // read_exact_at loops on short reads and retries EINTR.
         self.file
             .read_exact_at(buf, offset)
-            .map_err(|source| StoreError::Io {
-                op: "pread",
-                offset,
-                source,
-            })
+            .map_err(|source| StoreError::io("pread", offset, source))
     }
 
     pub(crate) fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), StoreError> {
@@ -56,22 +52,16 @@ impl PositionalFile {
         // write_all_at loops on short writes and retries EINTR.
         self.file
             .write_all_at(buf, offset)
-            .map_err(|source| StoreError::Io {
-                op: "pwrite",
-                offset,
-                source,
-            })
+            .map_err(|source| StoreError::io("pwrite", offset, source))
     }
 
     pub(crate) fn flush(&self) -> Result<(), StoreError> {
         if self.read_only {
             return Ok(());
         }
-        self.file.sync_data().map_err(|source| StoreError::Io {
-            op: "fdatasync",
-            offset: 0,
-            source,
-        })
+        self.file
+            .sync_data()
+            .map_err(|source| StoreError::io("fdatasync", 0, source))
     }
 
     /// Deallocates a range so it reads back as zeros.
@@ -121,11 +111,7 @@ impl PositionalFile {
     /// `offset`); a file system without SEEK_DATA/SEEK_HOLE (EINVAL) is
     /// treated as all data.
     fn seek(&self, offset: u64, whence: libc::c_int) -> Result<Option<u64>, StoreError> {
-        let io_error = |source| StoreError::Io {
-            op: "lseek",
-            offset,
-            source,
-        };
+        let io_error = |source| StoreError::io("lseek", offset, source);
         let offset_signed =
             libc::off_t::try_from(offset).map_err(|_| io_error(ErrorKind::InvalidInput.into()))?;
         // SAFETY: lseek takes a file descriptor and two integers and touches
@@ -164,11 +150,7 @@ impl PositionalFile {
         match self.fallocate(mode, offset, len) {
             Ok(()) => Ok(()),
             Err(error) if fallocate_unsupported(&error) => self.write_zero_bytes(offset, len),
-            Err(source) => Err(StoreError::Io {
-                op: "fallocate",
-                offset,
-                source,
-            }),
+            Err(source) => Err(StoreError::io("fallocate", offset, source)),
         }
     }
 

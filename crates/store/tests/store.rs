@@ -3,7 +3,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
 
-use isoe_store::{BlockStore, FileStore, MemoryStore, Store, StoreError};
+use isoe_store::{BlockStore, FailingStore, Fault, FileStore, MemoryStore, Ops, Store, StoreError};
 
 const MIB: u64 = 1 << 20;
 
@@ -285,4 +285,122 @@ fn block_store_reports_everything_mapped_or_its_holes() {
     let store = BlockStore::open(&path, false).unwrap();
     let all = store.allocation(0, 2 * MIB).unwrap();
     assert!(all.mapped && all.len_bytes == 2 * MIB, "{all:?}");
+}
+
+#[test]
+fn failing_store_passes_everything_through_before_its_countdown_ends() {
+    let store = FailingStore::new(
+        MemoryStore::new(4 * MIB + 512),
+        Ops::ALL,
+        u64::MAX,
+        Fault::Io,
+    );
+    assert_eq!(store.size_bytes(), 4 * MIB + 512);
+    assert_eq!(store.kind(), "memory");
+    round_trip(&store);
+    out_of_range(&store);
+    unmap_and_zeroes_read_zeros(&store);
+    allocation_tracks_holes(&FailingStore::new(
+        MemoryStore::new(8 * MIB),
+        Ops::ALL,
+        u64::MAX,
+        Fault::Io,
+    ));
+    store.flush().unwrap();
+    assert_eq!(store.failures(), 0);
+}
+
+#[test]
+fn failing_store_counts_only_the_watched_operations() {
+    let store = FailingStore::new(MemoryStore::new(MIB), Ops::WRITE, 2, Fault::Io);
+    let mut buf = [0u8; 512];
+    for _ in 0..5 {
+        store.read_at(0, &mut buf).unwrap();
+        store.flush().unwrap();
+        store.unmap(0, 512).unwrap();
+    }
+    store.write_at(0, &[1; 512]).unwrap();
+    store.write_at(512, &[2; 512]).unwrap();
+    assert_eq!(store.failures(), 0);
+    let error = store.write_at(1024, &[3; 512]).unwrap_err();
+    assert!(
+        matches!(error, StoreError::Io { op: "write", offset: 1024, ref source }
+            if source.raw_os_error() == Some(libc::EIO)),
+        "{error:?}"
+    );
+    // A full or broken medium stays so: every later write fails too, and
+    // none reaches the inner store.
+    assert!(store.write_at(0, &[9; 512]).is_err());
+    assert_eq!(store.failures(), 2);
+    store.read_at(0, &mut buf).unwrap();
+    assert_eq!(buf, [1; 512], "a failed write changed nothing");
+    store.read_at(1024, &mut buf).unwrap();
+    assert_eq!(buf, [0; 512]);
+    store.recover();
+    store.write_at(1024, &[3; 512]).unwrap();
+    store.read_at(1024, &mut buf).unwrap();
+    assert_eq!(buf, [3; 512]);
+    assert_eq!(store.failures(), 2);
+}
+
+#[test]
+fn failing_store_faults_are_the_operating_system_errors() {
+    for (fault, errno, no_space) in [
+        (Fault::Io, libc::EIO, false),
+        (Fault::NoSpace, libc::ENOSPC, true),
+        (Fault::QuotaExceeded, libc::EDQUOT, true),
+    ] {
+        let store = FailingStore::new(MemoryStore::new(MIB), Ops::ALL, 0, fault);
+        let mut buf = [0u8; 512];
+        let mut appended = vec![7u8];
+        let errors = [
+            store.read_at(0, &mut buf).unwrap_err(),
+            store.read_append(0, 512, &mut appended).unwrap_err(),
+            store.write_at(0, &buf).unwrap_err(),
+            store.flush().unwrap_err(),
+            store.unmap(0, 512).unwrap_err(),
+            store.write_zeroes(0, 512).unwrap_err(),
+            store.allocation(0, 512).unwrap_err(),
+        ];
+        assert_eq!(
+            appended,
+            [7],
+            "a failed read_append leaves the Vec as it was"
+        );
+        for error in &errors {
+            assert_eq!(error.is_no_space(), no_space, "{fault:?}: {error:?}");
+            let source = std::error::Error::source(error).expect("the OS error");
+            let source = source
+                .downcast_ref::<std::io::Error>()
+                .expect("an io::Error");
+            assert_eq!(source.raw_os_error(), Some(errno), "{fault:?}: {error}");
+        }
+        assert_eq!(store.failures(), errors.len() as u64);
+    }
+}
+
+#[test]
+fn failing_store_watches_each_kind_of_operation_on_its_own() {
+    let cases = [
+        (Ops::READ, "read"),
+        (Ops::FLUSH, "flush"),
+        (Ops::UNMAP, "unmap"),
+        (Ops::WRITE_ZEROES, "write_zeroes"),
+    ];
+    for (ops, failing) in cases {
+        let store = FailingStore::new(MemoryStore::new(MIB), ops, 0, Fault::NoSpace);
+        let mut buf = [0u8; 512];
+        let outcomes = [
+            ("read", store.read_at(0, &mut buf).is_err()),
+            ("write", store.write_at(0, &buf).is_err()),
+            ("flush", store.flush().is_err()),
+            ("unmap", store.unmap(0, 512).is_err()),
+            ("write_zeroes", store.write_zeroes(0, 512).is_err()),
+        ];
+        for (op, failed) in outcomes {
+            assert_eq!(failed, op == failing, "{ops:?}: {op}");
+        }
+    }
+    assert!((Ops::READ | Ops::WRITE).contains(Ops::WRITE));
+    assert!(!(Ops::READ | Ops::WRITE).contains(Ops::FLUSH));
 }

@@ -1,9 +1,10 @@
 //! isoe-wire: the iSCSI protocol core (RFC 7143), with no I/O.
 //!
 //! Owns PDU encoding and decoding (BHS, AHS, padding, CRC32C digests), text
-//! keys and their negotiation, the login stages and CHAP, and serial number
-//! arithmetic. It never touches sockets, threads, clocks or global state:
-//! callers feed bytes in and take bytes out.
+//! keys and their negotiation, the login stages and CHAP, iSCSI names and
+//! the escaping of peer text for log lines, and serial number arithmetic.
+//! It never touches sockets, threads, clocks or global state: callers feed
+//! bytes in and take bytes out.
 #![forbid(unsafe_code)]
 
 pub mod bhs;
@@ -12,6 +13,7 @@ pub mod digest;
 pub mod frame;
 pub mod keys;
 pub mod login;
+pub mod name;
 pub mod negotiate;
 pub mod pdu;
 pub mod serial;

@@ -9,19 +9,23 @@
 //! T bit and CSG/NSG; either negotiation stage may be skipped where the RFC
 //! allows. Long texts travel in several PDUs with the C bit, both ways.
 //! Failures carry the Status-Class/Status-Detail of RFC 7143 §11.13.5 and a
-//! reason naming the rule (never a secret).
+//! reason naming the rule (never a secret), with control characters
+//! escaped. InitiatorName and TargetName must be iSCSI names
+//! ([`crate::name::validate`]) before the policy is asked about them.
 //!
 //! Sequence numbers (StatSN, ExpCmdSN, MaxCmdSN) and the TSIH of a new
 //! session are the caller's: the target crate owns sessions.
 
 use crate::chap::{parse_challenge, Challenge, ChapAlgorithm, ChapError, Secret};
 use crate::keys::{self, answer, name};
+use crate::name::escape_for_log;
 use crate::negotiate::{
     ConnectionParams, Digest, LocalParams, NegotiationError, Negotiator, OfferPolicy, Role,
     SessionParams, SessionType, DEFAULT_MAX_RECV_DATA_SEGMENT_LENGTH,
 };
 use crate::pdu::{login_status as status, stage, LoginRequest, LoginResponse};
 use crate::text::{decode_number, encode_hex, parse_pairs, push_pair, split_list, TextError};
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::fmt;
 use thiserror::Error;
@@ -147,7 +151,9 @@ pub struct Admission {
     pub overrides: Option<TargetLoginConfig>,
 }
 
-/// A refused login: the status of the final Login Response and why.
+/// A refused login: the status of the final Login Response and why. The
+/// reason of a failure from [`TargetLogin`] has its control characters
+/// escaped ([`crate::name::escape_for_log`]), so it is fit for a log line.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub struct LoginFailure {
     /// Status-Class (RFC 7143 §11.13.5): 1 redirection, 2 initiator error, 3 target error.
@@ -592,6 +598,14 @@ impl TargetLogin {
                 "TargetName missing from the first login text of a normal session (RFC 7143 §13.4)",
             ));
         }
+        check_name(
+            name::INITIATOR_NAME,
+            initiator_name,
+            status::INITIATOR_ERROR_DETAIL,
+        )?;
+        if let Some(target_name) = target_name {
+            check_name(name::TARGET_NAME, target_name, status::NOT_FOUND)?;
+        }
         let admission = policy.admit(session_type, initiator_name, target_name)?;
         check_auth_policy(&admission.auth)?;
         if matches!(admission.auth, AuthPolicy::Chap { .. }) && req.csg != stage::SECURITY {
@@ -692,6 +706,11 @@ impl TargetLogin {
             // A policy that refuses with "success" still refuses.
             failure.status_class = status::TARGET_ERROR;
         }
+        // The reason goes to logs; whatever of the peer's text it quotes
+        // must not start a line of its own or hide what follows.
+        if let Cow::Owned(escaped) = escape_for_log(&failure.reason) {
+            failure.reason = escaped;
+        }
         self.ended = true;
         self.text_out.clear();
         let mut response = self.response_header(req);
@@ -703,6 +722,28 @@ impl TargetLogin {
             outcome: LoginOutcome::Failed(failure),
         }
     }
+}
+
+/// Refuses a login whose `key` (InitiatorName or TargetName) is not an
+/// iSCSI name, with class 2 and `detail`: 0x0200 (initiator error) for the
+/// initiator's own name, 0x0203 (not found) for a TargetName, since no
+/// target here can have a malformed name. The name is quoted escaped.
+///
+/// Upper-case ASCII letters pass: RFC 3722's stringprep profile folds case,
+/// so such a name is one an initiator failed to fold, not a different or
+/// malformed one, and refusing it would lock out initiators that send it.
+/// The name is then used as sent (an access list written in lower case
+/// does not match it, and the refusal says which name was sent).
+fn check_name(key: &str, value: &str, detail: u8) -> Result<(), LoginFailure> {
+    crate::name::validate(&value.to_ascii_lowercase()).map_err(|error| {
+        LoginFailure::initiator(
+            detail,
+            format!(
+                "{key} \"{}\" is not an iSCSI name: {error}",
+                escape_for_log(value)
+            ),
+        )
+    })
 }
 
 /// Refuses CHAP policies the RFC warns against: no algorithm, an empty

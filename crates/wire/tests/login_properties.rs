@@ -1,5 +1,6 @@
 //! Properties: whatever a peer sends, the login machines answer within the
-//! RFC's bounds and never panic; text and binary encodings round-trip.
+//! RFC's bounds and never panic, only iSCSI names log in, and a failure's
+//! reason is fit for a log line; text and binary encodings round-trip.
 
 mod login_util;
 
@@ -7,6 +8,7 @@ use isoe_wire::chap::ChapAlgorithm;
 use isoe_wire::login::{
     InitiatorLogin, InitiatorStep, LoginOutcome, TargetLogin, TargetLoginConfig,
 };
+use isoe_wire::name::validate;
 use isoe_wire::pdu::{LoginRequest, LoginResponse};
 use isoe_wire::text::{decode_binary, encode_base64, encode_hex, parse_pairs, push_pair};
 use login_util::*;
@@ -68,6 +70,11 @@ const VALUES: &[&str] = &[
     "0bAAAA",
     "iqn.2026-11.test:tgt",
     "iqn.2026-11.test:init",
+    // Names that are not iSCSI names, some with what a log must not take in.
+    "iqn.2026-11.test:Init",
+    "iqn.2026-11.test:in\nit",
+    "\u{1b}[2Jiqn.2026-11.test:tgt",
+    "iqn.2026-11.test:tgt\r",
 ];
 
 fn text_strategy() -> impl Strategy<Value = Vec<u8>> {
@@ -139,8 +146,12 @@ proptest! {
             prop_assert!(parse_pairs(&step.data).is_ok());
             match &step.outcome {
                 LoginOutcome::Continue => prop_assert!(!ended && step.response.status_class == 0),
-                LoginOutcome::Complete(_) => {
+                LoginOutcome::Complete(negotiated) => {
                     prop_assert!(!ended);
+                    // Only iSCSI names get through.
+                    let session = &negotiated.session;
+                    prop_assert!(validate(&session.initiator_name).is_ok());
+                    prop_assert!(session.target_name.as_deref().map_or(true, |n| validate(n).is_ok()));
                     prop_assert!(step.response.transit && step.response.nsg == 3);
                     ended = true;
                 }
@@ -148,6 +159,8 @@ proptest! {
                     prop_assert!(f.status_class == 2 || f.status_class == 3);
                     prop_assert_eq!((step.response.status_class, step.response.status_detail), (f.status_class, f.status_detail));
                     prop_assert!(!f.reason.contains("alice-secret") && !f.reason.contains("target-secret"));
+                    // The reason is fit for one log line.
+                    prop_assert!(!f.reason.chars().any(char::is_control), "{:?}", f.reason);
                     ended = true;
                 }
             }

@@ -4,7 +4,8 @@ mod login_util;
 
 use isoe_wire::chap::{ChapAlgorithm, Secret};
 use isoe_wire::login::{
-    AuthPolicy, LoginFailure, LoginOutcome, LoginStep, TargetLogin, TargetLoginConfig,
+    Admission, AuthPolicy, LoginFailure, LoginOutcome, LoginPolicy, LoginStep, TargetLogin,
+    TargetLoginConfig,
 };
 use isoe_wire::negotiate::SessionType;
 use isoe_wire::pdu::{login_status, stage, LoginRequest};
@@ -226,6 +227,129 @@ fn missing_initiator_name_is_a_missing_parameter() {
     assert_eq!(
         failure(&step).to_string(),
         "InitiatorName missing from the first login text (RFC 7143 §13.5) (status 0x0207, missing parameter)"
+    );
+}
+
+/// A policy that refuses every login with `reason` and notes that it was asked.
+struct Refusing {
+    reason: &'static str,
+    asked: std::cell::Cell<bool>,
+}
+
+impl LoginPolicy for Refusing {
+    fn admit(
+        &self,
+        _session_type: SessionType,
+        _initiator_name: &str,
+        _target_name: Option<&str>,
+    ) -> Result<Admission, LoginFailure> {
+        self.asked.set(true);
+        Err(LoginFailure::initiator(
+            login_status::AUTHORIZATION_FAILURE,
+            self.reason,
+        ))
+    }
+}
+
+/// Sends the first text with these names to a target whose policy refuses
+/// everyone; returns the step and whether the policy was asked.
+fn first_text_to_refusing(pairs: &[(&str, &str)], reason: &'static str) -> (LoginStep, bool) {
+    let policy = Refusing {
+        reason,
+        asked: std::cell::Cell::new(false),
+    };
+    let mut login = TargetLogin::new(TargetLoginConfig::default());
+    let data = text(pairs);
+    let request = req(stage::OPERATIONAL, true, stage::FULL_FEATURE);
+    let step = login.handle_request(
+        &wire_request(&request, data.len()),
+        &data,
+        &policy,
+        &random(1),
+    );
+    (step, policy.asked.get())
+}
+
+#[test]
+fn a_malformed_initiator_name_is_an_initiator_error_before_the_policy_is_asked() {
+    for (bad, needle) in [
+        ("iqn.2026-11.test:in\nit", "character '\\n' at byte 19"),
+        (
+            "iqn.2026-11.test:\u{1b}[2Jx",
+            "character '\\u{1b}' at byte 17",
+        ),
+        (
+            "iqn.2026-11.test:d\u{7f}el",
+            "character '\\u{7f}' at byte 18",
+        ),
+        ("init", "expected an iSCSI name"),
+        ("iqn.2026-13.test:init", "yyyy-mm"),
+    ] {
+        for session in [None, Some("Discovery")] {
+            let mut pairs = vec![("InitiatorName", bad), ("TargetName", TARGET)];
+            pairs.extend(session.map(|s| ("SessionType", s)));
+            let (step, asked) = first_text_to_refusing(&pairs, "refused");
+            assert_eq!(
+                status(&step),
+                (2, login_status::INITIATOR_ERROR_DETAIL),
+                "{bad:?}"
+            );
+            assert!(!asked, "{bad:?}: the policy saw a malformed name");
+            let reason = &failure(&step).reason;
+            assert!(reason.starts_with("InitiatorName \""), "{reason}");
+            assert!(reason.contains(needle), "{reason} lacks {needle}");
+            assert!(
+                !reason.chars().any(char::is_control),
+                "the reason carries a control character: {reason:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_malformed_target_name_is_not_found() {
+    let (step, asked) = first_text_to_refusing(
+        &[
+            ("InitiatorName", INITIATOR),
+            ("TargetName", "iqn.2026-11.test:T\r\ngt"),
+        ],
+        "refused",
+    );
+    assert_eq!(status(&step), (2, login_status::NOT_FOUND));
+    assert!(!asked);
+    assert_eq!(
+        failure(&step).reason,
+                "TargetName \"iqn.2026-11.test:T\\r\\ngt\" is not an iSCSI name: character '\\r' at byte 18: \
+         an iSCSI name holds only a-z, 0-9, '-', '.' and ':' (RFC 7143 §4.2.7)"
+    );
+    // Upper case is a name its initiator did not fold (RFC 3722), not a
+    // malformed one: it reaches the policy.
+    let (_, asked) = first_text_to_refusing(
+        &[
+            ("InitiatorName", "iqn.2026-11.test:Init"),
+            ("TargetName", TARGET),
+        ],
+        "refused",
+    );
+    assert!(asked, "an upper-case initiator name reaches the policy");
+    // Well-formed names reach the policy, which decides.
+    let (step, asked) = first_text_to_refusing(
+        &[("InitiatorName", INITIATOR), ("TargetName", TARGET)],
+        "refused",
+    );
+    assert!(asked);
+    assert_eq!(status(&step), (2, login_status::AUTHORIZATION_FAILURE));
+}
+
+#[test]
+fn every_failure_reason_has_its_control_characters_escaped() {
+    let (step, _) = first_text_to_refusing(
+        &[("InitiatorName", INITIATOR), ("TargetName", TARGET)],
+        "not allowed\nisoe: a forged line\u{1b}[0m",
+    );
+    assert_eq!(
+        failure(&step).reason,
+        "not allowed\\nisoe: a forged line\\u{1b}[0m"
     );
 }
 

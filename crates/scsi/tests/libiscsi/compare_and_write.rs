@@ -8,15 +8,6 @@ use isoe_scsi::{Completion, LogicalUnit};
 
 use crate::harness::*;
 
-fn caw_cdb(lba: u64, blocks: u8, byte1: u8) -> Vec<u8> {
-    let mut cdb = vec![0u8; 16];
-    cdb[0] = 0x89;
-    cdb[1] = byte1;
-    cdb[2..10].copy_from_slice(&lba.to_be_bytes());
-    cdb[13] = blocks;
-    cdb
-}
-
 fn write(unit: &LogicalUnit, lba: u64, data: &[u8]) {
     let blocks = (data.len() / BLOCK_SIZE) as u32;
     assert_good(run_out(unit, &block_cdb(0x8a, 16, lba, blocks, 0), data).0);

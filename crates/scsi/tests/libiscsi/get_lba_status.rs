@@ -10,15 +10,6 @@ use isoe_store::{FileStore, Store};
 
 use crate::harness::*;
 
-fn get_lba_status_cdb(lba: u64, allocation_length: u32) -> Vec<u8> {
-    let mut cdb = vec![0u8; 16];
-    cdb[0] = 0x9e;
-    cdb[1] = 0x12;
-    cdb[2..10].copy_from_slice(&lba.to_be_bytes());
-    cdb[10..14].copy_from_slice(&allocation_length.to_be_bytes());
-    cdb
-}
-
 /// (LBA, blocks, provisioning status) of every descriptor returned.
 fn status(unit: &LogicalUnit, lba: u64, allocation_length: u32) -> Vec<(u64, u32, u8)> {
     let (completion, data) = run(unit, &get_lba_status_cdb(lba, allocation_length));

@@ -271,3 +271,68 @@ pub fn read(unit: &LogicalUnit, lba: u64, blocks: u32) -> Vec<u8> {
     assert_good(completion);
     data
 }
+
+/// COMPARE AND WRITE: `blocks` to compare and as many to write at `lba`.
+pub fn caw_cdb(lba: u64, blocks: u8, byte1: u8) -> Vec<u8> {
+    let mut cdb = vec![0u8; 16];
+    cdb[0] = 0x89;
+    cdb[1] = byte1;
+    cdb[2..10].copy_from_slice(&lba.to_be_bytes());
+    cdb[13] = blocks;
+    cdb
+}
+
+/// WRITE ATOMIC (16) of `blocks` at `lba`, with an ATOMIC BOUNDARY.
+pub fn atomic_cdb(lba: u64, blocks: u16, byte1: u8, boundary: u16) -> Vec<u8> {
+    let mut cdb = vec![0u8; 16];
+    cdb[0] = 0x9c;
+    cdb[1] = byte1;
+    cdb[2..10].copy_from_slice(&lba.to_be_bytes());
+    cdb[10..12].copy_from_slice(&boundary.to_be_bytes());
+    cdb[12..14].copy_from_slice(&blocks.to_be_bytes());
+    cdb
+}
+
+/// GET LBA STATUS from `lba`.
+pub fn get_lba_status_cdb(lba: u64, allocation_length: u32) -> Vec<u8> {
+    let mut cdb = vec![0u8; 16];
+    cdb[0] = 0x9e;
+    cdb[1] = 0x12;
+    cdb[2..10].copy_from_slice(&lba.to_be_bytes());
+    cdb[10..14].copy_from_slice(&allocation_length.to_be_bytes());
+    cdb
+}
+
+/// UNMAP with a parameter list of `parameter_list_length` bytes.
+pub fn unmap_cdb(anchor: bool, parameter_list_length: u16) -> Vec<u8> {
+    let mut cdb = vec![0x42, u8::from(anchor), 0, 0, 0, 0, 0, 0, 0, 0];
+    cdb[7..9].copy_from_slice(&parameter_list_length.to_be_bytes());
+    cdb
+}
+
+/// The UNMAP parameter list of (LBA, blocks) block descriptors.
+pub fn unmap_parameters(ranges: &[(u64, u32)]) -> Vec<u8> {
+    let mut data = vec![0u8; 8];
+    data[0..2].copy_from_slice(&((6 + 16 * ranges.len()) as u16).to_be_bytes());
+    data[2..4].copy_from_slice(&((16 * ranges.len()) as u16).to_be_bytes());
+    for &(lba, blocks) in ranges {
+        data.extend_from_slice(&lba.to_be_bytes());
+        data.extend_from_slice(&blocks.to_be_bytes());
+        data.extend_from_slice(&[0; 4]);
+    }
+    data
+}
+
+/// SANITIZE with `byte1` (IMMED, AUSE, service action) and a parameter list length.
+pub fn sanitize_cdb(byte1: u8, parameter_list_length: u16) -> Vec<u8> {
+    let [high, low] = parameter_list_length.to_be_bytes();
+    vec![0x48, byte1, 0, 0, 0, 0, 0, high, low, 0]
+}
+
+/// The SANITIZE OVERWRITE parameter list: `count` passes of `pattern`.
+pub fn overwrite_list(count: u8, pattern: &[u8]) -> Vec<u8> {
+    let mut list = vec![count, 0];
+    list.extend_from_slice(&(pattern.len() as u16).to_be_bytes());
+    list.extend_from_slice(pattern);
+    list
+}

@@ -1,5 +1,6 @@
 //! Table-driven checks of the device server against what libiscsi's
-//! iscsi-test-cu suites expect: CDB in, status + sense + data out.
+//! iscsi-test-cu suites expect: CDB in, status + sense + data out; and, in
+//! `store_failures`, what it answers when its store fails.
 
 mod harness;
 
@@ -19,6 +20,7 @@ mod reservations;
 mod sanitize;
 mod sense_format;
 mod start_stop;
+mod store_failures;
 mod supported_opcodes;
 mod transfer_length;
 mod unmap_write_same;

@@ -9,18 +9,6 @@ use crate::harness::*;
 
 const NOT_READY: u8 = 0x02;
 
-fn sanitize_cdb(byte1: u8, parameter_list_length: u16) -> Vec<u8> {
-    let [high, low] = parameter_list_length.to_be_bytes();
-    vec![0x48, byte1, 0, 0, 0, 0, 0, high, low, 0]
-}
-
-fn overwrite_list(count: u8, pattern: &[u8]) -> Vec<u8> {
-    let mut list = vec![count, 0];
-    list.extend_from_slice(&(pattern.len() as u16).to_be_bytes());
-    list.extend_from_slice(pattern);
-    list
-}
-
 fn overwrite(unit: &LogicalUnit, byte1: u8, list: &[u8]) -> Completion {
     run_out(unit, &sanitize_cdb(byte1 | 0x01, list.len() as u16), list).0
 }
@@ -248,38 +236,16 @@ fn a_rate_limited_overwrite_writes_no_faster_than_its_rate() {
     assert_eq!(read(&unit, 4095, 1), vec![0x33; BLOCK_SIZE]);
 }
 
-/// A memory store whose write-zeroes always fails: a CRYPTOGRAPHIC ERASE on
+/// A unit whose store fails every write-zeroes: a CRYPTOGRAPHIC ERASE on
 /// it fails half-way.
-#[derive(Debug)]
-struct ZeroingFails(isoe_store::MemoryStore);
-
-impl isoe_store::Store for ZeroingFails {
-    fn size_bytes(&self) -> u64 {
-        self.0.size_bytes()
-    }
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), isoe_store::StoreError> {
-        self.0.read_at(offset, buf)
-    }
-    fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), isoe_store::StoreError> {
-        self.0.write_at(offset, buf)
-    }
-    fn flush(&self) -> Result<(), isoe_store::StoreError> {
-        self.0.flush()
-    }
-    fn unmap(&self, offset: u64, len: u64) -> Result<(), isoe_store::StoreError> {
-        self.0.unmap(offset, len)
-    }
-    fn write_zeroes(&self, _offset: u64, _len: u64) -> Result<(), isoe_store::StoreError> {
-        Err(isoe_store::StoreError::ReadOnly)
-    }
-    fn kind(&self) -> &'static str {
-        "memory"
-    }
-}
-
 fn failing_unit() -> LogicalUnit {
-    let store = isoe_store::MemoryStore::new(BLOCKS * BLOCK_SIZE as u64);
-    LogicalUnit::new(std::sync::Arc::new(ZeroingFails(store)), config())
+    let store = isoe_store::FailingStore::new(
+        isoe_store::MemoryStore::new(BLOCKS * BLOCK_SIZE as u64),
+        isoe_store::Ops::WRITE_ZEROES,
+        0,
+        isoe_store::Fault::Io,
+    );
+    LogicalUnit::new(std::sync::Arc::new(store), config())
 }
 
 #[test]

@@ -3,24 +3,6 @@
 
 use crate::harness::*;
 
-fn unmap_cdb(anchor: bool, parameter_list_length: u16) -> Vec<u8> {
-    let mut cdb = vec![0x42, u8::from(anchor), 0, 0, 0, 0, 0, 0, 0, 0];
-    cdb[7..9].copy_from_slice(&parameter_list_length.to_be_bytes());
-    cdb
-}
-
-fn unmap_parameters(ranges: &[(u64, u32)]) -> Vec<u8> {
-    let mut data = vec![0u8; 8];
-    data[0..2].copy_from_slice(&((6 + 16 * ranges.len()) as u16).to_be_bytes());
-    data[2..4].copy_from_slice(&((16 * ranges.len()) as u16).to_be_bytes());
-    for &(lba, blocks) in ranges {
-        data.extend_from_slice(&lba.to_be_bytes());
-        data.extend_from_slice(&blocks.to_be_bytes());
-        data.extend_from_slice(&[0; 4]);
-    }
-    data
-}
-
 fn write_ones(unit: &isoe_scsi::LogicalUnit, lba: u64, blocks: u32) {
     let data = vec![0xffu8; blocks as usize * BLOCK_SIZE];
     assert_good(run_out(unit, &block_cdb(0x8a, 16, lba, blocks, 0), &data).0);

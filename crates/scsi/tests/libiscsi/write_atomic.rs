@@ -3,16 +3,6 @@
 
 use crate::harness::*;
 
-fn atomic_cdb(lba: u64, blocks: u16, byte1: u8, boundary: u16) -> Vec<u8> {
-    let mut cdb = vec![0u8; 16];
-    cdb[0] = 0x9c;
-    cdb[1] = byte1;
-    cdb[2..10].copy_from_slice(&lba.to_be_bytes());
-    cdb[10..12].copy_from_slice(&boundary.to_be_bytes());
-    cdb[12..14].copy_from_slice(&blocks.to_be_bytes());
-    cdb
-}
-
 /// (maximum atomic transfer length, alignment, granularity) from page B0h.
 fn atomic_limits(unit: &isoe_scsi::LogicalUnit) -> (u32, u32, u32) {
     let (completion, page) = run(unit, &inquiry(true, 0xb0, 64));

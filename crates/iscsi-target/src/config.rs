@@ -38,6 +38,7 @@
 //! sessions = 1024
 //! logins = 256                     # connections not yet logged in
 //! write_buffer = "256MiB"          # solicited write data, all connections
+//! response_buffer = "256MiB"       # responses built, not yet sent, all connections
 //! ```
 //!
 //! `examples/target.toml` at the top of the repository documents every key.
@@ -196,8 +197,13 @@ pub struct Limits {
     /// `logins`: connections at once that have not finished logging in.
     pub logins: usize,
     /// `write_buffer`: write data solicited (R2T) and not yet stored, all
-    /// connections together; beyond it R2Ts wait.
+    /// connections together; beyond it R2Ts wait, and a write whose data
+    /// would come unasked is answered TASK SET FULL.
     pub write_buffer: usize,
+    /// `response_buffer`: responses built and not yet taken by their
+    /// sockets, all connections together; beyond it a connection with
+    /// output waiting takes no new command until some is sent.
+    pub response_buffer: usize,
 }
 
 impl Default for Limits {
@@ -208,6 +214,7 @@ impl Default for Limits {
             sessions: 1024,
             logins: 256,
             write_buffer: 256 << 20,
+            response_buffer: 256 << 20,
         }
     }
 }
@@ -905,6 +912,7 @@ const LIMITS_KEYS: &[&str] = &[
     "sessions",
     "logins",
     "write_buffer",
+    "response_buffer",
 ];
 const DISCOVERY_KEYS: &[&str] = &["chap"];
 const DATAPATH_KEYS: &[&str] = &["batching", "crc", "buffer_pool"];
@@ -1038,12 +1046,17 @@ fn read_limits(r: &Reader, mut t: Table) -> Result<Limits, ConfigError> {
             *slot = r.int_in(&f, 1, 1_000_000)? as usize;
         }
     }
-    if let Some(f) = t.take("write_buffer") {
-        let bytes = r.size(&f)?;
-        l.write_buffer = usize::try_from(bytes)
-            .ok()
-            .filter(|&b| b >= 1 << 20)
-            .ok_or_else(|| r.wrong_type(&f, "a size of at least 1 MiB"))?;
+    for (key, slot) in [
+        ("write_buffer", &mut l.write_buffer),
+        ("response_buffer", &mut l.response_buffer),
+    ] {
+        if let Some(f) = t.take(key) {
+            let bytes = r.size(&f)?;
+            *slot = usize::try_from(bytes)
+                .ok()
+                .filter(|&b| b >= 1 << 20)
+                .ok_or_else(|| r.wrong_type(&f, "a size of at least 1 MiB"))?;
+        }
     }
     debug_assert!(t.entries.is_empty(), "deny_unknown ran on the table");
     Ok(l)

@@ -229,6 +229,7 @@ impl Connection {
             peer_gone,
         } = endpoint;
         server.gate.login_started();
+        let output_gauge = Arc::clone(&server.output_bytes);
         let nop_interval = Duration::from_secs(defaults.nop_in_interval_s as u64);
         let nop_timeout = Duration::from_secs(defaults.nop_in_timeout_s as u64);
         let datapath = server.config.datapath;
@@ -249,7 +250,7 @@ impl Connection {
             max_send_segment: FrameLimits::LOGIN.max_recv_data_segment_length,
             stat_sn: 0,
             cid: 0,
-            out: Output::new(!datapath.batching),
+            out: Output::with_gauge(!datapath.batching, output_gauge),
             pool: BufferPool::new(datapath.buffer_pool),
             writes: HashMap::new(),
             next_ttt: 1,
@@ -293,7 +294,7 @@ impl Connection {
         loop {
             let limits = self.recv_limits;
             let rest = &input[consumed..];
-            if self.out.pending_bytes() >= OUTPUT_BYTES_MAX && !rest.is_empty() {
+            if self.output_full() && !rest.is_empty() {
                 let need = header_bytes_needed(rest, &limits);
                 let mut input = self.input(consumed, Flow::Continue, need);
                 input.output_full = true;
@@ -330,6 +331,21 @@ impl Connection {
                 }
             }
         }
+    }
+
+    /// Whether this connection's output is at its bound: its own (8 MiB),
+    /// or the process's (`[limits] response_buffer`) while it has output
+    /// of its own waiting (one with none may always go on, so every
+    /// connection makes progress).
+    pub fn output_full(&self) -> bool {
+        let mine = self.out.pending_bytes();
+        mine >= OUTPUT_BYTES_MAX
+            || (mine > 0
+                && self
+                    .server
+                    .output_bytes
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                    >= self.server.config.limits.response_buffer)
     }
 
     fn input(&self, consumed: usize, flow: Flow, need: usize) -> Input {

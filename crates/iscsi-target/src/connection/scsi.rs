@@ -83,12 +83,27 @@ impl Connection {
             params.max_burst_length,
             params.max_outstanding_r2t,
         );
-        // What the peer may send unasked is bounded by FirstBurstLength and
-        // cannot be refused: it is charged whatever the budget says.
-        task.charged = task.unsolicited_len() as usize;
-        self.server
-            .write_budget
-            .force_take(self.peer.ip(), task.charged);
+        // The immediate data is here already; what the peer may still send
+        // unasked (up to FirstBurstLength) must fit the budget, or the
+        // command is answered TASK SET FULL (SAM-5 5.3) now and that data is
+        // dropped as it comes, never buffered.
+        let immediate = frame.data.len();
+        let unasked = (task.unsolicited_len() as usize).saturating_sub(immediate);
+        let peer = self.peer.ip();
+        if unasked > 0 && !self.server.write_budget.try_take(peer, unasked) {
+            let (command, _, buffer) = task.into_parts();
+            self.recycle(buffer);
+            self.bury(command.initiator_task_tag);
+            let full = Completion {
+                status: Status::TaskSetFull,
+                sense: None,
+            };
+            let empty = self.take_buffer();
+            self.complete(session, &command, full, empty, Residual::default());
+            return Flow::Continue;
+        }
+        self.server.write_budget.force_take(peer, immediate);
+        task.charged = immediate + unasked;
         task.last_data = Some(self.last_rx);
         self.writes.insert(cmd.initiator_task_tag, task);
         self.solicit(session, cmd.initiator_task_tag);

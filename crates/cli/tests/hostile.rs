@@ -257,26 +257,32 @@ fn a_thousand_idle_sessions_cost_little() {
     normal.check(&mut target, "after");
 }
 
+/// Sends one command with no data (the header only), in CmdSN order.
+fn send_bare_command(client: &mut Client, read: bool, edtl: u32, cdb: [u8; 16]) {
+    let itt = client.next_itt();
+    let cmd = Pdu::ScsiCommand(ScsiCommand {
+        final_bit: true,
+        read,
+        write: !read,
+        attr: 1,
+        lun: Lun::from_number(0),
+        initiator_task_tag: itt,
+        expected_data_transfer_length: edtl,
+        cmd_sn: client.cmd_sn,
+        exp_stat_sn: client.exp_stat_sn,
+        cdb,
+        ..Default::default()
+    });
+    client.cmd_sn = client.cmd_sn.wrapping_add(1);
+    let mut bytes = Vec::new();
+    frame::encode(&mut bytes, &cmd, &[], &[], &FrameLimits::LOGIN);
+    client.send_raw(&bytes).expect("send a command");
+}
+
 /// Sends `count` WRITE(16)s of `edtl` bytes each and never their data.
 fn announce_writes(client: &mut Client, count: u32, edtl: u32) {
     for _ in 0..count {
-        let itt = client.next_itt();
-        let cmd = Pdu::ScsiCommand(ScsiCommand {
-            final_bit: true,
-            write: true,
-            attr: 1,
-            lun: Lun::from_number(0),
-            initiator_task_tag: itt,
-            expected_data_transfer_length: edtl,
-            cmd_sn: client.cmd_sn,
-            exp_stat_sn: client.exp_stat_sn,
-            cdb: write16(0, edtl / 512),
-            ..Default::default()
-        });
-        client.cmd_sn = client.cmd_sn.wrapping_add(1);
-        client
-            .send_pdu(&cmd, &[])
-            .expect("send a WRITE without its data");
+        send_bare_command(client, false, edtl, write16(0, edtl / 512));
     }
 }
 
@@ -316,28 +322,12 @@ fn writes_announced_and_never_sent_hold_no_more_than_the_budget() {
     normal.check(&mut target, "after");
 }
 
-/// Sends a full command window of READ(16)s of 32 MiB each (the most the
-/// target allows), reading nothing back.
+/// Sends `count` READ(16)s of 32 MiB each (the most the target allows),
+/// reading nothing back.
 fn request_large_reads(client: &mut Client, count: u32) {
     let len = 32u32 << 20;
     for _ in 0..count {
-        let itt = client.next_itt();
-        let cmd = Pdu::ScsiCommand(ScsiCommand {
-            final_bit: true,
-            read: true,
-            attr: 1,
-            lun: Lun::from_number(0),
-            initiator_task_tag: itt,
-            expected_data_transfer_length: len,
-            cmd_sn: client.cmd_sn,
-            exp_stat_sn: client.exp_stat_sn,
-            cdb: read16(0, len / 512),
-            ..Default::default()
-        });
-        client.cmd_sn = client.cmd_sn.wrapping_add(1);
-        let mut bytes = Vec::new();
-        frame::encode(&mut bytes, &cmd, &[], &[], &FrameLimits::LOGIN);
-        client.send_raw(&bytes).expect("send a READ");
+        send_bare_command(client, true, len, read16(0, len / 512));
     }
 }
 

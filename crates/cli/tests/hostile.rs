@@ -124,7 +124,7 @@ fn ten_thousand_idle_connections_cost_little_and_leave_the_normal_session_alone(
     let wanted = 10_000u64;
     let count = wanted.min(files.saturating_sub(512));
     let mut target = target_with(
-        "connections = 20000\nconnections_per_initiator = 20000\nlogins = 20000",
+        "connections = 20000\nconnections_per_initiator = 20000\nlogins = 20000\nlogins_per_initiator = 20000",
         "64MiB",
     );
     let mut normal = Normal::login(&target);
@@ -166,8 +166,10 @@ fn ten_thousand_idle_connections_cost_little_and_leave_the_normal_session_alone(
 
 #[test]
 fn at_the_open_files_limit_connections_are_refused_without_spinning() {
+    // Logins are not what binds here: the connection limit the open-files
+    // limit sets is.
     let config = TargetConfig::new(&format!(
-        "portals = [\"127.0.0.1:0\"]\n\n[[target]]\nname = \"{DEFAULT_TARGET}\"\n\n\
+        "portals = [\"127.0.0.1:0\"]\n\n[limits]\nlogins = 1000\nlogins_per_initiator = 1000\n\n[[target]]\nname = \"{DEFAULT_TARGET}\"\n\n\
          [[target.lun]]\nnumber = 0\nmemory = \"16MiB\"\n"
     ));
     let mut target = Target::with_config_and_open_files(&config, 256);

@@ -37,6 +37,7 @@
 //! connections_per_initiator = 256  # per initiator IP address
 //! sessions = 1024
 //! logins = 256                     # connections not yet logged in
+//! logins_per_initiator = 16        # of those, from one IP address
 //! write_buffer = "256MiB"          # solicited write data, all connections
 //! response_buffer = "256MiB"       # responses built, not yet sent, all connections
 //! ```
@@ -196,6 +197,9 @@ pub struct Limits {
     pub sessions: usize,
     /// `logins`: connections at once that have not finished logging in.
     pub logins: usize,
+    /// `logins_per_initiator`: of those, from one IP address, so that one
+    /// address's idle connections cannot keep others from logging in.
+    pub logins_per_initiator: usize,
     /// `write_buffer`: write data solicited (R2T) and not yet stored, all
     /// connections together; beyond it R2Ts wait, and a write whose data
     /// would come unasked is answered TASK SET FULL.
@@ -213,6 +217,7 @@ impl Default for Limits {
             connections_per_initiator: 256,
             sessions: 1024,
             logins: 256,
+            logins_per_initiator: 16,
             write_buffer: 256 << 20,
             response_buffer: 256 << 20,
         }
@@ -911,6 +916,7 @@ const LIMITS_KEYS: &[&str] = &[
     "connections_per_initiator",
     "sessions",
     "logins",
+    "logins_per_initiator",
     "write_buffer",
     "response_buffer",
 ];
@@ -1041,6 +1047,7 @@ fn read_limits(r: &Reader, mut t: Table) -> Result<Limits, ConfigError> {
         ),
         ("sessions", &mut l.sessions),
         ("logins", &mut l.logins),
+        ("logins_per_initiator", &mut l.logins_per_initiator),
     ] {
         if let Some(f) = t.take(key) {
             *slot = r.int_in(&f, 1, 1_000_000)? as usize;

@@ -249,7 +249,7 @@ impl Connection {
     /// no longer counts against `[limits] logins`.
     pub(super) fn end_login(&mut self) {
         if std::mem::take(&mut self.logging_in) {
-            self.server.gate.login_ended();
+            self.server.gate.login_ended(self.peer.ip());
         }
     }
 }

@@ -228,7 +228,7 @@ impl Connection {
             peer,
             peer_gone,
         } = endpoint;
-        server.gate.login_started();
+        server.gate.login_started(peer.ip());
         let output_gauge = Arc::clone(&server.output_bytes);
         let nop_interval = Duration::from_secs(defaults.nop_in_interval_s as u64);
         let nop_timeout = Duration::from_secs(defaults.nop_in_timeout_s as u64);

@@ -1,18 +1,19 @@
-//! A pair in virtual time: the target's [`Connection`]s against the
+//! A pair in virtual time: the target's `Connection`s against the
 //! initiator's session core ([`SessionCore`]), joined by queues of bytes
 //! instead of sockets, with no threads and no sleeps (quinn-proto's tests
 //! pair a client and a server the same way).
 //!
 //! The pair owns the clock: an `Instant` fixed at the start plus a
 //! `Duration` that moves only when a test says so ([`Pair::advance`]), in
-//! steps of [`TICK`], the target worker's tick. It plays both drivers: it
-//! moves what each side flushes to the other (whole, or in pieces of sizes
-//! the test chooses), holds a connection's deliveries in one direction for
-//! as long as the test says (a CmdSN gap between the connections of one
-//! session, a peer that never answers), and carries out the target's
-//! actions: a wake-up calls `handle_wake` and feeds the connection's held
-//! input again; store work runs at once, or waits until the test releases
-//! it. Logins are the real ones on both sides.
+//! steps of [`TICK`], the target worker's tick. It moves what each side
+//! flushes to the other (whole, or in pieces of sizes the test chooses),
+//! and holds a connection's deliveries in one direction for as long as the
+//! test says (a CmdSN gap between the connections of one session, a peer
+//! that never answers). The target's connections run under
+//! `isoe_target::memory_driver` (the worker's rules, no sockets); the pair
+//! carries out what they ask: wake-ups at the end of each round, store work
+//! at once or when the test releases it. Logins are the real ones on both
+//! sides.
 
 use isoe_initiator::login::{LoginExchange, LoginStep};
 use isoe_initiator::session::SessionCore;
@@ -20,7 +21,7 @@ use isoe_initiator::{
     Command, Completion, IscsiUrl, Keepalive, Outcome, ScsiStatus, SessionConfig, TaskManagement,
 };
 use isoe_scsi::Background;
-use isoe_target::connection::{Action, Connection, Endpoint, Flow};
+use isoe_target::memory_driver::{Drive, MemoryConnection};
 use isoe_target::{Config, Server};
 use isoe_wire::frame::{decode, encode, Decoded, FrameLimits};
 use isoe_wire::negotiate::LocalParams;
@@ -110,7 +111,7 @@ impl Deliveries {
 /// One connection: the target's state machine and the bytes between it
 /// and the initiator's side.
 struct Link {
-    conn: Connection,
+    conn: MemoryConnection,
     /// The initiator's session and connection index, in full feature phase;
     /// None while logging in and for links a test drives by hand, whose
     /// bytes from the target wait in `initiator_rx`.
@@ -121,13 +122,10 @@ struct Link {
     /// Deliveries on their way, and bytes arrived but not yet taken, in
     /// each direction.
     to_target: Deliveries,
-    target_rx: Vec<u8>,
     to_initiator: Deliveries,
     initiator_rx: Vec<u8>,
     hold_to_target: bool,
     hold_to_initiator: bool,
-    /// The target's input waits behind a CmdSN gap until a wake-up.
-    waiting: bool,
     /// When the target ended the connection.
     closed_at: Option<Duration>,
     /// Every PDU the target sent, with the time.
@@ -222,6 +220,11 @@ impl Pair {
         }
     }
 
+    /// Virtual time since the pair began.
+    pub fn elapsed(&self) -> Duration {
+        self.elapsed
+    }
+
     fn now(&self) -> Instant {
         self.start + self.elapsed
     }
@@ -237,31 +240,17 @@ impl Pair {
 
     /// A new connection the target has just accepted.
     pub fn connect(&mut self) -> usize {
-        let serial = self.server.next_serial();
-        let endpoint = Endpoint {
-            serial,
-            local: "127.0.0.1:3260".parse().expect("address"),
-            peer: "127.0.0.1:40000".parse().expect("address"),
-            peer_gone: None,
-        };
-        let conn = Connection::new(
-            self.server.clone(),
-            endpoint,
-            self.now(),
-            [serial as u8; 32],
-        );
+        let conn = MemoryConnection::accept(&self.server, self.now());
         self.links.push(Link {
             conn,
             initiator: None,
             send_limits: FrameLimits::LOGIN,
             recv_limits: FrameLimits::LOGIN,
             to_target: Deliveries::default(),
-            target_rx: Vec::new(),
             to_initiator: Deliveries::default(),
             initiator_rx: Vec::new(),
             hold_to_target: false,
             hold_to_initiator: false,
-            waiting: false,
             closed_at: None,
             sent: Vec::new(),
             next_stat_sn: None,
@@ -350,7 +339,7 @@ impl Pair {
 
     /// Whether the target's input on `link` waits behind a CmdSN gap.
     pub fn waiting(&self, link: usize) -> bool {
-        self.links[link].waiting
+        self.links[link].conn.is_waiting()
     }
 
     /// When the target ended `link`, if it did.
@@ -377,11 +366,12 @@ impl Pair {
     /// connection; then runs until quiet.
     pub fn release_work(&mut self) {
         for held in std::mem::take(&mut self.held_work) {
+            let mut drive = Drive::default();
             let completion = held.work.run();
             self.links[held.link]
                 .conn
-                .complete_work(held.token, completion);
-            self.after_target_event(held.link);
+                .complete_work(held.token, completion, &mut drive);
+            self.carry_out(held.link, drive);
         }
         self.run();
     }
@@ -500,13 +490,9 @@ impl Pair {
     fn tick(&mut self) {
         let now = self.now();
         for link in 0..self.links.len() {
-            if self.links[link].closed_at.is_some() {
-                continue;
-            }
-            match self.links[link].conn.handle_tick(now) {
-                Flow::Close => self.close(link),
-                Flow::Continue | Flow::Wait => self.after_target_event(link),
-            }
+            let mut drive = Drive::default();
+            self.links[link].conn.tick(now, &mut drive);
+            self.carry_out(link, drive);
         }
         for core in &mut self.sessions {
             // The engine would fail the session; the pair only marks the
@@ -576,90 +562,65 @@ impl Pair {
         if l.hold_to_target || l.closed_at.is_some() || l.to_target.is_empty() {
             return false;
         }
+        let now = self.now();
         loop {
             let len = self.piece_len();
             let l = &mut self.links[link];
             let Some(piece) = l.to_target.next_piece(len) else {
                 return true;
             };
-            l.target_rx.extend_from_slice(&piece);
-            self.feed_target(link);
+            let mut drive = Drive::default();
+            l.conn.receive(&piece, now, &mut drive);
+            self.carry_out(link, drive);
             if self.links[link].closed_at.is_some() {
                 return true;
             }
         }
     }
 
-    /// Hands the target's connection the bytes it holds, as the worker's
-    /// pump does, unless its input waits behind a CmdSN gap.
-    fn feed_target(&mut self, link: usize) {
-        let now = self.now();
-        if self.links[link].waiting {
-            return;
-        }
-        loop {
-            let l = &mut self.links[link];
-            let input = l.conn.handle_input(&l.target_rx, now);
-            l.target_rx.drain(..input.consumed);
-            match input.flow {
-                Flow::Close => return self.close(link),
-                Flow::Wait => l.waiting = true,
-                Flow::Continue if input.output_full => {
-                    // Sent at once here: the pair's sockets never fill.
-                    self.target_sends(link);
-                    continue;
-                }
-                Flow::Continue => {}
-            }
-            break;
-        }
-        self.after_target_event(link);
-    }
-
-    /// Carries out the target connection's actions, then sends its output.
-    fn after_target_event(&mut self, link: usize) {
-        while let Some(action) = self.links[link].conn.poll_action() {
-            match action {
-                Action::Wake(serial) => self.wakes.push(serial),
-                Action::Run { token, work } if self.hold_work => {
-                    self.held_work.push(HeldWork { link, token, work })
-                }
-                Action::Run { token, work } => {
-                    let completion = work.run();
-                    self.links[link].conn.complete_work(token, completion);
-                }
-            }
-        }
-        self.target_sends(link);
-    }
-
-    /// The target's output on `link` goes on its way, each PDU in it
-    /// decoded for [`Pair::sent_by_target`].
-    fn target_sends(&mut self, link: usize) {
+    /// Carries out what driving the target's connection on `link` gave:
+    /// its output goes on its way, each PDU in it decoded for
+    /// [`Pair::sent_by_target`]; wake-ups wait for the end of the round;
+    /// store work runs at once, or waits for [`Pair::release_work`].
+    fn carry_out(&mut self, link: usize, drive: Drive) {
         let elapsed = self.elapsed;
         let l = &mut self.links[link];
-        let mut bytes = Vec::new();
-        l.conn.flush(&mut bytes).expect("flush into memory");
-        if bytes.is_empty() {
-            return;
-        }
-        let limits = FrameLimits {
-            max_recv_data_segment_length: 1 << 24,
-            ..l.recv_limits
-        };
-        let mut rest = &bytes[..];
-        while !rest.is_empty() {
-            match decode(rest, &limits).expect("the target's output decodes") {
-                Decoded::Frame { frame, len } => {
-                    let pdu = frame.pdu().expect("a PDU the initiator knows");
-                    l.check_numbers(&pdu);
-                    l.sent.push((elapsed, pdu));
-                    rest = &rest[len..];
+        if !drive.output.is_empty() {
+            let limits = FrameLimits {
+                max_recv_data_segment_length: 1 << 24,
+                ..l.recv_limits
+            };
+            let mut rest = &drive.output[..];
+            while !rest.is_empty() {
+                match decode(rest, &limits).expect("the target's output decodes") {
+                    Decoded::Frame { frame, len } => {
+                        let pdu = frame.pdu().expect("a PDU the initiator knows");
+                        l.check_numbers(&pdu);
+                        l.sent.push((elapsed, pdu));
+                        rest = &rest[len..];
+                    }
+                    Decoded::NeedMore { .. } => panic!("the target sent part of a PDU"),
                 }
-                Decoded::NeedMore { .. } => panic!("the target flushed part of a PDU"),
             }
+            l.to_initiator.push(drive.output);
         }
-        l.to_initiator.push(bytes);
+        if drive.closed {
+            l.closed_at = Some(elapsed);
+            l.to_target.clear();
+        }
+        self.wakes.extend(drive.wakes);
+        for (token, work) in drive.work {
+            if self.hold_work {
+                self.held_work.push(HeldWork { link, token, work });
+                continue;
+            }
+            let mut next = Drive::default();
+            let completion = work.run();
+            self.links[link]
+                .conn
+                .complete_work(token, completion, &mut next);
+            self.carry_out(link, next);
+        }
     }
 
     fn deliver_to_initiator(&mut self, link: usize) -> bool {
@@ -709,36 +670,16 @@ impl Pair {
 
     /// A wake-up for the connection with `serial`, as the worker runs it.
     fn wake(&mut self, serial: u64) {
+        let now = self.now();
         let Some(link) = self
             .links
             .iter()
-            .position(|l| l.closed_at.is_none() && l.conn.serial() == serial)
+            .position(|l| l.conn.is_open() && l.conn.connection().serial() == serial)
         else {
             return;
         };
-        match self.links[link].conn.handle_wake() {
-            Flow::Close => self.close(link),
-            _ if self.links[link].waiting => {
-                self.links[link].waiting = false;
-                self.feed_target(link);
-            }
-            _ => self.after_target_event(link),
-        }
-    }
-
-    /// The target ends `link`: what is queued goes, the connection detaches
-    /// from its session, and the bytes still on their way to it are lost.
-    fn close(&mut self, link: usize) {
-        self.target_sends(link);
-        let l = &mut self.links[link];
-        l.conn.detach();
-        l.closed_at = Some(self.elapsed);
-        l.to_target.clear();
-        l.target_rx.clear();
-        while let Some(action) = self.links[link].conn.poll_action() {
-            if let Action::Wake(serial) = action {
-                self.wakes.push(serial);
-            }
-        }
+        let mut drive = Drive::default();
+        self.links[link].conn.wake(now, &mut drive);
+        self.carry_out(link, drive);
     }
 }

@@ -64,6 +64,15 @@ fn r2ts(pair: &Pair, link: usize) -> Vec<(u32, u32, u32)> {
         .collect()
 }
 
+/// Moves the clock to `at` and asserts that the target ended `link` then,
+/// and not a tick before.
+fn ends_at(pair: &mut Pair, link: usize, at: Duration) {
+    pair.advance(at - TICK - pair.elapsed());
+    assert_eq!(pair.closed_at(link), None, "open a tick before {at:?}");
+    pair.advance(TICK);
+    assert_eq!(pair.closed_at(link), Some(at));
+}
+
 /// A session of two connections with one write submitted on each, the
 /// first (CmdSN 1, on connection 0) held back on its way, so that the
 /// second (CmdSN 2, on connection 1) arrives ahead of a gap. Returns the
@@ -108,10 +117,7 @@ fn a_command_ahead_of_a_cmd_sn_gap_runs_once_the_gap_fills() {
 #[test]
 fn a_cmd_sn_gap_that_never_fills_ends_the_waiting_connection() {
     let (mut pair, _, links, _) = two_writes_across_a_gap();
-    pair.advance(CMD_SN_GAP_WAIT - TICK);
-    assert_eq!(pair.closed_at(links[1]), None);
-    pair.advance(TICK);
-    assert_eq!(pair.closed_at(links[1]), Some(CMD_SN_GAP_WAIT));
+    ends_at(&mut pair, links[1], CMD_SN_GAP_WAIT);
     assert_eq!(pair.closed_at(links[0]), None, "the other connection stays");
     let session = pair.server.session_count();
     assert_eq!(session, 1, "so does the session");
@@ -142,10 +148,7 @@ fn solicited_data_that_never_comes_ends_the_connection_and_frees_the_budget() {
     pair.run();
     assert_eq!(r2ts(&pair, link), [(0, 0, 4096)]);
     assert_eq!(pair.server.write_budget.held(), 4096, "one burst charged");
-    pair.advance(DATA_OUT_WAIT - TICK);
-    assert_eq!(pair.closed_at(link), None);
-    pair.advance(TICK);
-    assert_eq!(pair.closed_at(link), Some(DATA_OUT_WAIT));
+    ends_at(&mut pair, link, DATA_OUT_WAIT);
     assert_eq!(
         pair.server.write_budget.held(),
         0,

@@ -586,13 +586,10 @@ impl Pair {
         let elapsed = self.elapsed;
         let l = &mut self.links[link];
         if !drive.output.is_empty() {
-            let limits = FrameLimits {
-                max_recv_data_segment_length: 1 << 24,
-                ..l.recv_limits
-            };
             let mut rest = &drive.output[..];
             while !rest.is_empty() {
-                match decode(rest, &limits).expect("the target's output decodes") {
+                // Under the initiator's limits: its MaxRecvDataSegmentLength too.
+                match decode(rest, &l.recv_limits).expect("the target's output decodes") {
                     Decoded::Frame { frame, len } => {
                         let pdu = frame.pdu().expect("a PDU the initiator knows");
                         l.check_numbers(&pdu);

@@ -4,12 +4,13 @@
 
 use crate::config::SocketOptions;
 use crate::error::InitiatorError;
+pub use crate::login::LoginResult;
+use crate::login::{LoginExchange, LoginStep};
 use crate::recv_buf::RecvBuf;
 use crate::sys;
 use crate::url::Portal;
 use isoe_wire::frame::{self, Decoded, FrameLimits};
-use isoe_wire::login::{InitiatorLogin, InitiatorLoginConfig, InitiatorStep, Negotiated};
-use isoe_wire::pdu::LoginResponse;
+use isoe_wire::login::InitiatorLoginConfig;
 use isoe_wire::Pdu;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -27,21 +28,6 @@ pub struct Channel {
     /// How we send (digests).
     pub send_limits: FrameLimits,
     timeout: Duration,
-}
-
-/// A finished login and the sequence numbers it left.
-#[derive(Debug, Clone)]
-pub struct LoginResult {
-    /// What was negotiated.
-    pub negotiated: Negotiated,
-    /// The session's TSIH.
-    pub tsih: u16,
-    /// StatSN of the final Login Response + 1.
-    pub exp_stat_sn: u32,
-    /// ExpCmdSN of the final Login Response.
-    pub exp_cmd_sn: u32,
-    /// MaxCmdSN of the final Login Response.
-    pub max_cmd_sn: u32,
 }
 
 impl Channel {
@@ -155,24 +141,20 @@ impl Channel {
                 ))
             })?;
         }
-        let mut login = InitiatorLogin::new(config, random);
+        let mut login = LoginExchange::new(config, random);
         let mut step = login.start();
-        let mut last = LoginResponse::default();
         loop {
             match step {
-                InitiatorStep::Send { request, data } => {
+                LoginStep::Send { request, data } => {
                     self.send(&Pdu::LoginRequest(request), &data)?;
                     let (pdu, data) = self.recv("during login")?;
-                    last = match pdu {
-                        Pdu::LoginResponse(r) => r,
-                        other => {
-                            return Err(InitiatorError::Protocol {
-                                portal: self.portal.clone(),
-                                what: format!("{:?} PDU during login", other.opcode()),
-                            })
-                        }
+                    let Pdu::LoginResponse(response) = pdu else {
+                        return Err(InitiatorError::Protocol {
+                            portal: self.portal.clone(),
+                            what: format!("{:?} PDU during login", pdu.opcode()),
+                        });
                     };
-                    step = login.handle_response(&last, &data).map_err(|source| {
+                    step = login.handle_response(&response, &data).map_err(|source| {
                         InitiatorError::Login {
                             portal: self.portal.clone(),
                             target: target.clone(),
@@ -180,25 +162,9 @@ impl Channel {
                         }
                     })?;
                 }
-                InitiatorStep::Complete { negotiated, tsih } => {
-                    let c = negotiated.connection;
-                    self.recv_limits = FrameLimits {
-                        max_recv_data_segment_length: c.max_recv_data_segment_length,
-                        header_digest: c.header_digest,
-                        data_digest: c.data_digest,
-                        crc: isoe_wire::digest::Crc32cImpl::Hardware,
-                    };
-                    self.send_limits = FrameLimits {
-                        max_recv_data_segment_length: c.max_send_data_segment_length,
-                        ..self.recv_limits
-                    };
-                    return Ok(LoginResult {
-                        negotiated,
-                        tsih,
-                        exp_stat_sn: last.stat_sn.wrapping_add(1),
-                        exp_cmd_sn: last.exp_cmd_sn,
-                        max_cmd_sn: last.max_cmd_sn,
-                    });
+                LoginStep::Done(result) => {
+                    (self.recv_limits, self.send_limits) = result.limits();
+                    return Ok(result);
                 }
             }
         }

@@ -2,8 +2,8 @@
 
 use crate::url::{IscsiUrl, Portal};
 use isoe_wire::chap::{ChapAlgorithm, Secret};
-use isoe_wire::login::InitiatorChap;
-use isoe_wire::negotiate::{Digest, LocalParams};
+use isoe_wire::login::{InitiatorChap, InitiatorLoginConfig};
+use isoe_wire::negotiate::{Digest, LocalParams, SessionType};
 use std::time::Duration;
 
 /// The InitiatorName isoe uses unless told otherwise.
@@ -134,6 +134,28 @@ impl SessionConfig {
             keepalive: Keepalive::default(),
             socket: SocketOptions::default(),
             timeout: Duration::from_secs(15),
+        }
+    }
+
+    /// What connection `cid` of the session logs in with: a new session
+    /// when `tsih` is 0, else a connection joining it; the login's CmdSN is
+    /// the session's next, `cmd_sn`. MaxConnections asks for at least
+    /// [`SessionConfig::connections`].
+    pub fn login_config(&self, cid: u16, tsih: u16, cmd_sn: u32) -> InitiatorLoginConfig {
+        let mut params = self.params.clone();
+        params.max_connections = params.max_connections.max(self.connections);
+        InitiatorLoginConfig {
+            initiator_name: self.initiator_name.clone(),
+            initiator_alias: None,
+            target_name: Some(self.target_name.clone()),
+            session_type: SessionType::Normal,
+            isid: self.isid,
+            tsih,
+            cid,
+            initiator_task_tag: u32::from(cid),
+            cmd_sn,
+            params,
+            chap: self.chap.clone(),
         }
     }
 

@@ -20,12 +20,12 @@ use crate::command::{Command, Completion, Outcome, TaskError, TaskManagement};
 use crate::config::SessionConfig;
 use crate::error::InitiatorError;
 use crate::recv_buf::RecvBuf;
-use crate::session::{ConnCore, ConnFailure, Placement, SessionCore};
+use crate::session::{ConnFailure, Placement, SessionCore};
 
 use crate::sys;
 use isoe_wire::frame;
 use isoe_wire::login::InitiatorLoginConfig;
-use isoe_wire::negotiate::{SessionParams, SessionType};
+use isoe_wire::negotiate::SessionParams;
 use std::io;
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, RawFd};
@@ -638,45 +638,17 @@ fn connect_session(
     cmd_sn: u32,
     now: Instant,
 ) -> Result<(SessionCore, Vec<Sock>, u16), InitiatorError> {
-    let mut params = config.params.clone();
-    params.max_connections = params.max_connections.max(config.connections);
-    let login_config = |cid: u16, tsih: u16| InitiatorLoginConfig {
-        initiator_name: config.initiator_name.clone(),
-        initiator_alias: None,
-        target_name: Some(config.target_name.clone()),
-        session_type: SessionType::Normal,
-        isid: config.isid,
-        tsih,
-        cid,
-        initiator_task_tag: u32::from(cid),
-        cmd_sn,
-        params: params.clone(),
-        chap: config.chap.clone(),
-    };
-    let (first, first_sock) = login_one(config, login_config(0, 0))?;
+    let (first, first_sock) = login_one(config, config.login_config(0, 0, cmd_sn))?;
     let tsih = first.tsih;
     let wanted = config
         .connections
         .max(1)
         .min(first.negotiated.session.max_connections.max(1));
-    let mut core = SessionCore::new(
-        index,
-        first.negotiated.session.clone(),
-        config.keepalive,
-        cmd_sn,
-        first.exp_cmd_sn,
-        first.max_cmd_sn,
-    );
-    core.reinstated(cmd_sn, first.exp_cmd_sn, first.max_cmd_sn);
-    core.add_connection(
-        conn_core(0, &first, now),
-        first.exp_cmd_sn,
-        first.max_cmd_sn,
-    );
+    let mut core = SessionCore::from_login(index, config.keepalive, cmd_sn, &first, now);
     let mut socks = vec![first_sock];
     for cid in 1..wanted {
-        let (more, sock) = login_one(config, login_config(cid, tsih))?;
-        core.add_connection(conn_core(cid, &more, now), more.exp_cmd_sn, more.max_cmd_sn);
+        let (more, sock) = login_one(config, config.login_config(cid, tsih, cmd_sn))?;
+        core.add_login(&more, now);
         socks.push(sock);
     }
     Ok((core, socks, tsih))
@@ -703,21 +675,6 @@ fn login_one(
             rcvlowat: 1,
         },
     ))
-}
-
-fn conn_core(cid: u16, login: &LoginResult, now: Instant) -> ConnCore {
-    let c = login.negotiated.connection;
-    let recv = isoe_wire::frame::FrameLimits {
-        max_recv_data_segment_length: c.max_recv_data_segment_length,
-        header_digest: c.header_digest,
-        data_digest: c.data_digest,
-        crc: isoe_wire::digest::Crc32cImpl::Hardware,
-    };
-    let send = isoe_wire::frame::FrameLimits {
-        max_recv_data_segment_length: c.max_send_data_segment_length,
-        ..recv
-    };
-    ConnCore::new(cid, recv, send, login.exp_stat_sn, now)
 }
 
 /// How much the next `recv` into `sock.rbuf` may take: shortly after a

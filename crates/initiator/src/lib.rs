@@ -18,6 +18,7 @@ pub mod config;
 pub mod discovery;
 pub mod engine;
 pub mod error;
+pub mod login;
 mod out_queue;
 mod recv_buf;
 pub mod session;

@@ -14,6 +14,7 @@ use crate::command::{
     Command, Completion, Direction, Outcome, Residual, ScsiStatus, TaskError, TaskManagement,
 };
 use crate::config::Keepalive;
+use crate::login::LoginResult;
 use crate::out_queue::{OutQueue, Piece};
 use isoe_wire::frame::{self, Decoded, Frame, FrameLimits};
 use isoe_wire::negotiate::SessionParams;
@@ -117,6 +118,12 @@ impl ConnCore {
         }
     }
 
+    /// A connection fresh from `login`, with the limits it negotiated.
+    pub fn from_login(login: &LoginResult, now: Instant) -> ConnCore {
+        let (recv, send) = login.limits();
+        ConnCore::new(login.negotiated.cid, recv, send, login.exp_stat_sn, now)
+    }
+
     /// True when output waits to be sent.
     pub fn has_output(&self) -> bool {
         !self.out.is_empty()
@@ -194,6 +201,37 @@ impl SessionCore {
             conns_epoch: 0,
             sink: Vec::new(),
         }
+    }
+
+    /// A session whose leading login gave `first`, its first command to go
+    /// with `cmd_sn`.
+    pub fn from_login(
+        index: usize,
+        keepalive: Keepalive,
+        cmd_sn: u32,
+        first: &LoginResult,
+        now: Instant,
+    ) -> SessionCore {
+        let mut core = SessionCore::new(
+            index,
+            first.negotiated.session.clone(),
+            keepalive,
+            cmd_sn,
+            first.exp_cmd_sn,
+            first.max_cmd_sn,
+        );
+        core.add_login(first, now);
+        core
+    }
+
+    /// Adds a connection whose login gave `login` (the leading one, or one
+    /// joining the session).
+    pub fn add_login(&mut self, login: &LoginResult, now: Instant) {
+        self.add_connection(
+            ConnCore::from_login(login, now),
+            login.exp_cmd_sn,
+            login.max_cmd_sn,
+        );
     }
 
     /// The next CmdSN (what a new connection's login carries).

@@ -585,11 +585,14 @@ impl Connection {
         if session.is_closed() || session.is_ended(self.serial) {
             return Flow::Close;
         }
-        let overdue = self.writes.values().any(|t| {
-            t.awaits_data()
-                && t.last_data
-                    .is_some_and(|at| now.duration_since(at) >= DATA_OUT_WAIT)
-        });
+        // Behind a CmdSN gap the connection reads nothing, the awaited data
+        // included; the gap has its own deadline below.
+        let overdue = self.waiting_since.is_none()
+            && self.writes.values().any(|t| {
+                t.awaits_data()
+                    && t.last_data
+                        .is_some_and(|at| now.duration_since(at) >= DATA_OUT_WAIT)
+            });
         if overdue {
             eprintln!(
                 "isoe: connection from {} ({}) dropped: solicited write data not sent within {:?}",

@@ -34,8 +34,11 @@ impl Connection {
             max_cmd_sn,
         });
         let limits = self.send_limits;
-        // RFC 7143 §11.19: a ping's data is echoed back.
-        self.out.push(&pdu, data, &limits);
+        // RFC 7143 §11.19: a ping's data is echoed back, but no data
+        // segment goes out longer than the initiator's
+        // MaxRecvDataSegmentLength (§13.12): a longer ping's echo is cut.
+        let echo = &data[..data.len().min(self.max_send_segment as usize)];
+        self.out.push(&pdu, echo, &limits);
         Flow::Continue
     }
 }

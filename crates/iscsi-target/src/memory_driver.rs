@@ -1,0 +1,179 @@
+//! A driver with no sockets and no threads: one [`Connection`] with the
+//! bytes it has received and not yet taken, driven by the same rules as the
+//! target's worker (`driver/pump.rs`, `driver/worker.rs`), with the time
+//! passed in. Its caller moves the bytes and decides when store work runs;
+//! the pair harness of the tests and the fuzz targets drive connections
+//! through it.
+//!
+//! The rules: every complete PDU received is handled until one waits
+//! behind a CmdSN gap (then input stops until a wake-up) or the connection
+//! is to close (then its output goes, it detaches from its session and the
+//! connections that must hear of it are named); output that reaches its
+//! bound is taken at once, as if the socket always had room.
+
+use crate::connection::{Action, Connection, Endpoint, Flow};
+use crate::registry::Server;
+use isoe_scsi::{Background, Completion};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// What driving a connection gave: for the caller to carry out.
+#[derive(Debug, Default)]
+pub struct Drive {
+    /// Bytes to send to the initiator: whole PDUs, in order.
+    pub output: Vec<u8>,
+    /// Serials of connections to wake ([`MemoryConnection::wake`]).
+    pub wakes: Vec<u64>,
+    /// Store work to run; its completion goes back through
+    /// [`MemoryConnection::complete_work`] with the token.
+    pub work: Vec<(u64, Background)>,
+    /// The connection ended in this call.
+    pub closed: bool,
+}
+
+/// One connection driven in memory.
+pub struct MemoryConnection {
+    conn: Connection,
+    received: Vec<u8>,
+    waiting: bool,
+    open: bool,
+}
+
+impl MemoryConnection {
+    /// A connection `server` has just accepted at `now`, from 127.0.0.1 to
+    /// port 3260. Its random seed is made from its serial, so that a run
+    /// repeats exactly.
+    pub fn accept(server: &Arc<Server>, now: Instant) -> MemoryConnection {
+        let serial = server.next_serial();
+        let endpoint = Endpoint {
+            serial,
+            local: ([127, 0, 0, 1], 3260).into(),
+            peer: ([127, 0, 0, 1], 40000).into(),
+            peer_gone: None,
+        };
+        let seed = [serial as u8; 32];
+        MemoryConnection {
+            conn: Connection::new(server.clone(), endpoint, now, seed),
+            received: Vec::new(),
+            waiting: false,
+            open: true,
+        }
+    }
+
+    /// The connection's state machine.
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// False once the connection ended.
+    pub fn is_open(&self) -> bool {
+        self.open
+    }
+
+    /// Whether input waits behind a CmdSN gap for a wake-up.
+    pub fn is_waiting(&self) -> bool {
+        self.waiting
+    }
+
+    /// Bytes arrive: they are handled unless input waits.
+    pub fn receive(&mut self, bytes: &[u8], now: Instant, drive: &mut Drive) {
+        if !self.open {
+            return;
+        }
+        self.received.extend_from_slice(bytes);
+        self.feed(now, drive);
+    }
+
+    /// Another connection's wake-up ([`Drive::wakes`]): the connection
+    /// closes if it was ended from elsewhere, else its held input is
+    /// handled again.
+    pub fn wake(&mut self, now: Instant, drive: &mut Drive) {
+        if !self.open {
+            return;
+        }
+        match self.conn.handle_wake() {
+            Flow::Close => self.close(drive),
+            _ if self.waiting => {
+                self.waiting = false;
+                self.feed(now, drive);
+            }
+            _ => self.settle(drive),
+        }
+    }
+
+    /// The clock reached `now`: the connection's timers run.
+    pub fn tick(&mut self, now: Instant, drive: &mut Drive) {
+        if !self.open {
+            return;
+        }
+        match self.conn.handle_tick(now) {
+            Flow::Close => self.close(drive),
+            Flow::Continue | Flow::Wait => self.settle(drive),
+        }
+    }
+
+    /// Store work handed out in [`Drive::work`] is done.
+    pub fn complete_work(&mut self, token: u64, completion: Completion, drive: &mut Drive) {
+        if !self.open {
+            return;
+        }
+        self.conn.complete_work(token, completion);
+        self.settle(drive);
+    }
+
+    /// Ends the connection (the target decided so, or its peer left): what
+    /// is queued goes, and it detaches from its session.
+    pub fn close(&mut self, drive: &mut Drive) {
+        if !self.open {
+            return;
+        }
+        self.flush(drive);
+        self.conn.detach();
+        self.open = false;
+        self.waiting = false;
+        self.received.clear();
+        drive.closed = true;
+        while let Some(action) = self.conn.poll_action() {
+            if let Action::Wake(serial) = action {
+                drive.wakes.push(serial);
+            }
+        }
+    }
+
+    fn feed(&mut self, now: Instant, drive: &mut Drive) {
+        if self.waiting {
+            return;
+        }
+        loop {
+            let input = self.conn.handle_input(&self.received, now);
+            self.received.drain(..input.consumed);
+            match input.flow {
+                Flow::Close => return self.close(drive),
+                Flow::Wait => self.waiting = true,
+                Flow::Continue if input.output_full => {
+                    self.flush(drive);
+                    continue;
+                }
+                Flow::Continue => {}
+            }
+            break;
+        }
+        self.settle(drive);
+    }
+
+    /// Takes the connection's actions, then its output.
+    fn settle(&mut self, drive: &mut Drive) {
+        while let Some(action) = self.conn.poll_action() {
+            match action {
+                Action::Wake(serial) => drive.wakes.push(serial),
+                Action::Run { token, work } => drive.work.push((token, work)),
+            }
+        }
+        self.flush(drive);
+    }
+
+    fn flush(&mut self, drive: &mut Drive) {
+        // Writing to a Vec cannot fail.
+        let _ = self.conn.flush(&mut drive.output);
+    }
+}

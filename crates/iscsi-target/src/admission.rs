@@ -5,7 +5,7 @@
 use crate::config::Limits;
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// Descriptors kept free for the target's own files (stores, state, the
@@ -25,6 +25,9 @@ pub enum Refusal {
     /// `[limits] logins` reached.
     #[error("{0} logins in progress already (limits.logins)")]
     Logins(usize),
+    /// `[limits] logins_per_initiator` reached for this address.
+    #[error("{0} logins in progress from this address already (limits.logins_per_initiator)")]
+    LoginsPerInitiator(usize),
 }
 
 /// How many times each limit turned something away.
@@ -34,16 +37,36 @@ pub struct Refusals {
     pub connections: AtomicU64,
     /// New connections, over `connections_per_initiator`.
     pub per_initiator: AtomicU64,
-    /// New connections, over `logins`.
+    /// New connections, over `logins` or `logins_per_initiator`.
     pub logins: AtomicU64,
     /// Logins, over `sessions`.
     pub sessions: AtomicU64,
 }
 
+/// What one initiator address holds.
+#[derive(Debug, Default, Clone, Copy)]
+struct Holding {
+    connections: usize,
+    logins: usize,
+}
+
 #[derive(Debug, Default)]
 struct Open {
-    total: usize,
-    by_address: HashMap<IpAddr, usize>,
+    connections: usize,
+    logins: usize,
+    by_address: HashMap<IpAddr, Holding>,
+}
+
+impl Open {
+    fn forget_if_idle(&mut self, peer: IpAddr) {
+        if self
+            .by_address
+            .get(&peer)
+            .is_some_and(|h| h.connections == 0 && h.logins == 0)
+        {
+            self.by_address.remove(&peer);
+        }
+    }
 }
 
 /// The live counts and the limits they are held to.
@@ -51,13 +74,12 @@ struct Open {
 pub struct Gatekeeper {
     limits: Limits,
     open: Mutex<Open>,
-    logins: AtomicUsize,
     /// What the limits turned away.
     pub refused: Refusals,
 }
 
 impl Gatekeeper {
-    /// Gatekeeper under `limits`, with `connections` lowered to what
+    /// Admission under `limits`, with `connections` lowered to what
     /// `open_files` (RLIMIT_NOFILE, if known) leaves after
     /// [`DESCRIPTOR_RESERVE`]. Also returns a note when it was lowered.
     pub fn new(mut limits: Limits, open_files: Option<u64>) -> (Gatekeeper, Option<String>) {
@@ -74,13 +96,16 @@ impl Gatekeeper {
                 limits.connections = room as usize;
             }
         }
-        let admission = Gatekeeper {
+        let gate = Gatekeeper {
             limits,
             open: Mutex::new(Open::default()),
-            logins: AtomicUsize::new(0),
             refused: Refusals::default(),
         };
-        (admission, note)
+        (gate, note)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Open> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The limits in force.
@@ -89,59 +114,76 @@ impl Gatekeeper {
     }
 
     /// Admits a new connection from `peer`, or says which limit refuses it.
+    /// Logins in progress are limited per address too, so that one address
+    /// with idle connections cannot keep every other initiator from
+    /// logging in.
     pub fn admit_connection(&self, peer: IpAddr) -> Result<(), Refusal> {
-        let logins = self.logins.load(Ordering::Acquire);
-        if logins >= self.limits.logins {
-            self.refused.logins.fetch_add(1, Ordering::Relaxed);
-            return Err(Refusal::Logins(logins));
+        let mut open = self.lock();
+        let mine = open.by_address.get(&peer).copied().unwrap_or_default();
+        let refusal = if open.logins >= self.limits.logins {
+            Some((Refusal::Logins(open.logins), &self.refused.logins))
+        } else if mine.logins >= self.limits.logins_per_initiator {
+            Some((
+                Refusal::LoginsPerInitiator(mine.logins),
+                &self.refused.logins,
+            ))
+        } else if open.connections >= self.limits.connections {
+            Some((
+                Refusal::Connections(open.connections),
+                &self.refused.connections,
+            ))
+        } else if mine.connections >= self.limits.connections_per_initiator {
+            Some((
+                Refusal::PerInitiator(mine.connections),
+                &self.refused.per_initiator,
+            ))
+        } else {
+            None
+        };
+        if let Some((why, counter)) = refusal {
+            counter.fetch_add(1, Ordering::Relaxed);
+            return Err(why);
         }
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        if open.total >= self.limits.connections {
-            self.refused.connections.fetch_add(1, Ordering::Relaxed);
-            return Err(Refusal::Connections(open.total));
-        }
-        let from_peer = open.by_address.get(&peer).copied().unwrap_or(0);
-        if from_peer >= self.limits.connections_per_initiator {
-            self.refused.per_initiator.fetch_add(1, Ordering::Relaxed);
-            return Err(Refusal::PerInitiator(from_peer));
-        }
-        open.total += 1;
-        *open.by_address.entry(peer).or_default() += 1;
+        open.connections += 1;
+        open.by_address.entry(peer).or_default().connections += 1;
         Ok(())
     }
 
     /// A connection admitted from `peer` has closed.
     pub fn release_connection(&self, peer: IpAddr) {
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        open.total = open.total.saturating_sub(1);
-        if let Some(count) = open.by_address.get_mut(&peer) {
-            *count -= 1;
-            if *count == 0 {
-                open.by_address.remove(&peer);
-            }
+        let mut open = self.lock();
+        open.connections = open.connections.saturating_sub(1);
+        if let Some(h) = open.by_address.get_mut(&peer) {
+            h.connections = h.connections.saturating_sub(1);
         }
+        open.forget_if_idle(peer);
     }
 
     /// Connections open now.
     pub fn connections(&self) -> usize {
-        self.open.lock().unwrap_or_else(|e| e.into_inner()).total
+        self.lock().connections
     }
 
-    /// A login starts (a connection was created).
-    pub fn login_started(&self) {
-        self.logins.fetch_add(1, Ordering::AcqRel);
+    /// A login from `peer` starts (a connection was created).
+    pub fn login_started(&self, peer: IpAddr) {
+        let mut open = self.lock();
+        open.logins += 1;
+        open.by_address.entry(peer).or_default().logins += 1;
     }
 
-    /// A login ended: full feature phase, failure or close.
-    pub fn login_ended(&self) {
-        let _ = self
-            .logins
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    /// A login from `peer` ended: full feature phase, failure or close.
+    pub fn login_ended(&self, peer: IpAddr) {
+        let mut open = self.lock();
+        open.logins = open.logins.saturating_sub(1);
+        if let Some(h) = open.by_address.get_mut(&peer) {
+            h.logins = h.logins.saturating_sub(1);
+        }
+        open.forget_if_idle(peer);
     }
 
     /// Logins in progress now.
     pub fn logins(&self) -> usize {
-        self.logins.load(Ordering::Acquire)
+        self.lock().logins
     }
 }
 
@@ -159,6 +201,31 @@ mod tests {
     }
 
     #[test]
+    fn one_address_cannot_take_every_login_slot() {
+        let (a, _) = Gatekeeper::new(
+            Limits {
+                logins: 10,
+                logins_per_initiator: 3,
+                ..Limits::default()
+            },
+            None,
+        );
+        let idle: IpAddr = "10.0.0.9".parse().unwrap();
+        let other: IpAddr = "10.0.0.10".parse().unwrap();
+        for _ in 0..3 {
+            assert_eq!(a.admit_connection(idle), Ok(()));
+            a.login_started(idle);
+        }
+        assert_eq!(
+            a.admit_connection(idle),
+            Err(Refusal::LoginsPerInitiator(3))
+        );
+        assert_eq!(a.admit_connection(other), Ok(()), "room kept for others");
+        a.login_ended(idle);
+        assert_eq!(a.admit_connection(idle), Ok(()));
+    }
+
+    #[test]
     fn each_limit_refuses_and_counts_and_closing_frees_room() {
         let (a, note) = Gatekeeper::new(limits(), None);
         assert!(note.is_none());
@@ -171,12 +238,12 @@ mod tests {
         assert_eq!(a.admit_connection(two), Err(Refusal::Connections(3)));
         a.release_connection(one);
         assert_eq!(a.admit_connection(two), Ok(()));
-        a.login_started();
-        a.login_started();
+        a.login_started(one);
+        a.login_started(two);
         assert_eq!(a.admit_connection(two), Err(Refusal::Logins(2)));
-        a.login_ended();
-        a.login_ended();
-        a.login_ended();
+        a.login_ended(one);
+        a.login_ended(two);
+        a.login_ended(two);
         assert_eq!(a.logins(), 0, "never below zero");
         assert_eq!(a.refused.per_initiator.load(Ordering::Relaxed), 1);
         assert_eq!(a.refused.connections.load(Ordering::Relaxed), 1);

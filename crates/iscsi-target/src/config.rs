@@ -37,7 +37,9 @@
 //! connections_per_initiator = 256  # per initiator IP address
 //! sessions = 1024
 //! logins = 256                     # connections not yet logged in
+//! logins_per_initiator = 16        # of those, from one IP address
 //! write_buffer = "256MiB"          # solicited write data, all connections
+//! response_buffer = "256MiB"       # responses built, not yet sent, all connections
 //! ```
 //!
 //! `examples/target.toml` at the top of the repository documents every key.
@@ -195,9 +197,17 @@ pub struct Limits {
     pub sessions: usize,
     /// `logins`: connections at once that have not finished logging in.
     pub logins: usize,
+    /// `logins_per_initiator`: of those, from one IP address, so that one
+    /// address's idle connections cannot keep others from logging in.
+    pub logins_per_initiator: usize,
     /// `write_buffer`: write data solicited (R2T) and not yet stored, all
-    /// connections together; beyond it R2Ts wait.
+    /// connections together; beyond it R2Ts wait, and a write whose data
+    /// would come unasked is answered TASK SET FULL.
     pub write_buffer: usize,
+    /// `response_buffer`: responses built and not yet taken by their
+    /// sockets, all connections together; beyond it a connection with
+    /// output waiting takes no new command until some is sent.
+    pub response_buffer: usize,
 }
 
 impl Default for Limits {
@@ -207,7 +217,9 @@ impl Default for Limits {
             connections_per_initiator: 256,
             sessions: 1024,
             logins: 256,
+            logins_per_initiator: 16,
             write_buffer: 256 << 20,
+            response_buffer: 256 << 20,
         }
     }
 }
@@ -904,7 +916,9 @@ const LIMITS_KEYS: &[&str] = &[
     "connections_per_initiator",
     "sessions",
     "logins",
+    "logins_per_initiator",
     "write_buffer",
+    "response_buffer",
 ];
 const DISCOVERY_KEYS: &[&str] = &["chap"];
 const DATAPATH_KEYS: &[&str] = &["batching", "crc", "buffer_pool"];
@@ -1033,17 +1047,23 @@ fn read_limits(r: &Reader, mut t: Table) -> Result<Limits, ConfigError> {
         ),
         ("sessions", &mut l.sessions),
         ("logins", &mut l.logins),
+        ("logins_per_initiator", &mut l.logins_per_initiator),
     ] {
         if let Some(f) = t.take(key) {
             *slot = r.int_in(&f, 1, 1_000_000)? as usize;
         }
     }
-    if let Some(f) = t.take("write_buffer") {
-        let bytes = r.size(&f)?;
-        l.write_buffer = usize::try_from(bytes)
-            .ok()
-            .filter(|&b| b >= 1 << 20)
-            .ok_or_else(|| r.wrong_type(&f, "a size of at least 1 MiB"))?;
+    for (key, slot) in [
+        ("write_buffer", &mut l.write_buffer),
+        ("response_buffer", &mut l.response_buffer),
+    ] {
+        if let Some(f) = t.take(key) {
+            let bytes = r.size(&f)?;
+            *slot = usize::try_from(bytes)
+                .ok()
+                .filter(|&b| b >= 1 << 20)
+                .ok_or_else(|| r.wrong_type(&f, "a size of at least 1 MiB"))?;
+        }
     }
     debug_assert!(t.entries.is_empty(), "deny_unknown ran on the table");
     Ok(l)

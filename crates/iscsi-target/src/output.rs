@@ -15,6 +15,8 @@ use isoe_wire::frame::{self, FrameLimits};
 use isoe_wire::Pdu;
 use std::io::{self, IoSlice, Write};
 use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// At most this many slices go into one `writev` (Linux IOV_MAX is 1024).
 /// They live on the stack: a flush allocates nothing.
@@ -32,7 +34,7 @@ enum Segment {
 }
 
 /// Outgoing PDUs of one connection, waiting for the next flush.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Output {
     headers: Vec<u8>,
     segments: Vec<Segment>,
@@ -50,6 +52,8 @@ pub struct Output {
     pub pdus_queued: u64,
     /// Bytes queued and not yet written.
     pending: usize,
+    /// The same, summed over every connection of the process.
+    gauge: Option<Arc<AtomicUsize>>,
 }
 
 impl Output {
@@ -57,8 +61,38 @@ impl Output {
     /// calls instead of batching all that is queued.
     pub fn new(per_pdu_writes: bool) -> Output {
         Output {
+            headers: Vec::new(),
+            segments: Vec::new(),
+            buffers: Vec::new(),
+            cursor: (0, 0),
             per_pdu_writes,
-            ..Output::default()
+            pdu_ends: Vec::new(),
+            next_pdu: 0,
+            pdus_queued: 0,
+            pending: 0,
+            gauge: None,
+        }
+    }
+
+    /// As [`Output::new`], adding what is queued to `gauge`, shared by
+    /// every connection, so that the process can bound the total.
+    pub fn with_gauge(per_pdu_writes: bool, gauge: Arc<AtomicUsize>) -> Output {
+        let mut output = Output::new(per_pdu_writes);
+        output.gauge = Some(gauge);
+        output
+    }
+
+    fn grow(&mut self, bytes: usize) {
+        self.pending += bytes;
+        if let Some(gauge) = &self.gauge {
+            gauge.fetch_add(bytes, Ordering::Relaxed);
+        }
+    }
+
+    fn shrink(&mut self, bytes: usize) {
+        self.pending -= bytes;
+        if let Some(gauge) = &self.gauge {
+            gauge.fetch_sub(bytes, Ordering::Relaxed);
         }
     }
 
@@ -78,7 +112,7 @@ impl Output {
         if start == end {
             return;
         }
-        self.pending += end - start;
+        self.grow(end - start);
         // Batched, adjacent header bytes (one PDU's trailer, the next PDU's
         // header) share a slice; per PDU, a slice never spans two PDUs.
         if !self.per_pdu_writes {
@@ -135,7 +169,7 @@ impl Output {
         if data_len > 0 {
             let (trailer, trailer_len) =
                 frame::data_trailer(&self.buffers[index][range.clone()], limits);
-            self.pending += range.end - range.start;
+            self.grow(range.end - range.start);
             self.segments.push(Segment::Data { index, range });
             let start = self.headers.len();
             self.headers.extend_from_slice(&trailer[..trailer_len]);
@@ -210,7 +244,7 @@ impl Output {
     }
 
     fn advance(&mut self, mut written: usize) {
-        self.pending -= written;
+        self.shrink(written);
         while written > 0 {
             let (index, skip) = self.cursor;
             let remaining = self.segment_len(&self.segments[index]) - skip;
@@ -231,10 +265,18 @@ impl Output {
         self.pdu_ends.clear();
         self.next_pdu = 0;
         self.cursor = (0, 0);
-        self.pending = 0;
+        self.shrink(self.pending);
         for buffer in self.buffers.drain(..) {
             pool.give(buffer);
         }
+    }
+}
+
+impl Drop for Output {
+    /// A connection that ends with output unsent takes it off the gauge.
+    fn drop(&mut self) {
+        let pending = self.pending;
+        self.shrink(pending);
     }
 }
 
@@ -413,7 +455,7 @@ pub(crate) mod tests {
         frame::encode(&mut expected, &pdu, &[], &data[5..1001], &limits);
         frame::encode(&mut expected, &pdu, &[], &[], &limits);
 
-        let mut out = Output::default();
+        let mut out = Output::new(false);
         out.push(&pdu, b"ping", &limits);
         let index = out.adopt(data.clone());
         out.push_with_data(&pdu, index, 5..1001, &limits);
@@ -427,5 +469,30 @@ pub(crate) mod tests {
         assert_eq!(sink.got, expected);
         assert!(out.is_empty());
         assert_eq!(pool.idle(), 1, "the data buffer returns to the pool");
+    }
+
+    #[test]
+    fn the_shared_gauge_follows_what_is_queued_and_sent() {
+        let gauge = Arc::new(AtomicUsize::new(0));
+        let mut out = Output::with_gauge(false, Arc::clone(&gauge));
+        let ping = Pdu::NopIn(NopIn::default());
+        out.push(&ping, &[7; 100], &FrameLimits::LOGIN);
+        let queued = out.pending_bytes();
+        assert_eq!(gauge.load(Ordering::Relaxed), queued);
+        let mut sink = Trickle {
+            chunk: 10,
+            got: Vec::new(),
+        };
+        out.write_once::<SLICES_PER_WRITE_MAX, _>(&mut sink)
+            .map(|n| out.advance(n))
+            .expect("a partial write");
+        assert_eq!(gauge.load(Ordering::Relaxed), queued - 10);
+        out.push(&ping, &[], &FrameLimits::LOGIN);
+        drop(out);
+        assert_eq!(
+            gauge.load(Ordering::Relaxed),
+            0,
+            "an output dropped unsent leaves nothing"
+        );
     }
 }

@@ -151,6 +151,9 @@ pub struct Server {
     pub write_budget: Budget,
     /// Connections, logins and sessions against `[limits]`.
     pub gate: Gatekeeper,
+    /// Response bytes built and not yet sent, all connections together
+    /// (bounded by `[limits] response_buffer`).
+    pub output_bytes: Arc<std::sync::atomic::AtomicUsize>,
     /// Failed authentications per source, to slow down guessing.
     pub auth_failures: FailureLog,
     /// Why `[limits] connections` was lowered at start, if it was.
@@ -309,6 +312,7 @@ impl Server {
             next_serial: AtomicU64::new(1),
             write_budget: Budget::new(write_buffer),
             gate,
+            output_bytes: Arc::default(),
             auth_failures: FailureLog::default(),
             limits_note,
             shutdown: AtomicBool::new(false),

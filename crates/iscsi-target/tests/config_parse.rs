@@ -445,7 +445,7 @@ fn limits_table_sets_each_bound_and_keeps_the_rest() {
     assert_eq!(absent, isoe_target::config::Limits::default());
     assert_eq!(parse(""), absent, "an empty table changes nothing");
     let set = parse(
-        "connections = 100\nconnections_per_initiator = 4\nsessions = 10\nlogins = 5\nwrite_buffer = \"64MiB\"\n",
+                "connections = 100\nconnections_per_initiator = 4\nsessions = 10\nlogins = 5\nlogins_per_initiator = 2\nwrite_buffer = \"64MiB\"\nresponse_buffer = \"32MiB\"\n",
     );
     assert_eq!(
         set,
@@ -454,7 +454,9 @@ fn limits_table_sets_each_bound_and_keeps_the_rest() {
             connections_per_initiator: 4,
             sessions: 10,
             logins: 5,
+            logins_per_initiator: 2,
             write_buffer: 64 << 20,
+            response_buffer: 32 << 20,
         }
     );
 }

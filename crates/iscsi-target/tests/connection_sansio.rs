@@ -980,3 +980,58 @@ fn repeated_authentication_failures_from_one_address_are_answered_later() {
         Some((2, 1))
     );
 }
+
+/// Data a write may send unasked (InitialR2T=No, up to FirstBurstLength)
+/// cannot be refused once the command is taken, so a command whose unasked
+/// data would not fit the write budget is answered TASK SET FULL at once,
+/// and the data that still comes is dropped, never buffered.
+#[test]
+fn a_write_whose_unsolicited_data_would_overrun_the_budget_is_answered_task_set_full() {
+    let server = server_with("[limits]\nwrite_buffer = \"1MiB\"\n");
+    let mut w = Wire::new(&server);
+    let params = LocalParams {
+        immediate_data: false,
+        initial_r2t: false,
+        first_burst_length: 256 << 10,
+        max_burst_length: 256 << 10,
+        ..LocalParams::default()
+    };
+    w.login(params, [0x80, 0, 0, 0, 0, 0x71], 0, 1);
+    // One address holds half the budget, 512 KiB: the first write's
+    // unsolicited burst and its one R2T.
+    let out = w
+        .send(
+            &Pdu::ScsiCommand(command(0x50, 10, write10(0, 1024), 512 << 10, false)),
+            &[],
+        )
+        .1;
+    assert!(
+        matches!(&out[..], [(Pdu::R2t(r), _)] if r.buffer_offset == 256 << 10),
+        "taken: the rest solicited after the unsolicited burst: {out:?}"
+    );
+    assert_eq!(server.write_budget.held(), 512 << 10);
+    let out = w
+        .send(
+            &Pdu::ScsiCommand(command(0x52, 11, write10(0, 1024), 512 << 10, false)),
+            &[],
+        )
+        .1;
+    assert_eq!(status_of(&out, 0x52), Some(0x28), "TASK SET FULL: {out:?}");
+    assert_eq!(
+        server.write_budget.held(),
+        512 << 10,
+        "nothing more charged"
+    );
+    // Its unsolicited Data-Out is dropped without a Reject.
+    let data = Pdu::DataOut(DataOut {
+        final_bit: true,
+        lun: Lun::from_number(0),
+        initiator_task_tag: 0x52,
+        target_transfer_tag: RESERVED_TAG,
+        data_sn: 0,
+        buffer_offset: 0,
+        ..Default::default()
+    });
+    let out = w.send(&data, &[0u8; 4096]).1;
+    assert!(out.is_empty(), "dropped quietly: {out:?}");
+}

@@ -291,6 +291,26 @@ pub struct Client {
 }
 
 impl Client {
+    /// Reads and drops at most `max` bytes from the socket, waiting at most
+    /// `timeout` for some: a peer that reads slowly. Returns the count.
+    pub fn discard_some(&mut self, max: usize, timeout: Duration) -> std::io::Result<usize> {
+        use std::io::Read;
+        self.stream.set_read_timeout(Some(timeout))?;
+        let mut sink = vec![0u8; max];
+        match self.stream.read(&mut sink) {
+            Ok(n) => Ok(n),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                Ok(0)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Connects without logging in (frames with login limits).
     pub fn connect(addr: SocketAddr) -> Result<Client, ClientError> {
         let stream = TcpStream::connect_timeout(&addr, REPLY_TIMEOUT)?;

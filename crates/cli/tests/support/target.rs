@@ -87,6 +87,8 @@ pub struct Target {
     portals: Vec<String>,
     config: Option<PathBuf>,
     output: Arc<Mutex<String>>,
+    /// The open-files limit the target runs with, when a test sets one.
+    open_files: Option<u64>,
 }
 
 impl Target {
@@ -106,10 +108,24 @@ impl Target {
         Target::launch(Some(config.path().to_path_buf()), portals)
     }
 
+    /// A target serving `config` with its open-files limit (RLIMIT_NOFILE)
+    /// set to `open_files`, as a test of running out of descriptors needs.
+    pub fn with_config_and_open_files(config: &TargetConfig, open_files: u64) -> Target {
+        Target::launch_with(
+            Some(config.path().to_path_buf()),
+            &["127.0.0.1:0"],
+            Some(open_files),
+        )
+    }
+
     fn launch(config: Option<PathBuf>, portals: &[&str]) -> Target {
+        Target::launch_with(config, portals, None)
+    }
+
+    fn launch_with(config: Option<PathBuf>, portals: &[&str], open_files: Option<u64>) -> Target {
         let output = Arc::new(Mutex::new(String::new()));
         let portals: Vec<String> = portals.iter().map(|p| p.to_string()).collect();
-        let (child, addrs) = spawn(config.as_deref(), &portals, &output);
+        let (child, addrs) = spawn(config.as_deref(), &portals, &output, open_files);
         Target {
             child: Some(child),
             addr: addrs[0],
@@ -117,6 +133,7 @@ impl Target {
             portals,
             config,
             output,
+            open_files,
         }
     }
 
@@ -235,7 +252,12 @@ impl Target {
     /// Starts a stopped (or killed) target again with the same configuration.
     pub fn start_again(&mut self) {
         assert!(self.child.is_none(), "start_again on a running target");
-        let (child, addrs) = spawn(self.config.as_deref(), &self.portals, &self.output);
+        let (child, addrs) = spawn(
+            self.config.as_deref(),
+            &self.portals,
+            &self.output,
+            self.open_files,
+        );
         self.child = Some(child);
         self.addr = addrs[0];
         self.addrs = addrs;
@@ -270,6 +292,7 @@ fn spawn(
     config: Option<&Path>,
     portals: &[String],
     output: &Arc<Mutex<String>>,
+    open_files: Option<u64>,
 ) -> (Child, Vec<SocketAddr>) {
     let mut command = Command::new(env!("CARGO_BIN_EXE_isoe"));
     command.arg("target");
@@ -283,6 +306,24 @@ fn spawn(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    if let Some(limit) = open_files {
+        use std::os::unix::process::CommandExt;
+        let rlimit = libc::rlimit {
+            rlim_cur: limit,
+            rlim_max: limit,
+        };
+        // SAFETY: setrlimit is async-signal-safe, and the closure touches
+        // nothing but its own copy of `rlimit`.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &rlimit) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+    }
     let mut child = command.spawn().expect("spawn isoe target");
     let stdout = child.stdout.take().expect("piped stdout");
     let stderr = child.stderr.take().expect("piped stderr");

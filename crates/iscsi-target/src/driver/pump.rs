@@ -2,7 +2,7 @@
 //! reads into a receive buffer, feeds the connection, flushes its output.
 //! Generic over `Read` and `Write` so that tests drive it with scripts.
 
-use crate::connection::{Connection, Flow, OUTPUT_BYTES_MAX};
+use crate::connection::{Connection, Flow};
 use isoe_wire::frame::header_bytes_needed;
 use std::io::{self, Read, Write};
 use std::time::Instant;
@@ -176,7 +176,7 @@ impl Pump {
         if self.conn.flush(sink).is_err() {
             return Progress::Closed;
         }
-        if self.output_full && self.conn.out.pending_bytes() < OUTPUT_BYTES_MAX {
+        if self.output_full && !self.conn.output_full() {
             return self.resume(source, sink, now);
         }
         Progress::Open
@@ -219,7 +219,7 @@ impl Pump {
                 // Send what can go; go on only if that made room.
                 match self.conn.flush(sink) {
                     Err(_) => return Progress::Closed,
-                    Ok(_) if self.conn.out.pending_bytes() < OUTPUT_BYTES_MAX => continue,
+                    Ok(_) if !self.conn.output_full() => continue,
                     Ok(_) => return Progress::Open,
                 }
             }

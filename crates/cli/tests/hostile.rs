@@ -1,0 +1,380 @@
+//! Hostile and careless peers against the real target, each beside a
+//! normal session that writes and reads throughout (issue 13's acceptance):
+//! idle connections by the ten thousand, the open-files limit, a thousand
+//! idle sessions, writes announced and never sent, and reads whose data the
+//! peer does not read or reads slowly. For each the target's resident
+//! memory, threads and descriptors are printed (run with --nocapture to see
+//! them) and held to a bound.
+
+mod support;
+
+use isoe_wire::frame::{self, FrameLimits};
+use isoe_wire::pdu::{Lun, ScsiCommand};
+use isoe_wire::Pdu;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+use support::client::{read16, write16, Client, LoginParams};
+use support::target::TargetConfig;
+use support::{pattern, Target, DEFAULT_TARGET};
+
+/// The target's resident memory, threads and open descriptors.
+#[derive(Debug, Clone, Copy)]
+struct Footprint {
+    rss_bytes: u64,
+    threads: u64,
+    fds: u64,
+}
+
+impl std::fmt::Display for Footprint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "RSS {:.1} MiB, {} threads, {} descriptors",
+            self.rss_bytes as f64 / (1 << 20) as f64,
+            self.threads,
+            self.fds
+        )
+    }
+}
+
+fn footprint(target: &Target) -> Footprint {
+    let pid = target.pid().expect("target running");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let field = |name: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name} in /proc/{pid}/status"))
+    };
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("fd dir")
+        .count() as u64;
+    Footprint {
+        rss_bytes: field("VmRSS:") * 1024,
+        threads: field("Threads:"),
+        fds,
+    }
+}
+
+/// Threads the target may run whatever the load: a worker per CPU, an
+/// acceptor, the I/O pool, the main thread, with room to spare.
+fn threads_max() -> u64 {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    cpus + 8
+}
+
+/// Raises this process's open-files limit to its hard limit (the target
+/// inherits it); returns the new soft limit.
+fn raise_open_files() -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain system calls on a local struct.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit), 0);
+        limit.rlim_cur = limit.rlim_max;
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &limit), 0);
+    }
+    limit.rlim_cur
+}
+
+/// A normal session that writes a pattern and reads it back at each check.
+struct Normal {
+    client: Client,
+    round: u32,
+}
+
+impl Normal {
+    fn login(target: &Target) -> Normal {
+        let mut params = LoginParams::normal(DEFAULT_TARGET);
+        params.initiator_name.push_str("-normal");
+        let mut client = Client::login(target.addr(), &params).expect("normal login");
+        client.ready(0);
+        Normal { client, round: 0 }
+    }
+
+    fn check(&mut self, target: &mut Target, when: &str) {
+        target.assert_running(when);
+        self.round += 1;
+        let lba = u64::from(self.round) * 64;
+        let data = pattern(self.round, 32 << 10);
+        self.client.write(0, lba, &data);
+        let back = self
+            .client
+            .command(0, &read16(lba, 64), &[], 32 << 10)
+            .unwrap_or_else(|e| panic!("normal session READ {when}: {e}"));
+        back.assert_good(&format!("normal session READ {when}"));
+        assert_eq!(back.data, data, "normal session data {when}");
+    }
+}
+
+fn target_with(limits: &str, lun: &str) -> Target {
+    Target::with_config(&TargetConfig::new(&format!(
+        "portals = [\"127.0.0.1:0\"]\n\n[limits]\n{limits}\n\n[[target]]\nname = \"{DEFAULT_TARGET}\"\n\n\
+         [[target.lun]]\nnumber = 0\nmemory = \"{lun}\"\n"
+    )))
+}
+
+#[test]
+fn ten_thousand_idle_connections_cost_little_and_leave_the_normal_session_alone() {
+    let files = raise_open_files();
+    let wanted = 10_000u64;
+    let count = wanted.min(files.saturating_sub(512));
+    let mut target = target_with(
+        "connections = 20000\nconnections_per_initiator = 20000\nlogins = 20000\nlogins_per_initiator = 20000",
+        "64MiB",
+    );
+    let mut normal = Normal::login(&target);
+    normal.check(&mut target, "before");
+    let before = footprint(&target);
+    let started = Instant::now();
+    let idle: Vec<TcpStream> = (0..count)
+        .map(|i| {
+            TcpStream::connect(target.addr())
+                .unwrap_or_else(|e| panic!("idle connection {i} of {count}: {e}"))
+        })
+        .collect();
+    // The acceptor hands each to a worker asynchronously: wait until the
+    // target holds them all.
+    while footprint(&target).fds < before.fds + count && started.elapsed() < Duration::from_secs(60)
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let during = footprint(&target);
+    normal.check(&mut target, "with the idle connections");
+    println!("{count} idle connections (of {wanted} wanted; open-files limit {files}): before: {before}; with them: {during}");
+    assert!(
+        during.fds >= before.fds + count,
+        "the target holds every idle connection: {during}"
+    );
+    assert!(
+        during.threads <= threads_max(),
+        "threads do not grow with connections: {during}"
+    );
+    let per_connection = during.rss_bytes.saturating_sub(before.rss_bytes) / count;
+    println!("resident memory per idle connection: {per_connection} bytes");
+    assert!(
+        per_connection <= 24 << 10,
+        "at most 24 KiB resident per idle connection, got {per_connection}"
+    );
+    drop(idle);
+    normal.check(&mut target, "after the idle connections closed");
+}
+
+#[test]
+fn at_the_open_files_limit_connections_are_refused_without_spinning() {
+    // Logins are not what binds here: the connection limit the open-files
+    // limit sets is.
+    let config = TargetConfig::new(&format!(
+        "portals = [\"127.0.0.1:0\"]\n\n[limits]\nlogins = 1000\nlogins_per_initiator = 1000\n\n[[target]]\nname = \"{DEFAULT_TARGET}\"\n\n\
+         [[target.lun]]\nnumber = 0\nmemory = \"16MiB\"\n"
+    ));
+    let mut target = Target::with_config_and_open_files(&config, 256);
+    let mut normal = Normal::login(&target);
+    normal.check(&mut target, "before");
+    assert!(
+        target
+            .output()
+            .contains("limits.connections lowered from 4096 to 192"),
+        "the target says it lowered its connection limit:\n{}",
+        target.output()
+    );
+    let pid = target.pid().expect("running");
+    let cpu = || -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .expect("comm")
+            .1
+            .split_whitespace()
+            .collect();
+        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+    };
+    let held: Vec<TcpStream> = (0..400)
+        .filter_map(|_| TcpStream::connect(target.addr()).ok())
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let (ticks0, at) = (cpu(), Instant::now());
+    std::thread::sleep(Duration::from_secs(2));
+    let ticks = cpu() - ticks0;
+    let hz = 100.0; // USER_HZ on Linux
+    let busy = ticks as f64 / hz / at.elapsed().as_secs_f64();
+    let during = footprint(&target);
+    println!("400 connections against an open-files limit of 256: {during}, target CPU {:.1}% of a core while at the limit", busy * 100.0);
+    assert!(
+        during.fds <= 256,
+        "never past the open-files limit: {during}"
+    );
+    assert!(
+        busy < 0.2,
+        "no spinning at the limit: {:.0}% of a core",
+        busy * 100.0
+    );
+    normal.check(&mut target, "at the open-files limit");
+    drop(held);
+    std::thread::sleep(Duration::from_millis(500));
+    let mut again = Client::login(target.addr(), &LoginParams::normal(DEFAULT_TARGET))
+        .expect("a new login once the connections closed");
+    again.ready(0);
+    assert!(
+        target.output().contains("(limits.connections)"),
+        "refusals are logged"
+    );
+}
+
+#[test]
+fn a_thousand_idle_sessions_cost_little() {
+    let files = raise_open_files();
+    assert!(
+        files > 2200,
+        "open-files limit {files} too low for 1000 sessions"
+    );
+    let mut target = target_with("connections_per_initiator = 2000", "16MiB");
+    let mut normal = Normal::login(&target);
+    normal.check(&mut target, "before");
+    let before = footprint(&target);
+    let sessions: Vec<Client> = (0..1000)
+        .map(|i| {
+            let mut params = LoginParams::normal(DEFAULT_TARGET);
+            params.initiator_name.push_str(&format!("-idle{i}"));
+            let mut client = Client::login(target.addr(), &params)
+                .unwrap_or_else(|e| panic!("session {i}: {e}"));
+            client.ready(0);
+            client
+        })
+        .collect();
+    let during = footprint(&target);
+    normal.check(&mut target, "with 1000 idle sessions");
+    let per_session = during.rss_bytes.saturating_sub(before.rss_bytes) / 1000;
+    println!("1000 idle sessions: before: {before}; with them: {during}; {per_session} bytes resident per session");
+    assert!(during.threads <= threads_max(), "{during}");
+    assert!(
+        per_session <= 64 << 10,
+        "at most 64 KiB resident per idle session, got {per_session}"
+    );
+    drop(sessions);
+    normal.check(&mut target, "after");
+}
+
+/// Sends one command with no data (the header only), in CmdSN order.
+fn send_bare_command(client: &mut Client, read: bool, edtl: u32, cdb: [u8; 16]) {
+    let itt = client.next_itt();
+    let cmd = Pdu::ScsiCommand(ScsiCommand {
+        final_bit: true,
+        read,
+        write: !read,
+        attr: 1,
+        lun: Lun::from_number(0),
+        initiator_task_tag: itt,
+        expected_data_transfer_length: edtl,
+        cmd_sn: client.cmd_sn,
+        exp_stat_sn: client.exp_stat_sn,
+        cdb,
+        ..Default::default()
+    });
+    client.cmd_sn = client.cmd_sn.wrapping_add(1);
+    let mut bytes = Vec::new();
+    frame::encode(&mut bytes, &cmd, &[], &[], &FrameLimits::LOGIN);
+    client.send_raw(&bytes).expect("send a command");
+}
+
+/// Sends `count` WRITE(16)s of `edtl` bytes each and never their data.
+fn announce_writes(client: &mut Client, count: u32, edtl: u32) {
+    for _ in 0..count {
+        send_bare_command(client, false, edtl, write16(0, edtl / 512));
+    }
+}
+
+#[test]
+fn writes_announced_and_never_sent_hold_no_more_than_the_budget() {
+    let files = raise_open_files();
+    assert!(files > 512);
+    let mut target = target_with("", "64MiB");
+    let mut normal = Normal::login(&target);
+    normal.check(&mut target, "before");
+    let before = footprint(&target);
+    let mut hostile: Vec<Client> = (0..32)
+        .map(|i| {
+            let mut params = LoginParams::normal(DEFAULT_TARGET);
+            params.initiator_name.push_str(&format!("-writer{i}"));
+            params.immediate_data = false;
+            params.initial_r2t = true;
+            let mut client = Client::login(target.addr(), &params).expect("login");
+            client.ready(0);
+            client
+        })
+        .collect();
+    // 32 connections x 64 WRITEs of 64 MiB: 128 GiB announced, one
+    // MaxBurstLength (1 MiB) solicited per task as the budget allows.
+    for client in &mut hostile {
+        announce_writes(client, 64, 64 << 20);
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let during = footprint(&target);
+    normal.check(&mut target, "with 128 GiB of writes announced");
+    println!("2048 WRITEs of 64 MiB announced, no data sent: before: {before}; during: {during}");
+    assert!(
+        during.rss_bytes < before.rss_bytes + (64 << 20),
+        "announced writes hold no memory beyond the budget's bursts: {before} -> {during}"
+    );
+    drop(hostile);
+    normal.check(&mut target, "after");
+}
+
+/// Sends `count` READ(16)s of 32 MiB each (the most the target allows),
+/// reading nothing back.
+fn request_large_reads(client: &mut Client, count: u32) {
+    let len = 32u32 << 20;
+    for _ in 0..count {
+        send_bare_command(client, true, len, read16(0, len / 512));
+    }
+}
+
+#[test]
+fn a_window_of_the_largest_reads_unread_or_read_slowly_stays_bounded() {
+    let mut target = target_with("", "64MiB");
+    let mut normal = Normal::login(&target);
+    normal.check(&mut target, "before");
+    let before = footprint(&target);
+    let mut stalled =
+        Client::login(target.addr(), &LoginParams::normal(DEFAULT_TARGET)).expect("login");
+    stalled.ready(0);
+    request_large_reads(&mut stalled, 128);
+    std::thread::sleep(Duration::from_secs(2));
+    let unread = footprint(&target);
+    normal.check(&mut target, "beside a peer that does not read");
+    println!("128 READs of 32 MiB, peer not reading: before: {before}; during: {unread}");
+    // One 32 MiB response built at most, 8 MiB of output ahead, and the
+    // LUN's pages: well under the 4 GiB the window asks for.
+    assert!(
+        unread.rss_bytes < before.rss_bytes + (112 << 20),
+        "read data built ahead is bounded: {before} -> {unread}"
+    );
+
+    // Now it reads, slowly: 64 KiB every 5 ms (about 12 MiB/s).
+    let until = Instant::now() + Duration::from_secs(3);
+    let mut got = 0usize;
+    let mut peak = unread;
+    while Instant::now() < until {
+        got += stalled
+            .discard_some(64 << 10, Duration::from_millis(5))
+            .expect("read slowly");
+        std::thread::sleep(Duration::from_millis(5));
+        let now = footprint(&target);
+        if now.rss_bytes > peak.rss_bytes {
+            peak = now;
+        }
+    }
+    normal.check(&mut target, "beside a peer that reads slowly");
+    println!("slow reader took {} MiB in 3 s; peak {peak}", got >> 20);
+    assert!(got > 0, "the slow reader gets data");
+    assert!(
+        peak.rss_bytes < before.rss_bytes + (112 << 20),
+        "bounded while read slowly: {before} -> {peak}"
+    );
+    drop(stalled);
+    normal.check(&mut target, "after");
+}

@@ -1,0 +1,56 @@
+//! Logout Requests (RFC 7143 §11.14).
+
+use super::*;
+
+impl Connection {
+    pub(super) fn logout(&mut self, session: &Arc<Session>, l: &LogoutRequest) -> Flow {
+        if let Some(flow) = self.admit(session, l.immediate, l.cmd_sn) {
+            return flow;
+        }
+        let mut flow = Flow::Continue;
+        let response = match l.reason_code {
+            logout::CLOSE_SESSION => {
+                session.close(self.serial, &mut self.wake);
+                // RFC 7143 11.15: the response says cleanup is done, so the
+                // nexus (and a reservation it held) ends before it is sent.
+                session.end_nexus();
+                flow = Flow::Close;
+                logout::RESP_CLOSED
+            }
+            logout::CLOSE_CONNECTION if l.cid == self.cid => {
+                flow = Flow::Close;
+                logout::RESP_CLOSED
+            }
+            logout::CLOSE_CONNECTION if session.has_cid(l.cid) => {
+                session.close_cid(l.cid, self.serial, &mut self.wake);
+                logout::RESP_CLOSED
+            }
+            logout::CLOSE_CONNECTION => logout::RESP_CID_NOT_FOUND,
+            logout::REMOVE_CONNECTION_FOR_RECOVERY => logout::RESP_RECOVERY_UNSUPPORTED,
+            _ => logout::RESP_CLEANUP_FAILED,
+        };
+        let pdu = Pdu::LogoutResponse(LogoutResponse {
+            response,
+            initiator_task_tag: l.initiator_task_tag,
+            stat_sn: self.take_stat_sn(),
+            exp_cmd_sn: session.exp_cmd_sn(),
+            max_cmd_sn: session.max_cmd_sn(),
+            time2wait: 0,
+            time2retain: 0,
+        });
+        let limits = self.send_limits;
+        self.out.push(&pdu, &[], &limits);
+        eprintln!(
+            "isoe: logout from {} ({}) on {}: reason {}, CID {}, response {response}",
+            self.peer,
+            escape_for_log(&session.initiator_name),
+            self.local,
+            l.reason_code,
+            l.cid
+        );
+        if flow == Flow::Close {
+            self.phase = Phase::Closed;
+        }
+        flow
+    }
+}

@@ -1,0 +1,703 @@
+//! One iSCSI connection on the target side: login, then full feature phase.
+//!
+//! A state machine in the sans-IO manner: no sockets, threads, clocks or
+//! randomness inside. The driver feeds it bytes ([`Connection::handle_input`])
+//! or decoded frames ([`Connection::handle_frame`]), clock ticks
+//! ([`Connection::handle_tick`]) and wake-ups ([`Connection::handle_wake`]),
+//! with the time passed in, and a random seed at creation. It sends what
+//! accumulates in [`Connection::out`] and carries out what
+//! [`Connection::poll_action`] asks: wake another connection (its CmdSN gap
+//! filled, its session closed), or run store work off the event loop and
+//! hand the result back ([`Connection::complete_work`]).
+//!
+//! SCSI commands execute inline, so a connection's work stays on its
+//! worker (ARCHITECTURE.md, datapath rule 4); the exception is a command the
+//! device server leaves for later (SANITIZE without IMMED,
+//! [`isoe_scsi::Outcome::Later`]), whose work goes out as an action while
+//! the connection goes on with other commands.
+
+mod login;
+mod logout_request;
+mod nop;
+mod scsi;
+mod task_management;
+mod text;
+
+pub use isoe_scsi::Residual;
+use login::{HeldAnswer, LoginPhase};
+use scsi::BackgroundTask;
+use text::PendingText;
+
+use crate::buffer_pool::BufferPool;
+use crate::discovery;
+use crate::output::Output;
+use crate::registry::{login_config, Server, Target};
+use crate::session::{Admit, Member, PeerProbe, Session, CMD_SN_GAP_WAIT};
+use crate::write_task::{DataOutError, WriteTask};
+use isoe_scsi::{Background, Completion, LogicalUnit, Nexus, Outcome, Status};
+use isoe_wire::frame::{decode, header_bytes_needed, Decoded, Frame, FrameError, FrameLimits};
+use isoe_wire::login::{LoginOutcome, TargetLogin};
+use isoe_wire::name::escape_for_log;
+use isoe_wire::negotiate::SessionType;
+use isoe_wire::pdu::{
+    self, login_status, logout, reject, tmf, DataIn, DataOut, LoginRequest, LogoutRequest,
+    LogoutResponse, Lun, NopIn, NopOut, Reject, ScsiCommand, ScsiResponse, TaskMgmtRequest,
+    TaskMgmtResponse, TextRequest, TextResponse, RESERVED_TAG,
+};
+use isoe_wire::{ParseError, Pdu};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::{HashMap, VecDeque};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Write tasks a connection keeps waiting for Data-Out at once.
+const WRITE_TASKS_MAX: usize = 256;
+/// Largest Expected Data Transfer Length accepted for a write (bounds what a peer makes us buffer).
+pub const WRITE_TRANSFER_BYTES_MAX: u32 = 64 << 20;
+/// Tasks ended early whose late Data-Out is still dropped quietly.
+const BURIED_TASKS_MAX: usize = 32;
+/// Largest text a peer may send across continued Text Requests.
+const TEXT_REQUEST_BYTES_MAX: usize = 64 << 10;
+
+/// How long a login may take from the connection's first byte to full
+/// feature phase, continued requests and all.
+pub const LOGIN_DEADLINE: Duration = Duration::from_secs(30);
+
+/// What the driver should do after feeding an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Keep reading.
+    Continue,
+    /// The PDU was not taken: it waits behind a CmdSN gap on another
+    /// connection. Feed it again after [`Action::Wake`] names this connection.
+    Wait,
+    /// Send what is queued, then close the connection.
+    Close,
+}
+
+/// What a connection asks of its driver besides sending bytes.
+pub enum Action {
+    /// Call [`Connection::handle_wake`] on the connection with this serial
+    /// (perhaps on another worker): its CmdSN gap filled, or its session or
+    /// the connection itself was ended from elsewhere.
+    Wake(u64),
+    /// Run this store work where blocking is allowed, then hand its
+    /// completion to [`Connection::complete_work`] with the same token.
+    Run {
+        /// Identifies the work to its connection.
+        token: u64,
+        /// The work (SANITIZE's overwrite, say).
+        work: Background,
+    },
+}
+
+impl std::fmt::Debug for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Action::Wake(serial) => write!(f, "Wake({serial})"),
+            Action::Run { token, .. } => write!(f, "Run {{ token: {token} }}"),
+        }
+    }
+}
+
+/// What [`Connection::handle_input`] did with the bytes it was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Input {
+    /// Bytes taken; the rest must be offered again.
+    pub consumed: usize,
+    /// What to do next.
+    pub flow: Flow,
+    /// How long the PDU being assembled is as far as the bytes tell (its
+    /// header until that is in): a reader that must not take bytes of the
+    /// next PDU asks for no more.
+    pub need: usize,
+    /// Input stopped because the output waiting for the socket reached
+    /// [`OUTPUT_BYTES_MAX`]: offer the rest again once some is sent.
+    pub output_full: bool,
+}
+
+/// How long a write task may wait for Data-Out it asked for (or that the
+/// peer may send unasked) before the connection is deemed failed (RFC 7143
+/// §7.1.4 at ErrorRecoveryLevel 0).
+pub const DATA_OUT_WAIT: Duration = Duration::from_secs(30);
+
+/// Response bytes a connection builds ahead of its socket before it stops
+/// taking new PDUs (one command's response may go beyond it).
+pub const OUTPUT_BYTES_MAX: usize = 8 << 20;
+
+/// Where a connection is, as its driver and the log need it.
+#[derive(Clone)]
+pub struct Endpoint {
+    /// Unique per connection in the process; [`Action::Wake`] names it.
+    pub serial: u64,
+    /// The portal address the connection arrived on.
+    pub local: SocketAddr,
+    /// The initiator's address.
+    pub peer: SocketAddr,
+    /// Whether the peer closed the connection, asked from elsewhere (see
+    /// [`crate::session::Session::closed_by_peer`]).
+    pub peer_gone: Option<PeerProbe>,
+}
+
+enum Phase {
+    Login(Box<LoginPhase>),
+    Full(Arc<Session>),
+    Closed,
+}
+
+struct Ping {
+    target_transfer_tag: u32,
+    sent_at: Instant,
+}
+
+/// Counters a connection keeps for metrics.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ConnectionStats {
+    /// SCSI commands completed.
+    pub commands: u64,
+    /// PDUs received.
+    pub pdus_in: u64,
+    /// Rejects sent.
+    pub rejects: u64,
+}
+
+/// The target side of one connection.
+pub struct Connection {
+    server: Arc<Server>,
+    serial: u64,
+    local: SocketAddr,
+    peer: SocketAddr,
+    peer_gone: Option<PeerProbe>,
+    random: StdRng,
+    phase: Phase,
+    recv_limits: FrameLimits,
+    send_limits: FrameLimits,
+    max_send_segment: u32,
+    stat_sn: u32,
+    cid: u16,
+    /// PDUs waiting to be sent.
+    pub out: Output,
+    pool: BufferPool,
+    writes: HashMap<u32, WriteTask>,
+    next_ttt: u32,
+    text_in: Vec<u8>,
+    text_out: Option<PendingText>,
+    last_rx: Instant,
+    /// When the connection was accepted (the login deadline runs from it).
+    opened: Instant,
+    /// Since when a command has waited behind a CmdSN gap.
+    waiting_since: Option<Instant>,
+    ping: Option<Ping>,
+    nop_interval: Duration,
+    nop_timeout: Duration,
+    bound: Option<Arc<Session>>,
+    buried: VecDeque<u32>,
+    /// Write tasks waiting for write budget before their next R2T.
+    starved: VecDeque<u32>,
+    background: Vec<BackgroundTask>,
+    next_token: u64,
+    /// Counted among the logins in progress ([`crate::admission`]).
+    logging_in: bool,
+    /// The answer to a failed login, held back until its time.
+    held_answer: Option<HeldAnswer>,
+    /// Connections to wake, then work to run, for [`Connection::poll_action`].
+    wake: Vec<u64>,
+    runs: VecDeque<(u64, Background)>,
+    /// Counters.
+    pub stats: ConnectionStats,
+}
+
+impl Connection {
+    /// A connection that has just been accepted at `endpoint`; `seed`
+    /// (from the operating system's random source) seeds its CHAP
+    /// challenges and the TSIH of a session it creates.
+    pub fn new(
+        server: Arc<Server>,
+        endpoint: Endpoint,
+        now: Instant,
+        seed: [u8; 32],
+    ) -> Connection {
+        let defaults = &server.config.defaults;
+        let machine = TargetLogin::new(login_config(defaults, 1));
+        let Endpoint {
+            serial,
+            local,
+            peer,
+            peer_gone,
+        } = endpoint;
+        server.gate.login_started(peer.ip());
+        let output_gauge = Arc::clone(&server.output_bytes);
+        let nop_interval = Duration::from_secs(defaults.nop_in_interval_s as u64);
+        let nop_timeout = Duration::from_secs(defaults.nop_in_timeout_s as u64);
+        let datapath = server.config.datapath;
+        Connection {
+            server,
+            serial,
+            local,
+            peer,
+            peer_gone,
+            random: StdRng::from_seed(seed),
+            phase: Phase::Login(Box::new(LoginPhase {
+                machine,
+                first_request: None,
+                initiator: None,
+            })),
+            recv_limits: FrameLimits::LOGIN,
+            send_limits: FrameLimits::LOGIN,
+            max_send_segment: FrameLimits::LOGIN.max_recv_data_segment_length,
+            stat_sn: 0,
+            cid: 0,
+            out: Output::with_gauge(!datapath.batching, output_gauge),
+            pool: BufferPool::new(datapath.buffer_pool),
+            writes: HashMap::new(),
+            next_ttt: 1,
+            text_in: Vec::new(),
+            text_out: None,
+            last_rx: now,
+            opened: now,
+            waiting_since: None,
+            ping: None,
+            nop_interval,
+            nop_timeout,
+            bound: None,
+            buried: VecDeque::new(),
+            starved: VecDeque::new(),
+            background: Vec::new(),
+            next_token: 1,
+            logging_in: true,
+            held_answer: None,
+            wake: Vec::new(),
+            runs: VecDeque::new(),
+            stats: ConnectionStats::default(),
+        }
+    }
+
+    /// What incoming frames are checked against (changes when login completes).
+    pub fn recv_limits(&self) -> FrameLimits {
+        self.recv_limits
+    }
+
+    /// This connection's serial (see [`Endpoint::serial`]).
+    pub fn serial(&self) -> u64 {
+        self.serial
+    }
+
+    /// Feeds bytes received: every complete PDU in `input` is handled, in
+    /// order, until one must wait behind a CmdSN gap, the connection is to
+    /// close, or (with `[datapath] batching = false`) one PDU was handled.
+    pub fn handle_input(&mut self, input: &[u8], now: Instant) -> Input {
+        let one_pdu = !self.server.config.datapath.batching;
+        let mut consumed = 0;
+        loop {
+            let limits = self.recv_limits;
+            let rest = &input[consumed..];
+            if self.output_full() && !rest.is_empty() {
+                let need = header_bytes_needed(rest, &limits);
+                let mut input = self.input(consumed, Flow::Continue, need);
+                input.output_full = true;
+                return input;
+            }
+            match decode(rest, &limits) {
+                Ok(Decoded::Frame { frame, len }) => {
+                    let flow = self.handle_frame(&frame, now);
+                    if flow == Flow::Wait {
+                        return self.input(consumed, Flow::Wait, len);
+                    }
+                    consumed += len;
+                    if flow == Flow::Close || one_pdu {
+                        let need = header_bytes_needed(&input[consumed..], &self.recv_limits);
+                        return self.input(consumed, flow, need);
+                    }
+                }
+                Ok(Decoded::NeedMore { total_len }) => {
+                    let need = if rest.len() < isoe_wire::BHS_LEN {
+                        // The header's length is unknown until the BHS is
+                        // in; no PDU is shorter than this.
+                        header_bytes_needed(rest, &limits)
+                    } else {
+                        total_len
+                    };
+                    return self.input(consumed, Flow::Continue, need);
+                }
+                Err(error) => {
+                    let (flow, skip) = self.handle_frame_error(&error);
+                    if flow == Flow::Close {
+                        return self.input(consumed, Flow::Close, 0);
+                    }
+                    consumed += skip;
+                }
+            }
+        }
+    }
+
+    /// Whether this connection's output is at its bound: its own (8 MiB),
+    /// or the process's (`[limits] response_buffer`) while it has output
+    /// of its own waiting (one with none may always go on, so every
+    /// connection makes progress).
+    pub fn output_full(&self) -> bool {
+        let mine = self.out.pending_bytes();
+        mine >= OUTPUT_BYTES_MAX
+            || (mine > 0
+                && self
+                    .server
+                    .output_bytes
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                    >= self.server.config.limits.response_buffer)
+    }
+
+    fn input(&self, consumed: usize, flow: Flow, need: usize) -> Input {
+        Input {
+            consumed,
+            flow,
+            need,
+            output_full: false,
+        }
+    }
+
+    /// The next thing the driver must do for this connection besides
+    /// sending its output, if any.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        if let Some(serial) = self.wake.pop() {
+            return Some(Action::Wake(serial));
+        }
+        self.runs
+            .pop_front()
+            .map(|(token, work)| Action::Run { token, work })
+    }
+
+    /// Another connection woke this one ([`Action::Wake`]): its session or
+    /// the connection itself may have been ended, or the CmdSN it waits for
+    /// come. The driver feeds the input it holds again when this says
+    /// [`Flow::Continue`].
+    pub fn handle_wake(&mut self) -> Flow {
+        match &self.phase {
+            Phase::Full(session) if session.is_closed() || session.is_ended(self.serial) => {
+                Flow::Close
+            }
+            Phase::Closed => Flow::Close,
+            _ => Flow::Continue,
+        }
+    }
+
+    /// The session, once in full feature phase.
+    pub fn session(&self) -> Option<&Arc<Session>> {
+        match &self.phase {
+            Phase::Full(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Data buffers waiting for reuse (none with `[datapath] buffer_pool = false`).
+    pub fn idle_buffers(&self) -> usize {
+        self.pool.idle()
+    }
+
+    /// Sends queued output and returns data buffers to the pool.
+    pub fn flush<W: Write>(&mut self, sink: &mut W) -> std::io::Result<bool> {
+        self.out.flush(sink, &mut self.pool)
+    }
+
+    fn take_buffer(&mut self) -> Vec<u8> {
+        self.pool.take()
+    }
+
+    fn next_target_transfer_tag(&mut self) -> u32 {
+        let ttt = self.next_ttt;
+        self.next_ttt = self.next_ttt.wrapping_add(1);
+        if self.next_ttt == RESERVED_TAG {
+            self.next_ttt = 1;
+        }
+        ttt
+    }
+
+    fn window(&self) -> (u32, u32) {
+        match &self.phase {
+            Phase::Full(s) => (s.exp_cmd_sn(), s.max_cmd_sn()),
+            _ => (0, 0),
+        }
+    }
+
+    /// Takes the next StatSN for a response that carries status.
+    fn take_stat_sn(&mut self) -> u32 {
+        let sn = self.stat_sn;
+        self.stat_sn = self.stat_sn.wrapping_add(1);
+        sn
+    }
+
+    fn reject(&mut self, reason: u8, bhs: &[u8; 48]) {
+        let (exp_cmd_sn, max_cmd_sn) = self.window();
+        let pdu = Pdu::Reject(Reject {
+            reason,
+            stat_sn: self.take_stat_sn(),
+            exp_cmd_sn,
+            max_cmd_sn,
+            data_sn_or_r2t_sn: 0,
+        });
+        let limits = self.send_limits;
+        self.out.push(&pdu, bhs, &limits);
+        self.stats.rejects += 1;
+    }
+
+    /// A framing error the decoder found: answer per RFC 7143 and say whether
+    /// the connection survives (and how many bytes to skip if so).
+    pub fn handle_frame_error(&mut self, error: &FrameError) -> (Flow, usize) {
+        match error {
+            // RFC 7143 §7.8: a header digest error leaves the PDU boundary unknown; at ERL 0 the connection ends.
+            FrameError::HeaderDigest { .. } => (Flow::Close, 0),
+            // RFC 7143 §7.8, §11.17.1: data digest error → Reject, reason "Data (payload) Digest Error", PDU discarded.
+            FrameError::DataDigest { frame_len, bhs, .. } => {
+                self.reject(reject::DATA_DIGEST_ERROR, bhs);
+                (Flow::Continue, *frame_len)
+            }
+            // RFC 7143 §7.2: exceeding the declared MaxRecvDataSegmentLength is a protocol error.
+            FrameError::DataSegmentTooLong { bhs, .. } | FrameError::Ahs { bhs, .. } => {
+                if matches!(self.phase, Phase::Full(_)) {
+                    self.reject(reject::PROTOCOL_ERROR, bhs);
+                }
+                (Flow::Close, 0)
+            }
+        }
+    }
+
+    /// Feeds one complete PDU.
+    pub fn handle_frame(&mut self, frame: &Frame<'_>, now: Instant) -> Flow {
+        self.last_rx = now;
+        self.stats.pdus_in += 1;
+        let pdu = match frame.pdu() {
+            Ok(pdu) => pdu,
+            Err(e) => {
+                if !matches!(self.phase, Phase::Full(_)) {
+                    // RFC 7143 §6.1: before full feature phase only Login PDUs are valid.
+                    return Flow::Close;
+                }
+                let reason = match e {
+                    ParseError::UnknownOpcode(_) => reject::COMMAND_NOT_SUPPORTED,
+                    ParseError::InvalidField { .. } => reject::INVALID_PDU_FIELD,
+                };
+                self.reject(reason, frame.bhs);
+                return Flow::Continue;
+            }
+        };
+        match &self.phase {
+            Phase::Login(_) => self.login(pdu, frame.data),
+            Phase::Full(session) => {
+                let session = session.clone();
+                let flow = self.full_feature(&session, pdu, frame, now);
+                if !self.starved.is_empty() {
+                    self.feed_starved();
+                }
+                flow
+            }
+            Phase::Closed => Flow::Close,
+        }
+    }
+
+    /// Admits a command by CmdSN: `None` to deliver it, else the flow that
+    /// ends its handling (ignored outside the window, waiting behind a gap,
+    /// or the session closed).
+    fn admit(&mut self, session: &Session, immediate: bool, cmd_sn: u32) -> Option<Flow> {
+        let admit = if immediate {
+            session.admit_immediate(cmd_sn)
+        } else {
+            session.admit_ordered(cmd_sn, self.serial, &mut self.wake)
+        };
+        match admit {
+            Admit::Deliver | Admit::OutsideWindow => self.waiting_since = None,
+            Admit::Wait => {
+                self.waiting_since.get_or_insert(self.last_rx);
+            }
+            Admit::Closed => {}
+        }
+        match admit {
+            Admit::Deliver => None,
+            Admit::OutsideWindow => Some(Flow::Continue),
+            Admit::Wait => Some(Flow::Wait),
+            Admit::Closed => Some(Flow::Close),
+        }
+    }
+
+    fn full_feature(
+        &mut self,
+        session: &Arc<Session>,
+        pdu: Pdu,
+        frame: &Frame<'_>,
+        now: Instant,
+    ) -> Flow {
+        match pdu {
+            Pdu::ScsiCommand(cmd) => self.scsi_command(session, &cmd, frame),
+            Pdu::DataOut(d) => self.data_out(session, &d, frame),
+            Pdu::NopOut(n) => self.nop_out(session, &n, frame.data, now),
+            Pdu::TaskMgmtRequest(t) => self.task_management(session, &t),
+            Pdu::TextRequest(t) => self.text(session, &t, frame.data),
+            Pdu::LogoutRequest(l) => self.logout(session, &l),
+            // RFC 7143 §11.16: SNACK is not supported at ErrorRecoveryLevel 0.
+            Pdu::SnackRequest(_) => {
+                self.reject(reject::PROTOCOL_ERROR, frame.bhs);
+                Flow::Continue
+            }
+            // A second login on a connection in full feature phase, or a target-side opcode.
+            _ => {
+                self.reject(reject::PROTOCOL_ERROR, frame.bhs);
+                Flow::Continue
+            }
+        }
+    }
+
+    /// Time passes: send a NOP-In ping when the link was idle, drop it
+    /// when a ping went unanswered, a login overran its deadline or a
+    /// command waited too long behind a CmdSN gap.
+    pub fn handle_tick(&mut self, now: Instant) -> Flow {
+        if self.server.is_shutting_down() {
+            return Flow::Close;
+        }
+        if let Some(held) = &self.held_answer {
+            if now < held.until {
+                return Flow::Wait;
+            }
+            let held = self.held_answer.take().expect("checked above");
+            self.out.push(
+                &Pdu::LoginResponse(held.response),
+                &held.data,
+                &FrameLimits::LOGIN,
+            );
+            return Flow::Close;
+        }
+        let session = match &self.phase {
+            Phase::Full(session) => session,
+            Phase::Login(_) => {
+                // The whole login, not each request, has a deadline: a peer
+                // that keeps a login alive with slow continued requests
+                // still holds it no longer than this.
+                if now.duration_since(self.opened) > LOGIN_DEADLINE {
+                    eprintln!(
+                        "isoe: login from {} on {} abandoned: not done within {:?}",
+                        self.peer, self.local, LOGIN_DEADLINE
+                    );
+                    return Flow::Close;
+                }
+                return Flow::Continue;
+            }
+            Phase::Closed => return Flow::Close,
+        };
+        if session.is_closed() || session.is_ended(self.serial) {
+            return Flow::Close;
+        }
+        let overdue = self.writes.values().any(|t| {
+            t.awaits_data()
+                && t.last_data
+                    .is_some_and(|at| now.duration_since(at) >= DATA_OUT_WAIT)
+        });
+        if overdue {
+            eprintln!(
+                "isoe: connection from {} ({}) dropped: solicited write data not sent within {:?}",
+                self.peer,
+                escape_for_log(&session.initiator_name),
+                DATA_OUT_WAIT
+            );
+            return Flow::Close;
+        }
+        if !self.starved.is_empty() {
+            self.feed_starved();
+        }
+        let Phase::Full(session) = &self.phase else {
+            return Flow::Close;
+        };
+        if let Some(since) = self.waiting_since {
+            if now.duration_since(since) >= CMD_SN_GAP_WAIT {
+                eprintln!(
+                    "isoe: connection from {} ({}) dropped: a command waited {:?} for a CmdSN gap to fill",
+                    self.peer, escape_for_log(&session.initiator_name), CMD_SN_GAP_WAIT
+                );
+                session.stop_waiting(self.serial);
+                return Flow::Close;
+            }
+            // The ping's answer waits behind the same gap.
+            return Flow::Continue;
+        }
+        if let Some(ping) = &self.ping {
+            if !self.nop_timeout.is_zero() && now.duration_since(ping.sent_at) >= self.nop_timeout {
+                eprintln!(
+                    "isoe: connection from {} ({}) on {} dropped: NOP-In ping unanswered for {:?}",
+                    self.peer,
+                    escape_for_log(&session.initiator_name),
+                    self.local,
+                    self.nop_timeout
+                );
+                return Flow::Close;
+            }
+            return Flow::Continue;
+        }
+        if self.nop_interval.is_zero() || now.duration_since(self.last_rx) < self.nop_interval {
+            return Flow::Continue;
+        }
+        let (exp_cmd_sn, max_cmd_sn) = (session.exp_cmd_sn(), session.max_cmd_sn());
+        let target_transfer_tag = self.next_target_transfer_tag();
+        let pdu = Pdu::NopIn(NopIn {
+            lun: Lun::default(),
+            initiator_task_tag: RESERVED_TAG,
+            target_transfer_tag,
+            // RFC 7143 §11.19: with the reserved ITT, StatSN is not advanced.
+            stat_sn: self.stat_sn,
+            exp_cmd_sn,
+            max_cmd_sn,
+        });
+        let limits = self.send_limits;
+        self.out.push(&pdu, &[], &limits);
+        self.ping = Some(Ping {
+            target_transfer_tag,
+            sent_at: now,
+        });
+        Flow::Continue
+    }
+
+    /// Detaches from the session once the socket is done: pending writes are
+    /// dropped, and a session whose last connection this was is forgotten
+    /// (its other connections, if it was closed, come out of
+    /// [`Connection::poll_action`] to be woken).
+    pub fn detach(&mut self) {
+        self.end_login();
+        self.abort_tasks(|_| true);
+        self.phase = Phase::Closed;
+        if let Some(session) = self.bound.take() {
+            if session.leave(self.serial) || session.is_closed() {
+                session.close(self.serial, &mut self.wake);
+                session.end_nexus();
+                self.server.remove_session(&session);
+            }
+        }
+    }
+}
+
+/// What a command may ask of the target beyond its own unit: the target's
+/// other units, and whether another I_T nexus's connections are closed.
+struct TargetView<'a> {
+    target: &'a Target,
+    server: &'a Server,
+}
+
+impl isoe_scsi::Luns for TargetView<'_> {
+    fn unit(&self, lun: u16) -> Option<&Arc<LogicalUnit>> {
+        self.target.lun(lun)
+    }
+
+    fn numbers(&self) -> &[u16] {
+        self.target.lun_numbers()
+    }
+
+    fn as_directory(&self) -> &dyn isoe_scsi::UnitDirectory {
+        self
+    }
+}
+
+impl isoe_scsi::UnitDirectory for TargetView<'_> {
+    fn unit_by_naa(&self, naa: &[u8]) -> Option<Arc<LogicalUnit>> {
+        self.target.unit_by_naa(naa)
+    }
+
+    fn nexus_closed(&self, nexus: &Nexus) -> bool {
+        self.server.nexus_closed(nexus)
+    }
+}

@@ -1,0 +1,431 @@
+//! SCSI Command and Data-Out (RFC 7143 §11.3, §11.7, §11.8): admitting a
+//! command, soliciting its write data within the write budget, running it,
+//! and building its Data-In and SCSI Response.
+
+use super::*;
+
+/// Whether a write's data is worth asking for: the LUN exists, the CDB is
+/// whole, it moves data out, and the amount fits what the command must
+/// carry. Anything else is answered before any data is solicited.
+fn worth_soliciting(lu: Option<&Arc<LogicalUnit>>, cdb: &[u8], edtl: u32) -> bool {
+    let Some(lu) = lu else {
+        return false;
+    };
+    matches!(lu.transfer_length(cdb), Ok((isoe_scsi::DataDirection::Out, wanted)) if wanted > 0)
+        && lu.check_data_out_length(cdb, edtl).is_ok()
+}
+
+/// Bytes of sense data carried at most (fixed format with SKS fits in 18).
+const SENSE_BYTES_MAX: usize = 252;
+
+/// A command whose work runs elsewhere ([`Action::Run`]).
+pub(super) struct BackgroundTask {
+    pub(super) token: u64,
+    pub(super) command: ScsiCommand,
+    pub(super) residual: Residual,
+}
+
+impl Connection {
+    pub(super) fn scsi_command(
+        &mut self,
+        session: &Arc<Session>,
+        cmd: &ScsiCommand,
+        frame: &Frame<'_>,
+    ) -> Flow {
+        // Borrowed from the caller's session handle, not cloned: no atomic
+        // reference-count traffic per command.
+        let Some(target) = session.target.as_deref() else {
+            // RFC 7143 §4.3: a discovery session carries no SCSI commands.
+            self.reject(reject::PROTOCOL_ERROR, frame.bhs);
+            return Flow::Continue;
+        };
+        if let Some(flow) = self.admit(session, cmd.immediate, cmd.cmd_sn) {
+            return flow;
+        }
+        let cdb = frame.cdb();
+        let lu = cmd.lun.number().and_then(|n| target.lun(n));
+        let edtl = cmd.expected_data_transfer_length;
+        if frame.data.len() as u32 > edtl
+            || (!frame.data.is_empty() && !session.params.immediate_data)
+        {
+            // RFC 7143 §11.3: immediate data beyond EDTL, or when ImmediateData=No, is a protocol error.
+            self.reject(reject::PROTOCOL_ERROR, frame.bhs);
+            return Flow::Continue;
+        }
+        let all_in = frame.data.len() as u32 == edtl;
+        if !cmd.write || edtl == 0 || all_in || !worth_soliciting(lu, &cdb, edtl) {
+            // Data is asked for only once the LUN and the command are known
+            // good: a command that will fail (or wants no data) is answered
+            // now, and whatever data the peer still sends unasked is dropped.
+            let data_out = if cmd.write { frame.data } else { &[][..] };
+            if cmd.write && !all_in {
+                self.bury(cmd.initiator_task_tag);
+            }
+            self.execute(session, target, cmd, &cdb, data_out);
+            return Flow::Continue;
+        }
+        if edtl > WRITE_TRANSFER_BYTES_MAX
+            || self.writes.len() >= WRITE_TASKS_MAX
+            || self.writes.contains_key(&cmd.initiator_task_tag)
+        {
+            self.reject(reject::PROTOCOL_ERROR, frame.bhs);
+            return Flow::Close;
+        }
+        let params = &session.params;
+        let buffer = self.take_buffer();
+        let mut task = WriteTask::new(
+            *cmd,
+            cdb.into_owned(),
+            buffer,
+            frame.data,
+            params.initial_r2t,
+            params.first_burst_length,
+            params.max_burst_length,
+            params.max_outstanding_r2t,
+        );
+        // The immediate data is here already; what the peer may still send
+        // unasked (up to FirstBurstLength) must fit the budget, or the
+        // command is answered TASK SET FULL (SAM-5 5.3) now and that data is
+        // dropped as it comes, never buffered.
+        let immediate = frame.data.len();
+        let unasked = (task.unsolicited_len() as usize).saturating_sub(immediate);
+        let peer = self.peer.ip();
+        if unasked > 0 && !self.server.write_budget.try_take(peer, unasked) {
+            let (command, _, buffer) = task.into_parts();
+            self.recycle(buffer);
+            self.bury(command.initiator_task_tag);
+            let full = Completion {
+                status: Status::TaskSetFull,
+                sense: None,
+            };
+            let empty = self.take_buffer();
+            self.complete(session, &command, full, empty, Residual::default());
+            return Flow::Continue;
+        }
+        self.server.write_budget.force_take(peer, immediate);
+        task.charged = immediate + unasked;
+        task.last_data = Some(self.last_rx);
+        self.writes.insert(cmd.initiator_task_tag, task);
+        self.solicit(session, cmd.initiator_task_tag);
+        Flow::Continue
+    }
+
+    /// Sends R2Ts for a write task up to MaxOutstandingR2T, as far as the
+    /// process's write budget allows; a task that gets none waits in
+    /// `starved` for budget given back.
+    pub(super) fn solicit(&mut self, session: &Session, itt: u32) {
+        let (exp_cmd_sn, max_cmd_sn) = (session.exp_cmd_sn(), session.max_cmd_sn());
+        loop {
+            let Some(task) = self.writes.get_mut(&itt) else {
+                return;
+            };
+            let Some(len) = task.next_r2t_len() else {
+                return;
+            };
+            if !self
+                .server
+                .write_budget
+                .try_take(self.peer.ip(), len as usize)
+            {
+                if !task.awaits_data() && !self.starved.contains(&itt) {
+                    self.starved.push_back(itt);
+                }
+                return;
+            }
+            task.charged += len as usize;
+            task.last_data = Some(self.last_rx);
+            let ttt = self.next_target_transfer_tag();
+            let Some(task) = self.writes.get_mut(&itt) else {
+                return;
+            };
+            let Some(r2t) = task.next_r2t(ttt) else {
+                return;
+            };
+            let pdu = Pdu::R2t(pdu::R2t {
+                lun: task.command.lun,
+                initiator_task_tag: itt,
+                target_transfer_tag: r2t.target_transfer_tag,
+                // RFC 7143 §11.8.4: an R2T carries the next StatSN without advancing it.
+                stat_sn: self.stat_sn,
+                exp_cmd_sn,
+                max_cmd_sn,
+                r2t_sn: r2t.r2t_sn,
+                buffer_offset: r2t.buffer_offset,
+                desired_data_transfer_length: r2t.desired_data_transfer_length,
+            });
+            let limits = self.send_limits;
+            self.out.push(&pdu, &[], &limits);
+        }
+    }
+
+    pub(super) fn data_out(
+        &mut self,
+        session: &Arc<Session>,
+        d: &DataOut,
+        frame: &Frame<'_>,
+    ) -> Flow {
+        let Some(task) = self.writes.get_mut(&d.initiator_task_tag) else {
+            if self.buried.contains(&d.initiator_task_tag) {
+                return Flow::Continue;
+            }
+            // RFC 7143 §11.7: Data-Out for a task we don't know: Reject, "Invalid PDU field".
+            self.reject(reject::INVALID_PDU_FIELD, frame.bhs);
+            return Flow::Continue;
+        };
+        task.last_data = Some(self.last_rx);
+        match task.accept(d, frame.data) {
+            Ok(false) => {
+                self.solicit(session, d.initiator_task_tag);
+                Flow::Continue
+            }
+            Ok(true) => {
+                let task = self.take_write(d.initiator_task_tag).expect("task present");
+                let Some(target) = session.target.as_deref() else {
+                    return Flow::Close;
+                };
+                let (command, cdb, buffer) = task.into_parts();
+                self.execute(session, target, &command, &cdb, &buffer);
+                self.recycle(buffer);
+                Flow::Continue
+            }
+            Err(DataOutError::UnknownTransferTag(_)) => {
+                self.reject(reject::INVALID_PDU_FIELD, frame.bhs);
+                Flow::Continue
+            }
+            Err(error) => {
+                // At ERL 0 a task whose Data-Out sequence is broken can't be
+                // recovered: end it with CHECK CONDITION (SAM-5 ABORTED
+                // COMMAND, iSCSI ASCs of SPC-5 table 49) and keep the
+                // connection for the session's other tasks.
+                let (asc, ascq) = match error {
+                    DataOutError::DataSn { .. } => (0x4b, 0x00),
+                    DataOutError::Offset { .. } => (0x4b, 0x05),
+                    DataOutError::Overrun | DataOutError::Unsolicited => (0x4b, 0x02),
+                    DataOutError::UnknownTransferTag(_) => (0x4b, 0x01),
+                };
+                if let Some(task) = self.take_write(d.initiator_task_tag) {
+                    let (command, _, buffer) = task.into_parts();
+                    self.recycle(buffer);
+                    self.bury(command.initiator_task_tag);
+                    let sense = isoe_scsi::Sense::new(
+                        isoe_scsi::sense::sense_key::ABORTED_COMMAND,
+                        asc,
+                        ascq,
+                    );
+                    let completion = Completion {
+                        status: Status::CheckCondition,
+                        sense: Some(sense),
+                    };
+                    let empty = self.take_buffer();
+                    self.complete(session, &command, completion, empty, Residual::default());
+                }
+                Flow::Continue
+            }
+        }
+    }
+
+    /// Removes a write task, giving its bytes back to the write budget.
+    pub(super) fn take_write(&mut self, itt: u32) -> Option<WriteTask> {
+        let task = self.writes.remove(&itt)?;
+        self.server.write_budget.give(self.peer.ip(), task.charged);
+        Some(task)
+    }
+
+    /// Solicits data for tasks that waited for write budget, oldest first,
+    /// while there is budget.
+    pub(super) fn feed_starved(&mut self) {
+        let Phase::Full(session) = &self.phase else {
+            return;
+        };
+        let session = Arc::clone(session);
+        for _ in 0..self.starved.len() {
+            let Some(itt) = self.starved.pop_front() else {
+                return;
+            };
+            self.solicit(&session, itt);
+            if self.starved.back() == Some(&itt) {
+                // Still no budget: the others wait too.
+                return;
+            }
+        }
+    }
+
+    /// Remembers a task that ended early, so the rest of its Data-Out is dropped quietly.
+    pub(super) fn bury(&mut self, initiator_task_tag: u32) {
+        if self.buried.len() >= BURIED_TASKS_MAX {
+            self.buried.pop_front();
+        }
+        self.buried.push_back(initiator_task_tag);
+    }
+
+    pub(super) fn recycle(&mut self, buffer: Vec<u8>) {
+        self.pool.give(buffer);
+    }
+
+    /// Runs a command and queues its Data-In and status.
+    pub(super) fn execute(
+        &mut self,
+        session: &Session,
+        target: &Target,
+        cmd: &ScsiCommand,
+        cdb: &[u8],
+        data_out: &[u8],
+    ) {
+        let mut data_in = self.take_buffer();
+        let view = TargetView {
+            target,
+            server: &self.server,
+        };
+        let request = isoe_scsi::Request {
+            lun: cmd.lun.number(),
+            write: cmd.write,
+            expected_length: cmd.expected_data_transfer_length,
+            cdb,
+            data_out,
+        };
+        let (outcome, write_residual) =
+            isoe_scsi::route(&session.nexus, &view, &request, &mut data_in);
+        self.stats.commands += 1;
+        match outcome {
+            Outcome::Done(completion) => {
+                self.complete(session, cmd, completion, data_in, write_residual);
+            }
+            Outcome::Later(work) => {
+                self.recycle(data_in);
+                self.run_in_background(cmd, work, write_residual);
+            }
+        }
+    }
+
+    /// Hands a command's remaining work to the driver ([`Action::Run`]);
+    /// its response goes out from [`Connection::complete_work`].
+    pub(super) fn run_in_background(
+        &mut self,
+        cmd: &ScsiCommand,
+        work: Background,
+        residual: Residual,
+    ) {
+        let token = self.next_token;
+        self.next_token += 1;
+        self.background.push(BackgroundTask {
+            token,
+            command: *cmd,
+            residual,
+        });
+        self.runs.push_back((token, work));
+    }
+
+    /// Whether commands are running in the background.
+    pub fn has_background(&self) -> bool {
+        !self.background.is_empty()
+    }
+
+    pub(super) fn complete(
+        &mut self,
+        session: &Session,
+        cmd: &ScsiCommand,
+        completion: Completion,
+        data_in: Vec<u8>,
+        write_residual: Residual,
+    ) {
+        let edtl = cmd.expected_data_transfer_length;
+        let produced = data_in.len() as u32;
+        let send_len = if cmd.read { produced.min(edtl) } else { 0 };
+        let residual = if cmd.read {
+            Residual::between(produced, edtl)
+        } else {
+            write_residual
+        };
+        let good = completion.status == Status::Good && completion.sense.is_none();
+        let (exp_cmd_sn, max_cmd_sn) = (session.exp_cmd_sn(), session.max_cmd_sn());
+        let limits = self.send_limits;
+        if send_len == 0 {
+            self.recycle(data_in);
+        } else {
+            let index = self.out.adopt(data_in);
+            let segment = self.max_send_segment.max(512);
+            let mut offset = 0u32;
+            let mut data_sn = 0u32;
+            while offset < send_len {
+                let len = segment.min(send_len - offset);
+                let last = offset + len == send_len;
+                let with_status = last && good;
+                let pdu = Pdu::DataIn(DataIn {
+                    final_bit: last,
+                    acknowledge: false,
+                    overflow: with_status && residual.overflow,
+                    underflow: with_status && residual.underflow,
+                    status_present: with_status,
+                    status: completion.status as u8,
+                    lun: cmd.lun,
+                    initiator_task_tag: cmd.initiator_task_tag,
+                    target_transfer_tag: RESERVED_TAG,
+                    stat_sn: if with_status {
+                        self.take_stat_sn()
+                    } else {
+                        self.stat_sn
+                    },
+                    exp_cmd_sn,
+                    max_cmd_sn,
+                    data_sn,
+                    buffer_offset: offset,
+                    residual_count: if with_status { residual.count } else { 0 },
+                });
+                self.out.push_with_data(
+                    &pdu,
+                    index,
+                    offset as usize..(offset + len) as usize,
+                    &limits,
+                );
+                offset += len;
+                data_sn += 1;
+            }
+            if good {
+                return;
+            }
+        }
+        let mut sense_segment = [0u8; 2 + SENSE_BYTES_MAX];
+        let sense_len = match &completion.sense {
+            Some(sense) => {
+                let fixed = sense.to_fixed();
+                let n = fixed.len().min(SENSE_BYTES_MAX);
+                sense_segment[..2].copy_from_slice(&(n as u16).to_be_bytes());
+                sense_segment[2..2 + n].copy_from_slice(&fixed[..n]);
+                2 + n
+            }
+            None => 0,
+        };
+        let pdu = Pdu::ScsiResponse(ScsiResponse {
+            bidi_overflow: false,
+            bidi_underflow: false,
+            overflow: residual.overflow,
+            underflow: residual.underflow,
+            response: 0,
+            status: completion.status as u8,
+            initiator_task_tag: cmd.initiator_task_tag,
+            snack_tag: 0,
+            stat_sn: self.take_stat_sn(),
+            exp_cmd_sn,
+            max_cmd_sn,
+            exp_data_sn: 0,
+            bidi_read_residual_count: 0,
+            residual_count: residual.count,
+        });
+        self.out.push(&pdu, &sense_segment[..sense_len], &limits);
+    }
+
+    /// Work handed out by [`Action::Run`] is done: its response is queued,
+    /// unless the command was aborted meanwhile.
+    pub fn complete_work(&mut self, token: u64, completion: Completion) {
+        let Some(index) = self.background.iter().position(|b| b.token == token) else {
+            return;
+        };
+        let task = self.background.remove(index);
+        let Phase::Full(session) = &self.phase else {
+            return;
+        };
+        let session = Arc::clone(session);
+        let empty = self.take_buffer();
+        self.complete(&session, &task.command, completion, empty, task.residual);
+    }
+}

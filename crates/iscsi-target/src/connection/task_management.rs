@@ -1,0 +1,127 @@
+//! Task Management Function Requests (RFC 7143 §11.5): aborts and resets.
+
+use super::*;
+
+/// SAM-5 6.6: a LOGICAL UNIT RESET (one unit) or TARGET RESET (every unit
+/// of the session's target) tells every I_T nexus with the `condition` unit
+/// attention.
+fn reset_units(session: &Session, lun: Option<&Lun>, condition: isoe_scsi::Sense) {
+    let Some(target) = session.target.as_deref() else {
+        return;
+    };
+    match lun {
+        Some(lun) => {
+            if let Some(lu) = lun.number().and_then(|n| target.lun(n)) {
+                lu.reset(condition);
+            }
+        }
+        None => target.units().for_each(|lu| lu.reset(condition)),
+    }
+}
+
+impl Connection {
+    pub(super) fn task_management(&mut self, session: &Arc<Session>, t: &TaskMgmtRequest) -> Flow {
+        let exp_before = session.exp_cmd_sn();
+        if let Some(flow) = self.admit(session, t.immediate, t.cmd_sn) {
+            return flow;
+        }
+        let target = session.target.clone();
+        let lun_exists = |lun: &Lun| {
+            target
+                .as_ref()
+                .and_then(|tg| lun.number().and_then(|n| tg.lun(n)))
+                .is_some()
+        };
+        let mut close = false;
+        let response = match t.function {
+            tmf::ABORT_TASK => {
+                let referenced = t.referenced_task_tag;
+                if let Some(task) = self.take_write(referenced) {
+                    let (_, _, buffer) = task.into_parts();
+                    self.recycle(buffer);
+                    self.bury(referenced);
+                    tmf::RESP_COMPLETE
+                } else if let Some(index) = self
+                    .background
+                    .iter()
+                    .position(|b| b.command.initiator_task_tag == referenced)
+                {
+                    // The command ends without a response; its work goes on
+                    // (SBC-4: a sanitize operation survives aborts and resets).
+                    self.background.remove(index);
+                    tmf::RESP_COMPLETE
+                } else if isoe_wire::serial::sn_in_window(
+                    t.ref_cmd_sn,
+                    exp_before,
+                    session.max_cmd_sn(),
+                ) && isoe_wire::serial::sn_lt(t.ref_cmd_sn, t.cmd_sn)
+                {
+                    // RFC 7143 §11.5.1 (a): RefCmdSN in the window and below the TMF's own: treat as received, "Function complete".
+                    tmf::RESP_COMPLETE
+                } else {
+                    // RFC 7143 §11.5.1 (b): the task is gone (completed) or never was.
+                    tmf::RESP_NO_TASK
+                }
+            }
+            tmf::ABORT_TASK_SET | tmf::CLEAR_TASK_SET | tmf::LOGICAL_UNIT_RESET => {
+                if !lun_exists(&t.lun) {
+                    tmf::RESP_NO_LUN
+                } else {
+                    self.abort_tasks(|command| command.lun == t.lun);
+                    if t.function == tmf::LOGICAL_UNIT_RESET {
+                        reset_units(session, Some(&t.lun), isoe_scsi::attention::RESET_OCCURRED);
+                    }
+                    tmf::RESP_COMPLETE
+                }
+            }
+            tmf::TARGET_WARM_RESET => {
+                self.abort_tasks(|_| true);
+                reset_units(session, None, isoe_scsi::attention::RESET_OCCURRED);
+                tmf::RESP_COMPLETE
+            }
+            tmf::TARGET_COLD_RESET => {
+                self.abort_tasks(|_| true);
+                reset_units(session, None, isoe_scsi::attention::POWER_ON_OCCURRED);
+                close = true;
+                tmf::RESP_COMPLETE
+            }
+            tmf::TASK_REASSIGN => tmf::RESP_REASSIGN_UNSUPPORTED,
+            tmf::CLEAR_ACA => tmf::RESP_NOT_SUPPORTED,
+            _ => tmf::RESP_REJECTED,
+        };
+        let pdu = Pdu::TaskMgmtResponse(TaskMgmtResponse {
+            response,
+            initiator_task_tag: t.initiator_task_tag,
+            stat_sn: self.take_stat_sn(),
+            exp_cmd_sn: session.exp_cmd_sn(),
+            max_cmd_sn: session.max_cmd_sn(),
+        });
+        let limits = self.send_limits;
+        self.out.push(&pdu, &[], &limits);
+        if close {
+            Flow::Close
+        } else {
+            Flow::Continue
+        }
+    }
+
+    /// Ends the commands `which` picks without a response: those waiting
+    /// for Data-Out, and those running in the background (whose work goes
+    /// on, its completion unsent).
+    pub(super) fn abort_tasks(&mut self, which: impl Fn(&ScsiCommand) -> bool) {
+        self.background.retain(|b| !which(&b.command));
+        let tags: Vec<u32> = self
+            .writes
+            .iter()
+            .filter(|(_, t)| which(&t.command))
+            .map(|(k, _)| *k)
+            .collect();
+        for tag in tags {
+            if let Some(task) = self.take_write(tag) {
+                let (_, _, buffer) = task.into_parts();
+                self.recycle(buffer);
+                self.bury(tag);
+            }
+        }
+    }
+}

@@ -387,7 +387,7 @@ fn a_sanitize_without_immed_completes_through_its_work_while_others_are_answered
 /// session's other connection ends too, its budget given back, and that
 /// connection lives on.
 #[test]
-#[ignore = "bug in connection.rs: a TMF aborts only the tasks of the connection it came on"]
+#[ignore = "bug in connection/task_management.rs: a TMF aborts only the tasks of the connection it came on"]
 fn a_logical_unit_reset_ends_a_write_waiting_on_another_connection() {
     let mut pair = Pair::new(server(NO_PINGS));
     let s = pair.login(&session_config(solicited_writes(), 2, 11));
@@ -427,7 +427,7 @@ fn a_logical_unit_reset_ends_a_write_waiting_on_another_connection() {
 /// gap, is not late: the connection lives while the gap is within
 /// CMD_SN_GAP_WAIT, and everything completes once it fills.
 #[test]
-#[ignore = "bug in connection.rs: DATA_OUT_WAIT runs on while the connection itself stops reading behind a CmdSN gap"]
+#[ignore = "bug in connection/mod.rs (handle_tick): DATA_OUT_WAIT runs on while the connection stops reading behind a CmdSN gap"]
 fn write_data_held_up_behind_a_cmd_sn_gap_is_not_late() {
     let mut pair = Pair::new(server(NO_PINGS));
     let s = pair.login(&session_config(solicited_writes(), 2, 13));
@@ -469,7 +469,7 @@ fn write_data_held_up_behind_a_cmd_sn_gap_is_not_late() {
 /// MaxRecvDataSegmentLength; a longer ping is refused (or its echo cut),
 /// never echoed whole. Found by the `full_feature` fuzz target.
 #[test]
-#[ignore = "bug in connection.rs: a NOP-Out's data is echoed beyond the initiator's MaxRecvDataSegmentLength"]
+#[ignore = "bug in connection/nop.rs: a NOP-Out's data is echoed beyond the initiator's MaxRecvDataSegmentLength"]
 fn a_ping_is_never_echoed_beyond_the_initiators_segment_length() {
     let mut pair = Pair::new(server(NO_PINGS));
     let params = LocalParams {

@@ -24,8 +24,8 @@
 //! Checked: nothing panics; everything the target sends decodes under the
 //! negotiated limits (digests, the initiator's MaxRecvDataSegmentLength) as
 //! a target's PDU, with StatSN in sequence and ExpCmdSN never going back;
-//! and once every connection is detached, no write budget, session or login
-//! in progress is left.
+//! and once every connection is detached, no write budget, session, login
+//! in progress or response bytes are left.
 #![no_main]
 
 use isoe_initiator::login::{LoginExchange, LoginStep};
@@ -387,4 +387,8 @@ fuzz_target!(|input: &[u8]| {
         "a session outlived its connections"
     );
     assert_eq!(server.gate.logins(), 0, "a login still counted");
+    let unsent = server
+        .output_bytes
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(unsent, 0, "response bytes still counted");
 });

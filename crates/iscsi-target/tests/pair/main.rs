@@ -387,7 +387,7 @@ fn a_sanitize_without_immed_completes_through_its_work_while_others_are_answered
 /// session's other connection ends too, its budget given back, and that
 /// connection lives on.
 #[test]
-#[ignore = "bug in connection.rs: a TMF aborts only the tasks of the connection it came on"]
+#[ignore = "bug in connection/task_management.rs: a TMF aborts only the tasks of the connection it came on"]
 fn a_logical_unit_reset_ends_a_write_waiting_on_another_connection() {
     let mut pair = Pair::new(server(NO_PINGS));
     let s = pair.login(&session_config(solicited_writes(), 2, 11));

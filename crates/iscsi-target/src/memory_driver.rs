@@ -11,9 +11,8 @@
 //! connections that must hear of it are named); output that reaches its
 //! bound is taken at once, as if the socket always had room.
 
-use crate::connection::{Action, Connection, Endpoint, Flow};
+use crate::connection::{Action, Connection, Endpoint, Finished, Flow, Work};
 use crate::registry::Server;
-use isoe_scsi::{Background, Completion};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -26,7 +25,7 @@ pub struct Drive {
     pub wakes: Vec<u64>,
     /// Store work to run; its completion goes back through
     /// [`MemoryConnection::complete_work`] with the token.
-    pub work: Vec<(u64, Background)>,
+    pub work: Vec<(u64, Work)>,
     /// The connection ended in this call.
     pub closed: bool,
 }
@@ -113,11 +112,11 @@ impl MemoryConnection {
     }
 
     /// Store work handed out in [`Drive::work`] is done.
-    pub fn complete_work(&mut self, token: u64, completion: Completion, drive: &mut Drive) {
+    pub fn complete_work(&mut self, token: u64, finished: Finished, drive: &mut Drive) {
         if !self.open {
             return;
         }
-        self.conn.complete_work(token, completion);
+        self.conn.complete_work(token, finished);
         self.settle(drive);
     }
 

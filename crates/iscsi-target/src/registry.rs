@@ -213,10 +213,15 @@ fn open_store(spec: &StoreSpec, read_only: bool) -> Result<Arc<dyn Store>, isoe_
     })
 }
 
+/// Wraps a LUN's store as it is opened, given the target's name and the
+/// LUN: how tests put a slow or failing store under a running target.
+pub type WrapStore<'a> = &'a dyn Fn(&str, u16, Arc<dyn Store>) -> Arc<dyn Store>;
+
 fn build_target(
     config: &Config,
     t: &TargetConfig,
     stores: &mut Vec<Arc<dyn Store>>,
+    wrap: WrapStore<'_>,
 ) -> Result<Target, SetupError> {
     let mut luns = Vec::with_capacity(t.luns.len());
     for spec in &t.luns {
@@ -234,6 +239,7 @@ fn build_target(
                 lun: spec.number,
                 source,
             })?;
+        let store = wrap(&t.name, spec.number, store);
         if store.size_bytes() < u64::from(spec.block_size) {
             return Err(SetupError::NoBlocks {
                 target: t.name.clone(),
@@ -295,10 +301,15 @@ fn build_target(
 impl Server {
     /// Opens every LUN's store and resolves its identity.
     pub fn new(config: Config) -> Result<Server, SetupError> {
+        Server::with_stores_wrapped(config, &|_, _, store| store)
+    }
+
+    /// [`Server::new`], with each store passed through `wrap` once opened.
+    pub fn with_stores_wrapped(config: Config, wrap: WrapStore<'_>) -> Result<Server, SetupError> {
         let mut stores = Vec::new();
         let mut targets = Vec::with_capacity(config.targets.len());
         for t in &config.targets {
-            targets.push(Arc::new(build_target(&config, t, &mut stores)?));
+            targets.push(Arc::new(build_target(&config, t, &mut stores, wrap)?));
         }
         let open_files = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
         let (gate, limits_note) = Gatekeeper::new(config.limits, open_files);
@@ -420,6 +431,17 @@ impl Server {
                 .map(|(_, s)| Arc::clone(s))
         };
         session.is_some_and(|s| s.is_closed() || s.closed_by_peer())
+    }
+
+    /// The sessions logged in to `target`.
+    pub fn sessions_of(&self, target: &Arc<Target>) -> Vec<Arc<Session>> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|(_, s)| s.target.as_ref().is_some_and(|t| Arc::ptr_eq(t, target)))
+            .map(|(_, s)| Arc::clone(s))
+            .collect()
     }
 
     /// Number of live sessions.

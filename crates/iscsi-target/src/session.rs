@@ -9,8 +9,9 @@
 use crate::registry::Target;
 use isoe_scsi::Nexus;
 use isoe_wire::negotiate::SessionParams;
+use isoe_wire::pdu::Lun;
 use isoe_wire::serial::{sn_gt, sn_in_window};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -57,6 +58,85 @@ pub struct Member {
     /// Set when another connection ended this one (logout of its CID,
     /// reinstatement); the connection closes at its next wake-up.
     pub ended: bool,
+    /// Tasks a task management function on another connection ended here,
+    /// taken at the next wake-up ([`Session::take_orders`]).
+    pub orders: Vec<AbortOrder>,
+}
+
+impl Member {
+    /// A connection as it joins, with nothing to do yet.
+    pub fn new(cid: u16, serial: u64, peer_gone: Option<PeerProbe>) -> Member {
+        Member {
+            cid,
+            serial,
+            peer_gone,
+            ended: false,
+            orders: Vec::new(),
+        }
+    }
+}
+
+/// Which tasks a task management function ends on a connection it did not
+/// come on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AbortScope {
+    /// The tasks of one logical unit (ABORT TASK SET, CLEAR TASK SET,
+    /// LOGICAL UNIT RESET).
+    Lun(Lun),
+    /// Every task (TARGET WARM RESET, TARGET COLD RESET).
+    All,
+}
+
+impl AbortScope {
+    /// Whether a command with LUN `lun` is in scope.
+    pub fn covers(&self, lun: &Lun) -> bool {
+        match self {
+            AbortScope::Lun(scope) => scope == lun,
+            AbortScope::All => true,
+        }
+    }
+}
+
+/// Counts the connections that still have tasks to end for one task
+/// management function, whose response waits until none has (SAM-5 7.1:
+/// the function completes once every task it aborts has ended).
+#[derive(Debug)]
+pub struct AbortBarrier {
+    remaining: AtomicUsize,
+    /// The connection the function came on: woken when the count ends.
+    origin: u64,
+}
+
+impl AbortBarrier {
+    /// A barrier for a function that came on connection `origin`, held by
+    /// the origin itself until it has ordered every other connection.
+    pub fn new(origin: u64) -> Arc<AbortBarrier> {
+        Arc::new(AbortBarrier {
+            remaining: AtomicUsize::new(1),
+            origin,
+        })
+    }
+
+    /// One holder is done; returns the connection to wake when it was the
+    /// last and not the origin itself.
+    pub fn done(&self, by: u64) -> Option<u64> {
+        let last = self.remaining.fetch_sub(1, Ordering::AcqRel) == 1;
+        (last && by != self.origin).then_some(self.origin)
+    }
+
+    /// Whether every connection has ended its tasks.
+    pub fn is_done(&self) -> bool {
+        self.remaining.load(Ordering::Acquire) == 0
+    }
+}
+
+/// An order to end tasks, from a function that came on another connection.
+#[derive(Debug, Clone)]
+pub struct AbortOrder {
+    /// The tasks to end.
+    pub scope: AbortScope,
+    /// Told once they have ended.
+    pub barrier: Arc<AbortBarrier>,
 }
 
 impl std::fmt::Debug for Member {
@@ -65,6 +145,7 @@ impl std::fmt::Debug for Member {
             .field("cid", &self.cid)
             .field("serial", &self.serial)
             .field("ended", &self.ended)
+            .field("orders", &self.orders.len())
             .finish()
     }
 }
@@ -230,12 +311,49 @@ impl Session {
         Ok(())
     }
 
-    /// Removes a connection; returns true when it was the last one.
-    pub fn leave(&self, serial: u64) -> bool {
+    /// Removes a connection; returns true when it was the last one. Orders
+    /// it had not taken count as done (its tasks end with it); the
+    /// connections they free go to `wake`.
+    pub fn leave(&self, serial: u64, wake: &mut Vec<u64>) -> bool {
         self.stop_waiting(serial);
         let mut members = locked(&self.members);
-        members.retain(|m| m.serial != serial);
+        if let Some(pos) = members.iter().position(|m| m.serial == serial) {
+            let member = members.remove(pos);
+            wake.extend(member.orders.iter().filter_map(|o| o.barrier.done(serial)));
+        }
         members.is_empty()
+    }
+
+    /// Orders every connection but `except` to end the tasks in `scope`,
+    /// counting each in `barrier`; they go to `wake`.
+    pub fn order_abort(
+        &self,
+        scope: AbortScope,
+        except: u64,
+        barrier: &Arc<AbortBarrier>,
+        wake: &mut Vec<u64>,
+    ) {
+        let mut members = locked(&self.members);
+        for m in members
+            .iter_mut()
+            .filter(|m| m.serial != except && !m.ended)
+        {
+            barrier.remaining.fetch_add(1, Ordering::AcqRel);
+            m.orders.push(AbortOrder {
+                scope,
+                barrier: Arc::clone(barrier),
+            });
+            wake.push(m.serial);
+        }
+    }
+
+    /// The orders to end tasks given to connection `serial` since it last looked.
+    pub fn take_orders(&self, serial: u64) -> Vec<AbortOrder> {
+        locked(&self.members)
+            .iter_mut()
+            .find(|m| m.serial == serial)
+            .map(|m| std::mem::take(&mut m.orders))
+            .unwrap_or_default()
     }
 
     /// Whether connection `serial` was ended by another (see [`Member::ended`]).

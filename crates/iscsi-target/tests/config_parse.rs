@@ -229,6 +229,8 @@ fn datapath_defaults_are_the_efficient_datapath() {
             batching: true,
             crc: Crc32cImpl::Hardware,
             buffer_pool: true,
+            workers: 0,
+            io_threads: 4,
         }
     );
     assert_eq!(Config::embedded_default().datapath, Datapath::default());
@@ -273,13 +275,31 @@ fn datapath_table_sets_each_option() {
         }
     );
     assert_eq!(
-        parse("batching = false\ncrc = \"software\"\nbuffer_pool = false\n"),
+        parse("batching = false\ncrc = \"software\"\nbuffer_pool = false\nworkers = 3\nio_threads = 0\n"),
         Datapath {
             batching: false,
             crc: Crc32cImpl::Software,
             buffer_pool: false,
+            workers: 3,
+            io_threads: 0,
         }
     );
+    for (table, message) in [
+        ("workers = 257\n", "datapath.workers"),
+        ("io_threads = -1\n", "datapath.io_threads"),
+        ("io_threads = \"4\"\n", "datapath.io_threads"),
+    ] {
+        let error = Config::parse(
+            &format!("{target}[datapath]\n{table}"),
+            Some(Path::new("t.toml")),
+        )
+        .expect_err(table)
+        .to_string();
+        assert!(
+            error.starts_with("t.toml:4: ") && error.contains(message),
+            "{table}: {error}"
+        );
+    }
     // Anywhere in the file, inline too; the rest of the file is unaffected.
     let config = Config::parse(
         &format!("datapath = {{ batching = false }}\nportals = [\"127.0.0.1:0\"]\n{target}"),

@@ -1,7 +1,7 @@
 //! The target's connection state machine driven without sockets: bytes in,
 //! bytes out, time passed in (ARCHITECTURE.md, "Sans-IO core").
 
-use isoe_scsi::Completion;
+use isoe_target::connection::Finished as WorkDone;
 use isoe_target::connection::{Action, Connection, Endpoint, Flow};
 use isoe_target::{Config, Server};
 use isoe_wire::digest::Crc32cImpl;
@@ -54,7 +54,7 @@ fn initiator(
 }
 
 /// Store work that finished: its token and completion.
-type Finished = (u64, Completion);
+type Finished = (u64, WorkDone);
 
 /// Serials of the test connections, unique in the process.
 static SERIALS: AtomicU64 = AtomicU64::new(1);

@@ -87,6 +87,18 @@ impl LogicalUnit {
         &self.config
     }
 
+    /// Whether `cdb` may wait on a device here: it touches the medium of a
+    /// store whose calls may wait, or it changes reservations that persist
+    /// through power loss (a file written and synced). The transport runs
+    /// such commands off its event loops.
+    pub fn may_block(&self, cdb: &[u8]) -> bool {
+        match cdb.first() {
+            Some(&crate::opcode::PERSISTENT_RESERVE_OUT) => self.config.reservations_file.is_some(),
+            Some(&op) => crate::opcode::touches_medium(op) && self.store.may_block(),
+            None => false,
+        }
+    }
+
     /// Number of logical blocks (READ CAPACITY reports one less, the last LBA).
     pub fn capacity_blocks(&self) -> u64 {
         self.capacity_blocks

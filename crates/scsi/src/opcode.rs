@@ -105,3 +105,40 @@ pub const READ_CAPACITY_16_SA: u16 = 0x10;
 pub const GET_LBA_STATUS_SA: u16 = 0x12;
 /// REPORT SUPPORTED OPERATION CODES: service action 0Ch of MAINTENANCE IN (SPC-5 6.35).
 pub const REPORT_SUPPORTED_OPERATION_CODES_SA: u16 = 0x0c;
+
+/// Whether a command with operation code `op` reads or changes the medium
+/// (data, allocation, or the cache), so that on a store whose calls may
+/// wait it waits on the device. SERVICE ACTION IN (16) counts for GET LBA
+/// STATUS; EXTENDED COPY for the units it copies between.
+pub fn touches_medium(op: u8) -> bool {
+    matches!(
+        op,
+        READ_6
+            | READ_10
+            | READ_12
+            | READ_16
+            | WRITE_6
+            | WRITE_10
+            | WRITE_12
+            | WRITE_16
+            | WRITE_AND_VERIFY_10
+            | WRITE_AND_VERIFY_12
+            | WRITE_AND_VERIFY_16
+            | VERIFY_10
+            | VERIFY_12
+            | VERIFY_16
+            | PRE_FETCH_10
+            | PRE_FETCH_16
+            | SYNCHRONIZE_CACHE_10
+            | SYNCHRONIZE_CACHE_16
+            | WRITE_SAME_10
+            | WRITE_SAME_16
+            | UNMAP
+            | SANITIZE
+            | EXTENDED_COPY
+            | COMPARE_AND_WRITE
+            | ORWRITE_16
+            | WRITE_ATOMIC_16
+            | SERVICE_ACTION_IN_16
+    )
+}

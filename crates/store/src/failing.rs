@@ -187,6 +187,10 @@ impl<S: Store> Store for FailingStore<S> {
         self.inner.kind()
     }
 
+    fn may_block(&self) -> bool {
+        self.inner.may_block()
+    }
+
     fn allocation(&self, offset: u64, len: u64) -> Result<Extent, StoreError> {
         self.check(Ops::READ, "allocation", offset)?;
         self.inner.allocation(offset, len)

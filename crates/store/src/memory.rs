@@ -227,6 +227,10 @@ impl Store for MemoryStore {
         "memory"
     }
 
+    fn may_block(&self) -> bool {
+        false
+    }
+
     fn allocation(&self, offset: u64, len: u64) -> Result<Extent, StoreError> {
         check_range(offset, len, self.size_bytes)?;
         let mut state = None;

@@ -42,6 +42,12 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn write_zeroes(&self, offset: u64, len: u64) -> Result<(), StoreError>;
     /// "memory" | "file" | "block"
     fn kind(&self) -> &'static str;
+    /// Whether a call may wait on a device (a read from disk, an
+    /// fdatasync): the target then makes it off its event loops. Calls on
+    /// memory never wait.
+    fn may_block(&self) -> bool {
+        true
+    }
     /// The allocation state at `offset`, and how far it lasts: an extent of
     /// at most `len` bytes from `offset` that is wholly mapped or wholly
     /// deallocated. Stores find holes at their own granularity (memory: 4 KiB

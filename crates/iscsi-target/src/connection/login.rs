@@ -185,12 +185,7 @@ impl Connection {
             }
             (SessionType::Discovery, _) => None,
         };
-        let member = Member {
-            cid: negotiated.cid,
-            serial: self.serial,
-            peer_gone: self.peer_gone.clone(),
-            ended: false,
-        };
+        let member = Member::new(negotiated.cid, self.serial, self.peer_gone.clone());
         if negotiated.tsih_requested == 0 {
             let target_name = target.as_ref().map(|t| t.name.clone());
             let random = self.random.next_u32() as u16;

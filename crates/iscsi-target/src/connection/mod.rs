@@ -10,11 +10,11 @@
 //! filled, its session closed), or run store work off the event loop and
 //! hand the result back ([`Connection::complete_work`]).
 //!
-//! SCSI commands execute inline, so a connection's work stays on its
-//! worker (ARCHITECTURE.md, datapath rule 4); the exception is a command the
-//! device server leaves for later (SANITIZE without IMMED,
-//! [`isoe_scsi::Outcome::Later`]), whose work goes out as an action while
-//! the connection goes on with other commands.
+//! SCSI commands to memory execute inline, so a connection's work stays on
+//! its worker (ARCHITECTURE.md, datapath rule 4); a command whose store
+//! calls may wait on a device, and the rest of one the device server leaves
+//! for later (SANITIZE without IMMED), go out as an action while the
+//! connection goes on with other commands (`work.rs`).
 
 mod login;
 mod logout_request;
@@ -22,17 +22,21 @@ mod nop;
 mod scsi;
 mod task_management;
 mod text;
+mod work;
 
 pub use isoe_scsi::Residual;
 use login::{HeldAnswer, LoginPhase};
-use scsi::BackgroundTask;
 use text::PendingText;
+use work::{BackgroundTask, DataOutBytes, HeldTmf};
+pub use work::{Finished, Work};
 
 use crate::buffer_pool::BufferPool;
 use crate::discovery;
 use crate::output::Output;
 use crate::registry::{login_config, Server, Target};
-use crate::session::{Admit, Member, PeerProbe, Session, CMD_SN_GAP_WAIT};
+use crate::session::{
+    AbortBarrier, AbortScope, Admit, Member, PeerProbe, Session, CMD_SN_GAP_WAIT,
+};
 use crate::write_task::{DataOutError, WriteTask};
 use isoe_scsi::{Background, Completion, LogicalUnit, Nexus, Outcome, Status};
 use isoe_wire::frame::{decode, header_bytes_needed, Decoded, Frame, FrameError, FrameLimits};
@@ -89,8 +93,8 @@ pub enum Action {
     Run {
         /// Identifies the work to its connection.
         token: u64,
-        /// The work (SANITIZE's overwrite, say).
-        work: Background,
+        /// The work (a file LUN's read, SANITIZE's overwrite).
+        work: Work,
     },
 }
 
@@ -205,7 +209,12 @@ pub struct Connection {
     held_answer: Option<HeldAnswer>,
     /// Connections to wake, then work to run, for [`Connection::poll_action`].
     wake: Vec<u64>,
-    runs: VecDeque<(u64, Background)>,
+    runs: VecDeque<(u64, Work)>,
+    /// Task management responses waiting for aborted work to return.
+    held_tmf: Vec<HeldTmf>,
+    /// Functions from other connections whose tasks here have ended, to
+    /// be told so once the aborted work still out has returned.
+    owed: Vec<Arc<AbortBarrier>>,
     /// Counters.
     pub stats: ConnectionStats,
 }
@@ -271,6 +280,8 @@ impl Connection {
             held_answer: None,
             wake: Vec::new(),
             runs: VecDeque::new(),
+            held_tmf: Vec::new(),
+            owed: Vec::new(),
             stats: ConnectionStats::default(),
         }
     }
@@ -376,6 +387,11 @@ impl Connection {
         match &self.phase {
             Phase::Full(session) if session.is_closed() || session.is_ended(self.serial) => {
                 Flow::Close
+            }
+            Phase::Full(session) => {
+                let session = Arc::clone(session);
+                self.take_orders(&session);
+                Flow::Continue
             }
             Phase::Closed => Flow::Close,
             _ => Flow::Continue,
@@ -663,9 +679,13 @@ impl Connection {
     pub fn detach(&mut self) {
         self.end_login();
         self.abort_tasks(|_| true);
+        // Its tasks have ended (work still out finds no connection): what
+        // waited on them need wait no more.
+        self.background.clear();
+        self.release_held();
         self.phase = Phase::Closed;
         if let Some(session) = self.bound.take() {
-            if session.leave(self.serial) || session.is_closed() {
+            if session.leave(self.serial, &mut self.wake) || session.is_closed() {
                 session.close(self.serial, &mut self.wake);
                 session.end_nexus();
                 self.server.remove_session(&session);

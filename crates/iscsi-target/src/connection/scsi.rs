@@ -18,13 +18,6 @@ fn worth_soliciting(lu: Option<&Arc<LogicalUnit>>, cdb: &[u8], edtl: u32) -> boo
 /// Bytes of sense data carried at most (fixed format with SKS fits in 18).
 const SENSE_BYTES_MAX: usize = 252;
 
-/// A command whose work runs elsewhere ([`Action::Run`]).
-pub(super) struct BackgroundTask {
-    pub(super) token: u64,
-    pub(super) command: ScsiCommand,
-    pub(super) residual: Residual,
-}
-
 impl Connection {
     pub(super) fn scsi_command(
         &mut self,
@@ -61,7 +54,7 @@ impl Connection {
             if cmd.write && !all_in {
                 self.bury(cmd.initiator_task_tag);
             }
-            self.execute(session, target, cmd, &cdb, data_out);
+            self.execute(session, target, cmd, &cdb, DataOutBytes::Borrowed(data_out));
             return Flow::Continue;
         }
         if edtl > WRITE_TRANSFER_BYTES_MAX
@@ -184,8 +177,7 @@ impl Connection {
                     return Flow::Close;
                 };
                 let (command, cdb, buffer) = task.into_parts();
-                self.execute(session, target, &command, &cdb, &buffer);
-                self.recycle(buffer);
+                self.execute(session, target, &command, &cdb, DataOutBytes::Owned(buffer));
                 Flow::Continue
             }
             Err(DataOutError::UnknownTransferTag(_)) => {
@@ -260,64 +252,6 @@ impl Connection {
 
     pub(super) fn recycle(&mut self, buffer: Vec<u8>) {
         self.pool.give(buffer);
-    }
-
-    /// Runs a command and queues its Data-In and status.
-    pub(super) fn execute(
-        &mut self,
-        session: &Session,
-        target: &Target,
-        cmd: &ScsiCommand,
-        cdb: &[u8],
-        data_out: &[u8],
-    ) {
-        let mut data_in = self.take_buffer();
-        let view = TargetView {
-            target,
-            server: &self.server,
-        };
-        let request = isoe_scsi::Request {
-            lun: cmd.lun.number(),
-            write: cmd.write,
-            expected_length: cmd.expected_data_transfer_length,
-            cdb,
-            data_out,
-        };
-        let (outcome, write_residual) =
-            isoe_scsi::route(&session.nexus, &view, &request, &mut data_in);
-        self.stats.commands += 1;
-        match outcome {
-            Outcome::Done(completion) => {
-                self.complete(session, cmd, completion, data_in, write_residual);
-            }
-            Outcome::Later(work) => {
-                self.recycle(data_in);
-                self.run_in_background(cmd, work, write_residual);
-            }
-        }
-    }
-
-    /// Hands a command's remaining work to the driver ([`Action::Run`]);
-    /// its response goes out from [`Connection::complete_work`].
-    pub(super) fn run_in_background(
-        &mut self,
-        cmd: &ScsiCommand,
-        work: Background,
-        residual: Residual,
-    ) {
-        let token = self.next_token;
-        self.next_token += 1;
-        self.background.push(BackgroundTask {
-            token,
-            command: *cmd,
-            residual,
-        });
-        self.runs.push_back((token, work));
-    }
-
-    /// Whether commands are running in the background.
-    pub fn has_background(&self) -> bool {
-        !self.background.is_empty()
     }
 
     pub(super) fn complete(
@@ -412,20 +346,5 @@ impl Connection {
             residual_count: residual.count,
         });
         self.out.push(&pdu, &sense_segment[..sense_len], &limits);
-    }
-
-    /// Work handed out by [`Action::Run`] is done: its response is queued,
-    /// unless the command was aborted meanwhile.
-    pub fn complete_work(&mut self, token: u64, completion: Completion) {
-        let Some(index) = self.background.iter().position(|b| b.token == token) else {
-            return;
-        };
-        let task = self.background.remove(index);
-        let Phase::Full(session) = &self.phase else {
-            return;
-        };
-        let session = Arc::clone(session);
-        let empty = self.take_buffer();
-        self.complete(&session, &task.command, completion, empty, task.residual);
     }
 }

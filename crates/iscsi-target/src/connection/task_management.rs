@@ -33,6 +33,9 @@ impl Connection {
                 .is_some()
         };
         let mut close = false;
+        // Tasks on other connections that the function ends too: which,
+        // and whether every session of the target is reached.
+        let mut elsewhere: Option<(AbortScope, bool)> = None;
         let response = match t.function {
             tmf::ABORT_TASK => {
                 let referenced = t.referenced_task_tag;
@@ -41,14 +44,12 @@ impl Connection {
                     self.recycle(buffer);
                     self.bury(referenced);
                     tmf::RESP_COMPLETE
-                } else if let Some(index) = self
+                } else if self
                     .background
                     .iter()
-                    .position(|b| b.command.initiator_task_tag == referenced)
+                    .any(|b| b.command.initiator_task_tag == referenced)
                 {
-                    // The command ends without a response; its work goes on
-                    // (SBC-4: a sanitize operation survives aborts and resets).
-                    self.background.remove(index);
+                    self.abort_background(&|command| command.initiator_task_tag == referenced);
                     tmf::RESP_COMPLETE
                 } else if isoe_wire::serial::sn_in_window(
                     t.ref_cmd_sn,
@@ -68,7 +69,12 @@ impl Connection {
                     tmf::RESP_NO_LUN
                 } else {
                     self.abort_tasks(|command| command.lun == t.lun);
-                    if t.function == tmf::LOGICAL_UNIT_RESET {
+                    // ABORT TASK SET and CLEAR TASK SET end the tasks of
+                    // this I_T nexus (every connection of the session); a
+                    // unit reset those of every nexus (SAM-5 7.4, 7.6).
+                    let reset = t.function == tmf::LOGICAL_UNIT_RESET;
+                    elsewhere = Some((AbortScope::Lun(t.lun), reset));
+                    if reset {
                         reset_units(session, Some(&t.lun), isoe_scsi::attention::RESET_OCCURRED);
                     }
                     tmf::RESP_COMPLETE
@@ -76,11 +82,16 @@ impl Connection {
             }
             tmf::TARGET_WARM_RESET => {
                 self.abort_tasks(|_| true);
+                elsewhere = Some((AbortScope::All, true));
                 reset_units(session, None, isoe_scsi::attention::RESET_OCCURRED);
                 tmf::RESP_COMPLETE
             }
             tmf::TARGET_COLD_RESET => {
+                // The connection closes after the response: work still out
+                // finds no connection to answer.
                 self.abort_tasks(|_| true);
+                self.background.clear();
+                elsewhere = Some((AbortScope::All, true));
                 reset_units(session, None, isoe_scsi::attention::POWER_ON_OCCURRED);
                 close = true;
                 tmf::RESP_COMPLETE
@@ -89,27 +100,34 @@ impl Connection {
             tmf::CLEAR_ACA => tmf::RESP_NOT_SUPPORTED,
             _ => tmf::RESP_REJECTED,
         };
-        let pdu = Pdu::TaskMgmtResponse(TaskMgmtResponse {
-            response,
-            initiator_task_tag: t.initiator_task_tag,
-            stat_sn: self.take_stat_sn(),
-            exp_cmd_sn: session.exp_cmd_sn(),
-            max_cmd_sn: session.max_cmd_sn(),
+        let barrier = elsewhere.map(|(scope, every_session)| {
+            let barrier = AbortBarrier::new(self.serial);
+            let sessions = match (&session.target, every_session) {
+                (Some(target), true) => self.server.sessions_of(target),
+                _ => vec![Arc::clone(session)],
+            };
+            for other in &sessions {
+                other.order_abort(scope, self.serial, &barrier, &mut self.wake);
+            }
+            // The origin's own hold: no count could end before every
+            // connection was counted.
+            let _ = barrier.done(self.serial);
+            barrier
         });
-        let limits = self.send_limits;
-        self.out.push(&pdu, &[], &limits);
         if close {
+            // The connection ends: nothing waits for the others.
+            self.answer_now(t.initiator_task_tag, response);
             Flow::Close
         } else {
+            self.answer_task_management(t.initiator_task_tag, response, barrier);
             Flow::Continue
         }
     }
 
     /// Ends the commands `which` picks without a response: those waiting
-    /// for Data-Out, and those running in the background (whose work goes
-    /// on, its completion unsent).
+    /// for Data-Out, and those whose work is out (see `work.rs`).
     pub(super) fn abort_tasks(&mut self, which: impl Fn(&ScsiCommand) -> bool) {
-        self.background.retain(|b| !which(&b.command));
+        self.abort_background(&which);
         let tags: Vec<u32> = self
             .writes
             .iter()

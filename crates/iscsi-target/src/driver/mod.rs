@@ -17,7 +17,7 @@ mod pump;
 mod worker;
 
 use crate::config::Config;
-use crate::registry::{Server, SetupError};
+use crate::registry::{Server, SetupError, WrapStore};
 use pool::IoPool;
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -28,8 +28,6 @@ use std::time::Duration;
 use thiserror::Error;
 use worker::{Mailbox, Msg, Shared, Worker, WORKERS_MAX};
 
-/// Threads of the I/O pool (store work that may block: SANITIZE).
-const IO_POOL_THREADS: usize = 2;
 /// Longest pause of an acceptor that ran out of descriptors.
 const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
@@ -107,16 +105,28 @@ fn wake_address(addr: SocketAddr) -> SocketAddr {
 }
 
 /// How many workers: one per CPU the process may use.
-fn worker_count() -> usize {
-    std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, WORKERS_MAX)
+/// `[datapath] workers`, or one per CPU.
+fn worker_count(configured: usize) -> usize {
+    let count = match configured {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    count.clamp(1, WORKERS_MAX)
 }
 
 /// Binds every portal, opens the LUNs and starts serving. Portals are bound
 /// first so that a port 0 in the configuration is advertised (SendTargets)
 /// as the port the system chose.
-pub fn start(mut config: Config) -> Result<Running, StartError> {
+pub fn start(config: Config) -> Result<Running, StartError> {
+    start_with_stores_wrapped(config, &|_, _, store| store)
+}
+
+/// [`start`], with each LUN's store passed through `wrap` once opened
+/// ([`crate::registry::WrapStore`]).
+pub fn start_with_stores_wrapped(
+    mut config: Config,
+    wrap: WrapStore<'_>,
+) -> Result<Running, StartError> {
     let mut bound = Vec::with_capacity(config.portals.len());
     for addr in &config.portals {
         let listener = TcpListener::bind(addr).map_err(|source| StartError::Bind {
@@ -130,17 +140,20 @@ pub fn start(mut config: Config) -> Result<Running, StartError> {
         bound.push((listener, local));
     }
     config.portals = bound.iter().map(|(_, local)| *local).collect();
-    let server = Arc::new(Server::new(config)?);
+    let server = Arc::new(Server::with_stores_wrapped(config, wrap)?);
     if let Some(note) = &server.limits_note {
         eprintln!("isoe: {note}");
     }
-    let mailboxes = (0..worker_count())
+    let datapath = server.config.datapath;
+    let mailboxes = (0..worker_count(datapath.workers))
         .map(|_| Mailbox::new().map(Arc::new))
         .collect::<io::Result<Vec<_>>>()
         .map_err(StartError::Worker)?;
     let shared = Arc::new(Shared {
         server: Arc::clone(&server),
-        pool: IoPool::start(IO_POOL_THREADS, mailboxes.clone()),
+        // SANITIZE's overwrite goes to the pool even with io_threads = 0:
+        // it lasts as long as the medium takes.
+        pool: IoPool::start(datapath.io_threads.max(1), mailboxes.clone()),
         mailboxes,
     });
     let mut workers = Vec::with_capacity(shared.mailboxes.len());

@@ -4,7 +4,7 @@
 //! waits on a disk.
 
 use super::worker::{Mailbox, Msg};
-use isoe_scsi::Background;
+use crate::connection::Work;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 
@@ -17,7 +17,7 @@ pub(crate) struct Job {
     pub(crate) worker: usize,
     pub(crate) serial: u64,
     pub(crate) token: u64,
-    pub(crate) work: Background,
+    pub(crate) work: Work,
 }
 
 /// The threads and their queue.
@@ -71,12 +71,12 @@ fn serve(receiver: &Mutex<Receiver<Job>>, mailboxes: &[Arc<Mailbox>]) {
             receiver.recv()
         };
         let Ok(job) = job else { return };
-        let completion = job.work.run();
+        let finished = job.work.run();
         if let Some(mailbox) = mailboxes.get(job.worker) {
             mailbox.post(Msg::Done {
                 serial: job.serial,
                 token: job.token,
-                completion,
+                finished,
             });
         }
     }

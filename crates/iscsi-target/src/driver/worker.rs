@@ -14,9 +14,8 @@
 
 use super::pool::{IoPool, Job};
 use super::pump::{Progress, Pump};
-use crate::connection::{Action, Connection, Endpoint};
+use crate::connection::{Action, Connection, Endpoint, Finished};
 use crate::registry::Server;
-use isoe_scsi::Completion;
 use rustix::buffer::spare_capacity;
 use rustix::event::epoll::{self, EventData, EventFlags};
 use rustix::event::{eventfd, EventfdFlags, Timespec};
@@ -56,7 +55,7 @@ pub(crate) enum Msg {
     Done {
         serial: u64,
         token: u64,
-        completion: Completion,
+        finished: Finished,
     },
     /// Close every connection and end.
     Stop,
@@ -126,6 +125,8 @@ pub(crate) struct Worker {
     next_sequence: u64,
     /// Wake-ups for connections of this worker, run after the current event.
     local_wakes: Vec<u64>,
+    /// Connections whose I/O pool work came back in the current batch.
+    completed: Vec<u64>,
 }
 
 fn timespec(d: Duration) -> Timespec {
@@ -163,6 +164,7 @@ impl Worker {
             slots: HashMap::new(),
             next_sequence: 1,
             local_wakes: Vec::new(),
+            completed: Vec::new(),
         })
     }
 
@@ -189,6 +191,7 @@ impl Worker {
                     for msg in messages.drain(..) {
                         stopping |= self.on_message(msg);
                     }
+                    self.send_completed();
                 } else {
                     self.on_socket(key, event.flags);
                 }
@@ -218,18 +221,32 @@ impl Worker {
             Msg::Done {
                 serial,
                 token,
-                completion,
+                finished,
             } => {
                 if let Some(slot) = self.slots.get_mut(&serial) {
-                    slot.pump.conn.complete_work(token, completion);
-                    let stream = &*slot.stream;
-                    let progress = slot.pump.on_writable(stream, &mut &*stream, Instant::now());
-                    self.settle(serial, progress);
+                    slot.pump.conn.complete_work(token, finished);
+                    // Sent once the whole batch of messages is in, so that
+                    // completions that came together leave in one send.
+                    if !self.completed.contains(&serial) {
+                        self.completed.push(serial);
+                    }
                 }
             }
             Msg::Stop => return true,
         }
         false
+    }
+
+    /// Sends what the completions of the last batch of messages queued.
+    fn send_completed(&mut self) {
+        let now = Instant::now();
+        for serial in std::mem::take(&mut self.completed) {
+            if let Some(slot) = self.slots.get_mut(&serial) {
+                let stream = &*slot.stream;
+                let progress = slot.pump.on_writable(stream, &mut &*stream, now);
+                self.settle(serial, progress);
+            }
+        }
     }
 
     fn adopt(&mut self, stream: TcpStream, local: SocketAddr, peer: SocketAddr) {
@@ -309,17 +326,26 @@ impl Worker {
 
     /// After an event: carry out the connection's actions, then close it
     /// if it is done.
-    fn settle(&mut self, serial: u64, progress: Progress) {
-        self.dispatch(serial);
+    fn settle(&mut self, serial: u64, mut progress: Progress) {
+        while self.dispatch(serial) && progress == Progress::Open {
+            // Work ran here: send its response (which may resume input and
+            // so produce more actions).
+            let Some(slot) = self.slots.get_mut(&serial) else {
+                return;
+            };
+            let stream = &*slot.stream;
+            progress = slot.pump.on_writable(stream, &mut &*stream, Instant::now());
+        }
         if progress == Progress::Closed {
             self.close(serial);
         }
     }
 
-    /// Carries out what connection `serial` asks besides sending.
-    fn dispatch(&mut self, serial: u64) {
+    /// Carries out what connection `serial` asks besides sending; returns
+    /// whether work ran on this thread (the I/O pool's queue was full).
+    fn dispatch(&mut self, serial: u64) -> bool {
         let Some(slot) = self.slots.get_mut(&serial) else {
-            return;
+            return false;
         };
         let mut inline = Vec::new();
         while let Some(action) = slot.pump.conn.poll_action() {
@@ -345,12 +371,14 @@ impl Worker {
                 }
             }
         }
+        let ran = !inline.is_empty();
         for (token, work) in inline {
             // No pool thread to be had: the work is admitted and must run,
             // so it runs here, holding up this worker but losing nothing.
-            let completion = work.run();
-            slot.pump.conn.complete_work(token, completion);
+            let finished = work.run();
+            slot.pump.conn.complete_work(token, finished);
         }
+        ran
     }
 
     fn run_local_wakes(&mut self) {
@@ -362,7 +390,9 @@ impl Worker {
             let progress = match slot.pump.conn.handle_wake() {
                 crate::connection::Flow::Close => Progress::Closed,
                 _ if slot.pump.waiting => slot.pump.resume(stream, &mut &*stream, Instant::now()),
-                _ => Progress::Open,
+                // What the wake-up queued (a task management response whose
+                // tasks elsewhere have ended) goes out.
+                _ => slot.pump.on_writable(stream, &mut &*stream, Instant::now()),
             };
             self.settle(serial, progress);
         }

@@ -20,7 +20,7 @@ use isoe_initiator::session::SessionCore;
 use isoe_initiator::{
     Command, Completion, IscsiUrl, Keepalive, Outcome, ScsiStatus, SessionConfig, TaskManagement,
 };
-use isoe_scsi::Background;
+use isoe_target::connection::Work;
 use isoe_target::memory_driver::{Drive, MemoryConnection};
 use isoe_target::{Config, Server};
 use isoe_wire::frame::{decode, encode, Decoded, FrameLimits};
@@ -178,7 +178,7 @@ impl Link {
 struct HeldWork {
     link: usize,
     token: u64,
-    work: Background,
+    work: Work,
 }
 
 pub struct Pair {

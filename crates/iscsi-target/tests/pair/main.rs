@@ -387,7 +387,6 @@ fn a_sanitize_without_immed_completes_through_its_work_while_others_are_answered
 /// session's other connection ends too, its budget given back, and that
 /// connection lives on.
 #[test]
-#[ignore = "bug in connection/task_management.rs: a TMF aborts only the tasks of the connection it came on"]
 fn a_logical_unit_reset_ends_a_write_waiting_on_another_connection() {
     let mut pair = Pair::new(server(NO_PINGS));
     let s = pair.login(&session_config(solicited_writes(), 2, 11));
@@ -420,6 +419,63 @@ fn a_logical_unit_reset_ends_a_write_waiting_on_another_connection() {
         None,
         "no data is owed on connection 1"
     );
+}
+
+/// A LOGICAL UNIT RESET ends the unit's tasks in every session (SAM-5
+/// 7.6), while an ABORT TASK SET ends only those of its own I_T nexus:
+/// another session's write waiting for its data survives the one and not
+/// the other, and is answered once its data comes.
+#[test]
+fn a_unit_reset_reaches_other_sessions_and_an_abort_task_set_does_not() {
+    for (function, ends) in [
+        (TaskManagement::AbortTaskSet(0), false),
+        (TaskManagement::ClearTaskSet(0), false),
+        (TaskManagement::LogicalUnitReset(0), true),
+    ] {
+        let mut pair = Pair::new(server(NO_PINGS));
+        let first = pair.login(&session_config(solicited_writes(), 1, 21));
+        let second = pair.login(&session_config(solicited_writes(), 1, 22));
+        let held = pair.link(second, 0);
+        // The second session's write waits for its data: the R2T is held
+        // back on its way to the initiator.
+        pair.hold_to_initiator(held, true);
+        let write = pair.submit(second, write_command(0, pattern(8, 0x21)));
+        pair.run();
+        assert_eq!(r2ts(&pair, held), [(0, 0, 4096)], "{function:?}");
+        let answer = pair.task_management(first, function);
+        pair.run();
+        assert_eq!(
+            pair.take(answer).expect("answered").outcome,
+            Outcome::TaskManagement(tmf::RESP_COMPLETE),
+            "{function:?}"
+        );
+        assert_eq!(
+            pair.server.write_budget.held() == 0,
+            ends,
+            "{function:?}: the other session's write ended at the target"
+        );
+        pair.hold_to_initiator(held, false);
+        pair.run();
+        if ends {
+            // The task is gone at the target: its late data is dropped and
+            // nothing answers it; the session hears of the reset through a
+            // unit attention on its next command (SAM-5 6.6).
+            assert!(pair.take(write).is_none(), "{function:?}");
+            let tur = pair.submit(second, Command::new(0, &cdb::test_unit_ready()));
+            pair.run();
+            let outcome = pair.take(tur).expect("answered").outcome;
+            assert!(
+                matches!(&outcome, Outcome::Scsi(status) if status.status == 2),
+                "{function:?}: {outcome:?}"
+            );
+        } else {
+            let outcome = pair.take(write).expect("the write ended").outcome;
+            assert!(
+                matches!(&outcome, Outcome::Scsi(status) if status.is_good()),
+                "{function:?}: {outcome:?}"
+            );
+        }
+    }
 }
 
 /// Data-Out the initiator sent in time but the target did not read,

@@ -1,0 +1,373 @@
+//! Store work that runs off the event loop ([`Action::Run`]) and its one
+//! completion path ([`Connection::complete_work`]).
+//!
+//! Two kinds go out: the rest of a command the device server left for later
+//! (SANITIZE without IMMED, [`isoe_scsi::Outcome::Later`]), and a whole
+//! command to a unit whose store may wait on a device
+//! ([`LogicalUnit::may_block`]: a read or write of a file or block LUN, a
+//! SYNCHRONIZE CACHE), which the driver runs on its I/O threads so that its
+//! worker goes on serving its other connections. A command's response goes
+//! out when its work comes back, unless a task management function ended
+//! the task meanwhile. Ending such a task waits for its work: a write under
+//! way cannot be called back, so the function's response is held until the
+//! store call returned (SAM-5 7.1: no aborted command changes the medium
+//! once the function has completed). Work left for later is different: a
+//! sanitize survives aborts and resets (SBC-4 4.11), so its task ends at
+//! once and the work goes on.
+
+use super::*;
+
+/// Work a connection hands its driver, to run on a thread that may block.
+pub struct Work(Job);
+
+enum Job {
+    /// The rest of an admitted command; it produces no Data-In.
+    Later(Background),
+    /// A whole command, routed to its unit on the thread that runs it.
+    Command(Box<CommandJob>),
+}
+
+/// Everything a command needs away from its connection.
+struct CommandJob {
+    session: Arc<Session>,
+    target: Arc<Target>,
+    server: Arc<Server>,
+    lun: Option<u16>,
+    write: bool,
+    expected_length: u32,
+    cdb: Vec<u8>,
+    data_out: Vec<u8>,
+    data_in: Vec<u8>,
+}
+
+/// What running a [`Work`] gave, for [`Connection::complete_work`].
+pub struct Finished {
+    completion: Completion,
+    /// The command's Data-In (empty for work left for later).
+    data_in: Vec<u8>,
+    /// The write data buffer, back for reuse.
+    data_out: Vec<u8>,
+    /// The residual the router worked out, for a whole command.
+    residual: Option<Residual>,
+}
+
+impl Finished {
+    /// The status and sense the work ended with.
+    pub fn completion(&self) -> &Completion {
+        &self.completion
+    }
+}
+
+impl Work {
+    /// Does the work on the calling thread; blocks until done.
+    pub fn run(self) -> Finished {
+        match self.0 {
+            Job::Later(background) => Finished {
+                completion: background.run(),
+                data_in: Vec::new(),
+                data_out: Vec::new(),
+                residual: None,
+            },
+            Job::Command(job) => (*job).run(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Work {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Job::Later(_) => f.write_str("Work::Later"),
+            Job::Command(job) => write!(f, "Work::Command({:02x})", job.cdb[0]),
+        }
+    }
+}
+
+impl CommandJob {
+    fn run(self) -> Finished {
+        let CommandJob {
+            session,
+            target,
+            server,
+            lun,
+            write,
+            expected_length,
+            cdb,
+            data_out,
+            mut data_in,
+        } = self;
+        let view = TargetView {
+            target: &target,
+            server: &server,
+        };
+        let request = isoe_scsi::Request {
+            lun,
+            write,
+            expected_length,
+            cdb: &cdb,
+            data_out: &data_out,
+        };
+        let (outcome, residual) = isoe_scsi::route(&session.nexus, &view, &request, &mut data_in);
+        let completion = match outcome {
+            Outcome::Done(completion) => completion,
+            // This thread may block: what the unit left for later runs here.
+            Outcome::Later(background) => {
+                data_in.clear();
+                background.run()
+            }
+        };
+        Finished {
+            completion,
+            data_in,
+            data_out,
+            residual: Some(residual),
+        }
+    }
+}
+
+/// A command whose work runs elsewhere.
+pub(super) struct BackgroundTask {
+    pub(super) token: u64,
+    pub(super) command: ScsiCommand,
+    /// For work left for later: the residual known at dispatch.
+    pub(super) residual: Residual,
+    /// A task management function must wait for this work to return
+    /// before it completes (a whole command's store calls).
+    pub(super) holds: bool,
+    /// Ended by a task management function; its response is not sent.
+    pub(super) aborted: bool,
+}
+
+/// A task management response waiting for aborted work to return, here
+/// and on the other connections the function reached.
+pub(super) struct HeldTmf {
+    pub(super) initiator_task_tag: u32,
+    pub(super) response: u8,
+    pub(super) barrier: Option<Arc<AbortBarrier>>,
+}
+
+/// Write data as it reaches [`Connection::execute`].
+pub(super) enum DataOutBytes<'a> {
+    /// Immediate data, still in the receive buffer.
+    Borrowed(&'a [u8]),
+    /// Solicited data gathered in a buffer of the connection's pool.
+    Owned(Vec<u8>),
+}
+
+impl DataOutBytes<'_> {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            DataOutBytes::Borrowed(bytes) => bytes,
+            DataOutBytes::Owned(buffer) => buffer,
+        }
+    }
+}
+
+impl Connection {
+    /// Runs a command and queues its Data-In and status, or hands it to the
+    /// driver when its unit's store may block.
+    pub(super) fn execute(
+        &mut self,
+        session: &Arc<Session>,
+        target: &Target,
+        cmd: &ScsiCommand,
+        cdb: &[u8],
+        data_out: DataOutBytes<'_>,
+    ) {
+        self.stats.commands += 1;
+        let lun = cmd.lun.number();
+        let offload = self.server.config.datapath.io_threads > 0
+            && lun
+                .and_then(|n| target.lun(n))
+                .is_some_and(|lu| lu.may_block(cdb));
+        if let (true, Some(target)) = (offload, &session.target) {
+            let data_out = match data_out {
+                DataOutBytes::Owned(buffer) => buffer,
+                DataOutBytes::Borrowed([]) => Vec::new(),
+                DataOutBytes::Borrowed(bytes) => {
+                    let mut buffer = self.take_buffer();
+                    buffer.extend_from_slice(bytes);
+                    buffer
+                }
+            };
+            let job = CommandJob {
+                session: Arc::clone(session),
+                target: Arc::clone(target),
+                server: Arc::clone(&self.server),
+                lun,
+                write: cmd.write,
+                expected_length: cmd.expected_data_transfer_length,
+                cdb: cdb.to_vec(),
+                data_out,
+                data_in: self.take_buffer(),
+            };
+            let work = Work(Job::Command(Box::new(job)));
+            self.hand_out(cmd, work, Residual::default(), true);
+            return;
+        }
+        let mut data_in = self.take_buffer();
+        let view = TargetView {
+            target,
+            server: &self.server,
+        };
+        let request = isoe_scsi::Request {
+            lun,
+            write: cmd.write,
+            expected_length: cmd.expected_data_transfer_length,
+            cdb,
+            data_out: data_out.as_slice(),
+        };
+        let (outcome, write_residual) =
+            isoe_scsi::route(&session.nexus, &view, &request, &mut data_in);
+        if let DataOutBytes::Owned(buffer) = data_out {
+            self.recycle(buffer);
+        }
+        match outcome {
+            Outcome::Done(completion) => {
+                self.complete(session, cmd, completion, data_in, write_residual);
+            }
+            Outcome::Later(background) => {
+                self.recycle(data_in);
+                self.hand_out(cmd, Work(Job::Later(background)), write_residual, false);
+            }
+        }
+    }
+
+    /// Hands a command's work to the driver ([`Action::Run`]); its
+    /// response goes out from [`Connection::complete_work`].
+    fn hand_out(&mut self, cmd: &ScsiCommand, work: Work, residual: Residual, holds: bool) {
+        let token = self.next_token;
+        self.next_token += 1;
+        self.background.push(BackgroundTask {
+            token,
+            command: *cmd,
+            residual,
+            holds,
+            aborted: false,
+        });
+        self.runs.push_back((token, work));
+    }
+
+    /// Whether commands are running in the background.
+    pub fn has_background(&self) -> bool {
+        !self.background.is_empty()
+    }
+
+    /// Ends the background tasks `which` picks without a response. Work
+    /// left for later goes on and its task ends now; a whole command's
+    /// task ends when its work returns. Returns whether any such work is
+    /// still out, so that a task management response must wait for it.
+    pub(super) fn abort_background(&mut self, which: &dyn Fn(&ScsiCommand) -> bool) -> bool {
+        self.background
+            .retain(|task| task.holds || !which(&task.command));
+        let mut waiting = false;
+        for task in &mut self.background {
+            if which(&task.command) {
+                task.aborted = true;
+            }
+            waiting |= task.aborted;
+        }
+        waiting
+    }
+
+    /// Queues a task management response once the aborted work still out
+    /// has returned, here and on the connections `barrier` counts.
+    pub(super) fn answer_task_management(
+        &mut self,
+        initiator_task_tag: u32,
+        response: u8,
+        barrier: Option<Arc<AbortBarrier>>,
+    ) {
+        self.held_tmf.push(HeldTmf {
+            initiator_task_tag,
+            response,
+            barrier,
+        });
+        self.release_held();
+    }
+
+    /// Queues a task management response at once.
+    pub(super) fn answer_now(&mut self, initiator_task_tag: u32, response: u8) {
+        self.send_task_management_response(HeldTmf {
+            initiator_task_tag,
+            response,
+            barrier: None,
+        });
+    }
+
+    /// Ends the tasks other connections' task management functions ordered
+    /// ended here ([`Action::Wake`] brought them).
+    pub(super) fn take_orders(&mut self, session: &Session) {
+        let orders = session.take_orders(self.serial);
+        for order in orders {
+            let scope = order.scope;
+            self.abort_tasks(|command| scope.covers(&command.lun));
+            self.owed.push(order.barrier);
+        }
+        self.release_held();
+    }
+
+    /// Once no aborted work is out: tells the functions from other
+    /// connections that their tasks here have ended, and sends, in order,
+    /// the responses whose functions have nothing more to wait for.
+    pub(super) fn release_held(&mut self) {
+        if self.background.iter().any(|task| task.aborted) {
+            return;
+        }
+        for barrier in std::mem::take(&mut self.owed) {
+            if let Some(origin) = barrier.done(self.serial) {
+                self.wake.push(origin);
+            }
+        }
+        while self
+            .held_tmf
+            .first()
+            .is_some_and(|held| held.barrier.as_ref().map_or(true, |b| b.is_done()))
+        {
+            let held = self.held_tmf.remove(0);
+            self.send_task_management_response(held);
+        }
+    }
+
+    fn send_task_management_response(&mut self, held: HeldTmf) {
+        let (exp_cmd_sn, max_cmd_sn) = self.window();
+        let pdu = Pdu::TaskMgmtResponse(TaskMgmtResponse {
+            response: held.response,
+            initiator_task_tag: held.initiator_task_tag,
+            stat_sn: self.take_stat_sn(),
+            exp_cmd_sn,
+            max_cmd_sn,
+        });
+        let limits = self.send_limits;
+        self.out.push(&pdu, &[], &limits);
+    }
+
+    /// Work handed out by [`Action::Run`] is done: its response is queued,
+    /// unless the command was aborted meanwhile; task management responses
+    /// that waited for it go out once no aborted work is left.
+    pub fn complete_work(&mut self, token: u64, finished: Finished) {
+        let Finished {
+            completion,
+            data_in,
+            data_out,
+            residual,
+        } = finished;
+        self.recycle(data_out);
+        let Some(index) = self.background.iter().position(|b| b.token == token) else {
+            self.recycle(data_in);
+            return;
+        };
+        let task = self.background.remove(index);
+        if task.aborted {
+            self.recycle(data_in);
+            self.release_held();
+            return;
+        }
+        let Phase::Full(session) = &self.phase else {
+            self.recycle(data_in);
+            return;
+        };
+        let session = Arc::clone(session);
+        let residual = residual.unwrap_or(task.residual);
+        self.complete(&session, &task.command, completion, data_in, residual);
+    }
+}

@@ -132,6 +132,11 @@ impl MediaLog {
     /// rate limit holds it back.
     pub(crate) fn failed(&self, access: Access, error: &StoreError) -> Sense {
         let sense = sense_for(access, error);
+        if error.is_would_block() {
+            // Not a failure: the caller makes the call again where it may
+            // wait (`isoe_store::without_waiting`) and drops this answer.
+            return sense;
+        }
         if let Some(line) = self.record(Instant::now(), error, sense) {
             eprintln!("{line}");
         }

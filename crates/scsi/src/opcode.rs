@@ -142,3 +142,10 @@ pub fn touches_medium(op: u8) -> bool {
             | SERVICE_ACTION_IN_16
     )
 }
+
+/// Whether `op` is one of the READ commands: they change nothing before
+/// their data is read, so one tried without waiting on the device
+/// (`isoe_store::without_waiting`) can be made again in full.
+pub fn is_read(op: u8) -> bool {
+    matches!(op, READ_6 | READ_10 | READ_12 | READ_16)
+}

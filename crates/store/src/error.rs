@@ -40,6 +40,13 @@ pub enum StoreError {
         /// Size of the store in bytes.
         size: u64,
     },
+    /// The call would have waited on a device and the thread may not
+    /// ([`crate::without_waiting`]); it was not made.
+    #[error("{op} would wait on the device")]
+    WouldBlock {
+        /// Which operation ("pread", "pwrite", "fdatasync", ...).
+        op: &'static str,
+    },
     /// A write, unmap or write-zeroes reached a store opened read-only.
     #[error("the store is read-only")]
     ReadOnly,
@@ -75,6 +82,11 @@ impl StoreError {
             Some(libc::ENOSPC) | Some(libc::EDQUOT) => StoreError::NoSpace { op, offset, source },
             _ => StoreError::Io { op, offset, source },
         }
+    }
+
+    /// Whether the call was not made because it would have waited.
+    pub fn is_would_block(&self) -> bool {
+        matches!(self, StoreError::WouldBlock { .. })
     }
 
     /// Whether the media ran out of room (ENOSPC, EDQUOT).

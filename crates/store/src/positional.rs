@@ -40,14 +40,66 @@ impl PositionalFile {
 
     pub(crate) fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), StoreError> {
         check_range(offset, buf.len() as u64, self.size_bytes)?;
+        if crate::nowait::must_not_wait() {
+            return self.read_without_waiting(offset, buf);
+        }
         // read_exact_at loops on short reads and retries EINTR.
         self.file
             .read_exact_at(buf, offset)
             .map_err(|source| StoreError::io("pread", offset, source))
     }
 
+    /// A read of pages that are all in the page cache (`preadv2` with
+    /// `RWF_NOWAIT`), or [`StoreError::WouldBlock`].
+    fn read_without_waiting(&self, offset: u64, buf: &mut [u8]) -> Result<(), StoreError> {
+        let mut done = 0usize;
+        while done < buf.len() {
+            let rest = &mut buf[done..];
+            let iov = libc::iovec {
+                iov_base: rest.as_mut_ptr().cast(),
+                iov_len: rest.len(),
+            };
+            let at = offset + done as u64;
+            // SAFETY: `iov` describes `rest`, a live exclusive borrow of
+            // writable bytes, for the duration of the call; the descriptor
+            // is open for as long as `self.file` is.
+            let n = unsafe {
+                libc::preadv2(
+                    self.file.as_raw_fd(),
+                    &iov,
+                    1,
+                    at as libc::off_t,
+                    libc::RWF_NOWAIT,
+                )
+            };
+            match n {
+                n if n > 0 => done += n as usize,
+                0 => {
+                    let eof = std::io::Error::from(ErrorKind::UnexpectedEof);
+                    return Err(StoreError::io("pread", at, eof));
+                }
+                _ => {
+                    let error = std::io::Error::last_os_error();
+                    match error.raw_os_error() {
+                        Some(libc::EINTR) => {}
+                        // EAGAIN: a page is not in the cache; EOPNOTSUPP:
+                        // the file system has no RWF_NOWAIT.
+                        Some(libc::EAGAIN) | Some(libc::EOPNOTSUPP) => {
+                            return Err(crate::nowait::would_block("pread"))
+                        }
+                        _ => return Err(StoreError::io("pread", at, error)),
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), StoreError> {
         self.check_writable()?;
+        if crate::nowait::must_not_wait() {
+            return Err(crate::nowait::would_block("pwrite"));
+        }
         check_range(offset, buf.len() as u64, self.size_bytes)?;
         // write_all_at loops on short writes and retries EINTR.
         self.file
@@ -58,6 +110,9 @@ impl PositionalFile {
     pub(crate) fn flush(&self) -> Result<(), StoreError> {
         if self.read_only {
             return Ok(());
+        }
+        if crate::nowait::must_not_wait() {
+            return Err(crate::nowait::would_block("fdatasync"));
         }
         self.file
             .sync_data()
@@ -224,10 +279,16 @@ impl<T: Positional> Store for T {
     }
 
     fn unmap(&self, offset: u64, len: u64) -> Result<(), StoreError> {
+        if crate::nowait::must_not_wait() {
+            return Err(crate::nowait::would_block("fallocate"));
+        }
         self.positional().punch_hole(offset, len)
     }
 
     fn write_zeroes(&self, offset: u64, len: u64) -> Result<(), StoreError> {
+        if crate::nowait::must_not_wait() {
+            return Err(crate::nowait::would_block("fallocate"));
+        }
         self.positional().zero_range(offset, len)
     }
 
@@ -236,6 +297,9 @@ impl<T: Positional> Store for T {
     }
 
     fn allocation(&self, offset: u64, len: u64) -> Result<Extent, StoreError> {
+        if crate::nowait::must_not_wait() {
+            return Err(crate::nowait::would_block("lseek"));
+        }
         self.positional().allocation(offset, len)
     }
 }

@@ -404,3 +404,56 @@ fn failing_store_watches_each_kind_of_operation_on_its_own() {
     assert!((Ops::READ | Ops::WRITE).contains(Ops::WRITE));
     assert!(!(Ops::READ | Ops::WRITE).contains(Ops::FLUSH));
 }
+
+/// `without_waiting`: a file's cached pages are read at once; pages the
+/// kernel dropped from its cache, a write and a flush would wait, so they
+/// fail with WouldBlock and the mode says so; the same calls outside the
+/// mode go through. A memory store never waits.
+#[test]
+fn calls_made_without_waiting_on_the_device() {
+    use isoe_store::without_waiting;
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lun.img");
+    let store = FileStore::open(&path, Some(1 << 20)).unwrap();
+    let data = pattern(64 << 10, 9);
+    store.write_at(0, &data).unwrap();
+    let mut buf = vec![0u8; data.len()];
+    let (result, blocked) = without_waiting(|| store.read_at(0, &mut buf));
+    result.unwrap();
+    assert!(!blocked, "the pages just written are in the cache");
+    assert_eq!(buf, data);
+    for (op, result) in [
+        ("pwrite", without_waiting(|| store.write_at(0, &data))),
+        ("fdatasync", without_waiting(|| store.flush())),
+        ("fallocate", without_waiting(|| store.unmap(0, 4096))),
+    ] {
+        assert!(result.1, "{op} would wait");
+        assert!(
+            matches!(result.0, Err(StoreError::WouldBlock { op: o }) if o == op),
+            "{op}"
+        );
+    }
+    // Clean pages dropped from the cache must come from the device.
+    store.flush().unwrap();
+    let file = std::fs::File::open(&path).unwrap();
+    // SAFETY: a valid descriptor; the call only advises the kernel.
+    let advised = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(advised, 0);
+    let (result, blocked) = without_waiting(|| store.read_at(0, &mut buf));
+    if blocked {
+        assert!(result.unwrap_err().is_would_block());
+    } else {
+        // A file system that keeps the pages anyway (tmpfs) reads them.
+        result.unwrap();
+    }
+    buf.fill(0);
+    store.read_at(0, &mut buf).unwrap();
+    assert_eq!(buf, data, "outside the mode the read waits and succeeds");
+    let memory = MemoryStore::new(1 << 20);
+    let ((), blocked) = without_waiting(|| {
+        memory.write_at(0, &data).unwrap();
+        memory.flush().unwrap();
+    });
+    assert!(!blocked);
+}

@@ -179,6 +179,29 @@ impl Connection {
             && lun
                 .and_then(|n| target.lun(n))
                 .is_some_and(|lu| lu.may_block(cdb));
+        let mut data_in = self.take_buffer();
+        let view = TargetView {
+            target,
+            server: &self.server,
+        };
+        let request = isoe_scsi::Request {
+            lun,
+            write: cmd.write,
+            expected_length: cmd.expected_data_transfer_length,
+            cdb,
+            data_out: data_out.as_slice(),
+        };
+        if offload && isoe_scsi::opcode::is_read(cdb[0]) {
+            // Data in the page cache is read here, as from memory; a read
+            // that would wait on the device goes to the I/O threads whole.
+            let ((outcome, residual), blocked) = isoe_store::without_waiting(|| {
+                isoe_scsi::route(&session.nexus, &view, &request, &mut data_in)
+            });
+            if !blocked {
+                return self.finish_inline(session, cmd, outcome, residual, data_in, data_out);
+            }
+            data_in.clear();
+        }
         if let (true, Some(target)) = (offload, &session.target) {
             let data_out = match data_out {
                 DataOutBytes::Owned(buffer) => buffer,
@@ -198,26 +221,28 @@ impl Connection {
                 expected_length: cmd.expected_data_transfer_length,
                 cdb: cdb.to_vec(),
                 data_out,
-                data_in: self.take_buffer(),
+                data_in,
             };
             let work = Work(Job::Command(Box::new(job)));
             self.hand_out(cmd, work, Residual::default(), true);
             return;
         }
-        let mut data_in = self.take_buffer();
-        let view = TargetView {
-            target,
-            server: &self.server,
-        };
-        let request = isoe_scsi::Request {
-            lun,
-            write: cmd.write,
-            expected_length: cmd.expected_data_transfer_length,
-            cdb,
-            data_out: data_out.as_slice(),
-        };
         let (outcome, write_residual) =
             isoe_scsi::route(&session.nexus, &view, &request, &mut data_in);
+        self.finish_inline(session, cmd, outcome, write_residual, data_in, data_out);
+    }
+
+    /// Queues the response of a command run here, or hands out the work it
+    /// left for later.
+    fn finish_inline(
+        &mut self,
+        session: &Session,
+        cmd: &ScsiCommand,
+        outcome: Outcome,
+        write_residual: Residual,
+        data_in: Vec<u8>,
+        data_out: DataOutBytes<'_>,
+    ) {
         if let DataOutBytes::Owned(buffer) = data_out {
             self.recycle(buffer);
         }

@@ -84,7 +84,6 @@
 mod read;
 #[cfg(test)]
 mod tests;
-mod tree;
 
 use crate::knobs::KnobSet;
 use crate::record::Metric;
@@ -450,6 +449,9 @@ impl PlanError {
         }
     }
 }
+
+// Syntax and Invalid are the problems the shared reader finds.
+isoe_config::impl_read_error!(PlanError);
 
 impl Plan {
     /// Reads and checks the plan file at `path`.

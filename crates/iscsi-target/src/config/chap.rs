@@ -6,7 +6,7 @@
 //! [`isoe_wire::chap::Secret`], whose `Debug` shows nothing, and no error
 //! message quotes one.
 
-use super::{join_key, Field, Node, Reader, Table};
+use super::{Field, Node, Reader, Table};
 use crate::config::ConfigError;
 use isoe_wire::chap::{ChapAlgorithm, Secret, SECRET_MIN_BYTES};
 use std::io::Read;
@@ -67,20 +67,18 @@ pub fn algorithm_name(a: ChapAlgorithm) -> &'static str {
 /// Reads one `chap` table.
 pub(super) fn read_chap(r: &Reader, field: Field) -> Result<(ChapConfig, ChapPlaces), ConfigError> {
     let mut t = r.table(field, CHAP_KEYS)?;
-    let Some(user_field) = t.take("user") else {
-        return Err(r.invalid(
-            t.offset,
-            &join_key(&t.key, "user"),
-            "missing: CHAP needs the user name (CHAP_N) the initiator logs in with",
-        ));
-    };
+    let user_field = r.required(
+        &mut t,
+        "user",
+        "CHAP needs the user name (CHAP_N) the initiator logs in with",
+    )?;
     let user = read_user(r, &user_field)?;
     let (secret, secret_at) =
         read_secret(r, &mut t, "secret", "secret_file")?.ok_or_else(|| {
-            r.invalid(
-                t.offset,
-                &join_key(&t.key, "secret"),
-                "missing: give the initiator's CHAP secret as `secret` or `secret_file`",
+            r.missing(
+                &t,
+                "secret",
+                "give the initiator's CHAP secret as `secret` or `secret_file`",
             )
         })?;
     let mutual_user = t.take("mutual_user");
@@ -235,34 +233,27 @@ fn read_secret_file(path: &Path) -> Result<Secret, String> {
 
 /// `algorithms = ["SHA3-256", "SHA-256", "MD5"]`: names, no repeats, not empty.
 fn read_algorithms(r: &Reader, field: Field) -> Result<Vec<ChapAlgorithm>, ConfigError> {
-    let (key, offset) = (field.key.clone(), field.offset);
-    let mut algorithms = Vec::with_capacity(ChapAlgorithm::ALL.len());
-    for item in r.array(field, "a list like [\"SHA3-256\", \"SHA-256\", \"MD5\"]")? {
-        let name = r.string(&item)?;
-        let Some(a) = ChapAlgorithm::ALL
+    let read_algorithm = |item: &Field| -> Result<ChapAlgorithm, ConfigError> {
+        let name = r.string(item)?;
+        ChapAlgorithm::ALL
             .into_iter()
             .find(|a| algorithm_name(*a) == name)
-        else {
-            return Err(r.at(
-                &item,
-                format!(
-                    "expected \"SHA3-256\", \"SHA-256\" or \"MD5\" (CHAP_A 8, 7, 5), found {name:?}"
-                ),
-            ));
-        };
-        if algorithms.contains(&a) {
-            return Err(r.at(&item, format!("{name} is listed twice")));
-        }
-        algorithms.push(a);
-    }
-    if algorithms.is_empty() {
-        return Err(r.invalid(
-            offset,
-            &key,
-            "at least one of \"SHA3-256\", \"SHA-256\" and \"MD5\" is needed",
-        ));
-    }
-    Ok(algorithms)
+            .ok_or_else(|| {
+                r.at(
+                    item,
+                    format!(
+                        "expected \"SHA3-256\", \"SHA-256\" or \"MD5\" (CHAP_A 8, 7, 5), found {name:?}"
+                    ),
+                )
+            })
+    };
+    r.distinct(
+        field,
+        "a list like [\"SHA3-256\", \"SHA-256\", \"MD5\"]",
+        "at least one of \"SHA3-256\", \"SHA-256\" and \"MD5\" is needed",
+        read_algorithm,
+        |a| algorithm_name(*a).to_string(),
+    )
 }
 
 /// RFC 7143 §9.2.1: a secret that authenticates initiators is never one

@@ -1,7 +1,8 @@
 //! The plan schema (see the module doc of [`super`]): reading a tree into a
-//! [`Plan`], key by key, with every check that names a line.
+//! [`Plan`], key by key, with every check that names a line. The tree and
+//! the reader are [`isoe_config`]'s, shared with `isoe target`'s
+//! configuration.
 
-use super::tree::{closest, Item, Reader, Table};
 use super::{
     named_shape, Case, Plan, PlanError, RunLength, TopologyKind, WorkloadOverrides, WorkloadSpec,
 };
@@ -13,6 +14,7 @@ use crate::link::Offloads;
 use crate::record::Metric;
 use crate::stats::Rules;
 use isoe_bench::profiles;
+use isoe_config::{closest, join_key, Field, Node, Table};
 use std::collections::HashMap;
 
 const ROOT_KEYS: &[&str] = &[
@@ -46,6 +48,9 @@ const WORKLOAD_KEYS: &[&str] = &[
     "metric",
 ];
 const CASE_OWN_KEYS: &[&str] = &["name", "description", "topology", "compare_to", "workloads"];
+
+/// The shared reader, whose errors are [`PlanError`]s.
+type Reader = isoe_config::Reader<PlanError>;
 
 /// ethtool offload names, in the order the seeds discuss them.
 const OFFLOADS: [&str; 6] = ["tso", "gso", "gro", "tx", "rx", "sg"];
@@ -107,9 +112,7 @@ pub(super) fn read_plan(text: &str, source: &str) -> Result<Plan, PlanError> {
     let r = Reader::new(text, source);
     let mut root = r.root(text)?;
     r.deny_unknown(&root, ROOT_KEYS)?;
-    let Some(name_item) = root.take("name") else {
-        return Err(r.error(0, "name", "missing: every plan has a name"));
-    };
+    let name_item = r.required(&mut root, "name", "every plan has a name")?;
     let name = read_name(&r, &name_item)?;
     let description = match root.take("description") {
         Some(item) => r.string(&item)?,
@@ -146,7 +149,7 @@ pub(super) fn read_plan(text: &str, source: &str) -> Result<Plan, PlanError> {
         None => Vec::new(),
     };
     if workloads.is_empty() {
-        return Err(r.error(
+        return Err(r.invalid(
             0,
             "workload",
             "no workloads: add at least one [[workload]] table",
@@ -171,7 +174,7 @@ pub(super) fn read_plan(text: &str, source: &str) -> Result<Plan, PlanError> {
 }
 
 /// A name for a plan, case or workload: it ends up in file names and reports.
-fn read_name(r: &Reader, item: &Item) -> Result<String, PlanError> {
+fn read_name(r: &Reader, item: &Field) -> Result<String, PlanError> {
     let name = r.string(item)?;
     let first_ok = name
         .bytes()
@@ -191,7 +194,7 @@ fn read_name(r: &Reader, item: &Item) -> Result<String, PlanError> {
     Ok(name)
 }
 
-fn read_strings(r: &Reader, item: Item) -> Result<Vec<String>, PlanError> {
+fn read_strings(r: &Reader, item: Field) -> Result<Vec<String>, PlanError> {
     let mut out = Vec::new();
     for element in r.array(item, "an array of strings")? {
         let s = r.string(&element)?;
@@ -203,7 +206,7 @@ fn read_strings(r: &Reader, item: Item) -> Result<Vec<String>, PlanError> {
     Ok(out)
 }
 
-fn read_topology(r: &Reader, item: &Item) -> Result<TopologyKind, PlanError> {
+fn read_topology(r: &Reader, item: &Field) -> Result<TopologyKind, PlanError> {
     let names = TopologyKind::ALL.map(TopologyKind::as_str);
     let chosen = r.choice(item, &names)?;
     Ok(TopologyKind::ALL
@@ -245,7 +248,7 @@ fn read_rules(r: &Reader, mut t: Table) -> Result<Rules, PlanError> {
         );
         return Err(match &max_item {
             Some(item) => r.at(item, message),
-            None => r.error(t.at, &format!("{}.max_runs", t.path), message),
+            None => r.invalid(t.offset, &join_key(&t.key, "max_runs"), message),
         });
     }
     if let Some(item) = t.take("rsd_target_pct") {
@@ -267,12 +270,12 @@ fn read_rules(r: &Reader, mut t: Table) -> Result<Rules, PlanError> {
     Ok(rules)
 }
 
-fn read_bool_or(r: &Reader, item: &Item, on: &str, off: &str) -> Result<bool, PlanError> {
-    match &item.value {
-        super::tree::Value::Bool(b) => Ok(*b),
-        super::tree::Value::Str(s) if s.eq_ignore_ascii_case(on) => Ok(true),
-        super::tree::Value::Str(s) if s.eq_ignore_ascii_case(off) => Ok(false),
-        _ => Err(r.expected(item, &format!("true, false, \"{on}\" or \"{off}\""))),
+fn read_bool_or(r: &Reader, item: &Field, on: &str, off: &str) -> Result<bool, PlanError> {
+    match &item.node {
+        Node::Bool(b) => Ok(*b),
+        Node::Str(s) if s.eq_ignore_ascii_case(on) => Ok(true),
+        Node::Str(s) if s.eq_ignore_ascii_case(off) => Ok(false),
+        _ => Err(r.wrong_type(item, &format!("true, false, \"{on}\" or \"{off}\""))),
     }
 }
 
@@ -298,7 +301,7 @@ pub(super) fn read_knobs(r: &Reader, t: &mut Table) -> Result<KnobSet, PlanError
     k.buffer_pool = flag("buffer_pool")?;
     let mut size = |name: &str, min: u32, max: u32| -> Result<Option<u32>, PlanError> {
         t.take(name)
-            .map(|item| r.size_in(&item, min, max))
+            .map(|item| size_in(r, &item, min, max))
             .transpose()
     };
     k.rcvbuf_bytes = size("rcvbuf", SOCKET_BUFFER_MIN_BYTES, SOCKET_BUFFER_MAX_BYTES)?;
@@ -404,8 +407,8 @@ struct BurstKeys {
 impl BurstKeys {
     fn of(t: &Table) -> BurstKeys {
         BurstKeys {
-            path: t.path.clone(),
-            at: t.at,
+            path: t.key.clone(),
+            at: t.offset,
             first: t.position("first_burst_length"),
             max: t.position("max_burst_length"),
         }
@@ -429,24 +432,22 @@ fn check_merged(r: &Reader, keys: &BurstKeys, merged: &KnobSet) -> Result<(), Pl
         (None, Some(at)) => ("max_burst_length", at),
         (None, None) => ("first_burst_length", keys.at),
     };
-    Err(r.error(
+    Err(r.invalid(
         at,
-        &format!("{}.{key}", keys.path),
+        &join_key(&keys.path, key),
         format!("first_burst_length {first} would exceed max_burst_length {max} (RFC 7143 §13.14)"),
     ))
 }
 
-fn read_workloads(r: &Reader, item: Item) -> Result<Vec<WorkloadSpec>, PlanError> {
+fn read_workloads(r: &Reader, item: Field) -> Result<Vec<WorkloadSpec>, PlanError> {
     let mut out: Vec<WorkloadSpec> = Vec::new();
     let mut first_line: HashMap<String, usize> = HashMap::new();
     for mut t in r.tables(item, WORKLOAD_KEYS)? {
-        let Some(profile_item) = t.take("profile") else {
-            return Err(r.error(
-                t.at,
-                &format!("{}.profile", t.path),
-                "missing: name an `isoe bench` profile or a matrix cell",
-            ));
-        };
+        let profile_item = r.required(
+            &mut t,
+            "profile",
+            "name an `isoe bench` profile or a matrix cell",
+        )?;
         let profile = r.string(&profile_item)?;
         let Some((_, large_block)) = named_shape(&profile) else {
             let cells: Vec<String> = profiles::matrix().iter().map(|c| c.name()).collect();
@@ -465,11 +466,15 @@ fn read_workloads(r: &Reader, item: Item) -> Result<Vec<WorkloadSpec>, PlanError
             ));
         };
         let (name, name_at, name_path) = match t.take("name") {
-            Some(item) => (read_name(r, &item)?, item.at, item.path),
-            None => (profile.clone(), profile_item.at, profile_item.path.clone()),
+            Some(item) => (read_name(r, &item)?, item.offset, item.key),
+            None => (
+                profile.clone(),
+                profile_item.offset,
+                profile_item.key.clone(),
+            ),
         };
         if let Some(line) = first_line.get(&name) {
-            return Err(r.error(
+            return Err(r.invalid(
                 name_at,
                 &name_path,
                 format!(
@@ -503,7 +508,7 @@ fn read_overrides(r: &Reader, t: &mut Table) -> Result<WorkloadOverrides, PlanEr
         o.qd = Some(r.u32_in(&item, 1, 1024)?);
     }
     if let Some(item) = t.take("bs") {
-        let bs = r.size_in(&item, 512, BLOCK_SIZE_MAX_BYTES)?;
+        let bs = size_in(r, &item, 512, BLOCK_SIZE_MAX_BYTES)?;
         if bs % 512 != 0 {
             return Err(r.at(&item, format!("{bs} bytes is not a multiple of 512")));
         }
@@ -525,7 +530,7 @@ fn read_overrides(r: &Reader, t: &mut Table) -> Result<WorkloadOverrides, PlanEr
 
 fn read_cases(
     r: &Reader,
-    item: Item,
+    item: Field,
     topology: TopologyKind,
     baseline: &KnobSet,
     workloads: &[WorkloadSpec],
@@ -534,13 +539,7 @@ fn read_cases(
     let mut cases: Vec<Case> = Vec::new();
     let mut first_line: HashMap<String, usize> = HashMap::new();
     for mut t in r.tables(item, &allowed)? {
-        let Some(name_item) = t.take("name") else {
-            return Err(r.error(
-                t.at,
-                &format!("{}.name", t.path),
-                "missing: every case has a name",
-            ));
-        };
+        let name_item = r.required(&mut t, "name", "every case has a name")?;
         let name = read_name(r, &name_item)?;
         if name == "baseline" {
             return Err(r.at(
@@ -554,7 +553,7 @@ fn read_cases(
                 format!("duplicate case name {name:?} (first at line {line})"),
             ));
         }
-        first_line.insert(name.clone(), r.line(name_item.at));
+        first_line.insert(name.clone(), r.line(name_item.offset));
         let description = match t.take("description") {
             Some(item) => r.string(&item)?,
             None => String::new(),
@@ -603,34 +602,45 @@ fn read_cases(
 
 fn read_case_workloads(
     r: &Reader,
-    item: Item,
+    item: Field,
     workloads: &[WorkloadSpec],
 ) -> Result<Vec<String>, PlanError> {
-    let (path, at) = (item.path.clone(), item.at);
-    let mut out: Vec<String> = Vec::new();
-    for element in r.array(item, "an array of workload names")? {
-        let name = r.string(&element)?;
+    let read_workload = |element: &Field| -> Result<String, PlanError> {
+        let name = r.string(element)?;
         if !workloads.iter().any(|w| w.name == name) {
             let known: Vec<&str> = workloads.iter().map(|w| w.name.as_str()).collect();
             return Err(r.at(
-                &element,
+                element,
                 format!(
                     "no workload named {name:?} in this plan; it has: {}",
                     known.join(", ")
                 ),
             ));
         }
-        if out.contains(&name) {
-            return Err(r.at(&element, format!("{name:?} is listed twice")));
-        }
-        out.push(name);
+        Ok(name)
+    };
+    r.distinct(
+        item,
+        "an array of workload names",
+        "an empty list runs nothing; leave the key out to run every workload",
+        read_workload,
+        |name| format!("{name:?}"),
+    )
+}
+
+/// A size in bytes in `min..=max`: an integer, or a string such as
+/// `"256KiB"` or `"4k"` in the grammar of [`isoe_size`].
+fn size_in(r: &Reader, item: &Field, min: u32, max: u32) -> Result<u32, PlanError> {
+    let bytes = match &item.node {
+        Node::Int(v) => i128::from(*v),
+        Node::Str(s) => isoe_size::parse_bytes(s)
+            .map_err(|e| r.at(item, e.to_string()))?
+            .into(),
+        _ => return Err(r.wrong_type(item, "a size like \"256KiB\" or a number of bytes")),
+    };
+    if (i128::from(min)..=i128::from(max)).contains(&bytes) {
+        Ok(u32::try_from(bytes).expect("range checked"))
+    } else {
+        Err(r.at(item, format!("{bytes} bytes is out of range {min}..={max}")))
     }
-    if out.is_empty() {
-        return Err(r.error(
-            at,
-            &path,
-            "an empty list runs nothing; leave the key out to run every workload",
-        ));
-    }
-    Ok(out)
 }

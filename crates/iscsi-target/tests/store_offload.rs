@@ -168,10 +168,20 @@ fn read_lun1() -> Command {
     Command::read(1, &cdb::read16(0, 8), 8 * 512)
 }
 
-#[test]
-fn a_slow_flush_holds_up_no_other_command_of_its_worker() {
+/// A target with `io_threads`, two sessions (A and B) on its one worker,
+/// and A's SYNCHRONIZE CACHE (token 1) held at the gate.
+struct Held {
+    gate: Arc<Gate>,
+    running: Running,
+    engine: Engine,
+    a: usize,
+    b: usize,
+    seen: Vec<Completion>,
+}
+
+fn flush_held(io_threads: usize) -> Held {
     let gate = Arc::new(Gate::default());
-    let running = start(2, &gate);
+    let running = start(io_threads, &gate);
     let mut engine = Engine::new();
     let a = login(&mut engine, &running);
     let b = login(&mut engine, &running);
@@ -180,6 +190,26 @@ fn a_slow_flush_holds_up_no_other_command_of_its_worker() {
         .submit(a, Command::new(0, &cdb::synchronize_cache10()), 1)
         .unwrap();
     until_arrived(&mut engine, &mut seen, &gate, 1);
+    Held {
+        gate,
+        running,
+        engine,
+        a,
+        b,
+        seen,
+    }
+}
+
+#[test]
+fn a_slow_flush_holds_up_no_other_command_of_its_worker() {
+    let Held {
+        gate,
+        running,
+        mut engine,
+        a,
+        b,
+        mut seen,
+    } = flush_held(2);
     // Another session, on the same (only) worker.
     engine.submit(b, read_lun1(), 2).unwrap();
     let read_b = wait_for(&mut engine, &mut seen, 2, PATIENCE).expect("session B answered");
@@ -200,16 +230,14 @@ fn a_slow_flush_holds_up_no_other_command_of_its_worker() {
 
 #[test]
 fn with_no_io_threads_a_slow_flush_holds_up_its_worker() {
-    let gate = Arc::new(Gate::default());
-    let running = start(0, &gate);
-    let mut engine = Engine::new();
-    let a = login(&mut engine, &running);
-    let b = login(&mut engine, &running);
-    let mut seen = Vec::new();
-    engine
-        .submit(a, Command::new(0, &cdb::synchronize_cache10()), 1)
-        .unwrap();
-    until_arrived(&mut engine, &mut seen, &gate, 1);
+    let Held {
+        gate,
+        running,
+        mut engine,
+        b,
+        mut seen,
+        ..
+    } = flush_held(0);
     engine.submit(b, read_lun1(), 2).unwrap();
     assert_eq!(
         wait_for(&mut engine, &mut seen, 2, QUIET),

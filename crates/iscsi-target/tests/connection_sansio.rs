@@ -332,8 +332,13 @@ fn commands_of_one_session_on_two_connections_run_in_cmd_sn_order() {
     // reaches A. B must wait for 10 to be delivered: it does not take the
     // PDU, and nothing blocks.
     let eleven = Pdu::ScsiCommand(command(0x201, 11, write10(0, 1), 512, false));
+    let pdus_in = b.conn.stats.pdus_in;
     let (flow, out_b) = b.send(&eleven, &[0xbb; 512]);
     assert_eq!(flow, Flow::Wait, "CmdSN 11 must wait for CmdSN 10");
+    assert_eq!(
+        b.conn.stats.pdus_in, pdus_in,
+        "a PDU not taken is not counted"
+    );
     assert!(out_b.is_empty(), "{out_b:?}");
     assert_eq!(
         b.conn.handle_tick(b.now),
@@ -351,6 +356,7 @@ fn commands_of_one_session_on_two_connections_run_in_cmd_sn_order() {
     assert_eq!(b.conn.handle_wake(), Flow::Continue);
     let (flow, out_b) = b.send(&eleven, &[0xbb; 512]);
     assert_eq!(flow, Flow::Continue);
+    assert_eq!(b.conn.stats.pdus_in, pdus_in + 1, "taken, it counts once");
     let Pdu::ScsiResponse(resp) = out_b[0].0 else {
         panic!("{out_b:?}")
     };

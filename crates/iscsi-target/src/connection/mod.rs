@@ -478,10 +478,18 @@ impl Connection {
         }
     }
 
-    /// Feeds one complete PDU.
+    /// Feeds one complete PDU. A PDU answered with [`Flow::Wait`] was not
+    /// taken and is fed again later; it is counted once, when taken.
     pub fn handle_frame(&mut self, frame: &Frame<'_>, now: Instant) -> Flow {
         self.last_rx = now;
-        self.stats.pdus_in += 1;
+        let flow = self.take_frame(frame, now);
+        if flow != Flow::Wait {
+            self.stats.pdus_in += 1;
+        }
+        flow
+    }
+
+    fn take_frame(&mut self, frame: &Frame<'_>, now: Instant) -> Flow {
         let pdu = match frame.pdu() {
             Ok(pdu) => pdu,
             Err(e) => {

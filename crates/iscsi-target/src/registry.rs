@@ -433,6 +433,16 @@ impl Server {
         session.is_some_and(|s| s.is_closed() || s.closed_by_peer())
     }
 
+    /// Every session logged in.
+    pub fn sessions(&self) -> Vec<Arc<Session>> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(_, s)| Arc::clone(s))
+            .collect()
+    }
+
     /// The sessions logged in to `target`.
     pub fn sessions_of(&self, target: &Arc<Target>) -> Vec<Arc<Session>> {
         self.sessions

@@ -374,6 +374,24 @@ impl Session {
                 .all(|m| m.ended || m.peer_gone.as_ref().is_some_and(|gone| gone()))
     }
 
+    /// The serial of the session's first connection still in it: the one
+    /// the others are placed beside.
+    pub fn leader(&self) -> Option<u64> {
+        locked(&self.members)
+            .iter()
+            .find(|m| !m.ended)
+            .map(|m| m.serial)
+    }
+
+    /// The serials of the connections now in the session.
+    pub fn member_serials(&self) -> Vec<u64> {
+        locked(&self.members)
+            .iter()
+            .filter(|m| !m.ended)
+            .map(|m| m.serial)
+            .collect()
+    }
+
     /// Number of connections now in the session.
     pub fn connection_count(&self) -> usize {
         locked(&self.members).iter().filter(|m| !m.ended).count()

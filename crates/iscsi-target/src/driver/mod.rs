@@ -70,6 +70,26 @@ impl Running {
         &self.server
     }
 
+    /// How many connections each worker serves now. A session's
+    /// connections share its first connection's worker; new connections go
+    /// to the least loaded.
+    pub fn connections_by_worker(&self) -> Vec<usize> {
+        self.shared.connections_by_worker()
+    }
+
+    /// For each session (by TSIH), the worker of each of its connections.
+    pub fn session_workers(&self) -> Vec<(u16, Vec<usize>)> {
+        self.server
+            .sessions()
+            .iter()
+            .map(|s| {
+                let serials = s.member_serials();
+                let workers = serials.iter().map(|&c| self.shared.worker_of(c));
+                (s.tsih, workers.collect())
+            })
+            .collect()
+    }
+
     /// Stops accepting, closes every connection, ends the workers, syncs stores.
     pub fn shutdown(self) -> Result<(), isoe_store::StoreError> {
         self.server.begin_shutdown();
@@ -154,7 +174,9 @@ pub fn start_with_stores_wrapped(
         // SANITIZE's overwrite goes to the pool even with io_threads = 0:
         // it lasts as long as the medium takes.
         pool: IoPool::start(datapath.io_threads.max(1), mailboxes.clone()),
+        load: (0..mailboxes.len()).map(|_| Default::default()).collect(),
         mailboxes,
+        moved: Default::default(),
     });
     let mut workers = Vec::with_capacity(shared.mailboxes.len());
     for index in 0..shared.mailboxes.len() {
@@ -208,7 +230,7 @@ fn accept_loop(listener: TcpListener, local: SocketAddr, shared: &Shared, next: 
                     drop(stream);
                     continue;
                 }
-                let worker = next.fetch_add(1, Ordering::Relaxed) % shared.mailboxes.len();
+                let worker = shared.pick_worker(next.fetch_add(1, Ordering::Relaxed));
                 shared.mailboxes[worker].post(Msg::Adopt {
                     stream,
                     local,

@@ -106,6 +106,10 @@ pub(crate) struct Pump {
     /// The peer has shut its side (EPOLLRDHUP): reads go on to the end of
     /// the stream, since no further edge will announce it.
     pub(crate) peer_done: bool,
+    /// The socket may hold bytes not read yet: the last read filled all it
+    /// asked for, or an edge came while input was paused. A resumed
+    /// connection reads only then.
+    unread: bool,
 }
 
 impl Pump {
@@ -119,6 +123,7 @@ impl Pump {
             waiting: false,
             output_full: false,
             peer_done: false,
+            unread: true,
         }
     }
 
@@ -135,6 +140,10 @@ impl Pump {
         sink: &mut W,
         now: Instant,
     ) -> Progress {
+        if !self.wants_read() {
+            // Left in the socket until input resumes.
+            self.unread = true;
+        }
         while self.wants_read() {
             let held = self.recv.data().len();
             let spare = self.recv.spare();
@@ -142,6 +151,7 @@ impl Pump {
             match source.read(&mut spare[..want]) {
                 Ok(0) => return Progress::Closed,
                 Ok(n) => {
+                    self.unread = n == want || self.peer_done;
                     self.recv.end += n;
                     if self.batching {
                         self.recv.filled();
@@ -156,7 +166,10 @@ impl Pump {
                         break;
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.unread = false;
+                    break;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => return Progress::Closed,
             }
@@ -189,14 +202,45 @@ impl Pump {
         sink: &mut W,
         now: Instant,
     ) -> Progress {
-        if self.process(sink, now) == Progress::Closed {
+        self.resume_then(source, sink, now, true)
+    }
+
+    /// [`Pump::resume`], leaving what the held bytes produced unsent (when
+    /// the socket has nothing new) for the caller to send once it has run
+    /// every connection that has work: a session's connections woken one
+    /// after the other, each for the command now next in CmdSN order, then
+    /// leave with one send each rather than one per command.
+    pub(crate) fn resume_unsent<R: Read, W: Write>(
+        &mut self,
+        source: R,
+        sink: &mut W,
+        now: Instant,
+    ) -> Progress {
+        self.resume_then(source, sink, now, false)
+    }
+
+    fn resume_then<R: Read, W: Write>(
+        &mut self,
+        source: R,
+        sink: &mut W,
+        now: Instant,
+        send: bool,
+    ) -> Progress {
+        if self.process_then(sink, now, send) == Progress::Closed {
             return Progress::Closed;
+        }
+        if !self.unread {
+            return Progress::Open;
         }
         self.on_readable(source, sink, now)
     }
 
     /// Handles the input held: after a read, a wake-up, or output drained.
     pub(crate) fn process<W: Write>(&mut self, sink: &mut W, now: Instant) -> Progress {
+        self.process_then(sink, now, true)
+    }
+
+    fn process_then<W: Write>(&mut self, sink: &mut W, now: Instant, send: bool) -> Progress {
         self.waiting = false;
         loop {
             let input = self.conn.handle_input(self.recv.data(), now);
@@ -231,6 +275,9 @@ impl Pump {
             if self.conn.flush(sink).is_err() {
                 return Progress::Closed;
             }
+        }
+        if !send {
+            return Progress::Open;
         }
         match self.conn.flush(sink) {
             Ok(_) => Progress::Open,

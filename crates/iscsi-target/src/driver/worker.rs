@@ -8,9 +8,17 @@
 //! reading holds up only its own connection. Input pauses (the socket is
 //! not read) while a command waits behind a CmdSN gap or the output built
 //! ahead of the socket is at its bound, and resumes by reading, since its
-//! edge has passed. Timers run once a second whatever the sockets do. Other
-//! threads (acceptors, other workers, the I/O pool) reach a worker through
-//! its mailbox, an eventfd-signalled queue.
+//! edge has passed (only when bytes may be left in the socket). Timers run
+//! once a second whatever the sockets do. Other threads (acceptors, other
+//! workers, the I/O pool) reach a worker through its mailbox, an
+//! eventfd-signalled queue.
+//!
+//! A session's connections live on one worker: one that joins a session
+//! moves, once logged in, to the worker of the session's first connection
+//! ([`Worker::place`]), so that the wake-ups that deliver the session's
+//! commands in CmdSN order across its connections are calls within the
+//! thread, not messages between threads; a woken connection's output
+//! leaves once the batch of events is handled, with the others'.
 
 use super::pool::{IoPool, Job};
 use super::pump::{Progress, Pump};
@@ -22,6 +30,7 @@ use rustix::event::{eventfd, EventfdFlags, Timespec};
 use rustix::fd::OwnedFd;
 use std::collections::HashMap;
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -57,6 +66,9 @@ pub(crate) enum Msg {
         token: u64,
         finished: Finished,
     },
+    /// Serve this connection, moved here from another worker to be beside
+    /// the other connections of its session.
+    Migrate { serial: u64, slot: Box<Slot> },
     /// Close every connection and end.
     Stop,
 }
@@ -102,13 +114,53 @@ pub(crate) struct Shared {
     pub(crate) server: Arc<Server>,
     pub(crate) mailboxes: Vec<Arc<Mailbox>>,
     pub(crate) pool: IoPool,
+    /// Connections that moved away from the worker their serial names, and
+    /// where to; touched when one moves or closes, and when a message for
+    /// it reaches the worker it left.
+    pub(crate) moved: Mutex<HashMap<u64, usize>>,
+    /// Connections placed on each worker: new ones go to the least loaded.
+    pub(crate) load: Vec<AtomicUsize>,
 }
 
-struct Slot {
+impl Shared {
+    /// The least loaded worker, ties broken by `turn` (round robin), for a
+    /// new connection, counted there at once.
+    pub(crate) fn pick_worker(&self, turn: usize) -> usize {
+        let count = self.load.len();
+        let worker = (0..count)
+            .map(|i| (turn + i) % count)
+            .min_by_key(|&w| self.load[w].load(Ordering::Relaxed))
+            .unwrap_or(0);
+        self.load[worker].fetch_add(1, Ordering::Relaxed);
+        worker
+    }
+
+    /// Connections on each worker now.
+    pub(crate) fn connections_by_worker(&self) -> Vec<usize> {
+        self.load
+            .iter()
+            .map(|l| l.load(Ordering::Relaxed))
+            .collect()
+    }
+
+    /// The worker that serves connection `serial` now.
+    pub(crate) fn worker_of(&self, serial: u64) -> usize {
+        let moved = self.moved.lock().unwrap_or_else(|e| e.into_inner());
+        moved
+            .get(&serial)
+            .copied()
+            .unwrap_or_else(|| worker_of(serial))
+    }
+}
+
+pub(crate) struct Slot {
     stream: Arc<TcpStream>,
     pump: Pump,
     /// The initiator's address, counted against `[limits]` until closed.
     peer: IpAddr,
+    /// Whether it has been placed beside its session's other connections
+    /// (or found to be where it belongs) once in full feature phase.
+    placed: bool,
 }
 
 /// What every connection's socket is polled for, once and for all.
@@ -127,6 +179,9 @@ pub(crate) struct Worker {
     local_wakes: Vec<u64>,
     /// Connections whose I/O pool work came back in the current batch.
     completed: Vec<u64>,
+    /// Connections with output left to send once the current batch of
+    /// events is handled ([`Pump::resume_unsent`]).
+    unsent: Vec<u64>,
 }
 
 fn timespec(d: Duration) -> Timespec {
@@ -165,6 +220,7 @@ impl Worker {
             next_sequence: 1,
             local_wakes: Vec::new(),
             completed: Vec::new(),
+            unsent: Vec::new(),
         })
     }
 
@@ -197,6 +253,7 @@ impl Worker {
                 }
                 self.run_local_wakes();
             }
+            self.send_unsent();
             let now = Instant::now();
             if now >= next_tick {
                 self.tick(now);
@@ -217,13 +274,23 @@ impl Worker {
                 local,
                 peer,
             } => self.adopt(stream, local, peer),
-            Msg::Wake(serial) => self.local_wakes.push(serial),
+            Msg::Wake(serial) => self.route_wake(serial),
             Msg::Done {
                 serial,
                 token,
                 finished,
             } => {
-                if let Some(slot) = self.slots.get_mut(&serial) {
+                if !self.slots.contains_key(&serial) {
+                    let worker = self.shared.worker_of(serial);
+                    if worker != self.index {
+                        // It moved after handing out the work.
+                        self.shared.mailboxes[worker].post(Msg::Done {
+                            serial,
+                            token,
+                            finished,
+                        });
+                    }
+                } else if let Some(slot) = self.slots.get_mut(&serial) {
                     slot.pump.conn.complete_work(token, finished);
                     // Sent once the whole batch of messages is in, so that
                     // completions that came together leave in one send.
@@ -232,9 +299,23 @@ impl Worker {
                     }
                 }
             }
+            Msg::Migrate { serial, slot } => self.take_in(serial, *slot),
             Msg::Stop => return true,
         }
         false
+    }
+
+    /// Sends what woken connections produced in this batch of events.
+    fn send_unsent(&mut self) {
+        let now = Instant::now();
+        while let Some(serial) = self.unsent.pop() {
+            if let Some(slot) = self.slots.get_mut(&serial) {
+                let stream = &*slot.stream;
+                let progress = slot.pump.on_writable(stream, &mut &*stream, now);
+                self.settle(serial, progress);
+                self.run_local_wakes();
+            }
+        }
     }
 
     /// Sends what the completions of the last batch of messages queued.
@@ -251,7 +332,7 @@ impl Worker {
 
     fn adopt(&mut self, stream: TcpStream, local: SocketAddr, peer: SocketAddr) {
         if stream.set_nonblocking(true).is_err() {
-            self.shared.server.gate.release_connection(peer.ip());
+            self.release(peer.ip());
             return;
         }
         let _ = stream.set_nodelay(true);
@@ -263,7 +344,7 @@ impl Worker {
         if getrandom::getrandom(&mut seed).is_err() {
             // No randomness, no CHAP challenges worth the name: refuse.
             eprintln!("isoe: connection from {peer} refused: no random numbers from the system");
-            self.shared.server.gate.release_connection(peer.ip());
+            self.release(peer.ip());
             return;
         }
         let endpoint = Endpoint {
@@ -285,7 +366,7 @@ impl Worker {
         .is_err()
         {
             pump.conn.detach();
-            self.shared.server.gate.release_connection(peer.ip());
+            self.release(peer.ip());
             return;
         }
         self.slots.insert(
@@ -294,6 +375,7 @@ impl Worker {
                 stream,
                 pump,
                 peer: peer.ip(),
+                placed: false,
             },
         );
     }
@@ -322,6 +404,7 @@ impl Worker {
             progress = Progress::Closed;
         }
         self.settle(serial, progress);
+        self.place(serial);
     }
 
     /// After an event: carry out the connection's actions, then close it
@@ -348,16 +431,10 @@ impl Worker {
             return false;
         };
         let mut inline = Vec::new();
+        let mut wakes = Vec::new();
         while let Some(action) = slot.pump.conn.poll_action() {
             match action {
-                Action::Wake(other) => {
-                    let worker = worker_of(other);
-                    if worker == self.index {
-                        self.local_wakes.push(other);
-                    } else if let Some(mailbox) = self.shared.mailboxes.get(worker) {
-                        mailbox.post(Msg::Wake(other));
-                    }
-                }
+                Action::Wake(other) => wakes.push(other),
                 Action::Run { token, work } => {
                     let job = Job {
                         worker: self.index,
@@ -378,18 +455,116 @@ impl Worker {
             let finished = work.run();
             slot.pump.conn.complete_work(token, finished);
         }
+        for other in wakes {
+            self.route_wake(other);
+        }
         ran
+    }
+
+    /// A connection of this worker has ended: the initiator's address and
+    /// the worker's load no longer count it.
+    fn release(&self, peer: IpAddr) {
+        self.shared.server.gate.release_connection(peer);
+        self.shared.load[self.index].fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Sends a wake-up to the worker of connection `serial`: this one when
+    /// it is here (the case of a session's connections, placed together).
+    fn route_wake(&mut self, serial: u64) {
+        if self.slots.contains_key(&serial) {
+            self.local_wakes.push(serial);
+            return;
+        }
+        let worker = self.shared.worker_of(serial);
+        if worker != self.index {
+            if let Some(mailbox) = self.shared.mailboxes.get(worker) {
+                mailbox.post(Msg::Wake(serial));
+            }
+        }
+        // Otherwise it has closed: nothing to wake.
+    }
+
+    /// Moves connection `serial`, once in full feature phase, to the
+    /// worker of its session's first connection, so that the wake-ups
+    /// that keep a session's commands in CmdSN order across its
+    /// connections stay within one thread. A connection waiting behind a
+    /// CmdSN gap stays where it is.
+    fn place(&mut self, serial: u64) {
+        let Some(slot) = self.slots.get_mut(&serial) else {
+            return;
+        };
+        if slot.placed {
+            return;
+        }
+        let Some(leader) = slot.pump.conn.session().and_then(|s| s.leader()) else {
+            return;
+        };
+        slot.placed = true;
+        let home = self.shared.worker_of(leader);
+        if home == self.index || slot.pump.waiting {
+            return;
+        }
+        let Some(mut slot) = self.slots.remove(&serial) else {
+            return;
+        };
+        let _ = epoll::delete(&self.epoll, &*slot.stream);
+        slot.placed = true;
+        self.shared
+            .moved
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(serial, home);
+        self.shared.load[self.index].fetch_sub(1, Ordering::Relaxed);
+        self.shared.load[home].fetch_add(1, Ordering::Relaxed);
+        self.shared.mailboxes[home].post(Msg::Migrate {
+            serial,
+            slot: Box::new(slot),
+        });
+    }
+
+    /// Serves a connection another worker moved here ([`Worker::place`]).
+    fn take_in(&mut self, serial: u64, slot: Slot) {
+        if epoll::add(
+            &self.epoll,
+            &*slot.stream,
+            EventData::new_u64(serial),
+            interest(),
+        )
+        .is_err()
+        {
+            self.slots.insert(serial, slot);
+            self.close(serial);
+            return;
+        }
+        self.slots.insert(serial, slot);
+        // Bytes may have come meanwhile, and the edge that announced them
+        // reached the other worker: take them up now.
+        let Some(slot) = self.slots.get_mut(&serial) else {
+            return;
+        };
+        let stream = &*slot.stream;
+        let progress = slot.pump.resume(stream, &mut &*stream, Instant::now());
+        self.settle(serial, progress);
     }
 
     fn run_local_wakes(&mut self) {
         while let Some(serial) = self.local_wakes.pop() {
             let Some(slot) = self.slots.get_mut(&serial) else {
+                // Moved away since the wake-up was queued (or closed).
+                self.route_wake(serial);
                 continue;
             };
             let stream = &*slot.stream;
             let progress = match slot.pump.conn.handle_wake() {
                 crate::connection::Flow::Close => Progress::Closed,
-                _ if slot.pump.waiting => slot.pump.resume(stream, &mut &*stream, Instant::now()),
+                _ if slot.pump.waiting => {
+                    // Sent with the others once every event is handled.
+                    if !self.unsent.contains(&serial) {
+                        self.unsent.push(serial);
+                    }
+                    slot.pump
+                        .resume_unsent(stream, &mut &*stream, Instant::now())
+                }
                 // What the wake-up queued (a task management response whose
                 // tasks elsewhere have ended) goes out.
                 _ => slot.pump.on_writable(stream, &mut &*stream, Instant::now()),
@@ -430,17 +605,16 @@ impl Worker {
         slot.pump.conn.detach();
         while let Some(action) = slot.pump.conn.poll_action() {
             if let Action::Wake(other) = action {
-                let worker = worker_of(other);
-                if worker == self.index {
-                    self.local_wakes.push(other);
-                } else if let Some(mailbox) = self.shared.mailboxes.get(worker) {
-                    mailbox.post(Msg::Wake(other));
-                }
+                self.route_wake(other);
             }
+        }
+        if worker_of(serial) != self.index {
+            let mut moved = self.shared.moved.lock().unwrap_or_else(|e| e.into_inner());
+            moved.remove(&serial);
         }
         let _ = epoll::delete(&self.epoll, &*slot.stream);
         let _ = slot.stream.shutdown(Shutdown::Both);
-        self.shared.server.gate.release_connection(slot.peer);
+        self.release(slot.peer);
     }
 }
 

@@ -81,12 +81,15 @@ fn text(out: &Output) -> String {
     )
 }
 
+/// The namespaces of the topology that lab `pid` has up. Its preflight's
+/// probe (`isoe-lab-PID-probe`, made and removed at once) is not one: a
+/// test that saw it would wait for nothing.
 fn namespaces_of(pid: u32) -> Vec<String> {
     let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| l.split_whitespace().next())
-        .filter(|n| n.starts_with(&format!("isoe-lab-{pid}-")))
+        .filter(|n| n.starts_with(&format!("isoe-lab-{pid}-")) && !n.ends_with("-probe"))
         .map(str::to_string)
         .collect()
 }

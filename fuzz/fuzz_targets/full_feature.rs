@@ -3,7 +3,10 @@
 //! connections of one session logged in with real logins on both sides,
 //! then the input as PDUs and bytes through `Connection::handle_input`,
 //! with clock ticks and wake-ups, under `isoe_target::memory_driver` (the
-//! target worker's rules, no sockets); store work runs at once.
+//! target worker's rules, no sockets). LUN 1's store says its calls may
+//! block, so its commands go out as store work, as a file LUN's do: that
+//! work is held until the clock moves (and at the end), so that task
+//! management and closing meet commands whose store calls are under way.
 //!
 //! Input layout: one byte picks the negotiation (bit 0 header digest, bit 1
 //! data digest, bit 2 InitialR2T, bit 3 ImmediateData, bit 4 a second
@@ -29,6 +32,8 @@
 #![no_main]
 
 use isoe_initiator::login::{LoginExchange, LoginStep};
+use isoe_store::{Extent, Store, StoreError};
+use isoe_target::connection::Work;
 use isoe_target::memory_driver::{Drive, MemoryConnection};
 use isoe_target::{Config, Server};
 use isoe_wire::digest;
@@ -75,6 +80,40 @@ const TARGET_SEGMENT: u32 = 8192;
 /// The CmdSN of the login, and so of the session's first command.
 const FIRST_CMD_SN: u32 = 1;
 
+/// A memory store that says its calls may block (as a file's do).
+#[derive(Debug)]
+struct Blocking(Arc<dyn Store>);
+
+impl Store for Blocking {
+    fn size_bytes(&self) -> u64 {
+        self.0.size_bytes()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), StoreError> {
+        self.0.read_at(offset, buf)
+    }
+    fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), StoreError> {
+        self.0.write_at(offset, buf)
+    }
+    fn flush(&self) -> Result<(), StoreError> {
+        self.0.flush()
+    }
+    fn unmap(&self, offset: u64, len: u64) -> Result<(), StoreError> {
+        self.0.unmap(offset, len)
+    }
+    fn write_zeroes(&self, offset: u64, len: u64) -> Result<(), StoreError> {
+        self.0.write_zeroes(offset, len)
+    }
+    fn kind(&self) -> &'static str {
+        "file"
+    }
+    fn may_block(&self) -> bool {
+        true
+    }
+    fn allocation(&self, offset: u64, len: u64) -> Result<Extent, StoreError> {
+        self.0.allocation(offset, len)
+    }
+}
+
 fn config() -> Config {
     static CONFIG_PARSED: OnceLock<Config> = OnceLock::new();
     CONFIG_PARSED
@@ -99,6 +138,8 @@ struct Pair {
     sides: Vec<Side>,
     now: Instant,
     wakes: Vec<u64>,
+    /// Store work not run yet: the side that asked, its token, the work.
+    held: Vec<(usize, u64, Work)>,
 }
 
 /// What the initiator logs in with: the negotiation the selector byte asks for.
@@ -216,12 +257,21 @@ impl Pair {
             rest = &rest[len..];
         }
         self.wakes.extend(drive.wakes);
-        for (token, work) in drive.work {
-            let mut next = Drive::default();
-            self.sides[i]
-                .conn
-                .complete_work(token, work.run(), &mut next);
-            self.carry_out(i, next);
+        self.held
+            .extend(drive.work.into_iter().map(|(token, work)| (i, token, work)));
+    }
+
+    /// Runs the held store work, and what its completions ask for in turn.
+    fn run_work(&mut self) {
+        while !self.held.is_empty() {
+            for (i, token, work) in std::mem::take(&mut self.held) {
+                let mut next = Drive::default();
+                self.sides[i]
+                    .conn
+                    .complete_work(token, work.run(), &mut next);
+                self.carry_out(i, next);
+            }
+            self.run_wakes();
         }
     }
 
@@ -338,12 +388,22 @@ fuzz_target!(|input: &[u8]| {
     let Some((&selector, mut input)) = input.split_first() else {
         return;
     };
-    let server = Arc::new(Server::new(config()).expect("the fuzz server starts"));
+    let server = Arc::new(
+        Server::with_stores_wrapped(config(), &|_, lun, store| {
+            if lun == 1 {
+                Arc::new(Blocking(store))
+            } else {
+                store
+            }
+        })
+        .expect("the fuzz server starts"),
+    );
     let mut pair = Pair {
         server: server.clone(),
         sides: Vec::new(),
         now: Instant::now(),
         wakes: Vec::new(),
+        held: Vec::new(),
     };
     let tsih = pair.login(login_config(selector, 0, 0));
     if selector & 0x10 != 0 {
@@ -370,16 +430,19 @@ fuzz_target!(|input: &[u8]| {
             2 => {
                 let seconds = take(&mut input, 1).first().copied().unwrap_or(0);
                 pair.now += Duration::from_secs(u64::from(seconds));
+                pair.run_work();
                 pair.tick();
             }
             _ => pair.wake(side),
         }
         pair.run_wakes();
     }
+    pair.run_work();
     for i in 0..pair.sides.len() {
         pair.close(i);
     }
     pair.run_wakes();
+    pair.run_work();
     assert_eq!(server.write_budget.held(), 0, "write budget left held");
     assert_eq!(
         server.session_count(),

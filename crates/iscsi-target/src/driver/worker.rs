@@ -280,7 +280,14 @@ impl Worker {
                 token,
                 finished,
             } => {
-                if !self.slots.contains_key(&serial) {
+                if let Some(slot) = self.slots.get_mut(&serial) {
+                    slot.pump.conn.complete_work(token, finished);
+                    // Sent once the whole batch of messages is in, so that
+                    // completions that came together leave in one send.
+                    if !self.completed.contains(&serial) {
+                        self.completed.push(serial);
+                    }
+                } else {
                     let worker = self.shared.worker_of(serial);
                     if worker != self.index {
                         // It moved after handing out the work.
@@ -289,13 +296,6 @@ impl Worker {
                             token,
                             finished,
                         });
-                    }
-                } else if let Some(slot) = self.slots.get_mut(&serial) {
-                    slot.pump.conn.complete_work(token, finished);
-                    // Sent once the whole batch of messages is in, so that
-                    // completions that came together leave in one send.
-                    if !self.completed.contains(&serial) {
-                        self.completed.push(serial);
                     }
                 }
             }
@@ -504,11 +504,10 @@ impl Worker {
         if home == self.index || slot.pump.waiting {
             return;
         }
-        let Some(mut slot) = self.slots.remove(&serial) else {
+        let Some(slot) = self.slots.remove(&serial) else {
             return;
         };
         let _ = epoll::delete(&self.epoll, &*slot.stream);
-        slot.placed = true;
         self.shared
             .moved
             .lock()

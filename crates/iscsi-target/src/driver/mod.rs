@@ -482,10 +482,15 @@ mod tests {
         let mut sink = Calls::default();
         let batching = server.config.datapath.batching;
         let mut pump = Pump::new(conn, batching);
-        // As epoll would: read again while the pump stays open (a short
-        // read ends each call), until the script's end closes it.
+        // As a worker would: read again while the pump stays open (a short
+        // read ends each call), sending once after each, until the script's
+        // end closes it.
         for _ in 0..16 {
-            if pump.on_readable(&mut script, &mut sink, Instant::now()) == Progress::Closed {
+            if pump.on_readable_unsent(&mut script, &mut sink, Instant::now()) == Progress::Closed {
+                break;
+            }
+            let mut no_more = io::empty();
+            if pump.on_writable(&mut no_more, &mut sink, Instant::now()) == Progress::Closed {
                 break;
             }
         }

@@ -133,12 +133,25 @@ impl Pump {
     }
 
     /// Reads what `source` has, until it would block or input must pause,
-    /// handling and answering what arrives.
-    pub(crate) fn on_readable<R: Read, W: Write>(
+    /// handling what arrives and leaving the answers unsent (but for output
+    /// at its bound) for the caller to send once it has handled every
+    /// event of the batch: one send per connection per batch, however many
+    /// times it was read or woken in it.
+    pub(crate) fn on_readable_unsent<R: Read, W: Write>(
+        &mut self,
+        source: R,
+        sink: &mut W,
+        now: Instant,
+    ) -> Progress {
+        self.read_then(source, sink, now, false)
+    }
+
+    fn read_then<R: Read, W: Write>(
         &mut self,
         mut source: R,
         sink: &mut W,
         now: Instant,
+        send: bool,
     ) -> Progress {
         if !self.wants_read() {
             // Left in the socket until input resumes.
@@ -156,7 +169,7 @@ impl Pump {
                     if self.batching {
                         self.recv.filled();
                     }
-                    if self.process(sink, now) == Progress::Closed {
+                    if self.process_then(sink, now, send) == Progress::Closed {
                         return Progress::Closed;
                     }
                     if n < want && !self.peer_done {
@@ -205,11 +218,11 @@ impl Pump {
         self.resume_then(source, sink, now, true)
     }
 
-    /// [`Pump::resume`], leaving what the held bytes produced unsent (when
-    /// the socket has nothing new) for the caller to send once it has run
-    /// every connection that has work: a session's connections woken one
-    /// after the other, each for the command now next in CmdSN order, then
-    /// leave with one send each rather than one per command.
+    /// [`Pump::resume`], leaving what it produced unsent for the caller to
+    /// send once it has run every connection that has work: a session's
+    /// connections woken one after the other, each for the command now next
+    /// in CmdSN order, then leave with one send each rather than one per
+    /// command.
     pub(crate) fn resume_unsent<R: Read, W: Write>(
         &mut self,
         source: R,
@@ -232,14 +245,11 @@ impl Pump {
         if !self.unread {
             return Progress::Open;
         }
-        self.on_readable(source, sink, now)
+        self.read_then(source, sink, now, send)
     }
 
-    /// Handles the input held: after a read, a wake-up, or output drained.
-    pub(crate) fn process<W: Write>(&mut self, sink: &mut W, now: Instant) -> Progress {
-        self.process_then(sink, now, true)
-    }
-
+    /// Handles the input held (after a read, a wake-up, or output drained),
+    /// sending what it produced when `send`.
     fn process_then<W: Write>(&mut self, sink: &mut W, now: Instant, send: bool) -> Progress {
         self.waiting = false;
         loop {

@@ -17,8 +17,14 @@
 //! moves, once logged in, to the worker of the session's first connection
 //! ([`Worker::place`]), so that the wake-ups that deliver the session's
 //! commands in CmdSN order across its connections are calls within the
-//! thread, not messages between threads; a woken connection's output
-//! leaves once the batch of events is handled, with the others'.
+//! thread, not messages between threads.
+//!
+//! Output leaves once per batch of events: a connection read, woken or
+//! handed back finished work any number of times in one `epoll_wait`'s
+//! batch sends once, after all of it (but for output at its bound, which
+//! is sent at once to make room). With one busy connection that is one
+//! send per read, as before; with a session's connections taking turns in
+//! CmdSN order it is one send per connection, not one per turn.
 
 use super::pool::{IoPool, Job};
 use super::pump::{Progress, Pump};
@@ -161,6 +167,8 @@ pub(crate) struct Slot {
     /// Whether it has been placed beside its session's other connections
     /// (or found to be where it belongs) once in full feature phase.
     placed: bool,
+    /// Whether it is in its worker's `unsent` list.
+    unsent: bool,
 }
 
 /// What every connection's socket is polled for, once and for all.
@@ -177,10 +185,9 @@ pub(crate) struct Worker {
     next_sequence: u64,
     /// Wake-ups for connections of this worker, run after the current event.
     local_wakes: Vec<u64>,
-    /// Connections whose I/O pool work came back in the current batch.
-    completed: Vec<u64>,
-    /// Connections with output left to send once the current batch of
-    /// events is handled ([`Pump::resume_unsent`]).
+    /// Connections with output to send once the current batch of events
+    /// and messages is handled: each sends once per batch, whether it was
+    /// read, woken or had work come back, and however often.
     unsent: Vec<u64>,
 }
 
@@ -219,7 +226,6 @@ impl Worker {
             slots: HashMap::new(),
             next_sequence: 1,
             local_wakes: Vec::new(),
-            completed: Vec::new(),
             unsent: Vec::new(),
         })
     }
@@ -247,7 +253,6 @@ impl Worker {
                     for msg in messages.drain(..) {
                         stopping |= self.on_message(msg);
                     }
-                    self.send_completed();
                 } else {
                     self.on_socket(key, event.flags);
                 }
@@ -282,11 +287,8 @@ impl Worker {
             } => {
                 if let Some(slot) = self.slots.get_mut(&serial) {
                     slot.pump.conn.complete_work(token, finished);
-                    // Sent once the whole batch of messages is in, so that
-                    // completions that came together leave in one send.
-                    if !self.completed.contains(&serial) {
-                        self.completed.push(serial);
-                    }
+                    // Completions that came together leave in one send.
+                    self.send_later(serial);
                 } else {
                     let worker = self.shared.worker_of(serial);
                     if worker != self.index {
@@ -305,27 +307,27 @@ impl Worker {
         false
     }
 
-    /// Sends what woken connections produced in this batch of events.
-    fn send_unsent(&mut self) {
-        let now = Instant::now();
-        while let Some(serial) = self.unsent.pop() {
-            if let Some(slot) = self.slots.get_mut(&serial) {
-                let stream = &*slot.stream;
-                let progress = slot.pump.on_writable(stream, &mut &*stream, now);
-                self.settle(serial, progress);
-                self.run_local_wakes();
+    /// Queues connection `serial` to send at the end of the batch.
+    fn send_later(&mut self, serial: u64) {
+        if let Some(slot) = self.slots.get_mut(&serial) {
+            if !slot.unsent {
+                slot.unsent = true;
+                self.unsent.push(serial);
             }
         }
     }
 
-    /// Sends what the completions of the last batch of messages queued.
-    fn send_completed(&mut self) {
+    /// Sends what connections produced in this batch of events, and takes
+    /// up input that paused for output to drain.
+    fn send_unsent(&mut self) {
         let now = Instant::now();
-        for serial in std::mem::take(&mut self.completed) {
+        while let Some(serial) = self.unsent.pop() {
             if let Some(slot) = self.slots.get_mut(&serial) {
+                slot.unsent = false;
                 let stream = &*slot.stream;
                 let progress = slot.pump.on_writable(stream, &mut &*stream, now);
                 self.settle(serial, progress);
+                self.run_local_wakes();
             }
         }
     }
@@ -376,6 +378,7 @@ impl Worker {
                 pump,
                 peer: peer.ip(),
                 placed: false,
+                unsent: false,
             },
         );
     }
@@ -393,15 +396,17 @@ impl Worker {
         if flags.intersects(EventFlags::IN | EventFlags::RDHUP) {
             // A paused connection leaves the bytes in the socket; it reads
             // them when it resumes.
-            progress = slot.pump.on_readable(stream, &mut &*stream, now);
-        }
-        if progress == Progress::Open && flags.contains(EventFlags::OUT) {
-            progress = slot.pump.on_writable(stream, &mut &*stream, now);
+            progress = slot.pump.on_readable_unsent(stream, &mut &*stream, now);
         }
         if flags.intersects(EventFlags::HUP | EventFlags::ERR) {
             // Both directions are gone (or the socket failed): nothing more
             // can be sent or received.
             progress = Progress::Closed;
+        }
+        // What it answered, or what waited for the socket to take more
+        // (EPOLLOUT), goes with the batch.
+        if progress == Progress::Open {
+            self.send_later(serial);
         }
         self.settle(serial, progress);
         self.place(serial);
@@ -535,7 +540,13 @@ impl Worker {
             self.close(serial);
             return;
         }
-        self.slots.insert(serial, slot);
+        self.slots.insert(
+            serial,
+            Slot {
+                unsent: false,
+                ..slot
+            },
+        );
         // Bytes may have come meanwhile, and the edge that announced them
         // reached the other worker: take them up now.
         let Some(slot) = self.slots.get_mut(&serial) else {
@@ -557,17 +568,16 @@ impl Worker {
             let progress = match slot.pump.conn.handle_wake() {
                 crate::connection::Flow::Close => Progress::Closed,
                 _ if slot.pump.waiting => {
-                    // Sent with the others once every event is handled.
-                    if !self.unsent.contains(&serial) {
-                        self.unsent.push(serial);
-                    }
                     slot.pump
                         .resume_unsent(stream, &mut &*stream, Instant::now())
                 }
                 // What the wake-up queued (a task management response whose
-                // tasks elsewhere have ended) goes out.
-                _ => slot.pump.on_writable(stream, &mut &*stream, Instant::now()),
+                // tasks elsewhere have ended) goes with the batch.
+                _ => Progress::Open,
             };
+            if progress == Progress::Open {
+                self.send_later(serial);
+            }
             self.settle(serial, progress);
         }
     }

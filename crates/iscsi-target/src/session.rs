@@ -11,7 +11,7 @@ use isoe_scsi::Nexus;
 use isoe_wire::negotiate::SessionParams;
 use isoe_wire::pdu::Lun;
 use isoe_wire::serial::{sn_gt, sn_in_window};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -178,6 +178,10 @@ pub struct Session {
     /// Mirror of ExpCmdSN for lock-free reads when building responses.
     exp_cmd_sn: AtomicU32,
     members: Mutex<Vec<Member>>,
+    /// Counts notices to members (an order to end tasks, a connection
+    /// ended), so that a connection woken only for its next CmdSN learns
+    /// there is nothing for it without taking the members' lock.
+    notices: AtomicU64,
     closed: AtomicBool,
     /// Set once the I_T nexus was detached from the target's units.
     nexus_ended: AtomicBool,
@@ -218,6 +222,7 @@ impl Session {
             }),
             exp_cmd_sn: AtomicU32::new(cmd_sn),
             members: Mutex::new(Vec::new()),
+            notices: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             nexus_ended: AtomicBool::new(false),
         }
@@ -299,6 +304,7 @@ impl Session {
         let mut members = locked(&self.members);
         if let Some(pos) = members.iter().position(|m| m.cid == member.cid && !m.ended) {
             members[pos].ended = true;
+            self.notices.fetch_add(1, Ordering::Release);
             wake.push(members[pos].serial);
         }
         let live = members.iter().filter(|m| !m.ended).count();
@@ -343,8 +349,16 @@ impl Session {
                 scope,
                 barrier: Arc::clone(barrier),
             });
+            self.notices.fetch_add(1, Ordering::Release);
             wake.push(m.serial);
         }
+    }
+
+    /// How many notices members have been given: a connection that saw
+    /// this count before has none new when it is unchanged (each notice
+    /// is counted before the connection it is for is woken).
+    pub fn notices(&self) -> u64 {
+        self.notices.load(Ordering::Acquire)
     }
 
     /// The orders to end tasks given to connection `serial` since it last looked.
@@ -413,6 +427,7 @@ impl Session {
             .filter(|m| m.cid == cid && m.serial != except_serial)
         {
             m.ended = true;
+            self.notices.fetch_add(1, Ordering::Release);
             wake.push(m.serial);
         }
     }

@@ -215,6 +215,8 @@ pub struct Connection {
     /// Functions from other connections whose tasks here have ended, to
     /// be told so once the aborted work still out has returned.
     owed: Vec<Arc<AbortBarrier>>,
+    /// [`Session::notices`] when this connection last looked at its orders.
+    seen_notices: u64,
     /// Counters.
     pub stats: ConnectionStats,
 }
@@ -282,6 +284,7 @@ impl Connection {
             runs: VecDeque::new(),
             held_tmf: Vec::new(),
             owed: Vec::new(),
+            seen_notices: 0,
             stats: ConnectionStats::default(),
         }
     }
@@ -385,12 +388,23 @@ impl Connection {
     /// [`Flow::Continue`].
     pub fn handle_wake(&mut self) -> Flow {
         match &self.phase {
-            Phase::Full(session) if session.is_closed() || session.is_ended(self.serial) => {
-                Flow::Close
-            }
+            Phase::Full(session) if session.is_closed() => Flow::Close,
             Phase::Full(session) => {
-                let session = Arc::clone(session);
-                self.take_orders(&session);
+                // Most wake-ups say only that this connection's command is
+                // next in CmdSN order: the members' lock is taken only when
+                // the session has given out a notice since the last look.
+                let notices = session.notices();
+                if notices != self.seen_notices {
+                    self.seen_notices = notices;
+                    if session.is_ended(self.serial) {
+                        return Flow::Close;
+                    }
+                    let session = Arc::clone(session);
+                    self.take_orders(&session);
+                } else if !self.owed.is_empty() || !self.held_tmf.is_empty() {
+                    // A function's tasks elsewhere may have ended.
+                    self.release_held();
+                }
                 Flow::Continue
             }
             Phase::Closed => Flow::Close,

@@ -191,6 +191,8 @@ pub(crate) struct Worker {
     next_sequence: u64,
     /// Wake-ups for connections of this worker, run after the current event.
     local_wakes: Vec<u64>,
+    /// Scratch for the wake-ups one connection asks for.
+    wakes: Vec<u64>,
     /// Connections with output to send once the current batch of events
     /// and messages is handled: each sends once per batch, whether it was
     /// read, woken or had work come back, and however often.
@@ -233,6 +235,7 @@ impl Worker {
             now: Instant::now(),
             next_sequence: 1,
             local_wakes: Vec::new(),
+            wakes: Vec::new(),
             unsent: Vec::new(),
         })
     }
@@ -443,8 +446,10 @@ impl Worker {
         let Some(slot) = self.slots.get_mut(&serial) else {
             return false;
         };
+        // Reused, not allocated per call: most calls in a CmdSN chain wake
+        // one connection.
+        let mut wakes = std::mem::take(&mut self.wakes);
         let mut inline = Vec::new();
-        let mut wakes = Vec::new();
         while let Some(action) = slot.pump.conn.poll_action() {
             match action {
                 Action::Wake(other) => wakes.push(other),
@@ -468,9 +473,10 @@ impl Worker {
             let finished = work.run();
             slot.pump.conn.complete_work(token, finished);
         }
-        for other in wakes {
+        for other in wakes.drain(..) {
             self.route_wake(other);
         }
+        self.wakes = wakes;
         ran
     }
 

@@ -277,63 +277,9 @@ impl SessionCore {
 mod tests {
     use super::*;
     use crate::command::{Command, Completion, Outcome, TaskError, TaskManagement};
-    use crate::config::Keepalive;
+    use crate::session::testing::{limits, sent, session, MAX_PDU};
     use crate::session::ConnCore;
-    use isoe_wire::frame::{Decoded, FrameLimits};
-    use isoe_wire::negotiate::SessionParams;
     use isoe_wire::pdu::{ScsiResponse, TaskMgmtResponse};
-    use std::time::Duration;
-
-    const MAX_PDU: usize = 256 * 1024;
-
-    fn limits(digests: bool) -> FrameLimits {
-        FrameLimits {
-            max_recv_data_segment_length: MAX_PDU as u32,
-            header_digest: digests,
-            data_digest: digests,
-            crc: isoe_wire::digest::Crc32cImpl::Hardware,
-        }
-    }
-
-    fn session(conns: u16, digests: bool) -> SessionCore {
-        let now = Instant::now();
-        let keepalive = Keepalive {
-            interval: None,
-            timeout: Duration::from_secs(15),
-        };
-        let mut core = SessionCore::new(0, SessionParams::default(), keepalive, 1, 1, 64);
-        for cid in 0..conns {
-            let conn = ConnCore::new(cid, limits(digests), limits(digests), 1, now);
-            core.add_connection(conn, 1, 64);
-        }
-        core
-    }
-
-    /// Sends what connection `c` has queued; returns the PDUs.
-    fn sent(core: &mut SessionCore, c: usize) -> Vec<Pdu> {
-        let mut bytes = Vec::new();
-        core.flush(c, |iov| {
-            let before = bytes.len();
-            for s in iov {
-                bytes.extend_from_slice(s);
-            }
-            Ok(bytes.len() - before)
-        })
-        .unwrap();
-        let limits = core.conns[c].send_limits;
-        let mut pdus = Vec::new();
-        let mut at = 0;
-        while at < bytes.len() {
-            match frame::decode(&bytes[at..], &limits) {
-                Ok(Decoded::Frame { frame, len }) => {
-                    pdus.push(frame.pdu().unwrap());
-                    at += len;
-                }
-                other => panic!("{other:?}"),
-            }
-        }
-        pdus
-    }
 
     /// Submits a read of `len` bytes and sends it; returns its ITT and connection.
     fn read(core: &mut SessionCore, len: u32, token: u64) -> (u32, usize) {

@@ -179,6 +179,8 @@ pub struct SessionCore {
     sink: Vec<u8>,
     /// The connection the last command went on ([`SessionCore::pick_for_command`]).
     last_conn: Option<usize>,
+    /// See [`SessionCore::set_run_slack`].
+    run_slack: u32,
 }
 
 impl SessionCore {
@@ -207,6 +209,7 @@ impl SessionCore {
             failed: None,
             nops: NopCounters::default(),
             last_conn: None,
+            run_slack: RUN_SLACK,
             conns_epoch: 0,
             sink: Vec::new(),
         }
@@ -413,9 +416,18 @@ impl SessionCore {
         }
     }
 
+    /// How many commands beyond the least loaded connection the last
+    /// command's connection may carry and still take the next
+    /// ([`RUN_SLACK`] unless set); 0 sends every command to the least
+    /// loaded, so that consecutive commands alternate between connections
+    /// (what tests of a target's CmdSN ordering across connections want).
+    pub fn set_run_slack(&mut self, slack: u32) {
+        self.run_slack = slack;
+    }
+
     /// The connection for the next command: the last one's again while
-    /// it carries no more than [`RUN_SLACK`] commands beyond the least
-    /// loaded, else the least loaded. Consecutive CmdSNs thus go in runs on
+    /// it carries no more than the run slack beyond the least loaded, else
+    /// the least loaded. Consecutive CmdSNs thus go in runs on
     /// one connection, not one per connection in turn: a target delivers a
     /// session's commands in CmdSN order (RFC 7143 §3.2.2.1), and commands
     /// that alternate between connections make it switch connection for
@@ -426,7 +438,7 @@ impl SessionCore {
         let c = match self.last_conn {
             Some(last)
                 if self.conns.get(last).is_some_and(|c| {
-                    c.alive && c.outstanding <= self.conns[least].outstanding + RUN_SLACK
+                    c.alive && c.outstanding <= self.conns[least].outstanding + self.run_slack
                 }) =>
             {
                 last

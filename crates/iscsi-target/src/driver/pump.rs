@@ -133,10 +133,10 @@ impl Pump {
     }
 
     /// Reads what `source` has, until it would block or input must pause,
-    /// handling what arrives and leaving the answers unsent (but for output
-    /// at its bound) for the caller to send once it has handled every
-    /// event of the batch: one send per connection per batch, however many
-    /// times it was read or woken in it.
+    /// handling what arrives and leaving the answers to the last read unsent
+    /// (but for output at its bound) for the caller to send once it has
+    /// handled every event of the batch: one send per connection per batch,
+    /// however many times it was woken in it.
     pub(crate) fn on_readable_unsent<R: Read, W: Write>(
         &mut self,
         source: R,
@@ -169,10 +169,16 @@ impl Pump {
                     if self.batching {
                         self.recv.filled();
                     }
-                    if self.process_then(sink, now, send) == Progress::Closed {
+                    // A read that filled all it asked for is followed by
+                    // another: what this one produced (R2Ts above all, which
+                    // the peer waits for to send more) goes first, not after
+                    // the whole stream is read. Left for the batch is only
+                    // what the last read of a drained socket produced.
+                    let again = n == want || self.peer_done;
+                    if self.process_then(sink, now, send || again) == Progress::Closed {
                         return Progress::Closed;
                     }
-                    if n < want && !self.peer_done {
+                    if !again {
                         // The socket is drained: reading again would only
                         // learn so with a system call, and the next bytes
                         // to arrive raise a new edge.

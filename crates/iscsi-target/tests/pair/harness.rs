@@ -268,6 +268,9 @@ impl Pair {
         let (link, first) = self.login_connection(config.login_config(0, 0, FIRST_CMD_SN));
         let now = self.now();
         let mut core = SessionCore::from_login(index, config.keepalive, FIRST_CMD_SN, &first, now);
+        // Consecutive commands alternate between the session's connections,
+        // as the ordering tests place them.
+        core.set_run_slack(0);
         let mut links = vec![link];
         for cid in 1..config.connections {
             let login = config.login_config(cid, first.tsih, FIRST_CMD_SN);

@@ -19,10 +19,11 @@
 //! commands in CmdSN order across its connections are calls within the
 //! thread, not messages between threads.
 //!
-//! Output leaves once per batch of events: a connection read, woken or
-//! handed back finished work any number of times in one `epoll_wait`'s
-//! batch sends once, after all of it (but for output at its bound, which
-//! is sent at once to make room). With one busy connection that is one
+//! Output leaves once per batch of events: a connection read (to a drained
+//! socket), woken or handed back finished work any number of times in one
+//! `epoll_wait`'s batch sends once, after all of it (but for output at its
+//! bound, sent at once to make room, and what a read that filled its buffer
+//! produced, sent before the next read). With one busy connection that is one
 //! send per read, as before; with a session's connections taking turns in
 //! CmdSN order it is one send per connection, not one per turn.
 

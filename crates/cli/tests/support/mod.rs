@@ -8,6 +8,7 @@
 //! - [`tools`]: find and run the libiscsi command-line tools with a timeout;
 //! - [`cli`]: run the `isoe` initiator commands with a timeout, parse `--json`;
 //! - [`tgt`]: a private `tgtd` (Debian's userspace target) to interoperate with.
+//! - [`vm`]: the test bed's QEMU virtual machine (`scripts/vm`), powered off on Drop.
 //!
 //! This is test scaffolding, not the product initiator: it is blocking,
 //! handles one command at a time and panics loudly when something is off.
@@ -18,6 +19,7 @@ pub mod client;
 pub mod target;
 pub mod tgt;
 pub mod tools;
+pub mod vm;
 
 pub use client::{Client, ClientError, LoginParams, Received, ScsiResult};
 pub use target::{Target, TargetConfig, DEFAULT_TARGET};

@@ -1,0 +1,124 @@
+//! The test bed's virtual machine: `scripts/vm` boots the Debian image
+//! `scripts/vm-image` builds (issue 14), for what needs a real kernel (the
+//! Linux iSCSI initiator, LIO). [`Vm`] owns it and powers it off on Drop, so
+//! a failing test leaves no QEMU behind.
+//!
+//! Outside CI, a machine without root, QEMU or debootstrap skips these tests
+//! with a printed reason; with CI set they fail instead (CI installs them).
+
+use super::tools::{run_program, ToolOutput};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Building the image (once, then cached) and booting it under TCG.
+const START_TIMEOUT: Duration = Duration::from_secs(900);
+/// The longest one command in the VM may take.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// A booted VM, powered off on Drop.
+pub struct Vm {
+    dir: tempfile::TempDir,
+}
+
+fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scripts")
+        .join(name)
+}
+
+fn ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
+}
+
+/// Why this machine cannot run the VM, if it cannot.
+fn missing() -> Option<String> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root (debootstrap needs it)".into());
+    }
+    ["qemu-system-x86_64", "qemu-img", "debootstrap"]
+        .into_iter()
+        .find(|tool| {
+            !["/usr/bin", "/usr/sbin", "/bin", "/sbin"]
+                .iter()
+                .any(|dir| Path::new(dir).join(tool).exists())
+        })
+        .map(|tool| {
+            format!(
+                "{tool} is not installed (apt-get install qemu-system-x86 qemu-utils debootstrap)"
+            )
+        })
+}
+
+impl Vm {
+    /// Boots a VM, or prints why it cannot here and returns None (only
+    /// outside CI).
+    pub fn start_or_skip(test: &str) -> Option<Vm> {
+        if let Some(why) = missing() {
+            assert!(!ci(), "{test}: the VM test bed cannot run in CI: {why}");
+            // Straight to fd 2: the test harness captures eprintln! of passing tests.
+            let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
+            return None;
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("isoe-vm-")
+            .tempdir()
+            .expect("create the VM's run directory");
+        let vm = Vm { dir };
+        let out = vm.script("start", &[], START_TIMEOUT);
+        assert!(
+            out.success(),
+            "scripts/vm start failed:\n{}",
+            out.describe()
+        );
+        Some(vm)
+    }
+
+    fn script(&self, verb: &str, args: &[&str], timeout: Duration) -> ToolOutput {
+        let run = self.dir.path().to_str().expect("a UTF-8 temporary path");
+        let mut all = vec![script("vm").to_str().expect("a UTF-8 path").to_owned()];
+        all.push(verb.into());
+        all.push(run.into());
+        all.extend(args.iter().map(|a| a.to_string()));
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        run_program(Path::new("/bin/bash"), &all, &[], timeout)
+    }
+
+    /// Runs `command` (a shell command line) in the VM as root.
+    pub fn ssh(&self, command: &str) -> ToolOutput {
+        self.script("ssh", &[command], COMMAND_TIMEOUT)
+    }
+
+    /// Serves LIO target `iqn` in the VM, LUN 0 a RAM disk of `mib` MiB.
+    pub fn lio(&self, iqn: &str, mib: u32) {
+        let out = self.script("lio", &[iqn, &mib.to_string()], COMMAND_TIMEOUT);
+        assert!(out.success(), "scripts/vm lio failed:\n{}", out.describe());
+    }
+
+    /// The host's loopback port that reaches the VM's port 3260.
+    pub fn iscsi_port(&self) -> u16 {
+        std::fs::read_to_string(self.dir.path().join("iscsi-port"))
+            .expect("scripts/vm wrote iscsi-port")
+            .trim()
+            .parse()
+            .expect("a port number")
+    }
+
+    /// How the VM runs: "tcg" or "kvm".
+    pub fn accel(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("accel"))
+            .unwrap_or_default()
+            .trim()
+            .to_owned()
+    }
+}
+
+impl Drop for Vm {
+    fn drop(&mut self) {
+        let out = self.script("stop", &[], Duration::from_secs(60));
+        if !out.success() {
+            let _ = writeln!(std::io::stderr(), "scripts/vm stop:\n{}", out.describe());
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! The test bed's virtual machine (issue 14): the Linux kernel's iSCSI
+//! initiator in a QEMU VM against isoe's target on the host, and isoe's
+//! initiator on the host against LIO in the VM. One VM serves both halves
+//! (booting it under TCG takes half a minute).
+//!
+//! The VM reaches the host's loopback as 10.0.2.2 (QEMU's user network), so
+//! the kernel initiator adds its node by hand rather than from SendTargets,
+//! whose answer names the target's own 127.0.0.1 portal.
+
+mod support;
+
+use std::time::Duration;
+use support::cli::isoe;
+use support::tools::run;
+use support::vm::Vm;
+use support::{pattern, Target, TargetConfig, DEFAULT_TARGET};
+
+const LIO_TARGET: &str = "iqn.2026-11.io.isoe:lio";
+
+fn sha256_of(path: &std::path::Path) -> String {
+    let out = run(
+        "sha256sum",
+        &[path.to_str().expect("a UTF-8 path")],
+        Duration::from_secs(30),
+    );
+    assert!(out.success(), "sha256sum:\n{}", out.describe());
+    out.stdout
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn the_kernel_initiator_uses_isoe_and_isoes_initiator_uses_lio() {
+    let Some(vm) = Vm::start_or_skip("the_kernel_initiator_uses_isoe_and_isoes_initiator_uses_lio")
+    else {
+        return;
+    };
+    eprintln!("VM up ({})", vm.accel());
+
+    // The kernel initiator against isoe's target: login, fio writing and
+    // verifying 16 MiB at queue depth 8, then 4 MiB of random bytes written
+    // with dd, whose SHA-256 the host compares with what it reads back.
+    let config = TargetConfig::memory_lun("64MiB");
+    let mut target = Target::with_config(&config);
+    let portal = format!("10.0.2.2:{}", target.port());
+    let kernel = vm.ssh(&format!(
+        "set -e; T={DEFAULT_TARGET}; P={portal}
+        iscsiadm -m node -o new -T $T -p $P >/dev/null
+        iscsiadm -m node -T $T -p $P --login >/dev/null
+        udevadm settle
+        dev=$(readlink -f /dev/disk/by-path/ip-$P-iscsi-$T-lun-0)
+        echo vendor=$(cat /sys/block/${{dev#/dev/}}/device/vendor)
+        fio --name=verify --filename=$dev --direct=1 --ioengine=libaio --rw=randwrite \
+            --bs=16k --iodepth=8 --size=16m --verify=crc32c --do_verify=1 --minimal >/dev/null
+        echo fio=ok
+        head -c 4194304 /dev/urandom >/tmp/data
+        dd if=/tmp/data of=$dev bs=1M seek=32 oflag=direct status=none
+        echo sha=$(sha256sum /tmp/data | cut -d' ' -f1)
+        iscsiadm -m node -T $T -p $P --logout >/dev/null
+        iscsiadm -m node -o delete -T $T"
+    ));
+    assert!(
+        kernel.success(),
+        "the kernel initiator:\n{}",
+        kernel.describe()
+    );
+    assert!(
+        kernel.stdout.contains("vendor=ISOE"),
+        "{}",
+        kernel.describe()
+    );
+    assert!(kernel.stdout.contains("fio=ok"), "{}", kernel.describe());
+    let written = kernel
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("sha="))
+        .expect("the VM printed its data's SHA-256")
+        .to_owned();
+    target.assert_running("after the kernel initiator's session");
+    let log = target.output();
+    assert!(
+        log.contains("(iqn.2026-11.io.isoe:vm)") && log.contains("logout from"),
+        "the target logged the VM's login and logout:\n{log}"
+    );
+    let back = config.dir().join("back.bin");
+    let url = target.lun_url(DEFAULT_TARGET, 0);
+    let lba = (32 << 20) / 512;
+    let read = isoe(&[
+        "read",
+        &url,
+        "--lba",
+        &lba.to_string(),
+        "--blocks",
+        &((4 << 20) / 512).to_string(),
+        "-o",
+        back.to_str().expect("a UTF-8 path"),
+    ]);
+    assert!(read.success(), "isoe read:\n{}", read.describe());
+    assert_eq!(
+        sha256_of(&back),
+        written,
+        "what the kernel wrote reads back whole"
+    );
+
+    // isoe's initiator against LIO in the VM: its INQUIRY, and a pattern
+    // written and read back.
+    vm.lio(LIO_TARGET, 32);
+    let url = format!("iscsi://127.0.0.1:{}/{LIO_TARGET}/0", vm.iscsi_port());
+    let inquiry = isoe(&["inquiry", &url]);
+    assert!(
+        inquiry.success(),
+        "isoe inquiry against LIO:\n{}",
+        inquiry.describe()
+    );
+    assert!(inquiry.stdout.contains("LIO-ORG"), "{}", inquiry.describe());
+    let data = pattern(14, 1 << 20);
+    let input = config.dir().join("pattern.bin");
+    std::fs::write(&input, &data).expect("write the pattern");
+    let write = isoe(&[
+        "write",
+        &url,
+        "--lba",
+        "8",
+        "--input",
+        input.to_str().expect("a UTF-8 path"),
+    ]);
+    assert!(write.success(), "isoe write to LIO:\n{}", write.describe());
+    let back = config.dir().join("lio-back.bin");
+    let read = isoe(&[
+        "read",
+        &url,
+        "--lba",
+        "8",
+        "--blocks",
+        &((1 << 20) / 512).to_string(),
+        "-o",
+        back.to_str().expect("a UTF-8 path"),
+    ]);
+    assert!(read.success(), "isoe read from LIO:\n{}", read.describe());
+    assert_eq!(
+        sha256_of(&back),
+        sha256_of(&input),
+        "LIO gives back the pattern"
+    );
+}

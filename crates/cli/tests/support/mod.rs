@@ -24,6 +24,12 @@ pub mod vm;
 pub use client::{Client, ClientError, LoginParams, Received, ScsiResult};
 pub use target::{Target, TargetConfig, DEFAULT_TARGET};
 
+/// True when running under CI (the variable CI set to anything but "",
+/// "false" or "0"): tests that would skip for a missing tool fail instead.
+pub fn ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
+}
+
 /// A deterministic, position-dependent byte pattern: every 512-byte block of
 /// a write differs from every other, so a misplaced block is caught.
 pub fn pattern(seed: u32, len: usize) -> Vec<u8> {

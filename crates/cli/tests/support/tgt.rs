@@ -13,6 +13,7 @@
 //! a printed reason, unless the environment variable CI is set: CI installs
 //! tgt (.ci/run) and runs as root, so there a missing tgtd fails the test.
 
+use super::ci;
 use super::tools::{run_program, ToolOutput};
 use std::fs::File;
 use std::io::{Read, Write};
@@ -364,11 +365,6 @@ fn exited_within(child: &mut Child, grace: Duration) -> bool {
         }
     }
     false
-}
-
-/// True when running under CI (the variable CI set to anything but "" or "false").
-fn ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
 }
 
 /// tgtd and tgtadm, or why the tests cannot use them.

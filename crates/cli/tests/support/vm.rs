@@ -6,6 +6,7 @@
 //! Outside CI, a machine without root, QEMU or debootstrap skips these tests
 //! with a printed reason; with CI set they fail instead (CI installs them).
 
+use super::ci;
 use super::tools::{run_program, ToolOutput};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -25,10 +26,6 @@ fn script(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../scripts")
         .join(name)
-}
-
-fn ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
 }
 
 /// Why this machine cannot run the VM, if it cannot.

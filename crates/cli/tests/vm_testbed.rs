@@ -1,6 +1,6 @@
-//! The test bed's virtual machine (issue 14): the Linux kernel's iSCSI
-//! initiator in a QEMU VM against isoe's target on the host, and isoe's
-//! initiator on the host against LIO in the VM. One VM serves both halves
+//! The test bed's virtual machine (issue 14): the lab's SSH host against
+//! it, the Linux kernel's iSCSI initiator in a QEMU VM against isoe's target
+//! on the host, and isoe's initiator on the host against LIO in the VM. One VM serves both halves
 //! (booting it under TCG takes half a minute).
 //!
 //! The VM reaches the host's loopback as 10.0.2.2 (QEMU's user network), so
@@ -9,6 +9,7 @@
 
 mod support;
 
+use isoe_lab::ssh::{SshError, SshHost};
 use std::time::Duration;
 use support::cli::isoe;
 use support::tools::run;
@@ -32,12 +33,42 @@ fn sha256_of(path: &std::path::Path) -> String {
 }
 
 #[test]
-fn the_kernel_initiator_uses_isoe_and_isoes_initiator_uses_lio() {
-    let Some(vm) = Vm::start_or_skip("the_kernel_initiator_uses_isoe_and_isoes_initiator_uses_lio")
+fn the_vm_is_a_lab_ssh_host_a_kernel_initiator_and_a_lio_target() {
+    let Some(vm) =
+        Vm::start_or_skip("the_vm_is_a_lab_ssh_host_a_kernel_initiator_and_a_lio_target")
     else {
         return;
     };
     eprintln!("VM up ({})", vm.accel());
+
+    // The lab's SSH host: a command, a file, a program started and ended
+    // by its remote PID, and a failure that says what failed.
+    let host = SshHost::parse(&vm.ssh_url(), Some(vm.key()), vm.run_dir()).expect("the VM's URL");
+    let kernel = host.run(&["uname", "-r"]).expect("uname over SSH");
+    assert!(kernel.contains("cloud-amd64"), "{kernel}");
+    let stat = host.read("/proc/stat").expect("/proc/stat over SSH");
+    assert!(stat.starts_with("cpu "), "{stat}");
+    let sleeper = host.spawn(&["sleep", "600"]).expect("start sleep");
+    let pid = sleeper.pid.to_string();
+    assert!(sleeper.pid > 1);
+    host.run(&["kill", "-0", &pid])
+        .expect("the remote sleep runs");
+    sleeper.stop().expect("stop the remote sleep");
+    match host.run(&["kill", "-0", &pid]) {
+        Err(SshError::Failed { .. }) => {}
+        other => panic!("the remote sleep is still there: {other:?}"),
+    }
+    match host.run(&["ls", "/no such dir"]) {
+        Err(e @ SshError::Failed { .. }) => {
+            let text = e.to_string();
+            assert!(
+                text.contains("'/no such dir'") && text.contains("No such file"),
+                "{text}"
+            );
+        }
+        other => panic!("a failing command is an error: {other:?}"),
+    }
+    host.close();
 
     // The kernel initiator against isoe's target: login, fio writing and
     // verifying 16 MiB at queue depth 8, then 4 MiB of random bytes written

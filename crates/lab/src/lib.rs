@@ -21,6 +21,7 @@ pub mod report;
 pub mod report_input;
 pub mod rounds;
 pub mod runner;
+pub mod ssh;
 pub mod stats;
 pub mod tgt_peer;
 pub mod topology;

@@ -102,6 +102,25 @@ impl Vm {
             .expect("a port number")
     }
 
+    /// The VM's SSH server as a lab host URL (`ssh://root@127.0.0.1:PORT`).
+    pub fn ssh_url(&self) -> String {
+        let port = std::fs::read_to_string(self.dir.path().join("ssh-port"))
+            .expect("scripts/vm wrote ssh-port");
+        format!("ssh://root@127.0.0.1:{}", port.trim())
+    }
+
+    /// The private key root logs in with.
+    pub fn key(&self) -> PathBuf {
+        let image =
+            std::fs::read_to_string(self.dir.path().join("image")).expect("scripts/vm wrote image");
+        Path::new(image.trim()).join("id_ed25519")
+    }
+
+    /// A directory for files that live as long as the VM.
+    pub fn run_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
     /// How the VM runs: "tcg" or "kvm".
     pub fn accel(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("accel"))

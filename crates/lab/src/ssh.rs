@@ -1,0 +1,407 @@
+//! A machine the lab reaches over SSH (issue 14): `ssh://[USER@]HOST[:PORT]`,
+//! key-based and never interactive. Programs run there as `argv` (quoted
+//! for the remote shell, so an argument with spaces or `$` stays one
+//! argument); one long-lived ControlMaster connection per host carries every
+//! command of a run, so a command costs no new key exchange; a program
+//! started with [`SshHost::spawn`] tells its remote PID first, so the lab
+//! can end exactly the processes it started ([`Remote::stop`]).
+//!
+//! Not yet wired into the runner: topologies still run everything in
+//! network namespaces (`Topology::command`).
+
+use std::ffi::OsStr;
+use std::io::{self, BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
+
+/// What went wrong with an SSH host.
+#[derive(Debug, thiserror::Error)]
+pub enum SshError {
+    /// The URL is not `ssh://[USER@]HOST[:PORT]`.
+    #[error("{url:?} is not an SSH host: {why} (expected ssh://[USER@]HOST[:PORT])")]
+    Url {
+        /// What was given.
+        url: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// ssh could not be started, or a remote program's output not read.
+    #[error("ssh to {host}: {source}")]
+    Io {
+        /// The host, as `USER@HOST:PORT`.
+        host: String,
+        /// The error.
+        source: io::Error,
+    },
+    /// A command on the host failed.
+    #[error("on {host}: `{command}` failed ({status}): {stderr}")]
+    Failed {
+        /// The host, as `USER@HOST:PORT`.
+        host: String,
+        /// The command line as sent.
+        command: String,
+        /// Its exit status (255: ssh itself failed, e.g. the host is gone).
+        status: String,
+        /// The last of what it printed on stderr.
+        stderr: String,
+    },
+}
+
+/// A machine reached over SSH.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SshHost {
+    /// Login name (`root` unless the URL gives one).
+    pub user: String,
+    /// Host name or address.
+    pub host: String,
+    /// TCP port (22 unless the URL gives one).
+    pub port: u16,
+    /// Private key to log in with (else ssh's own choice).
+    pub key: Option<PathBuf>,
+    /// The ControlMaster socket: in the run's directory, one per host.
+    control: PathBuf,
+}
+
+impl SshHost {
+    /// Parses `ssh://[USER@]HOST[:PORT]`; the ControlMaster socket goes in
+    /// `run_dir`.
+    pub fn parse(url: &str, key: Option<PathBuf>, run_dir: &Path) -> Result<SshHost, SshError> {
+        let bad = |why| SshError::Url {
+            url: url.to_owned(),
+            why,
+        };
+        let rest = url
+            .strip_prefix("ssh://")
+            .ok_or_else(|| bad("no ssh:// scheme"))?;
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        if rest.contains('/') {
+            return Err(bad("a path after the host"));
+        }
+        let (user, hostport) = match rest.rsplit_once('@') {
+            Some((user, hostport)) if !user.is_empty() => (user.to_owned(), hostport),
+            Some(_) => return Err(bad("an empty user name")),
+            None => ("root".to_owned(), rest),
+        };
+        let (host, port) = match hostport.strip_prefix('[') {
+            // [IPv6]:PORT
+            Some(v6) => {
+                let (host, after) = v6.split_once(']').ok_or_else(|| bad("an unclosed '['"))?;
+                match after.strip_prefix(':') {
+                    Some(port) => (host, Some(port)),
+                    None if after.is_empty() => (host, None),
+                    None => return Err(bad("text after ']'")),
+                }
+            }
+            None => match hostport.rsplit_once(':') {
+                Some((host, port)) => (host, Some(port)),
+                None => (hostport, None),
+            },
+        };
+        if host.is_empty() {
+            return Err(bad("no host"));
+        }
+        if host.contains(':') && !hostport.starts_with('[') {
+            return Err(bad("an IPv6 address not in [brackets]"));
+        }
+        let port = match port {
+            Some(p) => p
+                .parse::<u16>()
+                .ok()
+                .filter(|&p| p != 0)
+                .ok_or_else(|| bad("a port that is not 1 to 65535"))?,
+            None => 22,
+        };
+        let control = run_dir.join(format!("ssh-{user}@{host}:{port}"));
+        Ok(SshHost {
+            user,
+            host: host.to_owned(),
+            port,
+            key,
+            control,
+        })
+    }
+
+    /// `USER@HOST:PORT`, for messages.
+    pub fn name(&self) -> String {
+        format!("{}@{}:{}", self.user, self.host, self.port)
+    }
+
+    /// `ssh` with the options every command uses, up to the remote command.
+    fn ssh(&self) -> Command {
+        let mut c = Command::new("ssh");
+        if let Some(key) = &self.key {
+            c.arg("-i").arg(key);
+        }
+        c.arg("-p").arg(self.port.to_string());
+        for option in [
+            "BatchMode=yes",
+            "ConnectTimeout=10",
+            "ServerAliveInterval=5",
+            "ServerAliveCountMax=3",
+            "LogLevel=ERROR",
+            "ControlMaster=auto",
+            "ControlPersist=60",
+        ] {
+            c.arg("-o").arg(option);
+        }
+        c.arg("-o")
+            .arg(format!("ControlPath={}", self.control.display()));
+        // A lab host is a test machine the user named; its key is taken
+        // on first sight rather than asked about (no one is there to answer).
+        c.args([
+            "-o",
+            "StrictHostKeyChecking=accept-new",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+        ]);
+        c.arg(format!("{}@{}", self.user, self.host));
+        c.arg("--");
+        c
+    }
+
+    /// A command running `argv` on the host; stdin, stdout and stderr are
+    /// the caller's to set.
+    pub fn command<S: AsRef<OsStr>>(&self, argv: &[S]) -> Command {
+        let mut c = self.ssh();
+        c.arg(remote_line(argv));
+        c
+    }
+
+    /// Runs `argv` on the host and returns its stdout; a non-zero exit is
+    /// an error that carries its stderr.
+    pub fn run<S: AsRef<OsStr>>(&self, argv: &[S]) -> Result<String, SshError> {
+        let output = self
+            .command(argv)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|source| self.io(source))?;
+        self.checked(argv, output)
+    }
+
+    /// The text of file `path` on the host (`/proc/stat`, say).
+    pub fn read(&self, path: &str) -> Result<String, SshError> {
+        self.run(&["cat", path])
+    }
+
+    /// Starts `argv` on the host in the background of this process: the
+    /// remote shell prints its PID, then execs the program, whose stdout
+    /// follows on [`Remote::stdout`].
+    pub fn spawn<S: AsRef<OsStr>>(&self, argv: &[S]) -> Result<Remote, SshError> {
+        let mut wrapped: Vec<&OsStr> = vec![
+            OsStr::new("sh"),
+            OsStr::new("-c"),
+            OsStr::new("echo $$; exec \"$@\""),
+            OsStr::new("sh"),
+        ];
+        wrapped.extend(argv.iter().map(AsRef::as_ref));
+        let mut child = self
+            .command(&wrapped)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|source| self.io(source))?;
+        let stdout = child.stdout.take().expect("stdout was piped");
+        let mut stdout = BufReader::new(stdout);
+        let mut first = String::new();
+        stdout
+            .read_line(&mut first)
+            .map_err(|source| self.io(source))?;
+        let Ok(pid) = first.trim().parse::<u32>() else {
+            let _ = child.kill();
+            let output = child.wait_with_output().map_err(|source| self.io(source))?;
+            return Err(SshError::Failed {
+                host: self.name(),
+                command: remote_line(argv),
+                status: output.status.to_string(),
+                stderr: tail(&output.stderr),
+            });
+        };
+        Ok(Remote {
+            host: self.clone(),
+            pid,
+            child,
+            stdout,
+        })
+    }
+
+    /// Ends the ControlMaster connection (at the end of a run).
+    pub fn close(&self) {
+        let _ = self
+            .ssh_control("exit")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+
+    fn ssh_control(&self, op: &str) -> Command {
+        let mut c = Command::new("ssh");
+        c.arg("-o")
+            .arg(format!("ControlPath={}", self.control.display()))
+            .args(["-O", op])
+            .arg(format!("{}@{}", self.user, self.host));
+        c
+    }
+
+    fn io(&self, source: io::Error) -> SshError {
+        SshError::Io {
+            host: self.name(),
+            source,
+        }
+    }
+
+    fn checked<S: AsRef<OsStr>>(&self, argv: &[S], output: Output) -> Result<String, SshError> {
+        if output.status.success() {
+            return Ok(String::from_utf8_lossy(&output.stdout).into_owned());
+        }
+        Err(SshError::Failed {
+            host: self.name(),
+            command: remote_line(argv),
+            status: output.status.to_string(),
+            stderr: tail(&output.stderr),
+        })
+    }
+}
+
+/// A program started on an SSH host.
+pub struct Remote {
+    host: SshHost,
+    /// Its PID on the host.
+    pub pid: u32,
+    child: Child,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Remote {
+    /// The program's stdout (after the PID line).
+    pub fn stdout(&mut self) -> &mut BufReader<ChildStdout> {
+        &mut self.stdout
+    }
+
+    /// Ends the program on the host (SIGTERM to its PID) and waits for the
+    /// local ssh to finish; an error when the kill could not be delivered
+    /// (the program had already ended, or the host is gone).
+    pub fn stop(mut self) -> Result<(), SshError> {
+        let killed = self.host.run(&["kill", "-TERM", &self.pid.to_string()]);
+        if killed.is_err() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+        killed.map(|_| ())
+    }
+
+    /// Whether the local ssh carrying it has ended (the program exited, or
+    /// the connection to the host broke).
+    pub fn has_ended(&mut self) -> bool {
+        !matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+/// `argv` as one line for the remote shell: every argument single-quoted
+/// (a `'` inside becomes `'\''`), so the remote shell gives the program
+/// exactly these arguments, and `exec` so that no shell stays between.
+pub fn remote_line<S: AsRef<OsStr>>(argv: &[S]) -> String {
+    let mut line = String::from("exec");
+    for arg in argv {
+        let arg = arg.as_ref().to_string_lossy();
+        line.push(' ');
+        if !arg.is_empty()
+            && arg
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,@%+".contains(&b))
+        {
+            line.push_str(&arg);
+        } else {
+            line.push('\'');
+            line.push_str(&arg.replace('\'', r"'\''"));
+            line.push('\'');
+        }
+    }
+    line
+}
+
+/// The last lines of what a command printed on stderr, for an error.
+fn tail(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(5)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(url: &str) -> Result<SshHost, SshError> {
+        SshHost::parse(url, None, Path::new("/run/lab"))
+    }
+
+    #[test]
+    fn urls_name_user_host_and_port() {
+        let h = parse("ssh://root@10.0.0.2").unwrap();
+        assert_eq!(
+            (h.user.as_str(), h.host.as_str(), h.port),
+            ("root", "10.0.0.2", 22)
+        );
+        let h = parse("ssh://lab@storage-a:2222/").unwrap();
+        assert_eq!(
+            (h.user.as_str(), h.host.as_str(), h.port),
+            ("lab", "storage-a", 2222)
+        );
+        let h = parse("ssh://[fd00::2]:22").unwrap();
+        assert_eq!(
+            (h.user.as_str(), h.host.as_str(), h.port),
+            ("root", "fd00::2", 22)
+        );
+        assert_eq!(h.name(), "root@fd00::2:22");
+        assert_eq!(
+            h.control,
+            Path::new("/run/lab/ssh-root@fd00::2:22"),
+            "one ControlMaster socket per host, in the run's directory"
+        );
+    }
+
+    #[test]
+    fn bad_urls_say_what_is_wrong() {
+        for (url, why) in [
+            ("root@host", "no ssh:// scheme"),
+            ("ssh://", "no host"),
+            ("ssh://@host", "an empty user name"),
+            ("ssh://host:0", "a port that is not 1 to 65535"),
+            ("ssh://host:99999", "a port that is not 1 to 65535"),
+            ("ssh://host/path", "a path after the host"),
+            ("ssh://[fd00::2", "an unclosed '['"),
+            ("ssh://fd00::2", "an IPv6 address not in [brackets]"),
+        ] {
+            match parse(url) {
+                Err(SshError::Url { why: got, .. }) => assert_eq!(got, why, "{url}"),
+                other => panic!("{url}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn arguments_reach_the_remote_program_as_given() {
+        assert_eq!(
+            remote_line(&["ethtool", "-K", "eth0", "tso", "off"]),
+            "exec ethtool -K eth0 tso off"
+        );
+        assert_eq!(
+            remote_line(&["sh", "-c", "echo $$; exec \"$@\"", "it's"]),
+            r#"exec sh -c 'echo $$; exec "$@"' 'it'\''s'"#
+        );
+        assert_eq!(remote_line(&[""]), "exec ''");
+    }
+
+    #[test]
+    fn the_quoting_survives_a_real_shell() {
+        // What the remote shell does with the line, done by a local sh.
+        let argv = ["printf", "[%s]", "a b", "$HOME", "it's", "", "*", "x\ny"];
+        let line = remote_line(&argv);
+        let out = Command::new("sh").arg("-c").arg(&line).output().unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "[a b][$HOME][it's][][*][x\ny]"
+        );
+    }
+}

@@ -10,6 +10,7 @@
 mod support;
 
 use isoe_lab::ssh::{SshError, SshHost};
+use std::process::Stdio;
 use std::time::Duration;
 use support::cli::isoe;
 use support::tools::run;
@@ -48,7 +49,9 @@ fn the_vm_is_a_lab_ssh_host_a_kernel_initiator_and_a_lio_target() {
     assert!(kernel.contains("cloud-amd64"), "{kernel}");
     let stat = host.read("/proc/stat").expect("/proc/stat over SSH");
     assert!(stat.starts_with("cpu "), "{stat}");
-    let sleeper = host.spawn(&["sleep", "600"]).expect("start sleep");
+    let sleeper = host
+        .spawn(&["sleep", "600"], Stdio::null())
+        .expect("start sleep");
     let pid = sleeper.pid.to_string();
     assert!(sleeper.pid > 1);
     host.run(&["kill", "-0", &pid])

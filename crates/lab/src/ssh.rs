@@ -185,8 +185,9 @@ impl SshHost {
 
     /// Starts `argv` on the host in the background of this process: the
     /// remote shell prints its PID, then execs the program, whose stdout
-    /// follows on [`Remote::stdout`].
-    pub fn spawn<S: AsRef<OsStr>>(&self, argv: &[S]) -> Result<Remote, SshError> {
+    /// follows on [`Remote::stdout`] and whose stderr goes to `stderr` (a
+    /// file, or null: a pipe no one reads would stop a chatty program).
+    pub fn spawn<S: AsRef<OsStr>>(&self, argv: &[S], stderr: Stdio) -> Result<Remote, SshError> {
         let mut wrapped: Vec<&OsStr> = vec![
             OsStr::new("sh"),
             OsStr::new("-c"),
@@ -198,7 +199,7 @@ impl SshHost {
             .command(&wrapped)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stderr(stderr)
             .spawn()
             .map_err(|source| self.io(source))?;
         let stdout = child.stdout.take().expect("stdout was piped");
@@ -208,13 +209,14 @@ impl SshHost {
             .read_line(&mut first)
             .map_err(|source| self.io(source))?;
         let Ok(pid) = first.trim().parse::<u32>() else {
+            // No PID: ssh failed (or the remote shell did not run).
             let _ = child.kill();
-            let output = child.wait_with_output().map_err(|source| self.io(source))?;
+            let status = child.wait().map_err(|source| self.io(source))?;
             return Err(SshError::Failed {
                 host: self.name(),
                 command: remote_line(argv),
-                status: output.status.to_string(),
-                stderr: tail(&output.stderr),
+                status: status.to_string(),
+                stderr: "(no PID line; see the spawn's stderr)".into(),
             });
         };
         Ok(Remote {

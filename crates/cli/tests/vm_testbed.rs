@@ -9,6 +9,7 @@
 
 mod support;
 
+use isoe_lab::kernel_initiator::{KernelSession, NodeSettings};
 use isoe_lab::ssh::{SshError, SshHost};
 use std::process::Stdio;
 use std::time::Duration;
@@ -71,47 +72,67 @@ fn the_vm_is_a_lab_ssh_host_a_kernel_initiator_and_a_lio_target() {
         }
         other => panic!("a failing command is an error: {other:?}"),
     }
-    host.close();
 
-    // The kernel initiator against isoe's target: login, fio writing and
-    // verifying 16 MiB at queue depth 8, then 4 MiB of random bytes written
-    // with dd, whose SHA-256 the host compares with what it reads back.
+    // The kernel initiator against isoe's target, through the lab's
+    // KernelSession with settings written into its node record: login,
+    // fio writing and verifying 16 MiB at queue depth 8, then 4 MiB of
+    // random bytes written with dd, whose SHA-256 the host compares with
+    // what it reads back.
     let config = TargetConfig::memory_lun("64MiB");
     let mut target = Target::with_config(&config);
     let portal = format!("10.0.2.2:{}", target.port());
-    let kernel = vm.ssh(&format!(
-        "set -e; T={DEFAULT_TARGET}; P={portal}
-        iscsiadm -m node -o new -T $T -p $P >/dev/null
-        iscsiadm -m node -T $T -p $P --login >/dev/null
-        udevadm settle
-        dev=$(readlink -f /dev/disk/by-path/ip-$P-iscsi-$T-lun-0)
-        echo vendor=$(cat /sys/block/${{dev#/dev/}}/device/vendor)
-        fio --name=verify --filename=$dev --direct=1 --ioengine=libaio --rw=randwrite \
-            --bs=16k --iodepth=8 --size=16m --verify=crc32c --do_verify=1 --minimal >/dev/null
-        echo fio=ok
-        head -c 4194304 /dev/urandom >/tmp/data
-        dd if=/tmp/data of=$dev bs=1M seek=32 oflag=direct status=none
-        echo sha=$(sha256sum /tmp/data | cut -d' ' -f1)
-        iscsiadm -m node -T $T -p $P --logout >/dev/null
-        iscsiadm -m node -o delete -T $T"
-    ));
-    assert!(
-        kernel.success(),
-        "the kernel initiator:\n{}",
-        kernel.describe()
-    );
-    assert!(
-        kernel.stdout.contains("vendor=ISOE"),
-        "{}",
-        kernel.describe()
-    );
-    assert!(kernel.stdout.contains("fio=ok"), "{}", kernel.describe());
-    let written = kernel
-        .stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("sha="))
-        .expect("the VM printed its data's SHA-256")
+    let settings = NodeSettings {
+        header_digest: Some(true),
+        immediate_data: Some(false),
+        initial_r2t: Some(true),
+        first_burst_length: Some(65536),
+        ..NodeSettings::default()
+    };
+    let session =
+        KernelSession::login(&host, &portal, DEFAULT_TARGET, &settings).expect("kernel login");
+    let negotiated = session.describe().expect("iscsiadm -m session -P 2");
+    for setting in [
+        "HeaderDigest: CRC32C",
+        "ImmediateData: No",
+        "InitialR2T: Yes",
+    ] {
+        assert!(negotiated.contains(setting), "{setting} in:\n{negotiated}");
+    }
+    let dev = session.device.clone();
+    let name = dev.trim_start_matches("/dev/");
+    let vendor = host
+        .read(&format!("/sys/block/{name}/device/vendor"))
+        .expect("the device's vendor");
+    assert_eq!(vendor.trim(), "ISOE");
+    host.run(&[
+        "fio",
+        "--name=verify",
+        &format!("--filename={dev}"),
+        "--direct=1",
+        "--ioengine=libaio",
+        "--rw=randwrite",
+        "--bs=16k",
+        "--iodepth=8",
+        "--size=16m",
+        "--verify=crc32c",
+        "--do_verify=1",
+        "--minimal",
+    ])
+    .expect("fio writes and verifies through the kernel initiator");
+    let written = host
+        .run(&[
+            "sh",
+            "-c",
+            "head -c 4194304 /dev/urandom >/tmp/data && \
+             dd if=/tmp/data of=\"$1\" bs=1M seek=32 oflag=direct status=none && \
+             sha256sum /tmp/data | cut -d' ' -f1",
+            "sh",
+            &dev,
+        ])
+        .expect("dd through the kernel initiator")
+        .trim()
         .to_owned();
+    session.logout().expect("kernel logout");
     target.assert_running("after the kernel initiator's session");
     let log = target.output();
     assert!(
@@ -178,4 +199,5 @@ fn the_vm_is_a_lab_ssh_host_a_kernel_initiator_and_a_lio_target() {
         sha256_of(&input),
         "LIO gives back the pattern"
     );
+    host.close();
 }

@@ -11,6 +11,7 @@
 pub mod fio_peer;
 pub mod foreign;
 pub mod install;
+pub mod kernel_initiator;
 pub mod knobs;
 pub mod link;
 pub mod netcmd;

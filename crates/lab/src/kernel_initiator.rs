@@ -1,0 +1,201 @@
+//! The Linux kernel's iSCSI initiator (open-iscsi) on an SSH host, as the
+//! lab drives it (issue 14): a node record made by hand (a SendTargets
+//! answer may name an address the host cannot reach, behind NAT), the
+//! lab's knobs written into it, login, the block device the session made,
+//! and logout with the record removed.
+//!
+//! Not yet wired into the runner.
+
+use crate::ssh::{SshError, SshHost};
+
+/// Settings written into the node record before login; None leaves
+/// open-iscsi's default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeSettings {
+    /// HeaderDigest: CRC32C when true.
+    pub header_digest: Option<bool>,
+    /// DataDigest: CRC32C when true.
+    pub data_digest: Option<bool>,
+    /// MaxRecvDataSegmentLength the initiator declares.
+    pub max_recv_data_segment_length: Option<u32>,
+    /// FirstBurstLength asked for.
+    pub first_burst_length: Option<u32>,
+    /// MaxBurstLength asked for.
+    pub max_burst_length: Option<u32>,
+    /// ImmediateData asked for.
+    pub immediate_data: Option<bool>,
+    /// InitialR2T asked for.
+    pub initial_r2t: Option<bool>,
+    /// The SCSI device's queue depth.
+    pub queue_depth: Option<u32>,
+    /// Seconds a lost session may take to come back before I/O fails.
+    pub replacement_timeout: Option<u32>,
+}
+
+fn yes_no(on: bool) -> String {
+    if on { "Yes" } else { "No" }.to_owned()
+}
+
+fn digest(on: bool) -> String {
+    if on { "CRC32C" } else { "None" }.to_owned()
+}
+
+impl NodeSettings {
+    /// The node record's keys and values (`iscsiadm -m node -o update -n
+    /// KEY -v VALUE`) for the settings given.
+    pub fn updates(&self) -> Vec<(&'static str, String)> {
+        let mut u = Vec::new();
+        let mut put = |key, value: Option<String>| {
+            if let Some(value) = value {
+                u.push((key, value));
+            }
+        };
+        put(
+            "node.conn[0].iscsi.HeaderDigest",
+            self.header_digest.map(digest),
+        );
+        put(
+            "node.conn[0].iscsi.DataDigest",
+            self.data_digest.map(digest),
+        );
+        put(
+            "node.conn[0].iscsi.MaxRecvDataSegmentLength",
+            self.max_recv_data_segment_length.map(|n| n.to_string()),
+        );
+        put(
+            "node.session.iscsi.FirstBurstLength",
+            self.first_burst_length.map(|n| n.to_string()),
+        );
+        put(
+            "node.session.iscsi.MaxBurstLength",
+            self.max_burst_length.map(|n| n.to_string()),
+        );
+        put(
+            "node.session.iscsi.ImmediateData",
+            self.immediate_data.map(yes_no),
+        );
+        put(
+            "node.session.iscsi.InitialR2T",
+            self.initial_r2t.map(yes_no),
+        );
+        put(
+            "node.session.queue_depth",
+            self.queue_depth.map(|n| n.to_string()),
+        );
+        put(
+            "node.session.timeo.replacement_timeout",
+            self.replacement_timeout.map(|n| n.to_string()),
+        );
+        u
+    }
+}
+
+/// A kernel initiator's session on a host, logged out by [`KernelSession::logout`].
+#[derive(Debug)]
+pub struct KernelSession<'h> {
+    host: &'h SshHost,
+    target: String,
+    portal: String,
+    /// The block device of LUN 0 (`/dev/sdX`).
+    pub device: String,
+}
+
+impl<'h> KernelSession<'h> {
+    /// Makes the node record for `target` at `portal` (`ADDR:PORT` as the
+    /// host reaches it), writes `settings` into it, logs in and finds LUN
+    /// 0's block device. On failure the record is removed again.
+    pub fn login(
+        host: &'h SshHost,
+        portal: &str,
+        target: &str,
+        settings: &NodeSettings,
+    ) -> Result<KernelSession<'h>, SshError> {
+        let node = ["iscsiadm", "-m", "node", "-T", target, "-p", portal];
+        let with = |extra: &[&str]| -> Vec<String> {
+            node.iter().chain(extra).map(|s| s.to_string()).collect()
+        };
+        host.run(&with(&["-o", "new"]))?;
+        let session = KernelSession {
+            host,
+            target: target.to_owned(),
+            portal: portal.to_owned(),
+            device: String::new(),
+        };
+        let logged_in = (|| {
+            for (key, value) in settings.updates() {
+                host.run(&with(&["-o", "update", "-n", key, "-v", &value]))?;
+            }
+            host.run(&with(&["--login"]))?;
+            host.run(&["udevadm", "settle"])?;
+            let by_path = format!("/dev/disk/by-path/ip-{portal}-iscsi-{target}-lun-0");
+            host.run(&["readlink", "-e", &by_path])
+        })();
+        match logged_in {
+            Ok(device) => Ok(KernelSession {
+                device: device.trim().to_owned(),
+                ..session
+            }),
+            Err(e) => {
+                let _ = session.logout();
+                Err(e)
+            }
+        }
+    }
+
+    /// What `iscsiadm -m session -P 2` says of the host's sessions (the
+    /// negotiated parameters among it).
+    pub fn describe(&self) -> Result<String, SshError> {
+        self.host.run(&["iscsiadm", "-m", "session", "-P", "2"])
+    }
+
+    /// Logs out and removes the node record; both are tried, and the
+    /// first failure is returned.
+    pub fn logout(self) -> Result<(), SshError> {
+        let node = [
+            "iscsiadm",
+            "-m",
+            "node",
+            "-T",
+            &self.target,
+            "-p",
+            &self.portal,
+        ];
+        let mut logout = node.to_vec();
+        logout.push("--logout");
+        let mut delete = node.to_vec();
+        delete.extend(["-o", "delete"]);
+        let out = self.host.run(&logout);
+        let deleted = self.host.run(&delete);
+        out.and(deleted).map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_settings_given_reach_the_node_record() {
+        assert!(NodeSettings::default().updates().is_empty());
+        let settings = NodeSettings {
+            header_digest: Some(true),
+            data_digest: Some(false),
+            first_burst_length: Some(65536),
+            immediate_data: Some(false),
+            initial_r2t: Some(true),
+            queue_depth: Some(64),
+            ..NodeSettings::default()
+        };
+        assert_eq!(
+            settings.updates(),
+            [
+                ("node.conn[0].iscsi.HeaderDigest", "CRC32C".to_owned()),
+                ("node.conn[0].iscsi.DataDigest", "None".to_owned()),
+                ("node.session.iscsi.FirstBurstLength", "65536".to_owned()),
+                ("node.session.iscsi.ImmediateData", "No".to_owned()),
+                ("node.session.iscsi.InitialR2T", "Yes".to_owned()),
+                ("node.session.queue_depth", "64".to_owned()),
+            ]
+        );
+    }
+}

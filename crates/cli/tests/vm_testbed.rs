@@ -34,6 +34,21 @@ fn sha256_of(path: &std::path::Path) -> String {
         .to_owned()
 }
 
+/// `isoe read URL --lba LBA --blocks BLOCKS -o OUT`, which must succeed.
+fn read_blocks(url: &str, lba: u64, blocks: u64, out: &std::path::Path) {
+    let read = isoe(&[
+        "read",
+        url,
+        "--lba",
+        &lba.to_string(),
+        "--blocks",
+        &blocks.to_string(),
+        "-o",
+        out.to_str().expect("a UTF-8 path"),
+    ]);
+    assert!(read.success(), "isoe read {url}:\n{}", read.describe());
+}
+
 #[test]
 fn the_vm_is_a_lab_ssh_host_a_kernel_initiator_and_a_lio_target() {
     let Some(vm) =
@@ -142,17 +157,7 @@ fn the_vm_is_a_lab_ssh_host_a_kernel_initiator_and_a_lio_target() {
     let back = config.dir().join("back.bin");
     let url = target.lun_url(DEFAULT_TARGET, 0);
     let lba = (32 << 20) / 512;
-    let read = isoe(&[
-        "read",
-        &url,
-        "--lba",
-        &lba.to_string(),
-        "--blocks",
-        &((4 << 20) / 512).to_string(),
-        "-o",
-        back.to_str().expect("a UTF-8 path"),
-    ]);
-    assert!(read.success(), "isoe read:\n{}", read.describe());
+    read_blocks(&url, lba, (4 << 20) / 512, &back);
     assert_eq!(
         sha256_of(&back),
         written,
@@ -183,17 +188,7 @@ fn the_vm_is_a_lab_ssh_host_a_kernel_initiator_and_a_lio_target() {
     ]);
     assert!(write.success(), "isoe write to LIO:\n{}", write.describe());
     let back = config.dir().join("lio-back.bin");
-    let read = isoe(&[
-        "read",
-        &url,
-        "--lba",
-        "8",
-        "--blocks",
-        &((1 << 20) / 512).to_string(),
-        "-o",
-        back.to_str().expect("a UTF-8 path"),
-    ]);
-    assert!(read.success(), "isoe read from LIO:\n{}", read.describe());
+    read_blocks(&url, 8, (1 << 20) / 512, &back);
     assert_eq!(
         sha256_of(&back),
         sha256_of(&input),

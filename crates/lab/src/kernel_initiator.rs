@@ -44,50 +44,55 @@ impl NodeSettings {
     /// The node record's keys and values (`iscsiadm -m node -o update -n
     /// KEY -v VALUE`) for the settings given.
     pub fn updates(&self) -> Vec<(&'static str, String)> {
-        let mut u = Vec::new();
-        let mut put = |key, value: Option<String>| {
-            if let Some(value) = value {
-                u.push((key, value));
-            }
-        };
-        put(
-            "node.conn[0].iscsi.HeaderDigest",
-            self.header_digest.map(digest),
-        );
-        put(
-            "node.conn[0].iscsi.DataDigest",
-            self.data_digest.map(digest),
-        );
-        put(
-            "node.conn[0].iscsi.MaxRecvDataSegmentLength",
-            self.max_recv_data_segment_length.map(|n| n.to_string()),
-        );
-        put(
-            "node.session.iscsi.FirstBurstLength",
-            self.first_burst_length.map(|n| n.to_string()),
-        );
-        put(
-            "node.session.iscsi.MaxBurstLength",
-            self.max_burst_length.map(|n| n.to_string()),
-        );
-        put(
-            "node.session.iscsi.ImmediateData",
-            self.immediate_data.map(yes_no),
-        );
-        put(
-            "node.session.iscsi.InitialR2T",
-            self.initial_r2t.map(yes_no),
-        );
-        put(
-            "node.session.queue_depth",
-            self.queue_depth.map(|n| n.to_string()),
-        );
-        put(
-            "node.session.timeo.replacement_timeout",
-            self.replacement_timeout.map(|n| n.to_string()),
-        );
-        u
+        let number = |n: Option<u32>| n.map(|n| n.to_string());
+        [
+            (
+                "node.conn[0].iscsi.HeaderDigest",
+                self.header_digest.map(digest),
+            ),
+            (
+                "node.conn[0].iscsi.DataDigest",
+                self.data_digest.map(digest),
+            ),
+            (
+                "node.conn[0].iscsi.MaxRecvDataSegmentLength",
+                number(self.max_recv_data_segment_length),
+            ),
+            (
+                "node.session.iscsi.FirstBurstLength",
+                number(self.first_burst_length),
+            ),
+            (
+                "node.session.iscsi.MaxBurstLength",
+                number(self.max_burst_length),
+            ),
+            (
+                "node.session.iscsi.ImmediateData",
+                self.immediate_data.map(yes_no),
+            ),
+            (
+                "node.session.iscsi.InitialR2T",
+                self.initial_r2t.map(yes_no),
+            ),
+            ("node.session.queue_depth", number(self.queue_depth)),
+            (
+                "node.session.timeo.replacement_timeout",
+                number(self.replacement_timeout),
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(key, value)| Some((key, value?)))
+        .collect()
     }
+}
+
+/// `iscsiadm -m node -T TARGET -p PORTAL EXTRA...`.
+fn node(target: &str, portal: &str, extra: &[&str]) -> Vec<String> {
+    ["iscsiadm", "-m", "node", "-T", target, "-p", portal]
+        .iter()
+        .chain(extra)
+        .map(|s| s.to_string())
+        .collect()
 }
 
 /// A kernel initiator's session on a host, logged out by [`KernelSession::logout`].
@@ -110,10 +115,7 @@ impl<'h> KernelSession<'h> {
         target: &str,
         settings: &NodeSettings,
     ) -> Result<KernelSession<'h>, SshError> {
-        let node = ["iscsiadm", "-m", "node", "-T", target, "-p", portal];
-        let with = |extra: &[&str]| -> Vec<String> {
-            node.iter().chain(extra).map(|s| s.to_string()).collect()
-        };
+        let with = |extra: &[&str]| node(target, portal, extra);
         host.run(&with(&["-o", "new"]))?;
         let session = KernelSession {
             host,
@@ -151,21 +153,12 @@ impl<'h> KernelSession<'h> {
     /// Logs out and removes the node record; both are tried, and the
     /// first failure is returned.
     pub fn logout(self) -> Result<(), SshError> {
-        let node = [
-            "iscsiadm",
-            "-m",
-            "node",
-            "-T",
-            &self.target,
-            "-p",
-            &self.portal,
-        ];
-        let mut logout = node.to_vec();
-        logout.push("--logout");
-        let mut delete = node.to_vec();
-        delete.extend(["-o", "delete"]);
-        let out = self.host.run(&logout);
-        let deleted = self.host.run(&delete);
+        let out = self
+            .host
+            .run(&node(&self.target, &self.portal, &["--logout"]));
+        let deleted = self
+            .host
+            .run(&node(&self.target, &self.portal, &["-o", "delete"]));
         out.and(deleted).map(|_| ())
     }
 }

@@ -10,7 +10,7 @@
 mod support;
 
 use isoe_lab::kernel_initiator::{KernelSession, NodeSettings};
-use isoe_lab::ssh::{SshError, SshHost};
+use isoe_lab::ssh::{HostError, SshHost};
 use std::process::Stdio;
 use std::time::Duration;
 use support::cli::isoe;
@@ -72,13 +72,15 @@ fn the_vm_is_a_lab_ssh_host_a_kernel_initiator_and_a_lio_target() {
     assert!(sleeper.pid > 1);
     host.run(&["kill", "-0", &pid])
         .expect("the remote sleep runs");
-    sleeper.stop().expect("stop the remote sleep");
+    sleeper
+        .stop(std::time::Duration::from_secs(5))
+        .expect("stop the remote sleep");
     match host.run(&["kill", "-0", &pid]) {
-        Err(SshError::Failed { .. }) => {}
+        Err(HostError::Failed { .. }) => {}
         other => panic!("the remote sleep is still there: {other:?}"),
     }
     match host.run(&["ls", "/no such dir"]) {
-        Err(e @ SshError::Failed { .. }) => {
+        Err(e @ HostError::Failed { .. }) => {
             let text = e.to_string();
             assert!(
                 text.contains("'/no such dir'") && text.contains("No such file"),

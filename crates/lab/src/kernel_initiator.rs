@@ -6,7 +6,7 @@
 //!
 //! Not yet wired into the runner.
 
-use crate::ssh::{SshError, SshHost};
+use crate::ssh::{HostError, SshHost};
 
 /// Settings written into the node record before login; None leaves
 /// open-iscsi's default.
@@ -114,7 +114,7 @@ impl<'h> KernelSession<'h> {
         portal: &str,
         target: &str,
         settings: &NodeSettings,
-    ) -> Result<KernelSession<'h>, SshError> {
+    ) -> Result<KernelSession<'h>, HostError> {
         let with = |extra: &[&str]| node(target, portal, extra);
         host.run(&with(&["-o", "new"]))?;
         let session = KernelSession {
@@ -146,13 +146,13 @@ impl<'h> KernelSession<'h> {
 
     /// What `iscsiadm -m session -P 2` says of the host's sessions (the
     /// negotiated parameters among it).
-    pub fn describe(&self) -> Result<String, SshError> {
+    pub fn describe(&self) -> Result<String, HostError> {
         self.host.run(&["iscsiadm", "-m", "session", "-P", "2"])
     }
 
     /// Logs out and removes the node record; both are tried, and the
     /// first failure is returned.
-    pub fn logout(self) -> Result<(), SshError> {
+    pub fn logout(self) -> Result<(), HostError> {
         let out = self
             .host
             .run(&node(&self.target, &self.portal, &["--logout"]));

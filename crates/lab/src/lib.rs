@@ -10,6 +10,7 @@
 
 pub mod fio_peer;
 pub mod foreign;
+pub mod host;
 pub mod install;
 pub mod kernel_initiator;
 pub mod knobs;

@@ -6,17 +6,17 @@
 //! started with [`SshHost::spawn`] tells its remote PID first, so the lab
 //! can end exactly the processes it started ([`Remote::stop`]).
 //!
-//! Not yet wired into the runner: topologies still run everything in
-//! network namespaces (`Topology::command`).
+//! [`crate::host::Host`] puts this machine and SSH hosts behind one face.
 
 use std::ffi::OsStr;
 use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// What went wrong with an SSH host.
 #[derive(Debug, thiserror::Error)]
-pub enum SshError {
+pub enum HostError {
     /// The URL is not `ssh://[USER@]HOST[:PORT]`.
     #[error("{url:?} is not an SSH host: {why} (expected ssh://[USER@]HOST[:PORT])")]
     Url {
@@ -26,7 +26,7 @@ pub enum SshError {
         why: &'static str,
     },
     /// ssh could not be started, or a remote program's output not read.
-    #[error("ssh to {host}: {source}")]
+    #[error("{host}: {source}")]
     Io {
         /// The host, as `USER@HOST:PORT`.
         host: String,
@@ -65,8 +65,8 @@ pub struct SshHost {
 impl SshHost {
     /// Parses `ssh://[USER@]HOST[:PORT]`; the ControlMaster socket goes in
     /// `run_dir`.
-    pub fn parse(url: &str, key: Option<PathBuf>, run_dir: &Path) -> Result<SshHost, SshError> {
-        let bad = |why| SshError::Url {
+    pub fn parse(url: &str, key: Option<PathBuf>, run_dir: &Path) -> Result<SshHost, HostError> {
+        let bad = |why| HostError::Url {
             url: url.to_owned(),
             why,
         };
@@ -169,7 +169,7 @@ impl SshHost {
 
     /// Runs `argv` on the host and returns its stdout; a non-zero exit is
     /// an error that carries its stderr.
-    pub fn run<S: AsRef<OsStr>>(&self, argv: &[S]) -> Result<String, SshError> {
+    pub fn run<S: AsRef<OsStr>>(&self, argv: &[S]) -> Result<String, HostError> {
         let output = self
             .command(argv)
             .stdin(Stdio::null())
@@ -179,7 +179,7 @@ impl SshHost {
     }
 
     /// The text of file `path` on the host (`/proc/stat`, say).
-    pub fn read(&self, path: &str) -> Result<String, SshError> {
+    pub fn read(&self, path: &str) -> Result<String, HostError> {
         self.run(&["cat", path])
     }
 
@@ -187,7 +187,7 @@ impl SshHost {
     /// remote shell prints its PID, then execs the program, whose stdout
     /// follows on [`Remote::stdout`] and whose stderr goes to `stderr` (a
     /// file, or null: a pipe no one reads would stop a chatty program).
-    pub fn spawn<S: AsRef<OsStr>>(&self, argv: &[S], stderr: Stdio) -> Result<Remote, SshError> {
+    pub fn spawn<S: AsRef<OsStr>>(&self, argv: &[S], stderr: Stdio) -> Result<Remote, HostError> {
         let mut wrapped: Vec<&OsStr> = vec![
             OsStr::new("sh"),
             OsStr::new("-c"),
@@ -212,7 +212,7 @@ impl SshHost {
             // No PID: ssh failed (or the remote shell did not run).
             let _ = child.kill();
             let status = child.wait().map_err(|source| self.io(source))?;
-            return Err(SshError::Failed {
+            return Err(HostError::Failed {
                 host: self.name(),
                 command: remote_line(argv),
                 status: status.to_string(),
@@ -246,18 +246,18 @@ impl SshHost {
         c
     }
 
-    fn io(&self, source: io::Error) -> SshError {
-        SshError::Io {
-            host: self.name(),
+    fn io(&self, source: io::Error) -> HostError {
+        HostError::Io {
+            host: format!("ssh to {}", self.name()),
             source,
         }
     }
 
-    fn checked<S: AsRef<OsStr>>(&self, argv: &[S], output: Output) -> Result<String, SshError> {
+    fn checked<S: AsRef<OsStr>>(&self, argv: &[S], output: Output) -> Result<String, HostError> {
         if output.status.success() {
             return Ok(String::from_utf8_lossy(&output.stdout).into_owned());
         }
-        Err(SshError::Failed {
+        Err(HostError::Failed {
             host: self.name(),
             command: remote_line(argv),
             status: output.status.to_string(),
@@ -281,22 +281,51 @@ impl Remote {
         &mut self.stdout
     }
 
-    /// Ends the program on the host (SIGTERM to its PID) and waits for the
-    /// local ssh to finish; an error when the kill could not be delivered
-    /// (the program had already ended, or the host is gone).
-    pub fn stop(mut self) -> Result<(), SshError> {
-        let killed = self.host.run(&["kill", "-TERM", &self.pid.to_string()]);
-        if killed.is_err() {
+    /// Ends the program on the host: SIGTERM to its PID, up to `grace` for
+    /// it to go, then SIGKILL; then waits for the local ssh. An error when
+    /// the host could not be told (it is gone); a program that had already
+    /// ended is not one.
+    pub fn stop(mut self, grace: Duration) -> Result<(), HostError> {
+        let pid = self.pid.to_string();
+        // kill -0 fails for a PID that is gone: nothing to do then.
+        let signal = |name: &str| {
+            self.host.run(&[
+                "sh",
+                "-c",
+                "kill -0 \"$2\" 2>/dev/null || exit 0; kill -\"$1\" \"$2\"",
+                "sh",
+                name,
+                &pid,
+            ])
+        };
+        let mut result = signal("TERM").map(|_| ());
+        let deadline = Instant::now() + grace;
+        while result.is_ok() && Instant::now() < deadline {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if result.is_ok() && matches!(self.child.try_wait(), Ok(None)) {
+            result = signal("KILL").map(|_| ());
+        }
+        if result.is_err() {
             let _ = self.child.kill();
         }
         let _ = self.child.wait();
-        killed.map(|_| ())
+        result
     }
 
     /// Whether the local ssh carrying it has ended (the program exited, or
     /// the connection to the host broke).
     pub fn has_ended(&mut self) -> bool {
         !matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// The exit status of the local ssh once it has ended: the program's
+    /// own, or 255 when ssh lost the host.
+    pub fn try_wait(&mut self) -> io::Result<Option<std::process::ExitStatus>> {
+        self.child.try_wait()
     }
 }
 
@@ -324,7 +353,7 @@ pub fn remote_line<S: AsRef<OsStr>>(argv: &[S]) -> String {
 }
 
 /// The last lines of what a command printed on stderr, for an error.
-fn tail(stderr: &[u8]) -> String {
+pub(crate) fn tail(stderr: &[u8]) -> String {
     let text = String::from_utf8_lossy(stderr);
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(5)..].join("\n")
@@ -334,7 +363,7 @@ fn tail(stderr: &[u8]) -> String {
 mod tests {
     use super::*;
 
-    fn parse(url: &str) -> Result<SshHost, SshError> {
+    fn parse(url: &str) -> Result<SshHost, HostError> {
         SshHost::parse(url, None, Path::new("/run/lab"))
     }
 
@@ -376,7 +405,7 @@ mod tests {
             ("ssh://fd00::2", "an IPv6 address not in [brackets]"),
         ] {
             match parse(url) {
-                Err(SshError::Url { why: got, .. }) => assert_eq!(got, why, "{url}"),
+                Err(HostError::Url { why: got, .. }) => assert_eq!(got, why, "{url}"),
                 other => panic!("{url}: {other:?}"),
             }
         }

@@ -1,0 +1,338 @@
+//! Where the lab runs a program of a test bed: this machine, or a machine
+//! reached over SSH ([`crate::ssh`]). Both offer the same operations, so a
+//! test bed's code does not ask which it has: run a command and read what
+//! it printed, read a file (`/proc/stat`), write a file (a target's
+//! configuration), and start a program in the background that the lab ends
+//! later by its PID on that host ([`Running`]).
+//!
+//! The namespaces of the single-machine topologies stay with
+//! [`crate::topology::Topology::command`]; a [`Host`] is a whole machine.
+
+use crate::ssh::{remote_line, HostError, Remote, SshHost};
+use std::ffi::OsStr;
+use std::io::{self, BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A machine of a test bed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Host {
+    /// The machine `isoe lab` runs on.
+    Local,
+    /// A machine reached over SSH.
+    Ssh(SshHost),
+}
+
+/// What [`Host::Local`] is called in messages.
+pub const LOCAL_NAME: &str = "this machine";
+
+impl Host {
+    /// `local`, or an `ssh://` URL (see [`SshHost::parse`]); SSH control
+    /// sockets go in `run_dir`.
+    pub fn parse(text: &str, key: Option<PathBuf>, run_dir: &Path) -> Result<Host, HostError> {
+        if text == "local" {
+            return Ok(Host::Local);
+        }
+        SshHost::parse(text, key, run_dir).map(Host::Ssh)
+    }
+
+    /// `this machine` or `USER@HOST:PORT`, for messages.
+    pub fn name(&self) -> String {
+        match self {
+            Host::Local => LOCAL_NAME.to_owned(),
+            Host::Ssh(h) => h.name(),
+        }
+    }
+
+    /// Whether this is the machine the lab runs on.
+    pub fn is_local(&self) -> bool {
+        matches!(self, Host::Local)
+    }
+
+    fn local_command<S: AsRef<OsStr>>(argv: &[S]) -> Command {
+        let mut c = Command::new(argv[0].as_ref());
+        c.args(&argv[1..]);
+        c
+    }
+
+    /// Runs `argv` and returns its stdout; a non-zero exit is an error
+    /// carrying its stderr.
+    pub fn run<S: AsRef<OsStr>>(&self, argv: &[S]) -> Result<String, HostError> {
+        assert!(!argv.is_empty(), "an empty command line");
+        match self {
+            Host::Ssh(h) => h.run(argv),
+            Host::Local => {
+                let output = Host::local_command(argv)
+                    .stdin(Stdio::null())
+                    .output()
+                    .map_err(|source| self.io(argv, source))?;
+                if output.status.success() {
+                    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+                } else {
+                    Err(HostError::Failed {
+                        host: self.name(),
+                        command: remote_line(argv),
+                        status: output.status.to_string(),
+                        stderr: crate::ssh::tail(&output.stderr),
+                    })
+                }
+            }
+        }
+    }
+
+    /// The text of file `path` on the host.
+    pub fn read(&self, path: &str) -> Result<String, HostError> {
+        match self {
+            Host::Ssh(h) => h.read(path),
+            Host::Local => std::fs::read_to_string(path).map_err(|source| HostError::Io {
+                host: format!("{} reading {path}", self.name()),
+                source,
+            }),
+        }
+    }
+
+    /// Several files at once, in one round trip on an SSH host: each
+    /// file's text, or None for one that could not be read (a process
+    /// that has ended).
+    pub fn read_many(&self, paths: &[String]) -> Result<Vec<Option<String>>, HostError> {
+        match self {
+            Host::Local => Ok(paths
+                .iter()
+                .map(|p| std::fs::read_to_string(p).ok())
+                .collect()),
+            Host::Ssh(h) => {
+                // Each file, then a marker line saying whether it was read.
+                let script = "for f; do if cat \"$f\" 2>/dev/null; then echo; echo @@isoe-ok@@; \
+                              else echo; echo @@isoe-missing@@; fi; done";
+                let mut argv: Vec<&str> = vec!["sh", "-c", script, "sh"];
+                argv.extend(paths.iter().map(String::as_str));
+                let out = h.run(&argv)?;
+                Ok(split_many(&out, paths.len()))
+            }
+        }
+    }
+
+    /// Writes `contents` to `path` on the host (replacing it).
+    pub fn write(&self, path: &str, contents: &[u8]) -> Result<(), HostError> {
+        match self {
+            Host::Local => std::fs::write(path, contents).map_err(|source| HostError::Io {
+                host: format!("{} writing {path}", self.name()),
+                source,
+            }),
+            Host::Ssh(h) => {
+                let argv = ["sh", "-c", "cat > \"$1\"", "sh", path];
+                let mut child = h
+                    .command(&argv)
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .map_err(|source| self.io(&argv, source))?;
+                let mut stdin = child.stdin.take().expect("stdin was piped");
+                let written = stdin.write_all(contents);
+                drop(stdin);
+                let output = child
+                    .wait_with_output()
+                    .map_err(|source| self.io(&argv, source))?;
+                if let (Err(source), true) = (written, output.status.success()) {
+                    return Err(self.io(&argv, source));
+                }
+                if output.status.success() {
+                    Ok(())
+                } else {
+                    Err(HostError::Failed {
+                        host: self.name(),
+                        command: format!("writing {path}"),
+                        status: output.status.to_string(),
+                        stderr: crate::ssh::tail(&output.stderr),
+                    })
+                }
+            }
+        }
+    }
+
+    /// Starts `argv` in the background, its stdout piped to the lab and
+    /// its stderr to `stderr`.
+    pub fn spawn<S: AsRef<OsStr>>(&self, argv: &[S], stderr: Stdio) -> Result<Running, HostError> {
+        assert!(!argv.is_empty(), "an empty command line");
+        match self {
+            Host::Ssh(h) => Ok(Running::Remote(h.spawn(argv, stderr)?)),
+            Host::Local => {
+                let mut child = Host::local_command(argv)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(stderr)
+                    .spawn()
+                    .map_err(|source| self.io(argv, source))?;
+                let stdout = BufReader::new(child.stdout.take().expect("stdout was piped"));
+                Ok(Running::Local { child, stdout })
+            }
+        }
+    }
+
+    /// Ends the SSH connection the host's commands shared.
+    pub fn close(&self) {
+        if let Host::Ssh(h) = self {
+            h.close();
+        }
+    }
+
+    fn io<S: AsRef<OsStr>>(&self, argv: &[S], source: io::Error) -> HostError {
+        HostError::Io {
+            host: format!("{} running {}", self.name(), remote_line(argv)),
+            source,
+        }
+    }
+}
+
+/// Splits [`Host::read_many`]'s output into the files' texts.
+fn split_many(out: &str, n: usize) -> Vec<Option<String>> {
+    let mut files = Vec::with_capacity(n);
+    let mut current = String::new();
+    for line in out.split_inclusive('\n') {
+        match line.trim_end_matches('\n') {
+            "@@isoe-ok@@" | "@@isoe-missing@@" => {
+                // The `echo` before the marker added one newline.
+                let ok = line.starts_with("@@isoe-ok");
+                let text = current.strip_suffix('\n').unwrap_or(&current).to_owned();
+                files.push(ok.then_some(text));
+                current.clear();
+            }
+            _ => current.push_str(line),
+        }
+    }
+    files.resize(n, None);
+    files
+}
+
+/// A program a [`Host`] started: on this machine, or on an SSH host.
+pub enum Running {
+    /// A child of this process.
+    Local {
+        /// The child.
+        child: Child,
+        /// Its stdout.
+        stdout: BufReader<std::process::ChildStdout>,
+    },
+    /// A program on an SSH host, carried by a local `ssh`.
+    Remote(Remote),
+}
+
+impl Running {
+    /// Its PID on its host.
+    pub fn pid(&self) -> u32 {
+        match self {
+            Running::Local { child, .. } => child.id(),
+            Running::Remote(r) => r.pid,
+        }
+    }
+
+    /// Its stdout, line by line.
+    pub fn stdout(&mut self) -> &mut dyn BufRead {
+        match self {
+            Running::Local { stdout, .. } => stdout,
+            Running::Remote(r) => r.stdout(),
+        }
+    }
+
+    /// Its exit status when it has ended (for a remote program: when the
+    /// `ssh` carrying it has; 255 is ssh's own failure, a host gone).
+    pub fn try_wait(&mut self) -> io::Result<Option<std::process::ExitStatus>> {
+        match self {
+            Running::Local { child, .. } => child.try_wait(),
+            Running::Remote(r) => r.try_wait(),
+        }
+    }
+
+    /// Everything it printed on stdout, after it ended.
+    pub fn read_stdout(&mut self) -> io::Result<String> {
+        let mut text = String::new();
+        self.stdout().read_to_string(&mut text)?;
+        Ok(text)
+    }
+
+    /// SIGTERM, up to `grace` for it to end, then SIGKILL; by its PID on its
+    /// host. Errors only when a remote host could not be told.
+    pub fn stop(self, grace: Duration) -> Result<(), HostError> {
+        match self {
+            Running::Local { mut child, .. } => {
+                stop_local(&mut child, grace);
+                Ok(())
+            }
+            Running::Remote(r) => r.stop(grace),
+        }
+    }
+}
+
+/// SIGTERM, a grace period, then SIGKILL: only to a child we started, by its PID.
+pub fn stop_local(child: &mut Child, grace: Duration) {
+    if matches!(child.try_wait(), Ok(Some(_))) {
+        return;
+    }
+    let pid = child.id() as libc::pid_t;
+    // SAFETY: kill(2) on the PID of our own child, which has not been reaped yet.
+    unsafe {
+        libc::kill(pid, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn many_files_split_at_their_markers() {
+        let out = "cpu 1 2\ncpu0 1\n\n@@isoe-ok@@\n\n@@isoe-missing@@\nno newline\n@@isoe-ok@@\n";
+        assert_eq!(
+            split_many(out, 3),
+            [
+                Some("cpu 1 2\ncpu0 1\n".to_owned()),
+                None,
+                Some("no newline".to_owned())
+            ]
+        );
+        assert_eq!(split_many("", 2), [None, None]);
+    }
+
+    #[test]
+    fn the_local_host_runs_reads_writes_and_stops() {
+        let host = Host::parse("local", None, Path::new("/nonexistent")).unwrap();
+        assert!(host.is_local());
+        assert_eq!(host.run(&["echo", "a b"]).unwrap(), "a b\n");
+        let e = host
+            .run(&["sh", "-c", "echo nope >&2; exit 3"])
+            .unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("this machine") && text.contains("nope") && text.contains('3'),
+            "{text}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f").display().to_string();
+        host.write(&path, b"hello\n").unwrap();
+        assert_eq!(host.read(&path).unwrap(), "hello\n");
+        let missing = dir.path().join("missing").display().to_string();
+        assert_eq!(
+            host.read_many(&[path.clone(), missing]).unwrap(),
+            [Some("hello\n".to_owned()), None]
+        );
+        let mut sleeper = host.spawn(&["sleep", "30"], Stdio::null()).unwrap();
+        assert!(sleeper.pid() > 0);
+        assert!(sleeper.try_wait().unwrap().is_none());
+        let t = Instant::now();
+        sleeper.stop(Duration::from_secs(5)).unwrap();
+        assert!(t.elapsed() < Duration::from_secs(5), "SIGTERM ended it");
+        let mut echo = host.spawn(&["echo", "out"], Stdio::null()).unwrap();
+        assert_eq!(echo.read_stdout().unwrap(), "out\n");
+    }
+}

@@ -73,14 +73,26 @@ pub enum InitiatorImpl {
     Isoe,
     /// libiscsi through fio's `libiscsi` engine (fio built by `scripts/fio-libiscsi`).
     Libiscsi,
+    /// The Linux kernel's initiator (open-iscsi, `iscsi_tcp` or an offload
+    /// transport) on a test bed's initiator host, driven by fio with libaio
+    /// on the block device its session made ([`crate::kernel_initiator`]).
+    Kernel,
 }
 
 impl InitiatorImpl {
-    /// The name plans and reports use: `isoe` or `libiscsi`.
+    /// Every initiator, in the order plans list them.
+    pub const ALL: [InitiatorImpl; 3] = [
+        InitiatorImpl::Isoe,
+        InitiatorImpl::Libiscsi,
+        InitiatorImpl::Kernel,
+    ];
+
+    /// The name plans and reports use: `isoe`, `libiscsi` or `kernel`.
     pub fn as_str(self) -> &'static str {
         match self {
             InitiatorImpl::Isoe => "isoe",
             InitiatorImpl::Libiscsi => "libiscsi",
+            InitiatorImpl::Kernel => "kernel",
         }
     }
 }
@@ -95,14 +107,30 @@ pub enum TargetImpl {
     /// tgt, the userspace target from Linux distributions, run by
     /// [`crate::tgt_peer`] (`scripts/tgt-peer` runs it outside the lab).
     Tgt,
+    /// LIO, the Linux kernel's target, configured through configfs on a
+    /// test bed's target host ([`crate::lio`]).
+    Lio,
+    /// An existing array a test bed names by URL: the lab starts nothing,
+    /// sets nothing on it and cannot see its CPU.
+    External,
 }
 
 impl TargetImpl {
-    /// The name plans and reports use: `isoe` or `tgt`.
+    /// Every target, in the order plans list them.
+    pub const ALL: [TargetImpl; 4] = [
+        TargetImpl::Isoe,
+        TargetImpl::Tgt,
+        TargetImpl::Lio,
+        TargetImpl::External,
+    ];
+
+    /// The name plans and reports use: `isoe`, `tgt`, `lio` or `external`.
     pub fn as_str(self) -> &'static str {
         match self {
             TargetImpl::Isoe => "isoe",
             TargetImpl::Tgt => "tgt",
+            TargetImpl::Lio => "lio",
+            TargetImpl::External => "external",
         }
     }
 }
@@ -124,6 +152,55 @@ impl CrcImpl {
             CrcImpl::Hardware => "hardware",
             CrcImpl::Software => "software",
         }
+    }
+}
+
+/// The open-iscsi iface transport the kernel initiator logs in through:
+/// `tcp` is the software initiator (`iscsi_tcp`), the others are offload
+/// adapters' drivers, the seeds' comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// `iscsi_tcp`: the kernel's software initiator over any NIC.
+    Tcp,
+    /// Chelsio T4 and later (`cxgb4i`).
+    Cxgb4i,
+    /// Broadcom NetXtreme II (`bnx2i`).
+    Bnx2i,
+    /// QLogic/Marvell FastLinQ 41000/45000 (`qedi`).
+    Qedi,
+    /// Emulex OneConnect (`be2iscsi`).
+    Be2iscsi,
+    /// QLogic 4xxx HBAs (`qla4xxx`).
+    Qla4xxx,
+}
+
+impl Transport {
+    /// Every transport, software first.
+    pub const ALL: [Transport; 6] = [
+        Transport::Tcp,
+        Transport::Cxgb4i,
+        Transport::Bnx2i,
+        Transport::Qedi,
+        Transport::Be2iscsi,
+        Transport::Qla4xxx,
+    ];
+
+    /// open-iscsi's name for it (`iface.transport_name`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Tcp => "tcp",
+            Transport::Cxgb4i => "cxgb4i",
+            Transport::Bnx2i => "bnx2i",
+            Transport::Qedi => "qedi",
+            Transport::Be2iscsi => "be2iscsi",
+            Transport::Qla4xxx => "qla4xxx",
+        }
+    }
+
+    /// Whether this is an offload adapter's transport.
+    pub fn is_offload(self) -> bool {
+        self != Transport::Tcp
     }
 }
 
@@ -167,6 +244,8 @@ pub struct KnobSet {
     pub initiator: Option<InitiatorImpl>,
     /// Which target serves.
     pub target: Option<TargetImpl>,
+    /// The kernel initiator's iface transport (only with `initiator = kernel`).
+    pub transport: Option<Transport>,
     /// isoe target datapath: batch events and sends.
     pub batching: Option<bool>,
     /// isoe target datapath: CRC32C implementation.
@@ -254,6 +333,7 @@ impl KnobSet {
             workers: case.workers.or(self.workers),
             initiator: case.initiator.or(self.initiator),
             target: case.target.or(self.target),
+            transport: case.transport.or(self.transport),
             batching: case.batching.or(self.batching),
             crc: case.crc.or(self.crc),
             buffer_pool: case.buffer_pool.or(self.buffer_pool),
@@ -324,6 +404,7 @@ impl KnobSet {
         put("workers", self.workers.map(|v| v.to_string()));
         put("initiator", self.initiator.map(|v| v.as_str().into()));
         put("target", self.target.map(|v| v.as_str().into()));
+        put("transport", self.transport.map(|v| v.as_str().into()));
         put("batching", self.batching.map(|b| on_off(b).into()));
         put("crc", self.crc.map(|v| v.as_str().into()));
         put("buffer_pool", self.buffer_pool.map(|b| on_off(b).into()));
@@ -601,8 +682,73 @@ impl KnobSet {
                 }
             }
         }
-        if initiator == InitiatorImpl::Libiscsi {
-            out.extend(self.libiscsi_limits());
+        match initiator {
+            InitiatorImpl::Libiscsi => out.extend(self.libiscsi_limits()),
+            InitiatorImpl::Kernel => out.extend(self.kernel_limits()),
+            InitiatorImpl::Isoe => {}
+        }
+        if initiator != InitiatorImpl::Kernel && self.transport.is_some() {
+            out.push((
+                "transport".into(),
+                format!(
+                    "an open-iscsi iface transport; the initiator is {}",
+                    initiator.as_str()
+                ),
+            ));
+        }
+        if target == TargetImpl::External {
+            for key in [
+                "header_digest",
+                "data_digest",
+                "immediate_data",
+                "initial_r2t",
+                "max_recv_data_segment_length",
+                "first_burst_length",
+                "max_burst_length",
+            ] {
+                if self.describe().contains_key(key) {
+                    out.push((
+                        key.to_string(),
+                        "only the initiator's offer is set: an external array's side is its own"
+                            .into(),
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    /// Knobs the kernel initiator cannot honour: it sets its own socket
+    /// options, and open-iscsi has no MC/S.
+    fn kernel_limits(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for (key, set) in [
+            ("nodelay", self.nodelay.is_some()),
+            ("quickack", self.quickack.is_some()),
+            ("rcvbuf", self.rcvbuf_bytes.is_some()),
+            ("sndbuf", self.sndbuf_bytes.is_some()),
+            ("busy_poll_us", self.busy_poll_us.is_some()),
+        ] {
+            if set {
+                out.push((
+                    key.to_string(),
+                    "the kernel initiator sets its own socket options (iscsi_tcp); open-iscsi has no setting for this"
+                        .to_string(),
+                ));
+            }
+        }
+        if self.connections.is_some_and(|n| n > 1) {
+            out.push((
+                "connections".into(),
+                "open-iscsi opens one connection per session (no MC/S)".into(),
+            ));
+        }
+        if self.sessions.is_some_and(|n| n > 1) {
+            out.push((
+                "sessions".into(),
+                "the lab logs the kernel initiator in once per portal; use workers for more load"
+                    .into(),
+            ));
         }
         out
     }
@@ -620,6 +766,10 @@ impl KnobSet {
 fn datapath_limit(target: TargetImpl) -> Option<&'static str> {
     match target {
         TargetImpl::Tgt => Some("an isoe target datapath option; the target is tgt"),
+        TargetImpl::Lio => Some("an isoe target datapath option; the target is LIO"),
+        TargetImpl::External => {
+            Some("an isoe target datapath option; the target is an external array")
+        }
         TargetImpl::Isoe if !ISOE_TARGET_ACCEPTS_DATAPATH => {
             Some("not implemented by isoe target yet (no [datapath] table)")
         }
@@ -668,6 +818,7 @@ mod tests {
             workers: Some(4),
             initiator: Some(InitiatorImpl::Libiscsi),
             target: Some(TargetImpl::Isoe),
+            transport: Some(Transport::Tcp),
             batching: Some(false),
             crc: Some(CrcImpl::Software),
             buffer_pool: Some(false),
@@ -745,6 +896,7 @@ mod tests {
             ("sndbuf", "1 MiB"),
             ("target", "isoe"),
             ("target.tx", "off"),
+            ("transport", "tcp"),
             ("workers", "4"),
         ]
         .into_iter()

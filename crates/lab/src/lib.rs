@@ -25,5 +25,6 @@ pub mod rounds;
 pub mod runner;
 pub mod ssh;
 pub mod stats;
+pub mod testbed;
 pub mod tgt_peer;
 pub mod topology;

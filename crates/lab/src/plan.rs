@@ -12,7 +12,7 @@
 //! name = "jumbo-check"          # required: [a-z0-9][a-z0-9._-]*, at most 64 characters
 //! description = "MTU 9000 vs 1500 on the base SAN"   # optional
 //! seeds = ["001"]               # optional: the seed evaluations it reproduces
-//! topology = "base"             # optional: loopback (default) | base | congested | vxlan
+//! topology = "base"             # optional: loopback (default) | base | congested | vxlan | physical
 //!
 //! [run]                         # optional
 //! duration_s = 10.0             # measured seconds per run (default 10), 0 < d <= 3600
@@ -65,8 +65,9 @@
 //! | `connections` | 1..=8 |
 //! | `sessions` | 1..=64 |
 //! | `workers` | 1..=64; wins over the workload's |
-//! | `initiator` | "isoe" or "libiscsi" |
-//! | `target` | "isoe" or "tgt" |
+//! | `initiator` | "isoe", "libiscsi" or "kernel" (open-iscsi; a `physical` test bed) |
+//! | `target` | "isoe", "tgt", "lio" or "external" (the last two on a `physical` test bed) |
+//! | `transport` | the kernel initiator's iface: "tcp", "cxgb4i", "bnx2i", "qedi", "be2iscsi" or "qla4xxx" |
 //! | `batching` `buffer_pool` | bool |
 //! | `crc` | "hardware" or "software" |
 //!
@@ -127,15 +128,20 @@ pub enum TopologyKind {
     Congested,
     /// Seed 002: the base path over a VxLAN overlay.
     Vxlan,
+    /// Real machines (or VMs) a test bed file names (`isoe lab --testbed`,
+    /// [`crate::testbed`]): the initiator's host, the target's host, and
+    /// the interfaces that carry the portals.
+    Physical,
 }
 
 impl TopologyKind {
     /// Every topology, in METHODOLOGY.md's order.
-    pub const ALL: [TopologyKind; 4] = [
+    pub const ALL: [TopologyKind; 5] = [
         TopologyKind::Loopback,
         TopologyKind::Base,
         TopologyKind::Congested,
         TopologyKind::Vxlan,
+        TopologyKind::Physical,
     ];
 
     /// The name plans use: `loopback`, `base`, `congested`, `vxlan`.
@@ -145,6 +151,7 @@ impl TopologyKind {
             TopologyKind::Base => "base",
             TopologyKind::Congested => "congested",
             TopologyKind::Vxlan => "vxlan",
+            TopologyKind::Physical => "physical",
         }
     }
 }

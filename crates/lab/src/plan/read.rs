@@ -7,7 +7,7 @@ use super::{
     named_shape, Case, Plan, PlanError, RunLength, TopologyKind, WorkloadOverrides, WorkloadSpec,
 };
 use crate::knobs::{
-    CrcImpl, InitiatorImpl, KnobSet, TargetImpl, ISOE_TARGET_FIRST_BURST_LENGTH,
+    CrcImpl, InitiatorImpl, KnobSet, TargetImpl, Transport, ISOE_TARGET_FIRST_BURST_LENGTH,
     ISOE_TARGET_MAX_BURST_LENGTH, ISOE_TARGET_MAX_CONNECTIONS,
 };
 use crate::link::Offloads;
@@ -94,6 +94,7 @@ pub(super) const KNOB_KEYS: &[&str] = &[
     "workers",
     "initiator",
     "target",
+    "transport",
     "batching",
     "crc",
     "buffer_pool",
@@ -331,16 +332,21 @@ pub(super) fn read_knobs(r: &Reader, t: &mut Table) -> Result<KnobSet, PlanError
         }
     }
     if let Some(item) = t.take("initiator") {
-        k.initiator = Some(match r.choice(&item, &["isoe", "libiscsi"])? {
-            "isoe" => InitiatorImpl::Isoe,
-            _ => InitiatorImpl::Libiscsi,
-        });
+        let names = InitiatorImpl::ALL.map(InitiatorImpl::as_str);
+        let chosen = r.choice(&item, &names)?;
+        k.initiator = InitiatorImpl::ALL
+            .into_iter()
+            .find(|i| i.as_str() == chosen);
     }
     if let Some(item) = t.take("target") {
-        k.target = Some(match r.choice(&item, &["isoe", "tgt"])? {
-            "isoe" => TargetImpl::Isoe,
-            _ => TargetImpl::Tgt,
-        });
+        let names = TargetImpl::ALL.map(TargetImpl::as_str);
+        let chosen = r.choice(&item, &names)?;
+        k.target = TargetImpl::ALL.into_iter().find(|i| i.as_str() == chosen);
+    }
+    if let Some(item) = t.take("transport") {
+        let names = Transport::ALL.map(Transport::as_str);
+        let chosen = r.choice(&item, &names)?;
+        k.transport = Transport::ALL.into_iter().find(|i| i.as_str() == chosen);
     }
     if let Some(item) = t.take("crc") {
         k.crc = Some(match r.choice(&item, &["hardware", "software"])? {

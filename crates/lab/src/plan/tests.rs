@@ -542,11 +542,11 @@ fn errors_name_file_line_and_key() {
         ),
         (
             good_with("topology = \"congested\"", "topology = \"ring\""),
-            "bad.toml:40: case[1].topology: expected one of \"loopback\", \"base\", \"congested\", \"vxlan\", found \"ring\"",
+            "bad.toml:40: case[1].topology: expected one of \"loopback\", \"base\", \"congested\", \"vxlan\", \"physical\", found \"ring\"",
         ),
         (
             good_with("initiator = \"libiscsi\"", "initiator = \"open-iscsi\""),
-            "bad.toml:48: case[2].initiator: expected one of \"isoe\", \"libiscsi\", found \"open-iscsi\"",
+            "bad.toml:48: case[2].initiator: expected one of \"isoe\", \"libiscsi\", \"kernel\", found \"open-iscsi\"",
         ),
         (
             good_with("initiator_tso = false", "initiator_tso = false\ntso = true"),

@@ -1,7 +1,9 @@
 //! The test bed's virtual machine (issue 14): the lab's SSH host against
 //! it, the Linux kernel's iSCSI initiator in a QEMU VM against isoe's target
-//! on the host, and isoe's initiator on the host against LIO in the VM. One VM serves both halves
-//! (booting it under TCG takes half a minute).
+//! on the host, and LIO in the VM, configured by the lab's
+//! [`LioTarget`], against the kernel initiator there and isoe's initiator
+//! on the host. One VM serves every part (booting it under TCG takes half
+//! a minute).
 //!
 //! The VM reaches the host's loopback as 10.0.2.2 (QEMU's user network), so
 //! the kernel initiator adds its node by hand rather than from SendTargets,
@@ -9,8 +11,12 @@
 
 mod support;
 
+use isoe_lab::host::Host;
 use isoe_lab::kernel_initiator::{KernelSession, NodeSettings};
+use isoe_lab::knobs::KnobSet;
+use isoe_lab::lio::{self, Backstore, LioTarget};
 use isoe_lab::ssh::{HostError, SshHost};
+use std::net::SocketAddr;
 use std::process::Stdio;
 use std::time::Duration;
 use support::cli::isoe;
@@ -166,11 +172,65 @@ fn the_vm_is_a_lab_ssh_host_a_kernel_initiator_and_a_lio_target() {
         "what the kernel wrote reads back whole"
     );
 
-    // isoe's initiator against LIO in the VM: its INQUIRY, and a pattern
-    // written and read back.
-    vm.lio(LIO_TARGET, 32);
+    // LIO in the VM, configured by the lab through configfs with knobs
+    // that differ from LIO's defaults (HeaderDigest CRC32C,None and
+    // ImmediateData Yes), so that the negotiation shows they took.
+    let lab_host = Host::Ssh(host.clone());
+    assert_eq!(lio::unavailable(&lab_host), None, "LIO in the VM");
+    let knobs = KnobSet {
+        header_digest: Some(true),
+        immediate_data: Some(false),
+        ..KnobSet::default()
+    };
+    let any: SocketAddr = "0.0.0.0:3260".parse().expect("an address");
+    // A portal LIO cannot bind: the error names it, and nothing is left.
+    let unbound: SocketAddr = "192.0.2.7:3260".parse().expect("an address");
+    match LioTarget::start(&lab_host, LIO_TARGET, 32 << 20, &[any, unbound], &knobs) {
+        Err(e) => {
+            let text = e.to_string();
+            assert!(
+                text.contains(&format!("/iscsi/{LIO_TARGET}/tpgt_1/np/192.0.2.7:3260")),
+                "{text}"
+            );
+        }
+        Ok(_) => panic!("LIO bound 192.0.2.7, which the VM does not have"),
+    }
+    assert_lio_gone(&lab_host);
+    // A run that died leaves its target behind; the next start removes it.
+    std::mem::forget(
+        LioTarget::start(&lab_host, LIO_TARGET, 32 << 20, &[any], &knobs)
+            .expect("LIO target (to be left behind)"),
+    );
+    let lio = LioTarget::start(&lab_host, LIO_TARGET, 32 << 20, &[any], &knobs)
+        .expect("LIO target over a leftover");
+    assert_eq!((lio.lun(), lio.size_bytes()), (0, 32 << 20));
+    let param = |name: &str| format!("{}/param/{name}", lio.tpg_dir());
+    let offered = lab_host
+        .read_many(&[param("HeaderDigest"), param("ImmediateData")])
+        .expect("LIO's parameters");
+    assert_eq!(
+        offered,
+        [Some("CRC32C\n".to_owned()), Some("No\n".to_owned())]
+    );
+
+    // The kernel initiator in the VM against it: open-iscsi offers
+    // ImmediateData=Yes, so "No" is LIO's offer taking effect.
+    let settings = NodeSettings {
+        header_digest: Some(true),
+        ..NodeSettings::default()
+    };
+    let session = KernelSession::login(&host, "127.0.0.1:3260", LIO_TARGET, &settings)
+        .expect("kernel login to LIO");
+    let negotiated = session.describe().expect("iscsiadm -m session -P 2");
+    for setting in ["HeaderDigest: CRC32C", "ImmediateData: No"] {
+        assert!(negotiated.contains(setting), "{setting} in:\n{negotiated}");
+    }
+    session.logout().expect("kernel logout from LIO");
+
+    // isoe's initiator against LIO: its INQUIRY (requiring the header
+    // digest LIO now insists on), and a pattern written and read back.
     let url = format!("iscsi://127.0.0.1:{}/{LIO_TARGET}/0", vm.iscsi_port());
-    let inquiry = isoe(&["inquiry", &url]);
+    let inquiry = isoe(&["inquiry", &url, "--header-digest"]);
     assert!(
         inquiry.success(),
         "isoe inquiry against LIO:\n{}",
@@ -196,5 +256,24 @@ fn the_vm_is_a_lab_ssh_host_a_kernel_initiator_and_a_lio_target() {
         sha256_of(&input),
         "LIO gives back the pattern"
     );
+    lio.stop().expect("take LIO down");
+    assert_lio_gone(&lab_host);
     host.close();
+}
+
+/// Nothing of [`LIO_TARGET`] is left in the VM's configfs: no target, no
+/// backstore.
+fn assert_lio_gone(host: &Host) {
+    let listed = host
+        .run(&[
+            "ls",
+            "/sys/kernel/config/target/iscsi",
+            "/sys/kernel/config/target/core",
+        ])
+        .expect("ls configfs");
+    let backstore = Backstore::for_target(LIO_TARGET);
+    assert!(
+        !listed.contains(LIO_TARGET) && !listed.contains(&backstore.hba),
+        "LIO target or backstore left behind:\n{listed}"
+    );
 }

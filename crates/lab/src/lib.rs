@@ -15,6 +15,7 @@ pub mod install;
 pub mod kernel_initiator;
 pub mod knobs;
 pub mod link;
+pub mod lio;
 pub mod netcmd;
 pub mod plan;
 pub mod preflight;

@@ -87,12 +87,6 @@ impl Vm {
         self.script("ssh", &[command], COMMAND_TIMEOUT)
     }
 
-    /// Serves LIO target `iqn` in the VM, LUN 0 a RAM disk of `mib` MiB.
-    pub fn lio(&self, iqn: &str, mib: u32) {
-        let out = self.script("lio", &[iqn, &mib.to_string()], COMMAND_TIMEOUT);
-        assert!(out.success(), "scripts/vm lio failed:\n{}", out.describe());
-    }
-
     /// The host's loopback port that reaches the VM's port 3260.
     pub fn iscsi_port(&self) -> u16 {
         std::fs::read_to_string(self.dir.path().join("iscsi-port"))

@@ -2,9 +2,10 @@
 
 use clap::Args;
 use isoe_lab::install::SystemInstaller;
-use isoe_lab::plan::Plan;
+use isoe_lab::plan::{Plan, TopologyKind};
 use isoe_lab::preflight;
 use isoe_lab::runner::{self, LabOptions};
+use isoe_lab::testbed::Testbed;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,6 +50,12 @@ pub struct LabArgs {
     /// lower the spread here (docs/results/2026-11-25-pinning.md).
     #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
     pin_cpus: Option<bool>,
+    /// Run every case on the machines this test bed file names (over SSH,
+    /// or this machine) instead of network namespaces: the initiators'
+    /// host, the target's, and the interfaces of the portals. An example:
+    /// crates/lab/examples/testbed-physical.toml.
+    #[arg(long, value_name = "FILE")]
+    testbed: Option<PathBuf>,
 }
 
 fn parse_on_off(text: &str) -> Result<bool, String> {
@@ -135,6 +142,28 @@ fn lab(args: &LabArgs) -> Result<ExitCode, Failure> {
     if let Some(pin) = args.pin_cpus {
         plan.run.pin_cpus = pin;
     }
+    let testbed = match &args.testbed {
+        Some(path) => Some(Testbed::load(path).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    if testbed.is_some() {
+        // The bed replaces every namespace topology the plan names.
+        plan.topology = TopologyKind::Physical;
+        for case in &mut plan.cases {
+            case.topology = None;
+        }
+    } else if plan
+        .resolved_cases()
+        .iter()
+        .any(|c| c.topology == TopologyKind::Physical)
+    {
+        return Err(format!(
+            "plan {} runs on machines (topology \"physical\"): name them with --testbed FILE \
+             (an example: crates/lab/examples/testbed-physical.toml)",
+            plan.name
+        )
+        .into());
+    }
     let out_dir = args
         .out
         .clone()
@@ -162,6 +191,7 @@ fn lab(args: &LabArgs) -> Result<ExitCode, Failure> {
         stop,
         skip: ready.skipped,
         lost: ready.lost.clone(),
+        testbed,
     })
     .map_err(|e| e.to_string())?;
     for note in outcome.notes.iter().filter(|n| !ready.lost.contains(n)) {

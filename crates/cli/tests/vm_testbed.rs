@@ -15,7 +15,7 @@ use isoe_lab::host::Host;
 use isoe_lab::kernel_initiator::{KernelSession, NodeSettings};
 use isoe_lab::knobs::KnobSet;
 use isoe_lab::lio::{self, Backstore, LioTarget};
-use isoe_lab::ssh::{HostError, SshHost};
+use isoe_lab::ssh::HostError;
 use std::net::SocketAddr;
 use std::process::Stdio;
 use std::time::Duration;
@@ -66,7 +66,7 @@ fn the_vm_is_a_lab_ssh_host_a_kernel_initiator_and_a_lio_target() {
 
     // The lab's SSH host: a command, a file, a program started and ended
     // by its remote PID, and a failure that says what failed.
-    let host = SshHost::parse(&vm.ssh_url(), Some(vm.key()), vm.run_dir()).expect("the VM's URL");
+    let host = Host::parse(&vm.ssh_url(), Some(vm.key()), vm.run_dir()).expect("the VM's URL");
     let kernel = host.run(&["uname", "-r"]).expect("uname over SSH");
     assert!(kernel.contains("cloud-amd64"), "{kernel}");
     let stat = host.read("/proc/stat").expect("/proc/stat over SSH");
@@ -74,8 +74,8 @@ fn the_vm_is_a_lab_ssh_host_a_kernel_initiator_and_a_lio_target() {
     let sleeper = host
         .spawn(&["sleep", "600"], Stdio::null())
         .expect("start sleep");
-    let pid = sleeper.pid.to_string();
-    assert!(sleeper.pid > 1);
+    let pid = sleeper.pid().to_string();
+    assert!(sleeper.pid() > 1);
     host.run(&["kill", "-0", &pid])
         .expect("the remote sleep runs");
     sleeper
@@ -111,8 +111,8 @@ fn the_vm_is_a_lab_ssh_host_a_kernel_initiator_and_a_lio_target() {
         first_burst_length: Some(65536),
         ..NodeSettings::default()
     };
-    let session =
-        KernelSession::login(&host, &portal, DEFAULT_TARGET, &settings).expect("kernel login");
+    let session = KernelSession::login(&host, &portal, DEFAULT_TARGET, "default", 0, &settings)
+        .expect("kernel login");
     let negotiated = session.describe().expect("iscsiadm -m session -P 2");
     for setting in [
         "HeaderDigest: CRC32C",
@@ -175,7 +175,7 @@ fn the_vm_is_a_lab_ssh_host_a_kernel_initiator_and_a_lio_target() {
     // LIO in the VM, configured by the lab through configfs with knobs
     // that differ from LIO's defaults (HeaderDigest CRC32C,None and
     // ImmediateData Yes), so that the negotiation shows they took.
-    let lab_host = Host::Ssh(host.clone());
+    let lab_host = host.clone();
     assert_eq!(lio::unavailable(&lab_host), None, "LIO in the VM");
     let knobs = KnobSet {
         header_digest: Some(true),
@@ -219,8 +219,9 @@ fn the_vm_is_a_lab_ssh_host_a_kernel_initiator_and_a_lio_target() {
         header_digest: Some(true),
         ..NodeSettings::default()
     };
-    let session = KernelSession::login(&host, "127.0.0.1:3260", LIO_TARGET, &settings)
-        .expect("kernel login to LIO");
+    let session =
+        KernelSession::login(&host, "127.0.0.1:3260", LIO_TARGET, "default", 0, &settings)
+            .expect("kernel login to LIO");
     let negotiated = session.describe().expect("iscsiadm -m session -P 2");
     for setting in ["HeaderDigest: CRC32C", "ImmediateData: No"] {
         assert!(negotiated.contains(setting), "{setting} in:\n{negotiated}");

@@ -71,10 +71,33 @@ pub fn usable_fio() -> Result<PathBuf, String> {
     }
 }
 
+/// How fio reaches the LUN.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FioEngine {
+    /// libiscsi in fio's process: the files are `iscsi://` URLs.
+    Libiscsi,
+    /// libaio with O_DIRECT on the block devices a kernel initiator's
+    /// sessions made: the files are `/dev/sdX`.
+    KernelLibaio,
+}
+
+impl FioEngine {
+    /// The initiator, as a result names it.
+    pub fn initiator(self) -> &'static str {
+        match self {
+            FioEngine::Libiscsi => "libiscsi (fio)",
+            FioEngine::KernelLibaio => "Linux kernel (open-iscsi; fio libaio O_DIRECT)",
+        }
+    }
+}
+
 /// What one fio run is asked to do.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FioJob {
-    /// iscsi:// URLs, one job each.
+    /// How fio reaches the LUN.
+    pub engine: FioEngine,
+    /// What fio opens: iscsi:// URLs (libiscsi) or block devices (libaio),
+    /// one per portal, each driven by every job.
     pub urls: Vec<String>,
     /// Block size in bytes.
     pub block_size_bytes: u32,
@@ -90,7 +113,12 @@ pub struct FioJob {
     pub duration_s: f64,
     /// Ramp seconds.
     pub ramp_s: f64,
+    /// The span of the LUN the job addresses, bytes.
+    pub size_bytes: u64,
 }
+
+/// The span a fio job addresses unless the LUN is smaller.
+pub const FIO_SPAN_BYTES: u64 = 512 << 20;
 
 impl FioJob {
     /// fio's arguments, laid out as `isoe bench` lays out its work so the two
@@ -109,15 +137,23 @@ impl FioJob {
         // fio splits file names at ':'; libiscsi URLs escape theirs.
         let files: Vec<String> = self.urls.iter().map(|u| u.replace(':', "\\:")).collect();
         let depth = self.queue_depth * self.urls.len().max(1) as u32;
+        let engine = match self.engine {
+            FioEngine::Libiscsi => "--ioengine=libiscsi",
+            FioEngine::KernelLibaio => "--ioengine=libaio",
+        };
         let mut args = vec![
             "--group_reporting".to_string(),
             "--thread".to_string(),
             "--output-format=json".to_string(),
             "--name=lab".to_string(),
-            "--ioengine=libiscsi".to_string(),
+            engine.to_string(),
             format!("--filename={}", files.join(":")),
             format!("--rw={rw}"),
         ];
+        if self.engine == FioEngine::KernelLibaio {
+            // Past the page cache, as libiscsi and isoe bench are.
+            args.push("--direct=1".into());
+        }
         if self.read_pct != 0 && self.read_pct != 100 {
             args.push(format!("--rwmixread={}", self.read_pct));
         }
@@ -130,7 +166,7 @@ impl FioJob {
         args.push("--time_based".into());
         args.push(format!("--runtime={}", self.duration_s.ceil() as u64));
         args.push(format!("--ramp_time={}", self.ramp_s.ceil() as u64));
-        args.push("--size=512m".into());
+        args.push(format!("--size={}", self.size_bytes));
         args
     }
 }
@@ -153,14 +189,35 @@ pub struct Sample {
 impl Sample {
     /// Reads the counters; TCP ones through `/proc/FIO_PID/net`, which is fio's namespace.
     pub fn take(fio_pid: u32, target_pid: Option<u32>) -> Option<Sample> {
-        let snmp = std::fs::read_to_string(format!("/proc/{fio_pid}/net/snmp")).ok()?;
-        let netstat = std::fs::read_to_string(format!("/proc/{fio_pid}/net/netstat")).ok()?;
+        let read = |path: String| std::fs::read_to_string(path).ok();
+        let target = target_pid.and_then(|p| read(format!("/proc/{p}/stat")));
+        Sample::parse(
+            &read("/proc/stat".into())?,
+            &read(format!("/proc/{fio_pid}/stat"))?,
+            target.as_deref(),
+            &read(format!("/proc/{fio_pid}/net/snmp"))?,
+            &read(format!("/proc/{fio_pid}/net/netstat"))?,
+            std::time::Instant::now(),
+        )
+    }
+
+    /// The counters from the texts of `/proc/stat`, fio's `/proc/PID/stat`,
+    /// the target's (if known), and fio's `net/snmp` and `net/netstat`,
+    /// read `at` (on another machine: when they were, on the lab's clock).
+    pub fn parse(
+        stat: &str,
+        fio_stat: &str,
+        target_stat: Option<&str>,
+        snmp: &str,
+        netstat: &str,
+        at: std::time::Instant,
+    ) -> Option<Sample> {
         Some(Sample {
-            cpu: CpuTimes::read().ok()?,
-            fio: cpu::read_process(fio_pid).ok()?,
-            target: target_pid.and_then(|p| cpu::read_process(p).ok()),
-            tcp: TcpCounters::parse(&snmp, &netstat).ok()?,
-            at: std::time::Instant::now(),
+            cpu: CpuTimes::parse(stat).ok()?,
+            fio: ProcessCpu::parse(fio_stat).ok()?,
+            target: target_stat.and_then(|t| ProcessCpu::parse(t).ok()),
+            tcp: TcpCounters::parse(snmp, netstat).ok()?,
+            at,
         })
     }
 }
@@ -222,7 +279,7 @@ pub fn to_bench_json(
         write["lat_us"].clone()
     };
     json!({
-        "initiator": "libiscsi (fio)",
+        "initiator": job.engine.initiator(),
         "iops": iops,
         "mb_per_s": mb_per_s,
         "lat_us": lat_us,
@@ -265,6 +322,7 @@ mod tests {
     #[test]
     fn fio_arguments_escape_urls_and_mix_reads() {
         let job = FioJob {
+            engine: FioEngine::Libiscsi,
             urls: vec!["iscsi://10.99.1.2:3260/iqn.2026-11.io.isoe:lab/0".into()],
             block_size_bytes: 8192,
             read_pct: 67,
@@ -273,6 +331,7 @@ mod tests {
             workers: 1,
             duration_s: 5.0,
             ramp_s: 1.0,
+            size_bytes: FIO_SPAN_BYTES,
         };
         let args = job.args();
         assert!(
@@ -299,12 +358,45 @@ mod tests {
         }
         .args();
         assert!(web.contains(&"--percentage_random=75".to_string()));
+        let kernel = FioJob {
+            engine: FioEngine::KernelLibaio,
+            urls: vec!["/dev/sdb".into(), "/dev/sdc".into()],
+            read_pct: 100,
+            random_pct: 100,
+            ..seq_job()
+        }
+        .args();
+        for arg in [
+            "--ioengine=libaio",
+            "--direct=1",
+            "--filename=/dev/sdb:/dev/sdc",
+            "--rw=randread",
+            "--iodepth=10",
+        ] {
+            assert!(kernel.contains(&arg.to_string()), "{arg} in {kernel:?}");
+        }
+    }
+
+    fn seq_job() -> FioJob {
+        FioJob {
+            engine: FioEngine::Libiscsi,
+            urls: vec!["iscsi://a:1/t:x/0".into()],
+            block_size_bytes: 4096,
+            read_pct: 100,
+            random_pct: 0,
+            queue_depth: 5,
+            workers: 1,
+            duration_s: 5.0,
+            ramp_s: 1.0,
+            size_bytes: FIO_SPAN_BYTES,
+        }
     }
 
     #[test]
     fn two_portals_are_one_job_driving_both() {
         // As isoe bench counts it: QD per URL, so fio's depth is QD x URLs.
         let two = FioJob {
+            engine: FioEngine::Libiscsi,
             urls: vec!["iscsi://a:1/t:x/0".into(), "iscsi://b:2/t:x/0".into()],
             block_size_bytes: 262144,
             read_pct: 100,
@@ -313,6 +405,7 @@ mod tests {
             workers: 2,
             duration_s: 5.0,
             ramp_s: 1.0,
+            size_bytes: FIO_SPAN_BYTES,
         }
         .args();
         let files = "--filename=iscsi\\://a\\:1/t\\:x/0:iscsi\\://b\\:2/t\\:x/0";

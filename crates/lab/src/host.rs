@@ -10,9 +10,9 @@
 
 use crate::ssh::{remote_line, HostError, Remote, SshHost};
 use std::ffi::OsStr;
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// A machine of a test bed.
@@ -157,7 +157,14 @@ impl Host {
     pub fn spawn<S: AsRef<OsStr>>(&self, argv: &[S], stderr: Stdio) -> Result<Running, HostError> {
         assert!(!argv.is_empty(), "an empty command line");
         match self {
-            Host::Ssh(h) => Ok(Running::Remote(h.spawn(argv, stderr)?)),
+            Host::Ssh(h) => {
+                let mut remote = h.spawn(argv, stderr)?;
+                let stdout = remote.take_stdout();
+                Ok(Running {
+                    inner: Inner::Remote(remote),
+                    stdout,
+                })
+            }
             Host::Local => {
                 let mut child = Host::local_command(argv)
                     .stdin(Stdio::null())
@@ -165,8 +172,11 @@ impl Host {
                     .stderr(stderr)
                     .spawn()
                     .map_err(|source| self.io(argv, source))?;
-                let stdout = BufReader::new(child.stdout.take().expect("stdout was piped"));
-                Ok(Running::Local { child, stdout })
+                let stdout = child.stdout.take().map(BufReader::new);
+                Ok(Running {
+                    inner: Inner::Local(child),
+                    stdout,
+                })
             }
         }
     }
@@ -187,7 +197,7 @@ impl Host {
 }
 
 /// Splits [`Host::read_many`]'s output into the files' texts.
-fn split_many(out: &str, n: usize) -> Vec<Option<String>> {
+pub(crate) fn split_many(out: &str, n: usize) -> Vec<Option<String>> {
     let mut files = Vec::with_capacity(n);
     let mut current = String::new();
     for line in out.split_inclusive('\n') {
@@ -207,14 +217,14 @@ fn split_many(out: &str, n: usize) -> Vec<Option<String>> {
 }
 
 /// A program a [`Host`] started: on this machine, or on an SSH host.
-pub enum Running {
+pub struct Running {
+    inner: Inner,
+    stdout: Option<BufReader<ChildStdout>>,
+}
+
+enum Inner {
     /// A child of this process.
-    Local {
-        /// The child.
-        child: Child,
-        /// Its stdout.
-        stdout: BufReader<std::process::ChildStdout>,
-    },
+    Local(Child),
     /// A program on an SSH host, carried by a local `ssh`.
     Remote(Remote),
 }
@@ -222,47 +232,65 @@ pub enum Running {
 impl Running {
     /// Its PID on its host.
     pub fn pid(&self) -> u32 {
-        match self {
-            Running::Local { child, .. } => child.id(),
-            Running::Remote(r) => r.pid,
+        match &self.inner {
+            Inner::Local(child) => child.id(),
+            Inner::Remote(r) => r.pid,
         }
     }
 
-    /// Its stdout, line by line.
-    pub fn stdout(&mut self) -> &mut dyn BufRead {
-        match self {
-            Running::Local { stdout, .. } => stdout,
-            Running::Remote(r) => r.stdout(),
-        }
+    /// Its stdout, to read in another thread (a pipe no one reads stops a
+    /// chatty program); None once taken.
+    pub fn take_stdout(&mut self) -> Option<BufReader<ChildStdout>> {
+        self.stdout.take()
     }
 
     /// Its exit status when it has ended (for a remote program: when the
     /// `ssh` carrying it has; 255 is ssh's own failure, a host gone).
-    pub fn try_wait(&mut self) -> io::Result<Option<std::process::ExitStatus>> {
-        match self {
-            Running::Local { child, .. } => child.try_wait(),
-            Running::Remote(r) => r.try_wait(),
+    pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+        match &mut self.inner {
+            Inner::Local(child) => child.try_wait(),
+            Inner::Remote(r) => r.try_wait(),
         }
-    }
-
-    /// Everything it printed on stdout, after it ended.
-    pub fn read_stdout(&mut self) -> io::Result<String> {
-        let mut text = String::new();
-        self.stdout().read_to_string(&mut text)?;
-        Ok(text)
     }
 
     /// SIGTERM, up to `grace` for it to end, then SIGKILL; by its PID on its
     /// host. Errors only when a remote host could not be told.
     pub fn stop(self, grace: Duration) -> Result<(), HostError> {
-        match self {
-            Running::Local { mut child, .. } => {
+        match self.inner {
+            Inner::Local(mut child) => {
                 stop_local(&mut child, grace);
                 Ok(())
             }
-            Running::Remote(r) => r.stop(grace),
+            Inner::Remote(r) => r.stop(grace),
         }
     }
+}
+
+/// Reads `stdout` to its end in a thread; the text arrives when the
+/// program closes it.
+pub fn collect(stdout: BufReader<ChildStdout>) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut stdout = stdout;
+        let mut text = String::new();
+        let _ = stdout.read_to_string(&mut text);
+        let _ = tx.send(text);
+    });
+    rx
+}
+
+/// Sends `stdout`'s lines from a thread as they come, until the program
+/// closes it or the receiver is dropped.
+pub fn lines(stdout: BufReader<ChildStdout>) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stdout.lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
 }
 
 /// SIGTERM, a grace period, then SIGKILL: only to a child we started, by its PID.
@@ -333,6 +361,8 @@ mod tests {
         sleeper.stop(Duration::from_secs(5)).unwrap();
         assert!(t.elapsed() < Duration::from_secs(5), "SIGTERM ended it");
         let mut echo = host.spawn(&["echo", "out"], Stdio::null()).unwrap();
-        assert_eq!(echo.read_stdout().unwrap(), "out\n");
+        let text = collect(echo.take_stdout().unwrap());
+        assert_eq!(text.recv().unwrap(), "out\n");
+        assert!(echo.take_stdout().is_none(), "taken once");
     }
 }

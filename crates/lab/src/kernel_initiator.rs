@@ -4,9 +4,9 @@
 //! lab's knobs written into it, login, the block device the session made,
 //! and logout with the record removed.
 //!
-//! Not yet wired into the runner.
 
-use crate::ssh::{HostError, SshHost};
+use crate::host::Host;
+use crate::ssh::HostError;
 
 /// Settings written into the node record before login; None leaves
 /// open-iscsi's default.
@@ -86,41 +86,71 @@ impl NodeSettings {
     }
 }
 
-/// `iscsiadm -m node -T TARGET -p PORTAL EXTRA...`.
-fn node(target: &str, portal: &str, extra: &[&str]) -> Vec<String> {
-    ["iscsiadm", "-m", "node", "-T", target, "-p", portal]
-        .iter()
-        .chain(extra)
-        .map(|s| s.to_string())
+/// `iscsiadm -m node -T TARGET -p PORTAL -I IFACE EXTRA...`.
+fn node(target: &str, portal: &str, iface: &str, extra: &[&str]) -> Vec<String> {
+    [
+        "iscsiadm", "-m", "node", "-T", target, "-p", portal, "-I", iface,
+    ]
+    .iter()
+    .chain(extra)
+    .map(|s| s.to_string())
+    .collect()
+}
+
+/// The iface records of `host` that use `transport` (`iscsiadm -m iface`
+/// prints `NAME TRANSPORT,HWADDRESS,IPADDRESS,NETDEV,INITIATORNAME`); the
+/// software transport `tcp` always has open-iscsi's own `default`.
+pub fn ifaces(host: &Host, transport: &str) -> Result<Vec<String>, HostError> {
+    if transport == "tcp" {
+        return Ok(vec!["default".to_owned()]);
+    }
+    let listing = host.run(&["iscsiadm", "-m", "iface"])?;
+    Ok(parse_ifaces(&listing, transport))
+}
+
+fn parse_ifaces(listing: &str, transport: &str) -> Vec<String> {
+    listing
+        .lines()
+        .filter_map(|line| {
+            let (name, rest) = line.split_once(char::is_whitespace)?;
+            let t = rest.trim_start().split(',').next()?;
+            (t == transport).then(|| name.to_owned())
+        })
         .collect()
 }
 
 /// A kernel initiator's session on a host, logged out by [`KernelSession::logout`].
 #[derive(Debug)]
 pub struct KernelSession<'h> {
-    host: &'h SshHost,
+    host: &'h Host,
     target: String,
     portal: String,
-    /// The block device of LUN 0 (`/dev/sdX`).
+    iface: String,
+    /// The block device of the LUN (`/dev/sdX`).
     pub device: String,
 }
 
 impl<'h> KernelSession<'h> {
     /// Makes the node record for `target` at `portal` (`ADDR:PORT` as the
-    /// host reaches it), writes `settings` into it, logs in and finds LUN
-    /// 0's block device. On failure the record is removed again.
+    /// host reaches it) through `iface` (`default` for `iscsi_tcp`, or an
+    /// offload adapter's, see [`ifaces`]), writes `settings` into it, logs
+    /// in and finds the block device of `lun`. On failure the record is
+    /// removed again.
     pub fn login(
-        host: &'h SshHost,
+        host: &'h Host,
         portal: &str,
         target: &str,
+        iface: &str,
+        lun: u16,
         settings: &NodeSettings,
     ) -> Result<KernelSession<'h>, HostError> {
-        let with = |extra: &[&str]| node(target, portal, extra);
+        let with = |extra: &[&str]| node(target, portal, iface, extra);
         host.run(&with(&["-o", "new"]))?;
         let session = KernelSession {
             host,
             target: target.to_owned(),
             portal: portal.to_owned(),
+            iface: iface.to_owned(),
             device: String::new(),
         };
         let logged_in = (|| {
@@ -129,7 +159,7 @@ impl<'h> KernelSession<'h> {
             }
             host.run(&with(&["--login"]))?;
             host.run(&["udevadm", "settle"])?;
-            let by_path = format!("/dev/disk/by-path/ip-{portal}-iscsi-{target}-lun-0");
+            let by_path = format!("/dev/disk/by-path/ip-{portal}-iscsi-{target}-lun-{lun}");
             host.run(&["readlink", "-e", &by_path])
         })();
         match logged_in {
@@ -153,12 +183,9 @@ impl<'h> KernelSession<'h> {
     /// Logs out and removes the node record; both are tried, and the
     /// first failure is returned.
     pub fn logout(self) -> Result<(), HostError> {
-        let out = self
-            .host
-            .run(&node(&self.target, &self.portal, &["--logout"]));
-        let deleted = self
-            .host
-            .run(&node(&self.target, &self.portal, &["-o", "delete"]));
+        let with = |extra: &[&str]| node(&self.target, &self.portal, &self.iface, extra);
+        let out = self.host.run(&with(&["--logout"]));
+        let deleted = self.host.run(&with(&["-o", "delete"]));
         out.and(deleted).map(|_| ())
     }
 }
@@ -166,6 +193,20 @@ impl<'h> KernelSession<'h> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn offload_ifaces_are_found_by_their_transport() {
+        let listing = "default tcp,<empty>,<empty>,<empty>,<empty>\n\
+                       iser iser,<empty>,<empty>,<empty>,<empty>\n\
+                       cxgb4i.00:07:43:3a:1b:20 cxgb4i,00:07:43:3a:1b:20,<empty>,<empty>,<empty>\n\
+                       bnx2i.00:10:18:aa:bb:cc bnx2i,00:10:18:aa:bb:cc,<empty>,<empty>,<empty>\n";
+        assert_eq!(
+            parse_ifaces(listing, "cxgb4i"),
+            ["cxgb4i.00:07:43:3a:1b:20"]
+        );
+        assert_eq!(parse_ifaces(listing, "qedi"), Vec::<String>::new());
+        assert_eq!(parse_ifaces(listing, "tcp"), ["default"]);
+    }
 
     #[test]
     fn only_the_settings_given_reach_the_node_record() {

@@ -696,6 +696,13 @@ impl KnobSet {
                 ),
             ));
         }
+        if target == TargetImpl::Lio {
+            for (key, why) in crate::lio::unsupported(self) {
+                if !out.iter().any(|(k, _)| *k == key) {
+                    out.push((key, why));
+                }
+            }
+        }
         if target == TargetImpl::External {
             for key in [
                 "header_digest",

@@ -8,6 +8,7 @@
 //! `isoe target` and `isoe bench` as processes and uses `isoe-bench` only
 //! for its result types.
 
+pub mod bed;
 pub mod fio_peer;
 pub mod foreign;
 pub mod host;

@@ -113,6 +113,10 @@ const EMBEDDED: &[(&str, &str)] = &[
     ),
     ("pt-2009", include_str!("../plans/pt-2009.toml")),
     ("demartek-2016", include_str!("../plans/demartek-2016.toml")),
+    (
+        "software-vs-offload",
+        include_str!("../plans/software-vs-offload.toml"),
+    ),
 ];
 
 /// The test bed a plan (or a case) runs on (METHODOLOGY.md "Topologies").

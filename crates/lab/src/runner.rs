@@ -7,12 +7,14 @@
 //! interrupted plan resumes where it stopped; at the end (or on Ctrl-C)
 //! the reports are written from what is there and the topology is removed.
 
+use crate::bed::Bed;
 use crate::fio_peer::{self, FioJob};
 use crate::foreign::{ForeignLoad, Snapshot};
 use crate::knobs::{InitiatorImpl, KnobSet, TargetImpl};
 use crate::plan::{Plan, ResolvedCase, WorkloadSpec};
 use crate::record::RunRecord;
 use crate::rounds;
+use crate::testbed::Testbed;
 use crate::tgt_peer::TgtTarget;
 use crate::topology::{self, Kind, Role, Topology};
 use std::collections::BTreeMap;
@@ -29,6 +31,8 @@ use thiserror::Error;
 pub const TARGET_IQN: &str = "iqn.2026-11.io.isoe:lab";
 /// The LUN size: sparse memory, so only what is written costs memory.
 const LUN_SIZE: &str = "1GiB";
+/// [`LUN_SIZE`] in bytes, for targets that take a number (LIO's RAM disk).
+pub(crate) const LUN_SIZE_BYTES: u64 = 1 << 30;
 /// How long a target may take to print its portal.
 const TARGET_START: Duration = Duration::from_secs(20);
 /// Slack beyond ramp + duration before a bench run is declared hung.
@@ -87,6 +91,9 @@ pub struct LabOptions {
     /// What the cases run without (link knobs on the host's own loopback),
     /// one line each, for the report's notes.
     pub lost: Vec<String>,
+    /// The machines every case runs on, instead of namespaces
+    /// (`isoe lab --testbed FILE`).
+    pub testbed: Option<Testbed>,
 }
 
 /// What a finished (or interrupted) plan left.
@@ -130,7 +137,17 @@ pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
     let started_at = isoe_bench::timestamp::rfc3339_utc(std::time::SystemTime::now());
     let (mut cases, skipped) = runnable_cases(plan, &options.skip);
     notes.extend(options.lost.iter().cloned());
+    let bed = match &options.testbed {
+        Some(testbed) => {
+            let bed = Bed::connect(testbed.clone(), &options.isoe, &options.out_dir)
+                .map_err(LabError::Topology)?;
+            notes.extend(bed.notes());
+            Some(bed)
+        }
+        None => None,
+    };
     let mut lab = Lab {
+        bed,
         options: &options,
         results_path: &results_path,
         sink,
@@ -141,7 +158,14 @@ pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
         interrupted: false,
         skipped,
     };
-    lab.run_rounds(&mut cases)?;
+    let ran = lab.run_rounds(&mut cases);
+    if let Some(bed) = lab.bed.take() {
+        if let Some(why) = bed.gone() {
+            notes.push(why);
+        }
+        notes.extend(bed.close());
+    }
+    ran?;
     lab.progress.finish();
     notes.extend(convergence_notes(plan, &cases, &lab.records));
     if lab.interrupted {
@@ -193,6 +217,8 @@ fn runnable_cases(
 
 /// A plan in progress: its records so far and where new ones go.
 struct Lab<'a> {
+    /// The test bed every case runs on, if any.
+    bed: Option<Bed>,
     options: &'a LabOptions,
     results_path: &'a Path,
     sink: File,
@@ -256,6 +282,9 @@ impl Lab<'_> {
         workloads: &[String],
         round: u32,
     ) -> Result<(), LabError> {
+        if self.bed.is_some() {
+            return self.run_case_on_bed(cases, case, workloads, round);
+        }
         let plan = &self.options.plan;
         let knobs = &case.knobs;
         let kind: Kind = case
@@ -303,11 +332,12 @@ impl Lab<'_> {
                 case,
                 workload,
                 round,
-                topo: &topo,
+                topology: topo.kind().as_str(),
                 knobs,
                 skipped: &skipped,
             };
-            if !self.run_cell_once(cases, &this, &target)? {
+            let mut measure = || run_bench(self.options, &topo, &target, knobs, workload);
+            if !self.run_cell_once(cases, &this, &mut measure)? {
                 self.interrupted = true;
                 break;
             }
@@ -318,13 +348,98 @@ impl Lab<'_> {
         })
     }
 
+    /// One case's runs in one round on the test bed: its target started,
+    /// the kernel initiator logged in when it is the initiator, one run per
+    /// due workload, then all of it stopped. A case the bed cannot run is
+    /// skipped with the reason.
+    fn run_case_on_bed(
+        &mut self,
+        cases: &[ResolvedCase],
+        case: &ResolvedCase,
+        workloads: &[String],
+        round: u32,
+    ) -> Result<(), LabError> {
+        let plan = &self.options.plan;
+        let knobs = &case.knobs;
+        let bed = self.bed.take().expect("called with a bed");
+        let result = (|| {
+            if let Some(why) = bed.unavailable(plan, knobs, workloads) {
+                self.skip_case(case, why);
+                return Ok(());
+            }
+            let skipped: BTreeMap<String, String> = knobs.unsupported_here().into_iter().collect();
+            let target = match bed.start_target(&case.name, knobs) {
+                Ok(target) => target,
+                Err(why) => {
+                    self.skip_case(case, why);
+                    return Ok(());
+                }
+            };
+            let sessions = if knobs.initiator_impl() == InitiatorImpl::Kernel {
+                match bed.kernel_login(&case.name, knobs, &target) {
+                    Ok(sessions) => sessions,
+                    Err(why) => {
+                        self.skip_case(case, why);
+                        return Ok(());
+                    }
+                }
+            } else {
+                Vec::new()
+            };
+            for name in workloads {
+                let Some(workload) = plan.workload(name) else {
+                    continue;
+                };
+                if bed.gone().is_some() {
+                    break;
+                }
+                let this = ThisRun {
+                    plan,
+                    case,
+                    workload,
+                    round,
+                    topology: crate::plan::TopologyKind::Physical.as_str(),
+                    knobs,
+                    skipped: &skipped,
+                };
+                let stop = &self.options.stop;
+                let mut measure =
+                    || bed.run_workload(plan, knobs, workload, &target, &sessions, stop);
+                if !self.run_cell_once(cases, &this, &mut measure)? {
+                    self.interrupted = true;
+                    break;
+                }
+            }
+            if bed.gone().is_none() {
+                for session in sessions {
+                    if let Err(e) = session.logout() {
+                        eprintln!("isoe lab: case {}: logging out: {e}", case.name);
+                    }
+                }
+            }
+            if let Err(e) = target.stop() {
+                eprintln!("isoe lab: case {}: stopping the target: {e}", case.name);
+            }
+            Ok(())
+        })();
+        self.bed = Some(bed);
+        result
+    }
+
+    /// Lists `case` as not measured, with why, and says so.
+    fn skip_case(&mut self, case: &ResolvedCase, why: String) {
+        self.progress.finish();
+        eprintln!("isoe lab: case {}: skipped, not measured: {why}", case.name);
+        self.skipped.push((case.name.clone(), why));
+    }
+
     /// One valid run of a cell in this round, repeating a run spoiled by
     /// steal or foreign load up to [`REPEATS_IN_ROUND`] times; false on Ctrl-C.
-    fn run_cell_once(
+    pub(crate) fn run_cell_once(
         &mut self,
         cases: &[ResolvedCase],
         this: &ThisRun,
-        target: &TargetProcess,
+        measure: &mut dyn FnMut() -> Result<Measured, BenchFailure>,
     ) -> Result<bool, LabError> {
         let (case, workload) = (&this.case.name, &this.workload.name);
         for _ in 0..=REPEATS_IN_ROUND {
@@ -334,8 +449,7 @@ impl Lab<'_> {
             let attempt = rounds::attempts(&self.records, case, workload) + 1;
             let left = rounds::runs_left(&self.options.plan, cases, &self.records);
             self.progress.show(this, attempt, left);
-            let record = match run_bench(self.options, this.topo, target, this.knobs, this.workload)
-            {
+            let record = match measure() {
                 Ok(measured) => this.record(attempt, measured),
                 Err(BenchFailure::Stopped) => return Ok(false),
                 Err(BenchFailure::Failed(why)) => this.failed(attempt, why),
@@ -490,6 +604,21 @@ fn stop_child(child: &mut Child, grace: Duration) {
     let _ = child.wait();
 }
 
+/// The configuration of the `isoe target` a case runs: `TARGET_IQN` with
+/// LUN 0 a sparse memory LUN, listening on `portals`, negotiating what
+/// `knobs` ask.
+pub(crate) fn isoe_target_config(case: &str, portals: &[String], knobs: &KnobSet) -> String {
+    let portal_list = portals
+        .iter()
+        .map(|p| format!("\"{p}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "# isoe lab, case {case}\nportals = [{portal_list}]\n\n{defaults}\n[[target]]\nname = \"{TARGET_IQN}\"\n\n[[target.lun]]\nnumber = 0\nmemory = \"{LUN_SIZE}\"\n",
+        defaults = knobs.target_defaults_toml(),
+    ) + &knobs.target_datapath_toml()
+}
+
 fn start_target(
     options: &LabOptions,
     topo: &Topology,
@@ -509,16 +638,7 @@ fn start_target(
         });
     }
     let portals: Vec<String> = topo.portals().iter().map(ToString::to_string).collect();
-    let portal_list = portals
-        .iter()
-        .map(|p| format!("\"{p}\""))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let config = format!(
-        "# isoe lab, case {case}\nportals = [{portal_list}]\n\n{defaults}\n[[target]]\nname = \"{TARGET_IQN}\"\n\n[[target.lun]]\nnumber = 0\nmemory = \"{LUN_SIZE}\"\n",
-        case = case.name,
-        defaults = knobs.target_defaults_toml(),
-    ) + &knobs.target_datapath_toml();
+    let config = isoe_target_config(&case.name, &portals, knobs);
     let path = tempfile_path::TempPath::write(
         &options.out_dir,
         &format!(".target-{}.toml", std::process::id()),
@@ -574,43 +694,56 @@ fn start_target(
     })
 }
 
-enum BenchFailure {
+pub(crate) enum BenchFailure {
+    /// Ctrl-C.
     Stopped,
+    /// No result, and why.
     Failed(String),
 }
 
 /// What one run gave: the result in `isoe bench`'s JSON fields, when it
 /// began, and the foreign load over its measured window.
-struct Measured {
-    bench: serde_json::Value,
-    started_at: String,
-    foreign: Option<ForeignLoad>,
+pub(crate) struct Measured {
+    pub(crate) bench: serde_json::Value,
+    pub(crate) started_at: String,
+    pub(crate) foreign: Option<ForeignLoad>,
 }
 
 /// Two `/proc` snapshots around a run's measured window, for its foreign
 /// load; taken while the load generator is still alive (once reaped, its
 /// time would count as nobody's).
-struct Window {
-    start: Duration,
-    end: Duration,
+pub(crate) struct Window {
+    pub(crate) start: Duration,
+    pub(crate) end: Duration,
     first: Option<Snapshot>,
     last: Option<Snapshot>,
+    /// Command names of this machine's programs that belong to the test
+    /// bed (a VM carrying a host), counted as the lab's own.
+    bed_processes: Vec<String>,
 }
 
 impl Window {
     /// The window from `start` to `end` after the load generator started.
-    fn new(start: Duration, end: Duration) -> Window {
+    pub(crate) fn new(start: Duration, end: Duration) -> Window {
         debug_assert!(end > start);
         Window {
             start,
             end,
             first: None,
             last: None,
+            bed_processes: Vec::new(),
         }
     }
 
+    /// Counts this machine's processes of these command names as the
+    /// lab's own (the kernel keeps 15 bytes of a command name).
+    pub(crate) fn owning(mut self, names: &[String]) -> Window {
+        self.bed_processes = names.iter().map(|n| n.chars().take(15).collect()).collect();
+        self
+    }
+
     /// Called every few ms with the time since the start.
-    fn tick(&mut self, t: Duration) {
+    pub(crate) fn tick(&mut self, t: Duration) {
         if self.first.is_none() && t >= self.start {
             self.first = Snapshot::take();
         } else if self.first.is_some() && self.last.is_none() && t >= self.end {
@@ -625,18 +758,23 @@ impl Window {
 
     /// The load between the snapshots; the lab's own processes are this
     /// one and its descendants.
-    fn load(&self) -> Option<ForeignLoad> {
-        ForeignLoad::between(
-            self.first.as_ref()?,
-            self.last.as_ref()?,
-            &[std::process::id()],
-        )
+    pub(crate) fn load(&self) -> Option<ForeignLoad> {
+        let first = self.first.as_ref()?;
+        let mut roots = vec![std::process::id()];
+        roots.extend(
+            first
+                .processes
+                .iter()
+                .filter(|(_, p)| self.bed_processes.contains(&p.comm))
+                .map(|(pid, _)| *pid),
+        );
+        ForeignLoad::between(first, self.last.as_ref()?, &roots)
     }
 }
 
 /// The measured window of a run of `ramp_s` + `duration_s`: from just after
 /// the ramp to just before the end, at least 0.2 s.
-fn measured_window(ramp_s: f64, duration_s: f64) -> Window {
+pub(crate) fn measured_window(ramp_s: f64, duration_s: f64) -> Window {
     let start = ramp_s + 0.3;
     let end = (ramp_s + duration_s - 0.3).max(start + 0.2);
     Window::new(Duration::from_secs_f64(start), Duration::from_secs_f64(end))
@@ -724,6 +862,7 @@ fn run_fio(
     })?;
     let shape = workload.shape(knobs);
     let job = FioJob {
+        engine: fio_peer::FioEngine::Libiscsi,
         urls: target
             .portals
             .iter()
@@ -736,6 +875,7 @@ fn run_fio(
         workers: shape.workers,
         duration_s: plan.run.duration_s.ceil().max(2.0),
         ramp_s: plan.run.ramp_s.ceil(),
+        size_bytes: fio_peer::FIO_SPAN_BYTES,
     };
     let mut cmd = topo.command(Role::Host, &fio);
     cmd.args(job.args());
@@ -816,14 +956,14 @@ fn wait_for_child(
 }
 
 /// One run of a case × workload: what its record says besides the result.
-struct ThisRun<'a> {
-    plan: &'a Plan,
-    case: &'a ResolvedCase,
-    workload: &'a WorkloadSpec,
-    round: u32,
-    topo: &'a Topology,
-    knobs: &'a KnobSet,
-    skipped: &'a BTreeMap<String, String>,
+pub(crate) struct ThisRun<'a> {
+    pub(crate) plan: &'a Plan,
+    pub(crate) case: &'a ResolvedCase,
+    pub(crate) workload: &'a WorkloadSpec,
+    pub(crate) round: u32,
+    pub(crate) topology: &'a str,
+    pub(crate) knobs: &'a KnobSet,
+    pub(crate) skipped: &'a BTreeMap<String, String>,
 }
 
 impl ThisRun<'_> {
@@ -851,7 +991,7 @@ impl ThisRun<'_> {
             case: self.case.name.clone(),
             workload: self.workload.name.clone(),
             run,
-            topology: self.topo.kind().as_str().to_string(),
+            topology: self.topology.to_string(),
             knobs: self.knobs.describe(),
             skipped_knobs: self.skipped.clone(),
             metric: self.workload.metric,

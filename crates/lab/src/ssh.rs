@@ -223,7 +223,7 @@ impl SshHost {
             host: self.clone(),
             pid,
             child,
-            stdout,
+            stdout: Some(stdout),
         })
     }
 
@@ -272,13 +272,14 @@ pub struct Remote {
     /// Its PID on the host.
     pub pid: u32,
     child: Child,
-    stdout: BufReader<ChildStdout>,
+    stdout: Option<BufReader<ChildStdout>>,
 }
 
 impl Remote {
-    /// The program's stdout (after the PID line).
-    pub fn stdout(&mut self) -> &mut BufReader<ChildStdout> {
-        &mut self.stdout
+    /// The program's stdout (after the PID line), to read in another
+    /// thread; None once taken.
+    pub fn take_stdout(&mut self) -> Option<BufReader<ChildStdout>> {
+        self.stdout.take()
     }
 
     /// Ends the program on the host: SIGTERM to its PID, up to `grace` for

@@ -26,6 +26,8 @@
 //! isoe = "/usr/local/bin/isoe"      # optional, as for the initiator
 //! external = "iscsi://192.168.50.9:3260/iqn.2004-01.com.example:array/1"
 //!                                   # optional: the array `target = "external"` measures
+//! external_writable = false         # optional: true lets write workloads overwrite that
+//!                                   # LUN's data; without it they are skipped
 //! ```
 //!
 //! Errors name the file, the line and the key, as plans' do.
@@ -78,6 +80,8 @@ pub struct TargetMachine {
     pub isoe: Option<String>,
     /// The external array's URL (`iscsi://PORTAL/IQN/LUN`), if any.
     pub external: Option<ExternalTarget>,
+    /// Whether write workloads may overwrite the external LUN's data.
+    pub external_writable: bool,
 }
 
 /// An existing array, measured with `target = "external"`.
@@ -262,6 +266,16 @@ fn read_target(r: &Reader, mut t: Table) -> Result<TargetMachine, PlanError> {
         Some(item) => Some(external(r, &item)?),
         None => None,
     };
+    let external_writable = match t.take("external_writable") {
+        Some(item) if external.is_none() => {
+            return Err(r.at(
+                &item,
+                "only with `external`, the array it allows writing to",
+            ));
+        }
+        Some(item) => r.bool(&item)?,
+        None => false,
+    };
     Ok(TargetMachine {
         host,
         interfaces,
@@ -269,6 +283,7 @@ fn read_target(r: &Reader, mut t: Table) -> Result<TargetMachine, PlanError> {
         listen,
         isoe,
         external,
+        external_writable,
     })
 }
 

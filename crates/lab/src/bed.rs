@@ -1,0 +1,1076 @@
+//! A plan's cases on a test bed of machines (issue 14, [`crate::testbed`]):
+//! the initiators on one host, the target on another (or the same, or an
+//! external array), each reached as a [`Host`].
+//!
+//! Per case: the initiator and target the knobs choose are checked on
+//! their hosts (a missing one skips the case, with the reason); the target
+//! starts (`isoe target` with a generated configuration, LIO through
+//! configfs, or nothing for an external array); the kernel initiator logs
+//! in once per portal; each workload runs on the initiator host (`isoe
+//! bench`, fio with libiscsi, or fio with libaio on the kernel's block
+//! devices); then everything stops, in reverse order.
+//!
+//! CPU is taken the same way for every initiator: `/proc/stat` of the
+//! initiator host over the measured window (a kernel initiator works in
+//! kernel threads and softirq that no process is charged for), read over
+//! SSH with `/proc/uptime` as that host's clock, beside the initiator
+//! process's own time. The target's CPU is its process's time on its host,
+//! or, for LIO (kernel threads) on a host of its own, that host's busy time;
+//! an external array's is unknown.
+//!
+//! A host that stops answering (ssh exits 255 and a plain `true` fails)
+//! ends the case at once: what runs on the other hosts is stopped, the run
+//! is recorded as failed with the reason, and the remaining cases are
+//! skipped with it.
+
+use crate::fio_peer::{self, FioEngine, FioJob};
+use crate::host::{self, Host, Running};
+use crate::kernel_initiator::{self, KernelSession, NodeSettings};
+use crate::knobs::{InitiatorImpl, KnobSet, TargetImpl};
+use crate::plan::{Plan, WorkloadSpec};
+use crate::runner::{self, BenchFailure, Measured, Window, TARGET_IQN};
+use crate::ssh::HostError;
+use crate::testbed::Testbed;
+use isoe_bench::cpu::{self, CpuSplit, CpuTimes, ProcessCpu};
+use isoe_bench::demand;
+use serde_json::{json, Value};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fs::File;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long a target may take to print its portals.
+const TARGET_START: Duration = Duration::from_secs(30);
+/// Slack beyond ramp + duration before a run on a bed is declared hung
+/// (a VM under emulation starts programs slowly).
+const RUN_SLACK: Duration = Duration::from_secs(120);
+/// SIGTERM's grace before SIGKILL for what the lab started on a host.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+/// LIO's LUN: a RAM disk, which takes its memory whole when enabled (the
+/// test bed's VM has 1 GiB), unlike isoe's sparse memory LUN.
+const LIO_LUN_SIZE_BYTES: u64 = 256 << 20;
+
+/// A test bed connected for a plan: its hosts, a work directory on each,
+/// and the programs placed there. [`Bed::close`] removes what it made.
+pub struct Bed {
+    /// The file it came from.
+    pub testbed: Testbed,
+    /// The initiators' host.
+    pub initiator: Host,
+    /// The target's host.
+    pub target: Host,
+    /// Whether both are one machine.
+    same_host: bool,
+    /// SSH control sockets live here (a short path: a socket's is limited).
+    ssh_dir: PathBuf,
+    initiator_dir: String,
+    target_dir: String,
+    /// The lab's own `isoe`, copied to hosts that have none.
+    isoe_local: PathBuf,
+    /// Programs placed on a host, by (host name, program).
+    placed: RefCell<HashMap<(String, &'static str), Placed>>,
+    /// Set when a host stopped answering: why.
+    gone: RefCell<Option<String>>,
+    /// Where the remote programs' stderr goes, for the errors.
+    log_dir: PathBuf,
+}
+
+/// Where a program is on a host, or why it could not be put there.
+type Placed = Result<String, String>;
+
+fn host_error(e: HostError) -> String {
+    e.to_string()
+}
+
+impl Bed {
+    /// Reaches both hosts and makes a work directory on each.
+    pub fn connect(testbed: Testbed, isoe_local: &Path, log_dir: &Path) -> Result<Bed, String> {
+        let ssh_dir = std::env::temp_dir().join(format!("isoe-lab-ssh-{}", std::process::id()));
+        std::fs::create_dir_all(&ssh_dir)
+            .map_err(|e| format!("making {}: {e}", ssh_dir.display()))?;
+        let key = testbed.ssh_key.clone();
+        let parse = |url: &str| {
+            Host::parse(url, key.clone(), &ssh_dir).map_err(|e| format!("{}: {e}", testbed.source))
+        };
+        let initiator = parse(&testbed.initiator.host)?;
+        let target = parse(&testbed.target.host)?;
+        let same_host = initiator == target;
+        let work_dir = |host: &Host| {
+            host.run(&["mktemp", "-d", "/tmp/isoe-lab.XXXXXX"])
+                .map(|d| d.trim().to_owned())
+                .map_err(|e| format!("the test bed's host {} cannot be used: {e}", host.name()))
+        };
+        let initiator_dir = work_dir(&initiator)?;
+        let target_dir = if same_host {
+            initiator_dir.clone()
+        } else {
+            match work_dir(&target) {
+                Ok(d) => d,
+                Err(e) => {
+                    let _ = initiator.run(&["rm", "-rf", &initiator_dir]);
+                    initiator.close();
+                    return Err(e);
+                }
+            }
+        };
+        Ok(Bed {
+            testbed,
+            initiator,
+            target,
+            same_host,
+            ssh_dir,
+            initiator_dir,
+            target_dir,
+            isoe_local: isoe_local.to_path_buf(),
+            placed: RefCell::new(HashMap::new()),
+            gone: RefCell::new(None),
+            log_dir: log_dir.to_path_buf(),
+        })
+    }
+
+    /// Removes the work directories and ends the SSH connections; what
+    /// could not be removed, one line each.
+    pub fn close(self) -> Vec<String> {
+        let mut problems = Vec::new();
+        let mut dirs = vec![(&self.initiator, &self.initiator_dir)];
+        if !self.same_host {
+            dirs.push((&self.target, &self.target_dir));
+        }
+        if self.gone.borrow().is_none() {
+            for (host, dir) in dirs {
+                if let Err(e) = host.run(&["rm", "-rf", dir]) {
+                    problems.push(format!("removing {dir} on {}: {e}", host.name()));
+                }
+            }
+        }
+        self.initiator.close();
+        self.target.close();
+        let _ = std::fs::remove_dir_all(&self.ssh_dir);
+        problems
+    }
+
+    /// Why the bed can no longer be used, once a host went away.
+    pub fn gone(&self) -> Option<String> {
+        self.gone.borrow().clone()
+    }
+
+    /// Lines for the report: what the bed is and how its CPU is read.
+    pub fn notes(&self) -> Vec<String> {
+        let t = &self.testbed;
+        let target_host = if self.same_host {
+            "the same host".to_owned()
+        } else {
+            self.target.name()
+        };
+        vec![
+            format!(
+                "test bed {}: initiators on {}, target on {target_host}, portals {}",
+                t.source,
+                self.initiator.name(),
+                t.target
+                    .portals
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            "on a test bed, system CPU is the initiator host's /proc/stat over the measured \
+             window, taken the same way for every initiator (a kernel initiator works in kernel \
+             threads and softirq); other processes' load is checked on this machine only"
+                .to_owned(),
+        ]
+    }
+
+    /// Whether `host` stopped answering; if so the bed is marked gone.
+    fn check_gone(&self, host: &Host, during: &str) -> bool {
+        if self.gone.borrow().is_some() {
+            return true;
+        }
+        if host.is_local() || host.run(&["true"]).is_ok() {
+            return false;
+        }
+        *self.gone.borrow_mut() = Some(format!(
+            "the test bed's host {} went away during {during}; the remaining cases were not run",
+            host.name()
+        ));
+        true
+    }
+
+    /// The error for a failure on `host`: its text, and whether the host went away.
+    fn failure(&self, host: &Host, during: &str, e: impl ToString) -> String {
+        if self.check_gone(host, during) {
+            self.gone().unwrap_or_default()
+        } else {
+            e.to_string()
+        }
+    }
+
+    fn dir_of(&self, host: &Host) -> &str {
+        if host == &self.initiator {
+            &self.initiator_dir
+        } else {
+            &self.target_dir
+        }
+    }
+
+    /// `isoe` on `host`: the test bed's path, this binary on this machine,
+    /// else this binary copied into the host's work directory.
+    fn isoe_on(&self, host: &Host, given: Option<&String>) -> Result<String, String> {
+        self.place(host, "isoe", given, || Ok(self.isoe_local.clone()))
+    }
+
+    /// fio with the libiscsi engine on the initiator host, checked.
+    fn fio_libiscsi(&self) -> Result<String, String> {
+        let host = &self.initiator;
+        let path = self.place(
+            host,
+            "fio-libiscsi",
+            self.testbed.initiator.fio_libiscsi.as_ref(),
+            || {
+                fio_peer::usable_fio()
+                    .map_err(|e| format!("fio with libiscsi on this machine: {e}"))
+            },
+        )?;
+        let engines = host
+            .run(&[path.as_str(), "--enghelp"])
+            .map_err(|e| format!("{path} on {}: {e}", host.name()))?;
+        if engines.split_whitespace().any(|w| w == "libiscsi") {
+            Ok(path)
+        } else {
+            Err(format!(
+                "{path} on {} does not list the libiscsi engine",
+                host.name()
+            ))
+        }
+    }
+
+    /// A program on `host`: `given` if the bed names one, else `local()`'s
+    /// file, copied over when the host is another machine. Once per host.
+    fn place(
+        &self,
+        host: &Host,
+        what: &'static str,
+        given: Option<&String>,
+        local: impl FnOnce() -> Result<PathBuf, String>,
+    ) -> Result<String, String> {
+        let key = (host.name(), what);
+        if let Some(done) = self.placed.borrow().get(&key) {
+            return done.clone();
+        }
+        let placed = match given {
+            Some(path) => Ok(path.clone()),
+            None => local().and_then(|path| {
+                if host.is_local() {
+                    return Ok(path.display().to_string());
+                }
+                let bytes =
+                    std::fs::read(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+                let there = format!("{}/{what}", self.dir_of(host));
+                host.write(&there, &bytes)
+                    .and_then(|()| host.run(&["chmod", "0755", &there]))
+                    .map_err(|e| format!("copying {} to {}: {e}", path.display(), host.name()))?;
+                Ok(there)
+            }),
+        };
+        self.placed.borrow_mut().insert(key, placed.clone());
+        placed
+    }
+
+    /// Why the case with `knobs` cannot run on this bed, if it cannot:
+    /// a peer its host lacks, an offload transport no adapter provides.
+    pub fn unavailable(
+        &self,
+        plan: &Plan,
+        knobs: &KnobSet,
+        workloads: &[String],
+    ) -> Option<String> {
+        if let Some(why) = self.gone() {
+            return Some(why);
+        }
+        let initiator = &self.initiator;
+        let why = match knobs.initiator_impl() {
+            InitiatorImpl::Isoe => self
+                .isoe_on(initiator, self.testbed.initiator.isoe.as_ref())
+                .err(),
+            InitiatorImpl::Libiscsi => self.fio_libiscsi().err(),
+            InitiatorImpl::Kernel => self.kernel_unavailable(knobs),
+        };
+        if why.is_some() {
+            return why;
+        }
+        match knobs.target_impl() {
+            TargetImpl::Isoe => self
+                .isoe_on(&self.target, self.testbed.target.isoe.as_ref())
+                .err(),
+            TargetImpl::Tgt => Some(
+                "tgt runs in the namespace topologies only; on a test bed the targets are \
+                 isoe, lio and external"
+                    .into(),
+            ),
+            TargetImpl::Lio => crate::lio::unavailable(&self.target),
+            TargetImpl::External => self.external_unavailable(plan, knobs, workloads),
+        }
+    }
+
+    fn kernel_unavailable(&self, knobs: &KnobSet) -> Option<String> {
+        let host = &self.initiator;
+        if let Err(e) = host.run(&["iscsiadm", "--version"]) {
+            return Some(format!(
+                "the kernel initiator needs open-iscsi (iscsiadm) on {}: {e}",
+                host.name()
+            ));
+        }
+        let fio = &self.testbed.initiator.fio;
+        if let Err(e) = host.run(&[fio.as_str(), "--version"]) {
+            return Some(format!("{fio} (with libaio) on {}: {e}", host.name()));
+        }
+        let transport = knobs.transport.unwrap_or(crate::knobs::Transport::Tcp);
+        match kernel_initiator::ifaces(host, transport.as_str()) {
+            Ok(ifaces) if !ifaces.is_empty() => None,
+            Ok(_) => Some(format!(
+                "no {t} iface on {h}: `iscsiadm -m iface` lists none, so {h} has no adapter \
+                 with {t} offload (or its driver is not loaded)",
+                t = transport.as_str(),
+                h = host.name()
+            )),
+            Err(e) => Some(format!("listing the ifaces of {}: {e}", host.name())),
+        }
+    }
+
+    fn external_unavailable(
+        &self,
+        plan: &Plan,
+        knobs: &KnobSet,
+        workloads: &[String],
+    ) -> Option<String> {
+        let Some(external) = &self.testbed.target.external else {
+            return Some(format!(
+                "target = external needs `external = \"iscsi://PORTAL/IQN/LUN\"` in [target] of {}",
+                self.testbed.source
+            ));
+        };
+        let writes = workloads
+            .iter()
+            .filter_map(|w| plan.workload(w))
+            .any(|w| w.shape(knobs).read_pct < 100);
+        if writes && !self.testbed.target.external_writable {
+            return Some(format!(
+                "the workloads write, and {} may hold data: set `external_writable = true` in \
+                 [target] of {} to allow it",
+                external.url, self.testbed.source
+            ));
+        }
+        None
+    }
+
+    /// Starts the target the knobs choose, listening where the bed says.
+    pub fn start_target(&self, case: &str, knobs: &KnobSet) -> Result<BedTarget<'_>, String> {
+        let t = &self.testbed.target;
+        let host = &self.target;
+        match knobs.target_impl() {
+            TargetImpl::External => {
+                let e = t.external.as_ref().expect("checked by unavailable");
+                Ok(BedTarget {
+                    started: Started::External,
+                    pid: None,
+                    portals: vec![e.portal],
+                    iqn: e.iqn.clone(),
+                    lun: e.lun,
+                    // Unknown until read; fio addresses its usual span.
+                    size_bytes: fio_peer::FIO_SPAN_BYTES,
+                })
+            }
+            TargetImpl::Lio => {
+                let size = LIO_LUN_SIZE_BYTES;
+                let lio = crate::lio::LioTarget::start(host, TARGET_IQN, size, &t.listen, knobs)
+                    .map_err(|e| self.failure(host, &format!("case {case}"), e))?;
+                Ok(BedTarget {
+                    lun: lio.lun(),
+                    size_bytes: size,
+                    started: Started::Lio(lio),
+                    pid: None,
+                    portals: t.portals.clone(),
+                    iqn: TARGET_IQN.to_owned(),
+                })
+            }
+            TargetImpl::Isoe | TargetImpl::Tgt => {
+                let isoe = self.isoe_on(host, t.isoe.as_ref())?;
+                let listen: Vec<String> = t.listen.iter().map(ToString::to_string).collect();
+                let config = runner::isoe_target_config(case, &listen, knobs);
+                let path = format!("{}/target.toml", self.target_dir);
+                host.write(&path, config.as_bytes())
+                    .map_err(|e| self.failure(host, &format!("case {case}"), e))?;
+                let log = self.log_dir.join(".target-stderr.log");
+                let stderr = File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+                let mut running = host
+                    .spawn(
+                        &[isoe.as_str(), "target", "--config", &path],
+                        Stdio::from(stderr),
+                    )
+                    .map_err(|e| self.failure(host, &format!("case {case}"), e))?;
+                let lines = host::lines(running.take_stdout().expect("stdout is piped"));
+                let deadline = Instant::now() + TARGET_START;
+                let mut listening = 0;
+                while listening < listen.len() {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    match lines.recv_timeout(left) {
+                        Ok(line) if line.contains("listening on") => listening += 1,
+                        Ok(_) => {}
+                        Err(_) => {
+                            let _ = running.stop(STOP_GRACE);
+                            let err = std::fs::read_to_string(&log).unwrap_or_default();
+                            let why = format!(
+                                "case {case}: isoe target on {} did not listen on {} within {} s: {}",
+                                host.name(),
+                                listen.join(", "),
+                                TARGET_START.as_secs(),
+                                err.trim()
+                            );
+                            return Err(self.failure(host, &format!("case {case}"), why));
+                        }
+                    }
+                }
+                let pid = running.pid();
+                Ok(BedTarget {
+                    started: Started::Isoe(Some(running)),
+                    pid: Some(pid),
+                    portals: t.portals.clone(),
+                    iqn: TARGET_IQN.to_owned(),
+                    lun: 0,
+                    size_bytes: runner::LUN_SIZE_BYTES,
+                })
+            }
+        }
+    }
+
+    /// Logs the kernel initiator in to every portal of `target`.
+    pub fn kernel_login<'b>(
+        &'b self,
+        case: &str,
+        knobs: &KnobSet,
+        target: &BedTarget<'_>,
+    ) -> Result<Vec<KernelSession<'b>>, String> {
+        let host = &self.initiator;
+        let transport = knobs.transport.unwrap_or(crate::knobs::Transport::Tcp);
+        let iface = kernel_initiator::ifaces(host, transport.as_str())
+            .map_err(|e| self.failure(host, &format!("case {case}"), e))?
+            .into_iter()
+            .next()
+            .ok_or_else(|| format!("no {} iface on {}", transport.as_str(), host.name()))?;
+        let settings = node_settings(knobs);
+        let mut sessions = Vec::new();
+        for portal in &target.portals {
+            match KernelSession::login(
+                host,
+                &portal.to_string(),
+                &target.iqn,
+                &iface,
+                target.lun,
+                &settings,
+            ) {
+                Ok(s) => sessions.push(s),
+                Err(e) => {
+                    let why = self.failure(host, &format!("case {case}"), e);
+                    for s in sessions {
+                        let _ = s.logout();
+                    }
+                    return Err(format!("the kernel initiator's login: {why}"));
+                }
+            }
+        }
+        Ok(sessions)
+    }
+
+    /// One run of `workload` on the initiator host; its result in `isoe
+    /// bench`'s fields, with both hosts' CPU over the measured window.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn run_workload(
+        &self,
+        plan: &Plan,
+        knobs: &KnobSet,
+        workload: &WorkloadSpec,
+        target: &BedTarget<'_>,
+        sessions: &[KernelSession<'_>],
+        stop: &AtomicBool,
+    ) -> Result<Measured, BenchFailure> {
+        let host = &self.initiator;
+        let failed = |e: String| BenchFailure::Failed(e);
+        let shape = workload.shape(knobs);
+        let run = &plan.run;
+        let target_pid_here = target.pid.filter(|_| self.same_host);
+        let (argv, job, mut window): (Vec<String>, Option<FioJob>, Window) =
+            match knobs.initiator_impl() {
+                InitiatorImpl::Isoe => {
+                    let isoe = self
+                        .isoe_on(host, self.testbed.initiator.isoe.as_ref())
+                        .map_err(failed)?;
+                    let mut argv = vec![isoe, "bench".to_owned()];
+                    argv.extend(target.urls());
+                    argv.extend(workload.bench_args(knobs));
+                    argv.extend(knobs.bench_args());
+                    argv.extend([
+                        "--duration".to_owned(),
+                        run.duration_s.to_string(),
+                        "--ramp".to_owned(),
+                        run.ramp_s.to_string(),
+                        "--json".to_owned(),
+                        "-".to_owned(),
+                        "--no-progress".to_owned(),
+                    ]);
+                    if let Some(pid) = target_pid_here {
+                        argv.extend(["--target-pid".to_owned(), pid.to_string()]);
+                    }
+                    let window = runner::measured_window(run.ramp_s, run.duration_s);
+                    (argv, None, window)
+                }
+                kind => {
+                    let (engine, program, files) = if kind == InitiatorImpl::Kernel {
+                        let devices = sessions.iter().map(|s| s.device.clone()).collect();
+                        let fio = self.testbed.initiator.fio.clone();
+                        (FioEngine::KernelLibaio, fio, devices)
+                    } else {
+                        let fio = self.fio_libiscsi().map_err(failed)?;
+                        (FioEngine::Libiscsi, fio, target.urls())
+                    };
+                    let job = FioJob {
+                        engine,
+                        urls: files,
+                        block_size_bytes: shape.block_size_bytes,
+                        read_pct: shape.read_pct,
+                        random_pct: shape.random_pct,
+                        queue_depth: shape.queue_depth,
+                        workers: shape.workers,
+                        duration_s: run.duration_s.ceil().max(2.0),
+                        ramp_s: run.ramp_s.ceil(),
+                        size_bytes: fio_peer::FIO_SPAN_BYTES.min(target.size_bytes),
+                    };
+                    let mut argv = vec![program];
+                    argv.extend(job.args());
+                    let start = Duration::from_secs_f64(job.ramp_s + 0.5);
+                    let len = Duration::from_secs_f64((job.duration_s - 1.0).max(0.5));
+                    (argv, Some(job), Window::new(start, start + len))
+                }
+            };
+        let mut ours = self.testbed.local_processes.clone();
+        if !(self.initiator.is_local() && self.target.is_local()) {
+            // The SSH ControlMaster the lab started lives on, detached.
+            ours.push("ssh".to_owned());
+        }
+        window = window.owning(&ours);
+        let log = self.log_dir.join(".initiator-stderr.log");
+        let stderr = File::create(&log)
+            .map_err(|e| BenchFailure::Failed(format!("{}: {e}", log.display())))?;
+        let started_at = isoe_bench::timestamp::rfc3339_utc(std::time::SystemTime::now());
+        let mut running = host
+            .spawn(&argv, Stdio::from(stderr))
+            .map_err(|e| BenchFailure::Failed(self.failure(host, "a run", e)))?;
+        let output = host::collect(running.take_stdout().expect("stdout is piped"));
+        let pid = running.pid();
+        let limit = Duration::from_secs_f64(run.duration_s + run.ramp_s) + RUN_SLACK;
+        let t0 = Instant::now();
+        let samplers = self.start_samplers(pid, target, &window, t0.elapsed());
+        let status = loop {
+            match running.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) => {}
+                Err(e) => {
+                    return Err(BenchFailure::Failed(format!(
+                        "waiting for {}: {e}",
+                        argv[0]
+                    )))
+                }
+            }
+            if stop.load(Ordering::Relaxed) {
+                let _ = running.stop(STOP_GRACE);
+                samplers.stop();
+                return Err(BenchFailure::Stopped);
+            }
+            let t = t0.elapsed();
+            if t > limit {
+                let _ = running.stop(STOP_GRACE);
+                samplers.stop();
+                let why = format!("{} did not finish within {} s", argv[0], limit.as_secs());
+                return Err(BenchFailure::Failed(self.failure(host, "a run", why)));
+            }
+            window.tick(t);
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let samples = samplers.finish();
+        let stdout = output
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_default();
+        let stderr_text = std::fs::read_to_string(&log).unwrap_or_default();
+        if status.code() == Some(255) && self.check_gone(host, "a run") {
+            return Err(BenchFailure::Failed(self.gone().unwrap_or_default()));
+        }
+        let [Some(first), Some(mut last)] = samples.map_err(BenchFailure::Failed)? else {
+            return Err(BenchFailure::Failed(format!(
+                "{} on {} ended ({status}) before its CPU could be sampled: {}",
+                argv[0],
+                host.name(),
+                tail(&stderr_text)
+            )));
+        };
+        let mut bench = match &job {
+            None => {
+                let line = stdout
+                    .lines()
+                    .rev()
+                    .find(|l| l.trim_start().starts_with('{'))
+                    .ok_or_else(|| {
+                        BenchFailure::Failed(format!(
+                            "isoe bench on {} exited with {status} and no result: {}",
+                            host.name(),
+                            tail(&stderr_text)
+                        ))
+                    })?;
+                serde_json::from_str::<Value>(line).map_err(|e| {
+                    BenchFailure::Failed(format!("isoe bench printed bad JSON: {e}"))
+                })?
+            }
+            Some(job) => {
+                let start = stdout.find('{').ok_or_else(|| {
+                    BenchFailure::Failed(format!(
+                        "fio on {} exited with {status} and no JSON: {}",
+                        host.name(),
+                        tail(&stderr_text)
+                    ))
+                })?;
+                let fio_json: Value = serde_json::from_str(&stdout[start..])
+                    .map_err(|e| BenchFailure::Failed(format!("fio printed bad JSON: {e}")))?;
+                // The window as the initiator host's clock saw it.
+                if let (Some(a), Some(b)) = (&first.initiator, &mut last.initiator) {
+                    let span = (last.uptime_s - first.uptime_s).max(0.0);
+                    b.at = a.at + Duration::from_secs_f64(span);
+                }
+                let (Some(a), Some(b)) = (&first.initiator, &last.initiator) else {
+                    return Err(BenchFailure::Failed(
+                        "fio's /proc counters could not be read on the initiator host".into(),
+                    ));
+                };
+                fio_peer::to_bench_json(&fio_json, job, a, b, target_pid_here)
+            }
+        };
+        if !self.same_host {
+            add_target_side(&mut bench, &first, &last, target);
+        }
+        bench["testbed_initiator_host"] = json!(host.name());
+        bench["testbed_target_host"] = json!(match target.started {
+            Started::External => "external".to_owned(),
+            _ => self.target.name(),
+        });
+        Ok(Measured {
+            bench,
+            started_at,
+            foreign: window.load(),
+        })
+    }
+
+    /// Starts the programs that read both hosts' counters at the window's
+    /// two ends, each on the host it reads ([`SAMPLER`]), so that neither
+    /// an SSH round trip nor a slow host moves the moments: the initiator
+    /// host's /proc/stat and the initiator process's counters (with TCP),
+    /// timed from that process's start; on a target host of its own, its
+    /// /proc/stat and the target process's, timed from now.
+    fn start_samplers(
+        &self,
+        initiator_pid: u32,
+        target: &BedTarget<'_>,
+        window: &Window,
+        since_start: Duration,
+    ) -> Samplers {
+        let target_here = target.pid.filter(|_| self.same_host);
+        let mut paths = vec![
+            "/proc/uptime".to_owned(),
+            "/proc/stat".to_owned(),
+            format!("/proc/{initiator_pid}/stat"),
+            format!("/proc/{initiator_pid}/net/snmp"),
+            format!("/proc/{initiator_pid}/net/netstat"),
+        ];
+        if let Some(pid) = target_here {
+            paths.push(format!("/proc/{pid}/stat"));
+        }
+        let (a, b) = (window.start.as_secs_f64(), window.end.as_secs_f64());
+        let initiator = Sampler::start(&self.initiator, initiator_pid, a, b, paths);
+        let target_side =
+            (!self.same_host && !matches!(target.started, Started::External)).then(|| {
+                let mut paths = vec!["/proc/uptime".to_owned(), "/proc/stat".to_owned()];
+                if let Some(pid) = target.pid {
+                    paths.push(format!("/proc/{pid}/stat"));
+                }
+                let now = since_start.as_secs_f64();
+                let (a, b) = ((a - now).max(0.0), (b - now).max(0.1));
+                Sampler::start(&self.target, 0, a, b, paths)
+            });
+        Samplers {
+            initiator,
+            target: target_side,
+        }
+    }
+}
+
+/// Reads a host's counters twice, at `$2` and `$3` seconds after process
+/// `$1` started (or after now, for 0), printing the files given after them
+/// as [`Host::read_many`] does, each set ended by a marker line. It sleeps
+/// on the host's own clock, /proc/uptime; field 22 of /proc/PID/stat is the
+/// process's start in clock ticks since boot.
+const SAMPLER: &str = r#"anchor=$1 a=$2 b=$3; shift 3
+if [ "$anchor" != 0 ]; then
+    hz=$(getconf CLK_TCK)
+    t0=$(sed 's/.*) //' "/proc/$anchor/stat" | awk -v hz="$hz" '{ printf "%.3f", $20 / hz }')
+else
+    t0=$(awk '{ print $1 }' /proc/uptime)
+fi
+snap() {
+    at=$(awk -v t0="$t0" -v o="$1" '{ d = t0 + o - $1; if (d > 0) printf "%.3f", d; else print 0 }' /proc/uptime)
+    shift
+    sleep "$at"
+    for f; do
+        if cat "$f" 2>/dev/null; then echo; echo @@isoe-ok@@; else echo; echo @@isoe-missing@@; fi
+    done
+    echo @@isoe-sample@@
+}
+snap "$a" "$@"
+snap "$b" "$@"
+"#;
+
+/// One host's sampler: the program, what it prints, and the files it reads.
+struct Sampler {
+    running: Option<Running>,
+    output: Option<std::sync::mpsc::Receiver<String>>,
+    files: usize,
+    host: String,
+    error: Option<String>,
+}
+
+impl Sampler {
+    fn start(host: &Host, anchor: u32, a: f64, b: f64, paths: Vec<String>) -> Sampler {
+        let mut argv = vec![
+            "sh".to_owned(),
+            "-c".to_owned(),
+            SAMPLER.to_owned(),
+            "sh".to_owned(),
+            anchor.to_string(),
+            format!("{a:.3}"),
+            format!("{b:.3}"),
+        ];
+        let files = paths.len();
+        argv.extend(paths);
+        match host.spawn(&argv, Stdio::null()) {
+            Ok(mut running) => {
+                let output = running.take_stdout().map(host::collect);
+                Sampler {
+                    running: Some(running),
+                    output,
+                    files,
+                    host: host.name(),
+                    error: None,
+                }
+            }
+            Err(e) => Sampler {
+                running: None,
+                output: None,
+                files,
+                host: host.name(),
+                error: Some(e.to_string()),
+            },
+        }
+    }
+
+    /// The two sets of files' texts, once the sampler has printed them.
+    fn finish(mut self) -> Result<[Vec<Option<String>>; 2], String> {
+        if let Some(e) = self.error.take() {
+            return Err(format!("sampling {}: {e}", self.host));
+        }
+        let text = self
+            .output
+            .take()
+            .and_then(|rx| rx.recv_timeout(SAMPLER_WAIT).ok());
+        if let Some(running) = self.running.take() {
+            let _ = running.stop(Duration::from_secs(1));
+        }
+        let text = text.ok_or_else(|| format!("the counters of {} did not come", self.host))?;
+        let sets: Vec<&str> = text.split("@@isoe-sample@@\n").collect();
+        if sets.len() < 3 {
+            return Err(format!(
+                "{} gave {} of the 2 samples of its counters",
+                self.host,
+                sets.len().saturating_sub(1)
+            ));
+        }
+        Ok([
+            host::split_many(sets[0], self.files),
+            host::split_many(sets[1], self.files),
+        ])
+    }
+
+    fn stop(mut self) {
+        if let Some(running) = self.running.take() {
+            let _ = running.stop(Duration::from_secs(1));
+        }
+    }
+}
+
+/// How long after a run the lab waits for its samplers' last output.
+const SAMPLER_WAIT: Duration = Duration::from_secs(30);
+
+/// The samplers of one run.
+struct Samplers {
+    initiator: Sampler,
+    target: Option<Sampler>,
+}
+
+impl Samplers {
+    fn stop(self) {
+        self.initiator.stop();
+        if let Some(t) = self.target {
+            t.stop();
+        }
+    }
+
+    /// Both moments' counters; an error saying why when a set is missing
+    /// (the program ended before the window closed).
+    fn finish(self) -> Result<[Option<BedSample>; 2], String> {
+        let at = Instant::now();
+        let initiator = self.initiator.finish()?;
+        let target = self.target.map(Sampler::finish).transpose()?;
+        let mut out = [None, None];
+        for (i, slot) in out.iter_mut().enumerate() {
+            let files = &initiator[i];
+            let Some(uptime) = files[0].as_deref().and_then(parse_uptime) else {
+                continue;
+            };
+            let fio = (|| {
+                fio_peer::Sample::parse(
+                    files[1].as_deref()?,
+                    files[2].as_deref()?,
+                    files.get(5).and_then(|f| f.as_deref()),
+                    files[3].as_deref()?,
+                    files[4].as_deref()?,
+                    at,
+                )
+            })();
+            let target_side = target.as_ref().and_then(|t| {
+                let files = &t[i];
+                Some(HostCpu {
+                    uptime_s: parse_uptime(files[0].as_deref()?)?,
+                    cpu: CpuTimes::parse(files[1].as_deref()?).ok()?,
+                    process: files
+                        .get(2)
+                        .and_then(|f| f.as_deref())
+                        .and_then(|t| ProcessCpu::parse(t).ok()),
+                })
+            });
+            *slot = Some(BedSample {
+                uptime_s: uptime,
+                initiator: fio,
+                target: target_side,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// The last lines of a program's stderr, for an error.
+fn tail(text: &str) -> String {
+    crate::ssh::tail(text.as_bytes())
+}
+
+/// Seconds since boot, the first field of `/proc/uptime`.
+fn parse_uptime(text: &str) -> Option<f64> {
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// One moment's counters on a bed.
+struct BedSample {
+    /// The initiator host's clock.
+    uptime_s: f64,
+    /// The initiator host's /proc/stat and the initiator process's.
+    initiator: Option<fio_peer::Sample>,
+    /// A target host of its own.
+    target: Option<HostCpu>,
+}
+
+/// A target host's counters.
+struct HostCpu {
+    uptime_s: f64,
+    cpu: CpuTimes,
+    process: Option<ProcessCpu>,
+}
+
+/// The target's CPU over the window, from its own host's counters: its
+/// process's time, or (LIO, kernel threads) the host's busy time.
+fn add_target_side(bench: &mut Value, first: &BedSample, last: &BedSample, target: &BedTarget<'_>) {
+    let (Some(a), Some(b)) = (&first.target, &last.target) else {
+        return;
+    };
+    let window_s = b.uptime_s - a.uptime_s;
+    let iops = bench["iops"].as_f64().unwrap_or(0.0);
+    let mb_per_s = bench["mb_per_s"].as_f64().unwrap_or(0.0);
+    let split = CpuSplit::between(&a.cpu, &b.cpu, cpu::ticks_per_second());
+    let (cpu_s, scope) = match (&a.process, &b.process, target.pid) {
+        (Some(x), Some(y), Some(_)) => (x.delta_s(y), "process"),
+        (_, _, None) => (split.busy_cpu_s, "host"),
+        _ => return,
+    };
+    let pct = demand::cpu_pct_of_machine(cpu_s, window_s, b.cpu.ncpus);
+    let per_io = (iops > 0.0 && window_s > 0.0).then(|| cpu_s / window_s / iops * 1e6);
+    bench["target_pid"] = json!(target.pid);
+    bench["target_cpu_s"] = json!(cpu_s);
+    bench["target_cpu_pct"] = json!(pct);
+    bench["target_cpu_us_per_io"] = json!(per_io);
+    bench["target_cpu_scope"] = json!(scope);
+    bench["target_mb_per_s_per_cpu_pct"] =
+        json!(pct.and_then(|p| demand::effectiveness_mb_per_s_per_cpu_pct(mb_per_s, p)));
+    bench["target_host_cpu"] = json!(split);
+}
+
+/// The kernel initiator's node settings for `knobs`: the iSCSI parameters
+/// it offers, and the SCSI queue depth deep enough for the workload.
+pub fn node_settings(knobs: &KnobSet) -> NodeSettings {
+    NodeSettings {
+        header_digest: knobs.header_digest,
+        data_digest: knobs.data_digest,
+        max_recv_data_segment_length: knobs.max_recv_data_segment_length,
+        first_burst_length: knobs.first_burst_length,
+        max_burst_length: knobs.max_burst_length,
+        immediate_data: knobs.immediate_data,
+        initial_r2t: knobs.initial_r2t,
+        // The seeds' deepest queue is 64 per worker; open-iscsi's default of
+        // 32 would cap it below what fio asks.
+        queue_depth: Some(128),
+        // A lost session fails its I/O after 15 s rather than 120 s, so a
+        // bed whose target went away ends the run instead of hanging it.
+        replacement_timeout: Some(15),
+    }
+}
+
+/// What serves a case on a bed.
+pub enum Started<'b> {
+    /// `isoe target` on the target host (None once stopped).
+    Isoe(Option<Running>),
+    /// LIO through configfs.
+    Lio(crate::lio::LioTarget<'b>),
+    /// An existing array.
+    External,
+}
+
+/// A target a bed started (or an external one), stopped on Drop.
+pub struct BedTarget<'b> {
+    /// What it is.
+    pub started: Started<'b>,
+    /// Its process's PID on its host, when it has one.
+    pub pid: Option<u32>,
+    /// The portals, as the initiator reaches them.
+    pub portals: Vec<SocketAddr>,
+    /// Its name.
+    pub iqn: String,
+    /// The LUN the runs use.
+    pub lun: u16,
+    /// Its size, bytes.
+    pub size_bytes: u64,
+}
+
+impl BedTarget<'_> {
+    /// `iscsi://PORTAL/IQN/LUN`, one per portal.
+    pub fn urls(&self) -> Vec<String> {
+        self.portals
+            .iter()
+            .map(|p| format!("iscsi://{p}/{}/{}", self.iqn, self.lun))
+            .collect()
+    }
+
+    /// Stops it; an error when its host could not be told.
+    pub fn stop(mut self) -> Result<(), String> {
+        self.stop_now()
+    }
+
+    fn stop_now(&mut self) -> Result<(), String> {
+        match std::mem::replace(&mut self.started, Started::External) {
+            Started::Isoe(Some(running)) => running.stop(STOP_GRACE).map_err(host_error),
+            Started::Lio(lio) => lio.stop().map_err(host_error),
+            Started::Isoe(None) | Started::External => Ok(()),
+        }
+    }
+}
+
+impl Drop for BedTarget<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = self.stop_now() {
+            eprintln!("isoe lab: stopping the target: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uptime_is_the_first_field() {
+        assert_eq!(parse_uptime("4123.56 8000.12\n"), Some(4123.56));
+        assert_eq!(parse_uptime(""), None);
+    }
+
+    #[test]
+    fn the_kernel_initiator_offers_the_knobs_and_a_deep_queue() {
+        let knobs = KnobSet {
+            header_digest: Some(true),
+            immediate_data: Some(false),
+            max_burst_length: Some(262_144),
+            ..KnobSet::default()
+        };
+        let s = node_settings(&knobs);
+        assert_eq!(s.header_digest, Some(true));
+        assert_eq!(s.immediate_data, Some(false));
+        assert_eq!(s.max_burst_length, Some(262_144));
+        assert_eq!(s.data_digest, None, "unset knobs keep open-iscsi's default");
+        assert_eq!(s.queue_depth, Some(128));
+    }
+
+    #[test]
+    fn a_target_host_of_its_own_gives_the_target_cpu() {
+        let stat = |busy: u64, idle: u64| {
+            CpuTimes::parse(&format!(
+                "cpu  {busy} 0 0 {idle} 0 0 0 0 0 0\ncpu0 {busy} 0 0 {idle} 0 0 0 0 0 0\n"
+            ))
+            .unwrap()
+        };
+        let process = |ticks: u64| {
+            ProcessCpu::parse(&format!(
+                "7 (isoe) S 1 7 7 0 -1 0 0 0 0 0 {ticks} 0 0 0 20 0 4 0 1 0 0"
+            ))
+            .unwrap()
+        };
+        let sample = |t: f64, busy, idle, ticks| BedSample {
+            uptime_s: t,
+            initiator: None,
+            target: Some(HostCpu {
+                uptime_s: t,
+                cpu: stat(busy, idle),
+                process: Some(process(ticks)),
+            }),
+        };
+        let hz = cpu::ticks_per_second();
+        let (a, b) = (sample(100.0, 0, 0, 0), sample(102.0, hz, hz, hz / 2));
+        let target = BedTarget {
+            started: Started::External,
+            pid: Some(7),
+            portals: Vec::new(),
+            iqn: String::new(),
+            lun: 0,
+            size_bytes: 0,
+        };
+        let mut bench = json!({"iops": 1000.0, "mb_per_s": 4.0});
+        add_target_side(&mut bench, &a, &b, &target);
+        // Half a CPU-second over 2 s at 1000 IOPS: 250 µs per I/O.
+        assert_eq!(bench["target_cpu_s"], json!(0.5));
+        assert_eq!(bench["target_cpu_us_per_io"], json!(250.0));
+        assert_eq!(bench["target_cpu_scope"], json!("process"));
+        assert_eq!(bench["target_cpu_pct"], json!(25.0));
+    }
+}

@@ -2,6 +2,7 @@
 
 use clap::Args;
 use isoe_lab::install::SystemInstaller;
+use isoe_lab::knobs::TargetImpl;
 use isoe_lab::plan::{Plan, TopologyKind};
 use isoe_lab::preflight;
 use isoe_lab::runner::{self, LabOptions};
@@ -56,6 +57,21 @@ pub struct LabArgs {
     /// crates/lab/examples/testbed-physical.toml.
     #[arg(long, value_name = "FILE")]
     testbed: Option<PathBuf>,
+    /// The target the baseline (and every case that names none) runs
+    /// against, over the plan's: isoe, tgt, lio or external (the last two
+    /// on a test bed; external is the array the test bed names).
+    #[arg(long, value_name = "TARGET", value_parser = parse_target)]
+    target: Option<TargetImpl>,
+}
+
+fn parse_target(text: &str) -> Result<TargetImpl, String> {
+    TargetImpl::ALL
+        .into_iter()
+        .find(|t| t.as_str() == text)
+        .ok_or_else(|| {
+            let names: Vec<&str> = TargetImpl::ALL.iter().map(|t| t.as_str()).collect();
+            format!("expected one of {}, found {text:?}", names.join(", "))
+        })
 }
 
 fn parse_on_off(text: &str) -> Result<bool, String> {
@@ -141,6 +157,9 @@ fn lab(args: &LabArgs) -> Result<ExitCode, Failure> {
     let mut plan = Plan::from_arg(&args.plan).map_err(|e| e.to_string())?;
     if let Some(pin) = args.pin_cpus {
         plan.run.pin_cpus = pin;
+    }
+    if let Some(target) = args.target {
+        plan.baseline.target = Some(target);
     }
     let testbed = match &args.testbed {
         Some(path) => Some(Testbed::load(path).map_err(|e| e.to_string())?),

@@ -648,9 +648,22 @@ impl Bed {
                     b.at = a.at + Duration::from_secs_f64(span);
                 }
                 let (Some(a), Some(b)) = (&first.initiator, &last.initiator) else {
-                    return Err(BenchFailure::Failed(
-                        "fio's /proc counters could not be read on the initiator host".into(),
-                    ));
+                    let which = if first.initiator.is_none() {
+                        "start"
+                    } else {
+                        "end"
+                    };
+                    return Err(BenchFailure::Failed(format!(
+                        "fio's /proc counters could not be read at the window's {which} \
+                         ({:.1} s after it started; it exited with {status}): {}",
+                        if first.initiator.is_none() {
+                            window.start
+                        } else {
+                            window.end
+                        }
+                        .as_secs_f64(),
+                        tail(&stderr_text)
+                    )));
                 };
                 fio_peer::to_bench_json(&fio_json, job, a, b, target_pid_here)
             }

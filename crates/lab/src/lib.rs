@@ -11,6 +11,7 @@
 pub mod fio_peer;
 pub mod foreign;
 pub mod host;
+pub mod hostknobs;
 pub mod install;
 pub mod kernel_initiator;
 pub mod knobs;

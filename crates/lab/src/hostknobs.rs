@@ -429,7 +429,27 @@ impl Saved {
             apply::rate(place, port, knobs.link.rate_mbit, &mut ledger);
         }
         self.apply_sysctls(&knobs.sysctl, &mut ledger);
+        self.note_missing_sides(knobs, &mut ledger);
         ledger.into_applied()
+    }
+
+    /// A side's offloads, or a rate, asked of ports that include none of
+    /// that side: said, rather than reported as applied.
+    fn note_missing_sides(&self, knobs: &KnobSet, ledger: &mut apply::Ledger) {
+        let has = |side: Side| self.journal.ports.iter().any(|p| p.sides.contains(&side));
+        for (side, name) in [(Side::Initiator, "initiator"), (Side::Target, "target")] {
+            if has(side) {
+                continue;
+            }
+            for (knob, _) in knobs.describe() {
+                if knob.starts_with(&format!("{name}.")) {
+                    ledger.problem(&knob, format!("no {name} port among the interfaces"));
+                }
+            }
+        }
+        if knobs.link.rate_mbit.is_some() && !has(Side::Initiator) {
+            ledger.problem("rate_mbit", "no initiator port to rate-limit".to_string());
+        }
     }
 
     /// Only the NIC queue knobs (rings, coalescing, channels, flow

@@ -388,7 +388,10 @@ fn the_commented_example_parses() {
     let text = include_str!("../../plans/example.toml");
     let plan = Plan::parse(text, "example.toml").unwrap();
     assert_eq!(plan.name, "example");
-    assert_eq!(plan.cases.len(), 4);
+    assert_eq!(plan.cases.len(), 5);
+    assert_eq!(plan.baseline.sysctl["net.ipv4.tcp_timestamps"], "1");
+    assert_eq!(plan.cases[2].knobs.link.nic.channels, Some(4));
+    assert_eq!(plan.cases[2].knobs.sysctl["net.ipv4.tcp_timestamps"], "0");
     let (_, max_s) = plan.estimated_duration_s();
     assert!(max_s > 0.0);
 }

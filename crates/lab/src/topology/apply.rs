@@ -337,10 +337,16 @@ impl Topology {
     }
 
     /// Whether the programs the set knobs need are installed: `ethtool`
-    /// for offloads on a device that takes them, `tc` for a rate on a
+    /// for offloads and NIC queue knobs on a device that takes them, `tc` for a rate on a
     /// topology with a link to limit. (`ip` made the topology.)
     fn programs_for(&self, knobs: &LinkKnobs) -> Result<(), MissingProgram> {
-        let offloads: Vec<String> = offload_knobs(knobs).into_iter().map(|(k, _)| k).collect();
+        let mut offloads: Vec<String> = offload_knobs(knobs).into_iter().map(|(k, _)| k).collect();
+        offloads.extend(
+            crate::knobs::nic_entries(&knobs.nic)
+                .into_iter()
+                .filter(|(_, v)| v.is_some())
+                .map(|(k, _)| k.to_string()),
+        );
         let has_ports = self.interfaces.iter().any(|i| !i.sides.is_empty());
         if !offloads.is_empty() && has_ports && netcmd::find_program("ethtool").is_none() {
             return Err(MissingProgram {

@@ -45,6 +45,22 @@ impl Host {
         }
     }
 
+    /// `local` or `ssh://USER@HOST:PORT`: what [`Host::parse`] reads back.
+    pub fn url(&self) -> String {
+        match self {
+            Host::Local => "local".to_owned(),
+            Host::Ssh(h) => h.url(),
+        }
+    }
+
+    /// The private key an SSH host is logged into with, if one was given.
+    pub fn key(&self) -> Option<&Path> {
+        match self {
+            Host::Local => None,
+            Host::Ssh(h) => h.key.as_deref(),
+        }
+    }
+
     /// Whether this is the machine the lab runs on.
     pub fn is_local(&self) -> bool {
         matches!(self, Host::Local)
@@ -336,6 +352,12 @@ mod tests {
     fn the_local_host_runs_reads_writes_and_stops() {
         let host = Host::parse("local", None, Path::new("/nonexistent")).unwrap();
         assert!(host.is_local());
+        assert_eq!(host.url(), "local");
+        for url in ["ssh://me@box:2222", "ssh://root@[fe80::1]:22"] {
+            let h = Host::parse(url, Some("/k".into()), Path::new("/run")).unwrap();
+            assert_eq!(h.url(), url, "read back");
+            assert_eq!(h.key(), Some(Path::new("/k")));
+        }
         assert_eq!(host.run(&["echo", "a b"]).unwrap(), "a b\n");
         let e = host
             .run(&["sh", "-c", "echo nope >&2; exit 3"])

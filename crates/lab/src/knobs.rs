@@ -15,8 +15,9 @@
 //!   ([`KnobSet::unsupported`]), so that a run reports them as skipped
 //!   instead of ignoring them.
 //!
-//! Link knobs ([`LinkKnobs`]: MTU, rate, ethtool offloads) are applied by the
-//! topology, not here.
+//! Link knobs ([`LinkKnobs`]: MTU, rate, ethtool offloads, rings,
+//! coalescing, queues, flow control) and sysctls are applied by the
+//! topology, or on real machines by [`crate::hostknobs`], not here.
 //!
 //! Where the knobs act:
 //!
@@ -39,7 +40,7 @@
 //!   turns off); they do not apply to tgt. `crc` only matters where a digest
 //!   is negotiated.
 
-use crate::link::{LinkKnobs, Offloads};
+use crate::link::{LinkKnobs, NicKnobs, Offloads};
 use isoe_bench::profiles::block_label;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -207,8 +208,14 @@ impl Transport {
 /// Every knob a case may set; `None` leaves it as the baseline has it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KnobSet {
-    /// MTU, rate limit and ethtool offloads, applied by the topology.
+    /// MTU, rate limit, ethtool offloads and NIC queue settings, applied
+    /// by the topology.
     pub link: LinkKnobs,
+    /// Kernel settings by sysctl name (`net.ipv4.tcp_timestamps` → `0`),
+    /// written on both sides' machines (in a topology's namespaces, only
+    /// the per-namespace `net.` ones).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sysctl: BTreeMap<String, String>,
     /// TCP_NODELAY on the initiator's sockets (true = Nagle off).
     pub nodelay: Option<bool>,
     /// TCP_QUICKACK after every receive on the initiator (true = delayed ACK off).
@@ -289,6 +296,35 @@ fn overlay_offloads(base: &Offloads, case: &Offloads) -> Offloads {
     }
 }
 
+fn overlay_nic(base: &NicKnobs, case: &NicKnobs) -> NicKnobs {
+    NicKnobs {
+        rx_ring: case.rx_ring.or(base.rx_ring),
+        tx_ring: case.tx_ring.or(base.tx_ring),
+        rx_usecs: case.rx_usecs.or(base.rx_usecs),
+        tx_usecs: case.tx_usecs.or(base.tx_usecs),
+        channels: case.channels.or(base.channels),
+        flow_control: case.flow_control.or(base.flow_control),
+    }
+}
+
+/// The NIC queue knobs as `(plan key, value for people)`, in the plan's order.
+pub fn nic_entries(n: &NicKnobs) -> [(&'static str, Option<String>); 6] {
+    let num = |v: Option<u32>| v.map(|v| v.to_string());
+    [
+        ("rx_ring", num(n.rx_ring)),
+        ("tx_ring", num(n.tx_ring)),
+        ("rx_usecs", num(n.rx_usecs)),
+        ("tx_usecs", num(n.tx_usecs)),
+        ("channels", num(n.channels)),
+        ("flow_control", n.flow_control.map(|b| on_off(b).into())),
+    ]
+}
+
+/// The name [`KnobSet::describe`] and skipped-knob lists give sysctl `name`.
+pub fn sysctl_knob(name: &str) -> String {
+    format!("sysctl.{name}")
+}
+
 /// The offload knobs by ethtool's short names, in the seeds' order.
 pub const OFFLOAD_ORDER: [&str; 6] = ["tso", "gso", "gro", "tx", "rx", "sg"];
 
@@ -313,6 +349,12 @@ impl KnobSet {
                 rate_mbit: case.link.rate_mbit.or(self.link.rate_mbit),
                 initiator: overlay_offloads(&self.link.initiator, &case.link.initiator),
                 target: overlay_offloads(&self.link.target, &case.link.target),
+                nic: overlay_nic(&self.link.nic, &case.link.nic),
+            },
+            sysctl: {
+                let mut m = self.sysctl.clone();
+                m.extend(case.sysctl.iter().map(|(k, v)| (k.clone(), v.clone())));
+                m
             },
             nodelay: case.nodelay.or(self.nodelay),
             quickack: case.quickack.or(self.quickack),
@@ -357,7 +399,8 @@ impl KnobSet {
 
     /// Every knob that is set, by a stable name, with its value for people:
     /// `mtu` → `9000`, `initiator.tso` → `off`, `rcvbuf` → `64 KiB`,
-    /// `header_digest` → `CRC32C`, `initiator` → `libiscsi`.
+    /// `header_digest` → `CRC32C`, `initiator` → `libiscsi`, `rx_ring` →
+    /// `512`, `sysctl.net.ipv4.tcp_timestamps` → `0`.
     pub fn describe(&self) -> BTreeMap<String, String> {
         let mut m = BTreeMap::new();
         let mut put = |k: &str, v: Option<String>| {
@@ -374,6 +417,12 @@ impl KnobSet {
             for (name, v) in offload_entries(o) {
                 put(&format!("{side}.{name}"), v.map(|b| on_off(b).into()));
             }
+        }
+        for (name, v) in nic_entries(&self.link.nic) {
+            put(name, v);
+        }
+        for (name, v) in &self.sysctl {
+            put(&sysctl_knob(name), Some(v.clone()));
         }
         put("nodelay", self.nodelay.map(|b| on_off(b).into()));
         put("quickack", self.quickack.map(|b| on_off(b).into()));
@@ -807,7 +856,16 @@ mod tests {
                     tx: Some(false),
                     ..Offloads::default()
                 },
+                nic: NicKnobs {
+                    rx_ring: Some(512),
+                    tx_ring: Some(1024),
+                    rx_usecs: Some(8),
+                    tx_usecs: Some(16),
+                    channels: Some(4),
+                    flow_control: Some(false),
+                },
             },
+            sysctl: [("net.ipv4.tcp_timestamps".to_string(), "0".to_string())].into(),
             nodelay: Some(false),
             quickack: Some(true),
             rcvbuf_bytes: Some(65_536),
@@ -876,16 +934,72 @@ mod tests {
     }
 
     #[test]
+    fn overlay_merges_nic_knobs_and_sysctls_by_name() {
+        let sysctls = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let base = KnobSet {
+            link: LinkKnobs {
+                nic: NicKnobs {
+                    rx_ring: Some(256),
+                    flow_control: Some(true),
+                    ..NicKnobs::default()
+                },
+                ..LinkKnobs::default()
+            },
+            sysctl: sysctls(&[("net.ipv4.tcp_sack", "1"), ("net.ipv4.tcp_timestamps", "1")]),
+            ..KnobSet::default()
+        };
+        let case = KnobSet {
+            link: LinkKnobs {
+                nic: NicKnobs {
+                    rx_ring: Some(4096),
+                    channels: Some(2),
+                    ..NicKnobs::default()
+                },
+                ..LinkKnobs::default()
+            },
+            sysctl: sysctls(&[("net.ipv4.tcp_timestamps", "0"), ("vm.swappiness", "10")]),
+            ..KnobSet::default()
+        };
+        let merged = base.overlay(&case);
+        assert_eq!(
+            merged.link.nic,
+            NicKnobs {
+                rx_ring: Some(4096),
+                channels: Some(2),
+                flow_control: Some(true),
+                ..NicKnobs::default()
+            }
+        );
+        assert_eq!(
+            merged.sysctl,
+            sysctls(&[
+                ("net.ipv4.tcp_sack", "1"),
+                ("net.ipv4.tcp_timestamps", "0"),
+                ("vm.swappiness", "10")
+            ])
+        );
+        assert!(!case.is_empty());
+        assert!(NicKnobs::default().is_empty());
+    }
+
+    #[test]
     fn describe_names_every_knob_stably() {
         let d = everything().describe();
         let expected: BTreeMap<String, String> = [
             ("batching", "off"),
             ("buffer_pool", "off"),
             ("busy_poll_us", "50"),
+            ("channels", "4"),
             ("connections", "2"),
             ("crc", "software"),
             ("data_digest", "CRC32C"),
             ("first_burst_length", "64 KiB"),
+            ("flow_control", "off"),
             ("header_digest", "CRC32C"),
             ("immediate_data", "no"),
             ("initial_r2t", "yes"),
@@ -899,11 +1013,16 @@ mod tests {
             ("quickack", "on"),
             ("rate_mbit", "4000"),
             ("rcvbuf", "64 KiB"),
+            ("rx_ring", "512"),
+            ("rx_usecs", "8"),
             ("sessions", "3"),
             ("sndbuf", "1 MiB"),
+            ("sysctl.net.ipv4.tcp_timestamps", "0"),
             ("target", "isoe"),
             ("target.tx", "off"),
             ("transport", "tcp"),
+            ("tx_ring", "1024"),
+            ("tx_usecs", "16"),
             ("workers", "4"),
         ]
         .into_iter()

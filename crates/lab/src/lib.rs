@@ -2,8 +2,10 @@
 //! evaluations rerun (METHODOLOGY.md).
 //!
 //! Owns topologies (network namespaces, veth pairs, bridges, VxLAN, `tc`),
-//! knobs (ethtool offloads, MTU, rate, socket options, iSCSI parameters,
-//! initiator and target choice), plans, the run loop with its statistics,
+//! knobs (ethtool offloads, rings, coalescing, queues and flow control,
+//! MTU, rate, sysctls, socket options, iSCSI parameters, initiator and
+//! target choice), the same link knobs on real machines' interfaces, read
+//! before a run and put back after it ([`hostknobs`]), plans, the run loop with its statistics,
 //! and the reports (Markdown, HTML with SVG charts, JSON lines). It drives
 //! `isoe target` and `isoe bench` as processes and uses `isoe-bench` only
 //! for its result types.
@@ -12,6 +14,7 @@ pub mod bed;
 pub mod fio_peer;
 pub mod foreign;
 pub mod host;
+pub mod hostknobs;
 pub mod install;
 pub mod kernel_initiator;
 pub mod knobs;

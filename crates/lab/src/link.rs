@@ -32,6 +32,32 @@ pub struct Offloads {
     pub sg: Option<bool>,
 }
 
+/// NIC queue settings on both sides' ports; None leaves the device's
+/// value. A virtual device (veth, lo) has none of them, and a case that
+/// sets one there reports it skipped with ethtool's reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NicKnobs {
+    /// Receive ring entries (`ethtool -G DEV rx N`).
+    pub rx_ring: Option<u32>,
+    /// Transmit ring entries (`ethtool -G DEV tx N`).
+    pub tx_ring: Option<u32>,
+    /// Receive interrupt coalescing, microseconds (`ethtool -C DEV rx-usecs N`).
+    pub rx_usecs: Option<u32>,
+    /// Transmit interrupt coalescing, microseconds (`ethtool -C DEV tx-usecs N`).
+    pub tx_usecs: Option<u32>,
+    /// Combined queues, which RSS spreads flows over (`ethtool -L DEV combined N`).
+    pub channels: Option<u32>,
+    /// Ethernet flow control (`ethtool -A DEV autoneg off rx on|off tx on|off`).
+    pub flow_control: Option<bool>,
+}
+
+impl NicKnobs {
+    /// True when none is set.
+    pub fn is_empty(&self) -> bool {
+        *self == NicKnobs::default()
+    }
+}
+
 /// Everything a case sets on the links of a topology.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LinkKnobs {
@@ -43,4 +69,7 @@ pub struct LinkKnobs {
     pub initiator: Offloads,
     /// Offloads on the target's ports.
     pub target: Offloads,
+    /// Rings, coalescing, queues and flow control on both sides' ports.
+    #[serde(default)]
+    pub nic: NicKnobs,
 }

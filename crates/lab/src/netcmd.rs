@@ -321,7 +321,7 @@ pub fn find_program(program: &str) -> Option<PathBuf> {
 }
 
 /// One line of `ethtool -k` output: `name: on|off [fixed]|[requested on]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FeatureLine {
     /// ethtool's long name (`tcp-segmentation-offload`, `tx-tcp-segmentation`).
     pub name: String,

@@ -30,6 +30,9 @@
 //! [baseline]                    # optional: knob keys (below)
 //! mtu = 1500
 //!
+//! [baseline.sysctl]             # optional: sysctls of both sides' machines
+//! "net.ipv4.tcp_timestamps" = 1
+//!
 //! [[workload]]                  # at least one
 //! profile = "seq-read-256k"     # required: an `isoe bench` profile or a matrix cell name
 //! name = "seq-read-qd8"         # optional, default the profile; unique
@@ -43,6 +46,9 @@
 //! compare_to = "baseline"       # optional: the case its effect is measured against
 //! workloads = ["seq-read-qd8"]  # optional: a subset of the plan's workloads
 //! mtu = 9000                    # knob keys; at least one knob or a topology
+//!
+//! [case.sysctl]                 # optional: this case's sysctls, over the baseline's
+//! "net.ipv4.tcp_timestamps" = 0
 //! ```
 //!
 //! # Knob keys
@@ -56,6 +62,10 @@
 //! | `rate_mbit` | host port rate limit, 1..=1000000 |
 //! | `tso` `gso` `gro` `tx` `rx` `sg` | ethtool offload on both sides, bool |
 //! | `initiator_tso` ... `target_sg` | one side only; not together with the both-sides key |
+//! | `rx_ring` `tx_ring` | ring entries on both sides' ports (`ethtool -G`), 1..=65536 |
+//! | `rx_usecs` `tx_usecs` | interrupt coalescing (`ethtool -C`), microseconds, 0..=100000 |
+//! | `channels` | combined queues for RSS (`ethtool -L`), 1..=1024 |
+//! | `flow_control` | Ethernet pause, bool (`ethtool -A`, autonegotiation off) |
 //! | `nodelay` `quickack` | bool |
 //! | `rcvbuf` `sndbuf` | size, 1 KiB..=1 GiB (a fixed SO_RCVBUF turns auto-tuning off) |
 //! | `busy_poll_us` | 0..=1000000 |
@@ -70,6 +80,14 @@
 //! | `transport` | the kernel initiator's iface: "tcp", "cxgb4i", "bnx2i", "qedi", "be2iscsi" or "qla4xxx" |
 //! | `batching` `buffer_pool` | bool |
 //! | `crc` | "hardware" or "software" |
+//!
+//! Sysctls are a table, `[baseline.sysctl]` or `[case.sysctl]`, of quoted
+//! names (`[a-z0-9_.-]+` under `net.`, `vm.` or `kernel.`) to values, a
+//! string or an integer: `"net.ipv4.tcp_rmem" = "4096 131072 6291456"`. A
+//! case's table is laid over the baseline's name by name. In a topology's
+//! namespaces only `net.` sysctls apply (the others are the whole
+//! machine's); a device without a NIC knob's setting (a veth has no rings)
+//! reports it skipped with ethtool's reason.
 //!
 //! Sizes are an integer number of bytes or a string in the grammar of
 //! [`isoe_size`], the same as `isoe bench`'s flags and `isoe target`'s

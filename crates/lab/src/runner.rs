@@ -311,7 +311,7 @@ impl Lab<'_> {
             }
         };
         let mut skipped: BTreeMap<String, String> = BTreeMap::new();
-        for applied in applied {
+        for applied in applied.into_iter().chain(topo.apply_sysctls(&knobs.sysctl)) {
             if let Err(why) = applied.outcome {
                 skipped.insert(applied.knob, why);
             }

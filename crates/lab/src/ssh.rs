@@ -126,6 +126,17 @@ impl SshHost {
         format!("{}@{}:{}", self.user, self.host, self.port)
     }
 
+    /// `ssh://USER@HOST:PORT`, which [`SshHost::parse`] reads back (an
+    /// IPv6 address in brackets): how a journal names the host for a
+    /// later run.
+    pub fn url(&self) -> String {
+        if self.host.contains(':') {
+            format!("ssh://{}@[{}]:{}", self.user, self.host, self.port)
+        } else {
+            format!("ssh://{}@{}:{}", self.user, self.host, self.port)
+        }
+    }
+
     /// `ssh` with the options every command uses, up to the remote command.
     fn ssh(&self) -> Command {
         let mut c = Command::new("ssh");

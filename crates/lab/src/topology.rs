@@ -29,6 +29,7 @@ mod describe;
 mod layout;
 mod stale;
 
+pub(crate) use apply::knob_state;
 pub use apply::{Applied, MissingProgram};
 pub use describe::{Description, InterfaceDescription, NamespaceDescription};
 pub use layout::{VXLAN_OVERHEAD, VXLAN_VNI};
@@ -239,7 +240,7 @@ pub struct Topology {
 
 /// The link settings a topology has applied, to skip commands that would
 /// change nothing.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub(crate) struct LinkState {
     /// MTU now, per interface index.
     pub mtu_now: Vec<u32>,
@@ -247,6 +248,12 @@ pub(crate) struct LinkState {
     pub features_dirty: Vec<bool>,
     /// Rate now; None when unknown after a failed change.
     pub rate_now: Option<Option<u32>>,
+    /// The ports' rings, coalescing, channels and pause as they were made,
+    /// read when a case first sets one of them.
+    pub nic_saved: Option<crate::hostknobs::Saved>,
+    /// The namespaces' sysctls as they were made, read name by name as
+    /// cases first set them.
+    pub sysctls_saved: Vec<crate::hostknobs::Saved>,
 }
 
 static NEXT_INSTANCE: AtomicU32 = AtomicU32::new(0);

@@ -615,3 +615,53 @@ fn create_and_destroy_timings() {
         eprintln!("timing {kind}: (create ms, destroy ms) x3 = {ms:?}");
     }
 }
+
+#[test]
+fn nic_knobs_a_veth_lacks_are_skipped_and_sysctls_stay_in_the_namespaces() {
+    if !can_run("nic_knobs_a_veth_lacks_are_skipped_and_sysctls_stay_in_the_namespaces") {
+        return;
+    }
+    let t = Topology::create(Kind::Base, Options::default()).unwrap();
+    let mut knobs = LinkKnobs::default();
+    knobs.nic.rx_ring = Some(512);
+    let applied = t.apply(&knobs).unwrap();
+    let why = find(&applied, "rx_ring").outcome.as_ref().unwrap_err();
+    assert!(why.contains("Operation not supported"), "{why}");
+    let host = ns(&t, Role::Host);
+    let timestamps = |ns: &str| {
+        run(&[
+            "ip",
+            "netns",
+            "exec",
+            ns,
+            "cat",
+            "/proc/sys/net/ipv4/tcp_timestamps",
+        ])
+    };
+    let machine = std::fs::read_to_string("/proc/sys/vm/swappiness").unwrap();
+    let sysctls: std::collections::BTreeMap<String, String> = [
+        ("net.ipv4.tcp_timestamps".to_string(), "0".to_string()),
+        ("vm.swappiness".to_string(), "10".to_string()),
+    ]
+    .into();
+    let applied = t.apply_sysctls(&sysctls);
+    assert_eq!(
+        find(&applied, "sysctl.net.ipv4.tcp_timestamps").outcome,
+        Ok(())
+    );
+    let why = find(&applied, "sysctl.vm.swappiness")
+        .outcome
+        .as_ref()
+        .unwrap_err();
+    assert!(why.contains("whole machine"), "{why}");
+    assert_eq!(timestamps(&host).trim(), "0");
+    assert_eq!(timestamps(&ns(&t, Role::Target)).trim(), "0");
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/vm/swappiness").unwrap(),
+        machine
+    );
+    // The next case sets none: back to the namespace's own.
+    assert!(t.apply_sysctls(&Default::default()).is_empty());
+    assert_eq!(timestamps(&host).trim(), "1");
+    t.destroy().unwrap();
+}

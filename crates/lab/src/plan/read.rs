@@ -10,12 +10,12 @@ use crate::knobs::{
     CrcImpl, InitiatorImpl, KnobSet, TargetImpl, Transport, ISOE_TARGET_FIRST_BURST_LENGTH,
     ISOE_TARGET_MAX_BURST_LENGTH, ISOE_TARGET_MAX_CONNECTIONS,
 };
-use crate::link::Offloads;
+use crate::link::{NicKnobs, Offloads};
 use crate::record::Metric;
 use crate::stats::Rules;
 use isoe_bench::profiles;
 use isoe_config::{closest, join_key, Field, Node, Table};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 const ROOT_KEYS: &[&str] = &[
     "name",
@@ -98,6 +98,13 @@ pub(super) const KNOB_KEYS: &[&str] = &[
     "batching",
     "crc",
     "buffer_pool",
+    "rx_ring",
+    "tx_ring",
+    "rx_usecs",
+    "tx_usecs",
+    "channels",
+    "flow_control",
+    "sysctl",
 ];
 
 /// RFC 7143 §13.12–§13.14: the range of the three length parameters.
@@ -108,6 +115,19 @@ const SOCKET_BUFFER_MIN_BYTES: u32 = 1 << 10;
 const SOCKET_BUFFER_MAX_BYTES: u32 = 1 << 30;
 /// The largest block size a workload may override to.
 const BLOCK_SIZE_MAX_BYTES: u32 = 16 << 20;
+/// Ring entries a plan may ask for: drivers take powers of two up to a few
+/// thousand (mlx5 8192, ixgbe 4096); more is a typo.
+const RING_MAX: u32 = 65_536;
+/// Interrupt coalescing a plan may ask for, microseconds: beyond 100 ms a
+/// NIC would hold packets longer than TCP waits for them.
+const COALESCE_MAX_US: u32 = 100_000;
+/// Combined queues a plan may ask for.
+const CHANNELS_MAX: u32 = 1024;
+/// The sysctl trees a plan may write: the network stack, memory and the
+/// scheduler's, nothing that reboots, mounts or loads.
+pub(crate) const SYSCTL_ROOTS: [&str; 3] = ["net.", "vm.", "kernel."];
+/// The longest sysctl value a plan may write (`net.ipv4.tcp_rmem` takes three numbers).
+const SYSCTL_VALUE_MAX_CHARS: usize = 256;
 
 pub(super) fn read_plan(text: &str, source: &str) -> Result<Plan, PlanError> {
     let r = Reader::new(text, source);
@@ -291,6 +311,10 @@ pub(super) fn read_knobs(r: &Reader, t: &mut Table) -> Result<KnobSet, PlanError
         k.link.rate_mbit = Some(r.u32_in(&item, 1, 1_000_000)?);
     }
     read_offloads(r, t, &mut k)?;
+    k.link.nic = read_nic(r, t)?;
+    if let Some(item) = t.take("sysctl") {
+        k.sysctl = read_sysctls(r, item)?;
+    }
     let mut flag = |name: &str| -> Result<Option<bool>, PlanError> {
         t.take(name).map(|item| r.bool(&item)).transpose()
     };
@@ -355,6 +379,82 @@ pub(super) fn read_knobs(r: &Reader, t: &mut Table) -> Result<KnobSet, PlanError
         });
     }
     Ok(k)
+}
+
+fn read_nic(r: &Reader, t: &mut Table) -> Result<NicKnobs, PlanError> {
+    let mut count = |name: &str, min: u32, max: u32| -> Result<Option<u32>, PlanError> {
+        t.take(name)
+            .map(|item| r.u32_in(&item, min, max))
+            .transpose()
+    };
+    let mut nic = NicKnobs {
+        rx_ring: count("rx_ring", 1, RING_MAX)?,
+        tx_ring: count("tx_ring", 1, RING_MAX)?,
+        rx_usecs: count("rx_usecs", 0, COALESCE_MAX_US)?,
+        tx_usecs: count("tx_usecs", 0, COALESCE_MAX_US)?,
+        channels: count("channels", 1, CHANNELS_MAX)?,
+        flow_control: None,
+    };
+    if let Some(item) = t.take("flow_control") {
+        nic.flow_control = Some(r.bool(&item)?);
+    }
+    Ok(nic)
+}
+
+/// Whether `name` is a sysctl a plan may write: `[a-z0-9_.-]+` in one of
+/// [`SYSCTL_ROOTS`], no empty component. The name becomes a path under
+/// `/proc/sys` (dots as slashes), so nothing else may reach it.
+pub(crate) fn sysctl_name_ok(name: &str) -> bool {
+    SYSCTL_ROOTS.iter().any(|root| name.starts_with(root))
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"_.-".contains(&b))
+        && name.split('.').all(|part| !part.is_empty())
+}
+
+/// `[baseline.sysctl]` or `[case.sysctl]`: names to values, each value a
+/// string or an integer (kept as the text the kernel is given).
+fn read_sysctls(r: &Reader, item: Field) -> Result<BTreeMap<String, String>, PlanError> {
+    let Node::Table(entries) = item.node else {
+        return Err(r.wrong_type(
+            &item,
+            "a table of sysctl names and values ([baseline.sysctl] or [case.sysctl])",
+        ));
+    };
+    let mut out = BTreeMap::new();
+    for (key, node) in entries {
+        let name = key.get_ref().clone();
+        let field = Field {
+            key: join_key(&item.key, &name),
+            offset: key.span().start,
+            node,
+        };
+        if !sysctl_name_ok(&name) {
+            return Err(r.at(
+                &field,
+                format!(
+                    "{name:?} is not a sysctl a plan may set: a-z 0-9 _ . - under {}",
+                    SYSCTL_ROOTS.join(", ")
+                ),
+            ));
+        }
+        let value = match &field.node {
+            Node::Int(v) => v.to_string(),
+            Node::Str(s) => s.clone(),
+            _ => return Err(r.wrong_type(&field, "a string or an integer")),
+        };
+        let printable = value.chars().all(|c| c == '\t' || (' '..='~').contains(&c));
+        if value.trim().is_empty() || !printable || value.len() > SYSCTL_VALUE_MAX_CHARS {
+            return Err(r.at(
+                &field,
+                format!(
+                    "{value:?}: a sysctl value is 1 to {SYSCTL_VALUE_MAX_CHARS} printable ASCII characters"
+                ),
+            ));
+        }
+        out.insert(name, value);
+    }
+    Ok(out)
 }
 
 fn offload_slot<'o>(o: &'o mut Offloads, name: &str) -> &'o mut Option<bool> {

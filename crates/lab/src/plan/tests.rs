@@ -389,7 +389,10 @@ fn the_commented_example_parses() {
     let text = include_str!("../../plans/example.toml");
     let plan = Plan::parse(text, "example.toml").unwrap();
     assert_eq!(plan.name, "example");
-    assert_eq!(plan.cases.len(), 4);
+    assert_eq!(plan.cases.len(), 5);
+    assert_eq!(plan.baseline.sysctl["net.ipv4.tcp_timestamps"], "1");
+    assert_eq!(plan.cases[2].knobs.link.nic.channels, Some(4));
+    assert_eq!(plan.cases[2].knobs.sysctl["net.ipv4.tcp_timestamps"], "0");
     let (_, max_s) = plan.estimated_duration_s();
     assert!(max_s > 0.0);
 }
@@ -570,6 +573,122 @@ fn errors_name_file_line_and_key() {
         (
             good_with("mtu = 1500", "mtu = = 1500"),
             "bad.toml:35:7: TOML syntax error: invalid string; expected `\"`, `'`",
+        ),
+    ];
+    for (text, expected) in cases {
+        let got = error_of(&text);
+        assert!(
+            got.starts_with(expected),
+            "\nexpected: {expected}\n     got: {got}"
+        );
+    }
+}
+
+#[test]
+fn nic_knobs_and_sysctls_read_as_flat_keys_and_a_table() {
+    // [baseline.sysctl] right after [baseline]'s keys, [case.sysctl] after
+    // the last case's: TOML puts a sub-table after its table's own keys.
+    let text = good_with(
+        "workers = 2\n",
+        "workers = 2\nrx_ring = 512\nflow_control = false\nchannels = 2\ntx_usecs = 0\n\n\
+         [baseline.sysctl]\n\"net.ipv4.tcp_sack\" = 1\n",
+    )
+        + "tx_ring = 1024\nrx_usecs = 50\n\n[case.sysctl]\n\"net.ipv4.tcp_timestamps\" = \"0\"\n\
+         \"net.ipv4.tcp_rmem\" = \"4096 131072 6291456\"\n";
+    let p = Plan::parse(&text, "good.toml").unwrap();
+    let nic = p.baseline.link.nic;
+    assert_eq!(
+        (
+            nic.rx_ring,
+            nic.tx_ring,
+            nic.channels,
+            nic.tx_usecs,
+            nic.flow_control
+        ),
+        (Some(512), None, Some(2), Some(0), Some(false))
+    );
+    assert_eq!(p.baseline.sysctl["net.ipv4.tcp_sack"], "1");
+    let last = p.resolved_cases().pop().unwrap();
+    assert_eq!(last.changes.link.nic.tx_ring, Some(1024));
+    assert_eq!(last.knobs.link.nic.rx_ring, Some(512), "the baseline's");
+    assert_eq!(last.knobs.link.nic.rx_usecs, Some(50));
+    assert_eq!(
+        last.knobs.sysctl.iter().collect::<Vec<_>>(),
+        [
+            (
+                &"net.ipv4.tcp_rmem".to_string(),
+                &"4096 131072 6291456".to_string()
+            ),
+            (&"net.ipv4.tcp_sack".to_string(), &"1".to_string()),
+            (&"net.ipv4.tcp_timestamps".to_string(), &"0".to_string()),
+        ]
+    );
+    let d = last.changes.describe();
+    assert_eq!(d["sysctl.net.ipv4.tcp_timestamps"], "0");
+    assert_eq!(d["tx_ring"], "1024");
+    // A case whose only change is a sysctl changes something.
+    let only = GOOD.to_string()
+        + "\n[[case]]\nname = \"no-ts\"\n[case.sysctl]\n\"net.ipv4.tcp_timestamps\" = 0\n";
+    let p = Plan::parse(&only, "good.toml").unwrap();
+    assert_eq!(p.cases[3].knobs.sysctl["net.ipv4.tcp_timestamps"], "0");
+}
+
+#[test]
+fn nic_knob_and_sysctl_errors_name_line_and_key() {
+    let with_case = |extra: &str| format!("{GOOD}\n[[case]]\nname = \"x\"\n{extra}");
+    // GOOD has 50 lines; the case's name is on line 53 and its first key on 54.
+    let cases: Vec<(String, &str)> = vec![
+        (
+            with_case("rx_ring = 0\n"),
+            "bad.toml:54: case[3].rx_ring: 0 is out of range 1..=65536",
+        ),
+        (
+            with_case("tx_ring = 100000\n"),
+            "bad.toml:54: case[3].tx_ring: 100000 is out of range 1..=65536",
+        ),
+        (
+            with_case("rx_usecs = -1\n"),
+            "bad.toml:54: case[3].rx_usecs: -1 is out of range 0..=100000",
+        ),
+        (
+            with_case("channels = 0\n"),
+            "bad.toml:54: case[3].channels: 0 is out of range 1..=1024",
+        ),
+        (
+            with_case("flow_control = \"on\"\n"),
+            "bad.toml:54: case[3].flow_control: expected true or false, found a string (\"on\")",
+        ),
+        (
+            with_case("sysctl = 1\n"),
+            "bad.toml:54: case[3].sysctl: expected a table of sysctl names and values",
+        ),
+        (
+            with_case("[case.sysctl]\n\"fs.file-max\" = 1\n"),
+            "bad.toml:55: case[3].sysctl.\"fs.file-max\": \"fs.file-max\" is not a sysctl a plan may set: a-z 0-9 _ . - under net., vm., kernel.",
+        ),
+        (
+            with_case("[case.sysctl]\n\"net.ipv4/../x\" = 1\n"),
+            "bad.toml:55: case[3].sysctl.\"net.ipv4/../x\": \"net.ipv4/../x\" is not a sysctl",
+        ),
+        (
+            with_case("[case.sysctl]\n\"net..x\" = 1\n"),
+            "bad.toml:55: case[3].sysctl.\"net..x\": \"net..x\" is not a sysctl",
+        ),
+        (
+            with_case("[case.sysctl]\n\"net.ipv4.tcp_sack\" = true\n"),
+            "bad.toml:55: case[3].sysctl.\"net.ipv4.tcp_sack\": expected a string or an integer, found a boolean (true)",
+        ),
+        (
+            with_case("[case.sysctl]\n\"net.ipv4.tcp_sack\" = \"1\\n0\"\n"),
+            "bad.toml:55: case[3].sysctl.\"net.ipv4.tcp_sack\": \"1\\n0\": a sysctl value is 1 to 256 printable ASCII characters",
+        ),
+        (
+            with_case("[case.sysctl]\n\"net.ipv4.tcp_sack\" = \" \"\n"),
+            "bad.toml:55: case[3].sysctl.\"net.ipv4.tcp_sack\": \" \": a sysctl value is 1 to 256",
+        ),
+        (
+            good_with("workers = 2", "workers = 2\nrx_rings = 4"),
+            "bad.toml:19: baseline.rx_rings: unknown key (did you mean `rx_ring`?)",
         ),
     ];
     for (text, expected) in cases {

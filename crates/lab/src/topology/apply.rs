@@ -8,6 +8,13 @@
 //! was set comes back as an [`Applied`], with the reason when it could not
 //! be applied; nothing is silently ignored.
 //!
+//! Rings, coalescing, channels, flow control and sysctls go through
+//! [`crate::hostknobs`], on the ports in their namespaces: what the devices
+//! had is read when a case first sets one, and what a veth does not have
+//! (rings, coalescing, combined channels, pause) is skipped with ethtool's
+//! reason. Sysctls are written in the host's and the target's namespaces,
+//! and only `net.` ones, which are each namespace's own.
+//!
 //! veth quirks (seed 002, METHODOLOGY): GRO is off by default on veth and
 //! only takes effect when the sender's TSO is off (a TSO sender hands the
 //! peer whole 64 KiB segments, leaving GRO nothing to merge); `tx off` also
@@ -18,9 +25,11 @@
 //! `ethtool -k`. On `lo`, `rx`, `tx` and `sg` are fixed on.
 
 use super::{FeatureDefault, Interface, LinkState, Topology};
-use crate::link::{LinkKnobs, Offloads, Side};
+use crate::host::Host;
+use crate::hostknobs::{Port, Saved};
+use crate::link::{LinkKnobs, NicKnobs, Offloads, Side};
 use crate::netcmd::{self, FeatureLine};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// One knob of a case as applied to the topology, or not.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -211,6 +220,11 @@ impl Topology {
                     .into_iter()
                     .map(|(k, on)| (k, netcmd::on_off(on).to_string())),
             );
+            set.extend(
+                crate::knobs::nic_entries(&knobs.nic)
+                    .into_iter()
+                    .filter_map(|(k, v)| v.map(|v| (k.to_string(), v))),
+            );
             for (knob, value) in set {
                 let outcome = Err(format!("link knobs cannot be applied on the {reason}"));
                 out.push(Applied {
@@ -228,14 +242,111 @@ impl Topology {
         self.apply_mtu(&mut state, knobs.mtu, &mut out);
         self.apply_rate(&mut state, knobs.rate_mbit, &mut out);
         self.apply_offloads(&mut state, knobs, &mut out);
+        self.apply_nic(&mut state, &knobs.nic, &mut out);
         Ok(out)
     }
 
+    /// Apply a case's full set of sysctls in the host's and the target's
+    /// namespaces; a name the case leaves unset goes back to what the
+    /// namespace had when a case first set it. Only `net.` sysctls are a
+    /// namespace's own: others are skipped with the reason, as is every
+    /// sysctl on the degraded host loopback (it would change this machine).
+    pub fn apply_sysctls(&self, sysctls: &BTreeMap<String, String>) -> Vec<Applied> {
+        if let Some(reason) = &self.degraded {
+            return sysctls
+                .iter()
+                .map(|(name, value)| Applied {
+                    knob: crate::knobs::sysctl_knob(name),
+                    value: value.clone(),
+                    outcome: Err(format!("sysctls cannot be applied on the {reason}")),
+                })
+                .collect();
+        }
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let known: Vec<String> = state
+            .sysctls_saved
+            .iter()
+            .flat_map(Saved::sysctl_names)
+            .collect();
+        let new: Vec<String> = sysctls
+            .keys()
+            .filter(|n| !known.contains(n))
+            .cloned()
+            .collect();
+        let mut out = Vec::new();
+        if !new.is_empty() {
+            match Saved::read(&self.side_ports(), &new) {
+                Ok(saved) => state.sysctls_saved.push(saved),
+                Err(e) => {
+                    for name in &new {
+                        out.push(Applied {
+                            knob: crate::knobs::sysctl_knob(name),
+                            value: sysctls[name].clone(),
+                            outcome: Err(format!("could not be read first: {e}")),
+                        });
+                    }
+                }
+            }
+        }
+        for saved in &state.sysctls_saved {
+            let mine: BTreeMap<String, String> = sysctls
+                .iter()
+                .filter(|(n, _)| saved.sysctl_names().contains(n))
+                .map(|(n, v)| (n.clone(), v.clone()))
+                .collect();
+            out.extend(saved.apply_sysctl_knobs(&mine));
+        }
+        out
+    }
+
+    /// Each side's port as a [`Port`] on this machine in its namespace.
+    fn side_ports(&self) -> Vec<Port> {
+        self.interfaces
+            .iter()
+            .flat_map(|i| {
+                i.sides.iter().map(|&side| {
+                    Port::new(Host::Local, i.name.clone(), side).in_netns(i.namespace.clone())
+                })
+            })
+            .collect()
+    }
+
+    fn apply_nic(&self, state: &mut LinkState, nic: &NicKnobs, out: &mut Vec<Applied>) {
+        if state.nic_saved.is_none() {
+            if nic.is_empty() {
+                return; // never changed: nothing to put back
+            }
+            match Saved::read(&self.side_ports(), &[]) {
+                Ok(saved) => state.nic_saved = Some(saved),
+                Err(e) => {
+                    for (knob, value) in crate::knobs::nic_entries(nic) {
+                        if let Some(value) = value {
+                            out.push(Applied {
+                                knob: knob.to_string(),
+                                value,
+                                outcome: Err(format!("could not be read first: {e}")),
+                            });
+                        }
+                    }
+                    return;
+                }
+            }
+        }
+        let saved = state.nic_saved.as_ref().expect("read above");
+        out.extend(saved.apply_nic(nic));
+    }
+
     /// Whether the programs the set knobs need are installed: `ethtool`
-    /// for offloads on a device that takes them, `tc` for a rate on a
+    /// for offloads and NIC queue knobs on a device that takes them, `tc` for a rate on a
     /// topology with a link to limit. (`ip` made the topology.)
     fn programs_for(&self, knobs: &LinkKnobs) -> Result<(), MissingProgram> {
-        let offloads: Vec<String> = offload_knobs(knobs).into_iter().map(|(k, _)| k).collect();
+        let mut offloads: Vec<String> = offload_knobs(knobs).into_iter().map(|(k, _)| k).collect();
+        offloads.extend(
+            crate::knobs::nic_entries(&knobs.nic)
+                .into_iter()
+                .filter(|(_, v)| v.is_some())
+                .map(|(k, _)| k.to_string()),
+        );
         let has_ports = self.interfaces.iter().any(|i| !i.sides.is_empty());
         if !offloads.is_empty() && has_ports && netcmd::find_program("ethtool").is_none() {
             return Err(MissingProgram {

@@ -25,8 +25,10 @@
 
 use crate::fio_peer::{self, FioEngine, FioJob};
 use crate::host::{self, Host, Running};
+use crate::hostknobs::{Guard, Port};
 use crate::kernel_initiator::{self, KernelSession, NodeSettings};
 use crate::knobs::{InitiatorImpl, KnobSet, TargetImpl};
+use crate::link::Side;
 use crate::plan::{Plan, WorkloadSpec};
 use crate::runner::{self, BenchFailure, Measured, Window, TARGET_IQN};
 use crate::ssh::HostError;
@@ -48,6 +50,9 @@ const TARGET_START: Duration = Duration::from_secs(30);
 /// Slack beyond ramp + duration before a run on a bed is declared hung
 /// (a VM under emulation starts programs slowly).
 const RUN_SLACK: Duration = Duration::from_secs(120);
+/// The file in the output directory that keeps the bed's knobs' state
+/// before the plan until all of it is back.
+pub const KNOB_JOURNAL: &str = "knobs-journal.json";
 /// SIGTERM's grace before SIGKILL for what the lab started on a host.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 /// LIO's LUN: a RAM disk, which takes its memory whole when enabled (the
@@ -77,6 +82,9 @@ pub struct Bed {
     gone: RefCell<Option<String>>,
     /// Where the remote programs' stderr goes, for the errors.
     log_dir: PathBuf,
+    /// The interfaces' and sysctls' state before the plan, put back at the
+    /// end (also on Ctrl-C and errors; a journal keeps it if the lab dies).
+    knobs: Option<Guard>,
 }
 
 /// Where a program is on a host, or why it could not be put there.
@@ -87,8 +95,15 @@ fn host_error(e: HostError) -> String {
 }
 
 impl Bed {
-    /// Reaches both hosts and makes a work directory on each.
-    pub fn connect(testbed: Testbed, isoe_local: &Path, log_dir: &Path) -> Result<Bed, String> {
+    /// Reaches both hosts, makes a work directory on each, and reads what
+    /// the plan's knobs will change on the bed's interfaces and hosts
+    /// (`sysctls`) into a journal in `log_dir` before anything changes.
+    pub fn connect(
+        testbed: Testbed,
+        isoe_local: &Path,
+        log_dir: &Path,
+        sysctls: &[String],
+    ) -> Result<Bed, String> {
         let ssh_dir = std::env::temp_dir().join(format!("isoe-lab-ssh-{}", std::process::id()));
         std::fs::create_dir_all(&ssh_dir)
             .map_err(|e| format!("making {}: {e}", ssh_dir.display()))?;
@@ -117,7 +132,30 @@ impl Bed {
                 }
             }
         };
+        let mut ports: Vec<Port> = Vec::new();
+        for dev in &testbed.initiator.interfaces {
+            ports.push(Port::new(initiator.clone(), dev.clone(), Side::Initiator));
+        }
+        for dev in &testbed.target.interfaces {
+            ports.push(Port::new(target.clone(), dev.clone(), Side::Target));
+        }
+        let knobs = if ports.is_empty() {
+            None
+        } else {
+            let journal = log_dir.join(KNOB_JOURNAL);
+            match Guard::begin(&ports, sysctls, &journal) {
+                Ok(guard) => Some(guard),
+                Err(e) => {
+                    let _ = initiator.run(&["rm", "-rf", &initiator_dir]);
+                    if !same_host {
+                        let _ = target.run(&["rm", "-rf", &target_dir]);
+                    }
+                    return Err(format!("the test bed's interfaces: {e}"));
+                }
+            }
+        };
         Ok(Bed {
+            knobs,
             testbed,
             initiator,
             target,
@@ -134,8 +172,17 @@ impl Bed {
 
     /// Removes the work directories and ends the SSH connections; what
     /// could not be removed, one line each.
-    pub fn close(self) -> Vec<String> {
+    pub fn close(mut self) -> Vec<String> {
         let mut problems = Vec::new();
+        if let Some(guard) = self.knobs.take() {
+            if let Err(left) = guard.finish() {
+                problems.push(format!(
+                    "knobs not put back (the journal {} keeps them for the next run): {}",
+                    self.log_dir.join(KNOB_JOURNAL).display(),
+                    left.join("; ")
+                ));
+            }
+        }
         let mut dirs = vec![(&self.initiator, &self.initiator_dir)];
         if !self.same_host {
             dirs.push((&self.target, &self.target_dir));
@@ -151,6 +198,35 @@ impl Bed {
         self.target.close();
         let _ = std::fs::remove_dir_all(&self.ssh_dir);
         problems
+    }
+
+    /// Sets the case's link, NIC and sysctl knobs on the bed's interfaces
+    /// and hosts (what it leaves unset goes back to the saved state); the
+    /// knobs that could not be set, each with why.
+    pub fn apply_knobs(&mut self, knobs: &KnobSet) -> Vec<(String, String)> {
+        match &mut self.knobs {
+            Some(guard) => guard
+                .apply(knobs)
+                .into_iter()
+                .filter_map(|a| a.outcome.err().map(|why| (a.knob, why)))
+                .collect(),
+            None => {
+                let link_only = KnobSet {
+                    link: knobs.link,
+                    sysctl: knobs.sysctl.clone(),
+                    ..KnobSet::default()
+                };
+                let why = format!(
+                    "the test bed {} names no interfaces ([initiator] or [target] interfaces)",
+                    self.testbed.source
+                );
+                link_only
+                    .describe()
+                    .into_keys()
+                    .map(|k| (k, why.clone()))
+                    .collect()
+            }
+        }
     }
 
     /// Why the bed can no longer be used, once a host went away.

@@ -139,7 +139,9 @@ pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
     notes.extend(options.lost.iter().cloned());
     let bed = match &options.testbed {
         Some(testbed) => {
-            let bed = Bed::connect(testbed.clone(), &options.isoe, &options.out_dir)
+            let sysctls =
+                crate::hostknobs::sysctl_names(plan.resolved_cases().iter().map(|c| &c.knobs));
+            let bed = Bed::connect(testbed.clone(), &options.isoe, &options.out_dir, &sysctls)
                 .map_err(LabError::Topology)?;
             notes.extend(bed.notes());
             Some(bed)
@@ -361,13 +363,16 @@ impl Lab<'_> {
     ) -> Result<(), LabError> {
         let plan = &self.options.plan;
         let knobs = &case.knobs;
-        let bed = self.bed.take().expect("called with a bed");
+        let mut bed = self.bed.take().expect("called with a bed");
         let result = (|| {
             if let Some(why) = bed.unavailable(plan, knobs, workloads) {
                 self.skip_case(case, why);
                 return Ok(());
             }
-            let skipped: BTreeMap<String, String> = knobs.unsupported_here().into_iter().collect();
+            let mut skipped: BTreeMap<String, String> =
+                knobs.unsupported_here().into_iter().collect();
+            skipped.extend(bed.apply_knobs(knobs));
+            let bed = &bed;
             let target = match bed.start_target(&case.name, knobs) {
                 Ok(target) => target,
                 Err(why) => {

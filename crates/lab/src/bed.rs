@@ -285,6 +285,11 @@ impl Bed {
         }
     }
 
+    /// [`Bed::failure`] on the initiator host.
+    pub(crate) fn failure_on_initiator(&self, during: &str, e: impl ToString) -> String {
+        self.failure(&self.initiator, during, e)
+    }
+
     fn dir_of(&self, host: &Host) -> &str {
         if host == &self.initiator {
             &self.initiator_dir
@@ -367,6 +372,18 @@ impl Bed {
         if let Some(why) = self.gone() {
             return Some(why);
         }
+        let why = self.lacks(plan, knobs, workloads)?;
+        // A host that stopped answering fails every check: say that instead.
+        for host in [&self.initiator, &self.target] {
+            if self.check_gone(host, "the checks before a case") {
+                return self.gone();
+            }
+        }
+        Some(why)
+    }
+
+    /// What the case lacks on the bed's hosts, if anything.
+    fn lacks(&self, plan: &Plan, knobs: &KnobSet, workloads: &[String]) -> Option<String> {
         let initiator = &self.initiator;
         let why = match knobs.initiator_impl() {
             InitiatorImpl::Isoe => self

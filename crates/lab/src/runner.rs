@@ -325,25 +325,16 @@ impl Lab<'_> {
             self.environment_nics = topo.describe().to_string();
         }
         let target = start_target(self.options, &topo, knobs, case)?;
-        for name in workloads {
-            let Some(workload) = plan.workload(name) else {
-                continue;
-            };
-            let this = ThisRun {
-                plan,
-                case,
-                workload,
-                round,
-                topology: topo.kind().as_str(),
-                knobs,
-                skipped: &skipped,
-            };
-            let mut measure = || run_bench(self.options, &topo, &target, knobs, workload);
-            if !self.run_cell_once(cases, &this, &mut measure)? {
-                self.interrupted = true;
-                break;
-            }
-        }
+        let cell = Cell {
+            cases,
+            case,
+            round,
+            topology: topo.kind().as_str(),
+            skipped: &skipped,
+        };
+        self.run_workloads(&cell, workloads, &mut |workload| {
+            run_bench(self.options, &topo, &target, knobs, workload)
+        })?;
         drop(target);
         topo.destroy().map_err(|e| {
             LabError::Topology(format!("removing the topology of case {}: {e}", case.name))
@@ -391,34 +382,26 @@ impl Lab<'_> {
             } else {
                 Vec::new()
             };
-            for name in workloads {
-                let Some(workload) = plan.workload(name) else {
-                    continue;
-                };
-                if bed.gone().is_some() {
-                    break;
+            let cell = Cell {
+                cases,
+                case,
+                round,
+                topology: crate::plan::TopologyKind::Physical.as_str(),
+                skipped: &skipped,
+            };
+            let stop = &self.options.stop;
+            self.run_workloads(&cell, workloads, &mut |workload| {
+                if let Some(why) = bed.gone() {
+                    // Recorded as failed; the rest of the plan is skipped.
+                    return Err(BenchFailure::Failed(why));
                 }
-                let this = ThisRun {
-                    plan,
-                    case,
-                    workload,
-                    round,
-                    topology: crate::plan::TopologyKind::Physical.as_str(),
-                    knobs,
-                    skipped: &skipped,
-                };
-                let stop = &self.options.stop;
-                let mut measure =
-                    || bed.run_workload(plan, knobs, workload, &target, &sessions, stop);
-                if !self.run_cell_once(cases, &this, &mut measure)? {
-                    self.interrupted = true;
-                    break;
-                }
-            }
+                bed.run_workload(plan, knobs, workload, &target, &sessions, stop)
+            })?;
             if bed.gone().is_none() {
                 for session in sessions {
                     if let Err(e) = session.logout() {
-                        eprintln!("isoe lab: case {}: logging out: {e}", case.name);
+                        let why = bed.failure_on_initiator(&format!("case {}", case.name), e);
+                        eprintln!("isoe lab: case {}: logging out: {why}", case.name);
                     }
                 }
             }
@@ -429,6 +412,36 @@ impl Lab<'_> {
         })();
         self.bed = Some(bed);
         result
+    }
+
+    /// One run of each of `workloads` in `cell`'s case, measured by
+    /// `measure`; stops at Ctrl-C.
+    fn run_workloads(
+        &mut self,
+        cell: &Cell,
+        workloads: &[String],
+        measure: &mut dyn FnMut(&WorkloadSpec) -> Result<Measured, BenchFailure>,
+    ) -> Result<(), LabError> {
+        let plan = &self.options.plan;
+        for name in workloads {
+            let Some(workload) = plan.workload(name) else {
+                continue;
+            };
+            let this = ThisRun {
+                plan,
+                case: cell.case,
+                workload,
+                round: cell.round,
+                topology: cell.topology,
+                knobs: &cell.case.knobs,
+                skipped: cell.skipped,
+            };
+            if !self.run_cell_once(cell.cases, &this, &mut || measure(workload))? {
+                self.interrupted = true;
+                break;
+            }
+        }
+        Ok(())
     }
 
     /// Lists `case` as not measured, with why, and says so.
@@ -590,23 +603,7 @@ impl Drop for TargetProcess {
 
 /// SIGTERM, a grace period, then SIGKILL: only to a child we started, by its PID.
 fn stop_child(child: &mut Child, grace: Duration) {
-    if matches!(child.try_wait(), Ok(Some(_))) {
-        return;
-    }
-    let pid = child.id() as libc::pid_t;
-    // SAFETY: kill(2) on the PID of our own child, which has not been reaped yet.
-    unsafe {
-        libc::kill(pid, libc::SIGTERM);
-    }
-    let deadline = Instant::now() + grace;
-    while Instant::now() < deadline {
-        if matches!(child.try_wait(), Ok(Some(_))) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
+    crate::host::stop_local(child, grace);
 }
 
 /// The configuration of the `isoe target` a case runs: `TARGET_IQN` with
@@ -958,6 +955,15 @@ fn wait_for_child(
         each(t);
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// A case in a round, where it runs, and the knobs it runs without.
+struct Cell<'a> {
+    cases: &'a [ResolvedCase],
+    case: &'a ResolvedCase,
+    round: u32,
+    topology: &'a str,
+    skipped: &'a BTreeMap<String, String>,
 }
 
 /// One run of a case × workload: what its record says besides the result.

@@ -339,6 +339,15 @@ external = "iscsi://192.168.50.9:3260/iqn.2004-01.com.example:array/1"
 "#;
 
     #[test]
+    fn the_shipped_example_reads() {
+        let text = include_str!("../examples/testbed-physical.toml");
+        let t = Testbed::parse(text, "testbed-physical.toml").unwrap();
+        assert_eq!(t.initiator.interfaces, ["enp65s0f0np0"]);
+        assert_eq!(t.target.portals, ["192.168.50.2:3260".parse().unwrap()]);
+        assert_eq!(t.target.external, None);
+    }
+
+    #[test]
     fn a_two_machine_bed_reads_with_its_defaults() {
         let t = Testbed::parse(TWO_MACHINES, "bed.toml").unwrap();
         assert_eq!(t.ssh_key.as_deref(), Some(Path::new("/root/.ssh/lab")));

@@ -115,6 +115,18 @@ impl Vm {
         self.dir.path()
     }
 
+    /// Pulls the plug: SIGKILL to QEMU (by the PID it wrote), as a machine
+    /// that dies or drops off the network would look to the lab.
+    pub fn power_off(&self) {
+        let pid = std::fs::read_to_string(self.dir.path().join("qemu.pid"))
+            .expect("scripts/vm wrote qemu.pid");
+        let pid: libc::pid_t = pid.trim().parse().expect("a PID");
+        // SAFETY: kill(2) on the QEMU this VM's scripts/vm started, by its PID.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+
     /// How the VM runs: "tcg" or "kvm".
     pub fn accel(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("accel"))

@@ -34,6 +34,7 @@ pub fn build(input: &ReportInput) -> Vec<Block> {
     b.extend(headline(input, &cells));
     b.extend(cases(input));
     b.extend(change_section(input, &cells));
+    b.extend(cpu_change_section(input, &cells));
     b.extend(effectiveness(input, &cells));
     b.extend(throughput_beside_cpu(input, &cells));
     b.extend(over_time(input));
@@ -443,6 +444,69 @@ fn change_section(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
         b.push(para("No cases besides the baseline: nothing to compare."));
     }
     b
+}
+
+/// A CPU-per-I/O effect as a table cell: the change with its interval.
+fn effect_cell(e: Option<Effect>) -> Cell {
+    match e {
+        Some(e) => Cell {
+            text: format!(
+                "{}{}",
+                change_ci(&e),
+                if e.conclusive { "" } else { ", inconclusive" }
+            ),
+            strong: e.significant && e.conclusive,
+        },
+        None => "–".into(),
+    }
+}
+
+/// Each case's CPU per I/O against its reference's, with intervals, per
+/// side: the comparison seeds 000, 003 and 004 make between initiators.
+fn cpu_change_section(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
+    let baseline = input.baseline().map_or("baseline", |b| b.name.as_str());
+    let mut rows = Vec::new();
+    for w in &input.workloads {
+        for case in input.cases.iter().filter(|c| c.name != baseline) {
+            let Some(c) = cell(cells, &case.name, &w.name) else {
+                continue;
+            };
+            let effects = [c.cpu_effect, c.initiator_cpu_effect, c.target_cpu_effect];
+            if effects.iter().all(Option::is_none) {
+                continue;
+            }
+            let mut row: Vec<Cell> = vec![
+                w.name.as_str().into(),
+                case.name.as_str().into(),
+                input.reference_of(&case.name).into(),
+            ];
+            row.extend(effects.into_iter().map(effect_cell));
+            rows.push(row);
+        }
+    }
+    if rows.is_empty() {
+        return Vec::new();
+    }
+    vec![
+        Block::Heading(2, "CPU per I/O against the reference".into(), Some("cpu-change")),
+        para(
+            "Each case's CPU-µs per I/O against its reference's, paired round by round, with              95% confidence intervals (negative: the case costs less CPU per command). Host:              busy time of all the CPUs of the initiator's machine (on a test bed) or of this              machine, from /proc/stat, taken the same way for every initiator; initiator and              target: their processes' own time (on a test bed, LIO's is its host's busy time).",
+        ),
+        Block::Table {
+            head: [
+                "workload",
+                "case",
+                "against",
+                "host CPU-µs/IO",
+                "initiator CPU-µs/IO",
+                "target CPU-µs/IO",
+            ]
+            .map(String::from)
+            .to_vec(),
+            right: vec![false, false, false, true, true, true],
+            rows,
+        },
+    ]
 }
 
 fn effectiveness(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {

@@ -692,6 +692,11 @@ impl Bed {
             window.tick(t);
             std::thread::sleep(Duration::from_millis(20));
         };
+        if stop.load(Ordering::Relaxed) {
+            // It ended because of Ctrl-C: no result, and no failure.
+            samplers.stop();
+            return Err(BenchFailure::Stopped);
+        }
         let samples = samplers.finish();
         let stdout = output
             .recv_timeout(Duration::from_secs(30))

@@ -1,6 +1,7 @@
 //! The Linux kernel's iSCSI initiator (open-iscsi) on an SSH host, as the
-//! lab drives it (issue 14): a node record made by hand (a SendTargets
-//! answer may name an address the host cannot reach, behind NAT), the
+//! lab drives it (issue 14): SendTargets discovery, stored nowhere, that
+//! must list the target, then a node record made by hand (the answer may
+//! name an address the host cannot reach, behind NAT), the
 //! lab's knobs written into it, login, the block device the session made,
 //! and logout with the record removed.
 //!
@@ -86,6 +87,14 @@ impl NodeSettings {
     }
 }
 
+/// Whether a SendTargets answer as iscsiadm prints it (`ADDR:PORT,TPGT
+/// IQN` per line) lists `target`.
+fn discovered(listing: &str, target: &str) -> bool {
+    listing
+        .lines()
+        .any(|line| line.split_whitespace().nth(1) == Some(target))
+}
+
 /// `iscsiadm -m node -T TARGET -p PORTAL -I IFACE EXTRA...`.
 fn node(target: &str, portal: &str, iface: &str, extra: &[&str]) -> Vec<String> {
     [
@@ -144,6 +153,30 @@ impl<'h> KernelSession<'h> {
         lun: u16,
         settings: &NodeSettings,
     ) -> Result<KernelSession<'h>, HostError> {
+        // SendTargets first, stored nowhere: the portal must answer and list
+        // the target. The record itself is made by hand, since the answer
+        // names the portals as the target sees them (behind NAT, not these).
+        let listing = host.run(&[
+            "iscsiadm",
+            "-m",
+            "discovery",
+            "-t",
+            "sendtargets",
+            "-p",
+            portal,
+            "-I",
+            iface,
+            "-o",
+            "nonpersistent",
+        ])?;
+        if !discovered(&listing, target) {
+            return Err(HostError::Failed {
+                host: host.name(),
+                command: format!("iscsiadm -m discovery -t sendtargets -p {portal}"),
+                status: "exit status: 0".into(),
+                stderr: format!("{target} is not among the targets it lists: {listing}"),
+            });
+        }
         let with = |extra: &[&str]| node(target, portal, iface, extra);
         host.run(&with(&["-o", "new"]))?;
         let session = KernelSession {
@@ -193,6 +226,16 @@ impl<'h> KernelSession<'h> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn discovery_must_list_the_target() {
+        let listing = "127.0.0.1:3262,1 iqn.2026-11.io.isoe:array\n\
+                       [fd00::2]:3260,1 iqn.2026-11.io.isoe:lab\n";
+        assert!(discovered(listing, "iqn.2026-11.io.isoe:array"));
+        assert!(discovered(listing, "iqn.2026-11.io.isoe:lab"));
+        assert!(!discovered(listing, "iqn.2026-11.io.isoe:arr"));
+        assert!(!discovered("", "iqn.2026-11.io.isoe:lab"));
+    }
 
     #[test]
     fn offload_ifaces_are_found_by_their_transport() {

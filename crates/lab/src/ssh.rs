@@ -140,6 +140,10 @@ impl SshHost {
     /// `ssh` with the options every command uses, up to the remote command.
     fn ssh(&self) -> Command {
         let mut c = Command::new("ssh");
+        // A process group of its own: Ctrl-C at the terminal goes to the
+        // lab, which ends what runs on the host by its PID, rather than
+        // killing the ssh that carries it (and losing its output).
+        std::os::unix::process::CommandExt::process_group(&mut c, 0);
         if let Some(key) = &self.key {
             c.arg("-i").arg(key);
         }

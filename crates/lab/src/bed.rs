@@ -580,7 +580,6 @@ impl Bed {
 
     /// One run of `workload` on the initiator host; its result in `isoe
     /// bench`'s fields, with both hosts' CPU over the measured window.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn run_workload(
         &self,
         plan: &Plan,
@@ -643,8 +642,11 @@ impl Bed {
                     };
                     let mut argv = vec![program];
                     argv.extend(job.args());
+                    // A second short of fio's end, from its process's start:
+                    // with four jobs, fio on the VM ended before a window
+                    // closing half a second short of it (2 runs of 81).
                     let start = Duration::from_secs_f64(job.ramp_s + 0.5);
-                    let len = Duration::from_secs_f64((job.duration_s - 1.0).max(0.5));
+                    let len = Duration::from_secs_f64((job.duration_s - 1.5).max(0.5));
                     (argv, Some(job), Window::new(start, start + len))
                 }
             };

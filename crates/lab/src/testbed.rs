@@ -46,6 +46,7 @@ const TARGET_KEYS: &[&str] = &[
     "listen",
     "isoe",
     "external",
+    "external_writable",
 ];
 
 type Reader = isoe_config::Reader<PlanError>;
@@ -339,6 +340,13 @@ external = "iscsi://192.168.50.9:3260/iqn.2004-01.com.example:array/1"
 "#;
 
     #[test]
+    fn writing_to_an_external_array_is_asked_for_by_name() {
+        let text = TWO_MACHINES.replace("array/1\"\n", "array/1\"\nexternal_writable = true\n");
+        let t = Testbed::parse(&text, "bed.toml").unwrap();
+        assert!(t.target.external_writable);
+    }
+
+    #[test]
     fn the_shipped_example_reads() {
         let text = include_str!("../examples/testbed-physical.toml");
         let t = Testbed::parse(text, "testbed-physical.toml").unwrap();
@@ -358,6 +366,10 @@ external = "iscsi://192.168.50.9:3260/iqn.2004-01.com.example:array/1"
         assert_eq!(
             t.target.listen, t.target.portals,
             "listen defaults to the portals"
+        );
+        assert!(
+            !t.target.external_writable,
+            "writing to an array is asked for"
         );
         let e = t.target.external.unwrap();
         assert_eq!(
@@ -392,6 +404,10 @@ external = "iscsi://192.168.50.9:3260/iqn.2004-01.com.example:array/1"
             (
                 "[initiator]\nhost = \"local\"\n[target]\nhost = \"local\"\nportals = [\"10.0.2.2:3260\"]\nexternal = \"iscsi://10.0.2.2:3260/iqn.x\"\n",
                 "bed.toml:6: target.external: \"iscsi://10.0.2.2:3260/iqn.x\": no LUN",
+            ),
+            (
+                "[initiator]\nhost = \"local\"\n[target]\nhost = \"local\"\nportals = [\"10.0.2.2:3260\"]\nexternal_writable = true\n",
+                "bed.toml:6: target.external_writable: only with `external`",
             ),
             (
                 "[initiator]\nhost = \"local\"\nfio_libscsi = \"x\"\n",

@@ -92,17 +92,7 @@ fn change_cell(input: &ReportInput, case: &str, c: Option<&CellSummary>) -> Cell
     } else {
         format!(" vs {reference}")
     };
-    match c.and_then(|c| c.effect) {
-        Some(e) => Cell {
-            text: format!(
-                "{}{against}{}",
-                change_ci(&e),
-                if e.conclusive { "" } else { ", inconclusive" }
-            ),
-            strong: e.significant && e.conclusive,
-        },
-        None => "–".into(),
-    }
+    effect_cell(c.and_then(|c| c.effect), &against)
 }
 
 fn front(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
@@ -446,12 +436,13 @@ fn change_section(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
     b
 }
 
-/// A CPU-per-I/O effect as a table cell: the change with its interval.
-fn effect_cell(e: Option<Effect>) -> Cell {
+/// An effect as a table cell: the change with its interval, `against`
+/// (" vs CASE", or nothing) after it; bold when significant and conclusive.
+fn effect_cell(e: Option<Effect>, against: &str) -> Cell {
     match e {
         Some(e) => Cell {
             text: format!(
-                "{}{}",
+                "{}{against}{}",
                 change_ci(&e),
                 if e.conclusive { "" } else { ", inconclusive" }
             ),
@@ -480,7 +471,7 @@ fn cpu_change_section(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> 
                 case.name.as_str().into(),
                 input.reference_of(&case.name).into(),
             ];
-            row.extend(effects.into_iter().map(effect_cell));
+            row.extend(effects.into_iter().map(|e| effect_cell(e, "")));
             rows.push(row);
         }
     }
@@ -488,9 +479,18 @@ fn cpu_change_section(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> 
         return Vec::new();
     }
     vec![
-        Block::Heading(2, "CPU per I/O against the reference".into(), Some("cpu-change")),
+        Block::Heading(
+            2,
+            "CPU per I/O against the reference".into(),
+            Some("cpu-change"),
+        ),
         para(
-            "Each case's CPU-µs per I/O against its reference's, paired round by round, with              95% confidence intervals (negative: the case costs less CPU per command). Host:              busy time of all the CPUs of the initiator's machine (on a test bed) or of this              machine, from /proc/stat, taken the same way for every initiator; initiator and              target: their processes' own time (on a test bed, LIO's is its host's busy time).",
+            "Each case's CPU-µs per I/O against its reference's, paired round by round, with \
+             95% confidence intervals (negative: the case costs less CPU per command). Host: \
+             busy time of all the CPUs of the initiator's machine (on a test bed) or of this \
+             machine, from /proc/stat, taken the same way for every initiator; initiator and \
+             target: their processes' own time (on a test bed, LIO's is its host's busy time; \
+             a kernel initiator's own process is fio, its work in the kernel is in the host's).",
         ),
         Block::Table {
             head: [

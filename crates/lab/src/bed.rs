@@ -50,6 +50,10 @@ const TARGET_START: Duration = Duration::from_secs(30);
 /// Slack beyond ramp + duration before a run on a bed is declared hung
 /// (a VM under emulation starts programs slowly).
 const RUN_SLACK: Duration = Duration::from_secs(120);
+/// Where, in the output directory, the last run's initiator and the
+/// target print their errors (removed when the bed closes).
+const INITIATOR_STDERR: &str = ".initiator-stderr.log";
+const TARGET_STDERR: &str = ".target-stderr.log";
 /// The file in the output directory that keeps the bed's knobs' state
 /// before the plan until all of it is back.
 pub const KNOB_JOURNAL: &str = "knobs-journal.json";
@@ -197,6 +201,10 @@ impl Bed {
         self.initiator.close();
         self.target.close();
         let _ = std::fs::remove_dir_all(&self.ssh_dir);
+        // The programs' stderr, kept only for the errors of the plan's runs.
+        for log in [INITIATOR_STDERR, TARGET_STDERR] {
+            let _ = std::fs::remove_file(self.log_dir.join(log));
+        }
         problems
     }
 
@@ -497,7 +505,7 @@ impl Bed {
                 let path = format!("{}/target.toml", self.target_dir);
                 host.write(&path, config.as_bytes())
                     .map_err(|e| self.failure(host, &format!("case {case}"), e))?;
-                let log = self.log_dir.join(".target-stderr.log");
+                let log = self.log_dir.join(TARGET_STDERR);
                 let stderr = File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
                 let mut running = host
                     .spawn(
@@ -656,7 +664,7 @@ impl Bed {
             ours.push("ssh".to_owned());
         }
         window = window.owning(&ours);
-        let log = self.log_dir.join(".initiator-stderr.log");
+        let log = self.log_dir.join(INITIATOR_STDERR);
         let stderr = File::create(&log)
             .map_err(|e| BenchFailure::Failed(format!("{}: {e}", log.display())))?;
         let started_at = isoe_bench::timestamp::rfc3339_utc(std::time::SystemTime::now());

@@ -537,7 +537,7 @@ impl Bed {
                 }
                 let pid = running.pid();
                 Ok(BedTarget {
-                    started: Started::Isoe(Some(running)),
+                    started: Started::Isoe(running),
                     pid: Some(pid),
                     portals: t.portals.clone(),
                     iqn: TARGET_IQN.to_owned(),
@@ -1072,8 +1072,8 @@ pub fn node_settings(knobs: &KnobSet) -> NodeSettings {
 
 /// What serves a case on a bed.
 pub enum Started<'b> {
-    /// `isoe target` on the target host (None once stopped).
-    Isoe(Option<Running>),
+    /// `isoe target` on the target host.
+    Isoe(Running),
     /// LIO through configfs.
     Lio(crate::lio::LioTarget<'b>),
     /// An existing array.
@@ -1112,9 +1112,9 @@ impl BedTarget<'_> {
 
     fn stop_now(&mut self) -> Result<(), String> {
         match std::mem::replace(&mut self.started, Started::External) {
-            Started::Isoe(Some(running)) => running.stop(STOP_GRACE).map_err(host_error),
+            Started::Isoe(running) => running.stop(STOP_GRACE).map_err(host_error),
             Started::Lio(lio) => lio.stop().map_err(host_error),
-            Started::Isoe(None) | Started::External => Ok(()),
+            Started::External => Ok(()),
         }
     }
 }

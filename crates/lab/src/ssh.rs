@@ -332,12 +332,6 @@ impl Remote {
         result
     }
 
-    /// Whether the local ssh carrying it has ended (the program exited, or
-    /// the connection to the host broke).
-    pub fn has_ended(&mut self) -> bool {
-        !matches!(self.child.try_wait(), Ok(None))
-    }
-
     /// The exit status of the local ssh once it has ended: the program's
     /// own, or 255 when ssh lost the host.
     pub fn try_wait(&mut self) -> io::Result<Option<std::process::ExitStatus>> {

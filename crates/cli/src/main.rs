@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod admin_cmd;
 mod bench_cmd;
 mod initiator_cmd;
 mod lab_cmd;
@@ -30,6 +31,9 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
+    /// Administer a running `isoe target` through its control socket: list
+    /// sessions, add and remove LUNs, ACL entries, CHAP, portals, live.
+    Admin(admin_cmd::AdminArgs),
     /// Drive targets with the seeds' workloads and measure throughput,
     /// latency and the CPU each side spends (METHODOLOGY.md).
     Bench(bench_cmd::BenchArgs),
@@ -45,6 +49,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Target { listen, config } => target_cmd::run(config.as_deref(), &listen),
+        Command::Admin(args) => admin_cmd::run(args),
         Command::Bench(args) => bench_cmd::run(args),
         Command::Lab(args) => lab_cmd::run(args),
         Command::Initiator(command) => initiator_cmd::run(command),

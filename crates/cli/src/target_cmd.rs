@@ -1,13 +1,16 @@
 //! `isoe target`: load the configuration, serve until SIGINT/SIGTERM, shut down cleanly.
 
+use isoe_target::admin::socket::ControlSocket;
+use isoe_target::admin::Admin;
 use isoe_target::config::{algorithm_name, ChapConfig, Datapath, StoreSpec};
 use isoe_target::Config;
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 fn describe_store(spec: &StoreSpec) -> String {
     match spec {
@@ -58,6 +61,39 @@ fn auth_summary(config: &Config) -> Vec<String> {
     lines
 }
 
+/// Starts the control socket of `[control] socket`, if any. A socket
+/// another target answers on, or one that cannot be made, leaves this
+/// target without one and says why: serving must not depend on it.
+fn control_socket(path: Option<&Path>, admin: &Arc<Admin>) -> Option<ControlSocket> {
+    let path = path?;
+    match ControlSocket::start(path, Arc::clone(admin)) {
+        Ok(socket) => Some(socket),
+        Err(e) => {
+            eprintln!(
+                "isoe target: no control socket: {e}; `isoe admin` cannot reach this target \
+                 (set [control] socket to another path, or \"\" for none)"
+            );
+            None
+        }
+    }
+}
+
+/// SIGHUP: the file is read again and what changed put into force; an
+/// error is logged and the running configuration stays.
+fn reload(admin: &Admin) {
+    match admin.reload() {
+        Ok(outcome)
+            if outcome.applied.changes.is_empty() && outcome.applied.at_restart.is_empty() =>
+        {
+            eprintln!("isoe target: SIGHUP: the configuration file is unchanged");
+        }
+        Ok(_) => {}
+        Err(e) => {
+            eprintln!("isoe target: SIGHUP: reload refused, the running configuration stays: {e}")
+        }
+    }
+}
+
 /// Runs the target; returns when a signal asked it to stop.
 pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
     let mut config = match config_path {
@@ -73,7 +109,8 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
     if !listen.is_empty() {
         config.portals = listen.to_vec();
     }
-    let mut signals = match Signals::new([SIGINT, SIGTERM]) {
+    let configured = config.clone();
+    let mut signals = match Signals::new([SIGINT, SIGTERM, SIGHUP]) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("isoe target: cannot install signal handlers: {e}");
@@ -121,12 +158,41 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
     for line in &auth {
         let _ = writeln!(stdout, "isoe target: {line}");
     }
+    let admin = match Admin::new(
+        Arc::clone(running.server()),
+        Arc::clone(running.handle()),
+        configured.clone(),
+        config_path,
+        (!listen.is_empty()).then(|| listen.to_vec()),
+    ) {
+        Ok(admin) => Arc::new(admin),
+        Err(e) => {
+            // The file was read a moment ago; it changed under us.
+            eprintln!("isoe target: {e}");
+            let _ = running.shutdown();
+            return ExitCode::from(2);
+        }
+    };
+    let control = control_socket(configured.control.socket.as_deref(), &admin);
+    if let Some(socket) = &control {
+        let _ = writeln!(
+            stdout,
+            "isoe target: control socket {}",
+            socket.path().display()
+        );
+    }
     let _ = stdout.flush();
-    let signal = signals.forever().next();
-    eprintln!(
-        "isoe target: signal {} received, shutting down",
-        signal.unwrap_or(0)
-    );
+    let mut signal = 0;
+    for received in signals.forever() {
+        if received == SIGHUP {
+            reload(&admin);
+            continue;
+        }
+        signal = received;
+        break;
+    }
+    eprintln!("isoe target: signal {signal} received, shutting down");
+    drop(control);
     match running.shutdown() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -184,6 +184,36 @@ pub struct Config {
     pub discovery: Discovery,
     /// The `[limits]` table: bounds on what peers may make the target hold.
     pub limits: Limits,
+    /// The `[control]` table: where `isoe admin` reaches the running target.
+    pub control: Control,
+}
+
+/// The `[control]` table: the local socket `isoe admin` talks to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Control {
+    /// The Unix socket's path; `None` (`socket = ""`): no control socket.
+    pub socket: Option<PathBuf>,
+}
+
+impl Default for Control {
+    fn default() -> Control {
+        Control {
+            socket: default_control_socket(),
+        }
+    }
+}
+
+/// Where the control socket is when `[control] socket` is not set: for
+/// root, `/run/isoe/isoe.sock` (systemd's `RuntimeDirectory=isoe` makes
+/// `/run/isoe` for the service); for other users,
+/// `$XDG_RUNTIME_DIR/isoe/isoe.sock`, or none without `XDG_RUNTIME_DIR`.
+/// `isoe admin` looks in the same place.
+pub fn default_control_socket() -> Option<PathBuf> {
+    if rustix::process::geteuid().is_root() {
+        return Some(PathBuf::from("/run/isoe/isoe.sock"));
+    }
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty())?;
+    Some(PathBuf::from(runtime).join("isoe").join("isoe.sock"))
 }
 
 /// The `[limits]` table: everything a peer can make the target allocate or
@@ -424,6 +454,9 @@ pub struct LunSpec {
     pub serial: Option<String>,
     /// NAA type 6 designator (VPD page 0x83) if configured; else see [`crate::identity`].
     pub naa: Option<[u8; 16]>,
+    /// `offline = true`: the LUN is listed and keeps its identity, but
+    /// every command that would touch it ends in NOT READY, OFFLINE.
+    pub offline: bool,
 }
 
 /// The backing store of a LUN.
@@ -566,11 +599,13 @@ impl Config {
                     sanitize_bytes_per_s: None,
                     serial: None,
                     naa: None,
+                    offline: false,
                 }],
             }],
             datapath: Datapath::default(),
             discovery: Discovery::default(),
             limits: Limits::default(),
+            control: Control::default(),
         }
     }
 }
@@ -643,7 +678,9 @@ const ROOT_KEYS: &[&str] = &[
     "datapath",
     "discovery",
     "limits",
+    "control",
 ];
+const CONTROL_KEYS: &[&str] = &["socket"];
 const LIMITS_KEYS: &[&str] = &[
     "connections",
     "connections_per_initiator",
@@ -676,6 +713,7 @@ const LUN_KEYS: &[&str] = &[
     "serial",
     "naa",
     "overcommit",
+    "offline",
 ];
 const PARAM_KEYS: &[&str] = &[
     "max_recv_data_segment_length",
@@ -742,6 +780,10 @@ fn read_config(r: &Reader, mut root: Table, source: Option<&Path>) -> Result<Con
         Some(field) => read_limits(r, r.table(field, LIMITS_KEYS)?)?,
         None => Limits::default(),
     };
+    let control = match root.take("control") {
+        Some(field) => read_control(r, r.table(field, CONTROL_KEYS)?)?,
+        None => Control::default(),
+    };
     let (discovery, discovery_places) = match root.take("discovery") {
         Some(field) => read_discovery(r, r.table(field, DISCOVERY_KEYS)?)?,
         None => (Discovery::default(), None),
@@ -766,7 +808,18 @@ fn read_config(r: &Reader, mut root: Table, source: Option<&Path>) -> Result<Con
         datapath,
         discovery,
         limits,
+        control,
     })
+}
+
+/// The `[control]` table: `socket = ""` turns the control socket off.
+fn read_control(r: &Reader, mut t: Table) -> Result<Control, ConfigError> {
+    let socket = match t.take("socket") {
+        Some(field) if matches!(&field.node, Node::Str(s) if s.is_empty()) => None,
+        Some(field) => Some(r.path(&field)?),
+        None => default_control_socket(),
+    };
+    Ok(Control { socket })
 }
 
 /// The `[limits]` table; a key left out keeps its default.
@@ -1083,6 +1136,10 @@ fn read_lun(r: &Reader, mut t: Table) -> Result<(LunSpec, Field, Place), ConfigE
         Some(f) => Some(parse_naa(&r.string(&f)?).map_err(|message| r.at(&f, message))?),
         None => None,
     };
+    let offline = match t.take("offline") {
+        Some(f) => r.bool(&f)?,
+        None => false,
+    };
     let overcommit = match t.take("overcommit") {
         Some(f) => Some((r.bool(&f)?, f)),
         None => None,
@@ -1108,6 +1165,7 @@ fn read_lun(r: &Reader, mut t: Table) -> Result<(LunSpec, Field, Place), ConfigE
         sanitize_bytes_per_s,
         serial,
         naa,
+        offline,
     };
     Ok((lun, number_field, store_place))
 }

@@ -60,21 +60,22 @@ fn send_targets(
     let listed: Vec<_> = match (session.params.session_type, value) {
         (SessionType::Discovery, "All") => server
             .targets()
-            .iter()
+            .into_iter()
             .filter(|t| t.admits(initiator))
             .collect(),
         // RFC 7143 Appendix C: in a normal session, the session's own target.
-        (SessionType::Normal, "" | "All") => session.target.iter().collect(),
+        (SessionType::Normal, "" | "All") => session.target.iter().cloned().collect(),
         (_, name) => server
             .targets()
-            .iter()
+            .into_iter()
             .filter(|t| t.name == name && t.admits(initiator))
             .collect(),
     };
-    let portals = if server.config.portals.is_empty() {
+    let portals = server.portals();
+    let portals = if portals.is_empty() {
         vec![local]
     } else {
-        server.config.portals.clone()
+        portals
     };
     for target in listed {
         push_pair(out, "TargetName", &target.name);

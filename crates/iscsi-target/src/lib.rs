@@ -4,6 +4,7 @@
 //! the TOML configuration and the target's I/O driver. Protocol encoding
 //! lives in `isoe-wire`, SCSI semantics in `isoe-scsi`, media in `isoe-store`.
 
+pub mod admin;
 pub mod admission;
 pub mod budget;
 pub mod buffer_pool;

@@ -14,9 +14,10 @@
 
 use crate::admission::{FailureLog, Gatekeeper};
 use crate::budget::Budget;
-use crate::config::{ChapConfig, Config, DigestChoice, Params, StoreSpec, TargetConfig};
+use crate::config::{ChapConfig, Config, DigestChoice, LunSpec, Params, StoreSpec, TargetConfig};
 use crate::identity;
 use crate::session::Session;
+use arc_swap::ArcSwap;
 use isoe_scsi::{LogicalUnit, LunConfig};
 use isoe_store::{BlockStore, FileStore, MemoryStore, Store};
 use isoe_wire::chap::{ChallengeLog, CHALLENGE_LOG_CAPACITY};
@@ -24,7 +25,7 @@ use isoe_wire::login::{Admission, AuthPolicy, LoginFailure, LoginPolicy, TargetL
 use isoe_wire::negotiate::{Digest, SessionType};
 use isoe_wire::pdu::login_status;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use thiserror::Error;
 
 /// Why the target could not be set up from its configuration.
@@ -78,11 +79,11 @@ pub enum SetupError {
     },
 }
 
-/// One iSCSI target node with its logical units.
-#[derive(Debug)]
-pub struct Target {
-    /// The target's iSCSI name.
-    pub name: String,
+/// Who may log into a target and how its sessions are set up: what the
+/// control plane and a reload change while sessions run. Read at login and
+/// discovery only, never on the command path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
     /// TargetAlias, if any.
     pub alias: Option<String>,
     /// Initiators allowed to see and log into it (empty: all).
@@ -91,17 +92,31 @@ pub struct Target {
     pub chap: Option<ChapConfig>,
     /// iSCSI parameters for sessions to it.
     pub params: Params,
-    luns: Vec<(u16, Arc<LogicalUnit>)>,
-    lun_numbers: Vec<u16>,
 }
 
-impl isoe_scsi::UnitDirectory for Target {
-    fn unit_by_naa(&self, naa: &[u8]) -> Option<Arc<LogicalUnit>> {
-        self.units().find(|lu| lu.config().naa[..] == *naa).cloned()
+impl Policy {
+    /// True when `initiator` may see and use the target.
+    pub fn admits(&self, initiator: &str) -> bool {
+        self.allowed_initiators.is_empty() || self.allowed_initiators.iter().any(|a| a == initiator)
     }
 }
 
-impl Target {
+/// A target's logical units at one moment, by ascending LUN. A command
+/// borrows the table it started with (see [`Target::luns`]); a LUN added
+/// or removed meanwhile is in the next table.
+#[derive(Debug, Default)]
+pub struct LunTable {
+    luns: Vec<(u16, Arc<LogicalUnit>)>,
+    numbers: Vec<u16>,
+}
+
+impl LunTable {
+    fn new(mut luns: Vec<(u16, Arc<LogicalUnit>)>) -> LunTable {
+        luns.sort_by_key(|(n, _)| *n);
+        let numbers = luns.iter().map(|(n, _)| *n).collect();
+        LunTable { luns, numbers }
+    }
+
     /// Every logical unit, by ascending LUN.
     pub fn units(&self) -> impl Iterator<Item = &Arc<LogicalUnit>> {
         self.luns.iter().map(|(_, lu)| lu)
@@ -116,13 +131,70 @@ impl Target {
     }
 
     /// All LUN numbers, ascending (REPORT LUNS).
-    pub fn lun_numbers(&self) -> &[u16] {
-        &self.lun_numbers
+    pub fn numbers(&self) -> &[u16] {
+        &self.numbers
+    }
+
+    /// The unit whose NAA designator is `naa` (EXTENDED COPY's targets).
+    pub fn unit_by_naa(&self, naa: &[u8]) -> Option<Arc<LogicalUnit>> {
+        self.units().find(|lu| lu.config().naa[..] == *naa).cloned()
+    }
+}
+
+/// One iSCSI target node with its logical units. Its name is fixed; its
+/// [`Policy`] and its LUNs change while it serves (the control plane,
+/// SIGHUP).
+#[derive(Debug)]
+pub struct Target {
+    /// The target's iSCSI name.
+    pub name: String,
+    policy: RwLock<Arc<Policy>>,
+    /// Swapped whole when a LUN comes or goes. A command's load takes no
+    /// lock and touches no reference count shared with other threads
+    /// (arc-swap's per-thread debt slots; datapath rule 4).
+    luns: ArcSwap<LunTable>,
+}
+
+impl Target {
+    /// A target with `policy` and `luns`.
+    pub fn new(name: String, policy: Policy, luns: Vec<(u16, Arc<LogicalUnit>)>) -> Target {
+        Target {
+            name,
+            policy: RwLock::new(Arc::new(policy)),
+            luns: ArcSwap::from_pointee(LunTable::new(luns)),
+        }
+    }
+
+    /// The LUN table now; hold it for the length of one command.
+    pub fn luns(&self) -> arc_swap::Guard<Arc<LunTable>> {
+        self.luns.load()
+    }
+
+    /// The LUN table now, as an owned handle (work that leaves the thread).
+    pub fn luns_full(&self) -> Arc<LunTable> {
+        self.luns.load_full()
+    }
+
+    /// Replaces the LUN table: `change` gets the units now and returns the
+    /// new set. Callers serialize changes (the control plane's lock).
+    pub fn replace_luns(&self, change: impl FnOnce(&LunTable) -> Vec<(u16, Arc<LogicalUnit>)>) {
+        let now = self.luns.load_full();
+        self.luns.store(Arc::new(LunTable::new(change(&now))));
+    }
+
+    /// The policy now.
+    pub fn policy(&self) -> Arc<Policy> {
+        Arc::clone(&self.policy.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Replaces the policy; logins from now on see the new one.
+    pub fn set_policy(&self, policy: Policy) {
+        *self.policy.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(policy);
     }
 
     /// True when `initiator` may see and use this target.
     pub fn admits(&self, initiator: &str) -> bool {
-        self.allowed_initiators.is_empty() || self.allowed_initiators.iter().any(|a| a == initiator)
+        self.policy().admits(initiator)
     }
 }
 
@@ -138,10 +210,16 @@ struct SessionKey {
 /// Everything one `isoe target` process serves.
 #[derive(Debug)]
 pub struct Server {
-    /// The configuration it was built from.
+    /// The configuration it was started with. Its targets, portals and
+    /// discovery CHAP are the start's; what runs now is in [`Server::targets`],
+    /// [`Server::portals`] and [`Server::discovery_chap`], which the control
+    /// plane changes. The rest (`datapath`, `limits`, `state_dir`) holds
+    /// until a restart.
     pub config: Config,
-    targets: Vec<Arc<Target>>,
-    stores: Vec<Arc<dyn Store>>,
+    targets: RwLock<Vec<Arc<Target>>>,
+    /// The portals SendTargets lists (bound addresses).
+    portals: RwLock<Vec<std::net::SocketAddr>>,
+    discovery_chap: RwLock<Option<Arc<ChapConfig>>>,
     sessions: Mutex<Vec<(SessionKey, Arc<Session>)>>,
     /// CHAP challenges issued lately; logins only, never the command path.
     challenges: Mutex<ChallengeLog>,
@@ -158,6 +236,14 @@ pub struct Server {
     pub auth_failures: FailureLog,
     /// Why `[limits] connections` was lowered at start, if it was.
     pub limits_note: Option<String>,
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(|e| e.into_inner())
 }
 
 fn digest_list(choices: &[DigestChoice]) -> Vec<Digest> {
@@ -217,85 +303,98 @@ fn open_store(spec: &StoreSpec, read_only: bool) -> Result<Arc<dyn Store>, isoe_
 /// LUN: how tests put a slow or failing store under a running target.
 pub type WrapStore<'a> = &'a dyn Fn(&str, u16, Arc<dyn Store>) -> Arc<dyn Store>;
 
-fn build_target(
+/// Opens one LUN's store and builds its logical unit: the identity comes
+/// from `state_dir` (made the first time), the backing file must not have
+/// vanished since it was provisioned.
+pub fn build_lun(
     config: &Config,
-    t: &TargetConfig,
-    stores: &mut Vec<Arc<dyn Store>>,
+    target: &str,
+    spec: &LunSpec,
     wrap: WrapStore<'_>,
-) -> Result<Target, SetupError> {
-    let mut luns = Vec::with_capacity(t.luns.len());
-    for spec in &t.luns {
-        let identity_error = |source| SetupError::Identity {
-            target: t.name.clone(),
+) -> Result<Arc<LogicalUnit>, SetupError> {
+    let identity_error = |source| SetupError::Identity {
+        target: target.to_string(),
+        lun: spec.number,
+        source,
+    };
+    // The configuration checked this too; the file may have gone since.
+    identity::check_backing_file(config.state_dir.as_deref(), target, spec)
+        .map_err(identity_error)?;
+    let store = open_store(&spec.store, spec.read_only).map_err(|source| SetupError::Store {
+        target: target.to_string(),
+        lun: spec.number,
+        source,
+    })?;
+    let store = wrap(target, spec.number, store);
+    if store.size_bytes() < u64::from(spec.block_size) {
+        return Err(SetupError::NoBlocks {
+            target: target.to_string(),
             lun: spec.number,
-            source,
-        };
-        // The configuration checked this too; the file may have gone since.
-        identity::check_backing_file(config.state_dir.as_deref(), &t.name, spec)
-            .map_err(identity_error)?;
-        let store =
-            open_store(&spec.store, spec.read_only).map_err(|source| SetupError::Store {
-                target: t.name.clone(),
-                lun: spec.number,
-                source,
-            })?;
-        let store = wrap(&t.name, spec.number, store);
-        if store.size_bytes() < u64::from(spec.block_size) {
-            return Err(SetupError::NoBlocks {
-                target: t.name.clone(),
-                lun: spec.number,
-                size_bytes: store.size_bytes(),
-                block_size: spec.block_size,
-            });
-        }
-        let id = identity::resolve(config.state_dir.as_deref(), &t.name, spec)
-            .map_err(identity_error)?;
-        let product = match spec.store {
-            StoreSpec::Memory { .. } => "MEMORY",
-            StoreSpec::File { .. } => "FILE",
-            StoreSpec::Block { .. } => "BLOCK",
-        };
-        let lun_config = LunConfig {
-            read_only: spec.read_only,
+            size_bytes: store.size_bytes(),
             block_size: spec.block_size,
-            physical_block_size: spec.physical_block_size,
-            sanitize_bytes_per_s: spec.sanitize_bytes_per_s,
-            vendor: "ISOE".into(),
-            product: product.into(),
-            revision: env!("CARGO_PKG_VERSION")
-                .chars()
-                .filter(|c| *c != '.')
-                .take(4)
-                .collect(),
-            unit_serial: id.serial,
-            naa: id.naa,
-            target_port_name: format!("{},t,0x0001", t.name),
-            relative_port: 1,
-            lun_number: spec.number,
-            reservations_file: config
-                .state_dir
-                .as_deref()
-                .map(|dir| identity::reservations_file(dir, &t.name, spec.number)),
-        };
-        lun_config.validate().map_err(|source| SetupError::Lun {
-            target: t.name.clone(),
-            lun: spec.number,
-            source,
-        })?;
-        stores.push(store.clone());
-        luns.push((spec.number, Arc::new(LogicalUnit::new(store, lun_config))));
+        });
     }
-    luns.sort_by_key(|(n, _)| *n);
-    let lun_numbers = luns.iter().map(|(n, _)| *n).collect();
-    Ok(Target {
-        name: t.name.clone(),
+    let id =
+        identity::resolve(config.state_dir.as_deref(), target, spec).map_err(identity_error)?;
+    let product = match spec.store {
+        StoreSpec::Memory { .. } => "MEMORY",
+        StoreSpec::File { .. } => "FILE",
+        StoreSpec::Block { .. } => "BLOCK",
+    };
+    let lun_config = LunConfig {
+        read_only: spec.read_only,
+        block_size: spec.block_size,
+        physical_block_size: spec.physical_block_size,
+        sanitize_bytes_per_s: spec.sanitize_bytes_per_s,
+        vendor: "ISOE".into(),
+        product: product.into(),
+        revision: env!("CARGO_PKG_VERSION")
+            .chars()
+            .filter(|c| *c != '.')
+            .take(4)
+            .collect(),
+        unit_serial: id.serial,
+        naa: id.naa,
+        target_port_name: format!("{target},t,0x0001"),
+        relative_port: 1,
+        lun_number: spec.number,
+        reservations_file: config
+            .state_dir
+            .as_deref()
+            .map(|dir| identity::reservations_file(dir, target, spec.number)),
+    };
+    lun_config.validate().map_err(|source| SetupError::Lun {
+        target: target.to_string(),
+        lun: spec.number,
+        source,
+    })?;
+    let lu = LogicalUnit::new(store, lun_config);
+    lu.set_offline(spec.offline);
+    Ok(Arc::new(lu))
+}
+
+/// The [`Policy`] a target's configuration asks for.
+pub fn policy_of(t: &TargetConfig) -> Policy {
+    Policy {
         alias: t.alias.clone(),
         allowed_initiators: t.allowed_initiators.clone(),
         chap: t.chap.clone(),
         params: t.params.clone(),
-        luns,
-        lun_numbers,
-    })
+    }
+}
+
+/// Builds a target and opens its LUNs' stores.
+pub fn build_target(
+    config: &Config,
+    t: &TargetConfig,
+    wrap: WrapStore<'_>,
+) -> Result<Target, SetupError> {
+    let luns = t
+        .luns
+        .iter()
+        .map(|spec| Ok((spec.number, build_lun(config, &t.name, spec, wrap)?)))
+        .collect::<Result<Vec<_>, SetupError>>()?;
+    Ok(Target::new(t.name.clone(), policy_of(t), luns))
 }
 
 impl Server {
@@ -306,18 +405,18 @@ impl Server {
 
     /// [`Server::new`], with each store passed through `wrap` once opened.
     pub fn with_stores_wrapped(config: Config, wrap: WrapStore<'_>) -> Result<Server, SetupError> {
-        let mut stores = Vec::new();
         let mut targets = Vec::with_capacity(config.targets.len());
         for t in &config.targets {
-            targets.push(Arc::new(build_target(&config, t, &mut stores, wrap)?));
+            targets.push(Arc::new(build_target(&config, t, wrap)?));
         }
         let open_files = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
         let (gate, limits_note) = Gatekeeper::new(config.limits, open_files);
         let write_buffer = config.limits.write_buffer;
         Ok(Server {
+            targets: RwLock::new(targets),
+            portals: RwLock::new(config.portals.clone()),
+            discovery_chap: RwLock::new(config.discovery.chap.clone().map(Arc::new)),
             config,
-            targets,
-            stores,
             sessions: Mutex::new(Vec::new()),
             challenges: Mutex::new(ChallengeLog::new(CHALLENGE_LOG_CAPACITY)),
             next_serial: AtomicU64::new(1),
@@ -330,14 +429,111 @@ impl Server {
         })
     }
 
-    /// All targets.
-    pub fn targets(&self) -> &[Arc<Target>] {
-        &self.targets
+    /// All targets now.
+    pub fn targets(&self) -> Vec<Arc<Target>> {
+        read(&self.targets).clone()
     }
 
     /// The target named `name`.
-    pub fn target(&self, name: &str) -> Option<&Arc<Target>> {
-        self.targets.iter().find(|t| t.name == name)
+    pub fn target(&self, name: &str) -> Option<Arc<Target>> {
+        read(&self.targets).iter().find(|t| t.name == name).cloned()
+    }
+
+    /// Adds a target (the control plane checked that its name is new).
+    pub fn add_target(&self, target: Arc<Target>) {
+        write(&self.targets).push(target);
+    }
+
+    /// Removes the target named `name`: no new login reaches it; its
+    /// sessions are closed (their connections go to `wake`) and its stores
+    /// flushed. Returns it, or None when there is none.
+    pub fn remove_target(&self, name: &str, wake: &mut Vec<u64>) -> Option<Arc<Target>> {
+        let target = {
+            let mut targets = write(&self.targets);
+            let pos = targets.iter().position(|t| t.name == name)?;
+            targets.remove(pos)
+        };
+        for session in self.sessions_of(&target) {
+            session.close(u64::MAX, wake);
+        }
+        Some(target)
+    }
+
+    /// Adds `lu` as LUN `number` of `target` (replacing one of that
+    /// number): the sessions logged in to the target hear of its unit
+    /// attentions from now on, and every other unit of the target tells
+    /// each of them REPORTED LUNS DATA HAS CHANGED. Done under the sessions'
+    /// lock, so that a session logging in meanwhile is attached once.
+    pub fn add_lun(&self, target: &Arc<Target>, number: u16, lu: Arc<LogicalUnit>) {
+        let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        target.replace_luns(|now| {
+            let mut luns: Vec<_> = now
+                .luns
+                .iter()
+                .filter(|(n, _)| *n != number)
+                .cloned()
+                .collect();
+            luns.push((number, Arc::clone(&lu)));
+            luns
+        });
+        for (_, s) in sessions.iter().filter(|(_, s)| s.is_on(target)) {
+            lu.attach(&s.nexus);
+        }
+        for other in target.luns().units().filter(|u| !Arc::ptr_eq(u, &lu)) {
+            other.report_luns_changed();
+        }
+    }
+
+    /// Removes LUN `number` of `target` and returns it: commands already
+    /// running finish; later ones get LOGICAL UNIT NOT SUPPORTED, and the
+    /// other units tell every session REPORTED LUNS DATA HAS CHANGED.
+    pub fn remove_lun(&self, target: &Arc<Target>, number: u16) -> Option<Arc<LogicalUnit>> {
+        let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let removed = target.luns().lun(number).cloned()?;
+        target.replace_luns(|now| {
+            now.luns
+                .iter()
+                .filter(|(n, _)| *n != number)
+                .cloned()
+                .collect()
+        });
+        for (_, s) in sessions.iter().filter(|(_, s)| s.is_on(target)) {
+            removed.detach(&s.nexus);
+        }
+        for other in target.luns().units() {
+            other.report_luns_changed();
+        }
+        Some(removed)
+    }
+
+    /// Closes the session with `tsih`; its connections go to `wake`.
+    /// Returns whether there was one.
+    pub fn close_session(&self, tsih: u16, wake: &mut Vec<u64>) -> bool {
+        let Some(session) = self.sessions().into_iter().find(|s| s.tsih == tsih) else {
+            return false;
+        };
+        session.close(u64::MAX, wake);
+        true
+    }
+
+    /// The portals SendTargets lists now.
+    pub fn portals(&self) -> Vec<std::net::SocketAddr> {
+        read(&self.portals).clone()
+    }
+
+    /// Replaces the portals SendTargets lists.
+    pub fn set_portals(&self, portals: Vec<std::net::SocketAddr>) {
+        *write(&self.portals) = portals;
+    }
+
+    /// `[discovery.chap]` now.
+    pub fn discovery_chap(&self) -> Option<Arc<ChapConfig>> {
+        read(&self.discovery_chap).clone()
+    }
+
+    /// Replaces `[discovery.chap]` for discovery logins from now on.
+    pub fn set_discovery_chap(&self, chap: Option<ChapConfig>) {
+        *write(&self.discovery_chap) = chap.map(Arc::new);
     }
 
     /// A process-unique number (connection serials, I_T nexus IDs).
@@ -480,8 +676,10 @@ impl Server {
 
     /// Makes every store durable (shutdown).
     pub fn flush_stores(&self) -> Result<(), isoe_store::StoreError> {
-        for s in &self.stores {
-            s.flush()?;
+        for target in self.targets() {
+            for lu in target.luns().units() {
+                lu.store().flush()?;
+            }
         }
         Ok(())
     }
@@ -507,7 +705,7 @@ impl LoginPolicy for Server {
         match session_type {
             SessionType::Discovery => Ok(Admission {
                 target_alias: None,
-                auth: auth_policy(self.config.discovery.chap.as_ref()),
+                auth: auth_policy(self.discovery_chap().as_deref()),
                 overrides: None,
             }),
             SessionType::Normal => {
@@ -523,16 +721,17 @@ impl LoginPolicy for Server {
                         format!("no target named {name}"),
                     ));
                 };
-                if !target.admits(initiator_name) {
+                let policy = target.policy();
+                if !policy.admits(initiator_name) {
                     return Err(refuse(
                         login_status::AUTHORIZATION_FAILURE,
                         format!("{initiator_name} is not in allowed_initiators of {name}"),
                     ));
                 }
                 Ok(Admission {
-                    target_alias: target.alias.clone(),
-                    auth: auth_policy(target.chap.as_ref()),
-                    overrides: Some(login_config(&target.params, 1)),
+                    target_alias: policy.alias.clone(),
+                    auth: auth_policy(policy.chap.as_ref()),
+                    overrides: Some(login_config(&policy.params, 1)),
                 })
             }
         }

@@ -61,6 +61,32 @@ pub struct Member {
     /// Tasks a task management function on another connection ended here,
     /// taken at the next wake-up ([`Session::take_orders`]).
     pub orders: Vec<AbortOrder>,
+    /// What `isoe admin` shows of the connection.
+    pub info: Option<Arc<ConnInfo>>,
+}
+
+/// One connection as the control plane shows it: its addresses, when it
+/// logged in, what it negotiated, and what it has under way. The
+/// connection's own thread writes the gauge; readers only load it.
+#[derive(Debug)]
+pub struct ConnInfo {
+    /// The initiator's address.
+    pub peer: std::net::SocketAddr,
+    /// The portal it came in on.
+    pub local: std::net::SocketAddr,
+    /// When its login completed.
+    pub since: std::time::SystemTime,
+    /// HeaderDigest=CRC32C was negotiated.
+    pub header_digest: bool,
+    /// DataDigest=CRC32C was negotiated.
+    pub data_digest: bool,
+    /// MaxRecvDataSegmentLength the target declared.
+    pub max_recv_data_segment_length: u32,
+    /// MaxRecvDataSegmentLength the initiator declared (what the target sends).
+    pub max_send_data_segment_length: u32,
+    /// Commands received and not yet answered: waiting for write data or
+    /// for a store call on an I/O thread. Updated once per batch.
+    pub in_flight: AtomicU32,
 }
 
 impl Member {
@@ -72,6 +98,7 @@ impl Member {
             peer_gone,
             ended: false,
             orders: Vec::new(),
+            info: None,
         }
     }
 }
@@ -205,7 +232,7 @@ impl Session {
         // SAM-5 5.14: the nexus hears of unit attention conditions from its
         // login until the session ends (`end_nexus`).
         if let Some(target) = &target {
-            for lu in target.units() {
+            for lu in target.luns().units() {
                 lu.attach(&nexus);
             }
         }
@@ -454,10 +481,24 @@ impl Session {
             return;
         }
         if let Some(target) = &self.target {
-            for lu in target.units() {
+            for lu in target.luns().units() {
                 lu.detach(&self.nexus);
             }
         }
+    }
+
+    /// Whether this is a normal session to `target`.
+    pub fn is_on(&self, target: &Arc<Target>) -> bool {
+        self.target.as_ref().is_some_and(|t| Arc::ptr_eq(t, target))
+    }
+
+    /// What the connections now in the session are ([`ConnInfo`]), by CID.
+    pub fn connections(&self) -> Vec<(u16, Option<Arc<ConnInfo>>)> {
+        locked(&self.members)
+            .iter()
+            .filter(|m| !m.ended)
+            .map(|m| (m.cid, m.info.clone()))
+            .collect()
     }
 
     /// True once the session was closed (logout, reinstatement, shutdown).

@@ -20,6 +20,7 @@ fn lun(number: u16, store: StoreSpec) -> LunSpec {
         sanitize_bytes_per_s: None,
         serial: None,
         naa: None,
+        offline: false,
     }
 }
 

@@ -118,6 +118,7 @@ fn full_config_parses_to_expected_structs() {
                 sanitize_bytes_per_s: Some(64 << 20),
                 serial: None,
                 naa: None,
+                offline: false,
             },
             LunSpec {
                 number: 1,
@@ -134,6 +135,7 @@ fn full_config_parses_to_expected_structs() {
                     0x60, 0x01, 0x40, 0x5a, 0xbc, 0xde, 0xf0, 0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc,
                     0xde, 0xf0, 0x12
                 ]),
+                offline: false,
             },
             LunSpec {
                 number: 16383,
@@ -146,6 +148,7 @@ fn full_config_parses_to_expected_structs() {
                 sanitize_bytes_per_s: None,
                 serial: None,
                 naa: None,
+                offline: false,
             },
         ]
     );

@@ -26,6 +26,8 @@ pub struct LogicalUnit {
     pub(crate) capacity_blocks: u64,
     /// START STOP UNIT with START=0 was the last power request (SBC-4 4.20).
     pub(crate) stopped: AtomicBool,
+    /// Taken offline by the administrator ([`LogicalUnit::set_offline`]).
+    offline: AtomicBool,
     /// Unit attention conditions per I_T nexus.
     pub(crate) attentions: Attentions,
     /// SPC-2 and persistent reservations.
@@ -72,6 +74,7 @@ impl LogicalUnit {
             config,
             capacity_blocks,
             stopped: AtomicBool::new(false),
+            offline: AtomicBool::new(false),
             attentions: Attentions::default(),
             reservations,
             mode: crate::mode::ModeState::default(),
@@ -80,6 +83,11 @@ impl LogicalUnit {
             range_locks,
             media_log,
         }
+    }
+
+    /// The store under this unit.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
     }
 
     /// The configuration this unit was built with.
@@ -130,6 +138,26 @@ impl LogicalUnit {
     pub fn reset(&self, condition: Sense) {
         self.reservations.reset();
         self.attentions.raise(|_| true, condition);
+    }
+
+    /// The target's LUN inventory changed (a LUN added or removed): every
+    /// attached nexus hears REPORTED LUNS DATA HAS CHANGED (06/3F/0E, SPC-5
+    /// 5.14) at its next command here.
+    pub fn report_luns_changed(&self) {
+        self.attentions
+            .raise(|_| true, Sense::reported_luns_data_changed());
+    }
+
+    /// Takes the unit offline (true) or back online. Offline, every command
+    /// but INQUIRY, REPORT LUNS and REQUEST SENSE ends in NOT READY,
+    /// LOGICAL UNIT NOT READY, OFFLINE (02/04/12); nothing reaches the store.
+    pub fn set_offline(&self, offline: bool) {
+        self.offline.store(offline, Ordering::Release);
+    }
+
+    /// Whether the unit is offline ([`LogicalUnit::set_offline`]).
+    pub fn is_offline(&self) -> bool {
+        self.offline.load(Ordering::Acquire)
     }
 
     /// Queues a unit attention `condition` for every attached nexus but `except`.
@@ -226,6 +254,11 @@ impl LogicalUnit {
             Ok(length) => &cdb[..length],
             Err(sense) => return Completion::check_condition(sense),
         };
+        if self.offline.load(Ordering::Relaxed)
+            && !matches!(cdb[0], INQUIRY | REPORT_LUNS | REQUEST_SENSE)
+        {
+            return Completion::check_condition(Sense::not_ready_offline());
+        }
         let nexus = context.nexus;
         if !self.reservations.permits(nexus, cdb) && !self.holder_gone(context, cdb) {
             return Completion::reservation_conflict();

@@ -173,6 +173,17 @@ impl Sense {
         Self::new(sense_key::NOT_READY, 0x3a, 0x00)
     }
 
+    /// NOT READY, LOGICAL UNIT NOT READY, OFFLINE (04h/12h): taken offline
+    /// by the administrator.
+    pub const fn not_ready_offline() -> Self {
+        Self::new(sense_key::NOT_READY, 0x04, 0x12)
+    }
+
+    /// UNIT ATTENTION, REPORTED LUNS DATA HAS CHANGED (3Fh/0Eh).
+    pub const fn reported_luns_data_changed() -> Self {
+        Self::new(sense_key::UNIT_ATTENTION, 0x3f, 0x0e)
+    }
+
     /// NOT READY, LOGICAL UNIT NOT READY, INITIALIZING COMMAND REQUIRED (04h/02h).
     pub const fn not_ready_initializing_command_required() -> Self {
         Self::new(sense_key::NOT_READY, 0x04, 0x02)

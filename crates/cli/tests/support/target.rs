@@ -108,6 +108,36 @@ impl Target {
         Target::launch(Some(config.path().to_path_buf()), portals)
     }
 
+    /// A target serving `config` on the portals its file names (no
+    /// `--listen`), as tests of portals changed at run time need; waits for
+    /// `portals` "listening on" lines.
+    pub fn with_file_portals(config: &TargetConfig, portals: usize) -> Target {
+        let placeholders = vec![String::new(); portals];
+        let output = Arc::new(Mutex::new(String::new()));
+        let (child, addrs) = spawn(Some(config.path()), &placeholders, &output, None);
+        Target {
+            child: Some(child),
+            addr: addrs[0],
+            addrs,
+            portals: placeholders,
+            config: Some(config.path().to_path_buf()),
+            output,
+            open_files: None,
+        }
+    }
+
+    /// Sends `signal` (SIGHUP, say) to the running target.
+    pub fn signal(&self, signal: libc::c_int) {
+        if let Some(pid) = self.pid() {
+            send_signal(pid as libc::pid_t, signal);
+        }
+    }
+
+    /// Every portal the target listens on.
+    pub fn addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
     /// A target serving `config` with its open-files limit (RLIMIT_NOFILE)
     /// set to `open_files`, as a test of running out of descriptors needs.
     pub fn with_config_and_open_files(config: &TargetConfig, open_files: u64) -> Target {
@@ -296,7 +326,8 @@ fn spawn(
 ) -> (Child, Vec<SocketAddr>) {
     let mut command = Command::new(env!("CARGO_BIN_EXE_isoe"));
     command.arg("target");
-    for portal in portals {
+    // An empty portal stands for one of the file's own (no --listen).
+    for portal in portals.iter().filter(|p| !p.is_empty()) {
         command.arg("--listen").arg(portal);
     }
     if let Some(config) = config {

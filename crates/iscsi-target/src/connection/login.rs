@@ -116,10 +116,10 @@ impl Connection {
                         };
                         self.max_send_segment = c.max_send_data_segment_length;
                         if let Some(t) = &session.target {
+                            let params = &t.policy().params;
                             self.nop_interval =
-                                Duration::from_secs(t.params.nop_in_interval_s as u64);
-                            self.nop_timeout =
-                                Duration::from_secs(t.params.nop_in_timeout_s as u64);
+                                Duration::from_secs(params.nop_in_interval_s as u64);
+                            self.nop_timeout = Duration::from_secs(params.nop_in_timeout_s as u64);
                         }
                         eprintln!(
                             "isoe: login from {} ({}) on {}: {} session TSIH {}, CID {}{}",
@@ -185,7 +185,20 @@ impl Connection {
             }
             (SessionType::Discovery, _) => None,
         };
-        let member = Member::new(negotiated.cid, self.serial, self.peer_gone.clone());
+        let c = &negotiated.connection;
+        let info = Arc::new(crate::session::ConnInfo {
+            peer: self.peer,
+            local: self.local,
+            since: std::time::SystemTime::now(),
+            header_digest: c.header_digest,
+            data_digest: c.data_digest,
+            max_recv_data_segment_length: c.max_recv_data_segment_length,
+            max_send_data_segment_length: c.max_send_data_segment_length,
+            in_flight: Default::default(),
+        });
+        self.info = Some(Arc::clone(&info));
+        let mut member = Member::new(negotiated.cid, self.serial, self.peer_gone.clone());
+        member.info = Some(info);
         if negotiated.tsih_requested == 0 {
             let target_name = target.as_ref().map(|t| t.name.clone());
             let random = self.random.next_u32() as u16;

@@ -33,7 +33,7 @@ pub use work::{Finished, Work};
 use crate::buffer_pool::BufferPool;
 use crate::discovery;
 use crate::output::Output;
-use crate::registry::{login_config, Server, Target};
+use crate::registry::{login_config, LunTable, Server};
 use crate::session::{
     AbortBarrier, AbortScope, Admit, Member, PeerProbe, Session, CMD_SN_GAP_WAIT,
 };
@@ -219,6 +219,8 @@ pub struct Connection {
     seen_notices: u64,
     /// Counters.
     pub stats: ConnectionStats,
+    /// What the control plane shows of this connection, once logged in.
+    info: Option<Arc<crate::session::ConnInfo>>,
 }
 
 impl Connection {
@@ -286,6 +288,7 @@ impl Connection {
             owed: Vec::new(),
             seen_notices: 0,
             stats: ConnectionStats::default(),
+            info: None,
         }
     }
 
@@ -427,6 +430,12 @@ impl Connection {
 
     /// Sends queued output and returns data buffers to the pool.
     pub fn flush<W: Write>(&mut self, sink: &mut W) -> std::io::Result<bool> {
+        if let Some(info) = &self.info {
+            // Once per batch, by this thread only: no contention.
+            let in_flight = (self.writes.len() + self.background.len()) as u32;
+            info.in_flight
+                .store(in_flight, std::sync::atomic::Ordering::Relaxed);
+        }
         self.out.flush(sink, &mut self.pool)
     }
 
@@ -719,17 +728,17 @@ impl Connection {
 /// What a command may ask of the target beyond its own unit: the target's
 /// other units, and whether another I_T nexus's connections are closed.
 struct TargetView<'a> {
-    target: &'a Target,
+    luns: &'a LunTable,
     server: &'a Server,
 }
 
 impl isoe_scsi::Luns for TargetView<'_> {
     fn unit(&self, lun: u16) -> Option<&Arc<LogicalUnit>> {
-        self.target.lun(lun)
+        self.luns.lun(lun)
     }
 
     fn numbers(&self) -> &[u16] {
-        self.target.lun_numbers()
+        self.luns.numbers()
     }
 
     fn as_directory(&self) -> &dyn isoe_scsi::UnitDirectory {
@@ -739,7 +748,7 @@ impl isoe_scsi::Luns for TargetView<'_> {
 
 impl isoe_scsi::UnitDirectory for TargetView<'_> {
     fn unit_by_naa(&self, naa: &[u8]) -> Option<Arc<LogicalUnit>> {
-        self.target.unit_by_naa(naa)
+        self.luns.unit_by_naa(naa)
     }
 
     fn nexus_closed(&self, nexus: &Nexus) -> bool {

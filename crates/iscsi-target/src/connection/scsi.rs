@@ -36,7 +36,9 @@ impl Connection {
             return flow;
         }
         let cdb = frame.cdb();
-        let lu = cmd.lun.number().and_then(|n| target.lun(n));
+        // The LUN table as it is now: one load, no lock, no shared count.
+        let luns = target.luns();
+        let lu = cmd.lun.number().and_then(|n| luns.lun(n));
         let edtl = cmd.expected_data_transfer_length;
         if frame.data.len() as u32 > edtl
             || (!frame.data.is_empty() && !session.params.immediate_data)
@@ -54,7 +56,7 @@ impl Connection {
             if cmd.write && !all_in {
                 self.bury(cmd.initiator_task_tag);
             }
-            self.execute(session, target, cmd, &cdb, DataOutBytes::Borrowed(data_out));
+            self.execute(session, &luns, cmd, &cdb, DataOutBytes::Borrowed(data_out));
             return Flow::Continue;
         }
         if edtl > WRITE_TRANSFER_BYTES_MAX
@@ -177,7 +179,8 @@ impl Connection {
                     return Flow::Close;
                 };
                 let (command, cdb, buffer) = task.into_parts();
-                self.execute(session, target, &command, &cdb, DataOutBytes::Owned(buffer));
+                let luns = target.luns();
+                self.execute(session, &luns, &command, &cdb, DataOutBytes::Owned(buffer));
                 Flow::Continue
             }
             Err(DataOutError::UnknownTransferTag(_)) => {

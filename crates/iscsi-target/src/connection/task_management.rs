@@ -9,13 +9,14 @@ fn reset_units(session: &Session, lun: Option<&Lun>, condition: isoe_scsi::Sense
     let Some(target) = session.target.as_deref() else {
         return;
     };
+    let luns = target.luns();
     match lun {
         Some(lun) => {
-            if let Some(lu) = lun.number().and_then(|n| target.lun(n)) {
+            if let Some(lu) = lun.number().and_then(|n| luns.lun(n)) {
                 lu.reset(condition);
             }
         }
-        None => target.units().for_each(|lu| lu.reset(condition)),
+        None => luns.units().for_each(|lu| lu.reset(condition)),
     }
 }
 
@@ -29,7 +30,7 @@ impl Connection {
         let lun_exists = |lun: &Lun| {
             target
                 .as_ref()
-                .and_then(|tg| lun.number().and_then(|n| tg.lun(n)))
+                .and_then(|tg| lun.number().and_then(|n| tg.luns().lun(n).cloned()))
                 .is_some()
         };
         let mut close = false;

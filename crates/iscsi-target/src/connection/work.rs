@@ -30,7 +30,7 @@ enum Job {
 /// Everything a command needs away from its connection.
 struct CommandJob {
     session: Arc<Session>,
-    target: Arc<Target>,
+    luns: Arc<LunTable>,
     server: Arc<Server>,
     lun: Option<u16>,
     write: bool,
@@ -86,7 +86,7 @@ impl CommandJob {
     fn run(self) -> Finished {
         let CommandJob {
             session,
-            target,
+            luns,
             server,
             lun,
             write,
@@ -96,7 +96,7 @@ impl CommandJob {
             mut data_in,
         } = self;
         let view = TargetView {
-            target: &target,
+            luns: &luns,
             server: &server,
         };
         let request = isoe_scsi::Request {
@@ -168,7 +168,7 @@ impl Connection {
     pub(super) fn execute(
         &mut self,
         session: &Arc<Session>,
-        target: &Target,
+        luns: &Arc<LunTable>,
         cmd: &ScsiCommand,
         cdb: &[u8],
         data_out: DataOutBytes<'_>,
@@ -177,11 +177,11 @@ impl Connection {
         let lun = cmd.lun.number();
         let offload = self.server.config.datapath.io_threads > 0
             && lun
-                .and_then(|n| target.lun(n))
+                .and_then(|n| luns.lun(n))
                 .is_some_and(|lu| lu.may_block(cdb));
         let mut data_in = self.take_buffer();
         let view = TargetView {
-            target,
+            luns,
             server: &self.server,
         };
         let request = isoe_scsi::Request {
@@ -202,7 +202,7 @@ impl Connection {
             }
             data_in.clear();
         }
-        if let (true, Some(target)) = (offload, &session.target) {
+        if offload {
             let data_out = match data_out {
                 DataOutBytes::Owned(buffer) => buffer,
                 DataOutBytes::Borrowed([]) => Vec::new(),
@@ -214,7 +214,7 @@ impl Connection {
             };
             let job = CommandJob {
                 session: Arc::clone(session),
-                target: Arc::clone(target),
+                luns: Arc::clone(luns),
                 server: Arc::clone(&self.server),
                 lun,
                 write: cmd.write,

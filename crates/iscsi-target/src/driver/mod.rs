@@ -53,16 +53,138 @@ pub enum StartError {
 /// A running target: its portals, acceptors and workers.
 pub struct Running {
     server: Arc<Server>,
-    portals: Vec<SocketAddr>,
-    listeners: Vec<JoinHandle<()>>,
+    handle: Arc<Handle>,
     workers: Vec<JoinHandle<()>>,
     shared: Arc<Shared>,
 }
 
+/// One portal being served: the address as configured, the address bound
+/// (port 0 becomes the port chosen), and its accept thread.
+struct Acceptor {
+    configured: SocketAddr,
+    local: SocketAddr,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+/// What the control plane needs of a running target: its portals, which
+/// it adds to and removes from while the target serves (removing a portal
+/// stops new connections to it; connections already made through it
+/// stay), and a way to wake connections whose session it closed.
+pub struct Handle {
+    shared: Arc<Shared>,
+    next: Arc<AtomicUsize>,
+    list: std::sync::Mutex<Vec<Acceptor>>,
+}
+
+impl Handle {
+    fn list(&self) -> std::sync::MutexGuard<'_, Vec<Acceptor>> {
+        self.list.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Each portal as configured, with the address it is bound to.
+    pub fn bound(&self) -> Vec<(SocketAddr, SocketAddr)> {
+        self.list()
+            .iter()
+            .map(|a| (a.configured, a.local))
+            .collect()
+    }
+
+    /// Serves `listener` (bound by [`bind`] to `local`) as the portal
+    /// configured as `configured`.
+    pub fn serve(
+        &self,
+        configured: SocketAddr,
+        listener: TcpListener,
+        local: SocketAddr,
+    ) -> Result<(), StartError> {
+        let acceptor = self.spawn(configured, listener, local)?;
+        self.list().push(acceptor);
+        self.advertise();
+        Ok(())
+    }
+
+    fn spawn(
+        &self,
+        configured: SocketAddr,
+        listener: TcpListener,
+        local: SocketAddr,
+    ) -> Result<Acceptor, StartError> {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (shared, next, flag) = (
+            Arc::clone(&self.shared),
+            Arc::clone(&self.next),
+            Arc::clone(&stop),
+        );
+        let thread = std::thread::Builder::new()
+            .name("isoe-accept".into())
+            .spawn(move || accept_loop(listener, local, &shared, &next, &flag))
+            .map_err(StartError::Worker)?;
+        Ok(Acceptor {
+            configured,
+            local,
+            stop,
+            thread,
+        })
+    }
+
+    /// Stops serving the portal configured as `addr`; false if there is none.
+    pub fn remove(&self, addr: SocketAddr) -> bool {
+        let acceptor = {
+            let mut list = self.list();
+            let Some(pos) = list.iter().position(|a| a.configured == addr) else {
+                return false;
+            };
+            list.remove(pos)
+        };
+        self.advertise();
+        stop_acceptor(acceptor);
+        true
+    }
+
+    /// Wakes the connections `serials` (their session was closed, say),
+    /// on their workers.
+    pub fn wake(&self, serials: &[u64]) {
+        for &serial in serials {
+            let worker = self.shared.worker_of(serial);
+            self.shared.mailboxes[worker].post(Msg::Wake(serial));
+        }
+    }
+
+    /// SendTargets lists the portals served now.
+    fn advertise(&self) {
+        let locals = self.list().iter().map(|a| a.local).collect();
+        self.shared.server.set_portals(locals);
+    }
+}
+
+fn stop_acceptor(acceptor: Acceptor) {
+    acceptor
+        .stop
+        .store(true, std::sync::atomic::Ordering::Release);
+    // Wake the blocking accept so the thread sees the flag.
+    let _ = TcpStream::connect_timeout(&wake_address(acceptor.local), Duration::from_millis(200));
+    let _ = acceptor.thread.join();
+}
+
+/// Binds a portal's listening socket; returns it with the address bound.
+pub fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), StartError> {
+    let listener = TcpListener::bind(addr).map_err(|source| StartError::Bind { addr, source })?;
+    let local = listener
+        .local_addr()
+        .map_err(|source| StartError::Bind { addr, source })?;
+    Ok((listener, local))
+}
+
 impl Running {
-    /// The addresses actually bound (a port 0 in the config becomes the chosen port).
-    pub fn portals(&self) -> &[SocketAddr] {
-        &self.portals
+    /// The addresses bound now (a port 0 in the config becomes the chosen port).
+    pub fn portals(&self) -> Vec<SocketAddr> {
+        self.handle.bound().into_iter().map(|(_, l)| l).collect()
+    }
+
+    /// The portals and wake-ups, for the control plane.
+    pub fn handle(&self) -> &Arc<Handle> {
+        &self.handle
     }
 
     /// The server state.
@@ -93,12 +215,9 @@ impl Running {
     /// Stops accepting, closes every connection, ends the workers, syncs stores.
     pub fn shutdown(self) -> Result<(), isoe_store::StoreError> {
         self.server.begin_shutdown();
-        for addr in &self.portals {
-            // Wake the blocking accept so the listener sees the flag.
-            let _ = TcpStream::connect_timeout(&wake_address(*addr), Duration::from_millis(200));
-        }
-        for l in self.listeners {
-            let _ = l.join();
+        let acceptors = std::mem::take(&mut *self.handle.list());
+        for acceptor in acceptors {
+            stop_acceptor(acceptor);
         }
         for mailbox in &self.shared.mailboxes {
             mailbox.post(Msg::Stop);
@@ -149,17 +268,10 @@ pub fn start_with_stores_wrapped(
 ) -> Result<Running, StartError> {
     let mut bound = Vec::with_capacity(config.portals.len());
     for addr in &config.portals {
-        let listener = TcpListener::bind(addr).map_err(|source| StartError::Bind {
-            addr: *addr,
-            source,
-        })?;
-        let local = listener.local_addr().map_err(|source| StartError::Bind {
-            addr: *addr,
-            source,
-        })?;
-        bound.push((listener, local));
+        let (listener, local) = bind(*addr)?;
+        bound.push((*addr, listener, local));
     }
-    config.portals = bound.iter().map(|(_, local)| *local).collect();
+    config.portals = bound.iter().map(|(_, _, local)| *local).collect();
     let server = Arc::new(Server::with_stores_wrapped(config, wrap)?);
     if let Some(note) = &server.limits_note {
         eprintln!("isoe: {note}");
@@ -187,23 +299,18 @@ pub fn start_with_stores_wrapped(
             .map_err(StartError::Worker)?;
         workers.push(handle);
     }
-    let portals = bound.iter().map(|(_, local)| *local).collect();
-    let next = Arc::new(AtomicUsize::new(0));
-    let listeners = bound
-        .into_iter()
-        .map(|(listener, local)| {
-            let shared = Arc::clone(&shared);
-            let next = Arc::clone(&next);
-            std::thread::Builder::new()
-                .name("isoe-accept".into())
-                .spawn(move || accept_loop(listener, local, &shared, &next))
-                .map_err(StartError::Worker)
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let handle = Arc::new(Handle {
+        shared: Arc::clone(&shared),
+        next: Arc::new(AtomicUsize::new(0)),
+        list: Default::default(),
+    });
+    for (configured, listener, local) in bound {
+        let acceptor = handle.spawn(configured, listener, local)?;
+        handle.list().push(acceptor);
+    }
     Ok(Running {
         server,
-        portals,
-        listeners,
+        handle,
         workers,
         shared,
     })
@@ -212,12 +319,18 @@ pub fn start_with_stores_wrapped(
 /// Accepts connections on one portal and places them on the workers in
 /// turn. Out of descriptors (EMFILE, ENFILE), it pauses, longer each time
 /// up to [`ACCEPT_BACKOFF_MAX`], rather than spin on the pending connection.
-fn accept_loop(listener: TcpListener, local: SocketAddr, shared: &Shared, next: &AtomicUsize) {
+fn accept_loop(
+    listener: TcpListener,
+    local: SocketAddr,
+    shared: &Shared,
+    next: &AtomicUsize,
+    stop: &std::sync::atomic::AtomicBool,
+) {
     let mut backoff = Duration::ZERO;
     let mut refusals = RefusalLog::default();
     loop {
         let accepted = listener.accept();
-        if shared.server.is_shutting_down() {
+        if shared.server.is_shutting_down() || stop.load(Ordering::Acquire) {
             break;
         }
         match accepted {

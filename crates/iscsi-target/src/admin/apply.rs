@@ -1,0 +1,266 @@
+//! Puts a new configuration into force on a running target: the
+//! difference between what runs and what the new file says, applied to
+//! targets, LUNs, access rules and portals while sessions run.
+//!
+//! Everything that can fail (opening a store, binding a portal) is done
+//! first; only then is anything changed, so that a change that cannot be
+//! made leaves the target as it was. Sessions not concerned by a change
+//! never notice it: a LUN added or removed tells the target's sessions
+//! REPORTED LUNS DATA HAS CHANGED on its other units; an initiator taken
+//! off `allowed_initiators` loses its sessions; a removed target's
+//! sessions end; CHAP and iSCSI parameters apply to logins from then on.
+
+use crate::config::{Config, LunSpec, TargetConfig};
+use crate::driver::{Handle, StartError};
+use crate::registry::{build_lun, build_target, policy_of, Server, SetupError, Target};
+use isoe_scsi::LogicalUnit;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+
+/// What applying a configuration did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Applied {
+    /// One line per change put into force.
+    pub changes: Vec<String>,
+    /// Keys that changed in the file but hold only from the next start.
+    pub at_restart: Vec<String>,
+}
+
+/// Why a configuration could not be put into force; nothing was changed.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// A LUN or target could not be set up.
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+    /// A portal could not be bound.
+    #[error(transparent)]
+    Portal(#[from] StartError),
+}
+
+/// What was prepared for one target that stays.
+struct TargetPlan {
+    target: Arc<Target>,
+    old: TargetConfig,
+    new: TargetConfig,
+    /// LUNs to add or replace, already opened.
+    luns: Vec<(LunSpec, Arc<LogicalUnit>)>,
+}
+
+/// Whether two LUN specifications differ only in being offline.
+fn same_but_offline(a: &LunSpec, b: &LunSpec) -> bool {
+    LunSpec {
+        offline: b.offline,
+        ..a.clone()
+    } == *b
+}
+
+fn describe_lun(spec: &LunSpec) -> String {
+    use crate::config::StoreSpec;
+    let store = match &spec.store {
+        StoreSpec::Memory { size_bytes, .. } => format!("memory {} MiB", size_bytes >> 20),
+        StoreSpec::File { path, .. } => format!("file {}", path.display()),
+        StoreSpec::Block { path } => format!("block {}", path.display()),
+    };
+    let read_only = if spec.read_only { ", read-only" } else { "" };
+    format!("{store}{read_only}")
+}
+
+/// Applies `new` over `old`, which is what `server` runs now.
+pub fn apply(
+    server: &Arc<Server>,
+    handle: &Handle,
+    old: &Config,
+    new: &Config,
+) -> Result<Applied, ApplyError> {
+    // Prepare: everything that may fail, nothing visible yet.
+    let mut added_targets = Vec::new();
+    let mut kept = Vec::new();
+    for t in &new.targets {
+        match old.targets.iter().find(|o| o.name == t.name) {
+            None => added_targets.push((t.clone(), Arc::new(build_target(new, t, &|_, _, s| s)?))),
+            Some(o) if o == t => {}
+            Some(o) => {
+                let Some(target) = server.target(&t.name) else {
+                    continue;
+                };
+                let mut luns = Vec::new();
+                for spec in &t.luns {
+                    let before = o.luns.iter().find(|l| l.number == spec.number);
+                    if before.is_some_and(|b| same_but_offline(b, spec)) {
+                        continue;
+                    }
+                    luns.push((spec.clone(), build_lun(new, &t.name, spec, &|_, _, s| s)?));
+                }
+                kept.push(TargetPlan {
+                    target,
+                    old: o.clone(),
+                    new: t.clone(),
+                    luns,
+                });
+            }
+        }
+    }
+    let mut listeners: Vec<(SocketAddr, TcpListener, SocketAddr)> = Vec::new();
+    for addr in new.portals.iter().filter(|p| !old.portals.contains(p)) {
+        let (listener, local) = crate::driver::bind(*addr)?;
+        listeners.push((*addr, listener, local));
+    }
+
+    // Commit: nothing below fails.
+    let mut applied = Applied::default();
+    let mut wake = Vec::new();
+    for o in old
+        .targets
+        .iter()
+        .filter(|o| !new.targets.iter().any(|t| t.name == o.name))
+    {
+        if let Some(target) = server.remove_target(&o.name, &mut wake) {
+            flush_units(target.luns().units());
+            applied.changes.push(format!("target {} removed", o.name));
+        }
+    }
+    for (config, target) in added_targets {
+        server.add_target(target);
+        applied.changes.push(format!(
+            "target {} added with {} LUN(s)",
+            config.name,
+            config.luns.len()
+        ));
+    }
+    for plan in kept {
+        apply_target(server, plan, &mut wake, &mut applied.changes);
+    }
+    if old.discovery.chap != new.discovery.chap {
+        server.set_discovery_chap(new.discovery.chap.clone());
+        applied.changes.push(match &new.discovery.chap {
+            Some(c) => format!("discovery CHAP set (user {:?})", c.user),
+            None => "discovery CHAP removed".into(),
+        });
+    }
+    for addr in old.portals.iter().filter(|p| !new.portals.contains(p)) {
+        if handle.remove(*addr) {
+            applied.changes.push(format!("portal {addr} removed"));
+        }
+    }
+    for (configured, listener, local) in listeners {
+        match handle.serve(configured, listener, local) {
+            Ok(()) => applied
+                .changes
+                .push(format!("portal {configured} added (listening on {local})")),
+            Err(e) => applied
+                .changes
+                .push(format!("portal {configured} failed: {e}")),
+        }
+    }
+    handle.wake(&wake);
+    let restart_only = [
+        ("state_dir", old.state_dir != new.state_dir),
+        ("[datapath]", old.datapath != new.datapath),
+        ("[limits]", old.limits != new.limits),
+        ("[control]", old.control != new.control),
+    ];
+    applied.at_restart = restart_only
+        .iter()
+        .filter(|(_, changed)| *changed)
+        .map(|(key, _)| key.to_string())
+        .collect();
+    Ok(applied)
+}
+
+fn flush_units<'a>(units: impl Iterator<Item = &'a Arc<LogicalUnit>>) {
+    for lu in units {
+        // A flush that fails was logged by the store's error path; the
+        // unit is gone from the target either way.
+        let _ = lu.store().flush();
+    }
+}
+
+fn apply_target(server: &Server, plan: TargetPlan, wake: &mut Vec<u64>, changes: &mut Vec<String>) {
+    let TargetPlan {
+        target,
+        old,
+        new,
+        luns,
+    } = plan;
+    let name = &new.name;
+    let (old_policy, new_policy) = (policy_of(&old), policy_of(&new));
+    if old_policy != new_policy {
+        target.set_policy(new_policy.clone());
+        if old_policy.allowed_initiators != new_policy.allowed_initiators {
+            changes.push(format!(
+                "allowed_initiators of {name}: {}",
+                if new_policy.allowed_initiators.is_empty() {
+                    "every initiator".to_string()
+                } else {
+                    new_policy.allowed_initiators.join(", ")
+                }
+            ));
+            for session in server.sessions_of(&target) {
+                if !new_policy.admits(&session.initiator_name) {
+                    session.close(u64::MAX, wake);
+                    changes.push(format!(
+                        "session TSIH {} of {} to {name} closed: no longer allowed",
+                        session.tsih,
+                        isoe_wire::name::escape_for_log(&session.initiator_name)
+                    ));
+                }
+            }
+        }
+        if old_policy.chap != new_policy.chap {
+            changes.push(match &new_policy.chap {
+                Some(c) => format!(
+                    "CHAP of {name} set (user {:?}); sessions logged in stay",
+                    c.user
+                ),
+                None => format!("CHAP of {name} removed"),
+            });
+        }
+        if old_policy.alias != new_policy.alias || old_policy.params != new_policy.params {
+            changes.push(format!(
+                "alias or parameters of {name} changed; they apply to new logins"
+            ));
+        }
+    }
+    for o in old
+        .luns
+        .iter()
+        .filter(|o| !new.luns.iter().any(|l| l.number == o.number))
+    {
+        if let Some(lu) = server.remove_lun(&target, o.number) {
+            flush_units(std::iter::once(&lu));
+            changes.push(format!("LUN {} of {name} removed", o.number));
+        }
+    }
+    for (spec, lu) in luns {
+        let replaced = target.luns().lun(spec.number).cloned();
+        server.add_lun(&target, spec.number, lu);
+        if let Some(old_lu) = replaced {
+            flush_units(std::iter::once(&old_lu));
+        }
+        changes.push(format!(
+            "LUN {} of {name} {} ({})",
+            spec.number,
+            if old.luns.iter().any(|l| l.number == spec.number) {
+                "replaced"
+            } else {
+                "added"
+            },
+            describe_lun(&spec)
+        ));
+    }
+    for spec in &new.luns {
+        let Some(before) = old.luns.iter().find(|l| l.number == spec.number) else {
+            continue;
+        };
+        if before.offline != spec.offline && same_but_offline(before, spec) {
+            if let Some(lu) = target.luns().lun(spec.number) {
+                lu.set_offline(spec.offline);
+                changes.push(format!(
+                    "LUN {} of {name} {}",
+                    spec.number,
+                    if spec.offline { "offline" } else { "online" }
+                ));
+            }
+        }
+    }
+}

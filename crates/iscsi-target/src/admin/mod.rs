@@ -1,0 +1,564 @@
+//! The control plane: what `isoe admin` and SIGHUP change on a running
+//! target, and what they show of it.
+//!
+//! Every change goes the same way, whether it comes from `isoe admin` or
+//! from an edited file and SIGHUP:
+//!
+//! 1. the configuration file's text is edited as a TOML document
+//!    ([`edit`]), keeping its comments and layout (a reload reads the file
+//!    instead);
+//! 2. the new text is read by the same reader as at start, so a change that
+//!    would break the file is refused with the same `file:line: key:`
+//!    error, and nothing changes;
+//! 3. the new text is written to a temporary file beside the configuration
+//!    file and made durable (fsync);
+//! 4. the difference is put into force ([`apply`]); if that fails (a store
+//!    cannot be opened, a portal cannot be bound), the temporary file goes
+//!    and nothing changed;
+//! 5. the temporary file is renamed over the configuration file (and the
+//!    directory synced), so a restart comes back with what runs, and a
+//!    crash at any point leaves either the old file or the new one.
+//!
+//! One change runs at a time (a lock held from 1 to 5); the command path
+//! never takes it.
+
+pub mod apply;
+pub mod edit;
+pub mod socket;
+
+use crate::config::{Config, ConfigError};
+use crate::driver::Handle;
+use crate::registry::Server;
+use edit::Edit;
+use serde_json::{json, Value as Json};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use toml_edit::DocumentMut;
+
+/// The embedded default configuration, as a file would say it.
+const EMBEDDED_DEFAULT: &str = include_str!("../../../../examples/minimal.toml");
+
+/// Why a change was refused; nothing changed.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    /// The request is not one the control plane knows, or lacks a field.
+    #[error("{0}")]
+    Request(String),
+    /// The edit does not fit the file (no such target, LUN there already...).
+    #[error(transparent)]
+    Edit(#[from] edit::EditError),
+    /// The file after the change would not be a valid configuration.
+    #[error("the change would make the configuration invalid: {0}")]
+    Config(ConfigError),
+    /// The new configuration could not be put into force.
+    #[error("{0}")]
+    Apply(#[from] apply::ApplyError),
+    /// The configuration file could not be written.
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+}
+
+/// What a change did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// What was put into force, a line each.
+    pub applied: apply::Applied,
+    /// The file written, or None when the target runs without one.
+    pub saved: Option<PathBuf>,
+}
+
+struct State {
+    /// What runs, as configured (portals before binding).
+    config: Config,
+    doc: DocumentMut,
+    path: Option<PathBuf>,
+    /// Portals given with `--listen`, which replace the file's.
+    listen: Option<Vec<SocketAddr>>,
+}
+
+/// The control plane of one running target.
+pub struct Admin {
+    server: Arc<Server>,
+    handle: Arc<Handle>,
+    state: Mutex<State>,
+}
+
+impl Admin {
+    /// The control plane of a target started from `config`, read from
+    /// `path` (None: the embedded default); `listen` are the portals
+    /// given on the command line, if any, which stay whatever the file says.
+    pub fn new(
+        server: Arc<Server>,
+        handle: Arc<Handle>,
+        config: Config,
+        path: Option<&Path>,
+        listen: Option<Vec<SocketAddr>>,
+    ) -> Result<Admin, ConfigError> {
+        let text = match path {
+            Some(path) => read_text(path)?,
+            None => EMBEDDED_DEFAULT.to_string(),
+        };
+        let doc = parse_document(&text, path)?;
+        Ok(Admin {
+            server,
+            handle,
+            state: Mutex::new(State {
+                config,
+                doc,
+                path: path.map(Path::to_path_buf),
+                listen,
+            }),
+        })
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Makes `edit` to the configuration, puts it into force and saves it.
+    pub fn edit(&self, edit: &Edit) -> Result<Outcome, AdminError> {
+        let mut state = self.state();
+        let mut doc = state.doc.clone();
+        let running: Vec<String> = state.config.portals.iter().map(|p| p.to_string()).collect();
+        if state.listen.is_some()
+            && matches!(edit, Edit::PortalAdd { .. } | Edit::PortalRemove { .. })
+        {
+            return Err(AdminError::Request(
+                "the portals were given with --listen on the command line; \
+                 restart without it to manage them here"
+                    .into(),
+            ));
+        }
+        edit.apply(&mut doc, &running)?;
+        let outcome = self.put_in_force(&mut state, doc)?;
+        let mut lines = vec![edit.describe()];
+        lines.extend(outcome.applied.changes.iter().cloned());
+        log_changes("isoe admin", &lines, &outcome);
+        Ok(outcome)
+    }
+
+    /// Reads the configuration file again and puts what changed into
+    /// force (SIGHUP). On an error the running configuration stays.
+    pub fn reload(&self) -> Result<Outcome, AdminError> {
+        let mut state = self.state();
+        let Some(path) = state.path.clone() else {
+            return Err(AdminError::Request(
+                "the target was started without --config: there is no file to reload".into(),
+            ));
+        };
+        let text = read_text(&path).map_err(AdminError::Config)?;
+        let doc = parse_document(&text, Some(&path)).map_err(AdminError::Config)?;
+        let outcome = self.put_in_force(&mut state, doc)?;
+        log_changes("reload", &outcome.applied.changes, &outcome);
+        Ok(outcome)
+    }
+
+    /// Steps 2 to 5 of the module doc, for `doc`.
+    fn put_in_force(&self, state: &mut State, doc: DocumentMut) -> Result<Outcome, AdminError> {
+        let text = doc.to_string();
+        let mut new = Config::parse(&text, state.path.as_deref()).map_err(AdminError::Config)?;
+        if let Some(listen) = &state.listen {
+            new.portals = listen.clone();
+        }
+        let unchanged_text = text == state.doc.to_string();
+        let staged = match (&state.path, unchanged_text) {
+            (Some(path), false) => Some(Staged::write(path, &text)?),
+            _ => None,
+        };
+        let applied = apply::apply(&self.server, &self.handle, &state.config, &new)?;
+        let saved = match staged {
+            Some(staged) => Some(staged.commit()?),
+            None => None,
+        };
+        state.config = new;
+        state.doc = doc;
+        Ok(Outcome { applied, saved })
+    }
+
+    /// The configuration file as it is now, inline secrets hidden.
+    pub fn show(&self) -> String {
+        edit::redacted(&self.state().doc)
+    }
+
+    /// Targets, LUNs, portals, sessions and connections, for `isoe admin list`.
+    pub fn list(&self) -> Json {
+        let state = self.state();
+        let now = std::time::SystemTime::now();
+        let sessions = self.server.sessions();
+        let targets: Vec<Json> = self
+            .server
+            .targets()
+            .iter()
+            .map(|t| {
+                let policy = t.policy();
+                let specs = state.config.targets.iter().find(|c| c.name == t.name);
+                let luns: Vec<Json> = t
+                    .luns()
+                    .units()
+                    .map(|lu| {
+                        let c = lu.config();
+                        let spec =
+                            specs.and_then(|s| s.luns.iter().find(|l| l.number == c.lun_number));
+                        json!({
+                            "number": c.lun_number,
+                            "store": spec.map(apply_describe),
+                            "size_bytes": lu.store().size_bytes(),
+                            "block_size": c.block_size,
+                            "read_only": c.read_only,
+                            "offline": lu.is_offline(),
+                            "serial": c.unit_serial,
+                            "naa": hex(&c.naa),
+                        })
+                    })
+                    .collect();
+                json!({
+                    "name": t.name,
+                    "alias": policy.alias,
+                    "allowed_initiators": policy.allowed_initiators,
+                    "chap_user": policy.chap.as_ref().map(|c| c.user.clone()),
+                    "mutual_chap": policy.chap.as_ref().is_some_and(|c| c.mutual.is_some()),
+                    "luns": luns,
+                    "sessions": sessions.iter().filter(|s| s.is_on(t)).count(),
+                })
+            })
+            .collect();
+        let sessions: Vec<Json> = sessions
+            .iter()
+            .map(|s| {
+                let connections: Vec<Json> = s
+                    .connections()
+                    .into_iter()
+                    .map(|(cid, info)| match info {
+                        Some(i) => json!({
+                            "cid": cid,
+                            "initiator_address": i.peer.to_string(),
+                            "portal": i.local.to_string(),
+                            "age_s": now.duration_since(i.since).map_or(0, |d| d.as_secs()),
+                            "header_digest": if i.header_digest { "CRC32C" } else { "None" },
+                            "data_digest": if i.data_digest { "CRC32C" } else { "None" },
+                            "max_recv_data_segment_length": i.max_recv_data_segment_length,
+                            "max_send_data_segment_length": i.max_send_data_segment_length,
+                            "commands_in_flight": i.in_flight.load(std::sync::atomic::Ordering::Relaxed),
+                        }),
+                        None => json!({ "cid": cid }),
+                    })
+                    .collect();
+                let p = &s.params;
+                json!({
+                    "tsih": s.tsih,
+                    "isid": hex(&s.isid),
+                    "initiator": s.initiator_name,
+                    "target": s.target.as_ref().map(|t| t.name.clone()),
+                    "type": if s.target.is_some() { "normal" } else { "discovery" },
+                    "parameters": {
+                        "max_connections": p.max_connections,
+                        "initial_r2t": p.initial_r2t,
+                        "immediate_data": p.immediate_data,
+                        "max_burst_length": p.max_burst_length,
+                        "first_burst_length": p.first_burst_length,
+                        "max_outstanding_r2t": p.max_outstanding_r2t,
+                        "error_recovery_level": p.error_recovery_level,
+                    },
+                    "connections": connections,
+                })
+            })
+            .collect();
+        let portals: Vec<Json> = self
+            .handle
+            .bound()
+            .iter()
+            .map(|(configured, local)| json!({"configured": configured.to_string(), "listening": local.to_string()}))
+            .collect();
+        json!({
+            "config_file": state.path.as_ref().map(|p| p.display().to_string()),
+            "portals": portals,
+            "targets": targets,
+            "sessions": sessions,
+        })
+    }
+
+    /// Ends the session with `tsih` (its connections close; the initiator
+    /// may log in again, as after a connection loss).
+    pub fn logout(&self, tsih: u16) -> Result<(), AdminError> {
+        let mut wake = Vec::new();
+        if !self.server.close_session(tsih, &mut wake) {
+            return Err(AdminError::Request(format!("no session with TSIH {tsih}")));
+        }
+        self.handle.wake(&wake);
+        eprintln!("isoe: isoe admin: session TSIH {tsih} logged out");
+        Ok(())
+    }
+
+    /// Answers one request of the control socket's protocol (one JSON
+    /// object per line; see [`socket`]).
+    pub fn answer(&self, request: &Json) -> Json {
+        match self.dispatch(request) {
+            Ok(reply) => reply,
+            Err(e) => json!({"ok": false, "error": e.to_string()}),
+        }
+    }
+
+    fn dispatch(&self, request: &Json) -> Result<Json, AdminError> {
+        let op = field_str(request, "op")?;
+        let changed = |outcome: Outcome| {
+            json!({
+                "ok": true,
+                "changes": outcome.applied.changes,
+                "at_restart": outcome.applied.at_restart,
+                "saved": outcome.saved.map(|p| p.display().to_string()),
+            })
+        };
+        let edit = match op {
+            "show" => return Ok(json!({"ok": true, "config": self.show()})),
+            "list" => return Ok(json!({"ok": true, "status": self.list()})),
+            "reload" => return self.reload().map(changed),
+            "logout" => {
+                let tsih = field_u64(request, "tsih")?;
+                let tsih = u16::try_from(tsih)
+                    .map_err(|_| AdminError::Request(format!("TSIH {tsih} is not 16 bits")))?;
+                self.logout(tsih)?;
+                return Ok(
+                    json!({"ok": true, "changes": [format!("session TSIH {tsih} logged out")]}),
+                );
+            }
+            "target-add" => Edit::TargetAdd {
+                name: field_str(request, "name")?.to_string(),
+                keys: keys(request)?,
+            },
+            "target-remove" => Edit::TargetRemove {
+                name: field_str(request, "name")?.to_string(),
+            },
+            "lun-add" => Edit::LunAdd {
+                target: field_str(request, "target")?.to_string(),
+                number: lun_number(request)?,
+                keys: keys(request)?,
+            },
+            "lun-remove" => Edit::LunRemove {
+                target: field_str(request, "target")?.to_string(),
+                number: lun_number(request)?,
+            },
+            "lun-offline" | "lun-online" => Edit::LunOffline {
+                target: field_str(request, "target")?.to_string(),
+                number: lun_number(request)?,
+                offline: op == "lun-offline",
+            },
+            "acl-add" => Edit::AclAdd {
+                target: field_str(request, "target")?.to_string(),
+                initiator: field_str(request, "initiator")?.to_string(),
+            },
+            "acl-remove" => Edit::AclRemove {
+                target: field_str(request, "target")?.to_string(),
+                initiator: field_str(request, "initiator")?.to_string(),
+                allow_all: request
+                    .get("allow_all")
+                    .and_then(Json::as_bool)
+                    .unwrap_or(false),
+            },
+            "chap-set" => Edit::ChapSet {
+                target: request
+                    .get("target")
+                    .and_then(Json::as_str)
+                    .map(str::to_string),
+                keys: keys(request)?,
+            },
+            "chap-clear" => Edit::ChapClear {
+                target: request
+                    .get("target")
+                    .and_then(Json::as_str)
+                    .map(str::to_string),
+            },
+            "portal-add" => Edit::PortalAdd {
+                address: field_str(request, "address")?.to_string(),
+            },
+            "portal-remove" => Edit::PortalRemove {
+                address: field_str(request, "address")?.to_string(),
+            },
+            other => {
+                return Err(AdminError::Request(format!("unknown request {other:?}")));
+            }
+        };
+        self.edit(&edit).map(changed)
+    }
+}
+
+fn apply_describe(spec: &crate::config::LunSpec) -> String {
+    use crate::config::StoreSpec;
+    match &spec.store {
+        StoreSpec::Memory { size_bytes, .. } => format!("memory {} MiB", size_bytes >> 20),
+        StoreSpec::File { path, .. } => format!("file {}", path.display()),
+        StoreSpec::Block { path } => format!("block {}", path.display()),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn field_str<'r>(request: &'r Json, name: &str) -> Result<&'r str, AdminError> {
+    request
+        .get(name)
+        .and_then(Json::as_str)
+        .ok_or_else(|| AdminError::Request(format!("the request needs {name:?} (a string)")))
+}
+
+fn field_u64(request: &Json, name: &str) -> Result<u64, AdminError> {
+    request
+        .get(name)
+        .and_then(Json::as_u64)
+        .ok_or_else(|| AdminError::Request(format!("the request needs {name:?} (a number)")))
+}
+
+fn lun_number(request: &Json) -> Result<u16, AdminError> {
+    let n = field_u64(request, "number")?;
+    u16::try_from(n).map_err(|_| AdminError::Request(format!("LUN {n} is out of range")))
+}
+
+/// The request's `keys` object as TOML values (strings, integers, floats,
+/// booleans and arrays of them).
+fn keys(request: &Json) -> Result<Vec<(String, toml_edit::Value)>, AdminError> {
+    let Some(map) = request.get("keys") else {
+        return Ok(Vec::new());
+    };
+    let Some(map) = map.as_object() else {
+        return Err(AdminError::Request("\"keys\" must be an object".into()));
+    };
+    map.iter()
+        .map(|(k, v)| Ok((k.clone(), toml_value(k, v)?)))
+        .collect()
+}
+
+fn toml_value(key: &str, v: &Json) -> Result<toml_edit::Value, AdminError> {
+    Ok(match v {
+        Json::String(s) => s.as_str().into(),
+        Json::Bool(b) => (*b).into(),
+        Json::Number(n) => match (n.as_i64(), n.as_f64()) {
+            (Some(i), _) => i.into(),
+            (None, Some(f)) => f.into(),
+            _ => {
+                return Err(AdminError::Request(format!(
+                    "{key}: {n} is not a TOML number"
+                )))
+            }
+        },
+        Json::Array(items) => {
+            let mut array = toml_edit::Array::new();
+            for item in items {
+                array.push(toml_value(key, item)?);
+            }
+            toml_edit::Value::Array(array)
+        }
+        _ => {
+            return Err(AdminError::Request(format!(
+                "{key}: only strings, numbers, booleans and arrays are configuration values"
+            )))
+        }
+    })
+}
+
+fn read_text(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// The file as a TOML document; the configuration reader reports syntax
+/// errors first, with their line, so this only fails on text it accepted.
+fn parse_document(text: &str, path: Option<&Path>) -> Result<DocumentMut, ConfigError> {
+    Config::parse(text, path)?;
+    text.parse::<DocumentMut>().map_err(|e| ConfigError::Read {
+        path: path.map_or_else(|| PathBuf::from("<config>"), Path::to_path_buf),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
+    })
+}
+
+fn log_changes(source: &str, lines: &[String], outcome: &Outcome) {
+    for line in lines {
+        eprintln!("isoe: configuration change ({source}): {line}");
+    }
+    for key in &outcome.applied.at_restart {
+        eprintln!("isoe: configuration change ({source}): {key} changed; it takes effect at the next start");
+    }
+    if let Some(path) = &outcome.saved {
+        eprintln!(
+            "isoe: configuration change ({source}): saved to {}",
+            path.display()
+        );
+    }
+}
+
+/// A new configuration text written beside the file and synced, not yet
+/// in its place.
+struct Staged {
+    temp: PathBuf,
+    path: PathBuf,
+}
+
+impl Staged {
+    fn write(path: &Path, text: &str) -> Result<Staged, AdminError> {
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let name = path
+            .file_name()
+            .map_or_else(|| "config".into(), |n| n.to_string_lossy().into_owned());
+        let temp = dir.join(format!(".{name}.isoe-new"));
+        let failed = |source| AdminError::Write {
+            path: temp.clone(),
+            source,
+        };
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&temp)
+            .map_err(failed)?;
+        // The file may hold secrets: the new one gets the old one's mode.
+        if let Ok(meta) = std::fs::metadata(path) {
+            file.set_permissions(meta.permissions()).map_err(failed)?;
+        }
+        let written = file
+            .write_all(text.as_bytes())
+            .and_then(|()| file.sync_all());
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&temp);
+            return Err(failed(e));
+        }
+        Ok(Staged {
+            temp,
+            path: path.to_path_buf(),
+        })
+    }
+
+    fn commit(mut self) -> Result<PathBuf, AdminError> {
+        let path = self.path.clone();
+        std::fs::rename(&self.temp, &path).map_err(|source| AdminError::Write {
+            path: path.clone(),
+            source,
+        })?;
+        self.temp = PathBuf::new();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if let Ok(d) = std::fs::File::open(dir) {
+                let _ = d.sync_all();
+            }
+        }
+        Ok(path)
+    }
+}
+
+impl Drop for Staged {
+    /// Not committed: the temporary file goes.
+    fn drop(&mut self) {
+        if !self.temp.as_os_str().is_empty() {
+            let _ = std::fs::remove_file(&self.temp);
+        }
+    }
+}

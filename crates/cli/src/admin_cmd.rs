@@ -56,6 +56,9 @@ enum AdminCommand {
     },
     /// Read the configuration file again and put what changed into force (as SIGHUP).
     Reload,
+    /// Counters: commands, bytes, latency, errors per LUN and session;
+    /// logins; resources against their bounds (`--json` for all of it).
+    Stats,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -221,6 +224,7 @@ fn request(command: AdminCommand) -> Result<Json, String> {
             json!({"op": "list", "what": format!("{what:?}").to_lowercase()})
         }
         AdminCommand::Reload => json!({"op": "reload"}),
+        AdminCommand::Stats => json!({"op": "stats"}),
         AdminCommand::Logout { tsih } => json!({"op": "logout", "tsih": tsih}),
         AdminCommand::Target(TargetCommand::Add { name, keys: k }) => {
             json!({"op": "target-add", "name": name, "keys": keys(&k)?})
@@ -329,6 +333,7 @@ fn print_human(request: &Json, reply: &Json) {
     match request.get("op").and_then(Json::as_str) {
         Some("show") => print!("{}", reply["config"].as_str().unwrap_or_default()),
         Some("list") => print_status(&reply["status"], request["what"].as_str().unwrap_or("all")),
+        Some("stats") => print_stats(reply),
         _ => {
             for line in reply["changes"].as_array().into_iter().flatten() {
                 println!("{}", line.as_str().unwrap_or_default());
@@ -428,6 +433,88 @@ fn print_status(status: &Json, what: &str) {
                 c["commands_in_flight"]
             );
         }
+    }
+}
+
+/// Mean latency in microseconds of an op's totals.
+fn mean_us(op: &Json) -> String {
+    let n = op["commands"].as_u64().unwrap_or(0);
+    if n == 0 {
+        return "-".into();
+    }
+    format!(
+        "{:.0}",
+        op["latency_sum_ns"].as_u64().unwrap_or(0) as f64 / n as f64 / 1e3
+    )
+}
+
+fn print_stats(reply: &Json) {
+    if reply["counting"].as_bool() == Some(false) {
+        println!(
+            "counting is off ([metrics] enabled = false): only logins and resources are counted"
+        );
+    }
+    let s = &reply["stats"];
+    println!(
+        "{:<40} {:>5} {:>12} {:>12} {:>10} {:>10} {:>9} {:>9} {:>7}",
+        "target", "lun", "reads", "writes", "MiB read", "MiB wrtn", "rd µs", "wr µs", "errors"
+    );
+    for (target, luns) in s["luns"].as_object().into_iter().flatten() {
+        for (lun, t) in luns.as_object().into_iter().flatten() {
+            let errors: u64 = t["sense"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .chain(t["status"].as_object().into_iter().flatten())
+                .map(|(_, n)| n.as_u64().unwrap_or(0))
+                .sum();
+            println!(
+                "{:<40} {:>5} {:>12} {:>12} {:>10} {:>10} {:>9} {:>9} {:>7}",
+                target,
+                lun,
+                t["read"]["commands"].as_u64().unwrap_or(0),
+                t["write"]["commands"].as_u64().unwrap_or(0),
+                t["read"]["bytes"].as_u64().unwrap_or(0) >> 20,
+                t["write"]["bytes"].as_u64().unwrap_or(0) >> 20,
+                mean_us(&t["read"]),
+                mean_us(&t["write"]),
+                errors
+            );
+        }
+    }
+    println!("sessions:");
+    for session in s["sessions"].as_array().into_iter().flatten() {
+        println!(
+            "  TSIH {:<5} {} -> {}: {} reads, {} writes, {} connection(s)",
+            session["tsih"],
+            str_of(&session["initiator"]),
+            str_of(&session["target"]),
+            session["totals"]["read"]["commands"],
+            session["totals"]["write"]["commands"],
+            session["connections"].as_array().map_or(0, Vec::len)
+        );
+    }
+    let pairs = |v: &Json| {
+        v.as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!("logins: {}", pairs(&s["logins"]));
+    println!(
+        "connections refused by limit: {}",
+        pairs(&s["connection_refusals"])
+    );
+    println!("resources:");
+    for r in s["resources"].as_array().into_iter().flatten() {
+        println!(
+            "  {:<16} {:>12} of {}",
+            str_of(&r["name"]),
+            r["in_use"],
+            r["limit"]
+        );
     }
 }
 

@@ -181,6 +181,32 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
             socket.path().display()
         );
     }
+    let metrics = match configured.metrics.listen {
+        Some(addr) => {
+            let server = Arc::clone(running.server());
+            let render = move || {
+                isoe_target::metrics::prometheus::render(&isoe_target::metrics::snapshot::snapshot(
+                    &server,
+                ))
+            };
+            match isoe_target::metrics::prometheus::Listener::start(addr, render) {
+                Ok(listener) => {
+                    let _ = writeln!(
+                        stdout,
+                        "isoe target: metrics on http://{}/metrics",
+                        listener.addr()
+                    );
+                    Some(listener)
+                }
+                Err(e) => {
+                    eprintln!("isoe target: cannot serve metrics on {addr}: {e}");
+                    let _ = running.shutdown();
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        None => None,
+    };
     let _ = stdout.flush();
     let mut signal = 0;
     for received in signals.forever() {
@@ -193,6 +219,7 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
     }
     eprintln!("isoe target: signal {signal} received, shutting down");
     drop(control);
+    drop(metrics);
     match running.shutdown() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

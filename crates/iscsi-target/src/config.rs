@@ -186,6 +186,29 @@ pub struct Config {
     pub limits: Limits,
     /// The `[control]` table: where `isoe admin` reaches the running target.
     pub control: Control,
+    /// The `[metrics]` table: counting, and the Prometheus listener.
+    pub metrics: Metrics,
+}
+
+/// The `[metrics]` table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Metrics {
+    /// Count commands, bytes, latencies and errors per connection (on by
+    /// default; `isoe admin stats` and the listener read them). Off, the
+    /// command path counts nothing: what a benchmark of the cost compares.
+    pub enabled: bool,
+    /// Serve the counts in Prometheus's text format over HTTP here
+    /// (`GET /metrics`); None (the default): no listener.
+    pub listen: Option<SocketAddr>,
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics {
+            enabled: true,
+            listen: None,
+        }
+    }
 }
 
 /// The `[control]` table: the local socket `isoe admin` talks to.
@@ -606,6 +629,7 @@ impl Config {
             discovery: Discovery::default(),
             limits: Limits::default(),
             control: Control::default(),
+            metrics: Metrics::default(),
         }
     }
 }
@@ -679,8 +703,10 @@ const ROOT_KEYS: &[&str] = &[
     "discovery",
     "limits",
     "control",
+    "metrics",
 ];
 const CONTROL_KEYS: &[&str] = &["socket"];
+const METRICS_KEYS: &[&str] = &["enabled", "listen", "allow_remote"];
 const LIMITS_KEYS: &[&str] = &[
     "connections",
     "connections_per_initiator",
@@ -784,6 +810,10 @@ fn read_config(r: &Reader, mut root: Table, source: Option<&Path>) -> Result<Con
         Some(field) => read_control(r, r.table(field, CONTROL_KEYS)?)?,
         None => Control::default(),
     };
+    let metrics = match root.take("metrics") {
+        Some(field) => read_metrics(r, r.table(field, METRICS_KEYS)?)?,
+        None => Metrics::default(),
+    };
     let (discovery, discovery_places) = match root.take("discovery") {
         Some(field) => read_discovery(r, r.table(field, DISCOVERY_KEYS)?)?,
         None => (Discovery::default(), None),
@@ -809,7 +839,47 @@ fn read_config(r: &Reader, mut root: Table, source: Option<&Path>) -> Result<Con
         discovery,
         limits,
         control,
+        metrics,
     })
+}
+
+/// The `[metrics]` table. The listener serves anyone who can reach it, so
+/// an address other than loopback must be asked for with `allow_remote`.
+fn read_metrics(r: &Reader, mut t: Table) -> Result<Metrics, ConfigError> {
+    let enabled = match t.take("enabled") {
+        Some(f) => r.bool(&f)?,
+        None => true,
+    };
+    let allow_remote = match t.take("allow_remote") {
+        Some(f) => r.bool(&f)?,
+        None => false,
+    };
+    let listen = match t.take("listen") {
+        Some(f) => {
+            let text = r.string(&f)?;
+            let addr: SocketAddr = text.parse().map_err(|_| {
+                r.at(
+                    &f,
+                    format!("expected an address and port like \"127.0.0.1:9470\", found {text:?}"),
+                )
+            })?;
+            if !addr.ip().is_loopback() && !allow_remote {
+                return Err(r.at(
+                    &f,
+                    format!(
+                        "{addr} is reachable from other machines, and the metrics name your \
+                         initiators and LUNs: use 127.0.0.1 or [::1], or set allow_remote = true"
+                    ),
+                ));
+            }
+            if !enabled {
+                return Err(r.at(&f, "a metrics listener needs enabled = true"));
+            }
+            Some(addr)
+        }
+        None => None,
+    };
+    Ok(Metrics { enabled, listen })
 }
 
 /// The `[control]` table: `socket = ""` turns the control socket off.

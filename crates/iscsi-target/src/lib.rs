@@ -14,6 +14,7 @@ pub mod discovery;
 pub mod driver;
 pub mod identity;
 pub mod memory_driver;
+pub mod metrics;
 pub mod output;
 pub mod registry;
 pub mod session;

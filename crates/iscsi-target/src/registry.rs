@@ -236,6 +236,8 @@ pub struct Server {
     pub auth_failures: FailureLog,
     /// Why `[limits] connections` was lowered at start, if it was.
     pub limits_note: Option<String>,
+    /// Logins by outcome, and what ended connections counted.
+    pub stats: crate::metrics::ServerStats,
 }
 
 fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
@@ -426,6 +428,7 @@ impl Server {
             auth_failures: FailureLog::default(),
             limits_note,
             shutdown: AtomicBool::new(false),
+            stats: Default::default(),
         })
     }
 

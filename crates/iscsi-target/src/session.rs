@@ -87,6 +87,8 @@ pub struct ConnInfo {
     /// Commands received and not yet answered: waiting for write data or
     /// for a store call on an I/O thread. Updated once per batch.
     pub in_flight: AtomicU32,
+    /// What the connection counts ([`crate::metrics`]).
+    pub stats: crate::metrics::ConnStats,
 }
 
 impl Member {
@@ -212,6 +214,8 @@ pub struct Session {
     closed: AtomicBool,
     /// Set once the I_T nexus was detached from the target's units.
     nexus_ended: AtomicBool,
+    /// What its connections that have ended counted.
+    pub retired: Mutex<crate::metrics::Totals>,
 }
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -252,6 +256,7 @@ impl Session {
             notices: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             nexus_ended: AtomicBool::new(false),
+            retired: Mutex::default(),
         }
     }
 
@@ -498,6 +503,16 @@ impl Session {
             .iter()
             .filter(|m| !m.ended)
             .map(|m| (m.cid, m.info.clone()))
+            .collect()
+    }
+
+    /// The counters of every connection still in the member list, ended
+    /// or not (an ended one counts until it has left; see
+    /// [`crate::metrics`]).
+    pub fn member_stats(&self) -> Vec<(u16, Arc<ConnInfo>)> {
+        locked(&self.members)
+            .iter()
+            .filter_map(|m| Some((m.cid, Arc::clone(m.info.as_ref()?))))
             .collect()
     }
 

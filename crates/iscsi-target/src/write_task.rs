@@ -76,6 +76,8 @@ pub struct WriteTask {
     pub charged: usize,
     /// When data for the task last arrived, or it last asked for some.
     pub last_data: Option<Instant>,
+    /// When the command was taken (its latency runs from here).
+    pub started: Instant,
 }
 
 impl WriteTask {
@@ -117,6 +119,7 @@ impl WriteTask {
             outstanding: VecDeque::new(),
             charged: 0,
             last_data: None,
+            started: Instant::now(),
         }
     }
 

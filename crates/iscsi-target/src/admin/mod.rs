@@ -317,6 +317,14 @@ impl Admin {
         };
         let edit = match op {
             "show" => return Ok(json!({"ok": true, "config": self.show()})),
+            "stats" => {
+                let snapshot = crate::metrics::snapshot::snapshot(&self.server);
+                return Ok(json!({
+                    "ok": true,
+                    "counting": self.server.config.metrics.enabled,
+                    "stats": snapshot,
+                }));
+            }
             "list" => return Ok(json!({"ok": true, "status": self.list()})),
             "reload" => return self.reload().map(changed),
             "logout" => {

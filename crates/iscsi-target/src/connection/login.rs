@@ -62,6 +62,10 @@ impl Connection {
                 Flow::Continue
             }
             LoginOutcome::Failed(failure) => {
+                self.server.stats.login(refusal_outcome(
+                    response.status_class,
+                    response.status_detail,
+                ));
                 let delay = if response.status_class == login_status::INITIATOR_ERROR
                     && response.status_detail == login_status::AUTHENTICATION_FAILURE
                 {
@@ -104,6 +108,9 @@ impl Connection {
                             .push(&Pdu::LoginResponse(response), &step.data, &limits);
                         let c = negotiated.connection;
                         self.cid = negotiated.cid;
+                        self.server
+                            .stats
+                            .login(usize::from(session.target.is_none()));
                         self.recv_limits = FrameLimits {
                             max_recv_data_segment_length: c.max_recv_data_segment_length,
                             header_digest: c.header_digest,
@@ -159,6 +166,9 @@ impl Connection {
                             login_status::INITIATOR_ERROR
                         };
                         response.status_detail = detail;
+                        self.server
+                            .stats
+                            .login(refusal_outcome(response.status_class, detail));
                         self.out.push(&Pdu::LoginResponse(response), &[], &limits);
                         self.phase = Phase::Closed;
                         Flow::Close
@@ -195,6 +205,7 @@ impl Connection {
             max_recv_data_segment_length: c.max_recv_data_segment_length,
             max_send_data_segment_length: c.max_send_data_segment_length,
             in_flight: Default::default(),
+            stats: Default::default(),
         });
         self.info = Some(Arc::clone(&info));
         let mut member = Member::new(negotiated.cid, self.serial, self.peer_gone.clone());
@@ -259,5 +270,17 @@ impl Connection {
         if std::mem::take(&mut self.logging_in) {
             self.server.gate.login_ended(self.peer.ip());
         }
+    }
+}
+
+/// The index in [`crate::metrics::LOGIN_OUTCOMES`] of a refusal with
+/// status `class` and `detail`.
+fn refusal_outcome(class: u8, detail: u8) -> usize {
+    match (class, detail) {
+        (login_status::INITIATOR_ERROR, login_status::AUTHENTICATION_FAILURE) => 2,
+        (login_status::INITIATOR_ERROR, login_status::AUTHORIZATION_FAILURE) => 3,
+        (login_status::INITIATOR_ERROR, login_status::NOT_FOUND) => 4,
+        (login_status::TARGET_ERROR, login_status::OUT_OF_RESOURCES) => 5,
+        _ => 6,
     }
 }

@@ -221,6 +221,12 @@ pub struct Connection {
     pub stats: ConnectionStats,
     /// What the control plane shows of this connection, once logged in.
     info: Option<Arc<crate::session::ConnInfo>>,
+    /// `[metrics] enabled`: count each command.
+    counting: bool,
+    /// This connection's handles to its per-LUN counters.
+    lun_stats: crate::metrics::LunCache,
+    /// When the command being completed was taken (see `complete`).
+    command_started: Instant,
 }
 
 impl Connection {
@@ -246,6 +252,7 @@ impl Connection {
         let nop_interval = Duration::from_secs(defaults.nop_in_interval_s as u64);
         let nop_timeout = Duration::from_secs(defaults.nop_in_timeout_s as u64);
         let datapath = server.config.datapath;
+        let counting = server.config.metrics.enabled;
         Connection {
             server,
             serial,
@@ -289,6 +296,9 @@ impl Connection {
             seen_notices: 0,
             stats: ConnectionStats::default(),
             info: None,
+            counting,
+            lun_stats: Default::default(),
+            command_started: now,
         }
     }
 
@@ -478,6 +488,9 @@ impl Connection {
         let limits = self.send_limits;
         self.out.push(&pdu, bhs, &limits);
         self.stats.rejects += 1;
+        if let Some(info) = &self.info {
+            info.stats.rejects.add(1);
+        }
     }
 
     /// A framing error the decoder found: answer per RFC 7143 and say whether
@@ -485,9 +498,17 @@ impl Connection {
     pub fn handle_frame_error(&mut self, error: &FrameError) -> (Flow, usize) {
         match error {
             // RFC 7143 §7.8: a header digest error leaves the PDU boundary unknown; at ERL 0 the connection ends.
-            FrameError::HeaderDigest { .. } => (Flow::Close, 0),
+            FrameError::HeaderDigest { .. } => {
+                if let Some(info) = &self.info {
+                    info.stats.header_digest_errors.add(1);
+                }
+                (Flow::Close, 0)
+            }
             // RFC 7143 §7.8, §11.17.1: data digest error → Reject, reason "Data (payload) Digest Error", PDU discarded.
             FrameError::DataDigest { frame_len, bhs, .. } => {
+                if let Some(info) = &self.info {
+                    info.stats.data_digest_errors.add(1);
+                }
                 self.reject(reject::DATA_DIGEST_ERROR, bhs);
                 (Flow::Continue, *frame_len)
             }
@@ -716,6 +737,11 @@ impl Connection {
         self.release_held();
         self.phase = Phase::Closed;
         if let Some(session) = self.bound.take() {
+            if let (Some(info), Some(target)) = (&self.info, &session.target) {
+                self.server
+                    .stats
+                    .retire(&target.name, &info.stats, &session.retired);
+            }
             if session.leave(self.serial, &mut self.wake) || session.is_closed() {
                 session.close(self.serial, &mut self.wake);
                 session.end_nexus();

@@ -35,6 +35,7 @@ impl Connection {
         if let Some(flow) = self.admit(session, cmd.immediate, cmd.cmd_sn) {
             return flow;
         }
+        self.command_started = self.last_rx;
         let cdb = frame.cdb();
         // The LUN table as it is now: one load, no lock, no shared count.
         let luns = target.luns();
@@ -98,6 +99,7 @@ impl Connection {
             return Flow::Continue;
         }
         self.server.write_budget.force_take(peer, immediate);
+        task.started = self.last_rx;
         task.charged = immediate + unasked;
         task.last_data = Some(self.last_rx);
         self.writes.insert(cmd.initiator_task_tag, task);
@@ -150,6 +152,9 @@ impl Connection {
             });
             let limits = self.send_limits;
             self.out.push(&pdu, &[], &limits);
+            if let Some(info) = &self.info {
+                info.stats.r2t.add(1);
+            }
         }
     }
 
@@ -178,6 +183,7 @@ impl Connection {
                 let Some(target) = session.target.as_deref() else {
                     return Flow::Close;
                 };
+                self.command_started = task.started;
                 let (command, cdb, buffer) = task.into_parts();
                 let luns = target.luns();
                 self.execute(session, &luns, &command, &cdb, DataOutBytes::Owned(buffer));
@@ -274,6 +280,26 @@ impl Connection {
             write_residual
         };
         let good = completion.status == Status::Good && completion.sense.is_none();
+        if self.counting {
+            if let (Some(info), Some(lun)) = (&self.info, cmd.lun.number()) {
+                let op = crate::metrics::Op::of(cmd.cdb[0]);
+                let bytes = match op {
+                    crate::metrics::Op::Read => u64::from(send_len),
+                    _ if cmd.write && !write_residual.underflow => u64::from(edtl),
+                    _ if cmd.write => u64::from(edtl.saturating_sub(write_residual.count)),
+                    _ => 0,
+                };
+                let ns = self.command_started.elapsed().as_nanos() as u64;
+                let sense_key = completion.sense.as_ref().map(|s| s.key);
+                self.lun_stats.get(&info.stats, lun).count(
+                    op,
+                    bytes,
+                    ns,
+                    completion.status as u8,
+                    sense_key,
+                );
+            }
+        }
         let (exp_cmd_sn, max_cmd_sn) = (session.exp_cmd_sn(), session.max_cmd_sn());
         let limits = self.send_limits;
         if send_len == 0 {

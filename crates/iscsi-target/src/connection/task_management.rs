@@ -23,6 +23,10 @@ fn reset_units(session: &Session, lun: Option<&Lun>, condition: isoe_scsi::Sense
 impl Connection {
     pub(super) fn task_management(&mut self, session: &Arc<Session>, t: &TaskMgmtRequest) -> Flow {
         let exp_before = session.exp_cmd_sn();
+        if let Some(info) = &self.info {
+            let function = usize::from(t.function);
+            info.stats.tmf[if function < 9 { function } else { 0 }].add(1);
+        }
         if let Some(flow) = self.admit(session, t.immediate, t.cmd_sn) {
             return flow;
         }

@@ -135,6 +135,8 @@ pub(super) struct BackgroundTask {
     pub(super) holds: bool,
     /// Ended by a task management function; its response is not sent.
     pub(super) aborted: bool,
+    /// When the command was taken.
+    pub(super) started: Instant,
 }
 
 /// A task management response waiting for aborted work to return, here
@@ -268,6 +270,7 @@ impl Connection {
             residual,
             holds,
             aborted: false,
+            started: self.command_started,
         });
         self.runs.push_back((token, work));
     }
@@ -393,6 +396,7 @@ impl Connection {
         };
         let session = Arc::clone(session);
         let residual = residual.unwrap_or(task.residual);
+        self.command_started = task.started;
         self.complete(&session, &task.command, completion, data_in, residual);
     }
 }

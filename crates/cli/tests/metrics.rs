@@ -1,0 +1,239 @@
+//! `[metrics]`: the Prometheus listener's text parses with Prometheus's
+//! own parser (the `prometheus_client` Python package, Debian's
+//! python3-prometheus-client), and its counters agree with what `isoe
+//! bench` did and with `isoe admin stats`.
+
+mod support;
+
+use std::time::Duration;
+use support::cli::isoe;
+use support::tools::run;
+use support::{ci, Target, TargetConfig};
+
+const TARGET: &str = "iqn.2026-11.io.isoe:metrics";
+
+/// Parses the exposition with prometheus_client and prints every sample
+/// as JSON: [name, labels, value].
+const PARSE: &str = r#"
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families
+samples = []
+for family in text_string_to_metric_families(sys.stdin.read()):
+    for s in family.samples:
+        samples.append([s.name, s.labels, s.value])
+print(json.dumps(samples))
+"#;
+
+/// Debian's Python, which python3-prometheus-client installs into.
+const PYTHON: &str = "/usr/bin/python3";
+
+fn parser_or_skip() -> bool {
+    let ok = std::process::Command::new(PYTHON)
+        .args(["-c", "import prometheus_client"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            !ci(),
+            "python3-prometheus-client is needed in CI (.ci/run installs it)"
+        );
+        eprintln!("SKIPPED: python3-prometheus-client is not installed");
+    }
+    ok
+}
+
+/// `curl` the listener and parse what it serves.
+fn scrape(url: &str) -> Vec<(String, serde_json::Value, f64)> {
+    let out = run("curl", &["-sf", url], Duration::from_secs(30));
+    assert!(out.success(), "curl {url}: {}", out.describe());
+    let dir = tempfile::tempdir().unwrap();
+    let text = dir.path().join("metrics.txt");
+    std::fs::write(&text, &out.stdout).unwrap();
+    let script = dir.path().join("parse.py");
+    std::fs::write(&script, PARSE).unwrap();
+    let parsed = std::process::Command::new(PYTHON)
+        .arg(&script)
+        .stdin(std::fs::File::open(&text).unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        parsed.status.success(),
+        "prometheus_client could not parse the exposition: {}\n{}",
+        String::from_utf8_lossy(&parsed.stderr),
+        out.stdout
+    );
+    let samples: Vec<(String, serde_json::Value, f64)> =
+        serde_json::from_slice(&parsed.stdout).unwrap();
+    assert!(!samples.is_empty());
+    samples
+}
+
+fn value(samples: &[(String, serde_json::Value, f64)], name: &str, labels: &[(&str, &str)]) -> f64 {
+    samples
+        .iter()
+        .filter(|(n, l, _)| n == name && labels.iter().all(|(k, v)| l[*k] == *v))
+        .map(|(_, _, v)| v)
+        .sum()
+}
+
+#[test]
+fn scraped_counters_parse_and_agree_with_the_bench() {
+    if !parser_or_skip() {
+        return;
+    }
+    let config = TargetConfig::new("");
+    let socket = config.dir().join("control.sock");
+    std::fs::write(
+        config.path(),
+        format!(
+            "portals = [\"127.0.0.1:0\"]\n[control]\nsocket = \"{}\"\n[metrics]\nlisten = \"127.0.0.1:0\"\n\n\
+             [[target]]\nname = \"{TARGET}\"\n[[target.lun]]\nnumber = 0\nmemory = \"64MiB\"\n\
+             [[target.lun]]\nnumber = 1\nmemory = \"8MiB\"\noffline = true\n",
+            socket.display()
+        ),
+    )
+    .unwrap();
+    let target = Target::with_file_portals(&config, 1);
+    let url = target
+        .output()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("isoe target: metrics on ")
+                .map(str::to_string)
+        })
+        .expect("the target says where its metrics are");
+    let json = config.dir().join("bench.jsonl");
+    let out = isoe(&[
+        "bench",
+        &format!("iscsi://{}/{TARGET}/0", target.addr()),
+        "--bs",
+        "4k",
+        "--read-pct",
+        "70",
+        "--random-pct",
+        "100",
+        "--qd",
+        "8",
+        "--sessions",
+        "4",
+        "--duration",
+        "3",
+        "--ramp",
+        "0",
+        "--no-progress",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.success(), "bench: {}", out.describe());
+    let text = std::fs::read_to_string(&json).unwrap();
+    let bench: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    // A command to the offline LUN, and a login to a target that is not there.
+    let offline = run(
+        "iscsi-readcapacity16",
+        &[&format!("iscsi://{}/{TARGET}/1", target.addr())],
+        Duration::from_secs(30),
+    );
+    assert!(!offline.success(), "{}", offline.describe());
+    let missing = run(
+        "iscsi-inq",
+        &[&format!(
+            "iscsi://{}/iqn.2026-11.io.isoe:nobody/0",
+            target.addr()
+        )],
+        Duration::from_secs(30),
+    );
+    assert!(!missing.success(), "{}", missing.describe());
+
+    let samples = scrape(&url);
+    let lun0 = [("target", TARGET), ("lun", "0")];
+    for op in ["read", "write"] {
+        let ours = value(
+            &samples,
+            "isoe_lun_commands_total",
+            &[lun0[0], lun0[1], ("op", op)],
+        );
+        let theirs = bench[op]["ios"].as_f64().unwrap();
+        assert!(theirs > 1000.0, "{bench}");
+        // The bench counts its measured window; the target also the
+        // commands in flight as the window closed (at most QD per session).
+        assert!(
+            (ours - theirs).abs() <= theirs * 0.01,
+            "{op}: the target counted {ours}, the bench {theirs}"
+        );
+        let bytes = value(
+            &samples,
+            "isoe_lun_bytes_total",
+            &[lun0[0], lun0[1], ("op", op)],
+        );
+        assert_eq!(bytes, ours * 4096.0, "{op} bytes");
+        let count = value(
+            &samples,
+            "isoe_lun_latency_seconds_count",
+            &[lun0[0], lun0[1], ("op", op)],
+        );
+        assert_eq!(count, ours, "{op} latency count");
+    }
+    let not_ready = value(
+        &samples,
+        "isoe_lun_errors_total",
+        &[("target", TARGET), ("lun", "1"), ("error", "not_ready")],
+    );
+    assert!(
+        not_ready >= 1.0,
+        "NOT READY from the offline LUN is counted"
+    );
+    assert!(value(&samples, "isoe_logins_total", &[("outcome", "normal")]) >= 6.0);
+    assert!(value(&samples, "isoe_logins_total", &[("outcome", "not_found")]) >= 1.0);
+    assert_eq!(
+        value(
+            &samples,
+            "isoe_resource_limit",
+            &[("resource", "connections")]
+        ),
+        4096.0
+    );
+
+    // `isoe admin stats` reads the same counters.
+    let stats = isoe(&[
+        "admin",
+        "--json",
+        "--socket",
+        socket.to_str().unwrap(),
+        "stats",
+    ]);
+    assert!(stats.success(), "{}", stats.describe());
+    let stats: serde_json::Value = serde_json::from_str(&stats.stdout).unwrap();
+    let reads = stats["stats"]["luns"][TARGET]["0"]["read"]["commands"]
+        .as_f64()
+        .unwrap();
+    assert_eq!(
+        reads,
+        value(
+            &samples,
+            "isoe_lun_commands_total",
+            &[lun0[0], lun0[1], ("op", "read")]
+        )
+    );
+    drop(target);
+}
+
+#[test]
+fn a_listener_on_another_machine_s_address_must_be_asked_for() {
+    let config = TargetConfig::new(&format!(
+        "[metrics]\nlisten = \"0.0.0.0:9470\"\n\n[[target]]\nname = \"{TARGET}\"\n"
+    ));
+    let out = isoe(&["target", "--config", config.path().to_str().unwrap()]);
+    assert_eq!(
+        out.status.and_then(|s| s.code()),
+        Some(2),
+        "{}",
+        out.describe()
+    );
+    assert!(
+        out.stderr.contains(
+            "target.toml:2: metrics.listen: 0.0.0.0:9470 is reachable from other machines"
+        ),
+        "{}",
+        out.describe()
+    );
+}

@@ -1,0 +1,499 @@
+//! What the target counts, and how it is read without slowing the command
+//! path.
+//!
+//! Each connection counts its own commands, bytes, latencies, errors, R2Ts
+//! and task management functions, per LUN, in counters that only its own
+//! worker thread writes ([`Counter::add`] is a plain load and store, no
+//! locked instruction, no cache line shared with another writer; datapath
+//! rule 4). A reader (`isoe admin stats`, the Prometheus listener) sums
+//! them: per connection, per session, per LUN of a target. When a
+//! connection ends, its counts are folded into the totals of what outlives
+//! it (its session, its LUNs) under the lock the readers take, so that no
+//! total ever goes down.
+//!
+//! Logins, refusals and resource use are counted where they happen (the
+//! login path, the admission gate), never on the command path.
+
+pub mod prometheus;
+pub mod snapshot;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// A count written by one thread only, read by any.
+#[derive(Debug, Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    /// Adds `n`. Only the thread that owns the counter calls it: a plain
+    /// load and store, which no other writer can interleave with.
+    #[inline]
+    pub fn add(&self, n: u64) {
+        self.0.store(
+            self.0.load(Ordering::Relaxed).wrapping_add(n),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// The count now.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Upper bounds of the latency histogram's buckets, in microseconds; a
+/// last bucket takes everything above.
+pub const LATENCY_BUCKETS_US: [u64; 16] = [
+    25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000,
+    1_000_000, 5_000_000, 30_000_000,
+];
+
+const BUCKETS: usize = LATENCY_BUCKETS_US.len() + 1;
+
+/// A latency histogram with [`LATENCY_BUCKETS_US`] (not cumulative).
+#[derive(Debug, Default)]
+pub struct Histogram {
+    buckets: [Counter; BUCKETS],
+    sum_ns: Counter,
+}
+
+impl Histogram {
+    /// Records one latency (owner thread only).
+    #[inline]
+    pub fn record(&self, ns: u64) {
+        let us = ns / 1_000;
+        let i = LATENCY_BUCKETS_US.partition_point(|&bound| bound < us);
+        self.buckets[i].add(1);
+        self.sum_ns.add(ns);
+    }
+}
+
+/// Reads or writes to one LUN through one connection.
+#[derive(Debug, Default)]
+pub struct OpStats {
+    /// Commands completed.
+    pub commands: Counter,
+    /// Bytes moved (Data-In sent, or Data-Out taken).
+    pub bytes: Counter,
+    /// From the batch that took the command to its response.
+    pub latency: Histogram,
+}
+
+/// Statuses other than GOOD and CHECK CONDITION that count as errors.
+pub const ERROR_STATUSES: [(u8, &str); 3] = [
+    (0x18, "reservation_conflict"),
+    (0x08, "busy"),
+    (0x28, "task_set_full"),
+];
+
+/// SPC-5 sense key names, by value, for the `sense_key` label.
+pub const SENSE_KEYS: [&str; 16] = [
+    "no_sense",
+    "recovered_error",
+    "not_ready",
+    "medium_error",
+    "hardware_error",
+    "illegal_request",
+    "unit_attention",
+    "data_protect",
+    "blank_check",
+    "vendor_specific",
+    "copy_aborted",
+    "aborted_command",
+    "reserved_0c",
+    "volume_overflow",
+    "miscompare",
+    "completed",
+];
+
+/// One LUN as one connection used it.
+#[derive(Debug, Default)]
+pub struct LunStats {
+    /// READ and the like.
+    pub read: OpStats,
+    /// WRITE and the like.
+    pub write: OpStats,
+    /// Every other command.
+    pub other: Counter,
+    /// CHECK CONDITION by sense key.
+    pub sense: [Counter; 16],
+    /// The statuses of [`ERROR_STATUSES`].
+    pub status: [Counter; 3],
+}
+
+/// Task management function names by function code (RFC 7143 §11.5.1).
+pub const TMF_NAMES: [&str; 9] = [
+    "unknown",
+    "abort_task",
+    "abort_task_set",
+    "clear_aca",
+    "clear_task_set",
+    "logical_unit_reset",
+    "target_warm_reset",
+    "target_cold_reset",
+    "task_reassign",
+];
+
+/// What one connection counts.
+#[derive(Debug, Default)]
+pub struct ConnStats {
+    luns: Mutex<Vec<(u16, Arc<LunStats>)>>,
+    /// R2Ts sent.
+    pub r2t: Counter,
+    /// Task management requests, by [`TMF_NAMES`].
+    pub tmf: [Counter; 9],
+    /// PDUs whose header digest did not match.
+    pub header_digest_errors: Counter,
+    /// PDUs whose data digest did not match.
+    pub data_digest_errors: Counter,
+    /// Rejects sent.
+    pub rejects: Counter,
+    /// Folded into the totals: readers skip it (see the module doc).
+    retired: AtomicBool,
+}
+
+impl ConnStats {
+    /// The counters of LUN `lun`, made the first time the connection uses
+    /// it (the connection keeps its own handle; see [`LunCache`]).
+    pub fn lun(&self, lun: u16) -> Arc<LunStats> {
+        let mut luns = self.luns.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, s)) = luns.iter().find(|(n, _)| *n == lun) {
+            return Arc::clone(s);
+        }
+        let stats = Arc::new(LunStats::default());
+        luns.push((lun, Arc::clone(&stats)));
+        stats
+    }
+
+    fn luns(&self) -> Vec<(u16, Arc<LunStats>)> {
+        self.luns.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// A connection's own handles to its LUN counters: a command finds its
+/// LUN's without a lock.
+#[derive(Debug, Default)]
+pub struct LunCache(Vec<(u16, Arc<LunStats>)>);
+
+impl LunCache {
+    /// The counters of `lun` on `conn`.
+    #[inline]
+    pub fn get(&mut self, conn: &ConnStats, lun: u16) -> &LunStats {
+        let i = match self.0.iter().position(|(n, _)| *n == lun) {
+            Some(i) => i,
+            None => {
+                self.0.push((lun, conn.lun(lun)));
+                self.0.len() - 1
+            }
+        };
+        &self.0[i].1
+    }
+}
+
+/// Which of a LUN's counters a command goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// READ (6, 10, 12, 16).
+    Read,
+    /// WRITE (6, 10, 12, 16), WRITE AND VERIFY, WRITE ATOMIC, COMPARE AND
+    /// WRITE, ORWRITE: the commands that carry data to the medium.
+    Write,
+    /// Everything else.
+    Other,
+}
+
+impl Op {
+    /// The counters of operation code `op`.
+    #[inline]
+    pub fn of(op: u8) -> Op {
+        use isoe_scsi::opcode::*;
+        match op {
+            READ_6 | READ_10 | READ_12 | READ_16 => Op::Read,
+            WRITE_6 | WRITE_10 | WRITE_12 | WRITE_16 | WRITE_AND_VERIFY_10
+            | WRITE_AND_VERIFY_12 | WRITE_AND_VERIFY_16 | WRITE_ATOMIC_16 | COMPARE_AND_WRITE
+            | ORWRITE_16 => Op::Write,
+            _ => Op::Other,
+        }
+    }
+}
+
+impl LunStats {
+    /// Counts one command that ended with `status` (and `sense_key` for
+    /// CHECK CONDITION), moving `bytes`, `ns` after it was taken.
+    #[inline]
+    pub fn count(&self, op: Op, bytes: u64, ns: u64, status: u8, sense_key: Option<u8>) {
+        match op {
+            Op::Read | Op::Write => {
+                let s = if op == Op::Read {
+                    &self.read
+                } else {
+                    &self.write
+                };
+                s.commands.add(1);
+                s.bytes.add(bytes);
+                s.latency.record(ns);
+            }
+            Op::Other => self.other.add(1),
+        }
+        if let Some(key) = sense_key {
+            self.sense[usize::from(key & 0x0f)].add(1);
+        } else if status != 0 {
+            if let Some(i) = ERROR_STATUSES.iter().position(|(s, _)| *s == status) {
+                self.status[i].add(1);
+            }
+        }
+    }
+}
+
+/// A snapshot of [`OpStats`], or a sum of them.
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct OpTotals {
+    /// Commands completed.
+    pub commands: u64,
+    /// Bytes moved.
+    pub bytes: u64,
+    /// Per bucket of [`LATENCY_BUCKETS_US`] and one above (not cumulative).
+    pub latency_buckets: Vec<u64>,
+    /// Sum of latencies, nanoseconds.
+    pub latency_sum_ns: u64,
+}
+
+impl OpTotals {
+    fn add(&mut self, s: &OpStats) {
+        self.commands += s.commands.get();
+        self.bytes += s.bytes.get();
+        self.latency_buckets.resize(BUCKETS, 0);
+        for (t, b) in self.latency_buckets.iter_mut().zip(&s.latency.buckets) {
+            *t += b.get();
+        }
+        self.latency_sum_ns += s.latency.sum_ns.get();
+    }
+
+    fn merge(&mut self, o: &OpTotals) {
+        self.commands += o.commands;
+        self.bytes += o.bytes;
+        self.latency_buckets.resize(BUCKETS, 0);
+        for (t, b) in self.latency_buckets.iter_mut().zip(&o.latency_buckets) {
+            *t += b;
+        }
+        self.latency_sum_ns += o.latency_sum_ns;
+    }
+}
+
+/// A snapshot of [`LunStats`], or a sum of them.
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LunTotals {
+    /// Reads.
+    pub read: OpTotals,
+    /// Writes.
+    pub write: OpTotals,
+    /// Other commands.
+    pub other: u64,
+    /// CHECK CONDITION by sense key name.
+    pub sense: BTreeMap<&'static str, u64>,
+    /// Error statuses by name.
+    pub status: BTreeMap<&'static str, u64>,
+}
+
+impl LunTotals {
+    fn add(&mut self, s: &LunStats) {
+        self.read.add(&s.read);
+        self.write.add(&s.write);
+        self.other += s.other.get();
+        for (name, c) in SENSE_KEYS.iter().zip(&s.sense) {
+            if c.get() > 0 {
+                *self.sense.entry(name).or_default() += c.get();
+            }
+        }
+        for ((_, name), c) in ERROR_STATUSES.iter().zip(&s.status) {
+            if c.get() > 0 {
+                *self.status.entry(name).or_default() += c.get();
+            }
+        }
+    }
+
+    fn merge(&mut self, o: &LunTotals) {
+        self.read.merge(&o.read);
+        self.write.merge(&o.write);
+        self.other += o.other;
+        for (k, v) in &o.sense {
+            *self.sense.entry(k).or_default() += v;
+        }
+        for (k, v) in &o.status {
+            *self.status.entry(k).or_default() += v;
+        }
+    }
+}
+
+/// A snapshot of the rest of [`ConnStats`], or a sum.
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ConnTotals {
+    /// R2Ts sent.
+    pub r2t: u64,
+    /// Task management requests by function name.
+    pub tmf: BTreeMap<&'static str, u64>,
+    /// Header digest errors.
+    pub header_digest_errors: u64,
+    /// Data digest errors.
+    pub data_digest_errors: u64,
+    /// Rejects sent.
+    pub rejects: u64,
+}
+
+impl ConnTotals {
+    fn add(&mut self, s: &ConnStats) {
+        self.r2t += s.r2t.get();
+        for (name, c) in TMF_NAMES.iter().zip(&s.tmf) {
+            if c.get() > 0 {
+                *self.tmf.entry(name).or_default() += c.get();
+            }
+        }
+        self.header_digest_errors += s.header_digest_errors.get();
+        self.data_digest_errors += s.data_digest_errors.get();
+        self.rejects += s.rejects.get();
+    }
+
+    fn merge(&mut self, o: &ConnTotals) {
+        self.r2t += o.r2t;
+        for (k, v) in &o.tmf {
+            *self.tmf.entry(k).or_default() += v;
+        }
+        self.header_digest_errors += o.header_digest_errors;
+        self.data_digest_errors += o.data_digest_errors;
+        self.rejects += o.rejects;
+    }
+}
+
+/// Everything one connection (or a sum of connections) counted.
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Totals {
+    /// Per LUN.
+    pub luns: BTreeMap<u16, LunTotals>,
+    /// The rest.
+    pub connection: ConnTotals,
+}
+
+impl Totals {
+    /// The counts of `conn` now.
+    pub fn of(conn: &ConnStats) -> Totals {
+        let mut t = Totals::default();
+        t.add(conn);
+        t
+    }
+
+    fn add(&mut self, conn: &ConnStats) {
+        for (lun, s) in conn.luns() {
+            self.luns.entry(lun).or_default().add(&s);
+        }
+        self.connection.add(conn);
+    }
+
+    /// Adds `other` into these.
+    pub fn merge(&mut self, other: &Totals) {
+        for (lun, t) in &other.luns {
+            self.luns.entry(*lun).or_default().merge(t);
+        }
+        self.connection.merge(&other.connection);
+    }
+
+    /// Every LUN's counts summed.
+    pub fn all_luns(&self) -> LunTotals {
+        let mut sum = LunTotals::default();
+        for t in self.luns.values() {
+            sum.merge(t);
+        }
+        sum
+    }
+}
+
+/// Login outcomes by reason, for `isoe_logins_total`.
+pub const LOGIN_OUTCOMES: [&str; 7] = [
+    "normal",
+    "discovery",
+    "authentication_failure",
+    "authorization_failure",
+    "not_found",
+    "out_of_resources",
+    "other_refusal",
+];
+
+/// What the whole target counts besides its connections.
+#[derive(Debug, Default)]
+pub struct ServerStats {
+    /// Logins by outcome, [`LOGIN_OUTCOMES`] (the login path only).
+    pub logins: [AtomicU64; 7],
+    /// Counts of connections gone, by target name: what outlives them.
+    retired: Mutex<BTreeMap<String, Totals>>,
+}
+
+impl ServerStats {
+    /// Counts one login outcome by index in [`LOGIN_OUTCOMES`].
+    pub fn login(&self, outcome: usize) {
+        if let Some(c) = self.logins.get(outcome) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The lock readers hold while they sum (see the module doc).
+    pub fn lock_retired(&self) -> MutexGuard<'_, BTreeMap<String, Totals>> {
+        self.retired.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A connection to `target` (and, for its session, `session_retired`)
+    /// ends: its counts go into the totals, once.
+    pub fn retire(&self, target: &str, conn: &ConnStats, session_retired: &Mutex<Totals>) {
+        let mut retired = self.lock_retired();
+        if conn.retired.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let totals = Totals::of(conn);
+        retired
+            .entry(target.to_string())
+            .or_default()
+            .merge(&totals);
+        session_retired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .merge(&totals);
+    }
+}
+
+/// Whether `conn` was folded into the totals already (readers skip it).
+pub fn is_retired(conn: &ConnStats) -> bool {
+    conn.retired.load(Ordering::Acquire)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latencies_land_in_their_bucket() {
+        let h = Histogram::default();
+        h.record(10_000); // 10 µs
+        h.record(25_000); // 25 µs: the bound is inclusive
+        h.record(26_000);
+        h.record(40_000_000_000); // 40 s: above every bound
+        let mut t = OpTotals::default();
+        let s = OpStats::default();
+        t.add(&s);
+        assert_eq!(h.buckets[0].get(), 2);
+        assert_eq!(h.buckets[1].get(), 1);
+        assert_eq!(h.buckets[BUCKETS - 1].get(), 1);
+        assert_eq!(h.sum_ns.get(), 40_000_061_000);
+    }
+
+    #[test]
+    fn a_retired_connection_is_counted_once() {
+        let stats = ServerStats::default();
+        let conn = ConnStats::default();
+        conn.lun(3).read.commands.add(5);
+        let session = Mutex::new(Totals::default());
+        stats.retire("t", &conn, &session);
+        stats.retire("t", &conn, &session);
+        assert!(is_retired(&conn));
+        assert_eq!(stats.lock_retired()["t"].luns[&3].read.commands, 5);
+        assert_eq!(session.lock().unwrap().luns[&3].read.commands, 5);
+    }
+}

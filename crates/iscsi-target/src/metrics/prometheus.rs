@@ -1,0 +1,445 @@
+//! A [`Snapshot`] in Prometheus's text exposition format (version 0.0.4),
+//! and the small HTTP listener that serves it.
+//!
+//! Names (every counter is cumulative since the target started; a target
+//! is the sum of its LUNs: `sum by (target)`):
+//!
+//! | name | type | labels |
+//! |---|---|---|
+//! | `isoe_lun_commands_total` | counter | target, lun, op (read, write, other) |
+//! | `isoe_lun_bytes_total` | counter | target, lun, op (read, write) |
+//! | `isoe_lun_latency_seconds` | histogram | target, lun, op (read, write) |
+//! | `isoe_lun_errors_total` | counter | target, lun, error (a sense key, or reservation_conflict, busy, task_set_full) |
+//! | `isoe_session_commands_total`, `isoe_session_bytes_total` | counter | target, initiator, tsih, op |
+//! | `isoe_session_latency_seconds` | histogram | target, initiator, tsih, op |
+//! | `isoe_connection_commands_total`, `isoe_connection_bytes_total` | counter | target, initiator, tsih, cid, address, op |
+//! | `isoe_r2t_total` | counter | target |
+//! | `isoe_task_management_total` | counter | target, function |
+//! | `isoe_digest_errors_total` | counter | target, digest (header, data) |
+//! | `isoe_rejects_total` | counter | target |
+//! | `isoe_logins_total` | counter | outcome (normal, discovery, authentication_failure, authorization_failure, not_found, out_of_resources, other_refusal) |
+//! | `isoe_connection_refusals_total` | counter | limit |
+//! | `isoe_resource_in_use`, `isoe_resource_limit` | gauge | resource (connections, logins, sessions, write_buffer, response_buffer) |
+
+use super::snapshot::Snapshot;
+use super::{LunTotals, OpTotals, LATENCY_BUCKETS_US};
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Text being built, a family at a time.
+struct Text(String);
+
+impl Text {
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.0, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl std::fmt::Display) {
+        self.0.push_str(name);
+        if !labels.is_empty() {
+            self.0.push('{');
+            for (i, (k, v)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.0.push(',');
+                }
+                let _ = write!(self.0, "{k}=\"{}\"", escape(v));
+            }
+            self.0.push('}');
+        }
+        let _ = writeln!(self.0, " {value}");
+    }
+
+    fn histogram(&mut self, name: &str, labels: &[(&str, &str)], t: &OpTotals) {
+        let mut cumulative = 0;
+        let bucket = format!("{name}_bucket");
+        for (i, bound) in LATENCY_BUCKETS_US.iter().enumerate() {
+            cumulative += t.latency_buckets.get(i).copied().unwrap_or(0);
+            let le = format!("{}", *bound as f64 / 1e6);
+            let mut with_le = labels.to_vec();
+            with_le.push(("le", &le));
+            self.sample(&bucket, &with_le, cumulative);
+        }
+        let mut with_le = labels.to_vec();
+        with_le.push(("le", "+Inf"));
+        self.sample(&bucket, &with_le, t.commands);
+        self.sample(
+            &format!("{name}_sum"),
+            labels,
+            t.latency_sum_ns as f64 / 1e9,
+        );
+        self.sample(&format!("{name}_count"), labels, t.commands);
+    }
+}
+
+/// A label value as the text format writes it: `\`, `"` and newline escaped.
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+fn ops(t: &LunTotals) -> [(&'static str, &OpTotals); 2] {
+    [("read", &t.read), ("write", &t.write)]
+}
+
+/// `snapshot` in the text exposition format.
+pub fn render(s: &Snapshot) -> String {
+    let mut out = Text(String::new());
+    out.family(
+        "isoe_lun_commands_total",
+        "counter",
+        "SCSI commands completed, by LUN and kind.",
+    );
+    for (target, luns) in &s.luns {
+        for (lun, t) in luns {
+            let lun = lun.to_string();
+            for (op, o) in ops(t) {
+                let labels = [("target", target.as_str()), ("lun", &lun), ("op", op)];
+                out.sample("isoe_lun_commands_total", &labels, o.commands);
+            }
+            let labels = [("target", target.as_str()), ("lun", &lun), ("op", "other")];
+            out.sample("isoe_lun_commands_total", &labels, t.other);
+        }
+    }
+    out.family(
+        "isoe_lun_bytes_total",
+        "counter",
+        "Bytes read (Data-In sent) and written (Data-Out taken), by LUN.",
+    );
+    for (target, luns) in &s.luns {
+        for (lun, t) in luns {
+            let lun = lun.to_string();
+            for (op, o) in ops(t) {
+                let labels = [("target", target.as_str()), ("lun", &lun), ("op", op)];
+                out.sample("isoe_lun_bytes_total", &labels, o.bytes);
+            }
+        }
+    }
+    out.family(
+        "isoe_lun_latency_seconds",
+        "histogram",
+        "From the batch that took a command to its response, by LUN.",
+    );
+    for (target, luns) in &s.luns {
+        for (lun, t) in luns {
+            let lun = lun.to_string();
+            for (op, o) in ops(t) {
+                let labels = [("target", target.as_str()), ("lun", &lun), ("op", op)];
+                out.histogram("isoe_lun_latency_seconds", &labels, o);
+            }
+        }
+    }
+    out.family(
+        "isoe_lun_errors_total",
+        "counter",
+        "Commands that ended in CHECK CONDITION (by sense key) or another error status.",
+    );
+    for (target, luns) in &s.luns {
+        for (lun, t) in luns {
+            let lun = lun.to_string();
+            for (error, n) in t.sense.iter().chain(&t.status) {
+                let labels = [("target", target.as_str()), ("lun", &lun), ("error", error)];
+                out.sample("isoe_lun_errors_total", &labels, n);
+            }
+        }
+    }
+    out.family(
+        "isoe_session_commands_total",
+        "counter",
+        "SCSI commands completed, by session (its connections now and those gone).",
+    );
+    for session in &s.sessions {
+        let tsih = session.tsih.to_string();
+        for (op, o) in ops(&session.totals) {
+            let labels = [
+                ("target", session.target.as_str()),
+                ("initiator", &session.initiator),
+                ("tsih", &tsih),
+                ("op", op),
+            ];
+            out.sample("isoe_session_commands_total", &labels, o.commands);
+        }
+    }
+    out.family(
+        "isoe_session_bytes_total",
+        "counter",
+        "Bytes read and written, by session.",
+    );
+    for session in &s.sessions {
+        let tsih = session.tsih.to_string();
+        for (op, o) in ops(&session.totals) {
+            let labels = [
+                ("target", session.target.as_str()),
+                ("initiator", &session.initiator),
+                ("tsih", &tsih),
+                ("op", op),
+            ];
+            out.sample("isoe_session_bytes_total", &labels, o.bytes);
+        }
+    }
+    out.family(
+        "isoe_session_latency_seconds",
+        "histogram",
+        "From the batch that took a command to its response, by session.",
+    );
+    for session in &s.sessions {
+        let tsih = session.tsih.to_string();
+        for (op, o) in ops(&session.totals) {
+            let labels = [
+                ("target", session.target.as_str()),
+                ("initiator", &session.initiator),
+                ("tsih", &tsih),
+                ("op", op),
+            ];
+            out.histogram("isoe_session_latency_seconds", &labels, o);
+        }
+    }
+    for (name, help, bytes) in [
+        (
+            "isoe_connection_commands_total",
+            "SCSI commands completed, by connection.",
+            false,
+        ),
+        (
+            "isoe_connection_bytes_total",
+            "Bytes read and written, by connection.",
+            true,
+        ),
+    ] {
+        out.family(name, "counter", help);
+        for session in &s.sessions {
+            for c in &session.connections {
+                let (tsih, cid) = (c.tsih.to_string(), c.cid.to_string());
+                for (op, o) in ops(&c.totals) {
+                    let labels = [
+                        ("target", session.target.as_str()),
+                        ("initiator", &session.initiator),
+                        ("tsih", &tsih),
+                        ("cid", &cid),
+                        ("address", &c.address),
+                        ("op", op),
+                    ];
+                    out.sample(name, &labels, if bytes { o.bytes } else { o.commands });
+                }
+            }
+        }
+    }
+    out.family("isoe_r2t_total", "counter", "R2Ts sent, by target.");
+    for (target, t) in &s.targets {
+        out.sample("isoe_r2t_total", &[("target", target)], t.r2t);
+    }
+    out.family(
+        "isoe_task_management_total",
+        "counter",
+        "Task management requests, by target and function.",
+    );
+    for (target, t) in &s.targets {
+        for (function, n) in &t.tmf {
+            let labels = [("target", target.as_str()), ("function", function)];
+            out.sample("isoe_task_management_total", &labels, n);
+        }
+    }
+    out.family(
+        "isoe_digest_errors_total",
+        "counter",
+        "PDUs whose header or data digest did not match, by target.",
+    );
+    for (target, t) in &s.targets {
+        let header = [("target", target.as_str()), ("digest", "header")];
+        out.sample("isoe_digest_errors_total", &header, t.header_digest_errors);
+        let data = [("target", target.as_str()), ("digest", "data")];
+        out.sample("isoe_digest_errors_total", &data, t.data_digest_errors);
+    }
+    out.family(
+        "isoe_rejects_total",
+        "counter",
+        "Reject PDUs sent, by target.",
+    );
+    for (target, t) in &s.targets {
+        out.sample("isoe_rejects_total", &[("target", target)], t.rejects);
+    }
+    out.family(
+        "isoe_logins_total",
+        "counter",
+        "Logins accepted (normal, discovery) and refused, by reason.",
+    );
+    for (outcome, n) in &s.logins {
+        out.sample("isoe_logins_total", &[("outcome", outcome)], n);
+    }
+    out.family(
+        "isoe_connection_refusals_total",
+        "counter",
+        "Connections closed before login, by the [limits] key that refused them.",
+    );
+    for (limit, n) in &s.connection_refusals {
+        out.sample("isoe_connection_refusals_total", &[("limit", limit)], n);
+    }
+    out.family(
+        "isoe_resource_in_use",
+        "gauge",
+        "What a [limits] bound counts, now.",
+    );
+    for r in &s.resources {
+        out.sample("isoe_resource_in_use", &[("resource", r.name)], r.in_use);
+    }
+    out.family(
+        "isoe_resource_limit",
+        "gauge",
+        "The [limits] bound of each resource.",
+    );
+    for r in &s.resources {
+        out.sample("isoe_resource_limit", &[("resource", r.name)], r.limit);
+    }
+    out.0
+}
+
+/// The longest request head read.
+const REQUEST_MAX_BYTES: usize = 8192;
+
+/// How long a client has to send its request and take the answer.
+const CLIENT_DEADLINE: Duration = Duration::from_secs(5);
+
+/// The HTTP listener of `[metrics] listen`: one thread, one client at a
+/// time, `GET /metrics` only. Dropping it stops it.
+pub struct Listener {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Listener {
+    /// Binds `addr` and serves what `render` returns on each scrape.
+    pub fn start(
+        addr: SocketAddr,
+        render: impl Fn() -> String + Send + 'static,
+    ) -> std::io::Result<Listener> {
+        let listener = TcpListener::bind(addr)?;
+        let addr = listener.local_addr()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("isoe-metrics".into())
+            .spawn(move || {
+                for stream in listener.incoming() {
+                    if flag.load(Ordering::Acquire) {
+                        break;
+                    }
+                    if let Ok(stream) = stream {
+                        let _ = answer(stream, &render);
+                    }
+                }
+            })?;
+        Ok(Listener {
+            addr,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// The address bound (port 0 becomes the port chosen).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn answer(mut stream: TcpStream, render: &dyn Fn() -> String) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(CLIENT_DEADLINE))?;
+    stream.set_write_timeout(Some(CLIENT_DEADLINE))?;
+    let mut head = Vec::new();
+    let mut chunk = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = stream.read(&mut chunk)?;
+        if n == 0 || head.len() + n > REQUEST_MAX_BYTES {
+            return Ok(());
+        }
+        head.extend_from_slice(&chunk[..n]);
+    }
+    let line = head.split(|&b| b == b'\r').next().unwrap_or_default();
+    let mut parts = line.split(|&b| b == b' ');
+    let (method, path) = (parts.next(), parts.next());
+    let (status, content_type, body) = match (method, path) {
+        (Some(b"GET"), Some(b"/metrics")) => (
+            "200 OK",
+            "text/plain; version=0.0.4; charset=utf-8",
+            render(),
+        ),
+        (Some(b"GET"), _) => (
+            "404 Not Found",
+            "text/plain",
+            "isoe serves /metrics only\n".to_string(),
+        ),
+        _ => (
+            "405 Method Not Allowed",
+            "text/plain",
+            "GET /metrics\n".to_string(),
+        ),
+    };
+    let reply = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(reply.as_bytes())?;
+    stream.write_all(body.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+
+    #[test]
+    fn a_histogram_is_cumulative_and_ends_at_its_count() {
+        let mut t = Text(String::new());
+        let mut o = OpTotals {
+            commands: 3,
+            bytes: 0,
+            latency_buckets: vec![0; LATENCY_BUCKETS_US.len() + 1],
+            latency_sum_ns: 1_500_000,
+        };
+        o.latency_buckets[0] = 1;
+        o.latency_buckets[2] = 1;
+        o.latency_buckets[LATENCY_BUCKETS_US.len()] = 1;
+        t.histogram("h", &[("op", "read")], &o);
+        assert!(
+            t.0.contains("h_bucket{op=\"read\",le=\"0.000025\"} 1\n"),
+            "{}",
+            t.0
+        );
+        assert!(
+            t.0.contains("h_bucket{op=\"read\",le=\"0.0001\"} 2\n"),
+            "{}",
+            t.0
+        );
+        assert!(
+            t.0.contains("h_bucket{op=\"read\",le=\"30\"} 2\n"),
+            "{}",
+            t.0
+        );
+        assert!(
+            t.0.contains("h_bucket{op=\"read\",le=\"+Inf\"} 3\n"),
+            "{}",
+            t.0
+        );
+        assert!(t.0.contains("h_sum{op=\"read\"} 0.0015\n"), "{}", t.0);
+        assert!(t.0.contains("h_count{op=\"read\"} 3\n"), "{}", t.0);
+    }
+}

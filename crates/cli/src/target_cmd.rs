@@ -96,15 +96,17 @@ fn reload(admin: &Admin) {
 
 /// Runs the target; returns when a signal asked it to stop.
 pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
-    let mut config = match config_path {
-        Some(path) => match Config::load(path) {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("isoe target: {e}");
-                return ExitCode::from(2);
-            }
-        },
-        None => Config::embedded_default(),
+    // Read once: the control plane edits this very text.
+    let loaded = match config_path {
+        Some(path) => Config::read_file(path).map(|(text, config)| (Some(text), config)),
+        None => Ok((None, Config::embedded_default())),
+    };
+    let (text, mut config) = match loaded {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            eprintln!("isoe target: {e}");
+            return ExitCode::from(2);
+        }
     };
     if !listen.is_empty() {
         config.portals = listen.to_vec();
@@ -162,12 +164,13 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
         Arc::clone(running.server()),
         Arc::clone(running.handle()),
         configured.clone(),
-        config_path,
+        config_path.zip(text.as_deref()),
         (!listen.is_empty()).then(|| listen.to_vec()),
     ) {
         Ok(admin) => Arc::new(admin),
         Err(e) => {
-            // The file was read a moment ago; it changed under us.
+            // The text was read by the same reader a moment ago; only a
+            // document the TOML editor cannot take ends here.
             eprintln!("isoe target: {e}");
             let _ = running.shutdown();
             return ExitCode::from(2);

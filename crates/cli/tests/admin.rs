@@ -406,3 +406,79 @@ fn wait_for(target: &Target, text: &str) {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn targets_and_file_luns_come_and_go_and_a_session_is_logged_out() {
+    let config = config("targets");
+    let target = Target::with_file_portals(&config, 1);
+    let other = "iqn.2026-11.io.isoe:other";
+    admin(&config, &["target", "add", other, "alias=scratch"]);
+    let out = admin(
+        &config,
+        &["lun", "add", other, "0", "file=other.img", "size=16MiB"],
+    );
+    assert!(
+        out.contains("LUN 0 of iqn.2026-11.io.isoe:other added (file "),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::metadata(config.dir().join("other.img"))
+            .unwrap()
+            .len(),
+        16 << 20,
+        "the file LUN is made, relative to the configuration's directory"
+    );
+    let mut client = support::Client::login_normal(target.addr(), other);
+    client.ready(0);
+    client
+        .write(0, 8, &[0x5a; 4096])
+        .assert_good("a write to the new file LUN");
+    assert_eq!(client.read(0, 8, 8), vec![0x5a; 4096]);
+
+    // The session is listed with its connection, and logged out on demand.
+    let list = admin_json(&config, &["list", "sessions"]);
+    let session = list["status"]["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["target"] == other)
+        .cloned()
+        .unwrap_or_else(|| panic!("{list}"));
+    assert_eq!(session["tsih"], u64::from(client.tsih), "{session}");
+    let connection = &session["connections"][0];
+    assert_eq!(connection["cid"], 0, "{session}");
+    assert!(connection["initiator_address"]
+        .as_str()
+        .unwrap()
+        .starts_with("127.0.0.1:"));
+    assert_eq!(connection["data_digest"], "None");
+    admin(&config, &["logout", &client.tsih.to_string()]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match client.recv(Duration::from_millis(200)) {
+            Ok(support::Received::Closed) | Err(_) => break,
+            Ok(_) => assert!(Instant::now() < deadline, "the session was not ended"),
+        }
+    }
+
+    // The target goes; its sessions end and it is no longer offered.
+    let mut client = support::Client::login_normal(target.addr(), other);
+    client.ready(0);
+    admin(&config, &["target", "remove", other]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match client.recv(Duration::from_millis(200)) {
+            Ok(support::Received::Closed) | Err(_) => break,
+            Ok(_) => assert!(
+                Instant::now() < deadline,
+                "the removed target's session stayed"
+            ),
+        }
+    }
+    let refused = support::Client::login(target.addr(), &support::LoginParams::normal(other));
+    assert!(refused.is_err(), "a login to the removed target is refused");
+    let file = std::fs::read_to_string(config.path()).unwrap();
+    assert!(!file.contains(other), "{file}");
+    // Its data stay: removing a LUN never deletes a file.
+    assert!(config.dir().join("other.img").exists());
+}

@@ -563,11 +563,17 @@ isoe_config::impl_read_error!(ConfigError);
 impl Config {
     /// Reads and validates the configuration file at `path`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        Config::read_file(path).map(|(_, config)| config)
+    }
+
+    /// [`Config::load`], returning the text read as well.
+    pub fn read_file(path: &Path) -> Result<(String, Config), ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_path_buf(),
             source,
         })?;
-        Config::parse(&text, Some(path))
+        let config = Config::parse(&text, Some(path))?;
+        Ok((text, config))
     }
 
     /// Validates configuration `text`; `source` names it in errors and anchors

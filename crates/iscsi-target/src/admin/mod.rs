@@ -92,20 +92,19 @@ pub struct Admin {
 
 impl Admin {
     /// The control plane of a target started from `config`, read from
-    /// `path` (None: the embedded default); `listen` are the portals
-    /// given on the command line, if any, which stay whatever the file says.
+    /// `file` (its path and the text read; None: the embedded default);
+    /// `listen` are the portals given on the command line, if any, which
+    /// stay whatever the file says.
     pub fn new(
         server: Arc<Server>,
         handle: Arc<Handle>,
         config: Config,
-        path: Option<&Path>,
+        file: Option<(&Path, &str)>,
         listen: Option<Vec<SocketAddr>>,
     ) -> Result<Admin, ConfigError> {
-        let text = match path {
-            Some(path) => read_text(path)?,
-            None => EMBEDDED_DEFAULT.to_string(),
-        };
-        let doc = parse_document(&text, path)?;
+        let path = file.map(|(path, _)| path);
+        let text = file.map_or(EMBEDDED_DEFAULT, |(_, text)| text);
+        let doc = parse_document(text, path)?;
         Ok(Admin {
             server,
             handle,

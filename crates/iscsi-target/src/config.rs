@@ -42,6 +42,11 @@
 //! logins_per_initiator = 16        # of those, from one IP address
 //! write_buffer = "256MiB"          # solicited write data, all connections
 //! response_buffer = "256MiB"       # responses built, not yet sent, all connections
+//!
+//! [log]                            # optional; what the target logs on stderr
+//! level = "info"                   # error, warn, info, debug, trace; RUST_LOG wins when set
+//! timestamps = true                # false under journald, which stamps lines itself
+//! format = "text"                  # or "json", one object per line
 //! ```
 //!
 //! `examples/target.toml` at the top of the repository documents every key.
@@ -115,6 +120,12 @@
 //!   the efficient datapath; the options never change what goes on the wire
 //!   or what reaches the store.
 //!
+//! - **`[log]`** sets what the `isoe` binary writes to stderr (see
+//!   [`LogConfig`] and [`crate::log`] for the events): `level` is the least
+//!   severe level written, unless the `RUST_LOG` environment variable is
+//!   set, whose filter (`tracing-subscriber`'s syntax, e.g.
+//!   `isoe_target=debug`) then decides instead.
+//!
 //! Reading stops at the first problem and reports it as a [`ConfigError`] that
 //! names the file, the 1-based line and the key path, with array indices
 //! counted from 0: `isoe.toml:14: target[1].lun[0].size: expected a size like
@@ -123,8 +134,10 @@
 //! shared with `isoe lab`'s plans; this module holds the schema.
 
 mod chap;
+mod log;
 
 pub use chap::{algorithm_name, ChapConfig, SECRET_MAX_BYTES, USER_MAX_BYTES};
+pub use log::{LogConfig, LogFormat, LogLevel};
 
 use std::collections::HashMap;
 use std::fmt;
@@ -184,6 +197,8 @@ pub struct Config {
     pub discovery: Discovery,
     /// The `[limits]` table: bounds on what peers may make the target hold.
     pub limits: Limits,
+    /// The `[log]` table: what the `isoe` binary writes to stderr.
+    pub log: LogConfig,
 }
 
 /// The `[limits]` table: everything a peer can make the target allocate or
@@ -571,6 +586,7 @@ impl Config {
             datapath: Datapath::default(),
             discovery: Discovery::default(),
             limits: Limits::default(),
+            log: LogConfig::default(),
         }
     }
 }
@@ -643,6 +659,7 @@ const ROOT_KEYS: &[&str] = &[
     "datapath",
     "discovery",
     "limits",
+    "log",
 ];
 const LIMITS_KEYS: &[&str] = &[
     "connections",
@@ -742,6 +759,10 @@ fn read_config(r: &Reader, mut root: Table, source: Option<&Path>) -> Result<Con
         Some(field) => read_limits(r, r.table(field, LIMITS_KEYS)?)?,
         None => Limits::default(),
     };
+    let log = match root.take("log") {
+        Some(field) => log::read_log(r, r.table(field, log::LOG_KEYS)?)?,
+        None => LogConfig::default(),
+    };
     let (discovery, discovery_places) = match root.take("discovery") {
         Some(field) => read_discovery(r, r.table(field, DISCOVERY_KEYS)?)?,
         None => (Discovery::default(), None),
@@ -766,6 +787,7 @@ fn read_config(r: &Reader, mut root: Table, source: Option<&Path>) -> Result<Con
         datapath,
         discovery,
         limits,
+        log,
     })
 }
 

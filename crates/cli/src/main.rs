@@ -8,6 +8,7 @@ use std::process::ExitCode;
 mod bench_cmd;
 mod initiator_cmd;
 mod lab_cmd;
+mod logging;
 mod target_cmd;
 
 /// isoe: a software iSCSI stack with offload-class CPU efficiency.

@@ -1,4 +1,8 @@
 //! `isoe target`: load the configuration, serve until SIGINT/SIGTERM, shut down cleanly.
+//!
+//! Stdout carries the startup report (portals, LUNs, access rules), which
+//! tests and the lab read; stderr the log (`crate::logging`), set up once
+//! the configuration is read: a configuration error is printed before it.
 
 use isoe_target::config::{algorithm_name, ChapConfig, Datapath, StoreSpec};
 use isoe_target::Config;
@@ -73,10 +77,14 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
     if !listen.is_empty() {
         config.portals = listen.to_vec();
     }
+    if let Err(e) = crate::logging::install(&config.log) {
+        eprintln!("isoe target: {e}");
+        return ExitCode::from(2);
+    }
     let mut signals = match Signals::new([SIGINT, SIGTERM]) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("isoe target: cannot install signal handlers: {e}");
+            tracing::error!("cannot install signal handlers: {e}");
             return ExitCode::FAILURE;
         }
     };
@@ -94,10 +102,15 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
     let running = match isoe_target::start(config) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("isoe target: {e}");
+            tracing::error!("{e}");
             return ExitCode::FAILURE;
         }
     };
+    tracing::info!(
+        version = %env!("CARGO_PKG_VERSION"),
+        portals = ?running.portals(),
+        "isoe target started"
+    );
     let mut stdout = std::io::stdout();
     if datapath != Datapath::default() {
         // Said only when it differs, and before "listening on" so that
@@ -123,14 +136,14 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
     }
     let _ = stdout.flush();
     let signal = signals.forever().next();
-    eprintln!(
-        "isoe target: signal {} received, shutting down",
-        signal.unwrap_or(0)
-    );
+    tracing::info!("signal {} received, shutting down", signal.unwrap_or(0));
     match running.shutdown() {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => {
+            tracing::info!("shut down: every connection closed, every store synced");
+            ExitCode::SUCCESS
+        }
         Err(e) => {
-            eprintln!("isoe target: syncing stores at shutdown failed: {e}");
+            tracing::error!("syncing stores at shutdown failed: {e}");
             ExitCode::FAILURE
         }
     }

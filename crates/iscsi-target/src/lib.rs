@@ -12,6 +12,7 @@ pub mod connection;
 pub mod discovery;
 pub mod driver;
 pub mod identity;
+pub mod log;
 pub mod memory_driver;
 pub mod output;
 pub mod registry;

@@ -162,7 +162,7 @@ pub fn start_with_stores_wrapped(
     config.portals = bound.iter().map(|(_, local)| *local).collect();
     let server = Arc::new(Server::with_stores_wrapped(config, wrap)?);
     if let Some(note) = &server.limits_note {
-        eprintln!("isoe: {note}");
+        tracing::warn!("{note}");
     }
     let datapath = server.config.datapath;
     let mailboxes = (0..worker_count(datapath.workers))
@@ -239,7 +239,7 @@ fn accept_loop(listener: TcpListener, local: SocketAddr, shared: &Shared, next: 
             }
             Err(e) if e.raw_os_error().is_some_and(is_out_of_descriptors) => {
                 if backoff.is_zero() {
-                    eprintln!("isoe: portal {local}: cannot accept: {e}; pausing");
+                    tracing::warn!(portal = %local, "cannot accept: {e}; pausing");
                 }
                 backoff = (backoff * 2).clamp(Duration::from_millis(10), ACCEPT_BACKOFF_MAX);
                 std::thread::sleep(backoff);
@@ -270,8 +270,10 @@ impl RefusalLog {
         {
             return;
         }
-        eprintln!(
-            "isoe: portal {local}: connection from {peer} refused: {why} ({} refused since the last report)",
+        tracing::warn!(
+            addr = %peer,
+            portal = %local,
+            "connection from {peer} refused: {why} ({} refused since the last report)",
             self.unreported
         );
         self.last = Some(now);

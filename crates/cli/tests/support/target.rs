@@ -89,6 +89,9 @@ pub struct Target {
     output: Arc<Mutex<String>>,
     /// The open-files limit the target runs with, when a test sets one.
     open_files: Option<u64>,
+    /// Environment variables the target runs with besides the test's own
+    /// (less `RUST_LOG`, which only a test that sets it here passes on).
+    env: Vec<(String, String)>,
 }
 
 impl Target {
@@ -115,17 +118,38 @@ impl Target {
             Some(config.path().to_path_buf()),
             &["127.0.0.1:0"],
             Some(open_files),
+            Vec::new(),
+        )
+    }
+
+    /// A target serving `config` with `env` added to its environment
+    /// (`RUST_LOG`, for the tests of its log).
+    pub fn with_config_and_env(config: &TargetConfig, env: &[(&str, &str)]) -> Target {
+        let env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Target::launch_with(
+            Some(config.path().to_path_buf()),
+            &["127.0.0.1:0"],
+            None,
+            env,
         )
     }
 
     fn launch(config: Option<PathBuf>, portals: &[&str]) -> Target {
-        Target::launch_with(config, portals, None)
+        Target::launch_with(config, portals, None, Vec::new())
     }
 
-    fn launch_with(config: Option<PathBuf>, portals: &[&str], open_files: Option<u64>) -> Target {
+    fn launch_with(
+        config: Option<PathBuf>,
+        portals: &[&str],
+        open_files: Option<u64>,
+        env: Vec<(String, String)>,
+    ) -> Target {
         let output = Arc::new(Mutex::new(String::new()));
         let portals: Vec<String> = portals.iter().map(|p| p.to_string()).collect();
-        let (child, addrs) = spawn(config.as_deref(), &portals, &output, open_files);
+        let (child, addrs) = spawn(config.as_deref(), &portals, &output, open_files, &env);
         Target {
             child: Some(child),
             addr: addrs[0],
@@ -134,6 +158,7 @@ impl Target {
             config,
             output,
             open_files,
+            env,
         }
     }
 
@@ -257,6 +282,7 @@ impl Target {
             &self.portals,
             &self.output,
             self.open_files,
+            &self.env,
         );
         self.child = Some(child);
         self.addr = addrs[0];
@@ -293,9 +319,14 @@ fn spawn(
     portals: &[String],
     output: &Arc<Mutex<String>>,
     open_files: Option<u64>,
+    env: &[(String, String)],
 ) -> (Child, Vec<SocketAddr>) {
     let mut command = Command::new(env!("CARGO_BIN_EXE_isoe"));
     command.arg("target");
+    // The log's level is the configuration's unless the test says otherwise,
+    // whatever RUST_LOG the tests run with.
+    command.env_remove("RUST_LOG");
+    command.envs(env.iter().map(|(k, v)| (k, v)));
     for portal in portals {
         command.arg("--listen").arg(portal);
     }

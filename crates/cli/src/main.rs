@@ -9,6 +9,7 @@ mod admin_cmd;
 mod bench_cmd;
 mod initiator_cmd;
 mod lab_cmd;
+mod logging;
 mod target_cmd;
 
 /// isoe: a software iSCSI stack with offload-class CPU efficiency.

@@ -1,4 +1,8 @@
 //! `isoe target`: load the configuration, serve until SIGINT/SIGTERM, shut down cleanly.
+//!
+//! Stdout carries the startup report (portals, LUNs, access rules), which
+//! tests and the lab read; stderr the log (`crate::logging`), set up once
+//! the configuration is read: a configuration error is printed before it.
 
 use isoe_target::admin::socket::ControlSocket;
 use isoe_target::admin::Admin;
@@ -69,8 +73,8 @@ fn control_socket(path: Option<&Path>, admin: &Arc<Admin>) -> Option<ControlSock
     match ControlSocket::start(path, Arc::clone(admin)) {
         Ok(socket) => Some(socket),
         Err(e) => {
-            eprintln!(
-                "isoe target: no control socket: {e}; `isoe admin` cannot reach this target \
+            tracing::warn!(
+                "no control socket: {e}; `isoe admin` cannot reach this target \
                  (set [control] socket to another path, or \"\" for none)"
             );
             None
@@ -85,12 +89,13 @@ fn reload(admin: &Admin) {
         Ok(outcome)
             if outcome.applied.changes.is_empty() && outcome.applied.at_restart.is_empty() =>
         {
-            eprintln!("isoe target: SIGHUP: the configuration file is unchanged");
+            tracing::info!("SIGHUP: the configuration file is unchanged");
         }
         Ok(_) => {}
-        Err(e) => {
-            eprintln!("isoe target: SIGHUP: reload refused, the running configuration stays: {e}")
-        }
+        Err(e) => isoe_target::log::config_change_refused(
+            "reload",
+            format_args!("SIGHUP: reload refused, the running configuration stays: {e}"),
+        ),
     }
 }
 
@@ -111,11 +116,15 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
     if !listen.is_empty() {
         config.portals = listen.to_vec();
     }
+    if let Err(e) = crate::logging::install(&config.log) {
+        eprintln!("isoe target: {e}");
+        return ExitCode::from(2);
+    }
     let configured = config.clone();
     let mut signals = match Signals::new([SIGINT, SIGTERM, SIGHUP]) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("isoe target: cannot install signal handlers: {e}");
+            tracing::error!("cannot install signal handlers: {e}");
             return ExitCode::FAILURE;
         }
     };
@@ -133,10 +142,15 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
     let running = match isoe_target::start(config) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("isoe target: {e}");
+            tracing::error!("{e}");
             return ExitCode::FAILURE;
         }
     };
+    tracing::info!(
+        version = %env!("CARGO_PKG_VERSION"),
+        portals = ?running.portals(),
+        "isoe target started"
+    );
     let mut stdout = std::io::stdout();
     if datapath != Datapath::default() {
         // Said only when it differs, and before "listening on" so that
@@ -171,7 +185,7 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
         Err(e) => {
             // The text was read by the same reader a moment ago; only a
             // document the TOML editor cannot take ends here.
-            eprintln!("isoe target: {e}");
+            tracing::error!("{e}");
             let _ = running.shutdown();
             return ExitCode::from(2);
         }
@@ -202,7 +216,7 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
                     Some(listener)
                 }
                 Err(e) => {
-                    eprintln!("isoe target: cannot serve metrics on {addr}: {e}");
+                    tracing::error!("cannot serve metrics on {addr}: {e}");
                     let _ = running.shutdown();
                     return ExitCode::FAILURE;
                 }
@@ -220,13 +234,16 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
         signal = received;
         break;
     }
-    eprintln!("isoe target: signal {signal} received, shutting down");
+    tracing::info!("signal {signal} received, shutting down");
     drop(control);
     drop(metrics);
     match running.shutdown() {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => {
+            tracing::info!("shut down: every connection closed, every store synced");
+            ExitCode::SUCCESS
+        }
         Err(e) => {
-            eprintln!("isoe target: syncing stores at shutdown failed: {e}");
+            tracing::error!("syncing stores at shutdown failed: {e}");
             ExitCode::FAILURE
         }
     }

@@ -94,14 +94,21 @@ fn scraped_counters_parse_and_agree_with_the_bench() {
     )
     .unwrap();
     let target = Target::with_file_portals(&config, 1);
-    let url = target
-        .output()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("isoe target: metrics on ")
-                .map(str::to_string)
-        })
-        .expect("the target says where its metrics are");
+    // Said after the portals' lines, which is what the start waits for.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let url = loop {
+        let said = target
+            .output()
+            .lines()
+            .find_map(|l| l.strip_prefix("isoe target: metrics on ").map(str::to_string));
+        match said {
+            Some(url) => break url,
+            None if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            None => panic!("the target never said where its metrics are:\n{}", target.output()),
+        }
+    };
     let json = config.dir().join("bench.jsonl");
     let out = isoe(&[
         "bench",

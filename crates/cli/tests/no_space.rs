@@ -165,7 +165,9 @@ fn a_full_file_system_is_space_allocation_failed_and_logged() {
         .find(|l| l.contains(needle))
         .unwrap_or_else(|| panic!("the target logged no line with {needle:?}:\n{output}"));
     assert!(
-        line.starts_with(&format!("isoe: LUN 0 of {DEFAULT_TARGET} (serial ")),
+        line.contains(&format!(
+            " ERROR isoe_scsi::media: LUN 0 of {DEFAULT_TARGET} (serial "
+        )),
         "{line}"
     );
     assert!(line.contains("No space left on device"), "{line}");

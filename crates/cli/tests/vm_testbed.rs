@@ -159,7 +159,9 @@ fn the_vm_is_a_lab_ssh_host_a_kernel_initiator_and_a_lio_target() {
     target.assert_running("after the kernel initiator's session");
     let log = target.output();
     assert!(
-        log.contains("(iqn.2026-11.io.isoe:vm)") && log.contains("logout from"),
+        log.contains("login accepted: new normal session initiator=iqn.2026-11.io.isoe:vm ")
+            && log
+                .contains("logout to close the session: closed initiator=iqn.2026-11.io.isoe:vm "),
         "the target logged the VM's login and logout:\n{log}"
     );
     let back = config.dir().join("back.bin");

@@ -42,6 +42,11 @@
 //! logins_per_initiator = 16        # of those, from one IP address
 //! write_buffer = "256MiB"          # solicited write data, all connections
 //! response_buffer = "256MiB"       # responses built, not yet sent, all connections
+//!
+//! [log]                            # optional; what the target logs on stderr
+//! level = "info"                   # error, warn, info, debug, trace; RUST_LOG wins when set
+//! timestamps = true                # false under journald, which stamps lines itself
+//! format = "text"                  # or "json", one object per line
 //! ```
 //!
 //! `examples/target.toml` at the top of the repository documents every key.
@@ -115,6 +120,12 @@
 //!   the efficient datapath; the options never change what goes on the wire
 //!   or what reaches the store.
 //!
+//! - **`[log]`** sets what the `isoe` binary writes to stderr (see
+//!   [`LogConfig`] and [`crate::log`] for the events): `level` is the least
+//!   severe level written, unless the `RUST_LOG` environment variable is
+//!   set, whose filter (`tracing-subscriber`'s syntax, e.g.
+//!   `isoe_target=debug`) then decides instead.
+//!
 //! Reading stops at the first problem and reports it as a [`ConfigError`] that
 //! names the file, the 1-based line and the key path, with array indices
 //! counted from 0: `isoe.toml:14: target[1].lun[0].size: expected a size like
@@ -123,8 +134,10 @@
 //! shared with `isoe lab`'s plans; this module holds the schema.
 
 mod chap;
+mod log;
 
 pub use chap::{algorithm_name, ChapConfig, SECRET_MAX_BYTES, USER_MAX_BYTES};
+pub use log::{LogConfig, LogFormat, LogLevel};
 
 use std::collections::HashMap;
 use std::fmt;
@@ -188,6 +201,8 @@ pub struct Config {
     pub control: Control,
     /// The `[metrics]` table: counting, and the Prometheus listener.
     pub metrics: Metrics,
+    /// The `[log]` table: what the `isoe` binary writes to stderr.
+    pub log: LogConfig,
 }
 
 /// The `[metrics]` table.
@@ -636,6 +651,7 @@ impl Config {
             limits: Limits::default(),
             control: Control::default(),
             metrics: Metrics::default(),
+            log: LogConfig::default(),
         }
     }
 }
@@ -710,6 +726,7 @@ const ROOT_KEYS: &[&str] = &[
     "limits",
     "control",
     "metrics",
+    "log",
 ];
 const CONTROL_KEYS: &[&str] = &["socket"];
 const METRICS_KEYS: &[&str] = &["enabled", "listen", "allow_remote"];
@@ -820,6 +837,10 @@ fn read_config(r: &Reader, mut root: Table, source: Option<&Path>) -> Result<Con
         Some(field) => read_metrics(r, r.table(field, METRICS_KEYS)?)?,
         None => Metrics::default(),
     };
+    let log = match root.take("log") {
+        Some(field) => log::read_log(r, r.table(field, log::LOG_KEYS)?)?,
+        None => LogConfig::default(),
+    };
     let (discovery, discovery_places) = match root.take("discovery") {
         Some(field) => read_discovery(r, r.table(field, DISCOVERY_KEYS)?)?,
         None => (Discovery::default(), None),
@@ -846,6 +867,7 @@ fn read_config(r: &Reader, mut root: Table, source: Option<&Path>) -> Result<Con
         limits,
         control,
         metrics,
+        log,
     })
 }
 

@@ -13,6 +13,7 @@ pub mod connection;
 pub mod discovery;
 pub mod driver;
 pub mod identity;
+pub mod log;
 pub mod memory_driver;
 pub mod metrics;
 pub mod output;

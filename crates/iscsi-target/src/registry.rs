@@ -577,6 +577,13 @@ impl Server {
         if let Some(pos) = sessions.iter().position(|(k, _)| *k == key) {
             let (_, old) = sessions.swap_remove(pos);
             old.close(u64::MAX, wake);
+            tracing::info!(
+                initiator = %isoe_wire::name::escape_for_log(initiator_name),
+                target = target_name.map(tracing::field::display),
+                old_tsih = old.tsih,
+                isid = %isid.iter().map(|b| format!("{b:02x}")).collect::<String>(),
+                "session reinstated: the old session is closed"
+            );
             if tsih == old.tsih {
                 // A reinstated session gets a TSIH of its own.
                 tsih = tsih.wrapping_add(1);

@@ -10,7 +10,8 @@
 //! PROTECT (27h/07h). Any other store failure is MEDIUM ERROR: UNRECOVERED
 //! READ ERROR (11h/00h) when reading, WRITE ERROR (0Ch/00h) otherwise.
 //!
-//! Each failure is written to stderr with the unit's identity and the
+//! Each failure is logged (a `tracing` event at error level; the `isoe`
+//! binary writes it to stderr) with the unit's identity and the
 //! operating system's error. A failing disk fails every command, so the log
 //! is held to one line per [`LOG_INTERVAL`] for each unit and each of the
 //! two kinds (out of space, other): the first failure is logged at once,
@@ -138,7 +139,7 @@ impl MediaLog {
             return sense;
         }
         if let Some(line) = self.record(Instant::now(), error, sense) {
-            eprintln!("{line}");
+            tracing::error!("{line}");
         }
         sense
     }
@@ -160,7 +161,7 @@ impl MediaLog {
             }
         };
         Some(format!(
-            "isoe: {}: {error}; answered {} ({:02X}/{:02X}/{:02X}){suffix}",
+            "{}: {error}; answered {} ({:02X}/{:02X}/{:02X}){suffix}",
             self.unit,
             describe(sense),
             sense.key,
@@ -215,7 +216,7 @@ mod tests {
             .expect("the first failure is logged");
         assert!(
             line.starts_with(
-                "isoe: LUN 3 of iqn.2026-11.io.isoe:db (serial SER1): \
+                "LUN 3 of iqn.2026-11.io.isoe:db (serial SER1): \
                  pwrite at offset 4096 failed: No space left on device (os error 28); \
                  answered DATA PROTECT, SPACE ALLOCATION FAILED WRITE PROTECT (07/27/07); \
                  later failures of this kind are logged at most every 10 s"
@@ -227,7 +228,7 @@ mod tests {
             .record(Instant::now(), &eio(), Sense::unrecovered_read_error())
             .unwrap();
         assert!(
-            line.starts_with("isoe: LUN 0 (serial 60000000000000000000000000000000): pread"),
+            line.starts_with("LUN 0 (serial 60000000000000000000000000000000): pread"),
             "{line}"
         );
         assert!(line.contains("MEDIUM ERROR, UNRECOVERED READ ERROR (03/11/00)"));

@@ -404,7 +404,7 @@ impl Client {
     }
 
     /// Security stage with AuthMethod=None, then the operational stage to full feature phase.
-    fn do_login(&mut self, params: &LoginParams) -> Result<(), ClientError> {
+    pub fn do_login(&mut self, params: &LoginParams) -> Result<(), ClientError> {
         let mut text = Vec::new();
         push_text(&mut text, "InitiatorName", &params.initiator_name);
         match &params.target_name {

@@ -89,6 +89,9 @@ pub struct Target {
     output: Arc<Mutex<String>>,
     /// The open-files limit the target runs with, when a test sets one.
     open_files: Option<u64>,
+    /// Environment variables the target runs with besides the test's own
+    /// (less `RUST_LOG`, which only a test that sets it here passes on).
+    env: Vec<(String, String)>,
 }
 
 impl Target {
@@ -114,7 +117,7 @@ impl Target {
     pub fn with_file_portals(config: &TargetConfig, portals: usize) -> Target {
         let placeholders = vec![String::new(); portals];
         let output = Arc::new(Mutex::new(String::new()));
-        let (child, addrs) = spawn(Some(config.path()), &placeholders, &output, None);
+        let (child, addrs) = spawn(Some(config.path()), &placeholders, &output, None, &[]);
         Target {
             child: Some(child),
             addr: addrs[0],
@@ -123,6 +126,7 @@ impl Target {
             config: Some(config.path().to_path_buf()),
             output,
             open_files: None,
+            env: Vec::new(),
         }
     }
 
@@ -145,17 +149,38 @@ impl Target {
             Some(config.path().to_path_buf()),
             &["127.0.0.1:0"],
             Some(open_files),
+            Vec::new(),
+        )
+    }
+
+    /// A target serving `config` with `env` added to its environment
+    /// (`RUST_LOG`, for the tests of its log).
+    pub fn with_config_and_env(config: &TargetConfig, env: &[(&str, &str)]) -> Target {
+        let env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Target::launch_with(
+            Some(config.path().to_path_buf()),
+            &["127.0.0.1:0"],
+            None,
+            env,
         )
     }
 
     fn launch(config: Option<PathBuf>, portals: &[&str]) -> Target {
-        Target::launch_with(config, portals, None)
+        Target::launch_with(config, portals, None, Vec::new())
     }
 
-    fn launch_with(config: Option<PathBuf>, portals: &[&str], open_files: Option<u64>) -> Target {
+    fn launch_with(
+        config: Option<PathBuf>,
+        portals: &[&str],
+        open_files: Option<u64>,
+        env: Vec<(String, String)>,
+    ) -> Target {
         let output = Arc::new(Mutex::new(String::new()));
         let portals: Vec<String> = portals.iter().map(|p| p.to_string()).collect();
-        let (child, addrs) = spawn(config.as_deref(), &portals, &output, open_files);
+        let (child, addrs) = spawn(config.as_deref(), &portals, &output, open_files, &env);
         Target {
             child: Some(child),
             addr: addrs[0],
@@ -164,6 +189,7 @@ impl Target {
             config,
             output,
             open_files,
+            env,
         }
     }
 
@@ -287,6 +313,7 @@ impl Target {
             &self.portals,
             &self.output,
             self.open_files,
+            &self.env,
         );
         self.child = Some(child);
         self.addr = addrs[0];
@@ -323,9 +350,14 @@ fn spawn(
     portals: &[String],
     output: &Arc<Mutex<String>>,
     open_files: Option<u64>,
+    env: &[(String, String)],
 ) -> (Child, Vec<SocketAddr>) {
     let mut command = Command::new(env!("CARGO_BIN_EXE_isoe"));
     command.arg("target");
+    // The log's level is the configuration's unless the test says otherwise,
+    // whatever RUST_LOG the tests run with.
+    command.env_remove("RUST_LOG");
+    command.envs(env.iter().map(|(k, v)| (k, v)));
     // An empty portal stands for one of the file's own (no --listen).
     for portal in portals.iter().filter(|p| !p.is_empty()) {
         command.arg("--listen").arg(portal);

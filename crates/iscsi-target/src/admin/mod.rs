@@ -291,7 +291,7 @@ impl Admin {
             return Err(AdminError::Request(format!("no session with TSIH {tsih}")));
         }
         self.handle.wake(&wake);
-        eprintln!("isoe: isoe admin: session TSIH {tsih} logged out");
+        crate::log::config_change("isoe admin", format_args!("session TSIH {tsih} logged out"));
         Ok(())
     }
 
@@ -488,16 +488,16 @@ fn parse_document(text: &str, path: Option<&Path>) -> Result<DocumentMut, Config
 
 fn log_changes(source: &str, lines: &[String], outcome: &Outcome) {
     for line in lines {
-        eprintln!("isoe: configuration change ({source}): {line}");
+        crate::log::config_change(source, line);
     }
     for key in &outcome.applied.at_restart {
-        eprintln!("isoe: configuration change ({source}): {key} changed; it takes effect at the next start");
+        crate::log::config_change(
+            source,
+            format_args!("{key} changed; it takes effect at the next start"),
+        );
     }
     if let Some(path) = &outcome.saved {
-        eprintln!(
-            "isoe: configuration change ({source}): saved to {}",
-            path.display()
-        );
+        crate::log::config_change(source, format_args!("saved to {}", path.display()));
     }
 }
 

@@ -3,22 +3,27 @@
 //! after repeated authentication failures.
 
 use super::*;
+use crate::log::LoginStatus;
+use isoe_wire::login::status_description;
 
 pub(super) struct LoginPhase {
     pub(super) machine: TargetLogin,
     pub(super) first_request: Option<LoginRequest>,
     /// The InitiatorName the login text gave, for the log.
     pub(super) initiator: Option<String>,
+    /// The TargetName the login text gave, for the log.
+    pub(super) target: Option<String>,
 }
 
 /// Longest iSCSI name (RFC 7143 §4.2.7.1); a longer one is cut in the log.
 const NAME_BYTES_MAX: usize = 223;
 
-/// The InitiatorName key of a login text segment, if it holds one.
-fn initiator_name_in(data: &[u8]) -> Option<String> {
+/// The value of `key` (`b"InitiatorName="`, `b"TargetName="`) in a login
+/// text segment, if it holds one; cut to the longest name.
+fn name_in(data: &[u8], key: &[u8]) -> Option<String> {
     let value = data
         .split(|&b| b == 0)
-        .find_map(|pair| pair.strip_prefix(b"InitiatorName="))?;
+        .find_map(|pair| pair.strip_prefix(key))?;
     let value = &value[..value.len().min(NAME_BYTES_MAX)];
     Some(String::from_utf8_lossy(value).into_owned())
 }
@@ -34,6 +39,10 @@ impl Connection {
     pub(super) fn login(&mut self, pdu: Pdu, data: &[u8]) -> Flow {
         let Pdu::LoginRequest(req) = pdu else {
             // RFC 7143 §6.3: anything but a Login Request during login ends the connection.
+            self.log_drop(format_args!(
+                "protocol error: {:?} during login",
+                pdu.opcode()
+            ));
             return Flow::Close;
         };
         let mut random = [0u8; 32];
@@ -43,12 +52,16 @@ impl Connection {
         };
         let first = *phase.first_request.get_or_insert(req);
         if phase.initiator.is_none() {
-            phase.initiator = initiator_name_in(data);
+            phase.initiator = name_in(data, b"InitiatorName=");
+        }
+        if phase.target.is_none() {
+            phase.target = name_in(data, b"TargetName=");
         }
         let step = phase
             .machine
             .handle_request(&req, data, &*self.server, &random);
         let initiator = phase.initiator.clone();
+        let target = phase.target.clone();
         let mut response = step.response;
         response.tsih = first.tsih;
         response.stat_sn = self.take_stat_sn();
@@ -75,11 +88,15 @@ impl Connection {
                 } else {
                     Duration::ZERO
                 };
-                eprintln!(
-                    "isoe: login from {} ({}) on {} refused: {}",
-                    self.peer,
-                    escape_for_log(initiator.as_deref().unwrap_or("?")),
-                    self.local,
+                tracing::warn!(
+                    initiator = %escape_for_log(initiator.as_deref().unwrap_or("?")),
+                    addr = %self.peer,
+                    portal = %self.local,
+                    target = target.as_deref().map(|t| display(escape_for_log(t))),
+                    status = %LoginStatus(response.status_class, response.status_detail),
+                    answer_delayed_s = (!delay.is_zero()).then_some(delay.as_secs()),
+                    "login refused ({}): {}",
+                    status_description(response.status_class, response.status_detail),
                     escape_for_log(&failure.reason)
                 );
                 self.phase = Phase::Closed;
@@ -98,7 +115,11 @@ impl Connection {
                 Flow::Close
             }
             LoginOutcome::Complete(negotiated) => {
-                let bound = self.bind_session(&first, &negotiated);
+                let bound = {
+                    // What the registry logs (a reinstatement) says where from.
+                    let _login = tracing::info_span!("login", addr = %self.peer).entered();
+                    self.bind_session(&first, &negotiated)
+                };
                 match bound {
                     Ok(session) => {
                         response.tsih = session.tsih;
@@ -128,37 +149,13 @@ impl Connection {
                                 Duration::from_secs(params.nop_in_interval_s as u64);
                             self.nop_timeout = Duration::from_secs(params.nop_in_timeout_s as u64);
                         }
-                        eprintln!(
-                            "isoe: login from {} ({}) on {}: {} session TSIH {}, CID {}{}",
-                            self.peer,
-                            escape_for_log(&session.initiator_name),
-                            self.local,
-                            if session.target.is_some() {
-                                "normal"
-                            } else {
-                                "discovery"
-                            },
-                            session.tsih,
-                            self.cid,
-                            session
-                                .target
-                                .as_ref()
-                                .map(|t| format!(", target {}", t.name))
-                                .unwrap_or_default()
-                        );
+                        self.log_login(&session, &negotiated);
                         self.bound = Some(session.clone());
                         self.phase = Phase::Full(session);
                         self.end_login();
                         Flow::Continue
                     }
                     Err((detail, why)) => {
-                        eprintln!(
-                            "isoe: login from {} ({}) on {} refused: {}",
-                            self.peer,
-                            escape_for_log(&negotiated.session.initiator_name),
-                            self.local,
-                            escape_for_log(&why)
-                        );
                         response.transit = false;
                         response.status_class = if detail == login_status::OUT_OF_RESOURCES {
                             login_status::TARGET_ERROR
@@ -169,6 +166,17 @@ impl Connection {
                         self.server
                             .stats
                             .login(refusal_outcome(response.status_class, detail));
+                        let params = &negotiated.session;
+                        tracing::warn!(
+                            initiator = %escape_for_log(&params.initiator_name),
+                            addr = %self.peer,
+                            portal = %self.local,
+                            target = params.target_name.as_deref().map(|t| display(escape_for_log(t))),
+                            status = %LoginStatus(response.status_class, detail),
+                            "login refused ({}): {}",
+                            status_description(response.status_class, detail),
+                            escape_for_log(&why)
+                        );
                         self.out.push(&Pdu::LoginResponse(response), &[], &limits);
                         self.phase = Phase::Closed;
                         Flow::Close
@@ -176,6 +184,42 @@ impl Connection {
                 }
             }
         }
+    }
+
+    /// The login's line (info), and what it negotiated (debug).
+    fn log_login(&self, session: &Session, negotiated: &isoe_wire::login::Negotiated) {
+        let kind = match (negotiated.tsih_requested, &session.target) {
+            (0, Some(_)) => "new normal session",
+            (0, None) => "new discovery session",
+            _ => "connection added to the session",
+        };
+        tracing::info!(
+            initiator = %escape_for_log(&session.initiator_name),
+            addr = %self.peer,
+            portal = %self.local,
+            target = session.target.as_ref().map(|t| display(&t.name)),
+            tsih = session.tsih,
+            cid = self.cid,
+            "login accepted: {kind}"
+        );
+        let (c, s) = (&negotiated.connection, &session.params);
+        let digest = |on: bool| if on { "CRC32C" } else { "None" };
+        tracing::debug!(
+            addr = %self.peer,
+            tsih = session.tsih,
+            cid = self.cid,
+            header_digest = %digest(c.header_digest),
+            data_digest = %digest(c.data_digest),
+            max_recv_data_segment_length = c.max_recv_data_segment_length,
+            max_send_data_segment_length = c.max_send_data_segment_length,
+            max_burst_length = s.max_burst_length,
+            first_burst_length = s.first_burst_length,
+            immediate_data = s.immediate_data,
+            initial_r2t = s.initial_r2t,
+            max_outstanding_r2t = s.max_outstanding_r2t,
+            max_connections = s.max_connections,
+            "login negotiated"
+        );
     }
 
     /// Creates the session (TSIH 0) or joins the existing one (MC/S).

@@ -40,13 +40,19 @@ impl Connection {
         });
         let limits = self.send_limits;
         self.out.push(&pdu, &[], &limits);
-        eprintln!(
-            "isoe: logout from {} ({}) on {}: reason {}, CID {}, response {response}",
-            self.peer,
-            escape_for_log(&session.initiator_name),
-            self.local,
-            l.reason_code,
-            l.cid
+        tracing::info!(
+            initiator = %escape_for_log(&session.initiator_name),
+            addr = %self.peer,
+            target = session.target.as_ref().map(|t| tracing::field::display(&t.name)),
+            tsih = session.tsih,
+            cid = self.cid,
+            logout_cid = (l.reason_code != logout::CLOSE_SESSION && l.cid != self.cid)
+                .then_some(l.cid),
+            reason = l.reason_code,
+            response,
+            "logout to {}: {}",
+            crate::log::logout_reason(l.reason_code),
+            crate::log::logout_response(response)
         );
         if flow == Flow::Close {
             self.phase = Phase::Closed;

@@ -52,6 +52,7 @@ use isoe_wire::{ParseError, Pdu};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{HashMap, VecDeque};
+use std::fmt;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -264,6 +265,7 @@ impl Connection {
                 machine,
                 first_request: None,
                 initiator: None,
+                target: None,
             })),
             recv_limits: FrameLimits::LOGIN,
             send_limits: FrameLimits::LOGIN,
@@ -496,6 +498,12 @@ impl Connection {
     /// A framing error the decoder found: answer per RFC 7143 and say whether
     /// the connection survives (and how many bytes to skip if so).
     pub fn handle_frame_error(&mut self, error: &FrameError) -> (Flow, usize) {
+        if let FrameError::DataDigest { .. } = error {
+            // The connection survives; a line each would let a bad link flood the log.
+            tracing::debug!(addr = %self.peer, cid = self.cid, "PDU rejected: {error}");
+        } else {
+            self.log_drop(format_args!("protocol error: {error}"));
+        }
         match error {
             // RFC 7143 §7.8: a header digest error leaves the PDU boundary unknown; at ERL 0 the connection ends.
             FrameError::HeaderDigest { .. } => {
@@ -539,6 +547,7 @@ impl Connection {
             Err(e) => {
                 if !matches!(self.phase, Phase::Full(_)) {
                     // RFC 7143 §6.1: before full feature phase only Login PDUs are valid.
+                    self.log_drop(format_args!("protocol error during login: {e}"));
                     return Flow::Close;
                 }
                 let reason = match e {
@@ -640,9 +649,10 @@ impl Connection {
                 // that keeps a login alive with slow continued requests
                 // still holds it no longer than this.
                 if now.duration_since(self.opened) > LOGIN_DEADLINE {
-                    eprintln!(
-                        "isoe: login from {} on {} abandoned: not done within {:?}",
-                        self.peer, self.local, LOGIN_DEADLINE
+                    tracing::warn!(
+                        addr = %self.peer,
+                        portal = %self.local,
+                        "login abandoned: not done within {LOGIN_DEADLINE:?}"
                     );
                     return Flow::Close;
                 }
@@ -662,12 +672,9 @@ impl Connection {
                         .is_some_and(|at| now.duration_since(at) >= DATA_OUT_WAIT)
             });
         if overdue {
-            eprintln!(
-                "isoe: connection from {} ({}) dropped: solicited write data not sent within {:?}",
-                self.peer,
-                escape_for_log(&session.initiator_name),
-                DATA_OUT_WAIT
-            );
+            self.log_drop(format_args!(
+                "solicited write data not sent within {DATA_OUT_WAIT:?}"
+            ));
             return Flow::Close;
         }
         if !self.starved.is_empty() {
@@ -678,10 +685,9 @@ impl Connection {
         };
         if let Some(since) = self.waiting_since {
             if now.duration_since(since) >= CMD_SN_GAP_WAIT {
-                eprintln!(
-                    "isoe: connection from {} ({}) dropped: a command waited {:?} for a CmdSN gap to fill",
-                    self.peer, escape_for_log(&session.initiator_name), CMD_SN_GAP_WAIT
-                );
+                self.log_drop(format_args!(
+                    "a command waited {CMD_SN_GAP_WAIT:?} for a CmdSN gap to fill"
+                ));
                 session.stop_waiting(self.serial);
                 return Flow::Close;
             }
@@ -690,13 +696,10 @@ impl Connection {
         }
         if let Some(ping) = &self.ping {
             if !self.nop_timeout.is_zero() && now.duration_since(ping.sent_at) >= self.nop_timeout {
-                eprintln!(
-                    "isoe: connection from {} ({}) on {} dropped: NOP-In ping unanswered for {:?}",
-                    self.peer,
-                    escape_for_log(&session.initiator_name),
-                    self.local,
+                self.log_drop(format_args!(
+                    "NOP-In ping unanswered for {:?}",
                     self.nop_timeout
-                );
+                ));
                 return Flow::Close;
             }
             return Flow::Continue;
@@ -729,6 +732,8 @@ impl Connection {
     /// (its other connections, if it was closed, come out of
     /// [`Connection::poll_action`] to be woken).
     pub fn detach(&mut self) {
+        // Full feature phase ends in Closed only by a logout's response.
+        let after_logout = matches!(self.phase, Phase::Closed);
         self.end_login();
         self.abort_tasks(|_| true);
         // Its tasks have ended (work still out finds no connection): what
@@ -736,18 +741,74 @@ impl Connection {
         self.background.clear();
         self.release_held();
         self.phase = Phase::Closed;
-        if let Some(session) = self.bound.take() {
-            if let (Some(info), Some(target)) = (&self.info, &session.target) {
-                self.server
-                    .stats
-                    .retire(&target.name, &info.stats, &session.retired);
-            }
-            if session.leave(self.serial, &mut self.wake) || session.is_closed() {
-                session.close(self.serial, &mut self.wake);
-                session.end_nexus();
-                self.server.remove_session(&session);
-            }
+        let Some(session) = self.bound.take() else {
+            tracing::debug!(
+                addr = %self.peer,
+                portal = %self.local,
+                by_peer = self.closed_by_peer(),
+                "connection closed before full feature phase"
+            );
+            return;
+        };
+        if let (Some(info), Some(target)) = (&self.info, &session.target) {
+            self.server
+                .stats
+                .retire(&target.name, &info.stats, &session.retired);
         }
+        let mut session_ended = false;
+        if session.leave(self.serial, &mut self.wake) || session.is_closed() {
+            session.close(self.serial, &mut self.wake);
+            session.end_nexus();
+            self.server.remove_session(&session);
+            session_ended = true;
+        }
+        tracing::info!(
+            initiator = %escape_for_log(&session.initiator_name),
+            addr = %self.peer,
+            target = session.target.as_ref().map(|t| tracing::field::display(&t.name)),
+            tsih = session.tsih,
+            cid = self.cid,
+            session_ended,
+            "connection closed{}",
+            if after_logout {
+                " after logout"
+            } else if self.server.is_shutting_down() {
+                ": the target is shutting down"
+            } else if self.closed_by_peer() {
+                " by the initiator, without logout"
+            } else {
+                // Dropped (logged with the reason), its session closed or
+                // reinstated, or the socket failed.
+                ""
+            }
+        );
+    }
+
+    /// Whether the peer closed the socket; a peek at it, so asked only
+    /// where a log line is written (inside the event's macro).
+    fn closed_by_peer(&self) -> bool {
+        self.peer_gone.as_ref().is_some_and(|gone| gone())
+    }
+
+    /// The connection ends for `why` (a timeout, a protocol error): one
+    /// warning with who it was.
+    fn log_drop(&self, why: fmt::Arguments<'_>) {
+        let Some(session) = &self.bound else {
+            tracing::warn!(
+                addr = %self.peer,
+                portal = %self.local,
+                "connection dropped: {why}"
+            );
+            return;
+        };
+        tracing::warn!(
+            initiator = %escape_for_log(&session.initiator_name),
+            addr = %self.peer,
+            target = session.target.as_ref().map(|t| tracing::field::display(&t.name)),
+            tsih = session.tsih,
+            cid = self.cid,
+            "connection dropped: {why}"
+        );
     }
 }
 

@@ -105,6 +105,7 @@ impl Connection {
             tmf::CLEAR_ACA => tmf::RESP_NOT_SUPPORTED,
             _ => tmf::RESP_REJECTED,
         };
+        self.log_task_management(session, t, response);
         let barrier = elsewhere.map(|(scope, every_session)| {
             let barrier = AbortBarrier::new(self.serial);
             let sessions = match (&session.target, every_session) {
@@ -126,6 +127,41 @@ impl Connection {
         } else {
             self.answer_task_management(t.initiator_task_tag, response, barrier);
             Flow::Continue
+        }
+    }
+
+    /// One line per function: resets at warn, ABORT TASK SET and CLEAR
+    /// TASK SET at info, ABORT TASK (frequent under load) and the rest at
+    /// debug.
+    fn log_task_management(&self, session: &Session, t: &TaskMgmtRequest, response: u8) {
+        macro_rules! event {
+            ($level:expr) => {
+                tracing::event!(
+                    $level,
+                    initiator = %escape_for_log(&session.initiator_name),
+                    addr = %self.peer,
+                    target = session.target.as_ref().map(|t| tracing::field::display(&t.name)),
+                    tsih = session.tsih,
+                    cid = self.cid,
+                    lun = match t.function {
+                        tmf::TARGET_WARM_RESET | tmf::TARGET_COLD_RESET => None,
+                        _ => t.lun.number(),
+                    },
+                    referenced_task_tag = (t.function == tmf::ABORT_TASK)
+                        .then_some(t.referenced_task_tag),
+                    response,
+                    "task management: {}: {}",
+                    crate::log::tmf_name(t.function),
+                    crate::log::tmf_response(response)
+                )
+            };
+        }
+        match t.function {
+            tmf::LOGICAL_UNIT_RESET | tmf::TARGET_WARM_RESET | tmf::TARGET_COLD_RESET => {
+                event!(tracing::Level::WARN)
+            }
+            tmf::ABORT_TASK_SET | tmf::CLEAR_TASK_SET => event!(tracing::Level::INFO),
+            _ => event!(tracing::Level::DEBUG),
         }
     }
 

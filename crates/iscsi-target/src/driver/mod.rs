@@ -274,7 +274,7 @@ pub fn start_with_stores_wrapped(
     config.portals = bound.iter().map(|(_, _, local)| *local).collect();
     let server = Arc::new(Server::with_stores_wrapped(config, wrap)?);
     if let Some(note) = &server.limits_note {
-        eprintln!("isoe: {note}");
+        tracing::warn!("{note}");
     }
     let datapath = server.config.datapath;
     let mailboxes = (0..worker_count(datapath.workers))
@@ -352,7 +352,7 @@ fn accept_loop(
             }
             Err(e) if e.raw_os_error().is_some_and(is_out_of_descriptors) => {
                 if backoff.is_zero() {
-                    eprintln!("isoe: portal {local}: cannot accept: {e}; pausing");
+                    tracing::warn!(portal = %local, "cannot accept: {e}; pausing");
                 }
                 backoff = (backoff * 2).clamp(Duration::from_millis(10), ACCEPT_BACKOFF_MAX);
                 std::thread::sleep(backoff);
@@ -383,8 +383,10 @@ impl RefusalLog {
         {
             return;
         }
-        eprintln!(
-            "isoe: portal {local}: connection from {peer} refused: {why} ({} refused since the last report)",
+        tracing::warn!(
+            addr = %peer,
+            portal = %local,
+            "connection from {peer} refused: {why} ({} refused since the last report)",
             self.unreported
         );
         self.last = Some(now);

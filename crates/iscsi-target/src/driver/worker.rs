@@ -253,7 +253,7 @@ impl Worker {
             match epoll::wait(&self.epoll, spare_capacity(&mut events), Some(&timeout)) {
                 Ok(_) | Err(rustix::io::Errno::INTR) => {}
                 Err(e) => {
-                    eprintln!("isoe: worker {} stops: epoll_wait: {e}", self.index);
+                    tracing::error!(worker = self.index, "worker stops: epoll_wait: {e}");
                     break;
                 }
             }
@@ -357,10 +357,15 @@ impl Worker {
         let mut seed = [0u8; 32];
         if getrandom::getrandom(&mut seed).is_err() {
             // No randomness, no CHAP challenges worth the name: refuse.
-            eprintln!("isoe: connection from {peer} refused: no random numbers from the system");
+            tracing::error!(
+                addr = %peer,
+                portal = %local,
+                "connection from {peer} refused: no random numbers from the system"
+            );
             self.release(peer.ip());
             return;
         }
+        tracing::debug!(addr = %peer, portal = %local, worker = self.index, "connection accepted");
         let endpoint = Endpoint {
             serial,
             local,

@@ -9,6 +9,8 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::process::ExitCode;
 
+mod notify;
+
 fn describe_store(spec: &StoreSpec) -> String {
     match spec {
         StoreSpec::Memory {
@@ -122,6 +124,11 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
         let _ = writeln!(stdout, "isoe target: {line}");
     }
     let _ = stdout.flush();
+    // Under systemd (Type=notify, packaging/isoe-target.service): every
+    // portal is listening now, so `systemctl start` may return.
+    if let Err(e) = notify::ready() {
+        eprintln!("isoe target: cannot tell the service manager it is ready ($NOTIFY_SOCKET): {e}");
+    }
     let signal = signals.forever().next();
     eprintln!(
         "isoe target: signal {} received, shutting down",

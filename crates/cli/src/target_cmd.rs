@@ -16,6 +16,8 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+mod notify;
+
 fn describe_store(spec: &StoreSpec) -> String {
     match spec {
         StoreSpec::Memory {
@@ -151,6 +153,45 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
         portals = ?running.portals(),
         "isoe target started"
     );
+    let admin = match Admin::new(
+        Arc::clone(running.server()),
+        Arc::clone(running.handle()),
+        configured.clone(),
+        config_path.zip(text.as_deref()),
+        (!listen.is_empty()).then(|| listen.to_vec()),
+    ) {
+        Ok(admin) => Arc::new(admin),
+        Err(e) => {
+            // The text was read by the same reader a moment ago; only a
+            // document the TOML editor cannot take ends here.
+            tracing::error!("{e}");
+            let _ = running.shutdown();
+            return ExitCode::from(2);
+        }
+    };
+    let control = control_socket(configured.control.socket.as_deref(), &admin);
+    let metrics = match configured.metrics.listen {
+        Some(addr) => {
+            let server = Arc::clone(running.server());
+            let render = move || {
+                isoe_target::metrics::prometheus::render(&isoe_target::metrics::snapshot::snapshot(
+                    &server,
+                ))
+            };
+            match isoe_target::metrics::prometheus::Listener::start(addr, render) {
+                Ok(listener) => Some(listener),
+                Err(e) => {
+                    tracing::error!("cannot serve metrics on {addr}: {e}");
+                    let _ = running.shutdown();
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        None => None,
+    };
+    // The report comes once everything serves: whoever waits for
+    // "listening on" (tests, the lab) may use the control socket and the
+    // metrics at once.
     let mut stdout = std::io::stdout();
     if datapath != Datapath::default() {
         // Said only when it differs, and before "listening on" so that
@@ -174,23 +215,6 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
     for line in &auth {
         let _ = writeln!(stdout, "isoe target: {line}");
     }
-    let admin = match Admin::new(
-        Arc::clone(running.server()),
-        Arc::clone(running.handle()),
-        configured.clone(),
-        config_path.zip(text.as_deref()),
-        (!listen.is_empty()).then(|| listen.to_vec()),
-    ) {
-        Ok(admin) => Arc::new(admin),
-        Err(e) => {
-            // The text was read by the same reader a moment ago; only a
-            // document the TOML editor cannot take ends here.
-            tracing::error!("{e}");
-            let _ = running.shutdown();
-            return ExitCode::from(2);
-        }
-    };
-    let control = control_socket(configured.control.socket.as_deref(), &admin);
     if let Some(socket) = &control {
         let _ = writeln!(
             stdout,
@@ -198,33 +222,20 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
             socket.path().display()
         );
     }
-    let metrics = match configured.metrics.listen {
-        Some(addr) => {
-            let server = Arc::clone(running.server());
-            let render = move || {
-                isoe_target::metrics::prometheus::render(&isoe_target::metrics::snapshot::snapshot(
-                    &server,
-                ))
-            };
-            match isoe_target::metrics::prometheus::Listener::start(addr, render) {
-                Ok(listener) => {
-                    let _ = writeln!(
-                        stdout,
-                        "isoe target: metrics on http://{}/metrics",
-                        listener.addr()
-                    );
-                    Some(listener)
-                }
-                Err(e) => {
-                    tracing::error!("cannot serve metrics on {addr}: {e}");
-                    let _ = running.shutdown();
-                    return ExitCode::FAILURE;
-                }
-            }
-        }
-        None => None,
-    };
+    if let Some(listener) = &metrics {
+        let _ = writeln!(
+            stdout,
+            "isoe target: metrics on http://{}/metrics",
+            listener.addr()
+        );
+    }
     let _ = stdout.flush();
+    // Under systemd (Type=notify, packaging/isoe-target.service): every
+    // portal, the control socket and the metrics serve now, so `systemctl
+    // start` may return.
+    if let Err(e) = notify::ready() {
+        tracing::warn!("cannot tell the service manager it is ready ($NOTIFY_SOCKET): {e}");
+    }
     let mut signal = 0;
     for received in signals.forever() {
         if received == SIGHUP {

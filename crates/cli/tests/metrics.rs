@@ -97,16 +97,19 @@ fn scraped_counters_parse_and_agree_with_the_bench() {
     // Said after the portals' lines, which is what the start waits for.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let url = loop {
-        let said = target
-            .output()
-            .lines()
-            .find_map(|l| l.strip_prefix("isoe target: metrics on ").map(str::to_string));
+        let said = target.output().lines().find_map(|l| {
+            l.strip_prefix("isoe target: metrics on ")
+                .map(str::to_string)
+        });
         match said {
             Some(url) => break url,
             None if std::time::Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(20))
             }
-            None => panic!("the target never said where its metrics are:\n{}", target.output()),
+            None => panic!(
+                "the target never said where its metrics are:\n{}",
+                target.output()
+            ),
         }
     };
     let json = config.dir().join("bench.jsonl");

@@ -269,8 +269,7 @@ fn build_target(
                 .collect(),
             unit_serial: id.serial,
             naa: id.naa,
-            target_port_name: format!("{},t,0x0001", t.name),
-            relative_port: 1,
+            target_name: t.name.clone(),
             lun_number: spec.number,
             reservations_file: config
                 .state_dir

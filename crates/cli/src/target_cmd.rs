@@ -1,6 +1,6 @@
 //! `isoe target`: load the configuration, serve until SIGINT/SIGTERM, shut down cleanly.
 
-use isoe_target::config::{algorithm_name, ChapConfig, Datapath, StoreSpec};
+use isoe_target::config::{algorithm_name, ChapConfig, Datapath, PortalGroup, StoreSpec};
 use isoe_target::Config;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -58,6 +58,33 @@ fn auth_summary(config: &Config) -> Vec<String> {
     lines
 }
 
+/// One line per portal group, with its ALUA state and its portals (as
+/// bound), when the configuration has groups of its own; nothing when every
+/// portal is in group 1, active/optimized.
+fn portal_group_summary(config: &Config) -> Vec<String> {
+    if config.portal_groups == [PortalGroup::default_group(config.portals.len())] {
+        return Vec::new();
+    }
+    config
+        .portal_groups
+        .iter()
+        .map(|g| {
+            let portals: Vec<String> = g
+                .portals
+                .iter()
+                .filter_map(|&i| config.portals.get(i).map(ToString::to_string))
+                .collect();
+            let preferred = if g.preferred { ", preferred" } else { "" };
+            format!(
+                "portal group {} ({}{preferred}): {}",
+                g.tag,
+                g.alua_state,
+                portals.join(", ")
+            )
+        })
+        .collect()
+}
+
 /// Runs the target; returns when a signal asked it to stop.
 pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
     let mut config = match config_path {
@@ -71,7 +98,9 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
         None => Config::embedded_default(),
     };
     if !listen.is_empty() {
-        config.portals = listen.to_vec();
+        // --listen replaces the file's portals and their groups: all in
+        // portal group 1, active/optimized.
+        config.set_portals(listen.to_vec());
     }
     let mut signals = match Signals::new([SIGINT, SIGTERM]) {
         Ok(s) => s,
@@ -114,6 +143,9 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
     }
     for portal in running.portals() {
         let _ = writeln!(stdout, "isoe target: listening on {portal}");
+    }
+    for line in portal_group_summary(&running.server().config) {
+        let _ = writeln!(stdout, "isoe target: {line}");
     }
     for line in &summary {
         let _ = writeln!(stdout, "isoe target: serving {line}");

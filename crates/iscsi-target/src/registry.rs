@@ -127,12 +127,15 @@ impl Target {
 }
 
 /// Key under which a session is known: ISID reuse by the same initiator on
-/// the same target reinstates the session (RFC 7143 §6.3.5).
+/// the same target through the same portal group reinstates the session
+/// (RFC 7143 §6.3.5; the session identifier is the ISID with the target
+/// portal group tag). Through another portal group it is another session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct SessionKey {
     initiator_name: String,
     isid: [u8; 6],
     target_name: Option<String>,
+    portal_group_tag: u16,
 }
 
 /// Everything one `isoe target` process serves.
@@ -158,6 +161,8 @@ pub struct Server {
     pub auth_failures: FailureLog,
     /// Why `[limits] connections` was lowered at start, if it was.
     pub limits_note: Option<String>,
+    /// The ALUA target port groups every target reports, one per portal group.
+    port_groups: isoe_scsi::PortGroups,
 }
 
 fn digest_list(choices: &[DigestChoice]) -> Vec<Digest> {
@@ -313,6 +318,7 @@ impl Server {
         let open_files = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
         let (gate, limits_note) = Gatekeeper::new(config.limits, open_files);
         let write_buffer = config.limits.write_buffer;
+        let port_groups = isoe_scsi::PortGroups::new(config.port_groups());
         Ok(Server {
             config,
             targets,
@@ -325,8 +331,15 @@ impl Server {
             output_bytes: Arc::default(),
             auth_failures: FailureLog::default(),
             limits_note,
+            port_groups,
             shutdown: AtomicBool::new(false),
         })
+    }
+
+    /// The target port groups (ALUA) of every target: each portal group is
+    /// one, with the state the configuration gives it.
+    pub fn port_groups(&self) -> &isoe_scsi::PortGroups {
+        &self.port_groups
     }
 
     /// All targets.
@@ -357,20 +370,22 @@ impl Server {
     }
 
     /// Registers a new session, reinstating (closing) any older session with
-    /// the same initiator name, ISID and target (its connections go to
-    /// `wake`). `make` gets the new TSIH, drawn from `random`.
+    /// the same initiator name, ISID, target and portal group tag (its
+    /// connections go to `wake`). `make` gets the new TSIH, drawn from
+    /// `random`.
     pub fn create_session(
         &self,
-        key: (&str, [u8; 6], Option<&str>),
+        key: (&str, [u8; 6], Option<&str>, u16),
         random: u16,
         wake: &mut Vec<u64>,
         make: impl FnOnce(u16) -> Session,
     ) -> Result<Arc<Session>, SessionLimit> {
-        let (initiator_name, isid, target_name) = key;
+        let (initiator_name, isid, target_name, portal_group_tag) = key;
         let key = SessionKey {
             initiator_name: initiator_name.to_string(),
             isid,
             target_name: target_name.map(str::to_string),
+            portal_group_tag,
         };
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         let mut tsih = random;
@@ -531,6 +546,8 @@ impl LoginPolicy for Server {
                 Ok(Admission {
                     target_alias: target.alias.clone(),
                     auth: auth_policy(target.chap.as_ref()),
+                    // The connection puts its portal group's tag in
+                    // (connection/login.rs, ThroughPortalGroup).
                     overrides: Some(login_config(&target.params, 1)),
                 })
             }

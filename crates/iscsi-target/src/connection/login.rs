@@ -3,6 +3,7 @@
 //! after repeated authentication failures.
 
 use super::*;
+use isoe_wire::login::{Admission, LoginFailure, LoginPolicy};
 
 pub(super) struct LoginPhase {
     pub(super) machine: TargetLogin,
@@ -21,6 +22,38 @@ fn initiator_name_in(data: &[u8]) -> Option<String> {
         .find_map(|pair| pair.strip_prefix(b"InitiatorName="))?;
     let value = &value[..value.len().min(NAME_BYTES_MAX)];
     Some(String::from_utf8_lossy(value).into_owned())
+}
+
+/// The server's login policy as one portal group applies it: a target's
+/// own settings carry the group's TargetPortalGroupTag (RFC 7143 §13.9).
+struct ThroughPortalGroup<'a> {
+    server: &'a Server,
+    tag: u16,
+}
+
+impl LoginPolicy for ThroughPortalGroup<'_> {
+    fn admit(
+        &self,
+        session_type: SessionType,
+        initiator_name: &str,
+        target_name: Option<&str>,
+    ) -> Result<Admission, LoginFailure> {
+        let mut admission = self
+            .server
+            .admit(session_type, initiator_name, target_name)?;
+        if let Some(overrides) = &mut admission.overrides {
+            overrides.target_portal_group_tag = self.tag;
+        }
+        Ok(admission)
+    }
+
+    fn record_challenge(&self, challenge: &[u8]) -> bool {
+        self.server.record_challenge(challenge)
+    }
+
+    fn is_own_challenge(&self, challenge: &[u8]) -> bool {
+        self.server.is_own_challenge(challenge)
+    }
 }
 
 /// A login failure's answer held back ([`crate::admission::FailureLog`]).
@@ -45,9 +78,11 @@ impl Connection {
         if phase.initiator.is_none() {
             phase.initiator = initiator_name_in(data);
         }
-        let step = phase
-            .machine
-            .handle_request(&req, data, &*self.server, &random);
+        let policy = ThroughPortalGroup {
+            server: &self.server,
+            tag: self.portal_group_tag,
+        };
+        let step = phase.machine.handle_request(&req, data, &policy, &random);
         let initiator = phase.initiator.clone();
         let mut response = step.response;
         response.tsih = first.tsih;
@@ -192,7 +227,12 @@ impl Connection {
             let session = self
                 .server
                 .create_session(
-                    (&params.initiator_name, first.isid, target_name.as_deref()),
+                    (
+                        &params.initiator_name,
+                        first.isid,
+                        target_name.as_deref(),
+                        self.portal_group_tag,
+                    ),
                     random,
                     &mut self.wake,
                     |tsih| {
@@ -231,6 +271,20 @@ impl Connection {
                 return Err((
                     login_status::CANT_INCLUDE_IN_SESSION,
                     "connection names another target than its session".into(),
+                ));
+            }
+            let group = session.nexus.relative_target_port;
+            if group != self.portal_group_tag {
+                // RFC 7143 §4.4.1: a session's connections are all in one
+                // portal group; its identifier holds the group's tag, so
+                // through another group no such session exists (as LIO
+                // answers too).
+                return Err((
+                    login_status::SESSION_DOES_NOT_EXIST,
+                    format!(
+                        "session TSIH {} is in portal group {group}, this connection                          came through portal group {}",
+                        negotiated.tsih_requested, self.portal_group_tag
+                    ),
                 ));
             }
             session

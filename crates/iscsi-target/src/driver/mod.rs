@@ -191,12 +191,17 @@ pub fn start_with_stores_wrapped(
     let next = Arc::new(AtomicUsize::new(0));
     let listeners = bound
         .into_iter()
-        .map(|(listener, local)| {
+        .enumerate()
+        .map(|(index, (listener, local))| {
             let shared = Arc::clone(&shared);
             let next = Arc::clone(&next);
+            let portal = Portal {
+                local,
+                group_tag: shared.server.config.portal_group_tag(index),
+            };
             std::thread::Builder::new()
                 .name("isoe-accept".into())
-                .spawn(move || accept_loop(listener, local, &shared, &next))
+                .spawn(move || accept_loop(listener, portal, &shared, &next))
                 .map_err(StartError::Worker)
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -209,10 +214,21 @@ pub fn start_with_stores_wrapped(
     })
 }
 
+/// A portal as its accept loop knows it.
+#[derive(Clone, Copy)]
+struct Portal {
+    /// The address bound.
+    local: SocketAddr,
+    /// The tag of its portal group: its connections' TargetPortalGroupTag
+    /// and their sessions' relative target port.
+    group_tag: u16,
+}
+
 /// Accepts connections on one portal and places them on the workers in
 /// turn. Out of descriptors (EMFILE, ENFILE), it pauses, longer each time
 /// up to [`ACCEPT_BACKOFF_MAX`], rather than spin on the pending connection.
-fn accept_loop(listener: TcpListener, local: SocketAddr, shared: &Shared, next: &AtomicUsize) {
+fn accept_loop(listener: TcpListener, portal: Portal, shared: &Shared, next: &AtomicUsize) {
+    let local = portal.local;
     let mut backoff = Duration::ZERO;
     let mut refusals = RefusalLog::default();
     loop {
@@ -234,6 +250,7 @@ fn accept_loop(listener: TcpListener, local: SocketAddr, shared: &Shared, next: 
                 shared.mailboxes[worker].post(Msg::Adopt {
                     stream,
                     local,
+                    portal_group_tag: portal.group_tag,
                     peer,
                 });
             }
@@ -314,6 +331,7 @@ mod tests {
         Endpoint {
             serial: 1,
             local: "127.0.0.1:3260".parse().unwrap(),
+            portal_group_tag: 1,
             peer: "127.0.0.1:40000".parse().unwrap(),
             peer_gone: None,
         }

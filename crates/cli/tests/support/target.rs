@@ -84,7 +84,10 @@ pub struct Target {
     addr: SocketAddr,
     /// Every portal, `addr` first.
     addrs: Vec<SocketAddr>,
+    /// The `--listen` portals; none: the configuration's own.
     portals: Vec<String>,
+    /// How many "listening on" lines to wait for.
+    expected: usize,
     config: Option<PathBuf>,
     output: Arc<Mutex<String>>,
     /// The open-files limit the target runs with, when a test sets one.
@@ -108,6 +111,25 @@ impl Target {
         Target::launch(Some(config.path().to_path_buf()), portals)
     }
 
+    /// A target serving `config` on the portals the configuration itself
+    /// names (no `--listen`), `count` of them, as portal group tests need.
+    /// [`Target::addrs`] lists them in the configuration's order.
+    pub fn with_config_portals(config: &TargetConfig, count: usize) -> Target {
+        let output = Arc::new(Mutex::new(String::new()));
+        let config = Some(config.path().to_path_buf());
+        let (child, addrs) = spawn(config.as_deref(), &[], count, &output, None);
+        Target {
+            child: Some(child),
+            addr: addrs[0],
+            addrs,
+            portals: Vec::new(),
+            expected: count,
+            config,
+            output,
+            open_files: None,
+        }
+    }
+
     /// A target serving `config` with its open-files limit (RLIMIT_NOFILE)
     /// set to `open_files`, as a test of running out of descriptors needs.
     pub fn with_config_and_open_files(config: &TargetConfig, open_files: u64) -> Target {
@@ -125,12 +147,14 @@ impl Target {
     fn launch_with(config: Option<PathBuf>, portals: &[&str], open_files: Option<u64>) -> Target {
         let output = Arc::new(Mutex::new(String::new()));
         let portals: Vec<String> = portals.iter().map(|p| p.to_string()).collect();
-        let (child, addrs) = spawn(config.as_deref(), &portals, &output, open_files);
+        let expected = portals.len();
+        let (child, addrs) = spawn(config.as_deref(), &portals, expected, &output, open_files);
         Target {
             child: Some(child),
             addr: addrs[0],
             addrs,
             portals,
+            expected,
             config,
             output,
             open_files,
@@ -143,6 +167,11 @@ impl Target {
             .iter()
             .map(|addr| format!("iscsi://{addr}/{target}/{lun}"))
             .collect()
+    }
+
+    /// Every portal the target listens on, in the order given.
+    pub fn addrs(&self) -> &[SocketAddr] {
+        &self.addrs
     }
 
     /// The portal the target listens on.
@@ -255,6 +284,7 @@ impl Target {
         let (child, addrs) = spawn(
             self.config.as_deref(),
             &self.portals,
+            self.expected,
             &self.output,
             self.open_files,
         );
@@ -287,10 +317,12 @@ pub fn send_signal(pid: libc::pid_t, signal: libc::c_int) {
     }
 }
 
-/// Starts the binary and waits for a "listening on" line per portal.
+/// Starts the binary with a `--listen` per portal of `portals` and waits
+/// for `expected` "listening on" lines.
 fn spawn(
     config: Option<&Path>,
     portals: &[String],
+    expected: usize,
     output: &Arc<Mutex<String>>,
     open_files: Option<u64>,
 ) -> (Child, Vec<SocketAddr>) {
@@ -365,7 +397,7 @@ fn spawn(
         match rx.recv_timeout(Duration::from_millis(50)) {
             Ok(addr) => {
                 addrs.push(addr);
-                if addrs.len() == portals.len() {
+                if addrs.len() == expected {
                     return (child, addrs);
                 }
             }

@@ -17,8 +17,8 @@ use std::sync::OnceLock;
 
 use crate::opcode::{
     INQUIRY, MAINTENANCE_IN, MODE_SELECT_10, MODE_SELECT_6, MODE_SENSE_10, MODE_SENSE_6,
-    PERSISTENT_RESERVE_IN, PERSISTENT_RESERVE_OUT, REPORT_LUNS, REPORT_TARGET_PORT_GROUPS_SA,
-    REQUEST_SENSE,
+    PERSISTENT_RESERVE_IN, PERSISTENT_RESERVE_OUT, READ_CAPACITY_10, READ_CAPACITY_16_SA,
+    REPORT_LUNS, REPORT_TARGET_PORT_GROUPS_SA, REQUEST_SENSE, SERVICE_ACTION_IN_16,
 };
 use crate::{cdb, Sense};
 
@@ -291,32 +291,39 @@ pub const fn unavailable_sense() -> Sense {
 /// serves, 5.16.2.4.5 what one in unavailable serves; of those isoe has
 /// INQUIRY, REPORT LUNS, REPORT TARGET PORT GROUPS and REQUEST SENSE, and
 /// in standby also MODE SENSE, MODE SELECT and PERSISTENT RESERVE IN and
-/// OUT. Everything else, TEST UNIT READY and READ CAPACITY included, is
-/// refused: that is how an initiator learns the path is not for I/O.
+/// OUT. In standby READ CAPACITY (10) and (16) are served too, as LIO
+/// does: Linux reads the capacity of every path when it scans, and a path
+/// whose capacity came back empty is refused by multipathd when it should
+/// take over. Everything else, TEST UNIT READY included, is refused: that
+/// is how an initiator learns the path is not for I/O.
 pub(crate) fn check_access(state: AccessState, cdb: &[u8]) -> Result<(), Sense> {
-    let (refusal, extra): (Sense, &[u8]) = match state {
-        AccessState::ActiveOptimized | AccessState::ActiveNonOptimized => return Ok(()),
-        AccessState::Standby => (
-            standby_sense(),
-            &[
-                MODE_SENSE_6,
-                MODE_SENSE_10,
-                MODE_SELECT_6,
-                MODE_SELECT_10,
-                PERSISTENT_RESERVE_IN,
-                PERSISTENT_RESERVE_OUT,
-            ],
-        ),
-        AccessState::Unavailable => (unavailable_sense(), &[]),
-    };
     let opcode = cdb[0];
-    let allowed = matches!(opcode, INQUIRY | REPORT_LUNS | REQUEST_SENSE)
-        || (opcode == MAINTENANCE_IN && cdb::service_action(cdb) == REPORT_TARGET_PORT_GROUPS_SA)
-        || extra.contains(&opcode);
-    if allowed {
-        Ok(())
-    } else {
-        Err(refusal)
+    let service_action = cdb::service_action(cdb);
+    let reporting = matches!(opcode, INQUIRY | REPORT_LUNS | REQUEST_SENSE)
+        || (opcode == MAINTENANCE_IN && service_action == REPORT_TARGET_PORT_GROUPS_SA);
+    match state {
+        AccessState::ActiveOptimized | AccessState::ActiveNonOptimized => Ok(()),
+        AccessState::Standby => {
+            let allowed = reporting
+                || matches!(
+                    opcode,
+                    MODE_SENSE_6
+                        | MODE_SENSE_10
+                        | MODE_SELECT_6
+                        | MODE_SELECT_10
+                        | PERSISTENT_RESERVE_IN
+                        | PERSISTENT_RESERVE_OUT
+                        | READ_CAPACITY_10
+                )
+                || (opcode == SERVICE_ACTION_IN_16 && service_action == READ_CAPACITY_16_SA);
+            if allowed {
+                Ok(())
+            } else {
+                Err(standby_sense())
+            }
+        }
+        AccessState::Unavailable if reporting => Ok(()),
+        AccessState::Unavailable => Err(unavailable_sense()),
     }
 }
 
@@ -417,6 +424,10 @@ mod tests {
         let mode_sense = [MODE_SENSE_6, 0, 0x3f, 0, 255, 0];
         let inquiry = [INQUIRY, 0, 0, 0, 96, 0];
         let rsoc = [MAINTENANCE_IN, 0x0c, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0];
+        let mut read_capacity16 = [0u8; 16];
+        read_capacity16[..2].copy_from_slice(&[SERVICE_ACTION_IN_16, 0x10]);
+        let mut get_lba_status = read_capacity16;
+        get_lba_status[1] = 0x12;
         for state in [
             AccessState::ActiveOptimized,
             AccessState::ActiveNonOptimized,
@@ -430,6 +441,9 @@ mod tests {
         assert_eq!(check_access(standby, &mode_sense), Ok(()));
         assert_eq!(check_access(standby, &inquiry), Ok(()));
         assert_eq!(check_access(standby, &rtpg(0, 8)), Ok(()));
+        assert_eq!(check_access(standby, &read_capacity16), Ok(()));
+        assert_eq!(check_access(standby, &[READ_CAPACITY_10; 10]), Ok(()));
+        assert_eq!(check_access(standby, &get_lba_status), Err(standby_sense()));
         let unavailable = AccessState::Unavailable;
         assert_eq!(check_access(unavailable, &tur), Err(unavailable_sense()));
         assert_eq!(
@@ -439,6 +453,10 @@ mod tests {
         assert_eq!(check_access(unavailable, &inquiry), Ok(()));
         assert_eq!(check_access(unavailable, &rtpg(1, 8)), Ok(()));
         assert_eq!(check_access(unavailable, &[REPORT_LUNS; 12]), Ok(()));
+        assert_eq!(
+            check_access(unavailable, &read_capacity16),
+            Err(unavailable_sense())
+        );
     }
 
     #[test]

@@ -173,7 +173,7 @@ fn a_standby_port_refuses_io_but_reports_state() {
     let target = TwoGroups::new(AccessState::Standby);
     let read10 = block_cdb(0x28, 10, 0, 1, 0);
     let write10 = block_cdb(0x2a, 10, 0, 1, 0);
-    for cdb in [vec![0u8; 6], read10.clone(), write10, read_capacity16(32)] {
+    for cdb in [vec![0u8; 6], read10.clone(), write10] {
         let completion = run_via(&unit, &target, 2, &cdb).0;
         assert_sense(completion, 0x02, 0x04, 0x0b);
     }
@@ -183,6 +183,9 @@ fn a_standby_port_refuses_io_but_reports_state() {
         rtpg(0, 256),
         mode_sense6(false, 0, 0x3f, 0, 255),
         vec![0x03, 0, 0, 0, 18, 0],
+        // Served as LIO does, so that Linux learns a standby path's size.
+        read_capacity16(32),
+        vec![0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0],
     ] {
         assert_good(run_via(&unit, &target, 2, &cdb).0);
     }
@@ -198,6 +201,7 @@ fn an_unavailable_port_serves_only_inquiry_rtpg_and_request_sense() {
         vec![0u8; 6],
         block_cdb(0x28, 10, 0, 1, 0),
         mode_sense6(false, 0, 0x3f, 0, 255),
+        read_capacity16(32),
     ] {
         assert_sense(run_via(&unit, &target, 2, &cdb).0, 0x02, 0x04, 0x0c);
     }

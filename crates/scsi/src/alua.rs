@@ -190,7 +190,10 @@ impl PortGroups {
     }
 
     /// Sets the state of group `id`; false if there is no such group. The
-    /// state joins the states the group reports as supported.
+    /// state joins the states the group reports as supported. Nothing else
+    /// happens yet: SPC-5 5.16.2.6 also wants a unit attention, ASYMMETRIC
+    /// ACCESS STATE CHANGED (2Ah/06h), for every I_T nexus, which whoever
+    /// changes states at run time (issue 16) raises on the units.
     pub fn set_state(&self, id: u16, state: AccessState) -> bool {
         let Some(group) = self.groups.iter().find(|g| g.id == id) else {
             return false;

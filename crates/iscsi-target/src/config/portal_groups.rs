@@ -86,11 +86,10 @@ impl Config {
                 relative_ports: vec![g.tag],
             })
             .collect();
-        let tag_of_every_portal = (0..self.portals.len()).map(|i| self.portal_group_tag(i));
-        if tag_of_every_portal
-            .into_iter()
-            .any(|tag| !groups.iter().any(|g| g.id == tag))
-        {
+        let ungrouped = (0..self.portals.len())
+            .map(|i| self.portal_group_tag(i))
+            .any(|tag| !groups.iter().any(|g| g.id == tag));
+        if ungrouped {
             groups.push(isoe_scsi::PortGroup {
                 id: DEFAULT_PORTAL_GROUP_TAG,
                 state: AccessState::ActiveOptimized,
@@ -169,7 +168,8 @@ pub(super) fn read_portals_and_groups(
             let portals = read_group_portals(r, portals_field, tag, &mut seen, empty)?;
             let alua_state = match t.take("alua_state") {
                 Some(f) => {
-                    AccessState::from_name(r.choice(&f, &ALUA_STATES)?).expect("a listed state")
+                    let name = r.choice(&f, &ALUA_STATES)?;
+                    AccessState::from_name(name).unwrap_or(AccessState::ActiveOptimized)
                 }
                 None => AccessState::ActiveOptimized,
             };

@@ -282,7 +282,8 @@ impl Connection {
                 return Err((
                     login_status::SESSION_DOES_NOT_EXIST,
                     format!(
-                        "session TSIH {} is in portal group {group}, this connection                          came through portal group {}",
+                        "session TSIH {} is in portal group {group}, this connection \
+                         came through portal group {}",
                         negotiated.tsih_requested, self.portal_group_tag
                     ),
                 ));

@@ -138,6 +138,7 @@ fn each_path_reports_its_own_port_and_every_group() {
         let (status, _, standard) = run(&mut engine, s, &cdb::inquiry(None, 96));
         assert_eq!(status, 0);
         assert_eq!(standard[5] >> 4 & 0x03, 0b01, "TPGS: implicit ALUA");
+        assert_eq!(standard[6] & 0x10, 0x10, "MULTIP: three target ports");
 
         let (status, _, page) = run(&mut engine, s, &cdb::inquiry(Some(0x83), 512));
         assert_eq!(status, 0, "INQUIRY is served in every state");

@@ -176,6 +176,11 @@ impl PortGroups {
             .find(|g| g.relative_ports.contains(&relative_port))
     }
 
+    /// How many target ports the groups hold together.
+    pub fn port_count(&self) -> usize {
+        self.groups.iter().map(|g| g.relative_ports.len()).sum()
+    }
+
     /// The identifier of the group holding `relative_port`, if any does.
     pub fn group_of_port(&self, relative_port: u16) -> Option<u16> {
         self.group_with_port(relative_port).map(|g| g.id)

@@ -45,24 +45,30 @@ pub(crate) fn inquiry(
             // SPC-5 6.7.1: with EVPD zero the PAGE CODE field shall be zero.
             return Err(Sense::invalid_field_in_cdb_byte(2));
         }
-        standard_data(&unit.config, DIRECT_ACCESS_BLOCK_DEVICE, data_in);
+        let multiport = context.units.port_groups().port_count() > 1;
+        standard_data(&unit.config, DIRECT_ACCESS_BLOCK_DEVICE, multiport, data_in);
     }
     truncate_to_allocation_length(data_in, allocation_length);
     Ok(())
 }
 
 /// Appends standard INQUIRY data (SPC-5 6.7.2) with `peripheral` as byte 0
-/// (qualifier and device type).
-pub(crate) fn standard_data(config: &LunConfig, peripheral: u8, data_in: &mut Vec<u8>) {
+/// (qualifier and device type); `multiport`: the target device has two
+/// target ports or more (MULTIP).
+pub(crate) fn standard_data(
+    config: &LunConfig,
+    peripheral: u8,
+    multiport: bool,
+    data_in: &mut Vec<u8>,
+) {
     let start = data_in.len();
     data_in.push(peripheral);
     data_in.push(0x00); // RMB=0: the medium is not removable.
     data_in.push(VERSION_SPC4);
     data_in.push(0x12); // HISUP=1, RESPONSE DATA FORMAT=2; NORMACA=0.
     data_in.push((STANDARD_DATA_LEN - 5) as u8); // ADDITIONAL LENGTH
-                                                 // 3PC=1 (EXTENDED COPY), TPGS=01b (implicit ALUA); SCCS, ACC, PROTECT zero.
-    data_in.push(0x08 | TPGS_IMPLICIT);
-    data_in.push(0x00); // ENCSERV, MULTIP zero.
+    data_in.push(0x08 | TPGS_IMPLICIT); // 3PC=1, TPGS=01b; SCCS, ACC, PROTECT zero.
+    data_in.push(u8::from(multiport) << 4); // MULTIP; ENCSERV zero.
     data_in.push(0x02); // CMDQUE=1: full task management.
     push_ascii_field(data_in, &config.vendor, 8);
     push_ascii_field(data_in, &config.product, 16);

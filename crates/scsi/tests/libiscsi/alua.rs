@@ -120,14 +120,17 @@ fn a_port_in_no_group_has_no_port_group_designator() {
 }
 
 #[test]
-fn standard_inquiry_claims_implicit_alua_on_every_path() {
+fn standard_inquiry_claims_implicit_alua_and_several_ports_on_every_path() {
     let unit = unit();
     let target = TwoGroups::new(AccessState::Unavailable);
     for port in [1, 2] {
         let (completion, data) = run_via(&unit, &target, port, &inquiry(false, 0, 96));
         assert_good(completion);
         assert_eq!(data[5] >> 4 & 0x03, 0b01, "TPGS");
+        assert_eq!(data[6] & 0x10, 0x10, "MULTIP: two target ports");
     }
+    let (_, data) = run(&unit, &inquiry(false, 0, 96));
+    assert_eq!(data[6] & 0x10, 0, "MULTIP clear with one port");
 }
 
 #[test]

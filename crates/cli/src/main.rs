@@ -25,7 +25,8 @@ enum Command {
     /// Serve LUNs over iSCSI. With no options: 127.0.0.1:3260,
     /// iqn.2026-11.io.isoe:target0, LUN 0 = 1 GiB memory.
     Target {
-        /// Portal to listen on (repeatable); replaces the configured portals.
+        /// Portal to listen on (repeatable); replaces the configured portals
+        /// and portal groups: all in portal group 1, active/optimized.
         #[arg(long = "listen", value_name = "ADDR:PORT")]
         listen: Vec<SocketAddr>,
         /// TOML configuration file (portals, targets, LUNs, ACLs, parameters).

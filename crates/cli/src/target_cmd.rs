@@ -6,7 +6,7 @@
 
 use isoe_target::admin::socket::ControlSocket;
 use isoe_target::admin::Admin;
-use isoe_target::config::{algorithm_name, ChapConfig, Datapath, StoreSpec};
+use isoe_target::config::{algorithm_name, ChapConfig, Datapath, PortalGroup, StoreSpec};
 use isoe_target::Config;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -101,6 +101,33 @@ fn reload(admin: &Admin) {
     }
 }
 
+/// One line per portal group, with its ALUA state and its portals (as
+/// bound), when the configuration has groups of its own; nothing when every
+/// portal is in group 1, active/optimized.
+fn portal_group_summary(config: &Config) -> Vec<String> {
+    if config.portal_groups == [PortalGroup::default_group(config.portals.len())] {
+        return Vec::new();
+    }
+    config
+        .portal_groups
+        .iter()
+        .map(|g| {
+            let portals: Vec<String> = g
+                .portals
+                .iter()
+                .filter_map(|&i| config.portals.get(i).map(ToString::to_string))
+                .collect();
+            let preferred = if g.preferred { ", preferred" } else { "" };
+            format!(
+                "portal group {} ({}{preferred}): {}",
+                g.tag,
+                g.alua_state,
+                portals.join(", ")
+            )
+        })
+        .collect()
+}
+
 /// Runs the target; returns when a signal asked it to stop.
 pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
     // Read once: the control plane edits this very text.
@@ -116,7 +143,9 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
         }
     };
     if !listen.is_empty() {
-        config.portals = listen.to_vec();
+        // --listen replaces the file's portals and their groups: all in
+        // portal group 1, active/optimized.
+        config.set_portals(listen.to_vec());
     }
     if let Err(e) = crate::logging::install(&config.log) {
         eprintln!("isoe target: {e}");
@@ -208,6 +237,9 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
     }
     for portal in running.portals() {
         let _ = writeln!(stdout, "isoe target: listening on {portal}");
+    }
+    for line in portal_group_summary(&running.server().config) {
+        let _ = writeln!(stdout, "isoe target: {line}");
     }
     for line in &summary {
         let _ = writeln!(stdout, "isoe target: serving {line}");

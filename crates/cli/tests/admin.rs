@@ -131,7 +131,7 @@ fn fio_write_and_verify(target: &Target, lun: u16) {
 #[test]
 fn live_changes_leave_a_verified_bench_untouched_and_survive_a_restart() {
     let config = config("live");
-    let mut target = Target::with_file_portals(&config, 1);
+    let mut target = Target::with_config_portals(&config, 1);
     let json = config.dir().join("bench.jsonl");
     let url = format!("iscsi://{}/{TARGET}/0", target.addr());
     let bench = Command::new(env!("CARGO_BIN_EXE_isoe"))
@@ -270,7 +270,7 @@ fn live_changes_leave_a_verified_bench_untouched_and_survive_a_restart() {
 #[test]
 fn a_change_that_would_break_the_file_is_refused_with_file_line_and_key() {
     let config = config("refused");
-    let target = Target::with_file_portals(&config, 1);
+    let target = Target::with_config_portals(&config, 1);
     let before = std::fs::read(config.path()).unwrap();
     let out = admin_raw(&config, &["lun", "add", TARGET, "1", "memory=ten"]);
     assert_eq!(
@@ -312,7 +312,7 @@ fn a_change_that_would_break_the_file_is_refused_with_file_line_and_key() {
 #[test]
 fn sighup_applies_a_valid_file_and_keeps_serving_on_a_broken_one() {
     let config = config("sighup");
-    let mut target = Target::with_file_portals(&config, 1);
+    let mut target = Target::with_config_portals(&config, 1);
     let original = std::fs::read_to_string(config.path()).unwrap();
     std::fs::write(
         config.path(),
@@ -354,7 +354,7 @@ fn sighup_applies_a_valid_file_and_keeps_serving_on_a_broken_one() {
 #[test]
 fn portals_come_and_go_and_the_socket_is_for_root_only() {
     let config = config("portals");
-    let target = Target::with_file_portals(&config, 1);
+    let target = Target::with_config_portals(&config, 1);
     let out = admin_raw(&config, &["portal", "add", "127.0.0.1:0"]);
     assert!(
         out.stderr.contains("is in portals already"),
@@ -363,7 +363,7 @@ fn portals_come_and_go_and_the_socket_is_for_root_only() {
     );
     let out = admin(&config, &["portal", "add", "127.0.0.2:0"]);
     assert!(
-        out.contains("portal 127.0.0.2:0 added (listening on 127.0.0.2:"),
+        out.contains("portal 127.0.0.2:0 added to portal group 1 (listening on 127.0.0.2:"),
         "{out}"
     );
     let list = admin_json(&config, &["list"]);
@@ -410,7 +410,7 @@ fn wait_for(target: &Target, text: &str) {
 #[test]
 fn targets_and_file_luns_come_and_go_and_a_session_is_logged_out() {
     let config = config("targets");
-    let target = Target::with_file_portals(&config, 1);
+    let target = Target::with_config_portals(&config, 1);
     let other = "iqn.2026-11.io.isoe:other";
     admin(&config, &["target", "add", other, "alias=scratch"]);
     let out = admin(

@@ -93,7 +93,7 @@ fn scraped_counters_parse_and_agree_with_the_bench() {
         ),
     )
     .unwrap();
-    let target = Target::with_file_portals(&config, 1);
+    let target = Target::with_config_portals(&config, 1);
     // Said after the portals' lines, which is what the start waits for.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let url = loop {

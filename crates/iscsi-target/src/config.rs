@@ -3,7 +3,13 @@
 //!
 //! ```toml
 //! state_dir = "/var/lib/isoe"     # optional
-//! portals = ["0.0.0.0:3260", "[::]:3260"]
+//! portals = ["0.0.0.0:3260", "[::]:3260"]   # portal group 1
+//!
+//! [[portal_group]]                 # optional: more portal groups (ALUA)
+//! tag = 2
+//! portals = ["10.0.1.1:3260"]
+//! alua_state = "standby"           # default "active/optimized"
+//! preferred = false
 //!
 //! [defaults]                       # iSCSI parameters, RFC 7143 §13 names in snake_case
 //! max_burst_length = 1048576
@@ -82,7 +88,21 @@
 //!     sum, for a LUN that will never be written full; the 16 TiB bound
 //!     stays.
 //! - **Portals** are socket addresses; an address without a port gets 3260.
-//!   Port 0 (an ephemeral port) is accepted for tests.
+//!   Port 0 (an ephemeral port) is accepted for tests. An address is
+//!   listed once in the whole file.
+//! - **Portal groups**: each is one iSCSI target portal group, so one SCSI
+//!   target port and one ALUA target port group, all three numbered by its
+//!   `tag` (1..=65535): logins through its portals are told
+//!   TargetPortalGroupTag = tag, SendTargets lists its portals as
+//!   `ip:port,tag`, and REPORT TARGET PORT GROUPS reports its `alua_state`
+//!   (`"active/optimized"`, the default, `"active/non-optimized"`,
+//!   `"standby"` or `"unavailable"`) and `preferred` (the PREF bit). The
+//!   top-level `portals` are group 1, active/optimized, not preferred; with
+//!   them present no `[[portal_group]]` may use tag 1. With neither,
+//!   127.0.0.1:3260 is group 1. A session's connections all come through
+//!   one group; the same ISID through another group is another session.
+//!   `isoe target --listen` replaces all of it by its portals in group 1
+//!   ([`Config::set_portals`]). See [`PortalGroup`].
 //! - **Names** (target names, `allowed_initiators`) follow RFC 7143 §4.2.7 and
 //!   RFC 3720 §3.2.6.3: `iqn.yyyy-mm.reversed.domain[:anything]`, `eui.` and
 //!   16 hex digits, `naa.` and 16 or 32 hex digits; at most 223 bytes. They must
@@ -135,9 +155,11 @@
 
 mod chap;
 mod log;
+mod portal_groups;
 
 pub use chap::{algorithm_name, ChapConfig, SECRET_MAX_BYTES, USER_MAX_BYTES};
 pub use log::{LogConfig, LogFormat, LogLevel};
+pub use portal_groups::{PortalGroup, DEFAULT_PORTAL_GROUP_TAG};
 
 use std::collections::HashMap;
 use std::fmt;
@@ -185,8 +207,13 @@ pub struct Config {
     /// Where generated LUN identities and APTPL reservations persist (see
     /// [`crate::identity`]).
     pub state_dir: Option<PathBuf>,
-    /// The addresses to listen on; never empty.
+    /// The addresses to listen on, never empty: the top-level `portals`,
+    /// then each `[[portal_group]]`'s, in file order.
     pub portals: Vec<SocketAddr>,
+    /// The portal groups, by ascending tag; each portal of `portals` is in
+    /// one (see [`Config::portal_group_tag`]). Change `portals` with
+    /// [`Config::set_portals`], which keeps the two together.
+    pub portal_groups: Vec<PortalGroup>,
     /// The `[defaults]` parameters, before any target's overrides.
     pub defaults: Params,
     /// The targets, in file order; never empty, names unique.
@@ -624,6 +651,7 @@ impl Config {
                 IpAddr::V4(Ipv4Addr::LOCALHOST),
                 DEFAULT_PORT,
             )],
+            portal_groups: vec![PortalGroup::default_group(1)],
             defaults: Params::default(),
             targets: vec![TargetConfig {
                 name: DEFAULT_TARGET_NAME.to_string(),
@@ -719,6 +747,7 @@ impl Reader {
 const ROOT_KEYS: &[&str] = &[
     "state_dir",
     "portals",
+    "portal_group",
     "defaults",
     "target",
     "datapath",
@@ -784,13 +813,8 @@ fn read_config(r: &Reader, mut root: Table, source: Option<&Path>) -> Result<Con
         Some(field) => Some(r.path(&field)?),
         None => r.base_dir.as_ref().map(|dir| dir.join(".isoe-state")),
     };
-    let portals = match root.take("portals") {
-        Some(field) => read_portals(r, field)?,
-        None => vec![SocketAddr::new(
-            IpAddr::V4(Ipv4Addr::LOCALHOST),
-            DEFAULT_PORT,
-        )],
-    };
+    let (portals, portal_groups) =
+        portal_groups::read_portals_and_groups(r, root.take("portals"), root.take("portal_group"))?;
     let defaults = match root.take("defaults") {
         Some(field) => read_params(r, r.table(field, PARAM_KEYS)?, &Params::default())?,
         None => Params::default(),
@@ -860,6 +884,7 @@ fn read_config(r: &Reader, mut root: Table, source: Option<&Path>) -> Result<Con
         source: source.map(Path::to_path_buf),
         state_dir,
         portals,
+        portal_groups,
         defaults,
         targets,
         datapath,
@@ -998,31 +1023,6 @@ fn read_datapath(r: &Reader, mut t: Table) -> Result<Datapath, ConfigError> {
     }
     debug_assert!(t.entries.is_empty(), "deny_unknown ran on the table");
     Ok(d)
-}
-
-fn read_portals(r: &Reader, field: Field) -> Result<Vec<SocketAddr>, ConfigError> {
-    let read_portal = |item: &Field| -> Result<SocketAddr, ConfigError> {
-        let text = r.string(item)?;
-        text.parse::<SocketAddr>()
-            .or_else(|_| {
-                text.parse::<IpAddr>()
-                    .map(|ip| SocketAddr::new(ip, DEFAULT_PORT))
-            })
-            .map_err(|_| {
-                let example = "\"0.0.0.0:3260\" or \"[::]:3260\"";
-                r.at(
-                    item,
-                    format!("expected an address like {example}, found {text:?}"),
-                )
-            })
-    };
-    r.distinct(
-        field,
-        "an array of addresses like [\"0.0.0.0:3260\"]",
-        "at least one portal is needed (leave `portals` out for 127.0.0.1:3260)",
-        read_portal,
-        |addr| format!("portal {addr}"),
-    )
 }
 
 /// Applies the parameters of `table` over `base`, then checks the

@@ -1,5 +1,6 @@
 //! Text requests in full feature phase: SendTargets (RFC 7143 §4.3,
-//! Appendix C) and answers to any other key.
+//! Appendix C) and answers to any other key. SendTargets lists every
+//! portal with the tag of its portal group (`TargetAddress=ip:port,tag`).
 
 use crate::registry::Server;
 use crate::session::Session;
@@ -7,12 +8,10 @@ use isoe_wire::negotiate::SessionType;
 use isoe_wire::text::{parse_pairs, push_pair};
 use std::net::SocketAddr;
 
-/// The target portal group tag every portal of ours belongs to.
-pub const PORTAL_GROUP_TAG: u16 = 1;
-
-/// Formats a portal for TargetAddress (RFC 7143 §13.8): IPv6 in brackets.
-/// A wildcard listen address is replaced by the address the initiator reached.
-pub fn target_address(portal: SocketAddr, local: SocketAddr) -> String {
+/// Formats a portal of the portal group `tag` for TargetAddress (RFC 7143
+/// §13.8): IPv6 in brackets. A wildcard listen address is replaced by the
+/// address the initiator reached.
+pub fn target_address(portal: SocketAddr, tag: u16, local: SocketAddr) -> String {
     let ip = if portal.ip().is_unspecified() {
         local.ip()
     } else {
@@ -22,7 +21,7 @@ pub fn target_address(portal: SocketAddr, local: SocketAddr) -> String {
         std::net::IpAddr::V4(v4) => v4.to_string(),
         std::net::IpAddr::V6(v6) => format!("[{v6}]"),
     };
-    format!("{host}:{},{PORTAL_GROUP_TAG}", portal.port())
+    format!("{host}:{},{tag}", portal.port())
 }
 
 /// The text of a Text Response answering `request` (key=value pairs).
@@ -72,16 +71,16 @@ fn send_targets(
             .collect(),
     };
     let portals = server.portals();
-    let portals = if portals.is_empty() {
-        vec![local]
+    let portals: Vec<(SocketAddr, u16)> = if portals.is_empty() {
+        vec![(local, crate::config::DEFAULT_PORTAL_GROUP_TAG)]
     } else {
         portals
     };
     for target in listed {
         push_pair(out, "TargetName", &target.name);
-        for portal in &portals {
+        for &(portal, tag) in &portals {
             if portal.is_ipv4() == local.is_ipv4() || !portal.ip().is_unspecified() {
-                push_pair(out, "TargetAddress", &target_address(*portal, local));
+                push_pair(out, "TargetAddress", &target_address(portal, tag, local));
             }
         }
     }
@@ -95,17 +94,17 @@ mod tests {
     fn wildcard_portals_take_the_local_address_and_ipv6_is_bracketed() {
         let local: SocketAddr = "10.1.2.3:3260".parse().unwrap();
         assert_eq!(
-            target_address("0.0.0.0:3260".parse().unwrap(), local),
+            target_address("0.0.0.0:3260".parse().unwrap(), 1, local),
             "10.1.2.3:3260,1"
         );
         assert_eq!(
-            target_address("127.0.0.1:3261".parse().unwrap(), local),
-            "127.0.0.1:3261,1"
+            target_address("127.0.0.1:3261".parse().unwrap(), 2, local),
+            "127.0.0.1:3261,2"
         );
         let local6: SocketAddr = "[::1]:3260".parse().unwrap();
         assert_eq!(
-            target_address("[::]:3260".parse().unwrap(), local6),
-            "[::1]:3260,1"
+            target_address("[::]:3260".parse().unwrap(), 65535, local6),
+            "[::1]:3260,65535"
         );
     }
 }

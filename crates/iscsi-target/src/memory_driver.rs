@@ -43,10 +43,22 @@ impl MemoryConnection {
     /// port 3260. Its random seed is made from its serial, so that a run
     /// repeats exactly.
     pub fn accept(server: &Arc<Server>, now: Instant) -> MemoryConnection {
+        MemoryConnection::accept_in_group(server, now, crate::config::DEFAULT_PORTAL_GROUP_TAG)
+    }
+
+    /// As [`MemoryConnection::accept`], on a portal of the portal group
+    /// `portal_group_tag` (at 127.0.0.1, port 3260 + the tag - 1).
+    pub fn accept_in_group(
+        server: &Arc<Server>,
+        now: Instant,
+        portal_group_tag: u16,
+    ) -> MemoryConnection {
         let serial = server.next_serial();
+        let port = 3260u16.wrapping_add(portal_group_tag.wrapping_sub(1));
         let endpoint = Endpoint {
             serial,
-            local: ([127, 0, 0, 1], 3260).into(),
+            local: ([127, 0, 0, 1], port).into(),
+            portal_group_tag,
             peer: ([127, 0, 0, 1], 40000).into(),
             peer_gone: None,
         };

@@ -199,12 +199,15 @@ impl Target {
 }
 
 /// Key under which a session is known: ISID reuse by the same initiator on
-/// the same target reinstates the session (RFC 7143 §6.3.5).
+/// the same target through the same portal group reinstates the session
+/// (RFC 7143 §6.3.5; the session identifier is the ISID with the target
+/// portal group tag). Through another portal group it is another session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct SessionKey {
     initiator_name: String,
     isid: [u8; 6],
     target_name: Option<String>,
+    portal_group_tag: u16,
 }
 
 /// Everything one `isoe target` process serves.
@@ -217,8 +220,9 @@ pub struct Server {
     /// until a restart.
     pub config: Config,
     targets: RwLock<Vec<Arc<Target>>>,
-    /// The portals SendTargets lists (bound addresses).
-    portals: RwLock<Vec<std::net::SocketAddr>>,
+    /// The portals SendTargets lists (bound addresses), with their
+    /// portal group's tag.
+    portals: RwLock<Vec<(std::net::SocketAddr, u16)>>,
     discovery_chap: RwLock<Option<Arc<ChapConfig>>>,
     sessions: Mutex<Vec<(SessionKey, Arc<Session>)>>,
     /// CHAP challenges issued lately; logins only, never the command path.
@@ -238,6 +242,8 @@ pub struct Server {
     pub limits_note: Option<String>,
     /// Logins by outcome, and what ended connections counted.
     pub stats: crate::metrics::ServerStats,
+    /// The ALUA target port groups every target reports, one per portal group.
+    port_groups: isoe_scsi::PortGroups,
 }
 
 fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
@@ -357,8 +363,7 @@ pub fn build_lun(
             .collect(),
         unit_serial: id.serial,
         naa: id.naa,
-        target_port_name: format!("{target},t,0x0001"),
-        relative_port: 1,
+        target_name: target.to_string(),
         lun_number: spec.number,
         reservations_file: config
             .state_dir
@@ -414,9 +419,14 @@ impl Server {
         let open_files = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
         let (gate, limits_note) = Gatekeeper::new(config.limits, open_files);
         let write_buffer = config.limits.write_buffer;
+        let port_groups = isoe_scsi::PortGroups::new(config.port_groups());
         Ok(Server {
             targets: RwLock::new(targets),
-            portals: RwLock::new(config.portals.clone()),
+            portals: RwLock::new(
+                (0..config.portals.len())
+                    .map(|i| (config.portals[i], config.portal_group_tag(i)))
+                    .collect(),
+            ),
             discovery_chap: RwLock::new(config.discovery.chap.clone().map(Arc::new)),
             config,
             sessions: Mutex::new(Vec::new()),
@@ -427,9 +437,16 @@ impl Server {
             output_bytes: Arc::default(),
             auth_failures: FailureLog::default(),
             limits_note,
+            port_groups,
             shutdown: AtomicBool::new(false),
             stats: Default::default(),
         })
+    }
+
+    /// The target port groups (ALUA) of every target: each portal group is
+    /// one, with the state the configuration gives it.
+    pub fn port_groups(&self) -> &isoe_scsi::PortGroups {
+        &self.port_groups
     }
 
     /// All targets now.
@@ -520,12 +537,12 @@ impl Server {
     }
 
     /// The portals SendTargets lists now.
-    pub fn portals(&self) -> Vec<std::net::SocketAddr> {
+    pub fn portals(&self) -> Vec<(std::net::SocketAddr, u16)> {
         read(&self.portals).clone()
     }
 
     /// Replaces the portals SendTargets lists.
-    pub fn set_portals(&self, portals: Vec<std::net::SocketAddr>) {
+    pub fn set_portals(&self, portals: Vec<(std::net::SocketAddr, u16)>) {
         *write(&self.portals) = portals;
     }
 
@@ -557,20 +574,22 @@ impl Server {
     }
 
     /// Registers a new session, reinstating (closing) any older session with
-    /// the same initiator name, ISID and target (its connections go to
-    /// `wake`). `make` gets the new TSIH, drawn from `random`.
+    /// the same initiator name, ISID, target and portal group tag (its
+    /// connections go to `wake`). `make` gets the new TSIH, drawn from
+    /// `random`.
     pub fn create_session(
         &self,
-        key: (&str, [u8; 6], Option<&str>),
+        key: (&str, [u8; 6], Option<&str>, u16),
         random: u16,
         wake: &mut Vec<u64>,
         make: impl FnOnce(u16) -> Session,
     ) -> Result<Arc<Session>, SessionLimit> {
-        let (initiator_name, isid, target_name) = key;
+        let (initiator_name, isid, target_name, portal_group_tag) = key;
         let key = SessionKey {
             initiator_name: initiator_name.to_string(),
             isid,
             target_name: target_name.map(str::to_string),
+            portal_group_tag,
         };
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         let mut tsih = random;
@@ -741,6 +760,8 @@ impl LoginPolicy for Server {
                 Ok(Admission {
                     target_alias: policy.alias.clone(),
                     auth: auth_policy(policy.chap.as_ref()),
+                    // The connection puts its portal group's tag in
+                    // (connection/login.rs, ThroughPortalGroup).
                     overrides: Some(login_config(&policy.params, 1)),
                 })
             }

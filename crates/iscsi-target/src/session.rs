@@ -201,7 +201,8 @@ pub struct Session {
     /// Negotiated session-wide parameters.
     pub params: SessionParams,
     /// The I_T nexus handed to the SCSI layer: initiator name and ISID,
-    /// through target port 1.
+    /// through the target port of the session's portal group (relative
+    /// target port = the TargetPortalGroupTag its login declared).
     pub nexus: Nexus,
     window: Mutex<Window>,
     /// Mirror of ExpCmdSN for lock-free reads when building responses.
@@ -232,7 +233,13 @@ impl Session {
         params: SessionParams,
         cmd_sn: u32,
     ) -> Session {
-        let nexus = Nexus::new(initiator_name.clone(), isid);
+        // Each portal group is one SCSI target port, numbered as its tag.
+        let nexus = Nexus {
+            relative_target_port: params
+                .target_portal_group_tag
+                .unwrap_or(crate::config::DEFAULT_PORTAL_GROUP_TAG),
+            ..Nexus::new(initiator_name.clone(), isid)
+        };
         // SAM-5 5.14: the nexus hears of unit attention conditions from its
         // login until the session ends (`end_nexus`).
         if let Some(target) = &target {

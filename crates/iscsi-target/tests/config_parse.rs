@@ -400,7 +400,23 @@ fn example_target_toml_parses() {
     assert_eq!(config.state_dir, Some(PathBuf::from("/var/lib/isoe")));
     assert_eq!(
         config.portals,
-        vec![addr("0.0.0.0:3260"), addr("[::]:3260")]
+        vec![
+            addr("0.0.0.0:3260"),
+            addr("[::]:3260"),
+            addr("192.168.7.10:3260")
+        ]
+    );
+    let groups: Vec<_> = config
+        .portal_groups
+        .iter()
+        .map(|g| (g.tag, g.portals.clone(), g.alua_state.name(), g.preferred))
+        .collect();
+    assert_eq!(
+        groups,
+        [
+            (1, vec![0, 1], "active/optimized", false),
+            (2, vec![2], "active/non-optimized", false)
+        ]
     );
     assert_eq!(
         config.defaults,
@@ -438,6 +454,7 @@ fn example_minimal_toml_is_the_embedded_default() {
     let config = Config::load(&example("minimal.toml")).unwrap();
     let default = Config::embedded_default();
     assert_eq!(config.portals, default.portals);
+    assert_eq!(config.portal_groups, default.portal_groups);
     assert_eq!(config.defaults, default.defaults);
     assert_eq!(config.targets, default.targets);
 }

@@ -70,15 +70,23 @@ struct Wire {
     /// Store work runs on threads of its own, as the driver's pool would
     /// run it; completions come back here.
     done: (Sender<Finished>, Receiver<Finished>),
+    /// The TargetPortalGroupTag the last completed login declared.
+    declared_tag: Option<u16>,
 }
 
 impl Wire {
     fn new(server: &Arc<Server>) -> Wire {
+        Wire::in_group(server, 1)
+    }
+
+    /// A connection accepted on a portal of portal group `tag`.
+    fn in_group(server: &Arc<Server>, tag: u16) -> Wire {
         let now = Instant::now();
         let serial = SERIALS.fetch_add(1, Ordering::Relaxed);
         let endpoint = Endpoint {
             serial,
             local: "127.0.0.1:3260".parse().unwrap(),
+            portal_group_tag: tag,
             peer: "127.0.0.1:40000".parse().unwrap(),
             peer_gone: None,
         };
@@ -88,6 +96,7 @@ impl Wire {
             now,
             woken: Vec::new(),
             done: channel(),
+            declared_tag: None,
         }
     }
 
@@ -178,6 +187,7 @@ impl Wire {
                     step = login.handle_response(resp, text).expect("login accepted");
                 }
                 InitiatorStep::Complete { negotiated, tsih } => {
+                    self.declared_tag = negotiated.session.target_portal_group_tag;
                     let c = negotiated.connection;
                     self.limits = FrameLimits {
                         max_recv_data_segment_length: c.max_send_data_segment_length,
@@ -1040,4 +1050,171 @@ fn a_write_whose_unsolicited_data_would_overrun_the_budget_is_answered_task_set_
     });
     let out = w.send(&data, &[0u8; 4096]).1;
     assert!(out.is_empty(), "dropped quietly: {out:?}");
+}
+
+/// A target with two portal groups: 1 (active/optimized, preferred) and
+/// 2 (standby).
+fn two_group_server() -> Arc<Server> {
+    let text = format!(
+        "[[portal_group]]\ntag = 1\nportals = [\"127.0.0.1:3260\"]\npreferred = true\n\
+         [[portal_group]]\ntag = 2\nportals = [\"127.0.0.2:3261\"]\nalua_state = \"standby\"\n\
+         [[target]]\nname = \"{TARGET}\"\n[[target.lun]]\nnumber = 0\nmemory = \"1MiB\"\n"
+    );
+    Arc::new(Server::new(Config::parse(&text, None).expect("config")).expect("server"))
+}
+
+fn report_target_port_groups(itt: u32, cmd_sn: u32, format: u8) -> Pdu {
+    let mut cdb = [0u8; 16];
+    cdb[0] = 0xa3;
+    cdb[1] = format << 5 | 0x0a;
+    cdb[6..10].copy_from_slice(&256u32.to_be_bytes());
+    Pdu::ScsiCommand(command(itt, cmd_sn, cdb, 256, true))
+}
+
+/// The Data-In bytes and status of the response to one read-like command.
+fn data_and_status(out: &[(Pdu, Vec<u8>)]) -> (Vec<u8>, Option<u8>) {
+    let mut data = Vec::new();
+    let mut status = None;
+    for (p, d) in out {
+        match p {
+            Pdu::DataIn(di) => {
+                data.extend_from_slice(d);
+                if di.status_present {
+                    status = Some(di.status);
+                }
+            }
+            Pdu::ScsiResponse(r) => status = Some(r.status),
+            _ => {}
+        }
+    }
+    (data, status)
+}
+
+/// A login through a portal of group 2 is told TargetPortalGroupTag=2, and
+/// its session is the I_T nexus through relative target port 2: the state
+/// of group 2 (standby) applies to its commands, REPORT TARGET PORT GROUPS
+/// lists both groups, and the same ISID through group 1 is another session.
+#[test]
+fn a_login_through_portal_group_2_is_a_session_through_target_port_2() {
+    let server = two_group_server();
+    let isid = [0x80, 0, 0, 0, 0, 0x70];
+    let mut standby = Wire::in_group(&server, 2);
+    standby.login(LocalParams::default(), isid, 0, 1);
+    assert_eq!(standby.declared_tag, Some(2), "TargetPortalGroupTag");
+    let mut active = Wire::in_group(&server, 1);
+    active.login(LocalParams::default(), isid, 0, 1);
+    assert_eq!(active.declared_tag, Some(1));
+    let mut ports: Vec<u16> = server
+        .sessions()
+        .iter()
+        .map(|s| s.nexus.relative_target_port)
+        .collect();
+    ports.sort();
+    assert_eq!(ports, [1, 2], "same ISID, two portal groups: two sessions");
+    assert_eq!(standby.conn.handle_tick(standby.now), Flow::Continue);
+
+    let out = standby.send(&test_unit_ready(1, 10), &[]).1;
+    assert_eq!(
+        responses(&out),
+        [(1, 2, Some((0x02, 0x04, 0x0b)))],
+        "NOT READY, TARGET PORT IN STANDBY STATE"
+    );
+    let out = active.send(&test_unit_ready(1, 10), &[]).1;
+    assert_eq!(responses(&out), [(1, 0, None)]);
+
+    let out = standby.send(&report_target_port_groups(2, 11, 0), &[]).1;
+    let (data, status) = data_and_status(&out);
+    assert_eq!(status, Some(0));
+    #[rustfmt::skip]
+    let expected = [
+        0, 0, 0, 24,
+        0x80, 0x01, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1,
+        0x02, 0x04, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2,
+    ];
+    assert_eq!(data, expected);
+}
+
+/// RFC 7143 §4.4.1: the connections of a session are all in one portal
+/// group. A connection that asks to join a session through another group
+/// finds no such session (0x020A) and ends; the session goes on.
+#[test]
+fn a_connection_through_another_portal_group_cannot_join_the_session() {
+    let server = two_group_server();
+    let isid = [0x80, 0, 0, 0, 0, 0x71];
+    let params = LocalParams {
+        max_connections: 2,
+        ..LocalParams::default()
+    };
+    let mut first = Wire::in_group(&server, 1);
+    let tsih = first.login(params.clone(), isid, 0, 1);
+    let mut second = Wire::in_group(&server, 2);
+    let config = initiator(SessionType::Normal, isid, tsih, 2, params.clone());
+    let mut login = InitiatorLogin::new(config, [2; 32]);
+    let mut step = login.start();
+    loop {
+        let InitiatorStep::Send { request, data } = step else {
+            panic!("the join must not complete")
+        };
+        let (flow, out) = second.send(&Pdu::LoginRequest(request), &data);
+        let (Pdu::LoginResponse(resp), text) = &out[0] else {
+            panic!("{out:?}")
+        };
+        if resp.status_class != 0 {
+            assert_eq!(
+                (resp.status_class, resp.status_detail),
+                (2, pdu::login_status::SESSION_DOES_NOT_EXIST)
+            );
+            assert_eq!(flow, Flow::Close);
+            break;
+        }
+        step = login
+            .handle_response(resp, text)
+            .expect("still negotiating");
+    }
+    assert_eq!(server.session_count(), 1);
+    assert_eq!(first.conn.handle_tick(first.now), Flow::Continue);
+    // Through its own group the second connection joins.
+    let mut third = Wire::in_group(&server, 1);
+    assert_eq!(third.login(params, isid, tsih, 2), tsih);
+}
+
+#[test]
+fn send_targets_gives_each_portal_the_tag_of_its_group() {
+    let server = two_group_server();
+    let mut w = Wire::in_group(&server, 2);
+    let config = initiator(
+        SessionType::Discovery,
+        [0x80, 0, 0, 0, 0, 0x72],
+        0,
+        1,
+        LocalParams::default(),
+    );
+    let mut login = InitiatorLogin::new(config, [3; 32]);
+    let mut step = login.start();
+    while let InitiatorStep::Send { request, data } = step {
+        let (_, out) = w.send(&Pdu::LoginRequest(request), &data);
+        let (Pdu::LoginResponse(resp), text) = &out[0] else {
+            panic!()
+        };
+        step = login.handle_response(resp, text).expect("discovery login");
+    }
+    let request = isoe_wire::pdu::TextRequest {
+        immediate: true,
+        final_bit: true,
+        initiator_task_tag: 2,
+        target_transfer_tag: RESERVED_TAG,
+        cmd_sn: 10,
+        ..Default::default()
+    };
+    let out = w.send(&Pdu::TextRequest(request), b"SendTargets=All\0").1;
+    let (Pdu::TextResponse(_), text) = &out[0] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(
+        String::from_utf8(text.clone()).unwrap(),
+        format!(
+            "TargetName={TARGET}\0TargetAddress=127.0.0.1:3260,1\0\
+             TargetAddress=127.0.0.2:3261,2\0"
+        )
+    );
 }

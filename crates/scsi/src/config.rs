@@ -25,10 +25,11 @@ pub struct LunConfig {
     pub unit_serial: String,
     /// NAA IEEE Registered Extended designator (NAA 6h) of the logical unit (VPD page 83h).
     pub naa: [u8; 16],
-    /// SCSI name string of the target port, "<target iqn>,t,0x0001" (VPD page 83h).
-    pub target_port_name: String,
-    /// RELATIVE TARGET PORT IDENTIFIER (VPD page 83h), nonzero.
-    pub relative_port: u16,
+    /// The iSCSI name of the target the unit belongs to. With the relative
+    /// target port of each command's I_T nexus it makes the SCSI name
+    /// string of the target port, `<target name>,t,0x<tag>` (VPD page 83h);
+    /// empty: no such designator.
+    pub target_name: String,
     /// The LUN this unit answers on (REPORT LUNS when no target-level list exists).
     pub lun_number: u16,
     /// Where persistent reservations are kept when an initiator asks for
@@ -48,8 +49,7 @@ impl Default for LunConfig {
             revision: "0001".to_owned(),
             unit_serial: String::new(),
             naa: [0x60, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
-            target_port_name: String::new(),
-            relative_port: 1,
+            target_name: String::new(),
             lun_number: 0,
             reservations_file: None,
         }
@@ -80,9 +80,6 @@ pub enum ConfigError {
     /// SAM-5 4.7.7: flat space addressing reaches LUN 16383.
     #[error("lun_number {0} is above 16383")]
     LunNumber(u16),
-    /// SPC-5 7.7.6.8: relative target port 0 is reserved.
-    #[error("relative_port must not be 0")]
-    RelativePort,
 }
 
 impl LunConfig {
@@ -107,9 +104,6 @@ impl LunConfig {
         }
         if self.lun_number > 0x3fff {
             return Err(ConfigError::LunNumber(self.lun_number));
-        }
-        if self.relative_port == 0 {
-            return Err(ConfigError::RelativePort);
         }
         Ok(())
     }

@@ -3,12 +3,15 @@
 //!
 //! Owns CDB decoding, status and sense, and the behaviour of a direct-access
 //! block device: INQUIRY and its VPD pages, mode pages, READ CAPACITY, the
-//! READ/WRITE/VERIFY family, cache and provisioning commands, REPORT LUNS and
-//! REPORT SUPPORTED OPERATION CODES. Media come from `isoe-store`.
+//! READ/WRITE/VERIFY family, cache and provisioning commands, REPORT LUNS,
+//! REPORT SUPPORTED OPERATION CODES, and implicit ALUA (REPORT TARGET PORT
+//! GROUPS, the access states of the target's ports). Media come from
+//! `isoe-store`.
 //! Never touches iSCSI PDUs or sockets: the transport hands in a CDB and
 //! Data-Out bytes and takes back a `Completion` and Data-In bytes.
 #![forbid(unsafe_code)]
 
+pub mod alua;
 pub mod attention;
 mod background;
 mod block_cdb;
@@ -54,6 +57,7 @@ pub mod vpd;
 mod write_atomic;
 mod write_same;
 
+pub use alua::{AccessState, PortGroup, PortGroups};
 pub use background::{Background, Outcome};
 pub use completion::Completion;
 pub use config::{ConfigError, LunConfig};

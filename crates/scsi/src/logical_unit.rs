@@ -46,10 +46,11 @@ pub struct LogicalUnit {
 }
 
 /// What a command handler may know besides its CDB and data: who sent it,
-/// and the other units of the target.
+/// and the target around the unit.
 pub(crate) struct Context<'a> {
     pub(crate) nexus: &'a Nexus,
-    /// EXTENDED COPY resolves its identification descriptors here.
+    /// EXTENDED COPY resolves its identification descriptors here; ALUA
+    /// finds the target's port groups here.
     pub(crate) units: &'a dyn UnitDirectory,
     /// Work a command left to finish after dispatch (see [`Outcome::Later`]).
     pub(crate) later: Cell<Option<Background>>,
@@ -239,8 +240,8 @@ impl LogicalUnit {
         }
     }
 
-    /// Runs a command no unit attention stopped: reservations first, then
-    /// the command itself.
+    /// Runs a command no unit attention stopped: the access state of the
+    /// port it came through first, then reservations, then the command.
     fn run(
         &self,
         context: &Context<'_>,
@@ -260,6 +261,15 @@ impl LogicalUnit {
             return Completion::check_condition(Sense::not_ready_offline());
         }
         let nexus = context.nexus;
+        // SPC-5 5.16.2.4: a port in standby or unavailable serves only the
+        // commands that report state.
+        let state = context
+            .units
+            .port_groups()
+            .state_of_port(nexus.relative_target_port);
+        if let Err(sense) = crate::alua::check_access(state, cdb) {
+            return Completion::check_condition(sense);
+        }
         if !self.reservations.permits(nexus, cdb) && !self.holder_gone(context, cdb) {
             return Completion::reservation_conflict();
         }
@@ -314,7 +324,7 @@ impl LogicalUnit {
                 };
                 crate::request_sense::request_sense(cdb, &pending, data_in)
             }
-            INQUIRY => crate::inquiry::inquiry(self, cdb, data_in),
+            INQUIRY => crate::inquiry::inquiry(self, context, cdb, data_in),
             MODE_SENSE_6 | MODE_SENSE_10 => crate::mode::mode_sense(self, cdb, data_in),
             MODE_SELECT_6 | MODE_SELECT_10 => {
                 crate::mode_select::mode_select(self, context.nexus, cdb, data_out)
@@ -331,6 +341,11 @@ impl LogicalUnit {
                 REPORT_SUPPORTED_OPERATION_CODES_SA => {
                     crate::supported_opcodes::report_supported_operation_codes(cdb, data_in)
                 }
+                REPORT_TARGET_PORT_GROUPS_SA => crate::alua::report_target_port_groups(
+                    context.units.port_groups(),
+                    cdb,
+                    data_in,
+                ),
                 _ => Err(Sense::invalid_field_in_cdb(1, 4)),
             },
             REPORT_LUNS => {

@@ -112,10 +112,8 @@ impl MediaLog {
     /// The log of the unit `config` describes.
     pub(crate) fn new(config: &LunConfig) -> Self {
         let mut unit = format!("LUN {}", config.lun_number);
-        // The SCSI name string of the target port is "<target name>,t,0x<tag>".
-        let target = config.target_port_name.split(",t,").next().unwrap_or("");
-        if !target.is_empty() {
-            unit.push_str(&format!(" of {target}"));
+        if !config.target_name.is_empty() {
+            unit.push_str(&format!(" of {}", config.target_name));
         }
         let serial = if config.unit_serial.is_empty() {
             config.naa_hex()
@@ -191,7 +189,7 @@ mod tests {
         MediaLog::new(&LunConfig {
             lun_number: 3,
             unit_serial: "SER1".into(),
-            target_port_name: "iqn.2026-11.io.isoe:db,t,0x0001".into(),
+            target_name: "iqn.2026-11.io.isoe:db".into(),
             ..LunConfig::default()
         })
     }

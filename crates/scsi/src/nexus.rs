@@ -1,9 +1,10 @@
 //! Who sends a command: the I_T nexus (SAM-5 4.6), and how a unit finds the
-//! other units of its target (for EXTENDED COPY).
+//! other units of its target (for EXTENDED COPY) and the target's port
+//! groups (ALUA).
 
 use std::sync::Arc;
 
-use crate::LogicalUnit;
+use crate::{LogicalUnit, PortGroups};
 
 /// One I_T nexus as the device server sees it: the initiator port and the
 /// target port a command came through. Reservations and unit attentions are
@@ -16,7 +17,10 @@ pub struct Nexus {
     /// The session's ISID: with the name it makes the initiator port name
     /// `<name>,i,0x<isid>`.
     pub isid: [u8; 6],
-    /// RELATIVE TARGET PORT IDENTIFIER of the target port (the portal group).
+    /// RELATIVE TARGET PORT IDENTIFIER of the target port: in iSCSI the
+    /// target portal group tag of the session (each portal group is one
+    /// SCSI target port). It names the port in VPD page 83h and, through
+    /// [`UnitDirectory::port_groups`], the port's ALUA group and state.
     pub relative_target_port: u16,
 }
 
@@ -42,7 +46,8 @@ impl Nexus {
 
 /// What a unit may ask of the target around it: the other logical units,
 /// for commands that name another unit (EXTENDED COPY's identification
-/// descriptors), and what the transport knows of an I_T nexus.
+/// descriptors), what the transport knows of an I_T nexus, and the target's
+/// port groups.
 pub trait UnitDirectory: Send + Sync {
     /// The unit whose NAA designator (VPD page 83h, 16 bytes) is `naa`.
     fn unit_by_naa(&self, naa: &[u8]) -> Option<Arc<LogicalUnit>>;
@@ -52,6 +57,14 @@ pub trait UnitDirectory: Send + Sync {
     /// is in flight on another thread). False when unknown.
     fn nexus_closed(&self, _nexus: &Nexus) -> bool {
         false
+    }
+
+    /// The target port groups of the target (ALUA, SPC-5 5.16): REPORT
+    /// TARGET PORT GROUPS lists them, and a command through a port in
+    /// standby or unavailable is refused. By default one group, 1, of
+    /// one port, 1, active/optimized ([`PortGroups::single`]).
+    fn port_groups(&self) -> &PortGroups {
+        PortGroups::single()
     }
 }
 

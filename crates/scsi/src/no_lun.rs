@@ -44,7 +44,7 @@ fn dispatch(cdb: &[u8], lun_numbers: &[u16], data_in: &mut Vec<u8>) -> Result<()
                 product: String::new(),
                 ..LunConfig::default()
             };
-            standard_data(&config, NO_LOGICAL_UNIT, data_in);
+            standard_data(&config, NO_LOGICAL_UNIT, false, data_in);
             crate::data_in::truncate_to_allocation_length(data_in, u32::from(cdb::u16_at(cdb, 3)));
             Ok(())
         }

@@ -86,7 +86,8 @@ pub const PERSISTENT_RESERVE_IN: u8 = 0x5e;
 pub const PERSISTENT_RESERVE_OUT: u8 = 0x5f;
 /// REPORT LUNS (SPC-5 6.33).
 pub const REPORT_LUNS: u8 = 0xa0;
-/// MAINTENANCE IN (SPC-5 table 3); see [`REPORT_SUPPORTED_OPERATION_CODES_SA`].
+/// MAINTENANCE IN (SPC-5 table 3); see [`REPORT_SUPPORTED_OPERATION_CODES_SA`]
+/// and [`REPORT_TARGET_PORT_GROUPS_SA`].
 pub const MAINTENANCE_IN: u8 = 0xa3;
 /// READ (12) (SBC-4 5.15).
 pub const READ_12: u8 = 0xa8;
@@ -105,6 +106,8 @@ pub const READ_CAPACITY_16_SA: u16 = 0x10;
 pub const GET_LBA_STATUS_SA: u16 = 0x12;
 /// REPORT SUPPORTED OPERATION CODES: service action 0Ch of MAINTENANCE IN (SPC-5 6.35).
 pub const REPORT_SUPPORTED_OPERATION_CODES_SA: u16 = 0x0c;
+/// REPORT TARGET PORT GROUPS: service action 0Ah of MAINTENANCE IN (SPC-5 6.36).
+pub const REPORT_TARGET_PORT_GROUPS_SA: u16 = 0x0a;
 
 /// Whether a command with operation code `op` reads or changes the medium
 /// (data, allocation, or the cache), so that on a store whose calls may

@@ -316,6 +316,14 @@ pub const SUPPORTED_COMMANDS: &[SupportedCommand] = &[
             0xa0, 0x00, 0xff, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00,
         ],
     ),
+    // Byte 1: PARAMETER DATA FORMAT (bits 7:5) and the service action.
+    with_service_action(
+        MAINTENANCE_IN,
+        REPORT_TARGET_PORT_GROUPS_SA,
+        &[
+            0xa3, 0xea, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00,
+        ],
+    ),
     with_service_action(
         MAINTENANCE_IN,
         REPORT_SUPPORTED_OPERATION_CODES_SA,

@@ -1,6 +1,7 @@
 //! Vital product data pages (SPC-5 7.7, SBC-4 6.6).
 
 use crate::inquiry::DIRECT_ACCESS_BLOCK_DEVICE;
+use crate::logical_unit::Context;
 use crate::{limits, LogicalUnit, Sense};
 
 /// SUPPORTED VPD PAGES (SPC-5 7.7.16).
@@ -29,10 +30,11 @@ const PAGES: [u8; 7] = [
     LOGICAL_BLOCK_PROVISIONING,
 ];
 
-/// Appends VPD page `page_code`, or fails with INVALID FIELD IN CDB for a page
-/// we do not have.
+/// Appends VPD page `page_code` as seen through the I_T nexus of
+/// `context`, or fails with INVALID FIELD IN CDB for a page we do not have.
 pub(crate) fn vital_product_data(
     unit: &LogicalUnit,
+    context: &Context<'_>,
     page_code: u8,
     data_in: &mut Vec<u8>,
 ) -> Result<(), Sense> {
@@ -41,7 +43,7 @@ pub(crate) fn vital_product_data(
     match page_code {
         SUPPORTED_VPD_PAGES => data_in.extend_from_slice(&PAGES),
         UNIT_SERIAL_NUMBER => unit_serial_number(unit, data_in),
-        DEVICE_IDENTIFICATION => device_identification(unit, data_in),
+        DEVICE_IDENTIFICATION => device_identification(unit, context, data_in),
         THIRD_PARTY_COPY => crate::copy_results::third_party_copy_vpd(unit, data_in),
         BLOCK_LIMITS => block_limits(unit, data_in),
         BLOCK_DEVICE_CHARACTERISTICS => block_device_characteristics(data_in),
@@ -68,17 +70,24 @@ fn unit_serial_number(unit: &LogicalUnit, data_in: &mut Vec<u8>) {
     }
 }
 
-/// SPC-5 7.7.6: the logical unit's NAA designator, the target port's SCSI name
-/// string and its relative target port identifier.
-fn device_identification(unit: &LogicalUnit, data_in: &mut Vec<u8>) {
+/// SPC-5 7.7.6: the logical unit's NAA designator, then the designators of
+/// the target port the command came through: its SCSI name string, its
+/// relative target port identifier, and its target port group. The port
+/// is the I_T nexus's, so each path of a multipath initiator sees its own.
+fn device_identification(unit: &LogicalUnit, context: &Context<'_>, data_in: &mut Vec<u8>) {
     // SPC-5 7.7.6.6.5 NAA IEEE Registered Extended: binary, LU association, type 3.
     data_in.extend_from_slice(&[0x01, 0x03, 0x00, 16]);
     data_in.extend_from_slice(&unit.config.naa);
 
-    let name = unit.config.target_port_name.as_bytes();
-    if !name.is_empty() {
+    let port = context.nexus.relative_target_port;
+    let target_name = &unit.config.target_name;
+    if !target_name.is_empty() {
         // SPC-5 7.7.6.11 SCSI name string: protocol iSCSI (5h), UTF-8, PIV=1,
-        // target port association, type 8; null terminated, padded to 4 bytes.
+        // target port association, type 8; the iSCSI target port name
+        // (RFC 7143 §4.4.1) `<target name>,t,0x<portal group tag>`, null
+        // terminated, padded to 4 bytes.
+        let port_name = format!("{target_name},t,0x{port:04x}");
+        let name = port_name.as_bytes();
         let padded_len = (name.len() + 1).next_multiple_of(4).min(252);
         let mut designator = name[..name.len().min(padded_len - 1)].to_vec();
         designator.resize(padded_len, 0);
@@ -89,7 +98,15 @@ fn device_identification(unit: &LogicalUnit, data_in: &mut Vec<u8>) {
     // SPC-5 7.7.6.8 relative target port: protocol iSCSI, binary, PIV=1,
     // target port association, type 4.
     data_in.extend_from_slice(&[0x51, 0x94, 0x00, 4, 0, 0]);
-    data_in.extend_from_slice(&unit.config.relative_port.to_be_bytes());
+    data_in.extend_from_slice(&port.to_be_bytes());
+
+    // SPC-5 7.7.6.9 target port group: protocol iSCSI, binary, PIV=1,
+    // target port association, type 5; the ALUA group REPORT TARGET PORT
+    // GROUPS lists the port in.
+    if let Some(group) = context.units.port_groups().group_of_port(port) {
+        data_in.extend_from_slice(&[0x51, 0x95, 0x00, 4, 0, 0]);
+        data_in.extend_from_slice(&group.to_be_bytes());
+    }
 }
 
 /// SBC-4 6.6.4 Block Limits, page length 3Ch.

@@ -84,7 +84,10 @@ pub struct Target {
     addr: SocketAddr,
     /// Every portal, `addr` first.
     addrs: Vec<SocketAddr>,
+    /// The `--listen` portals; none: the configuration's own.
     portals: Vec<String>,
+    /// How many "listening on" lines to wait for.
+    expected: usize,
     config: Option<PathBuf>,
     output: Arc<Mutex<String>>,
     /// The open-files limit the target runs with, when a test sets one.
@@ -111,19 +114,21 @@ impl Target {
         Target::launch(Some(config.path().to_path_buf()), portals)
     }
 
-    /// A target serving `config` on the portals its file names (no
-    /// `--listen`), as tests of portals changed at run time need; waits for
-    /// `portals` "listening on" lines.
-    pub fn with_file_portals(config: &TargetConfig, portals: usize) -> Target {
-        let placeholders = vec![String::new(); portals];
+    /// A target serving `config` on the portals the configuration itself
+    /// names (no `--listen`), `count` of them, as portal group tests and
+    /// tests of portals changed at run time need. [`Target::addrs`] lists
+    /// them in the configuration's order.
+    pub fn with_config_portals(config: &TargetConfig, count: usize) -> Target {
         let output = Arc::new(Mutex::new(String::new()));
-        let (child, addrs) = spawn(Some(config.path()), &placeholders, &output, None, &[]);
+        let config = Some(config.path().to_path_buf());
+        let (child, addrs) = spawn(config.as_deref(), &[], count, &output, None, &[]);
         Target {
             child: Some(child),
             addr: addrs[0],
             addrs,
-            portals: placeholders,
-            config: Some(config.path().to_path_buf()),
+            portals: Vec::new(),
+            expected: count,
+            config,
             output,
             open_files: None,
             env: Vec::new(),
@@ -135,11 +140,6 @@ impl Target {
         if let Some(pid) = self.pid() {
             send_signal(pid as libc::pid_t, signal);
         }
-    }
-
-    /// Every portal the target listens on.
-    pub fn addrs(&self) -> &[SocketAddr] {
-        &self.addrs
     }
 
     /// A target serving `config` with its open-files limit (RLIMIT_NOFILE)
@@ -180,12 +180,21 @@ impl Target {
     ) -> Target {
         let output = Arc::new(Mutex::new(String::new()));
         let portals: Vec<String> = portals.iter().map(|p| p.to_string()).collect();
-        let (child, addrs) = spawn(config.as_deref(), &portals, &output, open_files, &env);
+        let expected = portals.len();
+        let (child, addrs) = spawn(
+            config.as_deref(),
+            &portals,
+            expected,
+            &output,
+            open_files,
+            &env,
+        );
         Target {
             child: Some(child),
             addr: addrs[0],
             addrs,
             portals,
+            expected,
             config,
             output,
             open_files,
@@ -199,6 +208,11 @@ impl Target {
             .iter()
             .map(|addr| format!("iscsi://{addr}/{target}/{lun}"))
             .collect()
+    }
+
+    /// Every portal the target listens on, in the order given.
+    pub fn addrs(&self) -> &[SocketAddr] {
+        &self.addrs
     }
 
     /// The portal the target listens on.
@@ -311,6 +325,7 @@ impl Target {
         let (child, addrs) = spawn(
             self.config.as_deref(),
             &self.portals,
+            self.expected,
             &self.output,
             self.open_files,
             &self.env,
@@ -344,10 +359,12 @@ pub fn send_signal(pid: libc::pid_t, signal: libc::c_int) {
     }
 }
 
-/// Starts the binary and waits for a "listening on" line per portal.
+/// Starts the binary with a `--listen` per portal of `portals` and waits
+/// for `expected` "listening on" lines.
 fn spawn(
     config: Option<&Path>,
     portals: &[String],
+    expected: usize,
     output: &Arc<Mutex<String>>,
     open_files: Option<u64>,
     env: &[(String, String)],
@@ -428,7 +445,7 @@ fn spawn(
         match rx.recv_timeout(Duration::from_millis(50)) {
             Ok(addr) => {
                 addrs.push(addr);
-                if addrs.len() == portals.len() {
+                if addrs.len() == expected {
                     return (child, addrs);
                 }
             }

@@ -37,6 +37,9 @@ pub enum ApplyError {
     Portal(#[from] StartError),
 }
 
+/// A portal's listening socket and the address it is bound to.
+type Bound = (TcpListener, SocketAddr);
+
 /// What was prepared for one target that stays.
 struct TargetPlan {
     target: Arc<Target>,
@@ -100,10 +103,31 @@ pub fn apply(
             }
         }
     }
-    let mut listeners: Vec<(SocketAddr, TcpListener, SocketAddr)> = Vec::new();
-    for addr in new.portals.iter().filter(|p| !old.portals.contains(p)) {
-        let (listener, local) = crate::driver::bind(*addr)?;
-        listeners.push((*addr, listener, local));
+    // Portals come and go live within the portal groups the target runs
+    // with; a change to the groups themselves (tags, ALUA states) is for
+    // the next start, portals and all, since initiators learn the groups
+    // from REPORT TARGET PORT GROUPS.
+    let groups_changed = group_definitions(old) != group_definitions(new);
+    let (old_portals, new_portals) = if groups_changed {
+        (Vec::new(), Vec::new())
+    } else {
+        (tagged_portals(old), tagged_portals(new))
+    };
+    let removed: Vec<_> = old_portals
+        .iter()
+        .filter(|p| !new_portals.contains(p))
+        .copied()
+        .collect();
+    let mut listeners: Vec<(SocketAddr, u16, Option<Bound>)> = Vec::new();
+    for &(addr, tag) in new_portals.iter().filter(|p| !old_portals.contains(p)) {
+        // A portal that moves to another group is bound once its old
+        // listener has gone (below); any other is bound now.
+        let bound = if removed.iter().any(|(a, _)| *a == addr) {
+            None
+        } else {
+            Some(crate::driver::bind(addr)?)
+        };
+        listeners.push((addr, tag, bound));
     }
 
     // Commit: nothing below fails.
@@ -137,23 +161,33 @@ pub fn apply(
             None => "discovery CHAP removed".into(),
         });
     }
-    for addr in old.portals.iter().filter(|p| !new.portals.contains(p)) {
+    for (addr, _) in &removed {
         if handle.remove(*addr) {
             applied.changes.push(format!("portal {addr} removed"));
         }
     }
-    for (configured, listener, local) in listeners {
-        match handle.serve(configured, listener, local) {
-            Ok(()) => applied
-                .changes
-                .push(format!("portal {configured} added (listening on {local})")),
+    for (configured, tag, bound) in listeners {
+        let served = match bound {
+            Some((listener, local)) => Ok((listener, local)),
+            None => crate::driver::bind(configured),
+        }
+        .and_then(|(listener, local)| {
+            handle
+                .serve(configured, listener, local, tag)
+                .map(|()| local)
+        });
+        match served {
+            Ok(local) => applied.changes.push(format!(
+                "portal {configured} added to portal group {tag} (listening on {local})"
+            )),
             Err(e) => applied
                 .changes
-                .push(format!("portal {configured} failed: {e}")),
+                .push(format!("portal {configured} not served: {e}")),
         }
     }
     handle.wake(&wake);
     let restart_only = [
+        ("[[portal_group]] and the portals", groups_changed),
         ("state_dir", old.state_dir != new.state_dir),
         ("[datapath]", old.datapath != new.datapath),
         ("[limits]", old.limits != new.limits),
@@ -165,6 +199,24 @@ pub fn apply(
         .map(|(key, _)| key.to_string())
         .collect();
     Ok(applied)
+}
+
+/// Each portal as configured, with its portal group's tag.
+fn tagged_portals(config: &Config) -> Vec<(SocketAddr, u16)> {
+    (0..config.portals.len())
+        .map(|i| (config.portals[i], config.portal_group_tag(i)))
+        .collect()
+}
+
+/// What initiators are told of the portal groups: tags, states, PREF.
+fn group_definitions(config: &Config) -> Vec<(u16, isoe_scsi::AccessState, bool)> {
+    let mut groups: Vec<_> = config
+        .portal_groups
+        .iter()
+        .map(|g| (g.tag, g.alua_state, g.preferred))
+        .collect();
+    groups.sort_by_key(|g| g.0);
+    groups
 }
 
 fn flush_units<'a>(units: impl Iterator<Item = &'a Arc<LogicalUnit>>) {

@@ -164,7 +164,7 @@ impl Admin {
         let text = doc.to_string();
         let mut new = Config::parse(&text, state.path.as_deref()).map_err(AdminError::Config)?;
         if let Some(listen) = &state.listen {
-            new.portals = listen.clone();
+            new.set_portals(listen.clone());
         }
         let unchanged_text = text == state.doc.to_string();
         let staged = match (&state.path, unchanged_text) {

@@ -5,6 +5,7 @@
 use super::*;
 use crate::log::LoginStatus;
 use isoe_wire::login::status_description;
+use isoe_wire::login::{Admission, LoginFailure, LoginPolicy};
 
 pub(super) struct LoginPhase {
     pub(super) machine: TargetLogin,
@@ -26,6 +27,38 @@ fn name_in(data: &[u8], key: &[u8]) -> Option<String> {
         .find_map(|pair| pair.strip_prefix(key))?;
     let value = &value[..value.len().min(NAME_BYTES_MAX)];
     Some(String::from_utf8_lossy(value).into_owned())
+}
+
+/// The server's login policy as one portal group applies it: a target's
+/// own settings carry the group's TargetPortalGroupTag (RFC 7143 §13.9).
+struct ThroughPortalGroup<'a> {
+    server: &'a Server,
+    tag: u16,
+}
+
+impl LoginPolicy for ThroughPortalGroup<'_> {
+    fn admit(
+        &self,
+        session_type: SessionType,
+        initiator_name: &str,
+        target_name: Option<&str>,
+    ) -> Result<Admission, LoginFailure> {
+        let mut admission = self
+            .server
+            .admit(session_type, initiator_name, target_name)?;
+        if let Some(overrides) = &mut admission.overrides {
+            overrides.target_portal_group_tag = self.tag;
+        }
+        Ok(admission)
+    }
+
+    fn record_challenge(&self, challenge: &[u8]) -> bool {
+        self.server.record_challenge(challenge)
+    }
+
+    fn is_own_challenge(&self, challenge: &[u8]) -> bool {
+        self.server.is_own_challenge(challenge)
+    }
 }
 
 /// A login failure's answer held back ([`crate::admission::FailureLog`]).
@@ -57,9 +90,11 @@ impl Connection {
         if phase.target.is_none() {
             phase.target = name_in(data, b"TargetName=");
         }
-        let step = phase
-            .machine
-            .handle_request(&req, data, &*self.server, &random);
+        let policy = ThroughPortalGroup {
+            server: &self.server,
+            tag: self.portal_group_tag,
+        };
+        let step = phase.machine.handle_request(&req, data, &policy, &random);
         let initiator = phase.initiator.clone();
         let target = phase.target.clone();
         let mut response = step.response;
@@ -260,7 +295,12 @@ impl Connection {
             let session = self
                 .server
                 .create_session(
-                    (&params.initiator_name, first.isid, target_name.as_deref()),
+                    (
+                        &params.initiator_name,
+                        first.isid,
+                        target_name.as_deref(),
+                        self.portal_group_tag,
+                    ),
                     random,
                     &mut self.wake,
                     |tsih| {
@@ -299,6 +339,21 @@ impl Connection {
                 return Err((
                     login_status::CANT_INCLUDE_IN_SESSION,
                     "connection names another target than its session".into(),
+                ));
+            }
+            let group = session.nexus.relative_target_port;
+            if group != self.portal_group_tag {
+                // RFC 7143 §4.4.1: a session's connections are all in one
+                // portal group; its identifier holds the group's tag, so
+                // through another group no such session exists (as LIO
+                // answers too).
+                return Err((
+                    login_status::SESSION_DOES_NOT_EXIST,
+                    format!(
+                        "session TSIH {} is in portal group {group}, this connection \
+                         came through portal group {}",
+                        negotiated.tsih_requested, self.portal_group_tag
+                    ),
                 ));
             }
             session

@@ -140,6 +140,9 @@ pub struct Endpoint {
     pub serial: u64,
     /// The portal address the connection arrived on.
     pub local: SocketAddr,
+    /// The tag of that portal's group: the TargetPortalGroupTag its login
+    /// declares, and the relative target port of the session it makes.
+    pub portal_group_tag: u16,
     /// The initiator's address.
     pub peer: SocketAddr,
     /// Whether the peer closed the connection, asked from elsewhere (see
@@ -174,6 +177,7 @@ pub struct Connection {
     server: Arc<Server>,
     serial: u64,
     local: SocketAddr,
+    portal_group_tag: u16,
     peer: SocketAddr,
     peer_gone: Option<PeerProbe>,
     random: StdRng,
@@ -241,13 +245,14 @@ impl Connection {
         seed: [u8; 32],
     ) -> Connection {
         let defaults = &server.config.defaults;
-        let machine = TargetLogin::new(login_config(defaults, 1));
         let Endpoint {
             serial,
             local,
+            portal_group_tag,
             peer,
             peer_gone,
         } = endpoint;
+        let machine = TargetLogin::new(login_config(defaults, portal_group_tag));
         server.gate.login_started(peer.ip());
         let output_gauge = Arc::clone(&server.output_bytes);
         let nop_interval = Duration::from_secs(defaults.nop_in_interval_s as u64);
@@ -258,6 +263,7 @@ impl Connection {
             server,
             serial,
             local,
+            portal_group_tag,
             peer,
             peer_gone,
             random: StdRng::from_seed(seed),
@@ -813,7 +819,8 @@ impl Connection {
 }
 
 /// What a command may ask of the target beyond its own unit: the target's
-/// other units, and whether another I_T nexus's connections are closed.
+/// other units, whether another I_T nexus's connections are closed, and
+/// the target's port groups (ALUA).
 struct TargetView<'a> {
     luns: &'a LunTable,
     server: &'a Server,
@@ -840,5 +847,9 @@ impl isoe_scsi::UnitDirectory for TargetView<'_> {
 
     fn nexus_closed(&self, nexus: &Nexus) -> bool {
         self.server.nexus_closed(nexus)
+    }
+
+    fn port_groups(&self) -> &isoe_scsi::PortGroups {
+        self.server.port_groups()
     }
 }

@@ -63,6 +63,8 @@ pub struct Running {
 struct Acceptor {
     configured: SocketAddr,
     local: SocketAddr,
+    /// Its portal group's tag.
+    group_tag: u16,
     stop: Arc<std::sync::atomic::AtomicBool>,
     thread: JoinHandle<()>,
 }
@@ -90,15 +92,24 @@ impl Handle {
             .collect()
     }
 
+    /// Each portal as configured, with its portal group's tag.
+    pub fn groups(&self) -> Vec<(SocketAddr, u16)> {
+        self.list()
+            .iter()
+            .map(|a| (a.configured, a.group_tag))
+            .collect()
+    }
+
     /// Serves `listener` (bound by [`bind`] to `local`) as the portal
-    /// configured as `configured`.
+    /// configured as `configured`, in portal group `group_tag`.
     pub fn serve(
         &self,
         configured: SocketAddr,
         listener: TcpListener,
         local: SocketAddr,
+        group_tag: u16,
     ) -> Result<(), StartError> {
-        let acceptor = self.spawn(configured, listener, local)?;
+        let acceptor = self.spawn(configured, listener, local, group_tag)?;
         self.list().push(acceptor);
         self.advertise();
         Ok(())
@@ -109,6 +120,7 @@ impl Handle {
         configured: SocketAddr,
         listener: TcpListener,
         local: SocketAddr,
+        group_tag: u16,
     ) -> Result<Acceptor, StartError> {
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (shared, next, flag) = (
@@ -118,11 +130,15 @@ impl Handle {
         );
         let thread = std::thread::Builder::new()
             .name("isoe-accept".into())
-            .spawn(move || accept_loop(listener, local, &shared, &next, &flag))
+            .spawn(move || {
+                let portal = Portal { local, group_tag };
+                accept_loop(listener, portal, &shared, &next, &flag)
+            })
             .map_err(StartError::Worker)?;
         Ok(Acceptor {
             configured,
             local,
+            group_tag,
             stop,
             thread,
         })
@@ -153,8 +169,8 @@ impl Handle {
 
     /// SendTargets lists the portals served now.
     fn advertise(&self) {
-        let locals = self.list().iter().map(|a| a.local).collect();
-        self.shared.server.set_portals(locals);
+        let portals = self.list().iter().map(|a| (a.local, a.group_tag)).collect();
+        self.shared.server.set_portals(portals);
     }
 }
 
@@ -304,8 +320,9 @@ pub fn start_with_stores_wrapped(
         next: Arc::new(AtomicUsize::new(0)),
         list: Default::default(),
     });
-    for (configured, listener, local) in bound {
-        let acceptor = handle.spawn(configured, listener, local)?;
+    for (index, (configured, listener, local)) in bound.into_iter().enumerate() {
+        let group_tag = handle.shared.server.config.portal_group_tag(index);
+        let acceptor = handle.spawn(configured, listener, local, group_tag)?;
         handle.list().push(acceptor);
     }
     Ok(Running {
@@ -316,16 +333,27 @@ pub fn start_with_stores_wrapped(
     })
 }
 
+/// A portal as its accept loop knows it.
+#[derive(Clone, Copy)]
+struct Portal {
+    /// The address bound.
+    local: SocketAddr,
+    /// The tag of its portal group: its connections' TargetPortalGroupTag
+    /// and their sessions' relative target port.
+    group_tag: u16,
+}
+
 /// Accepts connections on one portal and places them on the workers in
 /// turn. Out of descriptors (EMFILE, ENFILE), it pauses, longer each time
 /// up to [`ACCEPT_BACKOFF_MAX`], rather than spin on the pending connection.
 fn accept_loop(
     listener: TcpListener,
-    local: SocketAddr,
+    portal: Portal,
     shared: &Shared,
     next: &AtomicUsize,
     stop: &std::sync::atomic::AtomicBool,
 ) {
+    let local = portal.local;
     let mut backoff = Duration::ZERO;
     let mut refusals = RefusalLog::default();
     loop {
@@ -344,9 +372,13 @@ fn accept_loop(
                     continue;
                 }
                 let worker = shared.pick_worker(next.fetch_add(1, Ordering::Relaxed));
+                // The address the initiator reached, not the listener's: on
+                // a wildcard portal SendTargets must name the former.
+                let local = stream.local_addr().unwrap_or(local);
                 shared.mailboxes[worker].post(Msg::Adopt {
                     stream,
                     local,
+                    portal_group_tag: portal.group_tag,
                     peer,
                 });
             }
@@ -429,6 +461,7 @@ mod tests {
         Endpoint {
             serial: 1,
             local: "127.0.0.1:3260".parse().unwrap(),
+            portal_group_tag: 1,
             peer: "127.0.0.1:40000".parse().unwrap(),
             peer_gone: None,
         }

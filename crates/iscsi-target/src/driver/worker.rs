@@ -64,6 +64,8 @@ pub(crate) enum Msg {
     Adopt {
         stream: TcpStream,
         local: SocketAddr,
+        /// The tag of the portal group `local` belongs to.
+        portal_group_tag: u16,
         peer: SocketAddr,
     },
     /// See [`Action::Wake`].
@@ -289,8 +291,9 @@ impl Worker {
             Msg::Adopt {
                 stream,
                 local,
+                portal_group_tag,
                 peer,
-            } => self.adopt(stream, local, peer),
+            } => self.adopt(stream, local, portal_group_tag, peer),
             Msg::Wake(serial) => self.route_wake(serial),
             Msg::Done {
                 serial,
@@ -344,7 +347,13 @@ impl Worker {
         }
     }
 
-    fn adopt(&mut self, stream: TcpStream, local: SocketAddr, peer: SocketAddr) {
+    fn adopt(
+        &mut self,
+        stream: TcpStream,
+        local: SocketAddr,
+        portal_group_tag: u16,
+        peer: SocketAddr,
+    ) {
         if stream.set_nonblocking(true).is_err() {
             self.release(peer.ip());
             return;
@@ -369,6 +378,7 @@ impl Worker {
         let endpoint = Endpoint {
             serial,
             local,
+            portal_group_tag,
             peer,
             peer_gone: Some(Arc::new(move || peer_closed(&probe))),
         };

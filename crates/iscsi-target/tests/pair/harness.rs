@@ -195,6 +195,9 @@ pub struct Pair {
     next_chunk: usize,
     /// Store work waits for [`Pair::release_work`] instead of running at once.
     pub hold_work: bool,
+    /// The portal group new connections arrive through (1 unless a test
+    /// sets another).
+    pub portal_group: u16,
     held_work: Vec<HeldWork>,
     wakes: Vec<u64>,
     done: Vec<Completion>,
@@ -213,6 +216,7 @@ impl Pair {
             chunks: Vec::new(),
             next_chunk: 0,
             hold_work: false,
+            portal_group: 1,
             held_work: Vec::new(),
             wakes: Vec::new(),
             done: Vec::new(),
@@ -238,9 +242,10 @@ impl Pair {
 
     // ---- connections and logins ------------------------------------------
 
-    /// A new connection the target has just accepted.
+    /// A new connection the target has just accepted on a portal of
+    /// [`Pair::portal_group`].
     pub fn connect(&mut self) -> usize {
-        let conn = MemoryConnection::accept(&self.server, self.now());
+        let conn = MemoryConnection::accept_in_group(&self.server, self.now(), self.portal_group);
         self.links.push(Link {
             conn,
             initiator: None,

@@ -551,3 +551,62 @@ fn a_ping_is_never_echoed_beyond_the_initiators_segment_length() {
         pair.sent_by_target(link)
     );
 }
+
+/// A target with portal group 1 (active/optimized) and 2 (standby).
+fn two_portal_groups() -> std::sync::Arc<isoe_target::Server> {
+    let text = format!(
+        "[[portal_group]]\ntag = 1\nportals = [\"127.0.0.1:0\"]\n\
+         [[portal_group]]\ntag = 2\nportals = [\"127.0.0.2:0\"]\nalua_state = \"standby\"\n\
+         [[target]]\nname = \"{}\"\n[[target.lun]]\nnumber = 0\nmemory = \"4MiB\"\n",
+        harness::TARGET
+    );
+    let config = isoe_target::Config::parse(&text, None).expect("config");
+    std::sync::Arc::new(isoe_target::Server::new(config).expect("server"))
+}
+
+/// The RELATIVE TARGET PORT IDENTIFIER of VPD page 83h (designator type 4).
+fn relative_port_in(page: &[u8]) -> Option<u16> {
+    let mut at = 4;
+    while at + 4 <= page.len() {
+        let length = usize::from(page[at + 3]);
+        if page[at + 1] & 0x0f == 4 && length == 4 {
+            return Some(u16::from_be_bytes([page[at + 6], page[at + 7]]));
+        }
+        at += 4 + length;
+    }
+    None
+}
+
+/// The initiator's sessions through two portal groups, with real logins:
+/// each sees its own target port in VPD page 83h, both see the same two
+/// groups in REPORT TARGET PORT GROUPS, and the one through the standby
+/// group is refused I/O with NOT READY, TARGET PORT IN STANDBY STATE.
+#[test]
+fn sessions_through_two_portal_groups_see_their_own_port_and_state() {
+    let mut pair = Pair::new(two_portal_groups());
+    let active = pair.login(&session_config(LocalParams::default(), 1, 20));
+    pair.portal_group = 2;
+    let standby = pair.login(&session_config(LocalParams::default(), 1, 21));
+    let vpd83 = [0x12, 0x01, 0x83, 0x01, 0x00, 0x00];
+    let rtpg = [0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 0x01, 0x00, 0, 0];
+    for (s, port) in [(active, 1), (standby, 2)] {
+        let done = pair.execute(s, Command::read(0, &vpd83, 256));
+        done.good().expect("INQUIRY GOOD on every path");
+        assert_eq!(relative_port_in(&done.buffer), Some(port));
+        let done = pair.execute(s, Command::read(0, &rtpg, 256));
+        done.good()
+            .expect("REPORT TARGET PORT GROUPS GOOD on every path");
+        let data = &done.buffer[..done.good().unwrap().data_in_len as usize];
+        let length = u32::from_be_bytes([data[0], data[1], data[2], data[3]]) as usize;
+        assert_eq!(length + 4, data.len(), "RETURN DATA LENGTH");
+        let groups: Vec<(u8, u16)> = data[4..]
+            .chunks(12)
+            .map(|d| (d[0] & 0x0f, u16::from_be_bytes([d[2], d[3]])))
+            .collect();
+        assert_eq!(groups, [(0x0, 1), (0x2, 2)], "A/O group 1, standby group 2");
+    }
+    assert_eq!(pair.read(active, 0, 1), vec![0; BLOCK]);
+    let status = pair.status(standby, Command::read(0, &cdb::read16(0, 1), BLOCK as u32));
+    assert_eq!(status.status, 2, "CHECK CONDITION");
+    assert_eq!(status.sense_key(), Some((0x02, 0x04, 0x0b)));
+}

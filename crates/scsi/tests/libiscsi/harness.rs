@@ -19,7 +19,7 @@ pub fn config() -> LunConfig {
         naa: [
             0x60, 0x01, 0x40, 0x5f, 0xd0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01,
         ],
-        target_port_name: "iqn.2024-01.org.isoe:disk,t,0x0001".to_owned(),
+        target_name: "iqn.2024-01.org.isoe:disk".to_owned(),
         ..LunConfig::default()
     }
 }

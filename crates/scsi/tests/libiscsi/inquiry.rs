@@ -20,7 +20,8 @@ fn standard_data_is_well_formed() {
     assert_eq!(data[3] & 0xc0, 0, "AERC and TRMTSK clear");
     assert_eq!(usize::from(data[4]), data.len() - 5, "ADDITIONAL LENGTH");
     assert_ne!(data[7] & 0x02, 0, "CMDQUE");
-    assert_eq!(data[5] & 0x31, 0, "TPGS off, no PROTECT");
+    assert_eq!(data[5] & 0x30, 0x10, "TPGS 01b: implicit ALUA");
+    assert_eq!(data[5] & 0x01, 0, "no PROTECT");
     for (i, &b) in data[8..36].iter().enumerate() {
         assert!(
             b == 0 || (0x20..=0x7e).contains(&b),
@@ -91,7 +92,7 @@ fn unit_serial_number_page() {
 }
 
 #[test]
-fn device_identification_page_has_naa_name_and_relative_port() {
+fn device_identification_page_has_naa_name_relative_port_and_port_group() {
     let unit = unit();
     let (completion, data) = run(&unit, &inquiry(true, 0x83, 255));
     assert_good(completion);
@@ -135,6 +136,20 @@ fn device_identification_page_has_naa_name_and_relative_port() {
         .expect("relative target port");
     assert_eq!(port.1 & 0x30, 0x10);
     assert_eq!(be16(&port.2, 2), 1);
+    let group = designators
+        .iter()
+        .find(|d| d.1 & 0x0f == 5)
+        .expect("target port group");
+    assert_eq!(
+        (group.0, group.1),
+        (0x51, 0x95),
+        "iSCSI, binary, PIV, target port"
+    );
+    assert_eq!(
+        group.2,
+        [0, 0, 0, 1],
+        "the one group of a unit served alone"
+    );
 }
 
 #[test]

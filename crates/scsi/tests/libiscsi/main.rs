@@ -4,6 +4,7 @@
 
 mod harness;
 
+mod alua;
 mod capacity;
 mod compare_and_write;
 mod defect_data;

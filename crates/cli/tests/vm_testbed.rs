@@ -174,6 +174,8 @@ fn the_vm_is_a_lab_ssh_host_a_kernel_initiator_and_a_lio_target() {
         "what the kernel wrote reads back whole"
     );
 
+    kernel_sees_the_port_groups(&host);
+
     // LIO in the VM, configured by the lab through configfs with knobs
     // that differ from LIO's defaults (HeaderDigest CRC32C,None and
     // ImmediateData Yes), so that the negotiation shows they took.
@@ -262,6 +264,75 @@ fn the_vm_is_a_lab_ssh_host_a_kernel_initiator_and_a_lio_target() {
     lio.stop().expect("take LIO down");
     assert_lio_gone(&lab_host);
     host.close();
+}
+
+/// ALUA as Linux sees it: isoe's target with two portal groups (1
+/// active/optimized and preferred, 2 active/non-optimized), a kernel
+/// session through each, and sg3-utils on each path's SCSI device:
+/// TPGS in INQUIRY, the path's relative target port in VPD 0x83, and both
+/// groups in REPORT TARGET PORT GROUPS (`sg_rtpg`).
+fn kernel_sees_the_port_groups(host: &Host) {
+    const ALUA_TARGET: &str = "iqn.2026-11.io.isoe:alua";
+    let free_port = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port()
+    };
+    let (p1, p2) = (free_port(), free_port());
+    let config = TargetConfig::new(&format!(
+        "[[portal_group]]\ntag = 1\nportals = [\"127.0.0.1:{p1}\"]\npreferred = true\n\n\
+         [[portal_group]]\ntag = 2\nportals = [\"127.0.0.1:{p2}\"]\n\
+         alua_state = \"active/non-optimized\"\n\n\
+         [[target]]\nname = \"{ALUA_TARGET}\"\n[[target.lun]]\nnumber = 0\nmemory = \"16MiB\"\n"
+    ));
+    let target = Target::with_config_portals(&config, 2);
+    let settings = NodeSettings::default();
+    let first = KernelSession::login(
+        host,
+        &format!("10.0.2.2:{p1}"),
+        ALUA_TARGET,
+        "default",
+        0,
+        &settings,
+    )
+    .expect("kernel login through portal group 1");
+    let second = KernelSession::login(
+        host,
+        &format!("10.0.2.2:{p2}"),
+        ALUA_TARGET,
+        "default",
+        0,
+        &settings,
+    )
+    .expect("kernel login through portal group 2");
+    for (session, port) in [(&first, 1), (&second, 2)] {
+        let dev = &session.device;
+        let inq = host.run(&["sg_inq", dev]).expect("sg_inq");
+        assert!(inq.contains("TPGS=1"), "implicit ALUA in INQUIRY:\n{inq}");
+        let vpd = host.run(&["sg_vpd", "--page=di", dev]).expect("sg_vpd");
+        assert!(
+            vpd.contains(&format!("Relative target port: 0x{port}")),
+            "{dev} is relative port {port}:\n{vpd}"
+        );
+        let rtpg = host.run(&["sg_rtpg", "--decode", dev]).expect("sg_rtpg");
+        for expected in [
+            "target port group id : 0x1 , Pref=1",
+            "target port group id : 0x2 , Pref=0",
+            "0x00 (active/optimized)",
+            "0x01 (active/non optimized)",
+            "Relative target port ids:\n      0x02",
+        ] {
+            assert!(
+                rtpg.contains(expected),
+                "{expected:?} in sg_rtpg on {dev}:\n{rtpg}"
+            );
+        }
+        eprintln!("sg_rtpg --decode {dev} (through portal group {port}):\n{rtpg}");
+    }
+    first.logout().expect("kernel logout (group 1)");
+    second.logout().expect("kernel logout (group 2)");
+    drop(target);
 }
 
 /// Nothing of [`LIO_TARGET`] is left in the VM's configfs: no target, no

@@ -192,6 +192,8 @@ pub fn apply(
         ("[datapath]", old.datapath != new.datapath),
         ("[limits]", old.limits != new.limits),
         ("[control]", old.control != new.control),
+        ("[metrics]", old.metrics != new.metrics),
+        ("[log]", old.log != new.log),
     ];
     applied.at_restart = restart_only
         .iter()

@@ -161,6 +161,10 @@ struct Ping {
     sent_at: Instant,
 }
 
+/// Latencies waiting to be recorded beyond which a flush records them
+/// itself ([`Connection::record_latencies`]).
+const LATENCIES_PENDING_MAX: usize = 1024;
+
 /// Counters a connection keeps for metrics.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ConnectionStats {
@@ -232,6 +236,8 @@ pub struct Connection {
     lun_stats: crate::metrics::LunCache,
     /// When the command being completed was taken (see `complete`).
     command_started: Instant,
+    /// Latencies recorded at the next flush.
+    latencies: crate::metrics::PendingLatencies,
 }
 
 impl Connection {
@@ -307,6 +313,7 @@ impl Connection {
             counting,
             lun_stats: Default::default(),
             command_started: now,
+            latencies: Default::default(),
         }
     }
 
@@ -454,7 +461,25 @@ impl Connection {
             info.in_flight
                 .store(in_flight, std::sync::atomic::Ordering::Relaxed);
         }
+        if self.latencies.len() > LATENCIES_PENDING_MAX {
+            // A driver that does not call `record_latencies` (or not
+            // often): the list stays bounded, at a clock read per flush.
+            self.latencies.record(&self.lun_stats, Instant::now());
+        }
         self.out.flush(sink, &mut self.pool)
+    }
+
+    /// Whether commands answered since the last [`Connection::record_latencies`]
+    /// wait for their latency to be recorded.
+    pub fn has_pending_latencies(&self) -> bool {
+        !self.latencies.is_empty()
+    }
+
+    /// Records the latencies of the commands answered since the last call,
+    /// as ending at `end`: the driver calls it once their output is sent,
+    /// with the time it reads anyway.
+    pub fn record_latencies(&mut self, end: Instant) {
+        self.latencies.record(&self.lun_stats, end);
     }
 
     fn take_buffer(&mut self) -> Vec<u8> {
@@ -756,6 +781,7 @@ impl Connection {
             );
             return;
         };
+        self.latencies.record(&self.lun_stats, Instant::now());
         if let (Some(info), Some(target)) = (&self.info, &session.target) {
             self.server
                 .stats

@@ -289,15 +289,12 @@ impl Connection {
                     _ if cmd.write => u64::from(edtl.saturating_sub(write_residual.count)),
                     _ => 0,
                 };
-                let ns = self.command_started.elapsed().as_nanos() as u64;
                 let sense_key = completion.sense.as_ref().map(|s| s.key);
-                self.lun_stats.get(&info.stats, lun).count(
-                    op,
-                    bytes,
-                    ns,
-                    completion.status as u8,
-                    sense_key,
-                );
+                let slot = self.lun_stats.slot(&info.stats, lun);
+                self.lun_stats
+                    .at(slot)
+                    .count(op, bytes, completion.status as u8, sense_key);
+                self.latencies.push(slot, op, self.command_started);
             }
         }
         let (exp_cmd_sn, max_cmd_sn) = (session.exp_cmd_sn(), session.max_cmd_sn());

@@ -200,6 +200,9 @@ pub(crate) struct Worker {
     /// and messages is handled: each sends once per batch, whether it was
     /// read, woken or had work come back, and however often.
     unsent: Vec<u64>,
+    /// Connections whose answered commands wait for their latency, recorded
+    /// once the batch's output is out.
+    timed: Vec<u64>,
 }
 
 fn timespec(d: Duration) -> Timespec {
@@ -240,6 +243,7 @@ impl Worker {
             local_wakes: Vec::new(),
             wakes: Vec::new(),
             unsent: Vec::new(),
+            timed: Vec::new(),
         })
     }
 
@@ -249,8 +253,11 @@ impl Worker {
         let mut messages = Vec::new();
         let mut next_tick = Instant::now() + TICK;
         let mut stopping = false;
+        // The time read after the last batch's output went out, if one was.
+        let mut sent_at: Option<Instant> = None;
         while !stopping {
-            let timeout = timespec(next_tick.saturating_duration_since(Instant::now()));
+            let before_wait = sent_at.take().unwrap_or_else(Instant::now);
+            let timeout = timespec(next_tick.saturating_duration_since(before_wait));
             events.clear();
             match epoll::wait(&self.epoll, spare_capacity(&mut events), Some(&timeout)) {
                 Ok(_) | Err(rustix::io::Errno::INTR) => {}
@@ -273,6 +280,17 @@ impl Worker {
                 self.run_local_wakes();
             }
             self.send_unsent();
+            if !self.timed.is_empty() {
+                // The clock read the wait above needs anyway, taken now:
+                // the end of the latency of every command answered.
+                let end = Instant::now();
+                for serial in self.timed.drain(..) {
+                    if let Some(slot) = self.slots.get_mut(&serial) {
+                        slot.pump.conn.record_latencies(end);
+                    }
+                }
+                sent_at = Some(end);
+            }
             let now = self.now;
             if now >= next_tick {
                 self.tick(now);
@@ -341,6 +359,9 @@ impl Worker {
                 slot.unsent = false;
                 let stream = &*slot.stream;
                 let progress = slot.pump.on_writable(stream, &mut &*stream, now);
+                if slot.pump.conn.has_pending_latencies() {
+                    self.timed.push(serial);
+                }
                 self.settle(serial, progress);
                 self.run_local_wakes();
             }

@@ -62,10 +62,16 @@ impl Histogram {
     /// Records one latency (owner thread only).
     #[inline]
     pub fn record(&self, ns: u64) {
+        self.record_many(ns, 1);
+    }
+
+    /// Records `n` commands that each took `ns` (owner thread only).
+    #[inline]
+    pub fn record_many(&self, ns: u64, n: u64) {
         let us = ns / 1_000;
         let i = LATENCY_BUCKETS_US.partition_point(|&bound| bound < us);
-        self.buckets[i].add(1);
-        self.sum_ns.add(ns);
+        self.buckets[i].add(n);
+        self.sum_ns.add(ns * n);
     }
 }
 
@@ -172,22 +178,98 @@ impl ConnStats {
 }
 
 /// A connection's own handles to its LUN counters: a command finds its
-/// LUN's without a lock.
+/// LUN's without a lock, and the last LUN's without a search.
 #[derive(Debug, Default)]
-pub struct LunCache(Vec<(u16, Arc<LunStats>)>);
+pub struct LunCache(Vec<(u16, Arc<LunStats>)>, Option<(u16, usize)>);
 
 impl LunCache {
-    /// The counters of `lun` on `conn`.
+    /// Where the counters of `lun` on `conn` are in this cache (a slot
+    /// never moves).
     #[inline]
-    pub fn get(&mut self, conn: &ConnStats, lun: u16) -> &LunStats {
-        let i = match self.0.iter().position(|(n, _)| *n == lun) {
+    pub fn slot(&mut self, conn: &ConnStats, lun: u16) -> usize {
+        if let Some((last, slot)) = self.1 {
+            if last == lun {
+                return slot;
+            }
+        }
+        let slot = match self.0.iter().position(|(n, _)| *n == lun) {
             Some(i) => i,
             None => {
                 self.0.push((lun, conn.lun(lun)));
                 self.0.len() - 1
             }
         };
-        &self.0[i].1
+        self.1 = Some((lun, slot));
+        slot
+    }
+
+    /// The counters in `slot`.
+    #[inline]
+    pub fn at(&self, slot: usize) -> &LunStats {
+        &self.0[slot].1
+    }
+}
+
+/// Latencies of commands answered in the batch under way, recorded once
+/// its output is sent, with the clock read the worker makes anyway before
+/// it waits again (a clock read per command would cost more than the rest
+/// of the counting together). Commands of one LUN and kind taken by the
+/// same read share an entry.
+#[derive(Debug, Default)]
+pub struct PendingLatencies(Vec<Pending>);
+
+#[derive(Debug)]
+struct Pending {
+    slot: u32,
+    op: Op,
+    count: u32,
+    started: std::time::Instant,
+}
+
+impl PendingLatencies {
+    /// A READ or WRITE counted in `slot` of a [`LunCache`], taken at `started`.
+    #[inline]
+    pub fn push(&mut self, slot: usize, op: Op, started: std::time::Instant) {
+        if op == Op::Other {
+            return;
+        }
+        let slot = slot as u32;
+        if let Some(last) = self.0.last_mut() {
+            if last.slot == slot && last.op == op && last.started == started {
+                last.count += 1;
+                return;
+            }
+        }
+        self.0.push(Pending {
+            slot,
+            op,
+            count: 1,
+            started,
+        });
+    }
+
+    /// How many entries wait.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether none waits.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Records every pending latency as ending at `now`.
+    pub fn record(&mut self, cache: &LunCache, now: std::time::Instant) {
+        for p in self.0.drain(..) {
+            let ns = now.saturating_duration_since(p.started).as_nanos() as u64;
+            let stats = cache.at(p.slot as usize);
+            let s = if p.op == Op::Read {
+                &stats.read
+            } else {
+                &stats.write
+            };
+            s.latency.record_many(ns, u64::from(p.count));
+        }
     }
 }
 
@@ -220,9 +302,10 @@ impl Op {
 
 impl LunStats {
     /// Counts one command that ended with `status` (and `sense_key` for
-    /// CHECK CONDITION), moving `bytes`, `ns` after it was taken.
+    /// CHECK CONDITION), moving `bytes`; its latency comes later
+    /// ([`PendingLatencies`]).
     #[inline]
-    pub fn count(&self, op: Op, bytes: u64, ns: u64, status: u8, sense_key: Option<u8>) {
+    pub fn count(&self, op: Op, bytes: u64, status: u8, sense_key: Option<u8>) {
         match op {
             Op::Read | Op::Write => {
                 let s = if op == Op::Read {
@@ -232,7 +315,6 @@ impl LunStats {
                 };
                 s.commands.add(1);
                 s.bytes.add(bytes);
-                s.latency.record(ns);
             }
             Op::Other => self.other.add(1),
         }

@@ -82,7 +82,7 @@ pub struct OpStats {
     pub commands: Counter,
     /// Bytes moved (Data-In sent, or Data-Out taken).
     pub bytes: Counter,
-    /// From the batch that took the command to its response.
+    /// From the batch that took the command to the send of its response.
     pub latency: Histogram,
 }
 

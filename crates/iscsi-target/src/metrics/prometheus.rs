@@ -123,7 +123,7 @@ pub fn render(s: &Snapshot) -> String {
     out.family(
         "isoe_lun_latency_seconds",
         "histogram",
-        "From the batch that took a command to its response, by LUN.",
+        "From the batch that took a command to the send of its response, by LUN.",
     );
     for (target, luns) in &s.luns {
         for (lun, t) in luns {
@@ -185,7 +185,7 @@ pub fn render(s: &Snapshot) -> String {
     out.family(
         "isoe_session_latency_seconds",
         "histogram",
-        "From the batch that took a command to its response, by session.",
+        "From the batch that took a command to the send of its response, by session.",
     );
     for session in &s.sessions {
         let tsih = session.tsih.to_string();

@@ -205,17 +205,7 @@ fn live_changes_leave_a_verified_bench_untouched_and_survive_a_restart() {
     );
     assert!(!inquiry_logs_in(&target, INQ_INITIATOR, OLD_SECRET));
     assert!(inquiry_logs_in(&target, INQ_INITIATOR, NEW_SECRET));
-    let report = run(
-        "iscsi-ls",
-        &[
-            "-s",
-            "-i",
-            INQ_INITIATOR,
-            &format!("iscsi://alice%{NEW_SECRET}@{}/", target.addr()),
-        ],
-        Duration::from_secs(30),
-    );
-    assert!(report.stdout.contains("Lun:1"), "{}", report.describe());
+    assert_lists_lun(&target, NEW_SECRET, 1);
 
     // An ACL entry added then removed: the visitor gets in, then is refused.
     assert!(!inquiry_logs_in(&target, VISITOR, NEW_SECRET));
@@ -321,17 +311,7 @@ fn sighup_applies_a_valid_file_and_keeps_serving_on_a_broken_one() {
     .unwrap();
     target.signal(libc::SIGHUP);
     wait_for(&target, "LUN 3 of iqn.2026-11.io.isoe:admin added");
-    let report = run(
-        "iscsi-ls",
-        &[
-            "-s",
-            "-i",
-            INQ_INITIATOR,
-            &format!("iscsi://alice%{OLD_SECRET}@{}/", target.addr()),
-        ],
-        Duration::from_secs(30),
-    );
-    assert!(report.stdout.contains("Lun:3"), "{}", report.describe());
+    assert_lists_lun(&target, OLD_SECRET, 3);
 
     let broken = format!("{original}\n[[target.lun]]\nnumber = 3\nmemory = \"lots\"\n");
     std::fs::write(config.path(), &broken).unwrap();
@@ -393,6 +373,25 @@ fn portals_come_and_go_and_the_socket_is_for_root_only() {
         0o600
     );
     drop(target);
+}
+
+/// iscsi-ls through the target's portal, with CHAP `secret`, lists `lun`.
+fn assert_lists_lun(target: &Target, secret: &str, lun: u16) {
+    let report = run(
+        "iscsi-ls",
+        &[
+            "-s",
+            "-i",
+            INQ_INITIATOR,
+            &format!("iscsi://alice%{secret}@{}/", target.addr()),
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(
+        report.stdout.contains(&format!("Lun:{lun} ")),
+        "{}",
+        report.describe()
+    );
 }
 
 fn wait_for(target: &Target, text: &str) {

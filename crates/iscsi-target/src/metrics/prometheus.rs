@@ -87,50 +87,63 @@ fn ops(t: &LunTotals) -> [(&'static str, &OpTotals); 2] {
     [("read", &t.read), ("write", &t.write)]
 }
 
+/// What a family reports of an op's totals.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Figure {
+    Commands,
+    Bytes,
+    Latency,
+}
+
+/// The per-op families: name suffix, type, help, figure.
+const FIGURES: [(&str, &str, &str, Figure); 3] = [
+    (
+        "commands_total",
+        "counter",
+        "SCSI commands completed",
+        Figure::Commands,
+    ),
+    (
+        "bytes_total",
+        "counter",
+        "Bytes read (Data-In sent) and written (Data-Out taken)",
+        Figure::Bytes,
+    ),
+    (
+        "latency_seconds",
+        "histogram",
+        "From the batch that took a command to the send of its response",
+        Figure::Latency,
+    ),
+];
+
+impl Text {
+    fn figure(&mut self, name: &str, labels: &[(&str, &str)], o: &OpTotals, figure: Figure) {
+        match figure {
+            Figure::Commands => self.sample(name, labels, o.commands),
+            Figure::Bytes => self.sample(name, labels, o.bytes),
+            Figure::Latency => self.histogram(name, labels, o),
+        }
+    }
+}
+
 /// `snapshot` in the text exposition format.
 pub fn render(s: &Snapshot) -> String {
     let mut out = Text(String::new());
-    out.family(
-        "isoe_lun_commands_total",
-        "counter",
-        "SCSI commands completed, by LUN and kind.",
-    );
-    for (target, luns) in &s.luns {
-        for (lun, t) in luns {
-            let lun = lun.to_string();
-            for (op, o) in ops(t) {
-                let labels = [("target", target.as_str()), ("lun", &lun), ("op", op)];
-                out.sample("isoe_lun_commands_total", &labels, o.commands);
-            }
-            let labels = [("target", target.as_str()), ("lun", &lun), ("op", "other")];
-            out.sample("isoe_lun_commands_total", &labels, t.other);
-        }
-    }
-    out.family(
-        "isoe_lun_bytes_total",
-        "counter",
-        "Bytes read (Data-In sent) and written (Data-Out taken), by LUN.",
-    );
-    for (target, luns) in &s.luns {
-        for (lun, t) in luns {
-            let lun = lun.to_string();
-            for (op, o) in ops(t) {
-                let labels = [("target", target.as_str()), ("lun", &lun), ("op", op)];
-                out.sample("isoe_lun_bytes_total", &labels, o.bytes);
-            }
-        }
-    }
-    out.family(
-        "isoe_lun_latency_seconds",
-        "histogram",
-        "From the batch that took a command to the send of its response, by LUN.",
-    );
-    for (target, luns) in &s.luns {
-        for (lun, t) in luns {
-            let lun = lun.to_string();
-            for (op, o) in ops(t) {
-                let labels = [("target", target.as_str()), ("lun", &lun), ("op", op)];
-                out.histogram("isoe_lun_latency_seconds", &labels, o);
+    for (suffix, kind, help, figure) in FIGURES {
+        let name = format!("isoe_lun_{suffix}");
+        out.family(&name, kind, &format!("{help}, by LUN."));
+        for (target, luns) in &s.luns {
+            for (lun, t) in luns {
+                let lun = lun.to_string();
+                for (op, o) in ops(t) {
+                    let labels = [("target", target.as_str()), ("lun", &lun), ("op", op)];
+                    out.figure(&name, &labels, o, figure);
+                }
+                if figure == Figure::Commands {
+                    let labels = [("target", target.as_str()), ("lun", &lun), ("op", "other")];
+                    out.sample(&name, &labels, t.other);
+                }
             }
         }
     }
@@ -148,70 +161,29 @@ pub fn render(s: &Snapshot) -> String {
             }
         }
     }
-    out.family(
-        "isoe_session_commands_total",
-        "counter",
-        "SCSI commands completed, by session (its connections now and those gone).",
-    );
-    for session in &s.sessions {
-        let tsih = session.tsih.to_string();
-        for (op, o) in ops(&session.totals) {
-            let labels = [
-                ("target", session.target.as_str()),
-                ("initiator", &session.initiator),
-                ("tsih", &tsih),
-                ("op", op),
-            ];
-            out.sample("isoe_session_commands_total", &labels, o.commands);
+    for (suffix, kind, help, figure) in FIGURES {
+        let name = format!("isoe_session_{suffix}");
+        out.family(
+            &name,
+            kind,
+            &format!("{help}, by session (its connections now and those gone)."),
+        );
+        for session in &s.sessions {
+            let tsih = session.tsih.to_string();
+            for (op, o) in ops(&session.totals) {
+                let labels = [
+                    ("target", session.target.as_str()),
+                    ("initiator", &session.initiator),
+                    ("tsih", &tsih),
+                    ("op", op),
+                ];
+                out.figure(&name, &labels, o, figure);
+            }
         }
     }
-    out.family(
-        "isoe_session_bytes_total",
-        "counter",
-        "Bytes read and written, by session.",
-    );
-    for session in &s.sessions {
-        let tsih = session.tsih.to_string();
-        for (op, o) in ops(&session.totals) {
-            let labels = [
-                ("target", session.target.as_str()),
-                ("initiator", &session.initiator),
-                ("tsih", &tsih),
-                ("op", op),
-            ];
-            out.sample("isoe_session_bytes_total", &labels, o.bytes);
-        }
-    }
-    out.family(
-        "isoe_session_latency_seconds",
-        "histogram",
-        "From the batch that took a command to the send of its response, by session.",
-    );
-    for session in &s.sessions {
-        let tsih = session.tsih.to_string();
-        for (op, o) in ops(&session.totals) {
-            let labels = [
-                ("target", session.target.as_str()),
-                ("initiator", &session.initiator),
-                ("tsih", &tsih),
-                ("op", op),
-            ];
-            out.histogram("isoe_session_latency_seconds", &labels, o);
-        }
-    }
-    for (name, help, bytes) in [
-        (
-            "isoe_connection_commands_total",
-            "SCSI commands completed, by connection.",
-            false,
-        ),
-        (
-            "isoe_connection_bytes_total",
-            "Bytes read and written, by connection.",
-            true,
-        ),
-    ] {
-        out.family(name, "counter", help);
+    for (suffix, kind, help, figure) in &FIGURES[..2] {
+        let name = format!("isoe_connection_{suffix}");
+        out.family(&name, kind, &format!("{help}, by connection."));
         for session in &s.sessions {
             for c in &session.connections {
                 let (tsih, cid) = (c.tsih.to_string(), c.cid.to_string());
@@ -224,7 +196,7 @@ pub fn render(s: &Snapshot) -> String {
                         ("address", &c.address),
                         ("op", op),
                     ];
-                    out.sample(name, &labels, if bytes { o.bytes } else { o.commands });
+                    out.figure(&name, &labels, o, *figure);
                 }
             }
         }

@@ -12,7 +12,7 @@
 //! without a lock on the command path; the groups and their ports are fixed
 //! when the target starts.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
 use crate::opcode::{
@@ -130,6 +130,9 @@ pub struct PortGroups {
     /// IMPLICIT TRANSITION TIME of REPORT TARGET PORT GROUPS' extended
     /// header, in seconds; 0: not specified.
     implicit_transition_time_s: u8,
+    /// Whether any group is in a state that refuses commands (standby,
+    /// unavailable): while none is, a command does not look its port up.
+    restricted: AtomicBool,
 }
 
 impl PortGroups {
@@ -148,12 +151,32 @@ impl PortGroups {
                 supported: AtomicU8::new(g.state.supported_bit()),
             })
             .collect();
-        PortGroups {
+        let groups = PortGroups {
             groups,
             // isoe makes no implicit transitions yet: there is no time to
             // announce, and initiators use their own (Linux: 60 s).
             implicit_transition_time_s: 0,
-        }
+            restricted: AtomicBool::new(false),
+        };
+        groups.note_restrictions();
+        groups
+    }
+
+    fn note_restrictions(&self) {
+        let any = self.groups.iter().any(|g| {
+            !matches!(
+                AccessState::from_code(g.state.load(Ordering::Acquire)),
+                Some(AccessState::ActiveOptimized | AccessState::ActiveNonOptimized)
+            )
+        });
+        self.restricted.store(any, Ordering::Release);
+    }
+
+    /// Whether some port may refuse commands: false while every group is
+    /// active, the common case, which then costs a command one load.
+    #[inline]
+    pub fn may_refuse(&self) -> bool {
+        self.restricted.load(Ordering::Relaxed)
     }
 
     /// One group, 1, holding one port, 1, active/optimized: a target with
@@ -207,6 +230,7 @@ impl PortGroups {
             .supported
             .fetch_or(state.supported_bit(), Ordering::AcqRel);
         group.state.store(state.code(), Ordering::Release);
+        self.note_restrictions();
         true
     }
 

@@ -263,12 +263,12 @@ impl LogicalUnit {
         let nexus = context.nexus;
         // SPC-5 5.16.2.4: a port in standby or unavailable serves only the
         // commands that report state.
-        let state = context
-            .units
-            .port_groups()
-            .state_of_port(nexus.relative_target_port);
-        if let Err(sense) = crate::alua::check_access(state, cdb) {
-            return Completion::check_condition(sense);
+        let port_groups = context.units.port_groups();
+        if port_groups.may_refuse() {
+            let state = port_groups.state_of_port(nexus.relative_target_port);
+            if let Err(sense) = crate::alua::check_access(state, cdb) {
+                return Completion::check_condition(sense);
+            }
         }
         if !self.reservations.permits(nexus, cdb) && !self.holder_gone(context, cdb) {
             return Completion::reservation_conflict();

@@ -236,6 +236,15 @@ fn live_changes_leave_a_verified_bench_untouched_and_survive_a_restart() {
         "{run}"
     );
     assert!(run["read"]["ios"].as_u64().unwrap() > 1000, "{run}");
+    eprintln!(
+        "bench through the changes: {} reads, {} writes, {} errors, {} verify errors, \
+         {} commands repeated after a unit attention",
+        run["read"]["ios"],
+        run["write"]["ios"],
+        run["errors"],
+        run["verify_errors"],
+        run["unit_attentions_retried"]
+    );
 
     // What was not undone is in the file, and a restart comes back with it.
     let file = std::fs::read_to_string(config.path()).unwrap();

@@ -76,8 +76,9 @@ pub struct WriteTask {
     pub charged: usize,
     /// When data for the task last arrived, or it last asked for some.
     pub last_data: Option<Instant>,
-    /// When the command was taken (its latency runs from here).
-    pub started: Instant,
+    /// When the command was taken (its latency runs from here); the
+    /// connection sets it, from the time its batch began, with no clock read.
+    pub started: Option<Instant>,
 }
 
 impl WriteTask {
@@ -119,7 +120,7 @@ impl WriteTask {
             outstanding: VecDeque::new(),
             charged: 0,
             last_data: None,
-            started: Instant::now(),
+            started: None,
         }
     }
 

@@ -99,7 +99,7 @@ impl Connection {
             return Flow::Continue;
         }
         self.server.write_budget.force_take(peer, immediate);
-        task.started = self.last_rx;
+        task.started = Some(self.last_rx);
         task.charged = immediate + unasked;
         task.last_data = Some(self.last_rx);
         self.writes.insert(cmd.initiator_task_tag, task);
@@ -183,7 +183,7 @@ impl Connection {
                 let Some(target) = session.target.as_deref() else {
                     return Flow::Close;
                 };
-                self.command_started = task.started;
+                self.command_started = task.started.unwrap_or(self.last_rx);
                 let (command, cdb, buffer) = task.into_parts();
                 let luns = target.luns();
                 self.execute(session, &luns, &command, &cdb, DataOutBytes::Owned(buffer));

@@ -41,4 +41,7 @@ pub enum Outcome {
     Done(Completion),
     /// Admitted; the command completes when this work returns.
     Later(Background),
+    /// Checked; the command completes when this read, write or flush of
+    /// an asynchronous store ends (see [`crate::MediumIo`]).
+    Medium(crate::MediumIo),
 }

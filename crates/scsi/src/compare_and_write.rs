@@ -2,7 +2,7 @@
 
 use crate::read_write::{check_no_protection, FUA};
 use crate::verify::compare_with_medium;
-use crate::{cdb, limits, LogicalUnit, Sense};
+use crate::{cdb, LogicalUnit, Sense};
 
 /// Byte offset of NUMBER OF LOGICAL BLOCKS in the 16-byte CDB.
 const NUMBER_OF_LOGICAL_BLOCKS_AT: usize = 13;
@@ -16,8 +16,10 @@ pub(crate) fn block_count(cdb: &[u8]) -> u32 {
 /// data followed as many blocks of write data. The verify data is compared
 /// with the medium; if it all matches, the write data replaces it, else
 /// nothing is written and the command ends in MISCOMPARE with the offset of
-/// the first differing byte in INFORMATION. The range lock makes the
-/// compare and the write one step for every other command that writes.
+/// the first differing byte in INFORMATION. A store that compares and
+/// writes atomically itself (an RBD image, for every gateway that serves
+/// it) does both; otherwise the range lock makes the compare and the write
+/// one step for every other command that writes.
 pub(crate) fn compare_and_write(
     unit: &LogicalUnit,
     cdb: &[u8],
@@ -26,7 +28,11 @@ pub(crate) fn compare_and_write(
     check_no_protection(cdb)?;
     let logical_block_address = cdb::u64_at(cdb, 2);
     let block_count = block_count(cdb);
-    if block_count > u32::from(limits::MAXIMUM_COMPARE_AND_WRITE_LENGTH) {
+    let maximum = unit.maximum_compare_and_write_blocks();
+    if maximum == 0 {
+        return Err(Sense::invalid_opcode());
+    }
+    if block_count > u32::from(maximum) {
         return Err(Sense::invalid_field_in_cdb_byte(
             NUMBER_OF_LOGICAL_BLOCKS_AT as u16,
         ));
@@ -42,6 +48,19 @@ pub(crate) fn compare_and_write(
         return Err(Sense::invalid_field_in_information_unit());
     };
     let (verify_data, write_data) = buffer.split_at(half_bytes);
+    let offset = logical_block_address * unit.block_size();
+    if let Some(result) = unit
+        .store
+        .compare_and_write(offset, verify_data, write_data)
+    {
+        if let Some(position) = result.map_err(|e| unit.write_failed(e))? {
+            return Err(Sense::miscompare(position));
+        }
+        if cdb[1] & FUA != 0 {
+            unit.store.flush().map_err(|e| unit.write_failed(e))?;
+        }
+        return Ok(());
+    }
 
     let _range = unit
         .range_locks

@@ -13,7 +13,8 @@ use crate::opcode::*;
 use crate::range_lock::RangeLocks;
 use crate::reservation::Reservations;
 use crate::{
-    cdb, lba, limits, Background, Completion, LunConfig, Nexus, Outcome, Sense, UnitDirectory,
+    cdb, lba, limits, Background, Completion, LunConfig, MediumIo, Nexus, Outcome, Sense,
+    UnitDirectory,
 };
 
 /// One logical unit: its media, its configuration and a little unit state.
@@ -54,6 +55,9 @@ pub(crate) struct Context<'a> {
     pub(crate) units: &'a dyn UnitDirectory,
     /// Work a command left to finish after dispatch (see [`Outcome::Later`]).
     pub(crate) later: Cell<Option<Background>>,
+    /// The store operation a command left to an asynchronous store (see
+    /// [`Outcome::Medium`]).
+    pub(crate) medium: Cell<Option<MediumIo>>,
 }
 
 impl LogicalUnit {
@@ -103,7 +107,11 @@ impl LogicalUnit {
     pub fn may_block(&self, cdb: &[u8]) -> bool {
         match cdb.first() {
             Some(&crate::opcode::PERSISTENT_RESERVE_OUT) => self.config.reservations_file.is_some(),
-            Some(&op) => crate::opcode::touches_medium(op) && self.store.may_block(),
+            Some(&op) => {
+                crate::opcode::touches_medium(op)
+                    && self.store.may_block()
+                    && !(self.store.asynchronous().is_some() && crate::opcode::is_submitted(op))
+            }
             None => false,
         }
     }
@@ -184,6 +192,18 @@ impl LogicalUnit {
         match self.start(nexus, units, cdb, data_out, data_in) {
             Outcome::Done(completion) => completion,
             Outcome::Later(work) => work.run(),
+            Outcome::Medium(io) => {
+                let buffer = if io.is_read() {
+                    std::mem::take(data_in)
+                } else {
+                    data_out.to_vec()
+                };
+                let (buffer, completion) = io.run(buffer);
+                if completion.is_good() && !buffer.is_empty() {
+                    *data_in = buffer;
+                }
+                completion
+            }
         }
     }
 
@@ -229,13 +249,15 @@ impl LogicalUnit {
             nexus,
             units,
             later: Cell::new(None),
+            medium: Cell::new(None),
         };
         let completion = self.run(&context, cdb, data_out, data_in);
         if !completion.is_good() {
             data_in.clear();
         }
-        match context.later.into_inner() {
-            Some(work) if completion.is_good() => Outcome::Later(work),
+        match (context.later.into_inner(), context.medium.into_inner()) {
+            (Some(work), _) if completion.is_good() => Outcome::Later(work),
+            (_, Some(io)) if completion.is_good() => Outcome::Medium(io),
             _ => Outcome::Done(completion),
         }
     }
@@ -353,16 +375,18 @@ impl LogicalUnit {
                 // routing to a unit; a unit asked directly knows only itself.
                 crate::report_luns::report_luns_result(cdb, &[self.config.lun_number], data_in)
             }
-            READ_6 | READ_10 | READ_12 | READ_16 => crate::read_write::read(self, cdb, data_in),
+            READ_6 | READ_10 | READ_12 | READ_16 => {
+                crate::read_write::read(self, context, cdb, data_in)
+            }
             WRITE_6 | WRITE_10 | WRITE_12 | WRITE_16 => {
-                crate::read_write::write(self, cdb, data_out)
+                crate::read_write::write(self, context, cdb, data_out)
             }
             WRITE_AND_VERIFY_10 | WRITE_AND_VERIFY_12 | WRITE_AND_VERIFY_16 => {
                 crate::read_write::write_and_verify(self, cdb, data_out)
             }
             VERIFY_10 | VERIFY_12 | VERIFY_16 => crate::verify::verify(self, cdb, data_out),
             SYNCHRONIZE_CACHE_10 | SYNCHRONIZE_CACHE_16 => {
-                crate::sync_cache::synchronize_cache(self, cdb)
+                crate::sync_cache::synchronize_cache(self, context, cdb)
             }
             PRE_FETCH_10 | PRE_FETCH_16 => crate::prefetch::pre_fetch(self, cdb),
             WRITE_SAME_10 | WRITE_SAME_16 => crate::write_same::write_same(self, cdb, data_out),
@@ -381,6 +405,36 @@ impl LogicalUnit {
             WRITE_ATOMIC_16 => crate::write_atomic::write_atomic(self, cdb, data_out),
             _ => Err(Sense::invalid_opcode()),
         }
+    }
+
+    /// The operation for an asynchronous store to run, when the unit has
+    /// one (see [`MediumIo`]): noted in `context` for [`LogicalUnit::start`]
+    /// to return. False when the store is not asynchronous.
+    pub(crate) fn submit(
+        &self,
+        context: &Context<'_>,
+        kind: isoe_store::IoKind,
+        write_len: usize,
+    ) -> bool {
+        if self.store.asynchronous().is_none() {
+            return false;
+        }
+        let io = MediumIo::new(kind, write_len, &self.store, &self.media_log);
+        context.medium.set(Some(io));
+        true
+    }
+
+    /// MAXIMUM COMPARE AND WRITE LENGTH (SBC-4 6.6.4), in blocks. A unit
+    /// whose writes go to an asynchronous store holds no range lock while
+    /// they run, so only the store can make a COMPARE AND WRITE atomic:
+    /// as long a one as the store's own operation takes (an RBD image: one
+    /// 512-byte block), and none (0) where that is less than one block.
+    pub(crate) fn maximum_compare_and_write_blocks(&self) -> u8 {
+        if self.store.asynchronous().is_none() {
+            return limits::MAXIMUM_COMPARE_AND_WRITE_LENGTH;
+        }
+        let blocks = self.store.compare_and_write_max_bytes() / self.block_size();
+        blocks.min(u64::from(limits::MAXIMUM_COMPARE_AND_WRITE_LENGTH)) as u8
     }
 
     /// Logical block length in bytes.

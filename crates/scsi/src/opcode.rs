@@ -109,6 +109,25 @@ pub const REPORT_SUPPORTED_OPERATION_CODES_SA: u16 = 0x0c;
 /// REPORT TARGET PORT GROUPS: service action 0Ah of MAINTENANCE IN (SPC-5 6.36).
 pub const REPORT_TARGET_PORT_GROUPS_SA: u16 = 0x0a;
 
+/// Whether a command with operation code `op` goes to an asynchronous
+/// store as one [`crate::MediumIo`] (READ, WRITE, SYNCHRONIZE CACHE)
+/// rather than through its blocking calls.
+pub fn is_submitted(op: u8) -> bool {
+    matches!(
+        op,
+        READ_6
+            | READ_10
+            | READ_12
+            | READ_16
+            | WRITE_6
+            | WRITE_10
+            | WRITE_12
+            | WRITE_16
+            | SYNCHRONIZE_CACHE_10
+            | SYNCHRONIZE_CACHE_16
+    )
+}
+
 /// Whether a command with operation code `op` reads or changes the medium
 /// (data, allocation, or the cache), so that on a store whose calls may
 /// wait it waits on the device. SERVICE ACTION IN (16) counts for GET LBA

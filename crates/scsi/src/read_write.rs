@@ -1,7 +1,10 @@
 //! READ (6/10/12/16), WRITE (6/10/12/16) and WRITE AND VERIFY (10/12/16)
 //! (SBC-4 5.13-5.16, 5.38-5.44).
 
+use isoe_store::IoKind;
+
 use crate::block_cdb::BlockCdb;
+use crate::logical_unit::Context;
 use crate::verify::compare_with_medium;
 use crate::{LogicalUnit, Sense};
 
@@ -18,7 +21,12 @@ pub(crate) fn check_no_protection(cdb: &[u8]) -> Result<(), Sense> {
 }
 
 /// READ: returns `block_count` blocks from the medium in Data-In.
-pub(crate) fn read(unit: &LogicalUnit, cdb: &[u8], data_in: &mut Vec<u8>) -> Result<(), Sense> {
+pub(crate) fn read(
+    unit: &LogicalUnit,
+    context: &Context<'_>,
+    cdb: &[u8],
+    data_in: &mut Vec<u8>,
+) -> Result<(), Sense> {
     check_no_protection(cdb)?;
     let block = BlockCdb::decode(cdb);
     unit.check_transfer_length(&block)?;
@@ -26,6 +34,11 @@ pub(crate) fn read(unit: &LogicalUnit, cdb: &[u8], data_in: &mut Vec<u8>) -> Res
     let length_bytes = u64::from(block.block_count) * unit.block_size();
     // Bounded by MAXIMUM TRANSFER LENGTH, so it fits comfortably in memory.
     data_in.clear();
+    let offset = block.logical_block_address * unit.block_size();
+    let len = length_bytes as usize;
+    if len > 0 && unit.submit(context, IoKind::Read { offset, len }, 0) {
+        return Ok(());
+    }
     unit.store
         .read_append(
             block.logical_block_address * unit.block_size(),
@@ -36,14 +49,25 @@ pub(crate) fn read(unit: &LogicalUnit, cdb: &[u8], data_in: &mut Vec<u8>) -> Res
 }
 
 /// WRITE: stores the Data-Out blocks; FUA makes them durable before GOOD.
-pub(crate) fn write(unit: &LogicalUnit, cdb: &[u8], data_out: &[u8]) -> Result<(), Sense> {
+pub(crate) fn write(
+    unit: &LogicalUnit,
+    context: &Context<'_>,
+    cdb: &[u8],
+    data_out: &[u8],
+) -> Result<(), Sense> {
     check_no_protection(cdb)?;
     let block = BlockCdb::decode(cdb);
     unit.check_transfer_length(&block)?;
     unit.check_writable()?;
     unit.check_range(block.logical_block_address, u64::from(block.block_count))?;
+    let fua = cdb.len() > 6 && cdb[1] & FUA != 0;
+    let offset = block.logical_block_address * unit.block_size();
+    let len = writable_bytes(unit, &block, data_out);
+    if len > 0 && unit.submit(context, IoKind::Write { offset, fua }, len) {
+        return Ok(());
+    }
     write_blocks(unit, &block, data_out)?;
-    if cdb.len() > 6 && cdb[1] & FUA != 0 {
+    if fua {
         unit.store.flush().map_err(|e| unit.write_failed(e))?;
     }
     Ok(())
@@ -70,14 +94,20 @@ pub(crate) fn write_and_verify(
     compare_with_medium(unit, block.logical_block_address, &data_out[..written])
 }
 
+/// The bytes of `data_out` a write takes: the whole blocks the CDB asked
+/// for, or fewer if fewer came.
+fn writable_bytes(unit: &LogicalUnit, block: &BlockCdb, data_out: &[u8]) -> usize {
+    let wanted_bytes = u64::from(block.block_count) * unit.block_size();
+    let available_bytes = data_out.len() as u64 / unit.block_size() * unit.block_size();
+    wanted_bytes.min(available_bytes) as usize
+}
+
 /// Writes the whole blocks of `data_out` that the CDB asked for and returns
 /// how many bytes that was. A transport that delivered less than the CDB
 /// implies (iSCSI EDTL below the transfer length) gets exactly what it sent
 /// written, whole blocks only, as libiscsi's residual tests expect.
 fn write_blocks(unit: &LogicalUnit, block: &BlockCdb, data_out: &[u8]) -> Result<usize, Sense> {
-    let wanted_bytes = u64::from(block.block_count) * unit.block_size();
-    let available_bytes = data_out.len() as u64 / unit.block_size() * unit.block_size();
-    let length_bytes = wanted_bytes.min(available_bytes) as usize;
+    let length_bytes = writable_bytes(unit, block, data_out);
     if length_bytes > 0 {
         let _range = unit.range_locks.lock(
             block.logical_block_address,

@@ -114,7 +114,7 @@ fn block_limits(unit: &LogicalUnit, data_in: &mut Vec<u8>) {
     let block_size = unit.config.block_size;
     // WSNZ=0: WRITE SAME with zero blocks reaches the last LBA (SBC-4 5.47).
     data_in.push(0x00);
-    data_in.push(limits::MAXIMUM_COMPARE_AND_WRITE_LENGTH);
+    data_in.push(unit.maximum_compare_and_write_blocks());
     let granularity = limits::optimal_unmap_granularity_blocks(block_size) as u16;
     data_in.extend_from_slice(&granularity.to_be_bytes()); // OPTIMAL TRANSFER LENGTH GRANULARITY
     data_in.extend_from_slice(&limits::maximum_transfer_length_blocks(block_size).to_be_bytes());

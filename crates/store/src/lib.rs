@@ -5,10 +5,15 @@
 //! Knows nothing of SCSI, iSCSI or sockets: offsets and lengths are bytes,
 //! and range checks are against the store's size only.
 //!
+//! A store on the network (Ceph RBD, in `isoe-rbd`) also offers
+//! [`AsyncStore`]: reads, writes and flushes started now and completed
+//! later, many at once.
+//!
 //! [`FailingStore`] wraps any store and fails its operations after a
 //! countdown, with the errors the operating system gives (EIO, ENOSPC,
 //! EDQUOT), for tests of the layers above.
 
+mod asynchronous;
 mod block;
 mod error;
 mod failing;
@@ -19,6 +24,7 @@ mod positional;
 mod range;
 mod store;
 
+pub use asynchronous::{AsyncStore, Io, IoDone, IoKind};
 pub use block::BlockStore;
 pub use error::StoreError;
 pub use failing::{FailingStore, Fault, Ops};

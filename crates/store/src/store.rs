@@ -1,7 +1,7 @@
 //! The `Store` trait: the whole seam between the SCSI device server and media.
 
 use crate::range::check_range;
-use crate::StoreError;
+use crate::{AsyncStore, StoreError};
 
 /// A run of bytes that share one allocation state (see [`Store::allocation`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,8 +40,45 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn unmap(&self, offset: u64, len: u64) -> Result<(), StoreError>;
     /// Writes zeros over a range, keeping it allocated where the media allows.
     fn write_zeroes(&self, offset: u64, len: u64) -> Result<(), StoreError>;
-    /// "memory" | "file" | "block"
+    /// "memory" | "file" | "block" | "rbd"
     fn kind(&self) -> &'static str;
+    /// What identifies the medium wherever it is opened, when several
+    /// processes may serve it (an RBD image: its cluster, pool and image
+    /// ids): a target derives the logical unit's serial number and NAA
+    /// from it, so that every gateway presents the same logical unit.
+    fn identity(&self) -> Option<&str> {
+        None
+    }
+    /// The asynchronous side of a store that has one: reads, writes and
+    /// flushes are then started with [`AsyncStore::submit`] rather than
+    /// made with the blocking calls.
+    fn asynchronous(&self) -> Option<&dyn AsyncStore> {
+        None
+    }
+    /// The longest range [`Store::compare_and_write`] takes, in bytes, and
+    /// the alignment it must keep (a range may not cross a multiple of it);
+    /// 0 when the store has no such operation.
+    fn compare_and_write_max_bytes(&self) -> u64 {
+        0
+    }
+    /// COMPARE AND WRITE made atomic by the store itself, against every
+    /// other writer of the medium, including other processes (a network
+    /// store shared by several targets): compares `compare` with the
+    /// medium at `offset` and, if equal, writes `write` (the same length)
+    /// there. `Ok(None)` when written, `Ok(Some(i))` when byte `i` of the
+    /// range differed and nothing was written. `None` when the store has
+    /// no such operation for this range (see
+    /// [`Store::compare_and_write_max_bytes`]): the caller then makes the
+    /// read, the comparison and the write itself, under its own lock.
+    fn compare_and_write(
+        &self,
+        offset: u64,
+        compare: &[u8],
+        write: &[u8],
+    ) -> Option<Result<Option<u64>, StoreError>> {
+        let _ = (offset, compare, write);
+        None
+    }
     /// Whether a call may wait on a device (a read from disk, an
     /// fdatasync): the target then makes it off its event loops. Calls on
     /// memory never wait.

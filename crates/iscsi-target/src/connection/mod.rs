@@ -38,7 +38,7 @@ use crate::session::{
     AbortBarrier, AbortScope, Admit, Member, PeerProbe, Session, CMD_SN_GAP_WAIT,
 };
 use crate::write_task::{DataOutError, WriteTask};
-use isoe_scsi::{Background, Completion, LogicalUnit, Nexus, Outcome, Status};
+use isoe_scsi::{Background, Completion, LogicalUnit, MediumIo, Nexus, Outcome, Status};
 use isoe_wire::frame::{decode, header_bytes_needed, Decoded, Frame, FrameError, FrameLimits};
 use isoe_wire::login::{LoginOutcome, TargetLogin};
 use isoe_wire::name::escape_for_log;

@@ -25,6 +25,9 @@ enum Job {
     Later(Background),
     /// A whole command, routed to its unit on the thread that runs it.
     Command(Box<CommandJob>),
+    /// A checked read, write or flush for an asynchronous store, with the
+    /// buffer it reads into or writes from ([`Work::start`]).
+    Medium(MediumIo, Vec<u8>),
 }
 
 /// Everything a command needs away from its connection.
@@ -69,6 +72,45 @@ impl Work {
                 residual: None,
             },
             Job::Command(job) => (*job).run(),
+            Job::Medium(io, buffer) => {
+                let read = io.is_read();
+                let (buffer, completion) = io.run(buffer);
+                Finished::of_medium(read, buffer, completion)
+            }
+        }
+    }
+
+    /// Starts work that needs no thread of its own (a store operation that
+    /// completes asynchronously): `done` runs once it ended, on the store's
+    /// thread. Any other work comes back, for a thread that may block.
+    pub fn start(self, done: impl FnOnce(Finished) + Send + 'static) -> Result<(), Work> {
+        match self.0 {
+            Job::Medium(io, buffer) => {
+                let read = io.is_read();
+                io.start(buffer, move |buffer, completion| {
+                    done(Finished::of_medium(read, buffer, completion));
+                });
+                Ok(())
+            }
+            job => Err(Work(job)),
+        }
+    }
+}
+
+impl Finished {
+    /// What a store operation gave: a read's buffer is the Data-In, a
+    /// write's goes back for reuse.
+    fn of_medium(read: bool, buffer: Vec<u8>, completion: Completion) -> Finished {
+        let (data_in, data_out) = if read {
+            (buffer, Vec::new())
+        } else {
+            (Vec::new(), buffer)
+        };
+        Finished {
+            completion,
+            data_in,
+            data_out,
+            residual: None,
         }
     }
 }
@@ -78,6 +120,7 @@ impl std::fmt::Debug for Work {
         match &self.0 {
             Job::Later(_) => f.write_str("Work::Later"),
             Job::Command(job) => write!(f, "Work::Command({:02x})", job.cdb[0]),
+            Job::Medium(io, _) => write!(f, "Work::Medium({io:?})"),
         }
     }
 }
@@ -113,6 +156,19 @@ impl CommandJob {
             Outcome::Later(background) => {
                 data_in.clear();
                 background.run()
+            }
+            Outcome::Medium(io) => {
+                let read = io.is_read();
+                let buffer = if read {
+                    std::mem::take(&mut data_in)
+                } else {
+                    data_out.clone()
+                };
+                let (buffer, completion) = io.run(buffer);
+                if read {
+                    data_in = buffer;
+                }
+                completion
             }
         };
         Finished {
@@ -205,15 +261,7 @@ impl Connection {
             data_in.clear();
         }
         if offload {
-            let data_out = match data_out {
-                DataOutBytes::Owned(buffer) => buffer,
-                DataOutBytes::Borrowed([]) => Vec::new(),
-                DataOutBytes::Borrowed(bytes) => {
-                    let mut buffer = self.take_buffer();
-                    buffer.extend_from_slice(bytes);
-                    buffer
-                }
-            };
+            let data_out = self.own_data_out(data_out);
             let job = CommandJob {
                 session: Arc::clone(session),
                 luns: Arc::clone(luns),
@@ -245,9 +293,20 @@ impl Connection {
         data_in: Vec<u8>,
         data_out: DataOutBytes<'_>,
     ) {
-        if let DataOutBytes::Owned(buffer) = data_out {
-            self.recycle(buffer);
+        if let Outcome::Medium(io) = outcome {
+            // The store reads into the Data-In buffer or writes from an
+            // owned copy of the Data-Out; the response goes out when it ends.
+            let buffer = if io.is_read() {
+                self.recycle_data_out(data_out);
+                data_in
+            } else {
+                self.recycle(data_in);
+                self.own_data_out(data_out)
+            };
+            self.hand_out(cmd, Work(Job::Medium(io, buffer)), write_residual, true);
+            return;
         }
+        self.recycle_data_out(data_out);
         match outcome {
             Outcome::Done(completion) => {
                 self.complete(session, cmd, completion, data_in, write_residual);
@@ -255,6 +314,27 @@ impl Connection {
             Outcome::Later(background) => {
                 self.recycle(data_in);
                 self.hand_out(cmd, Work(Job::Later(background)), write_residual, false);
+            }
+            Outcome::Medium(_) => unreachable!("handed out above"),
+        }
+    }
+
+    fn recycle_data_out(&mut self, data_out: DataOutBytes<'_>) {
+        if let DataOutBytes::Owned(buffer) = data_out {
+            self.recycle(buffer);
+        }
+    }
+
+    /// The Data-Out in a buffer of the connection's own, for work that
+    /// outlives the receive buffer.
+    fn own_data_out(&mut self, data_out: DataOutBytes<'_>) -> Vec<u8> {
+        match data_out {
+            DataOutBytes::Owned(buffer) => buffer,
+            DataOutBytes::Borrowed([]) => Vec::new(),
+            DataOutBytes::Borrowed(bytes) => {
+                let mut buffer = self.take_buffer();
+                buffer.extend_from_slice(bytes);
+                buffer
             }
         }
     }

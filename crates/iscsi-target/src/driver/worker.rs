@@ -70,7 +70,8 @@ pub(crate) enum Msg {
     },
     /// See [`Action::Wake`].
     Wake(u64),
-    /// Work handed to the I/O pool is done.
+    /// Work handed to the I/O pool, or started on an asynchronous store,
+    /// is done.
     Done {
         serial: u64,
         token: u64,
@@ -491,6 +492,18 @@ impl Worker {
             match action {
                 Action::Wake(other) => wakes.push(other),
                 Action::Run { token, work } => {
+                    // A store that completes on its own threads needs
+                    // none of the pool's: its completion comes to this
+                    // worker's mailbox as the pool's would.
+                    let mailbox = Arc::clone(&self.shared.mailboxes[self.index]);
+                    let started = work.start(move |finished| {
+                        mailbox.post(Msg::Done {
+                            serial,
+                            token,
+                            finished,
+                        });
+                    });
+                    let Err(work) = started else { continue };
                     let job = Job {
                         worker: self.index,
                         serial,

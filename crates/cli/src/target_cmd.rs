@@ -6,7 +6,7 @@
 
 use isoe_target::admin::socket::ControlSocket;
 use isoe_target::admin::Admin;
-use isoe_target::config::{algorithm_name, ChapConfig, Datapath, PortalGroup, StoreSpec};
+use isoe_target::config::{algorithm_name, ChapConfig, Datapath, PortalGroup};
 use isoe_target::Config;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -17,20 +17,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 mod notify;
-
-fn describe_store(spec: &StoreSpec) -> String {
-    match spec {
-        StoreSpec::Memory {
-            size_bytes,
-            overcommit,
-        } => {
-            let overcommitted = if *overcommit { ", overcommitted" } else { "" };
-            format!("memory {} MiB{overcommitted}", size_bytes >> 20)
-        }
-        StoreSpec::File { path, .. } => format!("file {}", path.display()),
-        StoreSpec::Block { path } => format!("block {}", path.display()),
-    }
-}
 
 /// One line per CHAP or ACL rule in force: who must authenticate, with
 /// which algorithms; names only, never a secret.
@@ -165,7 +151,7 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
         .flat_map(|t| {
             t.luns
                 .iter()
-                .map(move |l| format!("{} LUN {} ({})", t.name, l.number, describe_store(&l.store)))
+                .map(move |l| format!("{} LUN {} ({})", t.name, l.number, l.store.describe()))
         })
         .collect();
     let auth = auth_summary(&config);

@@ -220,8 +220,16 @@ fn parse(group: &str, output: &str) -> GroupRun {
 /// `portals`, one URL each, its LUN configured with `lun_keys` besides its
 /// size.
 fn run_suite(pattern: &str, lun_keys: &str, portals: &[&str]) -> GroupRun {
-    let config = TargetConfig::memory_lun_with("256MiB", lun_keys);
-    let mut target = Target::with_config_on(&config, portals);
+    run_suite_on(
+        pattern,
+        &TargetConfig::memory_lun_with("256MiB", lun_keys),
+        portals,
+    )
+}
+
+/// Runs `pattern` against a fresh target serving `config` on `portals`.
+fn run_suite_on(pattern: &str, config: &TargetConfig, portals: &[&str]) -> GroupRun {
+    let mut target = Target::with_config_on(config, portals);
     let urls = target.lun_urls(DEFAULT_TARGET, 0);
     let mut args = vec!["-d", "-S", "-v", "-t", pattern];
     args.extend(urls.iter().map(String::as_str));
@@ -266,7 +274,7 @@ fn report(runs: &[GroupRun]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "iscsi-test-cu (libiscsi) -d -S against isoe target, 256 MiB memory LUN"
+        "iscsi-test-cu (libiscsi) -d -S against isoe target, one 256 MiB LUN"
     );
     let _ = writeln!(
         s,
@@ -355,13 +363,35 @@ fn record(file: &str, text: &str) {
 #[test]
 fn iscsi_test_cu_whole_suite_passes_on_two_portals() {
     tools::require("iscsi-test-cu");
+    let config = TargetConfig::memory_lun_with("256MiB", SANITIZE_RATE);
+    whole_suite_passes(&config, "conformance-summary.txt");
+}
+
+/// The same suite against an RBD image (`scripts/ceph-cluster`): reads,
+/// writes and flushes go through librbd's asynchronous calls, the rest
+/// through its blocking ones on the I/O threads.
+#[test]
+fn iscsi_test_cu_whole_suite_passes_on_an_rbd_lun() {
+    tools::require("iscsi-test-cu");
+    let Some(ceph) = support::ceph::Ceph::from_env() else {
+        return;
+    };
+    let store = ceph.lun_keys(&ceph.fresh_image("conformance"), "256MiB");
+    let config = TargetConfig::rbd_lun_with(&store, SANITIZE_RATE);
+    whole_suite_passes(&config, "conformance-rbd-summary.txt");
+}
+
+/// Runs the whole suite (or `ISOE_CONFORMANCE`'s choice) against `config`
+/// on two portals: only the known failures fail, and at least
+/// [`MIN_PASSED`] tests pass.
+fn whole_suite_passes(config: &TargetConfig, summary: &str) {
     let chosen = std::env::var("ISOE_CONFORMANCE")
         .ok()
         .filter(|p| !p.trim().is_empty());
     let pattern = chosen.clone().unwrap_or_else(|| "ALL".to_string());
-    let run = run_suite(pattern.trim(), SANITIZE_RATE, TWO_PORTALS);
+    let run = run_suite_on(pattern.trim(), config, TWO_PORTALS);
     let text = report(std::slice::from_ref(&run));
-    record("conformance-summary.txt", &text);
+    record(summary, &text);
     assert!(
         run.broken.is_none() && run.summary.is_some_and(|c| c.ran > 0),
         "iscsi-test-cu {pattern} did not run to its summary:\n{text}"

@@ -548,6 +548,30 @@ pub enum StoreSpec {
         /// The device node; relative paths are already resolved against the config's directory.
         path: PathBuf,
     },
+    /// A Ceph RBD image (`rbd = "pool/image"`), created with `size` if it
+    /// does not exist; the cluster is reached through `ceph_conf`
+    /// (`/etc/ceph/ceph.conf` by default) as `client.<ceph_id>` (`admin`),
+    /// with `ceph_keyring` if the configuration file does not name one.
+    Rbd(isoe_rbd::RbdSpec),
+}
+
+impl StoreSpec {
+    /// The store in a few words, for the startup report and the control
+    /// plane: "memory 64 MiB", "file /srv/a.img", "rbd rbd/disk1".
+    pub fn describe(&self) -> String {
+        match self {
+            StoreSpec::Memory {
+                size_bytes,
+                overcommit,
+            } => {
+                let overcommitted = if *overcommit { ", overcommitted" } else { "" };
+                format!("memory {} MiB{overcommitted}", size_bytes >> 20)
+            }
+            StoreSpec::File { path, .. } => format!("file {}", path.display()),
+            StoreSpec::Block { path } => format!("block {}", path.display()),
+            StoreSpec::Rbd(spec) => format!("rbd {}", spec.name()),
+        }
+    }
 }
 
 /// A configuration that could not be read or is not acceptable; the message
@@ -783,7 +807,11 @@ const LUN_KEYS: &[&str] = &[
     "memory",
     "file",
     "block",
+    "rbd",
     "size",
+    "ceph_conf",
+    "ceph_id",
+    "ceph_keyring",
     "read_only",
     "block_size",
     "physical_block_size",
@@ -1276,11 +1304,15 @@ fn read_store(
     t: &mut Table,
     block_size: u32,
 ) -> Result<(StoreSpec, Place), ConfigError> {
-    let mut kinds: Vec<Field> = ["memory", "file", "block"]
+    let mut kinds: Vec<Field> = ["memory", "file", "block", "rbd"]
         .iter()
         .filter_map(|k| t.take(k))
         .collect();
     let size = t.take("size");
+    let ceph: Vec<Field> = ["ceph_conf", "ceph_id", "ceph_keyring"]
+        .iter()
+        .filter_map(|k| t.take(k))
+        .collect();
     // Report the one written second, in file order.
     kinds.sort_by_key(|f| f.offset);
     let field = match kinds.len() {
@@ -1289,7 +1321,7 @@ fn read_store(
                 t.offset,
                 &t.key,
                 "a LUN needs exactly one of `memory = \"1GiB\"`, \
-                 `file = \"PATH\"` or `block = \"/dev/...\"`",
+                 `file = \"PATH\"`, `block = \"/dev/...\"` or `rbd = \"pool/image\"`",
             ))
         }
         1 => kinds.pop().expect("one"),
@@ -1324,11 +1356,21 @@ fn read_store(
             format!("`size` does not apply to a {kind} LUN: {why}"),
         ));
     }
+    if let (Some(f), false) = (ceph.first(), kind == "rbd") {
+        let key = f.key.rsplit('.').next().unwrap_or("");
+        return Err(r.at(f, format!("`{key}` applies only to an rbd LUN")));
+    }
     let place = Place {
         key: field.key.clone(),
         offset: field.offset,
     };
     let store = match kind {
+        "rbd" => StoreSpec::Rbd(read_rbd(
+            r,
+            &field,
+            &ceph,
+            size.as_ref().map(sized).transpose()?,
+        )?),
         "memory" => StoreSpec::Memory {
             size_bytes: sized(&field)?,
             overcommit: false,
@@ -1342,6 +1384,46 @@ fn read_store(
         },
     };
     Ok((store, place))
+}
+
+/// An rbd LUN's image and cluster.
+fn read_rbd(
+    r: &Reader,
+    field: &Field,
+    ceph: &[Field],
+    create_bytes: Option<u64>,
+) -> Result<isoe_rbd::RbdSpec, ConfigError> {
+    let (pool, namespace, image) =
+        isoe_rbd::RbdSpec::parse_name(&r.string(field)?).map_err(|message| r.at(field, message))?;
+    let mut cluster = isoe_rbd::ClusterSpec {
+        conf: PathBuf::from("/etc/ceph/ceph.conf"),
+        id: "admin".to_string(),
+        keyring: None,
+    };
+    for f in ceph {
+        match f.key.rsplit('.').next().unwrap_or("") {
+            "ceph_conf" => cluster.conf = r.path(f)?,
+            "ceph_keyring" => cluster.keyring = Some(r.path(f)?),
+            _ => {
+                let id = r.string(f)?;
+                let printable = id.bytes().all(|b| b.is_ascii_graphic());
+                if id.is_empty() || !printable || id.starts_with("client.") {
+                    return Err(r.at(
+                        f,
+                        format!("expected a client id such as \"admin\" (for client.admin), found {id:?}"),
+                    ));
+                }
+                cluster.id = id;
+            }
+        }
+    }
+    Ok(isoe_rbd::RbdSpec {
+        cluster,
+        pool,
+        namespace,
+        image,
+        create_bytes,
+    })
 }
 
 /// Where a key was, for errors found after its field was read.
@@ -1427,6 +1509,8 @@ fn check_store(
                 _ => Ok(()),
             }
         }
+        // The cluster is asked when the target opens the image.
+        StoreSpec::Rbd(_) => Ok(()),
         StoreSpec::Block { path } => {
             // A device that cannot be opened here is left for the target's
             // start, which says why.

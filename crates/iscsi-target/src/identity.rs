@@ -114,6 +114,7 @@ pub fn resolve(
     state_dir: Option<&Path>,
     target_name: &str,
     lun: &LunSpec,
+    medium: Option<&str>,
 ) -> Result<LunIdentity, IdentityError> {
     if let (Some(serial), Some(naa)) = (&lun.serial, lun.naa) {
         return Ok(LunIdentity {
@@ -121,9 +122,11 @@ pub fn resolve(
             naa,
         });
     }
-    let generated = match lun.store {
-        StoreSpec::Memory { .. } => derived(target_name, lun.number),
-        StoreSpec::File { .. } | StoreSpec::Block { .. } => {
+    let generated = match (&lun.store, medium) {
+        // Every gateway that opens the image presents one logical unit.
+        (_, Some(medium)) => derived_from(&[b"isoe medium identity v1\0", medium.as_bytes()]),
+        (StoreSpec::Memory { .. }, None) => derived(target_name, lun.number),
+        (StoreSpec::File { .. } | StoreSpec::Block { .. } | StoreSpec::Rbd(_), None) => {
             let state_dir = state_dir.ok_or_else(|| IdentityError::NoStateDir {
                 target: target_name.to_string(),
                 lun: lun.number,
@@ -222,14 +225,18 @@ fn from_bits(bits: u128) -> LunIdentity {
 /// FNV-1a 128 followed by a bijective mixer so that neighbouring LUNs do not
 /// share digits. Changing this function changes every memory LUN's identity.
 fn derived(target_name: &str, lun_number: u16) -> LunIdentity {
-    const FNV_OFFSET: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
-    const FNV_PRIME: u128 = 0x0000_0000_0100_0000_0000_0000_0000_013b;
-    let input = [
+    derived_from(&[
         b"isoe lun identity v1\0",
         target_name.as_bytes(),
         b"\0",
         &lun_number.to_be_bytes(),
-    ];
+    ])
+}
+
+/// The identity hashed from `input`'s parts (see [`derived`]).
+fn derived_from(input: &[&[u8]]) -> LunIdentity {
+    const FNV_OFFSET: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
+    const FNV_PRIME: u128 = 0x0000_0000_0100_0000_0000_0000_0000_013b;
     let mut h = FNV_OFFSET;
     for byte in input.iter().flat_map(|part| part.iter()) {
         h = (h ^ u128::from(*byte)).wrapping_mul(FNV_PRIME);

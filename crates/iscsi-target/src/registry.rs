@@ -304,6 +304,7 @@ fn open_store(spec: &StoreSpec, read_only: bool) -> Result<Arc<dyn Store>, isoe_
         }
         StoreSpec::File { path, size_bytes } => Arc::new(FileStore::open(path, *size_bytes)?),
         StoreSpec::Block { path } => Arc::new(BlockStore::open(path, read_only)?),
+        StoreSpec::Rbd(spec) => Arc::new(isoe_rbd::RbdStore::open(spec)?),
     })
 }
 
@@ -342,12 +343,13 @@ pub fn build_lun(
             block_size: spec.block_size,
         });
     }
-    let id =
-        identity::resolve(config.state_dir.as_deref(), target, spec).map_err(identity_error)?;
+    let id = identity::resolve(config.state_dir.as_deref(), target, spec, store.identity())
+        .map_err(identity_error)?;
     let product = match spec.store {
         StoreSpec::Memory { .. } => "MEMORY",
         StoreSpec::File { .. } => "FILE",
         StoreSpec::Block { .. } => "BLOCK",
+        StoreSpec::Rbd(_) => "RBD",
     };
     let lun_config = LunConfig {
         read_only: spec.read_only,

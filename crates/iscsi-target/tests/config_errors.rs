@@ -830,3 +830,82 @@ fn a_file_or_device_smaller_than_one_block_is_refused() {
         "target iqn.2026-11.io.isoe:t, LUN 0: the store holds 100 bytes, less than one block of 512"
     );
 }
+
+#[test]
+fn rbd_luns_are_checked() {
+    let lun = |keys: &str| with_target(&format!("[[target.lun]]\nnumber = 0\n{keys}"));
+    check(
+        &lun("rbd = \"disk1\" # <-\n"),
+        "target[0].lun[0].rbd",
+        "expected \"pool/image\"",
+    );
+    check(
+        &lun("rbd = \"rbd/disk1@snap\" # <-\n"),
+        "target[0].lun[0].rbd",
+        "names a snapshot",
+    );
+    check(
+        &lun("rbd = \"rbd//disk1\" # <-\n"),
+        "target[0].lun[0].rbd",
+        "an empty pool",
+    );
+    check(
+        &lun("rbd = \"rbd/disk1\"\nceph_id = \"client.admin\" # <-\n"),
+        "target[0].lun[0].ceph_id",
+        "expected a client id such as \"admin\"",
+    );
+    check(
+        &lun("memory = \"1MiB\"\nceph_conf = \"/etc/ceph/ceph.conf\" # <-\n"),
+        "target[0].lun[0].ceph_conf",
+        "`ceph_conf` applies only to an rbd LUN",
+    );
+    check(
+        &lun("file = \"a.img\"\nrbd = \"rbd/disk1\" # <-\n"),
+        "target[0].lun[0].rbd",
+        "both file and rbd",
+    );
+    check(
+        &lun("rbd = \"rbd/disk1\"\nsize = \"1000\" # <-\n"),
+        "target[0].lun[0].size",
+        "not a multiple of the block size",
+    );
+}
+
+#[test]
+fn an_rbd_lun_reads_its_image_and_cluster() {
+    let text = with_target(
+        "[[target.lun]]\nnumber = 0\nrbd = \"pool2/ns/disk1\"\nsize = \"1GiB\"\n\
+         ceph_conf = \"/srv/ceph.conf\"\nceph_id = \"gw\"\nceph_keyring = \"/srv/gw.keyring\"\n\
+         [[target.lun]]\nnumber = 1\nrbd = \"rbd/disk2\"\n",
+    );
+    let config = Config::parse(&text, None).expect("valid");
+    let StoreSpec::Rbd(first) = &config.targets[0].luns[0].store else {
+        panic!("{:?}", config.targets[0].luns[0].store);
+    };
+    assert_eq!(
+        (
+            first.pool.as_str(),
+            first.namespace.as_deref(),
+            first.image.as_str()
+        ),
+        ("pool2", Some("ns"), "disk1")
+    );
+    assert_eq!(first.create_bytes, Some(1 << 30));
+    assert_eq!(first.cluster.conf, std::path::Path::new("/srv/ceph.conf"));
+    assert_eq!(first.cluster.id, "gw");
+    assert_eq!(
+        first.cluster.keyring.as_deref(),
+        Some(std::path::Path::new("/srv/gw.keyring"))
+    );
+    let StoreSpec::Rbd(second) = &config.targets[0].luns[1].store else {
+        panic!("{:?}", config.targets[0].luns[1].store);
+    };
+    assert_eq!(
+        second.cluster.conf,
+        std::path::Path::new("/etc/ceph/ceph.conf")
+    );
+    assert_eq!(
+        (second.cluster.id.as_str(), second.create_bytes),
+        ("admin", None)
+    );
+}

@@ -68,7 +68,7 @@ fn assert_well_formed(id: &LunIdentity) {
 #[test]
 fn generated_identity_persists_across_resolves() {
     let dir = tempfile::tempdir().unwrap();
-    let first = resolve(Some(dir.path()), TARGET, &file(1)).unwrap();
+    let first = resolve(Some(dir.path()), TARGET, &file(1), None).unwrap();
     assert_well_formed(&first);
     let path = state_file(dir.path(), TARGET, 1);
     assert_eq!(
@@ -80,11 +80,14 @@ fn generated_identity_persists_across_resolves() {
         text.contains(&format!("serial = {:?}", first.serial)),
         "{text}"
     );
-    let second = resolve(Some(dir.path()), TARGET, &file(1)).unwrap();
+    let second = resolve(Some(dir.path()), TARGET, &file(1), None).unwrap();
     assert_eq!(first, second);
     // The store kind does not matter, only (target, LUN): a file moved to a
     // block device keeps its identity.
-    assert_eq!(resolve(Some(dir.path()), TARGET, &block(1)).unwrap(), first);
+    assert_eq!(
+        resolve(Some(dir.path()), TARGET, &block(1), None).unwrap(),
+        first
+    );
     // No temporary files are left behind.
     let names: Vec<_> = std::fs::read_dir(path.parent().unwrap())
         .unwrap()
@@ -97,12 +100,18 @@ fn generated_identity_persists_across_resolves() {
 fn distinct_luns_get_distinct_identities() {
     let dir = tempfile::tempdir().unwrap();
     let ids = [
-        resolve(Some(dir.path()), TARGET, &file(0)).unwrap(),
-        resolve(Some(dir.path()), TARGET, &block(1)).unwrap(),
-        resolve(Some(dir.path()), "iqn.2026-11.io.isoe:other", &file(0)).unwrap(),
-        resolve(None, TARGET, &memory(0)).unwrap(),
-        resolve(None, TARGET, &memory(1)).unwrap(),
-        resolve(None, "iqn.2026-11.io.isoe:other", &memory(0)).unwrap(),
+        resolve(Some(dir.path()), TARGET, &file(0), None).unwrap(),
+        resolve(Some(dir.path()), TARGET, &block(1), None).unwrap(),
+        resolve(
+            Some(dir.path()),
+            "iqn.2026-11.io.isoe:other",
+            &file(0),
+            None,
+        )
+        .unwrap(),
+        resolve(None, TARGET, &memory(0), None).unwrap(),
+        resolve(None, TARGET, &memory(1), None).unwrap(),
+        resolve(None, "iqn.2026-11.io.isoe:other", &memory(0), None).unwrap(),
     ];
     for (i, a) in ids.iter().enumerate() {
         assert_well_formed(a);
@@ -115,9 +124,9 @@ fn distinct_luns_get_distinct_identities() {
 
 #[test]
 fn memory_identity_is_deterministic_and_needs_no_state() {
-    let a = resolve(None, TARGET, &memory(5)).unwrap();
+    let a = resolve(None, TARGET, &memory(5), None).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let b = resolve(Some(dir.path()), TARGET, &memory(5)).unwrap();
+    let b = resolve(Some(dir.path()), TARGET, &memory(5), None).unwrap();
     assert_eq!(a, b);
     assert_eq!(
         std::fs::read_dir(dir.path()).unwrap().count(),
@@ -136,7 +145,7 @@ fn configured_values_win() {
         ..file(1)
     };
     // Both configured: no state directory needed, none written.
-    let id = resolve(None, TARGET, &configured).unwrap();
+    let id = resolve(None, TARGET, &configured, None).unwrap();
     assert_eq!(
         id,
         LunIdentity {
@@ -150,7 +159,7 @@ fn configured_values_win() {
         ..memory(0)
     };
     assert_eq!(
-        resolve(None, TARGET, &memory).unwrap(),
+        resolve(None, TARGET, &memory, None).unwrap(),
         LunIdentity {
             serial: "M0".into(),
             naa
@@ -159,13 +168,13 @@ fn configured_values_win() {
 
     // One configured: the other comes from the state file.
     let dir = tempfile::tempdir().unwrap();
-    let generated = resolve(Some(dir.path()), TARGET, &file(1)).unwrap();
+    let generated = resolve(Some(dir.path()), TARGET, &file(1), None).unwrap();
     let serial_only = LunSpec {
         serial: Some("DB1".into()),
         ..file(1)
     };
     assert_eq!(
-        resolve(Some(dir.path()), TARGET, &serial_only).unwrap(),
+        resolve(Some(dir.path()), TARGET, &serial_only, None).unwrap(),
         LunIdentity {
             serial: "DB1".into(),
             naa: generated.naa
@@ -176,7 +185,7 @@ fn configured_values_win() {
         ..file(1)
     };
     assert_eq!(
-        resolve(Some(dir.path()), TARGET, &naa_only).unwrap(),
+        resolve(Some(dir.path()), TARGET, &naa_only, None).unwrap(),
         LunIdentity {
             serial: generated.serial.clone(),
             naa
@@ -186,9 +195,9 @@ fn configured_values_win() {
         serial: Some("M0".into()),
         ..self::memory(0)
     };
-    let derived = resolve(None, TARGET, &self::memory(0)).unwrap();
+    let derived = resolve(None, TARGET, &self::memory(0), None).unwrap();
     assert_eq!(
-        resolve(None, TARGET, &memory_serial).unwrap(),
+        resolve(None, TARGET, &memory_serial, None).unwrap(),
         LunIdentity {
             serial: "M0".into(),
             naa: derived.naa
@@ -198,7 +207,7 @@ fn configured_values_win() {
 
 #[test]
 fn file_lun_without_state_dir_is_an_error() {
-    let err = resolve(None, TARGET, &file(2)).unwrap_err();
+    let err = resolve(None, TARGET, &file(2), None).unwrap_err();
     assert!(
         matches!(err, IdentityError::NoStateDir { lun: 2, .. }),
         "{err:?}"
@@ -216,7 +225,7 @@ fn hand_edited_state_file_is_used_and_corrupt_one_refused() {
     };
     let naa = "0x6001405abcdef0123456789abcdef012";
     std::fs::write(&path, state(3, "HAND", naa)).unwrap();
-    let id = resolve(Some(dir.path()), TARGET, &file(3)).unwrap();
+    let id = resolve(Some(dir.path()), TARGET, &file(3), None).unwrap();
     assert_eq!(id.serial, "HAND");
     assert_eq!(id.naa[..4], [0x60, 0x01, 0x40, 0x5a]);
 
@@ -227,7 +236,7 @@ fn hand_edited_state_file_is_used_and_corrupt_one_refused() {
         (state(3, "X", "0x1"), "naa"),
     ] {
         std::fs::write(&path, &text).unwrap();
-        let err = resolve(Some(dir.path()), TARGET, &file(3)).unwrap_err();
+        let err = resolve(Some(dir.path()), TARGET, &file(3), None).unwrap_err();
         assert!(matches!(err, IdentityError::Corrupt { .. }), "{err:?}");
         let shown = err.to_string();
         assert!(
@@ -247,7 +256,7 @@ fn unwritable_state_dir_is_an_io_error() {
     let dir = tempfile::tempdir().unwrap();
     let blocker = dir.path().join("not-a-dir");
     std::fs::write(&blocker, "").unwrap();
-    let err = resolve(Some(&blocker), TARGET, &file(0)).unwrap_err();
+    let err = resolve(Some(&blocker), TARGET, &file(0), None).unwrap_err();
     assert!(matches!(err, IdentityError::Io { .. }), "{err:?}");
 }
 
@@ -283,6 +292,7 @@ fn a_provisioned_file_lun_whose_file_vanished_is_refused_not_recreated() {
         config.state_dir.as_deref(),
         TARGET,
         &config.targets[0].luns[0],
+        None,
     );
     let serial = identity.unwrap().serial;
 
@@ -335,6 +345,7 @@ fn a_provisioned_file_lun_whose_file_vanished_is_refused_not_recreated() {
         config.state_dir.as_deref(),
         TARGET,
         &config.targets[0].luns[0],
+        None,
     );
     assert_ne!(renewed.unwrap().serial, serial);
 }
@@ -368,7 +379,7 @@ fn check_backing_file_passes_all_but_a_provisioned_missing_file() {
     // No record yet, or no state directory: a first provisioning.
     assert!(check_backing_file(Some(dir.path()), TARGET, &missing).is_ok());
     assert!(check_backing_file(None, TARGET, &missing).is_ok());
-    resolve(Some(dir.path()), TARGET, &missing).unwrap();
+    resolve(Some(dir.path()), TARGET, &missing, None).unwrap();
     assert!(matches!(
         check_backing_file(Some(dir.path()), TARGET, &missing),
         Err(IdentityError::BackingFileMissing { .. })
@@ -385,4 +396,25 @@ fn check_backing_file_passes_all_but_a_provisioned_missing_file() {
     .is_ok());
     assert!(check_backing_file(Some(dir.path()), TARGET, &memory(1)).is_ok());
     assert!(check_backing_file(Some(dir.path()), TARGET, &block(1)).is_ok());
+}
+
+#[test]
+fn a_shared_medium_gives_every_gateway_one_identity() {
+    // Two targets (gateways) with different names serving one RBD image:
+    // the identity comes from the image, not from the target or the LUN.
+    let image = "fsid-1/3//1a2b3c";
+    let a = resolve(None, TARGET, &memory(0), Some(image)).unwrap();
+    let b = resolve(
+        None,
+        "iqn.2026-11.io.isoe:gateway-b",
+        &memory(7),
+        Some(image),
+    )
+    .unwrap();
+    assert_eq!(a, b);
+    assert_ne!(
+        a,
+        resolve(None, TARGET, &memory(0), Some("fsid-1/3//ffff")).unwrap()
+    );
+    assert_ne!(a, resolve(None, TARGET, &memory(0), None).unwrap());
 }

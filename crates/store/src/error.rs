@@ -65,6 +65,15 @@ pub enum StoreError {
         /// The size asked for.
         size_bytes: u64,
     },
+    /// A store on the network (a Ceph cluster, an RBD image) could not be
+    /// reached, opened or created.
+    #[error("{what}: {message}")]
+    Remote {
+        /// What was being opened ("rbd image rbd/disk1", ...).
+        what: String,
+        /// Why, with the cluster's error.
+        message: String,
+    },
     /// A file that does not exist yet can only be created with a size.
     #[error("{path} does not exist and no size was given to create it")]
     SizeRequired {

@@ -8,12 +8,14 @@
 //! - [`tools`]: find and run the libiscsi command-line tools with a timeout;
 //! - [`cli`]: run the `isoe` initiator commands with a timeout, parse `--json`;
 //! - [`tgt`]: a private `tgtd` (Debian's userspace target) to interoperate with.
+//! - [`ceph`]: the test cluster of the RBD tests (`scripts/ceph-cluster`);
 //! - [`vm`]: the test bed's QEMU virtual machine (`scripts/vm`), powered off on Drop.
 //!
 //! This is test scaffolding, not the product initiator: it is blocking,
 //! handles one command at a time and panics loudly when something is off.
 #![allow(dead_code, unused_imports)] // each test file uses a different part of it
 
+pub mod ceph;
 pub mod cli;
 pub mod client;
 pub mod target;

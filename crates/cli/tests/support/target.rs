@@ -54,6 +54,14 @@ impl TargetConfig {
         ))
     }
 
+    /// The default target's name with LUN 0 an RBD image, `store_keys`
+    /// naming it ([`super::ceph::Ceph::lun_keys`]), and `lun_keys`.
+    pub fn rbd_lun_with(store_keys: &str, lun_keys: &str) -> TargetConfig {
+        TargetConfig::new(&format!(
+            "portals = [\"127.0.0.1:0\"]\n\n[[target]]\nname = \"{DEFAULT_TARGET}\"\n\n[[target.lun]]\nnumber = 0\n{store_keys}{lun_keys}"
+        ))
+    }
+
     /// The default target's name with LUN 0 a file store `lun0.img` of `size`
     /// in the configuration's directory (see [`TargetConfig::lun_file`]).
     pub fn file_lun(size: &str) -> TargetConfig {

@@ -58,12 +58,7 @@ fn same_but_offline(a: &LunSpec, b: &LunSpec) -> bool {
 }
 
 fn describe_lun(spec: &LunSpec) -> String {
-    use crate::config::StoreSpec;
-    let store = match &spec.store {
-        StoreSpec::Memory { size_bytes, .. } => format!("memory {} MiB", size_bytes >> 20),
-        StoreSpec::File { path, .. } => format!("file {}", path.display()),
-        StoreSpec::Block { path } => format!("block {}", path.display()),
-    };
+    let store = spec.store.describe();
     let read_only = if spec.read_only { ", read-only" } else { "" };
     format!("{store}{read_only}")
 }

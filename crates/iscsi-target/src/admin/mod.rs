@@ -396,12 +396,7 @@ impl Admin {
 }
 
 fn apply_describe(spec: &crate::config::LunSpec) -> String {
-    use crate::config::StoreSpec;
-    match &spec.store {
-        StoreSpec::Memory { size_bytes, .. } => format!("memory {} MiB", size_bytes >> 20),
-        StoreSpec::File { path, .. } => format!("file {}", path.display()),
-        StoreSpec::Block { path } => format!("block {}", path.display()),
-    }
+    spec.store.describe()
 }
 
 fn hex(bytes: &[u8]) -> String {

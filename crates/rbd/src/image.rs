@@ -1,0 +1,593 @@
+//! An RBD image as a store: blocking calls for the rare operations, and
+//! librbd's asynchronous reads, writes and flushes for the datapath.
+
+use std::ffi::{c_char, c_int, c_void};
+use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use isoe_store::{AsyncStore, Extent, Io, IoDone, IoKind, Store, StoreError};
+
+use crate::cluster::{self, c_string, Cluster, ClusterSpec};
+use crate::ffi::{self, Api, IoCtx};
+use crate::RbdError;
+
+/// Which image, in which cluster, and how to make it if it is not there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RbdSpec {
+    /// How to reach the cluster.
+    pub cluster: ClusterSpec,
+    /// The pool.
+    pub pool: String,
+    /// The RADOS namespace in the pool, if any.
+    pub namespace: Option<String>,
+    /// The image's name.
+    pub image: String,
+    /// Creates the image with this size when it does not exist; an
+    /// existing image is served at its own size.
+    pub create_bytes: Option<u64>,
+}
+
+impl RbdSpec {
+    /// Splits `pool/image` or `pool/namespace/image`.
+    pub fn parse_name(name: &str) -> Result<(String, Option<String>, String), String> {
+        let parts: Vec<&str> = name.split('/').collect();
+        let (pool, namespace, image) = match parts.as_slice() {
+            [pool, image] => (*pool, None, *image),
+            [pool, namespace, image] => (*pool, Some(*namespace), *image),
+            _ => {
+                return Err(format!(
+                    "expected \"pool/image\" or \"pool/namespace/image\", found {name:?}"
+                ))
+            }
+        };
+        if [pool, image]
+            .iter()
+            .chain(namespace.iter())
+            .any(|p| p.is_empty())
+        {
+            return Err(format!(
+                "an empty pool, namespace or image name in {name:?}"
+            ));
+        }
+        if image.contains('@') {
+            return Err(format!(
+                "{name:?} names a snapshot; isoe serves images, not snapshots"
+            ));
+        }
+        if name.contains('\0') {
+            return Err(format!("{name:?} holds a NUL character"));
+        }
+        Ok((
+            pool.to_string(),
+            namespace.map(str::to_string),
+            image.to_string(),
+        ))
+    }
+
+    /// `pool/image` or `pool/namespace/image`.
+    pub fn name(&self) -> String {
+        match &self.namespace {
+            Some(namespace) => format!("{}/{namespace}/{}", self.pool, self.image),
+            None => format!("{}/{}", self.pool, self.image),
+        }
+    }
+}
+
+/// An open RBD image.
+pub struct RbdStore {
+    api: &'static Api,
+    image: ffi::Image,
+    ioctx: IoCtx,
+    /// Keeps the connection up while the image is open.
+    _cluster: Arc<Cluster>,
+    name: String,
+    size_bytes: u64,
+    /// `fsid/pool id/namespace/image id`: the same from every process that
+    /// opens this image, different for any other image anywhere.
+    identity: String,
+    /// Asynchronous requests started and not yet ended; the image closes
+    /// only when none is.
+    in_flight: Arc<AtomicUsize>,
+}
+
+// SAFETY: librbd's image handles are used from any number of threads at
+// once (its API is thread-safe); the handle is closed once, in Drop, after
+// every request on it ended.
+unsafe impl Send for RbdStore {}
+unsafe impl Sync for RbdStore {}
+
+impl std::fmt::Debug for RbdStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RbdStore")
+            .field("name", &self.name)
+            .field("size_bytes", &self.size_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RbdStore {
+    /// Connects (or shares the process's connection) and opens the image,
+    /// creating it when it is missing and `spec.create_bytes` is set.
+    pub fn open(spec: &RbdSpec) -> Result<RbdStore, RbdError> {
+        let api = ffi::api().map_err(RbdError::Library)?;
+        let cluster = cluster::connect(&spec.cluster)?;
+        let name = spec.name();
+        let failed = |step: &str, code: i32| RbdError::Image {
+            name: name.clone(),
+            message: format!("{step}: {}", crate::errno_text(code)),
+        };
+        let pool = c_string(&spec.pool)?;
+        let mut ioctx: IoCtx = std::ptr::null_mut();
+        // SAFETY: a connected cluster, a NUL-terminated name, an out-pointer.
+        let r = unsafe { (api.rados_ioctx_create)(cluster.rados, pool.as_ptr(), &mut ioctx) };
+        if r < 0 {
+            return Err(failed(&format!("pool {:?}", spec.pool), r));
+        }
+        let ioctx = IoCtxGuard { api, ioctx };
+        if let Some(namespace) = &spec.namespace {
+            let namespace = c_string(namespace)?;
+            // SAFETY: an open ioctx and a NUL-terminated name (copied).
+            unsafe { (api.rados_ioctx_set_namespace)(ioctx.ioctx, namespace.as_ptr()) };
+        }
+        let image_name = c_string(&spec.image)?;
+        let mut image: ffi::Image = std::ptr::null_mut();
+        // SAFETY: an open ioctx, a NUL-terminated name, an out-pointer, no snapshot.
+        let open = |image: &mut ffi::Image| unsafe {
+            (api.rbd_open)(ioctx.ioctx, image_name.as_ptr(), image, std::ptr::null())
+        };
+        let mut r = open(&mut image);
+        if r == -libc::ENOENT {
+            let Some(size) = spec.create_bytes else {
+                return Err(RbdError::Image {
+                    name,
+                    message: "it does not exist and no size was given to create it".into(),
+                });
+            };
+            let mut order: c_int = 0;
+            // SAFETY: as above; order 0 asks for the default object size.
+            let c = unsafe { (api.rbd_create)(ioctx.ioctx, image_name.as_ptr(), size, &mut order) };
+            if c < 0 && c != -libc::EEXIST {
+                return Err(failed("creating it", c));
+            }
+            tracing::info!(image = %name, size_bytes = size, "created the RBD image");
+            r = open(&mut image);
+        }
+        if r < 0 {
+            return Err(failed("opening it", r));
+        }
+        let mut store = RbdStore {
+            api,
+            image,
+            ioctx: ioctx.into_raw(),
+            _cluster: Arc::clone(&cluster),
+            name: name.clone(),
+            size_bytes: 0,
+            identity: String::new(),
+            in_flight: Arc::default(),
+        };
+        // From here Drop closes the image and the ioctx.
+        let mut size = 0u64;
+        // SAFETY: an open image.
+        let r = unsafe { (api.rbd_get_size)(store.image, &mut size) };
+        if r < 0 {
+            return Err(failed("reading its size", r));
+        }
+        let mut id = [0 as c_char; 64];
+        // SAFETY: the buffer's length is passed.
+        let r = unsafe { (api.rbd_get_id)(store.image, id.as_mut_ptr(), id.len()) };
+        if r < 0 {
+            return Err(failed("reading its id (a format 1 image?)", r));
+        }
+        // SAFETY: an open ioctx.
+        let pool_id = unsafe { (api.rados_ioctx_get_id)(store.ioctx) };
+        store.size_bytes = size;
+        store.identity = format!(
+            "{}/{pool_id}/{}/{}",
+            cluster.fsid,
+            spec.namespace.as_deref().unwrap_or(""),
+            crate::c_buffer_text(&id)
+        );
+        Ok(store)
+    }
+
+    /// `pool/image` or `pool/namespace/image`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn check(&self, offset: u64, len: u64) -> Result<(), StoreError> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.size_bytes => Ok(()),
+            _ => Err(StoreError::OutOfRange {
+                offset,
+                len,
+                size: self.size_bytes,
+            }),
+        }
+    }
+
+    /// Runs `call` on ranges of at most 1 GiB: librbd returns the length
+    /// done in an `int`, which a longer range overflows.
+    fn in_pieces(
+        &self,
+        op: &'static str,
+        offset: u64,
+        len: u64,
+        call: impl Fn(u64, u64) -> isize,
+    ) -> Result<(), StoreError> {
+        const PIECE: u64 = 1 << 30;
+        self.check(offset, len)?;
+        let mut done = 0;
+        while done < len {
+            let piece = (len - done).min(PIECE);
+            let r = call(offset + done, piece);
+            if r < 0 {
+                return Err(errno_error(op, offset + done, r));
+            }
+            done += piece;
+        }
+        Ok(())
+    }
+
+    fn start(&self, io: Io, done: IoDone) -> Result<(), (Io, IoDone, StoreError)> {
+        let api = self.api;
+        let (op, offset) = match io.kind {
+            IoKind::Read { offset, .. } => ("rbd_aio_read", offset),
+            IoKind::Write { offset, .. } => ("rbd_aio_write", offset),
+            IoKind::Flush => ("rbd_aio_flush", 0),
+        };
+        let len = match io.kind {
+            IoKind::Read { len, .. } => len,
+            IoKind::Write { .. } => io.buffer.len(),
+            IoKind::Flush => 0,
+        };
+        if let Err(error) = self.check(offset, len as u64) {
+            return Err((io, done, error));
+        }
+        let mut pending = Box::new(Pending {
+            api,
+            io,
+            done,
+            op,
+            offset,
+            len,
+            in_flight: Arc::clone(&self.in_flight),
+        });
+        let start = pending.io.buffer.len();
+        if let IoKind::Read { len, .. } = pending.io.kind {
+            pending.io.buffer.reserve(len);
+        }
+        // The buffer's heap memory does not move when the Box does.
+        let data = pending.io.buffer.as_mut_ptr();
+        let arg = Box::into_raw(pending);
+        let mut completion: ffi::Completion = std::ptr::null_mut();
+        // SAFETY: `arg` is handed to librbd, which passes it to `complete`
+        // exactly once; `complete` takes the Box back.
+        let r = unsafe { (api.rbd_aio_create_completion)(arg.cast(), complete, &mut completion) };
+        if r < 0 {
+            // SAFETY: librbd did not take `arg`.
+            let pending = unsafe { Box::from_raw(arg) };
+            return Err((
+                pending.io,
+                pending.done,
+                errno_error(op, offset, r as isize),
+            ));
+        }
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        // SAFETY: the buffer (`len` bytes from `data`, spare capacity for a
+        // read) stays alive and untouched in `arg` until `complete` runs.
+        let r = unsafe {
+            match (*arg).io.kind {
+                IoKind::Read { .. } => (api.rbd_aio_read2)(
+                    self.image,
+                    offset,
+                    len,
+                    data.add(start).cast(),
+                    completion,
+                    0,
+                ),
+                IoKind::Write { fua, .. } => {
+                    let flags = if fua { ffi::OP_FLAG_FUA } else { 0 };
+                    (api.rbd_aio_write2)(self.image, offset, len, data.cast(), completion, flags)
+                }
+                IoKind::Flush => (api.rbd_aio_flush)(self.image, completion),
+            }
+        };
+        if r < 0 {
+            self.in_flight.fetch_sub(1, Ordering::AcqRel);
+            // SAFETY: the request was refused, so librbd will not call back.
+            let pending = unsafe {
+                (api.rbd_aio_release)(completion);
+                Box::from_raw(arg)
+            };
+            return Err((
+                pending.io,
+                pending.done,
+                errno_error(op, offset, r as isize),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One request under way: everything `complete` needs.
+struct Pending {
+    api: &'static Api,
+    io: Io,
+    done: IoDone,
+    op: &'static str,
+    offset: u64,
+    len: usize,
+    in_flight: Arc<AtomicUsize>,
+}
+
+/// librbd's completion callback, on one of its threads.
+extern "C" fn complete(completion: ffi::Completion, arg: *mut c_void) {
+    // SAFETY: `arg` is the Box `start` leaked for this request, given back once.
+    let pending = unsafe { Box::from_raw(arg.cast::<Pending>()) };
+    let Pending {
+        api,
+        mut io,
+        done,
+        op,
+        offset,
+        len,
+        in_flight,
+    } = *pending;
+    // SAFETY: the completion is ours and is released once, here.
+    let r = unsafe {
+        let r = (api.rbd_aio_get_return_value)(completion);
+        (api.rbd_aio_release)(completion);
+        r
+    };
+    let result = if r < 0 {
+        Err(errno_error(op, offset, r))
+    } else if let IoKind::Read { .. } = io.kind {
+        if r as usize == len {
+            let filled = io.buffer.len() + len;
+            // SAFETY: librbd wrote `len` bytes into the spare capacity
+            // reserved for them.
+            unsafe { io.buffer.set_len(filled) };
+            Ok(())
+        } else {
+            Err(StoreError::io(
+                op,
+                offset,
+                io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("read {r} of {len} bytes"),
+                ),
+            ))
+        }
+    } else {
+        Ok(())
+    };
+    in_flight.fetch_sub(1, Ordering::AcqRel);
+    done(io, result);
+}
+
+impl AsyncStore for RbdStore {
+    fn submit(&self, io: Io, done: IoDone) {
+        if let Err((io, done, error)) = self.start(io, done) {
+            done(io, Err(error));
+        }
+    }
+}
+
+impl Store for RbdStore {
+    fn size_bytes(&self) -> u64 {
+        self.size_bytes
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), StoreError> {
+        self.check(offset, buf.len() as u64)?;
+        // SAFETY: an open image and a buffer of the length passed.
+        let r = unsafe {
+            (self.api.rbd_read2)(self.image, offset, buf.len(), buf.as_mut_ptr().cast(), 0)
+        };
+        if r < 0 {
+            return Err(errno_error("rbd_read", offset, r));
+        }
+        if r as usize != buf.len() {
+            let short = io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("read {r} of {} bytes", buf.len()),
+            );
+            return Err(StoreError::io("rbd_read", offset, short));
+        }
+        Ok(())
+    }
+
+    fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), StoreError> {
+        self.check(offset, buf.len() as u64)?;
+        // SAFETY: an open image and a buffer of the length passed.
+        let r =
+            unsafe { (self.api.rbd_write2)(self.image, offset, buf.len(), buf.as_ptr().cast(), 0) };
+        if r < 0 {
+            return Err(errno_error("rbd_write", offset, r));
+        }
+        Ok(())
+    }
+
+    fn flush(&self) -> Result<(), StoreError> {
+        // SAFETY: an open image.
+        let r = unsafe { (self.api.rbd_flush)(self.image) };
+        if r < 0 {
+            return Err(errno_error("rbd_flush", 0, r as isize));
+        }
+        Ok(())
+    }
+
+    fn unmap(&self, offset: u64, len: u64) -> Result<(), StoreError> {
+        // SAFETY: an open image; the range is checked.
+        self.in_pieces("rbd_discard", offset, len, |offset, len| unsafe {
+            (self.api.rbd_discard)(self.image, offset, len) as isize
+        })
+    }
+
+    fn write_zeroes(&self, offset: u64, len: u64) -> Result<(), StoreError> {
+        // SAFETY: an open image; the range is checked.
+        self.in_pieces("rbd_write_zeroes", offset, len, |offset, len| unsafe {
+            (self.api.rbd_write_zeroes)(self.image, offset, len as usize, 0, 0)
+        })
+    }
+
+    fn kind(&self) -> &'static str {
+        "rbd"
+    }
+
+    fn asynchronous(&self) -> Option<&dyn AsyncStore> {
+        Some(self)
+    }
+
+    /// The cluster's fsid, the pool's id, the namespace and the image's id
+    /// (which stays when the image is renamed).
+    fn identity(&self) -> Option<&str> {
+        Some(&self.identity)
+    }
+
+    fn allocation(&self, offset: u64, len: u64) -> Result<Extent, StoreError> {
+        self.check(offset, len)?;
+        let mut first = FirstExtent::default();
+        // SAFETY: an open image; `first` outlives the call, and the
+        // callback only writes it.
+        let r = unsafe {
+            (self.api.rbd_diff_iterate2)(
+                self.image,
+                std::ptr::null(),
+                offset,
+                len,
+                1,
+                0,
+                first_extent,
+                (&mut first as *mut FirstExtent).cast(),
+            )
+        };
+        if r < 0 && r != STOP {
+            return Err(errno_error("rbd_diff_iterate", offset, r as isize));
+        }
+        Ok(match first.found {
+            // Nothing written in the range: all of it reads as zeros.
+            None => Extent {
+                mapped: false,
+                len_bytes: len,
+            },
+            Some((start, _, _)) if start > offset => Extent {
+                mapped: false,
+                len_bytes: (start - offset).min(len),
+            },
+            Some((start, length, exists)) => Extent {
+                mapped: exists,
+                len_bytes: (start + length - offset).min(len),
+            },
+        })
+    }
+
+    /// librbd of Ceph 16 compares and writes within one 512-byte sector
+    /// (later versions within a stripe unit).
+    fn compare_and_write_max_bytes(&self) -> u64 {
+        COMPARE_AND_WRITE_BYTES
+    }
+
+    fn compare_and_write(
+        &self,
+        offset: u64,
+        compare: &[u8],
+        write: &[u8],
+    ) -> Option<Result<Option<u64>, StoreError>> {
+        let len = write.len() as u64;
+        if len == 0 || offset % COMPARE_AND_WRITE_BYTES + len > COMPARE_AND_WRITE_BYTES {
+            return None;
+        }
+        if compare.len() != write.len() {
+            return Some(Err(StoreError::io(
+                "rbd_compare_and_write",
+                offset,
+                io::Error::from_raw_os_error(libc::EINVAL),
+            )));
+        }
+        if let Err(error) = self.check(offset, write.len() as u64) {
+            return Some(Err(error));
+        }
+        let mut mismatch = 0u64;
+        // SAFETY: an open image; both buffers are `len` bytes.
+        let r = unsafe {
+            (self.api.rbd_compare_and_write)(
+                self.image,
+                offset,
+                write.len(),
+                compare.as_ptr().cast(),
+                write.as_ptr().cast(),
+                &mut mismatch,
+                0,
+            )
+        };
+        Some(match r {
+            r if r == -(libc::EILSEQ as isize) => Ok(Some(mismatch.saturating_sub(offset))),
+            r if r < 0 => Err(errno_error("rbd_compare_and_write", offset, r)),
+            _ => Ok(None),
+        })
+    }
+}
+
+/// The range librbd compares and writes atomically: one sector.
+const COMPARE_AND_WRITE_BYTES: u64 = 512;
+
+/// What `rbd_diff_iterate2` returns when `first_extent` stopped it.
+const STOP: c_int = -libc::ECANCELED;
+
+#[derive(Default)]
+struct FirstExtent {
+    /// Offset, length, and whether it holds data.
+    found: Option<(u64, u64, bool)>,
+}
+
+extern "C" fn first_extent(offset: u64, len: usize, exists: c_int, arg: *mut c_void) -> c_int {
+    // SAFETY: `arg` is the `FirstExtent` `allocation` passed, alive for the call.
+    let first = unsafe { &mut *arg.cast::<FirstExtent>() };
+    first.found = Some((offset, len as u64, exists != 0));
+    STOP
+}
+
+impl Drop for RbdStore {
+    fn drop(&mut self) {
+        // A request's callback uses the image: wait for all of them (each
+        // ends within librados's operation timeout).
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.in_flight.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // SAFETY: opened by us, no request under way; closed once.
+        unsafe {
+            (self.api.rbd_close)(self.image);
+            (self.api.rados_ioctx_destroy)(self.ioctx);
+        }
+    }
+}
+
+/// Destroys an ioctx unless it was handed on.
+struct IoCtxGuard {
+    api: &'static Api,
+    ioctx: IoCtx,
+}
+
+impl IoCtxGuard {
+    fn into_raw(self) -> IoCtx {
+        let ioctx = self.ioctx;
+        std::mem::forget(self);
+        ioctx
+    }
+}
+
+impl Drop for IoCtxGuard {
+    fn drop(&mut self) {
+        // SAFETY: created by us and not handed on.
+        unsafe { (self.api.rados_ioctx_destroy)(self.ioctx) };
+    }
+}
+
+fn errno_error(op: &'static str, offset: u64, r: isize) -> StoreError {
+    StoreError::io(op, offset, io::Error::from_raw_os_error(-(r as i32)))
+}

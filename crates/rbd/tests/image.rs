@@ -1,0 +1,294 @@
+//! RbdStore against a real cluster: `scripts/ceph-cluster start` prints the
+//! variables these tests read (CEPH_CONF, CEPH_KEYRING, CEPH_ID, CEPH_POOL);
+//! `.ci/run` starts one and exports them. Without them the tests say so and
+//! pass, except under CI, where they fail.
+
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::sync::Arc;
+
+use isoe_rbd::{ClusterSpec, RbdSpec, RbdStore};
+use isoe_store::{Io, IoKind, Store};
+
+fn cluster() -> Option<(ClusterSpec, String)> {
+    let Ok(conf) = std::env::var("CEPH_CONF") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run these against a cluster: CEPH_CONF is not set (scripts/ceph-cluster start)"
+        );
+        eprintln!("skipped: no CEPH_CONF (scripts/ceph-cluster start prints it)");
+        return None;
+    };
+    let spec = ClusterSpec {
+        conf: PathBuf::from(conf),
+        id: std::env::var("CEPH_ID").unwrap_or_else(|_| "admin".into()),
+        keyring: std::env::var_os("CEPH_KEYRING").map(PathBuf::from),
+    };
+    Some((
+        spec,
+        std::env::var("CEPH_POOL").unwrap_or_else(|_| "rbd".into()),
+    ))
+}
+
+/// A new image name for each test, so that reruns and parallel tests do not meet.
+fn fresh(tag: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("isoe-test-{tag}-{}-{nanos}", std::process::id())
+}
+
+fn open(cluster: &ClusterSpec, pool: &str, image: &str, create_bytes: Option<u64>) -> RbdStore {
+    RbdStore::open(&RbdSpec {
+        cluster: cluster.clone(),
+        pool: pool.into(),
+        namespace: None,
+        image: image.into(),
+        create_bytes,
+    })
+    .unwrap_or_else(|e| panic!("open {pool}/{image}: {e}"))
+}
+
+fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| seed.wrapping_add((i / 512) as u8) ^ (i as u8))
+        .collect()
+}
+
+#[test]
+fn an_image_is_created_once_and_keeps_its_identity() {
+    let Some((cluster, pool)) = cluster() else {
+        return;
+    };
+    let name = fresh("identity");
+    let missing = RbdStore::open(&RbdSpec {
+        cluster: cluster.clone(),
+        pool: pool.clone(),
+        namespace: None,
+        image: name.clone(),
+        create_bytes: None,
+    })
+    .expect_err("a missing image without a size is refused");
+    assert!(
+        missing.to_string().contains("no size was given"),
+        "{missing}"
+    );
+    let first = open(&cluster, &pool, &name, Some(64 << 20));
+    assert_eq!(first.size_bytes(), 64 << 20);
+    assert_eq!(first.kind(), "rbd");
+    // A second opener (another gateway) with another size sees the same image.
+    let second = open(&cluster, &pool, &name, Some(128 << 20));
+    assert_eq!(
+        second.size_bytes(),
+        64 << 20,
+        "an existing image keeps its size"
+    );
+    assert_eq!(first.identity(), second.identity());
+    assert_eq!(
+        first.identity().unwrap().split('/').count(),
+        4,
+        "{:?}",
+        first.identity()
+    );
+    let other = open(&cluster, &pool, &fresh("other"), Some(1 << 20));
+    assert_ne!(first.identity(), other.identity());
+}
+
+#[test]
+fn bad_pools_and_names_are_refused_with_the_reason() {
+    let Some((cluster, _)) = cluster() else {
+        return;
+    };
+    let error = RbdStore::open(&RbdSpec {
+        cluster: cluster.clone(),
+        pool: "no-such-pool".into(),
+        namespace: None,
+        image: "x".into(),
+        create_bytes: Some(1 << 20),
+    })
+    .expect_err("a missing pool");
+    let text = error.to_string();
+    assert!(
+        text.contains("no-such-pool") && text.contains("No such file"),
+        "{text}"
+    );
+    assert!(RbdSpec::parse_name("rbd/img@snap").is_err());
+    assert!(RbdSpec::parse_name("rbd//img").is_err());
+    assert!(RbdSpec::parse_name("img").is_err());
+    assert_eq!(
+        RbdSpec::parse_name("rbd/ns/img").unwrap(),
+        ("rbd".into(), Some("ns".into()), "img".into())
+    );
+    let bad_conf = ClusterSpec {
+        conf: "/nonexistent/ceph.conf".into(),
+        ..cluster
+    };
+    let error = RbdStore::open(&RbdSpec {
+        cluster: bad_conf,
+        pool: "rbd".into(),
+        namespace: None,
+        image: "x".into(),
+        create_bytes: None,
+    })
+    .expect_err("a missing configuration file");
+    assert!(
+        error.to_string().contains("/nonexistent/ceph.conf"),
+        "{error}"
+    );
+}
+
+#[test]
+fn blocking_calls_read_what_was_written_and_deallocate() {
+    let Some((cluster, pool)) = cluster() else {
+        return;
+    };
+    let store = open(&cluster, &pool, &fresh("sync"), Some(16 << 20));
+    let data = pattern(7, 64 << 10);
+    store.write_at(4 << 20, &data).unwrap();
+    let mut back = vec![0; data.len()];
+    store.read_at(4 << 20, &mut back).unwrap();
+    assert_eq!(back, data);
+    store.flush().unwrap();
+
+    // Never written: a hole; written: mapped.
+    let hole = store.allocation(0, 1 << 20).unwrap();
+    assert!(!hole.mapped, "{hole:?}");
+    let mapped = store.allocation(4 << 20, 64 << 10).unwrap();
+    assert!(mapped.mapped, "{mapped:?}");
+    let before = store.allocation(3 << 20, 2 << 20).unwrap();
+    assert_eq!((before.mapped, before.len_bytes), (false, 1 << 20));
+
+    store.write_zeroes(4 << 20, 4096).unwrap();
+    store.read_at(4 << 20, &mut back[..8192]).unwrap();
+    assert!(back[..4096].iter().all(|&b| b == 0));
+    assert_eq!(back[4096..8192], data[4096..8192]);
+    store.unmap(4 << 20, 4 << 20).unwrap();
+    store.read_at(4 << 20, &mut back).unwrap();
+    assert!(back.iter().all(|&b| b == 0), "unmapped data reads as zeros");
+    assert!(!store.allocation(4 << 20, 4 << 20).unwrap().mapped);
+
+    let outside = store.read_at((16 << 20) - 512, &mut back[..1024]);
+    assert!(matches!(
+        outside,
+        Err(isoe_store::StoreError::OutOfRange { .. })
+    ));
+}
+
+#[test]
+fn compare_and_write_writes_on_a_match_and_names_the_first_difference() {
+    let Some((cluster, pool)) = cluster() else {
+        return;
+    };
+    let store = open(&cluster, &pool, &fresh("caw"), Some(16 << 20));
+    let len: usize = std::env::var("CAW_LEN")
+        .map(|v| v.parse().unwrap())
+        .unwrap_or(4096);
+    let old = pattern(1, len);
+    let new = pattern(2, len);
+    store.write_at(8192, &old).unwrap();
+    let written = store
+        .compare_and_write(8192, &old, &new)
+        .expect("rbd has it");
+    assert_eq!(written.unwrap(), None);
+    let mut back = vec![0; len];
+    store.read_at(8192, &mut back).unwrap();
+    assert_eq!(back, new);
+    let mut stale = new.clone();
+    stale[1000] ^= 0xff;
+    let refused = store
+        .compare_and_write(8192, &stale, &old)
+        .unwrap()
+        .unwrap();
+    assert_eq!(refused, Some(1000), "the offset within the range");
+    store.read_at(8192, &mut back).unwrap();
+    assert_eq!(back, new, "nothing written on a mismatch");
+}
+
+#[test]
+fn many_asynchronous_requests_in_flight_complete_each_once() {
+    let Some((cluster, pool)) = cluster() else {
+        return;
+    };
+    let store = Arc::new(open(&cluster, &pool, &fresh("aio"), Some(32 << 20)));
+    let asynchronous = store.asynchronous().expect("rbd is asynchronous");
+    let (tx, rx) = mpsc::channel();
+    const COUNT: usize = 64;
+    for i in 0..COUNT {
+        let tx = tx.clone();
+        let io = Io {
+            kind: IoKind::Write {
+                offset: (i as u64) * (256 << 10),
+                fua: i % 2 == 0,
+            },
+            buffer: pattern(i as u8, 256 << 10),
+        };
+        asynchronous.submit(
+            io,
+            Box::new(move |io, result| tx.send((i, io, result)).unwrap()),
+        );
+    }
+    let mut seen = [false; COUNT];
+    for _ in 0..COUNT {
+        let (i, io, result) = rx.recv().unwrap();
+        result.unwrap();
+        assert!(!seen[i], "request {i} completed twice");
+        seen[i] = true;
+        assert_eq!(io.buffer.len(), 256 << 10, "the buffer comes back");
+    }
+    let flush = Io {
+        kind: IoKind::Flush,
+        buffer: Vec::new(),
+    };
+    let tx2 = tx.clone();
+    asynchronous.submit(
+        flush,
+        Box::new(move |io, result| tx2.send((usize::MAX, io, result)).unwrap()),
+    );
+    rx.recv().unwrap().2.unwrap();
+    for i in 0..COUNT {
+        let tx = tx.clone();
+        // A read appends after what the buffer already holds.
+        let io = Io {
+            kind: IoKind::Read {
+                offset: (i as u64) * (256 << 10),
+                len: 256 << 10,
+            },
+            buffer: vec![0xee; 3],
+        };
+        asynchronous.submit(
+            io,
+            Box::new(move |io, result| tx.send((i, io, result)).unwrap()),
+        );
+    }
+    for _ in 0..COUNT {
+        let (i, io, result) = rx.recv().unwrap();
+        result.unwrap();
+        assert_eq!(&io.buffer[..3], &[0xee; 3]);
+        assert!(
+            io.buffer[3..] == pattern(i as u8, 256 << 10),
+            "read {i} differs"
+        );
+    }
+    // A request outside the image ends at once, with the error.
+    let io = Io {
+        kind: IoKind::Read {
+            offset: 32 << 20,
+            len: 512,
+        },
+        buffer: Vec::new(),
+    };
+    asynchronous.submit(
+        io,
+        Box::new(move |io, result| tx.send((0, io, result)).unwrap()),
+    );
+    let (_, io, result) = rx.recv().unwrap();
+    assert!(matches!(
+        result,
+        Err(isoe_store::StoreError::OutOfRange { .. })
+    ));
+    assert!(
+        io.buffer.is_empty(),
+        "a failed read leaves the buffer as it was"
+    );
+}

@@ -19,6 +19,9 @@ pub(crate) type Image = *mut c_void;
 pub(crate) type Completion = *mut c_void;
 pub(crate) type Callback = extern "C" fn(Completion, *mut c_void);
 pub(crate) type DiffCallback = extern "C" fn(u64, usize, c_int, *mut c_void) -> c_int;
+pub(crate) type WriteOp = *mut c_void;
+pub(crate) type WatchCallback = extern "C" fn(*mut c_void, u64, u64, u64, *mut c_void, usize);
+pub(crate) type WatchErrorCallback = extern "C" fn(*mut c_void, u64, c_int);
 
 /// `LIBRADOS_OP_FLAG_FADVISE_FUA`: the write is durable when acknowledged.
 pub(crate) const OP_FLAG_FUA: c_int = 0x80;
@@ -77,6 +80,22 @@ api! {
     rados: fn rados_ioctx_destroy(IoCtx) -> ();
     rados: fn rados_ioctx_get_id(IoCtx) -> i64;
     rados: fn rados_ioctx_set_namespace(IoCtx, *const c_char) -> ();
+    rados: fn rados_read(IoCtx, *const c_char, *mut c_char, usize, u64) -> c_int;
+    rados: fn rados_get_last_version(IoCtx) -> u64;
+    rados: fn rados_create_write_op() -> WriteOp;
+    rados: fn rados_release_write_op(WriteOp) -> ();
+    rados: fn rados_write_op_assert_version(WriteOp, u64) -> ();
+    rados: fn rados_write_op_create(WriteOp, c_int, *const c_char) -> ();
+    rados: fn rados_write_op_write_full(WriteOp, *const c_char, usize) -> ();
+    rados: fn rados_write_op_operate(WriteOp, IoCtx, *const c_char, *mut libc::time_t, c_int) -> c_int;
+    rados: fn rados_watch2(IoCtx, *const c_char, *mut u64, WatchCallback, WatchErrorCallback, *mut c_void) -> c_int;
+    rados: fn rados_unwatch2(IoCtx, u64) -> c_int;
+    rados: fn rados_watch_flush(Rados) -> c_int;
+    rados: fn rados_notify2(IoCtx, *const c_char, *const c_char, c_int, u64, *mut *mut c_char, *mut usize) -> c_int;
+    rados: fn rados_notify_ack(IoCtx, *const c_char, u64, u64, *const c_char, c_int) -> c_int;
+    rados: fn rados_decode_notify_response(*mut c_char, usize, *mut *mut c_void, *mut usize, *mut *mut c_void, *mut usize) -> c_int;
+    rados: fn rados_free_notify_response(*mut c_void, usize, *mut c_void) -> ();
+    rados: fn rados_buffer_free(*mut c_char) -> ();
     rbd: fn rbd_create(IoCtx, *const c_char, u64, *mut c_int) -> c_int;
     rbd: fn rbd_open(IoCtx, *const c_char, *mut Image, *const c_char) -> c_int;
     rbd: fn rbd_close(Image) -> c_int;

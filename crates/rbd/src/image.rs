@@ -81,7 +81,10 @@ pub struct RbdStore {
     image: ffi::Image,
     ioctx: IoCtx,
     /// Keeps the connection up while the image is open.
-    _cluster: Arc<Cluster>,
+    cluster: Arc<Cluster>,
+    pool: String,
+    namespace: Option<String>,
+    image_id: String,
     name: String,
     size_bytes: u64,
     /// `fsid/pool id/namespace/image id`: the same from every process that
@@ -161,7 +164,10 @@ impl RbdStore {
             api,
             image,
             ioctx: ioctx.into_raw(),
-            _cluster: Arc::clone(&cluster),
+            cluster: Arc::clone(&cluster),
+            pool: spec.pool.clone(),
+            namespace: spec.namespace.clone(),
+            image_id: String::new(),
             name: name.clone(),
             size_bytes: 0,
             identity: String::new(),
@@ -183,11 +189,12 @@ impl RbdStore {
         // SAFETY: an open ioctx.
         let pool_id = unsafe { (api.rados_ioctx_get_id)(store.ioctx) };
         store.size_bytes = size;
+        store.image_id = crate::c_buffer_text(&id);
         store.identity = format!(
             "{}/{pool_id}/{}/{}",
             cluster.fsid,
             spec.namespace.as_deref().unwrap_or(""),
-            crate::c_buffer_text(&id)
+            store.image_id
         );
         Ok(store)
     }
@@ -195,6 +202,17 @@ impl RbdStore {
     /// `pool/image` or `pool/namespace/image`.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The connection, pool, namespace and image id, for objects kept
+    /// beside the image.
+    pub(crate) fn location(&self) -> (&Arc<Cluster>, &str, Option<&str>, &str) {
+        (
+            &self.cluster,
+            &self.pool,
+            self.namespace.as_deref(),
+            &self.image_id,
+        )
     }
 
     fn check(&self, offset: u64, len: u64) -> Result<(), StoreError> {
@@ -525,7 +543,8 @@ impl Store for RbdStore {
             )
         };
         Some(match r {
-            r if r == -(libc::EILSEQ as isize) => Ok(Some(mismatch.saturating_sub(offset))),
+            // librbd gives the offset within the range.
+            r if r == -(libc::EILSEQ as isize) => Ok(Some(mismatch)),
             r if r < 0 => Err(errno_error("rbd_compare_and_write", offset, r)),
             _ => Ok(None),
         })

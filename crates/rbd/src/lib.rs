@@ -11,10 +11,12 @@
 //! One connection per cluster and client serves every image of the process
 //! (`cluster.rs`).
 
+mod channel;
 mod cluster;
 mod ffi;
 mod image;
 
+pub use channel::{Channel, Handler, Written};
 pub use cluster::ClusterSpec;
 pub use image::{RbdSpec, RbdStore};
 

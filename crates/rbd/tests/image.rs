@@ -181,12 +181,17 @@ fn compare_and_write_writes_on_a_match_and_names_the_first_difference() {
         return;
     };
     let store = open(&cluster, &pool, &fresh("caw"), Some(16 << 20));
-    let len: usize = std::env::var("CAW_LEN")
-        .map(|v| v.parse().unwrap())
-        .unwrap_or(4096);
+    let len = 512;
     let old = pattern(1, len);
     let new = pattern(2, len);
     store.write_at(8192, &old).unwrap();
+    let too_long = pattern(3, 1024);
+    assert!(
+        store
+            .compare_and_write(8192, &too_long, &too_long)
+            .is_none(),
+        "librbd 16 compares one 512-byte sector at most"
+    );
     let written = store
         .compare_and_write(8192, &old, &new)
         .expect("rbd has it");
@@ -195,12 +200,12 @@ fn compare_and_write_writes_on_a_match_and_names_the_first_difference() {
     store.read_at(8192, &mut back).unwrap();
     assert_eq!(back, new);
     let mut stale = new.clone();
-    stale[1000] ^= 0xff;
+    stale[100] ^= 0xff;
     let refused = store
         .compare_and_write(8192, &stale, &old)
         .unwrap()
         .unwrap();
-    assert_eq!(refused, Some(1000), "the offset within the range");
+    assert_eq!(refused, Some(100), "the offset within the range");
     store.read_at(8192, &mut back).unwrap();
     assert_eq!(back, new, "nothing written on a mismatch");
 }
@@ -291,4 +296,62 @@ fn many_asynchronous_requests_in_flight_complete_each_once() {
         io.buffer.is_empty(),
         "a failed read leaves the buffer as it was"
     );
+}
+
+#[test]
+fn a_channel_keeps_a_state_under_compare_and_set_and_notifies_every_watcher() {
+    use isoe_rbd::{Channel, Written};
+    use std::sync::Mutex;
+    use std::time::Duration;
+    let Some((cluster, pool)) = cluster() else {
+        return;
+    };
+    let store = open(&cluster, &pool, &fresh("channel"), Some(1 << 20));
+    type Heard = Arc<Mutex<Vec<(Option<Vec<u8>>, bool)>>>;
+    let listener = |heard: &Heard| -> isoe_rbd::Handler {
+        let heard = Arc::clone(heard);
+        Arc::new(move |payload: Option<&[u8]>, own: bool| {
+            heard
+                .lock()
+                .unwrap()
+                .push((payload.map(<[u8]>::to_vec), own));
+        })
+    };
+    let (heard_a, heard_b): (Heard, Heard) = Default::default();
+    let a = Channel::open(&store, listener(&heard_a)).expect("channel a");
+    let b = Channel::open(&store, listener(&heard_b)).expect("channel b");
+    assert_ne!(a.id(), b.id());
+
+    let (empty, v0) = a.read().unwrap();
+    assert!(empty.is_empty(), "nothing stored yet");
+    let Written::Stored(v1) = a.write(b"one", v0).unwrap() else {
+        panic!("a wrote at the version it read");
+    };
+    assert_eq!(
+        b.write(b"two", v0).unwrap(),
+        Written::Conflict,
+        "a wrote first"
+    );
+    assert_eq!(b.read().unwrap(), (b"one".to_vec(), v1));
+    let Written::Stored(v2) = b.write(b"two", v1).unwrap() else {
+        panic!("b wrote at the version it read");
+    };
+    assert!(v2 > v1);
+    assert_eq!(a.write(b"stale", v1).unwrap(), Written::Conflict);
+    assert_eq!(a.read().unwrap(), (b"two".to_vec(), v2));
+
+    // Both watchers acknowledge before notify returns, and have heard it.
+    let (acked, timed_out) = a.notify(b"changed", Duration::from_secs(10)).unwrap();
+    assert_eq!((acked, timed_out), (2, 0));
+    assert_eq!(
+        *heard_a.lock().unwrap(),
+        vec![(Some(b"changed".to_vec()), true)]
+    );
+    assert_eq!(
+        *heard_b.lock().unwrap(),
+        vec![(Some(b"changed".to_vec()), false)]
+    );
+    drop(b);
+    let (acked, _) = a.notify(b"again", Duration::from_secs(10)).unwrap();
+    assert_eq!(acked, 1, "a closed channel no longer watches");
 }

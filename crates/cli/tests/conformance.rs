@@ -229,8 +229,13 @@ fn run_suite(pattern: &str, lun_keys: &str, portals: &[&str]) -> GroupRun {
 
 /// Runs `pattern` against a fresh target serving `config` on `portals`.
 fn run_suite_on(pattern: &str, config: &TargetConfig, portals: &[&str]) -> GroupRun {
-    let mut target = Target::with_config_on(config, portals);
+    let target = Target::with_config_on(config, portals);
     let urls = target.lun_urls(DEFAULT_TARGET, 0);
+    run_suite_against(pattern, &mut [target], &urls)
+}
+
+/// Runs `pattern` against `urls`, served by `targets`.
+fn run_suite_against(pattern: &str, targets: &mut [Target], urls: &[String]) -> GroupRun {
     let mut args = vec!["-d", "-S", "-v", "-t", pattern];
     args.extend(urls.iter().map(String::as_str));
     let out = tools::run("iscsi-test-cu", &args, RUN_TIMEOUT);
@@ -244,20 +249,23 @@ fn run_suite_on(pattern: &str, config: &TargetConfig, portals: &[&str]) -> Group
             out.status
         ));
     }
-    if !target.is_running() {
-        run.broken = Some(format!(
-            "isoe target died during the run; its output:\n{}",
-            target.output()
-        ));
+    for target in targets.iter_mut() {
+        if !target.is_running() {
+            run.broken = Some(format!(
+                "isoe target died during the run; its output:\n{}",
+                target.output()
+            ));
+        }
     }
     if !run.ok() {
         // Keep the whole output of a failing run, with the target's, for diagnosis.
         let dir = record_path("conformance-logs");
         let path = dir.join(format!("{}.txt", pattern.replace(',', "+")));
+        let outputs: Vec<String> = targets.iter().map(Target::output).collect();
         let text = format!(
             "{}\n--- isoe target output ---\n{}",
             out.describe(),
-            target.output()
+            outputs.join("\n--- next target ---\n")
         );
         if std::fs::create_dir_all(&dir)
             .and_then(|()| std::fs::write(&path, text))
@@ -381,15 +389,54 @@ fn iscsi_test_cu_whole_suite_passes_on_an_rbd_lun() {
     whole_suite_passes(&config, "conformance-rbd-summary.txt");
 }
 
+/// The same suite through two gateways, two `isoe target` processes serving
+/// one RBD image as one logical unit (portal groups 1 and 2), URL1 on
+/// gateway A and URL2 on B: reservations, resets and mode pages hold
+/// across them as across two portals of one target.
+#[test]
+fn iscsi_test_cu_whole_suite_passes_through_two_rbd_gateways() {
+    tools::require("iscsi-test-cu");
+    let Some(ceph) = support::ceph::Ceph::from_env() else {
+        return;
+    };
+    let store = ceph.lun_keys(&ceph.fresh_image("gateways"), "256MiB");
+    let gateway = |tag: u16, address: &str| {
+        TargetConfig::new(&format!(
+            "[[portal_group]]\ntag = {tag}\nportals = [\"{address}:0\"]\n\n\
+             [[target]]\nname = \"{DEFAULT_TARGET}\"\n\n\
+             [[target.lun]]\nnumber = 0\n{store}{SANITIZE_RATE}"
+        ))
+    };
+    let configs = [gateway(1, "127.0.0.1"), gateway(2, "127.0.0.2")];
+    let mut targets: Vec<Target> = configs
+        .iter()
+        .map(|config| Target::with_config_portals(config, 1))
+        .collect();
+    let urls: Vec<String> = targets
+        .iter()
+        .map(|t| t.lun_urls(DEFAULT_TARGET, 0).remove(0))
+        .collect();
+    whole_suite_passes_with("conformance-gateways-summary.txt", |pattern| {
+        run_suite_against(pattern, &mut targets, &urls)
+    });
+}
+
 /// Runs the whole suite (or `ISOE_CONFORMANCE`'s choice) against `config`
 /// on two portals: only the known failures fail, and at least
 /// [`MIN_PASSED`] tests pass.
 fn whole_suite_passes(config: &TargetConfig, summary: &str) {
+    whole_suite_passes_with(summary, |pattern| {
+        run_suite_on(pattern, config, TWO_PORTALS)
+    });
+}
+
+/// As [`whole_suite_passes`], with `run` running the pattern.
+fn whole_suite_passes_with(summary: &str, run: impl FnOnce(&str) -> GroupRun) {
     let chosen = std::env::var("ISOE_CONFORMANCE")
         .ok()
         .filter(|p| !p.trim().is_empty());
     let pattern = chosen.clone().unwrap_or_else(|| "ALL".to_string());
-    let run = run_suite_on(pattern.trim(), config, TWO_PORTALS);
+    let run = run(pattern.trim());
     let text = report(std::slice::from_ref(&run));
     record(summary, &text);
     assert!(

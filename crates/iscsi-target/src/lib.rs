@@ -12,6 +12,7 @@ pub mod config;
 pub mod connection;
 pub mod discovery;
 pub mod driver;
+mod gateways;
 pub mod identity;
 pub mod log;
 pub mod memory_driver;

@@ -296,16 +296,25 @@ pub fn auth_policy(chap: Option<&ChapConfig>) -> AuthPolicy {
     }
 }
 
-fn open_store(spec: &StoreSpec, read_only: bool) -> Result<Arc<dyn Store>, isoe_store::StoreError> {
-    Ok(match spec {
+/// An opened store, and the RBD image under it when it is one (its
+/// gateways share the unit's reservations through the cluster).
+type Opened = (Arc<dyn Store>, Option<Arc<isoe_rbd::RbdStore>>);
+
+fn open_store(spec: &StoreSpec, read_only: bool) -> Result<Opened, isoe_store::StoreError> {
+    if let StoreSpec::Rbd(spec) = spec {
+        let image = Arc::new(isoe_rbd::RbdStore::open(spec)?);
+        return Ok((Arc::clone(&image) as Arc<dyn Store>, Some(image)));
+    }
+    let store: Arc<dyn Store> = match spec {
         StoreSpec::Memory { size_bytes, .. } => Arc::new(MemoryStore::try_new(*size_bytes)?),
         StoreSpec::File { path, size_bytes } if read_only && size_bytes.is_none() => {
             Arc::new(FileStore::open_read_only(path)?)
         }
         StoreSpec::File { path, size_bytes } => Arc::new(FileStore::open(path, *size_bytes)?),
         StoreSpec::Block { path } => Arc::new(BlockStore::open(path, read_only)?),
-        StoreSpec::Rbd(spec) => Arc::new(isoe_rbd::RbdStore::open(spec)?),
-    })
+        StoreSpec::Rbd(_) => unreachable!("opened above"),
+    };
+    Ok((store, None))
 }
 
 /// Wraps a LUN's store as it is opened, given the target's name and the
@@ -329,11 +338,12 @@ pub fn build_lun(
     // The configuration checked this too; the file may have gone since.
     identity::check_backing_file(config.state_dir.as_deref(), target, spec)
         .map_err(identity_error)?;
-    let store = open_store(&spec.store, spec.read_only).map_err(|source| SetupError::Store {
+    let store_error = |source| SetupError::Store {
         target: target.to_string(),
         lun: spec.number,
         source,
-    })?;
+    };
+    let (store, image) = open_store(&spec.store, spec.read_only).map_err(store_error)?;
     let store = wrap(target, spec.number, store);
     if store.size_bytes() < u64::from(spec.block_size) {
         return Err(SetupError::NoBlocks {
@@ -367,9 +377,11 @@ pub fn build_lun(
         naa: id.naa,
         target_name: target.to_string(),
         lun_number: spec.number,
+        // An image's reservations live in its cluster, shared by its gateways.
         reservations_file: config
             .state_dir
             .as_deref()
+            .filter(|_| image.is_none())
             .map(|dir| identity::reservations_file(dir, target, spec.number)),
     };
     lun_config.validate().map_err(|source| SetupError::Lun {
@@ -377,9 +389,17 @@ pub fn build_lun(
         lun: spec.number,
         source,
     })?;
-    let lu = LogicalUnit::new(store, lun_config);
+    let lu = Arc::new(LogicalUnit::new(store, lun_config));
     lu.set_offline(spec.offline);
-    Ok(Arc::new(lu))
+    if let Some(image) = image {
+        crate::gateways::share(&lu, &image).map_err(|message| {
+            store_error(isoe_store::StoreError::Remote {
+                what: format!("rbd image {}", image.name()),
+                message: format!("sharing its reservations: {message}"),
+            })
+        })?;
+    }
+    Ok(lu)
 }
 
 /// The [`Policy`] a target's configuration asks for.

@@ -46,6 +46,23 @@ pub struct LogicalUnit {
     pub(crate) media_log: Arc<MediaLog>,
 }
 
+/// The message that tells a shared unit's other gateways of a reset:
+/// followed by the condition's sense key, ASC and ASCQ in hex.
+const RESET_MESSAGE: &str = "isoe-lu-reset 1";
+
+/// The message that tells a shared unit's other gateways of a MODE SELECT:
+/// followed by the control page's SWP, 0 or 1.
+pub(crate) const MODE_MESSAGE: &str = "isoe-mode 1 swp";
+
+/// " KEY ASC ASCQ" in hex.
+fn parse_sense(text: &str) -> Option<Sense> {
+    let mut fields = text
+        .split_whitespace()
+        .map(|f| u8::from_str_radix(f, 16).ok());
+    let sense = Sense::new(fields.next()??, fields.next()??, fields.next()??);
+    fields.next().is_none().then_some(sense)
+}
+
 /// What a command handler may know besides its CDB and data: who sent it,
 /// and the target around the unit.
 pub(crate) struct Context<'a> {
@@ -105,14 +122,66 @@ impl LogicalUnit {
     /// through power loss (a file written and synced). The transport runs
     /// such commands off its event loops.
     pub fn may_block(&self, cdb: &[u8]) -> bool {
+        use crate::opcode::{
+            MODE_SELECT_10, MODE_SELECT_6, RELEASE_10, RELEASE_6, RESERVE_10, RESERVE_6,
+        };
+        use crate::opcode::{PERSISTENT_RESERVE_IN, PERSISTENT_RESERVE_OUT};
         match cdb.first() {
-            Some(&crate::opcode::PERSISTENT_RESERVE_OUT) => self.config.reservations_file.is_some(),
+            // A shared unit's reservations live in the cluster.
+            Some(
+                &(PERSISTENT_RESERVE_IN
+                | PERSISTENT_RESERVE_OUT
+                | RESERVE_6
+                | RESERVE_10
+                | RELEASE_6
+                | RELEASE_10
+                | MODE_SELECT_6
+                | MODE_SELECT_10),
+            ) if self.reservations.is_shared() => true,
+            Some(&PERSISTENT_RESERVE_OUT) => self.config.reservations_file.is_some(),
             Some(&op) => {
                 crate::opcode::touches_medium(op)
                     && self.store.may_block()
                     && !(self.store.asynchronous().is_some() && crate::opcode::is_submitted(op))
             }
             None => false,
+        }
+    }
+
+    /// From now on this unit's reservations are shared with the other
+    /// targets that serve its medium (see [`crate::UnitPeers`]): the state
+    /// is read from them now. `first`: no other target serves the unit
+    /// yet, so non-persistent reservations left from before are dropped,
+    /// as at power-on.
+    pub fn share_reservations(
+        &self,
+        peers: Arc<dyn crate::UnitPeers>,
+        first: bool,
+    ) -> Result<(), String> {
+        self.reservations.share(peers, first)
+    }
+
+    /// What another target serving this unit published (see
+    /// [`crate::UnitPeers::publish`]), or None when messages may have been
+    /// missed.
+    pub fn peer_message(&self, message: Option<&[u8]>) {
+        let reset = message
+            .and_then(|m| std::str::from_utf8(m).ok())
+            .and_then(|m| m.strip_prefix(RESET_MESSAGE))
+            .and_then(parse_sense);
+        let text = message.and_then(|m| std::str::from_utf8(m).ok());
+        let swp = text
+            .and_then(|m| m.strip_prefix(MODE_MESSAGE))
+            .map(|v| v.trim() == "1");
+        match (reset, swp) {
+            (Some(condition), _) => self.attentions.raise(|_| true, condition),
+            (None, Some(swp)) => {
+                if self.mode.set_software_write_protect(swp) {
+                    self.attentions
+                        .raise(|_| true, crate::attention::MODE_PARAMETERS_CHANGED);
+                }
+            }
+            (None, None) => self.reservations.apply_message(&self.attentions, message),
         }
     }
 
@@ -137,7 +206,7 @@ impl LogicalUnit {
     /// A session on `nexus` ended (logout, connection loss, reinstatement).
     pub fn detach(&self, nexus: &Nexus) {
         if self.attentions.detach(nexus) {
-            self.reservations.nexus_lost(nexus);
+            self.reservations.nexus_lost(&self.attentions, nexus);
         }
     }
 
@@ -145,8 +214,14 @@ impl LogicalUnit {
     /// 6.6): every attached nexus hears `condition` (29h/xx).
     /// SPC-2 reservations end; persistent ones stay.
     pub fn reset(&self, condition: Sense) {
-        self.reservations.reset();
+        self.reservations.reset(&self.attentions);
         self.attentions.raise(|_| true, condition);
+        // The nexuses through the other gateways of a shared unit hear it too.
+        let message = format!(
+            "{RESET_MESSAGE} {:x} {:x} {:x}",
+            condition.key, condition.asc, condition.ascq
+        );
+        self.reservations.publish(message.as_bytes());
     }
 
     /// The target's LUN inventory changed (a LUN added or removed): every
@@ -301,8 +376,14 @@ impl LogicalUnit {
             return Completion::check_condition(sense);
         }
         match cdb[0] {
-            RESERVE_6 | RESERVE_10 => self.reservations.reserve(nexus, cdb).into(),
-            RELEASE_6 | RELEASE_10 => self.reservations.release(nexus, cdb).into(),
+            RESERVE_6 | RESERVE_10 => self
+                .reservations
+                .reserve(&self.attentions, nexus, cdb)
+                .into(),
+            RELEASE_6 | RELEASE_10 => self
+                .reservations
+                .release(&self.attentions, nexus, cdb)
+                .into(),
             PERSISTENT_RESERVE_OUT => self
                 .reservations
                 .persistent_reserve_out(nexus, &self.attentions, cdb, data_out)
@@ -324,7 +405,7 @@ impl LogicalUnit {
         if holder == *context.nexus || !context.units.nexus_closed(&holder) {
             return false;
         }
-        self.reservations.nexus_lost(&holder);
+        self.reservations.nexus_lost(&self.attentions, &holder);
         self.reservations.permits(context.nexus, cdb)
     }
 

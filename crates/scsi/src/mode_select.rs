@@ -63,6 +63,11 @@ pub(crate) fn mode_select(
     if changed {
         // SPC-5 7.5.1: other I_T nexuses learn of the change by a unit attention.
         unit.raise_unit_attention_for_others(nexus, attention::MODE_PARAMETERS_CHANGED);
+        // A shared unit's other gateways take the new value, and their
+        // nexuses hear of it.
+        let swp = u8::from(unit.mode.software_write_protect());
+        let message = format!("{} {swp}", crate::logical_unit::MODE_MESSAGE);
+        unit.reservations.publish(message.as_bytes());
     }
     Ok(())
 }

@@ -6,10 +6,21 @@
 //! a unit nobody reserves pays nothing for this (ARCHITECTURE datapath rule 4).
 //! With APTPL the state is written to a file (temporary file, fsync, rename)
 //! before the command that changed it completes, and read back at start.
+//!
+//! A unit several targets serve (the gateways of one RBD image) keeps the
+//! state with them instead ([`UnitPeers`]): every reservation command reads
+//! it, changes it, writes it back under compare-and-set (and does it again
+//! from the new state when another gateway wrote first), and then tells the
+//! other gateways, with the unit attentions it raised, before it completes;
+//! they take the new state and raise those attentions for their own I_T
+//! nexuses. The command path keeps reading the local copy, which the
+//! messages keep current. The state lives in the cluster, so APTPL is
+//! always possible there (PTPL_C=1).
 
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use crate::attention::{
     Attentions, REGISTRATIONS_PREEMPTED, RESERVATIONS_PREEMPTED, RESERVATIONS_RELEASED,
@@ -80,6 +91,8 @@ struct Persistent {
 
 #[derive(Debug, Default)]
 struct State {
+    /// The shared state's version this copy is at (0: not shared, or never read).
+    version: u64,
     generation: u32,
     registrations: Vec<Registration>,
     /// The persistent reservation and, unless it is an all-registrants
@@ -122,6 +135,13 @@ fn valid_kind(kind: u8) -> bool {
 }
 
 impl State {
+    /// Every nexus the state names.
+    fn nexuses(&self) -> Vec<Nexus> {
+        let mut nexuses: Vec<Nexus> = self.registrations.iter().map(|r| r.nexus.clone()).collect();
+        nexuses.extend(self.legacy.iter().cloned());
+        nexuses
+    }
+
     fn registration(&self, nexus: &Nexus) -> Option<&Registration> {
         self.registrations.iter().find(|r| &r.nexus == nexus)
     }
@@ -164,8 +184,60 @@ impl State {
     }
 }
 
+/// What a unit shares with the other targets that serve its medium (the
+/// gateways of one RBD image): a state kept beside the medium under
+/// compare-and-set, and messages to the others.
+pub trait UnitPeers: Send + Sync {
+    /// The shared state (empty when none was written) and its version.
+    fn load(&self) -> Result<(Vec<u8>, u64), String>;
+    /// Writes `state` if the stored one is still at `expected`: the new
+    /// version, or None when another wrote first.
+    fn store(&self, state: &[u8], expected: u64) -> Result<Option<u64>, String>;
+    /// Tells the others; returns once each live one has taken it in.
+    fn publish(&self, message: &[u8]) -> Result<(), String>;
+}
+
+/// Where reservation commands raise unit attentions: the unit's own, or a
+/// recorder that also tells the other gateways.
+pub(crate) trait Raise {
+    /// Queues `sense` for the attached nexuses `which` picks.
+    fn raise(&self, which: &dyn Fn(&Nexus) -> bool, sense: Sense);
+    /// The attached nexuses `which` picks.
+    fn attached(&self, which: &dyn Fn(&Nexus) -> bool) -> Vec<Nexus>;
+}
+
+impl Raise for Attentions {
+    fn raise(&self, which: &dyn Fn(&Nexus) -> bool, sense: Sense) {
+        Attentions::raise(self, which, sense);
+    }
+    fn attached(&self, which: &dyn Fn(&Nexus) -> bool) -> Vec<Nexus> {
+        Attentions::attached(self, which)
+    }
+}
+
+/// Unit attentions a shared change raised, kept until the change is stored:
+/// then raised here and sent to the other gateways.
+struct Recorder<'a> {
+    local: &'a Attentions,
+    /// Every nexus the state names: only they hear reservation attentions.
+    candidates: Vec<Nexus>,
+    raised: RefCell<Vec<(Nexus, Sense)>>,
+}
+
+impl Raise for Recorder<'_> {
+    fn raise(&self, which: &dyn Fn(&Nexus) -> bool, sense: Sense) {
+        let mut raised = self.raised.borrow_mut();
+        for nexus in self.candidates.iter().filter(|n| which(n)) {
+            raised.push((nexus.clone(), sense));
+        }
+    }
+    fn attached(&self, which: &dyn Fn(&Nexus) -> bool) -> Vec<Nexus> {
+        self.local.attached(which)
+    }
+}
+
 /// The reservation state of one logical unit.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct Reservations {
     /// True while a persistent or SPC-2 reservation exists, or any
     /// registration (which makes RESERVE/RELEASE conflict): the command
@@ -174,7 +246,24 @@ pub(crate) struct Reservations {
     state: Mutex<State>,
     /// Where APTPL state is kept; None: PTPL_C=0.
     persist_path: Option<PathBuf>,
+    /// The other gateways, for a unit they serve too.
+    shared: OnceLock<Arc<dyn UnitPeers>>,
+    /// Serializes this gateway's shared changes (read, change, store, tell).
+    changing: Mutex<()>,
 }
+
+impl std::fmt::Debug for Reservations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reservations")
+            .field("state", &self.state)
+            .field("shared", &self.shared.get().is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// How many times a shared change is made again when another gateway wrote
+/// first, before the command fails.
+const SHARED_ATTEMPTS: usize = 16;
 
 /// How a command is treated under a reservation (SPC-5 table 67, SBC-4 table 13).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,11 +306,171 @@ impl Reservations {
             active: AtomicBool::new(false),
             state: Mutex::new(state),
             persist_path,
+            shared: OnceLock::new(),
+            changing: Mutex::new(()),
         };
         let guard = reservations.lock();
         reservations.refresh(&guard);
         drop(guard);
         reservations
+    }
+
+    /// Sends `message` to the other gateways of a shared unit (nothing
+    /// otherwise); a failure is logged.
+    pub(crate) fn publish(&self, message: &[u8]) {
+        if let Some(peers) = self.shared.get() {
+            if let Err(e) = peers.publish(message) {
+                tracing::warn!(error = %e, "the other gateways may not have heard of a reset");
+            }
+        }
+    }
+
+    /// Whether the state is shared with other gateways.
+    pub(crate) fn is_shared(&self) -> bool {
+        self.shared.get().is_some()
+    }
+
+    /// Whether APTPL can be honoured: a file to keep the state in, or the
+    /// cluster that keeps it anyway.
+    fn persistent(&self) -> bool {
+        self.persist_path.is_some() || self.shared.get().is_some()
+    }
+
+    /// From now on the state is the one shared with `peers`: read it now.
+    /// The first gateway of a unit (no other one answered the hello `peers`
+    /// sent) starts it as a power-on would: without APTPL, registrations
+    /// and reservations go.
+    pub(crate) fn share(&self, peers: Arc<dyn UnitPeers>, first: bool) -> Result<(), String> {
+        let peers = self.shared.get_or_init(|| peers);
+        self.sync(peers.as_ref()).map_err(|e| format!("{e:?}"))?;
+        let volatile = {
+            let state = self.lock();
+            !state.aptpl
+                && (state.reservation.is_some()
+                    || state.legacy.is_some()
+                    || !state.registrations.is_empty())
+        };
+        if first && volatile {
+            let _guard = self.changing.lock().unwrap_or_else(|e| e.into_inner());
+            let version = self.lock().version;
+            let empty = encode(&State::default());
+            if let Ok(Some(version)) = peers.store(empty.as_bytes(), version) {
+                let mut state = self.lock();
+                *state = State {
+                    version,
+                    ..State::default()
+                };
+                self.refresh(&state);
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the shared state into the local copy.
+    fn sync(&self, peers: &dyn UnitPeers) -> Result<(), Refusal> {
+        let (bytes, version) = peers.load().map_err(shared_failure)?;
+        let loaded = if bytes.is_empty() {
+            Some(State::default())
+        } else {
+            std::str::from_utf8(&bytes).ok().and_then(decode)
+        };
+        let Some(mut loaded) = loaded else {
+            return Err(shared_failure(
+                "the shared reservation state does not parse".into(),
+            ));
+        };
+        loaded.version = version;
+        let mut state = self.lock();
+        *state = loaded;
+        self.refresh(&state);
+        Ok(())
+    }
+
+    /// Runs a command that may change the state: here only, or, for a
+    /// shared unit, on the shared state (see the module's documentation).
+    fn change(
+        &self,
+        attentions: &Attentions,
+        op: impl Fn(&dyn Raise) -> Result<(), Refusal>,
+    ) -> Result<(), Refusal> {
+        let Some(peers) = self.shared.get() else {
+            return op(attentions);
+        };
+        let _guard = self.changing.lock().unwrap_or_else(|e| e.into_inner());
+        for _ in 0..SHARED_ATTEMPTS {
+            self.sync(peers.as_ref())?;
+            let (before, version, candidates) = {
+                let state = self.lock();
+                (encode(&state), state.version, state.nexuses())
+            };
+            let recorder = Recorder {
+                local: attentions,
+                candidates,
+                raised: RefCell::default(),
+            };
+            let result = op(&recorder);
+            let after = encode(&self.lock());
+            if after == before {
+                return result;
+            }
+            match peers.store(after.as_bytes(), version) {
+                Ok(Some(stored)) => {
+                    self.lock().version = stored;
+                    let raised = recorder.raised.into_inner();
+                    for (nexus, sense) in &raised {
+                        attentions.raise(|n| n == nexus, *sense);
+                    }
+                    let message = encode_message(stored, &raised, &after);
+                    if let Err(e) = peers.publish(message.as_bytes()) {
+                        tracing::warn!(error = %e, "the other gateways may not have heard of a reservation change");
+                    }
+                    return result;
+                }
+                // Another gateway wrote first: start again from its state.
+                Ok(None) => continue,
+                Err(e) => {
+                    let _ = self.sync(peers.as_ref());
+                    return Err(shared_failure(e));
+                }
+            }
+        }
+        let _ = self.sync(peers.as_ref());
+        Err(shared_failure(
+            "other gateways kept changing the reservations".into(),
+        ))
+    }
+
+    /// A message another gateway published: takes its state if newer and
+    /// raises its unit attentions here (the caller leaves out this
+    /// gateway's own). None when messages may have been missed: the state
+    /// is read again. Messages of other kinds are ignored.
+    pub(crate) fn apply_message(&self, attentions: &Attentions, message: Option<&[u8]>) {
+        let Some(peers) = self.shared.get() else {
+            return;
+        };
+        let Some(message) = message else {
+            if let Err(e) = self.sync(peers.as_ref()) {
+                tracing::warn!(error = ?e, "could not read the shared reservation state");
+            }
+            return;
+        };
+        // Other messages share the channel.
+        match std::str::from_utf8(message).ok().and_then(decode_message) {
+            None => {}
+            Some((version, raised, text)) => {
+                if let Some(mut loaded) = decode(text) {
+                    let mut state = self.lock();
+                    if version > state.version {
+                        loaded.version = version;
+                        *state = loaded;
+                        self.refresh(&state);
+                    }
+                }
+                for (nexus, sense) in &raised {
+                    attentions.raise(|n| n == nexus, *sense);
+                }
+            }
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -267,10 +516,14 @@ impl Reservations {
 
     /// Ends SPC-2 reservations (LOGICAL UNIT RESET, TARGET RESET: SPC-2 5.5.1);
     /// persistent reservations survive resets.
-    pub(crate) fn reset(&self) {
-        let mut state = self.lock();
-        state.legacy = None;
-        self.refresh(&state);
+    pub(crate) fn reset(&self, attentions: &Attentions) {
+        let clear = |_: &dyn Raise| {
+            let mut state = self.lock();
+            state.legacy = None;
+            self.refresh(&state);
+            Ok(())
+        };
+        let _ = self.change(attentions, clear);
     }
 
     /// The I_T nexus is gone: its SPC-2 reservation ends (SPC-2 5.5.1).
@@ -279,16 +532,31 @@ impl Reservations {
         self.lock().legacy.clone()
     }
 
-    pub(crate) fn nexus_lost(&self, nexus: &Nexus) {
-        let mut state = self.lock();
-        if state.legacy.as_ref() == Some(nexus) {
-            state.legacy = None;
-            self.refresh(&state);
+    pub(crate) fn nexus_lost(&self, attentions: &Attentions, nexus: &Nexus) {
+        if self.lock().legacy.as_ref() != Some(nexus) {
+            return;
         }
+        let _ = self.change(attentions, |_| {
+            let mut state = self.lock();
+            if state.legacy.as_ref() == Some(nexus) {
+                state.legacy = None;
+                self.refresh(&state);
+            }
+            Ok(())
+        });
     }
 
     /// RESERVE (6) / RESERVE (10) (SPC-2 7.21, 7.22).
-    pub(crate) fn reserve(&self, nexus: &Nexus, cdb: &[u8]) -> Result<(), Refusal> {
+    pub(crate) fn reserve(
+        &self,
+        attentions: &Attentions,
+        nexus: &Nexus,
+        cdb: &[u8],
+    ) -> Result<(), Refusal> {
+        self.change(attentions, |_| self.reserve_here(nexus, cdb))
+    }
+
+    fn reserve_here(&self, nexus: &Nexus, cdb: &[u8]) -> Result<(), Refusal> {
         if cdb[0] == RESERVE_10 && cdb[1] & 0x12 != 0 {
             // 3RDPTY and LONGID: reserving for another initiator is not supported.
             return Err(Sense::invalid_field_in_cdb(1, 4).into());
@@ -313,7 +581,16 @@ impl Reservations {
 
     /// RELEASE (6) / RELEASE (10) (SPC-2 7.17, 7.18): releasing what another
     /// nexus holds, or nothing, is a GOOD no-op.
-    pub(crate) fn release(&self, nexus: &Nexus, cdb: &[u8]) -> Result<(), Refusal> {
+    pub(crate) fn release(
+        &self,
+        attentions: &Attentions,
+        nexus: &Nexus,
+        cdb: &[u8],
+    ) -> Result<(), Refusal> {
+        self.change(attentions, |_| self.release_here(nexus, cdb))
+    }
+
+    fn release_here(&self, nexus: &Nexus, cdb: &[u8]) -> Result<(), Refusal> {
         if cdb[0] == RELEASE_10 && cdb[1] & 0x12 != 0 {
             return Err(Sense::invalid_field_in_cdb(1, 4).into());
         }
@@ -335,6 +612,11 @@ impl Reservations {
         data_in: &mut Vec<u8>,
     ) -> Result<(), Sense> {
         let allocation_length = u32::from(cdb::u16_at(cdb, 7));
+        if let Some(peers) = self.shared.get() {
+            // What another gateway changed is here already (its message
+            // came before its command completed); reading makes sure of it.
+            self.sync(peers.as_ref()).map_err(Refusal::sense)?;
+        }
         let state = self.lock();
         match cdb[1] & 0x1f {
             in_action::READ_KEYS => {
@@ -364,7 +646,7 @@ impl Reservations {
                 // SPC-5 6.16.4: CRH=1 (RESERVE/RELEASE succeed... never: they
                 // conflict under registrations, so CRH=0), SIP_C=1, ATP_C=1,
                 // PTPL_C when a persist path exists; TMV=1 with every type.
-                let ptpl_c = u8::from(self.persist_path.is_some());
+                let ptpl_c = u8::from(self.persistent());
                 data_in.extend_from_slice(&[0x00, 0x08]);
                 data_in.push(0x08 | 0x04 | ptpl_c);
                 data_in.push(0x80 | u8::from(state.aptpl));
@@ -411,6 +693,18 @@ impl Reservations {
         cdb: &[u8],
         data_out: &[u8],
     ) -> Result<(), Refusal> {
+        self.change(attentions, |raise| {
+            self.persistent_reserve_out_here(nexus, raise, cdb, data_out)
+        })
+    }
+
+    fn persistent_reserve_out_here(
+        &self,
+        nexus: &Nexus,
+        attentions: &dyn Raise,
+        cdb: &[u8],
+        data_out: &[u8],
+    ) -> Result<(), Refusal> {
         let action = cdb[1] & 0x1f;
         let scope = cdb[2] >> 4;
         let kind = cdb[2] & 0x0f;
@@ -441,7 +735,7 @@ impl Reservations {
         {
             return Err(Sense::parameter_list_length_error().into());
         }
-        if aptpl && self.persist_path.is_none() {
+        if aptpl && !self.persistent() {
             // SPC-5 6.17.3: APTPL without PTPL_C.
             return Err(Sense::invalid_field_in_parameter_list(20, Some(0)).into());
         }
@@ -494,7 +788,7 @@ impl Reservations {
                 state.reservation = None;
                 if registrants_only_or_all(p.kind) {
                     attentions.raise(
-                        |n| n != nexus && state.registration(n).is_some(),
+                        &|n| n != nexus && state.registration(n).is_some(),
                         RESERVATIONS_RELEASED,
                     );
                 }
@@ -509,7 +803,7 @@ impl Reservations {
                     .collect();
                 state.registrations.clear();
                 state.reservation = None;
-                attentions.raise(|n| others.contains(n), RESERVATIONS_PREEMPTED);
+                attentions.raise(&|n| others.contains(n), RESERVATIONS_PREEMPTED);
                 Ok(Change::Registrations)
             }
             out_action::PREEMPT | out_action::PREEMPT_AND_ABORT => {
@@ -536,7 +830,7 @@ impl Reservations {
             // SPC-5 5.13.5: the APTPL bit of the last command that changed
             // the state decides whether it persists.
             state.aptpl = aptpl;
-            if let Some(path) = &self.persist_path {
+            if let (Some(path), None) = (&self.persist_path, self.shared.get()) {
                 let saved = if state.aptpl {
                     save(path, &state)
                 } else {
@@ -563,6 +857,24 @@ pub(crate) enum Refusal {
     Conflict,
     /// CHECK CONDITION with this sense.
     Sense(Sense),
+}
+
+impl Refusal {
+    /// The sense of a refusal that has one; a conflict has none, so it
+    /// reads as an internal failure where only sense can be returned.
+    fn sense(self) -> Sense {
+        match self {
+            Refusal::Sense(sense) => sense,
+            Refusal::Conflict => Sense::new(crate::sense::sense_key::HARDWARE_ERROR, 0x44, 0x00),
+        }
+    }
+}
+
+/// The refusal of a command whose shared state could not be read or
+/// written: INTERNAL TARGET FAILURE (44h/00h), logged.
+fn shared_failure(error: String) -> Refusal {
+    tracing::warn!(error = %error, "shared reservation state unavailable");
+    Sense::new(crate::sense::sense_key::HARDWARE_ERROR, 0x44, 0x00).into()
 }
 
 impl From<Sense> for Refusal {
@@ -612,7 +924,7 @@ struct Register<'a> {
 /// REGISTER / REGISTER AND IGNORE EXISTING KEY (SPC-5 5.13.7, 5.13.8).
 fn register(
     state: &mut State,
-    attentions: &Attentions,
+    attentions: &dyn Raise,
     nexus: &Nexus,
     request: Register<'_>,
 ) -> Result<Change, Refusal> {
@@ -667,7 +979,7 @@ fn register(
                 // SPC-5 5.13.11.2.2: the holder of a registrants-only
                 // reservation unregistering releases it; the others hear.
                 if state.unregister(nexus) && kind.is_some_and(registrants_only_or_all) {
-                    attentions.raise(|n| state.registration(n).is_some(), RESERVATIONS_RELEASED);
+                    attentions.raise(&|n| state.registration(n).is_some(), RESERVATIONS_RELEASED);
                 }
             } else if let Some(r) = state.registrations.iter_mut().find(|r| &r.nexus == nexus) {
                 r.key = request.action_key;
@@ -681,7 +993,7 @@ fn register(
 /// they arrive, so there is no task of a preempted nexus left to abort.
 fn preempt(
     state: &mut State,
-    attentions: &Attentions,
+    attentions: &dyn Raise,
     nexus: &Nexus,
     scope: u8,
     kind: u8,
@@ -711,7 +1023,7 @@ fn preempt(
             state.registrations.retain(|r| &r.nexus == nexus);
             let holder = (!all_registrants(kind)).then(|| nexus.clone());
             state.reservation = Some((Persistent { kind }, holder));
-            attentions.raise(|n| removed.contains(n), REGISTRATIONS_PREEMPTED);
+            attentions.raise(&|n| removed.contains(n), REGISTRATIONS_PREEMPTED);
             Ok(Change::Registrations)
         }
         Some((p, Some(holder)))
@@ -727,10 +1039,10 @@ fn preempt(
                 Persistent { kind },
                 (!all_registrants(kind)).then(|| nexus.clone()),
             ));
-            attentions.raise(|n| removed.contains(n), REGISTRATIONS_PREEMPTED);
+            attentions.raise(&|n| removed.contains(n), REGISTRATIONS_PREEMPTED);
             if p.kind != kind {
                 attentions.raise(
-                    |n| n != nexus && state.registration(n).is_some(),
+                    &|n| n != nexus && state.registration(n).is_some(),
                     RESERVATIONS_RELEASED,
                 );
             }
@@ -751,7 +1063,7 @@ fn preempt(
                     state.reservation = None;
                 }
             }
-            attentions.raise(|n| removed.contains(n), REGISTRATIONS_PREEMPTED);
+            attentions.raise(&|n| removed.contains(n), REGISTRATIONS_PREEMPTED);
             Ok(Change::Registrations)
         }
     }
@@ -876,7 +1188,7 @@ fn parse_transport_id(data: &[u8], at: usize) -> Result<(NamedPort, usize), Sens
 fn specified_nexuses(
     list: &[u8],
     relative_target_port: u16,
-    attentions: &Attentions,
+    attentions: &dyn Raise,
 ) -> Result<Vec<Nexus>, Sense> {
     if list.len() < 4 {
         return Err(Sense::parameter_list_length_error());
@@ -895,7 +1207,7 @@ fn specified_nexuses(
                 isid,
                 relative_target_port,
             }),
-            None => nexuses.extend(attentions.attached(|n| n.initiator_name == port.name)),
+            None => nexuses.extend(attentions.attached(&|n| n.initiator_name == port.name)),
         }
         data = &data[used..];
         at += used;
@@ -919,22 +1231,7 @@ fn transport_id(nexus: &Nexus) -> Vec<u8> {
 /// text so an administrator can read it.
 fn save(path: &Path, state: &State) -> std::io::Result<()> {
     use std::io::Write;
-    let mut text = format!("isoe-pr 1\ngeneration {}\n", state.generation);
-    for r in &state.registrations {
-        text.push_str(&format!(
-            "register {:016x} {} {} {}\n",
-            r.key,
-            u8::from(r.all_target_ports),
-            r.nexus.relative_target_port,
-            r.nexus.initiator_port_name()
-        ));
-    }
-    if let Some((p, holder)) = &state.reservation {
-        let holder = holder
-            .as_ref()
-            .map_or_else(|| "-".to_owned(), |h| h.initiator_port_name());
-        text.push_str(&format!("reserve {:x} {holder}\n", p.kind));
-    }
+    let text = encode(state);
     if let Some(directory) = path.parent() {
         std::fs::create_dir_all(directory)?;
     }
@@ -976,7 +1273,88 @@ fn parse_port(text: &str, relative_target_port: u16) -> Option<Nexus> {
 
 /// Reads an APTPL file; None when there is none or it is not ours.
 fn load(path: &Path) -> Option<State> {
-    let text = std::fs::read_to_string(path).ok()?;
+    decode(&std::fs::read_to_string(path).ok()?)
+}
+
+/// The state as text: the APTPL file's content, and the shared state's.
+/// `aptpl` and `legacy` lines only when they say something (an APTPL file
+/// exists only with APTPL set; SPC-2 reservations do not persist).
+fn encode(state: &State) -> String {
+    let mut text = format!("isoe-pr 1\ngeneration {}\n", state.generation);
+    for r in &state.registrations {
+        text.push_str(&format!(
+            "register {:016x} {} {} {}\n",
+            r.key,
+            u8::from(r.all_target_ports),
+            r.nexus.relative_target_port,
+            r.nexus.initiator_port_name()
+        ));
+    }
+    if let Some((p, holder)) = &state.reservation {
+        let holder = holder
+            .as_ref()
+            .map_or_else(|| "-".to_owned(), |h| h.initiator_port_name());
+        text.push_str(&format!("reserve {:x} {holder}\n", p.kind));
+    }
+    if !state.aptpl {
+        text.push_str("aptpl 0\n");
+    }
+    if let Some(holder) = &state.legacy {
+        text.push_str(&format!(
+            "legacy {} {}\n",
+            holder.relative_target_port,
+            holder.initiator_port_name()
+        ));
+    }
+    text
+}
+
+/// A message to the other gateways: the new state's version, the unit
+/// attentions raised (sense key, ASC, ASCQ, the nexus), then the state.
+fn encode_message(version: u64, raised: &[(Nexus, Sense)], state: &str) -> String {
+    let mut text = format!("isoe-pr-change 1\nversion {version}\n");
+    for (nexus, sense) in raised {
+        text.push_str(&format!(
+            "attention {:x} {:x} {:x} {} {}\n",
+            sense.key,
+            sense.asc,
+            sense.ascq,
+            nexus.relative_target_port,
+            nexus.initiator_port_name()
+        ));
+    }
+    text.push_str("state\n");
+    text.push_str(state);
+    text
+}
+
+/// A change another gateway made: the state's version, the unit
+/// attentions it raised, the state's text.
+type Message<'a> = (u64, Vec<(Nexus, Sense)>, &'a str);
+
+/// What [`encode_message`] wrote.
+fn decode_message(text: &str) -> Option<Message<'_>> {
+    let (head, state) = text.split_once("state\n")?;
+    let mut lines = head.lines();
+    if lines.next()? != "isoe-pr-change 1" {
+        return None;
+    }
+    let version = lines.next()?.strip_prefix("version ")?.parse().ok()?;
+    let mut raised = Vec::new();
+    for line in lines {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let ["attention", key, asc, ascq, port, name] = fields.as_slice() else {
+            return None;
+        };
+        let hex = |t: &str| u8::from_str_radix(t, 16).ok();
+        let sense = Sense::new(hex(key)?, hex(asc)?, hex(ascq)?);
+        raised.push((parse_port(name, port.parse().ok()?)?, sense));
+    }
+    Some((version, raised, state))
+}
+
+/// What [`encode`] wrote; None when it is not ours.
+fn decode(text: &str) -> Option<State> {
     let mut lines = text.lines();
     if lines.next()? != "isoe-pr 1" {
         return None;
@@ -989,6 +1367,8 @@ fn load(path: &Path) -> Option<State> {
         let fields: Vec<&str> = line.split(' ').collect();
         match fields.as_slice() {
             ["generation", n] => state.generation = n.parse().ok()?,
+            ["aptpl", "0"] => state.aptpl = false,
+            ["legacy", port, name] => state.legacy = Some(parse_port(name, port.parse().ok()?)?),
             ["register", key, all, port, name] => {
                 let relative_target_port = port.parse().ok()?;
                 state.registrations.push(Registration {

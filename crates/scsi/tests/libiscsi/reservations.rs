@@ -411,3 +411,219 @@ fn malformed_persistent_reserve_out_is_refused_with_sense() {
     let (completion, _) = exec(&unit, &a, &[0x5e, 0x09, 0, 0, 0, 0, 0, 0x10, 0, 0], &[]);
     assert_sense(completion, ILLEGAL_REQUEST, 0x24, 0x00);
 }
+
+/// Two gateways' units of one medium, their reservations shared through a
+/// state kept "in the cluster" (here a mutex) and messages delivered at
+/// once, as a watched RADOS object does.
+mod shared {
+    use super::*;
+    use isoe_scsi::UnitPeers;
+    use std::sync::{Arc, Mutex, Weak};
+
+    #[derive(Default)]
+    struct Cluster {
+        state: Mutex<(Vec<u8>, u64)>,
+        units: Mutex<Vec<(usize, Weak<LogicalUnit>)>>,
+    }
+
+    struct Link {
+        cluster: Arc<Cluster>,
+        gateway: usize,
+    }
+
+    impl UnitPeers for Link {
+        fn load(&self) -> Result<(Vec<u8>, u64), String> {
+            Ok(self.cluster.state.lock().unwrap().clone())
+        }
+        fn store(&self, state: &[u8], expected: u64) -> Result<Option<u64>, String> {
+            let mut stored = self.cluster.state.lock().unwrap();
+            if stored.1 != expected {
+                return Ok(None);
+            }
+            *stored = (state.to_vec(), expected + 1);
+            Ok(Some(expected + 1))
+        }
+        fn publish(&self, message: &[u8]) -> Result<(), String> {
+            let units = self.cluster.units.lock().unwrap().clone();
+            for (gateway, unit) in units {
+                if let (true, Some(unit)) = (gateway != self.gateway, unit.upgrade()) {
+                    unit.peer_message(Some(message));
+                }
+            }
+            Ok(())
+        }
+    }
+
+    fn gateways(cluster: &Arc<Cluster>) -> (Arc<LogicalUnit>, Arc<LogicalUnit>) {
+        let shared: Arc<dyn isoe_store::Store> =
+            Arc::new(isoe_store::MemoryStore::new(BLOCKS * BLOCK_SIZE as u64));
+        let make = |gateway: usize| {
+            let unit = Arc::new(LogicalUnit::new(Arc::clone(&shared), config()));
+            cluster
+                .units
+                .lock()
+                .unwrap()
+                .push((gateway, Arc::downgrade(&unit)));
+            let first = gateway == 0;
+            let link = Arc::new(Link {
+                cluster: Arc::clone(cluster),
+                gateway,
+            });
+            unit.share_reservations(link, first).unwrap();
+            unit
+        };
+        (make(0), make(1))
+    }
+
+    /// The same initiator port name through gateway A (port 1) and B (port 2).
+    fn through(port: u16, name: &str) -> Nexus {
+        Nexus {
+            relative_target_port: port,
+            ..super::nexus(name, 1)
+        }
+    }
+
+    /// Two gateways, a nexus attached through each, their power-on unit
+    /// attentions taken.
+    pub(super) fn two_attached() -> (Arc<LogicalUnit>, Arc<LogicalUnit>, Nexus, Nexus) {
+        let cluster = Arc::new(Cluster::default());
+        let (a, b) = gateways(&cluster);
+        // The cluster lives as long as the units' links hold it.
+        let owner = through(1, "owner");
+        let other = through(2, "other");
+        for (unit, n) in [(&a, &owner), (&b, &other)] {
+            unit.attach(n);
+            let _ = exec(unit, n, &[0, 0, 0, 0, 0, 0], &[]);
+        }
+        (a, b, owner, other)
+    }
+
+    #[test]
+    fn a_reservation_through_one_gateway_conflicts_through_the_other() {
+        let (a, b, owner, other) = two_attached();
+        assert_good(prout(&a, &owner, REGISTER, 0, 0, 0xaa));
+        assert_good(prout(&a, &owner, RESERVE, WRITE_EXCLUSIVE, 0xaa, 0));
+        let (write, _) = exec(&b, &other, &write10(), &[0; 512]);
+        assert_eq!(
+            write.status,
+            Status::ReservationConflict,
+            "B sees A's reservation"
+        );
+        let (read, _) = exec(&b, &other, &read10(), &[]);
+        assert_good(read);
+        let keys = prin(&b, &other, 0);
+        assert_eq!(
+            (be32(&keys, 4), be64(&keys, 8)),
+            (8, 0xaa),
+            "B reads A's key"
+        );
+
+        // B registers and preempts A: A's nexus hears REGISTRATIONS PREEMPTED.
+        assert_good(prout(&b, &other, REGISTER, 0, 0, 0xbb));
+        assert_good(prout(&b, &other, PREEMPT, WRITE_EXCLUSIVE, 0xbb, 0xaa));
+        let (tur, _) = exec(&a, &owner, &[0, 0, 0, 0, 0, 0], &[]);
+        assert_sense(tur, UNIT_ATTENTION, 0x2a, 0x05);
+        let (write, _) = exec(&a, &owner, &write10(), &[0; 512]);
+        assert_eq!(write.status, Status::ReservationConflict, "A is preempted");
+        let (write, _) = exec(&b, &other, &write10(), &[0; 512]);
+        assert_good(write);
+
+        // SPC-2 RESERVE is shared too.
+        assert_good(prout(&b, &other, CLEAR, 0, 0xbb, 0));
+        let (tur, _) = exec(&a, &owner, &[0, 0, 0, 0, 0, 0], &[]);
+        assert_good(tur);
+        let (reserve, _) = exec(&a, &owner, &[0x16, 0, 0, 0, 0, 0], &[]);
+        assert_good(reserve);
+        let (write, _) = exec(&b, &other, &write10(), &[0; 512]);
+        assert_eq!(write.status, Status::ReservationConflict);
+    }
+
+    #[test]
+    fn a_gateway_that_wrote_second_redoes_its_change_on_the_new_state() {
+        let cluster = Arc::new(Cluster::default());
+        let (a, b) = gateways(&cluster);
+        let (x, y) = (through(1, "x"), through(2, "y"));
+        assert_good(prout(&a, &x, REGISTER, 0, 0, 0x1));
+        // B's copy is current through the message; make it stale by
+        // changing the shared state behind its back.
+        {
+            let mut stored = cluster.state.lock().unwrap();
+            let text = String::from_utf8(stored.0.clone()).unwrap();
+            stored.0 = text.replace("generation 1", "generation 7").into_bytes();
+            stored.1 += 1;
+        }
+        assert_good(prout(&b, &y, REGISTER, 0, 0, 0x2));
+        let keys = prin(&a, &x, 0);
+        assert_eq!(
+            be32(&keys, 0),
+            8,
+            "the change was made on the newer state (generation 7, then 8)"
+        );
+        assert_eq!(be32(&keys, 4), 16, "both keys are registered");
+    }
+
+    #[test]
+    fn the_first_gateway_drops_what_did_not_persist_and_keeps_what_did() {
+        let cluster = Arc::new(Cluster::default());
+        let (a, _b) = gateways(&cluster);
+        let x = through(1, "x");
+        assert_good(prout(&a, &x, REGISTER, 0, 0, 0x1));
+        drop((a, _b));
+        // Every gateway went (power loss); the next first one starts clean.
+        cluster.units.lock().unwrap().clear();
+        let (a, _b) = gateways(&cluster);
+        assert_eq!(
+            be32(&prin(&a, &x, 0), 4),
+            0,
+            "no APTPL: the registration went"
+        );
+
+        // With APTPL the registration survives.
+        let parameters = prout_parameters(0, 0x5, 0x01);
+        let (aptpl, _) = exec(&a, &x, &prout_cdb(REGISTER, 0, 24), &parameters);
+        assert_good(aptpl);
+        drop((a, _b));
+        cluster.units.lock().unwrap().clear();
+        let (a, _b) = gateways(&cluster);
+        let keys = prin(&a, &x, 0);
+        assert_eq!((be32(&keys, 4), be64(&keys, 8)), (8, 0x5));
+    }
+}
+
+mod shared_reset {
+    use super::*;
+
+    #[test]
+    fn a_reset_through_one_gateway_is_heard_through_the_other() {
+        // Reuses the shared module's two gateways.
+        let (a, b, owner, other) = super::shared::two_attached();
+        a.reset(isoe_scsi::Sense::new(0x06, 0x29, 0x03));
+        let (tur, _) = exec(&b, &other, &[0, 0, 0, 0, 0, 0], &[]);
+        assert_sense(tur, UNIT_ATTENTION, 0x29, 0x03);
+        let (tur, _) = exec(&a, &owner, &[0, 0, 0, 0, 0, 0], &[]);
+        assert_sense(tur, UNIT_ATTENTION, 0x29, 0x03);
+        let (tur, _) = exec(&b, &other, &[0, 0, 0, 0, 0, 0], &[]);
+        assert_good(tur);
+    }
+}
+
+mod shared_mode {
+    use super::*;
+
+    #[test]
+    fn software_write_protect_set_through_one_gateway_holds_through_the_other() {
+        let (a, b, owner, other) = super::shared::two_attached();
+        // MODE SENSE(6) of the control page, SWP on, MODE SELECT(6) back.
+        let (sensed, page) = exec(&a, &owner, &[0x1a, 0x08, 0x0a, 0, 0xff, 0], &[]);
+        assert_good(sensed);
+        let mut list = page.clone();
+        list[0] = 0;
+        list[4 + 4] |= 0x08;
+        let (selected, _) = exec(&a, &owner, &[0x15, 0x10, 0, 0, list.len() as u8, 0], &list);
+        assert_good(selected);
+        let (tur, _) = exec(&b, &other, &[0, 0, 0, 0, 0, 0], &[]);
+        assert_sense(tur, UNIT_ATTENTION, 0x2a, 0x01);
+        let (write, _) = exec(&b, &other, &write10(), &[0; 512]);
+        assert_sense(write, DATA_PROTECT, 0x27, 0x02);
+    }
+}

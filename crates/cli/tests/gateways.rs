@@ -129,3 +129,138 @@ fn a_reservation_through_one_gateway_holds_through_the_other_and_across_restarts
     let mut owner = login(&a, "iqn.2026-11.io.isoe:owner", Some(owner_isid));
     assert_eq!(write_status(&mut owner, 4), 0, "the holder still writes");
 }
+
+/// REPORT TARGET PORT GROUPS: (group, state code) of each descriptor.
+fn port_groups(client: &mut Client) -> Vec<(u16, u8)> {
+    let result = client
+        .command(0, &[0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0], &[], 256)
+        .expect("REPORT TARGET PORT GROUPS");
+    result.assert_good("REPORT TARGET PORT GROUPS");
+    let mut groups = Vec::new();
+    let mut at = 4;
+    while at + 8 <= result.data.len() {
+        let d = &result.data[at..];
+        groups.push((u16::from_be_bytes([d[2], d[3]]), d[0] & 0x0f));
+        at += 8 + 4 * usize::from(d[7]);
+    }
+    groups
+}
+
+/// Polls (TEST UNIT READY, which also takes unit attentions) until the
+/// groups read `want`, for at most `seconds`.
+fn until_groups(client: &mut Client, want: &[(u16, u8)], seconds: u64) -> Vec<(u16, u8)> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    loop {
+        let _ = client.command(0, &[0, 0, 0, 0, 0, 0], &[], 0);
+        let groups = port_groups(client);
+        if groups == want || std::time::Instant::now() > deadline {
+            return groups;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+const AO: u8 = 0x0;
+const ANO: u8 = 0x1;
+const UNIT_ATTENTION: u8 = 0x06;
+
+#[test]
+fn alua_follows_the_gateway_that_holds_the_image() {
+    let Some(ceph) = Ceph::from_env() else {
+        return;
+    };
+    let image = ceph.fresh_image("alua");
+    let a = Target::with_config_portals(&gateway(&ceph, &image, 1, "127.0.0.1"), 1);
+    let b = Target::with_config_portals(&gateway(&ceph, &image, 2, "127.0.0.2"), 1);
+    let mut through_a = login(&a, "iqn.2026-11.io.isoe:host", None);
+    let mut through_b = login(&b, "iqn.2026-11.io.isoe:host", None);
+
+    // The first gateway took the image: group 1 active/optimized, and both
+    // gateways list both groups, with explicit ALUA (TPGS = 11b).
+    let started = [(1, AO), (2, ANO)];
+    assert_eq!(until_groups(&mut through_a, &started, 5), started);
+    assert_eq!(until_groups(&mut through_b, &started, 5), started);
+    let inquiry = through_b
+        .command(0, &[0x12, 0, 0, 0, 96, 0], &[], 96)
+        .expect("INQUIRY");
+    assert_eq!(inquiry.data[5] & 0x30, 0x30, "TPGS = 11b");
+
+    // SET TARGET PORT GROUPS through B makes B's group active/optimized.
+    let stpg = [0, 0, 0, 0, AO, 0, 0, 2];
+    let result = through_b
+        .command(0, &[0xa4, 0x0a, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0], &stpg, 0)
+        .expect("SET TARGET PORT GROUPS");
+    result.assert_good("SET TARGET PORT GROUPS");
+    let moved = [(1, ANO), (2, AO)];
+    // Every path hears ASYMMETRIC ACCESS STATE CHANGED.
+    let tur = through_a
+        .command(0, &[0, 0, 0, 0, 0, 0], &[], 0)
+        .expect("TUR");
+    assert_eq!(tur.sense_key(), Some(UNIT_ATTENTION));
+    assert_eq!((tur.sense[12], tur.sense[13]), (0x2a, 0x06));
+    assert_eq!(until_groups(&mut through_a, &moved, 5), moved);
+    assert_eq!(until_groups(&mut through_b, &moved, 5), moved);
+
+    // Writes through A move the image's lock to A (librbd's), not the
+    // states: B still owns the unit, and nobody hears a unit attention.
+    let _ = through_b.command(0, &[0, 0, 0, 0, 0, 0], &[], 0);
+    through_a.write(0, 8, &[5; 512]);
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let tur = through_b
+        .command(0, &[0, 0, 0, 0, 0, 0], &[], 0)
+        .expect("TUR");
+    assert_eq!(tur.status, 0, "no state moved: {:?}", tur.sense);
+    assert_eq!(port_groups(&mut through_b), moved);
+
+    // SET TARGET PORT GROUPS through A gives the unit back to A.
+    let back = [0, 0, 0, 0, AO, 0, 0, 1];
+    let result = through_a
+        .command(0, &[0xa4, 0x0a, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0], &back, 0)
+        .expect("SET TARGET PORT GROUPS");
+    result.assert_good("SET TARGET PORT GROUPS");
+    assert_eq!(until_groups(&mut through_a, &started, 5), started);
+    assert_eq!(until_groups(&mut through_b, &started, 5), started);
+
+    // A state the gateway cannot give is refused.
+    let standby = [0, 0, 0, 0, 0x2, 0, 0, 2];
+    let refused = through_b
+        .command(0, &[0xa4, 0x0a, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0], &standby, 0)
+        .expect("SET TARGET PORT GROUPS");
+    assert_eq!(refused.sense_key(), Some(0x05), "ILLEGAL REQUEST");
+}
+
+#[test]
+fn a_killed_owner_is_taken_over_and_its_group_leaves_active_optimized() {
+    let Some(ceph) = Ceph::from_env() else {
+        return;
+    };
+    let image = ceph.fresh_image("takeover");
+    let mut a = Target::with_config_portals(&gateway(&ceph, &image, 1, "127.0.0.1"), 1);
+    let b = Target::with_config_portals(&gateway(&ceph, &image, 2, "127.0.0.2"), 1);
+    let mut through_a = login(&a, "iqn.2026-11.io.isoe:host", None);
+    let mut through_b = login(&b, "iqn.2026-11.io.isoe:host", None);
+    let data = support::pattern(11, 4096);
+    through_a.write(0, 16, &data);
+    assert_eq!(
+        until_groups(&mut through_b, &[(1, AO), (2, ANO)], 5),
+        [(1, AO), (2, ANO)]
+    );
+
+    a.kill();
+    let started = std::time::Instant::now();
+    // The first write through B waits until the cluster lets B break the
+    // dead gateway's lock (osd_client_watch_timeout: 10 s in scripts/ceph-cluster).
+    through_b.write(0, 32, &support::pattern(12, 4096));
+    let waited = started.elapsed();
+    assert!(
+        waited < std::time::Duration::from_secs(30),
+        "took over in {waited:?}"
+    );
+    assert!(
+        through_b.read(0, 16, 8) == data,
+        "what A acknowledged is there"
+    );
+    let taken = [(1, ANO), (2, AO)];
+    assert_eq!(until_groups(&mut through_b, &taken, 5), taken);
+    eprintln!("gateway B took the image over {waited:?} after A was killed");
+}

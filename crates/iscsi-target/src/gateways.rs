@@ -1,13 +1,39 @@
-//! Several targets (gateways) serving one RBD image as one logical unit:
-//! the unit's reservations are kept in the cluster, beside the image, and
-//! each gateway hears of the others' changes through the image's watched
-//! object ([`isoe_rbd::Channel`]).
+//! Several targets (gateways) serving one RBD image as one logical unit.
+//!
+//! What the unit holds besides its data is kept in the cluster, beside the
+//! image, and each gateway hears of the others' changes through the
+//! image's watched object ([`isoe_rbd::Channel`]):
+//!
+//! - reservations, resets and software write protect: `isoe_scsi`'s
+//!   [`UnitPeers`] over the channel ([`Peers`]);
+//! - ALUA ([`Ownership`]): the unit lists every gateway's port groups; one
+//!   gateway owns the unit and is active/optimized, the others
+//!   active/non-optimized. The owner takes the image's exclusive lock when
+//!   it becomes owner. librbd then passes the lock to whichever gateway
+//!   writes (initiators that follow ALUA write through the owner, so it
+//!   stays there), which moves no state: a unit attention on every lock
+//!   movement would break initiators that write through both paths. The
+//!   owner changes when SET TARGET PORT GROUPS makes another gateway's
+//!   group active/optimized, or when the owner is dead: a thread of the
+//!   process looks once a second whether this gateway holds the lock of
+//!   an image it does not own (librbd broke a dead holder's lock for a
+//!   write here, blocklisting it, so nothing it had in flight lands), asks
+//!   whether the owner still answers, and takes the unit over if not.
+//!   Every gateway's initiators then hear ASYMMETRIC ACCESS STATE CHANGED.
+//!
+//! Messages on the channel, one line of text each: `isoe-hello 1 TAGS`
+//! (a gateway starts; each answers `isoe-gateway 1 TAGS owner TAGS|-`),
+//! `isoe-ping 1` (answered the same way), `isoe-owner 1 TAGS` (this
+//! gateway owns the unit now), and the messages of `isoe_scsi`
+//! (reservation changes, resets, mode pages).
 
-use std::sync::{Arc, OnceLock, Weak};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use isoe_rbd::{Channel, RbdStore, Written};
-use isoe_scsi::{LogicalUnit, UnitPeers};
+use isoe_scsi::{AccessState, ExplicitAlua, LogicalUnit, PortGroup, PortGroups, Sense, UnitPeers};
 
 /// How long a change waits for the other gateways to take it in. A gateway
 /// that died without closing its watch holds a change this long, until the
@@ -16,10 +42,14 @@ const PUBLISH_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the hello at start waits for answers: a gateway that answers
 /// in this time serves the unit already.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(3);
+/// How often each gateway asks whether it holds each shared image.
+const OWNER_POLL: Duration = Duration::from_secs(1);
+/// How long a live owner has to answer whether it is alive.
+const PING_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The unit's link to the other gateways.
 struct Peers {
-    channel: Channel,
+    channel: Arc<Channel>,
 }
 
 impl UnitPeers for Peers {
@@ -35,7 +65,7 @@ impl UnitPeers for Peers {
     }
 
     fn publish(&self, message: &[u8]) -> Result<(), String> {
-        let (_, missed) = self.channel.notify(message, PUBLISH_TIMEOUT)?;
+        let missed = self.channel.notify(message, PUBLISH_TIMEOUT)?.missed;
         if missed > 0 {
             return Err(format!(
                 "{missed} gateway(s) did not answer within {PUBLISH_TIMEOUT:?}"
@@ -45,22 +75,311 @@ impl UnitPeers for Peers {
     }
 }
 
-/// Shares `unit`'s reservations with the other gateways of `image`.
-pub(crate) fn share(unit: &Arc<LogicalUnit>, image: &RbdStore) -> Result<(), String> {
-    let weak: Arc<OnceLock<Weak<LogicalUnit>>> = Arc::default();
-    let target = Arc::clone(&weak);
-    let handler: isoe_rbd::Handler = Arc::new(move |message: Option<&[u8]>, own: bool| {
-        if own {
+/// One shared unit's ALUA, as this gateway sees it.
+#[derive(Debug)]
+struct Ownership {
+    unit: Weak<LogicalUnit>,
+    image: Arc<RbdStore>,
+    channel: OnceLock<Arc<Channel>>,
+    /// This gateway's port groups (tags).
+    local: Vec<u16>,
+    /// Every gateway's groups known here, and which of them own the image.
+    view: Mutex<View>,
+    /// This gateway owns the unit.
+    holds: AtomicBool,
+}
+
+#[derive(Debug, Default)]
+struct View {
+    /// Group tag → its relative ports.
+    groups: BTreeMap<u16, Vec<u16>>,
+    /// The tags of the gateway that holds the image, if known.
+    owner: Vec<u16>,
+}
+
+impl std::fmt::Debug for Peers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Peers")
+    }
+}
+
+impl Ownership {
+    fn tags(tags: &[u16]) -> String {
+        if tags.is_empty() {
+            return "-".into();
+        }
+        tags.iter()
+            .map(u16::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    fn parse_tags(text: &str) -> Vec<u16> {
+        text.split(',').filter_map(|t| t.parse().ok()).collect()
+    }
+
+    /// Learns groups (tag, ports = [tag], as isoe numbers them) and, if
+    /// given, the owner; rebuilds or restates the unit's groups.
+    fn learn(&self, groups: &[u16], owner: Option<Vec<u16>>) {
+        let Some(unit) = self.unit.upgrade() else {
+            return;
+        };
+        let mut view = self.view.lock().unwrap_or_else(|e| e.into_inner());
+        let mut grew = false;
+        for &tag in groups {
+            grew |= view.groups.insert(tag, vec![tag]).is_none();
+        }
+        let moved = owner.is_some_and(|owner| {
+            let moved = view.owner != owner;
+            view.owner = owner;
+            moved
+        });
+        let state_of = |tag: &u16, view: &View| {
+            if view.owner.contains(tag) {
+                AccessState::ActiveOptimized
+            } else {
+                AccessState::ActiveNonOptimized
+            }
+        };
+        if grew || unit.own_port_groups().is_none() {
+            let groups = view
+                .groups
+                .iter()
+                .map(|(tag, ports)| PortGroup {
+                    id: *tag,
+                    state: state_of(tag, &view),
+                    preferred: false,
+                    relative_ports: ports.clone(),
+                })
+                .collect();
+            unit.set_port_groups(Arc::new(PortGroups::new(groups)));
+        } else if let Some(groups) = unit.own_port_groups() {
+            for tag in view.groups.keys() {
+                groups.set_state(*tag, state_of(tag, &view));
+            }
+        }
+        drop(view);
+        if moved {
+            unit.access_states_changed();
+        }
+    }
+
+    /// This gateway holds the image now: states change here, and the
+    /// others are told.
+    fn now_holding(&self) {
+        self.holds.store(true, Ordering::Release);
+        self.learn(&self.local, Some(self.local.clone()));
+        tracing::info!(image = %self.image.name(), groups = %Self::tags(&self.local), "this gateway holds the image: active/optimized");
+        if let Some(channel) = self.channel.get() {
+            let message = format!("isoe-owner 1 {}", Self::tags(&self.local));
+            if let Err(e) = channel.notify(message.as_bytes(), PUBLISH_TIMEOUT) {
+                tracing::warn!(image = %self.image.name(), error = %e, "could not tell the other gateways");
+            }
+        }
+    }
+
+    /// One look (the poller's): takes the unit over when this gateway holds
+    /// the image's lock and the owner is gone or there is none.
+    fn poll(&self) {
+        if self.holds.load(Ordering::Acquire) {
             return;
         }
-        if let Some(unit) = target.get().and_then(Weak::upgrade) {
+        match self.image.is_lock_owner() {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(e) => {
+                tracing::debug!(error = %e, "lock owner poll failed");
+                return;
+            }
+        }
+        let owner = self
+            .view
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .owner
+            .clone();
+        if !owner.is_empty() && self.answers(&owner) {
+            return;
+        }
+        if !owner.is_empty() {
+            tracing::warn!(image = %self.image.name(), owner = %Self::tags(&owner), "the owning gateway does not answer; taking the unit over");
+        }
+        self.now_holding();
+    }
+
+    /// Whether the gateway of groups `owner` answers a ping.
+    fn answers(&self, owner: &[u16]) -> bool {
+        let Some(channel) = self.channel.get() else {
+            return false;
+        };
+        let Ok(notified) = channel.notify(b"isoe-ping 1", PING_TIMEOUT) else {
+            // The cluster did not take the ping: nothing is known; wait.
+            return true;
+        };
+        notified.answers.iter().any(|answer| {
+            let text = String::from_utf8_lossy(answer);
+            let words: Vec<&str> = text.split_whitespace().collect();
+            matches!(words.as_slice(), ["isoe-gateway", "1", tags, ..]
+                if Self::parse_tags(tags).iter().any(|t| owner.contains(t)))
+        })
+    }
+
+    /// What another gateway sent; the answer to a hello.
+    fn message(&self, text: &str) -> Option<Vec<u8>> {
+        let mut words = text.split_whitespace();
+        match (words.next(), words.next(), words.next()) {
+            (Some("isoe-hello" | "isoe-ping"), Some("1"), tags) => {
+                if let Some(tags) = tags {
+                    self.learn(&Self::parse_tags(tags), None);
+                }
+                let owner = self
+                    .view
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .owner
+                    .clone();
+                let answer = format!(
+                    "isoe-gateway 1 {} owner {}",
+                    Self::tags(&self.local),
+                    Self::tags(&owner)
+                );
+                Some(answer.into_bytes())
+            }
+            (Some("isoe-owner"), Some("1"), Some(tags)) => {
+                let owner = Self::parse_tags(tags);
+                if !owner.iter().any(|t| self.local.contains(t)) {
+                    self.holds.store(false, Ordering::Release);
+                }
+                self.learn(&owner, Some(owner.clone()));
+                Some(Vec::new())
+            }
+            _ => None,
+        }
+    }
+}
+
+impl ExplicitAlua for Ownership {
+    fn set_target_port_groups(
+        &self,
+        _relative_port: u16,
+        requests: &[(u16, AccessState)],
+    ) -> Result<(), Sense> {
+        let refuse = || Err(Sense::invalid_field_in_parameter_list(4, None));
+        for (tag, state) in requests {
+            let local = self.local.contains(tag);
+            let owner = self
+                .view
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .owner
+                .contains(tag);
+            match state {
+                // A gateway makes only its own groups active/optimized.
+                AccessState::ActiveOptimized if local => {
+                    if !self.holds.load(Ordering::Acquire) {
+                        self.image.take_lock().map_err(|e| {
+                            tracing::warn!(error = %e, "SET TARGET PORT GROUPS could not take the image");
+                            Sense::new(isoe_scsi::sense::sense_key::HARDWARE_ERROR, 0x44, 0x00)
+                        })?;
+                        self.now_holding();
+                    }
+                }
+                AccessState::ActiveOptimized if owner => {}
+                AccessState::ActiveNonOptimized if !owner => {}
+                _ => return refuse(),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Shares `unit` with the other gateways of `image`: its reservations,
+/// resets and mode pages, and ALUA by ownership of the image. `local` are
+/// this gateway's port group tags.
+pub(crate) fn share(
+    unit: &Arc<LogicalUnit>,
+    image: &Arc<RbdStore>,
+    local: Vec<u16>,
+) -> Result<(), String> {
+    let ownership = Arc::new(Ownership {
+        unit: Arc::downgrade(unit),
+        image: Arc::clone(image),
+        channel: OnceLock::new(),
+        local: local.clone(),
+        view: Mutex::default(),
+        holds: AtomicBool::new(false),
+    });
+    let heard = Arc::downgrade(&ownership);
+    let weak_unit = Arc::downgrade(unit);
+    let handler: isoe_rbd::Handler = Arc::new(move |message: Option<&[u8]>, own: bool| {
+        if own {
+            return Vec::new();
+        }
+        let text = message.and_then(|m| std::str::from_utf8(m).ok());
+        if let (Some(text), Some(ownership)) = (text, heard.upgrade()) {
+            if let Some(answer) = ownership.message(text) {
+                return answer;
+            }
+        }
+        if let Some(unit) = weak_unit.upgrade() {
             unit.peer_message(message);
         }
+        Vec::new()
     });
-    let channel = Channel::open(image, handler).map_err(|e| e.to_string())?;
-    let _ = weak.set(Arc::downgrade(unit));
+    let channel = Arc::new(Channel::open(image, handler).map_err(|e| e.to_string())?);
+    let _ = ownership.channel.set(Arc::clone(&channel));
+    ownership.learn(&local, None);
+    let hello = format!("isoe-hello 1 {}", Ownership::tags(&local));
+    let notified = channel.notify(hello.as_bytes(), HELLO_TIMEOUT)?;
     // Whoever answers serves the unit already; this gateway counts itself.
-    let (answered, _) = channel.notify(b"isoe-hello 1", HELLO_TIMEOUT)?;
-    let first = answered <= 1;
-    unit.share_reservations(Arc::new(Peers { channel }), first)
+    let first = notified.answers.len() <= 1;
+    for answer in &notified.answers {
+        let text = String::from_utf8_lossy(answer);
+        let words: Vec<&str> = text.split_whitespace().collect();
+        if let ["isoe-gateway", "1", tags, "owner", owner] = words.as_slice() {
+            let owner = Ownership::parse_tags(owner);
+            ownership.learn(
+                &Ownership::parse_tags(tags),
+                (!owner.is_empty()).then_some(owner),
+            );
+        }
+    }
+    unit.share_reservations(Arc::new(Peers { channel }), first)?;
+    if first && !image.is_lock_owner()? {
+        // Alone: this gateway takes the image, so that some path is
+        // active/optimized from the start.
+        image.take_lock()?;
+    }
+    ownership.poll();
+    unit.set_explicit_alua(Arc::clone(&ownership) as Arc<dyn ExplicitAlua>);
+    watch_owner(Arc::downgrade(&ownership));
+    Ok(())
+}
+
+/// The shared units the poller looks at.
+static WATCHED: Mutex<Vec<Weak<Ownership>>> = Mutex::new(Vec::new());
+
+/// Adds `ownership` to the poller's list, starting the poller (one thread
+/// for the process) the first time.
+fn watch_owner(ownership: Weak<Ownership>) {
+    static POLLER: OnceLock<()> = OnceLock::new();
+    WATCHED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(ownership);
+    POLLER.get_or_init(|| {
+        let _ = std::thread::Builder::new()
+            .name("isoe-alua".into())
+            .spawn(|| loop {
+                std::thread::sleep(OWNER_POLL);
+                let live: Vec<Arc<Ownership>> = {
+                    let mut watched = WATCHED.lock().unwrap_or_else(|e| e.into_inner());
+                    watched.retain(|w| w.strong_count() > 0);
+                    watched.iter().filter_map(Weak::upgrade).collect()
+                };
+                for ownership in live {
+                    ownership.poll();
+                }
+            });
+    });
 }

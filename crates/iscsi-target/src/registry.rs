@@ -392,7 +392,8 @@ pub fn build_lun(
     let lu = Arc::new(LogicalUnit::new(store, lun_config));
     lu.set_offline(spec.offline);
     if let Some(image) = image {
-        crate::gateways::share(&lu, &image).map_err(|message| {
+        let local = config.port_groups().iter().map(|g| g.id).collect();
+        crate::gateways::share(&lu, &image, local).map_err(|message| {
             store_error(isoe_store::StoreError::Remote {
                 what: format!("rbd image {}", image.name()),
                 message: format!("sharing its reservations: {message}"),

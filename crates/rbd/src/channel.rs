@@ -18,10 +18,20 @@ use crate::image::RbdStore;
 use crate::RbdError;
 
 /// What runs when another gateway (or this one) notifies: the payload, and
-/// whether it came from this channel. A lost watch (the cluster dropped it)
-/// calls it with `None` once the watch is back: whatever was notified
+/// whether it came from this channel; what it returns goes back to the
+/// notifier with the acknowledgement. A lost watch (the cluster dropped
+/// it) calls it with `None` once the watch is back: whatever was notified
 /// meanwhile was missed, so the state must be read again.
-pub type Handler = Arc<dyn Fn(Option<&[u8]>, bool) + Send + Sync>;
+pub type Handler = Arc<dyn Fn(Option<&[u8]>, bool) -> Vec<u8> + Send + Sync>;
+
+/// What a notification brought back.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Notified {
+    /// The answer of each watcher that acknowledged (this channel's too).
+    pub answers: Vec<Vec<u8>>,
+    /// Watchers that did not acknowledge in time.
+    pub missed: usize,
+}
 
 /// The largest state the object may hold.
 const STATE_MAX_BYTES: usize = 4 << 20;
@@ -40,6 +50,15 @@ pub struct Channel {
     /// Serializes reads and writes: the version of a read is the ioctx's
     /// last version, which another thread's call would overwrite.
     io: Mutex<()>,
+}
+
+impl std::fmt::Debug for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Channel")
+            .field("object", &self.object)
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
 }
 
 // SAFETY: the ioctx is used under `io` or by librados's thread-safe watch
@@ -240,9 +259,8 @@ impl Channel {
     }
 
     /// Sends `payload` to every watcher (this channel too) and waits until
-    /// each acknowledged it or `timeout` passed. Returns how many watchers
-    /// acknowledged and how many did not in time.
-    pub fn notify(&self, payload: &[u8], timeout: Duration) -> Result<(usize, usize), String> {
+    /// each acknowledged it or `timeout` passed.
+    pub fn notify(&self, payload: &[u8], timeout: Duration) -> Result<Notified, String> {
         let mut message = self.id.to_be_bytes().to_vec();
         message.extend_from_slice(payload);
         let mut reply: *mut c_char = std::ptr::null_mut();
@@ -259,15 +277,15 @@ impl Channel {
                 &mut reply_len,
             )
         };
-        let counts = if reply.is_null() {
-            (0, 0)
+        let notified = if reply.is_null() {
+            Notified::default()
         } else {
             // SAFETY: the reply librados gave; freed once, here.
-            unsafe { decode_counts(self.api, reply, reply_len) }
+            unsafe { decode_reply(self.api, reply, reply_len) }
         };
         match r {
-            0 => Ok(counts),
-            r if r == -libc::ETIMEDOUT => Ok(counts),
+            0 => Ok(notified),
+            r if r == -libc::ETIMEDOUT => Ok(notified),
             r => Err(format!(
                 "notifying {:?}: {}",
                 self.object,
@@ -277,11 +295,20 @@ impl Channel {
     }
 }
 
-/// Counts the acknowledgements and timeouts of a notify reply, and frees it.
+/// `struct notify_ack_t` of `rados/rados_types.h`.
+#[repr(C)]
+struct NotifyAck {
+    notifier_id: u64,
+    cookie: u64,
+    payload: *mut c_char,
+    payload_len: u64,
+}
+
+/// The answers and timeouts of a notify reply; frees it.
 ///
 /// # Safety
 /// `reply` is a reply buffer from `rados_notify2` of `len` bytes.
-unsafe fn decode_counts(api: &Api, reply: *mut c_char, len: usize) -> (usize, usize) {
+unsafe fn decode_reply(api: &Api, reply: *mut c_char, len: usize) -> Notified {
     let (mut acks, mut timeouts) = (std::ptr::null_mut(), std::ptr::null_mut());
     let (mut acked, mut timed_out) = (0usize, 0usize);
     let r = (api.rados_decode_notify_response)(
@@ -292,15 +319,25 @@ unsafe fn decode_counts(api: &Api, reply: *mut c_char, len: usize) -> (usize, us
         &mut timeouts,
         &mut timed_out,
     );
+    let mut notified = Notified::default();
     if r == 0 {
+        if !acks.is_null() {
+            let list = std::slice::from_raw_parts(acks.cast::<NotifyAck>(), acked);
+            for ack in list {
+                let answer = if ack.payload.is_null() || ack.payload_len == 0 {
+                    Vec::new()
+                } else {
+                    std::slice::from_raw_parts(ack.payload.cast::<u8>(), ack.payload_len as usize)
+                        .to_vec()
+                };
+                notified.answers.push(answer);
+            }
+        }
+        notified.missed = timed_out;
         (api.rados_free_notify_response)(acks, acked, timeouts);
     }
     (api.rados_buffer_free)(reply);
-    if r == 0 {
-        (acked, timed_out)
-    } else {
-        (0, 0)
-    }
+    notified
 }
 
 fn watch(api: &Api, ioctx: IoCtx, object: &CString, watcher: *mut Watcher) -> Result<u64, i32> {
@@ -338,21 +375,25 @@ extern "C" fn on_notify(
         // SAFETY: librados passes `len` bytes at `data` for this call.
         unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) }
     };
-    if bytes.len() >= 8 {
-        let (sender, payload) = bytes.split_at(8);
-        let own = sender == watcher.id.to_be_bytes();
-        (watcher.handler)(Some(payload), own);
-    }
-    // SAFETY: an open ioctx; acknowledging after the handler ran is what
-    // lets the notifier know the change is in force here.
+    let answer = match bytes.len() {
+        8.. => {
+            let (sender, payload) = bytes.split_at(8);
+            let own = sender == watcher.id.to_be_bytes();
+            (watcher.handler)(Some(payload), own)
+        }
+        _ => Vec::new(),
+    };
+    // SAFETY: an open ioctx and an answer of the length passed;
+    // acknowledging after the handler ran is what lets the notifier know
+    // the change is in force here.
     unsafe {
         (watcher.api.rados_notify_ack)(
             watcher.ioctx,
             watcher.object.as_ptr(),
             notify_id,
             cookie,
-            std::ptr::null(),
-            0,
+            answer.as_ptr().cast(),
+            answer.len() as c_int,
         );
     }
 }
@@ -411,7 +452,7 @@ fn spawn_rewatcher(
                         drop(guard);
                         // SAFETY: the Watcher lives until `closing` is seen.
                         let handler = unsafe { &(*(watcher as *mut Watcher)).handler };
-                        handler(None, false);
+                        let _ = handler(None, false);
                     }
                     Err(r) => tracing::warn!(object = ?object, error = %crate::errno_text(r), "watching again failed; retrying"),
                 }

@@ -114,6 +114,7 @@ api! {
     rbd: fn rbd_aio_read2(Image, u64, usize, *mut c_char, Completion, c_int) -> c_int;
     rbd: fn rbd_aio_write2(Image, u64, usize, *const c_char, Completion, c_int) -> c_int;
     rbd: fn rbd_aio_flush(Image, Completion) -> c_int;
+    rbd: fn rbd_is_exclusive_lock_owner(Image, *mut c_int) -> c_int;
 }
 
 // SAFETY: the struct holds function pointers into libraries that stay

@@ -204,6 +204,50 @@ impl RbdStore {
         &self.name
     }
 
+    /// Whether this handle holds the image's exclusive lock, which librbd
+    /// passes to whichever handle writes (asking the holder to release
+    /// it, or breaking the lock of one that died and blocklisting it).
+    /// Asks the cluster (an OSD round trip).
+    pub fn is_lock_owner(&self) -> Result<bool, String> {
+        let mut owner: c_int = 0;
+        // SAFETY: an open image and an out-pointer.
+        let r = unsafe { (self.api.rbd_is_exclusive_lock_owner)(self.image, &mut owner) };
+        if r < 0 {
+            return Err(format!(
+                "rbd image {}: is_exclusive_lock_owner: {}",
+                self.name,
+                crate::errno_text(r)
+            ));
+        }
+        Ok(owner != 0)
+    }
+
+    /// Takes the image's exclusive lock the way a write does (the holder
+    /// is asked to release it; a dead one's is broken): by a write that
+    /// changes nothing, a compare-and-write of the first sector with its
+    /// own content, atomic in the cluster, so that no other writer's data
+    /// can be overwritten (done again if the sector changed between the
+    /// read and the compare). librbd keeps managing the lock as before: a
+    /// write through another handle takes it back. (Maintenance calls such
+    /// as metadata changes do not move the lock: librbd hands them to the
+    /// holder.) The first sector counts as written afterwards.
+    pub fn take_lock(&self) -> Result<(), String> {
+        let failed = |what: &str| format!("rbd image {}: taking the lock: {what}", self.name);
+        let len = COMPARE_AND_WRITE_BYTES.min(self.size_bytes) as usize;
+        let mut sector = vec![0u8; len];
+        for _ in 0..8 {
+            self.read_at(0, &mut sector)
+                .map_err(|e| failed(&e.to_string()))?;
+            match Store::compare_and_write(self, 0, &sector, &sector) {
+                Some(Ok(None)) => return Ok(()),
+                Some(Ok(Some(_))) => continue,
+                Some(Err(e)) => return Err(failed(&e.to_string())),
+                None => return Err(failed("the first sector cannot be compared and written")),
+            }
+        }
+        Err(failed("the first sector kept changing"))
+    }
+
     /// The connection, pool, namespace and image id, for objects kept
     /// beside the image.
     pub(crate) fn location(&self) -> (&Arc<Cluster>, &str, Option<&str>, &str) {

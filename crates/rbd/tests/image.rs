@@ -315,6 +315,11 @@ fn a_channel_keeps_a_state_under_compare_and_set_and_notifies_every_watcher() {
                 .lock()
                 .unwrap()
                 .push((payload.map(<[u8]>::to_vec), own));
+            if own {
+                b"me".to_vec()
+            } else {
+                b"other".to_vec()
+            }
         })
     };
     let (heard_a, heard_b): (Heard, Heard) = Default::default();
@@ -341,8 +346,15 @@ fn a_channel_keeps_a_state_under_compare_and_set_and_notifies_every_watcher() {
     assert_eq!(a.read().unwrap(), (b"two".to_vec(), v2));
 
     // Both watchers acknowledge before notify returns, and have heard it.
-    let (acked, timed_out) = a.notify(b"changed", Duration::from_secs(10)).unwrap();
-    assert_eq!((acked, timed_out), (2, 0));
+    let notified = a.notify(b"changed", Duration::from_secs(10)).unwrap();
+    assert_eq!(notified.missed, 0);
+    let mut answers = notified.answers.clone();
+    answers.sort();
+    assert_eq!(
+        answers,
+        vec![b"me".to_vec(), b"other".to_vec()],
+        "each watcher's answer"
+    );
     assert_eq!(
         *heard_a.lock().unwrap(),
         vec![(Some(b"changed".to_vec()), true)]
@@ -352,6 +364,34 @@ fn a_channel_keeps_a_state_under_compare_and_set_and_notifies_every_watcher() {
         vec![(Some(b"changed".to_vec()), false)]
     );
     drop(b);
-    let (acked, _) = a.notify(b"again", Duration::from_secs(10)).unwrap();
-    assert_eq!(acked, 1, "a closed channel no longer watches");
+    let notified = a.notify(b"again", Duration::from_secs(10)).unwrap();
+    assert_eq!(
+        notified.answers.len(),
+        1,
+        "a closed channel no longer watches"
+    );
+}
+
+#[test]
+fn the_exclusive_lock_follows_writes_and_can_be_taken() {
+    let Some((cluster, pool)) = cluster() else {
+        return;
+    };
+    let name = fresh("lock");
+    let a = open(&cluster, &pool, &name, Some(1 << 20));
+    let b = open(&cluster, &pool, &name, None);
+    assert!(
+        !a.is_lock_owner().unwrap() && !b.is_lock_owner().unwrap(),
+        "nobody wrote yet"
+    );
+    a.write_at(0, &[1; 512]).unwrap();
+    assert!(a.is_lock_owner().unwrap());
+    b.take_lock().unwrap();
+    assert!(b.is_lock_owner().unwrap(), "b took it");
+    assert!(!a.is_lock_owner().unwrap(), "a released it when asked");
+    a.write_at(512, &[2; 512]).unwrap();
+    assert!(a.is_lock_owner().unwrap(), "a write takes it back");
+    let mut back = [0u8; 1024];
+    b.read_at(0, &mut back).unwrap();
+    assert!(back[..512].iter().all(|&x| x == 1) && back[512..].iter().all(|&x| x == 2));
 }

@@ -3,8 +3,10 @@
 //! what a command may do through a port whose group is in standby or
 //! unavailable.
 //!
-//! isoe supports implicit ALUA only (INQUIRY TPGS = 01b): the states are the
-//! target's to set, and there is no SET TARGET PORT GROUPS. Each iSCSI
+//! A target's units have implicit ALUA (INQUIRY TPGS = 01b): the states are
+//! the target's to set. A unit several gateways serve has its own groups
+//! (every gateway's) and explicit ALUA as well (TPGS = 11b): SET TARGET
+//! PORT GROUPS asks its [`ExplicitAlua`] to move the states. Each iSCSI
 //! target portal group is one SCSI target port and one target port group,
 //! so in isoe a group holds one relative target port, numbered as the
 //! group, though [`PortGroups`] allows more. The states live in atomics so
@@ -16,9 +18,10 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
 use crate::opcode::{
-    INQUIRY, MAINTENANCE_IN, MODE_SELECT_10, MODE_SELECT_6, MODE_SENSE_10, MODE_SENSE_6,
-    PERSISTENT_RESERVE_IN, PERSISTENT_RESERVE_OUT, READ_CAPACITY_10, READ_CAPACITY_16_SA,
-    REPORT_LUNS, REPORT_TARGET_PORT_GROUPS_SA, REQUEST_SENSE, SERVICE_ACTION_IN_16,
+    INQUIRY, MAINTENANCE_IN, MAINTENANCE_OUT, MODE_SELECT_10, MODE_SELECT_6, MODE_SENSE_10,
+    MODE_SENSE_6, PERSISTENT_RESERVE_IN, PERSISTENT_RESERVE_OUT, READ_CAPACITY_10,
+    READ_CAPACITY_16_SA, REPORT_LUNS, REPORT_TARGET_PORT_GROUPS_SA, REQUEST_SENSE,
+    SERVICE_ACTION_IN_16, SET_TARGET_PORT_GROUPS_SA,
 };
 use crate::{cdb, Sense};
 
@@ -331,8 +334,11 @@ pub const fn unavailable_sense() -> Sense {
 pub(crate) fn check_access(state: AccessState, cdb: &[u8]) -> Result<(), Sense> {
     let opcode = cdb[0];
     let service_action = cdb::service_action(cdb);
+    // SPC-5 5.16.2.4.4-5: SET TARGET PORT GROUPS too, so that a path in
+    // standby can be made active through itself.
     let reporting = matches!(opcode, INQUIRY | REPORT_LUNS | REQUEST_SENSE)
-        || (opcode == MAINTENANCE_IN && service_action == REPORT_TARGET_PORT_GROUPS_SA);
+        || (opcode == MAINTENANCE_IN && service_action == REPORT_TARGET_PORT_GROUPS_SA)
+        || (opcode == MAINTENANCE_OUT && service_action == SET_TARGET_PORT_GROUPS_SA);
     match state {
         AccessState::ActiveOptimized | AccessState::ActiveNonOptimized => Ok(()),
         AccessState::Standby => {
@@ -357,6 +363,55 @@ pub(crate) fn check_access(state: AccessState, cdb: &[u8]) -> Result<(), Sense> 
         AccessState::Unavailable if reporting => Ok(()),
         AccessState::Unavailable => Err(unavailable_sense()),
     }
+}
+
+/// Whoever moves a unit's access states when an initiator asks (SET TARGET
+/// PORT GROUPS, explicit ALUA): the gateways of a shared unit.
+pub trait ExplicitAlua: Send + Sync + std::fmt::Debug {
+    /// Puts each group in the state asked, the request coming through the
+    /// port `relative_port`; or the sense that refuses it. Only the
+    /// active/optimized request of a group is acted on: the other groups
+    /// follow from which one owns the unit.
+    fn set_target_port_groups(
+        &self,
+        relative_port: u16,
+        requests: &[(u16, AccessState)],
+    ) -> Result<(), Sense>;
+}
+
+/// SET TARGET PORT GROUPS (SPC-5 6.46): a four-byte header, then one
+/// four-byte descriptor per group (ASYMMETRIC ACCESS STATE in byte 0's
+/// low nibble, TARGET PORT GROUP in bytes 2-3).
+pub(crate) fn set_target_port_groups(
+    groups: &PortGroups,
+    handler: &dyn ExplicitAlua,
+    relative_port: u16,
+    cdb: &[u8],
+    data_out: &[u8],
+) -> Result<(), Sense> {
+    let length = cdb::u32_at(cdb, 6) as usize;
+    if length == 0 {
+        return Ok(());
+    }
+    let Some(list) = data_out.get(..length) else {
+        return Err(Sense::parameter_list_length_error());
+    };
+    if length < 4 || (length - 4) % 4 != 0 {
+        return Err(Sense::parameter_list_length_error());
+    }
+    let mut requests = Vec::new();
+    for (index, descriptor) in list[4..].chunks(4).enumerate() {
+        let at = (4 + index * 4) as u16;
+        let Some(state) = AccessState::from_code(descriptor[0] & 0x0f) else {
+            return Err(Sense::invalid_field_in_parameter_list(at, Some(3)));
+        };
+        let id = u16::from_be_bytes([descriptor[2], descriptor[3]]);
+        if !groups.groups.iter().any(|g| g.id == id) {
+            return Err(Sense::invalid_field_in_parameter_list(at + 2, None));
+        }
+        requests.push((id, state));
+    }
+    handler.set_target_port_groups(relative_port, &requests)
 }
 
 #[cfg(test)]

@@ -22,6 +22,8 @@ pub(crate) const DIRECT_ACCESS_BLOCK_DEVICE: u8 = 0x00;
 /// target sets its ports' states, REPORT TARGET PORT GROUPS reports them,
 /// and there is no SET TARGET PORT GROUPS.
 const TPGS_IMPLICIT: u8 = 0b01 << 4;
+/// TPGS 10b, with implicit 11b: SET TARGET PORT GROUPS is supported.
+const TPGS_EXPLICIT: u8 = 0b10 << 4;
 
 /// Executes INQUIRY for an existing logical unit; VPD pages describe the
 /// target port of `context`'s I_T nexus.
@@ -45,8 +47,13 @@ pub(crate) fn inquiry(
             // SPC-5 6.7.1: with EVPD zero the PAGE CODE field shall be zero.
             return Err(Sense::invalid_field_in_cdb_byte(2));
         }
-        let multiport = context.units.port_groups().port_count() > 1;
+        let multiport = unit.groups(context.units).port_count() > 1;
+        let start = data_in.len();
         standard_data(&unit.config, DIRECT_ACCESS_BLOCK_DEVICE, multiport, data_in);
+        if unit.has_explicit_alua() {
+            // TPGS = 11b: SET TARGET PORT GROUPS too.
+            data_in[start + 5] |= TPGS_EXPLICIT;
+        }
     }
     truncate_to_allocation_length(data_in, allocation_length);
     Ok(())

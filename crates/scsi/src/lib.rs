@@ -58,7 +58,7 @@ pub mod vpd;
 mod write_atomic;
 mod write_same;
 
-pub use alua::{AccessState, PortGroup, PortGroups};
+pub use alua::{AccessState, ExplicitAlua, PortGroup, PortGroups};
 pub use background::{Background, Outcome};
 pub use completion::Completion;
 pub use config::{ConfigError, LunConfig};

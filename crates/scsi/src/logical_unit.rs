@@ -2,10 +2,11 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use isoe_store::{Store, StoreError};
 
+use crate::alua::ExplicitAlua;
 use crate::attention::{Attentions, Delivery};
 use crate::block_cdb::BlockCdb;
 use crate::media::{Access, MediaLog};
@@ -13,8 +14,8 @@ use crate::opcode::*;
 use crate::range_lock::RangeLocks;
 use crate::reservation::Reservations;
 use crate::{
-    cdb, lba, limits, Background, Completion, LunConfig, MediumIo, Nexus, Outcome, Sense,
-    UnitDirectory,
+    cdb, lba, limits, Background, Completion, LunConfig, MediumIo, Nexus, Outcome, PortGroups,
+    Sense, UnitDirectory,
 };
 
 /// One logical unit: its media, its configuration and a little unit state.
@@ -44,6 +45,28 @@ pub struct LogicalUnit {
     pub(crate) range_locks: RangeLocks,
     /// The sense and the log of store failures (shared with a sanitize's thread).
     pub(crate) media_log: Arc<MediaLog>,
+    /// This unit's own port groups, instead of the target's: a unit several
+    /// gateways serve lists every gateway's ([`LogicalUnit::set_port_groups`]).
+    own_groups: OnceLock<arc_swap::ArcSwap<PortGroups>>,
+    /// Who acts on SET TARGET PORT GROUPS, for a unit with explicit ALUA.
+    explicit_alua: OnceLock<Arc<dyn ExplicitAlua>>,
+}
+
+/// The port groups a command of a unit consults: the target's, or the
+/// unit's own.
+pub(crate) enum Groups<'a> {
+    Target(&'a PortGroups),
+    Unit(arc_swap::Guard<Arc<PortGroups>>),
+}
+
+impl std::ops::Deref for Groups<'_> {
+    type Target = PortGroups;
+    fn deref(&self) -> &PortGroups {
+        match self {
+            Groups::Target(groups) => groups,
+            Groups::Unit(groups) => groups,
+        }
+    }
 }
 
 /// The message that tells a shared unit's other gateways of a reset:
@@ -104,6 +127,55 @@ impl LogicalUnit {
             sanitize: Arc::default(),
             range_locks,
             media_log,
+            own_groups: OnceLock::new(),
+            explicit_alua: OnceLock::new(),
+        }
+    }
+
+    /// From now on this unit answers with `groups` rather than the
+    /// target's (REPORT TARGET PORT GROUPS, VPD 83h, the access checks):
+    /// every gateway's groups, for a unit several gateways serve. Called
+    /// again when the set of groups changes; states change in place
+    /// ([`PortGroups::set_state`]), then [`LogicalUnit::access_states_changed`].
+    pub fn set_port_groups(&self, groups: Arc<PortGroups>) {
+        match self.own_groups.get() {
+            Some(current) => current.store(groups),
+            None => {
+                let _ = self.own_groups.set(arc_swap::ArcSwap::new(groups));
+            }
+        }
+    }
+
+    /// This unit's own port groups, if it has them.
+    pub fn own_port_groups(&self) -> Option<Arc<PortGroups>> {
+        self.own_groups.get().map(|groups| groups.load_full())
+    }
+
+    /// SET TARGET PORT GROUPS is accepted and handed to `handler`, and
+    /// INQUIRY reports explicit ALUA as well (TPGS = 11b).
+    pub fn set_explicit_alua(&self, handler: Arc<dyn ExplicitAlua>) {
+        let _ = self.explicit_alua.set(handler);
+    }
+
+    /// Whether SET TARGET PORT GROUPS is accepted.
+    pub(crate) fn has_explicit_alua(&self) -> bool {
+        self.explicit_alua.get().is_some()
+    }
+
+    /// Some port group's access state changed: every attached I_T nexus
+    /// hears ASYMMETRIC ACCESS STATE CHANGED (06/2A/06, SPC-5 5.16.2.6).
+    pub fn access_states_changed(&self) {
+        self.attentions.raise(
+            |_| true,
+            Sense::new(crate::sense::sense_key::UNIT_ATTENTION, 0x2a, 0x06),
+        );
+    }
+
+    /// The port groups commands of this unit consult.
+    pub(crate) fn groups<'a>(&self, units: &'a dyn UnitDirectory) -> Groups<'a> {
+        match self.own_groups.get() {
+            Some(groups) => Groups::Unit(groups.load()),
+            None => Groups::Target(units.port_groups()),
         }
     }
 
@@ -138,6 +210,8 @@ impl LogicalUnit {
                 | MODE_SELECT_6
                 | MODE_SELECT_10),
             ) if self.reservations.is_shared() => true,
+            // Moving ownership waits on the cluster.
+            Some(&crate::opcode::MAINTENANCE_OUT) => self.has_explicit_alua(),
             Some(&PERSISTENT_RESERVE_OUT) => self.config.reservations_file.is_some(),
             Some(&op) => {
                 crate::opcode::touches_medium(op)
@@ -360,7 +434,7 @@ impl LogicalUnit {
         let nexus = context.nexus;
         // SPC-5 5.16.2.4: a port in standby or unavailable serves only the
         // commands that report state.
-        let port_groups = context.units.port_groups();
+        let port_groups = self.groups(context.units);
         if port_groups.may_refuse() {
             let state = port_groups.state_of_port(nexus.relative_target_port);
             if let Err(sense) = crate::alua::check_access(state, cdb) {
@@ -445,11 +519,21 @@ impl LogicalUnit {
                     crate::supported_opcodes::report_supported_operation_codes(cdb, data_in)
                 }
                 REPORT_TARGET_PORT_GROUPS_SA => crate::alua::report_target_port_groups(
-                    context.units.port_groups(),
+                    &self.groups(context.units),
                     cdb,
                     data_in,
                 ),
                 _ => Err(Sense::invalid_field_in_cdb(1, 4)),
+            },
+            MAINTENANCE_OUT => match (cdb::service_action(cdb), self.explicit_alua.get()) {
+                (SET_TARGET_PORT_GROUPS_SA, Some(handler)) => crate::alua::set_target_port_groups(
+                    &self.groups(context.units),
+                    handler.as_ref(),
+                    context.nexus.relative_target_port,
+                    cdb,
+                    data_out,
+                ),
+                _ => Err(Sense::invalid_opcode()),
             },
             REPORT_LUNS => {
                 // The target answers REPORT LUNS with its whole LUN list before

@@ -89,6 +89,8 @@ pub const REPORT_LUNS: u8 = 0xa0;
 /// MAINTENANCE IN (SPC-5 table 3); see [`REPORT_SUPPORTED_OPERATION_CODES_SA`]
 /// and [`REPORT_TARGET_PORT_GROUPS_SA`].
 pub const MAINTENANCE_IN: u8 = 0xa3;
+/// MAINTENANCE OUT (SPC-5 6.46): SET TARGET PORT GROUPS is its service action 0Ah.
+pub const MAINTENANCE_OUT: u8 = 0xa4;
 /// READ (12) (SBC-4 5.15).
 pub const READ_12: u8 = 0xa8;
 /// WRITE (12) (SBC-4 5.40).
@@ -108,6 +110,8 @@ pub const GET_LBA_STATUS_SA: u16 = 0x12;
 pub const REPORT_SUPPORTED_OPERATION_CODES_SA: u16 = 0x0c;
 /// REPORT TARGET PORT GROUPS: service action 0Ah of MAINTENANCE IN (SPC-5 6.36).
 pub const REPORT_TARGET_PORT_GROUPS_SA: u16 = 0x0a;
+/// SET TARGET PORT GROUPS: service action 0Ah of MAINTENANCE OUT (SPC-5 6.46).
+pub const SET_TARGET_PORT_GROUPS_SA: u16 = 0x0a;
 
 /// Whether a command with operation code `op` goes to an asynchronous
 /// store as one [`crate::MediumIo`] (READ, WRITE, SYNCHRONIZE CACHE)

@@ -92,6 +92,7 @@ fn expected_transfer(cdb: &[u8], block_size: u32) -> (DataDirection, u32) {
         PERSISTENT_RESERVE_OUT => (DataDirection::Out, cdb::u32_at(cdb, 5)),
         SANITIZE => (DataDirection::Out, u32::from(cdb::u16_at(cdb, 7))),
         EXTENDED_COPY => (DataDirection::Out, cdb::u32_at(cdb, 10)),
+        MAINTENANCE_OUT => (DataDirection::Out, cdb::u32_at(cdb, 6)),
         MODE_SELECT_6 => (DataDirection::Out, u32::from(cdb[4])),
         MODE_SELECT_10 => (DataDirection::Out, u32::from(cdb::u16_at(cdb, 7))),
         _ => (DataDirection::None, 0),

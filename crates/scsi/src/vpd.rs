@@ -103,7 +103,7 @@ fn device_identification(unit: &LogicalUnit, context: &Context<'_>, data_in: &mu
     // SPC-5 7.7.6.9 target port group: protocol iSCSI, binary, PIV=1,
     // target port association, type 5; the ALUA group REPORT TARGET PORT
     // GROUPS lists the port in.
-    if let Some(group) = context.units.port_groups().group_of_port(port) {
+    if let Some(group) = unit.groups(context.units).group_of_port(port) {
         data_in.extend_from_slice(&[0x51, 0x95, 0x00, 4, 0, 0]);
         data_in.extend_from_slice(&group.to_be_bytes());
     }

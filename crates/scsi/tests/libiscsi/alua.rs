@@ -242,3 +242,151 @@ fn report_supported_operation_codes_lists_report_target_port_groups() {
         "opcode, format bits and service action"
     );
 }
+
+/// Explicit ALUA: a unit with its own groups and a handler for SET TARGET
+/// PORT GROUPS (what the gateways of a shared unit install).
+mod explicit {
+    use super::*;
+    use isoe_scsi::{ExplicitAlua, Sense};
+    use std::sync::Mutex;
+
+    /// A request: the port it came through, and (group, state) pairs.
+    type Request = (u16, Vec<(u16, AccessState)>);
+
+    #[derive(Debug, Default)]
+    struct Recorder(Mutex<Vec<Request>>);
+
+    impl ExplicitAlua for Recorder {
+        fn set_target_port_groups(
+            &self,
+            relative_port: u16,
+            requests: &[(u16, AccessState)],
+        ) -> Result<(), Sense> {
+            self.0
+                .lock()
+                .unwrap()
+                .push((relative_port, requests.to_vec()));
+            Ok(())
+        }
+    }
+
+    fn stpg_cdb(length: u32) -> Vec<u8> {
+        let mut cdb = vec![0xa4, 0x0a, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        cdb[6..10].copy_from_slice(&length.to_be_bytes());
+        cdb
+    }
+
+    fn send(unit: &LogicalUnit, port: u16, cdb: &[u8], data_out: &[u8]) -> Completion {
+        let target = TwoGroups::new(AccessState::Standby);
+        let mut data_in = Vec::new();
+        unit.execute(&through(port), &target, cdb, data_out, &mut data_in)
+    }
+
+    #[test]
+    fn without_a_handler_there_is_no_set_target_port_groups() {
+        let unit = unit();
+        let list = [0, 0, 0, 0, 0x0, 0, 0, 1];
+        assert_invalid_opcode(send(&unit, 1, &stpg_cdb(8), &list));
+        let (_, data) = run_via(
+            &unit,
+            &TwoGroups::new(AccessState::Standby),
+            1,
+            &inquiry(false, 0, 96),
+        );
+        assert_eq!(data[5] & 0x30, 0x10, "TPGS = 01b: implicit only");
+    }
+
+    #[test]
+    fn set_target_port_groups_reaches_the_handler_with_the_port_it_came_through() {
+        let unit = unit();
+        let recorder = Arc::new(Recorder::default());
+        unit.set_explicit_alua(recorder.clone());
+        // The unit's own groups override the target's: both active here.
+        unit.set_port_groups(Arc::new(PortGroups::new(vec![
+            PortGroup {
+                id: 1,
+                state: AccessState::ActiveNonOptimized,
+                preferred: false,
+                relative_ports: vec![1],
+            },
+            PortGroup {
+                id: 2,
+                state: AccessState::ActiveOptimized,
+                preferred: false,
+                relative_ports: vec![2],
+            },
+        ])));
+        let (_, data) = run_via(
+            &unit,
+            &TwoGroups::new(AccessState::Standby),
+            2,
+            &inquiry(false, 0, 96),
+        );
+        assert_eq!(data[5] & 0x30, 0x30, "TPGS = 11b");
+        // Port 2 is standby in the target's groups, active in the unit's own.
+        let (read, _) = run_via(
+            &unit,
+            &TwoGroups::new(AccessState::Standby),
+            2,
+            &block_cdb(0x28, 10, 0, 1, 0),
+        );
+        assert_good(read);
+
+        let list = [0, 0, 0, 0, 0x0, 0, 0, 2, 0x1, 0, 0, 1];
+        assert_good(send(&unit, 2, &stpg_cdb(12), &list));
+        let seen = recorder.0.lock().unwrap().clone();
+        assert_eq!(
+            seen,
+            vec![(
+                2,
+                vec![
+                    (2, AccessState::ActiveOptimized),
+                    (1, AccessState::ActiveNonOptimized)
+                ]
+            )]
+        );
+        // A group the unit does not have, a state code past unavailable, a
+        // list that is not whole descriptors.
+        let unknown = [0, 0, 0, 0, 0x0, 0, 0, 9];
+        assert_sense(
+            send(&unit, 2, &stpg_cdb(8), &unknown),
+            ILLEGAL_REQUEST,
+            0x26,
+            0x00,
+        );
+        let transitioning = [0, 0, 0, 0, 0xf, 0, 0, 1];
+        assert_sense(
+            send(&unit, 2, &stpg_cdb(8), &transitioning),
+            ILLEGAL_REQUEST,
+            0x26,
+            0x00,
+        );
+        assert_sense(
+            send(&unit, 2, &stpg_cdb(6), &list[..6]),
+            ILLEGAL_REQUEST,
+            0x1a,
+            0x00,
+        );
+        assert_eq!(
+            recorder.0.lock().unwrap().len(),
+            1,
+            "refused lists reach no handler"
+        );
+
+        unit.attach(&through(1));
+        let _ = run_via(
+            &unit,
+            &TwoGroups::new(AccessState::Standby),
+            1,
+            &[0, 0, 0, 0, 0, 0],
+        );
+        unit.access_states_changed();
+        let (tur, _) = run_via(
+            &unit,
+            &TwoGroups::new(AccessState::Standby),
+            1,
+            &[0, 0, 0, 0, 0, 0],
+        );
+        assert_sense(tur, 0x06, 0x2a, 0x06);
+    }
+}

@@ -582,7 +582,18 @@ impl MultipathCore {
         p.refreshing = false;
         p.poll_at = None;
         p.outstanding = 0;
-        for (token, command) in commands {
+        // Commands chosen for it but not yet handed to its session come
+        // back too: its session will not send them.
+        let mut queued = Vec::new();
+        let mut i = 0;
+        while i < self.dispatches.len() {
+            if self.dispatches[i].path == path {
+                queued.extend(self.dispatches.remove(i).map(|d| (d.token, d.command)));
+            } else {
+                i += 1;
+            }
+        }
+        for (token, command) in commands.into_iter().chain(queued) {
             if token & PROBE_TOKEN != 0 {
                 continue;
             }

@@ -211,6 +211,54 @@ fn a_standby_path_is_not_used_while_an_active_one_serves() {
 }
 
 #[test]
+fn with_every_path_gone_commands_fail_after_the_failover_time_saying_why() {
+    let target = start_target("active/non-optimized", NAA);
+    let portals = target.portals();
+    let mut engine = Engine::new();
+    let options = MultipathOptions {
+        failover_timeout: Duration::from_secs(1),
+        ..MultipathOptions::default()
+    };
+    let lu = engine
+        .open_multipath(vec![path(portals[0]), path(portals[1])], options)
+        .unwrap();
+    read(&mut engine, lu, 0, 1);
+    target.shutdown().unwrap();
+    let started = Instant::now();
+    engine
+        .submit(lu, Command::read(0, &cdb::read16(0, 1), BLOCK as u32), 77)
+        .unwrap();
+    let mut done = Vec::new();
+    while done.is_empty() {
+        engine.poll(&mut done, Duration::from_millis(100)).unwrap();
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{:?}",
+            engine.multipath_paths(lu)
+        );
+    }
+    let waited = started.elapsed();
+    let done = done.pop().unwrap();
+    assert_eq!(done.token, 77);
+    let Err(why) = done.good() else {
+        panic!("a read with no target: {:?}", done.outcome);
+    };
+    assert!(
+        why.contains("no path to the logical unit: none served it within 1.0 s")
+            && why.contains("(group 1, down: connection lost:")
+            && why.contains("(group 2, down: connection lost:"),
+        "{why}"
+    );
+    // Bounded: the failover time, and the engine's wake-ups around it.
+    assert!(waited >= Duration::from_secs(1), "{waited:?}");
+    assert!(waited < Duration::from_secs(10), "{waited:?}");
+    let reports = engine.multipath_paths(lu).unwrap();
+    assert!(reports.iter().all(|p| p.status == PathStatus::Down));
+    assert_eq!(engine.multipath_stats(lu).unwrap().expired, 1);
+    engine.logout(lu).unwrap();
+}
+
+#[test]
 fn paths_of_two_logical_units_are_refused() {
     let a = start_target("active/non-optimized", NAA);
     let b = start_target("active/non-optimized", "0x6001405abcdef0123456789abcdef002");

@@ -379,6 +379,33 @@ fn with_no_path_left_commands_wait_the_failover_time_then_fail_saying_why() {
 }
 
 #[test]
+fn commands_chosen_for_a_path_lost_before_they_were_handed_over_wait_too() {
+    let t0 = Instant::now();
+    let mut core = lu(&[gw(AO), gw(ANO)], t0);
+    submit(&mut core, 1);
+    let sent = drain(&mut core);
+    // Both paths fail in one pass of the driver: the command path 0 gave
+    // back is chosen for path 1 before the driver learns path 1 is lost
+    // too, and never reaches its session.
+    core.path_lost(
+        0,
+        "gone",
+        sent.into_iter().map(|d| (d.token, d.command)),
+        t0,
+    );
+    core.path_lost(1, "gone too", Vec::new(), t0);
+    assert!(drain(&mut core).is_empty(), "nothing for a lost path");
+    assert_eq!(core.stats().reissued, 2);
+    core.handle_tick(t0 + Duration::from_secs(10));
+    let done = completions(&mut core);
+    assert_eq!(done.len(), 1);
+    assert!(matches!(
+        done[0].outcome,
+        Outcome::Failed(TaskError::NoPath(_))
+    ));
+}
+
+#[test]
 fn a_path_back_from_a_loss_is_probed_then_serves_again() {
     let t0 = Instant::now();
     let gateways = [gw(AO), gw(ANO)];

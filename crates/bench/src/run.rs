@@ -20,9 +20,10 @@ use crate::verify;
 use crate::workload::Workload;
 use isoe_initiator::cdb::{self, Capacity};
 use isoe_initiator::{
-    Command, Completion, Direction, Engine, EngineStats, IscsiUrl, Outcome, SessionConfig,
-    SocketOptions,
+    Command, Completion, Direction, Engine, EngineStats, IscsiUrl, MultipathOptions,
+    MultipathStats, Outcome, PathReport, SessionConfig, SocketOptions,
 };
+use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{mpsc, Arc, OnceLock};
 use std::thread;
@@ -61,6 +62,10 @@ pub enum RunError {
         /// What failed.
         what: String,
     },
+    /// The URLs given as paths of one LU cannot be: they name different
+    /// LUs, one fails, or none serves I/O (the text says which).
+    #[error("{0}")]
+    Multipath(String),
     /// /proc could not be read.
     #[error("reading CPU or TCP counters: {0}")]
     Proc(#[from] crate::proc_error::ProcError),
@@ -152,6 +157,10 @@ pub struct RunConfig {
     pub workload: Workload,
     /// The URLs, with credentials.
     pub urls: Vec<IscsiUrl>,
+    /// Some: the URLs are paths of one logical unit, driven as one volume
+    /// through a multipath LU of the initiator with these options (each
+    /// worker session is then one such LU).
+    pub multipath: Option<MultipathOptions>,
     /// Session options.
     pub session: SessionTemplate,
     /// The target's PID; None looks for a local listener on the URL's port.
@@ -179,6 +188,110 @@ pub struct RunOutcome {
     pub total_ios: u64,
     /// Commands repeated after a UNIT ATTENTION (not errors).
     pub unit_attentions: u64,
+    /// Reads checked against what was written (`--verify`).
+    pub verified_reads: u64,
+    /// The longest time, in any worker, between two answered commands
+    /// while commands were outstanding, from the first command to the end
+    /// of the window: what a failover costs the application.
+    pub io_gap_max_s: f64,
+    /// What the multipath LUs did, when the URLs were paths of one.
+    pub multipath: Option<MultipathOutcome>,
+}
+
+/// What the multipath LUs did over a run (`"multipath"` in the JSON).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct MultipathOutcome {
+    /// Times a path carrying commands became unusable (its connection lost,
+    /// or it refused with an ALUA state), in all the workers' LUs.
+    pub failovers: u64,
+    /// Commands sent again through another path after theirs was lost.
+    pub reissued: u64,
+    /// Commands sent again after an ALUA sense.
+    pub retried: u64,
+    /// Commands failed for want of a path within the failover time.
+    pub expired: u64,
+    /// The longest time without an answered command around one failover,
+    /// seconds (the LU's own measure; `io_gap_max_s` is the workers').
+    pub failover_gap_max_s: f64,
+    /// The failover time the LUs ran with, seconds.
+    pub failover_timeout_s: f64,
+    /// Each path, in the order of the URLs.
+    pub paths: Vec<PathOutcome>,
+}
+
+/// One path of a multipath run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PathOutcome {
+    /// The URL, password removed.
+    pub url: String,
+    /// Its target port group (VPD page 83h, REPORT TARGET PORT GROUPS).
+    pub target_port_group: Option<u16>,
+    /// Its relative target port.
+    pub relative_target_port: Option<u16>,
+    /// Its group's ALUA state when the run ended, as read through it.
+    pub alua_state: Option<String>,
+    /// PREF of its group.
+    pub preferred: bool,
+    /// `probing`, `ready`, `down` or `failed` when the run ended.
+    pub status: String,
+    /// Commands answered through it over the whole run (ramp and drain
+    /// included), all workers.
+    pub commands: u64,
+    /// Times its connection was lost, all workers.
+    pub downs: u64,
+    /// Why it was last down or failed.
+    pub reason: Option<String>,
+}
+
+impl MultipathOutcome {
+    /// Adds one LU's figures; the paths' states are the first LU's.
+    fn add(&mut self, stats: &MultipathStats, paths: &[PathReport]) {
+        self.failovers += stats.failovers;
+        self.reissued += stats.reissued;
+        self.retried += stats.retried;
+        self.expired += stats.expired;
+        self.failover_gap_max_s = self
+            .failover_gap_max_s
+            .max(stats.failover_gap_max.as_secs_f64());
+        let fresh = self.paths.is_empty();
+        if fresh {
+            self.paths = vec![PathOutcome::default(); paths.len()];
+        }
+        for (sum, p) in self.paths.iter_mut().zip(paths) {
+            if fresh {
+                sum.target_port_group = p.port_group;
+                sum.relative_target_port = p.relative_port;
+                sum.alua_state = p.state.map(|s| s.name().to_string());
+                sum.preferred = p.preferred;
+                sum.status = p.status.name().to_string();
+            }
+            sum.commands += p.commands;
+            sum.downs += p.downs;
+            if p.reason.is_some() {
+                sum.reason.clone_from(&p.reason);
+            }
+        }
+    }
+
+    /// Another worker's figures.
+    fn merge(&mut self, other: &MultipathOutcome) {
+        self.failovers += other.failovers;
+        self.reissued += other.reissued;
+        self.retried += other.retried;
+        self.expired += other.expired;
+        self.failover_gap_max_s = self.failover_gap_max_s.max(other.failover_gap_max_s);
+        if self.paths.is_empty() {
+            self.paths.clone_from(&other.paths);
+            return;
+        }
+        for (sum, p) in self.paths.iter_mut().zip(&other.paths) {
+            sum.commands += p.commands;
+            sum.downs += p.downs;
+            if sum.reason.is_none() {
+                sum.reason.clone_from(&p.reason);
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -194,8 +307,13 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
         return Err(RunError::Url("at least one iscsi:// URL is needed".into()));
     }
     let mut luns = Vec::new();
-    for url in &config.urls {
-        luns.push(probe(url, &config)?);
+    match config.multipath {
+        Some(options) => luns.push(probe_multipath(&config, options)?),
+        None => {
+            for url in &config.urls {
+                luns.push(probe(url, &config)?);
+            }
+        }
     }
     let target_pid = config.target_pid.or_else(|| {
         let p = &config.urls[0].portal;
@@ -224,6 +342,7 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
             urls: config.urls.clone(),
             luns: luns.clone(),
             template: config.session.clone(),
+            multipath: config.multipath,
         };
         let (phase, start, counters, ready) = (
             phase.clone(),
@@ -296,16 +415,21 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
     let tcp1 = TcpCounters::read()?;
     progress.finish();
 
-    let mut per_url: Vec<UrlMeasurements> = config
-        .urls
-        .iter()
-        .map(|u| UrlMeasurements {
-            url: u.to_string(),
+    let mut per_url: Vec<UrlMeasurements> = volume_names(&config)
+        .into_iter()
+        .map(|url| UrlMeasurements {
+            url,
             ..UrlMeasurements::default()
         })
         .collect();
     let mut total_ios = 0;
     let mut unit_attentions = 0;
+    let mut verified_reads = 0;
+    let mut io_gap_max = Duration::ZERO;
+    let mut multipath = config.multipath.map(|options| MultipathOutcome {
+        failover_timeout_s: options.failover_timeout.as_secs_f64(),
+        ..MultipathOutcome::default()
+    });
     let (mut errors, mut verify_errors) = (0, 0);
     let mut messages = Vec::new();
     let mut engine = EngineStats::default();
@@ -329,6 +453,16 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
         engine.reconnects += r.engine.reconnects;
         total_ios += r.total_ios;
         unit_attentions += r.unit_attentions;
+        verified_reads += r.verified_reads;
+        io_gap_max = io_gap_max.max(r.io_gap_max);
+        if let (Some(sum), Some(mine)) = (multipath.as_mut(), r.multipath.as_ref()) {
+            sum.merge(mine);
+        }
+    }
+    if let Some(m) = multipath.as_mut() {
+        for (path, url) in m.paths.iter_mut().zip(&config.urls) {
+            path.url = url.to_string();
+        }
     }
     let mut read = DirectionMeasurements::default();
     let mut write = DirectionMeasurements::default();
@@ -370,7 +504,55 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
         },
         total_ios,
         unit_attentions,
+        verified_reads,
+        io_gap_max_s: io_gap_max.as_secs_f64(),
+        multipath,
     })
+}
+
+/// What each volume is called in `per_url`: each URL, or all of them as
+/// the paths of one LU.
+fn volume_names(config: &RunConfig) -> Vec<String> {
+    let urls = config.urls.iter().map(ToString::to_string);
+    if config.multipath.is_some() {
+        vec![format!(
+            "multipath: {}",
+            urls.collect::<Vec<_>>().join(", ")
+        )]
+    } else {
+        urls.collect()
+    }
+}
+
+/// The sessions of a multipath LU through every URL: each the URL's
+/// session configuration and LUN.
+fn multipath_paths(
+    urls: &[IscsiUrl],
+    template: &SessionTemplate,
+    connections: u16,
+) -> Vec<(SessionConfig, u16)> {
+    urls.iter()
+        .map(|u| (template.config(u, connections), u.lun.unwrap_or(0)))
+        .collect()
+}
+
+/// Opens the URLs as one multipath LU (which checks that they are paths of
+/// one LU, and that one serves) to learn its block size and capacity.
+fn probe_multipath(config: &RunConfig, options: MultipathOptions) -> Result<Lun, RunError> {
+    for url in &config.urls {
+        if url.lun.is_none() {
+            return Err(RunError::Url(format!(
+                "{url}: the URL names no LUN (…/IQN/LUN)"
+            )));
+        }
+    }
+    let mut engine = Engine::new();
+    let lu = engine
+        .open_multipath(multipath_paths(&config.urls, &config.session, 1), options)
+        .map_err(|e| RunError::Multipath(e.to_string()))?;
+    let result = read_capacity(&mut engine, lu, 0, config);
+    let _ = engine.logout(lu);
+    result.map_err(|what| RunError::Multipath(format!("multipath: {what}")))
 }
 
 /// Logs in once to learn the LUN's block size and capacity.
@@ -386,29 +568,41 @@ fn probe(url: &IscsiUrl, config: &RunConfig) -> Result<Lun, RunError> {
     let s = engine
         .login(config.session.config(url, 1))
         .map_err(|e| setup(e.to_string()))?;
+    let result = read_capacity(&mut engine, s, lun, config);
+    let _ = engine.logout(s);
+    result.map_err(setup)
+}
+
+/// READ CAPACITY (16) through `session` (or a multipath LU), checked
+/// against the workload's I/O size.
+fn read_capacity(
+    engine: &mut Engine,
+    session: usize,
+    lun: u16,
+    config: &RunConfig,
+) -> Result<Lun, String> {
     let mut last = String::new();
     // A fresh session may first see UNIT ATTENTION (power on, reset): ask again.
     for _ in 0..4 {
         let done = engine
-            .execute(s, Command::read(lun, &cdb::read_capacity16(), 32))
-            .map_err(|e| setup(e.to_string()))?;
+            .execute(session, Command::read(lun, &cdb::read_capacity16(), 32))
+            .map_err(|e| e.to_string())?;
         match done.good() {
             Ok(_) => {
-                let _ = engine.logout(s);
                 let cap = Capacity::parse(&done.buffer)
-                    .ok_or_else(|| setup("READ CAPACITY (16) returned too little data".into()))?;
+                    .ok_or_else(|| "READ CAPACITY (16) returned too little data".to_string())?;
                 let bs = config.workload.block_size_bytes;
                 if cap.block_size_bytes == 0 || bs % cap.block_size_bytes != 0 {
-                    return Err(setup(format!(
+                    return Err(format!(
                         "the I/O size {bs} is not a multiple of the LUN's {}-byte blocks",
                         cap.block_size_bytes
-                    )));
+                    ));
                 }
                 if u64::from(bs) > cap.size_bytes() {
-                    return Err(setup(format!(
+                    return Err(format!(
                         "the I/O size {bs} exceeds the LUN's {} bytes",
                         cap.size_bytes()
-                    )));
+                    ));
                 }
                 return Ok(Lun {
                     block_size: cap.block_size_bytes,
@@ -418,8 +612,7 @@ fn probe(url: &IscsiUrl, config: &RunConfig) -> Result<Lun, RunError> {
             Err(e) => last = e,
         }
     }
-    let _ = engine.logout(s);
-    Err(setup(format!("READ CAPACITY (16) failed: {last}")))
+    Err(format!("READ CAPACITY (16) failed: {last}"))
 }
 
 struct WorkerSpec {
@@ -429,6 +622,7 @@ struct WorkerSpec {
     urls: Vec<IscsiUrl>,
     luns: Vec<Lun>,
     template: SessionTemplate,
+    multipath: Option<MultipathOptions>,
 }
 
 #[derive(Default)]
@@ -445,6 +639,11 @@ struct WorkerResult {
     engine: EngineStats,
     total_ios: u64,
     unit_attentions: u64,
+    verified_reads: u64,
+    /// The longest time between two answered commands while some were
+    /// outstanding.
+    io_gap_max: Duration,
+    multipath: Option<MultipathOutcome>,
 }
 
 impl WorkerResult {
@@ -519,21 +718,33 @@ fn run_worker(
     mut sampler: SecondSampler,
 ) -> WorkerResult {
     let mut result = WorkerResult {
-        urls: spec.urls.iter().map(|_| UrlTally::default()).collect(),
+        urls: spec.luns.iter().map(|_| UrlTally::default()).collect(),
         ..WorkerResult::default()
     };
     let mut engine = Engine::new();
     let w = &spec.workload;
     let mut volumes = Vec::new();
     let mut connections = u32::MAX;
-    for (i, url) in spec.urls.iter().enumerate() {
-        let lun = spec.luns[i];
+    // One volume per URL, or one for all of them as paths of one LU.
+    for (i, &lun) in spec.luns.iter().enumerate() {
+        let url = &spec.urls[i];
         let mut sessions = Vec::new();
         for _ in 0..w.sessions {
-            match engine.login(spec.template.config(url, w.connections as u16)) {
+            let opened = match spec.multipath {
+                Some(options) => engine.open_multipath(
+                    multipath_paths(&spec.urls, &spec.template, w.connections as u16),
+                    options,
+                ),
+                None => engine.login(spec.template.config(url, w.connections as u16)),
+            };
+            match opened {
                 Ok(s) => {
                     connections = connections.min(engine.connections(s) as u32);
                     sessions.push(s);
+                }
+                Err(e) if spec.multipath.is_some() => {
+                    let _ = ready.send(Err(e.to_string()));
+                    return result;
                 }
                 Err(e) => {
                     let _ = ready.send(Err(format!("{url}: {e}")));
@@ -617,10 +828,16 @@ fn run_worker(
     let mut busy = slots.iter().filter(|s| s.busy).count();
     let mut drain_deadline = None;
     let mut t0 = None;
+    // The last batch that answered a command, until the drain: the gaps
+    // between them are what a failover costs.
+    let mut last_answer = Some(now);
     while busy > 0 {
         // Acquire: a worker that sees the window begun sees when it began.
         let current = phase.load(Ordering::Acquire);
         if current == PHASE_DRAIN {
+            if let Some(last) = last_answer.take() {
+                result.io_gap_max = result.io_gap_max.max(last.elapsed());
+            }
             let deadline = *drain_deadline.get_or_insert_with(|| Instant::now() + DRAIN_TIMEOUT);
             if Instant::now() > deadline {
                 result.note(format!(
@@ -696,6 +913,7 @@ fn run_worker(
                 if w.verify && !slot.write && slot.generation != 0 {
                     let lba = volume.base_lba + slot.chunk * u64::from(volume.blocks_per_io);
                     let generation = generation_tag(spec.worker, slot.generation);
+                    result.verified_reads += 1;
                     if let Some(m) = verify::check(
                         &slot.buffer,
                         lba,
@@ -741,10 +959,27 @@ fn run_worker(
             }
         }
         result.total_ios += batch_ios;
+        if batch_ios > 0 {
+            if let Some(last) = last_answer.as_mut() {
+                result.io_gap_max = result.io_gap_max.max(now.saturating_duration_since(*last));
+                *last = now;
+            }
+        }
         progress.0.fetch_add(batch_ios, Ordering::Relaxed);
         progress.1.fetch_add(batch_bytes, Ordering::Relaxed);
     }
     sampler.finish(&mut result.second);
+    if spec.multipath.is_some() {
+        let mut outcome = MultipathOutcome::default();
+        for &lu in volumes.iter().flat_map(|v| &v.sessions) {
+            if let (Some(stats), Some(paths)) =
+                (engine.multipath_stats(lu), engine.multipath_paths(lu))
+            {
+                outcome.add(&stats, &paths);
+            }
+        }
+        result.multipath = Some(outcome);
+    }
     for v in &volumes {
         for &s in &v.sessions {
             let _ = engine.logout(s);
@@ -945,6 +1180,12 @@ impl RunOutcome {
                 "unit_attentions_retried".into(),
                 serde_json::json!(self.unit_attentions),
             );
+            map.insert(
+                "verified_reads".into(),
+                serde_json::json!(self.verified_reads),
+            );
+            map.insert("io_gap_max_s".into(), serde_json::json!(self.io_gap_max_s));
+            map.insert("multipath".into(), serde_json::json!(self.multipath));
             // /proc/stat's ticks against the wall clock: under this load the
             // kernel accounts less time than passed (seen: 89-100%); the CPU
             // split is a share of what it accounted.

@@ -111,7 +111,11 @@ impl BenchResult {
             counted(u64::from(w.workers), "worker"),
             counted(u64::from(w.sessions), "session"),
             counted(u64::from(w.connections), "connection"),
-            counted(w.urls.len() as u64, "URL"),
+            if w.multipath {
+                format!("{} as paths of one LU", counted(w.urls.len() as u64, "URL"))
+            } else {
+                counted(w.urls.len() as u64, "URL")
+            },
             w.duration_s,
             w.ramp_s,
             if w.verify { "on" } else { "off" }

@@ -36,6 +36,10 @@ pub struct Workload {
     pub urls: Vec<String>,
     /// Data written is read back and compared.
     pub verify: bool,
+    /// The URLs are paths of one logical unit (`isoe bench --multipath`),
+    /// driven as one volume through the path ALUA chooses.
+    #[serde(default)]
+    pub multipath: bool,
 }
 
 /// Why a [`Workload`] cannot be run.
@@ -104,6 +108,7 @@ impl Workload {
             ramp_s,
             urls,
             verify: false,
+            multipath: false,
         }
     }
 
@@ -127,6 +132,7 @@ impl Workload {
             ramp_s,
             urls,
             verify: false,
+            multipath: false,
         }
     }
 

@@ -4,7 +4,7 @@ use clap::Args;
 use isoe_bench::profiles::{self, Profile};
 use isoe_bench::run::{self, RunConfig, SessionTemplate};
 use isoe_bench::{BenchResult, Workload};
-use isoe_initiator::{IscsiUrl, SocketOptions};
+use isoe_initiator::{IscsiUrl, MultipathOptions, SocketOptions};
 use isoe_wire::chap::Secret;
 use std::fs::File;
 use std::io::{IsTerminal, Write};
@@ -64,6 +64,20 @@ pub struct BenchArgs {
     /// Write patterns carrying LBA and generation; check every read; mismatches fail the run.
     #[arg(long)]
     verify: bool,
+    /// The URLs are paths of one logical unit (say, one per gateway): drive
+    /// it as one volume through the path ALUA says is optimized, failing
+    /// over to another when a path dies. URLs of different LUs are refused.
+    #[arg(long)]
+    multipath: bool,
+    /// With --multipath: how long a command may wait for a path that serves
+    /// it before it fails.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        requires = "multipath",
+        value_parser = parse_seconds
+    )]
+    failover_timeout: Option<f64>,
     /// No live progress line.
     #[arg(long)]
     no_progress: bool,
@@ -148,6 +162,19 @@ pub struct BenchArgs {
 fn parse_size(text: &str) -> Result<u32, String> {
     let bytes = isoe_size::parse_bytes(text).map_err(|e| e.to_string())?;
     u32::try_from(bytes).map_err(|_| format!("{text:?} is too large: at most 4294967295 bytes"))
+}
+
+/// A positive number of seconds.
+fn parse_seconds(text: &str) -> Result<f64, String> {
+    let seconds: f64 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if !(seconds.is_finite() && seconds > 0.0 && seconds <= 3600.0) {
+        return Err(format!(
+            "{text:?}: expected more than 0 and at most 3600 seconds"
+        ));
+    }
+    Ok(seconds)
 }
 
 fn parse_yes_no(text: &str) -> Result<bool, String> {
@@ -259,6 +286,7 @@ fn workloads(args: &BenchArgs, redacted: &[String]) -> Result<Vec<Workload>, Str
             ramp_s: ramp,
             urls: redacted.to_vec(),
             verify: false,
+            multipath: false,
         });
     } else {
         for name in &args.profiles {
@@ -295,6 +323,7 @@ fn workloads(args: &BenchArgs, redacted: &[String]) -> Result<Vec<Workload>, Str
         w.sessions = args.sessions;
         w.connections = args.connections;
         w.verify = args.verify;
+        w.multipath = args.multipath;
         w.validate().map_err(|e| e.to_string())?;
     }
     Ok(list)
@@ -363,6 +392,7 @@ fn plan_and_run(args: &BenchArgs, stop: &Arc<AtomicBool>) -> Result<bool, String
         let outcome = run::run(RunConfig {
             workload,
             urls: urls.clone(),
+            multipath: multipath_options(args),
             session: template(args),
             target_pid: args.target_pid,
             progress,
@@ -382,6 +412,15 @@ fn plan_and_run(args: &BenchArgs, stop: &Arc<AtomicBool>) -> Result<bool, String
                     (e.sends + e.recvs + e.polls) as f64 / outcome.total_ios as f64,
                     e.reconnects
                 );
+            }
+            if result.workload.verify {
+                println!(
+                    "  verify: {} reads checked, {} mismatches",
+                    outcome.verified_reads, result.verify_errors
+                );
+            }
+            if let Some(m) = &outcome.multipath {
+                print!("{}", multipath_lines(m, outcome.io_gap_max_s));
             }
         }
         for m in &outcome.messages {
@@ -403,9 +442,48 @@ fn plan_and_run(args: &BenchArgs, stop: &Arc<AtomicBool>) -> Result<bool, String
     Ok(clean)
 }
 
+/// The options of a multipath run, or None.
+fn multipath_options(args: &BenchArgs) -> Option<MultipathOptions> {
+    args.multipath.then(|| {
+        let mut options = MultipathOptions::default();
+        if let Some(s) = args.failover_timeout {
+            options.failover_timeout = std::time::Duration::from_secs_f64(s);
+        }
+        options
+    })
+}
+
+/// The multipath lines under a run's table: failovers, and each path.
+fn multipath_lines(m: &run::MultipathOutcome, io_gap_max_s: f64) -> String {
+    let mut out = format!(
+        "  multipath: {} failover(s), {} command(s) reissued, {} retried, {} failed for want \
+         of a path; longest failover gap {:.3} s, longest time without an answer {:.3} s\n",
+        m.failovers, m.reissued, m.retried, m.expired, m.failover_gap_max_s, io_gap_max_s
+    );
+    for (i, p) in m.paths.iter().enumerate() {
+        let group = p
+            .target_port_group
+            .map_or_else(|| "no group".to_string(), |g| format!("group {g}"));
+        let state = p.alua_state.as_deref().unwrap_or("state unknown");
+        out.push_str(&format!(
+            "    path {} {}: {group}, {state}{}, {}: {} commands, {} connection loss(es){}\n",
+            i + 1,
+            p.url,
+            if p.preferred { " (preferred)" } else { "" },
+            p.status,
+            p.commands,
+            p.downs,
+            p.reason
+                .as_deref()
+                .map_or_else(String::new, |r| format!("; last: {r}"))
+        ));
+    }
+    out
+}
+
 fn describe(w: &Workload) -> String {
     format!(
-        "{} B, {}% read, {}% random, QD {} x {} worker(s), {} session(s) x {} connection(s), {} URL(s), {} s + {} s ramp{}",
+        "{} B, {}% read, {}% random, QD {} x {} worker(s), {} session(s) x {} connection(s), {} URL(s){}, {} s + {} s ramp{}",
         w.block_size_bytes,
         w.read_pct,
         w.random_pct,
@@ -414,6 +492,11 @@ fn describe(w: &Workload) -> String {
         w.sessions,
         w.connections,
         w.urls.len(),
+        if w.multipath {
+            " as paths of one LU"
+        } else {
+            ""
+        },
         w.duration_s,
         w.ramp_s,
         if w.verify { ", verified" } else { "" }
@@ -467,6 +550,45 @@ mod tests {
         match <Bench as clap::Parser>::try_parse_from(argv) {
             Ok(b) => b.args,
             Err(e) => panic!("isoe bench refuses {extra:?}: {e}"),
+        }
+    }
+
+    #[test]
+    fn multipath_flags_parse_and_bad_ones_are_refused() {
+        let b = parse(&[
+            "--multipath".into(),
+            "--failover-timeout".into(),
+            "2.5".into(),
+        ]);
+        assert!(b.multipath);
+        let options = multipath_options(&b).expect("multipath options");
+        assert_eq!(
+            options.failover_timeout,
+            std::time::Duration::from_millis(2500)
+        );
+        assert_eq!(multipath_options(&parse(&[])), None);
+        let default = multipath_options(&parse(&["--multipath".into()])).unwrap();
+        assert_eq!(default, MultipathOptions::default());
+        for (extra, want) in [
+            (&["--failover-timeout", "5"][..], "--multipath"),
+            (
+                &["--multipath", "--failover-timeout", "0"][..],
+                "more than 0",
+            ),
+            (
+                &["--multipath", "--failover-timeout", "soon"][..],
+                "not a number",
+            ),
+        ] {
+            let argv = ["bench", "iscsi://10.99.1.2/iqn.2026-11.io.isoe:lab/0"]
+                .iter()
+                .chain(extra)
+                .map(|s| s.to_string());
+            let err = match <Bench as clap::Parser>::try_parse_from(argv) {
+                Ok(_) => panic!("{extra:?} accepted"),
+                Err(e) => e.to_string(),
+            };
+            assert!(err.contains(want), "{extra:?}: {want:?} in {err}");
         }
     }
 

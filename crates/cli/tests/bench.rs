@@ -214,12 +214,16 @@ fn bad_arguments_get_specific_errors() {
     let target = Target::with_config(&TargetConfig::memory_lun("16MiB"));
     let url = target.lun_url(DEFAULT_TARGET, 0);
     let no_lun = format!("{}/{DEFAULT_TARGET}", target.url());
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 5] = [
         (
             &["bench", &url, "--profile", "nope"],
             "no profile named \"nope\"",
         ),
         (&["bench", &no_lun, "--duration", "1"], "names no LUN"),
+        (
+            &["bench", "--multipath", &url, &no_lun, "--duration", "1"],
+            "names no LUN",
+        ),
         (&["bench", &url, "--bs", "1000", "--duration", "1"], "512"),
         (&["bench", "http://x/y/0"], "not an iSCSI URL"),
     ];

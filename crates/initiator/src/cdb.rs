@@ -33,6 +33,16 @@ pub fn report_luns(allocation_length: u32) -> [u8; 12] {
     cdb
 }
 
+/// REPORT TARGET PORT GROUPS (SPC-5 6.36), the length-only header
+/// format (every ALUA target serves it).
+pub fn report_target_port_groups(allocation_length: u32) -> [u8; 12] {
+    let mut cdb = [0u8; 12];
+    cdb[0] = 0xa3;
+    cdb[1] = 0x0a;
+    cdb[6..10].copy_from_slice(&allocation_length.to_be_bytes());
+    cdb
+}
+
 /// READ (16) (SBC-4 5.16).
 pub fn read16(lba: u64, blocks: u32) -> [u8; 16] {
     rw16(0x88, lba, blocks, false)

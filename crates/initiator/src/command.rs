@@ -32,6 +32,19 @@ pub enum TaskAttr {
     HeadOfQueue = 3,
 }
 
+impl TaskAttr {
+    /// The attribute of an ATTR field's value (RFC 7143 §11.3.1); the
+    /// reserved values 4-7 read as SIMPLE.
+    pub fn from_code(code: u8) -> TaskAttr {
+        match code & 0x07 {
+            0 => TaskAttr::Untagged,
+            2 => TaskAttr::Ordered,
+            3 => TaskAttr::HeadOfQueue,
+            _ => TaskAttr::Simple,
+        }
+    }
+}
+
 /// One SCSI command.
 ///
 /// The buffer travels with the command and comes back in the
@@ -172,6 +185,10 @@ pub enum TaskError {
     /// The command cannot be sent as built.
     #[error("invalid command: {0}")]
     Invalid(String),
+    /// A multipath logical unit had no path to serve the command within
+    /// its failover time; says what each path was.
+    #[error("no path to the logical unit: {0}")]
+    NoPath(String),
 }
 
 /// How a task ended.

@@ -26,10 +26,14 @@ use crate::sys;
 use isoe_wire::frame;
 use isoe_wire::login::InitiatorLoginConfig;
 use isoe_wire::negotiate::SessionParams;
+use multipath::{LuEntry, Reconnected};
 use std::io;
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+mod multipath;
 
 /// How often keepalives are checked while waiting.
 const TICK: Duration = Duration::from_millis(250);
@@ -95,6 +99,10 @@ struct Entry {
     tsih: u16,
     /// A connection failed; recovery runs at the next opportunity.
     broken: Option<String>,
+    /// (LU, path) when the session is a path of a multipath LU: its
+    /// completions go to the LU, and a lost connection moves its commands
+    /// to another path instead of waiting for it to be reinstated.
+    path_of: Option<(usize, usize)>,
 }
 
 /// One thread's initiator: sessions, sockets and the event loop.
@@ -106,6 +114,26 @@ pub struct Engine {
     next_sync_token: u64,
     pollfds: Vec<sys::PollFd>,
     pollmap: Vec<(usize, usize)>,
+    /// Multipath LUs; index `LU_INDEX_BASE + i` names `lus[i]`.
+    lus: Vec<Option<LuEntry>>,
+    /// Paths logged in again in the background come back through this.
+    reconnected: Option<(mpsc::Sender<Reconnected>, mpsc::Receiver<Reconnected>)>,
+    /// Reused: a path's completions on their way to its LU.
+    mp_completions: Vec<Completion>,
+    /// Reused: a lost path's commands on their way to another.
+    mp_commands: Vec<(u64, Command)>,
+    /// Numbers the LUs opened, so that a late answer from a background
+    /// login finds no LU that took the place of its own.
+    lu_generation: u64,
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        // Background logins of lost paths stop at their next step.
+        for lu in self.lus.iter().flatten() {
+            lu.stop_reconnecting();
+        }
+    }
 }
 
 impl Engine {
@@ -139,6 +167,7 @@ impl Engine {
             config,
             tsih,
             broken: None,
+            path_of: None,
         };
         if index == self.sessions.len() {
             self.sessions.push(Some(entry));
@@ -160,8 +189,12 @@ impl Engine {
         Some(&self.sessions.get(session)?.as_ref()?.core.params)
     }
 
-    /// Connections the session has now.
+    /// Connections the session has now; of a multipath LU, the fewest of
+    /// any path that is connected.
     pub fn connections(&self, session: usize) -> usize {
+        if let Some(lu) = multipath::lu_slot(session) {
+            return self.multipath_connections(lu);
+        }
         self.sessions
             .get(session)
             .and_then(Option::as_ref)
@@ -181,12 +214,16 @@ impl Engine {
     }
 
     /// Queues a command; `token` comes back in its [`Completion`].
+    /// `session` may name a multipath LU ([`Engine::open_multipath`]).
     pub fn submit(
         &mut self,
         session: usize,
         command: Command,
         token: u64,
     ) -> Result<(), InitiatorError> {
+        if let Some(lu) = multipath::lu_slot(session) {
+            return self.submit_multipath(lu, command, token);
+        }
         let entry = self.entry(session)?;
         entry
             .core
@@ -201,6 +238,11 @@ impl Engine {
         request: TaskManagement,
         token: u64,
     ) -> Result<(), InitiatorError> {
+        if multipath::lu_slot(session).is_some() {
+            return Err(InitiatorError::Usage(
+                "task management goes to one session, not to a multipath LU".into(),
+            ));
+        }
         let entry = self.entry(session)?;
         entry
             .core
@@ -229,10 +271,16 @@ impl Engine {
         let deadline = Instant::now() + timeout;
         let before = out.len();
         loop {
+            if !self.lus.is_empty() {
+                self.service_multipath(out);
+            }
             self.send_all();
             self.recover_broken();
             for entry in self.sessions.iter_mut().flatten() {
-                entry.core.drain_completions(out);
+                // A path's completions are its LU's (`service_multipath`).
+                if entry.path_of.is_none() {
+                    entry.core.drain_completions(out);
+                }
             }
             if out.len() > before {
                 return Ok(());
@@ -241,10 +289,14 @@ impl Engine {
             if now >= deadline {
                 return Ok(());
             }
+            let mut wait = (deadline - now).min(TICK);
+            if !self.lus.is_empty() {
+                wait = self.multipath_wait(now, wait);
+            }
             // A lone connection blocks in recv with a timeout that stays the
             // same from call to call (no setsockopt per wait); the deadline is
             // checked here, so a wait overshoots it by at most that timeout.
-            self.wait_and_receive((deadline - now).min(TICK), timeout.min(TICK))?;
+            self.wait_and_receive(wait, timeout.min(TICK))?;
             self.tick();
         }
     }
@@ -458,6 +510,10 @@ impl Engine {
     /// session's retry policy; tasks that were outstanding are reissued.
     fn recover_broken(&mut self) {
         for entry in self.sessions.iter_mut().flatten() {
+            // A path of a multipath LU fails over instead (`service_multipath`).
+            if entry.broken.is_none() || entry.path_of.is_some() {
+                continue;
+            }
             let Some(why) = entry.broken.take() else {
                 continue;
             };
@@ -560,6 +616,10 @@ impl Engine {
     }
 
     fn wait_round(&mut self, session: usize) -> Result<(), InitiatorError> {
+        if multipath::lu_slot(session).is_some() {
+            // An LU answers every command, if only with NoPath.
+            return Ok(());
+        }
         let entry = self.entry(session)?;
         if let Some(why) = entry.core.failure() {
             if entry.core.tasks_in_flight() == 0 {
@@ -573,8 +633,12 @@ impl Engine {
         Ok(())
     }
 
-    /// Logs the session out (RFC 7143 §11.14) and closes its connections.
+    /// Logs the session out (RFC 7143 §11.14) and closes its connections;
+    /// of a multipath LU, every path's session.
     pub fn logout(&mut self, session: usize) -> Result<(), InitiatorError> {
+        if let Some(lu) = multipath::lu_slot(session) {
+            return self.close_multipath(lu);
+        }
         let token = self.sync_token();
         let entry = self.entry(session)?;
         // No reconnection for a session that is being closed.

@@ -82,6 +82,10 @@ pub enum InitiatorError {
         /// The last error.
         last: String,
     },
+    /// A multipath LU cannot be opened as given: its paths reach different
+    /// LUs, one failed, or none serves I/O (the text names them).
+    #[error("multipath: {0}")]
+    Multipath(String),
     /// A request the engine cannot serve as asked.
     #[error("{0}")]
     Usage(String),

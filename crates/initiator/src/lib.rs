@@ -9,7 +9,8 @@
 //! server logic lives in the target.
 //!
 //! The protocol state is in [`session`], with no I/O; [`Engine`] is the
-//! driver: one per thread, no locks.
+//! driver: one per thread, no locks. [`multipath`] makes one logical unit
+//! of several sessions (paths) and follows ALUA across them.
 
 pub mod cdb;
 pub mod channel;
@@ -19,6 +20,7 @@ pub mod discovery;
 pub mod engine;
 pub mod error;
 pub mod login;
+pub mod multipath;
 mod out_queue;
 mod recv_buf;
 pub mod session;
@@ -33,4 +35,5 @@ pub use config::{Keepalive, RetryPolicy, SessionConfig, SocketOptions, DEFAULT_I
 pub use discovery::{send_targets, DiscoveredTarget, DiscoveryConfig};
 pub use engine::{Engine, EngineStats};
 pub use error::InitiatorError;
+pub use multipath::{AccessState, MultipathOptions, MultipathStats, PathReport, PathStatus};
 pub use url::{IscsiUrl, Portal, UrlError};

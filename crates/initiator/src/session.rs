@@ -11,7 +11,8 @@
 //! [`placement`] say where each byte goes, the driver only receives.
 
 use crate::command::{
-    Command, Completion, Direction, Outcome, Residual, ScsiStatus, TaskError, TaskManagement,
+    Command, Completion, Direction, Outcome, Residual, ScsiStatus, TaskAttr, TaskError,
+    TaskManagement,
 };
 use crate::config::Keepalive;
 use crate::login::LoginResult;
@@ -1226,6 +1227,53 @@ impl SessionCore {
         }
     }
 
+    /// Takes every SCSI command out of the session, as the commands they
+    /// were, with their buffers and tokens, oldest first (the order
+    /// [`SessionCore::connections_lost`] left them in): a multipath LU sends
+    /// them through another path instead of waiting for this one to be
+    /// reinstated. Call it after `connections_lost`, when nothing is on a
+    /// connection; a task still on one stays.
+    pub fn take_commands(&mut self, out: &mut Vec<(u64, Command)>) {
+        for _ in 0..self.waiting.len() {
+            let Some(slot) = self.waiting.pop_front() else {
+                break;
+            };
+            let movable = self.task(slot).is_some_and(|t| {
+                t.conn.is_none()
+                    && t.queued_pieces == 0
+                    && t.finished.is_none()
+                    && matches!(t.kind, Kind::Scsi { .. })
+            });
+            if !movable {
+                self.waiting.push_back(slot);
+                continue;
+            }
+            let task = self.slots[slot as usize]
+                .task
+                .take()
+                .expect("checked above");
+            self.free.push(slot);
+            if let Kind::Scsi {
+                lun,
+                cdb,
+                direction,
+                attr,
+            } = task.kind
+            {
+                out.push((
+                    task.token,
+                    Command {
+                        lun,
+                        cdb,
+                        direction,
+                        attr: TaskAttr::from_code(attr),
+                        buffer: task.buffer,
+                    },
+                ));
+            }
+        }
+    }
+
     /// Takes the connections, parameters and window of `fresh`, a session
     /// just logged in to reinstate this one; the tasks waiting here are
     /// reissued on them.
@@ -1265,6 +1313,35 @@ mod tests {
     use super::RUN_SLACK;
     use crate::command::Command;
     use isoe_wire::pdu::Pdu;
+
+    #[test]
+    fn a_lost_sessions_commands_are_taken_back_oldest_first_with_their_buffers() {
+        let mut core = session(1, false);
+        core.submit(Command::write(0, &[0x8a], vec![7u8; 512]), 10)
+            .unwrap();
+        core.submit(Command::read(0, &[0x88], 512), 11).unwrap();
+        core.pump();
+        assert_eq!(sent(&mut core, 0).len(), 2);
+        // One more, never sent.
+        core.submit(Command::read(3, &[0x88, 1], 1024), 12).unwrap();
+        core.connections_lost();
+        let mut taken = Vec::new();
+        core.take_commands(&mut taken);
+        let tokens: Vec<u64> = taken.iter().map(|(t, _)| *t).collect();
+        assert_eq!(tokens, [10, 11, 12]);
+        let (_, write) = &taken[0];
+        assert_eq!(write.direction, crate::command::Direction::Write(512));
+        assert_eq!(write.buffer, vec![7u8; 512]);
+        assert_eq!(write.cdb[0], 0x8a);
+        let (_, read) = &taken[2];
+        assert_eq!(read.lun, isoe_wire::pdu::Lun::from_number(3));
+        assert_eq!(read.cdb[..2], [0x88, 1]);
+        assert_eq!(read.direction, crate::command::Direction::Read(1024));
+        assert_eq!(core.tasks_in_flight(), 0);
+        let mut done = Vec::new();
+        core.drain_completions(&mut done);
+        assert!(done.is_empty(), "nothing is answered: they went elsewhere");
+    }
 
     #[test]
     fn consecutive_commands_go_in_runs_on_one_connection_and_the_load_stays_balanced() {

@@ -264,3 +264,60 @@ fn a_killed_owner_is_taken_over_and_its_group_leaves_active_optimized() {
     assert_eq!(until_groups(&mut through_b, &taken, 5), taken);
     eprintln!("gateway B took the image over {waited:?} after A was killed");
 }
+
+/// Issue 16's failover: `isoe bench --verify --multipath` through two
+/// gateways of one image, `kill -9` of the owner in the measured window;
+/// the I/O goes on through the other gateway within 30 s, no command
+/// fails, no read differs from what was acknowledged, and the other
+/// gateway takes the unit over (its path becomes active/optimized).
+#[test]
+fn a_verified_bench_through_two_gateways_survives_kill_9_of_the_owner() {
+    use support::bench::{bench_args, num, result, run_bench};
+    let Some(ceph) = Ceph::from_env() else {
+        return;
+    };
+    let image = ceph.fresh_image("failover");
+    let configs = [
+        gateway(&ceph, &image, 1, "127.0.0.1"),
+        gateway(&ceph, &image, 2, "127.0.0.2"),
+    ];
+    let mut a = Target::with_config_portals(&configs[0], 1);
+    let b = Target::with_config_portals(&configs[1], 1);
+    let urls: Vec<String> = [&a, &b]
+        .iter()
+        .map(|t| t.lun_urls(DEFAULT_TARGET, 0).remove(0))
+        .collect();
+    let json = configs[1].dir().join("run.jsonl");
+    let args = bench_args(&urls, "30", &json);
+    let bench = std::thread::spawn(move || run_bench(&args, std::time::Duration::from_secs(180)));
+    std::thread::sleep(std::time::Duration::from_secs(8));
+    a.kill();
+    let out = bench.join().expect("the bench thread");
+    assert!(out.success(), "{}", out.describe());
+    let run = result(&json, &out);
+    assert_eq!(num(&run, &["errors"]), 0.0, "{run}");
+    assert_eq!(num(&run, &["verify_errors"]), 0.0, "{run}");
+    assert!(num(&run, &["verified_reads"]) > 100.0, "{run}");
+    let gap = num(&run, &["io_gap_max_s"]);
+    assert!(gap < 30.0, "I/O stopped for {gap} s");
+    let multipath = &run["multipath"];
+    assert!(num(multipath, &["failovers"]) >= 1.0, "{run}");
+    assert_eq!(multipath["paths"][0]["status"], "down", "{run}");
+    assert_eq!(
+        multipath["paths"][1]["alua_state"], "active/optimized",
+        "{run}"
+    );
+    let series = run["series"].as_array().expect("series");
+    for second in &series[series.len() - 3..] {
+        assert!(
+            num(second, &["ios"]) > 0.0,
+            "a second without I/O: {second}"
+        );
+    }
+    eprintln!(
+        "RBD failover: longest time without an answer {gap:.3} s, {} verified reads, \
+         {} reissued, 0 errors, 0 mismatches",
+        num(&run, &["verified_reads"]),
+        num(multipath, &["reissued"])
+    );
+}

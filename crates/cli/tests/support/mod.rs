@@ -8,6 +8,7 @@
 //! - [`tools`]: find and run the libiscsi command-line tools with a timeout;
 //! - [`cli`]: run the `isoe` initiator commands with a timeout, parse `--json`;
 //! - [`tgt`]: a private `tgtd` (Debian's userspace target) to interoperate with.
+//! - [`bench`]: `isoe bench --multipath` as a process, its JSON read back;
 //! - [`ceph`]: the test cluster of the RBD tests (`scripts/ceph-cluster`);
 //! - [`vm`]: the test bed's QEMU virtual machine (`scripts/vm`), powered off on Drop.
 //!
@@ -15,6 +16,7 @@
 //! handles one command at a time and panics loudly when something is off.
 #![allow(dead_code, unused_imports)] // each test file uses a different part of it
 
+pub mod bench;
 pub mod ceph;
 pub mod cli;
 pub mod client;

@@ -321,3 +321,41 @@ fn a_verified_bench_through_two_gateways_survives_kill_9_of_the_owner() {
         num(multipath, &["reissued"])
     );
 }
+
+/// "No stale write from the old owner lands after the new owner has taken
+/// over": the owner is frozen (SIGSTOP), as a gateway cut off from the
+/// cluster would be; the other gateway's write waits until the cluster
+/// drops the frozen one's watch, then breaks its lock, which blocklists it.
+/// Thawed, the old owner's writes fail rather than land over the new data.
+#[test]
+fn a_frozen_owner_is_fenced_and_its_writes_never_land_after_the_takeover() {
+    let Some(ceph) = Ceph::from_env() else {
+        return;
+    };
+    let image = ceph.fresh_image("fence");
+    let a = Target::with_config_portals(&gateway(&ceph, &image, 1, "127.0.0.1"), 1);
+    let b = Target::with_config_portals(&gateway(&ceph, &image, 2, "127.0.0.2"), 1);
+    let mut through_a = login(&a, "iqn.2026-11.io.isoe:host", None);
+    let mut through_b = login(&b, "iqn.2026-11.io.isoe:host", None);
+    through_a.write(0, 100, &[0xaa; 512]);
+
+    a.signal(libc::SIGSTOP);
+    let started = std::time::Instant::now();
+    through_b.write(0, 100, &[0xbb; 512]);
+    let waited = started.elapsed();
+    a.signal(libc::SIGCONT);
+
+    let stale = through_a
+        .command(0, &support::client::write16(100, 1), &[0xcc; 512], 0)
+        .expect("WRITE through the old owner");
+    assert_ne!(stale.status, 0, "the fenced gateway's write was refused");
+    assert!(
+        through_b.read(0, 100, 1).iter().all(|&x| x == 0xbb),
+        "the new owner's data stands"
+    );
+    eprintln!(
+        "fenced: B's write waited {waited:?}; A's write after the thaw ended with status {:#04x}, sense key {:?}",
+        stale.status,
+        stale.sense_key()
+    );
+}

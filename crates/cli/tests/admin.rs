@@ -490,3 +490,27 @@ fn targets_and_file_luns_come_and_go_and_a_session_is_logged_out() {
     // Its data stay: removing a LUN never deletes a file.
     assert!(config.dir().join("other.img").exists());
 }
+
+/// The control socket's directory removed under a running target (a
+/// cleaned /run, a test's temporary directory) does not hold up its stop:
+/// the socket thread's accept is woken without the path.
+#[test]
+fn a_removed_socket_directory_does_not_hold_up_the_stop() {
+    let config = TargetConfig::new("");
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("sub").join("control.sock");
+    let text = format!(
+        "portals = [\"127.0.0.1:0\"]\n[control]\nsocket = \"{}\"\n\
+         [[target]]\nname = \"{TARGET}\"\n[[target.lun]]\nnumber = 0\nmemory = \"1MiB\"\n",
+        socket.display()
+    );
+    std::fs::write(config.path(), text).unwrap();
+    let mut target = Target::with_config_portals(&config, 1);
+    assert!(socket.exists());
+    std::fs::remove_dir_all(dir.path().join("sub")).unwrap();
+    let started = std::time::Instant::now();
+    let status = target.stop().expect("the target ran");
+    let took = started.elapsed();
+    assert!(status.success(), "{status:?}");
+    assert!(took < Duration::from_secs(10), "the stop took {took:?}");
+}

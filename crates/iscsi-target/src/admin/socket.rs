@@ -48,6 +48,8 @@ pub enum SocketError {
 pub struct ControlSocket {
     path: PathBuf,
     stop: Arc<AtomicBool>,
+    /// The listening socket, to wake the thread's accept when stopping.
+    listener: UnixListener,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -74,6 +76,7 @@ impl ControlSocket {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
+        let own = listener.try_clone().map_err(io)?;
         let thread = std::thread::Builder::new()
             .name("isoe-control".into())
             .spawn(move || serve(listener, &admin, &flag))
@@ -81,6 +84,7 @@ impl ControlSocket {
         Ok(ControlSocket {
             path: path.to_path_buf(),
             stop,
+            listener: own,
             thread: Some(thread),
         })
     }
@@ -94,7 +98,10 @@ impl ControlSocket {
 impl Drop for ControlSocket {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
-        // Wake the blocking accept.
+        // Wake the blocking accept: shutting a listening socket down makes
+        // it return at once (a connection to the path would too, but the
+        // file may have been removed, with its directory).
+        let _ = rustix::net::shutdown(&self.listener, rustix::net::Shutdown::Both);
         let _ = UnixStream::connect(&self.path);
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();

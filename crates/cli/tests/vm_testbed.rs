@@ -175,6 +175,7 @@ fn the_vm_is_a_lab_ssh_host_a_kernel_initiator_and_a_lio_target() {
     );
 
     kernel_sees_the_port_groups(&host);
+    dm_multipath_fails_over_between_rbd_gateways(&host);
 
     // LIO in the VM, configured by the lab through configfs with knobs
     // that differ from LIO's defaults (HeaderDigest CRC32C,None and
@@ -333,6 +334,173 @@ fn kernel_sees_the_port_groups(host: &Host) {
     first.logout().expect("kernel logout (group 1)");
     second.logout().expect("kernel logout (group 2)");
     drop(target);
+}
+
+/// Issue 16's failover with the Linux kernel: two isoe gateways of one RBD
+/// image (portal groups 1 and 2), the VM logged in through both, and
+/// dm-multipath with `prio alua` grouping the paths by priority: gateway
+/// A's path (active/optimized) in the group I/O goes to. fio writes with
+/// verification through the multipath device while A is killed with
+/// SIGKILL; its I/O moves to B's path and every block reads back as
+/// written. Skipped without a Ceph cluster (CEPH_CONF), except under CI.
+fn dm_multipath_fails_over_between_rbd_gateways(host: &Host) {
+    const GATEWAYS: &str = "iqn.2026-11.io.isoe:gateways";
+    let Some(ceph) = support::ceph::Ceph::from_env() else {
+        return;
+    };
+    let image = ceph.fresh_image("vm-multipath");
+    let free_port = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port()
+    };
+    let gateway = |tag: u16, port: u16| {
+        TargetConfig::new(&format!(
+            "[[portal_group]]\ntag = {tag}\nportals = [\"127.0.0.1:{port}\"]\n\n\
+             [[target]]\nname = \"{GATEWAYS}\"\n[[target.lun]]\nnumber = 0\n{}",
+            ceph.lun_keys(&image, "256MiB")
+        ))
+    };
+    let (p1, p2) = (free_port(), free_port());
+    let configs = [gateway(1, p1), gateway(2, p2)];
+    let mut a = Target::with_config_portals(&configs[0], 1);
+    let b = Target::with_config_portals(&configs[1], 1);
+
+    // dm-multipath as a storage administrator sets it up for an ALUA
+    // array: paths grouped by priority, the ALUA handler, failback.
+    host.write(
+        "/etc/multipath.conf",
+        "defaults {\n  user_friendly_names no\n  find_multipaths no\n  polling_interval 1\n}\n\
+         blacklist {\n  devnode \"^vd\"\n}\n\
+         devices {\n  device {\n    vendor \"ISOE\"\n    product \".*\"\n\
+             path_grouping_policy group_by_prio\n    prio alua\n\
+             hardware_handler \"1 alua\"\n    path_checker tur\n    failback immediate\n\
+             no_path_retry 30\n  }\n}\n"
+            .as_bytes(),
+    )
+    .expect("write multipath.conf");
+    host.run(&["systemctl", "restart", "multipathd"])
+        .expect("restart multipathd");
+    // A lost connection fails its I/O over after 5 s rather than 120.
+    let settings = NodeSettings {
+        replacement_timeout: Some(5),
+        ..NodeSettings::default()
+    };
+    let through_a = KernelSession::login(
+        host,
+        &format!("10.0.2.2:{p1}"),
+        GATEWAYS,
+        "default",
+        0,
+        &settings,
+    )
+    .expect("kernel login through gateway A");
+    let through_b = KernelSession::login(
+        host,
+        &format!("10.0.2.2:{p2}"),
+        GATEWAYS,
+        "default",
+        0,
+        &settings,
+    )
+    .expect("kernel login through gateway B");
+    let (dev_a, dev_b) = (through_a.device.clone(), through_b.device.clone());
+    let wwid = host
+        .run(&["/lib/udev/scsi_id", "-g", "-u", "-d", &dev_a])
+        .expect("scsi_id")
+        .trim()
+        .to_string();
+    let wwid_b = host
+        .run(&["/lib/udev/scsi_id", "-g", "-u", "-d", &dev_b])
+        .expect("scsi_id");
+    assert_eq!(
+        wwid,
+        wwid_b.trim(),
+        "one logical unit through both gateways"
+    );
+    let mapped = format!("/dev/mapper/{wwid}");
+    let mut listing = String::new();
+    for _ in 0..30 {
+        let _ = host.run(&["multipath", "-r"]);
+        listing = host.run(&["multipath", "-ll", &wwid]).unwrap_or_default();
+        if listing.contains("prio=50") && listing.contains("prio=10") {
+            break;
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    eprintln!("multipath -ll before the kill:\n{listing}");
+    let name_a = dev_a.trim_start_matches("/dev/");
+    let optimized = listing
+        .split("policy=")
+        .find(|group| group.contains("prio=50"))
+        .unwrap_or_default();
+    assert!(
+        optimized.contains(name_a),
+        "A's path {name_a} is in the active/optimized group (prio 50):\n{listing}"
+    );
+
+    // fio writes 32 MiB at random with CRC32C in every block, then reads
+    // it all back; A dies while it writes.
+    let fio = host
+        .spawn(
+            &[
+                "fio",
+                "--name=failover",
+                &format!("--filename={mapped}"),
+                "--rw=randwrite",
+                "--bs=4k",
+                "--size=32M",
+                "--ioengine=libaio",
+                "--direct=1",
+                "--iodepth=8",
+                "--verify=crc32c",
+                "--verify_fatal=1",
+                "--output=/tmp/fio-failover.txt",
+            ],
+            Stdio::null(),
+        )
+        .expect("start fio");
+    std::thread::sleep(Duration::from_secs(5));
+    a.kill();
+    let killed = std::time::Instant::now();
+    let mut fio = fio;
+    let deadline = std::time::Instant::now() + Duration::from_secs(600);
+    let status = loop {
+        match fio.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            _ => break None,
+        }
+    };
+    let report = host.read("/tmp/fio-failover.txt").unwrap_or_default();
+    eprintln!(
+        "fio through dm-multipath ended {:?} after A was killed:\n{report}",
+        killed.elapsed()
+    );
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "fio failed across the failover ({status:?}):\n{report}"
+    );
+    assert!(report.contains("err= 0"), "{report}");
+    let after = host.run(&["multipath", "-ll", &wwid]).unwrap_or_default();
+    eprintln!("multipath -ll after the kill:\n{after}");
+    let name_b = dev_b.trim_start_matches("/dev/");
+    assert!(
+        after
+            .lines()
+            .any(|l| l.contains(name_b) && l.contains("active ready")),
+        "B's path serves:\n{after}"
+    );
+
+    let _ = host.run(&["multipath", "-f", &wwid]);
+    let _ = through_a.logout();
+    through_b.logout().expect("kernel logout (gateway B)");
+    let _ = host.run(&["rm", "-f", "/etc/multipath.conf"]);
+    let _ = host.run(&["systemctl", "restart", "multipathd"]);
+    drop(b);
 }
 
 /// Nothing of [`LIO_TARGET`] is left in the VM's configfs: no target, no

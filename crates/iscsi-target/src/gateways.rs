@@ -102,6 +102,8 @@ struct Ownership {
     view: Mutex<View>,
     /// This gateway owns the unit.
     holds: AtomicBool,
+    /// The cluster fenced this gateway: its groups are unavailable.
+    fenced: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -149,8 +151,11 @@ impl Ownership {
             view.owner = owner;
             moved
         });
+        let fenced = self.fenced.load(Ordering::Acquire);
         let state_of = |tag: &u16, view: &View| {
-            if view.owner.contains(tag) {
+            if fenced && self.local.contains(tag) {
+                AccessState::Unavailable
+            } else if view.owner.contains(tag) {
                 AccessState::ActiveOptimized
             } else {
                 AccessState::ActiveNonOptimized
@@ -194,8 +199,15 @@ impl Ownership {
     }
 
     /// One look (the poller's): takes the unit over when this gateway holds
-    /// the image's lock and the owner is gone or there is none.
+    /// the image's lock and the owner is gone or there is none; marks this
+    /// gateway's groups unavailable once the cluster has fenced it.
     fn poll(&self) {
+        if self.fenced.load(Ordering::Acquire) {
+            return;
+        }
+        if self.image.is_fenced() {
+            return self.now_fenced();
+        }
         if self.holds.load(Ordering::Acquire) {
             return;
         }
@@ -220,6 +232,30 @@ impl Ownership {
             tracing::warn!(image = %self.image.name(), owner = %Self::tags(&owner), "the owning gateway does not answer; taking the unit over");
         }
         self.now_holding();
+    }
+
+    /// The cluster blocklisted this gateway's client (another gateway broke
+    /// its lock while it did not answer): nothing it sends lands any more.
+    /// Its groups become unavailable, so that initiators go through the
+    /// others (commands here end in 02/04/0C); serving again takes a
+    /// restart, with a new client.
+    fn now_fenced(&self) {
+        self.fenced.store(true, Ordering::Release);
+        self.holds.store(false, Ordering::Release);
+        tracing::error!(
+            image = %self.image.name(),
+            groups = %Self::tags(&self.local),
+            "the cluster fenced this gateway (another gateway took the image over while this one did not answer): its paths are unavailable; restart it to serve the image again"
+        );
+        let Some(unit) = self.unit.upgrade() else {
+            return;
+        };
+        if let Some(groups) = unit.own_port_groups() {
+            for tag in &self.local {
+                groups.set_state(*tag, AccessState::Unavailable);
+            }
+        }
+        unit.access_states_changed();
     }
 
     /// Whether the gateway of groups `owner` answers a ping.
@@ -323,24 +359,29 @@ pub(crate) fn share(
         local: local.clone(),
         view: Mutex::default(),
         holds: AtomicBool::new(false),
+        fenced: AtomicBool::new(false),
     });
     let heard = Arc::downgrade(&ownership);
     let weak_unit = Arc::downgrade(unit);
-    let handler: isoe_rbd::Handler = Arc::new(move |message: Option<&[u8]>, own: bool| {
-        if own {
-            return Vec::new();
-        }
-        let text = message.and_then(|m| std::str::from_utf8(m).ok());
-        if let (Some(text), Some(ownership)) = (text, heard.upgrade()) {
-            if let Some(answer) = ownership.message(text) {
-                return answer;
+    let handler: isoe_rbd::Handler = Arc::new(
+        move |message: Option<&[u8]>, own: bool, reply: isoe_rbd::Reply| {
+            if own {
+                return;
             }
-        }
-        if let Some(unit) = weak_unit.upgrade() {
-            unit.peer_message(message);
-        }
-        Vec::new()
-    });
+            let text = message.and_then(|m| std::str::from_utf8(m).ok());
+            if let (Some(text), Some(ownership)) = (text, heard.upgrade()) {
+                if let Some(answer) = ownership.message(text) {
+                    return reply.send(&answer);
+                }
+            }
+            if let Some(unit) = weak_unit.upgrade() {
+                // Acknowledged once in force here: a message that ends
+                // tasks (PREEMPT AND ABORT, a reset) holds the sender's
+                // command until they have ended.
+                unit.peer_message(message, Box::new(move || reply.send(&[])));
+            }
+        },
+    );
     let channel = Arc::new(Channel::open(image, handler).map_err(|e| e.to_string())?);
     let _ = ownership.channel.set(Arc::clone(&channel));
     ownership.learn(&local, None);

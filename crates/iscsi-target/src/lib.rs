@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod output;
 pub mod registry;
 pub mod session;
+pub mod task_sets;
 pub mod write_task;
 
 pub use config::Config;

@@ -225,6 +225,8 @@ pub struct Server {
     portals: RwLock<Vec<(std::net::SocketAddr, u16)>>,
     discovery_chap: RwLock<Option<Arc<ChapConfig>>>,
     sessions: Mutex<Vec<(SessionKey, Arc<Session>)>>,
+    /// How units end tasks under way ([`Server::enable_task_sets`]).
+    pub(crate) task_sets: std::sync::OnceLock<Arc<dyn isoe_scsi::TaskSets>>,
     /// CHAP challenges issued lately; logins only, never the command path.
     challenges: Mutex<ChallengeLog>,
     next_serial: AtomicU64,
@@ -453,6 +455,7 @@ impl Server {
             discovery_chap: RwLock::new(config.discovery.chap.clone().map(Arc::new)),
             config,
             sessions: Mutex::new(Vec::new()),
+            task_sets: std::sync::OnceLock::new(),
             challenges: Mutex::new(ChallengeLog::new(CHALLENGE_LOG_CAPACITY)),
             next_serial: AtomicU64::new(1),
             write_budget: Budget::new(write_buffer),
@@ -508,6 +511,9 @@ impl Server {
     /// each of them REPORTED LUNS DATA HAS CHANGED. Done under the sessions'
     /// lock, so that a session logging in meanwhile is attached once.
     pub fn add_lun(&self, target: &Arc<Target>, number: u16, lu: Arc<LogicalUnit>) {
+        if let Some(tasks) = self.task_sets.get() {
+            lu.set_task_sets(Arc::clone(tasks));
+        }
         let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         target.replace_luns(|now| {
             let mut luns: Vec<_> = now

@@ -129,12 +129,26 @@ impl AbortScope {
 /// Counts the connections that still have tasks to end for one task
 /// management function, whose response waits until none has (SAM-5 7.1:
 /// the function completes once every task it aborts has ended).
-#[derive(Debug)]
 pub struct AbortBarrier {
     remaining: AtomicUsize,
     /// The connection the function came on: woken when the count ends.
     origin: u64,
+    /// Or, for tasks ended from outside any connection (a reservation
+    /// preempted, another gateway's reset), what runs when it ends.
+    then: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
+
+impl std::fmt::Debug for AbortBarrier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AbortBarrier")
+            .field("remaining", &self.remaining)
+            .field("origin", &self.origin)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The origin of a barrier that no connection holds.
+pub const NO_CONNECTION: u64 = u64::MAX;
 
 impl AbortBarrier {
     /// A barrier for a function that came on connection `origin`, held by
@@ -143,14 +157,36 @@ impl AbortBarrier {
         Arc::new(AbortBarrier {
             remaining: AtomicUsize::new(1),
             origin,
+            then: Mutex::new(None),
+        })
+    }
+
+    /// A barrier held by its maker ([`NO_CONNECTION`]) until it has ordered
+    /// every connection; `then` runs when the count ends.
+    pub fn then(then: Box<dyn FnOnce() + Send>) -> Arc<AbortBarrier> {
+        Arc::new(AbortBarrier {
+            remaining: AtomicUsize::new(1),
+            origin: NO_CONNECTION,
+            then: Mutex::new(Some(then)),
         })
     }
 
     /// One holder is done; returns the connection to wake when it was the
-    /// last and not the origin itself.
+    /// last and not the origin itself. A barrier of no connection runs
+    /// what it was given instead.
     pub fn done(&self, by: u64) -> Option<u64> {
         let last = self.remaining.fetch_sub(1, Ordering::AcqRel) == 1;
-        (last && by != self.origin).then_some(self.origin)
+        if !last {
+            return None;
+        }
+        if self.origin == NO_CONNECTION {
+            let then = self.then.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some(then) = then {
+                then();
+            }
+            return None;
+        }
+        (by != self.origin).then_some(self.origin)
     }
 
     /// Whether every connection has ended its tasks.

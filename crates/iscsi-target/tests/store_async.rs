@@ -320,3 +320,84 @@ fn ending_a_task_waits_for_its_request() {
     assert_eq!(t.answered(1).outcome, Outcome::Failed(TaskError::Aborted));
     t.running.shutdown().unwrap();
 }
+
+/// PERSISTENT RESERVE OUT with a 24-byte parameter list.
+fn prout(action: u8, kind: u8, key: u64, action_key: u64) -> Command {
+    let cdb = [0x5f, action, kind, 0, 0, 0, 0, 0, 24, 0];
+    let mut parameters = vec![0u8; 24];
+    parameters[0..8].copy_from_slice(&key.to_be_bytes());
+    parameters[8..16].copy_from_slice(&action_key.to_be_bytes());
+    Command::write(0, &cdb, parameters)
+}
+
+#[test]
+fn preempt_and_abort_ends_the_preempted_write_before_it_completes() {
+    const REGISTER: u8 = 0;
+    const RESERVE: u8 = 1;
+    const PREEMPT_AND_ABORT: u8 = 5;
+    const WRITE_EXCLUSIVE: u8 = 1;
+    let mut t = start();
+    let holder = t.session;
+    // A second initiator, the preempting one.
+    let url = format!("iscsi://{}/{TARGET}/0", t.running.portals()[0]);
+    let mut config = SessionConfig::from_url(&IscsiUrl::parse(&url).expect("url"));
+    config.initiator_name = "iqn.2026-11.io.isoe:preempter".into();
+    let preempter = t.engine.login(config).expect("second login");
+    // The first login's unit attention (power on) goes to a TUR each.
+    for (token, session) in [(20, holder), (21, preempter)] {
+        t.engine
+            .submit(session, Command::new(0, &cdb::test_unit_ready()), token)
+            .unwrap();
+        let _ = t.answered(token);
+    }
+    for (token, session, key) in [(22, holder, 0xb), (23, preempter, 0xa)] {
+        t.engine
+            .submit(session, prout(REGISTER, 0, 0, key), token)
+            .unwrap();
+        t.answered(token).good().unwrap();
+    }
+    t.engine
+        .submit(holder, prout(RESERVE, WRITE_EXCLUSIVE, 0xb, 0), 24)
+        .unwrap();
+    t.answered(24).good().unwrap();
+
+    // The holder's write is under way in the store when it is preempted.
+    t.engine
+        .submit(
+            holder,
+            Command::write(0, &cdb::write16(0, 8, false), pattern(5, 4096)),
+            1,
+        )
+        .unwrap();
+    t.until_waiting(1);
+    t.engine
+        .submit(
+            preempter,
+            prout(PREEMPT_AND_ABORT, WRITE_EXCLUSIVE, 0xa, 0xb),
+            2,
+        )
+        .unwrap();
+    assert!(
+        t.wait_for(2, QUIET).is_none(),
+        "PREEMPT AND ABORT answered while the write it ends is under way"
+    );
+    t.store.release(0);
+    t.answered(2).good().unwrap();
+    assert!(
+        t.wait_for(1, QUIET).is_none(),
+        "the aborted write got a response"
+    );
+    // The holder hears REGISTRATIONS PREEMPTED, then conflicts.
+    t.engine
+        .submit(holder, Command::new(0, &cdb::test_unit_ready()), 3)
+        .unwrap();
+    let Outcome::Scsi(status) = t.answered(3).outcome else {
+        panic!("TEST UNIT READY has a status");
+    };
+    assert_eq!(
+        status.sense_key(),
+        Some((0x06, 0x2a, 0x05)),
+        "REGISTRATIONS PREEMPTED"
+    );
+    t.running.shutdown().unwrap();
+}

@@ -17,12 +17,83 @@ use crate::ffi::{self, Api, IoCtx};
 use crate::image::RbdStore;
 use crate::RbdError;
 
-/// What runs when another gateway (or this one) notifies: the payload, and
-/// whether it came from this channel; what it returns goes back to the
-/// notifier with the acknowledgement. A lost watch (the cluster dropped
-/// it) calls it with `None` once the watch is back: whatever was notified
-/// meanwhile was missed, so the state must be read again.
-pub type Handler = Arc<dyn Fn(Option<&[u8]>, bool) -> Vec<u8> + Send + Sync>;
+/// What runs when another gateway (or this one) notifies: the payload,
+/// whether it came from this channel, and the [`Reply`] that acknowledges
+/// it, with an answer, now or later from another thread. A lost watch (the
+/// cluster dropped it) calls it with `None` once the watch is back:
+/// whatever was notified meanwhile was missed, so the state must be read
+/// again.
+pub type Handler = Arc<dyn Fn(Option<&[u8]>, bool, Reply) + Send + Sync>;
+
+/// The acknowledgement a notification waits for. The notifier hears it
+/// when it is sent or dropped (with an empty answer then), so a handler
+/// that must finish something first (end tasks) keeps it until then.
+pub struct Reply {
+    to: Option<(Arc<Acks>, u64, u64)>,
+}
+
+/// What acknowledging needs, kept alive by the replies still out: the
+/// channel's ioctx is destroyed only when the last of them has gone.
+struct Acks {
+    api: &'static Api,
+    ioctx: IoCtx,
+    object: CString,
+    _cluster: Arc<Cluster>,
+}
+
+// SAFETY: librados's notify_ack is thread-safe; the ioctx lives until Drop.
+unsafe impl Send for Acks {}
+unsafe impl Sync for Acks {}
+
+impl Drop for Acks {
+    fn drop(&mut self) {
+        // SAFETY: the channel's watch is gone and no reply is left.
+        unsafe { (self.api.rados_ioctx_destroy)(self.ioctx) };
+    }
+}
+
+impl Reply {
+    /// A reply to nobody: for the handler's call after a lost watch.
+    fn none() -> Reply {
+        Reply { to: None }
+    }
+
+    /// Acknowledges with `answer`.
+    pub fn send(mut self, answer: &[u8]) {
+        self.ack(answer);
+    }
+
+    fn ack(&mut self, answer: &[u8]) {
+        let Some((acks, notify_id, cookie)) = self.to.take() else {
+            return;
+        };
+        // SAFETY: an open ioctx and an answer of the length passed.
+        unsafe {
+            (acks.api.rados_notify_ack)(
+                acks.ioctx,
+                acks.object.as_ptr(),
+                notify_id,
+                cookie,
+                answer.as_ptr().cast(),
+                answer.len() as c_int,
+            );
+        }
+    }
+}
+
+impl Drop for Reply {
+    fn drop(&mut self) {
+        self.ack(&[]);
+    }
+}
+
+impl std::fmt::Debug for Reply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reply")
+            .field("pending", &self.to.is_some())
+            .finish()
+    }
+}
 
 /// What a notification brought back.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -50,6 +121,8 @@ pub struct Channel {
     /// Serializes reads and writes: the version of a read is the ioctx's
     /// last version, which another thread's call would overwrite.
     io: Mutex<()>,
+    /// Owns the ioctx, with the replies still out.
+    _acks: Arc<Acks>,
 }
 
 impl std::fmt::Debug for Channel {
@@ -68,9 +141,7 @@ unsafe impl Sync for Channel {}
 
 /// The watch callback's state.
 struct Watcher {
-    api: &'static Api,
-    ioctx: IoCtx,
-    object: CString,
+    acks: Arc<Acks>,
     id: u64,
     handler: Handler,
     /// Set by the error callback; a thread of the channel watches again.
@@ -118,10 +189,14 @@ impl Channel {
         let object = c_string(&name)?;
         let id = random_id();
         let lost = Arc::new((Mutex::new(Lost::default()), Condvar::new()));
-        let watcher = Box::into_raw(Box::new(Watcher {
+        let acks = Arc::new(Acks {
             api,
             ioctx,
             object: object.clone(),
+            _cluster: Arc::clone(cluster),
+        });
+        let watcher = Box::into_raw(Box::new(Watcher {
+            acks: Arc::clone(&acks),
             id,
             handler,
             lost: Arc::clone(&lost),
@@ -135,6 +210,7 @@ impl Channel {
             watcher,
             rewatcher: None,
             io: Mutex::new(()),
+            _acks: acks,
         };
         // From here Drop unwatches, frees the watcher and the ioctx.
         // A watch needs the object: made empty if it is not there.
@@ -142,8 +218,14 @@ impl Channel {
         let cookie =
             watch(api, ioctx, &channel.object, watcher).map_err(|r| failed("watching", r))?;
         lost.0.lock().unwrap_or_else(|e| e.into_inner()).cookie = Some(cookie);
-        channel.rewatcher =
-            spawn_rewatcher(api, ioctx, channel.object.clone(), watcher as usize, lost);
+        channel.rewatcher = spawn_rewatcher(
+            api,
+            ioctx,
+            channel.object.clone(),
+            watcher as usize,
+            lost,
+            Arc::clone(image.requests()),
+        );
         Ok(channel)
     }
 
@@ -375,33 +457,21 @@ extern "C" fn on_notify(
         // SAFETY: librados passes `len` bytes at `data` for this call.
         unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) }
     };
-    let answer = match bytes.len() {
-        8.. => {
-            let (sender, payload) = bytes.split_at(8);
-            let own = sender == watcher.id.to_be_bytes();
-            (watcher.handler)(Some(payload), own)
-        }
-        _ => Vec::new(),
+    // Acknowledging once the handler is done with the message (the reply
+    // sent or dropped) is what lets the notifier know it is in force here.
+    let reply = Reply {
+        to: Some((Arc::clone(&watcher.acks), notify_id, cookie)),
     };
-    // SAFETY: an open ioctx and an answer of the length passed;
-    // acknowledging after the handler ran is what lets the notifier know
-    // the change is in force here.
-    unsafe {
-        (watcher.api.rados_notify_ack)(
-            watcher.ioctx,
-            watcher.object.as_ptr(),
-            notify_id,
-            cookie,
-            answer.as_ptr().cast(),
-            answer.len() as c_int,
-        );
+    if let Some((sender, payload)) = bytes.split_first_chunk::<8>() {
+        let own = *sender == watcher.id.to_be_bytes();
+        (watcher.handler)(Some(payload), own, reply);
     }
 }
 
 extern "C" fn on_watch_error(arg: *mut c_void, cookie: u64, err: c_int) {
     // SAFETY: as in `on_notify`.
     let watcher = unsafe { &*arg.cast::<Watcher>() };
-    tracing::warn!(object = ?watcher.object, error = %crate::errno_text(err), "watch lost; watching again");
+    tracing::warn!(object = ?watcher.acks.object, error = %crate::errno_text(err), "watch lost; watching again");
     let (lost, wake) = &*watcher.lost;
     let mut lost = lost.lock().unwrap_or_else(|e| e.into_inner());
     if lost.cookie == Some(cookie) {
@@ -419,6 +489,7 @@ fn spawn_rewatcher(
     object: CString,
     watcher: usize,
     lost: Arc<(Mutex<Lost>, Condvar)>,
+    requests: Arc<crate::image::Requests>,
 ) -> Option<std::thread::JoinHandle<()>> {
     let ioctx = ioctx as usize;
     std::thread::Builder::new()
@@ -452,7 +523,15 @@ fn spawn_rewatcher(
                         drop(guard);
                         // SAFETY: the Watcher lives until `closing` is seen.
                         let handler = unsafe { &(*(watcher as *mut Watcher)).handler };
-                        let _ = handler(None, false);
+                        handler(None, false, Reply::none());
+                    }
+                    Err(r) if r == -libc::ESHUTDOWN => {
+                        // Blocklisted: nothing through this client will
+                        // succeed again, and librbd may hold the image's
+                        // requests for good: they end now.
+                        tracing::error!(object = ?object, "watching again failed: this client was fenced (blocklisted) by the cluster");
+                        requests.fence();
+                        return;
                     }
                     Err(r) => tracing::warn!(object = ?object, error = %crate::errno_text(r), "watching again failed; retrying"),
                 }
@@ -481,7 +560,7 @@ impl Drop for Channel {
             }
             (self.api.rados_watch_flush)(self.cluster.rados);
             drop(Box::from_raw(self.watcher));
-            (self.api.rados_ioctx_destroy)(self.ioctx);
+            // The ioctx goes with the last reply still out (`Acks`).
         }
     }
 }

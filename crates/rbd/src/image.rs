@@ -1,10 +1,11 @@
 //! An RBD image as a store: blocking calls for the rare operations, and
 //! librbd's asynchronous reads, writes and flushes for the datapath.
 
+use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void};
 use std::io;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use isoe_store::{AsyncStore, Extent, Io, IoDone, IoKind, Store, StoreError};
@@ -90,9 +91,107 @@ pub struct RbdStore {
     /// `fsid/pool id/namespace/image id`: the same from every process that
     /// opens this image, different for any other image anywhere.
     identity: String,
-    /// Asynchronous requests started and not yet ended; the image closes
-    /// only when none is.
-    in_flight: Arc<AtomicUsize>,
+    /// Requests under way, and whether the cluster fenced this client.
+    requests: Arc<Requests>,
+}
+
+/// What a store's requests share with it.
+#[derive(Default)]
+pub(crate) struct Requests {
+    /// Asynchronous requests librbd has and has not called back; the image
+    /// closes only when none is.
+    in_flight: AtomicUsize,
+    /// The cluster refused a call with ESHUTDOWN: this client was
+    /// blocklisted (another gateway broke its lock), and no call through
+    /// it will succeed again.
+    fenced: AtomicBool,
+    /// The completion of each request not answered yet, by id: taken by
+    /// librbd's callback, or by [`Requests::fence`], which answers them
+    /// all at once (librbd may hold a fenced client's writes forever).
+    waiting: Mutex<HashMap<u64, (IoKind, IoDone)>>,
+    next_id: AtomicU64,
+}
+
+impl std::fmt::Debug for Requests {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Requests")
+            .field("in_flight", &self.in_flight)
+            .field("fenced", &self.fenced)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The librbd call of a request, and where it starts.
+fn op_of(kind: IoKind) -> (&'static str, u64) {
+    match kind {
+        IoKind::Read { offset, .. } => ("rbd_aio_read", offset),
+        IoKind::Write { offset, .. } => ("rbd_aio_write", offset),
+        IoKind::Flush => ("rbd_aio_flush", 0),
+    }
+}
+
+/// What a fenced client's requests end with.
+fn fenced_error(op: &str, offset: u64) -> StoreError {
+    StoreError::Unavailable {
+        what: format!("{op} at offset {offset}"),
+        message: "this client was fenced (blocklisted) by the cluster".into(),
+    }
+}
+
+impl Requests {
+    /// The error of a call that returned `r`; ESHUTDOWN fences the store.
+    fn failed(&self, op: &'static str, offset: u64, r: isize) -> StoreError {
+        if r == -(libc::ESHUTDOWN as isize) {
+            self.fence();
+            return fenced_error(op, offset);
+        }
+        errno_error(op, offset, r)
+    }
+
+    /// The cluster blocklisted this client: nothing it sends lands any
+    /// more, so every request not answered yet is answered now as
+    /// unavailable (its buffer stays with librbd until librbd lets go of
+    /// it), and later ones are refused at once.
+    pub(crate) fn fence(&self) {
+        if !self.fenced.swap(true, Ordering::AcqRel) {
+            tracing::error!(
+                "the cluster fenced (blocklisted) this client: its requests end as unavailable"
+            );
+        }
+        let waiting: Vec<(IoKind, IoDone)> = self
+            .waiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .map(|(_, request)| request)
+            .collect();
+        for (kind, done) in waiting {
+            let (op, offset) = op_of(kind);
+            let buffer = Vec::new();
+            done(Io { kind, buffer }, Err(fenced_error(op, offset)));
+        }
+    }
+
+    fn is_fenced(&self) -> bool {
+        self.fenced.load(Ordering::Acquire)
+    }
+
+    /// Keeps `done` until the request `id` is answered.
+    fn hold(&self, id: u64, kind: IoKind, done: IoDone) {
+        self.waiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, (kind, done));
+    }
+
+    /// The completion of request `id`, unless it was answered already.
+    fn take(&self, id: u64) -> Option<IoDone> {
+        self.waiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id)
+            .map(|(_, done)| done)
+    }
 }
 
 // SAFETY: librbd's image handles are used from any number of threads at
@@ -171,7 +270,7 @@ impl RbdStore {
             name: name.clone(),
             size_bytes: 0,
             identity: String::new(),
-            in_flight: Arc::default(),
+            requests: Arc::default(),
         };
         // From here Drop closes the image and the ioctx.
         let mut size = 0u64;
@@ -197,6 +296,18 @@ impl RbdStore {
             store.image_id
         );
         Ok(store)
+    }
+
+    /// Whether the cluster fenced this client (blocklisted it when another
+    /// gateway took the image over): nothing through it lands any more.
+    pub fn is_fenced(&self) -> bool {
+        self.requests.is_fenced()
+    }
+
+    /// What this store's requests share, for the image's channel, which
+    /// may learn of a fence first.
+    pub(crate) fn requests(&self) -> &Arc<Requests> {
+        &self.requests
     }
 
     /// `pool/image` or `pool/namespace/image`.
@@ -259,7 +370,12 @@ impl RbdStore {
         )
     }
 
+    /// Refuses a range outside the image, and any call once the client
+    /// is fenced (librbd may wait for good on a fenced client's calls).
     fn check(&self, offset: u64, len: u64) -> Result<(), StoreError> {
+        if self.requests.is_fenced() {
+            return Err(fenced_error("rbd", offset));
+        }
         match offset.checked_add(len) {
             Some(end) if end <= self.size_bytes => Ok(()),
             _ => Err(StoreError::OutOfRange {
@@ -286,7 +402,7 @@ impl RbdStore {
             let piece = (len - done).min(PIECE);
             let r = call(offset + done, piece);
             if r < 0 {
-                return Err(errno_error(op, offset + done, r));
+                return Err(self.requests.failed(op, offset + done, r));
             }
             done += piece;
         }
@@ -295,11 +411,7 @@ impl RbdStore {
 
     fn start(&self, io: Io, done: IoDone) -> Result<(), (Io, IoDone, StoreError)> {
         let api = self.api;
-        let (op, offset) = match io.kind {
-            IoKind::Read { offset, .. } => ("rbd_aio_read", offset),
-            IoKind::Write { offset, .. } => ("rbd_aio_write", offset),
-            IoKind::Flush => ("rbd_aio_flush", 0),
-        };
+        let (op, offset) = op_of(io.kind);
         let len = match io.kind {
             IoKind::Read { len, .. } => len,
             IoKind::Write { .. } => io.buffer.len(),
@@ -308,14 +420,16 @@ impl RbdStore {
         if let Err(error) = self.check(offset, len as u64) {
             return Err((io, done, error));
         }
+        let id = self.requests.next_id.fetch_add(1, Ordering::Relaxed);
+        self.requests.hold(id, io.kind, done);
         let mut pending = Box::new(Pending {
             api,
             io,
-            done,
+            id,
             op,
             offset,
             len,
-            in_flight: Arc::clone(&self.in_flight),
+            requests: Arc::clone(&self.requests),
         });
         let start = pending.io.buffer.len();
         if let IoKind::Read { len, .. } = pending.io.kind {
@@ -331,13 +445,9 @@ impl RbdStore {
         if r < 0 {
             // SAFETY: librbd did not take `arg`.
             let pending = unsafe { Box::from_raw(arg) };
-            return Err((
-                pending.io,
-                pending.done,
-                errno_error(op, offset, r as isize),
-            ));
+            return self.refused(*pending, r);
         }
-        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.requests.in_flight.fetch_add(1, Ordering::AcqRel);
         // SAFETY: the buffer (`len` bytes from `data`, spare capacity for a
         // read) stays alive and untouched in `arg` until `complete` runs.
         let r = unsafe {
@@ -358,19 +468,25 @@ impl RbdStore {
             }
         };
         if r < 0 {
-            self.in_flight.fetch_sub(1, Ordering::AcqRel);
+            self.requests.in_flight.fetch_sub(1, Ordering::AcqRel);
             // SAFETY: the request was refused, so librbd will not call back.
             let pending = unsafe {
                 (api.rbd_aio_release)(completion);
                 Box::from_raw(arg)
             };
-            return Err((
-                pending.io,
-                pending.done,
-                errno_error(op, offset, r as isize),
-            ));
+            return self.refused(*pending, r);
         }
         Ok(())
+    }
+
+    /// A request librbd refused at once with `r`: its completion back to
+    /// the caller (or, if a fence answered it meanwhile, nothing to do).
+    fn refused(&self, pending: Pending, r: c_int) -> Result<(), (Io, IoDone, StoreError)> {
+        let error = self.requests.failed(pending.op, pending.offset, r as isize);
+        match self.requests.take(pending.id) {
+            Some(done) => Err((pending.io, done, error)),
+            None => Ok(()),
+        }
     }
 }
 
@@ -378,11 +494,12 @@ impl RbdStore {
 struct Pending {
     api: &'static Api,
     io: Io,
-    done: IoDone,
+    /// Its completion waits in `requests`, under this id.
+    id: u64,
     op: &'static str,
     offset: u64,
     len: usize,
-    in_flight: Arc<AtomicUsize>,
+    requests: Arc<Requests>,
 }
 
 /// librbd's completion callback, on one of its threads.
@@ -392,11 +509,11 @@ extern "C" fn complete(completion: ffi::Completion, arg: *mut c_void) {
     let Pending {
         api,
         mut io,
-        done,
+        id,
         op,
         offset,
         len,
-        in_flight,
+        requests,
     } = *pending;
     // SAFETY: the completion is ours and is released once, here.
     let r = unsafe {
@@ -405,7 +522,7 @@ extern "C" fn complete(completion: ffi::Completion, arg: *mut c_void) {
         r
     };
     let result = if r < 0 {
-        Err(errno_error(op, offset, r))
+        Err(requests.failed(op, offset, r))
     } else if let IoKind::Read { .. } = io.kind {
         if r as usize == len {
             let filled = io.buffer.len() + len;
@@ -426,8 +543,11 @@ extern "C" fn complete(completion: ffi::Completion, arg: *mut c_void) {
     } else {
         Ok(())
     };
-    in_flight.fetch_sub(1, Ordering::AcqRel);
-    done(io, result);
+    requests.in_flight.fetch_sub(1, Ordering::AcqRel);
+    // A fence may have answered it already.
+    if let Some(done) = requests.take(id) {
+        done(io, result);
+    }
 }
 
 impl AsyncStore for RbdStore {
@@ -450,7 +570,7 @@ impl Store for RbdStore {
             (self.api.rbd_read2)(self.image, offset, buf.len(), buf.as_mut_ptr().cast(), 0)
         };
         if r < 0 {
-            return Err(errno_error("rbd_read", offset, r));
+            return Err(self.requests.failed("rbd_read", offset, r));
         }
         if r as usize != buf.len() {
             let short = io::Error::new(
@@ -468,16 +588,17 @@ impl Store for RbdStore {
         let r =
             unsafe { (self.api.rbd_write2)(self.image, offset, buf.len(), buf.as_ptr().cast(), 0) };
         if r < 0 {
-            return Err(errno_error("rbd_write", offset, r));
+            return Err(self.requests.failed("rbd_write", offset, r));
         }
         Ok(())
     }
 
     fn flush(&self) -> Result<(), StoreError> {
+        self.check(0, 0)?;
         // SAFETY: an open image.
         let r = unsafe { (self.api.rbd_flush)(self.image) };
         if r < 0 {
-            return Err(errno_error("rbd_flush", 0, r as isize));
+            return Err(self.requests.failed("rbd_flush", 0, r as isize));
         }
         Ok(())
     }
@@ -528,7 +649,7 @@ impl Store for RbdStore {
             )
         };
         if r < 0 && r != STOP {
-            return Err(errno_error("rbd_diff_iterate", offset, r as isize));
+            return Err(self.requests.failed("rbd_diff_iterate", offset, r as isize));
         }
         Ok(match first.found {
             // Nothing written in the range: all of it reads as zeros.
@@ -589,7 +710,7 @@ impl Store for RbdStore {
         Some(match r {
             // librbd gives the offset within the range.
             r if r == -(libc::EILSEQ as isize) => Ok(Some(mismatch)),
-            r if r < 0 => Err(errno_error("rbd_compare_and_write", offset, r)),
+            r if r < 0 => Err(self.requests.failed("rbd_compare_and_write", offset, r)),
             _ => Ok(None),
         })
     }
@@ -617,9 +738,16 @@ extern "C" fn first_extent(offset: u64, len: usize, exists: c_int, arg: *mut c_v
 impl Drop for RbdStore {
     fn drop(&mut self) {
         // A request's callback uses the image: wait for all of them (each
-        // ends within librados's operation timeout).
+        // ends within librados's operation timeout, unless the client was
+        // fenced: librbd may hold those for good).
         let deadline = Instant::now() + Duration::from_secs(60);
-        while self.in_flight.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+        while self.requests.in_flight.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+            if self.requests.is_fenced() {
+                // Left open: closing under requests librbd still holds is
+                // not safe, and the process is going anyway.
+                tracing::warn!(image = %self.name, "a fenced image with requests under way is left open");
+                return;
+            }
             std::thread::sleep(Duration::from_millis(1));
         }
         // SAFETY: opened by us, no request under way; closed once.

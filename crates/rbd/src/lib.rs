@@ -16,7 +16,7 @@ mod cluster;
 mod ffi;
 mod image;
 
-pub use channel::{Channel, Handler, Notified, Written};
+pub use channel::{Channel, Handler, Notified, Reply, Written};
 pub use cluster::ClusterSpec;
 pub use image::{RbdSpec, RbdStore};
 

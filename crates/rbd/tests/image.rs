@@ -310,17 +310,25 @@ fn a_channel_keeps_a_state_under_compare_and_set_and_notifies_every_watcher() {
     type Heard = Arc<Mutex<Vec<(Option<Vec<u8>>, bool)>>>;
     let listener = |heard: &Heard| -> isoe_rbd::Handler {
         let heard = Arc::clone(heard);
-        Arc::new(move |payload: Option<&[u8]>, own: bool| {
-            heard
-                .lock()
-                .unwrap()
-                .push((payload.map(<[u8]>::to_vec), own));
-            if own {
-                b"me".to_vec()
-            } else {
-                b"other".to_vec()
-            }
-        })
+        Arc::new(
+            move |payload: Option<&[u8]>, own: bool, reply: isoe_rbd::Reply| {
+                heard
+                    .lock()
+                    .unwrap()
+                    .push((payload.map(<[u8]>::to_vec), own));
+                if own {
+                    reply.send(b"me");
+                } else if payload == Some(b"later") {
+                    // Acknowledged from another thread, a while after.
+                    std::thread::spawn(move || {
+                        std::thread::sleep(Duration::from_millis(700));
+                        reply.send(b"done later");
+                    });
+                } else {
+                    reply.send(b"other");
+                }
+            },
+        )
     };
     let (heard_a, heard_b): (Heard, Heard) = Default::default();
     let a = Channel::open(&store, listener(&heard_a)).expect("channel a");
@@ -362,6 +370,19 @@ fn a_channel_keeps_a_state_under_compare_and_set_and_notifies_every_watcher() {
     assert_eq!(
         *heard_b.lock().unwrap(),
         vec![(Some(b"changed".to_vec()), false)]
+    );
+    // A reply kept and sent later from another thread: notify waits for it.
+    let started = std::time::Instant::now();
+    let notified = a.notify(b"later", Duration::from_secs(10)).unwrap();
+    assert_eq!(notified.missed, 0);
+    assert!(
+        notified.answers.contains(&b"done later".to_vec()),
+        "the late answer came back: {:?}",
+        notified.answers
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(700),
+        "notify returned before the reply was sent"
     );
     drop(b);
     let notified = a.notify(b"again", Duration::from_secs(10)).unwrap();

@@ -62,7 +62,7 @@ pub use alua::{AccessState, ExplicitAlua, PortGroup, PortGroups};
 pub use background::{Background, Outcome};
 pub use completion::Completion;
 pub use config::{ConfigError, LunConfig};
-pub use logical_unit::LogicalUnit;
+pub use logical_unit::{LogicalUnit, TaskSets};
 pub use medium_io::MediumIo;
 pub use nexus::{Nexus, NoUnits, UnitDirectory};
 pub use no_lun::execute_no_lun;

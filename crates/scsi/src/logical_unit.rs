@@ -53,7 +53,26 @@ pub struct LogicalUnit {
     /// The store has an asynchronous side (fixed with the store): read
     /// once, not by a virtual call on every READ and WRITE.
     asynchronous: bool,
+    /// Who ends tasks of this unit that are under way in the transport
+    /// (PREEMPT AND ABORT, another gateway's reset).
+    task_sets: OnceLock<Arc<dyn TaskSets>>,
 }
+
+/// What the transport does for a unit whose tasks must end from outside a
+/// task management function: PREEMPT AND ABORT ends the tasks of the
+/// preempted I_T nexuses (SPC-5 5.13.11.2.6), and a reset through another
+/// gateway of a shared unit ends every task here.
+pub trait TaskSets: Send + Sync + std::fmt::Debug {
+    /// Ends, without a response, the tasks of `unit` that came through
+    /// `nexuses` (every nexus when None); `done` runs once none of them can
+    /// change the medium any more (a store call under way has returned),
+    /// on whatever thread saw that last, possibly this one.
+    fn abort(&self, unit: &LogicalUnit, nexuses: Option<&[Nexus]>, done: Box<dyn FnOnce() + Send>);
+}
+
+/// How long PREEMPT AND ABORT waits for the tasks it ends: as long as the
+/// store calls under way may take (a network store bounds each call).
+const ABORT_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The port groups a command of a unit consults: the target's, or the
 /// unit's own.
@@ -134,6 +153,23 @@ impl LogicalUnit {
             own_groups: OnceLock::new(),
             explicit_alua: OnceLock::new(),
             asynchronous,
+            task_sets: OnceLock::new(),
+        }
+    }
+
+    /// From now on tasks of this unit are ended through `task_sets` when a
+    /// reservation or another gateway says so (see [`TaskSets`]). Without
+    /// it there is nothing under way to end.
+    pub fn set_task_sets(&self, task_sets: Arc<dyn TaskSets>) {
+        let _ = self.task_sets.set(task_sets);
+    }
+
+    /// Ends the tasks of `nexuses` (all when None); `done` runs once they
+    /// have ended.
+    fn abort_tasks(&self, nexuses: Option<&[Nexus]>, done: Box<dyn FnOnce() + Send>) {
+        match self.task_sets.get() {
+            Some(task_sets) => task_sets.abort(self, nexuses, done),
+            None => done(),
         }
     }
 
@@ -242,8 +278,10 @@ impl LogicalUnit {
 
     /// What another target serving this unit published (see
     /// [`crate::UnitPeers::publish`]), or None when messages may have been
-    /// missed.
-    pub fn peer_message(&self, message: Option<&[u8]>) {
+    /// missed. `done` runs once the message has taken effect here: at once,
+    /// or, when it ends tasks (a reset, PREEMPT AND ABORT), once they have
+    /// ended, so that the sender completes its command only then.
+    pub fn peer_message(&self, message: Option<&[u8]>, done: Box<dyn FnOnce() + Send>) {
         let reset = message
             .and_then(|m| std::str::from_utf8(m).ok())
             .and_then(|m| m.strip_prefix(RESET_MESSAGE))
@@ -253,14 +291,22 @@ impl LogicalUnit {
             .and_then(|m| m.strip_prefix(MODE_MESSAGE))
             .map(|v| v.trim() == "1");
         match (reset, swp) {
-            (Some(condition), _) => self.attentions.raise(|_| true, condition),
+            (Some(condition), _) => {
+                // SAM-5 6.6: the reset ends every task of the unit, here too.
+                self.attentions.raise(|_| true, condition);
+                self.abort_tasks(None, done);
+            }
             (None, Some(swp)) => {
                 if self.mode.set_software_write_protect(swp) {
                     self.attentions
                         .raise(|_| true, crate::attention::MODE_PARAMETERS_CHANGED);
                 }
+                done();
             }
-            (None, None) => self.reservations.apply_message(&self.attentions, message),
+            (None, None) => match self.reservations.apply_message(&self.attentions, message) {
+                Some(preempted) => self.abort_tasks(Some(&preempted), done),
+                None => done(),
+            },
         }
     }
 
@@ -465,12 +511,47 @@ impl LogicalUnit {
                 .reservations
                 .release(&self.attentions, nexus, cdb)
                 .into(),
-            PERSISTENT_RESERVE_OUT => self
-                .reservations
-                .persistent_reserve_out(nexus, &self.attentions, cdb, data_out)
-                .into(),
+            PERSISTENT_RESERVE_OUT => {
+                match self.reservations.persistent_reserve_out(
+                    nexus,
+                    &self.attentions,
+                    cdb,
+                    data_out,
+                ) {
+                    Ok(preempted) if !preempted.is_empty() => {
+                        self.end_preempted_tasks(context, &preempted);
+                        Completion::good()
+                    }
+                    result => result.map(|_| ()).into(),
+                }
+            }
             _ => self.dispatch(context, cdb, data_out, data_in).into(),
         }
+    }
+
+    /// PREEMPT AND ABORT (SPC-5 5.13.11.2.6): the tasks of the preempted
+    /// nexuses end, here now; the command completes once they have (the
+    /// other gateways' ended before the change was published), waiting
+    /// off the transport's event loop as work left for later.
+    fn end_preempted_tasks(&self, context: &Context<'_>, preempted: &[Nexus]) {
+        let (ended, wait) = std::sync::mpsc::channel::<()>();
+        self.abort_tasks(
+            Some(preempted),
+            Box::new(move || {
+                let _ = ended.send(());
+            }),
+        );
+        context.later.set(Some(Background::new(move || {
+            match wait.recv_timeout(ABORT_WAIT) {
+                Ok(()) => Completion::good(),
+                Err(_) => {
+                    tracing::error!(
+                        "PREEMPT AND ABORT: the preempted tasks did not end within {ABORT_WAIT:?}"
+                    );
+                    Completion::check_condition(Sense::internal_target_failure())
+                }
+            }
+        })));
     }
 
     /// A command met a reservation. An SPC-2 reservation ends with its I_T

@@ -7,8 +7,13 @@
 //! ([`StoreError::NoSpace`]: ENOSPC, EDQUOT) while writing, flushing or
 //! deallocating is answered as SBC-4 4.7.3.6 asks of a thin-provisioned
 //! unit that cannot allocate: DATA PROTECT, SPACE ALLOCATION FAILED WRITE
-//! PROTECT (27h/07h). Any other store failure is MEDIUM ERROR: UNRECOVERED
-//! READ ERROR (11h/00h) when reading, WRITE ERROR (0Ch/00h) otherwise.
+//! PROTECT (27h/07h). A store that refuses this process for good while
+//! others reach the medium ([`StoreError::Unavailable`]: a gateway the
+//! cluster fenced) makes the path unavailable: NOT READY, LOGICAL UNIT NOT
+//! ACCESSIBLE, TARGET PORT IN UNAVAILABLE STATE (02h/04h/0Ch), which a
+//! multipath initiator answers by retrying through another path. Any other
+//! store failure is MEDIUM ERROR: UNRECOVERED READ ERROR (11h/00h) when
+//! reading, WRITE ERROR (0Ch/00h) otherwise.
 //!
 //! Each failure is logged (a `tracing` event at error level; the `isoe`
 //! binary writes it to stderr) with the unit's identity and the
@@ -44,6 +49,7 @@ pub(crate) enum Access {
 /// The sense for a store failure during `access` (see the module doc).
 pub(crate) fn sense_for(access: Access, error: &StoreError) -> Sense {
     match access {
+        _ if error.is_unavailable() => crate::alua::unavailable_sense(),
         Access::Write if error.is_no_space() => Sense::space_allocation_failed_write_protect(),
         Access::Write => Sense::write_error(),
         Access::Read => Sense::unrecovered_read_error(),
@@ -58,6 +64,9 @@ fn describe(sense: Sense) -> &'static str {
         }
         (sense_key::MEDIUM_ERROR, 0x0c, 0x00) => "MEDIUM ERROR, WRITE ERROR",
         (sense_key::MEDIUM_ERROR, 0x11, 0x00) => "MEDIUM ERROR, UNRECOVERED READ ERROR",
+        (sense_key::NOT_READY, 0x04, 0x0c) => {
+            "NOT READY, LOGICAL UNIT NOT ACCESSIBLE, TARGET PORT IN UNAVAILABLE STATE"
+        }
         _ => "CHECK CONDITION",
     }
 }
@@ -204,6 +213,25 @@ mod tests {
             let sense = sense_for(Access::Read, &error);
             assert_eq!((sense.key, sense.asc, sense.ascq), (0x03, 0x11, 0x00));
         }
+    }
+
+    #[test]
+    fn a_fenced_store_makes_the_path_unavailable_for_reads_and_writes() {
+        let fenced = StoreError::Unavailable {
+            what: "rbd_aio_write at offset 0".into(),
+            message: "this client was fenced (blocklisted) by the cluster".into(),
+        };
+        for access in [Access::Read, Access::Write] {
+            let sense = sense_for(access, &fenced);
+            assert_eq!((sense.key, sense.asc, sense.ascq), (0x02, 0x04, 0x0c));
+        }
+        let line = log()
+            .record(Instant::now(), &fenced, sense_for(Access::Write, &fenced))
+            .unwrap();
+        assert!(
+            line.contains("answered NOT READY, LOGICAL UNIT NOT ACCESSIBLE, TARGET PORT IN UNAVAILABLE STATE (02/04/0C)"),
+            "{line}"
+        );
     }
 
     #[test]

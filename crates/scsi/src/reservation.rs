@@ -243,6 +243,27 @@ impl Raise for Recorder<'_> {
     }
 }
 
+/// Passes raises on, noting the attached nexuses that lose their
+/// registration to a preemption: PREEMPT AND ABORT ends their tasks.
+struct Preempting<'a> {
+    inner: &'a dyn Raise,
+    preempted: RefCell<Vec<Nexus>>,
+}
+
+impl Raise for Preempting<'_> {
+    fn raise(&self, which: &dyn Fn(&Nexus) -> bool, sense: Sense) {
+        if sense == REGISTRATIONS_PREEMPTED {
+            self.preempted
+                .borrow_mut()
+                .extend(self.inner.attached(which));
+        }
+        self.inner.raise(which, sense);
+    }
+    fn attached(&self, which: &dyn Fn(&Nexus) -> bool) -> Vec<Nexus> {
+        self.inner.attached(which)
+    }
+}
+
 /// The reservation state of one logical unit.
 #[derive(Default)]
 pub(crate) struct Reservations {
@@ -404,9 +425,12 @@ impl Reservations {
 
     /// Runs a command that may change the state: here only, or, for a
     /// shared unit, on the shared state (see the module's documentation).
+    /// `aborts`: the change ends the tasks of the nexuses it preempts
+    /// (PREEMPT AND ABORT), on the other gateways before they answer.
     fn change(
         &self,
         attentions: &Attentions,
+        aborts: bool,
         op: impl Fn(&dyn Raise) -> Result<(), Refusal>,
     ) -> Result<(), Refusal> {
         let Some(peers) = self.shared.get() else {
@@ -436,7 +460,7 @@ impl Reservations {
                     for (nexus, sense) in &raised {
                         attentions.raise(|n| n == nexus, *sense);
                     }
-                    let message = encode_message(stored, &raised, &after);
+                    let message = encode_message(stored, aborts, &raised, &after);
                     if let Err(e) = peers.publish(message.as_bytes()) {
                         tracing::warn!(error = %e, "the other gateways may not have heard of a reservation change");
                     }
@@ -459,21 +483,29 @@ impl Reservations {
     /// A message another gateway published: takes its state if newer and
     /// raises its unit attentions here (the caller leaves out this
     /// gateway's own). None when messages may have been missed: the state
-    /// is read again. Messages of other kinds are ignored.
-    pub(crate) fn apply_message(&self, attentions: &Attentions, message: Option<&[u8]>) {
-        let Some(peers) = self.shared.get() else {
-            return;
-        };
+    /// is read again. Messages of other kinds are ignored. Returns the
+    /// nexuses whose tasks a PREEMPT AND ABORT ends.
+    pub(crate) fn apply_message(
+        &self,
+        attentions: &Attentions,
+        message: Option<&[u8]>,
+    ) -> Option<Vec<Nexus>> {
+        let peers = self.shared.get()?;
         let Some(message) = message else {
             if let Err(e) = self.sync(peers.as_ref()) {
                 tracing::warn!(error = ?e, "could not read the shared reservation state");
             }
-            return;
+            return None;
         };
         // Other messages share the channel.
         match std::str::from_utf8(message).ok().and_then(decode_message) {
-            None => {}
-            Some((version, raised, text)) => {
+            None => None,
+            Some(Message {
+                version,
+                aborts,
+                raised,
+                state: text,
+            }) => {
                 if let Some(mut loaded) = decode(text) {
                     let mut state = self.lock();
                     if version > state.version {
@@ -485,6 +517,13 @@ impl Reservations {
                 for (nexus, sense) in &raised {
                     attentions.raise(|n| n == nexus, *sense);
                 }
+                aborts.then(|| {
+                    raised
+                        .into_iter()
+                        .filter(|(_, sense)| *sense == REGISTRATIONS_PREEMPTED)
+                        .map(|(nexus, _)| nexus)
+                        .collect()
+                })
             }
         }
     }
@@ -545,7 +584,7 @@ impl Reservations {
             self.refresh(&state);
             Ok(())
         };
-        let _ = self.change(attentions, clear);
+        let _ = self.change(attentions, false, clear);
     }
 
     /// The I_T nexus is gone: its SPC-2 reservation ends (SPC-2 5.5.1).
@@ -558,7 +597,7 @@ impl Reservations {
         if self.lock().legacy.as_ref() != Some(nexus) {
             return;
         }
-        let _ = self.change(attentions, |_| {
+        let _ = self.change(attentions, false, |_| {
             let mut state = self.lock();
             if state.legacy.as_ref() == Some(nexus) {
                 state.legacy = None;
@@ -575,7 +614,7 @@ impl Reservations {
         nexus: &Nexus,
         cdb: &[u8],
     ) -> Result<(), Refusal> {
-        self.change(attentions, |_| self.reserve_here(nexus, cdb))
+        self.change(attentions, false, |_| self.reserve_here(nexus, cdb))
     }
 
     fn reserve_here(&self, nexus: &Nexus, cdb: &[u8]) -> Result<(), Refusal> {
@@ -609,7 +648,7 @@ impl Reservations {
         nexus: &Nexus,
         cdb: &[u8],
     ) -> Result<(), Refusal> {
-        self.change(attentions, |_| self.release_here(nexus, cdb))
+        self.change(attentions, false, |_| self.release_here(nexus, cdb))
     }
 
     fn release_here(&self, nexus: &Nexus, cdb: &[u8]) -> Result<(), Refusal> {
@@ -707,16 +746,32 @@ impl Reservations {
     }
 
     /// PERSISTENT RESERVE OUT (SPC-5 6.17). Unit attentions for other nexuses
-    /// go through `attentions`.
+    /// go through `attentions`. A PREEMPT AND ABORT returns the nexuses
+    /// attached here whose tasks it ends (their registrations went); the
+    /// other gateways ended theirs before this returns.
     pub(crate) fn persistent_reserve_out(
         &self,
         nexus: &Nexus,
         attentions: &Attentions,
         cdb: &[u8],
         data_out: &[u8],
-    ) -> Result<(), Refusal> {
-        self.change(attentions, |raise| {
-            self.persistent_reserve_out_here(nexus, raise, cdb, data_out)
+    ) -> Result<Vec<Nexus>, Refusal> {
+        let aborts = cdb[1] & 0x1f == out_action::PREEMPT_AND_ABORT;
+        let preempted = RefCell::new(Vec::new());
+        self.change(attentions, aborts, |raise| {
+            let tap = Preempting {
+                inner: raise,
+                preempted: RefCell::default(),
+            };
+            let result = self.persistent_reserve_out_here(nexus, &tap, cdb, data_out);
+            // The change may be made again on a newer state: the last counts.
+            *preempted.borrow_mut() = tap.preempted.into_inner();
+            result
+        })?;
+        Ok(if aborts {
+            preempted.into_inner()
+        } else {
+            Vec::new()
         })
     }
 
@@ -1011,8 +1066,9 @@ fn register(
     }
 }
 
-/// PREEMPT / PREEMPT AND ABORT (SPC-5 5.13.11.4). Commands are executed as
-/// they arrive, so there is no task of a preempted nexus left to abort.
+/// PREEMPT / PREEMPT AND ABORT (SPC-5 5.13.11.4). The nexuses that lose
+/// their registrations hear REGISTRATIONS PREEMPTED; for PREEMPT AND ABORT
+/// the caller ends their tasks as well (see [`Preempting`]).
 fn preempt(
     state: &mut State,
     attentions: &dyn Raise,
@@ -1331,10 +1387,14 @@ fn encode(state: &State) -> String {
     text
 }
 
-/// A message to the other gateways: the new state's version, the unit
-/// attentions raised (sense key, ASC, ASCQ, the nexus), then the state.
-fn encode_message(version: u64, raised: &[(Nexus, Sense)], state: &str) -> String {
+/// A message to the other gateways: the new state's version, whether the
+/// preempted nexuses' tasks end (`abort`), the unit attentions raised
+/// (sense key, ASC, ASCQ, the nexus), then the state.
+fn encode_message(version: u64, aborts: bool, raised: &[(Nexus, Sense)], state: &str) -> String {
     let mut text = format!("isoe-pr-change 1\nversion {version}\n");
+    if aborts {
+        text.push_str("abort\n");
+    }
     for (nexus, sense) in raised {
         text.push_str(&format!(
             "attention {:x} {:x} {:x} {} {}\n",
@@ -1350,9 +1410,17 @@ fn encode_message(version: u64, raised: &[(Nexus, Sense)], state: &str) -> Strin
     text
 }
 
-/// A change another gateway made: the state's version, the unit
-/// attentions it raised, the state's text.
-type Message<'a> = (u64, Vec<(Nexus, Sense)>, &'a str);
+/// A change another gateway made.
+struct Message<'a> {
+    version: u64,
+    /// PREEMPT AND ABORT: the nexuses that lost their registrations lose
+    /// their tasks too.
+    aborts: bool,
+    /// The unit attentions it raised.
+    raised: Vec<(Nexus, Sense)>,
+    /// The state's text.
+    state: &'a str,
+}
 
 /// What [`encode_message`] wrote.
 fn decode_message(text: &str) -> Option<Message<'_>> {
@@ -1363,7 +1431,12 @@ fn decode_message(text: &str) -> Option<Message<'_>> {
     }
     let version = lines.next()?.strip_prefix("version ")?.parse().ok()?;
     let mut raised = Vec::new();
+    let mut aborts = false;
     for line in lines {
+        if line == "abort" {
+            aborts = true;
+            continue;
+        }
         let fields: Vec<&str> = line.split(' ').collect();
         let ["attention", key, asc, ascq, port, name] = fields.as_slice() else {
             return None;
@@ -1372,7 +1445,12 @@ fn decode_message(text: &str) -> Option<Message<'_>> {
         let sense = Sense::new(hex(key)?, hex(asc)?, hex(ascq)?);
         raised.push((parse_port(name, port.parse().ok()?)?, sense));
     }
-    Some((version, raised, state))
+    Some(Message {
+        version,
+        aborts,
+        raised,
+        state,
+    })
 }
 
 /// What [`encode`] wrote; None when it is not ours.

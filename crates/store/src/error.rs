@@ -74,6 +74,17 @@ pub enum StoreError {
         /// Why, with the cluster's error.
         message: String,
     },
+    /// The store refuses this process for good, though the medium is
+    /// reachable through others: the cluster fenced (blocklisted) this
+    /// client when another gateway took the image over. The path through
+    /// this target is unavailable, not the medium broken.
+    #[error("{what}: {message}")]
+    Unavailable {
+        /// The call ("rbd_aio_write at offset 4096", ...).
+        what: String,
+        /// Why.
+        message: String,
+    },
     /// A file that does not exist yet can only be created with a size.
     #[error("{path} does not exist and no size was given to create it")]
     SizeRequired {
@@ -96,6 +107,12 @@ impl StoreError {
     /// Whether the call was not made because it would have waited.
     pub fn is_would_block(&self) -> bool {
         matches!(self, StoreError::WouldBlock { .. })
+    }
+
+    /// Whether this process may no longer reach the store, though others
+    /// may ([`StoreError::Unavailable`]).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, StoreError::Unavailable { .. })
     }
 
     /// Whether the media ran out of room (ENOSPC, EDQUOT).

@@ -161,10 +161,7 @@ impl Handle {
     /// Wakes the connections `serials` (their session was closed, say),
     /// on their workers.
     pub fn wake(&self, serials: &[u64]) {
-        for &serial in serials {
-            let worker = self.shared.worker_of(serial);
-            self.shared.mailboxes[worker].post(Msg::Wake(serial));
-        }
+        self.shared.wake(serials);
     }
 
     /// SendTargets lists the portals served now.
@@ -306,6 +303,13 @@ pub fn start_with_stores_wrapped(
         mailboxes,
         moved: Default::default(),
     });
+    // Weak: the server outlives the workers' shared state otherwise.
+    let reach = Arc::downgrade(&shared);
+    server.enable_task_sets(Box::new(move |serials| {
+        if let Some(shared) = reach.upgrade() {
+            shared.wake(serials);
+        }
+    }));
     let mut workers = Vec::with_capacity(shared.mailboxes.len());
     for index in 0..shared.mailboxes.len() {
         let worker = Worker::new(index, Arc::clone(&shared)).map_err(StartError::Worker)?;

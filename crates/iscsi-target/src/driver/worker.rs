@@ -162,6 +162,13 @@ impl Shared {
             .copied()
             .unwrap_or_else(|| worker_of(serial))
     }
+
+    /// Wakes the connections `serials` on their workers.
+    pub(crate) fn wake(&self, serials: &[u64]) {
+        for &serial in serials {
+            self.mailboxes[self.worker_of(serial)].post(Msg::Wake(serial));
+        }
+    }
 }
 
 pub(crate) struct Slot {

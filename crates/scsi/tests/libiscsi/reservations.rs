@@ -58,6 +58,7 @@ const RESERVE: u8 = 1;
 const RELEASE: u8 = 2;
 const CLEAR: u8 = 3;
 const PREEMPT: u8 = 4;
+const PREEMPT_AND_ABORT: u8 = 5;
 const REGISTER_AND_MOVE: u8 = 7;
 const WRITE_EXCLUSIVE: u8 = 1;
 const EXCLUSIVE_ACCESS: u8 = 3;
@@ -447,7 +448,17 @@ mod shared {
             let units = self.cluster.units.lock().unwrap().clone();
             for (gateway, unit) in units {
                 if let (true, Some(unit)) = (gateway != self.gateway, unit.upgrade()) {
-                    unit.peer_message(Some(message));
+                    // As the cluster does: the notify returns once each
+                    // gateway has acknowledged.
+                    let (acked, ack) = std::sync::mpsc::channel();
+                    unit.peer_message(
+                        Some(message),
+                        Box::new(move || {
+                            let _ = acked.send(());
+                        }),
+                    );
+                    ack.recv_timeout(std::time::Duration::from_secs(10))
+                        .map_err(|_| "a gateway never acknowledged".to_string())?;
                 }
             }
             Ok(())
@@ -587,6 +598,122 @@ mod shared {
         let (a, _b) = gateways(&cluster);
         let keys = prin(&a, &x, 0);
         assert_eq!((be32(&keys, 4), be64(&keys, 8)), (8, 0x5));
+    }
+}
+
+/// A transport's task sets as a unit sees them: what it was asked to end.
+#[derive(Debug, Default)]
+struct Ended {
+    /// Each call: the nexuses (None: all).
+    calls: std::sync::Mutex<Vec<Option<Vec<Nexus>>>>,
+}
+
+impl isoe_scsi::TaskSets for Ended {
+    fn abort(
+        &self,
+        _unit: &LogicalUnit,
+        nexuses: Option<&[Nexus]>,
+        done: Box<dyn FnOnce() + Send>,
+    ) {
+        self.calls
+            .lock()
+            .unwrap()
+            .push(nexuses.map(<[Nexus]>::to_vec));
+        done();
+    }
+}
+
+impl Ended {
+    fn on(unit: &LogicalUnit) -> std::sync::Arc<Ended> {
+        let ended = std::sync::Arc::new(Ended::default());
+        unit.set_task_sets(ended.clone());
+        ended
+    }
+
+    fn calls(&self) -> Vec<Option<Vec<Nexus>>> {
+        std::mem::take(&mut *self.calls.lock().unwrap())
+    }
+}
+
+#[test]
+fn preempt_and_abort_ends_the_preempted_nexus_tasks_and_preempt_does_not() {
+    let unit = unit();
+    let ended = Ended::on(&unit);
+    let (a, b, c) = (nexus("a", 1), nexus("b", 1), nexus("c", 1));
+    for n in [&a, &b, &c] {
+        unit.attach(n);
+        let _ = exec(&unit, n, &[0, 0, 0, 0, 0, 0], &[]);
+    }
+    assert_good(prout(&unit, &a, REGISTER, 0, 0, 0xa));
+    assert_good(prout(&unit, &b, REGISTER, 0, 0, 0xb));
+    assert_good(prout(&unit, &c, REGISTER, 0, 0, 0xc));
+    assert_good(prout(&unit, &b, RESERVE, WRITE_EXCLUSIVE, 0xb, 0));
+    assert_good(prout(&unit, &a, PREEMPT, WRITE_EXCLUSIVE, 0xa, 0xc));
+    assert_eq!(ended.calls(), vec![], "PREEMPT ends no task");
+
+    // The completion waits for the tasks to end: the command is left for
+    // later, and only its work answers.
+    let parameters = prout_parameters(0xa, 0xb, 0);
+    let mut data_in = Vec::new();
+    let outcome = unit.start(
+        &a,
+        &NoUnits,
+        &prout_cdb(PREEMPT_AND_ABORT, WRITE_EXCLUSIVE, 24),
+        &parameters,
+        &mut data_in,
+    );
+    let isoe_scsi::Outcome::Later(work) = outcome else {
+        panic!("PREEMPT AND ABORT answered before its tasks ended: {outcome:?}");
+    };
+    assert_eq!(ended.calls(), vec![Some(vec![b.clone()])], "b's tasks end");
+    assert_good(work.run());
+    let (tur, _) = exec(&unit, &b, &[0, 0, 0, 0, 0, 0], &[]);
+    assert_sense(tur, UNIT_ATTENTION, 0x2a, 0x05);
+    let (write, _) = exec(&unit, &b, &write10(), &[0; 512]);
+    assert_eq!(write.status, Status::ReservationConflict, "a holds it now");
+
+    // Preempting a key nobody holds ends nothing and conflicts.
+    assert_eq!(
+        prout(&unit, &a, PREEMPT_AND_ABORT, WRITE_EXCLUSIVE, 0xa, 0x99).status,
+        Status::ReservationConflict
+    );
+    assert_eq!(ended.calls(), vec![]);
+}
+
+mod shared_abort {
+    use super::*;
+
+    #[test]
+    fn preempt_and_abort_through_one_gateway_ends_the_tasks_through_the_other() {
+        let (a, b, owner, other) = super::shared::two_attached();
+        let (ended_a, ended_b) = (Ended::on(&a), Ended::on(&b));
+        assert_good(prout(&a, &owner, REGISTER, 0, 0, 0xaa));
+        assert_good(prout(&a, &owner, RESERVE, WRITE_EXCLUSIVE, 0xaa, 0));
+        assert_good(prout(&b, &other, REGISTER, 0, 0, 0xbb));
+        assert_good(prout(
+            &b,
+            &other,
+            PREEMPT_AND_ABORT,
+            WRITE_EXCLUSIVE,
+            0xbb,
+            0xaa,
+        ));
+        assert_eq!(
+            ended_a.calls(),
+            vec![Some(vec![owner.clone()])],
+            "A ended the tasks of the nexus B preempted"
+        );
+        assert_eq!(
+            ended_b.calls(),
+            vec![],
+            "the preempted nexus has no task through B"
+        );
+        let (tur, _) = exec(&a, &owner, &[0, 0, 0, 0, 0, 0], &[]);
+        assert_sense(tur, UNIT_ATTENTION, 0x2a, 0x05);
+
+        // A reset through B ends every task of the unit through A.
+        b.reset(isoe_scsi::Sense::new(0x06, 0x29, 0x03));
+        assert_eq!(ended_a.calls(), vec![None]);
     }
 }
 

@@ -384,3 +384,75 @@ fn a_frozen_owner_is_fenced_and_its_writes_never_land_after_the_takeover() {
     }
     assert!(groups.contains(&(1, UNAVAILABLE)), "A's groups: {groups:?}");
 }
+
+/// `isoe admin lun add ... rbd=POOL/IMAGE`: the image is created with the
+/// size given, served at once (data written through the new LUN is in the
+/// image: another gateway serving it from its file reads it back, and
+/// reports the same serial), and the LUN is written back to the file.
+#[test]
+fn an_rbd_lun_added_by_the_administrator_serves_the_image() {
+    let Some(ceph) = Ceph::from_env() else {
+        return;
+    };
+    let image = ceph.fresh_image("admin");
+    let config = TargetConfig::new("");
+    let socket = config.dir().join("control.sock");
+    std::fs::write(
+        config.path(),
+        format!(
+            "[control]\nsocket = \"{}\"\n\n\
+             [[portal_group]]\ntag = 1\nportals = [\"127.0.0.1:0\"]\n\n\
+             [[target]]\nname = \"{DEFAULT_TARGET}\"\n\n\
+             [[target.lun]]\nnumber = 0\nmemory = \"16MiB\"\n",
+            socket.display()
+        ),
+    )
+    .unwrap();
+    let a = Target::with_config_portals(&config, 1);
+    let mut args = vec![
+        "admin".to_string(),
+        "--socket".into(),
+        socket.display().to_string(),
+        "lun".into(),
+        "add".into(),
+        DEFAULT_TARGET.into(),
+        "1".into(),
+        format!("rbd={}/{image}", ceph.pool),
+        "size=64MiB".into(),
+        format!("ceph_conf={}", ceph.conf.display()),
+        format!("ceph_id={}", ceph.id),
+    ];
+    if let Some(keyring) = &ceph.keyring {
+        args.push(format!("ceph_keyring={}", keyring.display()));
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = support::cli::isoe(&args);
+    assert!(out.success(), "isoe admin lun add: {}", out.describe());
+    let written = std::fs::read_to_string(config.path()).unwrap();
+    assert!(
+        written.contains(&format!("rbd = \"{}/{image}\"", ceph.pool)),
+        "the LUN is written back to the file:\n{written}"
+    );
+
+    let mut through_a = login(&a, "iqn.2026-11.io.isoe:host", None);
+    through_a.ready(1);
+    through_a.write(1, 7, &[0x5a; 512]);
+    let b = Target::with_config_portals(&gateway(&ceph, &image, 2, "127.0.0.2"), 1);
+    let mut through_b = login(&b, "iqn.2026-11.io.isoe:host", None);
+    assert!(
+        through_b.read(0, 7, 1).iter().all(|&x| x == 0x5a),
+        "what A wrote through the added LUN is in the image"
+    );
+    let serial = |client: &mut Client, lun: u16| {
+        let page = client
+            .command(lun, &[0x12, 0x01, 0x80, 0, 255, 0], &[], 255)
+            .expect("INQUIRY VPD 80h");
+        page.assert_good("INQUIRY VPD 80h");
+        page.data[4..].to_vec()
+    };
+    assert_eq!(
+        serial(&mut through_a, 1),
+        serial(&mut through_b, 0),
+        "one logical unit: the serial is the image's"
+    );
+}

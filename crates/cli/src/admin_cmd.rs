@@ -88,7 +88,7 @@ enum TargetCommand {
 
 #[derive(Subcommand, Debug)]
 enum LunCommand {
-    /// Add a LUN: `isoe admin lun add TARGET 1 memory=1GiB`, `file=/srv/db.img size=10GiB`, `block=/dev/sdb`.
+    /// Add a LUN: `isoe admin lun add TARGET 1 memory=1GiB`, `file=/srv/db.img size=10GiB`, `block=/dev/sdb`, `rbd=pool/image size=10GiB`.
     Add {
         /// The target's name.
         target: String,

@@ -239,27 +239,32 @@ impl LogicalUnit {
             MODE_SELECT_10, MODE_SELECT_6, RELEASE_10, RELEASE_6, RESERVE_10, RESERVE_6,
         };
         use crate::opcode::{PERSISTENT_RESERVE_IN, PERSISTENT_RESERVE_OUT};
-        match cdb.first() {
+        let Some(&op) = cdb.first() else {
+            return false;
+        };
+        // The common case first: reads and writes.
+        if crate::opcode::touches_medium(op) {
+            return self.store.may_block()
+                && !(self.asynchronous && crate::opcode::is_submitted(op));
+        }
+        match op {
             // A shared unit's reservations live in the cluster.
-            Some(
-                &(PERSISTENT_RESERVE_IN
-                | PERSISTENT_RESERVE_OUT
-                | RESERVE_6
-                | RESERVE_10
-                | RELEASE_6
-                | RELEASE_10
-                | MODE_SELECT_6
-                | MODE_SELECT_10),
-            ) if self.reservations.is_shared() => true,
-            // Moving ownership waits on the cluster.
-            Some(&crate::opcode::MAINTENANCE_OUT) => self.has_explicit_alua(),
-            Some(&PERSISTENT_RESERVE_OUT) => self.config.reservations_file.is_some(),
-            Some(&op) => {
-                crate::opcode::touches_medium(op)
-                    && self.store.may_block()
-                    && !(self.asynchronous && crate::opcode::is_submitted(op))
+            PERSISTENT_RESERVE_IN
+            | PERSISTENT_RESERVE_OUT
+            | RESERVE_6
+            | RESERVE_10
+            | RELEASE_6
+            | RELEASE_10
+            | MODE_SELECT_6
+            | MODE_SELECT_10
+                if self.reservations.is_shared() =>
+            {
+                true
             }
-            None => false,
+            // Moving ownership waits on the cluster.
+            crate::opcode::MAINTENANCE_OUT => self.has_explicit_alua(),
+            PERSISTENT_RESERVE_OUT => self.config.reservations_file.is_some(),
+            _ => false,
         }
     }
 
@@ -457,10 +462,20 @@ impl LogicalUnit {
         if !completion.is_good() {
             data_in.clear();
         }
-        match (context.later.into_inner(), context.medium.into_inner()) {
-            (Some(work), _) if completion.is_good() => Outcome::Later(work),
-            (_, Some(io)) if completion.is_good() => Outcome::Medium(io),
-            _ => Outcome::Done(completion),
+        if !completion.is_good() {
+            return Outcome::Done(completion);
+        }
+        if let Some(work) = context.later.into_inner() {
+            return Outcome::Later(work);
+        }
+        // Only a unit with an asynchronous store leaves a medium operation.
+        match self
+            .asynchronous
+            .then(|| context.medium.into_inner())
+            .flatten()
+        {
+            Some(io) => Outcome::Medium(io),
+            None => Outcome::Done(completion),
         }
     }
 
@@ -658,6 +673,13 @@ impl LogicalUnit {
             WRITE_ATOMIC_16 => crate::write_atomic::write_atomic(self, cdb, data_out),
             _ => Err(Sense::invalid_opcode()),
         }
+    }
+
+    /// Whether the store runs reads, writes and flushes asynchronously
+    /// ([`Outcome::Medium`]).
+    #[inline]
+    pub(crate) fn is_asynchronous(&self) -> bool {
+        self.asynchronous
     }
 
     /// The operation for an asynchronous store to run, when the unit has

@@ -23,8 +23,13 @@ use isoe_store::{Io, IoKind, Store};
 use crate::media::{Access, MediaLog};
 use crate::Completion;
 
-/// A checked medium operation for the transport to start.
-pub struct MediumIo {
+/// A checked medium operation for the transport to start. Boxed: the
+/// command path of every unit carries an `Option<MediumIo>` and returns an
+/// [`crate::Outcome`] that may hold one, and a pointer keeps both small
+/// for units whose store is not asynchronous.
+pub struct MediumIo(Box<Operation>);
+
+struct Operation {
     kind: IoKind,
     /// Bytes a write takes from the Data-Out (whole blocks).
     write_len: usize,
@@ -35,7 +40,7 @@ pub struct MediumIo {
 impl fmt::Debug for MediumIo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MediumIo")
-            .field("kind", &self.kind)
+            .field("kind", &self.0.kind)
             .finish()
     }
 }
@@ -48,17 +53,17 @@ impl MediumIo {
         media_log: &Arc<MediaLog>,
     ) -> Self {
         debug_assert!(store.asynchronous().is_some());
-        Self {
+        Self(Box::new(Operation {
             kind,
             write_len,
             store: Arc::clone(store),
             media_log: Arc::clone(media_log),
-        }
+        }))
     }
 
     /// Whether the operation reads (its buffer becomes the Data-In).
     pub fn is_read(&self) -> bool {
-        matches!(self.kind, IoKind::Read { .. })
+        matches!(self.0.kind, IoKind::Read { .. })
     }
 
     /// Starts the operation with `buffer`: for a read, an empty buffer the
@@ -72,12 +77,12 @@ impl MediumIo {
         mut buffer: Vec<u8>,
         done: impl FnOnce(Vec<u8>, Completion) + Send + 'static,
     ) {
-        let MediumIo {
+        let Operation {
             kind,
             write_len,
             store,
             media_log,
-        } = self;
+        } = *self.0;
         let access = match kind {
             IoKind::Read { .. } => {
                 buffer.clear();

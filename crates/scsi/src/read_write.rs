@@ -34,9 +34,10 @@ pub(crate) fn read(
     let length_bytes = u64::from(block.block_count) * unit.block_size();
     // Bounded by MAXIMUM TRANSFER LENGTH, so it fits comfortably in memory.
     data_in.clear();
-    let offset = block.logical_block_address * unit.block_size();
-    let len = length_bytes as usize;
-    if len > 0 && unit.submit(context, IoKind::Read { offset, len }, 0) {
+    if unit.is_asynchronous() && length_bytes > 0 {
+        let offset = block.logical_block_address * unit.block_size();
+        let len = length_bytes as usize;
+        unit.submit(context, IoKind::Read { offset, len }, 0);
         return Ok(());
     }
     unit.store
@@ -61,10 +62,13 @@ pub(crate) fn write(
     unit.check_writable()?;
     unit.check_range(block.logical_block_address, u64::from(block.block_count))?;
     let fua = cdb.len() > 6 && cdb[1] & FUA != 0;
-    let offset = block.logical_block_address * unit.block_size();
-    let len = writable_bytes(unit, &block, data_out);
-    if len > 0 && unit.submit(context, IoKind::Write { offset, fua }, len) {
-        return Ok(());
+    if unit.is_asynchronous() {
+        let len = writable_bytes(unit, &block, data_out);
+        if len > 0 {
+            let offset = block.logical_block_address * unit.block_size();
+            unit.submit(context, IoKind::Write { offset, fua }, len);
+            return Ok(());
+        }
     }
     write_blocks(unit, &block, data_out)?;
     if fua {

@@ -684,19 +684,11 @@ impl LogicalUnit {
 
     /// The operation for an asynchronous store to run, when the unit has
     /// one (see [`MediumIo`]): noted in `context` for [`LogicalUnit::start`]
-    /// to return. False when the store is not asynchronous.
-    pub(crate) fn submit(
-        &self,
-        context: &Context<'_>,
-        kind: isoe_store::IoKind,
-        write_len: usize,
-    ) -> bool {
-        if !self.asynchronous {
-            return false;
-        }
+    /// to return. Callers check [`LogicalUnit::is_asynchronous`] first.
+    pub(crate) fn submit(&self, context: &Context<'_>, kind: isoe_store::IoKind, write_len: usize) {
+        debug_assert!(self.asynchronous);
         let io = MediumIo::new(kind, write_len, &self.store, &self.media_log);
         context.medium.set(Some(io));
-        true
     }
 
     /// MAXIMUM COMPARE AND WRITE LENGTH (SBC-4 6.6.4), in blocks. A unit

@@ -14,7 +14,8 @@ pub(crate) fn synchronize_cache(
 ) -> Result<(), Sense> {
     let block = BlockCdb::decode(cdb);
     unit.check_range(block.logical_block_address, u64::from(block.block_count))?;
-    if unit.submit(context, isoe_store::IoKind::Flush, 0) {
+    if unit.is_asynchronous() {
+        unit.submit(context, isoe_store::IoKind::Flush, 0);
         return Ok(());
     }
     unit.store.flush().map_err(|e| unit.write_failed(e))

@@ -2,8 +2,9 @@
 //!
 //! Headers (and the short trailers after data: padding, data digest) go into
 //! one contiguous buffer; data segments stay in the pooled buffers the SCSI
-//! layer filled, so store data reaches the socket with no further copy
-//! (ARCHITECTURE.md, datapath rules 1–3).
+//! layer filled, or in the store's own memory when it lent them (a large
+//! read from a memory LUN), so store data reaches the socket with no further
+//! copy (ARCHITECTURE.md, datapath rules 1–3).
 //!
 //! Batched (the default), a flush sends everything queued with as few
 //! `writev` calls as the socket allows. With per-PDU writes (the `[datapath]`
@@ -11,6 +12,7 @@
 //! header, data and trailer, never a byte of another PDU.
 
 use crate::buffer_pool::BufferPool;
+use isoe_store::Lent;
 use isoe_wire::frame::{self, FrameLimits};
 use isoe_wire::Pdu;
 use std::io::{self, IoSlice, Write};
@@ -29,8 +31,52 @@ const PDU_SLICES_MAX: usize = 3;
 enum Segment {
     /// Bytes in `Output::headers`.
     Header(Range<usize>),
-    /// Bytes of `Output::buffers[index]`.
+    /// Bytes of `Output::buffers[index]`, a pooled buffer.
     Data { index: usize, range: Range<usize> },
+    /// Bytes of piece `piece` of `Output::buffers[index]`, lent memory.
+    Lent {
+        index: usize,
+        piece: usize,
+        range: Range<usize>,
+    },
+}
+
+/// The Data-In of one command: a pooled buffer the SCSI layer filled, or
+/// the store's own memory, lent until it is sent.
+#[derive(Debug)]
+pub enum Payload {
+    /// A buffer of the connection's pool; back to the pool once sent.
+    Pooled(Vec<u8>),
+    /// Store memory ([`isoe_scsi::Outcome::Lent`]); let go once sent.
+    Lent(Lent),
+}
+
+impl Payload {
+    /// Bytes in all.
+    pub fn len(&self) -> usize {
+        match self {
+            Payload::Pooled(bytes) => bytes.len(),
+            Payload::Lent(lent) => lent.len(),
+        }
+    }
+
+    /// True when there are no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Back to `pool` if it came from one.
+    pub fn recycle(self, pool: &mut BufferPool) {
+        if let Payload::Pooled(buffer) = self {
+            pool.give(buffer);
+        }
+    }
+}
+
+impl From<Vec<u8>> for Payload {
+    fn from(buffer: Vec<u8>) -> Payload {
+        Payload::Pooled(buffer)
+    }
 }
 
 /// Outgoing PDUs of one connection, waiting for the next flush.
@@ -38,7 +84,7 @@ enum Segment {
 pub struct Output {
     headers: Vec<u8>,
     segments: Vec<Segment>,
-    buffers: Vec<Vec<u8>>,
+    buffers: Vec<Payload>,
     /// Index of the first segment not fully written, and bytes of it already written.
     cursor: (usize, usize),
     /// Each PDU in `writev` calls of its own (`batching = false`).
@@ -144,14 +190,9 @@ impl Output {
     }
 
     /// Takes ownership of a data buffer; returns its index for [`Output::push_with_data`].
-    pub fn adopt(&mut self, buffer: Vec<u8>) -> usize {
-        self.buffers.push(buffer);
+    pub fn adopt(&mut self, buffer: impl Into<Payload>) -> usize {
+        self.buffers.push(buffer.into());
         self.buffers.len() - 1
-    }
-
-    /// The bytes of an adopted buffer.
-    pub fn buffer(&self, index: usize) -> &[u8] {
-        &self.buffers[index]
     }
 
     /// Queues a PDU whose data segment is `range` of adopted buffer `index`.
@@ -167,10 +208,31 @@ impl Output {
         frame::encode_header(&mut self.headers, pdu, &[], data_len, limits);
         self.push_header_range(start);
         if data_len > 0 {
-            let (trailer, trailer_len) =
-                frame::data_trailer(&self.buffers[index][range.clone()], limits);
+            let (trailer, trailer_len) = match &self.buffers[index] {
+                Payload::Pooled(bytes) => {
+                    let trailer = frame::data_trailer(&bytes[range.clone()], limits);
+                    self.segments.push(Segment::Data {
+                        index,
+                        range: range.clone(),
+                    });
+                    trailer
+                }
+                Payload::Lent(lent) => {
+                    // A segment per piece of lent memory the range covers;
+                    // the digest, if any, is the pass that brings the
+                    // bytes into the cache for the socket's copy.
+                    for (piece, range) in lent_parts(lent, &range) {
+                        self.segments.push(Segment::Lent {
+                            index,
+                            piece,
+                            range,
+                        });
+                    }
+                    let bytes = lent_parts(lent, &range).map(|(p, r)| lent_piece(lent, p, &r));
+                    frame::data_trailer_of(bytes, range.end - range.start, limits)
+                }
+            };
             self.grow(range.end - range.start);
-            self.segments.push(Segment::Data { index, range });
             let start = self.headers.len();
             self.headers.extend_from_slice(&trailer[..trailer_len]);
             self.push_header_range(start);
@@ -227,7 +289,18 @@ impl Output {
         for (slot, seg) in slices.iter_mut().zip(&self.segments[first..end]) {
             let bytes = match seg {
                 Segment::Header(r) => &self.headers[r.clone()],
-                Segment::Data { index, range } => &self.buffers[*index][range.clone()],
+                Segment::Data { index, range } => match &self.buffers[*index] {
+                    Payload::Pooled(bytes) => &bytes[range.clone()],
+                    Payload::Lent(_) => unreachable!("lent bytes are queued as Segment::Lent"),
+                },
+                Segment::Lent {
+                    index,
+                    piece,
+                    range,
+                } => match &self.buffers[*index] {
+                    Payload::Lent(lent) => lent_piece(lent, *piece, range),
+                    Payload::Pooled(_) => unreachable!("pooled bytes are queued as Segment::Data"),
+                },
             };
             *slot = IoSlice::new(if count == 0 { &bytes[skip..] } else { bytes });
             count += 1;
@@ -239,7 +312,7 @@ impl Output {
     fn segment_len(&self, seg: &Segment) -> usize {
         match seg {
             Segment::Header(r) => r.end - r.start,
-            Segment::Data { range, .. } => range.end - range.start,
+            Segment::Data { range, .. } | Segment::Lent { range, .. } => range.end - range.start,
         }
     }
 
@@ -267,9 +340,36 @@ impl Output {
         self.cursor = (0, 0);
         self.shrink(self.pending);
         for buffer in self.buffers.drain(..) {
-            pool.give(buffer);
+            buffer.recycle(pool);
         }
     }
+}
+
+/// Bytes `range` of piece `piece` of `lent`.
+fn lent_piece<'a>(lent: &'a Lent, piece: usize, range: &Range<usize>) -> &'a [u8] {
+    let bytes = lent.pieces().nth(piece).unwrap_or_default();
+    &bytes[range.clone()]
+}
+
+/// Where `range` of the bytes of `lent` lies, in order: (piece, range
+/// within the piece) for each piece it covers.
+fn lent_parts<'a>(
+    lent: &'a Lent,
+    range: &Range<usize>,
+) -> impl Iterator<Item = (usize, Range<usize>)> + 'a {
+    let range = range.clone();
+    lent.pieces()
+        .scan(0, |at, bytes| {
+            let from = *at;
+            *at += bytes.len();
+            Some((from, from + bytes.len()))
+        })
+        .enumerate()
+        .filter_map(move |(piece, (from, to))| {
+            let start = range.start.max(from);
+            let end = range.end.min(to);
+            (start < end).then(|| (piece, start - from..end - from))
+        })
 }
 
 impl Drop for Output {
@@ -429,6 +529,49 @@ pub(crate) mod tests {
         }
         fn flush(&mut self) -> io::Result<()> {
             Ok(())
+        }
+    }
+
+    #[test]
+    fn lent_store_memory_goes_out_as_a_copied_buffer_would() {
+        use isoe_store::{MemoryStore, Store};
+        const MIB: u64 = 1 << 20;
+        // Chunks of 2 MiB: the data crosses the first boundary.
+        let store = MemoryStore::new(4 * MIB);
+        let data: Vec<u8> = (0..300_001u32).map(|i| (i % 251) as u8).collect();
+        let at = 2 * MIB - 100_000;
+        store.write_at(at, &data).unwrap();
+        let lent = store.lend(at, data.len()).unwrap();
+        assert_eq!(
+            lent.pieces().count(),
+            2,
+            "the range crosses a chunk boundary"
+        );
+        for limits in [FrameLimits::LOGIN, DIGESTS] {
+            let pdu = nop_in();
+            // Data segments before, across and after the boundary; one
+            // with a length that needs padding.
+            let ranges = [0..65_536, 65_536..165_537, 165_537..300_001];
+            let mut expected = Vec::new();
+            for r in &ranges {
+                frame::encode(&mut expected, &pdu, &[], &data[r.clone()], &limits);
+            }
+            let mut out = Output::new(false);
+            let index = out.adopt(Payload::Lent(lent.clone()));
+            for r in &ranges {
+                out.push_with_data(&pdu, index, r.clone(), &limits);
+            }
+            // Rewritten meanwhile: what was lent goes out as it was.
+            store.write_at(at, &vec![0xee; data.len()]).unwrap();
+            let mut sink = Trickle {
+                chunk: 40_000,
+                got: Vec::new(),
+            };
+            let mut pool = BufferPool::default();
+            assert!(out.flush(&mut sink, &mut pool).unwrap());
+            assert!(sink.got == expected, "lent bytes sent as encoded");
+            assert_eq!(pool.idle(), 0, "lent memory is not a pooled buffer");
+            store.write_at(at, &data).unwrap();
         }
     }
 

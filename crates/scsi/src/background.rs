@@ -44,4 +44,23 @@ pub enum Outcome {
     /// Checked; the command completes when this read, write or flush of
     /// an asynchronous store ends (see [`crate::MediumIo`]).
     Medium(crate::MediumIo),
+    /// Finished GOOD; its Data-In is these bytes of the store's own memory,
+    /// lent rather than copied into the caller's buffer (a large READ from
+    /// a store that lends, [`isoe_store::Store::lend`]).
+    Lent(isoe_store::Lent),
+}
+
+impl Outcome {
+    /// A lent Data-In as a copy in `data_in`, for a caller that sends
+    /// from its own buffer; any other outcome as it is.
+    pub fn copy_lent(self, data_in: &mut Vec<u8>) -> Outcome {
+        match self {
+            Outcome::Lent(lent) => {
+                data_in.clear();
+                lent.copy_to(data_in);
+                Outcome::Done(crate::Completion::good())
+            }
+            other => other,
+        }
+    }
 }

@@ -120,6 +120,9 @@ pub(crate) struct Context<'a> {
     /// The store operation a command left to an asynchronous store (see
     /// [`Outcome::Medium`]).
     pub(crate) medium: Cell<Option<MediumIo>>,
+    /// A READ's data, lent by the store instead of copied (see
+    /// [`Outcome::Lent`]).
+    pub(crate) lent: Cell<Option<isoe_store::Lent>>,
 }
 
 impl LogicalUnit {
@@ -399,6 +402,10 @@ impl LogicalUnit {
         match self.start(nexus, units, cdb, data_out, data_in) {
             Outcome::Done(completion) => completion,
             Outcome::Later(work) => work.run(),
+            lent @ Outcome::Lent(_) => match lent.copy_lent(data_in) {
+                Outcome::Done(completion) => completion,
+                _ => unreachable!("copy_lent makes a lent outcome Done"),
+            },
             Outcome::Medium(io) => {
                 let buffer = if io.is_read() {
                     std::mem::take(data_in)
@@ -457,6 +464,7 @@ impl LogicalUnit {
             units,
             later: Cell::new(None),
             medium: Cell::new(None),
+            lent: Cell::new(None),
         };
         let completion = self.run(&context, cdb, data_out, data_in);
         if !completion.is_good() {
@@ -467,6 +475,9 @@ impl LogicalUnit {
         }
         if let Some(work) = context.later.into_inner() {
             return Outcome::Later(work);
+        }
+        if let Some(lent) = context.lent.into_inner() {
+            return Outcome::Lent(lent);
         }
         // Only a unit with an asynchronous store leaves a medium operation.
         match self

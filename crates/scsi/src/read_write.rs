@@ -8,6 +8,12 @@ use crate::logical_unit::Context;
 use crate::verify::compare_with_medium;
 use crate::{LogicalUnit, Sense};
 
+/// A READ at least this long is sent from the store's memory when the
+/// store lends it ([`isoe_store::Store::lend`]), rather than copied into
+/// the Data-In buffer first; a shorter one costs less to copy than to lend
+/// (and a write to a lent chunk copies the chunk).
+const LEND_MIN_BYTES: u64 = 64 * 1024;
+
 /// Byte 1 of the 10/12/16-byte forms: DPO (bit 4) and FUA (bit 3).
 pub(crate) const FUA: u8 = 0x08;
 
@@ -39,6 +45,13 @@ pub(crate) fn read(
         let len = length_bytes as usize;
         unit.submit(context, IoKind::Read { offset, len }, 0);
         return Ok(());
+    }
+    if length_bytes >= LEND_MIN_BYTES {
+        let offset = block.logical_block_address * unit.block_size();
+        if let Some(lent) = unit.store.lend(offset, length_bytes as usize) {
+            context.lent.set(Some(lent));
+            return Ok(());
+        }
     }
     unit.store
         .read_append(

@@ -1,12 +1,16 @@
-//! `MemoryStore`: sparse RAM media with one lock per chunk.
+//! `MemoryStore`: sparse RAM media with one lock per chunk, whose bytes a
+//! large read may borrow instead of copying ([`Lent`]).
 
-use std::sync::{PoisonError, RwLock};
+use std::ops::Range;
+use std::sync::{Arc, PoisonError, RwLock};
 
+use crate::huge_pages::{HugeBytes, HUGE_PAGE_BYTES};
 use crate::range::check_range;
 use crate::{Extent, Store, StoreError};
 
-/// Bytes per chunk; memory is committed one chunk at a time, on first write.
-const CHUNK_SIZE_BYTES: u64 = 1 << 20;
+/// Bytes per chunk, one huge page; memory is committed one chunk at a
+/// time, on first write.
+const CHUNK_SIZE_BYTES: u64 = HUGE_PAGE_BYTES as u64;
 
 /// Allocation is tracked per page of this many bytes: a page is mapped once
 /// written and deallocated again when an unmap covers all of it.
@@ -16,10 +20,12 @@ const PAGE_SIZE_BYTES: usize = 4096;
 const PAGES_PER_CHUNK: usize = CHUNK_SIZE_BYTES as usize / PAGE_SIZE_BYTES;
 const MAP_WORDS: usize = PAGES_PER_CHUNK / 64;
 
-/// The committed memory of one chunk.
+/// The committed memory of one chunk. Shared with the [`Lent`] reads of it
+/// still being sent; a write to a shared chunk writes to a copy
+/// (`Arc::make_mut`), so lent bytes never change.
 #[derive(Debug)]
 struct ChunkData {
-    bytes: Box<[u8]>,
+    bytes: HugeBytes,
     /// Bit `p` set: page `p` is mapped. A clear page holds only zeros.
     mapped: [u64; MAP_WORDS],
 }
@@ -27,7 +33,7 @@ struct ChunkData {
 impl ChunkData {
     fn new(len: usize) -> Self {
         Self {
-            bytes: vec![0u8; len].into_boxed_slice(),
+            bytes: HugeBytes::zeroed(len),
             mapped: [0; MAP_WORDS],
         }
     }
@@ -46,8 +52,72 @@ impl ChunkData {
     }
 }
 
+impl Clone for ChunkData {
+    fn clone(&self) -> Self {
+        Self {
+            bytes: HugeBytes::copy_of(&self.bytes),
+            mapped: self.mapped,
+        }
+    }
+}
+
 /// One chunk: `None` until written (reads as zeros, deallocated), then its data.
-type Chunk = RwLock<Option<ChunkData>>;
+type Chunk = RwLock<Option<Arc<ChunkData>>>;
+
+/// What a never-written chunk reads as, lent like a chunk's bytes.
+static ZEROS: [u8; CHUNK_SIZE_BYTES as usize] = [0; CHUNK_SIZE_BYTES as usize];
+
+/// A read of at most this many chunks may be lent (a 256 KiB read crosses
+/// at most one chunk boundary); a longer one is copied.
+const LENT_PIECES_MAX: usize = 2;
+
+/// Bytes of a store lent to a reader without a copy ([`Store::lend`]): the
+/// reader sends them from the store's own memory. They stay as they were
+/// when lent until this is dropped; a write to them meanwhile goes to a copy
+/// of their chunk, and this keeps the old one alive.
+#[derive(Debug, Clone)]
+pub struct Lent {
+    pieces: [Piece; LENT_PIECES_MAX],
+    count: usize,
+    len: usize,
+}
+
+#[derive(Debug, Clone, Default)]
+enum Piece {
+    #[default]
+    Empty,
+    Chunk(Arc<ChunkData>, Range<usize>),
+    Zeros(usize),
+}
+
+impl Lent {
+    /// Bytes lent in all.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when nothing is lent.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The lent bytes in order, as contiguous pieces (one per chunk crossed).
+    pub fn pieces(&self) -> impl Iterator<Item = &[u8]> {
+        self.pieces[..self.count].iter().map(|piece| match piece {
+            Piece::Chunk(data, range) => &data.bytes[range.clone()],
+            Piece::Zeros(len) => &ZEROS[..*len],
+            Piece::Empty => &[],
+        })
+    }
+
+    /// Appends a copy of the lent bytes to `out`.
+    pub fn copy_to(&self, out: &mut Vec<u8>) {
+        out.reserve(self.len);
+        for piece in self.pieces() {
+            out.extend_from_slice(piece);
+        }
+    }
+}
 
 /// RAM-backed media. Chunks are allocated on first write and each has its own
 /// lock, so there is no store-wide lock on the hot path and an unwritten
@@ -118,9 +188,15 @@ impl MemoryStore {
                 .write()
                 .unwrap_or_else(PoisonError::into_inner);
             let chunk_len = self.chunk_len(index);
+            if piece == chunk_len {
+                // The whole chunk: released without copying a lent one.
+                *chunk = None;
+                continue;
+            }
             let Some(data) = chunk.as_mut() else {
                 continue;
             };
+            let data = Arc::make_mut(data);
             data.bytes[within..within + piece].fill(0);
             let first_whole_page = within.div_ceil(PAGE_SIZE_BYTES);
             for page in first_whole_page..PAGES_PER_CHUNK {
@@ -198,7 +274,9 @@ impl Store for MemoryStore {
                 .write()
                 .unwrap_or_else(PoisonError::into_inner);
             let chunk_len = self.chunk_len(index);
-            let data = chunk.get_or_insert_with(|| ChunkData::new(chunk_len));
+            let data = chunk.get_or_insert_with(|| Arc::new(ChunkData::new(chunk_len)));
+            // A chunk some read still holds ([`Lent`]) is copied first.
+            let data = Arc::make_mut(data);
             data.bytes[within..within + piece].copy_from_slice(&buf[done..done + piece]);
             for page in within / PAGE_SIZE_BYTES..(within + piece).div_ceil(PAGE_SIZE_BYTES) {
                 data.set_mapped(page, true);
@@ -211,6 +289,31 @@ impl Store for MemoryStore {
 
     fn flush(&self) -> Result<(), StoreError> {
         Ok(())
+    }
+
+    /// The chunks' own memory, when the range crosses at most one chunk
+    /// boundary.
+    fn lend(&self, offset: u64, len: usize) -> Option<Lent> {
+        check_range(offset, len as u64, self.size_bytes).ok()?;
+        let mut lent = Lent {
+            pieces: Default::default(),
+            count: 0,
+            len,
+        };
+        for (index, within, piece) in Self::pieces(offset, len as u64) {
+            if lent.count == LENT_PIECES_MAX {
+                return None;
+            }
+            let chunk = self.chunks[index]
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            lent.pieces[lent.count] = match chunk.as_ref() {
+                Some(data) => Piece::Chunk(Arc::clone(data), within..within + piece),
+                None => Piece::Zeros(piece),
+            };
+            lent.count += 1;
+        }
+        Some(lent)
     }
 
     fn unmap(&self, offset: u64, len: u64) -> Result<(), StoreError> {
@@ -276,13 +379,19 @@ mod tests {
             error.to_string().contains("18446744073709551615 bytes"),
             "{error}"
         );
-        assert_eq!(MemoryStore::try_new(3 << 20).unwrap().chunks.len(), 3);
+        assert_eq!(
+            MemoryStore::try_new(3 * CHUNK_SIZE_BYTES)
+                .unwrap()
+                .chunks
+                .len(),
+            3
+        );
     }
 
     #[test]
     fn unwritten_store_commits_no_chunks() {
         let store = MemoryStore::new(1 << 30);
-        assert_eq!(store.chunks.len(), 1024);
+        assert_eq!(store.chunks.len(), 512);
         assert!(store.chunks.iter().all(|c| c.read().unwrap().is_none()));
     }
 
@@ -314,6 +423,58 @@ mod tests {
             100
         );
         assert!(store.write_at(CHUNK_SIZE_BYTES + 95, &[7u8; 10]).is_err());
+    }
+
+    fn lent_bytes(lent: &Lent) -> Vec<u8> {
+        let mut out = Vec::new();
+        lent.copy_to(&mut out);
+        assert_eq!(out.len(), lent.len());
+        out
+    }
+
+    #[test]
+    fn lent_bytes_stay_as_lent_while_the_range_is_rewritten() {
+        let store = MemoryStore::new(4 * CHUNK_SIZE_BYTES);
+        let at = CHUNK_SIZE_BYTES - 1000;
+        store.write_at(at, &[1u8; 3000]).unwrap();
+        // Crossing one chunk boundary: two pieces, the chunks' own memory.
+        let lent = store.lend(at, 3000).expect("lent");
+        assert_eq!(
+            lent.pieces().map(<[u8]>::len).collect::<Vec<_>>(),
+            [1000, 2000]
+        );
+        store.write_at(at + 500, &[2u8; 1000]).unwrap();
+        store.unmap(CHUNK_SIZE_BYTES, CHUNK_SIZE_BYTES).unwrap();
+        assert_eq!(
+            lent_bytes(&lent),
+            vec![1u8; 3000],
+            "what was lent does not change"
+        );
+        let mut now = vec![0u8; 3000];
+        store.read_at(at, &mut now).unwrap();
+        assert_eq!(&now[..500], &[1u8; 500][..]);
+        assert_eq!(&now[500..1000], &[2u8; 500][..]);
+        assert!(
+            now[1000..].iter().all(|&b| b == 0),
+            "the unmap is seen by new reads"
+        );
+        // A write to a chunk nobody holds any more goes in place.
+        drop(lent);
+        store.write_at(at, &[3u8; 10]).unwrap();
+        let again = store.lend(at, 10).unwrap();
+        assert_eq!(lent_bytes(&again), vec![3u8; 10]);
+    }
+
+    #[test]
+    fn unwritten_chunks_lend_zeros_and_long_or_outside_ranges_are_not_lent() {
+        let store = MemoryStore::new(4 * CHUNK_SIZE_BYTES);
+        let lent = store.lend(0, 256 << 10).unwrap();
+        assert!(lent_bytes(&lent).iter().all(|&b| b == 0));
+        assert!(store
+            .lend(CHUNK_SIZE_BYTES - 1, CHUNK_SIZE_BYTES as usize + 2)
+            .is_none());
+        assert!(store.lend(4 * CHUNK_SIZE_BYTES - 10, 11).is_none());
+        assert!(store.lend(0, 0).unwrap().is_empty());
     }
 
     fn extent(mapped: bool, len_bytes: u64) -> Extent {

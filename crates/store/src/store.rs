@@ -1,7 +1,7 @@
 //! The `Store` trait: the whole seam between the SCSI device server and media.
 
 use crate::range::check_range;
-use crate::{AsyncStore, StoreError};
+use crate::{AsyncStore, Lent, StoreError};
 
 /// A run of bytes that share one allocation state (see [`Store::allocation`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +30,16 @@ pub trait Store: Send + Sync + std::fmt::Debug {
             out.truncate(start);
         }
         result
+    }
+    /// The `len` bytes at `offset` without a copy, when the store can lend
+    /// them: they stay as they are until the [`Lent`] is dropped, whatever
+    /// is written meanwhile. None (the default) when it cannot, or when
+    /// the range is not inside the store; the caller then copies
+    /// ([`Store::read_append`]). Memory lends a range that crosses at most
+    /// one 2 MiB chunk boundary.
+    fn lend(&self, offset: u64, len: usize) -> Option<Lent> {
+        let _ = (offset, len);
+        None
     }
     /// Writes all of `buf` at `offset`; the whole range must lie inside the store.
     fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), StoreError>;

@@ -571,12 +571,24 @@ pub fn encode_header(
 
 /// ... and the trailer that follows the data: padding then the data digest (computed over data+padding). Returns bytes and count.
 pub fn data_trailer(data: &[u8], limits: &FrameLimits) -> ([u8; 8], usize) {
+    data_trailer_of(std::iter::once(data), data.len(), limits)
+}
+
+/// As [`data_trailer`], for a data segment of `len` bytes in all that lies
+/// in several pieces (sent from where they are, not gathered first).
+pub fn data_trailer_of<'a>(
+    pieces: impl Iterator<Item = &'a [u8]>,
+    len: usize,
+    limits: &FrameLimits,
+) -> ([u8; 8], usize) {
+    const ZEROS: [u8; 3] = [0; 3];
     let mut trailer = [0u8; 8];
-    let pad = padded_len(data.len()) - data.len();
-    if limits.data_digest_len(data.len()) == 0 {
+    let pad = padded_len(len) - len;
+    if limits.data_digest_len(len) == 0 {
         return (trailer, pad);
     }
-    let crc = limits.crc.data_digest(data);
+    let crc = pieces.fold(0, |crc, piece| limits.crc.append(crc, piece));
+    let crc = limits.crc.append(crc, &ZEROS[..pad]);
     trailer[pad..pad + DIGEST_LEN].copy_from_slice(&digest::to_wire(crc));
     (trailer, pad + DIGEST_LEN)
 }

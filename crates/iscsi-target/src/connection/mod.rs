@@ -32,7 +32,7 @@ pub use work::{Finished, Work};
 
 use crate::buffer_pool::BufferPool;
 use crate::discovery;
-use crate::output::Output;
+use crate::output::{Output, Payload};
 use crate::registry::{login_config, LunTable, Server};
 use crate::session::{
     AbortBarrier, AbortScope, Admit, Member, PeerProbe, Session, CMD_SN_GAP_WAIT,

@@ -94,7 +94,7 @@ impl Connection {
                 status: Status::TaskSetFull,
                 sense: None,
             };
-            let empty = self.take_buffer();
+            let empty = Payload::Pooled(Vec::new());
             self.complete(session, &command, full, empty, Residual::default());
             return Flow::Continue;
         }
@@ -217,7 +217,7 @@ impl Connection {
                         status: Status::CheckCondition,
                         sense: Some(sense),
                     };
-                    let empty = self.take_buffer();
+                    let empty = Payload::Pooled(Vec::new());
                     self.complete(session, &command, completion, empty, Residual::default());
                 }
                 Flow::Continue
@@ -268,7 +268,7 @@ impl Connection {
         session: &Session,
         cmd: &ScsiCommand,
         completion: Completion,
-        data_in: Vec<u8>,
+        data_in: Payload,
         write_residual: Residual,
     ) {
         let edtl = cmd.expected_data_transfer_length;
@@ -300,7 +300,7 @@ impl Connection {
         let (exp_cmd_sn, max_cmd_sn) = (session.exp_cmd_sn(), session.max_cmd_sn());
         let limits = self.send_limits;
         if send_len == 0 {
-            self.recycle(data_in);
+            data_in.recycle(&mut self.pool);
         } else {
             let index = self.out.adopt(data_in);
             let segment = self.max_send_segment.max(512);

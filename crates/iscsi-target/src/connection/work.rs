@@ -152,6 +152,12 @@ impl CommandJob {
         let (outcome, residual) = isoe_scsi::route(&session.nexus, &view, &request, &mut data_in);
         let completion = match outcome {
             Outcome::Done(completion) => completion,
+            // Sent from this job's buffer: the I/O thread's result goes
+            // back through the worker's mailbox, a copy is due anyway.
+            lent @ Outcome::Lent(_) => match lent.copy_lent(&mut data_in) {
+                Outcome::Done(completion) => completion,
+                _ => unreachable!("copy_lent makes a lent outcome Done"),
+            },
             // This thread may block: what the unit left for later runs here.
             Outcome::Later(background) => {
                 data_in.clear();
@@ -309,7 +315,13 @@ impl Connection {
         self.recycle_data_out(data_out);
         match outcome {
             Outcome::Done(completion) => {
-                self.complete(session, cmd, completion, data_in, write_residual);
+                self.complete(session, cmd, completion, data_in.into(), write_residual);
+            }
+            Outcome::Lent(lent) => {
+                // Sent straight from the store's memory: the buffer is not needed.
+                self.recycle(data_in);
+                let good = Completion::good();
+                self.complete(session, cmd, good, Payload::Lent(lent), write_residual);
             }
             Outcome::Later(background) => {
                 self.recycle(data_in);
@@ -477,6 +489,12 @@ impl Connection {
         let session = Arc::clone(session);
         let residual = residual.unwrap_or(task.residual);
         self.command_started = task.started;
-        self.complete(&session, &task.command, completion, data_in, residual);
+        self.complete(
+            &session,
+            &task.command,
+            completion,
+            data_in.into(),
+            residual,
+        );
     }
 }

@@ -45,6 +45,13 @@ const INITIAL_CMD_SN: u32 = 1;
 /// into the task's buffer; smaller PDUs go through the receive buffer,
 /// many to one `recv`.
 const DIRECT_MIN_BYTES: usize = 16 * 1024;
+/// With several connections, [`Engine::poll`] holds completions until at
+/// least this share (1/N) of the commands in flight have completed...
+const COALESCE_SHARE: usize = 4;
+/// ...but never more than this many...
+const COALESCE_MAX: usize = 8;
+/// ...nor longer than this after the first of them came in.
+const COALESCE_HOLD: Duration = Duration::from_millis(1);
 /// PDUs received header first after a placed one: enough to get past a
 /// SCSI Response or two between large Data-In, few enough that a run of
 /// small PDUs soon goes back to many per `recv`.
@@ -264,12 +271,55 @@ impl Engine {
             Duration::ZERO
         };
         out.append(&mut self.stash);
-        self.run(out, timeout)
+        let batch = self.completion_batch();
+        self.run(out, timeout, batch)
     }
 
-    fn run(&mut self, out: &mut Vec<Completion>, timeout: Duration) -> Result<(), InitiatorError> {
-        let deadline = Instant::now() + timeout;
+    /// Completions [`Engine::poll`] waits for before it returns
+    /// (completion coalescing, as an HBA moderates its interrupts). With
+    /// several connections each wake-up brings one connection's PDU, so
+    /// returning at the first completion sends the caller's next command
+    /// alone and wakes the target once per command; holding until a
+    /// quarter of the window is in sends them in runs (measured on two
+    /// portals of one target, 256 KiB reads QD8 each: 1.35x MB/s at 0.65x
+    /// initiator and 0.8x target CPU per I/O, level with libiscsi through
+    /// fio). One connection gains nothing measurable (its large PDUs come
+    /// one per wake-up however long it waits): it returns at the first.
+    fn completion_batch(&self) -> usize {
+        let live = self
+            .sessions
+            .iter()
+            .flatten()
+            .filter(|e| e.broken.is_none());
+        let (sockets, in_flight) = live.fold((0, 0), |(s, f), e| {
+            (s + e.socks.len(), f + e.core.tasks_in_flight())
+        });
+        if sockets < 2 {
+            return 1;
+        }
+        (in_flight / COALESCE_SHARE).clamp(1, COALESCE_MAX)
+    }
+
+    fn tasks_in_flight(&self) -> usize {
+        self.sessions
+            .iter()
+            .flatten()
+            .map(|e| e.core.tasks_in_flight())
+            .sum()
+    }
+
+    /// Runs the loop until `batch` completions (or any, once
+    /// [`COALESCE_HOLD`] has passed since the first, or nothing more is in
+    /// flight) are in `out`, or `timeout` passes.
+    fn run(
+        &mut self,
+        out: &mut Vec<Completion>,
+        timeout: Duration,
+        batch: usize,
+    ) -> Result<(), InitiatorError> {
+        let mut deadline = Instant::now() + timeout;
         let before = out.len();
+        let mut holding = false;
         loop {
             if !self.lus.is_empty() {
                 self.service_multipath(out);
@@ -282,10 +332,15 @@ impl Engine {
                     entry.core.drain_completions(out);
                 }
             }
-            if out.len() > before {
+            let got = out.len() - before;
+            if got >= batch || (got > 0 && self.tasks_in_flight() == 0) {
                 return Ok(());
             }
             let now = Instant::now();
+            if got > 0 && !holding {
+                holding = true;
+                deadline = deadline.min(now + COALESCE_HOLD);
+            }
             if now >= deadline {
                 return Ok(());
             }
@@ -601,7 +656,7 @@ impl Engine {
     fn wait_for(&mut self, session: usize, token: u64) -> Result<Completion, InitiatorError> {
         let mut done = Vec::new();
         loop {
-            self.run(&mut done, TICK)?;
+            self.run(&mut done, TICK, 1)?;
             if let Some(i) = done
                 .iter()
                 .position(|c| c.session == session && c.token == token)
@@ -671,7 +726,7 @@ impl Engine {
         let deadline = Instant::now() + timeout;
         let mut done = Vec::new();
         while Instant::now() < deadline {
-            self.run(&mut done, TICK)?;
+            self.run(&mut done, TICK, 1)?;
             if let Some(i) = done
                 .iter()
                 .position(|c| c.session == session && c.token == token)

@@ -148,7 +148,8 @@ pub struct BenchArgs {
     /// Fixed SO_RCVBUF (stops receive-window auto-tuning).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     rcvbuf: Option<u32>,
-    /// Fixed SO_SNDBUF.
+    /// Fixed SO_SNDBUF; 256 KiB by default (paces Data-Out to what the
+    /// socket drains), 0 = the kernel's auto-tuning.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     sndbuf: Option<u32>,
     /// SO_BUSY_POLL microseconds.
@@ -347,7 +348,11 @@ fn template(args: &BenchArgs) -> SessionTemplate {
             nodelay: args.nodelay,
             quickack: args.quickack,
             rcvbuf_bytes: args.rcvbuf,
-            sndbuf_bytes: args.sndbuf,
+            sndbuf_bytes: match args.sndbuf {
+                None => SocketOptions::default().sndbuf_bytes,
+                Some(0) => None,
+                Some(bytes) => Some(bytes),
+            },
             busy_poll_us: args.busy_poll,
         },
         chap,
@@ -540,6 +545,17 @@ mod tests {
     struct Bench {
         #[command(flatten)]
         args: BenchArgs,
+    }
+
+    #[test]
+    fn sndbuf_defaults_to_pacing_and_zero_leaves_auto_tuning() {
+        let sndbuf = |extra: &[&str]| {
+            let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+            template(&parse(&extra)).socket.sndbuf_bytes
+        };
+        assert_eq!(sndbuf(&[]), Some(isoe_initiator::DEFAULT_SNDBUF_BYTES));
+        assert_eq!(sndbuf(&["--sndbuf", "0"]), None);
+        assert_eq!(sndbuf(&["--sndbuf", "1m"]), Some(1 << 20));
     }
 
     fn parse(extra: &[String]) -> BenchArgs {

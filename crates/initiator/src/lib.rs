@@ -31,7 +31,10 @@ pub use command::{
     describe_status, Command, Completion, Direction, Outcome, Residual, ScsiStatus, TaskAttr,
     TaskError, TaskManagement,
 };
-pub use config::{Keepalive, RetryPolicy, SessionConfig, SocketOptions, DEFAULT_INITIATOR_NAME};
+pub use config::{
+    Keepalive, RetryPolicy, SessionConfig, SocketOptions, DEFAULT_INITIATOR_NAME,
+    DEFAULT_SNDBUF_BYTES,
+};
 pub use discovery::{send_targets, DiscoveredTarget, DiscoveryConfig};
 pub use engine::{Engine, EngineStats};
 pub use error::InitiatorError;

@@ -215,20 +215,20 @@ fn failed_commands_return_no_data_in() {
     assert!(data_in.is_empty());
 }
 
-/// A READ of 64 KiB or more from a memory unit comes back as the store's
+/// A READ of 128 KiB or more from a memory unit comes back as the store's
 /// memory, lent; one shorter as a copy. A write after the READ does not
 /// change the lent data, and the next READ sees the write.
 #[test]
 fn large_reads_lend_store_memory_that_a_later_write_leaves_alone() {
     let unit = unit();
-    let blocks = 128u32; // 64 KiB
+    let blocks = 256u32; // 128 KiB
     let old = pattern(blocks as usize * BLOCK_SIZE, 1);
     assert_good(run_out(&unit, &block_cdb(0x2a, 10, 8, blocks, 0), &old).0);
     let mut data_in = Vec::new();
     let read = block_cdb(0x28, 10, 8, blocks, 0);
     let outcome = unit.start(&nexus(), &isoe_scsi::NoUnits, &read, &[], &mut data_in);
     let isoe_scsi::Outcome::Lent(lent) = outcome else {
-        panic!("a 64 KiB read is lent, got {outcome:?}");
+        panic!("a 128 KiB read is lent, got {outcome:?}");
     };
     assert!(data_in.is_empty(), "nothing copied");
     let new = pattern(blocks as usize * BLOCK_SIZE, 2);

@@ -50,17 +50,10 @@ pub enum Outcome {
     Lent(isoe_store::Lent),
 }
 
-impl Outcome {
-    /// A lent Data-In as a copy in `data_in`, for a caller that sends
-    /// from its own buffer; any other outcome as it is.
-    pub fn copy_lent(self, data_in: &mut Vec<u8>) -> Outcome {
-        match self {
-            Outcome::Lent(lent) => {
-                data_in.clear();
-                lent.copy_to(data_in);
-                Outcome::Done(crate::Completion::good())
-            }
-            other => other,
-        }
-    }
+/// The completion of an [`Outcome::Lent`] for a caller that sends from its
+/// own buffer: the lent Data-In copied into `data_in`, GOOD.
+pub fn copy_lent(lent: &isoe_store::Lent, data_in: &mut Vec<u8>) -> crate::Completion {
+    data_in.clear();
+    lent.copy_to(data_in);
+    crate::Completion::good()
 }

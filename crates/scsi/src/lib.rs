@@ -59,7 +59,7 @@ mod write_atomic;
 mod write_same;
 
 pub use alua::{AccessState, ExplicitAlua, PortGroup, PortGroups};
-pub use background::{Background, Outcome};
+pub use background::{copy_lent, Background, Outcome};
 pub use completion::Completion;
 pub use config::{ConfigError, LunConfig};
 pub use logical_unit::{LogicalUnit, TaskSets};

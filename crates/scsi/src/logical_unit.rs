@@ -402,10 +402,7 @@ impl LogicalUnit {
         match self.start(nexus, units, cdb, data_out, data_in) {
             Outcome::Done(completion) => completion,
             Outcome::Later(work) => work.run(),
-            lent @ Outcome::Lent(_) => match lent.copy_lent(data_in) {
-                Outcome::Done(completion) => completion,
-                _ => unreachable!("copy_lent makes a lent outcome Done"),
-            },
+            Outcome::Lent(lent) => crate::copy_lent(&lent, data_in),
             Outcome::Medium(io) => {
                 let buffer = if io.is_read() {
                     std::mem::take(data_in)

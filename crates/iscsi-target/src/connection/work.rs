@@ -154,10 +154,7 @@ impl CommandJob {
             Outcome::Done(completion) => completion,
             // Sent from this job's buffer: the I/O thread's result goes
             // back through the worker's mailbox, a copy is due anyway.
-            lent @ Outcome::Lent(_) => match lent.copy_lent(&mut data_in) {
-                Outcome::Done(completion) => completion,
-                _ => unreachable!("copy_lent makes a lent outcome Done"),
-            },
+            Outcome::Lent(lent) => isoe_scsi::copy_lent(&lent, &mut data_in),
             // This thread may block: what the unit left for later runs here.
             Outcome::Later(background) => {
                 data_in.clear();

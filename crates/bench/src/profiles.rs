@@ -308,9 +308,9 @@ pub fn matrix_with_block_size(block_size_bytes: u32) -> Vec<MatrixCell> {
 /// `8 KiB`, `256 KiB`, `1 MiB`, or bytes when not a whole KiB.
 pub fn block_label(block_size_bytes: u32) -> String {
     const MIB: u32 = 1024 * KIB;
-    if block_size_bytes >= MIB && block_size_bytes % MIB == 0 {
+    if block_size_bytes >= MIB && block_size_bytes.is_multiple_of(MIB) {
         format!("{} MiB", block_size_bytes / MIB)
-    } else if block_size_bytes >= KIB && block_size_bytes % KIB == 0 {
+    } else if block_size_bytes >= KIB && block_size_bytes.is_multiple_of(KIB) {
         format!("{} KiB", block_size_bytes / KIB)
     } else {
         format!("{block_size_bytes} B")

@@ -592,7 +592,7 @@ fn read_capacity(
                 let cap = Capacity::parse(&done.buffer)
                     .ok_or_else(|| "READ CAPACITY (16) returned too little data".to_string())?;
                 let bs = config.workload.block_size_bytes;
-                if cap.block_size_bytes == 0 || bs % cap.block_size_bytes != 0 {
+                if cap.block_size_bytes == 0 || !bs.is_multiple_of(cap.block_size_bytes) {
                     return Err(format!(
                         "the I/O size {bs} is not a multiple of the LUN's {}-byte blocks",
                         cap.block_size_bytes

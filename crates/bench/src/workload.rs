@@ -142,7 +142,7 @@ impl Workload {
         if self.block_size_bytes == 0 {
             return Err(WorkloadError::BlockSizeZero);
         }
-        if self.block_size_bytes % 512 != 0 {
+        if !self.block_size_bytes.is_multiple_of(512) {
             return Err(WorkloadError::BlockSizeNotSectorMultiple {
                 block_size_bytes: self.block_size_bytes,
             });

@@ -123,7 +123,7 @@ fn writer(addr: SocketAddr, durable_blocks: Arc<AtomicU64>) -> Written {
             } else {
                 let lba = next_lba;
                 next_lba += WRITE_BLOCKS;
-                if token % 2 == 0 {
+                if token.is_multiple_of(2) {
                     let cdb = write16(lba, WRITE_BLOCKS as u32, true);
                     (
                         Command::write(0, &cdb, write_data(lba)),

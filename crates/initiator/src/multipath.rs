@@ -675,7 +675,7 @@ impl MultipathCore {
         for (i, p) in self.paths.iter().enumerate() {
             refreshing |= p.refreshing;
             let Some(rank) = p.rank() else { continue };
-            if best.map_or(true, |(r, o, _)| (rank, p.outstanding) < (r, o)) {
+            if best.is_none_or(|(r, o, _)| (rank, p.outstanding) < (r, o)) {
                 best = Some((rank, p.outstanding, i));
             }
         }

@@ -580,13 +580,13 @@ fn unknown_crc_implementation_is_named_with_file_line_and_key() {
     let text = format!("{TARGET}\n[datapath]\nbatching = true\ncrc = \"sse42\"\n");
     assert_eq!(
         error(&text).to_string(),
-        "isoe.toml:6: datapath.crc: expected \"hardware\" or \"software\", found \"sse42\""
+        "isoe.toml:6: datapath.crc: expected \"hardware\", \"instruction\" or \"software\", found \"sse42\""
     );
     // Names are lower case, as documented; no guessing.
     check(
         &format!("[datapath]\ncrc = \"Hardware\" # <-\n{TARGET}"),
         "datapath.crc",
-        "expected \"hardware\" or \"software\", found \"Hardware\"",
+        "expected \"hardware\", \"instruction\" or \"software\", found \"Hardware\"",
     );
 }
 

@@ -269,6 +269,9 @@ fn datapath_table_sets_each_option() {
         }
     );
     assert_eq!(software.crc_name(), "software");
+    let instruction = parse("crc = \"instruction\"\n");
+    assert_eq!(instruction.crc, Crc32cImpl::Instruction);
+    assert_eq!(instruction.crc_name(), "instruction");
     assert_eq!(parse("crc = \"hardware\"\n"), Datapath::default());
     assert_eq!(
         parse("buffer_pool = false\n"),

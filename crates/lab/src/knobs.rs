@@ -140,8 +140,11 @@ impl TargetImpl {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CrcImpl {
-    /// The CPU's CRC32C instruction (SSE 4.2, ARMv8 CRC).
+    /// The fastest the CPU offers: 512-bit carry-less-multiply folding
+    /// where x86-64 has AVX-512 VPCLMULQDQ, else the CRC32C instruction.
     Hardware,
+    /// The CPU's CRC32C instruction alone (SSE 4.2, ARMv8 CRC).
+    Instruction,
     /// A table-driven software CRC32C.
     Software,
 }
@@ -151,6 +154,7 @@ impl CrcImpl {
     pub fn as_str(self) -> &'static str {
         match self {
             CrcImpl::Hardware => "hardware",
+            CrcImpl::Instruction => "instruction",
             CrcImpl::Software => "software",
         }
     }

@@ -79,7 +79,7 @@
 //! | `target` | "isoe", "tgt", "lio" or "external" (the last two on a `physical` test bed) |
 //! | `transport` | the kernel initiator's iface: "tcp", "cxgb4i", "bnx2i", "qedi", "be2iscsi" or "qla4xxx" |
 //! | `batching` `buffer_pool` | bool |
-//! | `crc` | "hardware" or "software" |
+//! | `crc` | "hardware", "instruction" or "software" |
 //!
 //! Sysctls are a table, `[baseline.sysctl]` or `[case.sysctl]`, of quoted
 //! names (`[a-z0-9_.-]+` under `net.`, `vm.` or `kernel.`) to values, a

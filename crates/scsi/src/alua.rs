@@ -396,7 +396,7 @@ pub(crate) fn set_target_port_groups(
     let Some(list) = data_out.get(..length) else {
         return Err(Sense::parameter_list_length_error());
     };
-    if length < 4 || (length - 4) % 4 != 0 {
+    if length < 4 || !(length - 4).is_multiple_of(4) {
         return Err(Sense::parameter_list_length_error());
     }
     let mut requests = Vec::new();

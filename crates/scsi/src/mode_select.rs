@@ -127,7 +127,7 @@ fn check_block_descriptors(
     long_lba: bool,
 ) -> Result<(), Sense> {
     let descriptor_len = if long_lba { 16 } else { 8 };
-    if descriptors.len() % descriptor_len != 0 || descriptors.len() > descriptor_len {
+    if !descriptors.len().is_multiple_of(descriptor_len) || descriptors.len() > descriptor_len {
         // One descriptor at most for a direct-access device.
         let field = if long_lba { 6 } else { 3 };
         return Err(Sense::invalid_field_in_parameter_list(field, None));

@@ -34,10 +34,13 @@ pub(crate) fn write_atomic(unit: &LogicalUnit, cdb: &[u8], data_out: &[u8]) -> R
     if block_count > limits::maximum_atomic_transfer_length_blocks(block_size) {
         return Err(length_field);
     }
-    if logical_block_address % u64::from(limits::atomic_alignment_blocks(block_size)) != 0 {
+    if !logical_block_address.is_multiple_of(u64::from(limits::atomic_alignment_blocks(block_size)))
+    {
         return Err(Sense::invalid_field_in_cdb_byte(2));
     }
-    if block_count % limits::atomic_transfer_length_granularity_blocks(block_size) != 0 {
+    if !block_count.is_multiple_of(limits::atomic_transfer_length_granularity_blocks(
+        block_size,
+    )) {
         return Err(length_field);
     }
     if block_count == 0 {

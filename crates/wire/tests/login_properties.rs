@@ -151,7 +151,7 @@ proptest! {
                     // Only iSCSI names get through.
                     let session = &negotiated.session;
                     prop_assert!(validate(&session.initiator_name).is_ok());
-                    prop_assert!(session.target_name.as_deref().map_or(true, |n| validate(n).is_ok()));
+                    prop_assert!(session.target_name.as_deref().is_none_or(|n| validate(n).is_ok()));
                     prop_assert!(step.response.transit && step.response.nsg == 3);
                     ended = true;
                 }

@@ -23,7 +23,7 @@ fn scaled(bytes: u64, base: u64, units: &[&str]) -> String {
         divisor *= base;
         unit += 1;
     }
-    if bytes % divisor == 0 {
+    if bytes.is_multiple_of(divisor) {
         format!("{} {}", bytes / divisor, units[unit])
     } else {
         format!("{:.2} {}", bytes as f64 / divisor as f64, units[unit])

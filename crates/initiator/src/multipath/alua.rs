@@ -167,7 +167,7 @@ pub fn parse_device_identification(page: &[u8]) -> Result<PathIdentity, String> 
                 };
                 if lu
                     .as_ref()
-                    .map_or(true, |l| rank(kind) < rank(l.designator_type))
+                    .is_none_or(|l| rank(kind) < rank(l.designator_type))
                 {
                     lu = Some(LuName {
                         designator_type: kind,

@@ -438,7 +438,7 @@ impl Connection {
         while self
             .held_tmf
             .first()
-            .is_some_and(|held| held.barrier.as_ref().map_or(true, |b| b.is_done()))
+            .is_some_and(|held| held.barrier.as_ref().is_none_or(|b| b.is_done()))
         {
             let held = self.held_tmf.remove(0);
             self.send_task_management_response(held);

@@ -373,10 +373,13 @@ pub(super) fn read_knobs(r: &Reader, t: &mut Table) -> Result<KnobSet, PlanError
         k.transport = Transport::ALL.into_iter().find(|i| i.as_str() == chosen);
     }
     if let Some(item) = t.take("crc") {
-        k.crc = Some(match r.choice(&item, &["hardware", "software"])? {
-            "hardware" => CrcImpl::Hardware,
-            _ => CrcImpl::Software,
-        });
+        k.crc = Some(
+            match r.choice(&item, &["hardware", "instruction", "software"])? {
+                "hardware" => CrcImpl::Hardware,
+                "instruction" => CrcImpl::Instruction,
+                _ => CrcImpl::Software,
+            },
+        );
     }
     Ok(k)
 }
@@ -688,7 +691,7 @@ fn read_cases(
         let bursts = BurstKeys::of(&t);
         let knobs = read_knobs(r, &mut t)?;
         check_merged(r, &bursts, &baseline.overlay(&knobs))?;
-        if knobs.is_empty() && case_topology.map_or(true, |c| c == topology) {
+        if knobs.is_empty() && case_topology.is_none_or(|c| c == topology) {
             return Err(r.at(
                 &name_item,
                 format!("case {name:?} changes nothing: set a knob or another topology"),

@@ -12,7 +12,9 @@
 //! header, data and trailer, never a byte of another PDU.
 
 use crate::buffer_pool::BufferPool;
-use isoe_store::Lent;
+use isoe_scsi::PageCrcs;
+use isoe_store::{Lent, CRC_PAGE_BYTES};
+use isoe_wire::digest::{self, PAGE_BYTES};
 use isoe_wire::frame::{self, FrameLimits};
 use isoe_wire::Pdu;
 use std::io::{self, IoSlice, Write};
@@ -23,6 +25,9 @@ use std::sync::Arc;
 /// At most this many slices go into one `writev` (Linux IOV_MAX is 1024).
 /// They live on the stack: a flush allocates nothing.
 const SLICES_PER_WRITE_MAX: usize = 512;
+
+// The store keeps CRCs of the pages the digest folds.
+const _: () = assert!(CRC_PAGE_BYTES == PAGE_BYTES);
 
 /// Slices of one PDU: header, data segment, trailer.
 const PDU_SLICES_MAX: usize = 3;
@@ -47,6 +52,9 @@ enum Segment {
 pub enum Payload {
     /// A buffer of the connection's pool; back to the pool once sent.
     Pooled(Vec<u8>),
+    /// As `Pooled`, copied from a store that also gave the CRC of each of
+    /// its pages: a data digest over whole pages is folded from them.
+    Paged(Vec<u8>, PageCrcs),
     /// Store memory ([`isoe_scsi::Outcome::Lent`]); let go once sent.
     Lent(Lent),
 }
@@ -55,8 +63,16 @@ impl Payload {
     /// Bytes in all.
     pub fn len(&self) -> usize {
         match self {
-            Payload::Pooled(bytes) => bytes.len(),
+            Payload::Pooled(bytes) | Payload::Paged(bytes, _) => bytes.len(),
             Payload::Lent(lent) => lent.len(),
+        }
+    }
+
+    /// The buffer, unless the bytes are lent.
+    fn buffer(&self) -> Option<&[u8]> {
+        match self {
+            Payload::Pooled(bytes) | Payload::Paged(bytes, _) => Some(bytes),
+            Payload::Lent(_) => None,
         }
     }
 
@@ -67,7 +83,7 @@ impl Payload {
 
     /// Back to `pool` if it came from one.
     pub fn recycle(self, pool: &mut BufferPool) {
-        if let Payload::Pooled(buffer) = self {
+        if let Payload::Pooled(buffer) | Payload::Paged(buffer, _) = self {
             pool.give(buffer);
         }
     }
@@ -210,17 +226,24 @@ impl Output {
         if data_len > 0 {
             let (trailer, trailer_len) = match &self.buffers[index] {
                 Payload::Pooled(bytes) => {
-                    let trailer = frame::data_trailer(&bytes[range.clone()], limits);
                     self.segments.push(Segment::Data {
                         index,
                         range: range.clone(),
                     });
-                    trailer
+                    frame::data_trailer(&bytes[range.clone()], limits)
+                }
+                Payload::Paged(bytes, crcs) => {
+                    self.segments.push(Segment::Data {
+                        index,
+                        range: range.clone(),
+                    });
+                    match fold_page_crcs(crcs.as_slice(), &range, limits) {
+                        Some(crc) => frame::data_trailer_for_crc(crc, range.len(), limits),
+                        None => frame::data_trailer(&bytes[range.clone()], limits),
+                    }
                 }
                 Payload::Lent(lent) => {
-                    // A segment per piece of lent memory the range covers;
-                    // the digest, if any, is the pass that brings the
-                    // bytes into the cache for the socket's copy.
+                    // A segment per piece of lent memory the range covers.
                     for (piece, range) in lent_parts(lent, &range) {
                         self.segments.push(Segment::Lent {
                             index,
@@ -228,8 +251,18 @@ impl Output {
                             range,
                         });
                     }
-                    let bytes = lent_parts(lent, &range).map(|(p, r)| lent_piece(lent, p, &r));
-                    frame::data_trailer_of(bytes, range.end - range.start, limits)
+                    // The digest, if any, from the pages' CRCs the chunks
+                    // keep; else the pass that brings the bytes into the
+                    // cache for the socket's copy.
+                    let mut folded = 0;
+                    let crc = |bytes: &[u8]| limits.crc.crc32c(bytes);
+                    let mut fold = |page_crc| folded = digest::crc32c_extend_page(folded, page_crc);
+                    if limits.data_digest && lent.page_crcs(range.clone(), &crc, &mut fold) {
+                        frame::data_trailer_for_crc(folded, range.len(), limits)
+                    } else {
+                        let bytes = lent_parts(lent, &range).map(|(p, r)| lent_piece(lent, p, &r));
+                        frame::data_trailer_of(bytes, range.len(), limits)
+                    }
                 }
             };
             self.grow(range.end - range.start);
@@ -289,9 +322,9 @@ impl Output {
         for (slot, seg) in slices.iter_mut().zip(&self.segments[first..end]) {
             let bytes = match seg {
                 Segment::Header(r) => &self.headers[r.clone()],
-                Segment::Data { index, range } => match &self.buffers[*index] {
-                    Payload::Pooled(bytes) => &bytes[range.clone()],
-                    Payload::Lent(_) => unreachable!("lent bytes are queued as Segment::Lent"),
+                Segment::Data { index, range } => match self.buffers[*index].buffer() {
+                    Some(bytes) => &bytes[range.clone()],
+                    None => unreachable!("lent bytes are queued as Segment::Lent"),
                 },
                 Segment::Lent {
                     index,
@@ -299,7 +332,9 @@ impl Output {
                     range,
                 } => match &self.buffers[*index] {
                     Payload::Lent(lent) => lent_piece(lent, *piece, range),
-                    Payload::Pooled(_) => unreachable!("pooled bytes are queued as Segment::Data"),
+                    Payload::Pooled(_) | Payload::Paged(..) => {
+                        unreachable!("pooled bytes are queued as Segment::Data")
+                    }
                 },
             };
             *slot = IoSlice::new(if count == 0 { &bytes[skip..] } else { bytes });
@@ -343,6 +378,22 @@ impl Output {
             buffer.recycle(pool);
         }
     }
+}
+
+/// The CRC32C of bytes `range` of a Data-In whose pages have `crcs`, when
+/// a data digest is sent and the range is whole pages that `crcs` covers.
+fn fold_page_crcs(crcs: &[u32], range: &Range<usize>, limits: &FrameLimits) -> Option<u32> {
+    let whole_pages =
+        range.start.is_multiple_of(PAGE_BYTES) && range.end.is_multiple_of(PAGE_BYTES);
+    if !limits.data_digest || !whole_pages || range.end / PAGE_BYTES > crcs.len() {
+        return None;
+    }
+    let pages = &crcs[range.start / PAGE_BYTES..range.end / PAGE_BYTES];
+    Some(
+        pages
+            .iter()
+            .fold(0, |crc, &page| digest::crc32c_extend_page(crc, page)),
+    )
 }
 
 /// Bytes `range` of piece `piece` of `lent`.
@@ -573,6 +624,76 @@ pub(crate) mod tests {
             assert_eq!(pool.idle(), 0, "lent memory is not a pooled buffer");
             store.write_at(at, &data).unwrap();
         }
+    }
+
+    /// Sends each of `ranges` of `payload` as a PDU and returns the bytes.
+    fn sent(payload: Payload, ranges: &[Range<usize>], limits: &FrameLimits) -> Vec<u8> {
+        let mut out = Output::new(false);
+        let index = out.adopt(payload);
+        for r in ranges {
+            out.push_with_data(&nop_in(), index, r.clone(), limits);
+        }
+        let mut sink = Trickle {
+            chunk: 40_000,
+            got: Vec::new(),
+        };
+        assert!(out.flush(&mut sink, &mut BufferPool::default()).unwrap());
+        sink.got
+    }
+
+    fn encoded(data: &[u8], ranges: &[Range<usize>], limits: &FrameLimits) -> Vec<u8> {
+        let mut expected = Vec::new();
+        for r in ranges {
+            frame::encode(&mut expected, &nop_in(), &[], &data[r.clone()], limits);
+        }
+        expected
+    }
+
+    #[test]
+    fn digests_folded_from_page_crcs_match_computed_ones() {
+        use isoe_store::{MemoryStore, Store};
+        const MIB: u64 = 1 << 20;
+        let store = MemoryStore::new(6 * MIB);
+        // Page-aligned, across a chunk boundary, ending in a chunk never
+        // written (zero pages) and part way into a page.
+        let at = 2 * MIB - 24 * PAGE_BYTES as u64;
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        store.write_at(at, &data).unwrap();
+        let len = 300_001;
+        let lent = store.lend(at, len).unwrap();
+        let mut whole = Vec::new();
+        lent.copy_to(&mut whole);
+        // Whole pages before and across the boundary, then a segment that
+        // ends mid-page (computed, not folded).
+        let ranges = [0..65_536, 65_536..163_840, 163_840..len];
+        for limits in [FrameLimits::LOGIN, DIGESTS] {
+            let got = sent(Payload::Lent(lent.clone()), &ranges, &limits);
+            assert!(got == encoded(&whole, &ranges, &limits), "lent, {limits:?}");
+        }
+
+        // A copied READ's page CRCs: whole-page segments fold them.
+        let crc = |bytes: &[u8]| digest::crc32c(bytes);
+        let mut copy = Vec::new();
+        let mut crcs = [0u32; 16];
+        let offset = at + 8 * PAGE_BYTES as u64;
+        assert!(store
+            .read_append_with_crcs(offset, 16 * PAGE_BYTES, &mut copy, &crc, &mut crcs)
+            .unwrap());
+        let page_crcs = PageCrcs::from_slice(&crcs).unwrap();
+        let ranges = [0..8192, 8192..20_000, 20_000..65_536];
+        for limits in [FrameLimits::LOGIN, DIGESTS] {
+            let got = sent(Payload::Paged(copy.clone(), page_crcs), &ranges, &limits);
+            assert!(got == encoded(&copy, &ranges, &limits), "paged, {limits:?}");
+        }
+        // The fold is what whole pages use: wrong page CRCs give a wrong
+        // digest there, and nowhere else.
+        let wrong = PageCrcs::from_slice(&crcs.map(|c| !c)).unwrap();
+        let ranges = [0..8192, 8192..20_000];
+        let got = sent(Payload::Paged(copy.clone(), wrong), &ranges, &DIGESTS);
+        let expected = encoded(&copy, &ranges, &DIGESTS);
+        let first = 52 + 8192 + 4;
+        assert_ne!(got[..first], expected[..first]);
+        assert_eq!(got[first..], expected[first..]);
     }
 
     #[test]

@@ -68,7 +68,7 @@ pub use nexus::{Nexus, NoUnits, UnitDirectory};
 pub use no_lun::execute_no_lun;
 pub use report_luns::{encode_lun, report_luns};
 pub use reservation::UnitPeers;
-pub use route::{route, Luns, Request, Residual};
+pub use route::{route, Luns, PageCrcs, PageDigests, Request, Residual, PAGE_CRCS_MAX};
 pub use sense::{FieldPointer, Sense};
 pub use status::Status;
 pub use transfer::DataDirection;

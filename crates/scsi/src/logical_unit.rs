@@ -123,6 +123,9 @@ pub(crate) struct Context<'a> {
     /// A READ's data, lent by the store instead of copied (see
     /// [`Outcome::Lent`]).
     pub(crate) lent: Cell<Option<isoe_store::Lent>>,
+    /// Where a copied READ leaves its pages' CRCs, when the transport
+    /// wants them ([`crate::Request::page_digests`]).
+    pub(crate) page_digests: Option<&'a crate::PageDigests<'a>>,
 }
 
 impl LogicalUnit {
@@ -435,6 +438,20 @@ impl LogicalUnit {
         data_out: &[u8],
         data_in: &mut Vec<u8>,
     ) -> Outcome {
+        self.start_with_digests(nexus, units, cdb, data_out, data_in, None)
+    }
+
+    /// As [`LogicalUnit::start`]; a READ copied from a store that keeps
+    /// page CRCs also leaves them in `page_digests`.
+    pub fn start_with_digests(
+        &self,
+        nexus: &Nexus,
+        units: &dyn UnitDirectory,
+        cdb: &[u8],
+        data_out: &[u8],
+        data_in: &mut Vec<u8>,
+        page_digests: Option<&crate::PageDigests<'_>>,
+    ) -> Outcome {
         // The caller hands over a cleared pooled buffer; clearing again makes
         // allocation-length truncation independent of that promise.
         data_in.clear();
@@ -462,6 +479,7 @@ impl LogicalUnit {
             later: Cell::new(None),
             medium: Cell::new(None),
             lent: Cell::new(None),
+            page_digests,
         };
         let completion = self.run(&context, cdb, data_out, data_in);
         if !completion.is_good() {

@@ -5,6 +5,7 @@ use isoe_store::IoKind;
 
 use crate::block_cdb::BlockCdb;
 use crate::logical_unit::Context;
+use crate::route::{PageCrcs, PAGE_CRCS_MAX};
 use crate::verify::compare_with_medium;
 use crate::{LogicalUnit, Sense};
 
@@ -56,12 +57,29 @@ pub(crate) fn read(
             return Ok(());
         }
     }
+    let offset = block.logical_block_address * unit.block_size();
+    let pages = length_bytes as usize / isoe_store::CRC_PAGE_BYTES;
+    if let Some(digests) = context.page_digests.filter(|_| pages <= PAGE_CRCS_MAX) {
+        // The transport sends a data digest: the store may have the
+        // pages' CRCs, which spares it a pass over the data.
+        let mut crcs = PageCrcs::slots(pages);
+        let kept = unit
+            .store
+            .read_append_with_crcs(
+                offset,
+                length_bytes as usize,
+                data_in,
+                digests.crc,
+                crcs.as_mut_slice(),
+            )
+            .map_err(|e| unit.read_failed(e))?;
+        if kept {
+            digests.crcs.set(Some(crcs));
+        }
+        return Ok(());
+    }
     unit.store
-        .read_append(
-            block.logical_block_address * unit.block_size(),
-            length_bytes as usize,
-            data_in,
-        )
+        .read_append(offset, length_bytes as usize, data_in)
         .map_err(|e| unit.read_failed(e))
 }
 

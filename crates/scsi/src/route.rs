@@ -7,6 +7,7 @@
 
 use crate::opcode::REPORT_LUNS;
 use crate::{execute_no_lun, report_luns, LogicalUnit, Nexus, Outcome, UnitDirectory};
+use std::cell::Cell;
 use std::sync::Arc;
 
 /// The logical units of one target, as the router needs them.
@@ -33,6 +34,69 @@ pub struct Request<'a> {
     pub cdb: &'a [u8],
     /// The data out received.
     pub data_out: &'a [u8],
+    /// Where a READ copied from a store that keeps page CRCs leaves them,
+    /// for a transport that sends a data digest (None: not wanted).
+    pub page_digests: Option<&'a PageDigests<'a>>,
+}
+
+/// Most pages ([`isoe_store::CRC_PAGE_BYTES`]) whose CRCs a copied READ
+/// hands back: 64 KiB. A longer READ from a store that keeps them is lent
+/// ([`isoe_store::Lent::page_crcs`]) or gets its digest computed.
+pub const PAGE_CRCS_MAX: usize = 16;
+
+/// The CRC32C of each page of a READ's Data-In, in order, from the store
+/// (so the transport's data digest needs no pass over the data).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageCrcs {
+    count: u8,
+    crcs: [u32; PAGE_CRCS_MAX],
+}
+
+impl PageCrcs {
+    /// The CRCs, one per page from the first byte of the Data-In.
+    pub fn as_slice(&self) -> &[u32] {
+        &self.crcs[..usize::from(self.count)]
+    }
+
+    /// These CRCs; None if there are more than [`PAGE_CRCS_MAX`].
+    pub fn from_slice(crcs: &[u32]) -> Option<PageCrcs> {
+        let mut out = PageCrcs::slots(crcs.len().min(PAGE_CRCS_MAX));
+        (crcs.len() <= PAGE_CRCS_MAX).then(|| {
+            out.as_mut_slice().copy_from_slice(crcs);
+            out
+        })
+    }
+
+    /// `count` slots to fill (at most [`PAGE_CRCS_MAX`]).
+    pub(crate) fn slots(count: usize) -> PageCrcs {
+        debug_assert!(count <= PAGE_CRCS_MAX);
+        PageCrcs {
+            count: count.min(PAGE_CRCS_MAX) as u8,
+            crcs: [0; PAGE_CRCS_MAX],
+        }
+    }
+
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u32] {
+        &mut self.crcs[..usize::from(self.count)]
+    }
+}
+
+/// A transport's request for the page CRCs of READ data it copies
+/// ([`Request::page_digests`]).
+pub struct PageDigests<'a> {
+    /// Computes a CRC32C the store does not have yet.
+    pub crc: &'a dyn Fn(&[u8]) -> u32,
+    /// Set to the READ's page CRCs when the store had them for its whole
+    /// Data-In; left as it was otherwise. The caller clears it first.
+    pub crcs: &'a Cell<Option<PageCrcs>>,
+}
+
+impl std::fmt::Debug for PageDigests<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PageDigests")
+            .field("crcs", &self.crcs.get())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Residual over- or underflow of one command (SAM-5 5.4.3; RFC 7143
@@ -88,7 +152,14 @@ pub fn route(
     };
     let directory: &dyn UnitDirectory = luns.as_directory();
     if !request.write {
-        let outcome = lu.start(nexus, directory, cdb, request.data_out, data_in);
+        let outcome = lu.start_with_digests(
+            nexus,
+            directory,
+            cdb,
+            request.data_out,
+            data_in,
+            request.page_digests,
+        );
         return (outcome, Residual::default());
     }
     let wanted = match lu.transfer_length(cdb) {

@@ -30,6 +30,6 @@ pub use block::BlockStore;
 pub use error::StoreError;
 pub use failing::{FailingStore, Fault, Ops};
 pub use file::FileStore;
-pub use memory::{Lent, MemoryStore};
+pub use memory::{Lent, MemoryStore, CRC_PAGE_BYTES};
 pub use nowait::without_waiting;
 pub use store::{Extent, Store};

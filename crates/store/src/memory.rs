@@ -2,6 +2,7 @@
 //! large read may borrow instead of copying ([`Lent`]).
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use crate::huge_pages::{HugeBytes, HUGE_PAGE_BYTES};
@@ -16,6 +17,18 @@ const CHUNK_SIZE_BYTES: u64 = HUGE_PAGE_BYTES as u64;
 /// written and deallocated again when an unmap covers all of it.
 const PAGE_SIZE_BYTES: usize = 4096;
 
+/// The bytes each cached page CRC covers ([`Store::read_append_with_crcs`],
+/// [`Lent::page_crcs`]): one allocation page.
+pub const CRC_PAGE_BYTES: usize = PAGE_SIZE_BYTES;
+
+/// A page CRC slot holding this bit holds a CRC32C in its low 32 bits; 0 is
+/// "not known".
+const CRC_KNOWN: u64 = 1 << 32;
+
+/// CRC32C of a page of zeros: what a never-written chunk's pages have.
+/// `tests::the_zero_page_crc_is_the_crc_of_a_zero_page` checks it.
+const ZERO_PAGE_CRC: u32 = 0x98f9_4189;
+
 /// Pages per chunk, and the words of the bitmap that records which are mapped.
 const PAGES_PER_CHUNK: usize = CHUNK_SIZE_BYTES as usize / PAGE_SIZE_BYTES;
 const MAP_WORDS: usize = PAGES_PER_CHUNK / 64;
@@ -28,6 +41,11 @@ struct ChunkData {
     bytes: HugeBytes,
     /// Bit `p` set: page `p` is mapped. A clear page holds only zeros.
     mapped: [u64; MAP_WORDS],
+    /// Per page, its CRC32C once a reader computed it (`CRC_KNOWN | crc`),
+    /// else 0. Readers fill it in under the chunk's read lock, or through a
+    /// [`Lent`] whose bytes cannot change; every write clears the pages it
+    /// touches. 4 KiB per 2 MiB chunk.
+    crcs: Box<[AtomicU64]>,
 }
 
 impl ChunkData {
@@ -35,6 +53,30 @@ impl ChunkData {
         Self {
             bytes: HugeBytes::zeroed(len),
             mapped: [0; MAP_WORDS],
+            crcs: (0..PAGES_PER_CHUNK).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// The CRC32C of page `page`: the one kept, else `crc` of its bytes,
+    /// then kept. The caller guarantees the bytes cannot change meanwhile
+    /// (the chunk's read lock, or a [`Lent`] holding it).
+    fn page_crc(&self, page: usize, crc: &dyn Fn(&[u8]) -> u32) -> u32 {
+        let slot = &self.crcs[page];
+        let kept = slot.load(Ordering::Relaxed);
+        if kept & CRC_KNOWN != 0 {
+            return kept as u32;
+        }
+        let start = page * CRC_PAGE_BYTES;
+        let end = (start + CRC_PAGE_BYTES).min(self.bytes.len());
+        let value = crc(&self.bytes[start..end]);
+        slot.store(CRC_KNOWN | u64::from(value), Ordering::Relaxed);
+        value
+    }
+
+    /// Forgets the CRCs of the pages `range` (bytes in the chunk) touches.
+    fn forget_crcs(&mut self, range: Range<usize>) {
+        for page in range.start / CRC_PAGE_BYTES..range.end.div_ceil(CRC_PAGE_BYTES) {
+            *self.crcs[page].get_mut() = 0;
         }
     }
 
@@ -57,6 +99,11 @@ impl Clone for ChunkData {
         Self {
             bytes: HugeBytes::copy_of(&self.bytes),
             mapped: self.mapped,
+            crcs: self
+                .crcs
+                .iter()
+                .map(|slot| AtomicU64::new(slot.load(Ordering::Relaxed)))
+                .collect(),
         }
     }
 }
@@ -80,6 +127,9 @@ pub struct Lent {
     pieces: [Piece; LENT_PIECES_MAX],
     count: usize,
     len: usize,
+    /// The lent range starts on a page boundary of the store, so its
+    /// whole pages have CRCs a chunk may keep.
+    page_aligned: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -108,6 +158,50 @@ impl Lent {
             Piece::Zeros(len) => &ZEROS[..*len],
             Piece::Empty => &[],
         })
+    }
+
+    /// Passes to `each`, in order, the CRC32C of every page of `range`
+    /// (byte offsets into the lent bytes) as the chunks keep them, computing
+    /// with `crc` (and keeping) any not known yet; a never-written chunk's
+    /// pages have the zero page's. False, and nothing passed, unless the
+    /// lent range began on a page boundary of the store and `range` is
+    /// whole pages ([`CRC_PAGE_BYTES`]) inside it.
+    pub fn page_crcs(
+        &self,
+        range: Range<usize>,
+        crc: &dyn Fn(&[u8]) -> u32,
+        each: &mut dyn FnMut(u32),
+    ) -> bool {
+        if !self.page_aligned
+            || !range.start.is_multiple_of(CRC_PAGE_BYTES)
+            || !range.end.is_multiple_of(CRC_PAGE_BYTES)
+            || range.end > self.len
+        {
+            return false;
+        }
+        let mut piece_start = 0;
+        for piece in &self.pieces[..self.count] {
+            let (piece_len, chunk) = match piece {
+                Piece::Chunk(data, within) => (within.len(), Some((data, within.start))),
+                Piece::Zeros(len) => (*len, None),
+                Piece::Empty => (0, None),
+            };
+            let piece_end = piece_start + piece_len;
+            let mut at = range.start.max(piece_start);
+            while at < range.end.min(piece_end) {
+                each(match chunk {
+                    // Chunk boundaries are page boundaries, so a lent range
+                    // that starts on one keeps every page whole.
+                    Some((data, within)) => {
+                        data.page_crc((within + at - piece_start) / CRC_PAGE_BYTES, crc)
+                    }
+                    None => ZERO_PAGE_CRC,
+                });
+                at += CRC_PAGE_BYTES;
+            }
+            piece_start = piece_end;
+        }
+        true
     }
 
     /// Appends a copy of the lent bytes to `out`.
@@ -198,6 +292,7 @@ impl MemoryStore {
             };
             let data = Arc::make_mut(data);
             data.bytes[within..within + piece].fill(0);
+            data.forget_crcs(within..within + piece);
             let first_whole_page = within.div_ceil(PAGE_SIZE_BYTES);
             for page in first_whole_page..PAGES_PER_CHUNK {
                 let page_end = ((page + 1) * PAGE_SIZE_BYTES).min(chunk_len);
@@ -266,6 +361,60 @@ impl Store for MemoryStore {
         Ok(())
     }
 
+    /// Copies as [`Store::read_append`] does, and takes each page's CRC
+    /// from its chunk (computed from the bytes just copied, while they are
+    /// in cache, the first time a page is read after a write).
+    fn read_append_with_crcs(
+        &self,
+        offset: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+        crc: &dyn Fn(&[u8]) -> u32,
+        crcs: &mut [u32],
+    ) -> Result<bool, StoreError> {
+        if !offset.is_multiple_of(CRC_PAGE_BYTES as u64)
+            || !len.is_multiple_of(CRC_PAGE_BYTES)
+            || crcs.len() != len / CRC_PAGE_BYTES
+        {
+            return self.read_append(offset, len, out).map(|()| false);
+        }
+        check_range(offset, len as u64, self.size_bytes)?;
+        out.reserve(len);
+        let mut slots = crcs.iter_mut();
+        for (index, within, piece) in Self::pieces(offset, len as u64) {
+            let chunk = self.chunks[index]
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            let pages = within / CRC_PAGE_BYTES..(within + piece) / CRC_PAGE_BYTES;
+            match chunk.as_ref() {
+                Some(data) => {
+                    let start = out.len();
+                    out.extend_from_slice(&data.bytes[within..within + piece]);
+                    for (page, slot) in pages.zip(&mut slots) {
+                        let kept = data.crcs[page].load(Ordering::Relaxed);
+                        *slot = if kept & CRC_KNOWN != 0 {
+                            kept as u32
+                        } else {
+                            // The copy is in cache and equal to the page
+                            // (the read lock keeps writers out).
+                            let at = start + (page - within / CRC_PAGE_BYTES) * CRC_PAGE_BYTES;
+                            let value = crc(&out[at..at + CRC_PAGE_BYTES]);
+                            data.crcs[page].store(CRC_KNOWN | u64::from(value), Ordering::Relaxed);
+                            value
+                        };
+                    }
+                }
+                None => {
+                    out.resize(out.len() + piece, 0);
+                    for slot in slots.by_ref().take(pages.len()) {
+                        *slot = ZERO_PAGE_CRC;
+                    }
+                }
+            }
+        }
+        Ok(true)
+    }
+
     fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), StoreError> {
         check_range(offset, buf.len() as u64, self.size_bytes)?;
         let mut done = 0;
@@ -278,6 +427,7 @@ impl Store for MemoryStore {
             // A chunk some read still holds ([`Lent`]) is copied first.
             let data = Arc::make_mut(data);
             data.bytes[within..within + piece].copy_from_slice(&buf[done..done + piece]);
+            data.forget_crcs(within..within + piece);
             for page in within / PAGE_SIZE_BYTES..(within + piece).div_ceil(PAGE_SIZE_BYTES) {
                 data.set_mapped(page, true);
             }
@@ -299,6 +449,7 @@ impl Store for MemoryStore {
             pieces: Default::default(),
             count: 0,
             len,
+            page_aligned: offset.is_multiple_of(CRC_PAGE_BYTES as u64),
         };
         for (index, within, piece) in Self::pieces(offset, len as u64) {
             if lent.count == LENT_PIECES_MAX {
@@ -475,6 +626,136 @@ mod tests {
             .is_none());
         assert!(store.lend(4 * CHUNK_SIZE_BYTES - 10, 11).is_none());
         assert!(store.lend(0, 0).unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_zero_page_crc_is_the_crc_of_a_zero_page() {
+        assert_eq!(ZERO_PAGE_CRC, crc32c::crc32c(&[0u8; CRC_PAGE_BYTES]));
+    }
+
+    /// A CRC function that counts its calls.
+    struct Counting(std::cell::Cell<usize>);
+
+    impl Counting {
+        fn crc(&self) -> impl Fn(&[u8]) -> u32 + '_ {
+            |bytes| {
+                self.0.set(self.0.get() + 1);
+                crc32c::crc32c(bytes)
+            }
+        }
+
+        fn take(&self) -> usize {
+            self.0.replace(0)
+        }
+    }
+
+    fn pattern(len: usize, seed: u8) -> Vec<u8> {
+        (0..len)
+            .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+            .collect()
+    }
+
+    /// Reads `pages` pages at `at` with their CRCs, checks both against
+    /// the bytes, and returns the bytes.
+    fn read_checked(
+        store: &MemoryStore,
+        at: u64,
+        pages: usize,
+        crc: &dyn Fn(&[u8]) -> u32,
+    ) -> Vec<u8> {
+        let mut out = vec![0xee; 3];
+        let mut crcs = vec![0u32; pages];
+        let len = pages * CRC_PAGE_BYTES;
+        assert!(store
+            .read_append_with_crcs(at, len, &mut out, crc, &mut crcs)
+            .unwrap());
+        let mut plain = vec![0u8; len];
+        store.read_at(at, &mut plain).unwrap();
+        assert_eq!(&out[3..], &plain[..]);
+        for (page, value) in plain.chunks(CRC_PAGE_BYTES).zip(&crcs) {
+            assert_eq!(*value, crc32c::crc32c(page));
+        }
+        out.split_off(3)
+    }
+
+    #[test]
+    fn page_crcs_are_computed_once_and_forgotten_by_writes() {
+        let store = MemoryStore::new(3 * CHUNK_SIZE_BYTES);
+        let counting = Counting(Default::default());
+        let crc = counting.crc();
+        // Never written: the zero page's CRC, nothing computed.
+        let at = CHUNK_SIZE_BYTES - 2 * CRC_PAGE_BYTES as u64;
+        read_checked(&store, at, 4, &crc);
+        assert_eq!(counting.take(), 0);
+        // Written across the chunk boundary: each page computed once.
+        store.write_at(at, &pattern(4 * CRC_PAGE_BYTES, 1)).unwrap();
+        read_checked(&store, at, 4, &crc);
+        assert_eq!(counting.take(), 4);
+        read_checked(&store, at, 4, &crc);
+        assert_eq!(counting.take(), 0, "kept");
+        // A 512-byte write forgets its page; a partial unmap its pages.
+        store.write_at(at + 5000, &[9u8; 512]).unwrap();
+        read_checked(&store, at, 4, &crc);
+        assert_eq!(counting.take(), 1);
+        store
+            .unmap(at + 3 * CRC_PAGE_BYTES as u64 - 100, 200)
+            .unwrap();
+        read_checked(&store, at, 4, &crc);
+        assert_eq!(counting.take(), 2);
+        // Unaligned ranges, and a wrong number of slots, give no CRCs.
+        let mut out = Vec::new();
+        let mut crcs = [7u32; 1];
+        assert!(!store
+            .read_append_with_crcs(at + 512, 4096, &mut out, &crc, &mut crcs)
+            .unwrap());
+        assert!(!store
+            .read_append_with_crcs(at, 4096, &mut out, &crc, &mut [0; 2])
+            .unwrap());
+        assert_eq!(crcs, [7]);
+        assert_eq!(out.len(), 8192, "the bytes are read all the same");
+        assert!(store
+            .read_append_with_crcs(3 * CHUNK_SIZE_BYTES, 4096, &mut out, &crc, &mut crcs)
+            .is_err());
+    }
+
+    #[test]
+    fn lent_page_crcs_share_the_chunks_and_stay_with_the_lent_bytes() {
+        let store = MemoryStore::new(3 * CHUNK_SIZE_BYTES);
+        let counting = Counting(Default::default());
+        let crc = counting.crc();
+        let at = CHUNK_SIZE_BYTES - 8 * CRC_PAGE_BYTES as u64;
+        let len = 16 * CRC_PAGE_BYTES;
+        // Half written, half in a chunk never written.
+        store.write_at(at, &pattern(8 * CRC_PAGE_BYTES, 2)).unwrap();
+        let lent = store.lend(at, len).unwrap();
+        let bytes = lent_bytes(&lent);
+        let expected: Vec<u32> = bytes.chunks(CRC_PAGE_BYTES).map(crc32c::crc32c).collect();
+        let mut got = Vec::new();
+        assert!(lent.page_crcs(0..len, &crc, &mut |c| got.push(c)));
+        assert_eq!(got, expected);
+        assert_eq!(counting.take(), 8, "zero pages cost nothing");
+        // Kept in the chunk, for lent and copied reads alike.
+        got.clear();
+        assert!(
+            lent.page_crcs(4 * CRC_PAGE_BYTES..12 * CRC_PAGE_BYTES, &crc, &mut |c| got
+                .push(c))
+        );
+        assert_eq!(got, expected[4..12]);
+        read_checked(&store, at, 16, &crc);
+        assert_eq!(counting.take(), 0);
+        // Rewritten while lent: the lent bytes and their CRCs stay; new
+        // reads see the new bytes' CRCs.
+        store.write_at(at, &pattern(CRC_PAGE_BYTES, 3)).unwrap();
+        got.clear();
+        assert!(lent.page_crcs(0..len, &crc, &mut |c| got.push(c)));
+        assert_eq!(got, expected);
+        read_checked(&store, at, 16, &crc);
+        assert_eq!(counting.take(), 1);
+        // Not whole pages, or not from a page boundary: no CRCs.
+        assert!(!lent.page_crcs(0..100, &crc, &mut |_| panic!()));
+        assert!(!lent.page_crcs(0..len + CRC_PAGE_BYTES, &crc, &mut |_| panic!()));
+        let off = store.lend(at + 512, CRC_PAGE_BYTES).unwrap();
+        assert!(!off.page_crcs(0..0, &crc, &mut |_| panic!()));
     }
 
     fn extent(mapped: bool, len_bytes: u64) -> Extent {

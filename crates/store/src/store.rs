@@ -31,6 +31,24 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         }
         result
     }
+    /// As [`Store::read_append`], and fills `crcs` with the CRC32C of each
+    /// [`crate::CRC_PAGE_BYTES`] page of the range, for a store that keeps
+    /// them (memory: computed with `crc` the first time a page is read after
+    /// a write, then kept). True when it did; false, with `crcs` untouched,
+    /// when the store keeps none, or the range is not whole aligned pages,
+    /// or `crcs` does not have one slot per page. The data digest of a
+    /// Data-In is then folded from the pages' CRCs instead of computed.
+    fn read_append_with_crcs(
+        &self,
+        offset: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+        crc: &dyn Fn(&[u8]) -> u32,
+        crcs: &mut [u32],
+    ) -> Result<bool, StoreError> {
+        let _ = (crc, crcs);
+        self.read_append(offset, len, out).map(|()| false)
+    }
     /// The `len` bytes at `offset` without a copy, when the store can lend
     /// them: they stay as they are until the [`Lent`] is dropped, whatever
     /// is written meanwhile. None (the default) when it cannot, or when

@@ -581,14 +581,25 @@ pub fn data_trailer_of<'a>(
     len: usize,
     limits: &FrameLimits,
 ) -> ([u8; 8], usize) {
+    let crc = if limits.data_digest_len(len) == 0 {
+        0
+    } else {
+        pieces.fold(0, |crc, piece| limits.crc.append(crc, piece))
+    };
+    data_trailer_for_crc(crc, len, limits)
+}
+
+/// As [`data_trailer`], for a data segment of `len` bytes whose CRC32C
+/// (`data_crc`, padding not included) is already known, such as one folded
+/// from a memory LUN's page CRCs ([`digest::crc32c_extend_page`]).
+pub fn data_trailer_for_crc(data_crc: u32, len: usize, limits: &FrameLimits) -> ([u8; 8], usize) {
     const ZEROS: [u8; 3] = [0; 3];
     let mut trailer = [0u8; 8];
     let pad = padded_len(len) - len;
     if limits.data_digest_len(len) == 0 {
         return (trailer, pad);
     }
-    let crc = pieces.fold(0, |crc, piece| limits.crc.append(crc, piece));
-    let crc = limits.crc.append(crc, &ZEROS[..pad]);
+    let crc = limits.crc.append(data_crc, &ZEROS[..pad]);
     trailer[pad..pad + DIGEST_LEN].copy_from_slice(&digest::to_wire(crc));
     (trailer, pad + DIGEST_LEN)
 }

@@ -16,6 +16,7 @@
 //! once and the work goes on.
 
 use super::*;
+use std::cell::Cell;
 
 /// Work a connection hands its driver, to run on a thread that may block.
 pub struct Work(Job);
@@ -148,6 +149,8 @@ impl CommandJob {
             expected_length,
             cdb: &cdb,
             data_out: &data_out,
+            // File and block stores keep no page CRCs.
+            page_digests: None,
         };
         let (outcome, residual) = isoe_scsi::route(&session.nexus, &view, &request, &mut data_in);
         let completion = match outcome {
@@ -245,12 +248,22 @@ impl Connection {
             luns,
             server: &self.server,
         };
+        // With a data digest, a READ copied from a memory LUN also brings
+        // the pages' CRCs the store keeps, and the digest is folded from them.
+        let crc_impl = self.send_limits.crc;
+        let crc = move |bytes: &[u8]| crc_impl.crc32c(bytes);
+        let page_crcs = Cell::new(None);
+        let page_digests = isoe_scsi::PageDigests {
+            crc: &crc,
+            crcs: &page_crcs,
+        };
         let request = isoe_scsi::Request {
             lun,
             write: cmd.write,
             expected_length: cmd.expected_data_transfer_length,
             cdb,
             data_out: data_out.as_slice(),
+            page_digests: self.send_limits.data_digest.then_some(&page_digests),
         };
         if offload && isoe_scsi::opcode::is_read(cdb[0]) {
             // Data in the page cache is read here, as from memory; a read
@@ -259,9 +272,11 @@ impl Connection {
                 isoe_scsi::route(&session.nexus, &view, &request, &mut data_in)
             });
             if !blocked {
+                let data_in = (data_in, page_crcs.take());
                 return self.finish_inline(session, cmd, outcome, residual, data_in, data_out);
             }
             data_in.clear();
+            page_crcs.take();
         }
         if offload {
             let data_out = self.own_data_out(data_out);
@@ -282,18 +297,20 @@ impl Connection {
         }
         let (outcome, write_residual) =
             isoe_scsi::route(&session.nexus, &view, &request, &mut data_in);
+        let data_in = (data_in, page_crcs.take());
         self.finish_inline(session, cmd, outcome, write_residual, data_in, data_out);
     }
 
     /// Queues the response of a command run here, or hands out the work it
-    /// left for later.
+    /// left for later. `data_in` comes with its pages' CRCs when the store
+    /// gave them.
     fn finish_inline(
         &mut self,
         session: &Session,
         cmd: &ScsiCommand,
         outcome: Outcome,
         write_residual: Residual,
-        data_in: Vec<u8>,
+        (data_in, page_crcs): (Vec<u8>, Option<isoe_scsi::PageCrcs>),
         data_out: DataOutBytes<'_>,
     ) {
         if let Outcome::Medium(io) = outcome {
@@ -312,7 +329,11 @@ impl Connection {
         self.recycle_data_out(data_out);
         match outcome {
             Outcome::Done(completion) => {
-                self.complete(session, cmd, completion, data_in.into(), write_residual);
+                let data_in = match page_crcs {
+                    Some(crcs) if completion.is_good() => Payload::Paged(data_in, crcs),
+                    _ => Payload::Pooled(data_in),
+                };
+                self.complete(session, cmd, completion, data_in, write_residual);
             }
             Outcome::Lent(lent) => {
                 // Sent straight from the store's memory: the buffer is not needed.

@@ -188,6 +188,55 @@ fn a_write_by_every_path_with_digests_lands_in_pieces() {
     assert_eq!(pair.read(s, 100, 256), data);
 }
 
+/// With a data digest, reads of a memory LUN send digests folded from the
+/// page CRCs the store keeps (copied reads up to 64 KiB, lent ones from
+/// 128 KiB). The initiator checks every digest, so a wrong fold fails the
+/// read: before and after the pages are rewritten, in part and whole, for
+/// ranges that are whole pages and ranges that are not, and for pages never
+/// written.
+#[test]
+fn reads_with_digests_folded_from_kept_page_crcs_check_out() {
+    let mut pair = Pair::new(server(NO_PINGS));
+    let params = LocalParams {
+        header_digest: vec![Digest::Crc32c],
+        data_digest: vec![Digest::Crc32c],
+        max_recv_data_segment_length: 8192,
+        ..LocalParams::default()
+    };
+    let s = pair.login(&session_config(params, 1, 13));
+    // 2 MiB from LBA 8 (one page in), across the 2 MiB chunk boundary.
+    let mut medium = vec![0u8; 4 << 20];
+    let data = pattern(4096, 0x5a);
+    pair.write(s, 8, data.clone());
+    medium[4096..4096 + data.len()].copy_from_slice(&data);
+    let reads = [
+        (8, 8),     // one page
+        (8, 128),   // 64 KiB: eight 8 KiB Data-In PDUs, each whole pages
+        (4088, 64), // 32 KiB across the chunk boundary
+        (9, 16),    // not on a page boundary: computed
+        (8, 512),   // 256 KiB: lent, folded per PDU
+        (4104, 24), // 12 KiB, partly never written
+        (8000, 64), // never written: the zero page's CRC
+    ];
+    for round in 0..3 {
+        for &(lba, blocks) in &reads {
+            let start = lba as usize * BLOCK;
+            let got = pair.read(s, lba, blocks);
+            assert!(
+                got == medium[start..start + blocks * BLOCK],
+                "round {round}: {blocks} blocks at {lba}"
+            );
+        }
+        // A block in one page, then a whole page, are written anew.
+        let block = pattern(1, round as u8);
+        pair.write(s, 8 + 3, block.clone());
+        medium[(8 + 3) * BLOCK..(8 + 4) * BLOCK].copy_from_slice(&block);
+        let page = pattern(8, 0x30 + round as u8);
+        pair.write(s, 4088, page.clone());
+        medium[4088 * BLOCK..4096 * BLOCK].copy_from_slice(&page);
+    }
+}
+
 /// ABORT TASK reaches the target while the write waits for its data; the
 /// initiator, which got the R2T just before the TMF's answer, sends the
 /// data anyway, and the target drops it quietly.

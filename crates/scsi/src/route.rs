@@ -60,11 +60,12 @@ impl PageCrcs {
 
     /// These CRCs; None if there are more than [`PAGE_CRCS_MAX`].
     pub fn from_slice(crcs: &[u32]) -> Option<PageCrcs> {
-        let mut out = PageCrcs::slots(crcs.len().min(PAGE_CRCS_MAX));
-        (crcs.len() <= PAGE_CRCS_MAX).then(|| {
-            out.as_mut_slice().copy_from_slice(crcs);
-            out
-        })
+        if crcs.len() > PAGE_CRCS_MAX {
+            return None;
+        }
+        let mut out = PageCrcs::slots(crcs.len());
+        out.as_mut_slice().copy_from_slice(crcs);
+        Some(out)
     }
 
     /// `count` slots to fill (at most [`PAGE_CRCS_MAX`]).

@@ -388,20 +388,11 @@ impl Store for MemoryStore {
             let pages = within / CRC_PAGE_BYTES..(within + piece) / CRC_PAGE_BYTES;
             match chunk.as_ref() {
                 Some(data) => {
-                    let start = out.len();
+                    // The bytes just copied are in cache for a CRC not kept
+                    // yet (the read lock keeps writers out meanwhile).
                     out.extend_from_slice(&data.bytes[within..within + piece]);
                     for (page, slot) in pages.zip(&mut slots) {
-                        let kept = data.crcs[page].load(Ordering::Relaxed);
-                        *slot = if kept & CRC_KNOWN != 0 {
-                            kept as u32
-                        } else {
-                            // The copy is in cache and equal to the page
-                            // (the read lock keeps writers out).
-                            let at = start + (page - within / CRC_PAGE_BYTES) * CRC_PAGE_BYTES;
-                            let value = crc(&out[at..at + CRC_PAGE_BYTES]);
-                            data.crcs[page].store(CRC_KNOWN | u64::from(value), Ordering::Relaxed);
-                            value
-                        };
+                        *slot = data.page_crc(page, crc);
                     }
                 }
                 None => {

@@ -180,13 +180,36 @@ fn stop_acceptor(acceptor: Acceptor) {
     let _ = acceptor.thread.join();
 }
 
+/// The listen backlog asked for: as deep as `net.core.somaxconn` allows
+/// (the kernel lowers it to that). Connections whose handshake finds the
+/// accept queue full are not refused: the initiator's side completes, the
+/// target's waits for a retransmitted SYN-ACK (after 1, 3, 7, 15 s ...), so
+/// a burst of logins (hosts reconnecting after a failover) deeper than the
+/// queue would trickle in over a minute. Rust's default of 128 did that.
+const LISTEN_BACKLOG: i32 = 65_535;
+
 /// Binds a portal's listening socket; returns it with the address bound.
 pub fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), StartError> {
-    let listener = TcpListener::bind(addr).map_err(|source| StartError::Bind { addr, source })?;
+    let listener = listen(addr).map_err(|source| StartError::Bind { addr, source })?;
     let local = listener
         .local_addr()
         .map_err(|source| StartError::Bind { addr, source })?;
     Ok((listener, local))
+}
+
+/// A listening socket on `addr` as `TcpListener::bind` makes one (address
+/// reuse, close-on-exec), with a backlog of [`LISTEN_BACKLOG`].
+fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
+    use rustix::net::{AddressFamily, SocketFlags, SocketType};
+    let family = match addr {
+        SocketAddr::V4(_) => AddressFamily::INET,
+        SocketAddr::V6(_) => AddressFamily::INET6,
+    };
+    let socket = rustix::net::socket_with(family, SocketType::STREAM, SocketFlags::CLOEXEC, None)?;
+    rustix::net::sockopt::set_socket_reuseaddr(&socket, true)?;
+    rustix::net::bind(&socket, &addr)?;
+    rustix::net::listen(&socket, LISTEN_BACKLOG)?;
+    Ok(TcpListener::from(socket))
 }
 
 impl Running {
@@ -452,6 +475,31 @@ mod tests {
     use std::time::Instant;
 
     const TARGET: &str = "iqn.2026-11.io.isoe:driver";
+
+    #[test]
+    fn a_portal_queues_a_burst_of_connections_deeper_than_128() {
+        // Nothing accepts while the burst connects: each handshake must wait
+        // in the accept queue, not for a retransmitted SYN-ACK.
+        let somaxconn: usize = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(4096);
+        let burst = 1000.min(somaxconn);
+        let (listener, local) = bind("127.0.0.1:0".parse().unwrap()).expect("bind");
+        let clients: Vec<TcpStream> = (0..burst)
+            .map_while(|_| TcpStream::connect_timeout(&local, Duration::from_millis(500)).ok())
+            .collect();
+        assert_eq!(clients.len(), burst, "every connect completes");
+        listener.set_nonblocking(true).unwrap();
+        let mut accepted = 0;
+        while listener.accept().is_ok() {
+            accepted += 1;
+        }
+        assert_eq!(
+            accepted, burst,
+            "the accept queue held the whole burst (net.core.somaxconn {somaxconn})"
+        );
+    }
 
     fn server(datapath: &str) -> Arc<Server> {
         let text = format!(

@@ -117,6 +117,13 @@ mod sse42 {
     #[target_feature(enable = "sse4.2")]
     fn append_sse42(crc: u32, data: &[u8]) -> u32 {
         let mut crc = u64::from(!crc);
+        if let Ok(header) = <&[u8; 48]>::try_from(data) {
+            // A basic header segment, the commonest case: six steps, no loop.
+            for word in header.as_chunks::<8>().0 {
+                crc = _mm_crc32_u64(crc, u64::from_le_bytes(*word));
+            }
+            return !(crc as u32);
+        }
         let mut words = data.chunks_exact(8);
         for word in &mut words {
             let word: [u8; 8] = word.try_into().expect("chunks of 8");
@@ -177,22 +184,27 @@ impl Crc32cImpl {
     /// Continues a CRC32C (as [`crc32c_append`]).
     #[inline]
     pub fn append(self, crc: u32, data: &[u8]) -> u32 {
+        // Short data, inline at the caller: one cached load and a call of
+        // the instruction's loop, not the long path's frame.
+        #[cfg(target_arch = "x86_64")]
+        if data.len() <= SHORT_MAX && self != Crc32cImpl::Software {
+            if let Some(sse42) = cpu().sse42 {
+                return sse42.append(crc, data);
+            }
+        }
+        self.append_long(crc, data)
+    }
+
+    #[inline(never)]
+    fn append_long(self, crc: u32, data: &[u8]) -> u32 {
         if data.is_empty() {
             // The padding of a data digest whose segment needs none.
             return crc;
         }
-        if self == Crc32cImpl::Software {
-            return crc32c_software(crc, data);
-        }
-        let cpu = cpu();
-        #[cfg(target_arch = "x86_64")]
-        if let (Some(sse42), true) = (cpu.sse42, data.len() <= SHORT_MAX) {
-            return sse42.append(crc, data);
-        }
-        if self == Crc32cImpl::Hardware && cpu.wide_clmul {
-            crc_fast_append(crc, data)
-        } else {
-            crc32c::crc32c_append(crc, data)
+        match self {
+            Crc32cImpl::Software => crc32c_software(crc, data),
+            Crc32cImpl::Hardware if cpu().wide_clmul => crc_fast_append(crc, data),
+            Crc32cImpl::Hardware | Crc32cImpl::Instruction => crc32c::crc32c_append(crc, data),
         }
     }
 

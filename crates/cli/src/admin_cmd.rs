@@ -344,12 +344,8 @@ fn print_human(request: &Json, reply: &Json) {
                     key.as_str().unwrap_or_default()
                 );
             }
-            match reply["saved"].as_str() {
-                Some(path) => println!("saved to {path}"),
-                None if reply.get("saved").is_some() => {
-                    println!("not saved: the target runs without a configuration file")
-                }
-                None => {}
+            if let Some(file) = reply["file"].as_str() {
+                println!("{file}");
             }
         }
     }

@@ -432,6 +432,12 @@ pub fn redacted(doc: &DocumentMut) -> String {
     copy.to_string()
 }
 
+/// Whether the document holds a CHAP secret written inline (not in a
+/// `secret_file`), which makes the file itself a secret.
+pub fn holds_inline_secret(doc: &DocumentMut) -> bool {
+    redacted(doc) != doc.to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,8 +10,10 @@
 //! 2. the new text is read by the same reader as at start, so a change that
 //!    would break the file is refused with the same `file:line: key:`
 //!    error, and nothing changes;
-//! 3. the new text is written to a temporary file beside the configuration
-//!    file and made durable (fsync);
+//! 3. the file on disk is checked to be the text last read or written (a
+//!    hand edit not yet reloaded is never overwritten), and the new text is
+//!    written to a new file beside it, with its owner and mode, and made
+//!    durable ([`save`]);
 //! 4. the difference is put into force ([`apply`]); if that fails (a store
 //!    cannot be opened, a portal cannot be bound), the temporary file goes
 //!    and nothing changed;
@@ -24,14 +26,15 @@
 
 pub mod apply;
 pub mod edit;
+pub mod save;
 pub mod socket;
 
 use crate::config::{Config, ConfigError};
 use crate::driver::Handle;
 use crate::registry::Server;
 use edit::Edit;
+use save::{SaveError, Staged};
 use serde_json::{json, Value as Json};
-use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -55,14 +58,10 @@ pub enum AdminError {
     /// The new configuration could not be put into force.
     #[error("{0}")]
     Apply(#[from] apply::ApplyError),
-    /// The configuration file could not be written.
-    #[error("cannot write {}: {source}", path.display())]
-    Write {
-        /// The file.
-        path: PathBuf,
-        /// What the OS said.
-        source: std::io::Error,
-    },
+    /// The configuration file could not be saved (changed on disk since
+    /// it was read, a link in its place, or the OS refused).
+    #[error(transparent)]
+    Save(#[from] SaveError),
 }
 
 /// What a change did.
@@ -70,8 +69,10 @@ pub enum AdminError {
 pub struct Outcome {
     /// What was put into force, a line each.
     pub applied: apply::Applied,
-    /// The file written, or None when the target runs without one.
+    /// The file written, or None when nothing was written.
     pub saved: Option<PathBuf>,
+    /// What became of the configuration file, in one line.
+    pub file: String,
 }
 
 struct State {
@@ -79,6 +80,9 @@ struct State {
     config: Config,
     doc: DocumentMut,
     path: Option<PathBuf>,
+    /// The file's text as last read or written: a save first checks that
+    /// the file still holds it.
+    loaded: String,
     /// Portals given with `--listen`, which replace the file's.
     listen: Option<Vec<SocketAddr>>,
 }
@@ -112,6 +116,7 @@ impl Admin {
                 config,
                 doc,
                 path: path.map(Path::to_path_buf),
+                loaded: text.to_string(),
                 listen,
             }),
         })
@@ -136,7 +141,7 @@ impl Admin {
             ));
         }
         edit.apply(&mut doc, &running)?;
-        let outcome = self.put_in_force(&mut state, doc)?;
+        let outcome = self.put_in_force(&mut state, doc, true)?;
         let mut lines = vec![edit.describe()];
         lines.extend(outcome.applied.changes.iter().cloned());
         log_changes("isoe admin", &lines, &outcome);
@@ -154,31 +159,51 @@ impl Admin {
         };
         let text = read_text(&path).map_err(AdminError::Config)?;
         let doc = parse_document(&text, Some(&path)).map_err(AdminError::Config)?;
-        let outcome = self.put_in_force(&mut state, doc)?;
+        let outcome = self.put_in_force(&mut state, doc, false)?;
+        state.loaded = text;
         log_changes("reload", &outcome.applied.changes, &outcome);
         Ok(outcome)
     }
 
-    /// Steps 2 to 5 of the module doc, for `doc`.
-    fn put_in_force(&self, state: &mut State, doc: DocumentMut) -> Result<Outcome, AdminError> {
+    /// Steps 2 to 5 of the module doc, for `doc`; `save`: write it to the
+    /// file (an edit), or not (a reload, which read it from there).
+    fn put_in_force(
+        &self,
+        state: &mut State,
+        doc: DocumentMut,
+        save: bool,
+    ) -> Result<Outcome, AdminError> {
         let text = doc.to_string();
         let mut new = Config::parse(&text, state.path.as_deref()).map_err(AdminError::Config)?;
         if let Some(listen) = &state.listen {
             new.set_portals(listen.clone());
         }
         let unchanged_text = text == state.doc.to_string();
-        let staged = match (&state.path, unchanged_text) {
-            (Some(path), false) => Some(Staged::write(path, &text)?),
+        let staged = match (&state.path, save && !unchanged_text) {
+            (Some(path), true) => {
+                let secret = edit::holds_inline_secret(&doc);
+                Some(Staged::write(path, &state.loaded, &text, secret)?)
+            }
             _ => None,
         };
-        let applied = apply::apply(&self.server, &self.handle, &state.config, &new)?;
+        let mode_note = staged.as_ref().and_then(|s| s.mode_note.clone());
+        let mut applied = apply::apply(&self.server, &self.handle, &state.config, &new)?;
+        applied.changes.extend(mode_note);
         let saved = match staged {
             Some(staged) => Some(staged.commit()?),
             None => None,
         };
+        let file = file_note(state.path.as_deref(), save, saved.is_some(), unchanged_text);
+        if saved.is_some() {
+            state.loaded.clone_from(&text);
+        }
         state.config = new;
         state.doc = doc;
-        Ok(Outcome { applied, saved })
+        Ok(Outcome {
+            applied,
+            saved,
+            file,
+        })
     }
 
     /// The configuration file as it is now, inline secrets hidden.
@@ -312,6 +337,7 @@ impl Admin {
                 "changes": outcome.applied.changes,
                 "at_restart": outcome.applied.at_restart,
                 "saved": outcome.saved.map(|p| p.display().to_string()),
+                "file": outcome.file,
             })
         };
         let edit = match op {
@@ -496,71 +522,13 @@ fn log_changes(source: &str, lines: &[String], outcome: &Outcome) {
     }
 }
 
-/// A new configuration text written beside the file and synced, not yet
-/// in its place.
-struct Staged {
-    temp: PathBuf,
-    path: PathBuf,
-}
-
-impl Staged {
-    fn write(path: &Path, text: &str) -> Result<Staged, AdminError> {
-        let dir = path
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let name = path
-            .file_name()
-            .map_or_else(|| "config".into(), |n| n.to_string_lossy().into_owned());
-        let temp = dir.join(format!(".{name}.isoe-new"));
-        let failed = |source| AdminError::Write {
-            path: temp.clone(),
-            source,
-        };
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&temp)
-            .map_err(failed)?;
-        // The file may hold secrets: the new one gets the old one's mode.
-        if let Ok(meta) = std::fs::metadata(path) {
-            file.set_permissions(meta.permissions()).map_err(failed)?;
-        }
-        let written = file
-            .write_all(text.as_bytes())
-            .and_then(|()| file.sync_all());
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&temp);
-            return Err(failed(e));
-        }
-        Ok(Staged {
-            temp,
-            path: path.to_path_buf(),
-        })
-    }
-
-    fn commit(mut self) -> Result<PathBuf, AdminError> {
-        let path = self.path.clone();
-        std::fs::rename(&self.temp, &path).map_err(|source| AdminError::Write {
-            path: path.clone(),
-            source,
-        })?;
-        self.temp = PathBuf::new();
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            if let Ok(d) = std::fs::File::open(dir) {
-                let _ = d.sync_all();
-            }
-        }
-        Ok(path)
-    }
-}
-
-impl Drop for Staged {
-    /// Not committed: the temporary file goes.
-    fn drop(&mut self) {
-        if !self.temp.as_os_str().is_empty() {
-            let _ = std::fs::remove_file(&self.temp);
-        }
+/// What a change did to the configuration file, for the answer.
+fn file_note(path: Option<&Path>, save: bool, saved: bool, unchanged: bool) -> String {
+    match path {
+        None => "not saved: the target runs without a configuration file".into(),
+        Some(p) if saved => format!("saved to {}", p.display()),
+        Some(p) if !save && unchanged => format!("{} unchanged since it was loaded", p.display()),
+        Some(p) if !save => format!("reloaded from {}", p.display()),
+        Some(p) => format!("{} unchanged: the change was there already", p.display()),
     }
 }

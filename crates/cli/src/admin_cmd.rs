@@ -55,7 +55,12 @@ enum AdminCommand {
         tsih: u16,
     },
     /// Read the configuration file again and put what changed into force (as SIGHUP).
-    Reload,
+    Reload {
+        /// Let a LUN's change discard data: a memory LUN resized, a LUN
+        /// given another store, a file LUN shrunk (refused otherwise).
+        #[arg(long)]
+        force: bool,
+    },
     /// Counters: commands, bytes, latency, errors per LUN and session;
     /// logins; resources against their bounds (`--json` for all of it).
     Stats,
@@ -223,7 +228,7 @@ fn request(command: AdminCommand) -> Result<Json, String> {
         AdminCommand::List { what } => {
             json!({"op": "list", "what": format!("{what:?}").to_lowercase()})
         }
-        AdminCommand::Reload => json!({"op": "reload"}),
+        AdminCommand::Reload { force } => json!({"op": "reload", "force": force}),
         AdminCommand::Stats => json!({"op": "stats"}),
         AdminCommand::Logout { tsih } => json!({"op": "logout", "tsih": tsih}),
         AdminCommand::Target(TargetCommand::Add { name, keys: k }) => {

@@ -73,7 +73,7 @@ fn control_socket(path: Option<&Path>, admin: &Arc<Admin>) -> Option<ControlSock
 /// SIGHUP: the file is read again and what changed put into force; an
 /// error is logged and the running configuration stays.
 fn reload(admin: &Admin) {
-    match admin.reload() {
+    match admin.reload(false) {
         Ok(outcome)
             if outcome.applied.changes.is_empty() && outcome.applied.at_restart.is_empty() =>
         {

@@ -66,6 +66,28 @@ pub enum SetupError {
         /// The LUN's logical block size.
         block_size: u32,
     },
+    /// A file LUN's `size` is smaller than its file: a LUN never shrinks
+    /// at start, where nothing could ask whether the tail may go.
+    #[error(
+        "target {target}, LUN {lun}: size {} is smaller than its file {}, {}; a file LUN \
+         never shrinks at start: give the file's size (or none), and shrink it on the running \
+         target with `isoe admin reload --force`",
+        isoe_size::describe_bytes(*size_bytes),
+        path.display(),
+        isoe_size::describe_bytes(*file_bytes)
+    )]
+    FileLarger {
+        /// Target IQN.
+        target: String,
+        /// LUN number.
+        lun: u16,
+        /// The file.
+        path: std::path::PathBuf,
+        /// The configured size.
+        size_bytes: u64,
+        /// The file's size.
+        file_bytes: u64,
+    },
     /// A LUN's persisted identity could not be read or written, or its
     /// backing file vanished after it was provisioned.
     #[error("target {target}, LUN {lun}: {source}")]
@@ -345,8 +367,48 @@ pub fn build_lun(
         lun: spec.number,
         source,
     };
+    if let StoreSpec::File {
+        path,
+        size_bytes: Some(size_bytes),
+    } = &spec.store
+    {
+        let file_bytes = std::fs::metadata(path).map_or(0, |m| m.len());
+        if file_bytes > *size_bytes {
+            return Err(SetupError::FileLarger {
+                target: target.to_string(),
+                lun: spec.number,
+                path: path.clone(),
+                size_bytes: *size_bytes,
+                file_bytes,
+            });
+        }
+    }
     let (store, image) = open_store(&spec.store, spec.read_only).map_err(store_error)?;
     let store = wrap(target, spec.number, store);
+    unit_over(config, target, spec, store, image)
+}
+
+/// Builds LUN `spec` of `target` over `store`, already open (a new one, or
+/// the store of the unit it replaces, whose data it keeps): the identity
+/// comes from `state_dir`; `image`, when the store is an RBD image, shares
+/// the unit's reservations with its other gateways.
+pub fn unit_over(
+    config: &Config,
+    target: &str,
+    spec: &LunSpec,
+    store: Arc<dyn Store>,
+    image: Option<Arc<isoe_rbd::RbdStore>>,
+) -> Result<Arc<LogicalUnit>, SetupError> {
+    let identity_error = |source| SetupError::Identity {
+        target: target.to_string(),
+        lun: spec.number,
+        source,
+    };
+    let store_error = |source| SetupError::Store {
+        target: target.to_string(),
+        lun: spec.number,
+        source,
+    };
     if store.size_bytes() < u64::from(spec.block_size) {
         return Err(SetupError::NoBlocks {
             target: target.to_string(),
@@ -531,6 +593,42 @@ impl Server {
         for other in target.luns().units().filter(|u| !Arc::ptr_eq(u, &lu)) {
             other.report_luns_changed();
         }
+    }
+
+    /// Puts `lu` in the place of LUN `number` of `target`, which it
+    /// replaces (its keys changed): the sessions logged in to the target
+    /// attach to it and hear each of `conditions` (what changed) at their
+    /// next command to it; the LUN inventory is as it was. Returns the
+    /// unit replaced.
+    pub fn replace_lun(
+        &self,
+        target: &Arc<Target>,
+        number: u16,
+        lu: Arc<LogicalUnit>,
+        conditions: &[isoe_scsi::Sense],
+    ) -> Option<Arc<LogicalUnit>> {
+        if let Some(tasks) = self.task_sets.get() {
+            lu.set_task_sets(Arc::clone(tasks));
+        }
+        let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let replaced = target.luns().lun(number).cloned();
+        for (_, s) in sessions.iter().filter(|(_, s)| s.is_on(target)) {
+            lu.attach(&s.nexus);
+        }
+        for condition in conditions {
+            lu.raise_unit_attention(*condition);
+        }
+        target.replace_luns(|now| {
+            let mut luns: Vec<_> = now
+                .luns
+                .iter()
+                .filter(|(n, _)| *n != number)
+                .cloned()
+                .collect();
+            luns.push((number, Arc::clone(&lu)));
+            luns
+        });
+        replaced
     }
 
     /// Removes LUN `number` of `target` and returns it: commands already

@@ -382,6 +382,23 @@ impl LogicalUnit {
         self.offline.load(Ordering::Acquire)
     }
 
+    /// This unit replaces `previous` over the same medium (a reload changed
+    /// its keys): it keeps the reservations and registrations, and the
+    /// software write protect, that `previous` held. Call before the unit
+    /// serves commands.
+    pub fn take_over(&self, previous: &LogicalUnit) {
+        self.reservations.take_over(&previous.reservations);
+        self.mode
+            .set_software_write_protect(previous.mode.software_write_protect());
+    }
+
+    /// Queues a unit attention `condition` for every attached nexus: what
+    /// the unit reports changed under its sessions (capacity, write
+    /// protection, identity).
+    pub fn raise_unit_attention(&self, condition: Sense) {
+        self.attentions.raise(|_| true, condition);
+    }
+
     /// Queues a unit attention `condition` for every attached nexus but `except`.
     pub fn raise_unit_attention_for_others(&self, except: &Nexus, condition: Sense) {
         self.attentions.raise(|n| n != except, condition);

@@ -89,7 +89,7 @@ struct Persistent {
     kind: u8,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct State {
     /// The shared state's version this copy is at (0: not shared, or never read).
     version: u64,
@@ -341,6 +341,15 @@ impl Reservations {
         reservations.refresh(&guard);
         drop(guard);
         reservations
+    }
+
+    /// Takes the registrations and reservations of `previous`, the state
+    /// of the unit this one replaces (its keys changed, its medium stays).
+    pub(crate) fn take_over(&self, previous: &Reservations) {
+        let taken = previous.lock().clone();
+        let mut state = self.lock();
+        *state = taken;
+        self.refresh(&state);
     }
 
     /// Sends `message` to the other gateways of a shared unit (nothing

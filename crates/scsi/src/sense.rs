@@ -184,6 +184,24 @@ impl Sense {
         Self::new(sense_key::UNIT_ATTENTION, 0x3f, 0x0e)
     }
 
+    /// UNIT ATTENTION, CAPACITY DATA HAS CHANGED (06/2A/09, SBC-4 4.10):
+    /// the number of blocks or their size changed.
+    pub const fn capacity_data_changed() -> Self {
+        Self::new(sense_key::UNIT_ATTENTION, 0x2a, 0x09)
+    }
+
+    /// UNIT ATTENTION, MODE PARAMETERS CHANGED (06/2A/01): what MODE SENSE
+    /// reports changed (the write-protect bit, for one).
+    pub const fn mode_parameters_changed() -> Self {
+        Self::new(sense_key::UNIT_ATTENTION, 0x2a, 0x01)
+    }
+
+    /// UNIT ATTENTION, INQUIRY DATA HAS CHANGED (06/3F/03): the identity
+    /// INQUIRY reports changed.
+    pub const fn inquiry_data_changed() -> Self {
+        Self::new(sense_key::UNIT_ATTENTION, 0x3f, 0x03)
+    }
+
     /// NOT READY, LOGICAL UNIT NOT READY, INITIALIZING COMMAND REQUIRED (04h/02h).
     pub const fn not_ready_initializing_command_required() -> Self {
         Self::new(sense_key::NOT_READY, 0x04, 0x02)

@@ -154,6 +154,31 @@ fn fraction_bytes(fraction: &str, shift: u32) -> Option<u64> {
     digits.iter().all(|&d| d == 0).then_some(whole)
 }
 
+/// `bytes` as an administrator reads it back: the exact count, and the
+/// largest power-of-1024 unit that divides it (`268435456 bytes (256 MiB)`),
+/// or one decimal of the largest that fits (`1610612737 bytes (1.5 GiB)`).
+///
+/// ```
+/// assert_eq!(isoe_size::describe_bytes(256 << 20), "268435456 bytes (256 MiB)");
+/// assert_eq!(isoe_size::describe_bytes(1000), "1000 bytes");
+/// ```
+pub fn describe_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let Some(power) = (1..=UNITS.len() as u32)
+        .rev()
+        .find(|p| bytes >= 1u64 << (10 * p))
+    else {
+        return format!("{bytes} bytes");
+    };
+    let unit = UNITS[power as usize - 1];
+    let scale = 1u64 << (10 * power);
+    if bytes.is_multiple_of(scale) {
+        format!("{bytes} bytes ({} {unit})", bytes / scale)
+    } else {
+        format!("{bytes} bytes ({:.1} {unit})", bytes as f64 / scale as f64)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -242,6 +267,19 @@ mod tests {
         assert_eq!(
             refused("12x").to_string(),
             "expected a size like 4k, 256KiB or 1MiB, found \"12x\""
+        );
+    }
+
+    #[test]
+    fn described_sizes_name_the_bytes_and_a_binary_unit() {
+        assert_eq!(describe_bytes(0), "0 bytes");
+        assert_eq!(describe_bytes(1023), "1023 bytes");
+        assert_eq!(describe_bytes(4096), "4096 bytes (4 KiB)");
+        assert_eq!(describe_bytes(256 << 30), "274877906944 bytes (256 GiB)");
+        assert_eq!(describe_bytes((3 << 29) + 1), "1610612737 bytes (1.5 GiB)");
+        assert_eq!(
+            describe_bytes(u64::MAX),
+            "18446744073709551615 bytes (16.0 EiB)"
         );
     }
 }

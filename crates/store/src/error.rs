@@ -85,6 +85,23 @@ pub enum StoreError {
         /// Why.
         message: String,
     },
+    /// Growing a file by more than its file system has free: the blocks
+    /// would not be there when the initiator writes them.
+    #[error(
+        "growing {path} from {current_bytes} to {wanted_bytes} bytes needs {} bytes, \
+         more than the {free_bytes} bytes free on its file system",
+        wanted_bytes - current_bytes
+    )]
+    GrowthBeyondFree {
+        /// The file.
+        path: PathBuf,
+        /// Its size now.
+        current_bytes: u64,
+        /// The size asked for.
+        wanted_bytes: u64,
+        /// What its file system has free for this user.
+        free_bytes: u64,
+    },
     /// A file that does not exist yet can only be created with a size.
     #[error("{path} does not exist and no size was given to create it")]
     SizeRequired {

@@ -10,6 +10,7 @@
 //! off `allowed_initiators` loses its sessions; a removed target's
 //! sessions end; CHAP and iSCSI parameters apply to logins from then on.
 
+use super::lun_change::{self, PlanError, Planned, WouldLose};
 use crate::config::{Config, LunSpec, TargetConfig};
 use crate::driver::{Handle, StartError};
 use crate::registry::{build_lun, build_target, policy_of, Server, SetupError, Target};
@@ -35,6 +36,18 @@ pub enum ApplyError {
     /// A portal could not be bound.
     #[error(transparent)]
     Portal(#[from] StartError),
+    /// A LUN's change would discard data, and was not forced.
+    #[error(transparent)]
+    WouldLose(#[from] WouldLose),
+}
+
+impl From<PlanError> for ApplyError {
+    fn from(e: PlanError) -> ApplyError {
+        match e {
+            PlanError::WouldLose(e) => ApplyError::WouldLose(e),
+            PlanError::Setup(e) => ApplyError::Setup(e),
+        }
+    }
 }
 
 /// A portal's listening socket and the address it is bound to.
@@ -45,8 +58,10 @@ struct TargetPlan {
     target: Arc<Target>,
     old: TargetConfig,
     new: TargetConfig,
-    /// LUNs to add or replace, already opened.
+    /// LUNs to add, already opened.
     luns: Vec<(LunSpec, Arc<LogicalUnit>)>,
+    /// LUNs whose keys changed, their new units ready.
+    changed: Vec<Planned>,
 }
 
 /// Whether two LUN specifications differ only in being offline.
@@ -63,12 +78,14 @@ fn describe_lun(spec: &LunSpec) -> String {
     format!("{store}{read_only}")
 }
 
-/// Applies `new` over `old`, which is what `server` runs now.
+/// Applies `new` over `old`, which is what `server` runs now; `force`
+/// lets a LUN's change discard data (see [`lun_change`]).
 pub fn apply(
     server: &Arc<Server>,
     handle: &Handle,
     old: &Config,
     new: &Config,
+    force: bool,
 ) -> Result<Applied, ApplyError> {
     // Prepare: everything that may fail, nothing visible yet.
     let mut added_targets = Vec::new();
@@ -82,18 +99,26 @@ pub fn apply(
                     continue;
                 };
                 let mut luns = Vec::new();
+                let mut changed = Vec::new();
                 for spec in &t.luns {
                     let before = o.luns.iter().find(|l| l.number == spec.number);
-                    if before.is_some_and(|b| same_but_offline(b, spec)) {
-                        continue;
+                    let running = target.luns().lun(spec.number).cloned();
+                    match (before, running) {
+                        (Some(b), _) if same_but_offline(b, spec) => {}
+                        (Some(b), Some(lu)) => {
+                            changed.push(lun_change::plan(new, &t.name, b, &lu, spec, force)?);
+                        }
+                        _ => {
+                            luns.push((spec.clone(), build_lun(new, &t.name, spec, &|_, _, s| s)?))
+                        }
                     }
-                    luns.push((spec.clone(), build_lun(new, &t.name, spec, &|_, _, s| s)?));
                 }
                 kept.push(TargetPlan {
                     target,
                     old: o.clone(),
                     new: t.clone(),
                     luns,
+                    changed,
                 });
             }
         }
@@ -230,6 +255,7 @@ fn apply_target(server: &Server, plan: TargetPlan, wake: &mut Vec<u64>, changes:
         old,
         new,
         luns,
+        changed,
     } = plan;
     let name = &new.name;
     let (old_policy, new_policy) = (policy_of(&old), policy_of(&new));
@@ -281,21 +307,15 @@ fn apply_target(server: &Server, plan: TargetPlan, wake: &mut Vec<u64>, changes:
         }
     }
     for (spec, lu) in luns {
-        let replaced = target.luns().lun(spec.number).cloned();
         server.add_lun(&target, spec.number, lu);
-        if let Some(old_lu) = replaced {
-            flush_units(std::iter::once(&old_lu));
-        }
         changes.push(format!(
-            "LUN {} of {name} {} ({})",
+            "LUN {} of {name} added ({})",
             spec.number,
-            if old.luns.iter().any(|l| l.number == spec.number) {
-                "replaced"
-            } else {
-                "added"
-            },
             describe_lun(&spec)
         ));
+    }
+    for planned in changed {
+        replace_lun(server, &target, planned, changes);
     }
     for spec in &new.luns {
         let Some(before) = old.luns.iter().find(|l| l.number == spec.number) else {
@@ -312,4 +332,39 @@ fn apply_target(server: &Server, plan: TargetPlan, wake: &mut Vec<u64>, changes:
             }
         }
     }
+}
+
+/// Puts a changed LUN's new unit in place of the old one.
+fn replace_lun(server: &Server, target: &Arc<Target>, planned: Planned, changes: &mut Vec<String>) {
+    let Planned {
+        spec,
+        lu,
+        conditions,
+        line,
+        lost,
+        cut,
+    } = planned;
+    let replaced = server.replace_lun(target, spec.number, Arc::clone(&lu), &conditions);
+    if let Some(old_lu) = replaced {
+        flush_units(std::iter::once(&old_lu));
+    }
+    if let Some(lost) = &lost {
+        tracing::warn!(target: "isoe_target::config", "forced change: {lost}");
+    }
+    if let Some((path, size_bytes)) = cut {
+        // The new unit serves only what stays; the tail goes now. Commands
+        // of the old unit still running may write there: that data was
+        // given up when the shrink was forced.
+        let cut = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_len(size_bytes));
+        if let Err(e) = cut {
+            changes.push(format!(
+                "{} not cut to {size_bytes} bytes ({e}); the LUN serves only those",
+                path.display()
+            ));
+        }
+    }
+    changes.push(line);
 }

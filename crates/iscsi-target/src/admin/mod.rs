@@ -26,6 +26,7 @@
 
 pub mod apply;
 pub mod edit;
+pub mod lun_change;
 pub mod save;
 pub mod socket;
 
@@ -141,7 +142,7 @@ impl Admin {
             ));
         }
         edit.apply(&mut doc, &running)?;
-        let outcome = self.put_in_force(&mut state, doc, true)?;
+        let outcome = self.put_in_force(&mut state, doc, true, false)?;
         let mut lines = vec![edit.describe()];
         lines.extend(outcome.applied.changes.iter().cloned());
         log_changes("isoe admin", &lines, &outcome);
@@ -150,7 +151,8 @@ impl Admin {
 
     /// Reads the configuration file again and puts what changed into
     /// force (SIGHUP). On an error the running configuration stays.
-    pub fn reload(&self) -> Result<Outcome, AdminError> {
+    /// `force`: a LUN's change may discard its data (see [`lun_change`]).
+    pub fn reload(&self, force: bool) -> Result<Outcome, AdminError> {
         let mut state = self.state();
         let Some(path) = state.path.clone() else {
             return Err(AdminError::Request(
@@ -159,19 +161,21 @@ impl Admin {
         };
         let text = read_text(&path).map_err(AdminError::Config)?;
         let doc = parse_document(&text, Some(&path)).map_err(AdminError::Config)?;
-        let outcome = self.put_in_force(&mut state, doc, false)?;
+        let outcome = self.put_in_force(&mut state, doc, false, force)?;
         state.loaded = text;
         log_changes("reload", &outcome.applied.changes, &outcome);
         Ok(outcome)
     }
 
     /// Steps 2 to 5 of the module doc, for `doc`; `save`: write it to the
-    /// file (an edit), or not (a reload, which read it from there).
+    /// file (an edit), or not (a reload, which read it from there);
+    /// `force`: a LUN's change may discard data.
     fn put_in_force(
         &self,
         state: &mut State,
         doc: DocumentMut,
         save: bool,
+        force: bool,
     ) -> Result<Outcome, AdminError> {
         let text = doc.to_string();
         let mut new = Config::parse(&text, state.path.as_deref()).map_err(AdminError::Config)?;
@@ -187,7 +191,7 @@ impl Admin {
             _ => None,
         };
         let mode_note = staged.as_ref().and_then(|s| s.mode_note.clone());
-        let mut applied = apply::apply(&self.server, &self.handle, &state.config, &new)?;
+        let mut applied = apply::apply(&self.server, &self.handle, &state.config, &new, force)?;
         applied.changes.extend(mode_note);
         let saved = match staged {
             Some(staged) => Some(staged.commit()?),
@@ -351,7 +355,13 @@ impl Admin {
                 }));
             }
             "list" => return Ok(json!({"ok": true, "status": self.list()})),
-            "reload" => return self.reload().map(changed),
+            "reload" => {
+                let force = request
+                    .get("force")
+                    .and_then(Json::as_bool)
+                    .unwrap_or(false);
+                return self.reload(force).map(changed);
+            }
             "logout" => {
                 let tsih = field_u64(request, "tsih")?;
                 let tsih = u16::try_from(tsih)

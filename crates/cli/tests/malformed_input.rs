@@ -498,3 +498,27 @@ fn login_with_garbage_keys() {
     );
     f.check("after a login to an unknown target");
 }
+
+#[test]
+fn a_write_sent_without_its_data_is_an_overflow_not_a_silent_good() {
+    let mut f = Fixture::new();
+    let mut client = Client::login_normal(f.target.addr(), DEFAULT_TARGET);
+    client.ready(0);
+    let before = client.read(0, 4096, 8);
+    let ones = vec![0xa5u8; 8 * 512];
+    client.write(0, 4096, &ones);
+    // WRITE (16) of 8 blocks, no W bit, Expected Data Transfer Length 0.
+    let r = client
+        .command(0, &support::client::write16(4096, 8), &[], 0)
+        .unwrap();
+    assert!(
+        r.status != 0 || (r.residual.overflow && r.residual.count == 8 * 512),
+        "a WRITE of 4096 bytes that carried none was answered GOOD without the \
+         overflow: {:?}",
+        r.residual
+    );
+    // Nothing was written by it: the blocks hold what was written before.
+    assert_eq!(client.read(0, 4096, 8), ones);
+    assert_ne!(before, ones);
+    f.check("after a WRITE without its data");
+}

@@ -6,7 +6,9 @@
 //! transport announced, which the transport reports (RFC 7143 §11.4.5).
 
 use crate::opcode::REPORT_LUNS;
-use crate::{execute_no_lun, report_luns, LogicalUnit, Nexus, Outcome, UnitDirectory};
+use crate::{
+    execute_no_lun, report_luns, DataDirection, LogicalUnit, Nexus, Outcome, UnitDirectory,
+};
 use std::cell::Cell;
 use std::sync::Arc;
 
@@ -152,7 +154,8 @@ pub fn route(
         return (Outcome::Done(completion), Residual::default());
     };
     let directory: &dyn UnitDirectory = luns.as_directory();
-    if !request.write {
+    let writes = request.write || (request.expected_length == 0 && moves_data_out(lu, cdb));
+    if !writes {
         let outcome = lu.start_with_digests(
             nexus,
             directory,
@@ -175,4 +178,13 @@ pub fn route(
     let data_out = request.data_out;
     let usable = &data_out[..data_out.len().min(wanted as usize)];
     (lu.start(nexus, directory, cdb, usable, data_in), residual)
+}
+
+/// Whether `cdb` moves data out. Asked only of commands that announce no
+/// data at all (EDTL 0, which reads never do), so that a WRITE sent
+/// without the W bit is taken as what it is: a write that transferred
+/// none of its data, an overflow of its whole length (RFC 7143
+/// §11.4.5.1), never a GOOD that wrote nothing.
+fn moves_data_out(lu: &LogicalUnit, cdb: &[u8]) -> bool {
+    matches!(lu.transfer_length(cdb), Ok((DataDirection::Out, bytes)) if bytes > 0)
 }

@@ -522,3 +522,30 @@ fn a_write_sent_without_its_data_is_an_overflow_not_a_silent_good() {
     assert_ne!(before, ones);
     f.check("after a WRITE without its data");
 }
+
+#[test]
+fn a_text_request_of_too_many_keys_is_rejected_not_answered_empty() {
+    let mut f = Fixture::new();
+    let mut client = Client::login_normal(f.target.addr(), DEFAULT_TARGET);
+    client.ready(0);
+    let mut text = Vec::new();
+    for i in 0..1025 {
+        push_text(&mut text, &format!("a{i}"), "1");
+    }
+    let request = Pdu::TextRequest(pdu::TextRequest {
+        immediate: false,
+        final_bit: true,
+        continue_bit: false,
+        lun: Lun::default(),
+        initiator_task_tag: client.next_itt(),
+        target_transfer_tag: RESERVED_TAG,
+        cmd_sn: client.cmd_sn,
+        exp_stat_sn: client.exp_stat_sn,
+    });
+    client.cmd_sn = client.cmd_sn.wrapping_add(1);
+    client.send_pdu(&request, &text).unwrap();
+    expect_reject(&mut client, reject::PROTOCOL_ERROR, "1,025 keys");
+    // The session goes on.
+    client.nop().unwrap();
+    f.check("after a text request of 1,025 keys");
+}

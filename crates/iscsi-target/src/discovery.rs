@@ -5,7 +5,7 @@
 use crate::registry::Server;
 use crate::session::Session;
 use isoe_wire::negotiate::SessionType;
-use isoe_wire::text::{parse_pairs, push_pair};
+use isoe_wire::text::{parse_pairs, push_pair, TextError};
 use std::net::SocketAddr;
 
 /// Formats a portal of the portal group `tag` for TargetAddress (RFC 7143
@@ -24,19 +24,17 @@ pub fn target_address(portal: SocketAddr, tag: u16, local: SocketAddr) -> String
     format!("{host}:{},{tag}", portal.port())
 }
 
-/// The text of a Text Response answering `request` (key=value pairs).
+/// The text of a Text Response answering `request` (key=value pairs), or
+/// why the request is not a text (not pairs, a key twice, more than
+/// [`isoe_wire::text::PAIRS_MAX`] pairs).
 pub fn answer_text(
     server: &Server,
     session: &Session,
     request: &[u8],
     local: SocketAddr,
-) -> Vec<u8> {
+) -> Result<Vec<u8>, TextError> {
     let mut out = Vec::new();
-    let pairs = match parse_pairs(request) {
-        Ok(pairs) => pairs,
-        // RFC 7143 §6.2: a malformed text request gets no keys back.
-        Err(_) => return out,
-    };
+    let pairs = parse_pairs(request)?;
     for (key, value) in pairs {
         if key == "SendTargets" {
             send_targets(server, session, value, local, &mut out);
@@ -45,7 +43,7 @@ pub fn answer_text(
             push_pair(&mut out, key, "NotUnderstood");
         }
     }
-    out
+    Ok(out)
 }
 
 fn send_targets(

@@ -9,7 +9,13 @@ pub(super) struct PendingText {
 }
 
 impl Connection {
-    pub(super) fn text(&mut self, session: &Arc<Session>, t: &TextRequest, data: &[u8]) -> Flow {
+    pub(super) fn text(
+        &mut self,
+        session: &Arc<Session>,
+        t: &TextRequest,
+        data: &[u8],
+        bhs: &[u8; 48],
+    ) -> Flow {
         if let Some(flow) = self.admit(session, t.immediate, t.cmd_sn) {
             return flow;
         }
@@ -29,8 +35,17 @@ impl Connection {
                 return Flow::Continue;
             }
             let request = std::mem::take(&mut self.text_in);
-            let answer = discovery::answer_text(&self.server, session, &request, self.local);
-            self.queue_text_response(session, t, answer, false);
+            match discovery::answer_text(&self.server, session, &request, self.local) {
+                Ok(answer) => self.queue_text_response(session, t, answer, false),
+                // RFC 7143 §6.2 gives a text that is not pairs no answer
+                // of keys; an empty Text Response would read as "nothing
+                // to say", so the request is rejected instead, and the
+                // task is over (§11.17.1).
+                Err(why) => {
+                    tracing::debug!(error = %why, "text request rejected");
+                    self.reject(reject::PROTOCOL_ERROR, bhs);
+                }
+            }
         } else {
             self.send_text_chunk(session, t);
         }

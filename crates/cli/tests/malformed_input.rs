@@ -549,3 +549,87 @@ fn a_text_request_of_too_many_keys_is_rejected_not_answered_empty() {
     client.nop().unwrap();
     f.check("after a text request of 1,025 keys");
 }
+
+/// The next PDU within 5 s, whatever it is; panics on silence or close.
+fn next_pdu(s: &mut Client, what: &str) -> Pdu {
+    match s.recv(Duration::from_secs(5)).expect("recv") {
+        Received::Pdu { pdu, .. } => pdu,
+        other => panic!("{what}: expected a PDU within 5 s, got {other:?}"),
+    }
+}
+
+#[test]
+fn immediate_pdus_are_delivered_past_a_command_waiting_for_a_cmd_sn_gap() {
+    let mut f = Fixture::new();
+    let mut params = LoginParams::normal(DEFAULT_TARGET);
+    params.extra_keys = vec![("MaxConnections".into(), "2".into())];
+    let mut s = f.session(&params);
+    // A second connection of the session, to fill the gap from.
+    let mut other = Client::connect(f.target.addr()).unwrap();
+    other.isid = s.isid;
+    other.tsih = s.tsih;
+    other.cid = 1;
+    other.cmd_sn = s.cmd_sn;
+    other.do_login(&params).expect("second connection");
+    let gap = s.cmd_sn;
+    // A READ with the CmdSN after the gap: it waits for CmdSN `gap`.
+    let waiting = s.next_itt();
+    let read = Pdu::ScsiCommand(ScsiCommand {
+        final_bit: true,
+        read: true,
+        attr: 1,
+        initiator_task_tag: waiting,
+        expected_data_transfer_length: 512,
+        cmd_sn: gap.wrapping_add(1),
+        exp_stat_sn: s.exp_stat_sn,
+        cdb: read16(0, 1),
+        ..Default::default()
+    });
+    s.send_pdu(&read, &[]).unwrap();
+    // RFC 7143 §3.2.2.1: an immediate ping is answered now.
+    let ping = s.next_itt();
+    let nop = Pdu::NopOut(NopOut {
+        immediate: true,
+        lun: Lun::default(),
+        initiator_task_tag: ping,
+        target_transfer_tag: RESERVED_TAG,
+        cmd_sn: gap.wrapping_add(2),
+        exp_stat_sn: s.exp_stat_sn,
+    });
+    s.send_pdu(&nop, &[]).unwrap();
+    match next_pdu(&mut s, "an immediate NOP-Out behind the gap") {
+        Pdu::NopIn(n) => assert_eq!(n.initiator_task_tag, ping),
+        other => panic!("expected the NOP-In, got {other:?}"),
+    }
+    // And the waiting READ can be aborted.
+    let abort = Pdu::TaskMgmtRequest(pdu::TaskMgmtRequest {
+        immediate: true,
+        function: pdu::tmf::ABORT_TASK,
+        lun: Lun::default(),
+        initiator_task_tag: s.next_itt(),
+        referenced_task_tag: waiting,
+        cmd_sn: gap.wrapping_add(2),
+        exp_stat_sn: s.exp_stat_sn,
+        ref_cmd_sn: gap.wrapping_add(1),
+        exp_data_sn: 0,
+    });
+    s.send_pdu(&abort, &[]).unwrap();
+    match next_pdu(&mut s, "an immediate ABORT TASK behind the gap") {
+        Pdu::TaskMgmtResponse(r) => assert_eq!(r.response, pdu::tmf::RESP_COMPLETE),
+        other => panic!("expected the function's response, got {other:?}"),
+    }
+    // The gap fills through the other connection: its command runs, and
+    // the aborted READ, now taken in order, never answers.
+    other.cmd_sn = gap;
+    other
+        .command(0, &TEST_UNIT_READY, &[], 0)
+        .expect("the command that fills the gap")
+        .assert_good("the command that fills the gap");
+    match s.recv(SILENCE).expect("recv") {
+        Received::Timeout => {}
+        other => panic!("the aborted READ answered: {other:?}"),
+    }
+    s.cmd_sn = gap.wrapping_add(2);
+    s.nop().expect("a ping after the gap");
+    f.check("after immediate PDUs past a CmdSN gap");
+}

@@ -283,6 +283,8 @@ pub struct Client {
     pub isid: [u8; 6],
     /// The TSIH the target assigned.
     pub tsih: u16,
+    /// This connection's CID (a second connection of a session needs its own).
+    pub cid: u16,
     /// Negotiation results (after login).
     pub negotiated: Negotiated,
     /// Every key the target sent during login.
@@ -326,6 +328,7 @@ impl Client {
             max_cmd_sn: 1,
             isid: next_isid(),
             tsih: 0,
+            cid: 0,
             negotiated: Negotiated {
                 max_send_data_segment_length: 8192,
                 immediate_data: true,
@@ -381,7 +384,7 @@ impl Client {
             isid: self.isid,
             tsih: self.tsih,
             initiator_task_tag: 0,
-            cid: 0,
+            cid: self.cid,
             cmd_sn: self.cmd_sn,
             exp_stat_sn: self.exp_stat_sn,
         });
@@ -463,7 +466,9 @@ impl Client {
                 "MaxBurstLength",
                 &params.max_burst_length.to_string(),
             );
-            push_text(&mut text, "MaxConnections", "1");
+            if !params.extra_keys.iter().any(|(k, _)| k == "MaxConnections") {
+                push_text(&mut text, "MaxConnections", "1");
+            }
             push_text(&mut text, "MaxOutstandingR2T", "1");
             push_text(&mut text, "DataPDUInOrder", "Yes");
             push_text(&mut text, "DataSequenceInOrder", "Yes");
@@ -947,7 +952,7 @@ impl Client {
             immediate: true,
             reason_code: 0,
             initiator_task_tag: itt,
-            cid: 0,
+            cid: self.cid,
             cmd_sn: self.cmd_sn,
             exp_stat_sn: self.exp_stat_sn,
         });

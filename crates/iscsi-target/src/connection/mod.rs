@@ -16,6 +16,7 @@
 //! for later (SANITIZE without IMMED), go out as an action while the
 //! connection goes on with other commands (`work.rs`).
 
+mod ahead;
 mod login;
 mod logout_request;
 mod nop;
@@ -203,6 +204,11 @@ pub struct Connection {
     opened: Instant,
     /// Since when a command has waited behind a CmdSN gap.
     waiting_since: Option<Instant>,
+    /// Immediate PDUs delivered past that command ([`ahead`]).
+    ahead: ahead::Ahead,
+    /// Bytes of input taken since the connection began: where the input
+    /// fed next starts in the stream.
+    rx_offset: u64,
     ping: Option<Ping>,
     nop_interval: Duration,
     nop_timeout: Duration,
@@ -293,6 +299,8 @@ impl Connection {
             last_rx: now,
             opened: now,
             waiting_since: None,
+            ahead: ahead::Ahead::default(),
+            rx_offset: 0,
             ping: None,
             nop_interval,
             nop_timeout,
@@ -344,9 +352,15 @@ impl Connection {
             }
             match decode(rest, &limits) {
                 Ok(Decoded::Frame { frame, len }) => {
+                    let at = self.rx_offset + consumed as u64;
+                    if self.ahead.reached(at) {
+                        consumed += len;
+                        continue;
+                    }
                     let flow = self.handle_frame(&frame, now);
                     if flow == Flow::Wait {
-                        return self.input(consumed, Flow::Wait, len);
+                        let flow = self.deliver_ahead(rest, len, at, now);
+                        return self.input(consumed, flow, len);
                     }
                     consumed += len;
                     if flow == Flow::Close || one_pdu {
@@ -390,7 +404,8 @@ impl Connection {
                     >= self.server.config.limits.response_buffer)
     }
 
-    fn input(&self, consumed: usize, flow: Flow, need: usize) -> Input {
+    fn input(&mut self, consumed: usize, flow: Flow, need: usize) -> Input {
+        self.rx_offset += consumed as u64;
         Input {
             consumed,
             flow,

@@ -35,6 +35,11 @@ impl Connection {
         if let Some(flow) = self.admit(session, cmd.immediate, cmd.cmd_sn) {
             return flow;
         }
+        if self.ahead.any_ended() && self.ahead.take_ended(cmd.initiator_task_tag) {
+            // Aborted by a function delivered ahead of it: received, not run.
+            self.bury(cmd.initiator_task_tag);
+            return Flow::Continue;
+        }
         self.command_started = self.last_rx;
         let cdb = frame.cdb();
         // The LUN table as it is now: one load, no lock, no shared count.

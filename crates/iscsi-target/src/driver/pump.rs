@@ -55,6 +55,11 @@ impl RecvBuffer {
         }
     }
 
+    /// Whether a read has room without growing the buffer.
+    fn has_room(&self) -> bool {
+        self.start > 0 || self.end < self.bytes.len()
+    }
+
     fn spare(&mut self) -> &mut [u8] {
         if self.end == self.bytes.len() {
             self.make_room(self.bytes.len());
@@ -127,9 +132,12 @@ impl Pump {
         }
     }
 
-    /// Whether the socket should be polled for reading.
+    /// Whether the socket should be polled for reading. A connection whose
+    /// command waits behind a CmdSN gap reads on while its buffer has room
+    /// (batching), so that the immediate PDUs behind that command are
+    /// delivered (RFC 7143 §3.2.2.1); a full buffer holds the peer back.
     pub(crate) fn wants_read(&self) -> bool {
-        !self.waiting && !self.output_full
+        !self.output_full && (!self.waiting || (self.batching && self.recv.has_room()))
     }
 
     /// Reads what `source` has, until it would block or input must pause,

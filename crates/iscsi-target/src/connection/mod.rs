@@ -259,7 +259,7 @@ impl Connection {
             peer_gone,
         } = endpoint;
         let machine = TargetLogin::new(login_config(defaults, portal_group_tag));
-        server.gate.login_started(peer.ip());
+        server.gate.login_started(serial, peer.ip());
         let output_gauge = Arc::clone(&server.output_bytes);
         let nop_interval = Duration::from_secs(defaults.nop_in_interval_s as u64);
         let nop_timeout = Duration::from_secs(defaults.nop_in_timeout_s as u64);

@@ -508,6 +508,10 @@ fn print_stats(reply: &Json) {
         "connections refused by limit: {}",
         pairs(&s["connection_refusals"])
     );
+    println!(
+        "connections closed to make room, by limit: {}",
+        pairs(&s["connection_evictions"])
+    );
     println!("resources:");
     for r in s["resources"].as_array().into_iter().flatten() {
         println!(

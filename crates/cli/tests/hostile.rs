@@ -1,7 +1,8 @@
 //! Hostile and careless peers against the real target, each beside a
 //! normal session that writes and reads throughout (issue 13's acceptance):
-//! idle connections by the ten thousand, the open-files limit, a thousand
-//! idle sessions, writes announced and never sent, and reads whose data the
+//! idle connections by the ten thousand, the open-files limit, idle
+//! connections from the normal initiator's own address (which must not
+//! lock it out), a thousand idle sessions, writes announced and never sent, and reads whose data the
 //! peer does not read or reads slowly. For each the target's resident
 //! memory, threads and descriptors are printed (run with --nocapture to see
 //! them) and held to a bound.
@@ -124,7 +125,10 @@ fn ten_thousand_idle_connections_cost_little_and_leave_the_normal_session_alone(
     let wanted = 10_000u64;
     let count = wanted.min(files.saturating_sub(512));
     let mut target = target_with(
-        "connections = 20000\nconnections_per_initiator = 20000\nlogins = 20000\nlogins_per_initiator = 20000",
+        // The longest first-PDU timeout: connecting ten thousand may take
+        // a while on a busy machine.
+        "connections = 20000\nconnections_per_initiator = 20000\nlogins = 20000\n\
+         logins_per_initiator = 20000\nfirst_pdu_timeout_ms = 30000",
         "64MiB",
     );
     let mut normal = Normal::login(&target);
@@ -165,9 +169,10 @@ fn ten_thousand_idle_connections_cost_little_and_leave_the_normal_session_alone(
 }
 
 #[test]
-fn at_the_open_files_limit_connections_are_refused_without_spinning() {
+fn at_the_open_files_limit_connections_make_room_without_spinning() {
     // Logins are not what binds here: the connection limit the open-files
-    // limit sets is.
+    // limit sets is, and each new connection past it closes the oldest
+    // that has sent nothing.
     let config = TargetConfig::new(&format!(
         "portals = [\"127.0.0.1:0\"]\n\n[limits]\nlogins = 1000\nlogins_per_initiator = 1000\n\n[[target]]\nname = \"{DEFAULT_TARGET}\"\n\n\
          [[target.lun]]\nnumber = 0\nmemory = \"16MiB\"\n"
@@ -219,9 +224,10 @@ fn at_the_open_files_limit_connections_are_refused_without_spinning() {
     let mut again = Client::login(target.addr(), &LoginParams::normal(DEFAULT_TARGET))
         .expect("a new login once the connections closed");
     again.ready(0);
+    let log = target.output();
     assert!(
-        target.output().contains("(limits.connections)"),
-        "refusals are logged"
+        log.contains("to make room") && log.contains("(limits.connections)"),
+        "evictions are logged with the limit that bound:\n{log}"
     );
 }
 
@@ -377,4 +383,85 @@ fn a_window_of_the_largest_reads_unread_or_read_slowly_stays_bounded() {
     );
     drop(stalled);
     normal.check(&mut target, "after");
+}
+
+/// Opens `count` TCP connections to the target that never send a byte.
+fn idle_connections(target: &Target, count: usize) -> Vec<TcpStream> {
+    (0..count)
+        .map(|i| {
+            TcpStream::connect(target.addr())
+                .unwrap_or_else(|e| panic!("idle connection {i} of {count}: {e}"))
+        })
+        .collect()
+}
+
+/// Logs in `count` normal sessions, one attempt each, and returns those
+/// that logged in with the first failure, if any.
+fn normal_sessions(target: &Target, count: usize) -> (Vec<Client>, Option<String>) {
+    let mut sessions = Vec::new();
+    let mut failure = None;
+    for i in 0..count {
+        let mut params = LoginParams::normal(DEFAULT_TARGET);
+        params.initiator_name.push_str(&format!("-beside-idle{i}"));
+        match Client::login(target.addr(), &params) {
+            Ok(client) => sessions.push(client),
+            Err(e) => {
+                failure.get_or_insert(format!("session {i}: {e}"));
+            }
+        }
+    }
+    (sessions, failure)
+}
+
+/// Asserts that all `count` normal sessions log in beside `idle`, and that
+/// each works.
+fn all_log_in_beside(target: &mut Target, idle: usize, count: usize) {
+    let (mut sessions, failure) = normal_sessions(target, count);
+    println!(
+        "{} of {count} normal sessions logged in beside {idle} idle connections",
+        sessions.len()
+    );
+    assert_eq!(
+        sessions.len(),
+        count,
+        "every normal session logs in beside {idle} idle connections from its address; {}",
+        failure.unwrap_or_default()
+    );
+    for client in &mut sessions {
+        client.ready(0);
+    }
+    target.assert_running("after the logins");
+}
+
+#[test]
+fn idle_connections_from_its_own_address_do_not_lock_an_initiator_out() {
+    let mut target = target_with("", "16MiB");
+    let idle = idle_connections(&target, 200);
+    all_log_in_beside(&mut target, idle.len(), 8);
+    assert!(
+        target.output().contains("to make room"),
+        "evictions are logged:\n{}",
+        target.output()
+    );
+}
+
+#[test]
+fn idle_connections_up_to_the_open_files_limit_do_not_lock_an_initiator_out() {
+    let files = raise_open_files();
+    assert!(
+        files > 2048,
+        "open-files limit {files} too low for the test"
+    );
+    let config = TargetConfig::new(&format!(
+        "portals = [\"127.0.0.1:0\"]\n\n[[target]]\nname = \"{DEFAULT_TARGET}\"\n\n\
+         [[target.lun]]\nnumber = 0\nmemory = \"16MiB\"\n"
+    ));
+    let mut target = Target::with_config_and_open_files(&config, 1024);
+    let idle = idle_connections(&target, 600);
+    all_log_in_beside(&mut target, idle.len(), 8);
+    let during = footprint(&target);
+    assert!(
+        during.fds <= 1024,
+        "never past the open-files limit: {during}"
+    );
 }

@@ -1,6 +1,8 @@
-//! `[limits]` through the real target: connections beyond a limit are
-//! closed at once and counted, sessions beyond one are refused with
-//! "out of resources", and room comes back when connections close.
+//! `[limits]` through the real target: a connection that has sent nothing
+//! makes room for a new one, connections beyond a limit are otherwise
+//! closed at once and counted, sessions beyond one are refused with "out
+//! of resources", room comes back when connections close, and a connection
+//! that sends nothing is closed after `first_pdu_timeout_ms`.
 
 mod support;
 
@@ -31,17 +33,24 @@ fn closed_at_once(stream: &mut TcpStream) -> bool {
 }
 
 #[test]
-fn connections_beyond_the_per_initiator_limit_are_closed_and_room_comes_back() {
+fn an_idle_connection_makes_room_then_connections_beyond_the_limit_are_closed() {
     let mut target = target_with("connections_per_initiator = 2");
     let mut healthy = Client::login_normal(target.addr(), DEFAULT_TARGET);
     healthy.ready(0);
-    let idle = TcpStream::connect(target.addr()).expect("second connection");
+    let mut idle = TcpStream::connect(target.addr()).expect("second connection");
+    // A login from the same address: the idle connection makes room.
+    let mut params = LoginParams::normal(DEFAULT_TARGET);
+    params.initiator_name.push_str("-second");
+    let mut second = Client::login(target.addr(), &params).expect("a login beside the idle one");
+    second.ready(0);
+    assert!(closed_at_once(&mut idle), "the idle connection is closed");
+    // Both connections are logged in: nothing makes room for a third.
     let mut third = TcpStream::connect(target.addr()).expect("connect");
     assert!(closed_at_once(&mut third), "a third connection is closed");
     target.assert_running("after a refused connection");
     healthy.ready(0);
-    drop(idle);
-    // The idle connection's close reaches the target asynchronously.
+    drop(second);
+    // The second session's close reaches the target asynchronously.
     let mut logged_in = None;
     for _ in 0..50 {
         match Client::login(target.addr(), &LoginParams::normal(DEFAULT_TARGET)) {
@@ -53,13 +62,14 @@ fn connections_beyond_the_per_initiator_limit_are_closed_and_room_comes_back() {
         }
     }
     logged_in
-        .expect("a login once the idle connection closed")
+        .expect("a login once the second session closed")
         .ready(0);
     let log = target.output();
     assert!(
-        log.contains(
-            "refused: 2 connections from this address already (limits.connections_per_initiator)"
-        ),
+        log.contains("closed before its first PDU to make room")
+            && log.contains(
+                "refused: 2 connections from this address already (limits.connections_per_initiator)"
+            ),
         "{log}"
     );
 }
@@ -85,4 +95,18 @@ fn a_session_beyond_the_limit_is_refused_out_of_resources() {
     assert!(target
         .output()
         .contains("1 sessions already (limits.sessions)"));
+}
+
+#[test]
+fn a_connection_that_sends_nothing_is_closed_after_first_pdu_timeout_ms() {
+    let mut target = target_with("first_pdu_timeout_ms = 1000");
+    let mut silent = TcpStream::connect(target.addr()).expect("connect");
+    assert!(
+        closed_at_once(&mut silent),
+        "a connection that sends nothing is closed"
+    );
+    // Its slot came back: a login from the same address gets in.
+    let mut client = Client::login_normal(target.addr(), DEFAULT_TARGET);
+    client.ready(0);
+    target.assert_running("after the timeouts");
 }

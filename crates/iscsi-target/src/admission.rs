@@ -1,9 +1,18 @@
 //! Gatekeeper against `[limits]`: connections in total and per initiator
 //! address, logins in progress, sessions; with counters of what each limit
 //! turned away, so that an administrator can tell a limit from a fault.
+//!
+//! A connection counts against the connection and login limits from the
+//! moment it is admitted. Until its first complete PDU arrives it is
+//! "unheard", and it is the first to go: when a limit binds, the oldest
+//! unheard connection that holds a slot of that limit is closed to make
+//! room (an eviction), and only if there is none is the new connection
+//! refused. So connections that never speak, from anyone sharing an
+//! address, cannot keep an initiator from logging in; a login under way is
+//! never cut short for a newcomer.
 
 use crate::config::Limits;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -13,7 +22,7 @@ use std::sync::Mutex;
 /// connections.
 pub const DESCRIPTOR_RESERVE: u64 = 64;
 
-/// Why a new connection was turned away.
+/// Why a new connection was turned away, or an unheard one closed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     /// `[limits] connections` reached.
@@ -43,29 +52,228 @@ pub struct Refusals {
     pub sessions: AtomicU64,
 }
 
+impl Refusals {
+    /// The counter of `why`.
+    fn of(&self, why: Refusal) -> &AtomicU64 {
+        match why {
+            Refusal::Connections(_) => &self.connections,
+            Refusal::PerInitiator(_) => &self.per_initiator,
+            Refusal::Logins(_) | Refusal::LoginsPerInitiator(_) => &self.logins,
+        }
+    }
+}
+
+/// How many unheard connections each limit closed to make room for a new
+/// one.
+#[derive(Debug, Default)]
+pub struct Evictions {
+    /// Over `connections`.
+    pub connections: AtomicU64,
+    /// Over `connections_per_initiator`.
+    pub per_initiator: AtomicU64,
+    /// Over `logins` or `logins_per_initiator`.
+    pub logins: AtomicU64,
+}
+
+impl Evictions {
+    /// The counter of `why`.
+    fn of(&self, why: Refusal) -> &AtomicU64 {
+        match why {
+            Refusal::Connections(_) => &self.connections,
+            Refusal::PerInitiator(_) => &self.per_initiator,
+            Refusal::Logins(_) | Refusal::LoginsPerInitiator(_) => &self.logins,
+        }
+    }
+}
+
+/// An unheard connection closed to make room for a new one; the driver
+/// closes its socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Eviction {
+    /// The connection's serial.
+    pub serial: u64,
+    /// Its initiator's address.
+    pub peer: IpAddr,
+    /// The limit that bound.
+    pub why: Refusal,
+}
+
+/// What the gate counts for one connection.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    peer: IpAddr,
+    /// Counted among the connections ([`Gatekeeper::admit_connection`]).
+    connected: bool,
+    /// Counted among the logins in progress.
+    logging_in: bool,
+    /// While no complete PDU has come: its turn in the queues of unheard
+    /// connections (admission order, oldest first).
+    unheard: Option<u64>,
+}
+
 /// What one initiator address holds.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default)]
 struct Holding {
     connections: usize,
     logins: usize,
+    /// Its unheard connections: turn to serial.
+    unheard: BTreeMap<u64, u64>,
 }
 
+/// The counts, every admitted connection's entry, and the unheard ones in
+/// admission order; all bounded by the connections open.
 #[derive(Debug, Default)]
 struct Open {
     connections: usize,
     logins: usize,
     by_address: HashMap<IpAddr, Holding>,
+    entries: HashMap<u64, Entry>,
+    /// Every address's unheard connections: turn to serial.
+    unheard: BTreeMap<u64, u64>,
+    next_turn: u64,
 }
 
+/// The counts an admission is checked against, less those of the
+/// connections chosen to be evicted.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    connections: usize,
+    logins: usize,
+    mine_connections: usize,
+    mine_logins: usize,
+}
+
+/// Where a binding limit's evictee may come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    Address,
+    All,
+}
+
+/// Limits an admission is checked against; one eviction per limit is
+/// enough, since no count is ever over its limit.
+const LIMITS_CHECKED: usize = 4;
+
 impl Open {
-    fn forget_if_idle(&mut self, peer: IpAddr) {
+    fn holding(&mut self, peer: IpAddr) -> &mut Holding {
+        self.by_address.entry(peer).or_default()
+    }
+
+    /// Counts a newly admitted connection as open, logging in and unheard.
+    fn add(&mut self, serial: u64, peer: IpAddr) {
+        let turn = self.next_turn;
+        self.next_turn += 1;
+        self.connections += 1;
+        self.logins += 1;
+        self.unheard.insert(turn, serial);
+        let mine = self.holding(peer);
+        mine.connections += 1;
+        mine.logins += 1;
+        mine.unheard.insert(turn, serial);
+        let entry = Entry {
+            peer,
+            connected: true,
+            logging_in: true,
+            unheard: Some(turn),
+        };
+        self.entries.insert(serial, entry);
+    }
+
+    /// Takes `serial` out of the queues of unheard connections.
+    fn heard(&mut self, serial: u64) {
+        let Some(entry) = self.entries.get_mut(&serial) else {
+            return;
+        };
+        let (peer, turn) = (entry.peer, entry.unheard.take());
+        if let Some(turn) = turn {
+            self.unheard.remove(&turn);
+            if let Some(mine) = self.by_address.get_mut(&peer) {
+                mine.unheard.remove(&turn);
+            }
+        }
+    }
+
+    /// Stops counting `serial` among the logins in progress.
+    fn end_login(&mut self, serial: u64) {
+        self.heard(serial);
+        let Some(entry) = self.entries.get_mut(&serial) else {
+            return;
+        };
+        if std::mem::take(&mut entry.logging_in) {
+            let peer = entry.peer;
+            self.logins = self.logins.saturating_sub(1);
+            if let Some(mine) = self.by_address.get_mut(&peer) {
+                mine.logins = mine.logins.saturating_sub(1);
+            }
+        }
+        self.forget_if_done(serial);
+    }
+
+    /// Stops counting `serial` at all.
+    fn remove(&mut self, serial: u64) {
+        self.end_login(serial);
+        let Some(entry) = self.entries.remove(&serial) else {
+            return;
+        };
+        if entry.connected {
+            self.connections = self.connections.saturating_sub(1);
+            if let Some(mine) = self.by_address.get_mut(&entry.peer) {
+                mine.connections = mine.connections.saturating_sub(1);
+            }
+        }
+        self.forget_address_if_idle(entry.peer);
+    }
+
+    fn forget_if_done(&mut self, serial: u64) {
+        let Some(entry) = self.entries.get(&serial) else {
+            return;
+        };
+        if !entry.connected && !entry.logging_in {
+            let peer = entry.peer;
+            self.entries.remove(&serial);
+            self.forget_address_if_idle(peer);
+        }
+    }
+
+    fn forget_address_if_idle(&mut self, peer: IpAddr) {
         if self
             .by_address
             .get(&peer)
-            .is_some_and(|h| h.connections == 0 && h.logins == 0)
+            .is_some_and(|h| h.connections == 0 && h.logins == 0 && h.unheard.is_empty())
         {
             self.by_address.remove(&peer);
         }
+    }
+
+    /// The counts `peer`'s admission is checked against once `chosen` are
+    /// gone (each unheard connection is open and logging in).
+    fn held_without(&self, peer: IpAddr, chosen: &[Eviction]) -> Held {
+        let mine = self.by_address.get(&peer);
+        let gone = chosen.len();
+        let mine_gone = chosen.iter().filter(|e| e.peer == peer).count();
+        Held {
+            connections: self.connections.saturating_sub(gone),
+            logins: self.logins.saturating_sub(gone),
+            mine_connections: mine.map_or(0, |h| h.connections).saturating_sub(mine_gone),
+            mine_logins: mine.map_or(0, |h| h.logins).saturating_sub(mine_gone),
+        }
+    }
+
+    /// The oldest unheard connection in `scope` not among `chosen`.
+    fn oldest_unheard(
+        &self,
+        scope: Scope,
+        peer: IpAddr,
+        chosen: &[Eviction],
+    ) -> Option<(u64, IpAddr)> {
+        let queue = match scope {
+            Scope::All => &self.unheard,
+            Scope::Address => &self.by_address.get(&peer)?.unheard,
+        };
+        let serial = *queue
+            .values()
+            .find(|s| !chosen.iter().any(|e| e.serial == **s))?;
+        Some((serial, self.entries.get(&serial)?.peer))
     }
 }
 
@@ -76,6 +284,8 @@ pub struct Gatekeeper {
     open: Mutex<Open>,
     /// What the limits turned away.
     pub refused: Refusals,
+    /// Unheard connections closed to make room, by the limit that bound.
+    pub evicted: Evictions,
 }
 
 impl Gatekeeper {
@@ -100,6 +310,7 @@ impl Gatekeeper {
             limits,
             open: Mutex::new(Open::default()),
             refused: Refusals::default(),
+            evicted: Evictions::default(),
         };
         (gate, note)
     }
@@ -113,50 +324,85 @@ impl Gatekeeper {
         &self.limits
     }
 
-    /// Admits a new connection from `peer`, or says which limit refuses it.
-    /// Logins in progress are limited per address too, so that one address
-    /// with idle connections cannot keep every other initiator from
-    /// logging in.
-    pub fn admit_connection(&self, peer: IpAddr) -> Result<(), Refusal> {
+    /// Admits a new connection `serial` from `peer`, counted as open and
+    /// logging in, and returns the unheard connections closed to make room
+    /// for it (the caller closes them); or says which limit refuses it,
+    /// when no unheard connection holds a slot of that limit. Logins in
+    /// progress are limited per address too, so that one address with
+    /// logins under way cannot keep every other initiator from logging in.
+    pub fn admit_connection(&self, peer: IpAddr, serial: u64) -> Result<Vec<Eviction>, Refusal> {
         let mut open = self.lock();
-        let mine = open.by_address.get(&peer).copied().unwrap_or_default();
-        let refusal = if open.logins >= self.limits.logins {
-            Some((Refusal::Logins(open.logins), &self.refused.logins))
-        } else if mine.logins >= self.limits.logins_per_initiator {
-            Some((
-                Refusal::LoginsPerInitiator(mine.logins),
-                &self.refused.logins,
-            ))
-        } else if open.connections >= self.limits.connections {
-            Some((
-                Refusal::Connections(open.connections),
-                &self.refused.connections,
-            ))
-        } else if mine.connections >= self.limits.connections_per_initiator {
-            Some((
-                Refusal::PerInitiator(mine.connections),
-                &self.refused.per_initiator,
-            ))
-        } else {
-            None
-        };
-        if let Some((why, counter)) = refusal {
-            counter.fetch_add(1, Ordering::Relaxed);
-            return Err(why);
+        let evicted = self.make_room(&open, peer).inspect_err(|why| {
+            self.refused.of(*why).fetch_add(1, Ordering::Relaxed);
+        })?;
+        for eviction in &evicted {
+            open.remove(eviction.serial);
+            self.evicted
+                .of(eviction.why)
+                .fetch_add(1, Ordering::Relaxed);
         }
-        open.connections += 1;
-        open.by_address.entry(peer).or_default().connections += 1;
-        Ok(())
+        open.add(serial, peer);
+        Ok(evicted)
     }
 
-    /// A connection admitted from `peer` has closed.
-    pub fn release_connection(&self, peer: IpAddr) {
-        let mut open = self.lock();
-        open.connections = open.connections.saturating_sub(1);
-        if let Some(h) = open.by_address.get_mut(&peer) {
-            h.connections = h.connections.saturating_sub(1);
+    /// The unheard connections whose going lets `peer` in, oldest first
+    /// within the scope of each limit that binds; nothing is changed.
+    fn make_room(&self, open: &Open, peer: IpAddr) -> Result<Vec<Eviction>, Refusal> {
+        let mut chosen = Vec::new();
+        for _ in 0..=LIMITS_CHECKED {
+            let held = open.held_without(peer, &chosen);
+            let Some((why, scope)) = self.binding(held) else {
+                return Ok(chosen);
+            };
+            let Some((serial, victim)) = open.oldest_unheard(scope, peer, &chosen) else {
+                return Err(why);
+            };
+            chosen.push(Eviction {
+                serial,
+                peer: victim,
+                why,
+            });
         }
-        open.forget_if_idle(peer);
+        // Unreachable while no count is over its limit; refused to be safe.
+        let held = open.held_without(peer, &[]);
+        Err(self
+            .binding(held)
+            .map_or(Refusal::Connections(held.connections), |b| b.0))
+    }
+
+    /// The first limit `held` leaves no room under, and where an evictee
+    /// for it may come from. The address's own limits come first: an
+    /// evictee of its own makes room under the totals too.
+    fn binding(&self, held: Held) -> Option<(Refusal, Scope)> {
+        let l = &self.limits;
+        if held.mine_logins >= l.logins_per_initiator {
+            Some((
+                Refusal::LoginsPerInitiator(held.mine_logins),
+                Scope::Address,
+            ))
+        } else if held.mine_connections >= l.connections_per_initiator {
+            Some((Refusal::PerInitiator(held.mine_connections), Scope::Address))
+        } else if held.logins >= l.logins {
+            Some((Refusal::Logins(held.logins), Scope::All))
+        } else if held.connections >= l.connections {
+            Some((Refusal::Connections(held.connections), Scope::All))
+        } else {
+            None
+        }
+    }
+
+    /// Whether connection `serial` is still admitted (it was not evicted
+    /// before its driver took it up).
+    pub fn holds(&self, serial: u64) -> bool {
+        self.lock()
+            .entries
+            .get(&serial)
+            .is_some_and(|e| e.connected)
+    }
+
+    /// Connection `serial` has closed: nothing of it counts any more.
+    pub fn release_connection(&self, serial: u64) {
+        self.lock().remove(serial);
     }
 
     /// Connections open now.
@@ -164,21 +410,35 @@ impl Gatekeeper {
         self.lock().connections
     }
 
-    /// A login from `peer` starts (a connection was created).
-    pub fn login_started(&self, peer: IpAddr) {
+    /// A login on connection `serial` from `peer` starts. An admitted
+    /// connection counts as logging in already; one made without admission
+    /// (the in-memory driver's) is counted from here.
+    pub fn login_started(&self, serial: u64, peer: IpAddr) {
         let mut open = self.lock();
+        if open.entries.contains_key(&serial) {
+            return;
+        }
         open.logins += 1;
-        open.by_address.entry(peer).or_default().logins += 1;
+        open.holding(peer).logins += 1;
+        let entry = Entry {
+            peer,
+            connected: false,
+            logging_in: true,
+            unheard: None,
+        };
+        open.entries.insert(serial, entry);
     }
 
-    /// A login from `peer` ended: full feature phase, failure or close.
-    pub fn login_ended(&self, peer: IpAddr) {
-        let mut open = self.lock();
-        open.logins = open.logins.saturating_sub(1);
-        if let Some(h) = open.by_address.get_mut(&peer) {
-            h.logins = h.logins.saturating_sub(1);
-        }
-        open.forget_if_idle(peer);
+    /// Connection `serial` sent its first complete PDU: it is no longer
+    /// closed to make room for others.
+    pub fn first_pdu(&self, serial: u64) {
+        self.lock().heard(serial);
+    }
+
+    /// The login on connection `serial` ended: full feature phase, failure
+    /// or close.
+    pub fn login_ended(&self, serial: u64) {
+        self.lock().end_login(serial);
     }
 
     /// Logins in progress now.
@@ -200,6 +460,32 @@ mod tests {
         }
     }
 
+    fn ip(text: &str) -> IpAddr {
+        text.parse().unwrap()
+    }
+
+    /// Admits `serial` from `peer` and has it send its first PDU: a login
+    /// under way, never evicted.
+    fn speaking(gate: &Gatekeeper, peer: IpAddr, serial: u64) {
+        assert_eq!(gate.admit_connection(peer, serial), Ok(vec![]));
+        gate.first_pdu(serial);
+    }
+
+    fn evicted(serials: &[u64], peer: IpAddr, why: Refusal) -> Result<Vec<Eviction>, Refusal> {
+        Ok(serials
+            .iter()
+            .map(|&serial| Eviction { serial, peer, why })
+            .collect())
+    }
+
+    /// Every count and queue of the gate is empty.
+    fn assert_empty(gate: &Gatekeeper) {
+        let open = gate.lock();
+        assert_eq!((open.connections, open.logins), (0, 0));
+        assert!(open.entries.is_empty(), "{:?}", open.entries);
+        assert!(open.unheard.is_empty() && open.by_address.is_empty());
+    }
+
     #[test]
     fn one_address_cannot_take_every_login_slot() {
         let (a, _) = Gatekeeper::new(
@@ -210,44 +496,205 @@ mod tests {
             },
             None,
         );
-        let idle: IpAddr = "10.0.0.9".parse().unwrap();
-        let other: IpAddr = "10.0.0.10".parse().unwrap();
-        for _ in 0..3 {
-            assert_eq!(a.admit_connection(idle), Ok(()));
-            a.login_started(idle);
+        let busy = ip("10.0.0.9");
+        let other = ip("10.0.0.10");
+        for serial in 1..=3 {
+            speaking(&a, busy, serial);
         }
         assert_eq!(
-            a.admit_connection(idle),
+            a.admit_connection(busy, 4),
             Err(Refusal::LoginsPerInitiator(3))
         );
-        assert_eq!(a.admit_connection(other), Ok(()), "room kept for others");
-        a.login_ended(idle);
-        assert_eq!(a.admit_connection(idle), Ok(()));
+        assert_eq!(
+            a.admit_connection(other, 5),
+            Ok(vec![]),
+            "room kept for others"
+        );
+        a.login_ended(1);
+        assert_eq!(a.admit_connection(busy, 6), Ok(vec![]));
     }
 
     #[test]
     fn each_limit_refuses_and_counts_and_closing_frees_room() {
         let (a, note) = Gatekeeper::new(limits(), None);
         assert!(note.is_none());
-        let one: IpAddr = "10.0.0.1".parse().unwrap();
-        let two: IpAddr = "10.0.0.2".parse().unwrap();
-        assert_eq!(a.admit_connection(one), Ok(()));
-        assert_eq!(a.admit_connection(one), Ok(()));
-        assert_eq!(a.admit_connection(one), Err(Refusal::PerInitiator(2)));
-        assert_eq!(a.admit_connection(two), Ok(()));
-        assert_eq!(a.admit_connection(two), Err(Refusal::Connections(3)));
-        a.release_connection(one);
-        assert_eq!(a.admit_connection(two), Ok(()));
-        a.login_started(one);
-        a.login_started(two);
-        assert_eq!(a.admit_connection(two), Err(Refusal::Logins(2)));
-        a.login_ended(one);
-        a.login_ended(two);
-        a.login_ended(two);
+        let one = ip("10.0.0.1");
+        let two = ip("10.0.0.2");
+        speaking(&a, one, 1);
+        a.login_ended(1);
+        speaking(&a, one, 2);
+        a.login_ended(2);
+        assert_eq!(a.admit_connection(one, 3), Err(Refusal::PerInitiator(2)));
+        speaking(&a, two, 4);
+        a.login_ended(4);
+        assert_eq!(a.admit_connection(two, 5), Err(Refusal::Connections(3)));
+        a.release_connection(1);
+        speaking(&a, two, 6);
+        assert_eq!(a.logins(), 1);
+        a.release_connection(2);
+        speaking(&a, one, 7);
+        assert_eq!(
+            a.admit_connection(ip("10.0.0.3"), 8),
+            Err(Refusal::Logins(2))
+        );
+        a.login_ended(6);
+        a.login_ended(6);
+        a.login_ended(7);
         assert_eq!(a.logins(), 0, "never below zero");
         assert_eq!(a.refused.per_initiator.load(Ordering::Relaxed), 1);
         assert_eq!(a.refused.connections.load(Ordering::Relaxed), 1);
         assert_eq!(a.refused.logins.load(Ordering::Relaxed), 1);
+        for serial in [4, 6, 7] {
+            a.release_connection(serial);
+        }
+        assert_empty(&a);
+    }
+
+    #[test]
+    fn the_oldest_unheard_connection_of_the_address_makes_room() {
+        let (a, _) = Gatekeeper::new(
+            Limits {
+                logins_per_initiator: 3,
+                ..Limits::default()
+            },
+            None,
+        );
+        let crowd = ip("10.0.0.1");
+        let other = ip("10.0.0.2");
+        speaking(&a, crowd, 1);
+        assert_eq!(a.admit_connection(other, 2), Ok(vec![]));
+        assert_eq!(a.admit_connection(crowd, 3), Ok(vec![]));
+        assert_eq!(a.admit_connection(crowd, 4), Ok(vec![]));
+        let why = Refusal::LoginsPerInitiator(3);
+        assert_eq!(
+            a.admit_connection(crowd, 5),
+            evicted(&[3], crowd, why),
+            "the oldest unheard of the address, not the login under way nor another address's"
+        );
+        assert_eq!(a.admit_connection(crowd, 6), evicted(&[4], crowd, why));
+        a.first_pdu(5);
+        a.first_pdu(6);
+        assert_eq!(
+            a.admit_connection(crowd, 7),
+            Err(why),
+            "every slot holds a login under way"
+        );
+        assert_eq!(a.evicted.logins.load(Ordering::Relaxed), 2);
+        assert_eq!(a.refused.logins.load(Ordering::Relaxed), 1);
+        assert_eq!((a.connections(), a.logins()), (4, 4), "1, 2, 5 and 6");
+        for serial in [1, 2, 5, 6] {
+            a.release_connection(serial);
+        }
+        assert_empty(&a);
+    }
+
+    #[test]
+    fn a_total_limit_evicts_the_oldest_unheard_of_any_address() {
+        let (a, _) = Gatekeeper::new(
+            Limits {
+                connections: 3,
+                ..Limits::default()
+            },
+            None,
+        );
+        let (x, y) = (ip("10.0.0.1"), ip("10.0.0.2"));
+        assert_eq!(a.admit_connection(x, 10), Ok(vec![]));
+        speaking(&a, y, 11);
+        assert_eq!(a.admit_connection(y, 12), Ok(vec![]));
+        assert_eq!(
+            a.admit_connection(y, 13),
+            evicted(&[10], x, Refusal::Connections(3))
+        );
+        assert_eq!(
+            a.admit_connection(x, 14),
+            evicted(&[12], y, Refusal::Connections(3))
+        );
+        assert_eq!(a.evicted.connections.load(Ordering::Relaxed), 2);
+        assert!(!a.holds(10) && !a.holds(12) && a.holds(13));
+        // The evicted connections' closes come later and change nothing.
+        a.login_ended(10);
+        a.release_connection(10);
+        a.release_connection(12);
+        assert_eq!((a.connections(), a.logins()), (3, 3), "11, 13 and 14");
+        a.login_ended(11);
+        assert_eq!(a.logins(), 2, "11 logged in");
+        for serial in [11, 13, 14] {
+            a.release_connection(serial);
+        }
+        assert_empty(&a);
+    }
+
+    #[test]
+    fn one_evictee_of_the_address_makes_room_under_every_limit_that_binds() {
+        let (a, _) = Gatekeeper::new(
+            Limits {
+                connections: 2,
+                connections_per_initiator: 2,
+                logins: 2,
+                logins_per_initiator: 2,
+                ..Limits::default()
+            },
+            None,
+        );
+        let (x, y) = (ip("10.0.0.1"), ip("10.0.0.2"));
+        assert_eq!(a.admit_connection(x, 1), Ok(vec![]));
+        assert_eq!(a.admit_connection(x, 2), Ok(vec![]));
+        assert_eq!(
+            a.admit_connection(x, 3),
+            evicted(&[1], x, Refusal::LoginsPerInitiator(2))
+        );
+        assert_eq!(a.evicted.logins.load(Ordering::Relaxed), 1);
+        assert_eq!(a.evicted.connections.load(Ordering::Relaxed), 0);
+        // Another address: the totals bind; an unheard connection of any
+        // address makes room, and with none left the newcomer is refused.
+        a.first_pdu(2);
+        assert_eq!(
+            a.admit_connection(y, 4),
+            evicted(&[3], x, Refusal::Logins(2))
+        );
+        a.first_pdu(4);
+        assert_eq!(a.admit_connection(y, 5), Err(Refusal::Logins(2)));
+        a.release_connection(2);
+        a.release_connection(4);
+        assert_empty(&a);
+    }
+
+    #[test]
+    fn a_connection_evicted_before_its_driver_took_it_up_counts_nothing() {
+        let (a, _) = Gatekeeper::new(
+            Limits {
+                logins_per_initiator: 1,
+                ..Limits::default()
+            },
+            None,
+        );
+        let x = ip("10.0.0.1");
+        assert_eq!(a.admit_connection(x, 1), Ok(vec![]));
+        assert_eq!(a.admit_connection(x, 2).map(|e| e.len()), Ok(1));
+        assert!(!a.holds(1), "its driver drops it unserved");
+        // Taken up anyway, in a race: its login counts until it closes.
+        a.login_started(1, x);
+        a.login_started(2, x);
+        assert_eq!(a.logins(), 2);
+        a.login_ended(1);
+        a.release_connection(1);
+        a.login_ended(2);
+        a.release_connection(2);
+        assert_empty(&a);
+    }
+
+    #[test]
+    fn a_connection_made_without_admission_counts_its_login_only() {
+        let (a, _) = Gatekeeper::new(limits(), None);
+        let x = ip("10.0.0.1");
+        a.login_started(7, x);
+        a.login_started(7, x);
+        assert_eq!((a.connections(), a.logins()), (0, 1));
+        assert!(!a.holds(7));
+        a.first_pdu(7);
+        a.login_ended(7);
+        a.release_connection(7);
+        assert_empty(&a);
     }
 
     #[test]

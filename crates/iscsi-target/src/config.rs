@@ -46,6 +46,7 @@
 //! sessions = 1024
 //! logins = 256                     # connections not yet logged in
 //! logins_per_initiator = 16        # of those, from one IP address
+//! first_pdu_timeout_ms = 5000      # a connection's first PDU must come within this
 //! write_buffer = "256MiB"          # solicited write data, all connections
 //! response_buffer = "256MiB"       # responses built, not yet sent, all connections
 //!
@@ -300,6 +301,11 @@ pub struct Limits {
     /// `logins_per_initiator`: of those, from one IP address, so that one
     /// address's idle connections cannot keep others from logging in.
     pub logins_per_initiator: usize,
+    /// `first_pdu_timeout_ms`: how long a new connection may wait before
+    /// its first complete PDU; then it is closed (checked once a second).
+    /// A connection that has sent one has the whole login deadline
+    /// ([`crate::connection::LOGIN_DEADLINE`]), which also bounds this.
+    pub first_pdu_timeout_ms: u64,
     /// `write_buffer`: write data solicited (R2T) and not yet stored, all
     /// connections together; beyond it R2Ts wait, and a write whose data
     /// would come unasked is answered TASK SET FULL.
@@ -318,6 +324,7 @@ impl Default for Limits {
             sessions: 1024,
             logins: 256,
             logins_per_initiator: 16,
+            first_pdu_timeout_ms: 5000,
             write_buffer: 256 << 20,
             response_buffer: 256 << 20,
         }
@@ -793,6 +800,7 @@ const LIMITS_KEYS: &[&str] = &[
     "sessions",
     "logins",
     "logins_per_initiator",
+    "first_pdu_timeout_ms",
     "write_buffer",
     "response_buffer",
 ];
@@ -977,6 +985,10 @@ fn read_control(r: &Reader, mut t: Table) -> Result<Control, ConfigError> {
     Ok(Control { socket })
 }
 
+/// The shortest `first_pdu_timeout_ms`: connections' timers run once a
+/// second, so a shorter one would not be kept.
+const FIRST_PDU_TIMEOUT_MIN_MS: i64 = 1000;
+
 /// The `[limits]` table; a key left out keeps its default.
 fn read_limits(r: &Reader, mut t: Table) -> Result<Limits, ConfigError> {
     let mut l = Limits::default();
@@ -993,6 +1005,10 @@ fn read_limits(r: &Reader, mut t: Table) -> Result<Limits, ConfigError> {
         if let Some(f) = t.take(key) {
             *slot = r.int_in(&f, 1, 1_000_000)? as usize;
         }
+    }
+    if let Some(f) = t.take("first_pdu_timeout_ms") {
+        let most = crate::connection::LOGIN_DEADLINE.as_millis() as i64;
+        l.first_pdu_timeout_ms = r.int_in(&f, FIRST_PDU_TIMEOUT_MIN_MS, most)? as u64;
     }
     for (key, slot) in [
         ("write_buffer", &mut l.write_buffer),

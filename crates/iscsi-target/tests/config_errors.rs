@@ -188,6 +188,11 @@ fn unknown_keys_are_named_everywhere() {
         "did you mean `size`?",
     );
     check(
+        &format!("[limits]\nfirst_pdu_timeout = 5000 # <-\n{TARGET}"),
+        "limits.first_pdu_timeout",
+        "did you mean `first_pdu_timeout_ms`?",
+    );
+    check(
         &with_target("\"odd key\" = 1 # <-\n"),
         "target[0].\"odd key\"",
         "unknown key",
@@ -352,6 +357,17 @@ fn names_are_checked() {
         "target[0].name",
         "write \"iqn.2026-11.io.isoe:db\"",
     );
+}
+
+#[test]
+fn the_first_pdu_timeout_is_between_a_tick_and_the_login_deadline() {
+    for value in [999, 30_001] {
+        check(
+            &format!("[limits]\nfirst_pdu_timeout_ms = {value} # <-\n{TARGET}"),
+            "limits.first_pdu_timeout_ms",
+            "out of range 1000..=30000",
+        );
+    }
 }
 
 #[test]

@@ -450,6 +450,11 @@ fn example_target_toml_parses() {
         Datapath::default(),
         "the example documents the datapath defaults"
     );
+    assert_eq!(
+        config.limits,
+        isoe_target::config::Limits::default(),
+        "the example documents the limits' defaults"
+    );
 }
 
 #[test]
@@ -488,7 +493,7 @@ fn limits_table_sets_each_bound_and_keeps_the_rest() {
     assert_eq!(absent, isoe_target::config::Limits::default());
     assert_eq!(parse(""), absent, "an empty table changes nothing");
     let set = parse(
-                "connections = 100\nconnections_per_initiator = 4\nsessions = 10\nlogins = 5\nlogins_per_initiator = 2\nwrite_buffer = \"64MiB\"\nresponse_buffer = \"32MiB\"\n",
+                "connections = 100\nconnections_per_initiator = 4\nsessions = 10\nlogins = 5\nlogins_per_initiator = 2\nfirst_pdu_timeout_ms = 2500\nwrite_buffer = \"64MiB\"\nresponse_buffer = \"32MiB\"\n",
     );
     assert_eq!(
         set,
@@ -498,6 +503,7 @@ fn limits_table_sets_each_bound_and_keeps_the_rest() {
             sessions: 10,
             logins: 5,
             logins_per_initiator: 2,
+            first_pdu_timeout_ms: 2500,
             write_buffer: 64 << 20,
             response_buffer: 32 << 20,
         }

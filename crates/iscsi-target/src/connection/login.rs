@@ -83,6 +83,10 @@ impl Connection {
         let Phase::Login(phase) = &mut self.phase else {
             return Flow::Close;
         };
+        if phase.first_request.is_none() {
+            // A login under way: no longer closed to make room for others.
+            self.server.gate.first_pdu(self.serial);
+        }
         let first = *phase.first_request.get_or_insert(req);
         if phase.initiator.is_none() {
             phase.initiator = name_in(data, b"InitiatorName=");
@@ -367,7 +371,7 @@ impl Connection {
     /// no longer counts against `[limits] logins`.
     pub(super) fn end_login(&mut self) {
         if std::mem::take(&mut self.logging_in) {
-            self.server.gate.login_ended(self.peer.ip());
+            self.server.gate.login_ended(self.serial);
         }
     }
 }

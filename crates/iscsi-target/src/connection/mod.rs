@@ -265,7 +265,7 @@ impl Connection {
             peer_gone,
         } = endpoint;
         let machine = TargetLogin::new(login_config(defaults, portal_group_tag));
-        server.gate.login_started(peer.ip());
+        server.gate.login_started(serial, peer.ip());
         let output_gauge = Arc::clone(&server.output_bytes);
         let nop_interval = Duration::from_secs(defaults.nop_in_interval_s as u64);
         let nop_timeout = Duration::from_secs(defaults.nop_in_timeout_s as u64);
@@ -669,9 +669,16 @@ impl Connection {
         }
     }
 
+    /// How long a new connection may wait before its first complete PDU
+    /// (`[limits] first_pdu_timeout_ms`).
+    fn first_pdu_timeout(&self) -> Duration {
+        Duration::from_millis(self.server.config.limits.first_pdu_timeout_ms)
+    }
+
     /// Time passes: send a NOP-In ping when the link was idle, drop it
-    /// when a ping went unanswered, a login overran its deadline or a
-    /// command waited too long behind a CmdSN gap.
+    /// when a ping went unanswered, no first PDU came in time, a login
+    /// overran its deadline or a command waited too long behind a CmdSN
+    /// gap.
     pub fn handle_tick(&mut self, now: Instant) -> Flow {
         if self.server.is_shutting_down() {
             return Flow::Close;
@@ -690,11 +697,23 @@ impl Connection {
         }
         let session = match &self.phase {
             Phase::Full(session) => session,
-            Phase::Login(_) => {
+            Phase::Login(login) => {
+                let open_for = now.duration_since(self.opened);
+                if login.first_request.is_none() && open_for > self.first_pdu_timeout() {
+                    // Debug: a flood of silent connections is no news per
+                    // connection (the evictions and refusals say so).
+                    tracing::debug!(
+                        addr = %self.peer,
+                        portal = %self.local,
+                        "connection closed: no complete PDU within {:?}",
+                        self.first_pdu_timeout()
+                    );
+                    return Flow::Close;
+                }
                 // The whole login, not each request, has a deadline: a peer
                 // that keeps a login alive with slow continued requests
                 // still holds it no longer than this.
-                if now.duration_since(self.opened) > LOGIN_DEADLINE {
+                if open_for > LOGIN_DEADLINE {
                     tracing::warn!(
                         addr = %self.peer,
                         portal = %self.local,

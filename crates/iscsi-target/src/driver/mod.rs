@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 use thiserror::Error;
-use worker::{Mailbox, Msg, Shared, Worker, WORKERS_MAX};
+use worker::{Accepted, Mailbox, Msg, Shared, Worker, WORKERS_MAX};
 
 /// Longest pause of an acceptor that ran out of descriptors.
 const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
@@ -325,6 +325,7 @@ pub fn start_with_stores_wrapped(
         load: (0..mailboxes.len()).map(|_| Default::default()).collect(),
         mailboxes,
         moved: Default::default(),
+        next_sequence: std::sync::atomic::AtomicU64::new(1),
     });
     // Weak: the server outlives the workers' shared state otherwise.
     let reach = Arc::downgrade(&shared);
@@ -382,7 +383,7 @@ fn accept_loop(
 ) {
     let local = portal.local;
     let mut backoff = Duration::ZERO;
-    let mut refusals = RefusalLog::default();
+    let mut log = AdmissionLog::default();
     loop {
         let accepted = listener.accept();
         if shared.server.is_shutting_down() || stop.load(Ordering::Acquire) {
@@ -391,23 +392,16 @@ fn accept_loop(
         match accepted {
             Ok((stream, peer)) => {
                 backoff = Duration::ZERO;
-                if let Err(why) = shared.server.gate.admit_connection(peer.ip()) {
-                    // Closed at once: the peer sees its connection end
-                    // before any login, and nothing is held for it.
-                    refusals.note(local, peer, &why);
-                    drop(stream);
-                    continue;
-                }
-                let worker = shared.pick_worker(next.fetch_add(1, Ordering::Relaxed));
                 // The address the initiator reached, not the listener's: on
                 // a wildcard portal SendTargets must name the former.
-                let local = stream.local_addr().unwrap_or(local);
-                shared.mailboxes[worker].post(Msg::Adopt {
+                let reached = stream.local_addr().unwrap_or(local);
+                let accepted = Accepted {
                     stream,
-                    local,
+                    local: reached,
                     portal_group_tag: portal.group_tag,
                     peer,
-                });
+                };
+                admit(shared, next, accepted, &mut log);
             }
             Err(e) if e.raw_os_error().is_some_and(is_out_of_descriptors) => {
                 if backoff.is_zero() {
@@ -421,35 +415,90 @@ fn accept_loop(
     }
 }
 
-/// How often refused connections are reported at most.
-const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
+/// Admits an accepted connection and hands it to a worker, after closing
+/// the unheard connections evicted to make room for it; or closes it at
+/// once, before any login, so that nothing is held for it.
+fn admit(shared: &Shared, next: &AtomicUsize, accepted: Accepted, log: &mut AdmissionLog) {
+    let worker = shared.pick_worker(next.fetch_add(1, Ordering::Relaxed));
+    let serial = shared.new_serial(worker);
+    let (peer, local) = (accepted.peer, accepted.local);
+    match shared.server.gate.admit_connection(peer.ip(), serial) {
+        Ok(evicted) => {
+            for eviction in &evicted {
+                shared.evict(eviction.serial);
+                log.evicted(local, peer, eviction);
+            }
+            shared.place_on(worker, serial, accepted);
+        }
+        // Dropped here: the peer sees its connection end before any login.
+        Err(why) => log.refused(local, peer, &why),
+    }
+}
 
-/// Refused connections, logged the first time and then as a count at most
-/// every [`REFUSAL_LOG_EVERY`], so that a flood cannot flood the log.
+/// How often refused or evicted connections are reported at most.
+const ADMISSION_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Events logged the first time and then as a count at most every
+/// [`ADMISSION_LOG_EVERY`], so that a flood cannot flood the log.
 #[derive(Default)]
-struct RefusalLog {
+struct Throttle {
     last: Option<std::time::Instant>,
     unreported: u64,
 }
 
-impl RefusalLog {
-    fn note(&mut self, local: SocketAddr, peer: SocketAddr, why: &crate::admission::Refusal) {
+impl Throttle {
+    /// Counts one event; returns how many to report now, if it is time.
+    fn note(&mut self) -> Option<u64> {
         self.unreported += 1;
         let now = std::time::Instant::now();
         if self
             .last
-            .is_some_and(|at| now.duration_since(at) < REFUSAL_LOG_EVERY)
+            .is_some_and(|at| now.duration_since(at) < ADMISSION_LOG_EVERY)
         {
-            return;
+            return None;
         }
+        self.last = Some(now);
+        Some(std::mem::take(&mut self.unreported))
+    }
+}
+
+/// One portal's log of what its limits turned away or closed.
+#[derive(Default)]
+struct AdmissionLog {
+    refusals: Throttle,
+    evictions: Throttle,
+}
+
+impl AdmissionLog {
+    fn refused(&mut self, local: SocketAddr, peer: SocketAddr, why: &crate::admission::Refusal) {
+        let Some(count) = self.refusals.note() else {
+            return;
+        };
         tracing::warn!(
             addr = %peer,
             portal = %local,
-            "connection from {peer} refused: {why} ({} refused since the last report)",
-            self.unreported
+            "connection from {peer} refused: {why} ({count} refused since the last report)"
         );
-        self.last = Some(now);
-        self.unreported = 0;
+    }
+
+    fn evicted(
+        &mut self,
+        local: SocketAddr,
+        peer: SocketAddr,
+        eviction: &crate::admission::Eviction,
+    ) {
+        let Some(count) = self.evictions.note() else {
+            return;
+        };
+        tracing::warn!(
+            addr = %peer,
+            portal = %local,
+            evicted = %eviction.peer,
+            "connection from {} closed before its first PDU to make room for one from {peer}: \
+             {} ({count} closed so since the last report)",
+            eviction.peer,
+            eviction.why
+        );
     }
 }
 

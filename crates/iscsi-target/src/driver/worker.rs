@@ -37,8 +37,8 @@ use rustix::event::epoll::{self, EventData, EventFlags};
 use rustix::event::{eventfd, EventfdFlags, Timespec};
 use rustix::fd::OwnedFd;
 use std::collections::HashMap;
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -60,16 +60,13 @@ pub(crate) fn worker_of(serial: u64) -> usize {
 
 /// What other threads ask of a worker.
 pub(crate) enum Msg {
-    /// Serve this accepted connection.
-    Adopt {
-        stream: TcpStream,
-        local: SocketAddr,
-        /// The tag of the portal group `local` belongs to.
-        portal_group_tag: u16,
-        peer: SocketAddr,
-    },
+    /// Serve this accepted connection, admitted as `serial`.
+    Adopt { serial: u64, accepted: Accepted },
     /// See [`Action::Wake`].
     Wake(u64),
+    /// Close this connection: it was evicted to make room for a new one
+    /// ([`crate::admission::Eviction`]).
+    Evict(u64),
     /// Work handed to the I/O pool, or started on an asynchronous store,
     /// is done.
     Done {
@@ -131,19 +128,36 @@ pub(crate) struct Shared {
     pub(crate) moved: Mutex<HashMap<u64, usize>>,
     /// Connections placed on each worker: new ones go to the least loaded.
     pub(crate) load: Vec<AtomicUsize>,
+    /// The sequence of the next connection's serial.
+    pub(crate) next_sequence: AtomicU64,
 }
 
 impl Shared {
     /// The least loaded worker, ties broken by `turn` (round robin), for a
-    /// new connection, counted there at once.
+    /// new connection (counted there once admitted: [`Shared::place_on`]).
     pub(crate) fn pick_worker(&self, turn: usize) -> usize {
         let count = self.load.len();
-        let worker = (0..count)
+        (0..count)
             .map(|i| (turn + i) % count)
             .min_by_key(|&w| self.load[w].load(Ordering::Relaxed))
-            .unwrap_or(0);
+            .unwrap_or(0)
+    }
+
+    /// A new connection's serial, naming `worker`.
+    pub(crate) fn new_serial(&self, worker: usize) -> u64 {
+        let sequence = self.next_sequence.fetch_add(1, Ordering::Relaxed);
+        (sequence << WORKER_BITS) | worker as u64
+    }
+
+    /// Hands the admitted connection `serial` to its worker.
+    pub(crate) fn place_on(&self, worker: usize, serial: u64, accepted: Accepted) {
         self.load[worker].fetch_add(1, Ordering::Relaxed);
-        worker
+        self.mailboxes[worker].post(Msg::Adopt { serial, accepted });
+    }
+
+    /// Has the worker of connection `serial` close it.
+    pub(crate) fn evict(&self, serial: u64) {
+        self.mailboxes[self.worker_of(serial)].post(Msg::Evict(serial));
     }
 
     /// Connections on each worker now.
@@ -171,11 +185,19 @@ impl Shared {
     }
 }
 
+/// A connection as its acceptor hands it over.
+pub(crate) struct Accepted {
+    pub(crate) stream: TcpStream,
+    /// The address the initiator reached.
+    pub(crate) local: SocketAddr,
+    /// The tag of the portal group `local` belongs to.
+    pub(crate) portal_group_tag: u16,
+    pub(crate) peer: SocketAddr,
+}
+
 pub(crate) struct Slot {
     stream: Arc<TcpStream>,
     pump: Pump,
-    /// The initiator's address, counted against `[limits]` until closed.
-    peer: IpAddr,
     /// Whether it has been placed beside its session's other connections
     /// (or found to be where it belongs) once in full feature phase.
     placed: bool,
@@ -199,7 +221,6 @@ pub(crate) struct Worker {
     /// When the current batch of events came: the time every handler of
     /// the batch is given (one clock read per `epoll_wait`, not per call).
     now: Instant,
-    next_sequence: u64,
     /// Wake-ups for connections of this worker, run after the current event.
     local_wakes: Vec<u64>,
     /// Scratch for the wake-ups one connection asks for.
@@ -247,7 +268,6 @@ impl Worker {
             epoll,
             slots: FxHashMap::default(),
             now: Instant::now(),
-            next_sequence: 1,
             local_wakes: Vec::new(),
             wakes: Vec::new(),
             unsent: Vec::new(),
@@ -314,13 +334,9 @@ impl Worker {
     /// Returns true when the worker is to stop.
     fn on_message(&mut self, msg: Msg) -> bool {
         match msg {
-            Msg::Adopt {
-                stream,
-                local,
-                portal_group_tag,
-                peer,
-            } => self.adopt(stream, local, portal_group_tag, peer),
+            Msg::Adopt { serial, accepted } => self.adopt(serial, accepted),
             Msg::Wake(serial) => self.route_wake(serial),
+            Msg::Evict(serial) => self.evict(serial),
             Msg::Done {
                 serial,
                 token,
@@ -376,20 +392,23 @@ impl Worker {
         }
     }
 
-    fn adopt(
-        &mut self,
-        stream: TcpStream,
-        local: SocketAddr,
-        portal_group_tag: u16,
-        peer: SocketAddr,
-    ) {
+    fn adopt(&mut self, serial: u64, accepted: Accepted) {
+        let Accepted {
+            stream,
+            local,
+            portal_group_tag,
+            peer,
+        } = accepted;
+        if !self.shared.server.gate.holds(serial) {
+            // Evicted before it got here: its Evict found nothing to close.
+            self.shared.load[self.index].fetch_sub(1, Ordering::Relaxed);
+            return;
+        }
         if stream.set_nonblocking(true).is_err() {
-            self.release(peer.ip());
+            self.release(serial);
             return;
         }
         let _ = stream.set_nodelay(true);
-        let serial = (self.next_sequence << WORKER_BITS) | self.index as u64;
-        self.next_sequence += 1;
         let stream = Arc::new(stream);
         let probe = Arc::clone(&stream);
         let mut seed = [0u8; 32];
@@ -400,7 +419,7 @@ impl Worker {
                 portal = %local,
                 "connection from {peer} refused: no random numbers from the system"
             );
-            self.release(peer.ip());
+            self.release(serial);
             return;
         }
         tracing::debug!(addr = %peer, portal = %local, worker = self.index, "connection accepted");
@@ -424,7 +443,7 @@ impl Worker {
         .is_err()
         {
             pump.conn.detach();
-            self.release(peer.ip());
+            self.release(serial);
             return;
         }
         self.slots.insert(
@@ -432,7 +451,6 @@ impl Worker {
             Slot {
                 stream,
                 pump,
-                peer: peer.ip(),
                 placed: false,
                 unsent: false,
             },
@@ -537,11 +555,26 @@ impl Worker {
         ran
     }
 
-    /// A connection of this worker has ended: the initiator's address and
-    /// the worker's load no longer count it.
-    fn release(&self, peer: IpAddr) {
-        self.shared.server.gate.release_connection(peer);
+    /// A connection of this worker has ended: the limits and the worker's
+    /// load no longer count it.
+    fn release(&self, serial: u64) {
+        self.shared.server.gate.release_connection(serial);
         self.shared.load[self.index].fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Closes connection `serial`, evicted to make room for a new one; or
+    /// passes the order on to where it moved since.
+    fn evict(&mut self, serial: u64) {
+        if self.slots.contains_key(&serial) {
+            self.close(serial);
+            return;
+        }
+        let worker = self.shared.worker_of(serial);
+        if worker != self.index {
+            self.shared.mailboxes[worker].post(Msg::Evict(serial));
+        }
+        // Otherwise it closed already, or is yet to be adopted (and will
+        // find itself no longer admitted).
     }
 
     /// Sends a wake-up to the worker of connection `serial`: this one when
@@ -691,7 +724,7 @@ impl Worker {
         }
         let _ = epoll::delete(&self.epoll, &*slot.stream);
         let _ = slot.stream.shutdown(Shutdown::Both);
-        self.release(slot.peer);
+        self.release(serial);
     }
 }
 

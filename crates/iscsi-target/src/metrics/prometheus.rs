@@ -19,6 +19,7 @@
 //! | `isoe_rejects_total` | counter | target |
 //! | `isoe_logins_total` | counter | outcome (normal, discovery, authentication_failure, authorization_failure, not_found, out_of_resources, other_refusal) |
 //! | `isoe_connection_refusals_total` | counter | limit |
+//! | `isoe_connection_evictions_total` | counter | limit |
 //! | `isoe_resource_in_use`, `isoe_resource_limit` | gauge | resource (connections, logins, sessions, write_buffer, response_buffer) |
 
 use super::snapshot::Snapshot;
@@ -252,6 +253,14 @@ pub fn render(s: &Snapshot) -> String {
         out.sample("isoe_connection_refusals_total", &[("limit", limit)], n);
     }
     out.family(
+        "isoe_connection_evictions_total",
+        "counter",
+        "Connections closed before their first PDU to make room for a new one, by the [limits] key that bound.",
+    );
+    for (limit, n) in &s.connection_evictions {
+        out.sample("isoe_connection_evictions_total", &[("limit", limit)], n);
+    }
+    out.family(
         "isoe_resource_in_use",
         "gauge",
         "What a [limits] bound counts, now.",
@@ -372,6 +381,32 @@ fn answer(mut stream: TcpStream, render: &dyn Fn() -> String) -> std::io::Result
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn evictions_are_served_beside_refusals() {
+        let text =
+            "[limits]\nlogins_per_initiator = 1\n[[target]]\nname = \"iqn.2026-11.io.isoe:m\"\n";
+        let config = crate::config::Config::parse(text, None).expect("config");
+        let server = crate::registry::Server::new(config).expect("server");
+        let peer = "10.0.0.1".parse().unwrap();
+        assert_eq!(
+            server.gate.admit_connection(peer, 1).map(|e| e.len()),
+            Ok(0)
+        );
+        assert_eq!(
+            server.gate.admit_connection(peer, 2).map(|e| e.len()),
+            Ok(1)
+        );
+        let s = super::super::snapshot::snapshot(&server);
+        assert_eq!(s.connection_evictions["logins"], 1);
+        assert_eq!(s.connection_evictions["connections"], 0);
+        let served = render(&s);
+        assert!(
+            served.contains("isoe_connection_evictions_total{limit=\"logins\"} 1\n"),
+            "{served}"
+        );
+        assert!(served.contains("isoe_connection_refusals_total{limit=\"logins\"} 0\n"));
+    }
 
     #[test]
     fn label_values_are_escaped() {

@@ -60,6 +60,9 @@ pub struct Snapshot {
     pub logins: BTreeMap<&'static str, u64>,
     /// Connections refused before login, by the limit that refused them.
     pub connection_refusals: BTreeMap<&'static str, u64>,
+    /// Connections closed before their first PDU to make room for a new
+    /// one, by the limit that bound.
+    pub connection_evictions: BTreeMap<&'static str, u64>,
     /// Resources against their bounds.
     pub resources: Vec<Resource>,
 }
@@ -130,6 +133,15 @@ pub fn snapshot(server: &Server) -> Snapshot {
     .into_iter()
     .map(|(name, c)| (name, c.load(Ordering::Relaxed)))
     .collect();
+    let evicted = &server.gate.evicted;
+    let connection_evictions = [
+        ("connections", &evicted.connections),
+        ("connections_per_initiator", &evicted.per_initiator),
+        ("logins", &evicted.logins),
+    ]
+    .into_iter()
+    .map(|(name, c)| (name, c.load(Ordering::Relaxed)))
+    .collect();
     let limits = server.gate.limits();
     let resources = vec![
         Resource {
@@ -170,6 +182,7 @@ pub fn snapshot(server: &Server) -> Snapshot {
         sessions,
         logins,
         connection_refusals,
+        connection_evictions,
         resources,
     }
 }

@@ -321,6 +321,23 @@ fn an_unanswered_nop_in_ping_ends_the_connection() {
     );
 }
 
+/// A connection that sends nothing is closed once the first-PDU timeout
+/// (5 s by default, `[limits] first_pdu_timeout_ms`) has passed, at the
+/// next tick, and no longer counts as a login in progress.
+#[test]
+fn a_connection_that_sends_nothing_ends_at_the_first_pdu_timeout() {
+    let mut pair = Pair::new(server(NO_PINGS));
+    let link = pair.connect();
+    assert_eq!(pair.server.gate.logins(), 1);
+    pair.advance(Duration::from_secs(10));
+    assert_eq!(
+        pair.closed_at(link),
+        Some(Duration::from_secs(5) + TICK),
+        "closed at the first tick past 5 s"
+    );
+    assert_eq!(pair.server.gate.logins(), 0, "its login slot came back");
+}
+
 /// A login whose first request's text comes in pieces (the C bit), one
 /// every 5 s, is answered piece by piece, and ends anyway once the whole
 /// login has taken longer than LOGIN_DEADLINE.

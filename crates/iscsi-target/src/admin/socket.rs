@@ -3,27 +3,39 @@
 //!
 //! Only the target's own user (root, for a service) may use it: the socket
 //! file is made with mode 0600, and each client's credentials
-//! (SO_PEERCRED) must be root's or the target's own user's. One thread
-//! serves one client at a time, each with a 10 s deadline and requests of
-//! at most 1 MiB, so a client that hangs or floods holds nothing but its
-//! own turn.
+//! (SO_PEERCRED) must be root's or the target's own user's.
+//!
+//! Up to [`CLIENTS_MAX`] clients are served at once, a thread each; one
+//! more is told the socket is busy and closed at once. A client has
+//! [`REQUEST_DEADLINE`] for its whole request (a trickle of bytes does not
+//! extend it) and at most 1 MiB; stopping shuts every client's stream
+//! down, so a hung client never delays it.
+
+mod clients;
 
 use super::Admin;
-use serde_json::json;
-use std::io::{BufRead, BufReader, Read, Write};
+use clients::Clients;
+use serde_json::{json, Value as Json};
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The longest request line taken.
-const REQUEST_MAX_BYTES: u64 = 1 << 20;
+const REQUEST_MAX_BYTES: usize = 1 << 20;
 
-/// How long a client has to send its request and read its answer.
-const CLIENT_DEADLINE: Duration = Duration::from_secs(10);
+/// How long a client has from its connection to the end of its request.
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
+
+/// How long a client has to take its answer.
+const ANSWER_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Clients served at once.
+pub const CLIENTS_MAX: usize = 8;
 
 /// Why the control socket could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +62,7 @@ pub struct ControlSocket {
     stop: Arc<AtomicBool>,
     /// The listening socket, to wake the thread's accept when stopping.
     listener: UnixListener,
+    clients: Arc<Clients>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -75,16 +88,22 @@ impl ControlSocket {
         let listener = UnixListener::bind(path).map_err(io)?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
         let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
+        let clients = Clients::new(CLIENTS_MAX);
         let own = listener.try_clone().map_err(io)?;
+        let serving = Serving {
+            admin,
+            stop: Arc::clone(&stop),
+            clients: Arc::clone(&clients),
+        };
         let thread = std::thread::Builder::new()
             .name("isoe-control".into())
-            .spawn(move || serve(listener, &admin, &flag))
+            .spawn(move || serving.accept(listener))
             .map_err(io)?;
         Ok(ControlSocket {
             path: path.to_path_buf(),
             stop,
             listener: own,
+            clients,
             thread: Some(thread),
         })
     }
@@ -106,54 +125,137 @@ impl Drop for ControlSocket {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+        // No client is taken now; those served are woken, not waited for
+        // (a change in progress is, to its end).
+        self.clients.stop();
         let _ = std::fs::remove_file(&self.path);
     }
 }
 
-fn serve(listener: UnixListener, admin: &Admin, stop: &AtomicBool) {
-    let own_uid = rustix::process::geteuid().as_raw();
-    for stream in listener.incoming() {
-        if stop.load(Ordering::Acquire) {
-            break;
+/// What the serving threads share.
+struct Serving {
+    admin: Arc<Admin>,
+    stop: Arc<AtomicBool>,
+    clients: Arc<Clients>,
+}
+
+impl Serving {
+    fn accept(self, listener: UnixListener) {
+        let this = Arc::new(self);
+        for stream in listener.incoming() {
+            if this.stop.load(Ordering::Acquire) {
+                break;
+            }
+            let Ok(stream) = stream else {
+                // Out of descriptors, say: the next client tries again.
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            };
+            let serving = Arc::clone(&this);
+            if let Err(stream) = this.clients.spawn(stream, move |s| serving.client(s)) {
+                this.busy(&stream);
+            }
         }
-        let Ok(stream) = stream else {
-            // Out of descriptors, say: the next client tries again.
-            std::thread::sleep(Duration::from_millis(50));
-            continue;
-        };
-        let allowed = rustix::net::sockopt::socket_peercred(&stream)
+    }
+
+    /// Tells a client beyond [`CLIENTS_MAX`] to come back, without waiting
+    /// for it: the answer fits the socket's buffer, which is empty.
+    fn busy(&self, stream: &UnixStream) {
+        let _ = stream.set_nonblocking(true);
+        let error = format!(
+            "the control socket serves {CLIENTS_MAX} clients at once and all are busy; try again"
+        );
+        let _ = answer(stream, json!({"ok": false, "error": error}));
+        // A request left unread when the socket closes makes the client's
+        // next read fail (ECONNRESET): take what has come, without waiting.
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+        let _ = std::io::copy(
+            &mut stream.take(REQUEST_MAX_BYTES as u64),
+            &mut std::io::sink(),
+        );
+    }
+
+    fn client(&self, stream: &UnixStream) {
+        let own_uid = rustix::process::geteuid().as_raw();
+        let allowed = rustix::net::sockopt::socket_peercred(stream)
             .map(|cred| {
                 let uid = cred.uid.as_raw();
                 uid == 0 || uid == own_uid
             })
             .unwrap_or(false);
-        if !allowed {
-            let _ = answer(
-                &stream,
-                &json!({"ok": false, "error": "the control socket serves only root and the target's own user"}),
-            );
-            continue;
-        }
-        let _ = stream.set_read_timeout(Some(CLIENT_DEADLINE));
-        let _ = stream.set_write_timeout(Some(CLIENT_DEADLINE));
-        let mut line = String::new();
-        let read = BufReader::new((&stream).take(REQUEST_MAX_BYTES)).read_line(&mut line);
-        let reply = match read {
-            Ok(0) => continue,
-            Ok(_) if !line.ends_with('\n') => {
-                json!({"ok": false, "error": "a request is one JSON object on one line of at most 1 MiB"})
+        let reply = if !allowed {
+            json!({"ok": false, "error": "the control socket serves only root and the target's own user"})
+        } else {
+            match read_request(stream, Instant::now() + REQUEST_DEADLINE) {
+                Ok(Some(line)) => self.reply(&line),
+                Ok(None) => return,
+                Err(refusal) => json!({"ok": false, "error": refusal}),
             }
-            Ok(_) => match serde_json::from_str(&line) {
-                Ok(request) => admin.answer(&request),
-                Err(e) => json!({"ok": false, "error": format!("the request is not JSON: {e}")}),
-            },
-            Err(_) => continue,
         };
-        let _ = answer(&stream, &reply);
+        let _ = stream.set_write_timeout(Some(ANSWER_DEADLINE));
+        let _ = answer(stream, reply);
+    }
+
+    fn reply(&self, line: &[u8]) -> Json {
+        let text = match std::str::from_utf8(line) {
+            Ok(text) => text,
+            Err(e) => {
+                let at = e.valid_up_to();
+                return json!({"ok": false, "error": format!("the request is not UTF-8 (byte {at} is not valid)")});
+            }
+        };
+        match serde_json::from_str::<Json>(text) {
+            Ok(request) => self.admin.answer(&request),
+            Err(e) => json!({"ok": false, "error": format!("the request is not JSON: {e}")}),
+        }
     }
 }
 
-fn answer(mut stream: &UnixStream, reply: &serde_json::Value) -> std::io::Result<()> {
+/// Reads one request line from `stream` by `deadline`: Ok(None) when the
+/// client closed without sending anything; Err: what to answer instead.
+fn read_request(stream: &UnixStream, deadline: Instant) -> Result<Option<Vec<u8>>, String> {
+    let mut line = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(format!(
+                "the request did not come whole within {} s",
+                REQUEST_DEADLINE.as_secs()
+            ));
+        }
+        // The timeout is what is left of the whole deadline, so that a
+        // byte now and then does not extend it.
+        let _ = stream.set_read_timeout(Some(left));
+        let n = match (&*stream).read(&mut chunk) {
+            Ok(0) if line.is_empty() => return Ok(None),
+            Ok(0) => {
+                return Err("a request is one JSON object on one line, ended by a newline".into())
+            }
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) =>
+            {
+                continue
+            }
+            Err(e) => return Err(format!("reading the request failed: {e}")),
+        };
+        let start = line.len();
+        line.extend_from_slice(&chunk[..n]);
+        if let Some(end) = line[start..].iter().position(|&b| b == b'\n') {
+            line.truncate(start + end);
+            return Ok(Some(line));
+        }
+        if line.len() > REQUEST_MAX_BYTES {
+            return Err("a request is one JSON object on one line of at most 1 MiB".into());
+        }
+    }
+}
+
+fn answer(mut stream: &UnixStream, reply: Json) -> std::io::Result<()> {
     let mut text = reply.to_string();
     text.push('\n');
     stream.write_all(text.as_bytes())

@@ -4,7 +4,7 @@
 //! came, for scripts.
 
 use clap::{Args, Subcommand};
-use isoe_target::admin::socket;
+use isoe_target::admin::socket::client::Connection;
 use serde_json::{json, Map, Value as Json};
 use std::io::BufRead;
 use std::path::PathBuf;
@@ -20,6 +20,10 @@ pub struct AdminArgs {
     /// Print the target's answer as JSON.
     #[arg(long, global = true)]
     json: bool,
+    /// Also trust a target that runs as this uid (root administering a
+    /// target run as a user of its own); root and your own user always are.
+    #[arg(long, value_name = "UID", global = true)]
+    target_uid: Option<u32>,
     #[command(subcommand)]
     command: AdminCommand,
 }
@@ -194,14 +198,14 @@ pub fn run(args: AdminArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     };
-    let reply = match socket::request(&path, &request) {
+    // Who answers is checked before anything is sent: the request may
+    // carry a CHAP secret.
+    let reply = Connection::open(&path, args.target_uid)
+        .and_then(|connection| connection.request(&request));
+    let reply = match reply {
         Ok(reply) => reply,
         Err(e) => {
-            eprintln!(
-                "isoe admin: cannot reach the target at {}: {e} (is `isoe target` running, \
-                 with this [control] socket?)",
-                path.display()
-            );
+            eprintln!("isoe admin: {e}");
             return ExitCode::from(2);
         }
     };

@@ -4,7 +4,7 @@
 //! tests and the lab read; stderr the log (`crate::logging`), set up once
 //! the configuration is read: a configuration error is printed before it.
 
-use isoe_target::admin::socket::ControlSocket;
+use isoe_target::admin::socket::{self, ControlSocket, SocketError};
 use isoe_target::admin::Admin;
 use isoe_target::config::{algorithm_name, ChapConfig, Datapath, PortalGroup};
 use isoe_target::Config;
@@ -156,6 +156,15 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
         .collect();
     let auth = auth_summary(&config);
     let datapath = config.datapath;
+    // A socket directory others can write is a configuration error, said
+    // before any portal binds: serving with it would hand `isoe admin` to
+    // whoever takes the path first.
+    if let Some(path) = &configured.control.socket {
+        if let Err(e @ SocketError::Unsafe { .. }) = socket::check_directory(path) {
+            tracing::error!("{e}");
+            return ExitCode::from(2);
+        }
+    }
     let running = match isoe_target::start(config) {
         Ok(r) => r,
         Err(e) => {

@@ -1,12 +1,18 @@
-//! The control socket against careless neighbours: clients that hang or
-//! trickle, more clients than the socket serves at once, and a request
-//! that is not UTF-8.
+//! The control socket against hostile or careless neighbours: a socket path
+//! taken first by another user, clients that hang or trickle, more clients
+//! than the socket serves at once, and a request that is not UTF-8. `isoe
+//! admin` must send nothing to a socket another user answers on.
+//!
+//! The test of a squatting user runs its squatter as uid 65534 (nobody),
+//! which needs root; without root it skips and says so.
 
 mod support;
 
-use std::io::Write;
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,6 +21,9 @@ use support::tools::ToolOutput;
 use support::{Target, TargetConfig};
 
 const TARGET: &str = "iqn.2026-11.io.isoe:control";
+
+/// An unprivileged uid (nobody) for the squatter.
+const OTHER_UID: u32 = 65534;
 
 /// How long the target gives a client to send its whole request.
 const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
@@ -26,6 +35,11 @@ fn config_text(socket: &Path) -> String {
          [[target]]\nname = \"{TARGET}\"\n[[target.lun]]\nnumber = 0\nmemory = \"1MiB\"\n",
         socket.display()
     )
+}
+
+/// A configuration in its own directory whose control socket is `socket`.
+fn config_with_socket(socket: &Path) -> TargetConfig {
+    TargetConfig::new(&config_text(socket))
 }
 
 /// A running target whose control socket is `control.sock` beside its file.
@@ -50,7 +64,9 @@ fn answer_to(socket: &Path, request: &[u8], wait: Duration) -> Option<serde_json
     use std::io::BufRead;
     let mut stream = UnixStream::connect(socket).unwrap();
     stream.set_read_timeout(Some(wait)).unwrap();
-    stream.write_all(request).unwrap();
+    // A refusal may come, and the socket close, before the request is
+    // all sent: the answer is still there to read.
+    let _ = stream.write_all(request);
     let mut line = String::new();
     match std::io::BufReader::new(&stream).read_line(&mut line) {
         Ok(0) => None,
@@ -100,6 +116,164 @@ impl Drop for Trickler {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
     }
+}
+
+/// Binds `socket` as uid `OTHER_UID` and answers every request as a target
+/// would, keeping what it was sent in `record`.
+const SQUATTER: &str = r#"
+import socket, sys
+path, record = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_UNIX)
+s.bind(path)
+s.listen(4)
+print("ready", flush=True)
+while True:
+    c, _ = s.accept()
+    c.settimeout(2)
+    data = b""
+    try:
+        while not data.endswith(b"\n"):
+            d = c.recv(65536)
+            if not d:
+                break
+            data += d
+    except OSError:
+        pass
+    with open(record, "ab") as f:
+        f.write(data)
+    try:
+        c.sendall(b'{"ok": true, "changes": ["CHAP of the target set"]}\n')
+    except OSError:
+        pass
+    c.close()
+"#;
+
+/// The squatter, running as another user, once its socket is bound.
+fn squatter(dir: &Path, socket: &Path, record: &Path) -> Child {
+    use std::os::unix::process::CommandExt;
+    let script = dir.join("squatter.py");
+    std::fs::write(&script, SQUATTER).unwrap();
+    let mut child = Command::new("/usr/bin/python3")
+        .arg(&script)
+        .arg(socket)
+        .arg(record)
+        .uid(OTHER_UID)
+        .gid(OTHER_UID)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn python3");
+    let mut ready = [0u8; 6];
+    child
+        .stdout
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut ready)
+        .expect("the squatter binds its socket");
+    child
+}
+
+/// A directory in /tmp every user may write (mode 0777), as a careless
+/// socket directory would be.
+fn world_writable_dir() -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("isoe-open-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    dir
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[test]
+fn admin_sends_nothing_to_a_socket_another_user_answers_on() {
+    if !is_root() {
+        eprintln!("SKIPPED: running a squatter as another user needs root");
+        return;
+    }
+    let dir = world_writable_dir();
+    let socket = dir.path().join("isoe.sock");
+    let record = dir.path().join("received");
+    let mut squatter = squatter(dir.path(), &socket, &record);
+    let mut admin = Command::new(env!("CARGO_BIN_EXE_isoe"))
+        .args(["admin", "--socket"])
+        .arg(&socket)
+        .args(["chap", "set", TARGET, "user=alice", "secret=-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    admin
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"the-new-secret-1234\n")
+        .unwrap();
+    let out = admin.wait_with_output().unwrap();
+    let _ = squatter.kill();
+    let _ = squatter.wait();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    let received = std::fs::read(&record).unwrap_or_default();
+    assert!(
+        received.is_empty(),
+        "the squatter was sent {:?}",
+        String::from_utf8_lossy(&received)
+    );
+    assert!(!out.status.success(), "{stdout}{stderr}");
+    assert!(!stdout.contains("CHAP of the target set"), "{stdout}");
+    assert!(
+        stderr.contains(&format!("uid {OTHER_UID}"))
+            && stderr.contains(&format!("pid {}", squatter.id())),
+        "the refusal names who answered: {stderr}"
+    );
+}
+
+#[test]
+fn a_socket_directory_other_users_can_write_is_refused_at_start() {
+    let dir = world_writable_dir();
+    let socket = dir.path().join("isoe.sock");
+    let config = config_with_socket(&socket);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_isoe"))
+        .args(["target", "--config"])
+        .arg(config.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "the target served with its socket in a world-writable directory:\n{}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains(&format!("{} is writable by", dir.path().display())),
+        "{said}"
+    );
+    assert!(!said.contains("listening on"), "a portal was bound: {said}");
+    assert!(!socket.exists());
 }
 
 #[test]

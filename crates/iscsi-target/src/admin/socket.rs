@@ -2,8 +2,11 @@
 //! and reads one answer, each a JSON object on one line.
 //!
 //! Only the target's own user (root, for a service) may use it: the socket
-//! file is made with mode 0600, and each client's credentials
-//! (SO_PEERCRED) must be root's or the target's own user's.
+//! file is made with mode 0600 in a directory no one else can write
+//! ([`check_directory`]: another user could take the path first), and each
+//! client's credentials (SO_PEERCRED) must be root's or the target's own
+//! user's. [`client`] checks the same of the target before it sends
+//! anything.
 //!
 //! Up to [`CLIENTS_MAX`] clients are served at once, a thread each; one
 //! more is told the socket is busy and closed at once. A client has
@@ -11,12 +14,14 @@
 //! extend it) and at most 1 MiB; stopping shuts every client's stream
 //! down, so a hung client never delays it.
 
+pub mod client;
 mod clients;
+mod directory;
 
 use super::Admin;
 use clients::Clients;
 use serde_json::{json, Value as Json};
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -24,6 +29,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+pub use directory::Unsafe;
 
 /// The longest request line taken.
 const REQUEST_MAX_BYTES: usize = 1 << 20;
@@ -46,6 +53,19 @@ pub enum SocketError {
         /// The socket's path.
         path: PathBuf,
     },
+    /// The socket's directory, or one above it, is not the target's own.
+    #[error(
+        "the control socket {} is refused: {} {}; another user could take the path first and \
+         answer `isoe admin` in the target's place: use a directory only root and the \
+         target's user can write (chmod go-w), or set [control] socket elsewhere",
+        path.display(), unsafe_.dir.display(), unsafe_.why
+    )]
+    Unsafe {
+        /// The socket's path.
+        path: PathBuf,
+        /// What is wrong.
+        unsafe_: Unsafe,
+    },
     /// Making the directory, binding or setting the mode failed.
     #[error("cannot make the control socket {}: {source}", path.display())]
     Io {
@@ -54,6 +74,22 @@ pub enum SocketError {
         /// What the OS said.
         source: std::io::Error,
     },
+}
+
+/// Makes the directory of the control socket `path` if missing (mode
+/// 0700) and checks that no one but root and this user can write it or
+/// rename it: see [`directory::check`].
+pub fn check_directory(path: &Path) -> Result<(), SocketError> {
+    directory::check(path).map_err(|e| match e {
+        directory::CheckError::Unsafe(unsafe_) => SocketError::Unsafe {
+            path: path.to_path_buf(),
+            unsafe_,
+        },
+        directory::CheckError::Io { dir, source } => SocketError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::new(source.kind(), format!("{}: {source}", dir.display())),
+        },
+    })
 }
 
 /// A control socket being served; dropping it stops it and removes the file.
@@ -67,16 +103,15 @@ pub struct ControlSocket {
 }
 
 impl ControlSocket {
-    /// Binds `path` (its directory made if missing; a stale socket file of
-    /// a target that is gone replaced) and serves `admin` on it.
+    /// Binds `path` (its directory checked, and made if missing; a stale
+    /// socket file of a target that is gone replaced) and serves `admin`
+    /// on it.
     pub fn start(path: &Path, admin: Arc<Admin>) -> Result<ControlSocket, SocketError> {
         let io = |source| SocketError::Io {
             path: path.to_path_buf(),
             source,
         };
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(io)?;
-        }
+        check_directory(path)?;
         if path.exists() {
             if UnixStream::connect(path).is_ok() {
                 return Err(SocketError::InUse {
@@ -259,17 +294,4 @@ fn answer(mut stream: &UnixStream, reply: Json) -> std::io::Result<()> {
     let mut text = reply.to_string();
     text.push('\n');
     stream.write_all(text.as_bytes())
-}
-
-/// Sends `request` to the control socket at `path` and returns the answer
-/// (the client side, for `isoe admin`).
-pub fn request(path: &Path, request: &serde_json::Value) -> std::io::Result<serde_json::Value> {
-    let mut stream = UnixStream::connect(path)?;
-    stream.set_read_timeout(Some(Duration::from_secs(120)))?;
-    let mut text = request.to_string();
-    text.push('\n');
-    stream.write_all(text.as_bytes())?;
-    let mut line = String::new();
-    BufReader::new(&stream).read_line(&mut line)?;
-    serde_json::from_str(&line).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }

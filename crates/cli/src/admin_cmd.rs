@@ -4,7 +4,7 @@
 //! came, for scripts.
 
 use clap::{Args, Subcommand};
-use isoe_target::admin::socket::client::Connection;
+use isoe_target::admin::socket::client::{Connection, Peer};
 use serde_json::{json, Map, Value as Json};
 use std::io::BufRead;
 use std::path::PathBuf;
@@ -200,10 +200,15 @@ pub fn run(args: AdminArgs) -> ExitCode {
     };
     // Who answers is checked before anything is sent: the request may
     // carry a CHAP secret.
-    let reply = Connection::open(&path, args.target_uid)
-        .and_then(|connection| connection.request(&request));
+    let reply = Connection::open(&path, args.target_uid).and_then(|connection| {
+        let peer = connection.peer();
+        connection.request(&request).map(|reply| (peer, reply))
+    });
     let reply = match reply {
-        Ok(reply) => reply,
+        Ok((peer, reply)) => {
+            eprintln!("isoe admin: {}", speaking_to(peer, &reply, &path));
+            reply
+        }
         Err(e) => {
             eprintln!("isoe admin: {e}");
             return ExitCode::from(2);
@@ -219,6 +224,18 @@ pub fn run(args: AdminArgs) -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// Which target answered: the default socket path is whichever target
+/// took it first, so it is said every time (on stderr, which keeps
+/// `--json`'s output one object).
+fn speaking_to(peer: Peer, reply: &Json, path: &std::path::Path) -> String {
+    let file = match reply.get("server").map(|s| &s["config_file"]) {
+        Some(Json::String(file)) => format!(" (config {file})"),
+        Some(Json::Null) => " (no configuration file)".into(),
+        _ => String::new(),
+    };
+    format!("target pid {}{file} at {}", peer.pid, path.display())
 }
 
 fn request(command: AdminCommand) -> Result<Json, String> {

@@ -55,17 +55,26 @@ fn auth_summary(config: &Config) -> Vec<String> {
 
 /// Starts the control socket of `[control] socket`, if any. A socket
 /// another target answers on, or one that cannot be made, leaves this
-/// target without one and says why: serving must not depend on it.
-fn control_socket(path: Option<&Path>, admin: &Arc<Admin>) -> Option<ControlSocket> {
-    let path = path?;
-    match ControlSocket::start(path, Arc::clone(admin)) {
-        Ok(socket) => Some(socket),
+/// target without one, serving all the same, and says so loudly: in the
+/// log and on stdout with the report (the returned line), naming the
+/// target that has the path. `config_file` is what each answer names.
+fn control_socket(
+    path: Option<&Path>,
+    admin: &Arc<Admin>,
+    config_file: Option<&Path>,
+) -> (Option<ControlSocket>, Option<String>) {
+    let Some(path) = path else {
+        return (None, None);
+    };
+    match ControlSocket::start(path, Arc::clone(admin), config_file) {
+        Ok(socket) => (Some(socket), None),
         Err(e) => {
-            tracing::warn!(
+            let said = format!(
                 "no control socket: {e}; `isoe admin` cannot reach this target \
                  (set [control] socket to another path, or \"\" for none)"
             );
-            None
+            tracing::error!("{said}");
+            (None, Some(said))
         }
     }
 }
@@ -193,7 +202,15 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let control = control_socket(configured.control.socket.as_deref(), &admin);
+    // Absolute, so that `isoe admin` names the file whatever directory
+    // the target was started in.
+    let config_file =
+        config_path.map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()));
+    let (control, no_control) = control_socket(
+        configured.control.socket.as_deref(),
+        &admin,
+        config_file.as_deref(),
+    );
     let metrics = match configured.metrics.listen {
         Some(addr) => {
             let server = Arc::clone(running.server());
@@ -248,6 +265,9 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
             "isoe target: control socket {}",
             socket.path().display()
         );
+    }
+    if let Some(said) = &no_control {
+        let _ = writeln!(stdout, "isoe target: {said}");
     }
     if let Some(listener) = &metrics {
         let _ = writeln!(

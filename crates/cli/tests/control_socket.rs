@@ -1,7 +1,8 @@
 //! The control socket against hostile or careless neighbours: a socket path
 //! taken first by another user, clients that hang or trickle, more clients
-//! than the socket serves at once, and a request that is not UTF-8. `isoe
-//! admin` must send nothing to a socket another user answers on.
+//! than the socket serves at once, a request that is not UTF-8, and two
+//! targets configured with one path. `isoe admin` must send nothing to a
+//! socket another user answers on, and say which target it talks to.
 //!
 //! The test of a squatting user runs its squatter as uid 65534 (nobody),
 //! which needs root; without root it skips and says so.
@@ -352,4 +353,69 @@ fn a_request_that_is_not_utf8_gets_an_error_that_says_so() {
     // The socket still serves.
     assert!(admin(&socket, &["list"]).success());
     target.stop_cleanly();
+}
+
+#[test]
+fn admin_says_which_target_it_talks_to() {
+    let (config, mut target, socket) = target();
+    let pid = target.pid().unwrap();
+    let file = std::fs::canonicalize(config.path()).unwrap();
+    let out = admin(&socket, &["list"]);
+    assert!(out.success(), "{}", out.describe());
+    let said = format!("target pid {pid} (config {})", file.display());
+    assert!(out.stderr.contains(&said), "{}", out.describe());
+    // --json: stdout stays one JSON object, which names the target too.
+    let out = admin(&socket, &["--json", "list"]);
+    let reply: serde_json::Value = serde_json::from_str(out.stdout.trim())
+        .unwrap_or_else(|e| panic!("{e}: {}", out.describe()));
+    assert_eq!(reply["server"]["pid"], pid, "{reply}");
+    assert_eq!(
+        reply["server"]["config_file"],
+        file.display().to_string(),
+        "{reply}"
+    );
+    assert!(out.stderr.contains(&said), "{}", out.describe());
+    target.stop_cleanly();
+}
+
+#[test]
+fn a_second_target_on_a_socket_in_use_says_loudly_whose_it_is() {
+    let (config, mut first, socket) = target();
+    let second_config = config_with_socket(&socket);
+    let mut second = Target::with_config_portals(&second_config, 1);
+    let said = format!(
+        "no control socket: {} is in use by another running target (pid {}, config {})",
+        socket.display(),
+        first.pid().unwrap(),
+        std::fs::canonicalize(config.path()).unwrap().display()
+    );
+    // In the log, and on stdout with the report.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let on_stdout = |output: &str| {
+        output
+            .lines()
+            .any(|l| l.starts_with("isoe target: ") && l.contains(&said))
+    };
+    while !(second
+        .output()
+        .contains(&format!("ERROR isoe::target_cmd: {said}"))
+        && on_stdout(&second.output()))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "expected {said:?} in the log and on stdout:\n{}",
+            second.output()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The socket is still the first one's; the second's stop leaves it.
+    second.stop_cleanly();
+    let out = admin(&socket, &["list"]);
+    assert!(
+        out.stderr
+            .contains(&format!("target pid {}", first.pid().unwrap())),
+        "{}",
+        out.describe()
+    );
+    first.stop_cleanly();
 }

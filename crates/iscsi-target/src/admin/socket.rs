@@ -12,7 +12,9 @@
 //! more is told the socket is busy and closed at once. A client has
 //! [`REQUEST_DEADLINE`] for its whole request (a trickle of bytes does not
 //! extend it) and at most 1 MiB; stopping shuts every client's stream
-//! down, so a hung client never delays it.
+//! down, so a hung client never delays it. Every answer names the target
+//! (`"server": {"pid", "config_file"}`), so that `isoe admin` can say which
+//! target it spoke to.
 
 pub mod client;
 mod clients;
@@ -44,14 +46,19 @@ const ANSWER_DEADLINE: Duration = Duration::from_secs(10);
 /// Clients served at once.
 pub const CLIENTS_MAX: usize = 8;
 
+/// How long the target asks a running one on its path who it is.
+const PROBE_WAIT: Duration = Duration::from_secs(1);
+
 /// Why the control socket could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum SocketError {
     /// Another process answers on the path.
-    #[error("{} is in use by another running target", path.display())]
+    #[error("{} is in use by another running target ({})", path.display(), describe(holder))]
     InUse {
         /// The socket's path.
         path: PathBuf,
+        /// Who answers there, when it said.
+        holder: Option<Holder>,
     },
     /// The socket's directory, or one above it, is not the target's own.
     #[error(
@@ -74,6 +81,27 @@ pub enum SocketError {
         /// What the OS said.
         source: std::io::Error,
     },
+}
+
+/// A running target found on a control socket's path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    /// Its process (from the kernel).
+    pub pid: u32,
+    /// Its configuration file, as it said: Some(None) when it has none,
+    /// None when it did not say.
+    pub config_file: Option<Option<String>>,
+}
+
+fn describe(holder: &Option<Holder>) -> String {
+    let Some(Holder { pid, config_file }) = holder else {
+        return "it did not say who it is".into();
+    };
+    match config_file {
+        Some(Some(file)) => format!("pid {pid}, config {file}"),
+        Some(None) => format!("pid {pid}, no configuration file"),
+        None => format!("pid {pid}"),
+    }
 }
 
 /// Makes the directory of the control socket `path` if missing (mode
@@ -105,28 +133,38 @@ pub struct ControlSocket {
 impl ControlSocket {
     /// Binds `path` (its directory checked, and made if missing; a stale
     /// socket file of a target that is gone replaced) and serves `admin`
-    /// on it.
-    pub fn start(path: &Path, admin: Arc<Admin>) -> Result<ControlSocket, SocketError> {
+    /// on it; `config_file` is what each answer names as the target's file.
+    pub fn start(
+        path: &Path,
+        admin: Arc<Admin>,
+        config_file: Option<&Path>,
+    ) -> Result<ControlSocket, SocketError> {
         let io = |source| SocketError::Io {
             path: path.to_path_buf(),
             source,
         };
         check_directory(path)?;
         if path.exists() {
-            if UnixStream::connect(path).is_ok() {
+            if let Ok(stream) = UnixStream::connect(path) {
                 return Err(SocketError::InUse {
                     path: path.to_path_buf(),
+                    holder: holder(&stream),
                 });
             }
             std::fs::remove_file(path).map_err(io)?;
         }
         let listener = UnixListener::bind(path).map_err(io)?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
+        let server = json!({
+            "pid": std::process::id(),
+            "config_file": config_file.map(|p| p.display().to_string()),
+        });
         let stop = Arc::new(AtomicBool::new(false));
         let clients = Clients::new(CLIENTS_MAX);
         let own = listener.try_clone().map_err(io)?;
         let serving = Serving {
             admin,
+            server,
             stop: Arc::clone(&stop),
             clients: Arc::clone(&clients),
         };
@@ -167,9 +205,30 @@ impl Drop for ControlSocket {
     }
 }
 
+/// Who answers on `stream`: its pid from the kernel, its file as it says.
+fn holder(stream: &UnixStream) -> Option<Holder> {
+    let cred = rustix::net::sockopt::socket_peercred(stream).ok()?;
+    let pid = cred.pid.as_raw_nonzero().get().unsigned_abs();
+    let _ = stream.set_read_timeout(Some(PROBE_WAIT));
+    let _ = stream.set_write_timeout(Some(PROBE_WAIT));
+    let mut answer = Vec::new();
+    let asked = (&*stream).write_all(b"{\"op\": \"hello\"}\n").is_ok()
+        && stream.take(64 << 10).read_to_end(&mut answer).is_ok();
+    let said = asked
+        .then(|| serde_json::from_slice::<Json>(&answer).ok())
+        .flatten();
+    let config_file = said
+        .as_ref()
+        .and_then(|a| a.get("server"))
+        .map(|server| server["config_file"].as_str().map(str::to_string));
+    Some(Holder { pid, config_file })
+}
+
 /// What the serving threads share.
 struct Serving {
     admin: Arc<Admin>,
+    /// The `"server"` member of every answer.
+    server: Json,
     stop: Arc<AtomicBool>,
     clients: Arc<Clients>,
 }
@@ -200,7 +259,7 @@ impl Serving {
         let error = format!(
             "the control socket serves {CLIENTS_MAX} clients at once and all are busy; try again"
         );
-        let _ = answer(stream, json!({"ok": false, "error": error}));
+        let _ = answer(stream, self.named(json!({"ok": false, "error": error})));
         // A request left unread when the socket closes makes the client's
         // next read fail (ECONNRESET): take what has come, without waiting.
         let _ = stream.shutdown(std::net::Shutdown::Write);
@@ -228,7 +287,7 @@ impl Serving {
             }
         };
         let _ = stream.set_write_timeout(Some(ANSWER_DEADLINE));
-        let _ = answer(stream, reply);
+        let _ = answer(stream, self.named(reply));
     }
 
     fn reply(&self, line: &[u8]) -> Json {
@@ -240,9 +299,18 @@ impl Serving {
             }
         };
         match serde_json::from_str::<Json>(text) {
+            Ok(request) if request["op"] == "hello" => json!({"ok": true}),
             Ok(request) => self.admin.answer(&request),
             Err(e) => json!({"ok": false, "error": format!("the request is not JSON: {e}")}),
         }
+    }
+
+    /// `reply` with the target's name in it.
+    fn named(&self, mut reply: Json) -> Json {
+        if let Json::Object(map) = &mut reply {
+            map.insert("server".into(), self.server.clone());
+        }
+        reply
     }
 }
 

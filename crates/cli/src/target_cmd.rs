@@ -57,16 +57,20 @@ fn auth_summary(config: &Config) -> Vec<String> {
 /// another target answers on, or one that cannot be made, leaves this
 /// target without one, serving all the same, and says so loudly: in the
 /// log and on stdout with the report (the returned line), naming the
-/// target that has the path. `config_file` is what each answer names.
+/// target that has the path. Each answer names `config_path`.
 fn control_socket(
     path: Option<&Path>,
     admin: &Arc<Admin>,
-    config_file: Option<&Path>,
+    config_path: Option<&Path>,
 ) -> (Option<ControlSocket>, Option<String>) {
     let Some(path) = path else {
         return (None, None);
     };
-    match ControlSocket::start(path, Arc::clone(admin), config_file) {
+    // Absolute, so that `isoe admin` names the file whatever directory
+    // the target was started in.
+    let config_file =
+        config_path.map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()));
+    match ControlSocket::start(path, Arc::clone(admin), config_file.as_deref()) {
         Ok(socket) => (Some(socket), None),
         Err(e) => {
             let said = format!(
@@ -76,6 +80,25 @@ fn control_socket(
             tracing::error!("{said}");
             (None, Some(said))
         }
+    }
+}
+
+/// False, having said why, when the control socket's directory is one
+/// others can write: a configuration error, said before any portal binds,
+/// since serving with it would hand `isoe admin` to whoever takes the
+/// path first.
+fn control_directory_is_safe(config: &Config) -> bool {
+    let Some(path) = &config.control.socket else {
+        return true;
+    };
+    match socket::check_directory(path) {
+        Err(e @ SocketError::Unsafe { .. }) => {
+            tracing::error!("{e}");
+            false
+        }
+        // Anything else (a directory that cannot be made) leaves the
+        // target without a socket, which the start says in its turn.
+        _ => true,
     }
 }
 
@@ -165,14 +188,8 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
         .collect();
     let auth = auth_summary(&config);
     let datapath = config.datapath;
-    // A socket directory others can write is a configuration error, said
-    // before any portal binds: serving with it would hand `isoe admin` to
-    // whoever takes the path first.
-    if let Some(path) = &configured.control.socket {
-        if let Err(e @ SocketError::Unsafe { .. }) = socket::check_directory(path) {
-            tracing::error!("{e}");
-            return ExitCode::from(2);
-        }
+    if !control_directory_is_safe(&configured) {
+        return ExitCode::from(2);
     }
     let running = match isoe_target::start(config) {
         Ok(r) => r,
@@ -202,15 +219,8 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // Absolute, so that `isoe admin` names the file whatever directory
-    // the target was started in.
-    let config_file =
-        config_path.map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()));
-    let (control, no_control) = control_socket(
-        configured.control.socket.as_deref(),
-        &admin,
-        config_file.as_deref(),
-    );
+    let (control, no_control) =
+        control_socket(configured.control.socket.as_deref(), &admin, config_path);
     let metrics = match configured.metrics.listen {
         Some(addr) => {
             let server = Arc::clone(running.server());

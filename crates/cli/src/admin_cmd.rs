@@ -4,7 +4,7 @@
 //! came, for scripts.
 
 use clap::{Args, Subcommand};
-use isoe_target::admin::socket;
+use isoe_target::admin::socket::client::{Connection, Peer};
 use serde_json::{json, Map, Value as Json};
 use std::io::BufRead;
 use std::path::PathBuf;
@@ -20,6 +20,10 @@ pub struct AdminArgs {
     /// Print the target's answer as JSON.
     #[arg(long, global = true)]
     json: bool,
+    /// Also trust a target that runs as this uid (root administering a
+    /// target run as a user of its own); root and your own user always are.
+    #[arg(long, value_name = "UID", global = true)]
+    target_uid: Option<u32>,
     #[command(subcommand)]
     command: AdminCommand,
 }
@@ -199,14 +203,19 @@ pub fn run(args: AdminArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     };
-    let reply = match socket::request(&path, &request) {
-        Ok(reply) => reply,
+    // Who answers is checked before anything is sent: the request may
+    // carry a CHAP secret.
+    let reply = Connection::open(&path, args.target_uid).and_then(|connection| {
+        let peer = connection.peer();
+        connection.request(&request).map(|reply| (peer, reply))
+    });
+    let reply = match reply {
+        Ok((peer, reply)) => {
+            eprintln!("isoe admin: {}", speaking_to(peer, &reply, &path));
+            reply
+        }
         Err(e) => {
-            eprintln!(
-                "isoe admin: cannot reach the target at {}: {e} (is `isoe target` running, \
-                 with this [control] socket?)",
-                path.display()
-            );
+            eprintln!("isoe admin: {e}");
             return ExitCode::from(2);
         }
     };
@@ -220,6 +229,18 @@ pub fn run(args: AdminArgs) -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// Which target answered: the default socket path is whichever target
+/// took it first, so it is said every time (on stderr, which keeps
+/// `--json`'s output one object).
+fn speaking_to(peer: Peer, reply: &Json, path: &std::path::Path) -> String {
+    let file = match reply.get("server").map(|s| &s["config_file"]) {
+        Some(Json::String(file)) => format!(" (config {file})"),
+        Some(Json::Null) => " (no configuration file)".into(),
+        _ => String::new(),
+    };
+    format!("target pid {}{file} at {}", peer.pid, path.display())
 }
 
 fn request(command: AdminCommand) -> Result<Json, String> {

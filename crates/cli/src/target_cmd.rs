@@ -4,7 +4,7 @@
 //! tests and the lab read; stderr the log (`crate::logging`), set up once
 //! the configuration is read: a configuration error is printed before it.
 
-use isoe_target::admin::socket::ControlSocket;
+use isoe_target::admin::socket::{self, ControlSocket, SocketError};
 use isoe_target::admin::Admin;
 use isoe_target::config::{algorithm_name, ChapConfig, Datapath, PortalGroup};
 use isoe_target::Config;
@@ -55,18 +55,50 @@ fn auth_summary(config: &Config) -> Vec<String> {
 
 /// Starts the control socket of `[control] socket`, if any. A socket
 /// another target answers on, or one that cannot be made, leaves this
-/// target without one and says why: serving must not depend on it.
-fn control_socket(path: Option<&Path>, admin: &Arc<Admin>) -> Option<ControlSocket> {
-    let path = path?;
-    match ControlSocket::start(path, Arc::clone(admin)) {
-        Ok(socket) => Some(socket),
+/// target without one, serving all the same, and says so loudly: in the
+/// log and on stdout with the report (the returned line), naming the
+/// target that has the path. Each answer names `config_path`.
+fn control_socket(
+    path: Option<&Path>,
+    admin: &Arc<Admin>,
+    config_path: Option<&Path>,
+) -> (Option<ControlSocket>, Option<String>) {
+    let Some(path) = path else {
+        return (None, None);
+    };
+    // Absolute, so that `isoe admin` names the file whatever directory
+    // the target was started in.
+    let config_file =
+        config_path.map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()));
+    match ControlSocket::start(path, Arc::clone(admin), config_file.as_deref()) {
+        Ok(socket) => (Some(socket), None),
         Err(e) => {
-            tracing::warn!(
+            let said = format!(
                 "no control socket: {e}; `isoe admin` cannot reach this target \
                  (set [control] socket to another path, or \"\" for none)"
             );
-            None
+            tracing::error!("{said}");
+            (None, Some(said))
         }
+    }
+}
+
+/// False, having said why, when the control socket's directory is one
+/// others can write: a configuration error, said before any portal binds,
+/// since serving with it would hand `isoe admin` to whoever takes the
+/// path first.
+fn control_directory_is_safe(config: &Config) -> bool {
+    let Some(path) = &config.control.socket else {
+        return true;
+    };
+    match socket::check_directory(path) {
+        Err(e @ SocketError::Unsafe { .. }) => {
+            tracing::error!("{e}");
+            false
+        }
+        // Anything else (a directory that cannot be made) leaves the
+        // target without a socket, which the start says in its turn.
+        _ => true,
     }
 }
 
@@ -156,6 +188,9 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
         .collect();
     let auth = auth_summary(&config);
     let datapath = config.datapath;
+    if !control_directory_is_safe(&configured) {
+        return ExitCode::from(2);
+    }
     let running = match isoe_target::start(config) {
         Ok(r) => r,
         Err(e) => {
@@ -184,7 +219,8 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let control = control_socket(configured.control.socket.as_deref(), &admin);
+    let (control, no_control) =
+        control_socket(configured.control.socket.as_deref(), &admin, config_path);
     let metrics = match configured.metrics.listen {
         Some(addr) => {
             let server = Arc::clone(running.server());
@@ -239,6 +275,9 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
             "isoe target: control socket {}",
             socket.path().display()
         );
+    }
+    if let Some(said) = &no_control {
+        let _ = writeln!(stdout, "isoe target: {said}");
     }
     if let Some(listener) = &metrics {
         let _ = writeln!(

@@ -247,3 +247,122 @@ fn a_listener_on_another_machine_s_address_must_be_asked_for() {
         out.describe()
     );
 }
+
+/// Where a running target serves its metrics (`ADDR` of its report line).
+fn metrics_addr(target: &Target) -> std::net::SocketAddr {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let said = target.output().lines().find_map(|l| {
+            l.strip_prefix("isoe target: metrics on http://")
+                .and_then(|rest| rest.strip_suffix("/metrics"))
+                .and_then(|addr| addr.parse().ok())
+        });
+        match said {
+            Some(addr) => return addr,
+            None if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            None => panic!("no metrics line:\n{}", target.output()),
+        }
+    }
+}
+
+/// One `GET /metrics`, given `wait` in all; its status line and body, or why not.
+fn scrape_within(addr: std::net::SocketAddr, wait: Duration) -> Result<String, String> {
+    use std::io::{Read, Write};
+    let started = std::time::Instant::now();
+    let mut stream =
+        std::net::TcpStream::connect_timeout(&addr, wait).map_err(|e| format!("connect: {e}"))?;
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n")
+        .map_err(|e| format!("send: {e}"))?;
+    let mut text = Vec::new();
+    let mut chunk = [0u8; 65536];
+    loop {
+        let left = wait.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            return Err(format!("no whole answer within {wait:?}"));
+        }
+        stream.set_read_timeout(Some(left)).unwrap();
+        match stream.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => text.extend_from_slice(&chunk[..n]),
+            Err(e) => return Err(format!("read after {:?}: {e}", started.elapsed())),
+        }
+    }
+    Ok(String::from_utf8_lossy(&text).into_owned())
+}
+
+/// A client that sends a request head one byte every 100 ms, and connects
+/// again whenever it is cut off, until stopped.
+fn slowloris(
+    addr: std::net::SocketAddr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    use std::io::Write;
+    std::thread::spawn(move || {
+        let head =
+            b"GET /metrics HTTP/1.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            };
+            for byte in head.iter().cycle() {
+                if stop.load(std::sync::atomic::Ordering::Relaxed)
+                    || stream.write_all(&[*byte]).is_err()
+                {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    })
+}
+
+/// A slowloris client and 200 idle connections leave every scrape answered
+/// and the stop prompt.
+#[test]
+fn a_slowloris_and_an_idle_flood_neither_starve_scrapes_nor_delay_the_stop() {
+    let config = TargetConfig::new(&format!(
+        "portals = [\"127.0.0.1:0\"]\n[control]\nsocket = \"\"\n[metrics]\nlisten = \"127.0.0.1:0\"\n\n\
+         [[target]]\nname = \"{TARGET}\"\n[[target.lun]]\nnumber = 0\nmemory = \"1MiB\"\n"
+    ));
+    let mut target = Target::with_config_portals(&config, 1);
+    let addr = metrics_addr(&target);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let loris = slowloris(addr, std::sync::Arc::clone(&stop));
+    let idle: Vec<std::net::TcpStream> = (0..200)
+        .filter_map(|_| {
+            // A SYN the full accept queue dropped is sent again after 1 s.
+            std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(3)).ok()
+        })
+        .collect();
+    assert_eq!(idle.len(), 200, "every idle connection is accepted");
+    std::thread::sleep(Duration::from_millis(300));
+    let mut answered = Vec::new();
+    for _ in 0..4 {
+        let started = std::time::Instant::now();
+        match scrape_within(addr, Duration::from_secs(3)) {
+            Ok(text) => {
+                assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+                assert!(text.contains("\nisoe_resource_limit{"), "{text}");
+                answered.push(started.elapsed());
+            }
+            Err(e) => panic!(
+                "a scrape failed behind the slowloris and the idle flood ({} answered before): {e}",
+                answered.len()
+            ),
+        }
+    }
+    eprintln!("scrape latencies under a slowloris and an idle flood: {answered:?}");
+    let started = std::time::Instant::now();
+    let status = target.stop().expect("the target ran");
+    let took = started.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = loris.join();
+    drop(idle);
+    assert!(status.success(), "{status:?}: {}", target.output());
+    eprintln!("SIGTERM to exit with the slowloris trickling: {took:?}");
+    assert!(took < Duration::from_secs(5), "the stop took {took:?}");
+}

@@ -2,37 +2,76 @@
 //! and reads one answer, each a JSON object on one line.
 //!
 //! Only the target's own user (root, for a service) may use it: the socket
-//! file is made with mode 0600, and each client's credentials
-//! (SO_PEERCRED) must be root's or the target's own user's. One thread
-//! serves one client at a time, each with a 10 s deadline and requests of
-//! at most 1 MiB, so a client that hangs or floods holds nothing but its
-//! own turn.
+//! file is made with mode 0600 in a directory no one else can write
+//! ([`check_directory`]: another user could take the path first), and each
+//! client's credentials (SO_PEERCRED) must be root's or the target's own
+//! user's. [`client`] checks the same of the target before it sends
+//! anything.
+//!
+//! Up to [`CLIENTS_MAX`] clients are served at once, a thread each; one
+//! more is told the socket is busy and closed at once. A client has
+//! [`REQUEST_DEADLINE`] for its whole request (a trickle of bytes does not
+//! extend it) and at most 1 MiB; stopping shuts every client's stream
+//! down, so a hung client never delays it. Every answer names the target
+//! (`"server": {"pid", "config_file"}`), so that `isoe admin` can say which
+//! target it spoke to.
+
+pub mod client;
+mod clients;
+mod directory;
 
 use super::Admin;
-use serde_json::json;
-use std::io::{BufRead, BufReader, Read, Write};
+use clients::Clients;
+use serde_json::{json, Value as Json};
+use std::io::{ErrorKind, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+pub use directory::Unsafe;
 
 /// The longest request line taken.
-const REQUEST_MAX_BYTES: u64 = 1 << 20;
+const REQUEST_MAX_BYTES: usize = 1 << 20;
 
-/// How long a client has to send its request and read its answer.
-const CLIENT_DEADLINE: Duration = Duration::from_secs(10);
+/// How long a client has from its connection to the end of its request.
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
+
+/// How long a client has to take its answer.
+const ANSWER_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Clients served at once.
+pub const CLIENTS_MAX: usize = 8;
+
+/// How long the target asks a running one on its path who it is.
+const PROBE_WAIT: Duration = Duration::from_secs(1);
 
 /// Why the control socket could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum SocketError {
     /// Another process answers on the path.
-    #[error("{} is in use by another running target", path.display())]
+    #[error("{} is in use by another running target ({})", path.display(), describe(holder))]
     InUse {
         /// The socket's path.
         path: PathBuf,
+        /// Who answers there, when it said.
+        holder: Option<Holder>,
+    },
+    /// The socket's directory, or one above it, is not the target's own.
+    #[error(
+        "the control socket {} is refused: {} {}; another user could take the path first and \
+         answer `isoe admin` in the target's place: use a directory only root and the \
+         target's user can write (chmod go-w), or set [control] socket elsewhere",
+        path.display(), unsafe_.dir.display(), unsafe_.why
+    )]
+    Unsafe {
+        /// The socket's path.
+        path: PathBuf,
+        /// What is wrong.
+        unsafe_: Unsafe,
     },
     /// Making the directory, binding or setting the mode failed.
     #[error("cannot make the control socket {}: {source}", path.display())]
@@ -44,47 +83,100 @@ pub enum SocketError {
     },
 }
 
+/// A running target found on a control socket's path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    /// Its process (from the kernel).
+    pub pid: u32,
+    /// Its configuration file, as it said: Some(None) when it has none,
+    /// None when it did not say.
+    pub config_file: Option<Option<String>>,
+}
+
+fn describe(holder: &Option<Holder>) -> String {
+    let Some(Holder { pid, config_file }) = holder else {
+        return "it did not say who it is".into();
+    };
+    match config_file {
+        Some(Some(file)) => format!("pid {pid}, config {file}"),
+        Some(None) => format!("pid {pid}, no configuration file"),
+        None => format!("pid {pid}"),
+    }
+}
+
+/// Makes the directory of the control socket `path` if missing (mode
+/// 0700) and checks that no one but root and this user can write it or
+/// rename it: see [`directory::check`].
+pub fn check_directory(path: &Path) -> Result<(), SocketError> {
+    directory::check(path).map_err(|e| match e {
+        directory::CheckError::Unsafe(unsafe_) => SocketError::Unsafe {
+            path: path.to_path_buf(),
+            unsafe_,
+        },
+        directory::CheckError::Io { dir, source } => SocketError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::new(source.kind(), format!("{}: {source}", dir.display())),
+        },
+    })
+}
+
 /// A control socket being served; dropping it stops it and removes the file.
 pub struct ControlSocket {
     path: PathBuf,
     stop: Arc<AtomicBool>,
     /// The listening socket, to wake the thread's accept when stopping.
     listener: UnixListener,
+    clients: Arc<Clients>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl ControlSocket {
-    /// Binds `path` (its directory made if missing; a stale socket file of
-    /// a target that is gone replaced) and serves `admin` on it.
-    pub fn start(path: &Path, admin: Arc<Admin>) -> Result<ControlSocket, SocketError> {
+    /// Binds `path` (its directory checked, and made if missing; a stale
+    /// socket file of a target that is gone replaced) and serves `admin`
+    /// on it; `config_file` is what each answer names as the target's file.
+    pub fn start(
+        path: &Path,
+        admin: Arc<Admin>,
+        config_file: Option<&Path>,
+    ) -> Result<ControlSocket, SocketError> {
         let io = |source| SocketError::Io {
             path: path.to_path_buf(),
             source,
         };
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(io)?;
-        }
+        check_directory(path)?;
         if path.exists() {
-            if UnixStream::connect(path).is_ok() {
+            if let Ok(stream) = UnixStream::connect(path) {
                 return Err(SocketError::InUse {
                     path: path.to_path_buf(),
+                    holder: holder(&stream),
                 });
             }
             std::fs::remove_file(path).map_err(io)?;
         }
         let listener = UnixListener::bind(path).map_err(io)?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
+        let server = json!({
+            "pid": std::process::id(),
+            "config_file": config_file.map(|p| p.display().to_string()),
+        });
         let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
+        let clients = Clients::new(CLIENTS_MAX);
         let own = listener.try_clone().map_err(io)?;
+        let serving = Serving {
+            admin,
+            server,
+            stop: Arc::clone(&stop),
+            clients: Arc::clone(&clients),
+        };
         let thread = std::thread::Builder::new()
             .name("isoe-control".into())
-            .spawn(move || serve(listener, &admin, &flag))
+            .spawn(move || serving.accept(listener))
             .map_err(io)?;
         Ok(ControlSocket {
             path: path.to_path_buf(),
             stop,
             listener: own,
+            clients,
             thread: Some(thread),
         })
     }
@@ -106,68 +198,168 @@ impl Drop for ControlSocket {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+        // No client is taken now; those served are woken, not waited for
+        // (a change in progress is, to its end).
+        self.clients.stop();
         let _ = std::fs::remove_file(&self.path);
     }
 }
 
-fn serve(listener: UnixListener, admin: &Admin, stop: &AtomicBool) {
-    let own_uid = rustix::process::geteuid().as_raw();
-    for stream in listener.incoming() {
-        if stop.load(Ordering::Acquire) {
-            break;
+/// Who answers on `stream`: its pid from the kernel, its file as it says.
+fn holder(stream: &UnixStream) -> Option<Holder> {
+    let cred = rustix::net::sockopt::socket_peercred(stream).ok()?;
+    let pid = cred.pid.as_raw_nonzero().get().unsigned_abs();
+    let _ = stream.set_read_timeout(Some(PROBE_WAIT));
+    let _ = stream.set_write_timeout(Some(PROBE_WAIT));
+    let mut answer = Vec::new();
+    let asked = (&*stream).write_all(b"{\"op\": \"hello\"}\n").is_ok()
+        && stream.take(64 << 10).read_to_end(&mut answer).is_ok();
+    let said = asked
+        .then(|| serde_json::from_slice::<Json>(&answer).ok())
+        .flatten();
+    let config_file = said
+        .as_ref()
+        .and_then(|a| a.get("server"))
+        .map(|server| server["config_file"].as_str().map(str::to_string));
+    Some(Holder { pid, config_file })
+}
+
+/// What the serving threads share.
+struct Serving {
+    admin: Arc<Admin>,
+    /// The `"server"` member of every answer.
+    server: Json,
+    stop: Arc<AtomicBool>,
+    clients: Arc<Clients>,
+}
+
+impl Serving {
+    fn accept(self, listener: UnixListener) {
+        let this = Arc::new(self);
+        for stream in listener.incoming() {
+            if this.stop.load(Ordering::Acquire) {
+                break;
+            }
+            let Ok(stream) = stream else {
+                // Out of descriptors, say: the next client tries again.
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            };
+            let serving = Arc::clone(&this);
+            if let Err(stream) = this.clients.spawn(stream, move |s| serving.client(s)) {
+                this.busy(&stream);
+            }
         }
-        let Ok(stream) = stream else {
-            // Out of descriptors, say: the next client tries again.
-            std::thread::sleep(Duration::from_millis(50));
-            continue;
-        };
-        let allowed = rustix::net::sockopt::socket_peercred(&stream)
+    }
+
+    /// Tells a client beyond [`CLIENTS_MAX`] to come back, without waiting
+    /// for it: the answer fits the socket's buffer, which is empty.
+    fn busy(&self, stream: &UnixStream) {
+        let _ = stream.set_nonblocking(true);
+        let error = format!(
+            "the control socket serves {CLIENTS_MAX} clients at once and all are busy; try again"
+        );
+        let _ = answer(stream, self.named(json!({"ok": false, "error": error})));
+        // A request left unread when the socket closes makes the client's
+        // next read fail (ECONNRESET): take what has come, without waiting.
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+        let _ = std::io::copy(
+            &mut stream.take(REQUEST_MAX_BYTES as u64),
+            &mut std::io::sink(),
+        );
+    }
+
+    fn client(&self, stream: &UnixStream) {
+        let own_uid = rustix::process::geteuid().as_raw();
+        let allowed = rustix::net::sockopt::socket_peercred(stream)
             .map(|cred| {
                 let uid = cred.uid.as_raw();
                 uid == 0 || uid == own_uid
             })
             .unwrap_or(false);
-        if !allowed {
-            let _ = answer(
-                &stream,
-                &json!({"ok": false, "error": "the control socket serves only root and the target's own user"}),
-            );
-            continue;
-        }
-        let _ = stream.set_read_timeout(Some(CLIENT_DEADLINE));
-        let _ = stream.set_write_timeout(Some(CLIENT_DEADLINE));
-        let mut line = String::new();
-        let read = BufReader::new((&stream).take(REQUEST_MAX_BYTES)).read_line(&mut line);
-        let reply = match read {
-            Ok(0) => continue,
-            Ok(_) if !line.ends_with('\n') => {
-                json!({"ok": false, "error": "a request is one JSON object on one line of at most 1 MiB"})
+        let reply = if !allowed {
+            json!({"ok": false, "error": "the control socket serves only root and the target's own user"})
+        } else {
+            match read_request(stream, Instant::now() + REQUEST_DEADLINE) {
+                Ok(Some(line)) => self.reply(&line),
+                Ok(None) => return,
+                Err(refusal) => json!({"ok": false, "error": refusal}),
             }
-            Ok(_) => match serde_json::from_str(&line) {
-                Ok(request) => admin.answer(&request),
-                Err(e) => json!({"ok": false, "error": format!("the request is not JSON: {e}")}),
-            },
-            Err(_) => continue,
         };
-        let _ = answer(&stream, &reply);
+        let _ = stream.set_write_timeout(Some(ANSWER_DEADLINE));
+        let _ = answer(stream, self.named(reply));
+    }
+
+    fn reply(&self, line: &[u8]) -> Json {
+        let text = match std::str::from_utf8(line) {
+            Ok(text) => text,
+            Err(e) => {
+                let at = e.valid_up_to();
+                return json!({"ok": false, "error": format!("the request is not UTF-8 (byte {at} is not valid)")});
+            }
+        };
+        match serde_json::from_str::<Json>(text) {
+            Ok(request) if request["op"] == "hello" => json!({"ok": true}),
+            Ok(request) => self.admin.answer(&request),
+            Err(e) => json!({"ok": false, "error": format!("the request is not JSON: {e}")}),
+        }
+    }
+
+    /// `reply` with the target's name in it.
+    fn named(&self, mut reply: Json) -> Json {
+        if let Json::Object(map) = &mut reply {
+            map.insert("server".into(), self.server.clone());
+        }
+        reply
     }
 }
 
-fn answer(mut stream: &UnixStream, reply: &serde_json::Value) -> std::io::Result<()> {
+/// Reads one request line from `stream` by `deadline`: Ok(None) when the
+/// client closed without sending anything; Err: what to answer instead.
+fn read_request(stream: &UnixStream, deadline: Instant) -> Result<Option<Vec<u8>>, String> {
+    let mut line = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(format!(
+                "the request did not come whole within {} s",
+                REQUEST_DEADLINE.as_secs()
+            ));
+        }
+        // The timeout is what is left of the whole deadline, so that a
+        // byte now and then does not extend it.
+        let _ = stream.set_read_timeout(Some(left));
+        let n = match (&*stream).read(&mut chunk) {
+            Ok(0) if line.is_empty() => return Ok(None),
+            Ok(0) => {
+                return Err("a request is one JSON object on one line, ended by a newline".into())
+            }
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) =>
+            {
+                continue
+            }
+            Err(e) => return Err(format!("reading the request failed: {e}")),
+        };
+        let start = line.len();
+        line.extend_from_slice(&chunk[..n]);
+        if let Some(end) = line[start..].iter().position(|&b| b == b'\n') {
+            line.truncate(start + end);
+            return Ok(Some(line));
+        }
+        if line.len() > REQUEST_MAX_BYTES {
+            return Err("a request is one JSON object on one line of at most 1 MiB".into());
+        }
+    }
+}
+
+fn answer(mut stream: &UnixStream, reply: Json) -> std::io::Result<()> {
     let mut text = reply.to_string();
     text.push('\n');
     stream.write_all(text.as_bytes())
-}
-
-/// Sends `request` to the control socket at `path` and returns the answer
-/// (the client side, for `isoe admin`).
-pub fn request(path: &Path, request: &serde_json::Value) -> std::io::Result<serde_json::Value> {
-    let mut stream = UnixStream::connect(path)?;
-    stream.set_read_timeout(Some(Duration::from_secs(120)))?;
-    let mut text = request.to_string();
-    text.push('\n');
-    stream.write_all(text.as_bytes())?;
-    let mut line = String::new();
-    BufReader::new(&stream).read_line(&mut line)?;
-    serde_json::from_str(&line).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }

@@ -1,5 +1,5 @@
 //! A [`Snapshot`] in Prometheus's text exposition format (version 0.0.4),
-//! and the small HTTP listener that serves it.
+//! and the small HTTP listener that serves it ([`Listener`]).
 //!
 //! Names (every counter is cumulative since the target started; a target
 //! is the sum of its LUNs: `sum by (target)`):
@@ -22,15 +22,13 @@
 //! | `isoe_connection_evictions_total` | counter | limit |
 //! | `isoe_resource_in_use`, `isoe_resource_limit` | gauge | resource (connections, logins, sessions, write_buffer, response_buffer) |
 
+mod listener;
+
+pub use listener::Listener;
+
 use super::snapshot::Snapshot;
 use super::{LunTotals, OpTotals, LATENCY_BUCKETS_US};
 use std::fmt::Write as _;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::Duration;
 
 /// Text being built, a family at a time.
 struct Text(String);
@@ -277,105 +275,6 @@ pub fn render(s: &Snapshot) -> String {
         out.sample("isoe_resource_limit", &[("resource", r.name)], r.limit);
     }
     out.0
-}
-
-/// The longest request head read.
-const REQUEST_MAX_BYTES: usize = 8192;
-
-/// How long a client has to send its request and take the answer.
-const CLIENT_DEADLINE: Duration = Duration::from_secs(5);
-
-/// The HTTP listener of `[metrics] listen`: one thread, one client at a
-/// time, `GET /metrics` only. Dropping it stops it.
-pub struct Listener {
-    addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Listener {
-    /// Binds `addr` and serves what `render` returns on each scrape.
-    pub fn start(
-        addr: SocketAddr,
-        render: impl Fn() -> String + Send + 'static,
-    ) -> std::io::Result<Listener> {
-        let listener = TcpListener::bind(addr)?;
-        let addr = listener.local_addr()?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        let thread = std::thread::Builder::new()
-            .name("isoe-metrics".into())
-            .spawn(move || {
-                for stream in listener.incoming() {
-                    if flag.load(Ordering::Acquire) {
-                        break;
-                    }
-                    if let Ok(stream) = stream {
-                        let _ = answer(stream, &render);
-                    }
-                }
-            })?;
-        Ok(Listener {
-            addr,
-            stop,
-            thread: Some(thread),
-        })
-    }
-
-    /// The address bound (port 0 becomes the port chosen).
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-}
-
-impl Drop for Listener {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-fn answer(mut stream: TcpStream, render: &dyn Fn() -> String) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(CLIENT_DEADLINE))?;
-    stream.set_write_timeout(Some(CLIENT_DEADLINE))?;
-    let mut head = Vec::new();
-    let mut chunk = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = stream.read(&mut chunk)?;
-        if n == 0 || head.len() + n > REQUEST_MAX_BYTES {
-            return Ok(());
-        }
-        head.extend_from_slice(&chunk[..n]);
-    }
-    let line = head.split(|&b| b == b'\r').next().unwrap_or_default();
-    let mut parts = line.split(|&b| b == b' ');
-    let (method, path) = (parts.next(), parts.next());
-    let (status, content_type, body) = match (method, path) {
-        (Some(b"GET"), Some(b"/metrics")) => (
-            "200 OK",
-            "text/plain; version=0.0.4; charset=utf-8",
-            render(),
-        ),
-        (Some(b"GET"), _) => (
-            "404 Not Found",
-            "text/plain",
-            "isoe serves /metrics only\n".to_string(),
-        ),
-        _ => (
-            "405 Method Not Allowed",
-            "text/plain",
-            "GET /metrics\n".to_string(),
-        ),
-    };
-    let reply = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(reply.as_bytes())?;
-    stream.write_all(body.as_bytes())
 }
 
 #[cfg(test)]

@@ -715,8 +715,16 @@ const FAILURE_SOURCES_MAX: usize = 4096;
 const FAILURE_MEMORY: std::time::Duration = std::time::Duration::from_secs(60);
 /// Failures answered at once before the answers slow down.
 const FAILURES_FREE: u32 = 3;
-/// The longest an answer to a failed authentication is held back.
-pub const FAILURE_DELAY_MAX: std::time::Duration = std::time::Duration::from_secs(16);
+/// The longest an answer to a failed authentication is held back: well
+/// below the 15 s that initiators wait for a login answer (open-iscsi's
+/// `node.conn[0].timeo.login_timeout`, isoe's own), so that a wrong secret
+/// reads as an authentication failure, never as a target that does not
+/// answer.
+pub const FAILURE_DELAY_MAX: std::time::Duration = std::time::Duration::from_secs(8);
+
+/// How long initiators wait for a login answer by default (open-iscsi,
+/// isoe): what [`FAILURE_DELAY_MAX`] stays below.
+pub const INITIATOR_LOGIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
 
 #[derive(Debug, Clone, Copy)]
 struct Failures {
@@ -766,12 +774,26 @@ mod failure_tests {
     use std::time::{Duration, Instant};
 
     #[test]
+    fn a_held_answer_comes_well_within_the_initiators_login_timeout() {
+        let log = FailureLog::default();
+        let now = Instant::now();
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let longest = (0..64).map(|_| log.failed(a, now)).max().unwrap();
+        // Room for the network and the initiator's own work besides.
+        assert!(
+            longest * 3 / 2 < INITIATOR_LOGIN_TIMEOUT,
+            "a failed login's answer held {longest:?}, too near the initiators' \
+             {INITIATOR_LOGIN_TIMEOUT:?}"
+        );
+    }
+
+    #[test]
     fn repeated_failures_from_one_source_are_held_back_longer_each_time() {
         let log = FailureLog::default();
         let now = Instant::now();
         let a: IpAddr = "10.0.0.1".parse().unwrap();
         let delays: Vec<u64> = (0..9).map(|_| log.failed(a, now).as_secs()).collect();
-        assert_eq!(delays, [0, 0, 0, 1, 2, 4, 8, 16, 16]);
+        assert_eq!(delays, [0, 0, 0, 1, 2, 4, 8, 8, 8]);
         let b: IpAddr = "10.0.0.2".parse().unwrap();
         assert_eq!(
             log.failed(b, now),

@@ -153,8 +153,32 @@ fn scraped_counters_parse_and_agree_with_the_bench() {
         Duration::from_secs(30),
     );
     assert!(!missing.success(), "{}", missing.describe());
+    // Probes of LUNs the target does not have: counted, never per LUN.
+    for (tool, lun) in [("iscsi-inq", 5), ("iscsi-readcapacity16", 9)] {
+        run(
+            tool,
+            &[&format!("iscsi://{}/{TARGET}/{lun}", target.addr())],
+            Duration::from_secs(30),
+        );
+    }
 
     let samples = scrape(&url);
+    let probed: Vec<_> = samples
+        .iter()
+        .filter(|(_, labels, _)| labels["lun"] == "5" || labels["lun"] == "9")
+        .collect();
+    assert!(
+        probed.is_empty(),
+        "series of LUNs that do not exist: {probed:?}"
+    );
+    assert!(
+        value(
+            &samples,
+            "isoe_commands_no_lun_total",
+            &[("target", TARGET)]
+        ) >= 2.0,
+        "the probes of LUNs 5 and 9 are counted"
+    );
     let lun0 = [("target", TARGET), ("lun", "0")];
     for op in ["read", "write"] {
         let ours = value(
@@ -213,6 +237,11 @@ fn scraped_counters_parse_and_agree_with_the_bench() {
     ]);
     assert!(stats.success(), "{}", stats.describe());
     let stats: serde_json::Value = serde_json::from_str(&stats.stdout).unwrap();
+    assert!(
+        stats["stats"]["luns"][TARGET].get("5").is_none(),
+        "{}",
+        stats["stats"]["luns"]
+    );
     let reads = stats["stats"]["luns"][TARGET]["0"]["read"]["commands"]
         .as_f64()
         .unwrap();

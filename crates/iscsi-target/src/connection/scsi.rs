@@ -295,11 +295,24 @@ impl Connection {
                     _ => 0,
                 };
                 let sense_key = completion.sense.as_ref().map(|s| s.key);
-                let slot = self.lun_stats.slot(&info.stats, lun);
-                self.lun_stats
-                    .at(slot)
-                    .count(op, bytes, completion.status as u8, sense_key);
-                self.latencies.push(slot, op, self.command_started);
+                let exists = || {
+                    session
+                        .target
+                        .as_ref()
+                        .is_some_and(|t| t.luns().lun(lun).is_some())
+                };
+                match self.lun_stats.slot(&info.stats, lun, exists) {
+                    Some(slot) => {
+                        self.lun_stats.at(slot).count(
+                            op,
+                            bytes,
+                            completion.status as u8,
+                            sense_key,
+                        );
+                        self.latencies.push(slot, op, self.command_started);
+                    }
+                    None => info.stats.commands_no_lun.add(1),
+                }
             }
         }
         let (exp_cmd_sn, max_cmd_sn) = (session.exp_cmd_sn(), session.max_cmd_sn());

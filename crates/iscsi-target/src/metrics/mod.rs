@@ -155,6 +155,9 @@ pub struct ConnStats {
     pub data_digest_errors: Counter,
     /// Rejects sent.
     pub rejects: Counter,
+    /// Commands to a LUN the target does not have: counted here, never
+    /// per LUN, so that probes cannot grow the metrics' label set.
+    pub commands_no_lun: Counter,
     /// Folded into the totals: readers skip it (see the module doc).
     retired: AtomicBool,
 }
@@ -184,23 +187,30 @@ pub struct LunCache(Vec<(u16, Arc<LunStats>)>, Option<(u16, usize)>);
 
 impl LunCache {
     /// Where the counters of `lun` on `conn` are in this cache (a slot
-    /// never moves).
+    /// never moves); None, without making one, for a LUN that `exists`
+    /// says the target does not have (asked only of a LUN not cached).
     #[inline]
-    pub fn slot(&mut self, conn: &ConnStats, lun: u16) -> usize {
+    pub fn slot(
+        &mut self,
+        conn: &ConnStats,
+        lun: u16,
+        exists: impl FnOnce() -> bool,
+    ) -> Option<usize> {
         if let Some((last, slot)) = self.1 {
             if last == lun {
-                return slot;
+                return Some(slot);
             }
         }
         let slot = match self.0.iter().position(|(n, _)| *n == lun) {
             Some(i) => i,
-            None => {
+            None if exists() => {
                 self.0.push((lun, conn.lun(lun)));
                 self.0.len() - 1
             }
+            None => return None,
         };
         self.1 = Some((lun, slot));
-        slot
+        Some(slot)
     }
 
     /// The counters in `slot`.
@@ -421,6 +431,8 @@ pub struct ConnTotals {
     pub data_digest_errors: u64,
     /// Rejects sent.
     pub rejects: u64,
+    /// Commands to a LUN the target does not have.
+    pub commands_no_lun: u64,
 }
 
 impl ConnTotals {
@@ -434,6 +446,7 @@ impl ConnTotals {
         self.header_digest_errors += s.header_digest_errors.get();
         self.data_digest_errors += s.data_digest_errors.get();
         self.rejects += s.rejects.get();
+        self.commands_no_lun += s.commands_no_lun.get();
     }
 
     fn merge(&mut self, o: &ConnTotals) {
@@ -444,6 +457,7 @@ impl ConnTotals {
         self.header_digest_errors += o.header_digest_errors;
         self.data_digest_errors += o.data_digest_errors;
         self.rejects += o.rejects;
+        self.commands_no_lun += o.commands_no_lun;
     }
 }
 

@@ -17,6 +17,7 @@
 //! | `isoe_task_management_total` | counter | target, function |
 //! | `isoe_digest_errors_total` | counter | target, digest (header, data) |
 //! | `isoe_rejects_total` | counter | target |
+//! | `isoe_commands_no_lun_total` | counter | target |
 //! | `isoe_logins_total` | counter | outcome (normal, discovery, authentication_failure, authorization_failure, not_found, out_of_resources, other_refusal) |
 //! | `isoe_connection_refusals_total` | counter | limit |
 //! | `isoe_connection_evictions_total` | counter | limit |
@@ -233,6 +234,18 @@ pub fn render(s: &Snapshot) -> String {
     );
     for (target, t) in &s.targets {
         out.sample("isoe_rejects_total", &[("target", target)], t.rejects);
+    }
+    out.family(
+        "isoe_commands_no_lun_total",
+        "counter",
+        "Commands to a LUN the target does not have (never counted per LUN), by target.",
+    );
+    for (target, t) in &s.targets {
+        out.sample(
+            "isoe_commands_no_lun_total",
+            &[("target", target)],
+            t.commands_no_lun,
+        );
     }
     out.family(
         "isoe_logins_total",

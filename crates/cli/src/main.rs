@@ -32,6 +32,12 @@ enum Command {
         /// TOML configuration file (portals, targets, LUNs, ACLs, parameters).
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
+        /// Check the configuration without starting: read and validate it,
+        /// look at each LUN's store (creating nothing), bind-test each
+        /// portal and the metrics address; exit 0 when nothing is wrong,
+        /// 2 otherwise.
+        #[arg(long)]
+        check: bool,
     },
     /// Administer a running `isoe target` through its control socket: list
     /// sessions, add and remove LUNs, ACL entries, CHAP, portals, live.
@@ -50,7 +56,12 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Target { listen, config } => target_cmd::run(config.as_deref(), &listen),
+        Command::Target {
+            listen,
+            config,
+            check: true,
+        } => target_cmd::check::run(config.as_deref(), &listen),
+        Command::Target { listen, config, .. } => target_cmd::run(config.as_deref(), &listen),
         Command::Admin(args) => admin_cmd::run(args),
         Command::Bench(args) => bench_cmd::run(args),
         Command::Lab(args) => lab_cmd::run(args),

@@ -16,6 +16,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+pub mod check;
 mod notify;
 
 /// One line per CHAP or ACL rule in force: who must authenticate, with
@@ -198,11 +199,6 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    tracing::info!(
-        version = %env!("CARGO_PKG_VERSION"),
-        portals = ?running.portals(),
-        "isoe target started"
-    );
     let admin = match Admin::new(
         Arc::clone(running.server()),
         Arc::clone(running.handle()),
@@ -232,7 +228,10 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
             match isoe_target::metrics::prometheus::Listener::start(addr, render) {
                 Ok(listener) => Some(listener),
                 Err(e) => {
-                    tracing::error!("cannot serve metrics on {addr}: {e}");
+                    tracing::error!(
+                        "cannot serve metrics on {addr}: {e}{} ([metrics] listen)",
+                        isoe_target::driver::in_use_by(addr, &e)
+                    );
                     let _ = running.shutdown();
                     return ExitCode::FAILURE;
                 }
@@ -240,6 +239,12 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
         }
         None => None,
     };
+    // Said once everything that can fail to start has started.
+    tracing::info!(
+        version = %env!("CARGO_PKG_VERSION"),
+        portals = ?running.portals(),
+        "isoe target started"
+    );
     // The report comes once everything serves: whoever waits for
     // "listening on" (tests, the lab) may use the control socket and the
     // metrics at once.

@@ -103,3 +103,92 @@ fn a_provisioned_file_lun_whose_file_vanished_is_refused_at_restart() {
     assert!(message.contains("restore the file"), "{message}");
     assert!(!config.lun_file().exists(), "an empty file was created");
 }
+
+/// `isoe target ARGS...` until it exits (or the timeout): status and output.
+fn run_isoe(args: &[&str]) -> (Option<i32>, String) {
+    let out = support::cli::isoe(args);
+    (
+        out.status.and_then(|s| s.code()),
+        format!("{}{}", out.stdout, out.stderr),
+    )
+}
+
+#[test]
+fn a_busy_portal_or_metrics_port_names_what_holds_it() {
+    let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy = holder.local_addr().unwrap().to_string();
+    let me = format!("held by pid {} (", std::process::id());
+    let config = TargetConfig::memory_lun("16MiB");
+    let path = config.path().to_str().unwrap();
+    let (status, output) = run_isoe(&["target", "--listen", &busy, "--config", path]);
+    assert_ne!(status, Some(0), "{output}");
+    assert!(
+        output.contains(&format!("cannot listen on {busy}")),
+        "{output}"
+    );
+    assert!(output.contains(&me), "the holder is not named:\n{output}");
+
+    let text = std::fs::read_to_string(config.path()).unwrap();
+    std::fs::write(
+        config.path(),
+        format!("{text}\n[metrics]\nlisten = \"{busy}\"\n"),
+    )
+    .unwrap();
+    let (status, output) = run_isoe(&["target", "--listen", "127.0.0.1:0", "--config", path]);
+    assert_ne!(status, Some(0), "{output}");
+    assert!(output.contains(&me), "the holder is not named:\n{output}");
+    assert!(output.contains("[metrics] listen"), "{output}");
+    assert!(
+        !output.contains("isoe target started"),
+        "said started, then failed:\n{output}"
+    );
+}
+
+#[test]
+fn check_finds_what_a_start_would_refuse_without_starting() {
+    let config = TargetConfig::memory_lun("16MiB");
+    let path = config.path().to_str().unwrap();
+    let (status, output) = run_isoe(&[
+        "target",
+        "--check",
+        "--listen",
+        "127.0.0.1:0",
+        "--config",
+        path,
+    ]);
+    assert_eq!(status, Some(0), "{output}");
+    assert!(output.contains("ok: portal 127.0.0.1:0: free"), "{output}");
+    assert!(
+        output.contains("memory, 16777216 bytes (16 MiB)"),
+        "{output}"
+    );
+
+    let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy = holder.local_addr().unwrap().to_string();
+    let image = config.dir().join("new.img");
+    let text = std::fs::read_to_string(config.path()).unwrap();
+    std::fs::write(
+        config.path(),
+        format!(
+            "{text}\n[[target.lun]]\nnumber = 1\nfile = \"{}\"\nsize = \"4MiB\"\n",
+            image.display()
+        ),
+    )
+    .unwrap();
+    let (status, output) = run_isoe(&["target", "--check", "--listen", &busy, "--config", path]);
+    assert_eq!(status, Some(2), "{output}");
+    assert!(
+        output.contains(&format!("wrong: portal {busy}: cannot listen")),
+        "{output}"
+    );
+    assert!(
+        output.contains("a start creates it, 4194304 bytes (4 MiB)"),
+        "{output}"
+    );
+    assert!(!image.exists(), "--check created the LUN's file");
+
+    std::fs::write(config.path(), "[[target]]\nname = 7\n").unwrap();
+    let (status, output) = run_isoe(&["target", "--check", "--config", path]);
+    assert_eq!(status, Some(2), "{output}");
+    assert!(output.contains(":2: "), "no file:line in\n{output}");
+}

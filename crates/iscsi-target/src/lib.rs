@@ -18,6 +18,7 @@ pub mod log;
 pub mod memory_driver;
 pub mod metrics;
 pub mod output;
+pub mod port_holder;
 pub mod registry;
 pub mod session;
 pub mod task_sets;

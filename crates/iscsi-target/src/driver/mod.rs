@@ -38,12 +38,15 @@ pub enum StartError {
     #[error(transparent)]
     Setup(#[from] SetupError),
     /// A portal could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}: {source}{holder}")]
     Bind {
         /// The portal address.
         addr: SocketAddr,
         /// The OS error.
         source: io::Error,
+        /// For an address in use: `; held by pid N (name)` (see
+        /// [`crate::port_holder`]); else empty.
+        holder: String,
     },
     /// A worker's event loop could not be set up.
     #[error("cannot start a worker: {0}")]
@@ -190,11 +193,23 @@ const LISTEN_BACKLOG: i32 = 65_535;
 
 /// Binds a portal's listening socket; returns it with the address bound.
 pub fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), StartError> {
-    let listener = listen(addr).map_err(|source| StartError::Bind { addr, source })?;
-    let local = listener
-        .local_addr()
-        .map_err(|source| StartError::Bind { addr, source })?;
+    let failed = |source: io::Error| StartError::Bind {
+        addr,
+        holder: in_use_by(addr, &source),
+        source,
+    };
+    let listener = listen(addr).map_err(failed)?;
+    let local = listener.local_addr().map_err(failed)?;
     Ok((listener, local))
+}
+
+/// For an address in use, `; ` and who holds it; else nothing.
+pub fn in_use_by(addr: SocketAddr, error: &io::Error) -> String {
+    if error.kind() == io::ErrorKind::AddrInUse {
+        format!("; {}", crate::port_holder::describe(addr))
+    } else {
+        String::new()
+    }
 }
 
 /// A listening socket on `addr` as `TcpListener::bind` makes one (address

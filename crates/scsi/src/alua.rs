@@ -196,6 +196,15 @@ impl PortGroups {
         })
     }
 
+    /// Every target port of every group: the ports a registration with
+    /// ALL_TG_PT covers (SPC-5 5.13.7).
+    pub fn relative_ports(&self) -> Vec<u16> {
+        self.groups
+            .iter()
+            .flat_map(|g| g.relative_ports.iter().copied())
+            .collect()
+    }
+
     fn group_with_port(&self, relative_port: u16) -> Option<&Group> {
         self.groups
             .iter()

@@ -570,11 +570,13 @@ impl LogicalUnit {
                 .release(&self.attentions, nexus, cdb)
                 .into(),
             PERSISTENT_RESERVE_OUT => {
+                let target_ports = self.groups(context.units).relative_ports();
                 match self.reservations.persistent_reserve_out(
                     nexus,
                     &self.attentions,
                     cdb,
                     data_out,
+                    &target_ports,
                 ) {
                     Ok(preempted) if !preempted.is_empty() => {
                         self.end_preempted_tasks(context, &preempted);

@@ -146,6 +146,22 @@ impl State {
         self.registrations.iter().find(|r| &r.nexus == nexus)
     }
 
+    /// The nexuses `nexus`'s registration covers: all those of its
+    /// initiator port registered with ALL_TG_PT when it was, else itself.
+    fn covered_by(&self, nexus: &Nexus) -> Vec<Nexus> {
+        let same_port =
+            |n: &Nexus| n.initiator_name == nexus.initiator_name && n.isid == nexus.isid;
+        match self.registration(nexus) {
+            Some(r) if r.all_target_ports => self
+                .registrations
+                .iter()
+                .filter(|r| r.all_target_ports && same_port(&r.nexus))
+                .map(|r| r.nexus.clone())
+                .collect(),
+            _ => vec![nexus.clone()],
+        }
+    }
+
     fn is_holder(&self, nexus: &Nexus) -> bool {
         match &self.reservation {
             Some((p, _)) if all_registrants(p.kind) => self.registration(nexus).is_some(),
@@ -764,6 +780,7 @@ impl Reservations {
         attentions: &Attentions,
         cdb: &[u8],
         data_out: &[u8],
+        target_ports: &[u16],
     ) -> Result<Vec<Nexus>, Refusal> {
         let aborts = cdb[1] & 0x1f == out_action::PREEMPT_AND_ABORT;
         let preempted = RefCell::new(Vec::new());
@@ -772,7 +789,7 @@ impl Reservations {
                 inner: raise,
                 preempted: RefCell::default(),
             };
-            let result = self.persistent_reserve_out_here(nexus, &tap, cdb, data_out);
+            let result = self.persistent_reserve_out_here(nexus, &tap, cdb, data_out, target_ports);
             // The change may be made again on a newer state: the last counts.
             *preempted.borrow_mut() = tap.preempted.into_inner();
             result
@@ -790,6 +807,7 @@ impl Reservations {
         attentions: &dyn Raise,
         cdb: &[u8],
         data_out: &[u8],
+        target_ports: &[u16],
     ) -> Result<(), Refusal> {
         let action = cdb[1] & 0x1f;
         let scope = cdb[2] >> 4;
@@ -840,7 +858,7 @@ impl Reservations {
                         key,
                         action_key,
                         ignore,
-                        all_target_ports,
+                        all_target_ports: all_target_ports.then_some(target_ports),
                         specified: spec_i_pt.then(|| &parameters[PARAMETER_LIST_LEN..]),
                     },
                 )
@@ -1002,7 +1020,9 @@ struct Register<'a> {
     key: u64,
     action_key: u64,
     ignore: bool,
-    all_target_ports: bool,
+    /// ALL_TG_PT: every target port of the unit, to register the
+    /// initiator port through each.
+    all_target_ports: Option<&'a [u16]>,
     /// SPEC_I_PT: the TransportID list after the basic parameters.
     specified: Option<&'a [u8]>,
 }
@@ -1027,6 +1047,20 @@ fn register(
                 return Ok(Change::None);
             }
             let mut nexuses = vec![nexus.clone()];
+            // SPC-5 5.13.7: ALL_TG_PT registers the initiator port through
+            // every target port of the unit, not only this one.
+            for port in request.all_target_ports.unwrap_or_default() {
+                let through = Nexus {
+                    relative_target_port: *port,
+                    ..nexus.clone()
+                };
+                if state.registration(&through).is_some() {
+                    return Err(Refusal::Conflict);
+                }
+                if !nexuses.contains(&through) {
+                    nexuses.push(through);
+                }
+            }
             if let Some(list) = request.specified {
                 for other in specified_nexuses(list, nexus.relative_target_port, attentions)? {
                     if state.registration(&other).is_some() {
@@ -1047,7 +1081,7 @@ fn register(
                 state.registrations.push(Registration {
                     nexus: n,
                     key: request.action_key,
-                    all_target_ports: request.all_target_ports,
+                    all_target_ports: request.all_target_ports.is_some(),
                 });
             }
             Ok(Change::Registrations)
@@ -1060,15 +1094,28 @@ fn register(
                 // SPC-5 6.17.3: SPEC_I_PT from a registered nexus.
                 return Err(Sense::invalid_field_in_parameter_list(20, Some(3)).into());
             }
+            // A registration made with ALL_TG_PT changes, or goes, through
+            // every target port it was made for.
+            let covered = state.covered_by(nexus);
             if request.action_key == 0 {
                 let kind = state.reservation.as_ref().map(|(p, _)| p.kind);
+                let mut released = false;
+                for n in &covered {
+                    released |= state.unregister(n);
+                }
                 // SPC-5 5.13.11.2.2: the holder of a registrants-only
                 // reservation unregistering releases it; the others hear.
-                if state.unregister(nexus) && kind.is_some_and(registrants_only_or_all) {
+                if released && kind.is_some_and(registrants_only_or_all) {
                     attentions.raise(&|n| state.registration(n).is_some(), RESERVATIONS_RELEASED);
                 }
-            } else if let Some(r) = state.registrations.iter_mut().find(|r| &r.nexus == nexus) {
-                r.key = request.action_key;
+            } else {
+                for r in state
+                    .registrations
+                    .iter_mut()
+                    .filter(|r| covered.contains(&r.nexus))
+                {
+                    r.key = request.action_key;
+                }
             }
             Ok(Change::Registrations)
         }

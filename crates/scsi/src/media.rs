@@ -11,9 +11,15 @@
 //! others reach the medium ([`StoreError::Unavailable`]: a gateway the
 //! cluster fenced) makes the path unavailable: NOT READY, LOGICAL UNIT NOT
 //! ACCESSIBLE, TARGET PORT IN UNAVAILABLE STATE (02h/04h/0Ch), which a
-//! multipath initiator answers by retrying through another path. Any other
-//! store failure is MEDIUM ERROR: UNRECOVERED READ ERROR (11h/00h) when
-//! reading, WRITE ERROR (0Ch/00h) otherwise.
+//! multipath initiator answers by retrying through another path. A store
+//! that gave up waiting for its medium ([`StoreError::is_timed_out`]: an
+//! RBD operation past `rados_osd_op_timeout` while an OSD stalls) has lost
+//! nothing: ABORTED COMMAND, LOGICAL UNIT COMMUNICATION TIME-OUT
+//! (0Bh/08h/01h), which initiators retry (Linux's SCSI layer does, then
+//! multipath fails the path over), so a stall that ends rides through
+//! instead of reaching the file system as lost data. Any other store
+//! failure is MEDIUM ERROR: UNRECOVERED READ ERROR (11h/00h) when reading,
+//! WRITE ERROR (0Ch/00h) otherwise.
 //!
 //! Each failure is logged (a `tracing` event at error level; the `isoe`
 //! binary writes it to stderr) with the unit's identity and the
@@ -50,6 +56,7 @@ pub(crate) enum Access {
 pub(crate) fn sense_for(access: Access, error: &StoreError) -> Sense {
     match access {
         _ if error.is_unavailable() => crate::alua::unavailable_sense(),
+        _ if error.is_timed_out() => Sense::new(sense_key::ABORTED_COMMAND, 0x08, 0x01),
         Access::Write if error.is_no_space() => Sense::space_allocation_failed_write_protect(),
         Access::Write => Sense::write_error(),
         Access::Read => Sense::unrecovered_read_error(),
@@ -64,6 +71,9 @@ fn describe(sense: Sense) -> &'static str {
         }
         (sense_key::MEDIUM_ERROR, 0x0c, 0x00) => "MEDIUM ERROR, WRITE ERROR",
         (sense_key::MEDIUM_ERROR, 0x11, 0x00) => "MEDIUM ERROR, UNRECOVERED READ ERROR",
+        (sense_key::ABORTED_COMMAND, 0x08, 0x01) => {
+            "ABORTED COMMAND, LOGICAL UNIT COMMUNICATION TIME-OUT"
+        }
         (sense_key::NOT_READY, 0x04, 0x0c) => {
             "NOT READY, LOGICAL UNIT NOT ACCESSIBLE, TARGET PORT IN UNAVAILABLE STATE"
         }
@@ -230,6 +240,36 @@ mod tests {
             .unwrap();
         assert!(
             line.contains("answered NOT READY, LOGICAL UNIT NOT ACCESSIBLE, TARGET PORT IN UNAVAILABLE STATE (02/04/0C)"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn a_store_that_timed_out_is_answered_with_a_retryable_sense_not_a_medium_error() {
+        let timed_out = StoreError::io(
+            "rbd_aio_read",
+            0,
+            std::io::Error::from(std::io::ErrorKind::TimedOut),
+        );
+        for access in [Access::Read, Access::Write] {
+            let sense = sense_for(access, &timed_out);
+            assert_eq!(
+                (sense.key, sense.asc, sense.ascq),
+                (0x0b, 0x08, 0x01),
+                "{access:?}"
+            );
+        }
+        let line = log()
+            .record(
+                Instant::now(),
+                &timed_out,
+                sense_for(Access::Read, &timed_out),
+            )
+            .unwrap();
+        assert!(
+            line.contains(
+                "answered ABORTED COMMAND, LOGICAL UNIT COMMUNICATION TIME-OUT (0B/08/01)"
+            ),
             "{line}"
         );
     }

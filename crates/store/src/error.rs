@@ -132,6 +132,14 @@ impl StoreError {
         matches!(self, StoreError::Unavailable { .. })
     }
 
+    /// Whether the store gave up waiting for its medium (ETIMEDOUT: a
+    /// network store's bound on an operation passed), which may answer
+    /// if asked again.
+    pub fn is_timed_out(&self) -> bool {
+        matches!(self, StoreError::Io { source, .. }
+            if source.kind() == std::io::ErrorKind::TimedOut)
+    }
+
     /// Whether the media ran out of room (ENOSPC, EDQUOT).
     pub fn is_no_space(&self) -> bool {
         matches!(self, StoreError::NoSpace { .. })

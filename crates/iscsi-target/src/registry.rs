@@ -491,6 +491,20 @@ pub fn build_target(
     Ok(Target::new(t.name.clone(), policy_of(t), luns))
 }
 
+/// Makes `lu` LUN `number` of `target`, in place of any unit of that number.
+fn swap_in(target: &Target, number: u16, lu: &Arc<LogicalUnit>) {
+    target.replace_luns(|now| {
+        let mut luns: Vec<_> = now
+            .luns
+            .iter()
+            .filter(|(n, _)| *n != number)
+            .cloned()
+            .collect();
+        luns.push((number, Arc::clone(lu)));
+        luns
+    });
+}
+
 impl Server {
     /// Opens every LUN's store and resolves its identity.
     pub fn new(config: Config) -> Result<Server, SetupError> {
@@ -577,16 +591,7 @@ impl Server {
             lu.set_task_sets(Arc::clone(tasks));
         }
         let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        target.replace_luns(|now| {
-            let mut luns: Vec<_> = now
-                .luns
-                .iter()
-                .filter(|(n, _)| *n != number)
-                .cloned()
-                .collect();
-            luns.push((number, Arc::clone(&lu)));
-            luns
-        });
+        swap_in(target, number, &lu);
         for (_, s) in sessions.iter().filter(|(_, s)| s.is_on(target)) {
             lu.attach(&s.nexus);
         }
@@ -618,16 +623,7 @@ impl Server {
         for condition in conditions {
             lu.raise_unit_attention(*condition);
         }
-        target.replace_luns(|now| {
-            let mut luns: Vec<_> = now
-                .luns
-                .iter()
-                .filter(|(n, _)| *n != number)
-                .cloned()
-                .collect();
-            luns.push((number, Arc::clone(&lu)));
-            luns
-        });
+        swap_in(target, number, &lu);
         replaced
     }
 

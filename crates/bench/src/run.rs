@@ -20,9 +20,10 @@ use crate::verify;
 use crate::workload::Workload;
 use isoe_initiator::cdb::{self, Capacity};
 use isoe_initiator::{
-    Command, Completion, Direction, Engine, EngineStats, IscsiUrl, MultipathOptions,
-    MultipathStats, Outcome, PathReport, SessionConfig, SocketOptions,
+    Command, Completion, Direction, Engine, EngineStats, InitiatorError, IscsiUrl,
+    MultipathOptions, MultipathStats, Outcome, PathReport, SessionConfig, SocketOptions,
 };
+use isoe_wire::login::InitiatorChap;
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{mpsc, Arc, OnceLock};
@@ -62,6 +63,15 @@ pub enum RunError {
         /// What failed.
         what: String,
     },
+    /// Logging in to a URL failed: the target refused the login (CHAP, ACL,
+    /// no such target) or could not be reached.
+    #[error("{url}: {source}")]
+    Login {
+        /// The URL, password removed.
+        url: String,
+        /// Why (boxed: the error is large and this path is cold).
+        source: Box<InitiatorError>,
+    },
     /// The URLs given as paths of one LU cannot be: they name different
     /// LUs, one fails, or none serves I/O (the text says which).
     #[error("{0}")]
@@ -82,10 +92,10 @@ pub struct SessionTemplate {
     pub data_digest: bool,
     /// TCP knobs.
     pub socket: SocketOptions,
-    /// CHAP user and secret overriding the URL's.
-    pub chap: Option<(String, isoe_wire::chap::Secret)>,
-    /// Mutual CHAP: the target's name and secret.
-    pub mutual_chap: Option<(String, isoe_wire::chap::Secret)>,
+    /// CHAP of each URL that logs in with it, as the caller resolved it
+    /// (from flags, environment, the URL's user and password); a URL not
+    /// listed logs in as [`SessionConfig::from_url`] says.
+    pub chap: Vec<(IscsiUrl, InitiatorChap)>,
     /// ImmediateData / InitialR2T / MaxRecvDataSegmentLength / FirstBurstLength / MaxBurstLength overrides.
     pub immediate_data: Option<bool>,
     /// InitialR2T override.
@@ -105,8 +115,7 @@ impl Default for SessionTemplate {
             header_digest: false,
             data_digest: false,
             socket: SocketOptions::default(),
-            chap: None,
-            mutual_chap: None,
+            chap: Vec::new(),
             immediate_data: None,
             initial_r2t: None,
             max_recv_data_segment_length: None,
@@ -124,11 +133,8 @@ impl SessionTemplate {
         c.set_digests(self.header_digest, self.data_digest);
         c.socket = self.socket;
         c.connections = connections;
-        if let Some((user, secret)) = &self.chap {
-            c.chap = Some(isoe_initiator::config::chap(user, secret.clone(), None));
-        }
-        if let (Some(chap), Some(mutual)) = (c.chap.as_mut(), &self.mutual_chap) {
-            chap.mutual = Some(mutual.clone());
+        if let Some((_, chap)) = self.chap.iter().find(|(u, _)| u == url) {
+            c.chap = Some(chap.clone());
         }
         let p = &mut c.params;
         if let Some(v) = self.immediate_data {
@@ -567,7 +573,10 @@ fn probe(url: &IscsiUrl, config: &RunConfig) -> Result<Lun, RunError> {
     let mut engine = Engine::new();
     let s = engine
         .login(config.session.config(url, 1))
-        .map_err(|e| setup(e.to_string()))?;
+        .map_err(|source| RunError::Login {
+            url: url.to_string(),
+            source: Box::new(source),
+        })?;
     let result = read_capacity(&mut engine, s, lun, config);
     let _ = engine.logout(s);
     result.map_err(setup)

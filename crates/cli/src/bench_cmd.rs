@@ -1,11 +1,12 @@
 //! `isoe bench`: arguments to workloads, runs, and their output.
 
+use crate::chap_args::{self, ChapArgs};
 use clap::Args;
 use isoe_bench::profiles::{self, Profile};
 use isoe_bench::run::{self, RunConfig, SessionTemplate};
 use isoe_bench::{BenchResult, Workload};
 use isoe_initiator::{IscsiUrl, MultipathOptions, SocketOptions};
-use isoe_wire::chap::Secret;
+use isoe_wire::login::InitiatorChap;
 use std::fs::File;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -88,28 +89,8 @@ pub struct BenchArgs {
     /// InitiatorName.
     #[arg(long, value_name = "IQN", default_value = isoe_initiator::DEFAULT_INITIATOR_NAME)]
     initiator_name: String,
-    /// CHAP user (overrides the URL's).
-    #[arg(long, value_name = "USER")]
-    chap_user: Option<String>,
-    /// CHAP secret (better: the ISOE_CHAP_SECRET environment variable).
-    #[arg(
-        long,
-        value_name = "SECRET",
-        env = "ISOE_CHAP_SECRET",
-        hide_env_values = true
-    )]
-    chap_secret: Option<String>,
-    /// Mutual CHAP: the name the target must answer with.
-    #[arg(long, value_name = "USER", requires = "target_secret")]
-    target_user: Option<String>,
-    /// Mutual CHAP: the target's secret (or ISOE_TARGET_SECRET).
-    #[arg(
-        long,
-        value_name = "SECRET",
-        env = "ISOE_TARGET_SECRET",
-        hide_env_values = true
-    )]
-    target_secret: Option<String>,
+    #[command(flatten)]
+    chap: ChapArgs,
     /// HeaderDigest=CRC32C.
     #[arg(long)]
     header_digest: bool,
@@ -330,16 +311,9 @@ fn workloads(args: &BenchArgs, redacted: &[String]) -> Result<Vec<Workload>, Str
     Ok(list)
 }
 
-fn template(args: &BenchArgs) -> SessionTemplate {
-    let secret = args.chap_secret.as_deref().map(Secret::from);
-    let chap = match (&args.chap_user, secret) {
-        (Some(user), Some(secret)) => Some((user.clone(), secret)),
-        _ => None,
-    };
-    let mutual = match (&args.target_user, &args.target_secret) {
-        (Some(user), Some(secret)) => Some((user.clone(), Secret::from(secret.as_str()))),
-        _ => None,
-    };
+/// How the run's sessions log in; `chap` is each URL's, from
+/// [`url_chap`].
+fn template(args: &BenchArgs, chap: Vec<(IscsiUrl, InitiatorChap)>) -> SessionTemplate {
     SessionTemplate {
         initiator_name: args.initiator_name.clone(),
         header_digest: args.header_digest,
@@ -356,12 +330,38 @@ fn template(args: &BenchArgs) -> SessionTemplate {
             busy_poll_us: args.busy_poll,
         },
         chap,
-        mutual_chap: mutual,
         immediate_data: args.immediate_data,
         initial_r2t: args.initial_r2t,
         max_recv_data_segment_length: args.max_recv_data_segment_length,
         first_burst_length: args.first_burst_length,
         max_burst_length: args.max_burst_length,
+    }
+}
+
+/// The CHAP each URL logs in with: the same rules as every initiator
+/// command's (flags, then ISOE_CHAP_SECRET, then the URL's user and password).
+fn url_chap(urls: &[IscsiUrl], args: &ChapArgs) -> Result<Vec<(IscsiUrl, InitiatorChap)>, String> {
+    let mut chap = Vec::new();
+    for url in urls {
+        let resolved = chap_args::chap_config(url.user.as_deref(), url.password.as_ref(), args)
+            .map_err(|e| format!("{url}: {e}"))?;
+        chap.extend(resolved.map(|c| (url.clone(), c)));
+    }
+    Ok(chap)
+}
+
+/// A run's error for people: a refused login says what to check.
+fn run_error_text(e: &run::RunError, session: &SessionTemplate) -> String {
+    match e {
+        run::RunError::Login { url, source } => {
+            let chap = session
+                .chap
+                .iter()
+                .find(|(u, _)| u.to_string() == *url)
+                .map(|(_, c)| c);
+            format!("{url}: {}", chap_args::login_failure_text(source, chap))
+        }
+        other => other.to_string(),
     }
 }
 
@@ -374,6 +374,7 @@ fn plan_and_run(args: &BenchArgs, stop: &Arc<AtomicBool>) -> Result<bool, String
     }
     let redacted: Vec<String> = urls.iter().map(ToString::to_string).collect();
     let list = workloads(args, &redacted)?;
+    let session = template(args, url_chap(&urls, &args.chap)?);
     let mut json: Option<Box<dyn Write>> = match &args.json {
         None => None,
         Some(p) if p.as_os_str() == "-" => Some(Box::new(std::io::stdout())),
@@ -398,12 +399,12 @@ fn plan_and_run(args: &BenchArgs, stop: &Arc<AtomicBool>) -> Result<bool, String
             workload,
             urls: urls.clone(),
             multipath: multipath_options(args),
-            session: template(args),
+            session: session.clone(),
             target_pid: args.target_pid,
             progress,
             stop: stop.clone(),
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| run_error_text(&e, &session))?;
         let result = BenchResult::compute(&outcome.measurements);
         if !json_to_stdout {
             print!("{}", result.table());
@@ -551,7 +552,7 @@ mod tests {
     fn sndbuf_defaults_to_pacing_and_zero_leaves_auto_tuning() {
         let sndbuf = |extra: &[&str]| {
             let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-            template(&parse(&extra)).socket.sndbuf_bytes
+            template(&parse(&extra), Vec::new()).socket.sndbuf_bytes
         };
         assert_eq!(sndbuf(&[]), Some(isoe_initiator::DEFAULT_SNDBUF_BYTES));
         assert_eq!(sndbuf(&["--sndbuf", "0"]), None);

@@ -16,6 +16,7 @@
 pub mod address;
 pub mod cpu;
 pub mod demand;
+pub mod halt;
 pub mod host;
 pub mod latency;
 pub mod proc_error;

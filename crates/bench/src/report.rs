@@ -10,6 +10,10 @@
 //! - `interrupted`: true when SIGINT or SIGTERM cut the measured window
 //!   short; every figure then covers the seconds actually measured
 //!   (`elapsed_s`), and `isoe bench` exits with 128 + the signal's number;
+//! - `stopped`: why the run stopped itself before its window ended (its
+//!   LUN gone, or failed commands past the bound of [`crate::halt`]), or
+//!   null; the figures of such a run are no measurement, and `isoe bench`
+//!   exits with 1;
 //! - `per_url`: one [`UrlResult`] per URL, in the order given: commands,
 //!   bytes, IOPS, MB/s, latency and failed commands of that URL alone (their
 //!   `ios` add up to the total's);
@@ -111,6 +115,9 @@ pub struct Measurements {
     pub series: Vec<SecondMeasurements>,
     /// Whether a signal cut the window short.
     pub interrupted: bool,
+    /// Why the run stopped itself (see [`crate::halt`]); None when it ran
+    /// its course.
+    pub stopped: Option<String>,
 }
 
 /// One direction's share of a result.
@@ -255,6 +262,12 @@ pub struct BenchResult {
     /// `elapsed_s`, not the workload's duration.
     #[serde(default)]
     pub interrupted: bool,
+    /// Why the run stopped itself before its window ended: its LUN is gone
+    /// or its commands failed past the bound (see [`crate::halt`]). The
+    /// figures then cover a run that no longer did its workload: no
+    /// measurement, only what happened.
+    #[serde(default)]
+    pub stopped: Option<String>,
     /// Commands that failed.
     pub errors: u64,
     /// Reads whose data did not match.
@@ -372,6 +385,7 @@ impl BenchResult {
             dsack_segs: m.tcp.dsack_recv_segs,
             elapsed_s,
             interrupted: m.interrupted,
+            stopped: m.stopped.clone(),
             errors: m.errors,
             verify_errors: m.verify_errors,
             workload: m.workload.clone(),
@@ -506,6 +520,7 @@ mod tests {
                 second(9.0, 10.0, 25_000, 5_000),
             ],
             interrupted: false,
+            stopped: None,
         }
     }
 
@@ -835,6 +850,33 @@ mod tests {
         assert!(!t.contains("iscsi://"), "{t}");
         m.series.clear();
         assert_eq!(BenchResult::compute(&m).series_table(), "");
+    }
+
+    #[test]
+    fn a_stopped_run_shows_why_and_no_rates() {
+        let mut m = measurements();
+        m.stopped = Some("the LUN is gone: read at LBA 8: CHECK CONDITION, X".into());
+        m.elapsed_s = 2.5;
+        let r = BenchResult::compute(&m);
+        let t = r.table();
+        assert!(
+            t.contains("STOPPED after 2.50 s of 10.0 s: the LUN is gone: read at LBA 8"),
+            "{t}"
+        );
+        assert!(t.contains("400000 commands completed, 2 failed"), "{t}");
+        for rate in ["MB/s", "IOPS", "p99", "initiator"] {
+            assert!(!t.contains(rate), "{rate} in\n{t}");
+        }
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(
+            json["stopped"],
+            "the LUN is gone: read at LBA 8: CHECK CONDITION, X"
+        );
+        // A result written before the field existed reads as not stopped.
+        let mut old = json;
+        old.as_object_mut().unwrap().remove("stopped");
+        let back: BenchResult = serde_json::from_value(old).unwrap();
+        assert_eq!(back.stopped, None);
     }
 
     #[test]

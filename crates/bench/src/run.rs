@@ -11,6 +11,7 @@
 
 use crate::address::{Access, AccessPattern};
 use crate::cpu::{self, CpuSplit, CpuTimes};
+use crate::halt::{ErrorBound, ErrorWatch, Halt};
 use crate::host::Host;
 use crate::report::{DirectionMeasurements, Measurements, UrlMeasurements};
 use crate::series::{self, Collector, SecondMessage, SecondSampler, SecondTally};
@@ -20,8 +21,8 @@ use crate::verify;
 use crate::workload::Workload;
 use isoe_initiator::cdb::{self, Capacity};
 use isoe_initiator::{
-    Command, Completion, Direction, Engine, EngineStats, InitiatorError, IscsiUrl,
-    MultipathOptions, MultipathStats, Outcome, PathReport, SessionConfig, SocketOptions,
+    describe_status_in_words, Command, Completion, Direction, Engine, EngineStats, InitiatorError,
+    IscsiUrl, MultipathOptions, MultipathStats, Outcome, PathReport, SessionConfig, SocketOptions,
 };
 use isoe_wire::login::InitiatorChap;
 use serde::Serialize;
@@ -176,6 +177,8 @@ pub struct RunConfig {
     /// Set to end the run early (Ctrl-C); the window is cut short and
     /// measured as is, and the result says `interrupted`.
     pub stop: Arc<AtomicBool>,
+    /// The failures that stop the run (its LUN gone stops it always).
+    pub error_bound: ErrorBound,
 }
 
 /// A run's measurements and what went wrong in it.
@@ -331,6 +334,7 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
 
     let w = &config.workload;
     let phase = Arc::new(AtomicU8::new(PHASE_SETUP));
+    let halt = Arc::new(Halt::default());
     // When the measured window began: set before the phase says so.
     let window_start = Arc::new(OnceLock::<Instant>::new());
     let counters: Vec<Arc<(AtomicU64, AtomicU64)>> = (0..w.workers)
@@ -349,6 +353,8 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
             luns: luns.clone(),
             template: config.session.clone(),
             multipath: config.multipath,
+            error_bound: config.error_bound,
+            halt: halt.clone(),
         };
         let (phase, start, counters, ready) = (
             phase.clone(),
@@ -389,7 +395,8 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
     let mut progress = Progress::new(config.progress, &counters);
     let mut collector = Collector::new(w.workers);
     phase.store(PHASE_RAMP, Ordering::SeqCst);
-    let cut_in_ramp = progress.sleep(Duration::from_secs_f64(w.ramp_s), &config.stop, &mut || {});
+    let cut = || config.stop.load(Ordering::Relaxed) || halt.is_set();
+    let cut_in_ramp = progress.sleep(Duration::from_secs_f64(w.ramp_s), &cut, &mut || {});
 
     let hz = cpu::ticks_per_second();
     let cpu0 = CpuTimes::read()?;
@@ -402,11 +409,9 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
     let cut_in_window = !cut_in_ramp && {
         let _ = window_start.set(t0);
         phase.store(PHASE_MEASURE, Ordering::SeqCst);
-        progress.sleep(
-            Duration::from_secs_f64(w.duration_s),
-            &config.stop,
-            &mut || collector.drain(&second_rx),
-        )
+        progress.sleep(Duration::from_secs_f64(w.duration_s), &cut, &mut || {
+            collector.drain(&second_rx)
+        })
     };
     phase.store(PHASE_DRAIN, Ordering::SeqCst);
     let elapsed_s = if cut_in_ramp {
@@ -414,7 +419,8 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
     } else {
         t0.elapsed().as_secs_f64()
     };
-    let interrupted = cut_in_ramp || cut_in_window;
+    // A signal interrupts; a halt is the run's own doing, said apart.
+    let interrupted = (cut_in_ramp || cut_in_window) && !halt.is_set();
     let cpu1 = CpuTimes::read()?;
     let self1 = cpu::self_cpu()?;
     let target1 = target_pid.and_then(|p| cpu::read_process(p).ok());
@@ -498,6 +504,7 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
         per_url,
         series,
         interrupted,
+        stopped: halt.reason().map(String::from),
     };
     Ok(RunOutcome {
         measurements,
@@ -632,6 +639,8 @@ struct WorkerSpec {
     luns: Vec<Lun>,
     template: SessionTemplate,
     multipath: Option<MultipathOptions>,
+    error_bound: ErrorBound,
+    halt: Arc<Halt>,
 }
 
 #[derive(Default)]
@@ -821,6 +830,7 @@ fn run_worker(
         })
         .collect();
     let mut scratch = Vec::new();
+    let mut watch = ErrorWatch::new(spec.error_bound);
     let mut done: Vec<Completion> = Vec::new();
     let now = Instant::now();
     for token in 0..slots.len() {
@@ -862,6 +872,8 @@ fn run_worker(
         }
         let now = Instant::now();
         let measuring = current == PHASE_MEASURE;
+        // Halted: what is in flight completes, nothing new is sent.
+        let sending = current != PHASE_DRAIN && !spec.halt.is_set();
         result.measuring = measuring;
         if measuring {
             if t0.is_none() {
@@ -878,11 +890,11 @@ fn run_worker(
             let slot = &mut slots[token];
             slot.busy = false;
             busy -= 1;
-            let failure = c.good().err();
+            let failure = failure_in_words(&c);
             let unit_attention = matches!(&c.outcome, Outcome::Scsi(st) if st.sense_key().is_some_and(|k| k.0 == SENSE_UNIT_ATTENTION));
             slot.buffer = c.buffer;
             let volume = &mut volumes[slot.volume];
-            if unit_attention && current != PHASE_DRAIN {
+            if unit_attention && sending {
                 // SAM-5 5.14: the command was not executed; the condition is
                 // now cleared for this I_T nexus. Send it again, as an OS does.
                 result.unit_attentions += 1;
@@ -906,19 +918,23 @@ fn run_worker(
                 }
                 continue;
             }
-            if let Some(what) = failure {
+            if let Some((what, sense)) = failure {
                 let lba = volume.base_lba + slot.chunk * u64::from(volume.blocks_per_io);
-                result.error(
-                    Some(slot.volume),
-                    format!(
-                        "{} at LBA {lba}: {what}",
-                        if slot.write { "write" } else { "read" }
-                    ),
+                let what = format!(
+                    "{} at LBA {lba}: {what}",
+                    if slot.write { "write" } else { "read" }
                 );
+                if let Some(why) = watch.failed(&what, sense) {
+                    if current != PHASE_DRAIN {
+                        spec.halt.set(format!("{}: {why}", spec.urls[volume.index]));
+                    }
+                }
+                result.error(Some(slot.volume), what);
                 if slot.write && w.verify {
                     volume.generations[slot.chunk as usize] = 0;
                 }
             } else {
+                watch.succeeded();
                 if w.verify && !slot.write && slot.generation != 0 {
                     let lba = volume.base_lba + slot.chunk * u64::from(volume.blocks_per_io);
                     let generation = generation_tag(spec.worker, slot.generation);
@@ -952,7 +968,7 @@ fn run_worker(
                     result.second.record(slot.write, bytes, ns);
                 }
             }
-            if current != PHASE_DRAIN {
+            if sending && !spec.halt.is_set() {
                 submit(
                     &mut engine,
                     &mut volumes,
@@ -996,6 +1012,18 @@ fn run_worker(
     }
     result.engine = engine.stats();
     result
+}
+
+/// A sense's key, ASC and ASCQ.
+type SenseCodes = (u8, u8, u8);
+
+/// Why a command failed, its sense in words, with its sense codes; None
+/// when it succeeded.
+fn failure_in_words(c: &Completion) -> Option<(String, Option<SenseCodes>)> {
+    match &c.outcome {
+        Outcome::Scsi(s) if !s.is_good() => Some((describe_status_in_words(s), s.sense_key())),
+        _ => c.good().err().map(|what| (what, None)),
+    }
 }
 
 /// The 64-bit generation written into blocks: the worker in the high half.
@@ -1126,16 +1154,16 @@ impl<'a> Progress<'a> {
         })
     }
 
-    /// Sleeps `total`, calling `tick` every 100 ms or so; true when `stop`
-    /// cut it short.
-    fn sleep(&mut self, total: Duration, stop: &AtomicBool, tick: &mut dyn FnMut()) -> bool {
+    /// Sleeps `total`, calling `tick` every 100 ms or so; true when `cut`
+    /// said to end it early.
+    fn sleep(&mut self, total: Duration, cut: &dyn Fn() -> bool, tick: &mut dyn FnMut()) -> bool {
         let end = Instant::now() + total;
         loop {
             let now = Instant::now();
             if now >= end {
                 return false;
             }
-            if stop.load(Ordering::Relaxed) {
+            if cut() {
                 return true;
             }
             thread::sleep((end - now).min(Duration::from_millis(100)));

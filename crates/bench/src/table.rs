@@ -45,9 +45,15 @@ impl BenchResult {
     /// direction, and by URL when there are several, CPU split, each side's
     /// CPU cost, effectiveness, TCP retransmissions, errors, and a warning
     /// when steal exceeds 5%.
+    /// A run that stopped itself shows why instead of its figures.
     pub fn table(&self) -> String {
         let mut out = String::new();
-        self.write_header(&mut out);
+        self.write_title(&mut out);
+        if let Some(why) = &self.stopped {
+            self.write_stopped(&mut out, why);
+            return out;
+        }
+        self.write_result(&mut out);
         self.write_io(&mut out);
         self.write_urls(&mut out);
         self.write_cpu(&mut out);
@@ -90,7 +96,8 @@ impl BenchResult {
         out
     }
 
-    fn write_header(&self, out: &mut String) {
+    /// The profile, the machine and the workload.
+    fn write_title(&self, out: &mut String) {
         let w = &self.workload;
         let _ = writeln!(
             out,
@@ -120,6 +127,23 @@ impl BenchResult {
             w.ramp_s,
             if w.verify { "on" } else { "off" }
         );
+    }
+
+    /// Why the run stopped, and what it did until then: counts only, for
+    /// its rates are not those of the workload.
+    fn write_stopped(&self, out: &mut String, why: &str) {
+        let _ = writeln!(
+            out,
+            "STOPPED after {:.2} s of {:.1} s: {why}\n\
+             {} commands completed, {} failed; no throughput or latency is reported: \
+             the run did not measure its workload",
+            self.elapsed_s, self.workload.duration_s, self.ios, self.errors
+        );
+    }
+
+    /// Throughput over the window, and whether a signal cut it short.
+    fn write_result(&self, out: &mut String) {
+        let w = &self.workload;
         let _ = writeln!(
             out,
             "result    {:.1} MB/s  {} IOPS  over {:.2} s   (MB = 10^6 bytes, KiB = 1024 bytes)",

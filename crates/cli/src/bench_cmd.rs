@@ -2,6 +2,7 @@
 
 use crate::chap_args::{self, ChapArgs};
 use clap::Args;
+use isoe_bench::halt::ErrorBound;
 use isoe_bench::profiles::{self, Profile};
 use isoe_bench::run::{self, RunConfig, SessionTemplate};
 use isoe_bench::{BenchResult, Workload};
@@ -79,6 +80,12 @@ pub struct BenchArgs {
         value_parser = parse_seconds
     )]
     failover_timeout: Option<f64>,
+    /// Stop the run when a worker's failed commands pass PCT percent of its
+    /// completed ones (judged from 1000 completions on; 100 = never). A run
+    /// also stops after 32 failures in a row, and at once when its LUN is
+    /// gone (LOGICAL UNIT NOT SUPPORTED).
+    #[arg(long, value_name = "PCT", default_value_t = 1.0, value_parser = parse_pct)]
+    max_error_pct: f64,
     /// No live progress line.
     #[arg(long)]
     no_progress: bool,
@@ -159,6 +166,14 @@ fn parse_seconds(text: &str) -> Result<f64, String> {
     Ok(seconds)
 }
 
+/// A percentage, 0 to 100.
+fn parse_pct(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(pct) if (0.0..=100.0).contains(&pct) => Ok(pct),
+        _ => Err(format!("{text:?}: expected a percentage from 0 to 100")),
+    }
+}
+
 fn parse_yes_no(text: &str) -> Result<bool, String> {
     match text.to_ascii_lowercase().as_str() {
         "yes" | "on" | "true" | "1" => Ok(true),
@@ -206,7 +221,8 @@ impl Interrupt {
     }
 }
 
-/// Runs `isoe bench`: exits 0 when every run was clean, 1 on failed
+/// Runs `isoe bench`: exits 0 when every run was clean, 1 on a run that
+/// stopped itself (its LUN gone, failures past the bound), failed
 /// commands, verify mismatches or an error, and 128 + the signal's number
 /// (130 for SIGINT, 143 for SIGTERM) when a signal cut the runs short, its
 /// JSON written all the same with `"interrupted": true`.
@@ -403,42 +419,16 @@ fn plan_and_run(args: &BenchArgs, stop: &Arc<AtomicBool>) -> Result<bool, String
             target_pid: args.target_pid,
             progress,
             stop: stop.clone(),
+            error_bound: ErrorBound {
+                max_error_pct: args.max_error_pct,
+            },
         })
         .map_err(|e| run_error_text(&e, &session))?;
         let result = BenchResult::compute(&outcome.measurements);
         if !json_to_stdout {
-            print!("{}", result.table());
-            if args.series {
-                print!("{}", result.series_table());
-            }
-            if outcome.total_ios > 0 {
-                let e = outcome.engine;
-                println!(
-                    "  syscalls per I/O (initiator): {:.2}; reconnects {}",
-                    (e.sends + e.recvs + e.polls) as f64 / outcome.total_ios as f64,
-                    e.reconnects
-                );
-            }
-            if result.workload.verify {
-                println!(
-                    "  verify: {} reads checked, {} mismatches",
-                    outcome.verified_reads, result.verify_errors
-                );
-            }
-            if let Some(m) = &outcome.multipath {
-                print!("{}", multipath_lines(m, outcome.io_gap_max_s));
-            }
+            print_outcome(args, &outcome, &result);
         }
-        for m in &outcome.messages {
-            eprintln!("isoe bench: {m}");
-        }
-        if result.errors > 0 || result.verify_errors > 0 {
-            clean = false;
-            eprintln!(
-                "isoe bench: {name}: {} failed commands, {} verify mismatches",
-                result.errors, result.verify_errors
-            );
-        }
+        clean &= warn_of_failures(&name, &outcome, &result);
         if let Some(out) = json.as_mut() {
             let line = serde_json::to_string(&outcome.json(&result)).map_err(|e| e.to_string())?;
             writeln!(out, "{line}").map_err(|e| format!("writing JSON: {e}"))?;
@@ -446,6 +436,50 @@ fn plan_and_run(args: &BenchArgs, stop: &Arc<AtomicBool>) -> Result<bool, String
         }
     }
     Ok(clean)
+}
+
+/// A run's table and what only the runner knows, on stdout.
+fn print_outcome(args: &BenchArgs, outcome: &run::RunOutcome, result: &BenchResult) {
+    print!("{}", result.table());
+    if args.series && result.stopped.is_none() {
+        print!("{}", result.series_table());
+    }
+    if outcome.total_ios > 0 {
+        let e = outcome.engine;
+        println!(
+            "  syscalls per I/O (initiator): {:.2}; reconnects {}",
+            (e.sends + e.recvs + e.polls) as f64 / outcome.total_ios as f64,
+            e.reconnects
+        );
+    }
+    if result.workload.verify {
+        println!(
+            "  verify: {} reads checked, {} mismatches",
+            outcome.verified_reads, result.verify_errors
+        );
+    }
+    if let Some(m) = &outcome.multipath {
+        print!("{}", multipath_lines(m, outcome.io_gap_max_s));
+    }
+}
+
+/// The run's messages, why it stopped and what failed, on stderr; true
+/// when nothing did.
+fn warn_of_failures(name: &str, outcome: &run::RunOutcome, result: &BenchResult) -> bool {
+    for m in &outcome.messages {
+        eprintln!("isoe bench: {m}");
+    }
+    if let Some(why) = &result.stopped {
+        eprintln!("isoe bench: {name}: stopped: {why}");
+    }
+    let failed = result.errors > 0 || result.verify_errors > 0 || result.stopped.is_some();
+    if failed {
+        eprintln!(
+            "isoe bench: {name}: {} failed commands, {} verify mismatches",
+            result.errors, result.verify_errors
+        );
+    }
+    !failed
 }
 
 /// The options of a multipath run, or None.
@@ -606,6 +640,27 @@ mod tests {
                 Err(e) => e.to_string(),
             };
             assert!(err.contains(want), "{extra:?}: {want:?} in {err}");
+        }
+    }
+
+    #[test]
+    fn the_error_bound_defaults_to_the_libraries_and_its_help_states_it() {
+        use isoe_bench::halt::{CONSECUTIVE_FAILURES_MAX, MIN_COMPLETIONS};
+        let bound = ErrorBound::default().max_error_pct;
+        assert_eq!(parse(&[]).max_error_pct, bound);
+        let b = parse(&["--max-error-pct".into(), "5".into()]);
+        assert_eq!(b.max_error_pct, 5.0);
+        assert!(parse_pct("101").is_err() && parse_pct("-1").is_err());
+        let help = <Bench as clap::CommandFactory>::command()
+            .render_long_help()
+            .to_string();
+        let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        for said in [
+            format!("judged from {MIN_COMPLETIONS} completions on"),
+            format!("after {CONSECUTIVE_FAILURES_MAX} failures in a row"),
+            format!("[default: {bound}]"),
+        ] {
+            assert!(help.contains(&said), "{said:?} not in {help}");
         }
     }
 

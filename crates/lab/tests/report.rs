@@ -637,6 +637,7 @@ fn real_bench() -> Value {
         per_url: Vec::new(),
         series: Vec::new(),
         interrupted: false,
+        stopped: None,
     };
     let result = BenchResult::compute(&m);
     let mut v = serde_json::to_value(&result).unwrap();

@@ -11,6 +11,7 @@
 
 use crate::address::{Access, AccessPattern};
 use crate::cpu::{self, CpuSplit, CpuTimes};
+use crate::foreign::{ForeignLoad, Snapshot};
 use crate::halt::{ErrorBound, ErrorWatch, Halt};
 use crate::host::Host;
 use crate::report::{DirectionMeasurements, Measurements, UrlMeasurements};
@@ -399,6 +400,8 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
     let cut_in_ramp = progress.sleep(Duration::from_secs_f64(w.ramp_s), &cut, &mut || {});
 
     let hz = cpu::ticks_per_second();
+    // Outside the CPU readings: a /proc walk costs the initiator CPU.
+    let snapshot0 = Snapshot::take();
     let cpu0 = CpuTimes::read()?;
     let self0 = cpu::self_cpu()?;
     let target0 = target_pid.and_then(|p| cpu::read_process(p).ok());
@@ -425,6 +428,7 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
     let self1 = cpu::self_cpu()?;
     let target1 = target_pid.and_then(|p| cpu::read_process(p).ok());
     let tcp1 = TcpCounters::read()?;
+    let snapshot1 = Snapshot::take();
     progress.finish();
 
     let mut per_url: Vec<UrlMeasurements> = volume_names(&config)
@@ -487,6 +491,13 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
         (Some(a), Some(b)) => Some(a.delta_s(&b)),
         _ => None,
     };
+    let own: Vec<u32> = std::iter::once(std::process::id())
+        .chain(target_pid)
+        .collect();
+    let foreign = match (&snapshot0, &snapshot1) {
+        (Some(a), Some(b)) => ForeignLoad::between(a, b, &own),
+        _ => None,
+    };
     let measurements = Measurements {
         workload: w.clone(),
         started_at,
@@ -505,6 +516,7 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
         series,
         interrupted,
         stopped: halt.reason().map(String::from),
+        foreign,
     };
     Ok(RunOutcome {
         measurements,

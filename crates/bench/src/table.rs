@@ -2,6 +2,7 @@
 
 use std::fmt::Write as _;
 
+use crate::foreign::FOREIGN_MAX_PCT;
 use crate::latency::LatencySummary;
 use crate::profiles::block_label;
 use crate::report::BenchResult;
@@ -288,6 +289,20 @@ impl BenchResult {
         if self.target_pid.is_none() {
             let _ = writeln!(out, "(target CPU unknown: no target PID)");
         }
+        let _ = writeln!(
+            out,
+            "other processes {}",
+            self.foreign.as_ref().map_or_else(
+                || "unknown (/proc unreadable)".to_string(),
+                |f| format!(
+                    "{}; kernel threads {:.1}%, interrupts {:.1}% (% of one CPU; \
+                     not the initiator's or the target's)",
+                    f.describe(),
+                    f.kernel_threads_pct,
+                    f.interrupts_pct
+                )
+            )
+        );
     }
 
     fn write_tcp_and_errors(&self, out: &mut String) {
@@ -309,6 +324,14 @@ impl BenchResult {
                  CPU figures are unreliable",
                 self.steal_pct,
                 BenchResult::STEAL_PCT_WARN
+            );
+        }
+        if let Some(f) = self.foreign.as_ref().filter(|_| self.foreign_warning) {
+            let _ = writeln!(
+                out,
+                "WARNING: other processes used {} > {FOREIGN_MAX_PCT:.0}% of a CPU: they \
+                 competed for the CPUs, so every figure may be moved (the lab repeats such a run)",
+                f.describe()
             );
         }
     }

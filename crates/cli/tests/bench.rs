@@ -3,7 +3,7 @@
 //! target and catches data that changed under it; bad arguments get
 //! specific errors; SIGINT cuts a run short with its result marked; several
 //! URLs are reported each beside the total; a LUN removed under a run
-//! stops it with the sense in words.
+//! stops it with the sense in words; other processes' CPU is reported.
 
 mod support;
 
@@ -451,4 +451,47 @@ fn a_lun_removed_under_the_run_stops_it_with_the_sense_in_words() {
         "{run}"
     );
     assert!(number(run, &["elapsed_s"]) < 60.0, "{run}");
+}
+
+/// A process of no part in the run, burning a CPU: bench names it and
+/// flags the run, as the lab flags a run spoiled by foreign load.
+#[test]
+fn other_processes_cpu_is_reported_and_flagged_above_the_labs_limit() {
+    let target = Target::with_config(&TargetConfig::memory_lun("64MiB"));
+    let url = target.lun_url(DEFAULT_TARGET, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("busy.jsonl");
+    let mut burner = Command::new("sh")
+        .args(["-c", "while :; do :; done"])
+        .spawn()
+        .expect("start a busy shell");
+    let out = isoe(&[
+        "bench",
+        &url,
+        "--qd",
+        "4",
+        "--duration",
+        "2",
+        "--ramp",
+        "0.3",
+        "--no-progress",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    burner.kill().unwrap();
+    burner.wait().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let run = &json_lines(&json)[0];
+    let foreign = number(run, &["foreign", "cpu_pct"]);
+    // A shell spinning on one CPU uses most of it, whatever else runs.
+    assert!(foreign > 20.0, "{run}");
+    let top = run["foreign"]["top"].to_string();
+    assert!(top.contains("\"sh\""), "the busy shell is named: {top}");
+    assert_eq!(run["foreign_warning"], true, "{run}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("other processes "), "{stdout}");
+    assert!(
+        stdout.contains("WARNING: other processes used ") && stdout.contains("> 5% of a CPU"),
+        "{stdout}"
+    );
 }

@@ -638,6 +638,7 @@ fn real_bench() -> Value {
         series: Vec::new(),
         interrupted: false,
         stopped: None,
+        foreign: None,
     };
     let result = BenchResult::compute(&m);
     let mut v = serde_json::to_value(&result).unwrap();

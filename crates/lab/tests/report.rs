@@ -907,3 +907,69 @@ fn the_header_says_where_the_processes_ran() {
         "{md}"
     );
 }
+
+/// The Markdown list item of the note that starts with `start`, with its
+/// sub-items.
+fn note<'a>(md: &'a str, start: &str) -> Option<&'a str> {
+    let at = md.find(&format!("- {start}"))?;
+    let rest = &md[at..];
+    let end = rest[2..].find("\n- ").map_or(rest.len(), |i| i + 2);
+    Some(&rest[..end])
+}
+
+/// Cells that got their rounds are never "unfinished", whatever their
+/// RSD; cells that did not are, in the table and in the notes.
+#[test]
+fn unfinished_means_only_a_cell_that_did_not_get_its_rounds() {
+    let mut input = input();
+    let small = |name: &str| CaseInfo {
+        name: name.into(),
+        description: name.into(),
+        knobs_changed: map(&[("mtu", "4000")]),
+        workloads: vec!["small".into()],
+        ..Default::default()
+    };
+    input.cases.push(small("noisy"));
+    input.cases.push(small("short"));
+    // noisy: 1500, 1530, 1470: RSD 2%, above the seeds' 1%, but +50% over
+    // the baseline with a tight interval: conclusive after its 3 rounds,
+    // so the rounds stopped there, short of the cap of 6.
+    for (i, v) in [1500.0, 1530.0, 1470.0].into_iter().enumerate() {
+        let r = run("noisy", "small", i as u32 + 1, Metric::Iops, v, 9.0);
+        input.records.push(r);
+    }
+    // short: 2 rounds of the 3 every cell gets.
+    for (i, v) in [1100.0, 1100.0].into_iter().enumerate() {
+        let r = run("short", "small", i as u32 + 1, Metric::Iops, v, 9.0);
+        input.records.push(r);
+    }
+    let cells = summarize(&input);
+    let noisy = cell(&cells, "noisy", "small");
+    assert!(noisy.stats.unwrap().rsd_pct > 1.9, "{noisy:?}");
+    assert!(noisy.effect.unwrap().conclusive, "{noisy:?}");
+    assert!(!noisy.unfinished, "{noisy:?}");
+    assert!(cell(&cells, "short", "small").unfinished);
+    assert!(!cell(&cells, "baseline", "small").unfinished);
+    // fast × large is inconclusive after 3 of up to 6 rounds: owed more.
+    assert!(cell(&cells, "fast", "large").unfinished);
+
+    let md = render_markdown(&input);
+    let row = |case: &str| {
+        md.lines()
+            .find(|l| l.starts_with(&format!("| {case} ")))
+            .unwrap_or_else(|| panic!("no row {case} in\n{md}"))
+    };
+    assert!(!row("noisy").contains("unfinished"), "{}", row("noisy"));
+    assert!(row("noisy").contains("| no "), "{}", row("noisy"));
+    assert!(row("short").contains("| unfinished "), "{}", row("short"));
+    let unfinished = note(&md, "Unfinished").unwrap_or_else(|| panic!("no note in\n{md}"));
+    assert!(
+        unfinished.contains("short × small: 2 runs valid"),
+        "{unfinished}"
+    );
+    assert!(
+        unfinished.contains("fast × large: 3 runs valid"),
+        "{unfinished}"
+    );
+    assert!(!unfinished.contains("noisy"), "{unfinished}");
+}

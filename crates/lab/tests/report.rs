@@ -381,8 +381,24 @@ fn markdown_has_the_headline_rows_and_the_recommendations() {
         "{findings}"
     );
     assert!(findings.contains(
-        "- \\<script\\> (tso = off) lowers large throughput by 20.0% (95% CI 20.0 to 20.0%), and raises initiator CPU per I/O"
+        "- \\<script\\> (tso = off) lowers large throughput by 20.0% (95% CI 20.0 to 20.0%); paired t-test over 2 rounds."
     ), "{findings}");
+    // Its CPU per I/O, a finding of its own on each side that has it.
+    for side in ["initiator", "target"] {
+        assert!(
+            findings.contains(&format!(
+            "- \\<script\\> (tso = off) raises {side} CPU per I/O on large by 20.0% (95% CI 20.0 \
+             to 20.0%) (×1.20); paired t-test over 2 rounds."
+        )),
+            "{findings}"
+        );
+    }
+    // fast's target CPU is unknown: its initiator alone has a CPU finding.
+    assert!(findings.contains("- fast (mtu = 9000) cuts initiator CPU per I/O on large by 10.0%"));
+    assert!(
+        !findings.contains("- fast (mtu = 9000) cuts target CPU"),
+        "{findings}"
+    );
     assert!(
         findings.contains("### Inconclusive: recommends nothing\n"),
         "{findings}"
@@ -972,4 +988,72 @@ fn unfinished_means_only_a_cell_that_did_not_get_its_rounds() {
         "{unfinished}"
     );
     assert!(!unfinished.contains("noisy"), "{unfinished}");
+}
+
+/// A case whose throughput does not move but whose CPU per I/O does, on
+/// either side, has findings of its own: CPU per unit of work is what the
+/// seeds measure.
+#[test]
+fn cpu_per_io_effects_beyond_the_threshold_are_findings_for_each_side() {
+    let mut input = input();
+    input.cases.push(CaseInfo {
+        name: "digests".into(),
+        description: "CRC32C digests".into(),
+        knobs_changed: map(&[("header_digest", "on")]),
+        workloads: vec!["small".into()],
+        ..Default::default()
+    });
+    // IOPS as the baseline's, round by round: no change. Initiator CPU-µs
+    // per I/O about +20% over the baseline's 10, 12, 14; the target's
+    // about -10% of its 20, 24, 28; the host's within 2%.
+    let initiator = [12.1, 14.28, 16.8];
+    let target = [18.0, 21.7, 25.1];
+    let host = [30.3, 36.4, 42.2];
+    for (i, v) in [1000.0, 1010.0, 990.0].into_iter().enumerate() {
+        let mut r = run("digests", "small", i as u32 + 1, Metric::Iops, v, 0.0);
+        r.bench["initiator_cpu_us_per_io"] = json!(initiator[i]);
+        r.bench["target_cpu_us_per_io"] = json!(target[i]);
+        r.bench["system_cpu_us_per_io"] = json!(host[i]);
+        input.records.push(r);
+    }
+    let md = render_markdown(&input);
+    let findings = section(&md, "## Findings");
+    let list: Vec<&str> = findings.lines().filter(|l| l.starts_with("- ")).collect();
+    let about = |side: &str| {
+        list.iter()
+            .filter(|l| l.starts_with("- digests ") && l.contains(side))
+            .copied()
+            .collect::<Vec<&str>>()
+    };
+    let initiator = about("initiator CPU per I/O");
+    assert_eq!(initiator.len(), 1, "{findings}");
+    assert!(
+        initiator[0].starts_with(
+            "- digests (header_digest = on) raises initiator CPU per I/O on small by 20.0% (95% CI "
+        ),
+        "{findings}"
+    );
+    let target = about("target CPU per I/O");
+    assert_eq!(target.len(), 1, "{findings}");
+    assert!(
+        target[0].starts_with(
+            "- digests (header_digest = on) cuts target CPU per I/O on small by 10.0% (95% CI "
+        ),
+        "{findings}"
+    );
+    // Each backed by its test, its interval wholly beyond ±5%.
+    for line in initiator.iter().chain(&target) {
+        assert!(line.contains("paired t-test over 3 rounds."), "{line}");
+    }
+    // The throughput did not move: no throughput finding for it.
+    assert!(
+        !findings.contains("- digests (header_digest = on) raises small"),
+        "{findings}"
+    );
+    assert!(
+        !findings.contains("- digests (header_digest = on) lowers small"),
+        "{findings}"
+    );
+    // A CPU change inside ±5% (the host's) is no finding.
+    assert!(about("host CPU").is_empty(), "{findings}");
 }

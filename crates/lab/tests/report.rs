@@ -1057,3 +1057,62 @@ fn cpu_per_io_effects_beyond_the_threshold_are_findings_for_each_side() {
     // A CPU change inside ±5% (the host's) is no finding.
     assert!(about("host CPU").is_empty(), "{findings}");
 }
+
+/// The number after `name="` in `tag`.
+fn attr(tag: &str, name: &str) -> f64 {
+    let key = format!(" {name}=\"");
+    let at = tag
+        .find(&key)
+        .unwrap_or_else(|| panic!("no {name} in {tag}"))
+        + key.len();
+    tag[at..at + tag[at..].find('"').unwrap()].parse().unwrap()
+}
+
+/// The change chart draws each effect's 95% interval as an error bar from
+/// its low to its high end, on the scale of the bars.
+#[test]
+fn the_change_chart_draws_each_interval_as_an_error_bar() {
+    let input = input();
+    let cells = summarize(&input);
+    let html = render_html(&input);
+    let title = html.find("<title>% change over the baseline").unwrap();
+    let start = html[..title].rfind("<svg").unwrap();
+    let svg = &html[start..start + html[start..].find("</svg>").unwrap()];
+    // Every compared cell with an interval has one error bar.
+    let with_ci = cells
+        .iter()
+        .filter(|c| c.effect.is_some_and(|e| e.ci_low_pct.is_some()))
+        .count();
+    assert_eq!(svg.matches("<g class=\"ci\">").count(), with_ci, "{svg}");
+    for (case, workload) in [("fast", "small"), ("fast", "large"), ("faster", "small")] {
+        let e = cell(&cells, case, workload).effect.unwrap();
+        let (lo, hi) = (e.ci_low_pct.unwrap(), e.ci_high_pct.unwrap());
+        // The bar: from 0 to the change, the scale's px per %.
+        let title = format!("<title>{case} × {workload}: ");
+        let at = svg
+            .find(&title)
+            .unwrap_or_else(|| panic!("no {title} in {svg}"));
+        let rect = &svg[svg[..at].rfind("<rect").unwrap()..at];
+        let (x, width) = (attr(rect, "x"), attr(rect, "width"));
+        let px_per_pct = width / e.change_pct;
+        let x_of = |v: f64| x + v * px_per_pct;
+        // Its error bar follows it: a line from lo to hi, and two caps.
+        let ci = &svg[at + svg[at..].find("<g class=\"ci\">").unwrap()..];
+        let ci = &ci[..ci.find("</g>").unwrap()];
+        assert!(
+            ci.contains(&format!("95% CI {lo:+.1} to {hi:+.1}")),
+            "{case} × {workload}: {ci}"
+        );
+        let line = &ci[ci.find("<line").unwrap()..];
+        // 0.1 px written, and the bar's own rounding: within 0.3 px.
+        assert!(
+            (attr(line, "x1") - x_of(lo)).abs() < 0.3,
+            "{lo} {ci} {rect}"
+        );
+        assert!(
+            (attr(line, "x2") - x_of(hi)).abs() < 0.3,
+            "{hi} {ci} {rect}"
+        );
+        assert_eq!(ci.matches("<line").count(), 3, "{ci}");
+    }
+}

@@ -4,18 +4,21 @@
 //! Owns the seeds' named workloads and seed 003's workers × queue-depth
 //! matrix, the description of a run ([`Workload`]), per-command latency
 //! histograms, system and per-process CPU counters from `/proc/stat` and
-//! `/proc/PID/stat`, TCP retransmission counters from `/proc/net`, the
-//! arithmetic of throughput, service demand and CPU effectiveness, and the
+//! `/proc/PID/stat`, the CPU other processes used meanwhile ([`foreign`]),
+//! TCP retransmission counters from `/proc/net`, the arithmetic of
+//! throughput, service demand and CPU effectiveness, and the
 //! JSON result and the table for people.
 //!
 //! It never touches target internals: the target is observed from outside,
 //! through the iSCSI commands the initiator sends and the `/proc` counters
 //! of its process. Units: MB = 10^6 bytes, KiB = 1024 bytes, latency in µs,
-//! CPU% of all CPUs.
+//! CPU% of all CPUs (foreign load: % of one CPU, as the lab gives it).
 
 pub mod address;
 pub mod cpu;
 pub mod demand;
+pub mod foreign;
+pub mod halt;
 pub mod host;
 pub mod latency;
 pub mod proc_error;

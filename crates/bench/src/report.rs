@@ -10,6 +10,14 @@
 //! - `interrupted`: true when SIGINT or SIGTERM cut the measured window
 //!   short; every figure then covers the seconds actually measured
 //!   (`elapsed_s`), and `isoe bench` exits with 128 + the signal's number;
+//! - `stopped`: why the run stopped itself before its window ended (its
+//!   LUN gone, or failed commands past the bound of [`crate::halt`]), or
+//!   null; the figures of such a run are no measurement, and `isoe bench`
+//!   exits with 1;
+//! - `foreign` and `foreign_warning`: the CPU processes other than this
+//!   one and the target used over the window, in % of one CPU, split as
+//!   [`crate::foreign::ForeignLoad`] does (the largest named in `top`), and
+//!   whether it passed the lab's limit of [`FOREIGN_MAX_PCT`];
 //! - `per_url`: one [`UrlResult`] per URL, in the order given: commands,
 //!   bytes, IOPS, MB/s, latency and failed commands of that URL alone (their
 //!   `ios` add up to the total's);
@@ -33,6 +41,7 @@ use crate::demand::{
     cpu_pct_of_machine, effectiveness_mb_per_s_per_cpu_pct, iops, iops_per_cpu_pct, mb_per_s,
     service_demand_us_per_io, service_demand_us_per_kib,
 };
+use crate::foreign::{ForeignLoad, FOREIGN_MAX_PCT};
 use crate::host::Host;
 use crate::latency::{LatencyRecorder, LatencySummary};
 use crate::series::{SecondMeasurements, SeriesPoint};
@@ -111,6 +120,12 @@ pub struct Measurements {
     pub series: Vec<SecondMeasurements>,
     /// Whether a signal cut the window short.
     pub interrupted: bool,
+    /// Why the run stopped itself (see [`crate::halt`]); None when it ran
+    /// its course.
+    pub stopped: Option<String>,
+    /// What processes other than the initiator and the target used over
+    /// the window; None when `/proc` could not be read.
+    pub foreign: Option<ForeignLoad>,
 }
 
 /// One direction's share of a result.
@@ -255,6 +270,22 @@ pub struct BenchResult {
     /// `elapsed_s`, not the workload's duration.
     #[serde(default)]
     pub interrupted: bool,
+    /// Why the run stopped itself before its window ended: its LUN is gone
+    /// or its commands failed past the bound (see [`crate::halt`]). The
+    /// figures then cover a run that no longer did its workload: no
+    /// measurement, only what happened.
+    #[serde(default)]
+    pub stopped: Option<String>,
+    /// The CPU that processes other than this one and the target used
+    /// over the window (see [`crate::foreign`]; % of one CPU), or null
+    /// when unknown.
+    #[serde(default)]
+    pub foreign: Option<ForeignLoad>,
+    /// `foreign.cpu_pct` above [`FOREIGN_MAX_PCT`], the lab's limit: the
+    /// figures may be moved by the competition for the CPUs, and the lab
+    /// would repeat such a run.
+    #[serde(default)]
+    pub foreign_warning: bool,
     /// Commands that failed.
     pub errors: u64,
     /// Reads whose data did not match.
@@ -372,6 +403,12 @@ impl BenchResult {
             dsack_segs: m.tcp.dsack_recv_segs,
             elapsed_s,
             interrupted: m.interrupted,
+            stopped: m.stopped.clone(),
+            foreign: m.foreign.clone(),
+            foreign_warning: m
+                .foreign
+                .as_ref()
+                .is_some_and(|f| f.cpu_pct > FOREIGN_MAX_PCT),
             errors: m.errors,
             verify_errors: m.verify_errors,
             workload: m.workload.clone(),
@@ -506,6 +543,14 @@ mod tests {
                 second(9.0, 10.0, 25_000, 5_000),
             ],
             interrupted: false,
+            stopped: None,
+            foreign: Some(ForeignLoad {
+                cpu_pct: 1.5,
+                kernel_threads_pct: 2.0,
+                interrupts_pct: 14.0,
+                ours_pct: 25.0,
+                top: vec![("cron".into(), 1.0)],
+            }),
         }
     }
 
@@ -643,6 +688,9 @@ mod tests {
             "started_at",
             "host",
             "interrupted",
+            "stopped",
+            "foreign",
+            "foreign_warning",
             "per_url",
             "series",
         ] {
@@ -779,7 +827,14 @@ mod tests {
         );
         // A result written before these fields existed still reads.
         let mut old = json;
-        for key in ["interrupted", "series", "per_url"] {
+        for key in [
+            "interrupted",
+            "series",
+            "per_url",
+            "stopped",
+            "foreign",
+            "foreign_warning",
+        ] {
             old.as_object_mut().unwrap().remove(key);
         }
         let back: BenchResult = serde_json::from_value(old).unwrap();
@@ -835,6 +890,73 @@ mod tests {
         assert!(!t.contains("iscsi://"), "{t}");
         m.series.clear();
         assert_eq!(BenchResult::compute(&m).series_table(), "");
+    }
+
+    #[test]
+    fn other_processes_cpu_is_shown_and_flagged_above_the_labs_limit() {
+        let mut m = measurements();
+        let r = BenchResult::compute(&m);
+        assert!(!r.foreign_warning);
+        let t = r.table();
+        assert!(
+            t.contains(
+                "other processes 1.5% of a CPU (cron 1.0%); kernel threads 2.0%, interrupts 14.0%"
+            ),
+            "{t}"
+        );
+        assert!(!t.contains("WARNING"), "{t}");
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["foreign"]["cpu_pct"], 1.5);
+        assert_eq!(json["foreign_warning"], false);
+
+        // Just above the limit: flagged, in the table and the JSON.
+        let f = m.foreign.as_mut().unwrap();
+        f.cpu_pct = FOREIGN_MAX_PCT + 0.1;
+        f.top = vec![("stress-ng-cpu".into(), 5.0)];
+        let r = BenchResult::compute(&m);
+        assert!(r.foreign_warning);
+        assert!(
+            r.table().contains(
+                "WARNING: other processes used 5.1% of a CPU (stress-ng-cpu 5.0%) > 5% of a CPU"
+            ),
+            "{}",
+            r.table()
+        );
+        assert_eq!(serde_json::to_value(&r).unwrap()["foreign_warning"], true);
+        // At the limit, not above it: no flag, as the lab judges.
+        m.foreign.as_mut().unwrap().cpu_pct = FOREIGN_MAX_PCT;
+        assert!(!BenchResult::compute(&m).foreign_warning);
+        m.foreign = None;
+        let r = BenchResult::compute(&m);
+        assert!(r.table().contains("other processes unknown"));
+        assert!(serde_json::to_value(&r).unwrap()["foreign"].is_null());
+    }
+
+    #[test]
+    fn a_stopped_run_shows_why_and_no_rates() {
+        let mut m = measurements();
+        m.stopped = Some("the LUN is gone: read at LBA 8: CHECK CONDITION, X".into());
+        m.elapsed_s = 2.5;
+        let r = BenchResult::compute(&m);
+        let t = r.table();
+        assert!(
+            t.contains("STOPPED after 2.50 s of 10.0 s: the LUN is gone: read at LBA 8"),
+            "{t}"
+        );
+        assert!(t.contains("400000 commands completed, 2 failed"), "{t}");
+        for rate in ["MB/s", "IOPS", "p99", "initiator"] {
+            assert!(!t.contains(rate), "{rate} in\n{t}");
+        }
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(
+            json["stopped"],
+            "the LUN is gone: read at LBA 8: CHECK CONDITION, X"
+        );
+        // A result written before the field existed reads as not stopped.
+        let mut old = json;
+        old.as_object_mut().unwrap().remove("stopped");
+        let back: BenchResult = serde_json::from_value(old).unwrap();
+        assert_eq!(back.stopped, None);
     }
 
     #[test]

@@ -11,6 +11,8 @@
 
 use crate::address::{Access, AccessPattern};
 use crate::cpu::{self, CpuSplit, CpuTimes};
+use crate::foreign::{ForeignLoad, Snapshot};
+use crate::halt::{ErrorBound, ErrorWatch, Halt};
 use crate::host::Host;
 use crate::report::{DirectionMeasurements, Measurements, UrlMeasurements};
 use crate::series::{self, Collector, SecondMessage, SecondSampler, SecondTally};
@@ -20,9 +22,10 @@ use crate::verify;
 use crate::workload::Workload;
 use isoe_initiator::cdb::{self, Capacity};
 use isoe_initiator::{
-    Command, Completion, Direction, Engine, EngineStats, IscsiUrl, MultipathOptions,
-    MultipathStats, Outcome, PathReport, SessionConfig, SocketOptions,
+    describe_status_in_words, Command, Completion, Direction, Engine, EngineStats, InitiatorError,
+    IscsiUrl, MultipathOptions, MultipathStats, Outcome, PathReport, SessionConfig, SocketOptions,
 };
+use isoe_wire::login::InitiatorChap;
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{mpsc, Arc, OnceLock};
@@ -62,6 +65,15 @@ pub enum RunError {
         /// What failed.
         what: String,
     },
+    /// Logging in to a URL failed: the target refused the login (CHAP, ACL,
+    /// no such target) or could not be reached.
+    #[error("{url}: {source}")]
+    Login {
+        /// The URL, password removed.
+        url: String,
+        /// Why (boxed: the error is large and this path is cold).
+        source: Box<InitiatorError>,
+    },
     /// The URLs given as paths of one LU cannot be: they name different
     /// LUs, one fails, or none serves I/O (the text says which).
     #[error("{0}")]
@@ -82,10 +94,10 @@ pub struct SessionTemplate {
     pub data_digest: bool,
     /// TCP knobs.
     pub socket: SocketOptions,
-    /// CHAP user and secret overriding the URL's.
-    pub chap: Option<(String, isoe_wire::chap::Secret)>,
-    /// Mutual CHAP: the target's name and secret.
-    pub mutual_chap: Option<(String, isoe_wire::chap::Secret)>,
+    /// CHAP of each URL that logs in with it, as the caller resolved it
+    /// (from flags, environment, the URL's user and password); a URL not
+    /// listed logs in as [`SessionConfig::from_url`] says.
+    pub chap: Vec<(IscsiUrl, InitiatorChap)>,
     /// ImmediateData / InitialR2T / MaxRecvDataSegmentLength / FirstBurstLength / MaxBurstLength overrides.
     pub immediate_data: Option<bool>,
     /// InitialR2T override.
@@ -105,8 +117,7 @@ impl Default for SessionTemplate {
             header_digest: false,
             data_digest: false,
             socket: SocketOptions::default(),
-            chap: None,
-            mutual_chap: None,
+            chap: Vec::new(),
             immediate_data: None,
             initial_r2t: None,
             max_recv_data_segment_length: None,
@@ -124,11 +135,8 @@ impl SessionTemplate {
         c.set_digests(self.header_digest, self.data_digest);
         c.socket = self.socket;
         c.connections = connections;
-        if let Some((user, secret)) = &self.chap {
-            c.chap = Some(isoe_initiator::config::chap(user, secret.clone(), None));
-        }
-        if let (Some(chap), Some(mutual)) = (c.chap.as_mut(), &self.mutual_chap) {
-            chap.mutual = Some(mutual.clone());
+        if let Some((_, chap)) = self.chap.iter().find(|(u, _)| u == url) {
+            c.chap = Some(chap.clone());
         }
         let p = &mut c.params;
         if let Some(v) = self.immediate_data {
@@ -170,6 +178,8 @@ pub struct RunConfig {
     /// Set to end the run early (Ctrl-C); the window is cut short and
     /// measured as is, and the result says `interrupted`.
     pub stop: Arc<AtomicBool>,
+    /// The failures that stop the run (its LUN gone stops it always).
+    pub error_bound: ErrorBound,
 }
 
 /// A run's measurements and what went wrong in it.
@@ -325,6 +335,7 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
 
     let w = &config.workload;
     let phase = Arc::new(AtomicU8::new(PHASE_SETUP));
+    let halt = Arc::new(Halt::default());
     // When the measured window began: set before the phase says so.
     let window_start = Arc::new(OnceLock::<Instant>::new());
     let counters: Vec<Arc<(AtomicU64, AtomicU64)>> = (0..w.workers)
@@ -343,6 +354,8 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
             luns: luns.clone(),
             template: config.session.clone(),
             multipath: config.multipath,
+            error_bound: config.error_bound,
+            halt: halt.clone(),
         };
         let (phase, start, counters, ready) = (
             phase.clone(),
@@ -383,9 +396,12 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
     let mut progress = Progress::new(config.progress, &counters);
     let mut collector = Collector::new(w.workers);
     phase.store(PHASE_RAMP, Ordering::SeqCst);
-    let cut_in_ramp = progress.sleep(Duration::from_secs_f64(w.ramp_s), &config.stop, &mut || {});
+    let cut = || config.stop.load(Ordering::Relaxed) || halt.is_set();
+    let cut_in_ramp = progress.sleep(Duration::from_secs_f64(w.ramp_s), &cut, &mut || {});
 
     let hz = cpu::ticks_per_second();
+    // Outside the CPU readings: a /proc walk costs the initiator CPU.
+    let snapshot0 = Snapshot::take();
     let cpu0 = CpuTimes::read()?;
     let self0 = cpu::self_cpu()?;
     let target0 = target_pid.and_then(|p| cpu::read_process(p).ok());
@@ -396,11 +412,9 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
     let cut_in_window = !cut_in_ramp && {
         let _ = window_start.set(t0);
         phase.store(PHASE_MEASURE, Ordering::SeqCst);
-        progress.sleep(
-            Duration::from_secs_f64(w.duration_s),
-            &config.stop,
-            &mut || collector.drain(&second_rx),
-        )
+        progress.sleep(Duration::from_secs_f64(w.duration_s), &cut, &mut || {
+            collector.drain(&second_rx)
+        })
     };
     phase.store(PHASE_DRAIN, Ordering::SeqCst);
     let elapsed_s = if cut_in_ramp {
@@ -408,11 +422,13 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
     } else {
         t0.elapsed().as_secs_f64()
     };
-    let interrupted = cut_in_ramp || cut_in_window;
+    // A signal interrupts; a halt is the run's own doing, said apart.
+    let interrupted = (cut_in_ramp || cut_in_window) && !halt.is_set();
     let cpu1 = CpuTimes::read()?;
     let self1 = cpu::self_cpu()?;
     let target1 = target_pid.and_then(|p| cpu::read_process(p).ok());
     let tcp1 = TcpCounters::read()?;
+    let snapshot1 = Snapshot::take();
     progress.finish();
 
     let mut per_url: Vec<UrlMeasurements> = volume_names(&config)
@@ -475,6 +491,13 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
         (Some(a), Some(b)) => Some(a.delta_s(&b)),
         _ => None,
     };
+    let own: Vec<u32> = std::iter::once(std::process::id())
+        .chain(target_pid)
+        .collect();
+    let foreign = match (&snapshot0, &snapshot1) {
+        (Some(a), Some(b)) => ForeignLoad::between(a, b, &own),
+        _ => None,
+    };
     let measurements = Measurements {
         workload: w.clone(),
         started_at,
@@ -492,6 +515,8 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
         per_url,
         series,
         interrupted,
+        stopped: halt.reason().map(String::from),
+        foreign,
     };
     Ok(RunOutcome {
         measurements,
@@ -567,7 +592,10 @@ fn probe(url: &IscsiUrl, config: &RunConfig) -> Result<Lun, RunError> {
     let mut engine = Engine::new();
     let s = engine
         .login(config.session.config(url, 1))
-        .map_err(|e| setup(e.to_string()))?;
+        .map_err(|source| RunError::Login {
+            url: url.to_string(),
+            source: Box::new(source),
+        })?;
     let result = read_capacity(&mut engine, s, lun, config);
     let _ = engine.logout(s);
     result.map_err(setup)
@@ -623,6 +651,8 @@ struct WorkerSpec {
     luns: Vec<Lun>,
     template: SessionTemplate,
     multipath: Option<MultipathOptions>,
+    error_bound: ErrorBound,
+    halt: Arc<Halt>,
 }
 
 #[derive(Default)]
@@ -812,6 +842,7 @@ fn run_worker(
         })
         .collect();
     let mut scratch = Vec::new();
+    let mut watch = ErrorWatch::new(spec.error_bound);
     let mut done: Vec<Completion> = Vec::new();
     let now = Instant::now();
     for token in 0..slots.len() {
@@ -853,6 +884,8 @@ fn run_worker(
         }
         let now = Instant::now();
         let measuring = current == PHASE_MEASURE;
+        // Halted: what is in flight completes, nothing new is sent.
+        let sending = current != PHASE_DRAIN && !spec.halt.is_set();
         result.measuring = measuring;
         if measuring {
             if t0.is_none() {
@@ -869,11 +902,11 @@ fn run_worker(
             let slot = &mut slots[token];
             slot.busy = false;
             busy -= 1;
-            let failure = c.good().err();
+            let failure = failure_in_words(&c);
             let unit_attention = matches!(&c.outcome, Outcome::Scsi(st) if st.sense_key().is_some_and(|k| k.0 == SENSE_UNIT_ATTENTION));
             slot.buffer = c.buffer;
             let volume = &mut volumes[slot.volume];
-            if unit_attention && current != PHASE_DRAIN {
+            if unit_attention && sending {
                 // SAM-5 5.14: the command was not executed; the condition is
                 // now cleared for this I_T nexus. Send it again, as an OS does.
                 result.unit_attentions += 1;
@@ -897,19 +930,23 @@ fn run_worker(
                 }
                 continue;
             }
-            if let Some(what) = failure {
+            if let Some((what, sense)) = failure {
                 let lba = volume.base_lba + slot.chunk * u64::from(volume.blocks_per_io);
-                result.error(
-                    Some(slot.volume),
-                    format!(
-                        "{} at LBA {lba}: {what}",
-                        if slot.write { "write" } else { "read" }
-                    ),
+                let what = format!(
+                    "{} at LBA {lba}: {what}",
+                    if slot.write { "write" } else { "read" }
                 );
+                if let Some(why) = watch.failed(&what, sense) {
+                    if current != PHASE_DRAIN {
+                        spec.halt.set(format!("{}: {why}", spec.urls[volume.index]));
+                    }
+                }
+                result.error(Some(slot.volume), what);
                 if slot.write && w.verify {
                     volume.generations[slot.chunk as usize] = 0;
                 }
             } else {
+                watch.succeeded();
                 if w.verify && !slot.write && slot.generation != 0 {
                     let lba = volume.base_lba + slot.chunk * u64::from(volume.blocks_per_io);
                     let generation = generation_tag(spec.worker, slot.generation);
@@ -943,7 +980,7 @@ fn run_worker(
                     result.second.record(slot.write, bytes, ns);
                 }
             }
-            if current != PHASE_DRAIN {
+            if sending && !spec.halt.is_set() {
                 submit(
                     &mut engine,
                     &mut volumes,
@@ -987,6 +1024,18 @@ fn run_worker(
     }
     result.engine = engine.stats();
     result
+}
+
+/// A sense's key, ASC and ASCQ.
+type SenseCodes = (u8, u8, u8);
+
+/// Why a command failed, its sense in words, with its sense codes; None
+/// when it succeeded.
+fn failure_in_words(c: &Completion) -> Option<(String, Option<SenseCodes>)> {
+    match &c.outcome {
+        Outcome::Scsi(s) if !s.is_good() => Some((describe_status_in_words(s), s.sense_key())),
+        _ => c.good().err().map(|what| (what, None)),
+    }
 }
 
 /// The 64-bit generation written into blocks: the worker in the high half.
@@ -1117,16 +1166,16 @@ impl<'a> Progress<'a> {
         })
     }
 
-    /// Sleeps `total`, calling `tick` every 100 ms or so; true when `stop`
-    /// cut it short.
-    fn sleep(&mut self, total: Duration, stop: &AtomicBool, tick: &mut dyn FnMut()) -> bool {
+    /// Sleeps `total`, calling `tick` every 100 ms or so; true when `cut`
+    /// said to end it early.
+    fn sleep(&mut self, total: Duration, cut: &dyn Fn() -> bool, tick: &mut dyn FnMut()) -> bool {
         let end = Instant::now() + total;
         loop {
             let now = Instant::now();
             if now >= end {
                 return false;
             }
-            if stop.load(Ordering::Relaxed) {
+            if cut() {
                 return true;
             }
             thread::sleep((end - now).min(Duration::from_millis(100)));

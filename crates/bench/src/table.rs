@@ -2,6 +2,7 @@
 
 use std::fmt::Write as _;
 
+use crate::foreign::FOREIGN_MAX_PCT;
 use crate::latency::LatencySummary;
 use crate::profiles::block_label;
 use crate::report::BenchResult;
@@ -45,9 +46,15 @@ impl BenchResult {
     /// direction, and by URL when there are several, CPU split, each side's
     /// CPU cost, effectiveness, TCP retransmissions, errors, and a warning
     /// when steal exceeds 5%.
+    /// A run that stopped itself shows why instead of its figures.
     pub fn table(&self) -> String {
         let mut out = String::new();
-        self.write_header(&mut out);
+        self.write_title(&mut out);
+        if let Some(why) = &self.stopped {
+            self.write_stopped(&mut out, why);
+            return out;
+        }
+        self.write_result(&mut out);
         self.write_io(&mut out);
         self.write_urls(&mut out);
         self.write_cpu(&mut out);
@@ -90,7 +97,8 @@ impl BenchResult {
         out
     }
 
-    fn write_header(&self, out: &mut String) {
+    /// The profile, the machine and the workload.
+    fn write_title(&self, out: &mut String) {
         let w = &self.workload;
         let _ = writeln!(
             out,
@@ -120,6 +128,23 @@ impl BenchResult {
             w.ramp_s,
             if w.verify { "on" } else { "off" }
         );
+    }
+
+    /// Why the run stopped, and what it did until then: counts only, for
+    /// its rates are not those of the workload.
+    fn write_stopped(&self, out: &mut String, why: &str) {
+        let _ = writeln!(
+            out,
+            "STOPPED after {:.2} s of {:.1} s: {why}\n\
+             {} commands completed, {} failed; no throughput or latency is reported: \
+             the run did not measure its workload",
+            self.elapsed_s, self.workload.duration_s, self.ios, self.errors
+        );
+    }
+
+    /// Throughput over the window, and whether a signal cut it short.
+    fn write_result(&self, out: &mut String) {
+        let w = &self.workload;
         let _ = writeln!(
             out,
             "result    {:.1} MB/s  {} IOPS  over {:.2} s   (MB = 10^6 bytes, KiB = 1024 bytes)",
@@ -264,6 +289,20 @@ impl BenchResult {
         if self.target_pid.is_none() {
             let _ = writeln!(out, "(target CPU unknown: no target PID)");
         }
+        let _ = writeln!(
+            out,
+            "other processes {}",
+            self.foreign.as_ref().map_or_else(
+                || "unknown (/proc unreadable)".to_string(),
+                |f| format!(
+                    "{}; kernel threads {:.1}%, interrupts {:.1}% (% of one CPU; \
+                     not the initiator's or the target's)",
+                    f.describe(),
+                    f.kernel_threads_pct,
+                    f.interrupts_pct
+                )
+            )
+        );
     }
 
     fn write_tcp_and_errors(&self, out: &mut String) {
@@ -285,6 +324,14 @@ impl BenchResult {
                  CPU figures are unreliable",
                 self.steal_pct,
                 BenchResult::STEAL_PCT_WARN
+            );
+        }
+        if let Some(f) = self.foreign.as_ref().filter(|_| self.foreign_warning) {
+            let _ = writeln!(
+                out,
+                "WARNING: other processes used {} > {FOREIGN_MAX_PCT:.0}% of a CPU: they \
+                 competed for the CPUs, so every figure may be moved (the lab repeats such a run)",
+                f.describe()
             );
         }
     }

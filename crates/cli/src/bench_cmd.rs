@@ -1,11 +1,13 @@
 //! `isoe bench`: arguments to workloads, runs, and their output.
 
+use crate::chap_args::{self, ChapArgs};
 use clap::Args;
+use isoe_bench::halt::ErrorBound;
 use isoe_bench::profiles::{self, Profile};
 use isoe_bench::run::{self, RunConfig, SessionTemplate};
 use isoe_bench::{BenchResult, Workload};
 use isoe_initiator::{IscsiUrl, MultipathOptions, SocketOptions};
-use isoe_wire::chap::Secret;
+use isoe_wire::login::InitiatorChap;
 use std::fs::File;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -78,6 +80,12 @@ pub struct BenchArgs {
         value_parser = parse_seconds
     )]
     failover_timeout: Option<f64>,
+    /// Stop the run when a worker's failed commands pass PCT percent of its
+    /// completed ones (judged from 1000 completions on; 100 = never). A run
+    /// also stops after 32 failures in a row, and at once when its LUN is
+    /// gone (LOGICAL UNIT NOT SUPPORTED).
+    #[arg(long, value_name = "PCT", default_value_t = 1.0, value_parser = parse_pct)]
+    max_error_pct: f64,
     /// No live progress line.
     #[arg(long)]
     no_progress: bool,
@@ -88,28 +96,8 @@ pub struct BenchArgs {
     /// InitiatorName.
     #[arg(long, value_name = "IQN", default_value = isoe_initiator::DEFAULT_INITIATOR_NAME)]
     initiator_name: String,
-    /// CHAP user (overrides the URL's).
-    #[arg(long, value_name = "USER")]
-    chap_user: Option<String>,
-    /// CHAP secret (better: the ISOE_CHAP_SECRET environment variable).
-    #[arg(
-        long,
-        value_name = "SECRET",
-        env = "ISOE_CHAP_SECRET",
-        hide_env_values = true
-    )]
-    chap_secret: Option<String>,
-    /// Mutual CHAP: the name the target must answer with.
-    #[arg(long, value_name = "USER", requires = "target_secret")]
-    target_user: Option<String>,
-    /// Mutual CHAP: the target's secret (or ISOE_TARGET_SECRET).
-    #[arg(
-        long,
-        value_name = "SECRET",
-        env = "ISOE_TARGET_SECRET",
-        hide_env_values = true
-    )]
-    target_secret: Option<String>,
+    #[command(flatten)]
+    chap: ChapArgs,
     /// HeaderDigest=CRC32C.
     #[arg(long)]
     header_digest: bool,
@@ -178,6 +166,14 @@ fn parse_seconds(text: &str) -> Result<f64, String> {
     Ok(seconds)
 }
 
+/// A percentage, 0 to 100.
+fn parse_pct(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(pct) if (0.0..=100.0).contains(&pct) => Ok(pct),
+        _ => Err(format!("{text:?}: expected a percentage from 0 to 100")),
+    }
+}
+
 fn parse_yes_no(text: &str) -> Result<bool, String> {
     match text.to_ascii_lowercase().as_str() {
         "yes" | "on" | "true" | "1" => Ok(true),
@@ -225,7 +221,8 @@ impl Interrupt {
     }
 }
 
-/// Runs `isoe bench`: exits 0 when every run was clean, 1 on failed
+/// Runs `isoe bench`: exits 0 when every run was clean, 1 on a run that
+/// stopped itself (its LUN gone, failures past the bound), failed
 /// commands, verify mismatches or an error, and 128 + the signal's number
 /// (130 for SIGINT, 143 for SIGTERM) when a signal cut the runs short, its
 /// JSON written all the same with `"interrupted": true`.
@@ -330,16 +327,9 @@ fn workloads(args: &BenchArgs, redacted: &[String]) -> Result<Vec<Workload>, Str
     Ok(list)
 }
 
-fn template(args: &BenchArgs) -> SessionTemplate {
-    let secret = args.chap_secret.as_deref().map(Secret::from);
-    let chap = match (&args.chap_user, secret) {
-        (Some(user), Some(secret)) => Some((user.clone(), secret)),
-        _ => None,
-    };
-    let mutual = match (&args.target_user, &args.target_secret) {
-        (Some(user), Some(secret)) => Some((user.clone(), Secret::from(secret.as_str()))),
-        _ => None,
-    };
+/// How the run's sessions log in; `chap` is each URL's, from
+/// [`url_chap`].
+fn template(args: &BenchArgs, chap: Vec<(IscsiUrl, InitiatorChap)>) -> SessionTemplate {
     SessionTemplate {
         initiator_name: args.initiator_name.clone(),
         header_digest: args.header_digest,
@@ -356,12 +346,38 @@ fn template(args: &BenchArgs) -> SessionTemplate {
             busy_poll_us: args.busy_poll,
         },
         chap,
-        mutual_chap: mutual,
         immediate_data: args.immediate_data,
         initial_r2t: args.initial_r2t,
         max_recv_data_segment_length: args.max_recv_data_segment_length,
         first_burst_length: args.first_burst_length,
         max_burst_length: args.max_burst_length,
+    }
+}
+
+/// The CHAP each URL logs in with: the same rules as every initiator
+/// command's (flags, then ISOE_CHAP_SECRET, then the URL's user and password).
+fn url_chap(urls: &[IscsiUrl], args: &ChapArgs) -> Result<Vec<(IscsiUrl, InitiatorChap)>, String> {
+    let mut chap = Vec::new();
+    for url in urls {
+        let resolved = chap_args::chap_config(url.user.as_deref(), url.password.as_ref(), args)
+            .map_err(|e| format!("{url}: {e}"))?;
+        chap.extend(resolved.map(|c| (url.clone(), c)));
+    }
+    Ok(chap)
+}
+
+/// A run's error for people: a refused login says what to check.
+fn run_error_text(e: &run::RunError, session: &SessionTemplate) -> String {
+    match e {
+        run::RunError::Login { url, source } => {
+            let chap = session
+                .chap
+                .iter()
+                .find(|(u, _)| u.to_string() == *url)
+                .map(|(_, c)| c);
+            format!("{url}: {}", chap_args::login_failure_text(source, chap))
+        }
+        other => other.to_string(),
     }
 }
 
@@ -374,6 +390,7 @@ fn plan_and_run(args: &BenchArgs, stop: &Arc<AtomicBool>) -> Result<bool, String
     }
     let redacted: Vec<String> = urls.iter().map(ToString::to_string).collect();
     let list = workloads(args, &redacted)?;
+    let session = template(args, url_chap(&urls, &args.chap)?);
     let mut json: Option<Box<dyn Write>> = match &args.json {
         None => None,
         Some(p) if p.as_os_str() == "-" => Some(Box::new(std::io::stdout())),
@@ -398,46 +415,20 @@ fn plan_and_run(args: &BenchArgs, stop: &Arc<AtomicBool>) -> Result<bool, String
             workload,
             urls: urls.clone(),
             multipath: multipath_options(args),
-            session: template(args),
+            session: session.clone(),
             target_pid: args.target_pid,
             progress,
             stop: stop.clone(),
+            error_bound: ErrorBound {
+                max_error_pct: args.max_error_pct,
+            },
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| run_error_text(&e, &session))?;
         let result = BenchResult::compute(&outcome.measurements);
         if !json_to_stdout {
-            print!("{}", result.table());
-            if args.series {
-                print!("{}", result.series_table());
-            }
-            if outcome.total_ios > 0 {
-                let e = outcome.engine;
-                println!(
-                    "  syscalls per I/O (initiator): {:.2}; reconnects {}",
-                    (e.sends + e.recvs + e.polls) as f64 / outcome.total_ios as f64,
-                    e.reconnects
-                );
-            }
-            if result.workload.verify {
-                println!(
-                    "  verify: {} reads checked, {} mismatches",
-                    outcome.verified_reads, result.verify_errors
-                );
-            }
-            if let Some(m) = &outcome.multipath {
-                print!("{}", multipath_lines(m, outcome.io_gap_max_s));
-            }
+            print_outcome(args, &outcome, &result);
         }
-        for m in &outcome.messages {
-            eprintln!("isoe bench: {m}");
-        }
-        if result.errors > 0 || result.verify_errors > 0 {
-            clean = false;
-            eprintln!(
-                "isoe bench: {name}: {} failed commands, {} verify mismatches",
-                result.errors, result.verify_errors
-            );
-        }
+        clean &= warn_of_failures(&name, &outcome, &result);
         if let Some(out) = json.as_mut() {
             let line = serde_json::to_string(&outcome.json(&result)).map_err(|e| e.to_string())?;
             writeln!(out, "{line}").map_err(|e| format!("writing JSON: {e}"))?;
@@ -445,6 +436,50 @@ fn plan_and_run(args: &BenchArgs, stop: &Arc<AtomicBool>) -> Result<bool, String
         }
     }
     Ok(clean)
+}
+
+/// A run's table and what only the runner knows, on stdout.
+fn print_outcome(args: &BenchArgs, outcome: &run::RunOutcome, result: &BenchResult) {
+    print!("{}", result.table());
+    if args.series && result.stopped.is_none() {
+        print!("{}", result.series_table());
+    }
+    if outcome.total_ios > 0 {
+        let e = outcome.engine;
+        println!(
+            "  syscalls per I/O (initiator): {:.2}; reconnects {}",
+            (e.sends + e.recvs + e.polls) as f64 / outcome.total_ios as f64,
+            e.reconnects
+        );
+    }
+    if result.workload.verify {
+        println!(
+            "  verify: {} reads checked, {} mismatches",
+            outcome.verified_reads, result.verify_errors
+        );
+    }
+    if let Some(m) = &outcome.multipath {
+        print!("{}", multipath_lines(m, outcome.io_gap_max_s));
+    }
+}
+
+/// The run's messages, why it stopped and what failed, on stderr; true
+/// when nothing did.
+fn warn_of_failures(name: &str, outcome: &run::RunOutcome, result: &BenchResult) -> bool {
+    for m in &outcome.messages {
+        eprintln!("isoe bench: {m}");
+    }
+    if let Some(why) = &result.stopped {
+        eprintln!("isoe bench: {name}: stopped: {why}");
+    }
+    let failed = result.errors > 0 || result.verify_errors > 0 || result.stopped.is_some();
+    if failed {
+        eprintln!(
+            "isoe bench: {name}: {} failed commands, {} verify mismatches",
+            result.errors, result.verify_errors
+        );
+    }
+    !failed
 }
 
 /// The options of a multipath run, or None.
@@ -551,7 +586,7 @@ mod tests {
     fn sndbuf_defaults_to_pacing_and_zero_leaves_auto_tuning() {
         let sndbuf = |extra: &[&str]| {
             let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-            template(&parse(&extra)).socket.sndbuf_bytes
+            template(&parse(&extra), Vec::new()).socket.sndbuf_bytes
         };
         assert_eq!(sndbuf(&[]), Some(isoe_initiator::DEFAULT_SNDBUF_BYTES));
         assert_eq!(sndbuf(&["--sndbuf", "0"]), None);
@@ -605,6 +640,27 @@ mod tests {
                 Err(e) => e.to_string(),
             };
             assert!(err.contains(want), "{extra:?}: {want:?} in {err}");
+        }
+    }
+
+    #[test]
+    fn the_error_bound_defaults_to_the_libraries_and_its_help_states_it() {
+        use isoe_bench::halt::{CONSECUTIVE_FAILURES_MAX, MIN_COMPLETIONS};
+        let bound = ErrorBound::default().max_error_pct;
+        assert_eq!(parse(&[]).max_error_pct, bound);
+        let b = parse(&["--max-error-pct".into(), "5".into()]);
+        assert_eq!(b.max_error_pct, 5.0);
+        assert!(parse_pct("101").is_err() && parse_pct("-1").is_err());
+        let help = <Bench as clap::CommandFactory>::command()
+            .render_long_help()
+            .to_string();
+        let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        for said in [
+            format!("judged from {MIN_COMPLETIONS} completions on"),
+            format!("after {CONSECUTIVE_FAILURES_MAX} failures in a row"),
+            format!("[default: {bound}]"),
+        ] {
+            assert!(help.contains(&said), "{said:?} not in {help}");
         }
     }
 

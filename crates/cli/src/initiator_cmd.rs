@@ -17,9 +17,9 @@ mod login;
 mod session;
 mod transfer;
 
+use crate::chap_args::ChapArgs;
 use clap::{Args, Subcommand};
 use isoe_initiator::{InitiatorError, DEFAULT_INITIATOR_NAME};
-use isoe_wire::chap::ChapAlgorithm;
 use serde_json::{json, Value};
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -64,24 +64,8 @@ pub struct LoginArgs {
     /// InitiatorName to log in with.
     #[arg(long, value_name = "IQN", default_value = DEFAULT_INITIATOR_NAME)]
     initiator_name: String,
-    /// CHAP user name; overrides the URL's user.
-    #[arg(long, value_name = "USER")]
-    chap_user: Option<String>,
-    /// CHAP secret; overrides the URL's password. The environment variable
-    /// ISOE_CHAP_SECRET does the same and keeps the secret out of `ps`.
-    #[arg(long, value_name = "SECRET")]
-    chap_secret: Option<String>,
-    /// Mutual CHAP: the name the target must authenticate with.
-    #[arg(long, value_name = "USER")]
-    target_user: Option<String>,
-    /// Mutual CHAP: the target's secret (or the environment variable ISOE_TARGET_SECRET).
-    #[arg(long, value_name = "SECRET")]
-    target_secret: Option<String>,
-    /// CHAP algorithms to offer, preferred first: a comma-separated list of
-    /// MD5, SHA-256, SHA3-256 (or their CHAP_A numbers 5, 7, 8). Default:
-    /// MD5,SHA-256,SHA3-256 (MD5 first for targets that read 7 as SHA-1).
-    #[arg(long, value_name = "LIST", value_parser = parse_chap_algorithms)]
-    chap_algorithms: Option<ChapAlgorithms>,
+    #[command(flatten)]
+    chap: ChapArgs,
     /// How long connecting, logging in or one request may take.
     #[arg(long, value_name = "SECONDS", default_value_t = 15,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
@@ -89,25 +73,6 @@ pub struct LoginArgs {
     /// Print one JSON object on stdout, errors included ({"error": "..."}).
     #[arg(long)]
     json: bool,
-}
-
-/// The value of `--chap-algorithms`, in the order given.
-#[derive(Debug, Clone)]
-pub struct ChapAlgorithms(Vec<ChapAlgorithm>);
-
-/// `--chap-algorithms`: names or CHAP_A numbers, comma-separated, no repeats.
-fn parse_chap_algorithms(text: &str) -> Result<ChapAlgorithms, String> {
-    let mut algorithms = Vec::new();
-    for item in text.split(',').map(str::trim) {
-        let a = ChapAlgorithm::from_name(item).ok_or_else(|| {
-            format!("{item:?} is not a CHAP algorithm: expected MD5, SHA-256 or SHA3-256")
-        })?;
-        if algorithms.contains(&a) {
-            return Err(format!("{} is listed twice", a.name()));
-        }
-        algorithms.push(a);
-    }
-    Ok(ChapAlgorithms(algorithms))
 }
 
 /// Digests (RFC 7143 §12.1): by default the target chooses.

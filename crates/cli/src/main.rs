@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 mod admin_cmd;
 mod bench_cmd;
+mod chap_args;
 mod initiator_cmd;
 mod lab_cmd;
 mod logging;

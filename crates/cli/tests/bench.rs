@@ -2,7 +2,8 @@
 //! the JSON fields METHODOLOGY.md asks for; `--verify` passes on an honest
 //! target and catches data that changed under it; bad arguments get
 //! specific errors; SIGINT cuts a run short with its result marked; several
-//! URLs are reported each beside the total.
+//! URLs are reported each beside the total; a LUN removed under a run
+//! stops it with the sense in words; other processes' CPU is reported.
 
 mod support;
 
@@ -368,4 +369,129 @@ fn several_urls_are_reported_each_beside_the_total() {
         assert!(stdout.contains(url.as_str()), "{stdout}");
     }
     assert!(stdout.contains(" second "), "{stdout}");
+}
+
+/// A target with LUNs 0 and 1 and a control socket, for `isoe admin`.
+fn target_with_control() -> (TargetConfig, Target) {
+    let config = TargetConfig::new("");
+    let text = format!(
+        "portals = [\"127.0.0.1:0\"]\n\n[control]\nsocket = \"{}\"\n\n\
+         [[target]]\nname = \"{DEFAULT_TARGET}\"\n\
+         [[target.lun]]\nnumber = 0\nmemory = \"16MiB\"\n\
+         [[target.lun]]\nnumber = 1\nmemory = \"64MiB\"\n",
+        config.dir().join("control.sock").display()
+    );
+    std::fs::write(config.path(), text).unwrap();
+    let target = Target::with_config(&config);
+    (config, target)
+}
+
+/// `isoe admin --socket S ARGS...`.
+fn admin(config: &TargetConfig, args: &[&str]) -> Output {
+    let socket = config.dir().join("control.sock");
+    let mut all = vec!["admin", "--socket", socket.to_str().unwrap()];
+    all.extend_from_slice(args);
+    isoe(&all)
+}
+
+#[test]
+fn a_lun_removed_under_the_run_stops_it_with_the_sense_in_words() {
+    let (config, target) = target_with_control();
+    let url = target.lun_url(DEFAULT_TARGET, 1);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("gone.jsonl");
+    let child = Command::new(env!("CARGO_BIN_EXE_isoe"))
+        .args([
+            "bench",
+            &url,
+            "--qd",
+            "8",
+            "--duration",
+            "120",
+            "--ramp",
+            "0.3",
+            "--no-progress",
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Logged in and past the ramp before the LUN goes.
+    std::thread::sleep(std::time::Duration::from_millis(1_500));
+    let removed = admin(&config, &["lun", "remove", DEFAULT_TARGET, "1"]);
+    assert!(removed.status.success(), "{}", text(&removed));
+    let pid = child.id();
+    let watchdog = std::thread::spawn(move || {
+        // Still running a minute later (of a 120 s window): it did not stop.
+        std::thread::sleep(std::time::Duration::from_secs(60));
+        support::target::send_signal(pid as libc::pid_t, libc::SIGKILL);
+    });
+    let out = child.wait_with_output().unwrap();
+    drop(watchdog);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    let words = "ILLEGAL REQUEST, LOGICAL UNIT NOT SUPPORTED (05/25/00)";
+    assert!(stderr.contains(words), "{}", text(&out));
+    assert!(stdout.contains("STOPPED"), "{}", text(&out));
+    // No throughput is shown as if it were measured.
+    assert!(!stdout.contains("IOPS"), "{}", text(&out));
+    let run = &json_lines(&json)[0];
+    let stopped = run["stopped"].as_str().unwrap_or_else(|| panic!("{run}"));
+    assert!(stopped.contains(words), "{run}");
+    assert_eq!(run["interrupted"], false, "{run}");
+    // At most the commands in flight when the LUN went fail: nothing more
+    // is sent after the first.
+    assert!(
+        count(run, "errors") >= 1 && count(run, "errors") <= 8,
+        "{run}"
+    );
+    assert!(number(run, &["elapsed_s"]) < 60.0, "{run}");
+}
+
+/// A process of no part in the run, burning a CPU: bench names it and
+/// flags the run, as the lab flags a run spoiled by foreign load.
+#[test]
+fn other_processes_cpu_is_reported_and_flagged_above_the_labs_limit() {
+    let target = Target::with_config(&TargetConfig::memory_lun("64MiB"));
+    let url = target.lun_url(DEFAULT_TARGET, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("busy.jsonl");
+    let mut burner = Command::new("sh")
+        .args(["-c", "while :; do :; done"])
+        .spawn()
+        .expect("start a busy shell");
+    let out = isoe(&[
+        "bench",
+        &url,
+        "--qd",
+        "4",
+        "--duration",
+        "2",
+        "--ramp",
+        "0.3",
+        "--no-progress",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    burner.kill().unwrap();
+    burner.wait().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let run = &json_lines(&json)[0];
+    let foreign = number(run, &["foreign", "cpu_pct"]);
+    // A shell spinning on one CPU uses most of it, whatever else runs.
+    assert!(foreign > 20.0, "{run}");
+    let top = run["foreign"]["top"].to_string();
+    assert!(top.contains("\"sh\""), "the busy shell is named: {top}");
+    assert_eq!(run["foreign_warning"], true, "{run}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("other processes "), "{stdout}");
+    assert!(
+        stdout.contains("WARNING: other processes used ") && stdout.contains("> 5% of a CPU"),
+        "{stdout}"
+    );
 }

@@ -2,7 +2,8 @@
 //! CHAP required per target and for discovery (RFC 7143 §12.1.3), checked
 //! with libiscsi's tools (MD5, one-way and mutual) and with isoe's own
 //! initiator (SHA-256, SHA3-256, mutual); and `allowed_initiators`, which
-//! hides a target from discovery and refuses its login with 0x0202.
+//! hides a target from discovery and refuses its login with 0x0202; and
+//! `isoe bench` taking CHAP as the other initiator commands do.
 
 mod support;
 
@@ -410,5 +411,53 @@ fn an_initiator_outside_the_acl_neither_sees_nor_logs_into_the_target() {
             .contains(&format!("{OTHER} is not in allowed_initiators of {SECURE}")),
         "{}",
         target.output()
+    );
+}
+
+/// `isoe bench` takes CHAP as the other initiator commands do: the URL's
+/// user with ISOE_CHAP_SECRET logs in; a wrong secret fails the login with
+/// the hint to check the credentials, before any I/O.
+#[test]
+fn bench_logs_in_with_the_urls_user_and_the_secret_from_the_environment() {
+    let (_config, mut target) = chap_target(false);
+    let url = format!("iscsi://{USER}@{}/{SECURE}/0", target.addr());
+    let bench = |secret: &str| {
+        isoe_with_env(
+            &[
+                "bench",
+                &url,
+                "--duration",
+                "0.5",
+                "--ramp",
+                "0",
+                "--no-progress",
+            ],
+            &[("ISOE_CHAP_SECRET", secret)],
+        )
+    };
+    let good = bench(SECRET);
+    assert!(good.success(), "right secret: {}", good.describe());
+    assert!(good.stdout.contains("IOPS"), "{}", good.describe());
+    assert_no_secret("bench's output", &format!("{}{}", good.stdout, good.stderr));
+
+    let wrong = bench(WRONG);
+    assert_eq!(exit_code(&wrong), 1, "wrong secret: {}", wrong.describe());
+    assert!(
+        wrong.stderr.contains(
+            "authentication failure (status 0x0201); authentication failed: check the CHAP \
+             user name and secret"
+        ),
+        "wrong secret: {}",
+        wrong.describe()
+    );
+    assert_no_secret(
+        "bench's output",
+        &format!("{}{}", wrong.stdout, wrong.stderr),
+    );
+    target.assert_running("after bench's logins");
+    let log = target.output();
+    assert!(
+        !log.contains("the login skipped the security stage"),
+        "bench logged in without CHAP:\n{log}"
     );
 }

@@ -1,6 +1,7 @@
 //! What a caller submits (a SCSI command or a task management function)
 //! and what it gets back.
 
+use crate::sense::{sense_key_name, sense_text};
 use isoe_wire::pdu::Lun;
 use thiserror::Error;
 
@@ -231,22 +232,12 @@ impl Completion {
 }
 
 /// A status as a storage administrator reads it, e.g.
-/// `CHECK CONDITION, ILLEGAL REQUEST, ASC/ASCQ 0x21/0x00`.
+/// `CHECK CONDITION (0x02), ILLEGAL REQUEST sense, ASC/ASCQ 0x21/0x00`.
 pub fn describe_status(s: &ScsiStatus) -> String {
     if s.response != 0 {
         return format!("iSCSI response {:#04x} (target failure)", s.response);
     }
-    let status = match s.status {
-        0x00 => "GOOD",
-        0x02 => "CHECK CONDITION",
-        0x04 => "CONDITION MET",
-        0x08 => "BUSY",
-        0x18 => "RESERVATION CONFLICT",
-        0x28 => "TASK SET FULL",
-        0x30 => "ACA ACTIVE",
-        0x40 => "TASK ABORTED",
-        _ => "status",
-    };
+    let status = status_name(s.status);
     match s.sense_key() {
         Some((key, asc, ascq)) => format!(
             "{status} ({:#04x}), {} sense, ASC/ASCQ {asc:#04x}/{ascq:#04x}",
@@ -257,26 +248,32 @@ pub fn describe_status(s: &ScsiStatus) -> String {
     }
 }
 
-fn sense_key_name(key: u8) -> &'static str {
-    const NAMES: [&str; 16] = [
-        "NO SENSE",
-        "RECOVERED ERROR",
-        "NOT READY",
-        "MEDIUM ERROR",
-        "HARDWARE ERROR",
-        "ILLEGAL REQUEST",
-        "UNIT ATTENTION",
-        "DATA PROTECT",
-        "BLANK CHECK",
-        "VENDOR SPECIFIC",
-        "COPY ABORTED",
-        "ABORTED COMMAND",
-        "RESERVED",
-        "VOLUME OVERFLOW",
-        "MISCOMPARE",
-        "COMPLETED",
-    ];
-    NAMES[usize::from(key & 0x0f)]
+/// A status with its sense in words, e.g. `CHECK CONDITION, ILLEGAL
+/// REQUEST, LOGICAL UNIT NOT SUPPORTED (05/25/00)` (see [`sense_text`]).
+pub fn describe_status_in_words(s: &ScsiStatus) -> String {
+    if s.response != 0 {
+        return format!("iSCSI response {:#04x} (target failure)", s.response);
+    }
+    let status = status_name(s.status);
+    match s.sense_key() {
+        Some((key, asc, ascq)) => format!("{status}, {}", sense_text(key, asc, ascq)),
+        None => format!("{status} ({:#04x})", s.status),
+    }
+}
+
+/// SAM-5's name of a status byte.
+fn status_name(status: u8) -> &'static str {
+    match status {
+        0x00 => "GOOD",
+        0x02 => "CHECK CONDITION",
+        0x04 => "CONDITION MET",
+        0x08 => "BUSY",
+        0x18 => "RESERVATION CONFLICT",
+        0x28 => "TASK SET FULL",
+        0x30 => "ACA ACTIVE",
+        0x40 => "TASK ABORTED",
+        _ => "status",
+    }
 }
 
 #[cfg(test)]

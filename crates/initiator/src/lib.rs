@@ -23,13 +23,14 @@ pub mod login;
 pub mod multipath;
 mod out_queue;
 mod recv_buf;
+pub mod sense;
 pub mod session;
 mod sys;
 pub mod url;
 
 pub use command::{
-    describe_status, Command, Completion, Direction, Outcome, Residual, ScsiStatus, TaskAttr,
-    TaskError, TaskManagement,
+    describe_status, describe_status_in_words, Command, Completion, Direction, Outcome, Residual,
+    ScsiStatus, TaskAttr, TaskError, TaskManagement,
 };
 pub use config::{
     Keepalive, RetryPolicy, SessionConfig, SocketOptions, DEFAULT_INITIATOR_NAME,

@@ -7,12 +7,13 @@
 //! target choice), the same link knobs on real machines' interfaces, read
 //! before a run and put back after it ([`hostknobs`]), plans, the run loop with its statistics,
 //! and the reports (Markdown, HTML with SVG charts, JSON lines). It drives
-//! `isoe target` and `isoe bench` as processes and uses `isoe-bench` only
-//! for its result types.
+//! `isoe target` and `isoe bench` as processes and uses `isoe-bench` for
+//! its result types and its measure of foreign load.
 
 pub mod bed;
 pub mod fio_peer;
-pub mod foreign;
+/// Foreign load: measured by `isoe-bench`, which both use.
+pub use isoe_bench::foreign;
 pub mod host;
 pub mod hostknobs;
 pub mod install;

@@ -16,7 +16,7 @@
 
 use crate::plan::{Plan, ResolvedCase};
 use crate::record::RunRecord;
-use crate::stats::Sample;
+use crate::stats::{Rules, Sample};
 use std::collections::BTreeSet;
 
 /// Runs a cell may take in all beyond `max_runs`, counting those spoiled
@@ -104,23 +104,28 @@ fn needs_more(
         return false;
     }
     let own = samples(records, &case.name, w);
-    let n = own.len() as u32;
-    if n < rules.min_runs.max(1) {
+    // A reference given up leaves nothing to compare with: as none.
+    let conclusive = reference_of(cases, case)
+        .filter(|r| given_up(records, r, w).is_none())
+        .map(|reference| {
+            let theirs = samples(records, reference, w);
+            rules
+                .compare(&theirs, &own)
+                .is_some_and(|effect| effect.conclusive)
+        });
+    owed_a_round(rules, own.len() as u32, conclusive)
+}
+
+/// Whether the rules owe a cell with `valid_runs` valid runs another
+/// round: below `min_runs`, or below `max_runs` while its comparison with
+/// its reference is not conclusive (`conclusive`: None when it has no
+/// reference, as the baseline). The schedule runs what is owed, and the
+/// report calls a cell still owed a round unfinished.
+pub fn owed_a_round(rules: &Rules, valid_runs: u32, conclusive: Option<bool>) -> bool {
+    if valid_runs < rules.min_runs.max(1) {
         return true;
     }
-    if n >= rules.max_runs.max(rules.min_runs) {
-        return false;
-    }
-    let Some(reference) = reference_of(cases, case) else {
-        return false;
-    };
-    if given_up(records, reference, w).is_some() {
-        return false;
-    }
-    let theirs = samples(records, reference, w);
-    !rules
-        .compare(&theirs, &own)
-        .is_some_and(|effect| effect.conclusive)
+    valid_runs < rules.max_runs.max(rules.min_runs) && conclusive == Some(false)
 }
 
 /// The cells due in the next round: per case (an index into `cases`), the

@@ -1051,7 +1051,8 @@ struct Verdict {
     invalid_reason: Option<String>,
 }
 
-/// Invalid with CPU steal or foreign load over the limit, a window cut
+/// Invalid with CPU steal or foreign load over the limit, a run that
+/// stopped itself (its LUN gone, failures past the bound), a window cut
 /// short by a signal, failed commands, or no I/O.
 fn judge(
     rules: &crate::stats::Rules,
@@ -1074,6 +1075,8 @@ fn judge(
             f.describe(),
             rules.foreign_max_pct
         ))
+    } else if let Some(why) = bench["stopped"].as_str() {
+        Some(format!("stopped before its window ended: {why}"))
     } else if bench["interrupted"].as_bool() == Some(true) {
         Some(format!(
             "interrupted by a signal after {:.1} s of its window",
@@ -1255,6 +1258,14 @@ mod tests {
         assert_eq!(
             judge(&rules, Metric::Iops, &bench, None).invalid_reason,
             None
+        );
+        // A run that stopped itself says why, whatever its figures.
+        bench["stopped"] = serde_json::json!("the LUN is gone: read at LBA 8");
+        assert_eq!(
+            judge(&rules, Metric::Iops, &bench, None)
+                .invalid_reason
+                .as_deref(),
+            Some("stopped before its window ended: the LUN is gone: read at LBA 8")
         );
         // A result with no series (fio's) gives an empty one.
         assert!(take_series(&mut serde_json::json!({"iops": 1.0})).is_empty());

@@ -45,7 +45,7 @@ pub struct Rules {
 }
 
 fn default_foreign_max_pct() -> f64 {
-    5.0
+    isoe_bench::foreign::FOREIGN_MAX_PCT
 }
 
 impl Default for Rules {

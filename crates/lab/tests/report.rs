@@ -381,8 +381,24 @@ fn markdown_has_the_headline_rows_and_the_recommendations() {
         "{findings}"
     );
     assert!(findings.contains(
-        "- \\<script\\> (tso = off) lowers large throughput by 20.0% (95% CI 20.0 to 20.0%), and raises initiator CPU per I/O"
+        "- \\<script\\> (tso = off) lowers large throughput by 20.0% (95% CI 20.0 to 20.0%); paired t-test over 2 rounds."
     ), "{findings}");
+    // Its CPU per I/O, a finding of its own on each side that has it.
+    for side in ["initiator", "target"] {
+        assert!(
+            findings.contains(&format!(
+            "- \\<script\\> (tso = off) raises {side} CPU per I/O on large by 20.0% (95% CI 20.0 \
+             to 20.0%) (×1.20); paired t-test over 2 rounds."
+        )),
+            "{findings}"
+        );
+    }
+    // fast's target CPU is unknown: its initiator alone has a CPU finding.
+    assert!(findings.contains("- fast (mtu = 9000) cuts initiator CPU per I/O on large by 10.0%"));
+    assert!(
+        !findings.contains("- fast (mtu = 9000) cuts target CPU"),
+        "{findings}"
+    );
     assert!(
         findings.contains("### Inconclusive: recommends nothing\n"),
         "{findings}"
@@ -637,6 +653,8 @@ fn real_bench() -> Value {
         per_url: Vec::new(),
         series: Vec::new(),
         interrupted: false,
+        stopped: None,
+        foreign: None,
     };
     let result = BenchResult::compute(&m);
     let mut v = serde_json::to_value(&result).unwrap();
@@ -904,4 +922,197 @@ fn the_header_says_where_the_processes_ran() {
         md.contains("**CPU placement:** the initiator's processes held to the first CPU"),
         "{md}"
     );
+}
+
+/// The Markdown list item of the note that starts with `start`, with its
+/// sub-items.
+fn note<'a>(md: &'a str, start: &str) -> Option<&'a str> {
+    let at = md.find(&format!("- {start}"))?;
+    let rest = &md[at..];
+    let end = rest[2..].find("\n- ").map_or(rest.len(), |i| i + 2);
+    Some(&rest[..end])
+}
+
+/// Cells that got their rounds are never "unfinished", whatever their
+/// RSD; cells that did not are, in the table and in the notes.
+#[test]
+fn unfinished_means_only_a_cell_that_did_not_get_its_rounds() {
+    let mut input = input();
+    let small = |name: &str| CaseInfo {
+        name: name.into(),
+        description: name.into(),
+        knobs_changed: map(&[("mtu", "4000")]),
+        workloads: vec!["small".into()],
+        ..Default::default()
+    };
+    input.cases.push(small("noisy"));
+    input.cases.push(small("short"));
+    // noisy: 1500, 1530, 1470: RSD 2%, above the seeds' 1%, but +50% over
+    // the baseline with a tight interval: conclusive after its 3 rounds,
+    // so the rounds stopped there, short of the cap of 6.
+    for (i, v) in [1500.0, 1530.0, 1470.0].into_iter().enumerate() {
+        let r = run("noisy", "small", i as u32 + 1, Metric::Iops, v, 9.0);
+        input.records.push(r);
+    }
+    // short: 2 rounds of the 3 every cell gets.
+    for (i, v) in [1100.0, 1100.0].into_iter().enumerate() {
+        let r = run("short", "small", i as u32 + 1, Metric::Iops, v, 9.0);
+        input.records.push(r);
+    }
+    let cells = summarize(&input);
+    let noisy = cell(&cells, "noisy", "small");
+    assert!(noisy.stats.unwrap().rsd_pct > 1.9, "{noisy:?}");
+    assert!(noisy.effect.unwrap().conclusive, "{noisy:?}");
+    assert!(!noisy.unfinished, "{noisy:?}");
+    assert!(cell(&cells, "short", "small").unfinished);
+    assert!(!cell(&cells, "baseline", "small").unfinished);
+    // fast × large is inconclusive after 3 of up to 6 rounds: owed more.
+    assert!(cell(&cells, "fast", "large").unfinished);
+
+    let md = render_markdown(&input);
+    let row = |case: &str| {
+        md.lines()
+            .find(|l| l.starts_with(&format!("| {case} ")))
+            .unwrap_or_else(|| panic!("no row {case} in\n{md}"))
+    };
+    assert!(!row("noisy").contains("unfinished"), "{}", row("noisy"));
+    assert!(row("noisy").contains("| no "), "{}", row("noisy"));
+    assert!(row("short").contains("| unfinished "), "{}", row("short"));
+    let unfinished = note(&md, "Unfinished").unwrap_or_else(|| panic!("no note in\n{md}"));
+    assert!(
+        unfinished.contains("short × small: 2 runs valid"),
+        "{unfinished}"
+    );
+    assert!(
+        unfinished.contains("fast × large: 3 runs valid"),
+        "{unfinished}"
+    );
+    assert!(!unfinished.contains("noisy"), "{unfinished}");
+}
+
+/// A case whose throughput does not move but whose CPU per I/O does, on
+/// either side, has findings of its own: CPU per unit of work is what the
+/// seeds measure.
+#[test]
+fn cpu_per_io_effects_beyond_the_threshold_are_findings_for_each_side() {
+    let mut input = input();
+    input.cases.push(CaseInfo {
+        name: "digests".into(),
+        description: "CRC32C digests".into(),
+        knobs_changed: map(&[("header_digest", "on")]),
+        workloads: vec!["small".into()],
+        ..Default::default()
+    });
+    // IOPS as the baseline's, round by round: no change. Initiator CPU-µs
+    // per I/O about +20% over the baseline's 10, 12, 14; the target's
+    // about -10% of its 20, 24, 28; the host's within 2%.
+    let initiator = [12.1, 14.28, 16.8];
+    let target = [18.0, 21.7, 25.1];
+    let host = [30.3, 36.4, 42.2];
+    for (i, v) in [1000.0, 1010.0, 990.0].into_iter().enumerate() {
+        let mut r = run("digests", "small", i as u32 + 1, Metric::Iops, v, 0.0);
+        r.bench["initiator_cpu_us_per_io"] = json!(initiator[i]);
+        r.bench["target_cpu_us_per_io"] = json!(target[i]);
+        r.bench["system_cpu_us_per_io"] = json!(host[i]);
+        input.records.push(r);
+    }
+    let md = render_markdown(&input);
+    let findings = section(&md, "## Findings");
+    let list: Vec<&str> = findings.lines().filter(|l| l.starts_with("- ")).collect();
+    let about = |side: &str| {
+        list.iter()
+            .filter(|l| l.starts_with("- digests ") && l.contains(side))
+            .copied()
+            .collect::<Vec<&str>>()
+    };
+    let initiator = about("initiator CPU per I/O");
+    assert_eq!(initiator.len(), 1, "{findings}");
+    assert!(
+        initiator[0].starts_with(
+            "- digests (header_digest = on) raises initiator CPU per I/O on small by 20.0% (95% CI "
+        ),
+        "{findings}"
+    );
+    let target = about("target CPU per I/O");
+    assert_eq!(target.len(), 1, "{findings}");
+    assert!(
+        target[0].starts_with(
+            "- digests (header_digest = on) cuts target CPU per I/O on small by 10.0% (95% CI "
+        ),
+        "{findings}"
+    );
+    // Each backed by its test, its interval wholly beyond ±5%.
+    for line in initiator.iter().chain(&target) {
+        assert!(line.contains("paired t-test over 3 rounds."), "{line}");
+    }
+    // The throughput did not move: no throughput finding for it.
+    assert!(
+        !findings.contains("- digests (header_digest = on) raises small"),
+        "{findings}"
+    );
+    assert!(
+        !findings.contains("- digests (header_digest = on) lowers small"),
+        "{findings}"
+    );
+    // A CPU change inside ±5% (the host's) is no finding.
+    assert!(about("host CPU").is_empty(), "{findings}");
+}
+
+/// The number after `name="` in `tag`.
+fn attr(tag: &str, name: &str) -> f64 {
+    let key = format!(" {name}=\"");
+    let at = tag
+        .find(&key)
+        .unwrap_or_else(|| panic!("no {name} in {tag}"))
+        + key.len();
+    tag[at..at + tag[at..].find('"').unwrap()].parse().unwrap()
+}
+
+/// The change chart draws each effect's 95% interval as an error bar from
+/// its low to its high end, on the scale of the bars.
+#[test]
+fn the_change_chart_draws_each_interval_as_an_error_bar() {
+    let input = input();
+    let cells = summarize(&input);
+    let html = render_html(&input);
+    let title = html.find("<title>% change over the baseline").unwrap();
+    let start = html[..title].rfind("<svg").unwrap();
+    let svg = &html[start..start + html[start..].find("</svg>").unwrap()];
+    // Every compared cell with an interval has one error bar.
+    let with_ci = cells
+        .iter()
+        .filter(|c| c.effect.is_some_and(|e| e.ci_low_pct.is_some()))
+        .count();
+    assert_eq!(svg.matches("<g class=\"ci\">").count(), with_ci, "{svg}");
+    for (case, workload) in [("fast", "small"), ("fast", "large"), ("faster", "small")] {
+        let e = cell(&cells, case, workload).effect.unwrap();
+        let (lo, hi) = (e.ci_low_pct.unwrap(), e.ci_high_pct.unwrap());
+        // The bar: from 0 to the change, the scale's px per %.
+        let title = format!("<title>{case} × {workload}: ");
+        let at = svg
+            .find(&title)
+            .unwrap_or_else(|| panic!("no {title} in {svg}"));
+        let rect = &svg[svg[..at].rfind("<rect").unwrap()..at];
+        let (x, width) = (attr(rect, "x"), attr(rect, "width"));
+        let px_per_pct = width / e.change_pct;
+        let x_of = |v: f64| x + v * px_per_pct;
+        // Its error bar follows it: a line from lo to hi, and two caps.
+        let ci = &svg[at + svg[at..].find("<g class=\"ci\">").unwrap()..];
+        let ci = &ci[..ci.find("</g>").unwrap()];
+        assert!(
+            ci.contains(&format!("95% CI {lo:+.1} to {hi:+.1}")),
+            "{case} × {workload}: {ci}"
+        );
+        let line = &ci[ci.find("<line").unwrap()..];
+        // 0.1 px written, and the bar's own rounding: within 0.3 px.
+        assert!(
+            (attr(line, "x1") - x_of(lo)).abs() < 0.3,
+            "{lo} {ci} {rect}"
+        );
+        assert!(
+            (attr(line, "x2") - x_of(hi)).abs() < 0.3,
+            "{hi} {ci} {rect}"
+        );
+        assert_eq!(ci.matches("<line").count(), 3, "{ci}");
+    }
 }

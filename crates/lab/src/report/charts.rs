@@ -7,9 +7,12 @@
 //! 5. the workload's metric second by second, each case's latest valid run.
 
 use super::numbers::{change, change_ci, num, pct, small_pct, verdict};
-use super::svg::{Band, Bar, BarChart, Histogram, Key, Line, LineChart, Panel, Row, Series};
+use super::svg::{
+    Band, Bar, BarChart, Histogram, Interval, Key, Line, LineChart, Panel, Row, Series,
+};
 use super::{Buckets, CellSummary, ReportInput, WorkloadInfo};
 use crate::record::{Metric, RunRecord};
+use crate::stats::Effect;
 use isoe_bench::SeriesPoint;
 
 /// Colours for workloads (Tableau 10 and two more), in the plan's order.
@@ -82,8 +85,19 @@ fn case_rows(input: &ReportInput, skip_baseline: bool) -> Vec<Row> {
         .collect()
 }
 
+/// The error bar of an effect: its 95% interval, when a test gave one.
+fn interval(e: &Effect) -> Option<Interval> {
+    let (lo, hi) = (e.ci_low_pct?, e.ci_high_pct?);
+    Some(Interval {
+        lo,
+        hi,
+        label: format!("95% CI {lo:+.1} to {hi:+.1}%"),
+    })
+}
+
 /// Chart 1: one group per case, one bar per workload, its % change over the
-/// baseline; significant bars solid, the others hatched; the ±threshold band.
+/// baseline; significant bars solid, the others hatched; the ±threshold
+/// band; each change's 95% interval as an error bar.
 pub fn change_over_baseline(input: &ReportInput, cells: &[CellSummary]) -> String {
     let threshold = input.rules.significance_pct;
     let series: Vec<Series> = input
@@ -118,6 +132,7 @@ pub fn change_over_baseline(input: &ReportInput, cells: &[CellSummary]) -> Strin
                             input.reference_of(&case.name),
                             verdict(&e)
                         ),
+                        interval: interval(&e),
                     })
                 })
                 .collect()
@@ -146,6 +161,7 @@ pub fn change_over_baseline(input: &ReportInput, cells: &[CellSummary]) -> Strin
                 "not significant (within ±{threshold}%, or no test rejects 0) or inconclusive"
             )),
             Key::Band(format!("±{threshold}% of the reference's mean")),
+            Key::ErrorBar("95% confidence interval of the change".into()),
         ],
         empty_message: if input.cases.len() < 2 {
             "No data: the plan has no case besides the baseline, so there is nothing to compare."
@@ -191,6 +207,8 @@ pub fn effectiveness(
                         s.name,
                         num(Some(v))
                     ),
+                    // A mean of ratios of means: no interval is computed.
+                    interval: None,
                 })
             })
             .collect()
@@ -253,6 +271,8 @@ pub fn retrans_and_cpu(
             solid: true,
             label: format!("{}%", small_pct(v)),
             tooltip: tooltip.clone(),
+            // Means of the runs' counts: no interval is computed.
+            interval: None,
         };
         retrans.push(vec![
             c.and_then(|c| c.retrans_pct).map(bar),
@@ -277,6 +297,7 @@ pub fn retrans_and_cpu(
                             w.name,
                             pct(Some(v))
                         ),
+                        interval: None,
                     })
                 })
                 .collect(),

@@ -66,15 +66,17 @@ pub fn notes(input: &ReportInput, cells: &[CellSummary]) -> Vec<Note> {
 
     let unfinished: Vec<String> = cells
         .iter()
-        .filter(|c| c.next == Next::RunAgain && c.runs_valid > 0)
+        .filter(|c| c.unfinished && c.runs_valid > 0)
         .map(|c| format!("{}: {} valid", cell_name(c), runs(c.runs_valid as usize)))
         .collect();
     if !unfinished.is_empty() {
         out.push(Note::new(
             format!(
-                "Unfinished: the plan stopped before these cells had their {} rounds; rerun \
-                 the plan with the same output directory to resume.",
-                r.min_runs
+                "Unfinished: these cells did not get their rounds ({} each, up to {} while \
+                 their comparison is inconclusive): the plan stopped before, or gave them up \
+                 (see the invalid runs). Rerun the plan with the same output directory to \
+                 resume a stopped plan.",
+                r.min_runs, r.max_runs
             ),
             unfinished,
         ));

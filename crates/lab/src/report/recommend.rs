@@ -52,6 +52,25 @@ pub struct Finding {
     pub skipped: Vec<String>,
 }
 
+/// A change of one side's CPU-µs per I/O beyond the threshold, tested as
+/// a throughput effect is (significant, its interval wholly beyond
+/// ±threshold), whatever the throughput did: a finding of its own, since
+/// CPU per unit of work is what the seeds measure. It recommends nothing
+/// by itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CpuFinding {
+    /// The case.
+    pub case: String,
+    /// What it is measured against: "baseline" or its `compare_to`.
+    pub reference: String,
+    /// What the case changes from its reference.
+    pub settings: Vec<Setting>,
+    /// Whose CPU: "initiator" or "target".
+    pub side: &'static str,
+    /// The change of that side's CPU-µs per I/O, with its interval and test.
+    pub effect: Effect,
+}
+
 /// What a workload's results recommend.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkloadAdvice {
@@ -74,6 +93,9 @@ pub struct WorkloadAdvice {
     /// Cases whose interval straddles a threshold (or that had too few
     /// runs for a test): shown, recommending nothing.
     pub inconclusive: Vec<Finding>,
+    /// Each side's CPU-µs per I/O changes beyond the threshold, of cases
+    /// whose knobs were applied, in the plan's order of cases.
+    pub cpu_per_io: Vec<CpuFinding>,
 }
 
 /// What to do with a setting, over all workloads.
@@ -135,6 +157,7 @@ pub fn recommend(input: &ReportInput, cells: &[CellSummary]) -> Vec<WorkloadAdvi
                 compared: 0,
                 not_applied: Vec::new(),
                 inconclusive: Vec::new(),
+                cpu_per_io: Vec::new(),
             };
             for c in cells.iter().filter(|c| c.workload == w.name) {
                 let Some(effect) = c.effect else { continue };
@@ -153,6 +176,9 @@ pub fn recommend(input: &ReportInput, cells: &[CellSummary]) -> Vec<WorkloadAdvi
                     cpu_effect: c.cpu_effect,
                     skipped: skipped(input, &c.case, &w.name),
                 };
+                if applied(&finding) {
+                    advice.cpu_per_io.extend(cpu_findings(c, &finding));
+                }
                 file(&mut advice, finding);
             }
             advice
@@ -166,11 +192,38 @@ pub fn recommend(input: &ReportInput, cells: &[CellSummary]) -> Vec<WorkloadAdvi
         .collect()
 }
 
+/// Whether some of the case's knobs were applied: else what it measured
+/// was not its setting.
+fn applied(finding: &Finding) -> bool {
+    let changed = finding.settings.len();
+    changed == 0 || finding.skipped.len() < changed
+}
+
+/// The initiator's and the target's CPU-per-I/O effects of `cell` that
+/// are significant and conclusive (so their intervals exclude ±threshold).
+fn cpu_findings(cell: &CellSummary, finding: &Finding) -> Vec<CpuFinding> {
+    [
+        ("initiator", cell.initiator_cpu_effect),
+        ("target", cell.target_cpu_effect),
+    ]
+    .into_iter()
+    .filter_map(|(side, effect)| {
+        let effect = effect.filter(|e| e.significant && e.conclusive)?;
+        Some(CpuFinding {
+            case: finding.case.clone(),
+            reference: finding.reference.clone(),
+            settings: finding.settings.clone(),
+            side,
+            effect,
+        })
+    })
+    .collect()
+}
+
 /// Puts a finding in its list: not applied, inconclusive, a gain, a loss,
 /// a CPU saving, or nowhere (no meaningful change).
 fn file(advice: &mut WorkloadAdvice, finding: Finding) {
-    let changed = finding.settings.len();
-    if changed > 0 && finding.skipped.len() >= changed {
+    if !applied(&finding) {
         advice.not_applied.push(finding);
         return;
     }

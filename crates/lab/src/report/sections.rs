@@ -65,15 +65,18 @@ fn of_workload<'a>(
         .map(move |c| (c.name.as_str(), cell(cells, &c.name, &w.name)))
 }
 
-/// "yes", "no (cap)", "unfinished", "no valid runs", "not run".
+/// The seeds' RSD verdict: "yes", "no (cap)", "no" (the rounds stopped
+/// on a conclusive comparison first); "unfinished" for a cell that did not
+/// get its rounds, whose RSD is provisional; "no valid runs", "not run".
 pub fn convergence(c: Option<&CellSummary>) -> &'static str {
     match c {
         Some(c) if c.runs_valid + c.runs_invalid == 0 => "not run",
         Some(c) if c.runs_valid == 0 => "no valid runs",
+        Some(c) if c.unfinished => "unfinished",
         Some(c) => match c.next {
             Next::Converged => "yes",
             Next::NotConverged => "no (cap)",
-            Next::RunAgain => "unfinished",
+            Next::RunAgain => "no",
         },
         None => "not run",
     }

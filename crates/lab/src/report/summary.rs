@@ -4,6 +4,7 @@
 
 use super::ReportInput;
 use crate::record::{Metric, RunRecord};
+use crate::rounds::owed_a_round;
 use crate::stats::{Effect, Next, Sample, Summary};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -57,11 +58,16 @@ pub struct CellSummary {
     pub runs_invalid: u32,
     /// Mean, median, RSD and N of the metric over the valid runs.
     pub stats: Option<Summary>,
-    /// The rules' verdict on those values: `Converged`, `NotConverged` (cap
-    /// reached), or `RunAgain` (the plan stopped early).
+    /// The seeds' RSD verdict on those values: `Converged`, `NotConverged`
+    /// (cap reached), or `RunAgain` (RSD above the target below the cap;
+    /// the rounds stop on the comparison, not on this, see `unfinished`).
     pub next: Next,
     /// `next == Converged`: the seeds' RSD target met.
     pub converged: bool,
+    /// The cell did not get its rounds: the rules still owe it one
+    /// ([`crate::rounds::owed_a_round`]), because the plan stopped before
+    /// or the cell was given up.
+    pub unfinished: bool,
     /// The valid runs' values with their rounds, for the paired tests.
     pub samples: Vec<Sample>,
     /// What the effects are measured against: the baseline, or the case's
@@ -145,6 +151,13 @@ pub fn summarize(input: &ReportInput) -> Vec<CellSummary> {
         }
         c.reference = Some(reference);
     }
+    for c in &mut cells {
+        let conclusive = c
+            .reference
+            .as_ref()
+            .map(|_| c.effect.is_some_and(|e| e.conclusive));
+        c.unfinished = owed_a_round(&input.rules, c.runs_valid, conclusive);
+    }
     cells
 }
 
@@ -225,6 +238,8 @@ fn cell(input: &ReportInput, case: &str, workload: &str, metric: Metric) -> Cell
         stats: Summary::of(&values),
         next,
         converged: next == Next::Converged,
+        // Known once the effects are: see `summarize`.
+        unfinished: false,
         samples: runs
             .iter()
             .map(|r| Sample {

@@ -101,6 +101,19 @@ pub struct Bar {
     pub label: String,
     /// Shown on hover.
     pub tooltip: String,
+    /// The value's 95% confidence interval, drawn as an error bar.
+    pub interval: Option<Interval>,
+}
+
+/// A confidence interval around a bar's value, in the panel's unit.
+#[derive(Debug, Clone)]
+pub struct Interval {
+    /// Low end.
+    pub lo: f64,
+    /// High end.
+    pub hi: f64,
+    /// Shown on hover, e.g. "95% CI +7.3 to +12.8%".
+    pub label: String,
 }
 
 /// A row label (a group of bars: one case).
@@ -146,6 +159,8 @@ pub enum Key {
     Hatched(String),
     /// A shaded band swatch.
     Band(String),
+    /// An error bar swatch.
+    ErrorBar(String),
 }
 
 /// Horizontal grouped bars: rows of cases, one or more panels side by side.
@@ -382,6 +397,12 @@ impl BarChart {
                         .to_string(),
                     l.clone(),
                 ),
+                Key::ErrorBar(l) => (
+                    "<path d=\"M0 6H12M0 2V10M12 2V10\" stroke=\"#222\" stroke-width=\"1.3\" \
+                     fill=\"none\"/>"
+                        .to_string(),
+                    l.clone(),
+                ),
             });
         }
         let (mut out, mut x, mut y) = (String::new(), 12.0, 40.0);
@@ -569,19 +590,23 @@ impl BarChart {
             if bar.solid { 0 } else { 1 },
             esc(&bar.tooltip)
         );
-        // Outside the bar's end, or inside it when the panel has no room left.
+        s.push_str(&error_bar(bar.interval.as_ref(), y, scale));
+        // Outside the bar's end (past its error bar), or inside it when
+        // the panel has no room left.
         let negative = bar.value < 0.0;
+        let x_out = scale.x(outer_end(bar));
         let label_w = text_w(&bar.label, 10.5);
         let no_room = if negative {
-            x_end - 4.0 - label_w < px0
+            x_out - 4.0 - label_w < px0
         } else {
-            x_end + 4.0 + label_w > px1
+            x_out + 4.0 + label_w > px1
         };
         let inside = no_room && width > label_w + 8.0;
-        let (lx, anchor) = if negative != inside {
-            (x_end - 4.0, "end")
-        } else {
-            (x_end + 4.0, "start")
+        let (lx, anchor) = match (negative, inside) {
+            (true, false) => (x_out - 4.0, "end"),
+            (false, false) => (x_out + 4.0, "start"),
+            (true, true) => (x_end + 4.0, "start"),
+            (false, true) => (x_end - 4.0, "end"),
         };
         let attrs = match (inside, bar.solid) {
             (true, _) => "font-weight=\"bold\" fill=\"#fff\"",
@@ -600,6 +625,10 @@ impl BarChart {
         for b in bars {
             lo = lo.min(b.value);
             hi = hi.max(b.value);
+            if let Some(i) = &b.interval {
+                lo = lo.min(i.lo);
+                hi = hi.max(i.hi);
+            }
         }
         if let Some(band) = p.band {
             lo = lo.min(band.lo);
@@ -631,6 +660,40 @@ impl BarChart {
             step,
         }
     }
+}
+
+/// The end of a bar, or of its interval, farthest from 0 on the bar's
+/// side: where its label goes.
+fn outer_end(bar: &Bar) -> f64 {
+    match &bar.interval {
+        Some(i) if bar.value < 0.0 => bar.value.min(i.lo),
+        Some(i) => bar.value.max(i.hi),
+        None => bar.value,
+    }
+}
+
+/// An interval as an error bar across the middle of the bar at `y`: a
+/// line from its low to its high end, capped at both.
+fn error_bar(interval: Option<&Interval>, y: f64, scale: &Scale) -> String {
+    let Some(i) = interval else {
+        return String::new();
+    };
+    let (a, b) = (scale.x(i.lo), scale.x(i.hi));
+    let mid = y + BAR_H / 2.0;
+    let (cap0, cap1) = (y + 2.0, y + BAR_H - 2.0);
+    let line = |x1: f64, y1: f64, x2: f64, y2: f64| {
+        format!(
+            "<line x1=\"{x1:.1}\" y1=\"{y1:.1}\" x2=\"{x2:.1}\" y2=\"{y2:.1}\" stroke=\"#222\" \
+             stroke-width=\"1.3\"/>"
+        )
+    };
+    format!(
+        "<g class=\"ci\"><title>{}</title>{}{}{}</g>\n",
+        esc(&i.label),
+        line(a, mid, b, mid),
+        line(a, cap0, a, cap1),
+        line(b, cap0, b, cap1)
+    )
 }
 
 /// Grid lines at every step and tick labels under the axis, thinned (0

@@ -1,13 +1,17 @@
-//! Foreign load: the CPU that processes other than the lab's own used
-//! while a run was measured (METHODOLOGY.md "A quiet machine").
+//! Foreign load: the CPU that processes other than the run's own used
+//! while a run was measured (METHODOLOGY.md "A quiet machine"). Both
+//! `isoe bench` (its own process and the target's) and the lab (itself and
+//! every descendant) measure it here; the run's own processes are the
+//! caller's roots and their descendants.
 //!
 //! Steal shows only the host's other tenants; a build or a browser on this
 //! machine competes for the same two cores unseen and moves the results.
 //! So every run takes two snapshots of `/proc` around its measured window
 //! and splits the machine's busy time:
 //!
-//! - **ours**: the lab process and every descendant (the target, tgtd,
-//!   `isoe bench` or fio), found through the parent links of the snapshots;
+//! - **ours**: the roots and every descendant (for the lab: itself, the
+//!   target, tgtd, `isoe bench` or fio; for `isoe bench`: itself and the
+//!   target), found through the parent links of the snapshots;
 //! - **kernel threads** (`ksoftirqd`, `kworker`, ...): on a quiet machine
 //!   they carry the runs' own network work, which the kernel charges to no
 //!   process, so they are shown but not counted as foreign;
@@ -21,13 +25,19 @@
 //!
 //! The processes seen in both snapshots name the largest foreign users.
 
-use isoe_bench::cpu::{CpuTimes, ProcessCpu};
+use crate::cpu::{CpuTimes, ProcessCpu};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The kernel's flag for a kernel thread in `/proc/PID/stat` field 9
 /// (`PF_KTHREAD`, include/linux/sched.h).
 const PF_KTHREAD: u64 = 0x0020_0000;
+/// A run during which other processes used more than this, in % of one
+/// CPU, is flagged by `isoe bench` and repeated by the lab (its
+/// `foreign_max_pct`, which a plan may change): 5% of a CPU moves CPU
+/// figures by more than the lab's 5% significance threshold on a machine
+/// of few cores.
+pub const FOREIGN_MAX_PCT: f64 = 5.0;
 /// How many of the largest foreign processes a run names.
 const TOP_PROCESSES: usize = 3;
 
@@ -123,7 +133,7 @@ impl Snapshot {
     }
 }
 
-/// What a run's window cost the machine outside the lab.
+/// What a run's window cost the machine outside the run's own processes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ForeignLoad {
     /// Busy time of neither the lab's processes, nor kernel threads, nor
@@ -133,7 +143,7 @@ pub struct ForeignLoad {
     pub kernel_threads_pct: f64,
     /// irq and softirq time, % of one CPU.
     pub interrupts_pct: f64,
-    /// The lab's own processes, % of one CPU.
+    /// The run's own processes (the roots and their descendants), % of one CPU.
     pub ours_pct: f64,
     /// The largest foreign processes seen in both snapshots, as (command,
     /// % of one CPU), largest first.
@@ -141,8 +151,8 @@ pub struct ForeignLoad {
 }
 
 impl ForeignLoad {
-    /// The load between `earlier` and `later`, the lab's processes being
-    /// `roots` and their descendants; None when no time passed.
+    /// The load between `earlier` and `later`, the run's own processes
+    /// being `roots` and their descendants; None when no time passed.
     pub fn between(earlier: &Snapshot, later: &Snapshot, roots: &[u32]) -> Option<ForeignLoad> {
         let (a, b) = (&earlier.cpu, &later.cpu);
         let d = |x: u64, y: u64| y.saturating_sub(x) as f64;

@@ -105,7 +105,7 @@ fn a_memory_lun_resize_is_refused_unless_forced_and_its_data_stays() {
     assert!(
         out.stderr.contains(
             "LUN 0 of iqn.2026-11.io.isoe:reload: a memory LUN cannot change size \
-             (16777216 bytes (16 MiB) to 33554432 bytes (32 MiB))"
+             (16777216 bytes (16 MiB) to \"32MiB\" = 33554432 bytes (32 MiB))"
         ) && out.stderr.contains("nothing changed"),
         "{}",
         out.describe()
@@ -180,12 +180,13 @@ fn a_file_lun_grows_within_free_space_and_shrinks_only_when_forced() {
     let data = pattern(3, 64 * 1024);
     client.write(0, 1024, &data);
 
-    write_config(&config, &keys("8MiB"));
+    // Sizes are echoed as written, in bytes, and in binary units (MB = MiB).
+    write_config(&config, &keys("8 MB"));
     let out = admin(&config, &["reload"]);
     assert!(out.success(), "{}", out.describe());
     assert!(
         out.stdout
-            .contains("size 4194304 bytes (4 MiB) -> 8388608 bytes (8 MiB)"),
+            .contains("size 4194304 bytes (4 MiB) -> \"8 MB\" = 8388608 bytes (8 MiB)"),
         "{}",
         out.describe()
     );
@@ -209,7 +210,7 @@ fn a_file_lun_grows_within_free_space_and_shrinks_only_when_forced() {
     assert!(!out.success(), "{}", out.describe());
     assert!(
         out.stderr
-            .contains("shrinking would cut off the last 7340032 bytes (7 MiB)"),
+            .contains("size \"1MiB\" = 1048576 bytes (1 MiB) is smaller than its file"),
         "{}",
         out.describe()
     );

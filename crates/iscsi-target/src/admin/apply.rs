@@ -78,14 +78,22 @@ fn describe_lun(spec: &LunSpec) -> String {
     format!("{store}{read_only}")
 }
 
-/// Applies `new` over `old`, which is what `server` runs now; `force`
-/// lets a LUN's change discard data (see [`lun_change`]).
+/// What a change asks of [`apply`] besides the new configuration.
+#[derive(Clone, Copy)]
+pub struct Asked<'a> {
+    /// A LUN's change may discard data (see [`lun_change`]).
+    pub force: bool,
+    /// The new configuration as written, for echoing the sizes given.
+    pub doc: &'a toml_edit::DocumentMut,
+}
+
+/// Applies `new` over `old`, which is what `server` runs now, as `asked`.
 pub fn apply(
     server: &Arc<Server>,
     handle: &Handle,
     old: &Config,
     new: &Config,
-    force: bool,
+    asked: Asked<'_>,
 ) -> Result<Applied, ApplyError> {
     // Prepare: everything that may fail, nothing visible yet.
     let mut added_targets = Vec::new();
@@ -106,7 +114,18 @@ pub fn apply(
                     match (before, running) {
                         (Some(b), _) if same_but_offline(b, spec) => {}
                         (Some(b), Some(lu)) => {
-                            changed.push(lun_change::plan(new, &t.name, b, &lu, spec, force)?);
+                            let said = |key: &str| {
+                                super::edit::lun_value_text(asked.doc, &t.name, spec.number, key)
+                            };
+                            let given = said("size").or_else(|| said("memory"));
+                            let change = lun_change::Change {
+                                before: b,
+                                old: &lu,
+                                spec,
+                                given: given.as_deref(),
+                                force: asked.force,
+                            };
+                            changed.push(lun_change::plan(new, &t.name, change)?);
                         }
                         _ => {
                             luns.push((spec.clone(), build_lun(new, &t.name, spec, &|_, _, s| s)?))

@@ -432,6 +432,20 @@ pub fn redacted(doc: &DocumentMut) -> String {
     copy.to_string()
 }
 
+/// The text `key` of LUN `number` of `target` is written with in the
+/// document (`"256 GB"`), to echo a size back in the unit it was given in.
+pub fn lun_value_text(doc: &DocumentMut, target: &str, number: u16, key: &str) -> Option<String> {
+    let t = doc
+        .get("target")?
+        .as_array_of_tables()?
+        .get(find_target(doc, target)?)?;
+    let lun = t
+        .get("lun")?
+        .as_array_of_tables()?
+        .get(find_lun(t, number)?)?;
+    lun.get(key)?.as_str().map(str::to_string)
+}
+
 /// Whether the document holds a CHAP secret written inline (not in a
 /// `secret_file`), which makes the file itself a secret.
 pub fn holds_inline_secret(doc: &DocumentMut) -> bool {

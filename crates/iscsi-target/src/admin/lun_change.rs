@@ -60,18 +60,31 @@ pub enum PlanError {
     Setup(#[from] SetupError),
 }
 
-/// The new unit of LUN `spec` of `target`, which was `before`, served by
-/// `old`; `force` lets it discard data.
-pub fn plan(
-    config: &Config,
-    target: &str,
-    before: &LunSpec,
-    old: &Arc<LogicalUnit>,
-    spec: &LunSpec,
-    force: bool,
-) -> Result<Planned, PlanError> {
+/// One LUN's change, as a reload asks for it.
+pub struct Change<'a> {
+    /// What the LUN was.
+    pub before: &'a LunSpec,
+    /// The unit that serves it now.
+    pub old: &'a Arc<LogicalUnit>,
+    /// What it is to be.
+    pub spec: &'a LunSpec,
+    /// Its new size as the file writes it (`"256 GB"`), to echo back.
+    pub given: Option<&'a str>,
+    /// It may discard data.
+    pub force: bool,
+}
+
+/// The new unit of LUN `change.spec` of `target`.
+pub fn plan(config: &Config, target: &str, change: Change<'_>) -> Result<Planned, PlanError> {
+    let Change {
+        before,
+        old,
+        spec,
+        given,
+        force,
+    } = change;
     let name = format!("LUN {} of {target}", spec.number);
-    if let Some(what) = loss(&name, before, old, spec) {
+    if let Some(what) = loss(&name, before, old, spec, given) {
         if !force {
             return Err(WouldLose { what }.into());
         }
@@ -86,7 +99,7 @@ pub fn plan(
         // An image's reservations live in its cluster, not in the unit.
         lu.take_over(old);
     }
-    let changed = changed_keys(before, spec, old, &lu);
+    let changed = changed_keys(before, spec, old, &lu, given);
     Ok(Planned {
         spec: spec.clone(),
         conditions: conditions(old, &lu),
@@ -144,8 +157,24 @@ fn forced(
     })
 }
 
-/// What the change from `before` to `spec` would lose, if anything.
-fn loss(name: &str, before: &LunSpec, old: &LogicalUnit, spec: &LunSpec) -> Option<String> {
+/// `bytes` as given (`"256 GB" = 274877906944 bytes (256 GiB)`), or in
+/// bytes and a binary unit when the text is not known.
+fn as_given(bytes: u64, given: Option<&str>) -> String {
+    match given {
+        Some(text) => format!("{text:?} = {}", describe_bytes(bytes)),
+        None => describe_bytes(bytes),
+    }
+}
+
+/// What the change from `before` to `spec` would lose, if anything;
+/// `given`: the new size as written.
+fn loss(
+    name: &str,
+    before: &LunSpec,
+    old: &LogicalUnit,
+    spec: &LunSpec,
+    given: Option<&str>,
+) -> Option<String> {
     match (&before.store, &spec.store) {
         (StoreSpec::Memory { size_bytes: a, .. }, StoreSpec::Memory { size_bytes: b, .. })
             if a != b =>
@@ -154,7 +183,7 @@ fn loss(name: &str, before: &LunSpec, old: &LogicalUnit, spec: &LunSpec) -> Opti
                 "{name}: a memory LUN cannot change size ({} to {}): the {} it holds would be \
                  discarded",
                 describe_bytes(*a),
-                describe_bytes(*b),
+                as_given(*b, given),
                 describe_bytes(*a)
             ))
         }
@@ -178,7 +207,7 @@ fn loss(name: &str, before: &LunSpec, old: &LogicalUnit, spec: &LunSpec) -> Opti
             format!(
                 "{name}: size {} is smaller than its file {}, {}: shrinking would cut off \
                  the last {}",
-                describe_bytes(size),
+                as_given(size, given),
                 path.display(),
                 describe_bytes(now),
                 describe_bytes(now - size)
@@ -239,6 +268,7 @@ fn changed_keys(
     spec: &LunSpec,
     old: &LogicalUnit,
     new: &LogicalUnit,
+    given: Option<&str>,
 ) -> Vec<String> {
     let mut keys = Vec::new();
     let (size_old, size_new) = (old.store().size_bytes(), new.store().size_bytes());
@@ -246,7 +276,7 @@ fn changed_keys(
         keys.push(format!(
             "size {} -> {}",
             describe_bytes(size_old),
-            describe_bytes(size_new)
+            as_given(size_new, given)
         ));
     }
     let mut key = |name: &str, a: String, b: String| {

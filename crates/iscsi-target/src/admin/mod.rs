@@ -191,7 +191,13 @@ impl Admin {
             _ => None,
         };
         let mode_note = staged.as_ref().and_then(|s| s.mode_note.clone());
-        let mut applied = apply::apply(&self.server, &self.handle, &state.config, &new, force)?;
+        let mut applied = apply::apply(
+            &self.server,
+            &self.handle,
+            &state.config,
+            &new,
+            apply::Asked { force, doc: &doc },
+        )?;
         applied.changes.extend(mode_note);
         let saved = match staged {
             Some(staged) => Some(staged.commit()?),

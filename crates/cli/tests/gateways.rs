@@ -456,3 +456,109 @@ fn an_rbd_lun_added_by_the_administrator_serves_the_image() {
         "one logical unit: the serial is the image's"
     );
 }
+
+/// PERSISTENT RESERVE OUT through `client`: its status.
+fn prout_status(
+    client: &mut Client,
+    action: u8,
+    kind: u8,
+    key: u64,
+    action_key: u64,
+    flags: u8,
+) -> u8 {
+    let mut parameters = [0u8; 24];
+    parameters[0..8].copy_from_slice(&key.to_be_bytes());
+    parameters[8..16].copy_from_slice(&action_key.to_be_bytes());
+    parameters[20] = flags;
+    let cdb = [0x5f, action, kind, 0, 0, 0, 0, 0, 24, 0];
+    client
+        .command(0, &cdb, &parameters, 0)
+        .expect("PR OUT")
+        .status
+}
+
+/// PERSISTENT RESERVE IN, READ KEYS: every registered key, once per I_T nexus.
+fn read_keys(client: &mut Client) -> Vec<u64> {
+    let result = client
+        .command(0, &[0x5e, 0x00, 0, 0, 0, 0, 0, 0x10, 0x00, 0], &[], 0x1000)
+        .expect("PR IN");
+    result.assert_good("PERSISTENT RESERVE IN, READ KEYS");
+    let length = u32::from_be_bytes(result.data[4..8].try_into().unwrap()) as usize;
+    result.data[8..8 + length]
+        .chunks(8)
+        .map(|k| u64::from_be_bytes(k.try_into().unwrap()))
+        .collect()
+}
+
+const ALL_TG_PT: u8 = 0x04;
+
+/// One initiator port (same name, same ISID) logged in through gateway A
+/// (port 1) and gateway B (port 2): a registration with ALL_TG_PT through A
+/// registers it through B as well, and the reservation, the key change and
+/// the unregistration are one state through both gateways. The holder is
+/// the I_T nexus the RESERVE came through (SPC-5 5.13.10), on both.
+#[test]
+fn an_all_target_ports_registration_through_one_gateway_holds_through_the_other() {
+    let Some(ceph) = Ceph::from_env() else {
+        return;
+    };
+    let image = ceph.fresh_image("all-tg-pt");
+    let a = Target::with_config_portals(&gateway(&ceph, &image, 1, "127.0.0.1"), 1);
+    let b = Target::with_config_portals(&gateway(&ceph, &image, 2, "127.0.0.2"), 1);
+    let isid = [0x80, 0, 0, 0, 0x21, 0x43];
+    let mut through_a = login(&a, "iqn.2026-11.io.isoe:port", Some(isid));
+    let mut through_b = login(&b, "iqn.2026-11.io.isoe:port", Some(isid));
+    // A knows B's group, and so its port, before it registers.
+    let started = [(1, AO), (2, ANO)];
+    assert_eq!(until_groups(&mut through_a, &started, 5), started);
+    assert_eq!(until_groups(&mut through_b, &started, 5), started);
+    const KEY: u64 = 0x7e57_0001;
+
+    assert_eq!(
+        prout_status(&mut through_a, REGISTER, 0, 0, KEY, ALL_TG_PT),
+        0
+    );
+    assert_eq!(read_keys(&mut through_b), [KEY, KEY], "one per target port");
+    assert_eq!(
+        prout_status(&mut through_b, RESERVE, WRITE_EXCLUSIVE, KEY, 0, 0),
+        0,
+        "RESERVE through B with the key registered through A"
+    );
+    assert_eq!(reservation(&mut through_a), Some((KEY, WRITE_EXCLUSIVE)));
+    assert_eq!(
+        write_status(&mut through_b, 1),
+        0,
+        "the holder writes through B"
+    );
+    assert_eq!(
+        write_status(&mut through_a, 2),
+        RESERVATION_CONFLICT,
+        "through A the same initiator port is a registrant, not the holder"
+    );
+
+    // A key change through B is seen through A; the holder stays B's nexus.
+    assert_eq!(
+        prout_status(&mut through_b, REGISTER, 0, KEY, KEY + 1, 0),
+        0
+    );
+    assert_eq!(read_keys(&mut through_a), [KEY + 1, KEY + 1]);
+    assert_eq!(
+        reservation(&mut through_a),
+        Some((KEY + 1, WRITE_EXCLUSIVE))
+    );
+    assert_eq!(
+        write_status(&mut through_b, 3),
+        0,
+        "still the holder through B"
+    );
+    assert_eq!(write_status(&mut through_a, 4), RESERVATION_CONFLICT);
+
+    // Unregistering through A unregisters through both, and releases.
+    assert_eq!(prout_status(&mut through_a, REGISTER, 0, KEY + 1, 0, 0), 0);
+    assert!(
+        read_keys(&mut through_b).is_empty(),
+        "no key left through B"
+    );
+    assert_eq!(reservation(&mut through_b), None);
+    assert_eq!(write_status(&mut through_a, 5), 0, "released");
+}

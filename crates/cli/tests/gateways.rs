@@ -562,3 +562,98 @@ fn an_all_target_ports_registration_through_one_gateway_holds_through_the_other(
     assert_eq!(reservation(&mut through_b), None);
     assert_eq!(write_status(&mut through_a, 5), 0, "released");
 }
+
+const TRANSITIONING: u8 = 0xf;
+
+/// REPORT TARGET PORT GROUPS as (group, state code), or the status and
+/// sense of a command that was not GOOD (a unit attention first).
+fn groups_or_sense(client: &mut Client) -> Result<Vec<(u16, u8)>, (u8, Vec<u8>)> {
+    let result = client
+        .command(0, &[0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0], &[], 256)
+        .expect("REPORT TARGET PORT GROUPS");
+    if result.status != 0 {
+        return Err((result.status, result.sense));
+    }
+    let mut groups = Vec::new();
+    let mut at = 4;
+    while at + 8 <= result.data.len() {
+        let d = &result.data[at..];
+        groups.push((u16::from_be_bytes([d[2], d[3]]), d[0] & 0x0f));
+        at += 8 + 4 * usize::from(d[7]);
+    }
+    Ok(groups)
+}
+
+/// The supported-states byte of group `id` in REPORT TARGET PORT GROUPS.
+fn supported_states(client: &mut Client, id: u16) -> u8 {
+    let result = client
+        .command(0, &[0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0], &[], 256)
+        .expect("REPORT TARGET PORT GROUPS");
+    result.assert_good("REPORT TARGET PORT GROUPS");
+    let mut at = 4;
+    while at + 8 <= result.data.len() {
+        let d = &result.data[at..];
+        if u16::from_be_bytes([d[2], d[3]]) == id {
+            return d[1];
+        }
+        at += 8 + 4 * usize::from(d[7]);
+    }
+    panic!("no group {id}: {:02x?}", result.data);
+}
+
+/// SET TARGET PORT GROUPS through B while A, the owner, is frozen: B must
+/// wait until the cluster lets it break A's lock (its watch timeout), and
+/// meanwhile B's group is transitioning (Fh) as B reports it, its commands
+/// end in NOT READY, ASYMMETRIC ACCESS STATE TRANSITION (02/04/0A), and
+/// T_SUP says so. Then B owns the unit: active/optimized.
+#[test]
+fn a_gateway_taking_the_unit_over_reports_its_group_transitioning() {
+    let Some(ceph) = Ceph::from_env() else {
+        return;
+    };
+    let image = ceph.fresh_image("transition");
+    let a = Target::with_config_portals(&gateway(&ceph, &image, 1, "127.0.0.1"), 1);
+    let b = Target::with_config_portals(&gateway(&ceph, &image, 2, "127.0.0.2"), 1);
+    let mut asks = login(&b, "iqn.2026-11.io.isoe:asks", None);
+    let mut watches = login(&b, "iqn.2026-11.io.isoe:watches", None);
+    let started = [(1, AO), (2, ANO)];
+    assert_eq!(until_groups(&mut watches, &started, 5), started);
+    assert_eq!(supported_states(&mut watches, 2) & 0x80, 0x80, "T_SUP");
+
+    a.signal(libc::SIGSTOP);
+    let stpg = std::thread::spawn(move || {
+        let result = asks
+            .command(
+                0,
+                &[0xa4, 0x0a, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0],
+                &[0, 0, 0, 0, AO, 0, 0, 2],
+                0,
+            )
+            .expect("SET TARGET PORT GROUPS");
+        (result.status, result.sense)
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut seen = groups_or_sense(&mut watches);
+    while seen != Ok(vec![(1, AO), (2, TRANSITIONING)]) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        seen = groups_or_sense(&mut watches);
+    }
+    let tur = watches
+        .command(0, &[0, 0, 0, 0, 0, 0], &[], 0)
+        .expect("TUR");
+    let (status, sense) = stpg.join().expect("the SET TARGET PORT GROUPS thread");
+    a.signal(libc::SIGCONT);
+    assert_eq!(
+        seen,
+        Ok(vec![(1, AO), (2, TRANSITIONING)]),
+        "during the takeover"
+    );
+    assert_eq!(
+        (tur.sense_key(), tur.sense.get(12), tur.sense.get(13)),
+        (Some(0x02), Some(&0x04), Some(&0x0a)),
+        "TUR while transitioning: {tur:?}"
+    );
+    assert_eq!(status, 0, "SET TARGET PORT GROUPS: {sense:02x?}");
+    let taken = [(1, ANO), (2, AO)];
+    assert_eq!(until_groups(&mut watches, &taken, 5), taken);
+}

@@ -19,7 +19,12 @@
 //!   an image it does not own (librbd broke a dead holder's lock for a
 //!   write here, blocklisting it, so nothing it had in flight lands), asks
 //!   whether the owner still answers, and takes the unit over if not.
-//!   Every gateway's initiators then hear ASYMMETRIC ACCESS STATE CHANGED.
+//!   While a gateway takes the unit over (takes the lock for SET TARGET
+//!   PORT GROUPS, tells the others) it reports its own groups
+//!   transitioning, and commands through them end in 02/04/0A, which
+//!   initiators retry; the others keep reporting the old owner until they
+//!   are told. Every gateway's initiators then hear ASYMMETRIC ACCESS
+//!   STATE CHANGED.
 //!
 //! Messages on the channel, one line of text each: `isoe-hello 1 TAGS`
 //! (a gateway starts; each answers `isoe-gateway 1 TAGS owner TAGS|-`),
@@ -49,6 +54,14 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(3);
 const OWNER_POLL: Duration = Duration::from_secs(1);
 /// How long a live owner has to answer whether it is alive.
 const PING_TIMEOUT: Duration = Duration::from_secs(2);
+/// The states a shared unit's group may be reported in: the owner's, the
+/// others', a fenced gateway's, and a gateway's taking the unit over.
+const SHARED_STATES: [AccessState; 4] = [
+    AccessState::ActiveOptimized,
+    AccessState::ActiveNonOptimized,
+    AccessState::Unavailable,
+    AccessState::Transitioning,
+];
 
 /// The unit's link to the other gateways.
 struct Peers {
@@ -102,6 +115,8 @@ struct Ownership {
     view: Mutex<View>,
     /// This gateway owns the unit.
     holds: AtomicBool,
+    /// This gateway is taking the unit over: its groups are transitioning.
+    transitioning: AtomicBool,
     /// The cluster fenced this gateway: its groups are unavailable.
     fenced: AtomicBool,
 }
@@ -151,32 +166,22 @@ impl Ownership {
             view.owner = owner;
             moved
         });
-        let fenced = self.fenced.load(Ordering::Acquire);
-        let state_of = |tag: &u16, view: &View| {
-            if fenced && self.local.contains(tag) {
-                AccessState::Unavailable
-            } else if view.owner.contains(tag) {
-                AccessState::ActiveOptimized
-            } else {
-                AccessState::ActiveNonOptimized
-            }
-        };
         if grew || unit.own_port_groups().is_none() {
             let groups = view
                 .groups
                 .iter()
                 .map(|(tag, ports)| PortGroup {
                     id: *tag,
-                    state: state_of(tag, &view),
+                    state: self.state_of(*tag, &view),
                     preferred: false,
                     relative_ports: ports.clone(),
                 })
                 .collect();
-            unit.set_port_groups(Arc::new(PortGroups::new(groups)));
-        } else if let Some(groups) = unit.own_port_groups() {
-            for tag in view.groups.keys() {
-                groups.set_state(*tag, state_of(tag, &view));
-            }
+            let groups = PortGroups::new(groups);
+            groups.support(&SHARED_STATES);
+            unit.set_port_groups(Arc::new(groups));
+        } else {
+            self.restate(&unit, &view);
         }
         drop(view);
         if moved {
@@ -184,18 +189,71 @@ impl Ownership {
         }
     }
 
-    /// This gateway holds the image now: states change here, and the
-    /// others are told.
+    /// The state of group `tag` as this gateway reports it.
+    fn state_of(&self, tag: u16, view: &View) -> AccessState {
+        let local = self.local.contains(&tag);
+        if local && self.fenced.load(Ordering::Acquire) {
+            AccessState::Unavailable
+        } else if local && self.transitioning.load(Ordering::Acquire) {
+            AccessState::Transitioning
+        } else if view.owner.contains(&tag) {
+            AccessState::ActiveOptimized
+        } else {
+            AccessState::ActiveNonOptimized
+        }
+    }
+
+    /// Puts every group of the unit in the state [`Ownership::state_of`] gives.
+    fn restate(&self, unit: &LogicalUnit, view: &View) {
+        if let Some(groups) = unit.own_port_groups() {
+            for tag in view.groups.keys() {
+                groups.set_state(*tag, self.state_of(*tag, view));
+            }
+        }
+    }
+
+    /// Restates the groups after a flag of this gateway changed.
+    fn restate_now(&self) {
+        if let Some(unit) = self.unit.upgrade() {
+            let view = self.view.lock().unwrap_or_else(|e| e.into_inner());
+            self.restate(&unit, &view);
+        }
+    }
+
+    /// Takes the unit over: this gateway's groups are transitioning (SPC-5
+    /// 5.16.2.4.6) while it takes the image's lock (when `lock`) and tells
+    /// the others, then active/optimized. None when a takeover is under
+    /// way already; the error of a lock not taken, the states as before.
+    fn take_over(&self, lock: bool) -> Option<Result<(), String>> {
+        if self.transitioning.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        self.restate_now();
+        tracing::info!(image = %self.image.name(), groups = %Self::tags(&self.local), "taking the unit over: transitioning");
+        if lock {
+            if let Err(e) = self.image.take_lock() {
+                self.transitioning.store(false, Ordering::Release);
+                self.restate_now();
+                return Some(Err(e));
+            }
+        }
+        self.now_holding();
+        Some(Ok(()))
+    }
+
+    /// This gateway holds the image now: the others are told (which waits
+    /// for each), then its groups are active/optimized.
     fn now_holding(&self) {
         self.holds.store(true, Ordering::Release);
-        self.learn(&self.local, Some(self.local.clone()));
-        tracing::info!(image = %self.image.name(), groups = %Self::tags(&self.local), "this gateway holds the image: active/optimized");
         if let Some(channel) = self.channel.get() {
             let message = format!("isoe-owner 1 {}", Self::tags(&self.local));
             if let Err(e) = channel.notify(message.as_bytes(), PUBLISH_TIMEOUT) {
                 tracing::warn!(image = %self.image.name(), error = %e, "could not tell the other gateways");
             }
         }
+        self.transitioning.store(false, Ordering::Release);
+        self.learn(&self.local, Some(self.local.clone()));
+        tracing::info!(image = %self.image.name(), groups = %Self::tags(&self.local), "this gateway holds the image: active/optimized");
     }
 
     /// One look (the poller's): takes the unit over when this gateway holds
@@ -231,7 +289,9 @@ impl Ownership {
         if !owner.is_empty() {
             tracing::warn!(image = %self.image.name(), owner = %Self::tags(&owner), "the owning gateway does not answer; taking the unit over");
         }
-        self.now_holding();
+        // The lock is held already; None: a SET TARGET PORT GROUPS here
+        // is taking the unit over.
+        let _ = self.take_over(false);
     }
 
     /// The cluster blocklisted this gateway's client (another gateway broke
@@ -309,6 +369,23 @@ impl Ownership {
     }
 }
 
+impl Ownership {
+    /// [`Ownership::take_over`] for SET TARGET PORT GROUPS: another
+    /// takeover under way answers 02/04/0A (the initiator asks again), a
+    /// lock not taken HARDWARE ERROR, INTERNAL TARGET FAILURE.
+    fn take_over_for_initiator(&self) -> Result<(), Sense> {
+        use isoe_scsi::sense::sense_key::{HARDWARE_ERROR, NOT_READY};
+        match self.take_over(true) {
+            Some(Ok(())) => Ok(()),
+            None => Err(Sense::new(NOT_READY, 0x04, 0x0a)),
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "SET TARGET PORT GROUPS could not take the image");
+                Err(Sense::new(HARDWARE_ERROR, 0x44, 0x00))
+            }
+        }
+    }
+}
+
 impl ExplicitAlua for Ownership {
     fn set_target_port_groups(
         &self,
@@ -328,11 +405,7 @@ impl ExplicitAlua for Ownership {
                 // A gateway makes only its own groups active/optimized.
                 AccessState::ActiveOptimized if local => {
                     if !self.holds.load(Ordering::Acquire) {
-                        self.image.take_lock().map_err(|e| {
-                            tracing::warn!(error = %e, "SET TARGET PORT GROUPS could not take the image");
-                            Sense::new(isoe_scsi::sense::sense_key::HARDWARE_ERROR, 0x44, 0x00)
-                        })?;
-                        self.now_holding();
+                        self.take_over_for_initiator()?;
                     }
                 }
                 AccessState::ActiveOptimized if owner => {}
@@ -359,6 +432,7 @@ pub(crate) fn share(
         local: local.clone(),
         view: Mutex::default(),
         holds: AtomicBool::new(false),
+        transitioning: AtomicBool::new(false),
         fenced: AtomicBool::new(false),
     });
     let heard = Arc::downgrade(&ownership);

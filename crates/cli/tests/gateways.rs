@@ -345,6 +345,7 @@ fn a_frozen_owner_is_fenced_and_its_writes_never_land_after_the_takeover() {
     through_b.write(0, 100, &[0xbb; 512]);
     let waited = started.elapsed();
     a.signal(libc::SIGCONT);
+    let thawed = std::time::Instant::now();
 
     let stale = through_a
         .command(0, &support::client::write16(100, 1), &[0xcc; 512], 0)
@@ -373,16 +374,84 @@ fn a_frozen_owner_is_fenced_and_its_writes_never_land_after_the_takeover() {
         through_b.read(0, 100, 1).iter().all(|&x| x == 0xbb),
         "the new owner's data stands"
     );
-    // The fenced gateway reports its group unavailable from then on (it
-    // heard nothing of the takeover: B's state is B's to report).
+    // The fenced gateway reports its group unavailable (it heard nothing
+    // of the takeover: B's state is B's to report), its unit attentions
+    // taken (a TUR refused as unavailable has none left before it).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let mut groups = port_groups(&mut through_a);
-    while !groups.contains(&(1, UNAVAILABLE)) && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        let _ = through_a.command(0, &[0, 0, 0, 0, 0, 0], &[], 0);
-        groups = port_groups(&mut through_a);
+    let mut seen = (None, Err((0, Vec::new())));
+    while std::time::Instant::now() < deadline {
+        let tur = through_a
+            .command(0, &[0, 0, 0, 0, 0, 0], &[], 0)
+            .expect("TUR");
+        seen = (sense_of(&tur), groups_or_sense(&mut through_a));
+        if seen.0 == Some((0x02, 0x04, 0x0c))
+            && seen.1.as_ref().is_ok_and(|g| g.contains(&(1, UNAVAILABLE)))
+        {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    assert!(groups.contains(&(1, UNAVAILABLE)), "A's groups: {groups:?}");
+    assert_eq!(seen.0, Some((0x02, 0x04, 0x0c)), "A unavailable: {seen:?}");
+    assert!(
+        seen.1.as_ref().is_ok_and(|g| g.contains(&(1, UNAVAILABLE))),
+        "A's groups: {seen:?}"
+    );
+
+    // Then it reconnects with a new client by itself and serves again:
+    // active/non-optimized (B owns the unit now), its initiator told, the
+    // data B wrote read through it.
+    let fenced = std::time::Instant::now();
+    let back = [(1, ANO), (2, AO)];
+    let (groups, heard) = until_back(&mut through_a, &back, 30);
+    let took = fenced.elapsed();
+    assert_eq!(groups, Ok(back.to_vec()), "A back in service within 30 s");
+    assert!(heard, "ASYMMETRIC ACCESS STATE CHANGED through A");
+    assert!(
+        through_a.read(0, 100, 1).iter().all(|&x| x == 0xbb),
+        "A reads what B wrote"
+    );
+    through_a.write(0, 101, &[0xdd; 512]);
+    // B's own takeover may still be unheard through B.
+    through_b.ready(0);
+    assert!(
+        through_b.read(0, 101, 1).iter().all(|&x| x == 0xdd),
+        "B reads what A wrote"
+    );
+    eprintln!(
+        "fenced gateway back in service {took:?} after it was seen unavailable, {:?} after its thaw",
+        thawed.elapsed()
+    );
+}
+
+/// (sense key, ASC, ASCQ) of a command that ended in CHECK CONDITION.
+fn sense_of(result: &support::client::ScsiResult) -> Option<(u8, u8, u8)> {
+    Some((
+        result.sense_key()?,
+        *result.sense.get(12)?,
+        *result.sense.get(13)?,
+    ))
+}
+
+/// Polls (TEST UNIT READY, REPORT TARGET PORT GROUPS) until the groups
+/// read `want` and a TUR is GOOD, for at most `seconds`: the last groups,
+/// and whether ASYMMETRIC ACCESS STATE CHANGED (06/2A/06) was heard.
+fn until_back(client: &mut Client, want: &[(u16, u8)], seconds: u64) -> (Groups, bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    let mut heard = false;
+    loop {
+        let tur = client.command(0, &[0, 0, 0, 0, 0, 0], &[], 0).expect("TUR");
+        heard |= sense_of(&tur) == Some((UNIT_ATTENTION, 0x2a, 0x06));
+        let groups = groups_or_sense(client);
+        if let Err((_, sense)) = &groups {
+            heard |= sense.get(2).map(|k| k & 0x0f) == Some(UNIT_ATTENTION)
+                && sense.get(12..14) == Some(&[0x2a, 0x06][..]);
+        }
+        let done = tur.status == 0 && groups.as_deref().ok() == Some(want);
+        if done || std::time::Instant::now() > deadline {
+            return (groups, heard);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
 }
 
 /// `isoe admin lun add ... rbd=POOL/IMAGE`: the image is created with the
@@ -567,7 +636,10 @@ const TRANSITIONING: u8 = 0xf;
 
 /// REPORT TARGET PORT GROUPS as (group, state code), or the status and
 /// sense of a command that was not GOOD (a unit attention first).
-fn groups_or_sense(client: &mut Client) -> Result<Vec<(u16, u8)>, (u8, Vec<u8>)> {
+type Groups = Result<Vec<(u16, u8)>, (u8, Vec<u8>)>;
+
+/// REPORT TARGET PORT GROUPS through `client` (see [`Groups`]).
+fn groups_or_sense(client: &mut Client) -> Groups {
     let result = client
         .command(0, &[0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0], &[], 256)
         .expect("REPORT TARGET PORT GROUPS");

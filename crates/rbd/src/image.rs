@@ -330,12 +330,6 @@ impl RbdStore {
         self.requests.is_fenced()
     }
 
-    /// Asynchronous requests librbd has not called back yet: a fenced
-    /// image's were answered already, but librbd still holds them.
-    pub fn requests_held(&self) -> usize {
-        self.requests.in_flight.load(Ordering::Acquire)
-    }
-
     /// The same image opened again, through a connection the cluster has
     /// not fenced (a new one when this image's was): how a fenced gateway
     /// serves again. Never creates it: an image removed meanwhile stays
@@ -780,20 +774,21 @@ extern "C" fn first_extent(offset: u64, len: usize, exists: c_int, arg: *mut c_v
 
 impl Drop for RbdStore {
     fn drop(&mut self) {
+        if self.requests.is_fenced() {
+            // Left open, with its connection (a shutdown under an open
+            // image is not safe either): librbd may hold a fenced client's
+            // requests for good, and rbd_close waits for them (a gateway
+            // fenced with a write under way stayed in rbd_close); the
+            // cluster refuses every call of this client anyway.
+            let held = self.requests.in_flight.load(Ordering::Acquire);
+            tracing::warn!(image = %self.name, requests_held = held, "a fenced image is left open");
+            std::mem::forget(Arc::clone(&self.cluster));
+            return;
+        }
         // A request's callback uses the image: wait for all of them (each
-        // ends within librados's operation timeout, unless the client was
-        // fenced: librbd may hold those for good).
+        // ends within librados's operation timeout).
         let deadline = Instant::now() + Duration::from_secs(60);
         while self.requests.in_flight.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
-            if self.requests.is_fenced() {
-                // Left open, with its connection (a shutdown under an open
-                // image is not safe either): closing under requests librbd
-                // still holds is not safe, and the cluster refuses every
-                // call of this client anyway.
-                tracing::warn!(image = %self.name, "a fenced image with requests under way is left open");
-                std::mem::forget(Arc::clone(&self.cluster));
-                return;
-            }
             std::thread::sleep(Duration::from_millis(1));
         }
         // SAFETY: opened by us, no request under way; closed once.

@@ -345,6 +345,7 @@ fn a_frozen_owner_is_fenced_and_its_writes_never_land_after_the_takeover() {
     through_b.write(0, 100, &[0xbb; 512]);
     let waited = started.elapsed();
     a.signal(libc::SIGCONT);
+    let thawed = std::time::Instant::now();
 
     let stale = through_a
         .command(0, &support::client::write16(100, 1), &[0xcc; 512], 0)
@@ -373,16 +374,84 @@ fn a_frozen_owner_is_fenced_and_its_writes_never_land_after_the_takeover() {
         through_b.read(0, 100, 1).iter().all(|&x| x == 0xbb),
         "the new owner's data stands"
     );
-    // The fenced gateway reports its group unavailable from then on (it
-    // heard nothing of the takeover: B's state is B's to report).
+    // The fenced gateway reports its group unavailable (it heard nothing
+    // of the takeover: B's state is B's to report), its unit attentions
+    // taken (a TUR refused as unavailable has none left before it).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let mut groups = port_groups(&mut through_a);
-    while !groups.contains(&(1, UNAVAILABLE)) && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        let _ = through_a.command(0, &[0, 0, 0, 0, 0, 0], &[], 0);
-        groups = port_groups(&mut through_a);
+    let mut seen = (None, Err((0, Vec::new())));
+    while std::time::Instant::now() < deadline {
+        let tur = through_a
+            .command(0, &[0, 0, 0, 0, 0, 0], &[], 0)
+            .expect("TUR");
+        seen = (sense_of(&tur), groups_or_sense(&mut through_a));
+        if seen.0 == Some((0x02, 0x04, 0x0c))
+            && seen.1.as_ref().is_ok_and(|g| g.contains(&(1, UNAVAILABLE)))
+        {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    assert!(groups.contains(&(1, UNAVAILABLE)), "A's groups: {groups:?}");
+    assert_eq!(seen.0, Some((0x02, 0x04, 0x0c)), "A unavailable: {seen:?}");
+    assert!(
+        seen.1.as_ref().is_ok_and(|g| g.contains(&(1, UNAVAILABLE))),
+        "A's groups: {seen:?}"
+    );
+
+    // Then it reconnects with a new client by itself and serves again:
+    // active/non-optimized (B owns the unit now), its initiator told, the
+    // data B wrote read through it.
+    let fenced = std::time::Instant::now();
+    let back = [(1, ANO), (2, AO)];
+    let (groups, heard) = until_back(&mut through_a, &back, 30);
+    let took = fenced.elapsed();
+    assert_eq!(groups, Ok(back.to_vec()), "A back in service within 30 s");
+    assert!(heard, "ASYMMETRIC ACCESS STATE CHANGED through A");
+    assert!(
+        through_a.read(0, 100, 1).iter().all(|&x| x == 0xbb),
+        "A reads what B wrote"
+    );
+    through_a.write(0, 101, &[0xdd; 512]);
+    // B's own takeover may still be unheard through B.
+    through_b.ready(0);
+    assert!(
+        through_b.read(0, 101, 1).iter().all(|&x| x == 0xdd),
+        "B reads what A wrote"
+    );
+    eprintln!(
+        "fenced gateway back in service {took:?} after it was seen unavailable, {:?} after its thaw",
+        thawed.elapsed()
+    );
+}
+
+/// (sense key, ASC, ASCQ) of a command that ended in CHECK CONDITION.
+fn sense_of(result: &support::client::ScsiResult) -> Option<(u8, u8, u8)> {
+    Some((
+        result.sense_key()?,
+        *result.sense.get(12)?,
+        *result.sense.get(13)?,
+    ))
+}
+
+/// Polls (TEST UNIT READY, REPORT TARGET PORT GROUPS) until the groups
+/// read `want` and a TUR is GOOD, for at most `seconds`: the last groups,
+/// and whether ASYMMETRIC ACCESS STATE CHANGED (06/2A/06) was heard.
+fn until_back(client: &mut Client, want: &[(u16, u8)], seconds: u64) -> (Groups, bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    let mut heard = false;
+    loop {
+        let tur = client.command(0, &[0, 0, 0, 0, 0, 0], &[], 0).expect("TUR");
+        heard |= sense_of(&tur) == Some((UNIT_ATTENTION, 0x2a, 0x06));
+        let groups = groups_or_sense(client);
+        if let Err((_, sense)) = &groups {
+            heard |= sense.get(2).map(|k| k & 0x0f) == Some(UNIT_ATTENTION)
+                && sense.get(12..14) == Some(&[0x2a, 0x06][..]);
+        }
+        let done = tur.status == 0 && groups.as_deref().ok() == Some(want);
+        if done || std::time::Instant::now() > deadline {
+            return (groups, heard);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
 }
 
 /// `isoe admin lun add ... rbd=POOL/IMAGE`: the image is created with the
@@ -455,4 +524,208 @@ fn an_rbd_lun_added_by_the_administrator_serves_the_image() {
         serial(&mut through_b, 0),
         "one logical unit: the serial is the image's"
     );
+}
+
+/// PERSISTENT RESERVE OUT through `client`: its status.
+fn prout_status(
+    client: &mut Client,
+    action: u8,
+    kind: u8,
+    key: u64,
+    action_key: u64,
+    flags: u8,
+) -> u8 {
+    let mut parameters = [0u8; 24];
+    parameters[0..8].copy_from_slice(&key.to_be_bytes());
+    parameters[8..16].copy_from_slice(&action_key.to_be_bytes());
+    parameters[20] = flags;
+    let cdb = [0x5f, action, kind, 0, 0, 0, 0, 0, 24, 0];
+    client
+        .command(0, &cdb, &parameters, 0)
+        .expect("PR OUT")
+        .status
+}
+
+/// PERSISTENT RESERVE IN, READ KEYS: every registered key, once per I_T nexus.
+fn read_keys(client: &mut Client) -> Vec<u64> {
+    let result = client
+        .command(0, &[0x5e, 0x00, 0, 0, 0, 0, 0, 0x10, 0x00, 0], &[], 0x1000)
+        .expect("PR IN");
+    result.assert_good("PERSISTENT RESERVE IN, READ KEYS");
+    let length = u32::from_be_bytes(result.data[4..8].try_into().unwrap()) as usize;
+    result.data[8..8 + length]
+        .chunks(8)
+        .map(|k| u64::from_be_bytes(k.try_into().unwrap()))
+        .collect()
+}
+
+const ALL_TG_PT: u8 = 0x04;
+
+/// One initiator port (same name, same ISID) logged in through gateway A
+/// (port 1) and gateway B (port 2): a registration with ALL_TG_PT through A
+/// registers it through B as well, and the reservation, the key change and
+/// the unregistration are one state through both gateways. The holder is
+/// the I_T nexus the RESERVE came through (SPC-5 5.13.10), on both.
+#[test]
+fn an_all_target_ports_registration_through_one_gateway_holds_through_the_other() {
+    let Some(ceph) = Ceph::from_env() else {
+        return;
+    };
+    let image = ceph.fresh_image("all-tg-pt");
+    let a = Target::with_config_portals(&gateway(&ceph, &image, 1, "127.0.0.1"), 1);
+    let b = Target::with_config_portals(&gateway(&ceph, &image, 2, "127.0.0.2"), 1);
+    let isid = [0x80, 0, 0, 0, 0x21, 0x43];
+    let mut through_a = login(&a, "iqn.2026-11.io.isoe:port", Some(isid));
+    let mut through_b = login(&b, "iqn.2026-11.io.isoe:port", Some(isid));
+    // A knows B's group, and so its port, before it registers.
+    let started = [(1, AO), (2, ANO)];
+    assert_eq!(until_groups(&mut through_a, &started, 5), started);
+    assert_eq!(until_groups(&mut through_b, &started, 5), started);
+    const KEY: u64 = 0x7e57_0001;
+
+    assert_eq!(
+        prout_status(&mut through_a, REGISTER, 0, 0, KEY, ALL_TG_PT),
+        0
+    );
+    assert_eq!(read_keys(&mut through_b), [KEY, KEY], "one per target port");
+    assert_eq!(
+        prout_status(&mut through_b, RESERVE, WRITE_EXCLUSIVE, KEY, 0, 0),
+        0,
+        "RESERVE through B with the key registered through A"
+    );
+    assert_eq!(reservation(&mut through_a), Some((KEY, WRITE_EXCLUSIVE)));
+    assert_eq!(
+        write_status(&mut through_b, 1),
+        0,
+        "the holder writes through B"
+    );
+    assert_eq!(
+        write_status(&mut through_a, 2),
+        RESERVATION_CONFLICT,
+        "through A the same initiator port is a registrant, not the holder"
+    );
+
+    // A key change through B is seen through A; the holder stays B's nexus.
+    assert_eq!(
+        prout_status(&mut through_b, REGISTER, 0, KEY, KEY + 1, 0),
+        0
+    );
+    assert_eq!(read_keys(&mut through_a), [KEY + 1, KEY + 1]);
+    assert_eq!(
+        reservation(&mut through_a),
+        Some((KEY + 1, WRITE_EXCLUSIVE))
+    );
+    assert_eq!(
+        write_status(&mut through_b, 3),
+        0,
+        "still the holder through B"
+    );
+    assert_eq!(write_status(&mut through_a, 4), RESERVATION_CONFLICT);
+
+    // Unregistering through A unregisters through both, and releases.
+    assert_eq!(prout_status(&mut through_a, REGISTER, 0, KEY + 1, 0, 0), 0);
+    assert!(
+        read_keys(&mut through_b).is_empty(),
+        "no key left through B"
+    );
+    assert_eq!(reservation(&mut through_b), None);
+    assert_eq!(write_status(&mut through_a, 5), 0, "released");
+}
+
+const TRANSITIONING: u8 = 0xf;
+
+/// REPORT TARGET PORT GROUPS as (group, state code), or the status and
+/// sense of a command that was not GOOD (a unit attention first).
+type Groups = Result<Vec<(u16, u8)>, (u8, Vec<u8>)>;
+
+/// REPORT TARGET PORT GROUPS through `client` (see [`Groups`]).
+fn groups_or_sense(client: &mut Client) -> Groups {
+    let result = client
+        .command(0, &[0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0], &[], 256)
+        .expect("REPORT TARGET PORT GROUPS");
+    if result.status != 0 {
+        return Err((result.status, result.sense));
+    }
+    let mut groups = Vec::new();
+    let mut at = 4;
+    while at + 8 <= result.data.len() {
+        let d = &result.data[at..];
+        groups.push((u16::from_be_bytes([d[2], d[3]]), d[0] & 0x0f));
+        at += 8 + 4 * usize::from(d[7]);
+    }
+    Ok(groups)
+}
+
+/// The supported-states byte of group `id` in REPORT TARGET PORT GROUPS.
+fn supported_states(client: &mut Client, id: u16) -> u8 {
+    let result = client
+        .command(0, &[0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0], &[], 256)
+        .expect("REPORT TARGET PORT GROUPS");
+    result.assert_good("REPORT TARGET PORT GROUPS");
+    let mut at = 4;
+    while at + 8 <= result.data.len() {
+        let d = &result.data[at..];
+        if u16::from_be_bytes([d[2], d[3]]) == id {
+            return d[1];
+        }
+        at += 8 + 4 * usize::from(d[7]);
+    }
+    panic!("no group {id}: {:02x?}", result.data);
+}
+
+/// SET TARGET PORT GROUPS through B while A, the owner, is frozen: B must
+/// wait until the cluster lets it break A's lock (its watch timeout), and
+/// meanwhile B's group is transitioning (Fh) as B reports it, its commands
+/// end in NOT READY, ASYMMETRIC ACCESS STATE TRANSITION (02/04/0A), and
+/// T_SUP says so. Then B owns the unit: active/optimized.
+#[test]
+fn a_gateway_taking_the_unit_over_reports_its_group_transitioning() {
+    let Some(ceph) = Ceph::from_env() else {
+        return;
+    };
+    let image = ceph.fresh_image("transition");
+    let a = Target::with_config_portals(&gateway(&ceph, &image, 1, "127.0.0.1"), 1);
+    let b = Target::with_config_portals(&gateway(&ceph, &image, 2, "127.0.0.2"), 1);
+    let mut asks = login(&b, "iqn.2026-11.io.isoe:asks", None);
+    let mut watches = login(&b, "iqn.2026-11.io.isoe:watches", None);
+    let started = [(1, AO), (2, ANO)];
+    assert_eq!(until_groups(&mut watches, &started, 5), started);
+    assert_eq!(supported_states(&mut watches, 2) & 0x80, 0x80, "T_SUP");
+
+    a.signal(libc::SIGSTOP);
+    let stpg = std::thread::spawn(move || {
+        let result = asks
+            .command(
+                0,
+                &[0xa4, 0x0a, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0],
+                &[0, 0, 0, 0, AO, 0, 0, 2],
+                0,
+            )
+            .expect("SET TARGET PORT GROUPS");
+        (result.status, result.sense)
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut seen = groups_or_sense(&mut watches);
+    while seen != Ok(vec![(1, AO), (2, TRANSITIONING)]) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        seen = groups_or_sense(&mut watches);
+    }
+    let tur = watches
+        .command(0, &[0, 0, 0, 0, 0, 0], &[], 0)
+        .expect("TUR");
+    let (status, sense) = stpg.join().expect("the SET TARGET PORT GROUPS thread");
+    a.signal(libc::SIGCONT);
+    assert_eq!(
+        seen,
+        Ok(vec![(1, AO), (2, TRANSITIONING)]),
+        "during the takeover"
+    );
+    assert_eq!(
+        (tur.sense_key(), tur.sense.get(12), tur.sense.get(13)),
+        (Some(0x02), Some(&0x04), Some(&0x0a)),
+        "TUR while transitioning: {tur:?}"
+    );
+    assert_eq!(status, 0, "SET TARGET PORT GROUPS: {sense:02x?}");
+    let taken = [(1, ANO), (2, AO)];
+    assert_eq!(until_groups(&mut watches, &taken, 5), taken);
 }

@@ -19,7 +19,21 @@
 //!   an image it does not own (librbd broke a dead holder's lock for a
 //!   write here, blocklisting it, so nothing it had in flight lands), asks
 //!   whether the owner still answers, and takes the unit over if not.
-//!   Every gateway's initiators then hear ASYMMETRIC ACCESS STATE CHANGED.
+//!   While a gateway takes the unit over (takes the lock for SET TARGET
+//!   PORT GROUPS, tells the others) it reports its own groups
+//!   transitioning, and commands through them end in 02/04/0A, which
+//!   initiators retry; the others keep reporting the old owner until they
+//!   are told. Every gateway's initiators then hear ASYMMETRIC ACCESS
+//!   STATE CHANGED.
+//! - fencing: a gateway whose client the cluster blocklisted (its lock
+//!   broken while it did not answer) reports its groups unavailable; the
+//!   poller then tries, every few seconds and less often after each
+//!   failure ([`Rejoin`]), to serve again: the image opened again through
+//!   a new connection (`isoe_rbd` never hands out a fenced one), a new
+//!   unit over it shared as at start, put in the old one's place through
+//!   the transport ([`LogicalUnit::replace_with`]). Its groups are then
+//!   active/non-optimized (another gateway owns the unit), and its
+//!   initiators hear ASYMMETRIC ACCESS STATE CHANGED.
 //!
 //! Messages on the channel, one line of text each: `isoe-hello 1 TAGS`
 //! (a gateway starts; each answers `isoe-gateway 1 TAGS owner TAGS|-`),
@@ -30,10 +44,11 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use isoe_rbd::{Channel, RbdStore, Written};
 use isoe_scsi::{AccessState, ExplicitAlua, LogicalUnit, PortGroup, PortGroups, Sense, UnitPeers};
+use isoe_store::Store;
 
 /// How long a change waits for the other gateways to take it in. A gateway
 /// that died without closing its watch holds a change this long, until the
@@ -49,6 +64,22 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(3);
 const OWNER_POLL: Duration = Duration::from_secs(1);
 /// How long a live owner has to answer whether it is alive.
 const PING_TIMEOUT: Duration = Duration::from_secs(2);
+/// A fenced gateway's first try to serve again, after it noticed the
+/// fence; each failed try doubles the wait, up to [`REJOIN_MAX_DELAY`].
+const REJOIN_FIRST_DELAY: Duration = Duration::from_secs(2);
+/// The longest wait between two tries to serve again.
+const REJOIN_MAX_DELAY: Duration = Duration::from_secs(30);
+/// A failed try to serve again is logged as a warning at most this often
+/// (at debug otherwise).
+const REJOIN_WARN_EVERY: Duration = Duration::from_secs(60);
+/// The states a shared unit's group may be reported in: the owner's, the
+/// others', a fenced gateway's, and a gateway's taking the unit over.
+const SHARED_STATES: [AccessState; 4] = [
+    AccessState::ActiveOptimized,
+    AccessState::ActiveNonOptimized,
+    AccessState::Unavailable,
+    AccessState::Transitioning,
+];
 
 /// The unit's link to the other gateways.
 struct Peers {
@@ -102,8 +133,55 @@ struct Ownership {
     view: Mutex<View>,
     /// This gateway owns the unit.
     holds: AtomicBool,
+    /// This gateway is taking the unit over: its groups are transitioning.
+    transitioning: AtomicBool,
     /// The cluster fenced this gateway: its groups are unavailable.
     fenced: AtomicBool,
+    /// Once fenced: the way back to serving the unit.
+    rejoin: Mutex<Option<Rejoin>>,
+}
+
+/// A fenced gateway's tries to serve the unit again ([`Ownership::rejoin`]).
+#[derive(Debug)]
+struct Rejoin {
+    /// When the fence was noticed.
+    fenced_at: Instant,
+    /// No try before this.
+    next_try: Instant,
+    /// The wait after the next failed try.
+    delay: Duration,
+    /// Tries so far.
+    tries: u32,
+    /// When a failed try was last logged as a warning.
+    warned: Option<Instant>,
+    /// A new unit serves in this one's place: nothing more to do here.
+    done: bool,
+}
+
+impl Rejoin {
+    fn new(now: Instant) -> Rejoin {
+        Rejoin {
+            fenced_at: now,
+            next_try: now + REJOIN_FIRST_DELAY,
+            delay: REJOIN_FIRST_DELAY,
+            tries: 0,
+            warned: None,
+            done: false,
+        }
+    }
+
+    /// A try failed at `now`: the next waits longer. Whether to warn.
+    fn failed(&mut self, now: Instant) -> bool {
+        self.delay = (self.delay * 2).min(REJOIN_MAX_DELAY);
+        self.next_try = now + self.delay;
+        let warn = self
+            .warned
+            .is_none_or(|at| now.duration_since(at) >= REJOIN_WARN_EVERY);
+        if warn {
+            self.warned = Some(now);
+        }
+        warn
+    }
 }
 
 #[derive(Debug, Default)]
@@ -151,32 +229,22 @@ impl Ownership {
             view.owner = owner;
             moved
         });
-        let fenced = self.fenced.load(Ordering::Acquire);
-        let state_of = |tag: &u16, view: &View| {
-            if fenced && self.local.contains(tag) {
-                AccessState::Unavailable
-            } else if view.owner.contains(tag) {
-                AccessState::ActiveOptimized
-            } else {
-                AccessState::ActiveNonOptimized
-            }
-        };
         if grew || unit.own_port_groups().is_none() {
             let groups = view
                 .groups
                 .iter()
                 .map(|(tag, ports)| PortGroup {
                     id: *tag,
-                    state: state_of(tag, &view),
+                    state: self.state_of(*tag, &view),
                     preferred: false,
                     relative_ports: ports.clone(),
                 })
                 .collect();
-            unit.set_port_groups(Arc::new(PortGroups::new(groups)));
-        } else if let Some(groups) = unit.own_port_groups() {
-            for tag in view.groups.keys() {
-                groups.set_state(*tag, state_of(tag, &view));
-            }
+            let groups = PortGroups::new(groups);
+            groups.support(&SHARED_STATES);
+            unit.set_port_groups(Arc::new(groups));
+        } else {
+            self.restate(&unit, &view);
         }
         drop(view);
         if moved {
@@ -184,26 +252,80 @@ impl Ownership {
         }
     }
 
-    /// This gateway holds the image now: states change here, and the
-    /// others are told.
+    /// The state of group `tag` as this gateway reports it.
+    fn state_of(&self, tag: u16, view: &View) -> AccessState {
+        let local = self.local.contains(&tag);
+        if local && self.fenced.load(Ordering::Acquire) {
+            AccessState::Unavailable
+        } else if local && self.transitioning.load(Ordering::Acquire) {
+            AccessState::Transitioning
+        } else if view.owner.contains(&tag) {
+            AccessState::ActiveOptimized
+        } else {
+            AccessState::ActiveNonOptimized
+        }
+    }
+
+    /// Puts every group of the unit in the state [`Ownership::state_of`] gives.
+    fn restate(&self, unit: &LogicalUnit, view: &View) {
+        if let Some(groups) = unit.own_port_groups() {
+            for tag in view.groups.keys() {
+                groups.set_state(*tag, self.state_of(*tag, view));
+            }
+        }
+    }
+
+    /// Restates the groups after a flag of this gateway changed.
+    fn restate_now(&self) {
+        if let Some(unit) = self.unit.upgrade() {
+            let view = self.view.lock().unwrap_or_else(|e| e.into_inner());
+            self.restate(&unit, &view);
+        }
+    }
+
+    /// Takes the unit over: this gateway's groups are transitioning (SPC-5
+    /// 5.16.2.4.6) while it takes the image's lock (when `lock`) and tells
+    /// the others, then active/optimized. None when a takeover is under
+    /// way already; the error of a lock not taken, the states as before.
+    fn take_over(&self, lock: bool) -> Option<Result<(), String>> {
+        if self.transitioning.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        self.restate_now();
+        tracing::info!(image = %self.image.name(), groups = %Self::tags(&self.local), "taking the unit over: transitioning");
+        if lock {
+            if let Err(e) = self.image.take_lock() {
+                self.transitioning.store(false, Ordering::Release);
+                self.restate_now();
+                return Some(Err(e));
+            }
+        }
+        self.now_holding();
+        Some(Ok(()))
+    }
+
+    /// This gateway holds the image now: the others are told (which waits
+    /// for each), then its groups are active/optimized.
     fn now_holding(&self) {
         self.holds.store(true, Ordering::Release);
-        self.learn(&self.local, Some(self.local.clone()));
-        tracing::info!(image = %self.image.name(), groups = %Self::tags(&self.local), "this gateway holds the image: active/optimized");
         if let Some(channel) = self.channel.get() {
             let message = format!("isoe-owner 1 {}", Self::tags(&self.local));
             if let Err(e) = channel.notify(message.as_bytes(), PUBLISH_TIMEOUT) {
                 tracing::warn!(image = %self.image.name(), error = %e, "could not tell the other gateways");
             }
         }
+        self.transitioning.store(false, Ordering::Release);
+        self.learn(&self.local, Some(self.local.clone()));
+        tracing::info!(image = %self.image.name(), groups = %Self::tags(&self.local), "this gateway holds the image: active/optimized");
     }
 
     /// One look (the poller's): takes the unit over when this gateway holds
     /// the image's lock and the owner is gone or there is none; marks this
-    /// gateway's groups unavailable once the cluster has fenced it.
+    /// gateway's groups unavailable once the cluster has fenced it, and
+    /// then tries to serve again.
     fn poll(&self) {
         if self.fenced.load(Ordering::Acquire) {
-            return;
+            return self.rejoin_when_due();
         }
         if self.image.is_fenced() {
             return self.now_fenced();
@@ -231,21 +353,24 @@ impl Ownership {
         if !owner.is_empty() {
             tracing::warn!(image = %self.image.name(), owner = %Self::tags(&owner), "the owning gateway does not answer; taking the unit over");
         }
-        self.now_holding();
+        // The lock is held already; None: a SET TARGET PORT GROUPS here
+        // is taking the unit over.
+        let _ = self.take_over(false);
     }
 
     /// The cluster blocklisted this gateway's client (another gateway broke
     /// its lock while it did not answer): nothing it sends lands any more.
     /// Its groups become unavailable, so that initiators go through the
-    /// others (commands here end in 02/04/0C); serving again takes a
-    /// restart, with a new client.
+    /// others (commands here end in 02/04/0C), until it serves again
+    /// through a new client ([`Ownership::rejoin`]).
     fn now_fenced(&self) {
         self.fenced.store(true, Ordering::Release);
         self.holds.store(false, Ordering::Release);
+        *self.rejoin.lock().unwrap_or_else(|e| e.into_inner()) = Some(Rejoin::new(Instant::now()));
         tracing::error!(
             image = %self.image.name(),
             groups = %Self::tags(&self.local),
-            "the cluster fenced this gateway (another gateway took the image over while this one did not answer): its paths are unavailable; restart it to serve the image again"
+            "the cluster fenced this gateway (another gateway took the image over while this one did not answer): its paths are unavailable until it serves again through a new client"
         );
         let Some(unit) = self.unit.upgrade() else {
             return;
@@ -256,6 +381,64 @@ impl Ownership {
             }
         }
         unit.access_states_changed();
+    }
+
+    /// The poller's look at a fenced gateway: a try to serve again once the
+    /// wait is over. The fenced image's requests have all ended by then:
+    /// the fence answered those under way, and refuses the others at once
+    /// (librbd may keep a fenced client's requests for good, so waiting
+    /// for it to let go could be forever). A try holds up the poller for
+    /// as long as reaching the cluster takes (at most its 30 s timeouts).
+    fn rejoin_when_due(&self) {
+        let mut guard = self.rejoin.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(rejoin) = guard.as_mut().filter(|r| !r.done) else {
+            return;
+        };
+        let now = Instant::now();
+        if now < rejoin.next_try {
+            return;
+        }
+        rejoin.tries += 1;
+        match self.rejoin() {
+            Ok(()) => {
+                rejoin.done = true;
+                tracing::info!(
+                    image = %self.image.name(),
+                    groups = %Self::tags(&self.local),
+                    after_ms = rejoin.fenced_at.elapsed().as_millis() as u64,
+                    tries = rejoin.tries,
+                    "the fenced gateway serves the unit again, through a new client"
+                );
+            }
+            Err(e) if rejoin.failed(now) => {
+                tracing::warn!(image = %self.image.name(), error = %e, tries = rejoin.tries, next_try_s = rejoin.delay.as_secs(), "the fenced gateway could not serve the unit again yet; retrying");
+            }
+            Err(e) => {
+                tracing::debug!(image = %self.image.name(), error = %e, "serving again failed")
+            }
+        }
+    }
+
+    /// Serves the unit again after a fence: a new unit over the image
+    /// opened again through a new client (the fenced one is never used
+    /// again), shared with the other gateways as at start (its reservations
+    /// read from the cluster, its groups as the owner reports them), put in
+    /// the old unit's place; its initiators hear ASYMMETRIC ACCESS STATE
+    /// CHANGED.
+    fn rejoin(&self) -> Result<(), String> {
+        let Some(old) = self.unit.upgrade() else {
+            // The unit went (a reload removed it): nothing to serve.
+            return Ok(());
+        };
+        let image = Arc::new(self.image.reopen().map_err(|e| e.to_string())?);
+        let store: Arc<dyn Store> = Arc::clone(&image) as Arc<dyn Store>;
+        let unit = Arc::new(LogicalUnit::new(store, old.config().clone()));
+        unit.set_offline(old.is_offline());
+        share(&unit, &image, self.local.clone())?;
+        if !old.replace_with(&unit, &[Sense::asymmetric_access_state_changed()]) {
+            tracing::info!(image = %self.image.name(), "the fenced unit is not served any more (a reload replaced or removed it)");
+        }
+        Ok(())
     }
 
     /// Whether the gateway of groups `owner` answers a ping.
@@ -309,6 +492,23 @@ impl Ownership {
     }
 }
 
+impl Ownership {
+    /// [`Ownership::take_over`] for SET TARGET PORT GROUPS: another
+    /// takeover under way answers 02/04/0A (the initiator asks again), a
+    /// lock not taken HARDWARE ERROR, INTERNAL TARGET FAILURE.
+    fn take_over_for_initiator(&self) -> Result<(), Sense> {
+        use isoe_scsi::sense::sense_key::{HARDWARE_ERROR, NOT_READY};
+        match self.take_over(true) {
+            Some(Ok(())) => Ok(()),
+            None => Err(Sense::new(NOT_READY, 0x04, 0x0a)),
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "SET TARGET PORT GROUPS could not take the image");
+                Err(Sense::new(HARDWARE_ERROR, 0x44, 0x00))
+            }
+        }
+    }
+}
+
 impl ExplicitAlua for Ownership {
     fn set_target_port_groups(
         &self,
@@ -328,11 +528,7 @@ impl ExplicitAlua for Ownership {
                 // A gateway makes only its own groups active/optimized.
                 AccessState::ActiveOptimized if local => {
                     if !self.holds.load(Ordering::Acquire) {
-                        self.image.take_lock().map_err(|e| {
-                            tracing::warn!(error = %e, "SET TARGET PORT GROUPS could not take the image");
-                            Sense::new(isoe_scsi::sense::sense_key::HARDWARE_ERROR, 0x44, 0x00)
-                        })?;
-                        self.now_holding();
+                        self.take_over_for_initiator()?;
                     }
                 }
                 AccessState::ActiveOptimized if owner => {}
@@ -359,7 +555,9 @@ pub(crate) fn share(
         local: local.clone(),
         view: Mutex::default(),
         holds: AtomicBool::new(false),
+        transitioning: AtomicBool::new(false),
         fenced: AtomicBool::new(false),
+        rejoin: Mutex::new(None),
     });
     let heard = Arc::downgrade(&ownership);
     let weak_unit = Arc::downgrade(unit);
@@ -438,4 +636,27 @@ fn watch_owner(ownership: Weak<Ownership>) {
                 }
             });
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fenced_gateway_tries_again_less_and_less_often_and_warns_rarely() {
+        let fenced = Instant::now();
+        let mut rejoin = Rejoin::new(fenced);
+        assert_eq!(rejoin.next_try, fenced + REJOIN_FIRST_DELAY);
+        let mut now = rejoin.next_try;
+        let mut waits = Vec::new();
+        let mut warned = Vec::new();
+        for _ in 0..7 {
+            warned.push(rejoin.failed(now));
+            waits.push((rejoin.next_try - now).as_secs());
+            now = rejoin.next_try;
+        }
+        assert_eq!(waits, [4, 8, 16, 30, 30, 30, 30]);
+        // Tries at 2, 6, 14, 30, 60, 90, 120 s: warned at 2, 90 (after 60 s).
+        assert_eq!(warned, [true, false, false, false, false, true, false]);
+    }
 }

@@ -612,10 +612,60 @@ impl Server {
         lu: Arc<LogicalUnit>,
         conditions: &[isoe_scsi::Sense],
     ) -> Option<Arc<LogicalUnit>> {
+        let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        self.swap_lun(&sessions, target, number, lu, conditions)
+    }
+
+    /// Puts `new` wherever `old` is served (any target, any number) as
+    /// [`Server::replace_lun`] does: how a shared unit whose gateway was
+    /// fenced serves again. False when nothing serves `old` any more (a
+    /// reload replaced or removed it meanwhile).
+    pub fn replace_unit(
+        &self,
+        old: &LogicalUnit,
+        new: &Arc<LogicalUnit>,
+        conditions: &[isoe_scsi::Sense],
+    ) -> bool {
+        // Under the sessions' lock, as every change of a LUN table: a
+        // reload cannot replace `old` between the look and the swap.
+        let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        // Dropped once the lock is released: a store may take its time to
+        // close.
+        let mut replaced = Vec::new();
+        for target in self.targets() {
+            let numbers: Vec<u16> = target
+                .luns()
+                .luns
+                .iter()
+                .filter(|(_, lu)| std::ptr::eq(Arc::as_ptr(lu), old))
+                .map(|(n, _)| *n)
+                .collect();
+            for number in numbers {
+                replaced.extend(self.swap_lun(
+                    &sessions,
+                    &target,
+                    number,
+                    Arc::clone(new),
+                    conditions,
+                ));
+            }
+        }
+        drop(sessions);
+        !replaced.is_empty()
+    }
+
+    /// [`Server::replace_lun`], the sessions' lock held.
+    fn swap_lun(
+        &self,
+        sessions: &[(SessionKey, Arc<Session>)],
+        target: &Arc<Target>,
+        number: u16,
+        lu: Arc<LogicalUnit>,
+        conditions: &[isoe_scsi::Sense],
+    ) -> Option<Arc<LogicalUnit>> {
         if let Some(tasks) = self.task_sets.get() {
             lu.set_task_sets(Arc::clone(tasks));
         }
-        let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         let replaced = target.luns().lun(number).cloned();
         for (_, s) in sessions.iter().filter(|(_, s)| s.is_on(target)) {
             lu.attach(&s.nexus);

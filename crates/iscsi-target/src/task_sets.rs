@@ -4,11 +4,14 @@
 //! ([`isoe_scsi::TaskSets`]). The tasks are ended as a task management
 //! function ends those on its other connections: each connection of a
 //! session of the nexus is ordered to end the unit's tasks and counts
-//! itself done once no store call of an ended task is under way.
+//! itself done once no store call of an ended task is under way. And a
+//! shared unit's replacement, made where the server is not reachable (a
+//! gateway that serves again after a fence, on the poller's thread), put
+//! in its place ([`Server::replace_unit`]).
 
 use std::sync::{Arc, Weak};
 
-use isoe_scsi::{LogicalUnit, Nexus, TaskSets};
+use isoe_scsi::{LogicalUnit, Nexus, Sense, TaskSets};
 use isoe_wire::pdu::Lun;
 
 use crate::registry::Server;
@@ -58,6 +61,12 @@ impl TaskSets for ServerTasks {
         // to end, or when the last one has.
         let _ = barrier.done(NO_CONNECTION);
     }
+
+    fn replace(&self, unit: &LogicalUnit, new: &Arc<LogicalUnit>, conditions: &[Sense]) -> bool {
+        self.server
+            .upgrade()
+            .is_some_and(|server| server.replace_unit(unit, new, conditions))
+    }
 }
 
 impl Server {
@@ -77,5 +86,57 @@ impl Server {
                 unit.set_task_sets(Arc::clone(&tasks));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn server() -> Arc<Server> {
+        let config = Config::parse(
+            "[[target]]\nname = \"iqn.2026-11.io.isoe:t\"\n\n\
+             [[target.lun]]\nnumber = 0\nmemory = \"1MiB\"\n\n\
+             [[target.lun]]\nnumber = 3\nmemory = \"1MiB\"\n",
+            None,
+        )
+        .expect("config");
+        Arc::new(Server::new(config).expect("server"))
+    }
+
+    fn twin(unit: &LogicalUnit) -> Arc<LogicalUnit> {
+        Arc::new(LogicalUnit::new(
+            Arc::clone(unit.store()),
+            unit.config().clone(),
+        ))
+    }
+
+    #[test]
+    fn a_unit_is_replaced_where_it_is_served_once_the_units_reach_the_server() {
+        let server = server();
+        let target = server.target("iqn.2026-11.io.isoe:t").expect("target");
+        let old = Arc::clone(target.luns().lun(3).expect("LUN 3"));
+        let new = twin(&old);
+        let changed = [Sense::asymmetric_access_state_changed()];
+        assert!(!old.replace_with(&new, &changed), "no transport yet");
+        server.enable_task_sets(Box::new(|_| {}));
+        let other = Arc::clone(target.luns().lun(0).expect("LUN 0"));
+
+        assert!(old.replace_with(&new, &changed));
+        let luns = target.luns();
+        assert!(
+            Arc::ptr_eq(luns.lun(3).expect("LUN 3"), &new),
+            "in its place"
+        );
+        assert!(
+            Arc::ptr_eq(luns.lun(0).expect("LUN 0"), &other),
+            "the others stay"
+        );
+        assert_eq!(luns.numbers(), [0, 3]);
+        assert!(
+            !old.replace_with(&twin(&old), &changed),
+            "served nowhere any more"
+        );
     }
 }

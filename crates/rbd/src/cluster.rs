@@ -1,12 +1,20 @@
 //! Connections to Ceph clusters, one per (configuration file, client,
 //! keyring) in the process, shared by every image opened through it.
+//!
+//! The cluster blocklists a client instance, not an image: once one image
+//! learns that its connection was fenced, every image opened through it is
+//! fenced, and the connection is never handed out again; the next image
+//! opened gets a new connection, a new client instance the blocklist does
+//! not name.
 
 use std::collections::HashMap;
 use std::ffi::{c_char, CString};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::ffi::{self, Rados};
+use crate::image::Requests;
 use crate::RbdError;
 
 /// How to reach a cluster.
@@ -26,6 +34,44 @@ pub(crate) struct Cluster {
     /// The cluster's fsid, which makes identities derived from an image
     /// unique across clusters.
     pub(crate) fsid: String,
+    /// The cluster blocklisted this client (see [`Cluster::fence`]).
+    fenced: AtomicBool,
+    /// The requests of each image opened through it, to fence them all.
+    images: Mutex<Vec<Weak<Requests>>>,
+}
+
+impl Cluster {
+    /// Whether the cluster blocklisted this client.
+    pub(crate) fn is_fenced(&self) -> bool {
+        self.fenced.load(Ordering::Acquire)
+    }
+
+    /// The cluster blocklisted this client: every image opened through it
+    /// is fenced (their requests end as unavailable), and [`connect`]
+    /// makes a new connection from now on.
+    pub(crate) fn fence(&self) {
+        let images: Vec<Arc<Requests>> = {
+            let mut images = self.images.lock().unwrap_or_else(|e| e.into_inner());
+            self.fenced.store(true, Ordering::Release);
+            images.retain(|w| w.strong_count() > 0);
+            images.iter().filter_map(Weak::upgrade).collect()
+        };
+        // Outside the lock: each request's completion runs here.
+        for requests in images {
+            requests.end_all();
+        }
+    }
+
+    /// Counts `requests` (a new image's) among those [`Cluster::fence`]
+    /// ends; fenced at once if the client is fenced already.
+    pub(crate) fn enroll(&self, requests: &Arc<Requests>) {
+        let mut images = self.images.lock().unwrap_or_else(|e| e.into_inner());
+        if self.is_fenced() {
+            drop(images);
+            return requests.end_all();
+        }
+        images.push(Arc::downgrade(requests));
+    }
 }
 
 // SAFETY: a rados_t is used from any thread (librados is thread-safe); it
@@ -68,11 +114,14 @@ const OPTIONS: &[(&str, &str)] = &[
 
 static CLUSTERS: Mutex<Option<HashMap<ClusterSpec, Weak<Cluster>>>> = Mutex::new(None);
 
-/// The connection for `spec`: the live one if an image holds it, else a new one.
+/// The connection for `spec`: the live one if an image holds it and the
+/// cluster has not fenced it, else a new one (which takes its place here;
+/// the fenced one stays with the images that hold it).
 pub(crate) fn connect(spec: &ClusterSpec) -> Result<Arc<Cluster>, RbdError> {
     let mut clusters = CLUSTERS.lock().unwrap_or_else(|e| e.into_inner());
     let clusters = clusters.get_or_insert_with(HashMap::new);
-    if let Some(cluster) = clusters.get(spec).and_then(Weak::upgrade) {
+    let live = clusters.get(spec).and_then(Weak::upgrade);
+    if let Some(cluster) = live.filter(|c| !c.is_fenced()) {
         return Ok(cluster);
     }
     clusters.retain(|_, weak| weak.strong_count() > 0);
@@ -99,6 +148,8 @@ fn open(spec: &ClusterSpec) -> Result<Cluster, RbdError> {
     let mut cluster = Cluster {
         rados,
         fsid: String::new(),
+        fenced: AtomicBool::new(false),
+        images: Mutex::default(),
     };
     let conf = path_c_string(&spec.conf)?;
     // SAFETY: a created handle and a NUL-terminated path.

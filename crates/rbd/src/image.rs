@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use isoe_store::{AsyncStore, Extent, Io, IoDone, IoKind, Store, StoreError};
@@ -78,6 +78,8 @@ impl RbdSpec {
 
 /// An open RBD image.
 pub struct RbdStore {
+    /// What it was opened from, to open it again ([`RbdStore::reopen`]).
+    spec: RbdSpec,
     api: &'static Api,
     image: ffi::Image,
     ioctx: IoCtx,
@@ -96,8 +98,10 @@ pub struct RbdStore {
 }
 
 /// What a store's requests share with it.
-#[derive(Default)]
 pub(crate) struct Requests {
+    /// The connection, told when this image learns of a fence: the
+    /// cluster fenced the client, so every image through it.
+    cluster: Weak<Cluster>,
     /// Asynchronous requests librbd has and has not called back; the image
     /// closes only when none is.
     in_flight: AtomicUsize,
@@ -139,6 +143,19 @@ fn fenced_error(op: &str, offset: u64) -> StoreError {
 }
 
 impl Requests {
+    /// The requests of an image opened through `cluster`.
+    fn new(cluster: &Arc<Cluster>) -> Arc<Requests> {
+        let requests = Arc::new(Requests {
+            cluster: Arc::downgrade(cluster),
+            in_flight: AtomicUsize::new(0),
+            fenced: AtomicBool::new(false),
+            waiting: Mutex::default(),
+            next_id: AtomicU64::new(0),
+        });
+        cluster.enroll(&requests);
+        requests
+    }
+
     /// The error of a call that returned `r`; ESHUTDOWN fences the store.
     fn failed(&self, op: &'static str, offset: u64, r: isize) -> StoreError {
         if r == -(libc::ESHUTDOWN as isize) {
@@ -148,11 +165,19 @@ impl Requests {
         errno_error(op, offset, r)
     }
 
-    /// The cluster blocklisted this client: nothing it sends lands any
-    /// more, so every request not answered yet is answered now as
-    /// unavailable (its buffer stays with librbd until librbd lets go of
-    /// it), and later ones are refused at once.
+    /// The cluster blocklisted this client: every image opened through
+    /// it is fenced ([`Cluster::fence`], [`Requests::end_all`]).
     pub(crate) fn fence(&self) {
+        match self.cluster.upgrade() {
+            Some(cluster) => cluster.fence(),
+            None => self.end_all(),
+        }
+    }
+
+    /// Nothing this image sends lands any more: every request not answered
+    /// yet is answered now as unavailable (its buffer stays with librbd
+    /// until librbd lets go of it), and later ones are refused at once.
+    pub(crate) fn end_all(&self) {
         if !self.fenced.swap(true, Ordering::AcqRel) {
             tracing::error!(
                 "the cluster fenced (blocklisted) this client: its requests end as unavailable"
@@ -260,6 +285,7 @@ impl RbdStore {
             return Err(failed("opening it", r));
         }
         let mut store = RbdStore {
+            spec: spec.clone(),
             api,
             image,
             ioctx: ioctx.into_raw(),
@@ -270,7 +296,7 @@ impl RbdStore {
             name: name.clone(),
             size_bytes: 0,
             identity: String::new(),
-            requests: Arc::default(),
+            requests: Requests::new(&cluster),
         };
         // From here Drop closes the image and the ioctx.
         let mut size = 0u64;
@@ -302,6 +328,17 @@ impl RbdStore {
     /// gateway took the image over): nothing through it lands any more.
     pub fn is_fenced(&self) -> bool {
         self.requests.is_fenced()
+    }
+
+    /// The same image opened again, through a connection the cluster has
+    /// not fenced (a new one when this image's was): how a fenced gateway
+    /// serves again. Never creates it: an image removed meanwhile stays
+    /// removed.
+    pub fn reopen(&self) -> Result<RbdStore, RbdError> {
+        RbdStore::open(&RbdSpec {
+            create_bytes: None,
+            ..self.spec.clone()
+        })
     }
 
     /// What this store's requests share, for the image's channel, which
@@ -737,17 +774,21 @@ extern "C" fn first_extent(offset: u64, len: usize, exists: c_int, arg: *mut c_v
 
 impl Drop for RbdStore {
     fn drop(&mut self) {
+        if self.requests.is_fenced() {
+            // Left open, with its connection (a shutdown under an open
+            // image is not safe either): librbd may hold a fenced client's
+            // requests for good, and rbd_close waits for them (a gateway
+            // fenced with a write under way stayed in rbd_close); the
+            // cluster refuses every call of this client anyway.
+            let held = self.requests.in_flight.load(Ordering::Acquire);
+            tracing::warn!(image = %self.name, requests_held = held, "a fenced image is left open");
+            std::mem::forget(Arc::clone(&self.cluster));
+            return;
+        }
         // A request's callback uses the image: wait for all of them (each
-        // ends within librados's operation timeout, unless the client was
-        // fenced: librbd may hold those for good).
+        // ends within librados's operation timeout).
         let deadline = Instant::now() + Duration::from_secs(60);
         while self.requests.in_flight.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
-            if self.requests.is_fenced() {
-                // Left open: closing under requests librbd still holds is
-                // not safe, and the process is going anyway.
-                tracing::warn!(image = %self.name, "a fenced image with requests under way is left open");
-                return;
-            }
             std::thread::sleep(Duration::from_millis(1));
         }
         // SAFETY: opened by us, no request under way; closed once.

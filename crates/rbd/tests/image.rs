@@ -416,3 +416,86 @@ fn the_exclusive_lock_follows_writes_and_can_be_taken() {
     b.read_at(0, &mut back).unwrap();
     assert!(back[..512].iter().all(|&x| x == 1) && back[512..].iter().all(|&x| x == 2));
 }
+
+/// Runs a Ceph command-line tool against the test cluster; its stdout.
+fn ceph_tool(cluster: &ClusterSpec, tool: &str, args: &[&str]) -> String {
+    let mut command = std::process::Command::new(tool);
+    command
+        .arg("-c")
+        .arg(&cluster.conf)
+        .args(["--id", &cluster.id]);
+    if let Some(keyring) = &cluster.keyring {
+        command.arg("-k").arg(keyring);
+    }
+    let out = command.args(args).output().expect("run a ceph tool");
+    assert!(
+        out.status.success(),
+        "{tool} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The address of the one client watching image `pool/name`.
+fn watcher(cluster: &ClusterSpec, pool: &str, name: &str) -> String {
+    let status = ceph_tool(
+        cluster,
+        "rbd",
+        &["status", "--format", "json", &format!("{pool}/{name}")],
+    );
+    let start = status.find("\"address\":\"").expect("a watcher") + "\"address\":\"".len();
+    let end = start + status[start..].find('"').expect("the address ends");
+    status[start..end].to_string()
+}
+
+/// The cluster blocklists a client instance: once one image learns it was
+/// fenced, every image opened through that connection is, and an image
+/// opened afterwards (or [`RbdStore::reopen`]) gets a new connection that
+/// the blocklist does not name, and serves.
+#[test]
+fn a_fenced_connection_is_never_handed_out_again() {
+    let Some((shared, pool)) = cluster() else {
+        return;
+    };
+    // A connection of its own (the process's other tests share theirs):
+    // the same configuration, read from another path.
+    let conf = std::env::temp_dir().join(format!("{}.conf", fresh("fence")));
+    std::fs::copy(&shared.conf, &conf).expect("copy ceph.conf");
+    let cluster = ClusterSpec { conf, ..shared };
+    let (name, other_name) = (fresh("fence"), fresh("fence-other"));
+    let image = open(&cluster, &pool, &name, Some(1 << 20));
+    let other = open(&cluster, &pool, &other_name, Some(1 << 20));
+    image.write_at(0, &[1; 512]).unwrap();
+    let address = watcher(&cluster, &pool, &name);
+    ceph_tool(&cluster, "ceph", &["osd", "blocklist", "add", &address]);
+    // The OSDs refuse the client once the new map reaches them.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while image.write_at(0, &[2; 512]).is_ok() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(image.is_fenced(), "the blocklisted client is fenced");
+    assert!(
+        other.is_fenced(),
+        "so is every image through its connection"
+    );
+
+    let again = open(&cluster, &pool, &name, None);
+    assert!(!again.is_fenced());
+    again
+        .write_at(0, &[3; 512])
+        .expect("a write through a new connection");
+    let reopened = image.reopen().expect("reopen");
+    let mut back = [0u8; 512];
+    reopened.read_at(0, &mut back).unwrap();
+    assert!(
+        back.iter().all(|&x| x == 3),
+        "reads what the new connection wrote"
+    );
+    assert_ne!(
+        watcher(&cluster, &pool, &name),
+        address,
+        "the image is watched through another client instance"
+    );
+    ceph_tool(&cluster, "ceph", &["osd", "blocklist", "rm", &address]);
+    let _ = std::fs::remove_file(&cluster.conf);
+}

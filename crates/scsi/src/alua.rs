@@ -12,7 +12,8 @@
 //! group, though [`PortGroups`] allows more. The states live in atomics so
 //! that a running target can change them (several gateways, issue 16)
 //! without a lock on the command path; the groups and their ports are fixed
-//! when the target starts.
+//! when the target starts. A gateway that is taking a shared unit over
+//! reports its groups transitioning until it owns the unit.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::OnceLock;
@@ -25,8 +26,9 @@ use crate::opcode::{
 };
 use crate::{cdb, Sense};
 
-/// A primary target port asymmetric access state (SPC-5 5.16.2.4), the
-/// four isoe can be configured in. Transitioning, offline and logical block
+/// A primary target port asymmetric access state (SPC-5 5.16.2.4): the
+/// four isoe can be configured in, and transitioning, which a gateway
+/// reports while it takes a shared unit over. Offline and logical block
 /// dependent are never reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AccessState {
@@ -40,15 +42,21 @@ pub enum AccessState {
     /// Unavailable (3h): only INQUIRY, REPORT LUNS, REPORT TARGET PORT
     /// GROUPS and REQUEST SENSE.
     Unavailable,
+    /// Transitioning (Fh): between two states; as unavailable, but the
+    /// other commands end in 02/04/0A, which initiators retry, and SET
+    /// TARGET PORT GROUPS waits for the transition too. Never configured,
+    /// never asked for.
+    Transitioning,
 }
 
 impl AccessState {
     /// Every state, in code order.
-    pub const ALL: [AccessState; 4] = [
+    pub const ALL: [AccessState; 5] = [
         AccessState::ActiveOptimized,
         AccessState::ActiveNonOptimized,
         AccessState::Standby,
         AccessState::Unavailable,
+        AccessState::Transitioning,
     ];
 
     /// The ASYMMETRIC ACCESS STATE code (SPC-5 6.36.2, table 203).
@@ -58,6 +66,7 @@ impl AccessState {
             AccessState::ActiveNonOptimized => 0x1,
             AccessState::Standby => 0x2,
             AccessState::Unavailable => 0x3,
+            AccessState::Transitioning => 0xf,
         }
     }
 
@@ -67,13 +76,15 @@ impl AccessState {
     }
 
     /// Its name in configuration files and logs: `"active/optimized"`,
-    /// `"active/non-optimized"`, `"standby"`, `"unavailable"`.
+    /// `"active/non-optimized"`, `"standby"`, `"unavailable"`; and
+    /// `"transitioning"`, in logs only.
     pub const fn name(self) -> &'static str {
         match self {
             AccessState::ActiveOptimized => "active/optimized",
             AccessState::ActiveNonOptimized => "active/non-optimized",
             AccessState::Standby => "standby",
             AccessState::Unavailable => "unavailable",
+            AccessState::Transitioning => "transitioning",
         }
     }
 
@@ -83,9 +94,12 @@ impl AccessState {
     }
 
     /// Its bit in byte 1 of a target port group descriptor: AO_SUP,
-    /// AN_SUP, S_SUP or U_SUP (SPC-5 6.36.2).
+    /// AN_SUP, S_SUP, U_SUP or T_SUP (SPC-5 6.36.2).
     pub const fn supported_bit(self) -> u8 {
-        1 << self.code()
+        match self {
+            AccessState::Transitioning => T_SUP,
+            _ => 1 << self.code(),
+        }
     }
 }
 
@@ -94,6 +108,10 @@ impl std::fmt::Display for AccessState {
         f.write_str(self.name())
     }
 }
+
+/// T_SUP: the group may be reported transitioning (bit 7 of byte 1 of a
+/// target port group descriptor).
+const T_SUP: u8 = 0x80;
 
 /// One target port group as configured, or as [`PortGroups::snapshot`]
 /// reports it.
@@ -246,6 +264,18 @@ impl PortGroups {
         true
     }
 
+    /// Every group may also be in `states` (besides those it was created
+    /// in and set to): what REPORT TARGET PORT GROUPS says it supports,
+    /// for groups whose states move without the target's configuration
+    /// (a shared unit's: every one may become the owner, go unavailable,
+    /// be transitioning).
+    pub fn support(&self, states: &[AccessState]) {
+        let bits = states.iter().fold(0, |bits, s| bits | s.supported_bit());
+        for group in &self.groups {
+            group.supported.fetch_or(bits, Ordering::AcqRel);
+        }
+    }
+
     /// Every group with its current state, by ascending identifier.
     pub fn snapshot(&self) -> Vec<PortGroup> {
         self.groups
@@ -265,9 +295,9 @@ impl PortGroups {
         for g in &self.groups {
             let state = g.state.load(Ordering::Acquire);
             data_in.push(u8::from(g.preferred) << 7 | state & 0x0f);
-            // T_SUP, O_SUP, LBD_SUP zero: never transitioning, offline or
-            // LBA dependent; AO/AN/S/U_SUP for the states it may be in.
-            data_in.push(g.supported.load(Ordering::Acquire) & 0x0f);
+            // O_SUP, LBD_SUP zero: never offline or LBA dependent;
+            // T_SUP and AO/AN/S/U_SUP for the states it may be in.
+            data_in.push(g.supported.load(Ordering::Acquire) & (T_SUP | 0x0f));
             data_in.extend_from_slice(&g.id.to_be_bytes());
             data_in.push(0); // reserved
             data_in.push(STATUS_NONE);
@@ -330,12 +360,18 @@ pub const fn unavailable_sense() -> Sense {
     Sense::new(crate::sense::sense_key::NOT_READY, 0x04, 0x0c)
 }
 
+/// NOT READY, LOGICAL UNIT NOT ACCESSIBLE, ASYMMETRIC ACCESS STATE
+/// TRANSITION (04h/0Ah).
+pub const fn transitioning_sense() -> Sense {
+    Sense::new(crate::sense::sense_key::NOT_READY, 0x04, 0x0a)
+}
+
 /// Whether `cdb` may run through a port in `state`; else the NOT READY
 /// sense to end it with. SPC-5 5.16.2.4.4 lists what a port in standby
-/// serves, 5.16.2.4.5 what one in unavailable serves; of those isoe has
-/// INQUIRY, REPORT LUNS, REPORT TARGET PORT GROUPS and REQUEST SENSE, and
-/// in standby also MODE SENSE, MODE SELECT and PERSISTENT RESERVE IN and
-/// OUT. In standby READ CAPACITY (10) and (16) are served too, as LIO
+/// serves, 5.16.2.4.5 what one in unavailable serves, 5.16.2.4.6 what one
+/// transitioning serves; of those isoe has INQUIRY, REPORT LUNS, REPORT
+/// TARGET PORT GROUPS and REQUEST SENSE, and in standby also MODE SENSE,
+/// MODE SELECT and PERSISTENT RESERVE IN and OUT. In standby READ CAPACITY (10) and (16) are served too, as LIO
 /// does: Linux reads the capacity of every path when it scans, and a path
 /// whose capacity came back empty is refused by multipathd when it should
 /// take over. Everything else, TEST UNIT READY included, is refused: that
@@ -343,11 +379,12 @@ pub const fn unavailable_sense() -> Sense {
 pub(crate) fn check_access(state: AccessState, cdb: &[u8]) -> Result<(), Sense> {
     let opcode = cdb[0];
     let service_action = cdb::service_action(cdb);
+    let reports = matches!(opcode, INQUIRY | REPORT_LUNS | REQUEST_SENSE)
+        || (opcode == MAINTENANCE_IN && service_action == REPORT_TARGET_PORT_GROUPS_SA);
     // SPC-5 5.16.2.4.4-5: SET TARGET PORT GROUPS too, so that a path in
     // standby can be made active through itself.
-    let reporting = matches!(opcode, INQUIRY | REPORT_LUNS | REQUEST_SENSE)
-        || (opcode == MAINTENANCE_IN && service_action == REPORT_TARGET_PORT_GROUPS_SA)
-        || (opcode == MAINTENANCE_OUT && service_action == SET_TARGET_PORT_GROUPS_SA);
+    let reporting =
+        reports || (opcode == MAINTENANCE_OUT && service_action == SET_TARGET_PORT_GROUPS_SA);
     match state {
         AccessState::ActiveOptimized | AccessState::ActiveNonOptimized => Ok(()),
         AccessState::Standby => {
@@ -371,6 +408,10 @@ pub(crate) fn check_access(state: AccessState, cdb: &[u8]) -> Result<(), Sense> 
         }
         AccessState::Unavailable if reporting => Ok(()),
         AccessState::Unavailable => Err(unavailable_sense()),
+        // A new SET TARGET PORT GROUPS waits until the transition under
+        // way has decided the states.
+        AccessState::Transitioning if reports => Ok(()),
+        AccessState::Transitioning => Err(transitioning_sense()),
     }
 }
 
@@ -411,7 +452,10 @@ pub(crate) fn set_target_port_groups(
     let mut requests = Vec::new();
     for (index, descriptor) in list[4..].chunks(4).enumerate() {
         let at = (4 + index * 4) as u16;
-        let Some(state) = AccessState::from_code(descriptor[0] & 0x0f) else {
+        // SPC-5 6.46: transitioning is the device server's, never asked for.
+        let state = AccessState::from_code(descriptor[0] & 0x0f)
+            .filter(|s| *s != AccessState::Transitioning);
+        let Some(state) = state else {
             return Err(Sense::invalid_field_in_parameter_list(at, Some(3)));
         };
         let id = u16::from_be_bytes([descriptor[2], descriptor[3]]);
@@ -552,6 +596,75 @@ mod tests {
         assert_eq!(
             check_access(unavailable, &read_capacity16),
             Err(unavailable_sense())
+        );
+    }
+
+    #[test]
+    fn transitioning_serves_only_what_reports_state() {
+        let transitioning = AccessState::Transitioning;
+        let stpg = [MAINTENANCE_OUT, 0x0a, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0];
+        for cdb in [&[0u8; 6][..], &[0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0], &stpg] {
+            assert_eq!(check_access(transitioning, cdb), Err(transitioning_sense()));
+        }
+        let sense = transitioning_sense();
+        assert_eq!((sense.key, sense.asc, sense.ascq), (0x02, 0x04, 0x0a));
+        assert_eq!(
+            check_access(transitioning, &[INQUIRY, 0, 0, 0, 96, 0]),
+            Ok(())
+        );
+        assert_eq!(check_access(transitioning, &[REPORT_LUNS; 12]), Ok(()));
+        assert_eq!(
+            check_access(transitioning, &[REQUEST_SENSE, 0, 0, 0, 18, 0]),
+            Ok(())
+        );
+        assert_eq!(check_access(transitioning, &rtpg(0, 8)), Ok(()));
+    }
+
+    #[test]
+    fn a_transitioning_group_is_reported_fh_with_t_sup() {
+        let groups = two_groups();
+        assert!(groups.set_state(1, AccessState::Transitioning));
+        assert!(groups.may_refuse());
+        assert_eq!(groups.state_of_port(1), AccessState::Transitioning);
+        let mut data = Vec::new();
+        report_target_port_groups(&groups, &rtpg(0, 4096), &mut data).unwrap();
+        assert_eq!(&data[4..6], [0x8f, 0x81], "PREF, Fh; T_SUP and AO_SUP");
+        assert!(groups.set_state(1, AccessState::ActiveOptimized));
+        let mut data = Vec::new();
+        report_target_port_groups(&groups, &rtpg(0, 4096), &mut data).unwrap();
+        assert_eq!(&data[4..6], [0x80, 0x81], "A/O again; T_SUP stays");
+    }
+
+    #[test]
+    fn supported_states_are_declared_for_every_group() {
+        let groups = two_groups();
+        groups.support(&[AccessState::Unavailable, AccessState::Transitioning]);
+        let mut data = Vec::new();
+        report_target_port_groups(&groups, &rtpg(0, 4096), &mut data).unwrap();
+        assert_eq!(data[5], 0x80 | 0x08 | 0x01, "group 1: T_SUP, U_SUP, AO_SUP");
+        assert_eq!(data[17], 0x80 | 0x08 | 0x04, "group 2: T_SUP, U_SUP, S_SUP");
+    }
+
+    #[derive(Debug)]
+    struct Accepts;
+
+    impl ExplicitAlua for Accepts {
+        fn set_target_port_groups(&self, _: u16, _: &[(u16, AccessState)]) -> Result<(), Sense> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn set_target_port_groups_refuses_to_be_asked_for_transitioning() {
+        let stpg = [MAINTENANCE_OUT, 0x0a, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0];
+        let groups = two_groups();
+        let asked = [0, 0, 0, 0, 0x0f, 0, 0, 1];
+        let sense = set_target_port_groups(&groups, &Accepts, 1, &stpg, &asked).unwrap_err();
+        assert_eq!((sense.key, sense.asc, sense.ascq), (0x05, 0x26, 0x00));
+        let asked = [0, 0, 0, 0, 0x01, 0, 0, 1];
+        assert_eq!(
+            set_target_port_groups(&groups, &Accepts, 1, &stpg, &asked),
+            Ok(())
         );
     }
 

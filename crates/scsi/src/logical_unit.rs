@@ -58,16 +58,25 @@ pub struct LogicalUnit {
     task_sets: OnceLock<Arc<dyn TaskSets>>,
 }
 
-/// What the transport does for a unit whose tasks must end from outside a
-/// task management function: PREEMPT AND ABORT ends the tasks of the
-/// preempted I_T nexuses (SPC-5 5.13.11.2.6), and a reset through another
-/// gateway of a shared unit ends every task here.
+/// What the transport does for a unit from outside a command: ends tasks
+/// outside a task management function (PREEMPT AND ABORT ends the tasks of
+/// the preempted I_T nexuses, SPC-5 5.13.11.2.6, and a reset through
+/// another gateway of a shared unit ends every task here), and puts a
+/// unit's replacement in its place (a shared unit whose gateway serves
+/// again after a fence).
 pub trait TaskSets: Send + Sync + std::fmt::Debug {
     /// Ends, without a response, the tasks of `unit` that came through
     /// `nexuses` (every nexus when None); `done` runs once none of them can
     /// change the medium any more (a store call under way has returned),
     /// on whatever thread saw that last, possibly this one.
     fn abort(&self, unit: &LogicalUnit, nexuses: Option<&[Nexus]>, done: Box<dyn FnOnce() + Send>);
+
+    /// Serves `new` wherever `unit` is served: the sessions that reach
+    /// `unit` reach `new` from now on and hear `conditions` there. False
+    /// when nothing serves `unit` any more, or the transport cannot.
+    fn replace(&self, _unit: &LogicalUnit, _new: &Arc<LogicalUnit>, _conditions: &[Sense]) -> bool {
+        false
+    }
 }
 
 /// How long PREEMPT AND ABORT waits for the tasks it ends: as long as the
@@ -212,10 +221,17 @@ impl LogicalUnit {
     /// Some port group's access state changed: every attached I_T nexus
     /// hears ASYMMETRIC ACCESS STATE CHANGED (06/2A/06, SPC-5 5.16.2.6).
     pub fn access_states_changed(&self) {
-        self.attentions.raise(
-            |_| true,
-            Sense::new(crate::sense::sense_key::UNIT_ATTENTION, 0x2a, 0x06),
-        );
+        self.attentions
+            .raise(|_| true, Sense::asymmetric_access_state_changed());
+    }
+
+    /// Has the transport serve `new` in this unit's place (see
+    /// [`TaskSets::replace`]); false without a transport, or when nothing
+    /// serves this unit any more.
+    pub fn replace_with(&self, new: &Arc<LogicalUnit>, conditions: &[Sense]) -> bool {
+        self.task_sets
+            .get()
+            .is_some_and(|t| t.replace(self, new, conditions))
     }
 
     /// The port groups commands of this unit consult.

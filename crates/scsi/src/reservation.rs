@@ -1425,9 +1425,12 @@ fn encode(state: &State) -> String {
         ));
     }
     if let Some((p, holder)) = &state.reservation {
-        let holder = holder
-            .as_ref()
-            .map_or_else(|| "-".to_owned(), |h| h.initiator_port_name());
+        // The holder's target port too: an initiator port registered with
+        // ALL_TG_PT has a registration through each, and holds through one.
+        let holder = holder.as_ref().map_or_else(
+            || "-".to_owned(),
+            |h| format!("{} {}", h.relative_target_port, h.initiator_port_name()),
+        );
         text.push_str(&format!("reserve {:x} {holder}\n", p.kind));
     }
     if !state.aptpl {
@@ -1533,23 +1536,80 @@ fn decode(text: &str) -> Option<State> {
                     all_target_ports: *all == "1",
                 });
             }
+            ["reserve", kind, "-"] => {
+                let kind = u8::from_str_radix(kind, 16).ok()?;
+                state.reservation = Some((Persistent { kind }, None));
+            }
+            ["reserve", kind, port, holder] => {
+                let kind = u8::from_str_radix(kind, 16).ok()?;
+                let holder = parse_port(holder, port.parse().ok()?)?;
+                state.reservation = Some((Persistent { kind }, Some(holder)));
+            }
+            // Written before the holder's port was: the port of the
+            // initiator port's first registration.
             ["reserve", kind, holder] => {
                 let kind = u8::from_str_radix(kind, 16).ok()?;
-                let holder = if *holder == "-" {
-                    None
-                } else {
-                    let port = state
-                        .registrations
-                        .iter()
-                        .find(|r| r.nexus.initiator_port_name() == *holder)?
-                        .nexus
-                        .relative_target_port;
-                    Some(parse_port(holder, port)?)
-                };
-                state.reservation = Some((Persistent { kind }, holder));
+                let port = state
+                    .registrations
+                    .iter()
+                    .find(|r| r.nexus.initiator_port_name() == *holder)?
+                    .nexus
+                    .relative_target_port;
+                let holder = parse_port(holder, port)?;
+                state.reservation = Some((Persistent { kind }, Some(holder)));
             }
             _ => return None,
         }
     }
     Some(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PORT: &str = "iqn.2026-11.io.isoe:host,i,0x400000000001";
+
+    fn through(port: u16) -> Nexus {
+        Nexus {
+            relative_target_port: port,
+            ..Nexus::new("iqn.2026-11.io.isoe:host", [0x40, 0, 0, 0, 0, 1])
+        }
+    }
+
+    #[test]
+    fn the_holder_keeps_its_target_port_through_the_text() {
+        let registration = |port| Registration {
+            nexus: through(port),
+            key: 0x7,
+            all_target_ports: true,
+        };
+        let state = State {
+            generation: 3,
+            registrations: vec![registration(1), registration(2)],
+            reservation: Some((Persistent { kind: 1 }, Some(through(2)))),
+            aptpl: true,
+            ..State::default()
+        };
+        let text = encode(&state);
+        assert!(text.contains(&format!("reserve 1 2 {PORT}\n")), "{text}");
+        let back = decode(&text).expect("decodes");
+        assert_eq!(back.reservation, state.reservation);
+        assert_eq!(back.registrations, state.registrations);
+    }
+
+    #[test]
+    fn a_file_written_without_the_holders_port_still_reads() {
+        let text = format!(
+            "isoe-pr 1\ngeneration 1\nregister 0000000000000007 0 2 {PORT}\nreserve 1 {PORT}\n"
+        );
+        let state = decode(&text).expect("decodes");
+        assert_eq!(
+            state.reservation,
+            Some((Persistent { kind: 1 }, Some(through(2))))
+        );
+        let text = "isoe-pr 1\ngeneration 1\nreserve 7 -\n";
+        let state = decode(text).expect("decodes");
+        assert_eq!(state.reservation, Some((Persistent { kind: 7 }, None)));
+    }
 }

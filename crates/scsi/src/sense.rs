@@ -196,6 +196,12 @@ impl Sense {
         Self::new(sense_key::UNIT_ATTENTION, 0x2a, 0x01)
     }
 
+    /// UNIT ATTENTION, ASYMMETRIC ACCESS STATE CHANGED (06/2A/06, SPC-5
+    /// 5.16.2.6): some target port group's ALUA state changed.
+    pub const fn asymmetric_access_state_changed() -> Self {
+        Self::new(sense_key::UNIT_ATTENTION, 0x2a, 0x06)
+    }
+
     /// UNIT ATTENTION, INQUIRY DATA HAS CHANGED (06/3F/03): the identity
     /// INQUIRY reports changed.
     pub const fn inquiry_data_changed() -> Self {

@@ -599,6 +599,45 @@ mod shared {
         let keys = prin(&a, &x, 0);
         assert_eq!((be32(&keys, 4), be64(&keys, 8)), (8, 0x5));
     }
+
+    /// Both gateways' groups, as a shared unit lists them: port 1 is
+    /// gateway A's, port 2 gateway B's.
+    fn span_both(units: [&LogicalUnit; 2]) {
+        use isoe_scsi::{AccessState, PortGroup, PortGroups};
+        for unit in units {
+            let group = |id: u16| PortGroup {
+                id,
+                state: AccessState::ActiveOptimized,
+                preferred: false,
+                relative_ports: vec![id],
+            };
+            unit.set_port_groups(Arc::new(PortGroups::new(vec![group(1), group(2)])));
+        }
+    }
+
+    #[test]
+    fn the_holder_through_another_gateway_of_an_all_target_ports_registrant_stays_that_nexus() {
+        let cluster = Arc::new(Cluster::default());
+        let (a, b) = gateways(&cluster);
+        span_both([&a, &b]);
+        // One initiator port, through A (port 1) and through B (port 2).
+        let (via_a, via_b) = (through(1, "port"), through(2, "port"));
+        a.attach(&via_a);
+        b.attach(&via_b);
+        let parameters = prout_parameters(0, 0x7, 0x04);
+        let (registered, _) = exec(&a, &via_a, &prout_cdb(REGISTER, 0, 24), &parameters);
+        assert_good(registered);
+        assert_eq!(be32(&prin(&b, &via_b, 0), 4), 16, "a key per target port");
+        assert_good(prout(&b, &via_b, RESERVE, WRITE_EXCLUSIVE, 0x7, 0));
+        // The holder is the nexus through B on both gateways (SPC-5
+        // 5.13.10), not the first registration of its initiator port.
+        conflict(exec(&a, &via_a, &write10(), &[0; 512]).0);
+        assert_good(exec(&b, &via_b, &write10(), &[0; 512]).0);
+        // B's next change starts from the state in the cluster.
+        assert_good(prout(&b, &via_b, REGISTER, 0, 0x7, 0x8));
+        assert_good(exec(&b, &via_b, &write10(), &[0; 512]).0);
+        conflict(exec(&a, &via_a, &write10(), &[0; 512]).0);
+    }
 }
 
 /// A transport's task sets as a unit sees them: what it was asked to end.

@@ -1,4 +1,4 @@
-//! Durability (ARCHITECTURE.md, correctness rules; issue 5): a write answered
+//! Durability (ARCHITECTURE.md, correctness rules): a write answered
 //! GOOD after FUA, or followed by a SYNCHRONIZE CACHE answered GOOD, is on
 //! the file store's medium and survives `kill -9` of the target.
 //!

@@ -1,5 +1,5 @@
 //! Hostile and careless peers against the real target, each beside a
-//! normal session that writes and reads throughout (issue 13's acceptance):
+//! normal session that writes and reads throughout:
 //! idle connections by the ten thousand, the open-files limit, idle
 //! connections from the normal initiator's own address (which must not
 //! lock it out), a thousand idle sessions, writes announced and never sent, and reads whose data the

@@ -1,5 +1,5 @@
 //! Load: 256 concurrent iSCSI sessions doing verified I/O against one
-//! `isoe target` (issue 5, "SAN-grade target").
+//! `isoe target` ("SAN-grade target").
 //!
 //! Each session owns a region of a memory LUN, writes its own patterns there
 //! and reads ranges back, checking every byte against a shadow copy of what

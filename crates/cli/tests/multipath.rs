@@ -12,7 +12,7 @@
 //! acknowledged is in this kernel's page cache, where the other reads it,
 //! and `kill -9` of a target loses nothing the kernel already has. Two
 //! machines sharing a file would need a cluster file system or a shared
-//! block store with its own coherence (issue 16's RBD gateways).
+//! block store with its own coherence (RBD gateways).
 
 mod support;
 

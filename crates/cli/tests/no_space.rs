@@ -1,4 +1,4 @@
-//! A file LUN on a file system that fills up (issue 13): the initiator
+//! A file LUN on a file system that fills up: the initiator
 //! sees DATA PROTECT, SPACE ALLOCATION FAILED WRITE PROTECT (07/27/07), as
 //! SBC-4 asks of a thin-provisioned unit that cannot allocate; the target
 //! says so in its log, naming the LUN and the operating system's error; and

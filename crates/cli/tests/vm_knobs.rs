@@ -1,4 +1,4 @@
-//! The lab's knobs on a real NIC over SSH (issue 14): the test bed VM's
+//! The lab's knobs on a real NIC over SSH: the test bed VM's
 //! virtio port, which answers more of ethtool than a veth does (rings,
 //! channels) and is also the port the SSH connection runs over (QEMU's user
 //! network), so the case keeps to changes that leave it usable: MTU 1400,

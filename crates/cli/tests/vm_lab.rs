@@ -1,4 +1,4 @@
-//! `isoe lab` on the test bed VM (issue 14), end to end, one VM for all of
+//! `isoe lab` on the test bed VM, end to end, one VM for all of
 //! it (booting one under TCG takes half a minute):
 //!
 //! 1. `software-vs-offload`'s cases (the kernel's iscsi_tcp, isoe's

@@ -1,4 +1,4 @@
-//! The test bed's virtual machine (issue 14): the lab's SSH host against
+//! The test bed's virtual machine: the lab's SSH host against
 //! it, the Linux kernel's iSCSI initiator in a QEMU VM against isoe's target
 //! on the host, and LIO in the VM, configured by the lab's
 //! [`LioTarget`], against the kernel initiator there and isoe's initiator

@@ -1,4 +1,4 @@
-//! A plan's cases on a test bed of machines (issue 14, [`crate::testbed`]):
+//! A plan's cases on a test bed of machines ([`crate::testbed`]):
 //! the initiators on one host, the target on another (or the same, or an
 //! external array), each reached as a [`Host`].
 //!

@@ -1,4 +1,4 @@
-//! Knobs on the interfaces and sysctls of real machines (issue 14): this
+//! Knobs on the interfaces and sysctls of real machines: this
 //! machine or SSH hosts ([`Host`]), or network namespaces on them. What a
 //! test bed's NICs and kernels have is read before anything changes
 //! ([`Saved::read`]), each case's knobs are applied over it

@@ -1,5 +1,5 @@
 //! The Linux kernel's iSCSI initiator (open-iscsi) on an SSH host, as the
-//! lab drives it (issue 14): SendTargets discovery, stored nowhere, that
+//! lab drives it: SendTargets discovery, stored nowhere, that
 //! must list the target, then a node record made by hand (the answer may
 //! name an address the host cannot reach, behind NAT), the
 //! lab's knobs written into it, login, the block device the session made,

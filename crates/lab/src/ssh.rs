@@ -1,4 +1,4 @@
-//! A machine the lab reaches over SSH (issue 14): `ssh://[USER@]HOST[:PORT]`,
+//! A machine the lab reaches over SSH: `ssh://[USER@]HOST[:PORT]`,
 //! key-based and never interactive. Programs run there as `argv` (quoted
 //! for the remote shell, so an argument with spaces or `$` stays one
 //! argument); one long-lived ControlMaster connection per host carries every

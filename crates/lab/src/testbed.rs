@@ -1,4 +1,4 @@
-//! Test beds of machines (issue 14): `isoe lab --testbed FILE` runs a
+//! Test beds of machines: `isoe lab --testbed FILE` runs a
 //! plan on real machines, or VMs, instead of the namespaces of one machine.
 //! The plan says what to measure; the test bed says where: which host
 //! carries the initiators, which the target, and which interfaces carry

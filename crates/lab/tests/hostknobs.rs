@@ -1,4 +1,4 @@
-//! Knobs on real interfaces (issue 14), here a veth pair in a network
+//! Knobs on real interfaces, here a veth pair in a network
 //! namespace of its own: the state read before, a case applied and checked
 //! with `ip`, `ethtool`, `tc` and `/proc/sys`, the next case returning what
 //! it leaves unset, and at the end the dump of everything identical to the

@@ -10,7 +10,7 @@
 //! target portal group is one SCSI target port and one target port group,
 //! so in isoe a group holds one relative target port, numbered as the
 //! group, though [`PortGroups`] allows more. The states live in atomics so
-//! that a running target can change them (several gateways, issue 16)
+//! that a running target can change them (several gateways)
 //! without a lock on the command path; the groups and their ports are fixed
 //! when the target starts. A gateway that is taking a shared unit over
 //! reports its groups transitioning until it owns the unit.
@@ -251,7 +251,7 @@ impl PortGroups {
     /// state joins the states the group reports as supported. Nothing else
     /// happens yet: SPC-5 5.16.2.6 also wants a unit attention, ASYMMETRIC
     /// ACCESS STATE CHANGED (2Ah/06h), for every I_T nexus, which whoever
-    /// changes states at run time (issue 16) raises on the units.
+    /// changes states at run time raises on the units.
     pub fn set_state(&self, id: u16, state: AccessState) -> bool {
         let Some(group) = self.groups.iter().find(|g| g.id == id) else {
             return false;

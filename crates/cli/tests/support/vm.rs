@@ -1,5 +1,5 @@
 //! The test bed's virtual machine: `scripts/vm` boots the Debian image
-//! `scripts/vm-image` builds (issue 14), for what needs a real kernel (the
+//! `scripts/vm-image` builds, for what needs a real kernel (the
 //! Linux iSCSI initiator, LIO). [`Vm`] owns it and powers it off on Drop, so
 //! a failing test leaves no QEMU behind.
 //!

@@ -213,8 +213,9 @@ pub fn in_use_by(addr: SocketAddr, error: &io::Error) -> String {
 }
 
 /// A listening socket on `addr` as `TcpListener::bind` makes one (address
-/// reuse, close-on-exec), with a backlog of [`LISTEN_BACKLOG`].
-fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
+/// reuse, close-on-exec), with a backlog of [`LISTEN_BACKLOG`]: the
+/// portals' and the metrics listener's.
+pub(crate) fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
     use rustix::net::{AddressFamily, SocketFlags, SocketType};
     let family = match addr {
         SocketAddr::V4(_) => AddressFamily::INET,

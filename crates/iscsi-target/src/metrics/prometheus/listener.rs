@@ -46,7 +46,10 @@ impl Listener {
         addr: SocketAddr,
         render: impl Fn() -> String + Send + 'static,
     ) -> std::io::Result<Listener> {
-        let listener = TcpListener::bind(addr)?;
+        // A burst of scrapers or of idle connections deeper than std's
+        // backlog of 128 would wait for retransmitted SYN-ACKs (1 s and
+        // more): the portals' deep backlog serves here too.
+        let listener = crate::driver::listen(addr)?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let (wake, woken) = UnixStream::pair()?;

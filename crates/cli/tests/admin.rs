@@ -319,13 +319,13 @@ fn sighup_applies_a_valid_file_and_keeps_serving_on_a_broken_one() {
     )
     .unwrap();
     target.signal(libc::SIGHUP);
-    wait_for(&target, "LUN 3 of iqn.2026-11.io.isoe:admin added");
+    target.wait_for_output("LUN 3 of iqn.2026-11.io.isoe:admin added");
     assert_lists_lun(&target, OLD_SECRET, 3);
 
     let broken = format!("{original}\n[[target.lun]]\nnumber = 3\nmemory = \"lots\"\n");
     std::fs::write(config.path(), &broken).unwrap();
     target.signal(libc::SIGHUP);
-    wait_for(&target, "reload refused, the running configuration stays");
+    target.wait_for_output("reload refused, the running configuration stays");
     assert!(
         target.output().contains("target[0].lun[1].memory"),
         "{}",
@@ -401,18 +401,6 @@ fn assert_lists_lun(target: &Target, secret: &str, lun: u16) {
         "{}",
         report.describe()
     );
-}
-
-fn wait_for(target: &Target, text: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !target.output().contains(text) {
-        assert!(
-            Instant::now() < deadline,
-            "the target never said {text:?}; its output:\n{}",
-            target.output()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]

@@ -7,7 +7,6 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
 use support::cli::isoe;
 use support::client::{Client, ScsiResult, TEST_UNIT_READY};
 use support::tools::ToolOutput;
@@ -78,18 +77,6 @@ fn capacity_bytes(client: &mut Client) -> u64 {
     (last + 1) * u64::from(block)
 }
 
-fn wait_for(target: &Target, text: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !target.output().contains(text) {
-        assert!(
-            Instant::now() < deadline,
-            "the target never said {text:?}:\n{}",
-            target.output()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn a_memory_lun_resize_is_refused_unless_forced_and_its_data_stays() {
     let config = config("memory = \"16MiB\"");
@@ -117,10 +104,7 @@ fn a_memory_lun_resize_is_refused_unless_forced_and_its_data_stays() {
     let out = admin(&config, &["reload", "--force"]);
     assert!(out.success(), "{}", out.describe());
     assert!(out.stdout.contains("(forced)"), "{}", out.describe());
-    wait_for(
-        &target,
-        "forced change: LUN 0 of iqn.2026-11.io.isoe:reload",
-    );
+    target.wait_for_output("forced change: LUN 0 of iqn.2026-11.io.isoe:reload");
     assert!(target.output().contains("WARN"), "{}", target.output());
     // The capacity changed, and so did the medium.
     assert_attentions(&mut client, &[(0x2a, 0x09), (0x28, 0x00)]);

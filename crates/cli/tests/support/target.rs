@@ -275,6 +275,20 @@ impl Target {
         self.output.lock().map(|s| s.clone()).unwrap_or_default()
     }
 
+    /// Waits up to 20 s for the target to print `text`; panics with its
+    /// output if it never does.
+    pub fn wait_for_output(&self, text: &str) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !self.output().contains(text) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the target never said {text:?}; its output:\n{}",
+                self.output()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
     /// SIGTERM, then waits (SIGKILL after a grace period). Returns the exit
     /// status, or None if the process was already stopped.
     pub fn stop(&mut self) -> Option<ExitStatus> {

@@ -1,0 +1,12 @@
+//! isoe-attach: an iSCSI logical unit as a Linux block device.
+//!
+//! `isoe attach` logs in with isoe's initiator and serves the LU to the
+//! kernel through one of two front-ends, each a [`device::BlockDevice`]:
+//! ublk (`ublk_drv`: requests through io_uring, the default) and NBD (the
+//! kernel's `nbd` driver on a socket pair). The serving loop turns block
+//! requests into SCSI commands and SCSI status into the errno Linux's own
+//! SCSI disk would give.
+
+pub mod device;
+
+pub use device::{BlockDevice, Geometry, Op, Request};

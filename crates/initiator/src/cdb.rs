@@ -70,6 +70,53 @@ pub fn synchronize_cache10() -> [u8; 10] {
     cdb
 }
 
+/// SYNCHRONIZE CACHE (16) (SBC-4 5.26), the whole medium.
+pub fn synchronize_cache16() -> [u8; 16] {
+    let mut cdb = [0u8; 16];
+    cdb[0] = 0x91;
+    cdb
+}
+
+/// WRITE SAME (16) (SBC-4 5.48) of one block, the UNMAP bit when the
+/// range may be deallocated.
+pub fn write_same16(lba: u64, blocks: u32, unmap: bool) -> [u8; 16] {
+    let mut cdb = rw16(0x93, lba, blocks, false);
+    if unmap {
+        cdb[1] = 0x08;
+    }
+    cdb
+}
+
+/// UNMAP (SBC-4 5.30) with a parameter list of `parameter_bytes`.
+pub fn unmap(parameter_bytes: u16) -> [u8; 10] {
+    let mut cdb = [0u8; 10];
+    cdb[0] = 0x42;
+    cdb[7..9].copy_from_slice(&parameter_bytes.to_be_bytes());
+    cdb
+}
+
+/// UNMAP's parameter list (SBC-4 5.30.2) for one range, into `out`.
+pub fn unmap_parameters(lba: u64, blocks: u32, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(&22u16.to_be_bytes()); // UNMAP DATA LENGTH: all that follows
+    out.extend_from_slice(&16u16.to_be_bytes()); // BLOCK DESCRIPTOR DATA LENGTH
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&lba.to_be_bytes());
+    out.extend_from_slice(&blocks.to_be_bytes());
+    out.extend_from_slice(&[0; 4]);
+}
+
+/// MODE SENSE (10) (SPC-4 6.14) of `page` (0x3f: all), current values,
+/// no block descriptors.
+pub fn mode_sense10(page: u8, allocation_length: u16) -> [u8; 10] {
+    let mut cdb = [0u8; 10];
+    cdb[0] = 0x5a;
+    cdb[1] = 0x08; // DBD
+    cdb[2] = page & 0x3f;
+    cdb[7..9].copy_from_slice(&allocation_length.to_be_bytes());
+    cdb
+}
+
 fn rw16(opcode: u8, lba: u64, blocks: u32, fua: bool) -> [u8; 16] {
     let mut cdb = [0u8; 16];
     cdb[0] = opcode;
@@ -98,6 +145,8 @@ pub struct Capacity {
     pub block_size_bytes: u32,
     /// LBPME: logical block provisioning (thin) enabled.
     pub thin_provisioning: bool,
+    /// LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT.
+    pub blocks_per_physical_exponent: u8,
 }
 
 impl Capacity {
@@ -106,10 +155,12 @@ impl Capacity {
         let last_lba = u64::from_be_bytes(data.get(0..8)?.try_into().ok()?);
         let block_size_bytes = u32::from_be_bytes(data.get(8..12)?.try_into().ok()?);
         let thin_provisioning = data.get(14).is_some_and(|b| b & 0x80 != 0);
+        let blocks_per_physical_exponent = data.get(13).map_or(0, |b| b & 0x0f);
         Some(Capacity {
             last_lba,
             block_size_bytes,
             thin_provisioning,
+            blocks_per_physical_exponent,
         })
     }
 
@@ -122,6 +173,126 @@ impl Capacity {
     pub fn size_bytes(&self) -> u64 {
         self.blocks()
             .saturating_mul(u64::from(self.block_size_bytes))
+    }
+}
+
+/// The Block Limits VPD page (B0h, SBC-4 6.6.4): the fields a block
+/// device's queue limits come from, in logical blocks; 0 = not reported.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BlockLimits {
+    pub optimal_transfer_granularity: u16,
+    pub maximum_transfer_length: u32,
+    pub optimal_transfer_length: u32,
+    pub maximum_unmap_lba_count: u32,
+    pub maximum_unmap_descriptors: u32,
+    pub optimal_unmap_granularity: u32,
+    /// UNMAP GRANULARITY ALIGNMENT, when UGAVALID is set.
+    pub unmap_granularity_alignment: Option<u32>,
+    pub maximum_write_same_length: u64,
+}
+
+impl BlockLimits {
+    /// Parses the page (its 4-byte header included); None when too short
+    /// for the transfer lengths. Fields past the end read as 0 (the
+    /// SBC-2 page is 16 bytes long).
+    pub fn parse(data: &[u8]) -> Option<BlockLimits> {
+        if data.get(1) != Some(&0xb0) || data.len() < 16 {
+            return None;
+        }
+        let u32_at = |at: usize| {
+            data.get(at..at + 4)
+                .map_or(0, |b| u32::from_be_bytes(b.try_into().unwrap_or_default()))
+        };
+        let alignment = u32_at(32);
+        Some(BlockLimits {
+            optimal_transfer_granularity: u16::from_be_bytes([data[6], data[7]]),
+            maximum_transfer_length: u32_at(8),
+            optimal_transfer_length: u32_at(12),
+            maximum_unmap_lba_count: u32_at(20),
+            maximum_unmap_descriptors: u32_at(24),
+            optimal_unmap_granularity: u32_at(28),
+            unmap_granularity_alignment: (alignment & 0x8000_0000 != 0)
+                .then_some(alignment & 0x7fff_ffff),
+            maximum_write_same_length: data
+                .get(36..44)
+                .map_or(0, |b| u64::from_be_bytes(b.try_into().unwrap_or_default())),
+        })
+    }
+}
+
+/// The Logical Block Provisioning VPD page (B2h, SBC-4 6.6.6).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Provisioning {
+    /// LBPU: UNMAP deallocates.
+    pub unmap: bool,
+    /// LBPWS: WRITE SAME (16) with UNMAP deallocates.
+    pub write_same16_unmap: bool,
+    /// LBPRZ: deallocated blocks read as zeros.
+    pub reads_zeros: bool,
+}
+
+impl Provisioning {
+    /// Parses the page (header included); None when it is not B2h.
+    pub fn parse(data: &[u8]) -> Option<Provisioning> {
+        if data.get(1) != Some(&0xb2) {
+            return None;
+        }
+        let flags = *data.get(5)?;
+        Some(Provisioning {
+            unmap: flags & 0x80 != 0,
+            write_same16_unmap: flags & 0x40 != 0,
+            reads_zeros: flags & 0x04 != 0,
+        })
+    }
+}
+
+/// What a MODE SENSE (10) answer says about writes (SBC-4 6.5.1, 7.5.5).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteModes {
+    /// WP: the medium is write-protected.
+    pub write_protected: bool,
+    /// DPOFUA: the DPO and FUA bits are honoured.
+    pub fua: bool,
+    /// WCE of the Caching page (08h), when it came back: a volatile
+    /// write cache is on.
+    pub write_cache: Option<bool>,
+}
+
+impl WriteModes {
+    /// Parses a MODE SENSE (10) answer; None when shorter than its header.
+    pub fn parse(data: &[u8]) -> Option<WriteModes> {
+        if data.len() < 8 {
+            return None;
+        }
+        let specific = data[3];
+        let end = (usize::from(u16::from_be_bytes([data[0], data[1]])) + 2).min(data.len());
+        let descriptors = usize::from(u16::from_be_bytes([data[6], data[7]]));
+        let mut at = 8 + descriptors;
+        let mut write_cache = None;
+        while at + 2 <= end {
+            let page = data[at] & 0x3f;
+            let subpage_format = data[at] & 0x40 != 0;
+            let (header, len) = if subpage_format {
+                if at + 4 > end {
+                    break;
+                }
+                (
+                    4,
+                    usize::from(u16::from_be_bytes([data[at + 2], data[at + 3]])),
+                )
+            } else {
+                (2, usize::from(data[at + 1]))
+            };
+            if page == 0x08 && !subpage_format && at + 2 < end {
+                write_cache = Some(data[at + 2] & 0x04 != 0);
+            }
+            at += header + len;
+        }
+        Some(WriteModes {
+            write_protected: specific & 0x80 != 0,
+            fua: specific & 0x10 != 0,
+            write_cache,
+        })
     }
 }
 
@@ -244,5 +415,75 @@ mod tests {
         r[17] = 0x02;
         assert_eq!(parse_report_luns(&r).unwrap(), vec![0, 0x0102]);
         assert_eq!(parse_report_luns(&r[..3]), None);
+    }
+
+    #[test]
+    fn block_limits_provisioning_and_modes_parse() {
+        let mut b0 = vec![0u8; 64];
+        b0[1] = 0xb0;
+        b0[3] = 0x3c;
+        b0[6..8].copy_from_slice(&8u16.to_be_bytes());
+        b0[8..12].copy_from_slice(&2048u32.to_be_bytes());
+        b0[12..16].copy_from_slice(&256u32.to_be_bytes());
+        b0[20..24].copy_from_slice(&0x40_0000u32.to_be_bytes());
+        b0[24..28].copy_from_slice(&1u32.to_be_bytes());
+        b0[28..32].copy_from_slice(&8u32.to_be_bytes());
+        b0[32..36].copy_from_slice(&0x8000_0002u32.to_be_bytes());
+        b0[36..44].copy_from_slice(&0x1_0000u64.to_be_bytes());
+        let l = BlockLimits::parse(&b0).unwrap();
+        assert_eq!(l.maximum_transfer_length, 2048);
+        assert_eq!(l.optimal_transfer_length, 256);
+        assert_eq!(l.maximum_unmap_lba_count, 0x40_0000);
+        assert_eq!(l.optimal_unmap_granularity, 8);
+        assert_eq!(l.unmap_granularity_alignment, Some(2));
+        assert_eq!(l.maximum_write_same_length, 0x1_0000);
+        // The 16-byte SBC-2 page: the rest reads as not reported.
+        let short = BlockLimits::parse(&b0[..16]).unwrap();
+        assert_eq!(short.maximum_unmap_lba_count, 0);
+        assert_eq!(short.unmap_granularity_alignment, None);
+        assert_eq!(BlockLimits::parse(&b0[..12]), None);
+
+        let b2 = [0, 0xb2, 0, 4, 0, 0x80 | 0x40 | 0x04, 2, 0];
+        let p = Provisioning::parse(&b2).unwrap();
+        assert!(p.unmap && p.write_same16_unmap && p.reads_zeros);
+        assert_eq!(Provisioning::parse(&b0), None);
+
+        // Header (WP + DPOFUA), then the Caching page with WCE, after a
+        // Control page.
+        let mut m = vec![0u8; 8];
+        m[3] = 0x80 | 0x10;
+        m.extend_from_slice(&[0x0a, 2, 0, 0]);
+        m.extend_from_slice(&[0x08, 0x12, 0x04]);
+        m.resize(8 + 4 + 20, 0);
+        let len = (m.len() - 2) as u16;
+        m[0..2].copy_from_slice(&len.to_be_bytes());
+        let w = WriteModes::parse(&m).unwrap();
+        assert_eq!(
+            w,
+            WriteModes {
+                write_protected: true,
+                fua: true,
+                write_cache: Some(true)
+            }
+        );
+        m[3] = 0;
+        m[14] = 0;
+        let w = WriteModes::parse(&m).unwrap();
+        assert!(!w.write_protected && !w.fua && w.write_cache == Some(false));
+    }
+
+    #[test]
+    fn unmap_and_write_same_carry_the_range() {
+        let mut p = Vec::new();
+        unmap_parameters(0x10, 0x20, &mut p);
+        assert_eq!(p.len(), 24);
+        assert_eq!(p[0..4], [0, 22, 0, 16]);
+        assert_eq!(p[8..16], 0x10u64.to_be_bytes());
+        assert_eq!(p[16..20], 0x20u32.to_be_bytes());
+        assert_eq!(unmap(24)[7..9], [0, 24]);
+        let w = write_same16(7, 9, true);
+        assert_eq!((w[0], w[1]), (0x93, 0x08));
+        assert_eq!(w[10..14], 9u32.to_be_bytes());
+        assert_eq!(write_same16(7, 9, false)[1], 0);
     }
 }

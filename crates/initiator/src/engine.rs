@@ -132,7 +132,15 @@ pub struct Engine {
     /// Numbers the LUs opened, so that a late answer from a background
     /// login finds no LU that took the place of its own.
     lu_generation: u64,
+    /// A descriptor of the caller's that ends a wait when it becomes
+    /// readable ([`Engine::poll_or_wake`]).
+    wake: Option<RawFd>,
+    /// `wake` became readable during this call.
+    woken: bool,
 }
+
+/// `pollmap`'s entry for the caller's wake descriptor.
+const WAKE_SLOT: (usize, usize) = (usize::MAX, usize::MAX);
 
 impl Drop for Engine {
     fn drop(&mut self) {
@@ -275,6 +283,24 @@ impl Engine {
         self.run(out, timeout, batch)
     }
 
+    /// [`Engine::poll`] that also returns, with `true`, as soon as `wake`
+    /// (the caller's descriptor: a ublk ring, an NBD socket) is readable,
+    /// so that one thread waits on its own input and the iSCSI sockets at
+    /// once. While a wake descriptor is given the engine waits in `poll(2)`
+    /// even with a lone connection.
+    pub fn poll_or_wake(
+        &mut self,
+        out: &mut Vec<Completion>,
+        timeout: Duration,
+        wake: RawFd,
+    ) -> Result<bool, InitiatorError> {
+        self.wake = Some(wake);
+        self.woken = false;
+        let result = self.poll(out, timeout);
+        self.wake = None;
+        result.map(|()| std::mem::take(&mut self.woken))
+    }
+
     /// Completions [`Engine::poll`] waits for before it returns
     /// (completion coalescing, as an HBA moderates its interrupts). With
     /// several connections each wake-up brings one connection's PDU, so
@@ -333,7 +359,7 @@ impl Engine {
                 }
             }
             let got = out.len() - before;
-            if got >= batch || (got > 0 && self.tasks_in_flight() == 0) {
+            if got >= batch || (got > 0 && self.tasks_in_flight() == 0) || self.woken {
                 return Ok(());
             }
             let now = Instant::now();
@@ -409,12 +435,16 @@ impl Engine {
                 self.pollmap.push((s, c));
             }
         }
+        if let Some(fd) = self.wake {
+            self.pollfds.push(sys::poll_fd(fd, false));
+            self.pollmap.push(WAKE_SLOT);
+        }
         match self.pollfds.len() {
             0 => {
                 std::thread::sleep(wait.min(Duration::from_millis(10)));
                 Ok(())
             }
-            1 if self.pollfds[0].events == sys::poll_fd(0, false).events => {
+            1 if self.wake.is_none() && self.pollfds[0].events == sys::poll_fd(0, false).events => {
                 // One connection with nothing to send: wait in recv itself.
                 let (s, c) = self.pollmap[0];
                 self.receive(s, c, Some(recv_timeout));
@@ -429,6 +459,10 @@ impl Engine {
                 for i in 0..self.pollfds.len() {
                     if sys::readable(&self.pollfds[i]) {
                         let (s, c) = self.pollmap[i];
+                        if (s, c) == WAKE_SLOT {
+                            self.woken = true;
+                            continue;
+                        }
                         self.receive(s, c, None);
                     }
                 }

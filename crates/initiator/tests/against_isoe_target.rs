@@ -359,3 +359,51 @@ fn target_pings_are_answered_and_idle_sessions_send_keepalives() {
     }
     target.shutdown().unwrap();
 }
+
+/// `poll_or_wake` returns as soon as the caller's descriptor is readable,
+/// with a lone connection too (which otherwise waits in `recv`), and
+/// completions still come back through it.
+#[test]
+fn poll_or_wake_returns_for_the_callers_descriptor() {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+    use std::time::Instant;
+
+    let target = start_target("");
+    let mut engine = Engine::new();
+    let s = engine.login(config_for(target.portals()[0])).unwrap();
+    let (mut ours, theirs) = UnixStream::pair().unwrap();
+    let mut done = Vec::new();
+
+    // Nothing readable: the wait runs to its timeout and says so.
+    let woken = engine
+        .poll_or_wake(&mut done, Duration::from_millis(50), theirs.as_raw_fd())
+        .unwrap();
+    assert!(!woken);
+    assert!(done.is_empty());
+
+    // Readable: back at once, long before the timeout.
+    ours.write_all(b"x").unwrap();
+    let start = Instant::now();
+    let woken = engine
+        .poll_or_wake(&mut done, Duration::from_secs(30), theirs.as_raw_fd())
+        .unwrap();
+    assert!(woken, "the wake descriptor was readable");
+    assert!(start.elapsed() < Duration::from_secs(20));
+
+    // A command's completion still arrives while the descriptor is watched
+    // (it stays readable, so each call also says woken).
+    engine
+        .submit(s, Command::read(0, &cdb::read16(0, 1), BLOCK as u32), 7)
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while done.is_empty() && Instant::now() < deadline {
+        engine
+            .poll_or_wake(&mut done, Duration::from_millis(100), theirs.as_raw_fd())
+            .unwrap();
+    }
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].token, 7);
+    done[0].good().unwrap();
+}

@@ -352,6 +352,7 @@ mod tests {
             last_lba: 99,
             block_size_bytes: 512,
             thin_provisioning: false,
+            blocks_per_physical_exponent: 0,
         };
         assert!(check_range(0, &cap, 90, 10, "writing").is_ok());
         let Err(Failure::Operational(text)) = check_range(0, &cap, 91, 10, "writing") else {

@@ -8,5 +8,7 @@
 //! SCSI disk would give.
 
 pub mod device;
+pub mod scsi;
+pub mod serve;
 
 pub use device::{BlockDevice, Geometry, Op, Request};

@@ -112,6 +112,22 @@ struct Entry {
     path_of: Option<(usize, usize)>,
 }
 
+/// A command [`Engine::submit_or_return`] refused, and why.
+#[derive(Debug)]
+pub struct Refused {
+    pub error: InitiatorError,
+    pub command: Command,
+}
+
+impl Refused {
+    fn new(why: String, command: Command) -> Box<Refused> {
+        Box::new(Refused {
+            error: InitiatorError::Usage(why),
+            command,
+        })
+    }
+}
+
 /// One thread's initiator: sessions, sockets and the event loop.
 #[derive(Debug, Default)]
 pub struct Engine {
@@ -236,14 +252,29 @@ impl Engine {
         command: Command,
         token: u64,
     ) -> Result<(), InitiatorError> {
+        self.submit_or_return(session, command, token)
+            .map_err(|refused| refused.error)
+    }
+
+    /// [`Engine::submit`] that hands the command back when it is refused
+    /// (a failed session, a full task table), so that its buffer is not
+    /// lost: a block device's buffers are the kernel's to find again.
+    pub fn submit_or_return(
+        &mut self,
+        session: usize,
+        command: Command,
+        token: u64,
+    ) -> Result<(), Box<Refused>> {
         if let Some(lu) = multipath::lu_slot(session) {
             return self.submit_multipath(lu, command, token);
         }
-        let entry = self.entry(session)?;
+        let Some(entry) = self.sessions.get_mut(session).and_then(Option::as_mut) else {
+            return Err(Refused::new(format!("no session {session}"), command));
+        };
         entry
             .core
             .submit(command, token)
-            .map_err(|(e, _)| InitiatorError::Usage(e.to_string()))
+            .map_err(|(e, c)| Refused::new(e.to_string(), c))
     }
 
     /// Sends a task management function; its answer comes back as a completion with `token`.

@@ -8,7 +8,7 @@
 //! space of session indices: `submit`, `execute`, `poll` and `logout` take
 //! either.
 
-use super::{connect_session, Engine, Sock, TICK};
+use super::{connect_session, Engine, Refused, Sock, TICK};
 use crate::command::{Command, Completion, TaskError};
 use crate::config::SessionConfig;
 use crate::error::InitiatorError;
@@ -185,15 +185,13 @@ impl Engine {
         slot: usize,
         command: Command,
         token: u64,
-    ) -> Result<(), InitiatorError> {
-        let lu = self
-            .lus
-            .get_mut(slot)
-            .and_then(Option::as_mut)
-            .ok_or_else(|| InitiatorError::Usage(format!("no multipath LU {slot}")))?;
+    ) -> Result<(), Box<Refused>> {
+        let Some(lu) = self.lus.get_mut(slot).and_then(Option::as_mut) else {
+            return Err(Refused::new(format!("no multipath LU {slot}"), command));
+        };
         lu.core
             .submit(command, token)
-            .map_err(|(e, _)| InitiatorError::Usage(e.to_string()))?;
+            .map_err(|(e, c)| Refused::new(e.to_string(), c))?;
         dispatch(lu, &mut self.sessions);
         Ok(())
     }

@@ -1,0 +1,338 @@
+//! The serving loop: one thread moves requests from a kernel front-end to
+//! the iSCSI session and answers back.
+//!
+//! Each turn takes every request that arrived (no system call for ublk:
+//! the completion ring is shared memory), turns each into its SCSI command
+//! in the tag's own buffer (no allocation), lets the engine send them all
+//! and wait, in one `poll(2)`, for answers or for the next requests, and
+//! hands the kernel every completion of the turn at once. A lost
+//! connection is the engine's business: it logs in again (ERL 0
+//! reinstatement) and sends the commands that were outstanding again, for
+//! up to the replacement timeout; meanwhile requests wait in the kernel.
+
+use crate::device::{BlockDevice, Op, Request};
+use crate::scsi::{self, Lu, Verdict, MAX_TRIES, NOT_READY_PATIENCE};
+use isoe_initiator::{Completion, Engine, InitiatorError};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+/// How often the observer hears the counters, at most.
+const TICK: Duration = Duration::from_secs(1);
+/// The longest one wait lasts (stop requests are checked between waits).
+const WAIT: Duration = Duration::from_millis(250);
+
+/// Counters of one device, as `isoe attach --list --json` shows them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Stats {
+    /// Requests completed, successfully or not.
+    pub commands: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub flushes: u64,
+    pub discards: u64,
+    pub write_zeroes: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    /// Requests that failed (an errno went back to the kernel).
+    pub errors: u64,
+    /// Commands sent again after a retryable answer.
+    pub retries: u64,
+    /// Sessions reinstated after a lost connection.
+    pub reconnects: u64,
+    /// Requests at the target now.
+    pub in_flight: u64,
+    /// Sum and maximum of request latencies (arrival to completion), µs.
+    pub latency_total_us: u64,
+    pub latency_max_us: u64,
+}
+
+impl Stats {
+    /// Mean latency in µs, 0 before the first request.
+    pub fn latency_mean_us(&self) -> u64 {
+        self.latency_total_us
+            .checked_div(self.commands)
+            .unwrap_or_default()
+    }
+}
+
+/// What the serving loop tells its owner, and asks it.
+pub trait Observer {
+    /// The device exists at `path` and serves.
+    fn ready(&mut self, path: &Path) -> io::Result<()>;
+    /// About once a second, and once at the end.
+    fn tick(&mut self, stats: &Stats);
+    /// True once the device should go (SIGTERM, `isoe detach`).
+    fn stop_requested(&self) -> bool;
+}
+
+/// Why serving ended other than by a stop.
+#[derive(Debug, Error)]
+pub enum ServeError {
+    #[error("the block device failed: {0}")]
+    Device(#[source] io::Error),
+    #[error("the block device could not start: {0}")]
+    Start(#[source] io::Error),
+    #[error(transparent)]
+    Initiator(#[from] InitiatorError),
+    #[error("{0}")]
+    Observer(#[source] io::Error),
+}
+
+/// A request at the target (or waiting to go again).
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    request: Request,
+    arrived: Instant,
+    tries: u8,
+    not_ready_since: Option<Instant>,
+}
+
+/// Serves `device` from LU `lu` of `session` (a session or a multipath LU
+/// of `engine`) until the kernel stops the device, after a stop request or
+/// on its own. Returns the final counters and the device's path.
+pub fn serve<D: BlockDevice>(
+    engine: &mut Engine,
+    session: usize,
+    lu: &Lu,
+    device: &mut D,
+    observer: &mut dyn Observer,
+) -> Result<(Stats, Option<PathBuf>), ServeError> {
+    let mut state = State {
+        slots: Vec::new(),
+        delayed: Vec::new(),
+        stats: Stats::default(),
+        reconnects_before: engine.stats().reconnects,
+    };
+    let mut requests: Vec<Request> = Vec::with_capacity(256);
+    let mut done: Vec<Completion> = Vec::with_capacity(256);
+    let mut path: Option<PathBuf> = None;
+    let mut stopping = false;
+    let mut last_tick = Instant::now();
+    loop {
+        if path.is_none() {
+            match device.ready() {
+                Some(Ok(p)) => {
+                    observer.ready(&p).map_err(ServeError::Observer)?;
+                    path = Some(p);
+                }
+                Some(Err(e)) => return Err(ServeError::Start(e)),
+                None => {}
+            }
+        }
+        if !stopping && observer.stop_requested() {
+            stopping = true;
+            device.stop().map_err(ServeError::Device)?;
+        }
+        if !device
+            .take_requests(&mut requests)
+            .map_err(ServeError::Device)?
+        {
+            break;
+        }
+        for request in requests.drain(..) {
+            let buffer = device.take_buffer(request.tag);
+            let slot = Slot {
+                request,
+                arrived: Instant::now(),
+                tries: 0,
+                not_ready_since: None,
+            };
+            state.start(engine, session, lu, device, slot, buffer);
+        }
+        let now = Instant::now();
+        state.send_due(engine, session, lu, device, now);
+        let wait = state
+            .delayed
+            .iter()
+            .map(|d| d.0.saturating_duration_since(now))
+            .min()
+            .unwrap_or(WAIT)
+            .min(WAIT);
+        engine.poll_or_wake(&mut done, wait, device.wake_fd())?;
+        let now = Instant::now();
+        for c in done.drain(..) {
+            state.finish(engine, session, lu, device, c, now);
+        }
+        device.flush().map_err(ServeError::Device)?;
+        if now.duration_since(last_tick) >= TICK {
+            last_tick = now;
+            state.stats.reconnects = engine.stats().reconnects - state.reconnects_before;
+            observer.tick(&state.stats);
+        }
+    }
+    state.stats.reconnects = engine.stats().reconnects - state.reconnects_before;
+    state.stats.in_flight = 0;
+    observer.tick(&state.stats);
+    Ok((state.stats, path))
+}
+
+struct State {
+    /// By tag.
+    slots: Vec<Option<Slot>>,
+    /// Commands waiting to go again: when, their tag, their buffer.
+    delayed: Vec<(Instant, u16, Vec<u8>)>,
+    stats: Stats,
+    reconnects_before: u64,
+}
+
+impl State {
+    /// Sends `slot`'s command, or fails the request at once when the
+    /// session takes no more commands.
+    fn start<D: BlockDevice>(
+        &mut self,
+        engine: &mut Engine,
+        session: usize,
+        lu: &Lu,
+        device: &mut D,
+        slot: Slot,
+        buffer: Vec<u8>,
+    ) {
+        let tag = slot.request.tag;
+        let index = usize::from(tag);
+        if self.slots.len() <= index {
+            self.slots.resize(index + 1, None);
+        }
+        let command = scsi::command(lu, &slot.request, buffer);
+        self.slots[index] = Some(slot);
+        self.stats.in_flight += 1;
+        if let Err(refused) = engine.submit_or_return(session, command, u64::from(tag)) {
+            self.end(
+                device,
+                tag,
+                refused.command.buffer,
+                Err(libc::ENOLINK),
+                Instant::now(),
+            );
+        }
+    }
+
+    /// Sends again the delayed commands whose time has come.
+    fn send_due<D: BlockDevice>(
+        &mut self,
+        engine: &mut Engine,
+        session: usize,
+        lu: &Lu,
+        device: &mut D,
+        now: Instant,
+    ) {
+        let mut i = 0;
+        while i < self.delayed.len() {
+            if self.delayed[i].0 > now {
+                i += 1;
+                continue;
+            }
+            let (_, tag, buffer) = self.delayed.swap_remove(i);
+            let Some(slot) = self.slots[usize::from(tag)].take() else {
+                continue;
+            };
+            self.stats.in_flight -= 1;
+            self.start(engine, session, lu, device, slot, buffer);
+        }
+    }
+
+    /// A command's answer: completes its request, or sends it again.
+    fn finish<D: BlockDevice>(
+        &mut self,
+        engine: &mut Engine,
+        session: usize,
+        lu: &Lu,
+        device: &mut D,
+        c: Completion,
+        now: Instant,
+    ) {
+        let Ok(tag) = u16::try_from(c.token) else {
+            return;
+        };
+        let Some(mut slot) = self.slots.get_mut(usize::from(tag)).and_then(Option::take) else {
+            return;
+        };
+        slot.tries += 1;
+        let result = match scsi::judge(&c.outcome) {
+            Verdict::Good => Ok(()),
+            Verdict::Fail(errno) => Err(errno),
+            Verdict::Retry(after) if slot.tries < MAX_TRIES => {
+                return self.again(engine, session, lu, device, slot, c.buffer, now + after);
+            }
+            Verdict::NotReady
+                if now.duration_since(*slot.not_ready_since.get_or_insert(now))
+                    < NOT_READY_PATIENCE =>
+            {
+                return self.again(
+                    engine,
+                    session,
+                    lu,
+                    device,
+                    slot,
+                    c.buffer,
+                    now + scsi::BUSY_DELAY,
+                );
+            }
+            Verdict::Retry(_) | Verdict::NotReady => Err(libc::EIO),
+        };
+        self.slots[usize::from(tag)] = Some(slot);
+        self.end(device, tag, c.buffer, result, now);
+    }
+
+    /// Sends `slot`'s command again at `when` (at once if that has come).
+    #[allow(clippy::too_many_arguments)]
+    fn again<D: BlockDevice>(
+        &mut self,
+        engine: &mut Engine,
+        session: usize,
+        lu: &Lu,
+        device: &mut D,
+        slot: Slot,
+        buffer: Vec<u8>,
+        when: Instant,
+    ) {
+        self.stats.retries += 1;
+        let tag = slot.request.tag;
+        if when <= Instant::now() {
+            self.stats.in_flight -= 1;
+            self.start(engine, session, lu, device, slot, buffer);
+        } else {
+            self.slots[usize::from(tag)] = Some(slot);
+            self.delayed.push((when, tag, buffer));
+        }
+    }
+
+    /// Completes request `tag` to the kernel and counts it.
+    fn end<D: BlockDevice>(
+        &mut self,
+        device: &mut D,
+        tag: u16,
+        buffer: Vec<u8>,
+        result: Result<(), i32>,
+        now: Instant,
+    ) {
+        let Some(slot) = self.slots.get_mut(usize::from(tag)).and_then(Option::take) else {
+            return;
+        };
+        let s = &mut self.stats;
+        s.in_flight -= 1;
+        s.commands += 1;
+        let len = u64::from(slot.request.len);
+        match slot.request.op {
+            Op::Read => {
+                s.reads += 1;
+                s.read_bytes += len;
+            }
+            Op::Write => {
+                s.writes += 1;
+                s.write_bytes += len;
+            }
+            Op::Flush => s.flushes += 1,
+            Op::Discard => s.discards += 1,
+            Op::WriteZeroes => s.write_zeroes += 1,
+        }
+        if result.is_err() {
+            s.errors += 1;
+        }
+        let us = now.duration_since(slot.arrived).as_micros() as u64;
+        s.latency_total_us += us;
+        s.latency_max_us = s.latency_max_us.max(us);
+        device.complete(tag, buffer, result);
+    }
+}

@@ -8,6 +8,7 @@
 //! SCSI disk would give.
 
 pub mod device;
+pub mod modules;
 pub mod scsi;
 pub mod serve;
 

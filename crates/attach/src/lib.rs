@@ -10,5 +10,6 @@
 pub mod device;
 pub mod scsi;
 pub mod serve;
+pub mod settings;
 
 pub use device::{BlockDevice, Geometry, Op, Request};

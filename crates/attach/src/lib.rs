@@ -11,5 +11,6 @@ pub mod device;
 pub mod scsi;
 pub mod serve;
 pub mod settings;
+pub mod state;
 
 pub use device::{BlockDevice, Geometry, Op, Request};

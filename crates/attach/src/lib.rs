@@ -11,5 +11,7 @@ pub mod device;
 pub mod modules;
 pub mod scsi;
 pub mod serve;
+pub mod settings;
+pub mod state;
 
 pub use device::{BlockDevice, Geometry, Op, Request};

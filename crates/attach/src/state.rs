@@ -2,7 +2,7 @@
 //! record per device in the state directory, which `isoe attach --list`,
 //! `isoe detach` and a restarted attach read.
 //!
-//! The directory is `/run/isoe/attach/` ([`DEFAULT_DIR`]: gone at reboot,
+//! The directory is `/run/isoe-attach/` ([`DEFAULT_DIR`]: gone at reboot,
 //! like the devices), or `$ISOE_ATTACH_STATE_DIR` ([`DIR_ENV`]) where that
 //! is set. The record of device `NAME` is `NAME.json`, written whole or
 //! not at all ([`Record::save`]: a new file renamed over the old one), so
@@ -28,7 +28,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use thiserror::Error;
 
 /// The state directory where [`DIR_ENV`] is not set.
-pub const DEFAULT_DIR: &str = "/run/isoe/attach";
+pub const DEFAULT_DIR: &str = "/run/isoe-attach";
 /// The environment variable that moves the state directory (tests set it).
 pub const DIR_ENV: &str = "ISOE_ATTACH_STATE_DIR";
 /// The longest device name.
@@ -517,15 +517,15 @@ mod tests {
 
     #[test]
     fn the_directory() {
-        assert_eq!(dir_from(None), Path::new("/run/isoe/attach"));
-        assert_eq!(dir_from(Some("".into())), Path::new("/run/isoe/attach"));
+        assert_eq!(dir_from(None), Path::new("/run/isoe-attach"));
+        assert_eq!(dir_from(Some("".into())), Path::new("/run/isoe-attach"));
         assert_eq!(dir_from(Some("/tmp/x".into())), Path::new("/tmp/x"));
     }
 
     #[test]
     fn save_list_find() {
         let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("run/isoe/attach");
+        let dir = tmp.path().join("run/isoe-attach");
         assert!(
             list_in(&dir).unwrap().is_empty(),
             "no directory, no records"

@@ -133,7 +133,7 @@ fn the_unit_attaches_the_instance_s_device_file() {
     for key in ["Wants", "Before"] {
         assert!(setting(&u, key).contains(&"remote-fs-pre.target"), "{key}");
     }
-    // The state directory (/run/isoe/attach) stays writable.
+    // The state directory (/run/isoe-attach) stays writable.
     assert!(state_dir_writable(&s));
 }
 
@@ -143,6 +143,6 @@ fn state_dir_writable(s: &[(String, String)]) -> bool {
     setting(s, "ProtectSystem") != ["strict"]
         && setting(s, "ReadOnlyPaths").iter().all(|v| {
             !v.split_whitespace()
-                .any(|p| "/run/isoe/attach".starts_with(p))
+                .any(|p| "/run/isoe-attach".starts_with(p))
         })
 }

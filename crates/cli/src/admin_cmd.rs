@@ -470,6 +470,42 @@ fn mean_us(op: &Json) -> String {
     )
 }
 
+/// A LUN's second line, under its reads: UNMAP and WRITE SAME (commands /
+/// bytes of the medium deallocated or covered), SYNCHRONIZE CACHE and the
+/// other commands.
+fn range_line(t: &Json) -> String {
+    let n = |v: &Json| v.as_u64().unwrap_or(0);
+    format!(
+        "{:47}unmap {} / {}   write_same {} / {}   sync_cache {}   other {}",
+        "",
+        n(&t["unmap"]["commands"]),
+        short_bytes(n(&t["unmap"]["bytes"])),
+        n(&t["write_same"]["commands"]),
+        short_bytes(n(&t["write_same"]["bytes"])),
+        n(&t["sync_cache"]),
+        n(&t["other"]),
+    )
+}
+
+/// `bytes` in the largest power-of-1024 unit it reaches: `512 B`,
+/// `4 KiB`, `1.5 GiB`.
+fn short_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let Some(power) = (1..=UNITS.len() as u32)
+        .rev()
+        .find(|p| bytes >= 1u64 << (10 * p))
+    else {
+        return format!("{bytes} B");
+    };
+    let scale = 1u64 << (10 * power);
+    let unit = UNITS[power as usize - 1];
+    if bytes.is_multiple_of(scale) {
+        format!("{} {unit}", bytes / scale)
+    } else {
+        format!("{:.1} {unit}", bytes as f64 / scale as f64)
+    }
+}
+
 fn print_stats(reply: &Json) {
     if reply["counting"].as_bool() == Some(false) {
         println!(
@@ -502,6 +538,7 @@ fn print_stats(reply: &Json) {
                 mean_us(&t["write"]),
                 errors
             );
+            println!("{}", range_line(t));
         }
     }
     println!("sessions:");
@@ -549,5 +586,29 @@ fn str_of(v: &Json) -> String {
         Json::String(s) => s.clone(),
         Json::Null => "-".into(),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lun_s_second_line_names_unmap_write_same_and_sync_cache() {
+        let t = serde_json::json!({
+            "unmap": {"commands": 3, "bytes": 5u64 << 30},
+            "write_same": {"commands": 2, "bytes": 1536},
+            "sync_cache": 7,
+            "other": 12,
+        });
+        let line = range_line(&t);
+        assert_eq!(
+            line.trim_start(),
+            "unmap 3 / 5 GiB   write_same 2 / 1.5 KiB   sync_cache 7   other 12"
+        );
+        assert_eq!(line.len() - line.trim_start().len(), 47, "under the reads");
+        assert_eq!(short_bytes(0), "0 B");
+        assert_eq!(short_bytes(1023), "1023 B");
+        assert_eq!(short_bytes(4096), "4 KiB");
     }
 }

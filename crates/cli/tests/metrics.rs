@@ -397,3 +397,191 @@ fn a_slowloris_and_an_idle_flood_neither_starve_scrapes_nor_delay_the_stop() {
     eprintln!("SIGTERM to exit with the slowloris trickling: {took:?}");
     assert!(took < Duration::from_secs(5), "the stop took {took:?}");
 }
+
+/// What a block device sends besides READ and WRITE (`fstrim`,
+/// `blkdiscard`, a file system's flushes) is counted per LUN apart from
+/// `other`: UNMAP and WRITE SAME with the bytes of the medium they covered,
+/// SYNCHRONIZE CACHE. On a memory LUN (run on the worker) and on a file LUN
+/// of 4 KiB blocks (run on the I/O threads), in `isoe admin stats --json`,
+/// its table and the Prometheus exposition alike.
+#[test]
+fn unmap_write_same_and_sync_cache_are_counted_apart() {
+    use isoe_initiator::cdb::{
+        synchronize_cache10, synchronize_cache16, test_unit_ready, unmap, write_same16,
+    };
+    use isoe_initiator::{Command, Engine, IscsiUrl, Portal, RetryPolicy, SessionConfig};
+
+    let config = TargetConfig::new("");
+    let socket = config.dir().join("control.sock");
+    std::fs::write(
+        config.path(),
+        format!(
+            "portals = [\"127.0.0.1:0\"]\n[control]\nsocket = \"{}\"\n[metrics]\nlisten = \"127.0.0.1:0\"\n\n\
+             [[target]]\nname = \"{TARGET}\"\n[[target.lun]]\nnumber = 0\nmemory = \"64MiB\"\n\
+             [[target.lun]]\nnumber = 1\nfile = \"lun1.img\"\nsize = \"8MiB\"\nblock_size = 4096\n",
+            socket.display()
+        ),
+    )
+    .unwrap();
+    let target = Target::with_config_portals(&config, 1);
+    let metrics = metrics_addr(&target);
+
+    let addr = target.addr();
+    let url = IscsiUrl::parse(&format!("iscsi://{addr}/{TARGET}/0")).unwrap();
+    let mut session = SessionConfig::from_url(&url);
+    session.portal = Portal {
+        host: addr.ip().to_string(),
+        port: addr.port(),
+    };
+    session.initiator_name = "iqn.2026-11.io.isoe:discard".into();
+    session.retry = RetryPolicy {
+        attempts: 0,
+        ..RetryPolicy::default()
+    };
+    session.timeout = Duration::from_secs(30);
+    let mut engine = Engine::new();
+    let s = engine.login(session).expect("login");
+    // The status of one command: GOOD, or its sense key.
+    let mut run = |command: Command| -> Result<(), Option<u8>> {
+        let done = engine.execute(s, command).expect("a command completes");
+        match &done.outcome {
+            isoe_initiator::Outcome::Scsi(status) if status.is_good() => Ok(()),
+            isoe_initiator::Outcome::Scsi(status) => Err(status.sense_key().map(|k| k.0)),
+            other => panic!("{other:?}"),
+        }
+    };
+    // UNMAP's parameter list with one descriptor per range.
+    let unmap_list = |ranges: &[(u64, u32)]| {
+        let descriptors = 16 * ranges.len() as u16;
+        let mut list = Vec::new();
+        list.extend_from_slice(&(descriptors + 6).to_be_bytes());
+        list.extend_from_slice(&descriptors.to_be_bytes());
+        list.extend_from_slice(&[0; 4]);
+        for (lba, blocks) in ranges {
+            list.extend_from_slice(&lba.to_be_bytes());
+            list.extend_from_slice(&blocks.to_be_bytes());
+            list.extend_from_slice(&[0; 4]);
+        }
+        (unmap(list.len() as u16), list)
+    };
+
+    // LUN 0: 512-byte blocks, 131072 of them.
+    let (cdb, list) = unmap_list(&[(0, 8), (1000, 2040)]);
+    run(Command::write(0, &cdb, list)).expect("UNMAP of 2048 blocks");
+    let (cdb, list) = unmap_list(&[(16, 8)]);
+    run(Command::write(0, &cdb, list)).expect("UNMAP of 8 blocks");
+    let (cdb, list) = unmap_list(&[(131_072, 8)]);
+    let refused = run(Command::write(0, &cdb, list));
+    assert_eq!(refused, Err(Some(0x05)), "UNMAP past the last LBA");
+    let cdb = write_same16(4096, 128, true);
+    run(Command::write(0, &cdb, vec![0; 512])).expect("WRITE SAME (16) UNMAP=1");
+    let cdb = write_same16(8192, 16, false);
+    run(Command::write(0, &cdb, vec![0xab; 512])).expect("WRITE SAME (16) of a pattern");
+    run(Command::new(0, &synchronize_cache10())).expect("SYNCHRONIZE CACHE (10)");
+    run(Command::new(0, &synchronize_cache16())).expect("SYNCHRONIZE CACHE (16)");
+    run(Command::new(0, &test_unit_ready())).expect("TEST UNIT READY");
+    // LUN 1: 4096-byte blocks, 2048 of them.
+    let (cdb, list) = unmap_list(&[(0, 16)]);
+    run(Command::write(1, &cdb, list)).expect("UNMAP on the file LUN");
+    // Zero blocks: through the last LBA, 1948 blocks.
+    let cdb = write_same16(100, 0, true);
+    run(Command::write(1, &cdb, vec![0; 4096])).expect("WRITE SAME (16) to the end");
+    run(Command::new(1, &synchronize_cache16())).expect("SYNCHRONIZE CACHE (16), file LUN");
+    engine.logout(s).expect("logout");
+
+    let out = isoe(&[
+        "admin",
+        "--json",
+        "--socket",
+        socket.to_str().unwrap(),
+        "stats",
+    ]);
+    assert!(out.success(), "{}", out.describe());
+    let stats: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let luns = &stats["stats"]["luns"][TARGET];
+    let lun0 = &luns["0"];
+    assert_eq!(
+        lun0["unmap"],
+        serde_json::json!({"commands": 3, "bytes": 2056 * 512}),
+        "{lun0}"
+    );
+    assert_eq!(
+        lun0["write_same"],
+        serde_json::json!({"commands": 2, "bytes": 144 * 512}),
+        "{lun0}"
+    );
+    assert_eq!(lun0["sync_cache"], 2, "{lun0}");
+    assert!(lun0["other"].as_u64().unwrap() >= 1, "{lun0}");
+    assert_eq!(lun0["write"]["commands"], 0, "none is a WRITE: {lun0}");
+    assert_eq!(lun0["sense"]["illegal_request"], 1, "{lun0}");
+    let lun1 = &luns["1"];
+    assert_eq!(
+        lun1["unmap"],
+        serde_json::json!({"commands": 1, "bytes": 16 * 4096}),
+        "{lun1}"
+    );
+    assert_eq!(
+        lun1["write_same"],
+        serde_json::json!({"commands": 1, "bytes": 1948 * 4096}),
+        "{lun1}"
+    );
+    assert_eq!(lun1["sync_cache"], 1, "{lun1}");
+    assert_eq!(lun1["write"]["commands"], 0, "{lun1}");
+
+    // The table: a second line per LUN, under its reads.
+    let out = isoe(&["admin", "--socket", socket.to_str().unwrap(), "stats"]);
+    assert!(out.success(), "{}", out.describe());
+    for line in [
+        "unmap 3 / 1.0 MiB   write_same 2 / 72 KiB   sync_cache 2   other ",
+        "unmap 1 / 64 KiB   write_same 1 / 7.6 MiB   sync_cache 1   other ",
+    ] {
+        assert!(
+            out.stdout.contains(line),
+            "{line:?} not in:\n{}",
+            out.stdout
+        );
+    }
+
+    let text = scrape_within(metrics, Duration::from_secs(10)).expect("a scrape");
+    let lun = |n: u16| format!("target=\"{TARGET}\",lun=\"{n}\"");
+    for line in [
+        format!("isoe_lun_commands_total{{{},op=\"unmap\"}} 3\n", lun(0)),
+        format!(
+            "isoe_lun_commands_total{{{},op=\"write_same\"}} 2\n",
+            lun(0)
+        ),
+        format!(
+            "isoe_lun_commands_total{{{},op=\"sync_cache\"}} 2\n",
+            lun(0)
+        ),
+        format!("isoe_lun_commands_total{{{},op=\"write\"}} 0\n", lun(0)),
+        format!(
+            "isoe_lun_range_bytes_total{{{},op=\"unmap\"}} {}\n",
+            lun(0),
+            2056 * 512
+        ),
+        format!(
+            "isoe_lun_range_bytes_total{{{},op=\"write_same\"}} {}\n",
+            lun(0),
+            144 * 512
+        ),
+        format!("isoe_lun_commands_total{{{},op=\"unmap\"}} 1\n", lun(1)),
+        format!(
+            "isoe_lun_range_bytes_total{{{},op=\"unmap\"}} {}\n",
+            lun(1),
+            16 * 4096
+        ),
+        format!(
+            "isoe_lun_range_bytes_total{{{},op=\"write_same\"}} {}\n",
+            lun(1),
+            1948 * 4096
+        ),
+        format!(
+            "isoe_lun_commands_total{{{},op=\"sync_cache\"}} 1\n",
+            lun(1)
+        ),
+    ] {
+        assert!(text.contains(&line), "{line:?} not in:\n{text}");
+    }
+    drop(target);
+}

@@ -342,6 +342,24 @@ impl LogicalUnit {
         self.capacity_blocks
     }
 
+    /// The bytes of the medium `cdb` covers without carrying them, once it
+    /// has completed GOOD: the blocks an UNMAP deallocates (its
+    /// descriptors' sum, read from `data_out`) or a WRITE SAME writes or
+    /// deallocates, times the block size. 0 for any other command. For the
+    /// target's counters: a few reads of the CDB and the parameter list.
+    pub fn range_bytes(&self, cdb: &[u8], data_out: &[u8]) -> u64 {
+        let Ok(length) = cdb::checked_length(cdb) else {
+            return 0;
+        };
+        let cdb = &cdb[..length];
+        let blocks = match cdb[0] {
+            UNMAP => crate::unmap::block_count(cdb, data_out),
+            WRITE_SAME_10 | WRITE_SAME_16 => crate::write_same::block_count(self, cdb),
+            _ => 0,
+        };
+        blocks.saturating_mul(self.block_size())
+    }
+
     /// Whether the last START STOP UNIT asked the unit to stop. Informational:
     /// a stopped unit still serves media commands, as a virtual disk has
     /// nothing to spin down.

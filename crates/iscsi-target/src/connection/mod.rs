@@ -242,6 +242,9 @@ pub struct Connection {
     lun_stats: crate::metrics::LunCache,
     /// When the command being completed was taken (see `complete`).
     command_started: Instant,
+    /// The bytes of the medium the command being completed covers, when it
+    /// is an UNMAP or a WRITE SAME (see `execute`; `complete` takes it).
+    command_range_bytes: u64,
     /// Latencies recorded at the next flush.
     latencies: crate::metrics::PendingLatencies,
 }
@@ -321,6 +324,7 @@ impl Connection {
             counting,
             lun_stats: Default::default(),
             command_started: now,
+            command_range_bytes: 0,
             latencies: Default::default(),
         }
     }

@@ -285,11 +285,13 @@ impl Connection {
             write_residual
         };
         let good = completion.status == Status::Good && completion.sense.is_none();
+        let range_bytes = std::mem::take(&mut self.command_range_bytes);
         if self.counting {
             if let (Some(info), Some(lun)) = (&self.info, cmd.lun.number()) {
                 let op = crate::metrics::Op::of(cmd.cdb[0]);
                 let bytes = match op {
                     crate::metrics::Op::Read => u64::from(send_len),
+                    crate::metrics::Op::Unmap | crate::metrics::Op::WriteSame => range_bytes,
                     _ if cmd.write && !write_residual.underflow => u64::from(edtl),
                     _ if cmd.write => u64::from(edtl.saturating_sub(write_residual.count)),
                     _ => 0,

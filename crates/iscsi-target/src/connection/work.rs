@@ -16,6 +16,7 @@
 //! once and the work goes on.
 
 use super::*;
+use isoe_scsi::opcode::{UNMAP, WRITE_SAME_10, WRITE_SAME_16};
 use std::cell::Cell;
 
 /// Work a connection hands its driver, to run on a thread that may block.
@@ -199,6 +200,9 @@ pub(super) struct BackgroundTask {
     pub(super) aborted: bool,
     /// When the command was taken.
     pub(super) started: Instant,
+    /// Its bytes of the medium, for an UNMAP or WRITE SAME (counted when
+    /// it completes GOOD).
+    pub(super) range_bytes: u64,
 }
 
 /// A task management response waiting for aborted work to return, here
@@ -239,6 +243,14 @@ impl Connection {
     ) {
         self.stats.commands += 1;
         let lun = cmd.lun.number();
+        // Known only from the parameter list (UNMAP) or the unit's
+        // capacity (WRITE SAME of 0 blocks): read now, while both are here.
+        self.command_range_bytes = match cdb[0] {
+            UNMAP | WRITE_SAME_10 | WRITE_SAME_16 if self.counting => lun
+                .and_then(|n| luns.lun(n))
+                .map_or(0, |lu| lu.range_bytes(cdb, data_out.as_slice())),
+            _ => 0,
+        };
         let offload = self.server.config.datapath.io_threads > 0
             && lun
                 .and_then(|n| luns.lun(n))
@@ -381,6 +393,7 @@ impl Connection {
             holds,
             aborted: false,
             started: self.command_started,
+            range_bytes: std::mem::take(&mut self.command_range_bytes),
         });
         self.runs.push_back((token, work));
     }
@@ -507,6 +520,7 @@ impl Connection {
         let session = Arc::clone(session);
         let residual = residual.unwrap_or(task.residual);
         self.command_started = task.started;
+        self.command_range_bytes = task.range_bytes;
         self.complete(
             &session,
             &task.command,

@@ -86,6 +86,18 @@ pub struct OpStats {
     pub latency: Histogram,
 }
 
+/// UNMAP or WRITE SAME to one LUN through one connection: commands that
+/// cover a range of the medium without carrying its data.
+#[derive(Debug, Default)]
+pub struct RangeStats {
+    /// Commands completed.
+    pub commands: Counter,
+    /// Bytes of the medium the commands that completed GOOD covered
+    /// (deallocated, or written with one block's pattern): their blocks
+    /// times the LUN's block size, not the parameter list or pattern sent.
+    pub bytes: Counter,
+}
+
 /// Statuses other than GOOD and CHECK CONDITION that count as errors.
 pub const ERROR_STATUSES: [(u8, &str); 3] = [
     (0x18, "reservation_conflict"),
@@ -120,6 +132,12 @@ pub struct LunStats {
     pub read: OpStats,
     /// WRITE and the like.
     pub write: OpStats,
+    /// UNMAP.
+    pub unmap: RangeStats,
+    /// WRITE SAME (10, 16).
+    pub write_same: RangeStats,
+    /// SYNCHRONIZE CACHE (10, 16).
+    pub sync_cache: Counter,
     /// Every other command.
     pub other: Counter,
     /// CHECK CONDITION by sense key.
@@ -237,10 +255,11 @@ struct Pending {
 }
 
 impl PendingLatencies {
-    /// A READ or WRITE counted in `slot` of a [`LunCache`], taken at `started`.
+    /// A READ or WRITE counted in `slot` of a [`LunCache`], taken at
+    /// `started`; the latencies of other commands are not kept.
     #[inline]
     pub fn push(&mut self, slot: usize, op: Op, started: std::time::Instant) {
-        if op == Op::Other {
+        if !matches!(op, Op::Read | Op::Write) {
             return;
         }
         let slot = slot as u32;
@@ -291,6 +310,12 @@ pub enum Op {
     /// WRITE (6, 10, 12, 16), WRITE AND VERIFY, WRITE ATOMIC, COMPARE AND
     /// WRITE, ORWRITE: the commands that carry data to the medium.
     Write,
+    /// UNMAP: what a file system's discard and `fstrim` send.
+    Unmap,
+    /// WRITE SAME (10, 16), with or without its UNMAP bit.
+    WriteSame,
+    /// SYNCHRONIZE CACHE (10, 16): a file system's flushes.
+    SyncCache,
     /// Everything else.
     Other,
 }
@@ -305,6 +330,9 @@ impl Op {
             WRITE_6 | WRITE_10 | WRITE_12 | WRITE_16 | WRITE_AND_VERIFY_10
             | WRITE_AND_VERIFY_12 | WRITE_AND_VERIFY_16 | WRITE_ATOMIC_16 | COMPARE_AND_WRITE
             | ORWRITE_16 => Op::Write,
+            UNMAP => Op::Unmap,
+            WRITE_SAME_10 | WRITE_SAME_16 => Op::WriteSame,
+            SYNCHRONIZE_CACHE_10 | SYNCHRONIZE_CACHE_16 => Op::SyncCache,
             _ => Op::Other,
         }
     }
@@ -312,8 +340,9 @@ impl Op {
 
 impl LunStats {
     /// Counts one command that ended with `status` (and `sense_key` for
-    /// CHECK CONDITION), moving `bytes`; its latency comes later
-    /// ([`PendingLatencies`]).
+    /// CHECK CONDITION), moving `bytes` (a READ or WRITE's data; for an
+    /// UNMAP or WRITE SAME, the bytes of the medium it covers, counted only
+    /// if it completed GOOD); its latency comes later ([`PendingLatencies`]).
     #[inline]
     pub fn count(&self, op: Op, bytes: u64, status: u8, sense_key: Option<u8>) {
         match op {
@@ -326,6 +355,18 @@ impl LunStats {
                 s.commands.add(1);
                 s.bytes.add(bytes);
             }
+            Op::Unmap | Op::WriteSame => {
+                let s = if op == Op::Unmap {
+                    &self.unmap
+                } else {
+                    &self.write_same
+                };
+                s.commands.add(1);
+                if status == 0 && sense_key.is_none() {
+                    s.bytes.add(bytes);
+                }
+            }
+            Op::SyncCache => self.sync_cache.add(1),
             Op::Other => self.other.add(1),
         }
         if let Some(key) = sense_key {
@@ -373,6 +414,28 @@ impl OpTotals {
     }
 }
 
+/// A snapshot of [`RangeStats`], or a sum of them.
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RangeTotals {
+    /// Commands completed.
+    pub commands: u64,
+    /// Bytes of the medium covered by those that completed GOOD (blocks
+    /// times block size).
+    pub bytes: u64,
+}
+
+impl RangeTotals {
+    fn add(&mut self, s: &RangeStats) {
+        self.commands += s.commands.get();
+        self.bytes += s.bytes.get();
+    }
+
+    fn merge(&mut self, o: &RangeTotals) {
+        self.commands += o.commands;
+        self.bytes += o.bytes;
+    }
+}
+
 /// A snapshot of [`LunStats`], or a sum of them.
 #[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct LunTotals {
@@ -380,6 +443,12 @@ pub struct LunTotals {
     pub read: OpTotals,
     /// Writes.
     pub write: OpTotals,
+    /// UNMAP: commands, and bytes deallocated.
+    pub unmap: RangeTotals,
+    /// WRITE SAME: commands, and bytes written or deallocated.
+    pub write_same: RangeTotals,
+    /// SYNCHRONIZE CACHE commands.
+    pub sync_cache: u64,
     /// Other commands.
     pub other: u64,
     /// CHECK CONDITION by sense key name.
@@ -392,6 +461,9 @@ impl LunTotals {
     fn add(&mut self, s: &LunStats) {
         self.read.add(&s.read);
         self.write.add(&s.write);
+        self.unmap.add(&s.unmap);
+        self.write_same.add(&s.write_same);
+        self.sync_cache += s.sync_cache.get();
         self.other += s.other.get();
         for (name, c) in SENSE_KEYS.iter().zip(&s.sense) {
             if c.get() > 0 {
@@ -408,6 +480,9 @@ impl LunTotals {
     fn merge(&mut self, o: &LunTotals) {
         self.read.merge(&o.read);
         self.write.merge(&o.write);
+        self.unmap.merge(&o.unmap);
+        self.write_same.merge(&o.write_same);
+        self.sync_cache += o.sync_cache;
         self.other += o.other;
         for (k, v) in &o.sense {
             *self.sense.entry(k).or_default() += v;
@@ -578,6 +653,60 @@ mod tests {
         assert_eq!(h.buckets[1].get(), 1);
         assert_eq!(h.buckets[BUCKETS - 1].get(), 1);
         assert_eq!(h.sum_ns.get(), 40_000_061_000);
+    }
+
+    #[test]
+    fn unmap_write_same_and_sync_cache_have_their_own_counters() {
+        use isoe_scsi::opcode::*;
+        assert_eq!(Op::of(UNMAP), Op::Unmap);
+        assert_eq!(Op::of(WRITE_SAME_10), Op::WriteSame);
+        assert_eq!(Op::of(WRITE_SAME_16), Op::WriteSame);
+        assert_eq!(Op::of(SYNCHRONIZE_CACHE_10), Op::SyncCache);
+        assert_eq!(Op::of(SYNCHRONIZE_CACHE_16), Op::SyncCache);
+        assert_eq!(Op::of(TEST_UNIT_READY), Op::Other);
+        assert_eq!(Op::of(WRITE_16), Op::Write);
+
+        let conn = ConnStats::default();
+        let lun = conn.lun(0);
+        lun.count(Op::of(UNMAP), 1 << 20, 0, None);
+        lun.count(Op::of(UNMAP), 4096, 0, None);
+        // Refused: a command, no bytes deallocated.
+        lun.count(Op::of(UNMAP), 8192, 0x02, Some(0x05));
+        lun.count(Op::of(WRITE_SAME_16), 512 * 8, 0, None);
+        lun.count(Op::of(WRITE_SAME_10), 512, 0x18, None);
+        lun.count(Op::of(SYNCHRONIZE_CACHE_10), 0, 0, None);
+        lun.count(Op::of(SYNCHRONIZE_CACHE_16), 0, 0, None);
+        lun.count(Op::of(TEST_UNIT_READY), 0, 0, None);
+        let totals = Totals::of(&conn);
+        let t = &totals.luns[&0];
+        let range = |commands, bytes| RangeTotals { commands, bytes };
+        assert_eq!(t.unmap, range(3, (1 << 20) + 4096));
+        assert_eq!(t.write_same, range(2, 4096));
+        assert_eq!(t.sync_cache, 2);
+        assert_eq!(t.other, 1);
+        assert_eq!((t.read.commands, t.write.commands), (0, 0));
+        assert_eq!(t.sense["illegal_request"], 1);
+        assert_eq!(t.status["reservation_conflict"], 1);
+
+        // Sums, as a session's and a target's totals are made.
+        let mut twice = totals.clone();
+        twice.merge(&totals);
+        let sum = twice.all_luns();
+        assert_eq!(sum.unmap, range(6, 2 * ((1 << 20) + 4096)));
+        assert_eq!(sum.write_same, range(4, 8192));
+        assert_eq!((sum.sync_cache, sum.other), (4, 2));
+        let json = serde_json::to_value(&sum).unwrap();
+        assert_eq!(json["unmap"]["commands"], 6);
+        assert_eq!(json["write_same"]["bytes"], 8192);
+        assert_eq!(json["sync_cache"], 4);
+
+        // Their latencies are not kept: nothing waits to be recorded.
+        let mut pending = PendingLatencies::default();
+        let now = std::time::Instant::now();
+        for op in [Op::Unmap, Op::WriteSame, Op::SyncCache, Op::Other] {
+            pending.push(0, op, now);
+        }
+        assert!(pending.is_empty());
     }
 
     #[test]

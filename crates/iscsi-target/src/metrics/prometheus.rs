@@ -6,8 +6,9 @@
 //!
 //! | name | type | labels |
 //! |---|---|---|
-//! | `isoe_lun_commands_total` | counter | target, lun, op (read, write, other) |
+//! | `isoe_lun_commands_total` | counter | target, lun, op (read, write, unmap, write_same, sync_cache, other) |
 //! | `isoe_lun_bytes_total` | counter | target, lun, op (read, write) |
+//! | `isoe_lun_range_bytes_total` | counter | target, lun, op (unmap, write_same) |
 //! | `isoe_lun_latency_seconds` | histogram | target, lun, op (read, write) |
 //! | `isoe_lun_errors_total` | counter | target, lun, error (a sense key, or reservation_conflict, busy, task_set_full) |
 //! | `isoe_session_commands_total`, `isoe_session_bytes_total` | counter | target, initiator, tsih, op |
@@ -141,9 +142,33 @@ pub fn render(s: &Snapshot) -> String {
                     out.figure(&name, &labels, o, figure);
                 }
                 if figure == Figure::Commands {
-                    let labels = [("target", target.as_str()), ("lun", &lun), ("op", "other")];
-                    out.sample(&name, &labels, t.other);
+                    for (op, n) in [
+                        ("unmap", t.unmap.commands),
+                        ("write_same", t.write_same.commands),
+                        ("sync_cache", t.sync_cache),
+                        ("other", t.other),
+                    ] {
+                        let labels = [("target", target.as_str()), ("lun", &lun), ("op", op)];
+                        out.sample(&name, &labels, n);
+                    }
                 }
+            }
+        }
+    }
+    // Apart from isoe_lun_bytes_total: a trim of a whole disk moves no
+    // data, and must not read as throughput.
+    out.family(
+        "isoe_lun_range_bytes_total",
+        "counter",
+        "Bytes of the medium that UNMAP deallocated and WRITE SAME wrote or deallocated \
+         (blocks times block size; commands that completed GOOD), by LUN.",
+    );
+    for (target, luns) in &s.luns {
+        for (lun, t) in luns {
+            let lun = lun.to_string();
+            for (op, o) in [("unmap", &t.unmap), ("write_same", &t.write_same)] {
+                let labels = [("target", target.as_str()), ("lun", &lun), ("op", op)];
+                out.sample("isoe_lun_range_bytes_total", &labels, o.bytes);
             }
         }
     }
@@ -318,6 +343,44 @@ mod tests {
             "{served}"
         );
         assert!(served.contains("isoe_connection_refusals_total{limit=\"logins\"} 0\n"));
+    }
+
+    #[test]
+    fn unmap_write_same_and_sync_cache_are_served_per_lun() {
+        let text = "[[target]]\nname = \"iqn.2026-11.io.isoe:m\"\n";
+        let config = crate::config::Config::parse(text, None).expect("config");
+        let server = crate::registry::Server::new(config).expect("server");
+        let mut s = super::super::snapshot::snapshot(&server);
+        let mut lun = crate::metrics::LunTotals::default();
+        lun.unmap.commands = 3;
+        lun.unmap.bytes = 5 << 20;
+        lun.write_same.commands = 2;
+        lun.write_same.bytes = 8192;
+        lun.sync_cache = 7;
+        lun.other = 1;
+        s.luns
+            .entry("iqn.2026-11.io.isoe:m".into())
+            .or_default()
+            .insert(4, lun);
+        let served = render(&s);
+        let t = "target=\"iqn.2026-11.io.isoe:m\",lun=\"4\"";
+        for line in [
+            format!("isoe_lun_commands_total{{{t},op=\"unmap\"}} 3\n"),
+            format!("isoe_lun_commands_total{{{t},op=\"write_same\"}} 2\n"),
+            format!("isoe_lun_commands_total{{{t},op=\"sync_cache\"}} 7\n"),
+            format!("isoe_lun_commands_total{{{t},op=\"other\"}} 1\n"),
+            format!("isoe_lun_range_bytes_total{{{t},op=\"unmap\"}} 5242880\n"),
+            format!("isoe_lun_range_bytes_total{{{t},op=\"write_same\"}} 8192\n"),
+        ] {
+            assert!(served.contains(&line), "{line} not in:\n{served}");
+        }
+        assert!(served.contains("# TYPE isoe_lun_range_bytes_total counter\n"));
+        assert!(
+            !served.contains(
+                "isoe_lun_bytes_total{target=\"iqn.2026-11.io.isoe:m\",lun=\"4\",op=\"unmap\"}"
+            ),
+            "an unmap moves no data"
+        );
     }
 
     #[test]

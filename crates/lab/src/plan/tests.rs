@@ -402,6 +402,22 @@ fn shipped_plans_say_what_their_seeds_did() {
         .collect();
     assert_eq!(congested.len(), 2);
 
+    // Seeds 000/003/004 on a test bed: the kernel's software initiator is
+    // the reference of every initiator, isoe's as a block device included.
+    let svo = Plan::embedded("software-vs-offload").unwrap();
+    assert_eq!(svo.topology, TopologyKind::Physical);
+    let cases = svo.resolved_cases();
+    assert_eq!(cases[0].knobs.initiator_impl(), InitiatorImpl::Kernel);
+    for (name, initiator) in [
+        ("isoe-ublk", InitiatorImpl::IsoeUblk),
+        ("isoe-nbd", InitiatorImpl::IsoeNbd),
+    ] {
+        let case = cases.iter().find(|c| c.name == name).unwrap();
+        assert_eq!(case.knobs.initiator_impl(), initiator);
+        assert_eq!(case.compare_to.as_deref(), Some("baseline"));
+        assert_eq!(case.workloads.len(), 6, "{:?}", case.workloads);
+    }
+
     // Seed 003: matrix cells only.
     let dm = Plan::embedded("demartek-2016").unwrap();
     assert_eq!(dm.workloads.len(), 24);

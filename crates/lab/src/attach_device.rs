@@ -9,8 +9,8 @@
 //! [`crate::kernel_initiator::KernelSession`]'s login and logout.
 //!
 //! `isoe attach` exits 2 when it cannot run on the host (no ublk or NBD
-//! driver, not root), saying why on stderr, and 1 when the login or the
-//! target failed. Whether the host can is checked before a case
+//! driver, not root) or is called wrongly, saying why on stderr, and 1
+//! when the login or the target failed. Whether the host can is checked before a case
 //! ([`AttachKind::driver_check`]: the driver's device node, or its module
 //! loaded), so that a host without the driver skips the case with the
 //! reason instead of failing its runs.
@@ -156,7 +156,9 @@ fn device_in(line: &str) -> Option<&str> {
 /// What an exit of `isoe attach` before it printed a device means.
 fn exit_meaning(status: ExitStatus) -> String {
     match status.code() {
-        Some(2) => "cannot run on this host (exit status 2)".to_owned(),
+        Some(2) => "refused to run (exit status 2: the host lacks the driver or root, or the \
+                    command line is wrong)"
+            .to_owned(),
         Some(1) => "could not log in, or the target failed (exit status 1)".to_owned(),
         Some(255) => "ended with status 255 (ssh's own: the host may be gone)".to_owned(),
         _ => format!("ended ({status}) before printing a device"),
@@ -454,7 +456,7 @@ mod tests {
             .unwrap_err();
         assert!(
             e.contains("isoe attach --nbd iscsi://127.0.0.1:3260/")
-                && e.contains("cannot run on this host (exit status 2)")
+                && e.contains("refused to run (exit status 2: the host lacks the driver")
                 && e.contains("nbd: module not found"),
             "{e}"
         );

@@ -2,9 +2,11 @@
 //! it (booting one under TCG takes half a minute):
 //!
 //! 1. `software-vs-offload`'s cases (the kernel's iscsi_tcp, isoe's
-//!    initiator, libiscsi, the five offload transports) against isoe's
-//!    target on this machine, the initiators in the VM: every initiator
-//!    gives results, the offload cases are skipped with the reason, and the
+//!    initiator, libiscsi, isoe's initiator as a ublk and an NBD device,
+//!    the five offload transports) against isoe's target on this machine,
+//!    the initiators in the VM: every initiator gives results (`isoe
+//!    attach`'s, or a skip with the reason where the VM's kernel lacks the
+//!    driver), the offload cases are skipped with the reason, and the
 //!    report compares the initiators' CPU per I/O;
 //! 2. the same cases against LIO in the VM (`--target lio`), and against
 //!    an external array (`--target external`: an isoe target this test
@@ -34,10 +36,16 @@ use support::{ci, Target, TargetConfig, DEFAULT_TARGET};
 /// The longest one `isoe lab` invocation may take here.
 const LAB_TIMEOUT: Duration = Duration::from_secs(900);
 
-/// The shipped plan's cases over one short workload, `runs` runs each.
+/// The shipped plan's cases over one short workload, `runs` runs each
+/// (a case's own subset of the shipped workloads is dropped: it names
+/// workloads this plan does not have).
 fn software_vs_offload(runs: u32) -> String {
     let shipped = Plan::embedded_text("software-vs-offload").expect("a shipped plan");
-    let cases = &shipped[shipped.find("[[case]]").expect("the plan has cases")..];
+    let cases: String = shipped[shipped.find("[[case]]").expect("the plan has cases")..]
+        .lines()
+        .filter(|l| !l.starts_with("workloads = "))
+        .map(|l| format!("{l}\n"))
+        .collect();
     format!(
         r#"name = "svo-ci"
 description = "CI: software-vs-offload's cases, one short workload"
@@ -210,6 +218,26 @@ fn check_software_vs_offload(lab: &Lab, out: &str, target: &str, output: &str) {
             );
         }
     }
+    // isoe's initiator as a block device: results, labelled as such, or
+    // skipped with the reason (a kernel without the driver, or an isoe
+    // without `attach`).
+    let report = lab.report(out);
+    for case in ["isoe-ublk", "isoe-nbd"] {
+        let runs = results(&records, case);
+        for r in &runs {
+            assert!(
+                r["bench"]["initiator"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .starts_with("isoe attach"),
+                "{r}"
+            );
+        }
+        assert!(
+            !runs.is_empty() || report.contains(&format!("{case}: ")),
+            "{out}: {case} gave results or was skipped with the reason:\n{report}"
+        );
+    }
     let kernel = results(&records, "baseline")[0];
     assert!(
         kernel["bench"]["initiator"]
@@ -218,7 +246,6 @@ fn check_software_vs_offload(lab: &Lab, out: &str, target: &str, output: &str) {
             .contains("Linux kernel"),
         "{kernel}"
     );
-    let report = lab.report(out);
     for transport in ["cxgb4i", "bnx2i", "qedi", "be2iscsi", "qla4xxx"] {
         assert!(
             report.contains(&format!("no {transport} iface on root@127.0.0.1")),

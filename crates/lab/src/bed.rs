@@ -6,9 +6,11 @@
 //! their hosts (a missing one skips the case, with the reason); the target
 //! starts (`isoe target` with a generated configuration, LIO through
 //! configfs, or nothing for an external array); the kernel initiator logs
-//! in once per portal; each workload runs on the initiator host (`isoe
-//! bench`, fio with libiscsi, or fio with libaio on the kernel's block
-//! devices); then everything stops, in reverse order.
+//! in once per portal, or `isoe attach` makes one ublk or NBD device per
+//! portal; each workload runs on the initiator host (`isoe bench`, fio
+//! with libiscsi, or fio with libaio on those block devices); then
+//! everything stops, in reverse order (logout, or SIGTERM to `isoe
+//! attach`, which removes its device).
 //!
 //! CPU is taken the same way for every initiator: `/proc/stat` of the
 //! initiator host over the measured window (a kernel initiator works in
@@ -23,6 +25,7 @@
 //! is recorded as failed with the reason, and the remaining cases are
 //! skipped with it.
 
+use crate::attach_device::{self, Attach, AttachKind, AttachedDevice};
 use crate::fio_peer::{self, FioEngine, FioJob};
 use crate::host::{self, Host, Running};
 use crate::hostknobs::{Guard, Port};
@@ -62,6 +65,11 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 /// LIO's LUN: a RAM disk, which takes its memory whole when enabled (the
 /// test bed's VM has 1 GiB), unlike isoe's sparse memory LUN.
 const LIO_LUN_SIZE_BYTES: u64 = 256 << 20;
+/// The queue depth of the block devices fio drives (the kernel
+/// initiator's SCSI device, `isoe attach`'s): the seeds' deepest queue is
+/// 64 per worker, and open-iscsi's default of 32 would cap it below what
+/// fio asks.
+pub const DEVICE_QUEUE_DEPTH: u32 = 128;
 
 /// A test bed connected for a plan: its hosts, a work directory on each,
 /// and the programs placed there. [`Bed::close`] removes what it made.
@@ -399,6 +407,8 @@ impl Bed {
                 .err(),
             InitiatorImpl::Libiscsi => self.fio_libiscsi().err(),
             InitiatorImpl::Kernel => self.kernel_unavailable(knobs),
+            InitiatorImpl::IsoeUblk => self.attach_unavailable(AttachKind::Ublk),
+            InitiatorImpl::IsoeNbd => self.attach_unavailable(AttachKind::Nbd),
         };
         if why.is_some() {
             return why;
@@ -440,6 +450,45 @@ impl Bed {
             )),
             Err(e) => Some(format!("listing the ifaces of {}: {e}", host.name())),
         }
+    }
+
+    /// What `isoe attach` with `kind` lacks on the initiator host: isoe
+    /// (the bed's, or the lab's copied there), fio with libaio, root, and
+    /// the driver (its device node, or its module loaded now).
+    fn attach_unavailable(&self, kind: AttachKind) -> Option<String> {
+        let host = &self.initiator;
+        let attach = format!("isoe attach {}", kind.flag());
+        if let Err(e) = self.isoe_on(host, self.testbed.initiator.isoe.as_ref()) {
+            return Some(format!("isoe for {attach} on {}: {e}", host.name()));
+        }
+        let fio = &self.testbed.initiator.fio;
+        if let Err(e) = host.run(&[fio.as_str(), "--version"]) {
+            return Some(format!("{fio} (with libaio) on {}: {e}", host.name()));
+        }
+        match host.run(&["id", "-u"]) {
+            Ok(uid) if uid.trim() == "0" => {}
+            Ok(uid) => {
+                return Some(format!(
+                    "{attach} needs root on the initiator host, and the lab is uid {} on {}",
+                    uid.trim(),
+                    host.name()
+                ))
+            }
+            Err(e) => return Some(format!("`id -u` on {}: {e}", host.name())),
+        }
+        if let Err(e) = host.run(&kind.driver_check()) {
+            let release = host
+                .run(&["uname", "-r"])
+                .map(|r| r.trim().to_owned())
+                .unwrap_or_else(|_| "unknown".into());
+            return Some(format!(
+                "the initiator host {} has no {} for {attach} ({}; its kernel is {release}): {e}",
+                host.name(),
+                kind.module(),
+                kind.requirement()
+            ));
+        }
+        None
     }
 
     fn external_unavailable(
@@ -586,15 +635,70 @@ impl Bed {
         Ok(sessions)
     }
 
+    /// `isoe attach` once per portal of `target`, each device named
+    /// `isoe-lab-PID-N` (N the portal's index); the devices made so far are
+    /// detached again when one fails.
+    pub fn attach_devices<'b>(
+        &'b self,
+        case: &str,
+        kind: AttachKind,
+        knobs: &KnobSet,
+        target: &BedTarget<'_>,
+    ) -> Result<Vec<AttachedDevice<'b>>, String> {
+        let host = &self.initiator;
+        let isoe = self.isoe_on(host, self.testbed.initiator.isoe.as_ref())?;
+        let mut devices = Vec::new();
+        for (i, url) in target.urls().into_iter().enumerate() {
+            let attach = attach_request(&isoe, url, kind, i, knobs);
+            let log = self.log_dir.join(format!(".attach-{i}-stderr.log"));
+            match AttachedDevice::attach(host, &attach, &log, attach_device::ATTACH_START) {
+                Ok(device) => devices.push(device),
+                Err(e) => {
+                    let why = self.failure(host, &format!("case {case}"), e);
+                    for device in devices {
+                        let _ = device.detach();
+                    }
+                    return Err(why);
+                }
+            }
+        }
+        Ok(devices)
+    }
+
+    /// The block devices the case's initiator needs on the initiator host
+    /// before its runs: the kernel initiator's sessions, `isoe attach`'s
+    /// devices, or none (isoe bench and libiscsi reach the target
+    /// themselves).
+    pub fn block_devices<'b>(
+        &'b self,
+        case: &str,
+        knobs: &KnobSet,
+        target: &BedTarget<'_>,
+    ) -> Result<BlockDevices<'b>, String> {
+        let initiator = knobs.initiator_impl();
+        if initiator == InitiatorImpl::Kernel {
+            return self
+                .kernel_login(case, knobs, target)
+                .map(BlockDevices::Kernel);
+        }
+        match initiator.attach_kind() {
+            Some(kind) => self
+                .attach_devices(case, kind, knobs, target)
+                .map(BlockDevices::Attached),
+            None => Ok(BlockDevices::None),
+        }
+    }
+
     /// One run of `workload` on the initiator host; its result in `isoe
     /// bench`'s fields, with both hosts' CPU over the measured window.
+    /// `devices` are those [`Bed::block_devices`] made for the case.
     pub(crate) fn run_workload(
         &self,
         plan: &Plan,
         knobs: &KnobSet,
         workload: &WorkloadSpec,
         target: &BedTarget<'_>,
-        sessions: &[KernelSession<'_>],
+        devices: &BlockDevices<'_>,
         stop: &AtomicBool,
     ) -> Result<Measured, BenchFailure> {
         let host = &self.initiator;
@@ -628,10 +732,9 @@ impl Bed {
                     (argv, None, window)
                 }
                 kind => {
-                    let (engine, program, files) = if kind == InitiatorImpl::Kernel {
-                        let devices = sessions.iter().map(|s| s.device.clone()).collect();
+                    let (engine, program, files) = if kind.makes_block_device() {
                         let fio = self.testbed.initiator.fio.clone();
-                        (FioEngine::KernelLibaio, fio, devices)
+                        (FioEngine::KernelLibaio, fio, devices.paths())
                     } else {
                         let fio = self.fio_libiscsi().map_err(failed)?;
                         (FioEngine::Libiscsi, fio, target.urls())
@@ -773,7 +876,12 @@ impl Bed {
                         tail(&stderr_text)
                     )));
                 };
-                fio_peer::to_bench_json(&fio_json, job, a, b, target_pid_here)
+                let mut bench = fio_peer::to_bench_json(&fio_json, job, a, b, target_pid_here);
+                if let Some(kind) = knobs.initiator_impl().attach_kind() {
+                    // fio's libaio on isoe's device, not on the kernel's.
+                    bench["initiator"] = json!(kind.label());
+                }
+                bench
             }
         };
         if !self.same_host {
@@ -1050,6 +1158,66 @@ fn add_target_side(bench: &mut Value, first: &BedSample, last: &BedSample, targe
     bench["target_host_cpu"] = json!(split);
 }
 
+/// The `isoe attach` of the portal numbered `index` (`url`), for `knobs`:
+/// named after the lab's PID and the portal, as deep as the kernel
+/// initiator's device, with the session options `isoe attach` takes.
+pub fn attach_request(
+    isoe: &str,
+    url: String,
+    kind: AttachKind,
+    index: usize,
+    knobs: &KnobSet,
+) -> Attach {
+    Attach {
+        isoe: isoe.to_owned(),
+        url,
+        kind,
+        name: format!("isoe-lab-{}-{index}", std::process::id()),
+        queue_depth: DEVICE_QUEUE_DEPTH,
+        options: knobs.attach_args(),
+    }
+}
+
+/// What a case's initiator made on the initiator host for fio to drive:
+/// the kernel initiator's sessions, `isoe attach`'s devices, or nothing.
+/// [`BlockDevices::release`] undoes it at the end of the case.
+#[derive(Debug)]
+pub enum BlockDevices<'b> {
+    /// isoe bench and libiscsi need none.
+    None,
+    /// One open-iscsi session per portal.
+    Kernel(Vec<KernelSession<'b>>),
+    /// One `isoe attach` per portal.
+    Attached(Vec<AttachedDevice<'b>>),
+}
+
+impl BlockDevices<'_> {
+    /// The block devices, one per portal (`/dev/sdX`, `/dev/ublkbN`, `/dev/nbdN`).
+    pub fn paths(&self) -> Vec<String> {
+        match self {
+            BlockDevices::None => Vec::new(),
+            BlockDevices::Kernel(sessions) => sessions.iter().map(|s| s.device.clone()).collect(),
+            BlockDevices::Attached(devices) => devices.iter().map(|d| d.device.clone()).collect(),
+        }
+    }
+
+    /// Logs the sessions out, or detaches the devices (SIGTERM, and `isoe
+    /// attach` exiting 0 once its device is gone); each failure's text.
+    pub fn release(self) -> Vec<String> {
+        match self {
+            BlockDevices::None => Vec::new(),
+            BlockDevices::Kernel(sessions) => sessions
+                .into_iter()
+                .filter_map(|s| s.logout().err().map(|e| format!("logging out: {e}")))
+                .collect(),
+            BlockDevices::Attached(devices) => devices
+                .into_iter()
+                .filter_map(|d| d.detach().err().map(|e| format!("detaching: {e}")))
+                .collect(),
+        }
+    }
+}
+
 /// The kernel initiator's node settings for `knobs`: the iSCSI parameters
 /// it offers, and the SCSI queue depth deep enough for the workload.
 pub fn node_settings(knobs: &KnobSet) -> NodeSettings {
@@ -1061,9 +1229,7 @@ pub fn node_settings(knobs: &KnobSet) -> NodeSettings {
         max_burst_length: knobs.max_burst_length,
         immediate_data: knobs.immediate_data,
         initial_r2t: knobs.initial_r2t,
-        // The seeds' deepest queue is 64 per worker; open-iscsi's default of
-        // 32 would cap it below what fio asks.
-        queue_depth: Some(128),
+        queue_depth: Some(DEVICE_QUEUE_DEPTH),
         // A lost session fails its I/O after 15 s rather than 120 s, so a
         // bed whose target went away ends the run instead of hanging it.
         replacement_timeout: Some(15),
@@ -1151,6 +1317,144 @@ mod tests {
         assert_eq!(s.max_burst_length, Some(262_144));
         assert_eq!(s.data_digest, None, "unset knobs keep open-iscsi's default");
         assert_eq!(s.queue_depth, Some(128));
+    }
+
+    #[test]
+    fn attach_is_asked_for_a_named_device_as_deep_as_the_kernel_s() {
+        let knobs = KnobSet {
+            header_digest: Some(true),
+            connections: Some(2),
+            workers: Some(4),
+            ..KnobSet::default()
+        };
+        let url = "iscsi://10.0.2.2:3260/iqn.2026-11.io.isoe:lab/0".to_owned();
+        let a = attach_request("/tmp/isoe-lab.x/isoe", url, AttachKind::Nbd, 1, &knobs);
+        assert_eq!(
+            a.argv(),
+            [
+                "/tmp/isoe-lab.x/isoe",
+                "attach",
+                "iscsi://10.0.2.2:3260/iqn.2026-11.io.isoe:lab/0",
+                "--nbd",
+                "--name",
+                &format!("isoe-lab-{}-1", std::process::id()),
+                "--queue-depth",
+                "128",
+                "--header-digest",
+                "--connections",
+                "2",
+            ]
+        );
+        assert_eq!(node_settings(&knobs).queue_depth, Some(a.queue_depth));
+        assert!(BlockDevices::None.paths().is_empty());
+        assert!(BlockDevices::None.release().is_empty());
+    }
+
+    /// A bed of this machine alone, with two portals, its initiators'
+    /// `isoe` the script `isoe` in `dir`: it records its arguments in
+    /// `args-NAME`, runs `on_start` (`$name` is the device's name), then
+    /// serves `/dev/ublkbN` for the device named `isoe-lab-PID-N` until
+    /// SIGTERM, on which it writes `detached-NAME` and exits 0.
+    fn local_bed(dir: &Path, on_start: &str) -> (Bed, BedTarget<'static>) {
+        use std::os::unix::fs::PermissionsExt;
+        let isoe = dir.join("isoe");
+        let d = dir.display();
+        std::fs::write(
+            &isoe,
+            format!(
+                "#!/bin/sh\nname=$5\nprintf '%s\\n' \"$@\" > '{d}/args-'\"$name\"\n{on_start}\n\
+                 trap 'touch \"{d}/detached-$name\"; exit 0' TERM\n\
+                 echo \"/dev/ublkb${{name##*-}}\"\nwhile :; do sleep 0.05; done\n"
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&isoe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let testbed = Testbed::parse(
+            &format!(
+                "[initiator]\nhost = \"local\"\nisoe = \"{}\"\n[target]\nhost = \"local\"\n\
+                 portals = [\"127.0.0.1:3260\", \"127.0.0.2:3260\"]\n",
+                isoe.display()
+            ),
+            "bed.toml",
+        )
+        .unwrap();
+        let bed = Bed::connect(testbed, &isoe, dir, &[]).unwrap();
+        let target = BedTarget {
+            started: Started::External,
+            pid: None,
+            portals: bed.testbed.target.portals.clone(),
+            iqn: TARGET_IQN.to_owned(),
+            lun: 0,
+            size_bytes: 0,
+        };
+        (bed, target)
+    }
+
+    #[test]
+    fn a_case_attaches_one_device_per_portal_and_detaches_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let (bed, target) = local_bed(dir.path(), "");
+        let knobs = KnobSet {
+            initiator: Some(InitiatorImpl::IsoeUblk),
+            data_digest: Some(true),
+            ..KnobSet::default()
+        };
+        let devices = bed.block_devices("ublk", &knobs, &target).unwrap();
+        assert_eq!(devices.paths(), ["/dev/ublkb0", "/dev/ublkb1"]);
+        let name = format!("isoe-lab-{}-1", std::process::id());
+        let args = std::fs::read_to_string(dir.path().join(format!("args-{name}"))).unwrap();
+        assert_eq!(
+            args.lines().collect::<Vec<_>>(),
+            [
+                "attach",
+                "iscsi://127.0.0.2:3260/iqn.2026-11.io.isoe:lab/0",
+                "--ublk",
+                "--name",
+                &name,
+                "--queue-depth",
+                "128",
+                "--data-digest",
+            ]
+        );
+        assert_eq!(devices.release(), Vec::<String>::new());
+        for n in 0..2 {
+            let id = std::process::id();
+            assert!(dir
+                .path()
+                .join(format!("detached-isoe-lab-{id}-{n}"))
+                .exists());
+        }
+        // isoe bench makes no device.
+        let isoe_bench = KnobSet::default();
+        assert!(matches!(
+            bed.block_devices("isoe", &isoe_bench, &target),
+            Ok(BlockDevices::None)
+        ));
+        drop(target);
+        assert!(bed.close().is_empty());
+    }
+
+    #[test]
+    fn a_portal_that_fails_to_attach_detaches_the_others_and_says_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let (bed, target) = local_bed(
+            dir.path(),
+            "case $name in *-1) echo 'login to 127.0.0.2:3260 refused' >&2; exit 1;; esac",
+        );
+        let knobs = KnobSet {
+            initiator: Some(InitiatorImpl::IsoeNbd),
+            ..KnobSet::default()
+        };
+        let why = bed.block_devices("nbd", &knobs, &target).unwrap_err();
+        assert!(
+            why.starts_with("isoe attach --nbd iscsi://127.0.0.2:3260/iqn.2026-11.io.isoe:lab/0 on this machine could not log in")
+                && why.contains("login to 127.0.0.2:3260 refused"),
+            "{why}"
+        );
+        let first = format!("detached-isoe-lab-{}-0", std::process::id());
+        assert!(dir.path().join(first).exists(), "the first device went");
+        drop(target);
+        assert!(bed.close().is_empty());
     }
 
     #[test]

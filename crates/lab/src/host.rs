@@ -272,14 +272,30 @@ impl Running {
     /// SIGTERM, up to `grace` for it to end, then SIGKILL; by its PID on its
     /// host. Errors only when a remote host could not be told.
     pub fn stop(self, grace: Duration) -> Result<(), HostError> {
+        self.end(grace).map(|_| ())
+    }
+
+    /// [`Running::stop`], saying how it went: its exit status when it ended
+    /// by itself or within `grace` of SIGTERM, or that it took SIGKILL. For
+    /// a program that must finish its work on SIGTERM (`isoe attach`
+    /// flushing and removing its device), where the status is the verdict.
+    pub fn end(self, grace: Duration) -> Result<Ending, HostError> {
         match self.inner {
-            Inner::Local(mut child) => {
-                stop_local(&mut child, grace);
-                Ok(())
-            }
-            Inner::Remote(r) => r.stop(grace),
+            Inner::Local(mut child) => Ok(end_local(&mut child, grace)),
+            Inner::Remote(r) => r.end(grace),
         }
     }
+}
+
+/// How a program the lab ended went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// It exited, by itself or on SIGTERM within the grace, with this
+    /// status (for a remote program, the ssh that carried it: 255 when ssh
+    /// lost the host).
+    Exited(ExitStatus),
+    /// It outlived SIGTERM's grace and was killed.
+    Killed,
 }
 
 /// Reads `stdout` to its end in a thread; the text arrives when the
@@ -311,8 +327,13 @@ pub fn lines(stdout: BufReader<ChildStdout>) -> std::sync::mpsc::Receiver<String
 
 /// SIGTERM, a grace period, then SIGKILL: only to a child we started, by its PID.
 pub fn stop_local(child: &mut Child, grace: Duration) {
-    if matches!(child.try_wait(), Ok(Some(_))) {
-        return;
+    end_local(child, grace);
+}
+
+/// [`stop_local`], saying how the child went.
+fn end_local(child: &mut Child, grace: Duration) -> Ending {
+    if let Ok(Some(status)) = child.try_wait() {
+        return Ending::Exited(status);
     }
     let pid = child.id() as libc::pid_t;
     // SAFETY: kill(2) on the PID of our own child, which has not been reaped yet.
@@ -321,13 +342,14 @@ pub fn stop_local(child: &mut Child, grace: Duration) {
     }
     let deadline = Instant::now() + grace;
     while Instant::now() < deadline {
-        if matches!(child.try_wait(), Ok(Some(_))) {
-            return;
+        if let Ok(Some(status)) = child.try_wait() {
+            return Ending::Exited(status);
         }
         std::thread::sleep(Duration::from_millis(50));
     }
     let _ = child.kill();
     let _ = child.wait();
+    Ending::Killed
 }
 
 #[cfg(test)]
@@ -382,6 +404,31 @@ mod tests {
         let t = Instant::now();
         sleeper.stop(Duration::from_secs(5)).unwrap();
         assert!(t.elapsed() < Duration::from_secs(5), "SIGTERM ended it");
+        // How a program took SIGTERM: its exit status, or SIGKILL.
+        let flushing = host
+            .spawn(
+                &[
+                    "sh",
+                    "-c",
+                    "trap 'exit 3' TERM; while :; do sleep 0.05; done",
+                ],
+                Stdio::null(),
+            )
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        match flushing.end(Duration::from_secs(5)).unwrap() {
+            Ending::Exited(status) => assert_eq!(status.code(), Some(3)),
+            Ending::Killed => panic!("it exited on SIGTERM"),
+        }
+        let stubborn = host
+            .spawn(
+                &["sh", "-c", "trap '' TERM; while :; do sleep 0.05; done"],
+                Stdio::null(),
+            )
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        let ending = stubborn.end(Duration::from_millis(300)).unwrap();
+        assert_eq!(ending, Ending::Killed);
         let mut echo = host.spawn(&["echo", "out"], Stdio::null()).unwrap();
         let text = collect(echo.take_stdout().unwrap());
         assert_eq!(text.recv().unwrap(), "out\n");

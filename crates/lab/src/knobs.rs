@@ -5,7 +5,9 @@
 //! in the baseline "as the peer's default". A case's set is laid over the
 //! baseline with [`KnobSet::overlay`]. The set is then turned into:
 //!
-//! - `isoe bench` options for the isoe initiator ([`KnobSet::bench_args`]);
+//! - `isoe bench` options for the isoe initiator ([`KnobSet::bench_args`]),
+//!   and the fewer `isoe attach` takes for isoe's initiator as a block
+//!   device ([`KnobSet::attach_args`]);
 //! - fio options for libiscsi through fio ([`KnobSet::fio_args`]);
 //! - a `[defaults]` table for `isoe target --config`
 //!   ([`KnobSet::target_defaults_toml`]) and a `[datapath]` table
@@ -65,6 +67,16 @@ pub const ISOE_TARGET_MAX_BURST_LENGTH: u32 = 1_048_576;
 /// The most connections per session the isoe target accepts.
 pub const ISOE_TARGET_MAX_CONNECTIONS: u32 = 8;
 
+/// What isoe's initiator declares as its MaxRecvDataSegmentLength and
+/// offers as FirstBurstLength and MaxBurstLength unless told otherwise
+/// (`isoe_initiator::config::default_params`): what an `isoe attach`
+/// session negotiates with, having no options for them.
+pub const ISOE_INITIATOR_MAX_RECV_DATA_SEGMENT_LENGTH: u32 = 262_144;
+/// isoe's initiator's FirstBurstLength offer (see above).
+pub const ISOE_INITIATOR_FIRST_BURST_LENGTH: u32 = 262_144;
+/// isoe's initiator's MaxBurstLength offer (see above).
+pub const ISOE_INITIATOR_MAX_BURST_LENGTH: u32 = 1_048_576;
+
 /// The initiator a case runs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -78,22 +90,58 @@ pub enum InitiatorImpl {
     /// transport) on a test bed's initiator host, driven by fio with libaio
     /// on the block device its session made ([`crate::kernel_initiator`]).
     Kernel,
+    /// isoe's initiator as a Linux block device through ublk (`isoe attach
+    /// --ublk`) on a test bed's initiator host, driven by fio with libaio
+    /// as the kernel's is ([`crate::attach_device`]).
+    #[serde(rename = "isoe-ublk")]
+    IsoeUblk,
+    /// isoe's initiator as a Linux block device through NBD (`isoe attach
+    /// --nbd`), as [`InitiatorImpl::IsoeUblk`] is.
+    #[serde(rename = "isoe-nbd")]
+    IsoeNbd,
 }
 
 impl InitiatorImpl {
     /// Every initiator, in the order plans list them.
-    pub const ALL: [InitiatorImpl; 3] = [
+    pub const ALL: [InitiatorImpl; 5] = [
         InitiatorImpl::Isoe,
         InitiatorImpl::Libiscsi,
         InitiatorImpl::Kernel,
+        InitiatorImpl::IsoeUblk,
+        InitiatorImpl::IsoeNbd,
     ];
 
-    /// The name plans and reports use: `isoe`, `libiscsi` or `kernel`.
+    /// The name plans and reports use: `isoe`, `libiscsi`, `kernel`,
+    /// `isoe-ublk` or `isoe-nbd`.
     pub fn as_str(self) -> &'static str {
         match self {
             InitiatorImpl::Isoe => "isoe",
             InitiatorImpl::Libiscsi => "libiscsi",
             InitiatorImpl::Kernel => "kernel",
+            InitiatorImpl::IsoeUblk => "isoe-ublk",
+            InitiatorImpl::IsoeNbd => "isoe-nbd",
+        }
+    }
+
+    /// Whether it gives the initiator host a block device that fio drives
+    /// with libaio and O_DIRECT: the kernel's, and isoe's through `isoe
+    /// attach`. These need a whole machine (root, kernel modules): they
+    /// run on a test bed only.
+    pub fn makes_block_device(self) -> bool {
+        matches!(
+            self,
+            InitiatorImpl::Kernel | InitiatorImpl::IsoeUblk | InitiatorImpl::IsoeNbd
+        )
+    }
+
+    /// The `isoe attach` front-end it uses, if it is isoe's initiator as a
+    /// block device.
+    pub fn attach_kind(self) -> Option<crate::attach_device::AttachKind> {
+        use crate::attach_device::AttachKind;
+        match self {
+            InitiatorImpl::IsoeUblk => Some(AttachKind::Ublk),
+            InitiatorImpl::IsoeNbd => Some(AttachKind::Nbd),
+            InitiatorImpl::Isoe | InitiatorImpl::Libiscsi | InitiatorImpl::Kernel => None,
         }
     }
 }
@@ -489,6 +537,20 @@ impl KnobSet {
         args.num("--workers", self.workers);
         args.0
     }
+
+    /// The `isoe attach` options for the session knobs it takes: the
+    /// digests (flags, as `isoe bench`'s: set to false they add nothing,
+    /// and the target's offer decides) and the connections per session.
+    /// The rest of the initiator's knobs `isoe attach` has no option for
+    /// ([`KnobSet::unsupported`] lists them); the load's shape (workers,
+    /// queue depth) is fio's, as for the kernel initiator.
+    pub fn attach_args(&self) -> Vec<String> {
+        let mut args = Args::default();
+        args.flag("--header-digest", self.header_digest == Some(true));
+        args.flag("--data-digest", self.data_digest == Some(true));
+        args.num("--connections", self.connections);
+        args.0
+    }
 }
 
 /// Command-line options as separate words (`--qd`, `8`).
@@ -738,6 +800,7 @@ impl KnobSet {
         match initiator {
             InitiatorImpl::Libiscsi => out.extend(self.libiscsi_limits()),
             InitiatorImpl::Kernel => out.extend(self.kernel_limits()),
+            InitiatorImpl::IsoeUblk | InitiatorImpl::IsoeNbd => out.extend(self.attach_limits()),
             InitiatorImpl::Isoe => {}
         }
         if initiator != InitiatorImpl::Kernel && self.transport.is_some() {
@@ -811,6 +874,116 @@ impl KnobSet {
             ));
         }
         out
+    }
+
+    /// Knobs `isoe attach` cannot honour: it has no socket options nor
+    /// the iSCSI parameters a target's offer alone cannot bring about
+    /// (its initiator keeps isoe's defaults), and it makes one device, one
+    /// session, per portal. What [`KnobSet::attach_args`] passes is not
+    /// listed; nor are ImmediateData and InitialR2T, which the target's
+    /// offer decides (the AND and the OR of both offers; isoe offers
+    /// ImmediateData=Yes and InitialR2T=No).
+    fn attach_limits(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        let mut no = |key: &str, why: String| out.push((key.to_string(), why));
+        let sockets = "isoe attach has no option for it (isoe bench has); its session keeps \
+                       isoe's default";
+        if self.nodelay == Some(false) {
+            no("nodelay", format!("{sockets}, TCP_NODELAY on"));
+        }
+        if self.quickack == Some(true) {
+            no("quickack", format!("{sockets}, no TCP_QUICKACK"));
+        }
+        for (key, v, default) in [
+            (
+                "rcvbuf",
+                self.rcvbuf_bytes,
+                "the kernel's auto-tuned buffer",
+            ),
+            (
+                "sndbuf",
+                self.sndbuf_bytes,
+                "the kernel's auto-tuned buffer",
+            ),
+            ("busy_poll_us", self.busy_poll_us, "no busy polling"),
+        ] {
+            if v.is_some() {
+                no(key, format!("{sockets}, {default}"));
+            }
+        }
+        if let Some(v) = self.max_recv_data_segment_length {
+            if v != ISOE_INITIATOR_MAX_RECV_DATA_SEGMENT_LENGTH {
+                no(
+                    "max_recv_data_segment_length",
+                    format!(
+                        "isoe attach declares isoe's MaxRecvDataSegmentLength={ISOE_INITIATOR_MAX_RECV_DATA_SEGMENT_LENGTH} and has no option for it; only the target's declaration changes"
+                    ),
+                );
+            }
+        }
+        for (key, param, offer, v) in [
+            (
+                "first_burst_length",
+                "FirstBurstLength",
+                ISOE_INITIATOR_FIRST_BURST_LENGTH,
+                self.first_burst_length,
+            ),
+            (
+                "max_burst_length",
+                "MaxBurstLength",
+                ISOE_INITIATOR_MAX_BURST_LENGTH,
+                self.max_burst_length,
+            ),
+        ] {
+            if v.is_some_and(|v| v > offer) {
+                no(
+                    key,
+                    format!(
+                        "isoe attach offers isoe's {param}={offer} and the smaller offer wins (RFC 7143 §13.13, §13.14)"
+                    ),
+                );
+            }
+        }
+        if self.sessions.is_some_and(|n| n > 1) {
+            no(
+                "sessions",
+                "the lab attaches one device (one session) per portal; use workers for more load"
+                    .into(),
+            );
+        }
+        out
+    }
+
+    /// Why a case with these knobs runs on a test bed of machines only
+    /// (topology `physical`, `isoe lab --testbed FILE`), if it does: the
+    /// initiators that make a block device of the machine, and the targets
+    /// that are the machine's (LIO) or the bed's (an external array). The
+    /// namespace topologies refuse such a case with this reason rather
+    /// than run isoe in its place.
+    pub fn needs_test_bed(&self) -> Option<String> {
+        let bed =
+            "runs on a test bed of machines only (topology \"physical\", isoe lab --testbed FILE)";
+        let initiator = self.initiator_impl();
+        let why = match initiator {
+            InitiatorImpl::Kernel => Some(
+                "open-iscsi logs the whole machine in and fio drives the block device it makes",
+            ),
+            InitiatorImpl::IsoeUblk | InitiatorImpl::IsoeNbd => Some(
+                "isoe attach needs root and a kernel module to make a block device of the \
+                 machine, which fio drives",
+            ),
+            InitiatorImpl::Isoe | InitiatorImpl::Libiscsi => None,
+        };
+        if let Some(why) = why {
+            return Some(format!("initiator = {} {bed}: {why}", initiator.as_str()));
+        }
+        let target = self.target_impl();
+        let why = match target {
+            TargetImpl::Lio => Some("LIO is the kernel's target, configured for the whole machine"),
+            TargetImpl::External => Some("the test bed file names the array"),
+            TargetImpl::Isoe | TargetImpl::Tgt => None,
+        }?;
+        Some(format!("target = {} {bed}: {why}", target.as_str()))
     }
 }
 
@@ -1188,6 +1361,117 @@ mod tests {
             ..KnobSet::default()
         };
         assert_eq!(fine.fio_args(), FioKnobArgs::default());
+    }
+
+    #[test]
+    fn isoe_attach_takes_digests_and_connections_and_names_the_rest() {
+        assert_eq!(
+            everything().attach_args(),
+            s(&["--header-digest", "--data-digest", "--connections", "2"])
+        );
+        let off = KnobSet {
+            header_digest: Some(false),
+            data_digest: Some(false),
+            workers: Some(4),
+            immediate_data: Some(false),
+            ..KnobSet::default()
+        };
+        assert!(off.attach_args().is_empty(), "{:?}", off.attach_args());
+        for initiator in [InitiatorImpl::IsoeUblk, InitiatorImpl::IsoeNbd] {
+            let skipped = everything().unsupported(initiator, TargetImpl::Isoe);
+            let keys: Vec<&str> = skipped.iter().map(|(k, _)| k.as_str()).collect();
+            assert_eq!(
+                keys,
+                [
+                    "nodelay",
+                    "quickack",
+                    "rcvbuf",
+                    "sndbuf",
+                    "busy_poll_us",
+                    "max_recv_data_segment_length",
+                    "sessions",
+                    "transport",
+                ],
+                "{initiator:?}"
+            );
+            assert!(skipped[..6]
+                .iter()
+                .all(|(_, why)| why.contains("isoe attach")));
+            assert!(skipped[6].1.contains("one device (one session) per portal"));
+            // The transport is open-iscsi's, and the bursts only fail above
+            // isoe's own offers.
+            let other = KnobSet {
+                transport: Some(Transport::Tcp),
+                first_burst_length: Some(524_288),
+                max_burst_length: Some(1_048_576),
+                max_recv_data_segment_length: Some(262_144),
+                nodelay: Some(true),
+                connections: Some(4),
+                ..KnobSet::default()
+            };
+            let skipped = other.unsupported(initiator, TargetImpl::Isoe);
+            assert_eq!(
+                skipped.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+                ["first_burst_length", "transport"]
+            );
+            assert_eq!(
+                skipped[1].1,
+                format!(
+                    "an open-iscsi iface transport; the initiator is {}",
+                    initiator.as_str()
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn block_device_initiators_and_bed_targets_need_a_test_bed() {
+        let with = |initiator, target| KnobSet {
+            initiator: Some(initiator),
+            target: Some(target),
+            ..KnobSet::default()
+        };
+        for initiator in InitiatorImpl::ALL {
+            let why = with(initiator, TargetImpl::Isoe).needs_test_bed();
+            assert_eq!(
+                why.is_some(),
+                initiator.makes_block_device(),
+                "{initiator:?}: {why:?}"
+            );
+            if let Some(why) = why {
+                assert!(
+                    why.starts_with(&format!(
+                        "initiator = {} runs on a test bed of machines only (topology \"physical\", isoe lab --testbed FILE): ",
+                        initiator.as_str()
+                    )),
+                    "{why}"
+                );
+            }
+        }
+        assert!(with(InitiatorImpl::IsoeNbd, TargetImpl::Isoe)
+            .needs_test_bed()
+            .unwrap()
+            .contains("isoe attach needs root and a kernel module"));
+        assert!(with(InitiatorImpl::Isoe, TargetImpl::Lio)
+            .needs_test_bed()
+            .unwrap()
+            .starts_with("target = lio runs on a test bed"));
+        assert!(with(InitiatorImpl::Libiscsi, TargetImpl::External)
+            .needs_test_bed()
+            .is_some());
+        assert_eq!(
+            with(InitiatorImpl::Libiscsi, TargetImpl::Tgt).needs_test_bed(),
+            None
+        );
+        assert_eq!(KnobSet::default().needs_test_bed(), None);
+        assert_eq!(
+            InitiatorImpl::ALL
+                .iter()
+                .filter_map(|i| i.attach_kind())
+                .map(|k| k.initiator())
+                .collect::<Vec<_>>(),
+            [InitiatorImpl::IsoeUblk, InitiatorImpl::IsoeNbd]
+        );
     }
 
     #[test]

@@ -7,9 +7,10 @@
 //! target choice), the same link knobs on real machines' interfaces, read
 //! before a run and put back after it ([`hostknobs`]), plans, the run loop with its statistics,
 //! and the reports (Markdown, HTML with SVG charts, JSON lines). It drives
-//! `isoe target` and `isoe bench` as processes and uses `isoe-bench` for
-//! its result types and its measure of foreign load.
+//! `isoe target`, `isoe bench` and `isoe attach` as processes and uses
+//! `isoe-bench` for its result types and its measure of foreign load.
 
+pub mod attach_device;
 pub mod bed;
 pub mod fio_peer;
 /// Foreign load: measured by `isoe-bench`, which both use.

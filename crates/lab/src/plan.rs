@@ -75,7 +75,7 @@
 //! | `connections` | 1..=8 |
 //! | `sessions` | 1..=64 |
 //! | `workers` | 1..=64; wins over the workload's |
-//! | `initiator` | "isoe", "libiscsi" or "kernel" (open-iscsi; a `physical` test bed) |
+//! | `initiator` | "isoe", "libiscsi", "kernel" (open-iscsi), "isoe-ublk" or "isoe-nbd" (isoe's initiator as a block device, `isoe attach --ublk` or `--nbd`); the last three on a `physical` test bed, driven by fio with libaio |
 //! | `target` | "isoe", "tgt", "lio" or "external" (the last two on a `physical` test bed) |
 //! | `transport` | the kernel initiator's iface: "tcp", "cxgb4i", "bnx2i", "qedi", "be2iscsi" or "qla4xxx" |
 //! | `batching` `buffer_pool` | bool |

@@ -375,6 +375,13 @@ pub fn check(cases: &[ResolvedCase], machine: &dyn Machine) -> Check {
     let mut blocked = Vec::new();
     let mut lost: Vec<Lost> = Vec::new();
     for case in cases {
+        if case.topology != TopologyKind::Physical {
+            // Nothing to install: the case needs machines, not namespaces.
+            if let Some(why) = case.knobs.needs_test_bed() {
+                blocked.push((case.name.clone(), why));
+                continue;
+            }
+        }
         let reference = case
             .compare_to
             .as_ref()
@@ -674,6 +681,10 @@ fn nothing_runs(plan: &str, check: &Check) -> String {
         m += "Run it as root: network namespaces and tgtd need root.";
     } else if check.missing.iter().any(|x| x.need == Need::Namespaces) {
         m += "This kernel (or container) does not let the lab make network namespaces.";
+    } else if check.missing.is_empty() {
+        // Only cases that need a test bed are left.
+        m += "Name the machines with --testbed FILE (an example: \
+              crates/lab/examples/testbed-physical.toml).";
     } else {
         m += "Install what they need (run without --no-install as root, or see above).";
     }

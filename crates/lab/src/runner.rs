@@ -289,6 +289,11 @@ impl Lab<'_> {
         }
         let plan = &self.options.plan;
         let knobs = &case.knobs;
+        if let Some(why) = knobs.needs_test_bed() {
+            // Run in namespaces, isoe would stand in for what the case names.
+            self.skip_case(case, why);
+            return Ok(());
+        }
         let kind: Kind = case
             .topology
             .as_str()
@@ -342,9 +347,9 @@ impl Lab<'_> {
     }
 
     /// One case's runs in one round on the test bed: its target started,
-    /// the kernel initiator logged in when it is the initiator, one run per
-    /// due workload, then all of it stopped. A case the bed cannot run is
-    /// skipped with the reason.
+    /// the kernel initiator logged in or `isoe attach`'s devices made when
+    /// one of them is the initiator, one run per due workload, then all of
+    /// it stopped. A case the bed cannot run is skipped with the reason.
     fn run_case_on_bed(
         &mut self,
         cases: &[ResolvedCase],
@@ -371,16 +376,12 @@ impl Lab<'_> {
                     return Ok(());
                 }
             };
-            let sessions = if knobs.initiator_impl() == InitiatorImpl::Kernel {
-                match bed.kernel_login(&case.name, knobs, &target) {
-                    Ok(sessions) => sessions,
-                    Err(why) => {
-                        self.skip_case(case, why);
-                        return Ok(());
-                    }
+            let devices = match bed.block_devices(&case.name, knobs, &target) {
+                Ok(devices) => devices,
+                Err(why) => {
+                    self.skip_case(case, why);
+                    return Ok(());
                 }
-            } else {
-                Vec::new()
             };
             let cell = Cell {
                 cases,
@@ -395,14 +396,12 @@ impl Lab<'_> {
                     // Recorded as failed; the rest of the plan is skipped.
                     return Err(BenchFailure::Failed(why));
                 }
-                bed.run_workload(plan, knobs, workload, &target, &sessions, stop)
+                bed.run_workload(plan, knobs, workload, &target, &devices, stop)
             })?;
             if bed.gone().is_none() {
-                for session in sessions {
-                    if let Err(e) = session.logout() {
-                        let why = bed.failure_on_initiator(&format!("case {}", case.name), e);
-                        eprintln!("isoe lab: case {}: logging out: {why}", case.name);
-                    }
+                for e in devices.release() {
+                    let why = bed.failure_on_initiator(&format!("case {}", case.name), e);
+                    eprintln!("isoe lab: case {}: {why}", case.name);
                 }
             }
             if let Err(e) = target.stop() {
@@ -1270,6 +1269,48 @@ mod tests {
         // A result with no series (fio's) gives an empty one.
         assert!(take_series(&mut serde_json::json!({"iops": 1.0})).is_empty());
         assert!(take_series(&mut serde_json::Value::Null).is_empty());
+    }
+
+    #[test]
+    fn namespaces_skip_what_needs_a_test_bed_rather_than_run_isoe_for_it() {
+        // Every case needs a test bed: none may start a topology or a
+        // target, and each is listed with why (as preflight would have).
+        let plan = Plan::parse(
+            "name = \"bed-only\"\ntopology = \"loopback\"\n[baseline]\ninitiator = \"kernel\"\n\
+             [[workload]]\nprofile = \"oltp-8k\"\n\
+             [[case]]\nname = \"ublk\"\ninitiator = \"isoe-ublk\"\n\
+             [[case]]\nname = \"nbd\"\ninitiator = \"isoe-nbd\"\n",
+            "t.toml",
+        )
+        .unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let outcome = run_plan(LabOptions {
+            plan,
+            out_dir: out.path().to_path_buf(),
+            isoe: PathBuf::from("/nonexistent/isoe"),
+            fresh: true,
+            progress: false,
+            stop: Arc::new(AtomicBool::new(false)),
+            skip: Vec::new(),
+            lost: Vec::new(),
+            testbed: None,
+        })
+        .unwrap();
+        assert_eq!(outcome.runs, 0);
+        let skipped: BTreeMap<&str, &str> = outcome
+            .skipped
+            .iter()
+            .map(|(c, why)| (c.as_str(), why.as_str()))
+            .collect();
+        assert_eq!(
+            skipped.keys().copied().collect::<Vec<_>>(),
+            ["baseline", "nbd", "ublk"]
+        );
+        assert!(skipped["ublk"].starts_with("initiator = isoe-ublk runs on a test bed"));
+        assert!(skipped["nbd"].starts_with("initiator = isoe-nbd runs on a test bed"));
+        assert!(skipped["baseline"].starts_with("initiator = kernel runs on a test bed"));
+        let report = fs::read_to_string(&outcome.report_md).unwrap();
+        assert!(report.contains("isoe-nbd runs on a test bed"), "{report}");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //!
 //! [`crate::host::Host`] puts this machine and SSH hosts behind one face.
 
+use crate::host::Ending;
 use std::ffi::OsStr;
 use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -301,7 +302,14 @@ impl Remote {
     /// it to go, then SIGKILL; then waits for the local ssh. An error when
     /// the host could not be told (it is gone); a program that had already
     /// ended is not one.
-    pub fn stop(mut self, grace: Duration) -> Result<(), HostError> {
+    pub fn stop(self, grace: Duration) -> Result<(), HostError> {
+        self.end(grace).map(|_| ())
+    }
+
+    /// [`Remote::stop`], saying how the program went: its exit status
+    /// (carried by the local ssh) when it ended within `grace` of SIGTERM
+    /// or before, [`Ending::Killed`] when it took SIGKILL.
+    pub fn end(mut self, grace: Duration) -> Result<Ending, HostError> {
         let pid = self.pid.to_string();
         // kill -0 fails for a PID that is gone: nothing to do then.
         let signal = |name: &str| {
@@ -322,14 +330,21 @@ impl Remote {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+        let mut killed = false;
         if result.is_ok() && matches!(self.child.try_wait(), Ok(None)) {
+            killed = true;
             result = signal("KILL").map(|_| ());
         }
         if result.is_err() {
             let _ = self.child.kill();
         }
-        let _ = self.child.wait();
-        result
+        let status = self.child.wait();
+        result?;
+        match status {
+            Ok(_) if killed => Ok(Ending::Killed),
+            Ok(status) => Ok(Ending::Exited(status)),
+            Err(source) => Err(self.host.io(source)),
+        }
     }
 
     /// The exit status of the local ssh once it has ended: the program's

@@ -14,7 +14,8 @@
 //! host = "ssh://root@192.0.2.10"    # required: "local" or ssh://[USER@]HOST[:PORT]
 //! interfaces = ["enp65s0f0np0"]     # optional: where the initiator side's link knobs act
 //! isoe = "/usr/local/bin/isoe"      # optional: else the lab copies its own binary there
-//! fio = "fio"                       # optional: fio with libaio, for the kernel initiator
+//! fio = "fio"                       # optional: fio with libaio, for the block devices
+//!                                   # (the kernel initiator's, isoe attach's)
 //! fio_libiscsi = "/opt/fio/fio"     # optional: fio with libiscsi; else the lab's own, copied
 //!
 //! [target]
@@ -60,7 +61,8 @@ pub struct InitiatorMachine {
     pub interfaces: Vec<String>,
     /// `isoe` on that host; None: the lab copies its own.
     pub isoe: Option<String>,
-    /// fio with libaio (the kernel initiator's load).
+    /// fio with libaio (the load on the kernel initiator's and `isoe
+    /// attach`'s block devices).
     pub fio: String,
     /// fio with the libiscsi engine; None: the lab's own, copied.
     pub fio_libiscsi: Option<String>,

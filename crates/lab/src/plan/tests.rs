@@ -115,6 +115,30 @@ fn a_plan_reads_into_its_parts() {
 }
 
 #[test]
+fn every_initiator_is_read_by_its_name() {
+    for initiator in InitiatorImpl::ALL {
+        let to = format!("initiator = \"{}\"", initiator.as_str());
+        let p = Plan::parse(&good_with("initiator = \"libiscsi\"", &to), "good.toml").unwrap();
+        assert_eq!(p.cases[2].knobs.initiator, Some(initiator), "{to}");
+        // The name results carry, and read back.
+        let json = serde_json::to_string(&initiator).unwrap();
+        assert_eq!(json, format!("\"{}\"", initiator.as_str()));
+        assert_eq!(
+            serde_json::from_str::<InitiatorImpl>(&json).unwrap(),
+            initiator
+        );
+    }
+    let ublk = Plan::parse(
+        &good_with("initiator = \"libiscsi\"", "initiator = \"isoe-ublk\""),
+        "good.toml",
+    )
+    .unwrap();
+    let case = &ublk.resolved_cases()[3];
+    assert_eq!(case.knobs.initiator_impl(), InitiatorImpl::IsoeUblk);
+    assert_eq!(case.knobs.describe()["initiator"], "isoe-ublk");
+}
+
+#[test]
 fn sizes_use_the_grammar_shared_with_bench_and_target() {
     // isoe-size's grammar: 4k = 4KiB = 4KB = 4096, any case.
     let p = Plan::parse(
@@ -378,6 +402,22 @@ fn shipped_plans_say_what_their_seeds_did() {
         .collect();
     assert_eq!(congested.len(), 2);
 
+    // Seeds 000/003/004 on a test bed: the kernel's software initiator is
+    // the reference of every initiator, isoe's as a block device included.
+    let svo = Plan::embedded("software-vs-offload").unwrap();
+    assert_eq!(svo.topology, TopologyKind::Physical);
+    let cases = svo.resolved_cases();
+    assert_eq!(cases[0].knobs.initiator_impl(), InitiatorImpl::Kernel);
+    for (name, initiator) in [
+        ("isoe-ublk", InitiatorImpl::IsoeUblk),
+        ("isoe-nbd", InitiatorImpl::IsoeNbd),
+    ] {
+        let case = cases.iter().find(|c| c.name == name).unwrap();
+        assert_eq!(case.knobs.initiator_impl(), initiator);
+        assert_eq!(case.compare_to.as_deref(), Some("baseline"));
+        assert_eq!(case.workloads.len(), 6, "{:?}", case.workloads);
+    }
+
     // Seed 003: matrix cells only.
     let dm = Plan::embedded("demartek-2016").unwrap();
     assert_eq!(dm.workloads.len(), 24);
@@ -550,7 +590,7 @@ fn errors_name_file_line_and_key() {
         ),
         (
             good_with("initiator = \"libiscsi\"", "initiator = \"open-iscsi\""),
-            "bad.toml:48: case[2].initiator: expected one of \"isoe\", \"libiscsi\", \"kernel\", found \"open-iscsi\"",
+            "bad.toml:48: case[2].initiator: expected one of \"isoe\", \"libiscsi\", \"kernel\", \"isoe-ublk\", \"isoe-nbd\", found \"open-iscsi\"",
         ),
         (
             good_with("initiator_tso = false", "initiator_tso = false\ntso = true"),

@@ -280,6 +280,76 @@ fn an_offload_baseline_without_ethtool_blocks_every_case() {
     assert_eq!(c.missing[0].users[0].1, "offloads tso, gso, gro, tx, rx on");
 }
 
+#[test]
+fn block_device_initiators_and_bed_targets_are_refused_in_namespaces_with_the_reason() {
+    let text = format!(
+        "{HEAD}[[case]]\nname = \"ublk\"\ninitiator = \"isoe-ublk\"\n\
+         [[case]]\nname = \"nbd\"\ninitiator = \"isoe-nbd\"\ntopology = \"base\"\n\
+         [[case]]\nname = \"kernel\"\ninitiator = \"kernel\"\n\
+         [[case]]\nname = \"lio\"\ntarget = \"lio\"\n\
+         [[case]]\nname = \"libiscsi\"\ninitiator = \"libiscsi\"\n"
+    );
+    // Everything there, as root: only the bed's cases are refused.
+    let m = machine(true, ALL, true);
+    let c = check(&plan(&text), &m);
+    assert_eq!(blocked(&c), ["ublk", "nbd", "kernel", "lio"]);
+    assert!(c.missing.is_empty(), "nothing to install for them: {c:#?}");
+    assert_eq!(
+        c.blocked[0].1,
+        "initiator = isoe-ublk runs on a test bed of machines only (topology \"physical\", \
+         isoe lab --testbed FILE): isoe attach needs root and a kernel module to make a block \
+         device of the machine, which fio drives"
+    );
+    assert!(c.blocked[1]
+        .1
+        .starts_with("initiator = isoe-nbd runs on a test bed"));
+    assert!(c.blocked[2]
+        .1
+        .starts_with("initiator = kernel runs on a test bed"));
+    assert!(c.blocked[3]
+        .1
+        .starts_with("target = lio runs on a test bed"));
+    // Without root the reason is still the test bed, not root.
+    let c = check(&plan(&text), &machine(false, ALL, true));
+    assert!(c.blocked[0].1.contains("test bed"), "{c:#?}");
+
+    // On a test bed nothing here is refused: the bed checks its hosts.
+    let physical = text.replace("topology = \"loopback\"", "topology = \"physical\"");
+    let on_bed: Vec<ResolvedCase> = plan(&physical)
+        .into_iter()
+        .filter(|c| c.name != "nbd")
+        .collect();
+    assert!(check(&on_bed, &m).blocked.is_empty());
+
+    // A plan of such cases alone runs nothing and says where it would run.
+    let only = format!("{HEAD}[baseline]\ninitiator = \"isoe-nbd\"\n");
+    let mut installer = FakeInstaller {
+        machine: &m,
+        asked: vec![],
+        fail: false,
+    };
+    let stop = prepare(
+        "t",
+        &plan(&only),
+        policy(true, false),
+        &m,
+        &mut installer,
+        &mut Vec::new(),
+    )
+    .unwrap_err();
+    assert!(
+        stop.0
+            .contains("  - baseline: initiator = isoe-nbd runs on a test bed")
+            && stop.0.ends_with(
+                "Name the machines with --testbed FILE (an example: \
+                 crates/lab/examples/testbed-physical.toml)."
+            ),
+        "{}",
+        stop.0
+    );
+    assert!(installer.asked.is_empty());
+}
+
 fn policy(install: bool, skip_missing: bool) -> Policy {
     Policy {
         install,

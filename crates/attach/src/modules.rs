@@ -73,7 +73,11 @@ pub fn ensure(kind: Kind) -> Result<(), String> {
                 }
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
-            format!("`modprobe {}` succeeded but {} did not appear", kind.module(), kind.node())
+            format!(
+                "`modprobe {}` succeeded but {} did not appear",
+                kind.module(),
+                kind.node()
+            )
         }
         Ok(out) => {
             let text = String::from_utf8_lossy(&out.stderr);
@@ -97,9 +101,11 @@ pub fn ensure_root() -> Result<(), String> {
     if unsafe { libc::geteuid() } == 0 {
         Ok(())
     } else {
-        Err("isoe attach needs root: block devices are made through /dev/ublk-control \
+        Err(
+            "isoe attach needs root: block devices are made through /dev/ublk-control \
              (ublk) and /dev/nbdN (NBD), which only root may open"
-            .into())
+                .into(),
+        )
     }
 }
 

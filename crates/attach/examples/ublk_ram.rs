@@ -4,14 +4,16 @@
 //!
 //! ```text
 //! ublk_ram [--size MIB] [--depth N] [--max-io BYTES] [--file PATH]
-//!          [--recover ID] [--keep]
+//!          [--recover ID] [--keep] [--panic-after N]
 //! ublk_ram --list | --delete ID | --features
 //! ```
 //!
 //! `--file` keeps the disk's bytes in a file (say on /dev/shm) instead of
 //! this process's memory, so that they survive a crash and `--recover ID`
 //! resumes the same disk. SIGTERM or SIGINT stops and removes the device;
-//! with `--keep`, it is left quiesced for `--recover`.
+//! with `--keep`, it is left quiesced for `--recover`. `--panic-after N`
+//! panics while holding requests, after N: the device is left quiesced,
+//! as after a crash, and `--recover` gets the held requests again.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -87,11 +89,12 @@ struct Args {
     file: Option<String>,
     recover: Option<u32>,
     keep: bool,
+    panic_after: Option<u64>,
 }
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: ublk_ram [--size MIB] [--depth N] [--max-io BYTES] [--file PATH] [--recover ID] [--keep]\n\
+        "usage: ublk_ram [--size MIB] [--depth N] [--max-io BYTES] [--file PATH] [--recover ID] [--keep] [--panic-after N]\n\
          \x20      ublk_ram --list | --delete ID | --features"
     );
     ExitCode::from(2)
@@ -105,6 +108,7 @@ fn main() -> ExitCode {
         file: None,
         recover: None,
         keep: false,
+        panic_after: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -119,6 +123,7 @@ fn main() -> ExitCode {
                 Err(_) => return usage(),
             },
             "--keep" => args.keep = true,
+            "--panic-after" => args.panic_after = value().parse().ok(),
             "--list" => return list(),
             "--delete" => {
                 let Ok(id) = value().parse() else {
@@ -294,6 +299,9 @@ fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
         for r in &reqs {
             let mut buf = dev.take_buffer(r.tag);
+            if args.panic_after.is_some_and(|n| served >= n) {
+                panic!("--panic-after: panicking with request {:?} held", r);
+            }
             let end = r.offset + u64::from(r.len);
             let result = if end > size {
                 Err(libc::EIO)

@@ -653,6 +653,11 @@ impl BlockDevice for UblkDevice {
         }
     }
 
+    /// Sends STOP_DEV from a control thread. The serving loop must keep
+    /// completing every request until take_requests says Ok(false), failing
+    /// them if need be: with user recovery on, Linux 6.12's STOP_DEV first
+    /// waits, with no timeout and unkillably, for every request handed out
+    /// to be completed.
     fn stop(&mut self) -> io::Result<()> {
         self.stop_wanted = true;
         self.poll_ctl();
@@ -662,7 +667,30 @@ impl BlockDevice for UblkDevice {
 
 impl Drop for UblkDevice {
     fn drop(&mut self) {
+        if std::thread::panicking() && self.delete && self.active {
+            // Whatever went wrong, the disk's users need not see it: leave
+            // the device as a crash would (quiesced, its requests held for
+            // a new server) rather than fail what is in flight.
+            tracing::error!(
+                dev_id = self.dev_id,
+                "ublk: panicking; device {} is left quiesced: resume it with --recover {}, or delete it",
+                self.dev_id,
+                self.dev_id
+            );
+            self.delete = false;
+        }
         if self.active && self.delete {
+            // Nobody can complete the requests handed out any more: fail
+            // them, for with user recovery on, STOP_DEV waits (unkillably)
+            // until every request handed out is completed.
+            let failed = self.queue().fail_held();
+            if failed > 0 {
+                tracing::warn!(
+                    dev_id = self.dev_id,
+                    failed,
+                    "ublk: requests failed on drop"
+                );
+            }
             // Stop the disk and serve (failing) what still comes until the
             // kernel aborted every fetch, so that no request is left with a
             // buffer about to be freed and DEL_DEV does not wait on it.
@@ -675,7 +703,9 @@ impl Drop for UblkDevice {
                 if queue.all_aborted() && self.ctl.is_none() {
                     break;
                 }
-                if matches!(self.started, Some(Err(_))) && self.ctl.is_none() {
+                if (matches!(self.started, Some(Err(_))) || self.stop_error.is_some())
+                    && self.ctl.is_none()
+                {
                     break;
                 }
                 if Instant::now() >= deadline {

@@ -328,10 +328,17 @@ impl Queue {
                     sys::UBLK_IO_OP_WRITE_ZEROES => Some(Op::WriteZeroes),
                     _ => None,
                 };
-                let fits = match op {
-                    Some(Op::Read | Op::Write) => bytes <= self.buf_bytes as u64,
-                    _ => bytes <= u64::from(u32::MAX),
+                // A flush has no position (the block layer leaves its
+                // sector at -1): say 0.
+                let offset = match op {
+                    Some(Op::Flush) => Some(0),
+                    _ => d.start_sector.checked_mul(512),
                 };
+                let fits = offset.is_some()
+                    && match op {
+                        Some(Op::Read | Op::Write) => bytes <= self.buf_bytes as u64,
+                        _ => bytes <= u64::from(u32::MAX),
+                    };
                 *slot = Tag::Serving {
                     op: d.op(),
                     bytes: bytes as u32,
@@ -340,7 +347,7 @@ impl Queue {
                     Some(op) if fits => out.push(Request {
                         tag,
                         op,
-                        offset: d.start_sector * 512,
+                        offset: offset.unwrap_or(0),
                         len: bytes as u32,
                         fua: d.op_flags & sys::UBLK_IO_F_FUA != 0,
                         no_unmap: d.op_flags & sys::UBLK_IO_F_NOUNMAP != 0,
@@ -377,6 +384,21 @@ impl Queue {
             return Err(e);
         }
         Ok(!self.all_aborted())
+    }
+
+    /// Fails (EIO) every request handed out and not completed: for Drop,
+    /// when whoever held them is gone. A buffer that was lent and not
+    /// returned is replaced.
+    pub(crate) fn fail_held(&mut self) -> usize {
+        let mut n = 0;
+        for tag in 0..self.depth {
+            if let Tag::Serving { .. } = self.tags[tag as usize] {
+                let buf = std::mem::take(&mut self.bufs[tag as usize]);
+                self.complete(tag, buf, Err(libc::EIO));
+                n += 1;
+            }
+        }
+        n
     }
 
     /// See [`crate::BlockDevice::take_buffer`].
@@ -420,9 +442,8 @@ impl Queue {
     /// Puts `tag`'s buffer back, `buf_bytes` long again.
     fn restore(&mut self, tag: u16, mut buf: Vec<u8>) {
         let (addr, cap) = self.allocs[tag as usize];
-        debug_assert_eq!(
-            buf.as_ptr() as usize,
-            addr,
+        debug_assert!(
+            buf.as_ptr() as usize == addr || buf.capacity() == 0,
             "tag {tag}'s buffer came back as another allocation"
         );
         if buf.len() >= self.buf_bytes {

@@ -77,6 +77,11 @@ pub struct Geometry {
 }
 
 /// A kernel block device front-end, served by one thread.
+///
+/// The thread that first calls [`BlockDevice::ready`],
+/// [`BlockDevice::take_requests`] or [`BlockDevice::flush`] is the serving
+/// thread from then on (ublk binds its queue to the thread that fetches on
+/// it); the device may be created on another.
 pub trait BlockDevice {
     /// Readable when requests (or the end) may be waiting: the serving loop
     /// waits on it beside the iSCSI sockets.
@@ -95,6 +100,10 @@ pub trait BlockDevice {
     /// Finishes request `tag`: its buffer back (a read's data at its
     /// front), and the result: Ok, or Err(errno) (positive, as in
     /// `libc::EIO`). Completions may be held until [`BlockDevice::flush`].
+    ///
+    /// The buffer is the same `Vec` [`BlockDevice::take_buffer`] lent; its
+    /// length may have changed (shortened to the data, say), but not its
+    /// allocation, and its bytes stay initialized.
     fn complete(&mut self, tag: u16, buffer: Vec<u8>, result: Result<(), i32>);
 
     /// Hands the completions held to the kernel.
@@ -107,5 +116,7 @@ pub trait BlockDevice {
 
     /// Asks the kernel to remove the device (detach): requests in flight
     /// still complete, then [`BlockDevice::take_requests`] says Ok(false).
+    /// Until then the loop must complete every request it holds, failing
+    /// them if it cannot serve them: the kernel waits for them.
     fn stop(&mut self) -> io::Result<()>;
 }

@@ -13,5 +13,6 @@ pub mod scsi;
 pub mod serve;
 pub mod settings;
 pub mod state;
+pub mod ublk;
 
 pub use device::{BlockDevice, Geometry, Op, Request};

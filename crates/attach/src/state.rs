@@ -40,6 +40,8 @@ pub const STARTING: &str = "starting";
 pub const SERVING: &str = "serving";
 /// [`Record::state`] after a stop request, while the device drains.
 pub const STOPPING: &str = "stopping";
+/// [`Record::state`] of a killed attach whose ublk disk waits to be resumed.
+pub const ORPHANED: &str = "orphaned";
 
 /// How often [`detach`] looks whether the process is gone.
 const POLL: Duration = Duration::from_millis(50);
@@ -262,12 +264,35 @@ fn list_in(dir: &Path) -> io::Result<Vec<Record>> {
         }
         if alive(record.pid) {
             records.push(record);
+        } else if holds_quiesced_ublk(&record) {
+            // Killed, but its ublk disk waits for a new attach of this
+            // name to resume it: keep the record that says which.
+            records.push(Record {
+                state: ORPHANED.into(),
+                ..record
+            });
         } else {
             remove_stale(&entry.path(), record.pid);
         }
     }
     records.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(records)
+}
+
+/// The record of `name` left by an attach that is gone (killed, crashed)
+/// while its ublk disk still exists: what a new attach of that name
+/// resumes. None when there is none, or its process lives.
+pub fn orphan(name: &str) -> Option<Record> {
+    let record = read_record(&record_path(&dir(), name))?;
+    (!alive(record.pid) && holds_quiesced_ublk(&record)).then_some(record)
+}
+
+/// The record names a ublk device that still exists (its server gone, the
+/// kernel holds it quiesced until one resumes it).
+fn holds_quiesced_ublk(record: &Record) -> bool {
+    record
+        .ublk_id
+        .is_some_and(|id| Path::new(&format!("/sys/class/ublk-char/ublkc{id}")).exists())
 }
 
 fn read_record(path: &Path) -> Option<Record> {
@@ -317,7 +342,11 @@ pub fn name_in_use(name: &str) -> bool {
 }
 
 fn name_in_use_in(dir: &Path, name: &str) -> bool {
-    list_in(dir).is_ok_and(|records| records.iter().any(|r| r.name == name))
+    list_in(dir).is_ok_and(|records| {
+        records
+            .iter()
+            .any(|r| r.name == name && r.state != ORPHANED)
+    })
 }
 
 /// Why [`detach`] did not detach.

@@ -8,5 +8,6 @@
 //! SCSI disk would give.
 
 pub mod device;
+pub mod nbd;
 
 pub use device::{BlockDevice, Geometry, Op, Request};

@@ -9,6 +9,7 @@
 
 pub mod device;
 pub mod modules;
+pub mod nbd;
 pub mod scsi;
 pub mod serve;
 pub mod settings;

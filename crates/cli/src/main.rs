@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod admin_cmd;
+mod attach_cmd;
 mod bench_cmd;
 mod chap_args;
 mod initiator_cmd;
@@ -50,6 +51,11 @@ enum Command {
     /// a time against a baseline, and write a report (the main job; with no
     /// options it runs the `quick` plan).
     Lab(lab_cmd::LabArgs),
+    /// Serve an iSCSI LU as a Linux block device (ublk, or NBD where ublk
+    /// is missing) until SIGTERM or `isoe detach`; prints the device path.
+    Attach(attach_cmd::AttachArgs),
+    /// Flush and remove a device `isoe attach` serves.
+    Detach(attach_cmd::DetachArgs),
     #[command(flatten)]
     Initiator(initiator_cmd::InitiatorCommand),
 }
@@ -66,6 +72,8 @@ fn main() -> ExitCode {
         Command::Admin(args) => admin_cmd::run(args),
         Command::Bench(args) => bench_cmd::run(args),
         Command::Lab(args) => lab_cmd::run(args),
+        Command::Attach(args) => attach_cmd::run_attach(args),
+        Command::Detach(args) => attach_cmd::run_detach(args),
         Command::Initiator(command) => initiator_cmd::run(command),
     }
 }

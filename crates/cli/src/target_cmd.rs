@@ -17,7 +17,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 pub mod check;
-mod notify;
+pub mod notify;
 
 /// One line per CHAP or ACL rule in force: who must authenticate, with
 /// which algorithms; names only, never a secret.

@@ -87,6 +87,29 @@ impl Vm {
         self.script("ssh", &[command], COMMAND_TIMEOUT)
     }
 
+    /// Copies the local file `from` to `to` in the VM (mode 0755), through
+    /// SSH's standard input.
+    pub fn copy_in(&self, from: &Path, to: &str) {
+        let run = self.dir.path().to_str().expect("a UTF-8 temporary path");
+        let file =
+            std::fs::File::open(from).unwrap_or_else(|e| panic!("open {}: {e}", from.display()));
+        let status = std::process::Command::new("/bin/bash")
+            .arg(script("vm"))
+            .args([
+                "ssh",
+                run,
+                &format!("cat > {to}.part && chmod 755 {to}.part && mv {to}.part {to}"),
+            ])
+            .stdin(file)
+            .status()
+            .expect("run scripts/vm ssh");
+        assert!(
+            status.success(),
+            "copying {} into the VM failed",
+            from.display()
+        );
+    }
+
     /// The host's loopback port that reaches the VM's port 3260.
     pub fn iscsi_port(&self) -> u16 {
         std::fs::read_to_string(self.dir.path().join("iscsi-port"))

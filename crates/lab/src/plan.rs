@@ -135,6 +135,7 @@ const EMBEDDED: &[(&str, &str)] = &[
         "software-vs-offload",
         include_str!("../plans/software-vs-offload.toml"),
     ),
+    ("block-devices", include_str!("../plans/block-devices.toml")),
 ];
 
 /// The test bed a plan (or a case) runs on (METHODOLOGY.md "Topologies").

@@ -156,6 +156,9 @@ struct Reply {
 pub(crate) struct Limits {
     pub capacity_bytes: u64,
     pub read_only: bool,
+    /// Discards were advertised (NBD_FLAG_SEND_TRIM); unadvertised ones
+    /// are refused. (Not so write-zeroes: see the module's notes.)
+    pub discard: bool,
     /// The size each slot's buffer starts with (and is kept at, at least).
     pub buffer_bytes: u32,
     pub queue_depth: u16,
@@ -291,7 +294,11 @@ impl Conn {
     pub(crate) fn take_buffer(&mut self, tag: u16) -> Vec<u8> {
         match self.slots.get_mut(tag as usize) {
             Some(slot) => {
-                debug_assert_eq!(slot.state, SlotState::Held, "nbd: buffer of tag {tag} lent while not held");
+                debug_assert_eq!(
+                    slot.state,
+                    SlotState::Held,
+                    "nbd: buffer of tag {tag} lent while not held"
+                );
                 mem::take(&mut slot.buf)
             }
             None => Vec::new(),
@@ -325,7 +332,12 @@ impl Conn {
                 if slot.buf.len() >= slot.len as usize {
                     (0, slot.len)
                 } else {
-                    tracing::warn!(tag, len = slot.len, buffer = slot.buf.len(), "nbd: read completed with a short buffer");
+                    tracing::warn!(
+                        tag,
+                        len = slot.len,
+                        buffer = slot.buf.len(),
+                        "nbd: read completed with a short buffer"
+                    );
                     (libc::EIO as u32, 0)
                 }
             }
@@ -334,14 +346,21 @@ impl Conn {
         };
         slot.state = SlotState::Replying;
         let header = encode_reply(slot.handle, error);
-        self.replies.push_back(Reply { header, slot: tag, data_len });
+        self.replies.push_back(Reply {
+            header,
+            slot: tag,
+            data_len,
+        });
     }
 
     /// Writes queued replies until the socket takes no more; what it won't
     /// take stays queued and the wake fd fires when there is room.
     pub(crate) fn flush(&mut self) -> io::Result<()> {
         while !self.replies.is_empty() && !self.eof {
-            let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; IOV_BATCH * 2];
+            let mut iov = [libc::iovec {
+                iov_base: std::ptr::null_mut(),
+                iov_len: 0,
+            }; IOV_BATCH * 2];
             let mut n = 0;
             let mut skip = self.head_sent;
             for reply in self.replies.iter().take(IOV_BATCH) {
@@ -357,7 +376,10 @@ impl Conn {
                     }
                     let part = &part[skip..];
                     skip = 0;
-                    iov[n] = libc::iovec { iov_base: part.as_ptr() as *mut libc::c_void, iov_len: part.len() };
+                    iov[n] = libc::iovec {
+                        iov_base: part.as_ptr() as *mut libc::c_void,
+                        iov_len: part.len(),
+                    };
                     n += 1;
                 }
             }
@@ -368,7 +390,13 @@ impl Conn {
             msg.msg_iovlen = n as _;
             // SAFETY: as above; MSG_NOSIGNAL: a closed peer is EPIPE, not a
             // SIGPIPE that kills the process.
-            let sent = unsafe { libc::sendmsg(self.sock.as_raw_fd(), &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
+            let sent = unsafe {
+                libc::sendmsg(
+                    self.sock.as_raw_fd(),
+                    &msg,
+                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                )
+            };
             if sent < 0 {
                 let err = io::Error::last_os_error();
                 match err.raw_os_error() {
@@ -392,7 +420,9 @@ impl Conn {
     /// the slots whose replies are all out.
     fn advance(&mut self, mut n: usize) {
         while n > 0 {
-            let Some(head) = self.replies.front() else { break };
+            let Some(head) = self.replies.front() else {
+                break;
+            };
             let left = REPLY_LEN + head.data_len as usize - self.head_sent;
             if n < left {
                 self.head_sent += n;
@@ -440,7 +470,12 @@ impl Conn {
 
     fn want_output(&mut self, want: bool) -> io::Result<()> {
         if want != self.wants_out {
-            epoll_set(&self.epoll, self.sock.as_raw_fd(), libc::EPOLL_CTL_MOD, want)?;
+            epoll_set(
+                &self.epoll,
+                self.sock.as_raw_fd(),
+                libc::EPOLL_CTL_MOD,
+                want,
+            )?;
             self.wants_out = want;
         }
         Ok(())
@@ -480,12 +515,17 @@ impl Conn {
                 Rx::Header => {
                     if self.staged() >= REQUEST_LEN {
                         let mut raw = [0u8; REQUEST_LEN];
-                        raw.copy_from_slice(&self.stage[self.stage_start..self.stage_start + REQUEST_LEN]);
+                        raw.copy_from_slice(
+                            &self.stage[self.stage_start..self.stage_start + REQUEST_LEN],
+                        );
                         self.stage_start += REQUEST_LEN;
                         let Some(header) = Header::parse(&raw) else {
                             return Err(io::Error::new(
                                 io::ErrorKind::InvalidData,
-                                format!("nbd: a request without the request magic ({:02x?})", &raw[..8]),
+                                format!(
+                                    "nbd: a request without the request magic ({:02x?})",
+                                    &raw[..8]
+                                ),
                             ));
                         };
                         self.on_header(header, out);
@@ -513,11 +553,16 @@ impl Conn {
                         let n = staged.min(want);
                         if let Sink::Slot(request) = sink {
                             let at = done as usize;
-                            self.slots[request.tag as usize].buf[at..at + n]
-                                .copy_from_slice(&self.stage[self.stage_start..self.stage_start + n]);
+                            self.slots[request.tag as usize].buf[at..at + n].copy_from_slice(
+                                &self.stage[self.stage_start..self.stage_start + n],
+                            );
                         }
                         self.stage_start += n;
-                        self.rx = Rx::Payload { sink, done: done + n as u32, len };
+                        self.rx = Rx::Payload {
+                            sink,
+                            done: done + n as u32,
+                            len,
+                        };
                         continue;
                     }
                     let got = match sink {
@@ -530,7 +575,11 @@ impl Conn {
                                     false
                                 }
                                 Some(n) => {
-                                    self.rx = Rx::Payload { sink, done: done + n as u32, len };
+                                    self.rx = Rx::Payload {
+                                        sink,
+                                        done: done + n as u32,
+                                        len,
+                                    };
                                     true
                                 }
                                 None => false,
@@ -564,16 +613,27 @@ impl Conn {
                 return;
             }
         };
-        let (offset, len) = if op == Op::Flush { (0, 0) } else { (h.offset, h.len) };
+        let (offset, len) = if op == Op::Flush {
+            (0, 0)
+        } else {
+            (h.offset, h.len)
+        };
         let payload = if op == Op::Write { len } else { 0 };
         let writes = op != Op::Read && op != Op::Flush;
         let errno = if self.disconnecting {
             Some(libc::ESHUTDOWN)
         } else if writes && self.limits.read_only {
             Some(libc::EPERM)
-        } else if offset.checked_add(len as u64).is_none_or(|end| end > self.limits.capacity_bytes) {
+        } else if op == Op::Discard && !self.limits.discard {
+            Some(libc::EOPNOTSUPP)
+        } else if offset
+            .checked_add(len as u64)
+            .is_none_or(|end| end > self.limits.capacity_bytes)
+        {
             Some(if writes { libc::ENOSPC } else { libc::EINVAL })
-        } else if (op == Op::Read || op == Op::Write) && len > DRIVER_MAX_IO_BYTES.max(self.limits.buffer_bytes) {
+        } else if (op == Op::Read || op == Op::Write)
+            && len > DRIVER_MAX_IO_BYTES.max(self.limits.buffer_bytes)
+        {
             Some(libc::EINVAL)
         } else if self.free.is_empty() {
             // Only when Options::queue_depth is below the driver's depth.
@@ -584,7 +644,14 @@ impl Conn {
         if let Some(errno) = errno {
             tracing::debug!(kind = h.kind, offset, len, errno, "nbd: request refused");
             if payload > 0 {
-                self.rx = Rx::Payload { sink: Sink::Refuse { handle: h.handle, errno }, done: 0, len: payload };
+                self.rx = Rx::Payload {
+                    sink: Sink::Refuse {
+                        handle: h.handle,
+                        errno,
+                    },
+                    done: 0,
+                    len: payload,
+                };
             } else {
                 self.refuse(h.handle, errno);
             }
@@ -619,7 +686,11 @@ impl Conn {
         };
         if payload > 0 {
             slot.state = SlotState::Receiving;
-            self.rx = Rx::Payload { sink: Sink::Slot(request), done: 0, len: payload };
+            self.rx = Rx::Payload {
+                sink: Sink::Slot(request),
+                done: 0,
+                len: payload,
+            };
         } else {
             slot.state = SlotState::Held;
             out.push(request);
@@ -627,7 +698,11 @@ impl Conn {
     }
 
     fn refuse(&mut self, handle: [u8; 8], errno: i32) {
-        self.replies.push_back(Reply { header: encode_reply(handle, reply_error(errno)), slot: NO_SLOT, data_len: 0 });
+        self.replies.push_back(Reply {
+            header: encode_reply(handle, reply_error(errno)),
+            slot: NO_SLOT,
+            data_len: 0,
+        });
     }
 }
 
@@ -644,7 +719,10 @@ fn epoll_set(epoll: &OwnedFd, fd: RawFd, op: libc::c_int, output: bool) -> io::R
     if output {
         events |= libc::EPOLLOUT;
     }
-    let mut ev = libc::epoll_event { events: events as u32, u64: fd as u64 };
+    let mut ev = libc::epoll_event {
+        events: events as u32,
+        u64: fd as u64,
+    };
     // SAFETY: both descriptors are open; ev lives across the call.
     cvt(unsafe { libc::epoll_ctl(epoll.as_raw_fd(), op, fd, &mut ev) })?;
     Ok(())

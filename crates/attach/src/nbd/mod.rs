@@ -5,7 +5,7 @@
 //! geometry: NBD_SET_BLKSIZE, NBD_SET_SIZE, NBD_SET_FLAGS, NBD_SET_TIMEOUT),
 //! and a dedicated thread sits in NBD_DO_IT, which blocks until the device
 //! stops. The other end is ours, non-blocking, read and written by the
-//! serving loop through [`BlockDevice`] ([`proto`] has the wire side).
+//! serving loop through [`BlockDevice`] (the `proto` module has the wire side).
 //!
 //! # Why the ioctls, not netlink
 //!

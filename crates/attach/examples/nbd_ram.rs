@@ -197,13 +197,17 @@ fn serve(dev: &mut Nbd, ram: &mut [u8], r: &Request, served: &mut Served) {
         Op::Read => {
             served.reads += 1;
             let mut buf = dev.take_buffer(r.tag);
-            buf[..r.len as usize].copy_from_slice(&ram[start..end]);
+            // Shortened to the data, as the serving loop hands it to its
+            // command.
+            buf.truncate(r.len as usize);
+            buf.copy_from_slice(&ram[start..end]);
             dev.complete(r.tag, buf, Ok(()));
         }
         Op::Write => {
             served.writes += 1;
-            let buf = dev.take_buffer(r.tag);
-            ram[start..end].copy_from_slice(&buf[..r.len as usize]);
+            let mut buf = dev.take_buffer(r.tag);
+            buf.truncate(r.len as usize);
+            ram[start..end].copy_from_slice(&buf);
             dev.complete(r.tag, buf, Ok(()));
         }
         Op::Flush => {

@@ -123,6 +123,11 @@ enum SlotState {
 
 struct Slot {
     buf: Vec<u8>,
+    /// How many bytes of `buf`'s allocation we have initialized: the
+    /// length to give it back when it returns shortened.
+    init: usize,
+    /// The address of the buffer lent to the loop (0: none).
+    lent: usize,
     handle: [u8; 8],
     state: SlotState,
     op: Op,
@@ -210,6 +215,8 @@ impl Conn {
         let slots = (0..depth)
             .map(|_| Slot {
                 buf: vec![0u8; limits.buffer_bytes as usize],
+                init: limits.buffer_bytes as usize,
+                lent: 0,
                 handle: [0; 8],
                 state: SlotState::Free,
                 op: Op::Flush,
@@ -299,7 +306,9 @@ impl Conn {
                     SlotState::Held,
                     "nbd: buffer of tag {tag} lent while not held"
                 );
-                mem::take(&mut slot.buf)
+                let buf = mem::take(&mut slot.buf);
+                slot.lent = buf.as_ptr() as usize;
+                buf
             }
             None => Vec::new(),
         }
@@ -311,8 +320,22 @@ impl Conn {
             tracing::warn!(tag, "nbd: completion for a tag beyond the queue depth");
             return;
         };
-        // The buffer comes back unless the loop never took it (a flush, a
-        // discard): keep whichever is the real one.
+        let mut buffer = buffer;
+        if slot.lent != 0
+            && buffer.as_ptr() as usize == slot.lent
+            && buffer.len() < slot.init
+            && buffer.capacity() >= slot.init
+        {
+            // Shortened to the data: its full length back without touching
+            // a byte (a resize would clear the tail on every request).
+            // SAFETY: it is the allocation we lent, whose first `init`
+            // bytes we initialized, and the loop keeps its bytes
+            // initialized (BlockDevice::complete's contract).
+            unsafe { buffer.set_len(slot.init) };
+        }
+        slot.lent = 0;
+        // The buffer comes back unless the loop never took it: keep
+        // whichever is the real one.
         if buffer.capacity() >= slot.buf.capacity() {
             slot.buf = buffer;
         }
@@ -672,8 +695,11 @@ impl Conn {
                     tracing::debug!(tag, len, "nbd: slot buffer grows");
                     slot.buf = vec![0u8; want];
                 } else {
+                    // Not the buffer we lent (or shortened before we could
+                    // tell): clear what we cannot vouch for.
                     slot.buf.resize(want, 0);
                 }
+                slot.init = want;
             }
         }
         let request = Request {

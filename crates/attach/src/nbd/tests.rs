@@ -713,3 +713,45 @@ fn without_write_zeroes_a_device_without_a_leftover_limit_is_tried_first() {
         "with write-zeroes of its own, index order: {err}"
     );
 }
+
+#[test]
+fn a_buffer_shortened_to_its_data_comes_back_whole_and_untouched() {
+    let (mut conn, mut kernel) = pair(limits(1, 64 << 10));
+    kernel.write_all(&header(CMD_READ, 0, 1, 0, 4096)).unwrap();
+    let got = take(&mut conn);
+    let mut buf = conn.take_buffer(got[0].tag);
+    let (ptr, len) = (buf.as_ptr(), buf.len());
+    assert_eq!(len, 64 << 10);
+    buf.fill(0x77);
+    // What the serving loop does with a read's buffer.
+    buf.truncate(4096);
+    conn.complete(got[0].tag, buf, Ok(()));
+    conn.flush().unwrap();
+    assert_eq!(read_reply(&mut kernel), (0, 1));
+    let mut data = vec![0u8; 4096];
+    kernel.read_exact(&mut data).unwrap();
+    assert!(data.iter().all(|&b| b == 0x77));
+    // The next request on the slot: the same allocation, full length, the
+    // tail as it was (not cleared again).
+    kernel.write_all(&header(CMD_FLUSH, 0, 2, 0, 0)).unwrap();
+    let got = take(&mut conn);
+    let buf = conn.take_buffer(got[0].tag);
+    assert_eq!((buf.as_ptr(), buf.len()), (ptr, len));
+    assert!(buf[4096..].iter().all(|&b| b == 0x77));
+    // A different, short buffer handed back: it is made long enough.
+    conn.complete(got[0].tag, vec![1u8; 100], Ok(()));
+    conn.flush().unwrap();
+    assert_eq!(read_reply(&mut kernel), (0, 2));
+    kernel.write_all(&header(CMD_WRITE, 0, 3, 0, 512)).unwrap();
+    kernel.write_all(&[9u8; 512]).unwrap();
+    let got = take(&mut conn);
+    let buf = conn.take_buffer(got[0].tag);
+    assert!(buf.len() >= 64 << 10);
+    assert_eq!(&buf[..512], &[9u8; 512][..]);
+}
+
+#[test]
+fn the_device_can_move_to_its_serving_thread() {
+    fn send<T: Send>() {}
+    send::<Nbd>();
+}

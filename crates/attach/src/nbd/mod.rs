@@ -5,7 +5,7 @@
 //! geometry: NBD_SET_BLKSIZE, NBD_SET_SIZE, NBD_SET_FLAGS, NBD_SET_TIMEOUT),
 //! and a dedicated thread sits in NBD_DO_IT, which blocks until the device
 //! stops. The other end is ours, non-blocking, read and written by the
-//! serving loop through [`BlockDevice`] ([`proto`] has the wire side).
+//! serving loop through [`BlockDevice`] (the `proto` module has the wire side).
 //!
 //! # Why the ioctls, not netlink
 //!
@@ -24,6 +24,24 @@
 //! thread of its own (with every signal blocked: a signal would interrupt
 //! it, and the driver then tears the connection down).
 //!
+//! # A send buffer as large as the driver's queue
+//!
+//! The driver sends requests from the submitting task (its queue is
+//! BLK_MQ_F_BLOCKING), holding the connection's `tx_lock` while it blocks on
+//! a full socket. If this process is killed with SIGKILL while a writer is
+//! so blocked, the NBD_DO_IT thread, interrupted, shuts the sockets down,
+//! which wants that `tx_lock`; the writer waits for room that only our
+//! reading (or our end closing) makes; and our end closes only when every
+//! thread of the process has exited, that one included. Everything hangs
+//! until the writer is killed too. So the kernel's end gets a send buffer
+//! (SO_SNDBUFFORCE, as root: 2 GiB) that the driver's 128 requests can never
+//! fill, its `max_sectors_kb` capped to keep it so (to under half of each
+//! request's share, 4 MiB, for the skbs' overhead): sends never block, the
+//! shutdown takes
+//! the lock at once, the driver fails what is in flight with EIO, and the
+//! process exits. (Nothing is kept in that buffer while we serve: we read
+//! it as fast as it comes.)
+//!
 //! # What the driver cannot be told
 //!
 //! The ioctl interface (and netlink's) carries a block size, a size and
@@ -40,9 +58,19 @@
 //!   largest is about 4 GiB (the protocol's u32 length), whatever the LU's
 //!   UNMAP limits ([`Geometry::discard_granularity_bytes`],
 //!   [`Geometry::max_discard_bytes`]): the serving loop splits and aligns;
-//! - write-zeroes likewise (and only kernels from 6.14 send them at all:
-//!   older ones leave NBD_FLAG_SEND_WRITE_ZEROES unused and zero with
-//!   writes);
+//! - write-zeroes likewise (and only a driver that knows
+//!   NBD_CMD_WRITE_ZEROES sends them: Debian's 6.12 does; an older one
+//!   ignores the flag and the block layer zeroes with writes). The 6.12
+//!   driver also never clears the queue's write-zeroes limit once a
+//!   configuration set it (discard's it does clear), so a device
+//!   configured with the flag once sends write-zeroes to every later
+//!   server. Refusing them would not help: the block layer falls back to
+//!   writing zeroes only when a device has dropped its write-zeroes limit,
+//!   so BLKZEROOUT and the filesystems would get EIO. Instead, without
+//!   write-zeroes of our own, we prefer a free device that has no such
+//!   limit left, and on one that has, WriteZeroes requests reach the
+//!   serving loop although [`Geometry::max_write_zeroes_bytes`] is 0: it
+//!   zeroes with writes;
 //! - the reply carries an errno, but the driver turns any nonzero one into
 //!   BLK_STS_IOERR: every failure is EIO to the block layer;
 //! - the queue depth is the driver's tag-set depth, 128.
@@ -101,7 +129,11 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Options {
-        Options { queue_depth: DRIVER_QUEUE_DEPTH, timeout_secs: 0, index: None }
+        Options {
+            queue_depth: DRIVER_QUEUE_DEPTH,
+            timeout_secs: 0,
+            index: None,
+        }
     }
 }
 
@@ -118,6 +150,8 @@ pub struct Nbd {
     /// device runs.
     tid: i32,
     sectors: u64,
+    /// We advertised write-zeroes.
+    write_zeroes: bool,
     serving: Option<JoinHandle<io::Result<()>>>,
     stopping: Option<JoinHandle<io::Result<()>>>,
     ready: bool,
@@ -170,6 +204,7 @@ impl Nbd {
             Limits {
                 capacity_bytes: geometry.capacity_bytes,
                 read_only: geometry.read_only,
+                discard: geometry.discard,
                 buffer_bytes: max_io_bytes,
                 queue_depth: options.queue_depth,
             },
@@ -190,12 +225,13 @@ impl Nbd {
         if geometry.read_only {
             flags |= NBD_FLAG_READ_ONLY;
         }
+        let send_buffer = grow_send_buffer(&theirs);
         let setup = Setup {
             block_bytes: block,
             capacity_bytes: geometry.capacity_bytes,
             flags,
             timeout_secs: options.timeout_secs,
-            max_sectors_kb: (max_io_bytes / 1024).max(4),
+            max_sectors_kb: max_sectors_kb(max_io_bytes, send_buffer),
             index: options.index,
         };
 
@@ -212,7 +248,9 @@ impl Nbd {
             }
             Err(_) => {
                 let result = serving.join();
-                return Err(io::Error::other(format!("nbd: the device thread ended before setting up: {result:?}")));
+                return Err(io::Error::other(format!(
+                    "nbd: the device thread ended before setting up: {result:?}"
+                )));
             }
         };
         tracing::info!(device = %host.dev_path(claimed.index).display(), "nbd: device claimed");
@@ -224,6 +262,7 @@ impl Nbd {
             dev: Some(claimed.dev),
             tid: claimed.tid,
             sectors: geometry.capacity_bytes >> 9,
+            write_zeroes: geometry.max_write_zeroes_bytes > 0,
             serving: Some(serving),
             stopping: None,
             ready: false,
@@ -249,14 +288,24 @@ impl Nbd {
             }
         }
         let result = match self.serving.take() {
-            Some(serving) => serving.join().unwrap_or_else(|_| Err(io::Error::other("nbd: the NBD_DO_IT thread panicked"))),
+            Some(serving) => serving
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("nbd: the NBD_DO_IT thread panicked"))),
             None => Ok(()),
         };
         if let Some(saved) = self.saved_max_sectors_kb.take() {
             // Still ours (the descriptor is open, so nobody else can have
-            // claimed the device): put the limit back for its next user.
-            if let Err(e) = self.host.set_queue_attr(self.index, "max_sectors_kb", &saved) {
-                tracing::debug!(error = %e, "nbd: restoring max_sectors_kb");
+            // claimed the device): back to the kernel's default (0 says so
+            // from 6.9 on) rather than to what we found, which a killed
+            // attach may have left; the old value where 0 is refused.
+            let reset = self.host.set_queue_attr(self.index, "max_sectors_kb", "0");
+            if reset.is_err() {
+                if let Err(e) = self
+                    .host
+                    .set_queue_attr(self.index, "max_sectors_kb", &saved)
+                {
+                    tracing::debug!(error = %e, "nbd: restoring max_sectors_kb");
+                }
             }
         }
         self.dev = None;
@@ -310,7 +359,10 @@ impl BlockDevice for Nbd {
             let result = self.serving.take().map(|t| t.join());
             let msg = match result {
                 Some(Ok(Err(e))) => format!("{}: NBD_DO_IT failed: {e}", self.path.display()),
-                _ => format!("{}: NBD_DO_IT returned before the device started", self.path.display()),
+                _ => format!(
+                    "{}: NBD_DO_IT returned before the device started",
+                    self.path.display()
+                ),
             };
             self.failed = Some((io::ErrorKind::Other, msg.clone()));
             return Some(Err(io::Error::other(msg)));
@@ -326,6 +378,18 @@ impl BlockDevice for Nbd {
         if let Some(kb) = self.host.queue_attr(self.index, "max_sectors_kb") {
             tracing::debug!(device = %self.path.display(), max_sectors_kb = %kb, "nbd: serving");
         }
+        if !self.write_zeroes
+            && self
+                .host
+                .queue_attr(self.index, "write_zeroes_max_bytes")
+                .is_some_and(|v| v != "0")
+        {
+            tracing::info!(
+                device = %self.path.display(),
+                "nbd: the driver kept a write-zeroes limit from an earlier use of this device: \
+                 write-zeroes will come although the LU has none"
+            );
+        }
         Some(Ok(self.path.clone()))
     }
 
@@ -338,11 +402,17 @@ impl BlockDevice for Nbd {
         if self.stopping.is_some() || self.conn.ended() {
             return Ok(());
         }
-        let Some(dev) = self.dev.clone() else { return Ok(()) };
-        self.stopping = Some(thread::Builder::new().name("isoe-nbd-disconnect".into()).spawn(move || {
-            block_signals();
-            ioctl(&dev, NBD_DISCONNECT, 0).map(|_| ())
-        })?);
+        let Some(dev) = self.dev.clone() else {
+            return Ok(());
+        };
+        self.stopping = Some(
+            thread::Builder::new()
+                .name("isoe-nbd-disconnect".into())
+                .spawn(move || {
+                    block_signals();
+                    ioctl(&dev, NBD_DISCONNECT, 0).map(|_| ())
+                })?,
+        );
         Ok(())
     }
 }
@@ -424,11 +494,20 @@ fn device_thread(
 
 /// Finds a free device and gives it the socket and the geometry.
 fn claim(host: &Host, indexes: &[u32], kernel_end: &OwnedFd, setup: &Setup) -> io::Result<Claimed> {
-    let candidates: Vec<u32> = match setup.index {
+    let mut candidates: Vec<u32> = match setup.index {
         Some(index) => vec![index],
         None => indexes.to_vec(),
     };
+    if setup.flags & NBD_FLAG_SEND_WRITE_ZEROES == 0 {
+        // Those without a write-zeroes limit left from an earlier use first
+        // (a stable sort: in index order otherwise).
+        candidates.sort_by_key(|&i| {
+            host.queue_attr(i, "write_zeroes_max_bytes")
+                .is_some_and(|v| v != "0")
+        });
+    }
     let mut busy = 0;
+    let mut refused = String::new();
     let mut missing = Vec::new();
     for &index in &candidates {
         if host.in_use(index) {
@@ -450,16 +529,24 @@ fn claim(host: &Host, indexes: &[u32], kernel_end: &OwnedFd, setup: &Setup) -> i
             // it belongs to a netlink connection.
             Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EINVAL)) => {
                 tracing::debug!(device = %path.display(), error = %e, "nbd: device taken, trying the next");
+                refused = format!(" (NBD_SET_SOCK on {}: {e})", path.display());
                 busy += 1;
                 continue;
             }
-            Err(e) => return Err(with_root_hint(e, &format!("NBD_SET_SOCK on {}", path.display()))),
+            Err(e) => {
+                return Err(with_root_hint(
+                    e,
+                    &format!("NBD_SET_SOCK on {}", path.display()),
+                ))
+            }
         }
         let configured = (|| {
-            ioctl(&dev, NBD_SET_BLKSIZE, setup.block_bytes as u64).map_err(|e| ctx(e, "NBD_SET_BLKSIZE"))?;
+            ioctl(&dev, NBD_SET_BLKSIZE, setup.block_bytes as u64)
+                .map_err(|e| ctx(e, "NBD_SET_BLKSIZE"))?;
             ioctl(&dev, NBD_SET_SIZE, setup.capacity_bytes).map_err(|e| ctx(e, "NBD_SET_SIZE"))?;
             ioctl(&dev, NBD_SET_FLAGS, setup.flags).map_err(|e| ctx(e, "NBD_SET_FLAGS"))?;
-            ioctl(&dev, NBD_SET_TIMEOUT, setup.timeout_secs as u64).map_err(|e| ctx(e, "NBD_SET_TIMEOUT"))?;
+            ioctl(&dev, NBD_SET_TIMEOUT, setup.timeout_secs as u64)
+                .map_err(|e| ctx(e, "NBD_SET_TIMEOUT"))?;
             Ok::<(), io::Error>(())
         })();
         if let Err(e) = configured {
@@ -469,27 +556,42 @@ fn claim(host: &Host, indexes: &[u32], kernel_end: &OwnedFd, setup: &Setup) -> i
         let saved_max_sectors_kb = cap_max_sectors(host, index, setup.max_sectors_kb);
         // SAFETY: gettid has no preconditions.
         let tid = unsafe { libc::gettid() };
-        return Ok(Claimed { index, dev: Arc::new(dev), tid, saved_max_sectors_kb });
+        return Ok(Claimed {
+            index,
+            dev: Arc::new(dev),
+            tid,
+            saved_max_sectors_kb,
+        });
     }
     let msg = match setup.index {
-        Some(index) if busy > 0 => format!("/dev/nbd{index} is in use (see `isoe attach --list`)"),
+        Some(index) if busy > 0 => format!("/dev/nbd{index} is in use (see `isoe attach --list`){refused}"),
         _ if !missing.is_empty() => format!(
             "no usable nbd device: {} missing (/sys/block has them: no devtmpfs or udev here?)",
             missing.join(", ")
         ),
         _ => format!(
-            "all {} nbd devices are in use; load the module with more (`modprobe nbd nbds_max=N`, after removing it)",
+            "all {} nbd devices are in use{refused}; load the module with more (`modprobe nbd nbds_max=N`, after removing it)",
             candidates.len()
         ),
     };
-    Err(io::Error::new(if busy > 0 { io::ErrorKind::ResourceBusy } else { io::ErrorKind::NotFound }, msg))
+    Err(io::Error::new(
+        if busy > 0 {
+            io::ErrorKind::ResourceBusy
+        } else {
+            io::ErrorKind::NotFound
+        },
+        msg,
+    ))
 }
 
 /// Caps the block layer's request size to our buffers; returns the old
 /// value to restore. Best effort: the slots grow if it does not hold.
 fn cap_max_sectors(host: &Host, index: u32, want_kb: u32) -> Option<String> {
     let old = host.queue_attr(index, "max_sectors_kb")?;
-    let hw: u32 = host.queue_attr(index, "max_hw_sectors_kb").and_then(|s| s.parse().ok()).unwrap_or(want_kb);
+    let hw: u32 = host
+        .queue_attr(index, "max_hw_sectors_kb")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(want_kb);
     let kb = want_kb.min(hw);
     if old.parse::<u32>().ok() == Some(kb) {
         return None;
@@ -501,6 +603,66 @@ fn cap_max_sectors(host: &Host, index: u32, want_kb: u32) -> Option<String> {
             None
         }
     }
+}
+
+/// Gives the kernel's end of the pair the largest send buffer it can have
+/// (see the module's notes); returns what it got.
+fn grow_send_buffer(kernel_end: &OwnedFd) -> usize {
+    let fd = kernel_end.as_raw_fd();
+    let want: libc::c_int = libc::c_int::MAX / 2;
+    let set = |opt| {
+        // SAFETY: an int option, passed by pointer with its size.
+        unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                (&want as *const libc::c_int).cast(),
+                size_of::<libc::c_int>() as _,
+            )
+        }
+    };
+    if set(libc::SO_SNDBUFFORCE) != 0 {
+        // Without CAP_NET_ADMIN: as far as net.core.wmem_max allows.
+        set(libc::SO_SNDBUF);
+    }
+    let mut got: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: as above, for reading.
+    unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&mut got as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    got.max(0) as usize
+}
+
+/// The request size to cap the queue to: the buffers' size, or less so
+/// that the driver's whole queue fits the kernel end's send buffer, with
+/// room for the skbs' overhead (half of each request's share of the buffer
+/// for its data). When the buffer is too small for
+/// that to be reasonable (no CAP_NET_ADMIN), the buffers' size, and a
+/// warning.
+fn max_sectors_kb(max_io_bytes: u32, send_buffer: usize) -> u32 {
+    let want_kb = (max_io_bytes / 1024).max(4);
+    let fits_kb = send_buffer / (DRIVER_QUEUE_DEPTH as usize * 2) / 1024;
+    if fits_kb >= want_kb as usize {
+        return want_kb;
+    }
+    if fits_kb >= 64 {
+        // A power of two: aligned for any block size.
+        return 1 << fits_kb.ilog2();
+    }
+    tracing::warn!(
+        send_buffer,
+        "nbd: the kernel end's send buffer stays small (no CAP_NET_ADMIN?): should this process be killed \
+         with SIGKILL while writes are queued, the writers hang until they are killed too"
+    );
+    want_kb
 }
 
 fn ctx(e: io::Error, what: &str) -> io::Error {
@@ -520,7 +682,11 @@ fn with_root_hint(e: io::Error, what: &str) -> io::Error {
 
 fn open_rw(path: &std::path::Path) -> io::Result<OwnedFd> {
     use std::os::unix::fs::OpenOptionsExt;
-    let file = fs::OpenOptions::new().read(true).write(true).custom_flags(libc::O_CLOEXEC).open(path)?;
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(path)?;
     Ok(OwnedFd::from(file))
 }
 
@@ -537,7 +703,14 @@ fn ioctl(fd: &OwnedFd, request: u64, arg: u64) -> io::Result<libc::c_int> {
 fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as RawFd; 2];
     // SAFETY: fds has room for the two descriptors.
-    let r = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) };
+    let r = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
     if r < 0 {
         return Err(io::Error::last_os_error());
     }

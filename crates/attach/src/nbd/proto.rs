@@ -123,6 +123,11 @@ enum SlotState {
 
 struct Slot {
     buf: Vec<u8>,
+    /// How many bytes of `buf`'s allocation we have initialized: the
+    /// length to give it back when it returns shortened.
+    init: usize,
+    /// The address of the buffer lent to the loop (0: none).
+    lent: usize,
     handle: [u8; 8],
     state: SlotState,
     op: Op,
@@ -156,6 +161,9 @@ struct Reply {
 pub(crate) struct Limits {
     pub capacity_bytes: u64,
     pub read_only: bool,
+    /// Discards were advertised (NBD_FLAG_SEND_TRIM); unadvertised ones
+    /// are refused. (Not so write-zeroes: see the module's notes.)
+    pub discard: bool,
     /// The size each slot's buffer starts with (and is kept at, at least).
     pub buffer_bytes: u32,
     pub queue_depth: u16,
@@ -207,6 +215,8 @@ impl Conn {
         let slots = (0..depth)
             .map(|_| Slot {
                 buf: vec![0u8; limits.buffer_bytes as usize],
+                init: limits.buffer_bytes as usize,
+                lent: 0,
                 handle: [0; 8],
                 state: SlotState::Free,
                 op: Op::Flush,
@@ -291,8 +301,14 @@ impl Conn {
     pub(crate) fn take_buffer(&mut self, tag: u16) -> Vec<u8> {
         match self.slots.get_mut(tag as usize) {
             Some(slot) => {
-                debug_assert_eq!(slot.state, SlotState::Held, "nbd: buffer of tag {tag} lent while not held");
-                mem::take(&mut slot.buf)
+                debug_assert_eq!(
+                    slot.state,
+                    SlotState::Held,
+                    "nbd: buffer of tag {tag} lent while not held"
+                );
+                let buf = mem::take(&mut slot.buf);
+                slot.lent = buf.as_ptr() as usize;
+                buf
             }
             None => Vec::new(),
         }
@@ -304,8 +320,22 @@ impl Conn {
             tracing::warn!(tag, "nbd: completion for a tag beyond the queue depth");
             return;
         };
-        // The buffer comes back unless the loop never took it (a flush, a
-        // discard): keep whichever is the real one.
+        let mut buffer = buffer;
+        if slot.lent != 0
+            && buffer.as_ptr() as usize == slot.lent
+            && buffer.len() < slot.init
+            && buffer.capacity() >= slot.init
+        {
+            // Shortened to the data: its full length back without touching
+            // a byte (a resize would clear the tail on every request).
+            // SAFETY: it is the allocation we lent, whose first `init`
+            // bytes we initialized, and the loop keeps its bytes
+            // initialized (BlockDevice::complete's contract).
+            unsafe { buffer.set_len(slot.init) };
+        }
+        slot.lent = 0;
+        // The buffer comes back unless the loop never took it: keep
+        // whichever is the real one.
         if buffer.capacity() >= slot.buf.capacity() {
             slot.buf = buffer;
         }
@@ -325,7 +355,12 @@ impl Conn {
                 if slot.buf.len() >= slot.len as usize {
                     (0, slot.len)
                 } else {
-                    tracing::warn!(tag, len = slot.len, buffer = slot.buf.len(), "nbd: read completed with a short buffer");
+                    tracing::warn!(
+                        tag,
+                        len = slot.len,
+                        buffer = slot.buf.len(),
+                        "nbd: read completed with a short buffer"
+                    );
                     (libc::EIO as u32, 0)
                 }
             }
@@ -334,14 +369,21 @@ impl Conn {
         };
         slot.state = SlotState::Replying;
         let header = encode_reply(slot.handle, error);
-        self.replies.push_back(Reply { header, slot: tag, data_len });
+        self.replies.push_back(Reply {
+            header,
+            slot: tag,
+            data_len,
+        });
     }
 
     /// Writes queued replies until the socket takes no more; what it won't
     /// take stays queued and the wake fd fires when there is room.
     pub(crate) fn flush(&mut self) -> io::Result<()> {
         while !self.replies.is_empty() && !self.eof {
-            let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; IOV_BATCH * 2];
+            let mut iov = [libc::iovec {
+                iov_base: std::ptr::null_mut(),
+                iov_len: 0,
+            }; IOV_BATCH * 2];
             let mut n = 0;
             let mut skip = self.head_sent;
             for reply in self.replies.iter().take(IOV_BATCH) {
@@ -357,7 +399,10 @@ impl Conn {
                     }
                     let part = &part[skip..];
                     skip = 0;
-                    iov[n] = libc::iovec { iov_base: part.as_ptr() as *mut libc::c_void, iov_len: part.len() };
+                    iov[n] = libc::iovec {
+                        iov_base: part.as_ptr() as *mut libc::c_void,
+                        iov_len: part.len(),
+                    };
                     n += 1;
                 }
             }
@@ -368,7 +413,13 @@ impl Conn {
             msg.msg_iovlen = n as _;
             // SAFETY: as above; MSG_NOSIGNAL: a closed peer is EPIPE, not a
             // SIGPIPE that kills the process.
-            let sent = unsafe { libc::sendmsg(self.sock.as_raw_fd(), &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
+            let sent = unsafe {
+                libc::sendmsg(
+                    self.sock.as_raw_fd(),
+                    &msg,
+                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                )
+            };
             if sent < 0 {
                 let err = io::Error::last_os_error();
                 match err.raw_os_error() {
@@ -392,7 +443,9 @@ impl Conn {
     /// the slots whose replies are all out.
     fn advance(&mut self, mut n: usize) {
         while n > 0 {
-            let Some(head) = self.replies.front() else { break };
+            let Some(head) = self.replies.front() else {
+                break;
+            };
             let left = REPLY_LEN + head.data_len as usize - self.head_sent;
             if n < left {
                 self.head_sent += n;
@@ -440,7 +493,12 @@ impl Conn {
 
     fn want_output(&mut self, want: bool) -> io::Result<()> {
         if want != self.wants_out {
-            epoll_set(&self.epoll, self.sock.as_raw_fd(), libc::EPOLL_CTL_MOD, want)?;
+            epoll_set(
+                &self.epoll,
+                self.sock.as_raw_fd(),
+                libc::EPOLL_CTL_MOD,
+                want,
+            )?;
             self.wants_out = want;
         }
         Ok(())
@@ -480,12 +538,17 @@ impl Conn {
                 Rx::Header => {
                     if self.staged() >= REQUEST_LEN {
                         let mut raw = [0u8; REQUEST_LEN];
-                        raw.copy_from_slice(&self.stage[self.stage_start..self.stage_start + REQUEST_LEN]);
+                        raw.copy_from_slice(
+                            &self.stage[self.stage_start..self.stage_start + REQUEST_LEN],
+                        );
                         self.stage_start += REQUEST_LEN;
                         let Some(header) = Header::parse(&raw) else {
                             return Err(io::Error::new(
                                 io::ErrorKind::InvalidData,
-                                format!("nbd: a request without the request magic ({:02x?})", &raw[..8]),
+                                format!(
+                                    "nbd: a request without the request magic ({:02x?})",
+                                    &raw[..8]
+                                ),
                             ));
                         };
                         self.on_header(header, out);
@@ -513,11 +576,16 @@ impl Conn {
                         let n = staged.min(want);
                         if let Sink::Slot(request) = sink {
                             let at = done as usize;
-                            self.slots[request.tag as usize].buf[at..at + n]
-                                .copy_from_slice(&self.stage[self.stage_start..self.stage_start + n]);
+                            self.slots[request.tag as usize].buf[at..at + n].copy_from_slice(
+                                &self.stage[self.stage_start..self.stage_start + n],
+                            );
                         }
                         self.stage_start += n;
-                        self.rx = Rx::Payload { sink, done: done + n as u32, len };
+                        self.rx = Rx::Payload {
+                            sink,
+                            done: done + n as u32,
+                            len,
+                        };
                         continue;
                     }
                     let got = match sink {
@@ -530,7 +598,11 @@ impl Conn {
                                     false
                                 }
                                 Some(n) => {
-                                    self.rx = Rx::Payload { sink, done: done + n as u32, len };
+                                    self.rx = Rx::Payload {
+                                        sink,
+                                        done: done + n as u32,
+                                        len,
+                                    };
                                     true
                                 }
                                 None => false,
@@ -564,16 +636,27 @@ impl Conn {
                 return;
             }
         };
-        let (offset, len) = if op == Op::Flush { (0, 0) } else { (h.offset, h.len) };
+        let (offset, len) = if op == Op::Flush {
+            (0, 0)
+        } else {
+            (h.offset, h.len)
+        };
         let payload = if op == Op::Write { len } else { 0 };
         let writes = op != Op::Read && op != Op::Flush;
         let errno = if self.disconnecting {
             Some(libc::ESHUTDOWN)
         } else if writes && self.limits.read_only {
             Some(libc::EPERM)
-        } else if offset.checked_add(len as u64).is_none_or(|end| end > self.limits.capacity_bytes) {
+        } else if op == Op::Discard && !self.limits.discard {
+            Some(libc::EOPNOTSUPP)
+        } else if offset
+            .checked_add(len as u64)
+            .is_none_or(|end| end > self.limits.capacity_bytes)
+        {
             Some(if writes { libc::ENOSPC } else { libc::EINVAL })
-        } else if (op == Op::Read || op == Op::Write) && len > DRIVER_MAX_IO_BYTES.max(self.limits.buffer_bytes) {
+        } else if (op == Op::Read || op == Op::Write)
+            && len > DRIVER_MAX_IO_BYTES.max(self.limits.buffer_bytes)
+        {
             Some(libc::EINVAL)
         } else if self.free.is_empty() {
             // Only when Options::queue_depth is below the driver's depth.
@@ -584,7 +667,14 @@ impl Conn {
         if let Some(errno) = errno {
             tracing::debug!(kind = h.kind, offset, len, errno, "nbd: request refused");
             if payload > 0 {
-                self.rx = Rx::Payload { sink: Sink::Refuse { handle: h.handle, errno }, done: 0, len: payload };
+                self.rx = Rx::Payload {
+                    sink: Sink::Refuse {
+                        handle: h.handle,
+                        errno,
+                    },
+                    done: 0,
+                    len: payload,
+                };
             } else {
                 self.refuse(h.handle, errno);
             }
@@ -605,8 +695,11 @@ impl Conn {
                     tracing::debug!(tag, len, "nbd: slot buffer grows");
                     slot.buf = vec![0u8; want];
                 } else {
+                    // Not the buffer we lent (or shortened before we could
+                    // tell): clear what we cannot vouch for.
                     slot.buf.resize(want, 0);
                 }
+                slot.init = want;
             }
         }
         let request = Request {
@@ -619,7 +712,11 @@ impl Conn {
         };
         if payload > 0 {
             slot.state = SlotState::Receiving;
-            self.rx = Rx::Payload { sink: Sink::Slot(request), done: 0, len: payload };
+            self.rx = Rx::Payload {
+                sink: Sink::Slot(request),
+                done: 0,
+                len: payload,
+            };
         } else {
             slot.state = SlotState::Held;
             out.push(request);
@@ -627,7 +724,11 @@ impl Conn {
     }
 
     fn refuse(&mut self, handle: [u8; 8], errno: i32) {
-        self.replies.push_back(Reply { header: encode_reply(handle, reply_error(errno)), slot: NO_SLOT, data_len: 0 });
+        self.replies.push_back(Reply {
+            header: encode_reply(handle, reply_error(errno)),
+            slot: NO_SLOT,
+            data_len: 0,
+        });
     }
 }
 
@@ -644,7 +745,10 @@ fn epoll_set(epoll: &OwnedFd, fd: RawFd, op: libc::c_int, output: bool) -> io::R
     if output {
         events |= libc::EPOLLOUT;
     }
-    let mut ev = libc::epoll_event { events: events as u32, u64: fd as u64 };
+    let mut ev = libc::epoll_event {
+        events: events as u32,
+        u64: fd as u64,
+    };
     // SAFETY: both descriptors are open; ev lives across the call.
     cvt(unsafe { libc::epoll_ctl(epoll.as_raw_fd(), op, fd, &mut ev) })?;
     Ok(())

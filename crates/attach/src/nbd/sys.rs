@@ -41,11 +41,20 @@ impl Host {
         let dir = match fs::read_dir(&self.sys_block) {
             Ok(dir) => dir,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
-            Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", self.sys_block.display()))),
+            Err(e) => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("{}: {e}", self.sys_block.display()),
+                ))
+            }
         };
         for entry in dir {
             let name = entry?.file_name();
-            if let Some(index) = name.to_str().and_then(|n| n.strip_prefix("nbd")).and_then(|n| n.parse::<u32>().ok()) {
+            if let Some(index) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("nbd"))
+                .and_then(|n| n.parse::<u32>().ok())
+            {
                 out.push(index);
             }
         }
@@ -132,7 +141,12 @@ pub(crate) fn kernel_release() -> String {
     if unsafe { libc::uname(&mut uts) } != 0 {
         return "unknown release".into();
     }
-    let bytes: Vec<u8> = uts.release.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    let bytes: Vec<u8> = uts
+        .release
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
@@ -143,7 +157,12 @@ fn read_trimmed(path: &Path) -> Option<String> {
 /// The process a thread belongs to (its Tgid), and that process's name.
 pub(crate) fn owner_of(tid: i32) -> Option<(i32, String)> {
     let status = fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
-    let tgid = status.lines().find_map(|l| l.strip_prefix("Tgid:"))?.trim().parse().ok()?;
+    let tgid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))?
+        .trim()
+        .parse()
+        .ok()?;
     let comm = read_trimmed(Path::new(&format!("/proc/{tgid}/comm"))).unwrap_or_default();
     Some((tgid, comm))
 }

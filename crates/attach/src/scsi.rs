@@ -226,32 +226,51 @@ fn run(
     })
 }
 
-/// The command that carries `request`, in `buffer` (the tag's, at least
-/// [`Geometry::max_io_bytes`] long and never shorter than a block). A write
-/// keeps its data at the front; a discard and a write-zeroes write their
-/// parameter list or zero block there.
-pub fn command(lu: &Lu, request: &Request, mut buffer: Vec<u8>) -> Command {
+/// The part of `request` its next command carries, `done` bytes in:
+/// (byte offset, bytes). A discard or write-zeroes longer than the LU takes
+/// in one command (NBD's driver sends up to 4 GiB at once, whatever the
+/// LU's limits) goes in pieces of the LU's limit; a write-zeroes on an LU
+/// without WRITE SAME goes as writes of zeros, a buffer at a time. Reads
+/// and writes go whole (the front-end's buffers are as long as the
+/// largest). None: nothing is left; Some((_, 0)) for a flush.
+pub fn piece(lu: &Lu, request: &Request, done: u32) -> Option<(u64, u32)> {
+    let g = &lu.geometry;
+    let limit = match request.op {
+        Op::Discard => g.max_discard_bytes,
+        Op::WriteZeroes if g.max_write_zeroes_bytes > 0 => g.max_write_zeroes_bytes,
+        Op::WriteZeroes => g.max_io_bytes,
+        Op::Read | Op::Write | Op::Flush => u32::MAX,
+    };
+    let left = request.len.saturating_sub(done);
+    if left == 0 && (done > 0 || request.op != Op::Flush) {
+        return None;
+    }
+    let len = left.min(limit / g.block_bytes * g.block_bytes);
+    (len > 0 || request.op == Op::Flush).then_some((request.offset + u64::from(done), len))
+}
+
+/// The command that carries bytes `offset..offset + len` of `request`
+/// ([`piece`]), in `buffer` (the tag's, at least [`Geometry::max_io_bytes`]
+/// long and never shorter than a block). A write keeps its data at the
+/// front; a discard and a write-zeroes write their parameter list, zero
+/// block or zeros there.
+pub fn command(lu: &Lu, request: &Request, offset: u64, len: u32, mut buffer: Vec<u8>) -> Command {
     let block = u64::from(lu.geometry.block_bytes);
-    let lba = request.offset / block;
-    let blocks = (u64::from(request.len) / block) as u32;
+    let lba = offset / block;
+    let blocks = (u64::from(len) / block) as u32;
     let lun = lu.lun;
     match request.op {
         Op::Read => {
-            buffer.truncate(request.len as usize);
-            Command::with(
-                lun,
-                &cdb::read16(lba, blocks),
-                Direction::Read(request.len),
-                buffer,
-            )
+            buffer.truncate(len as usize);
+            Command::with(lun, &cdb::read16(lba, blocks), Direction::Read(len), buffer)
         }
         Op::Write => {
-            buffer.truncate(request.len as usize);
+            buffer.truncate(len as usize);
             let fua = request.fua && lu.geometry.fua;
             Command::with(
                 lun,
                 &cdb::write16(lba, blocks, fua),
-                Direction::Write(request.len),
+                Direction::Write(len),
                 buffer,
             )
         }
@@ -260,6 +279,16 @@ pub fn command(lu: &Lu, request: &Request, mut buffer: Vec<u8>) -> Command {
             cdb::unmap_parameters(lba, blocks, &mut buffer);
             let len = buffer.len() as u16;
             Command::with(lun, &cdb::unmap(len), Direction::Write(len.into()), buffer)
+        }
+        Op::WriteZeroes if lu.geometry.max_write_zeroes_bytes == 0 => {
+            buffer.truncate(len as usize);
+            buffer.fill(0);
+            Command::with(
+                lun,
+                &cdb::write16(lba, blocks, false),
+                Direction::Write(len),
+                buffer,
+            )
         }
         Op::WriteZeroes => {
             let one = block as usize;
@@ -495,7 +524,8 @@ mod tests {
             no_unmap,
         };
         let buffer = || vec![7u8; MAX_IO_BYTES as usize];
-        let c = command(&lu, &request(Op::Write, 8192, true, false), buffer());
+        let r = request(Op::Write, 8192, true, false);
+        let c = command(&lu, &r, r.offset, r.len, buffer());
         assert_eq!(c.cdb[0], 0x8a);
         assert_eq!(c.cdb[1], 0x08, "FUA passes through");
         assert_eq!(c.cdb[2..10], 8u64.to_be_bytes());
@@ -504,26 +534,92 @@ mod tests {
             (c.direction, c.buffer.len()),
             (Direction::Write(8192), 8192)
         );
-        let c = command(&lu, &request(Op::Read, 4096, false, false), buffer());
+        let r = request(Op::Read, 4096, false, false);
+        let c = command(&lu, &r, r.offset, r.len, buffer());
         assert_eq!((c.cdb[0], c.direction), (0x88, Direction::Read(4096)));
-        let c = command(&lu, &request(Op::Flush, 0, false, false), buffer());
+        let r = request(Op::Flush, 0, false, false);
+        assert_eq!(piece(&lu, &r, 0), Some((4096, 0)));
+        let c = command(&lu, &r, 0, 0, buffer());
         assert_eq!((c.cdb[0], c.direction), (0x91, Direction::None));
-        let c = command(&lu, &request(Op::Discard, 1 << 20, false, false), buffer());
+        let r = request(Op::Discard, 1 << 20, false, false);
+        let c = command(&lu, &r, r.offset, r.len, buffer());
         assert_eq!((c.cdb[0], c.direction), (0x42, Direction::Write(24)));
         assert_eq!(c.buffer[16..20], 2048u32.to_be_bytes());
-        let c = command(
-            &lu,
-            &request(Op::WriteZeroes, 1 << 20, false, false),
-            buffer(),
-        );
+        let r = request(Op::WriteZeroes, 1 << 20, false, false);
+        let c = command(&lu, &r, r.offset, r.len, buffer());
         assert_eq!((c.cdb[0], c.cdb[1]), (0x93, 0x08));
         assert_eq!(c.direction, Direction::Write(512));
         assert!(c.buffer.iter().all(|&b| b == 0) && c.buffer.len() == 512);
-        let c = command(
-            &lu,
-            &request(Op::WriteZeroes, 1 << 20, false, true),
-            buffer(),
-        );
+        let r = request(Op::WriteZeroes, 1 << 20, false, true);
+        let c = command(&lu, &r, r.offset, r.len, buffer());
         assert_eq!(c.cdb[1], 0, "REQ_NOUNMAP keeps the blocks allocated");
+    }
+
+    #[test]
+    fn long_discards_and_write_zeroes_go_in_pieces_of_the_lus_limit() {
+        let limits = BlockLimits {
+            maximum_unmap_lba_count: 2048,
+            maximum_write_same_length: 4096,
+            ..BlockLimits::default()
+        };
+        let thin = Provisioning {
+            unmap: true,
+            write_same16_unmap: true,
+            reads_zeros: true,
+        };
+        let lu = geometry(
+            0,
+            &capacity(1 << 24, 512, 0),
+            &limits,
+            Some(thin),
+            &WriteModes::default(),
+        )
+        .unwrap();
+        let request = |op, len| Request {
+            tag: 0,
+            op,
+            offset: 512,
+            len,
+            fua: false,
+            no_unmap: false,
+        };
+        // 3 MiB of discard at 1 MiB (2048 blocks) a command.
+        let r = request(Op::Discard, 3 << 20);
+        assert_eq!(piece(&lu, &r, 0), Some((512, 1 << 20)));
+        assert_eq!(piece(&lu, &r, 2 << 20), Some((512 + (2 << 20), 1 << 20)));
+        assert_eq!(piece(&lu, &r, 3 << 20), None);
+        // Write-zeroes at 2 MiB (4096 blocks) a WRITE SAME.
+        let r = request(Op::WriteZeroes, 3 << 20);
+        assert_eq!(piece(&lu, &r, 0), Some((512, 2 << 20)));
+        assert_eq!(piece(&lu, &r, 2 << 20), Some((512 + (2 << 20), 1 << 20)));
+        // Reads go whole.
+        assert_eq!(
+            piece(&lu, &request(Op::Read, 8 << 20), 0),
+            Some((512, 8 << 20))
+        );
+
+        // No WRITE SAME: zeros written, a buffer at a time.
+        let plain = geometry(
+            0,
+            &capacity(1 << 24, 512, 0),
+            &BlockLimits::default(),
+            None,
+            &WriteModes::default(),
+        )
+        .unwrap();
+        let r = request(Op::WriteZeroes, 3 << 20);
+        assert_eq!(piece(&plain, &r, 0), Some((512, MAX_IO_BYTES)));
+        let c = command(
+            &plain,
+            &r,
+            512,
+            MAX_IO_BYTES,
+            vec![9u8; MAX_IO_BYTES as usize],
+        );
+        assert_eq!(
+            (c.cdb[0], c.direction),
+            (0x8a, Direction::Write(MAX_IO_BYTES))
+        );
+        assert!(c.buffer.iter().all(|&b| b == 0));
     }
 }

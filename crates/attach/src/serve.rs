@@ -87,6 +87,11 @@ struct Slot {
     arrived: Instant,
     tries: u8,
     not_ready_since: Option<Instant>,
+    /// Bytes of the request done by earlier commands (a long discard or
+    /// write-zeroes goes in pieces: [`scsi::piece`]).
+    done: u32,
+    /// Bytes the command at the target carries.
+    piece: u32,
 }
 
 /// Serves `device` from LU `lu` of `session` (a session or a multipath LU
@@ -138,6 +143,8 @@ pub fn serve<D: BlockDevice>(
                 arrived: Instant::now(),
                 tries: 0,
                 not_ready_since: None,
+                done: 0,
+                piece: 0,
             };
             state.start(engine, session, lu, device, slot, buffer);
         }
@@ -194,9 +201,32 @@ impl State {
         if self.slots.len() <= index {
             self.slots.resize(index + 1, None);
         }
-        let command = scsi::command(lu, &slot.request, buffer);
+        let request = slot.request;
+        let piece = scsi::piece(lu, &request, slot.done);
         self.slots[index] = Some(slot);
         self.stats.in_flight += 1;
+        let refused = match piece {
+            // A read or write longer than the tag's buffer (NBD's
+            // max_sectors_kb raised past the LU's limit by hand).
+            Some(_)
+                if matches!(request.op, Op::Read | Op::Write)
+                    && request.len as usize > buffer.len() =>
+            {
+                Some(libc::EINVAL)
+            }
+            // A discard the LU cannot take (the kernel was told so).
+            None => Some(libc::EOPNOTSUPP),
+            Some(_) => None,
+        };
+        if let Some(errno) = refused {
+            self.end(device, tag, buffer, Err(errno), Instant::now());
+            return;
+        }
+        let (offset, len) = piece.expect("checked above");
+        if let Some(s) = self.slots[index].as_mut() {
+            s.piece = len;
+        }
+        let command = scsi::command(lu, &request, offset, len, buffer);
         if let Err(refused) = engine.submit_or_return(session, command, u64::from(tag)) {
             self.end(
                 device,
@@ -250,6 +280,14 @@ impl State {
         };
         slot.tries += 1;
         let result = match scsi::judge(&c.outcome) {
+            Verdict::Good if slot.done + slot.piece < slot.request.len => {
+                // The next piece of a long discard or write-zeroes.
+                slot.done += slot.piece;
+                slot.tries = 0;
+                self.stats.in_flight -= 1;
+                self.start(engine, session, lu, device, slot, c.buffer);
+                return;
+            }
             Verdict::Good => Ok(()),
             Verdict::Fail(errno) => Err(errno),
             Verdict::Retry(after) if slot.tries < MAX_TRIES => {

@@ -14,23 +14,29 @@ fn packaging() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packaging")
 }
 
-/// The `[Service]` section's settings, in order (a key may repeat).
+/// The `[Service]` section's settings of isoe-target.service, in order (a
+/// key may repeat).
 fn service_settings() -> Vec<(String, String)> {
-    let text = std::fs::read_to_string(packaging().join("isoe-target.service")).unwrap();
-    let mut section = String::new();
+    unit_settings("isoe-target.service", "[Service]")
+}
+
+/// A section's settings of a unit file in packaging/, in order.
+fn unit_settings(unit: &str, section: &str) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(packaging().join(unit)).unwrap();
+    let mut current = String::new();
     let mut settings = Vec::new();
     for line in text.lines().map(str::trim) {
         if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
             continue;
         }
         if line.starts_with('[') {
-            section = line.to_string();
+            current = line.to_string();
             continue;
         }
         let (key, value) = line
             .split_once('=')
             .unwrap_or_else(|| panic!("not a setting: {line:?}"));
-        if section == "[Service]" {
+        if current == section {
             settings.push((key.trim().to_string(), value.trim().to_string()));
         }
     }
@@ -125,4 +131,53 @@ fn the_installed_configuration_starts_anywhere_and_exposes_nothing() {
             );
         }
     }
+}
+
+#[test]
+fn the_unit_attaches_the_instance_s_device_file() {
+    let s = unit_settings("isoe-attach@.service", "[Service]");
+    assert_eq!(
+        setting(&s, "ExecStart"),
+        ["/usr/bin/isoe attach --config /etc/isoe/attach/%i.toml --name %i"]
+    );
+    // isoe attach sends READY=1 once the device exists.
+    assert_eq!(setting(&s, "Type"), ["notify"]);
+    // SIGTERM flushes and detaches, as `isoe detach` asks.
+    assert_eq!(setting(&s, "KillSignal"), ["SIGTERM"]);
+    assert_eq!(setting(&s, "TimeoutStopSec"), ["90s"]);
+    assert_eq!(setting(&s, "Restart"), ["on-failure"]);
+    assert_eq!(setting(&s, "RestartSec"), ["5s"]);
+    // A device-file mistake or a kernel without ublk and NBD exits 2.
+    assert_eq!(setting(&s, "RestartPreventExitStatus"), ["2"]);
+    // ublk and NBD need /dev, module loading and CAP_SYS_ADMIN.
+    for key in [
+        "PrivateDevices",
+        "DevicePolicy",
+        "ProtectKernelModules",
+        "CapabilityBoundingSet",
+        "User",
+        "DynamicUser",
+    ] {
+        assert!(setting(&s, key).is_empty(), "{key}");
+    }
+    assert_ne!(setting(&s, "ProtectSystem"), ["strict"]);
+    let u = unit_settings("isoe-attach@.service", "[Unit]");
+    for key in ["Wants", "After"] {
+        assert!(setting(&u, key).contains(&"network-online.target"), "{key}");
+    }
+    for key in ["Wants", "Before"] {
+        assert!(setting(&u, key).contains(&"remote-fs-pre.target"), "{key}");
+    }
+    // The state directory (/run/isoe-attach) stays writable.
+    assert!(state_dir_writable(&s));
+}
+
+/// /run is writable unless ProtectSystem=strict or a ReadOnlyPaths= says
+/// otherwise.
+fn state_dir_writable(s: &[(String, String)]) -> bool {
+    setting(s, "ProtectSystem") != ["strict"]
+        && setting(s, "ReadOnlyPaths").iter().all(|v| {
+            !v.split_whitespace()
+                .any(|p| "/run/isoe-attach".starts_with(p))
+        })
 }

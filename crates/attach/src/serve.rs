@@ -105,10 +105,14 @@ pub fn serve<D: BlockDevice>(
     observer: &mut dyn Observer,
 ) -> Result<(Stats, Option<PathBuf>), ServeError> {
     let mut state = State {
+        reconnects_before: engine.stats().reconnects,
+        engine,
+        session,
+        lu,
+        device,
         slots: Vec::new(),
         delayed: Vec::new(),
         stats: Stats::default(),
-        reconnects_before: engine.stats().reconnects,
     };
     let mut requests: Vec<Request> = Vec::with_capacity(256);
     let mut done: Vec<Completion> = Vec::with_capacity(256);
@@ -117,7 +121,7 @@ pub fn serve<D: BlockDevice>(
     let mut last_tick = Instant::now();
     loop {
         if path.is_none() {
-            match device.ready() {
+            match state.device.ready() {
                 Some(Ok(p)) => {
                     observer.ready(&p).map_err(ServeError::Observer)?;
                     path = Some(p);
@@ -128,16 +132,17 @@ pub fn serve<D: BlockDevice>(
         }
         if !stopping && observer.stop_requested() {
             stopping = true;
-            device.stop().map_err(ServeError::Device)?;
+            state.device.stop().map_err(ServeError::Device)?;
         }
-        if !device
+        if !state
+            .device
             .take_requests(&mut requests)
             .map_err(ServeError::Device)?
         {
             break;
         }
         for request in requests.drain(..) {
-            let buffer = device.take_buffer(request.tag);
+            let buffer = state.device.take_buffer(request.tag);
             let slot = Slot {
                 request,
                 arrived: Instant::now(),
@@ -146,10 +151,10 @@ pub fn serve<D: BlockDevice>(
                 done: 0,
                 piece: 0,
             };
-            state.start(engine, session, lu, device, slot, buffer);
+            state.start(slot, buffer);
         }
         let now = Instant::now();
-        state.send_due(engine, session, lu, device, now);
+        state.send_due(now);
         let wait = state
             .delayed
             .iter()
@@ -157,25 +162,32 @@ pub fn serve<D: BlockDevice>(
             .min()
             .unwrap_or(WAIT)
             .min(WAIT);
-        engine.poll_or_wake(&mut done, wait, device.wake_fd())?;
+        let wake = state.device.wake_fd();
+        state.engine.poll_or_wake(&mut done, wait, wake)?;
         let now = Instant::now();
         for c in done.drain(..) {
-            state.finish(engine, session, lu, device, c, now);
+            state.finish(c, now);
         }
-        device.flush().map_err(ServeError::Device)?;
+        state.device.flush().map_err(ServeError::Device)?;
         if now.duration_since(last_tick) >= TICK {
             last_tick = now;
-            state.stats.reconnects = engine.stats().reconnects - state.reconnects_before;
+            state.stats.reconnects = state.engine.stats().reconnects - state.reconnects_before;
             observer.tick(&state.stats);
         }
     }
-    state.stats.reconnects = engine.stats().reconnects - state.reconnects_before;
+    state.stats.reconnects = state.engine.stats().reconnects - state.reconnects_before;
     state.stats.in_flight = 0;
     observer.tick(&state.stats);
     Ok((state.stats, path))
 }
 
-struct State {
+/// The loop's state, with what it serves and through what.
+struct State<'a, D> {
+    engine: &'a mut Engine,
+    /// The session (or multipath LU) commands go to.
+    session: usize,
+    lu: &'a Lu,
+    device: &'a mut D,
     /// By tag.
     slots: Vec<Option<Slot>>,
     /// Commands waiting to go again: when, their tag, their buffer.
@@ -184,25 +196,17 @@ struct State {
     reconnects_before: u64,
 }
 
-impl State {
+impl<D: BlockDevice> State<'_, D> {
     /// Sends `slot`'s command, or fails the request at once when the
     /// session takes no more commands.
-    fn start<D: BlockDevice>(
-        &mut self,
-        engine: &mut Engine,
-        session: usize,
-        lu: &Lu,
-        device: &mut D,
-        slot: Slot,
-        buffer: Vec<u8>,
-    ) {
+    fn start(&mut self, slot: Slot, buffer: Vec<u8>) {
         let tag = slot.request.tag;
         let index = usize::from(tag);
         if self.slots.len() <= index {
             self.slots.resize(index + 1, None);
         }
         let request = slot.request;
-        let piece = scsi::piece(lu, &request, slot.done);
+        let piece = scsi::piece(self.lu, &request, slot.done);
         self.slots[index] = Some(slot);
         self.stats.in_flight += 1;
         let refused = match piece {
@@ -219,17 +223,19 @@ impl State {
             Some(_) => None,
         };
         if let Some(errno) = refused {
-            self.end(device, tag, buffer, Err(errno), Instant::now());
+            self.end(tag, buffer, Err(errno), Instant::now());
             return;
         }
         let (offset, len) = piece.expect("checked above");
         if let Some(s) = self.slots[index].as_mut() {
             s.piece = len;
         }
-        let command = scsi::command(lu, &request, offset, len, buffer);
-        if let Err(refused) = engine.submit_or_return(session, command, u64::from(tag)) {
+        let command = scsi::command(self.lu, &request, offset, len, buffer);
+        if let Err(refused) = self
+            .engine
+            .submit_or_return(self.session, command, u64::from(tag))
+        {
             self.end(
-                device,
                 tag,
                 refused.command.buffer,
                 Err(libc::ENOLINK),
@@ -239,14 +245,7 @@ impl State {
     }
 
     /// Sends again the delayed commands whose time has come.
-    fn send_due<D: BlockDevice>(
-        &mut self,
-        engine: &mut Engine,
-        session: usize,
-        lu: &Lu,
-        device: &mut D,
-        now: Instant,
-    ) {
+    fn send_due(&mut self, now: Instant) {
         let mut i = 0;
         while i < self.delayed.len() {
             if self.delayed[i].0 > now {
@@ -258,20 +257,12 @@ impl State {
                 continue;
             };
             self.stats.in_flight -= 1;
-            self.start(engine, session, lu, device, slot, buffer);
+            self.start(slot, buffer);
         }
     }
 
     /// A command's answer: completes its request, or sends it again.
-    fn finish<D: BlockDevice>(
-        &mut self,
-        engine: &mut Engine,
-        session: usize,
-        lu: &Lu,
-        device: &mut D,
-        c: Completion,
-        now: Instant,
-    ) {
+    fn finish(&mut self, c: Completion, now: Instant) {
         let Ok(tag) = u16::try_from(c.token) else {
             return;
         };
@@ -285,51 +276,33 @@ impl State {
                 slot.done += slot.piece;
                 slot.tries = 0;
                 self.stats.in_flight -= 1;
-                self.start(engine, session, lu, device, slot, c.buffer);
+                self.start(slot, c.buffer);
                 return;
             }
             Verdict::Good => Ok(()),
             Verdict::Fail(errno) => Err(errno),
             Verdict::Retry(after) if slot.tries < MAX_TRIES => {
-                return self.again(engine, session, lu, device, slot, c.buffer, now + after);
+                return self.again(slot, c.buffer, now + after);
             }
             Verdict::NotReady
                 if now.duration_since(*slot.not_ready_since.get_or_insert(now))
                     < NOT_READY_PATIENCE =>
             {
-                return self.again(
-                    engine,
-                    session,
-                    lu,
-                    device,
-                    slot,
-                    c.buffer,
-                    now + scsi::BUSY_DELAY,
-                );
+                return self.again(slot, c.buffer, now + scsi::BUSY_DELAY);
             }
             Verdict::Retry(_) | Verdict::NotReady => Err(libc::EIO),
         };
         self.slots[usize::from(tag)] = Some(slot);
-        self.end(device, tag, c.buffer, result, now);
+        self.end(tag, c.buffer, result, now);
     }
 
     /// Sends `slot`'s command again at `when` (at once if that has come).
-    #[allow(clippy::too_many_arguments)]
-    fn again<D: BlockDevice>(
-        &mut self,
-        engine: &mut Engine,
-        session: usize,
-        lu: &Lu,
-        device: &mut D,
-        slot: Slot,
-        buffer: Vec<u8>,
-        when: Instant,
-    ) {
+    fn again(&mut self, slot: Slot, buffer: Vec<u8>, when: Instant) {
         self.stats.retries += 1;
         let tag = slot.request.tag;
         if when <= Instant::now() {
             self.stats.in_flight -= 1;
-            self.start(engine, session, lu, device, slot, buffer);
+            self.start(slot, buffer);
         } else {
             self.slots[usize::from(tag)] = Some(slot);
             self.delayed.push((when, tag, buffer));
@@ -337,14 +310,7 @@ impl State {
     }
 
     /// Completes request `tag` to the kernel and counts it.
-    fn end<D: BlockDevice>(
-        &mut self,
-        device: &mut D,
-        tag: u16,
-        buffer: Vec<u8>,
-        result: Result<(), i32>,
-        now: Instant,
-    ) {
+    fn end(&mut self, tag: u16, buffer: Vec<u8>, result: Result<(), i32>, now: Instant) {
         let Some(slot) = self.slots.get_mut(usize::from(tag)).and_then(Option::take) else {
             return;
         };
@@ -371,6 +337,6 @@ impl State {
         let us = now.duration_since(slot.arrived).as_micros() as u64;
         s.latency_total_us += us;
         s.latency_max_us = s.latency_max_us.max(us);
-        device.complete(tag, buffer, result);
+        self.device.complete(tag, buffer, result);
     }
 }

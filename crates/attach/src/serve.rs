@@ -41,6 +41,14 @@ pub struct Stats {
     pub retries: u64,
     /// Sessions reinstated after a lost connection.
     pub reconnects: u64,
+    /// With `--multipath`: times a path carrying commands became unusable
+    /// and its commands went to another path (or waited for one).
+    #[serde(default)]
+    pub failovers: u64,
+    /// With `--multipath`: the longest time without an answered command
+    /// around a failover, in ms.
+    #[serde(default)]
+    pub failover_gap_max_ms: u64,
     /// Requests at the target now.
     pub in_flight: u64,
     /// Sum and maximum of request latencies (arrival to completion), µs.
@@ -171,11 +179,11 @@ pub fn serve<D: BlockDevice>(
         state.device.flush().map_err(ServeError::Device)?;
         if now.duration_since(last_tick) >= TICK {
             last_tick = now;
-            state.stats.reconnects = state.engine.stats().reconnects - state.reconnects_before;
+            state.count_recovery();
             observer.tick(&state.stats);
         }
     }
-    state.stats.reconnects = state.engine.stats().reconnects - state.reconnects_before;
+    state.count_recovery();
     state.stats.in_flight = 0;
     observer.tick(&state.stats);
     Ok((state.stats, path))
@@ -197,6 +205,15 @@ struct State<'a, D> {
 }
 
 impl<D: BlockDevice> State<'_, D> {
+    /// The engine's reconnections and failovers into the counters.
+    fn count_recovery(&mut self) {
+        self.stats.reconnects = self.engine.stats().reconnects - self.reconnects_before;
+        if let Some(m) = self.engine.multipath_stats(self.session) {
+            self.stats.failovers = m.failovers;
+            self.stats.failover_gap_max_ms = m.failover_gap_max.as_millis() as u64;
+        }
+    }
+
     /// Sends `slot`'s command, or fails the request at once when the
     /// session takes no more commands.
     fn start(&mut self, slot: Slot, buffer: Vec<u8>) {

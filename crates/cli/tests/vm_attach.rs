@@ -12,6 +12,7 @@ mod support;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+use support::ceph::Ceph;
 use support::vm::Vm;
 use support::{Target, TargetConfig, DEFAULT_TARGET};
 
@@ -200,7 +201,7 @@ fn attach_serves_file_systems_through_ublk_and_nbd_and_survives_a_target_restart
         ok(
             &vm,
             &format!(
-                "nohup fio --name=v --filename={dev} --size=48m --ioengine=libaio --direct=1 \
+                "nohup fio --name=v --filename={dev} --size=256m --ioengine=libaio --direct=1 \
                  --iodepth=32 --rw=randwrite --bs=4k --verify=crc32c --do_verify=1 \
                  --verify_fatal=1 >/tmp/{name}.fio 2>&1 </dev/null & \
                  echo $! >/tmp/{name}.fiopid"
@@ -208,6 +209,12 @@ fn attach_serves_file_systems_through_ublk_and_nbd_and_survives_a_target_restart
         );
         std::thread::sleep(Duration::from_secs(8));
         target.kill();
+        assert!(
+            vm.ssh(&format!("kill -0 $(cat /tmp/{name}.fiopid)"))
+                .success(),
+            "fio still runs when the target goes: {}",
+            ok(&vm, &format!("cat /tmp/{name}.fio"))
+        );
         std::thread::sleep(Duration::from_secs(10));
         target.start_again();
         wait_for_exit(
@@ -280,6 +287,67 @@ fn attach_serves_file_systems_through_ublk_and_nbd_and_survives_a_target_restart
         &format!("dd if={again} of=/dev/null bs=64k count=16 iflag=direct"),
     );
     detach(&vm, "k-nbd2", &again);
+
+    multipath_through_two_gateways(&vm);
+}
+
+/// One RBD image served by two gateways (two `isoe target`s on this host,
+/// port groups 1 and 2), attached in the VM with `--multipath` through
+/// both; the owner killed with SIGKILL under a verifying fio: the other
+/// gateway takes the unit over, the I/O fails over to it, fio sees no
+/// error. Needs the test Ceph cluster (CI starts one).
+fn multipath_through_two_gateways(vm: &Vm) {
+    let Some(ceph) = Ceph::from_env() else {
+        return;
+    };
+    let image = ceph.fresh_image("attach-mp");
+    let gateway = |tag: u16| {
+        TargetConfig::new(&format!(
+            "[[portal_group]]\ntag = {tag}\nportals = [\"127.0.0.1:0\"]\n\n\
+             [[target]]\nname = \"{DEFAULT_TARGET}\"\n\n\
+             [[target.lun]]\nnumber = 0\n{}",
+            ceph.lun_keys(&image, "512MiB")
+        ))
+    };
+    let configs = [gateway(1), gateway(2)];
+    let mut owner = Target::with_config_portals(&configs[0], 1);
+    let other = Target::with_config_portals(&configs[1], 1);
+    let urls: Vec<String> = [&owner, &other]
+        .iter()
+        .map(|t| format!("iscsi://10.0.2.2:{}/{DEFAULT_TARGET}/0", t.port()))
+        .collect();
+    let dev = attach(vm, &urls.join(" "), "mp", "--ublk --multipath");
+    ok(
+        vm,
+        &format!(
+            "nohup fio --name=v --filename={dev} --size=256m --ioengine=libaio --direct=1 \
+             --iodepth=32 --rw=randwrite --bs=4k --verify=crc32c --do_verify=1 \
+             --verify_fatal=1 >/tmp/mp.fio 2>&1 </dev/null & echo $! >/tmp/mp.fiopid"
+        ),
+    );
+    std::thread::sleep(Duration::from_secs(8));
+    owner.kill();
+    assert!(
+        vm.ssh("kill -0 $(cat /tmp/mp.fiopid)").success(),
+        "fio still runs when the owner dies: {}",
+        ok(vm, "cat /tmp/mp.fio")
+    );
+    wait_for_exit(vm, "/tmp/mp.fiopid", Duration::from_secs(600));
+    let log = ok(vm, "cat /tmp/mp.fio; cat /tmp/mp.err");
+    assert!(
+        log.contains("err= 0") && !log.contains("verify:") && !log.contains("io_u error"),
+        "fio through the owner's death:\n{log}"
+    );
+    let listed = ok(vm, "isoe attach --list --json");
+    let records: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    let stats = &records[0]["stats"];
+    assert!(
+        stats["errors"] == 0 && stats["failovers"].as_u64() >= Some(1),
+        "the commands failed over to the other gateway, none failed: {listed}"
+    );
+    eprintln!("multipath through two gateways, owner killed: {listed}");
+    detach(vm, "mp", &dev);
+    drop(other);
 }
 
 /// The LU's UNMAP, WRITE SAME and SYNCHRONIZE CACHE commands so far, from

@@ -4,7 +4,7 @@
 //! release, and the other front-end.
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 /// The kernel interface a device is made through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -57,15 +57,45 @@ pub fn kernel_release() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
+/// Runs `program module` (`modprobe`, or a stand-in in tests). Err: what
+/// went wrong, as a clause for a longer message.
+pub fn modprobe_with(program: &Path, module: &str) -> Result<(), String> {
+    let shown = format!("`{} {module}`", program.display());
+    match Command::new(program)
+        .arg(module)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+    {
+        Ok(out) if out.status.success() => Ok(()),
+        Ok(out) => {
+            let text = String::from_utf8_lossy(&out.stderr);
+            match text.lines().next().map(str::trim).filter(|l| !l.is_empty()) {
+                Some(line) => Err(format!("{shown} failed: {line}")),
+                None => Err(format!("{shown} failed ({})", out.status)),
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(format!("{} is not installed", program.display()))
+        }
+        Err(e) => Err(format!("{shown} could not run: {e}")),
+    }
+}
+
+/// `modprobe module`, as [`modprobe_with`].
+pub fn modprobe(module: &str) -> Result<(), String> {
+    modprobe_with(Path::new("modprobe"), module)
+}
+
 /// Makes sure `kind`'s driver is there, loading its module once if its
 /// device node is missing. Err: why not, in full.
 pub fn ensure(kind: Kind) -> Result<(), String> {
     if Path::new(kind.node()).exists() {
         return Ok(());
     }
-    let modprobe = Command::new("modprobe").arg(kind.module()).output();
-    let why = match modprobe {
-        Ok(out) if out.status.success() => {
+    let why = match modprobe(kind.module()) {
+        Ok(()) => {
             // udev (or devtmpfs) makes the node right after the module loads.
             for _ in 0..50 {
                 if Path::new(kind.node()).exists() {
@@ -79,11 +109,7 @@ pub fn ensure(kind: Kind) -> Result<(), String> {
                 kind.node()
             )
         }
-        Ok(out) => {
-            let text = String::from_utf8_lossy(&out.stderr);
-            format!("`modprobe {}` failed: {}", kind.module(), text.trim())
-        }
-        Err(e) => format!("modprobe could not run: {e}"),
+        Err(why) => why,
     };
     Err(format!(
         "{} is missing and the kernel module {} could not be loaded ({why}); {}; this kernel is {}",

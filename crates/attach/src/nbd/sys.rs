@@ -4,7 +4,6 @@
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// The host's nbd side.
 #[derive(Debug, Clone)]
@@ -98,23 +97,19 @@ impl Host {
         let mut tried = String::new();
         if !self.sys_module.exists() {
             if let Some(modprobe) = &self.modprobe {
-                match Command::new(modprobe).arg("nbd").output() {
-                    Ok(out) if out.status.success() => {
+                match crate::modules::modprobe_with(modprobe, "nbd") {
+                    Ok(()) => {
                         let found = self.indexes()?;
                         if !found.is_empty() {
                             return Ok(found);
                         }
                         tried = "; `modprobe nbd` succeeded but no /sys/block/nbd* appeared".into();
                     }
-                    Ok(out) => {
-                        let err = String::from_utf8_lossy(&out.stderr);
-                        tried = format!("; `modprobe nbd` failed ({}): {}", out.status, err.trim());
-                    }
-                    Err(e) => tried = format!("; could not run `{} nbd`: {e}", modprobe.display()),
+                    Err(why) => tried = format!("; {why}"),
                 }
             }
         }
-        let release = kernel_release();
+        let release = crate::modules::kernel_release();
         if self.sys_module.exists() {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
@@ -132,22 +127,6 @@ impl Host {
             ),
         ))
     }
-}
-
-/// This kernel's release, as `uname -r` prints it.
-pub(crate) fn kernel_release() -> String {
-    // SAFETY: uname fills the struct it is given; all-zero is a valid start.
-    let mut uts: libc::utsname = unsafe { std::mem::zeroed() };
-    if unsafe { libc::uname(&mut uts) } != 0 {
-        return "unknown release".into();
-    }
-    let bytes: Vec<u8> = uts
-        .release
-        .iter()
-        .take_while(|&&c| c != 0)
-        .map(|&c| c as u8)
-        .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 fn read_trimmed(path: &Path) -> Option<String> {

@@ -533,7 +533,7 @@ fn without_the_module_the_error_names_it_the_kernel_and_root() {
     let msg = err.to_string();
     assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
     assert!(msg.contains("module nbd (CONFIG_BLK_DEV_NBD)"), "{msg}");
-    assert!(msg.contains(&sys::kernel_release()), "{msg}");
+    assert!(msg.contains(&crate::modules::kernel_release()), "{msg}");
     assert!(msg.contains("root"), "{msg}");
     assert!(msg.contains("modprobe"), "{msg}");
 }
@@ -556,7 +556,7 @@ fn on_this_host_without_nbd_open_says_why() {
     eprintln!("{msg}");
     assert!(
         msg.contains("CONFIG_BLK_DEV_NBD")
-            && msg.contains(&sys::kernel_release())
+            && msg.contains(&crate::modules::kernel_release())
             && msg.contains("root"),
         "{msg}"
     );

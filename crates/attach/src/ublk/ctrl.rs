@@ -8,7 +8,6 @@ use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
@@ -41,7 +40,9 @@ impl Control {
         if !path.exists() {
             let mut tried = String::new();
             if modprobe {
-                tried = load_module();
+                tried = crate::modules::modprobe("ublk_drv")
+                    .err()
+                    .unwrap_or_default();
                 // Loaded: devtmpfs or udev makes the node.
                 let deadline = Instant::now() + NODE_WAIT;
                 while tried.is_empty() && !path.exists() && Instant::now() < deadline {
@@ -247,31 +248,6 @@ impl Control {
     }
 }
 
-/// `modprobe ublk_drv`; what went wrong, as a clause for the error ("" when
-/// it ran fine).
-fn load_module() -> String {
-    match Command::new("modprobe")
-        .arg("ublk_drv")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-    {
-        Ok(out) if out.status.success() => String::new(),
-        Ok(out) => {
-            let msg = String::from_utf8_lossy(&out.stderr);
-            let msg = msg.lines().next().unwrap_or("").trim();
-            if msg.is_empty() {
-                format!("`modprobe ublk_drv` failed ({})", out.status)
-            } else {
-                format!("`modprobe ublk_drv` failed: {msg}")
-            }
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => "modprobe is not installed".into(),
-        Err(e) => format!("`modprobe ublk_drv` could not run: {e}"),
-    }
-}
-
 /// The error for a missing control node: the module, or only the node.
 pub(crate) fn missing(path: &Path, modprobe: String) -> UblkError {
     if Path::new("/sys/class/misc/ublk-control").exists() {
@@ -281,20 +257,13 @@ pub(crate) fn missing(path: &Path, modprobe: String) -> UblkError {
     }
     UblkError::ModuleMissing {
         path: path.to_path_buf(),
-        release: kernel_release(),
+        release: crate::modules::kernel_release(),
         modprobe: if modprobe.is_empty() {
             String::new()
         } else {
             format!("; {modprobe}")
         },
     }
-}
-
-/// `uname -r`.
-pub(crate) fn kernel_release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into())
 }
 
 /// Whether a process `pid` exists (as seen from this PID namespace).
@@ -446,7 +415,7 @@ mod tests {
         assert!(msg.contains("ublk_drv"), "{msg}");
         assert!(msg.contains("Linux 6.0"), "{msg}");
         assert!(msg.contains("CONFIG_BLK_DEV_UBLK"), "{msg}");
-        assert!(msg.contains(&kernel_release()), "{msg}");
+        assert!(msg.contains(&crate::modules::kernel_release()), "{msg}");
         assert!(msg.contains("--nbd"), "{msg}");
         assert_eq!(err.kind(), io::ErrorKind::NotFound);
     }

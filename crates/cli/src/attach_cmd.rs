@@ -310,10 +310,6 @@ fn session_config(url: &str, s: &Settings) -> Result<(SessionConfig, u16), Failu
     Ok((config, lun))
 }
 
-/// Environment variables that carry secrets (as for every isoe command).
-const ENV_CHAP_SECRET: &str = "ISOE_CHAP_SECRET";
-const ENV_TARGET_SECRET: &str = "ISOE_TARGET_SECRET";
-
 /// CHAP: the user from the settings (or the URL), each secret from its file
 /// or the environment; never from the command line.
 fn chap_of(url_user: Option<&str>, s: &Settings) -> Result<Option<InitiatorChap>, Failure> {
@@ -336,7 +332,7 @@ fn chap_of(url_user: Option<&str>, s: &Settings) -> Result<Option<InitiatorChap>
     };
     let own = secret(
         &s.chap_secret_file,
-        ENV_CHAP_SECRET,
+        settings::ENV_CHAP_SECRET,
         "--chap-secret-file",
         &format!("CHAP user {user:?}"),
     )?;
@@ -345,7 +341,7 @@ fn chap_of(url_user: Option<&str>, s: &Settings) -> Result<Option<InitiatorChap>
             target.clone(),
             secret(
                 &s.target_secret_file,
-                ENV_TARGET_SECRET,
+                settings::ENV_TARGET_SECRET,
                 "--target-secret-file",
                 &format!("mutual CHAP user {target:?}"),
             )?,

@@ -149,11 +149,13 @@ pub fn serve<D: BlockDevice>(
         {
             break;
         }
+        // One clock read per turn: the requests of a turn arrived together.
+        let now = Instant::now();
         for request in requests.drain(..) {
             let buffer = state.device.take_buffer(request.tag);
             let slot = Slot {
                 request,
-                arrived: Instant::now(),
+                arrived: now,
                 tries: 0,
                 not_ready_since: None,
                 done: 0,
@@ -161,7 +163,6 @@ pub fn serve<D: BlockDevice>(
             };
             state.start(slot, buffer);
         }
-        let now = Instant::now();
         state.send_due(now);
         let wait = state
             .delayed

@@ -838,7 +838,10 @@ fn each_case_latest_valid_run_is_shown_second_by_second() {
         ]
     );
     let evil = row(small, "\\<script\\>");
-    assert_eq!(evil[7], "fio (libiscsi) runs record no per-second series");
+    assert_eq!(
+        evil[7],
+        "fio runs (libiscsi, block devices) record no per-second series"
+    );
     let faster = row(small, "faster");
     assert!(faster[7].contains("older isoe bench"), "{faster:?}");
     let large = section(over, "### large (MB/s) second by second");
@@ -867,7 +870,7 @@ fn each_case_latest_valid_run_is_shown_second_by_second() {
         "{small_svg}"
     );
     assert!(html.contains(
-        "Not drawn: &lt;script&gt;: fio (libiscsi) runs record no per-second series; faster: \
+        "Not drawn: &lt;script&gt;: fio runs (libiscsi, block devices) record no per-second series; faster: \
          its runs carry no per-second series"
     ));
     let large_svg = figure("large: MB/s second by second");

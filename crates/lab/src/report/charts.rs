@@ -467,7 +467,7 @@ pub fn latest_series<'a>(
             .as_str()
             .is_some_and(|i| i.contains("fio"))
     }) {
-        "fio (libiscsi) runs record no per-second series"
+        "fio runs (libiscsi, block devices) record no per-second series"
     } else {
         "its runs carry no per-second series (written by an older isoe bench)"
     })

@@ -665,7 +665,7 @@ fn over_time(input: &ReportInput) -> Vec<Block> {
             "Each workload's metric in each second of the measured window, from the most recent \
              valid run of each case (isoe bench's per-second series): a steady run is flat, a \
              stall is a dip. Lowest second: the slowest second as a share of the run's mean \
-             second. fio (libiscsi) runs record no per-second series.",
+             second. fio runs (libiscsi, block devices) record no per-second series.",
         ),
     ];
     for w in &input.workloads {

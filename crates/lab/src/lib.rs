@@ -23,6 +23,7 @@ pub mod knobs;
 pub mod link;
 pub mod lio;
 pub mod netcmd;
+pub mod pgbench;
 pub mod plan;
 pub mod preflight;
 pub mod record;

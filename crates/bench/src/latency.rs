@@ -67,6 +67,12 @@ impl LatencyRecorder {
         self.histogram.saturating_record(latency_ns);
     }
 
+    /// Records `count` commands that each took `latency_ns` (a bin of
+    /// another tool's histogram); above 60 s as 60 s.
+    pub fn record_n(&mut self, latency_ns: u64, count: u64) {
+        self.histogram.saturating_record_n(latency_ns, count);
+    }
+
     /// Commands recorded.
     pub fn count(&self) -> u64 {
         self.histogram.len()

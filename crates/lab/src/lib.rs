@@ -22,6 +22,7 @@ pub mod kernel_initiator;
 pub mod knobs;
 pub mod link;
 pub mod lio;
+pub mod mail;
 pub mod netcmd;
 pub mod pgbench;
 pub mod plan;

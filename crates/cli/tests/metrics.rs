@@ -206,6 +206,39 @@ fn scraped_counters_parse_and_agree_with_the_bench() {
             &[lun0[0], lun0[1], ("op", op)],
         );
         assert_eq!(count, ours, "{op} latency count");
+        // One command in 64 per connection is split at the store; each of
+        // the three stages counts it once, and they add up to its latency.
+        let stage = |stage: &str, figure: &str| {
+            let name = format!("isoe_lun_stage_seconds_{figure}");
+            value(
+                &samples,
+                &name,
+                &[lun0[0], lun0[1], ("op", op), ("stage", stage)],
+            )
+        };
+        let sampled = stage("store", "count");
+        assert!(
+            (sampled - ours / 64.0).abs() <= ours / 64.0 * 0.15,
+            "{op}: {sampled} of {ours} commands sampled"
+        );
+        for s in ["receipt_to_store", "store_to_sent"] {
+            assert_eq!(stage(s, "count"), sampled, "{op} {s}");
+        }
+        let stages_mean = ["receipt_to_store", "store", "store_to_sent"]
+            .iter()
+            .map(|s| stage(s, "sum"))
+            .sum::<f64>()
+            / sampled;
+        let latency_mean = value(
+            &samples,
+            "isoe_lun_latency_seconds_sum",
+            &[lun0[0], lun0[1], ("op", op)],
+        ) / count;
+        assert!(
+            stages_mean > latency_mean * 0.5 && stages_mean < latency_mean * 2.0,
+            "{op}: the sampled commands' stages add up to {stages_mean} s, \
+             every command's latency to {latency_mean} s on average"
+        );
     }
     let not_ready = value(
         &samples,
@@ -251,6 +284,17 @@ fn scraped_counters_parse_and_agree_with_the_bench() {
             &samples,
             "isoe_lun_commands_total",
             &[lun0[0], lun0[1], ("op", "read")]
+        )
+    );
+    let stages = &stats["stats"]["luns"][TARGET]["0"]["read"]["stages"];
+    let store = stages["store"]["count"].as_f64().unwrap();
+    assert!(store > 0.0, "{stages}");
+    assert_eq!(
+        store,
+        value(
+            &samples,
+            "isoe_lun_stage_seconds_count",
+            &[lun0[0], lun0[1], ("op", "read"), ("stage", "store")]
         )
     );
     drop(target);

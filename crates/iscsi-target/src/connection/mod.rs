@@ -247,6 +247,9 @@ pub struct Connection {
     command_range_bytes: u64,
     /// Latencies recorded at the next flush.
     latencies: crate::metrics::PendingLatencies,
+    /// When the store of the command being run was called, if it is
+    /// sampled for its stages (see `execute`; `complete` takes it).
+    store_called: Option<Instant>,
 }
 
 impl Connection {
@@ -326,6 +329,7 @@ impl Connection {
             command_started: now,
             command_range_bytes: 0,
             latencies: Default::default(),
+            store_called: None,
         }
     }
 

@@ -286,6 +286,7 @@ impl Connection {
         };
         let good = completion.status == Status::Good && completion.sense.is_none();
         let range_bytes = std::mem::take(&mut self.command_range_bytes);
+        let store_called = self.store_called.take();
         if self.counting {
             if let (Some(info), Some(lun)) = (&self.info, cmd.lun.number()) {
                 let op = crate::metrics::Op::of(cmd.cdb[0]);
@@ -311,7 +312,15 @@ impl Connection {
                             completion.status as u8,
                             sense_key,
                         );
-                        self.latencies.push(slot, op, self.command_started);
+                        match store_called {
+                            Some(called) => {
+                                let answered = Instant::now();
+                                let store = (called, answered);
+                                self.latencies
+                                    .push_sampled(slot, op, self.command_started, store);
+                            }
+                            None => self.latencies.push(slot, op, self.command_started),
+                        }
                     }
                     None => info.stats.commands_no_lun.add(1),
                 }

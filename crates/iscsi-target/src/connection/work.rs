@@ -203,6 +203,9 @@ pub(super) struct BackgroundTask {
     /// Its bytes of the medium, for an UNMAP or WRITE SAME (counted when
     /// it completes GOOD).
     pub(super) range_bytes: u64,
+    /// When it was handed out, if it is sampled for its stages: the wait
+    /// for an I/O thread counts as the store's.
+    pub(super) store_called: Option<Instant>,
 }
 
 /// A task management response waiting for aborted work to return, here
@@ -242,6 +245,12 @@ impl Connection {
         data_out: DataOutBytes<'_>,
     ) {
         self.stats.commands += 1;
+        let mask = u64::from(crate::metrics::STAGE_SAMPLE_EVERY - 1);
+        if self.stats.commands & mask == 0 && self.counting {
+            // Sampled for its stages. Taken by `complete` or `hand_out` of
+            // this very command, so an unsampled one needs no write here.
+            self.store_called = Some(Instant::now());
+        }
         let lun = cmd.lun.number();
         // Known only from the parameter list (UNMAP) or the unit's
         // capacity (WRITE SAME of 0 blocks): read now, while both are here.
@@ -394,6 +403,7 @@ impl Connection {
             aborted: false,
             started: self.command_started,
             range_bytes: std::mem::take(&mut self.command_range_bytes),
+            store_called: self.store_called.take(),
         });
         self.runs.push_back((token, work));
     }
@@ -521,6 +531,7 @@ impl Connection {
         let residual = residual.unwrap_or(task.residual);
         self.command_started = task.started;
         self.command_range_bytes = task.range_bytes;
+        self.store_called = task.store_called;
         self.complete(
             &session,
             &task.command,

@@ -84,6 +84,33 @@ pub struct OpStats {
     pub bytes: Counter,
     /// From the batch that took the command to the send of its response.
     pub latency: Histogram,
+    /// The same time split at the store, for one command in
+    /// [`STAGE_SAMPLE_EVERY`].
+    pub stages: StageStats,
+}
+
+/// Commands per connection for each one whose time is split into stages
+/// (a power of two: the test is a mask of the connection's command count).
+/// A sampled command costs two clock reads, an entry of its own in the
+/// batch's pending latencies and three histogram updates: one in 16 cost
+/// 1.2% of a 4 KiB read's target instructions (callgrind), one in 64 with
+/// the test 0.55% (reads) and 0.85% (writes), and it still gives a 10,000
+/// IOPS LUN about 150 samples a second.
+pub const STAGE_SAMPLE_EVERY: u32 = 64;
+const _: () = assert!(STAGE_SAMPLE_EVERY.is_power_of_two());
+
+/// Where a sampled command's time went, receipt to response.
+#[derive(Debug, Default)]
+pub struct StageStats {
+    /// From the batch that took the command (its last Data-Out, for a
+    /// solicited write) to the call of its store: the protocol's receive
+    /// side, and the wait for an I/O thread.
+    pub receipt_to_store: Histogram,
+    /// The store's work: a memory copy, or a file's or an RBD image's I/O.
+    pub store: Histogram,
+    /// From the store's answer to the send of the response (Data-In and
+    /// status): the protocol's send side.
+    pub store_to_sent: Histogram,
 }
 
 /// UNMAP or WRITE SAME to one LUN through one connection: commands that
@@ -244,7 +271,7 @@ impl LunCache {
 /// of the counting together). Commands of one LUN and kind taken by the
 /// same read share an entry.
 #[derive(Debug, Default)]
-pub struct PendingLatencies(Vec<Pending>);
+pub struct PendingLatencies(Vec<Pending>, Vec<Sampled>);
 
 #[derive(Debug)]
 struct Pending {
@@ -252,6 +279,17 @@ struct Pending {
     op: Op,
     count: u32,
     started: std::time::Instant,
+}
+
+/// A command sampled for its stages: kept apart, so that the entries of
+/// the others stay as small as they were.
+#[derive(Debug)]
+struct Sampled {
+    slot: u32,
+    op: Op,
+    started: std::time::Instant,
+    /// When its store was called and answered.
+    store: (std::time::Instant, std::time::Instant),
 }
 
 impl PendingLatencies {
@@ -277,27 +315,64 @@ impl PendingLatencies {
         });
     }
 
+    /// [`PendingLatencies::push`] for a command sampled for its stages:
+    /// its store was called at `store.0` and answered at `store.1`.
+    pub fn push_sampled(
+        &mut self,
+        slot: usize,
+        op: Op,
+        started: std::time::Instant,
+        store: (std::time::Instant, std::time::Instant),
+    ) {
+        if !matches!(op, Op::Read | Op::Write) {
+            return;
+        }
+        self.1.push(Sampled {
+            slot: slot as u32,
+            op,
+            started,
+            store,
+        });
+    }
+
     /// How many entries wait.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.0.len() + self.1.len()
     }
 
     /// Whether none waits.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.0.is_empty() && self.1.is_empty()
     }
 
     /// Records every pending latency as ending at `now`.
     pub fn record(&mut self, cache: &LunCache, now: std::time::Instant) {
-        for p in self.0.drain(..) {
-            let ns = now.saturating_duration_since(p.started).as_nanos() as u64;
-            let stats = cache.at(p.slot as usize);
-            let s = if p.op == Op::Read {
+        let ns = |from: std::time::Instant, to: std::time::Instant| {
+            to.saturating_duration_since(from).as_nanos() as u64
+        };
+        let op_stats = |slot: u32, op: Op| {
+            let stats = cache.at(slot as usize);
+            if op == Op::Read {
                 &stats.read
             } else {
                 &stats.write
-            };
-            s.latency.record_many(ns, u64::from(p.count));
+            }
+        };
+        for p in self.0.drain(..) {
+            let s = op_stats(p.slot, p.op);
+            s.latency
+                .record_many(ns(p.started, now), u64::from(p.count));
+        }
+        for p in self.1.drain(..) {
+            let s = op_stats(p.slot, p.op);
+            s.latency.record(ns(p.started, now));
+            // Clamped in order, so the three stages add up to the latency.
+            let (called, answered) = p.store;
+            let called = called.clamp(p.started, now);
+            let answered = answered.clamp(called, now);
+            s.stages.receipt_to_store.record(ns(p.started, called));
+            s.stages.store.record(ns(called, answered));
+            s.stages.store_to_sent.record(ns(answered, now));
         }
     }
 }
@@ -390,6 +465,63 @@ pub struct OpTotals {
     pub latency_buckets: Vec<u64>,
     /// Sum of latencies, nanoseconds.
     pub latency_sum_ns: u64,
+    /// The sampled commands' stages.
+    pub stages: StageTotals,
+}
+
+/// A snapshot of a [`Histogram`], or a sum of them.
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct HistogramTotals {
+    /// Latencies recorded.
+    pub count: u64,
+    /// Per bucket of [`LATENCY_BUCKETS_US`] and one above (not cumulative).
+    pub buckets: Vec<u64>,
+    /// Sum, nanoseconds.
+    pub sum_ns: u64,
+}
+
+impl HistogramTotals {
+    fn add(&mut self, h: &Histogram) {
+        self.buckets.resize(BUCKETS, 0);
+        for (t, b) in self.buckets.iter_mut().zip(&h.buckets) {
+            *t += b.get();
+        }
+        self.count = self.buckets.iter().sum();
+        self.sum_ns += h.sum_ns.get();
+    }
+
+    fn merge(&mut self, o: &HistogramTotals) {
+        self.buckets.resize(BUCKETS, 0);
+        for (t, b) in self.buckets.iter_mut().zip(&o.buckets) {
+            *t += b;
+        }
+        self.count = self.buckets.iter().sum();
+        self.sum_ns += o.sum_ns;
+    }
+
+    /// The mean, nanoseconds (0 with nothing recorded).
+    pub fn mean_ns(&self) -> u64 {
+        self.sum_ns.checked_div(self.count).unwrap_or(0)
+    }
+}
+
+/// A snapshot of [`StageStats`], or a sum of them.
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct StageTotals {
+    pub receipt_to_store: HistogramTotals,
+    pub store: HistogramTotals,
+    pub store_to_sent: HistogramTotals,
+}
+
+impl StageTotals {
+    /// The stages by name, in a command's order.
+    pub fn named(&self) -> [(&'static str, &HistogramTotals); 3] {
+        [
+            ("receipt_to_store", &self.receipt_to_store),
+            ("store", &self.store),
+            ("store_to_sent", &self.store_to_sent),
+        ]
+    }
 }
 
 impl OpTotals {
@@ -401,6 +533,9 @@ impl OpTotals {
             *t += b.get();
         }
         self.latency_sum_ns += s.latency.sum_ns.get();
+        self.stages.receipt_to_store.add(&s.stages.receipt_to_store);
+        self.stages.store.add(&s.stages.store);
+        self.stages.store_to_sent.add(&s.stages.store_to_sent);
     }
 
     fn merge(&mut self, o: &OpTotals) {
@@ -411,6 +546,11 @@ impl OpTotals {
             *t += b;
         }
         self.latency_sum_ns += o.latency_sum_ns;
+        self.stages
+            .receipt_to_store
+            .merge(&o.stages.receipt_to_store);
+        self.stages.store.merge(&o.stages.store);
+        self.stages.store_to_sent.merge(&o.stages.store_to_sent);
     }
 }
 
@@ -707,6 +847,49 @@ mod tests {
             pending.push(0, op, now);
         }
         assert!(pending.is_empty());
+    }
+
+    #[test]
+    fn a_sampled_command_s_stages_add_up_to_its_latency() {
+        use std::time::{Duration, Instant};
+        let conn = ConnStats::default();
+        let mut cache = LunCache::default();
+        let slot = cache.slot(&conn, 3, || true).unwrap();
+        let t0 = Instant::now();
+        let us = |n| t0 + Duration::from_micros(n);
+        let mut pending = PendingLatencies::default();
+        // Two unsampled reads of one batch share an entry; a sampled read
+        // and a sampled write get their own.
+        pending.push(slot, Op::Read, t0);
+        pending.push(slot, Op::Read, t0);
+        pending.push_sampled(slot, Op::Read, t0, (us(30), us(130)));
+        pending.push(slot, Op::Read, t0);
+        // A store answer stamped after the batch's send (clocks read in
+        // another order) is clamped: the stages still add up.
+        pending.push_sampled(slot, Op::Write, us(10), (us(20), us(900)));
+        // Not a read or a write: no stages kept.
+        pending.push_sampled(slot, Op::SyncCache, t0, (us(1), us(2)));
+        // The unsampled reads share one entry; the sync cache has none.
+        assert_eq!(pending.len(), 3);
+        pending.record(&cache, us(400));
+        let totals = Totals::of(&conn);
+        let read = &totals.luns[&3].read;
+        assert_eq!(read.latency_buckets.iter().sum::<u64>(), 4);
+        assert_eq!(read.latency_sum_ns, 4 * 400_000);
+        let s = &read.stages;
+        assert_eq!(s.receipt_to_store.count, 1);
+        assert_eq!(s.receipt_to_store.sum_ns, 30_000);
+        assert_eq!(s.store.sum_ns, 100_000);
+        assert_eq!(s.store_to_sent.sum_ns, 270_000);
+        let write = &totals.luns[&3].write.stages;
+        assert_eq!(write.receipt_to_store.mean_ns(), 10_000);
+        assert_eq!(write.store.mean_ns(), 380_000);
+        assert_eq!(write.store_to_sent.mean_ns(), 0);
+        // 270 µs lands in the (250, 500] µs bucket.
+        assert_eq!(s.store_to_sent.buckets[4], 1);
+        let json = serde_json::to_value(read).unwrap();
+        assert_eq!(json["stages"]["store"]["count"], 1);
+        assert_eq!(json["stages"]["store"]["sum_ns"], 100_000);
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! | `isoe_lun_bytes_total` | counter | target, lun, op (read, write) |
 //! | `isoe_lun_range_bytes_total` | counter | target, lun, op (unmap, write_same) |
 //! | `isoe_lun_latency_seconds` | histogram | target, lun, op (read, write) |
+//! | `isoe_lun_stage_seconds` | histogram | target, lun, op (read, write), stage (receipt_to_store, store, store_to_sent) |
 //! | `isoe_lun_errors_total` | counter | target, lun, error (a sense key, or reservation_conflict, busy, task_set_full) |
 //! | `isoe_session_commands_total`, `isoe_session_bytes_total` | counter | target, initiator, tsih, op |
 //! | `isoe_session_latency_seconds` | histogram | target, initiator, tsih, op |
@@ -56,10 +57,28 @@ impl Text {
     }
 
     fn histogram(&mut self, name: &str, labels: &[(&str, &str)], t: &OpTotals) {
+        self.buckets(
+            name,
+            labels,
+            &t.latency_buckets,
+            t.latency_sum_ns,
+            t.commands,
+        );
+    }
+
+    /// A histogram of [`LATENCY_BUCKETS_US`] counts (not cumulative).
+    fn buckets(
+        &mut self,
+        name: &str,
+        labels: &[(&str, &str)],
+        buckets: &[u64],
+        sum_ns: u64,
+        count: u64,
+    ) {
         let mut cumulative = 0;
         let bucket = format!("{name}_bucket");
         for (i, bound) in LATENCY_BUCKETS_US.iter().enumerate() {
-            cumulative += t.latency_buckets.get(i).copied().unwrap_or(0);
+            cumulative += buckets.get(i).copied().unwrap_or(0);
             let le = format!("{}", *bound as f64 / 1e6);
             let mut with_le = labels.to_vec();
             with_le.push(("le", &le));
@@ -67,13 +86,9 @@ impl Text {
         }
         let mut with_le = labels.to_vec();
         with_le.push(("le", "+Inf"));
-        self.sample(&bucket, &with_le, t.commands);
-        self.sample(
-            &format!("{name}_sum"),
-            labels,
-            t.latency_sum_ns as f64 / 1e9,
-        );
-        self.sample(&format!("{name}_count"), labels, t.commands);
+        self.sample(&bucket, &with_le, count);
+        self.sample(&format!("{name}_sum"), labels, sum_ns as f64 / 1e9);
+        self.sample(&format!("{name}_count"), labels, count);
     }
 }
 
@@ -151,6 +166,34 @@ pub fn render(s: &Snapshot) -> String {
                         let labels = [("target", target.as_str()), ("lun", &lun), ("op", op)];
                         out.sample(&name, &labels, n);
                     }
+                }
+            }
+        }
+    }
+    out.family(
+        "isoe_lun_stage_seconds",
+        "histogram",
+        "A sample of commands (one in 64 per connection) split at the store: \
+         receipt_to_store, store, store_to_sent, by LUN.",
+    );
+    for (target, luns) in &s.luns {
+        for (lun, t) in luns {
+            let lun = lun.to_string();
+            for (op, o) in ops(t) {
+                for (stage, h) in o.stages.named() {
+                    let labels = [
+                        ("target", target.as_str()),
+                        ("lun", &lun),
+                        ("op", op),
+                        ("stage", stage),
+                    ];
+                    out.buckets(
+                        "isoe_lun_stage_seconds",
+                        &labels,
+                        &h.buckets,
+                        h.sum_ns,
+                        h.count,
+                    );
                 }
             }
         }
@@ -396,6 +439,7 @@ mod tests {
             bytes: 0,
             latency_buckets: vec![0; LATENCY_BUCKETS_US.len() + 1],
             latency_sum_ns: 1_500_000,
+            stages: Default::default(),
         };
         o.latency_buckets[0] = 1;
         o.latency_buckets[2] = 1;

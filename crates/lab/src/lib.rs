@@ -12,6 +12,7 @@
 
 pub mod attach_device;
 pub mod bed;
+pub mod components;
 pub mod fio_peer;
 /// Foreign load: measured by `isoe-bench`, which both use.
 pub use isoe_bench::foreign;

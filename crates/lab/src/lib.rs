@@ -32,6 +32,7 @@ pub mod record;
 pub mod report;
 pub mod report_input;
 pub mod rounds;
+pub mod rr;
 pub mod runner;
 pub mod ssh;
 pub mod stats;

@@ -148,7 +148,7 @@ pub struct BenchArgs {
 /// A SIZE flag: the grammar of [`isoe_size`] (`4k`, `256KiB`, `1m`, `512`;
 /// every unit a power of 1024), as in lab plans and target configurations,
 /// below 4 GiB.
-fn parse_size(text: &str) -> Result<u32, String> {
+pub(crate) fn parse_size(text: &str) -> Result<u32, String> {
     let bytes = isoe_size::parse_bytes(text).map_err(|e| e.to_string())?;
     u32::try_from(bytes).map_err(|_| format!("{text:?} is too large: at most 4294967295 bytes"))
 }

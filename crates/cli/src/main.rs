@@ -12,6 +12,7 @@ mod chap_args;
 mod initiator_cmd;
 mod lab_cmd;
 mod logging;
+mod netprobe_cmd;
 mod target_cmd;
 
 /// isoe: a software iSCSI stack with offload-class CPU efficiency.
@@ -56,6 +57,10 @@ enum Command {
     Attach(attach_cmd::AttachArgs),
     /// Flush and remove a device `isoe attach` serves.
     Detach(attach_cmd::DetachArgs),
+    /// Time a raw TCP request and response of a command's sizes between
+    /// initiator and target (the network's part of a command's latency);
+    /// one end serves (--serve), the other probes.
+    Netprobe(netprobe_cmd::NetprobeArgs),
     #[command(flatten)]
     Initiator(initiator_cmd::InitiatorCommand),
 }
@@ -74,6 +79,7 @@ fn main() -> ExitCode {
         Command::Lab(args) => lab_cmd::run(args),
         Command::Attach(args) => attach_cmd::run_attach(args),
         Command::Detach(args) => attach_cmd::run_detach(args),
+        Command::Netprobe(args) => netprobe_cmd::run(args),
         Command::Initiator(command) => initiator_cmd::run(command),
     }
 }

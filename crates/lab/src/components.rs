@@ -93,15 +93,20 @@ impl Breakdown {
 mod tests {
     use super::*;
 
+    /// Initiator, network, and the target's three stages, µs.
+    fn measured(initiator: f64, network: f64, stages: [f64; 3]) -> Measured {
+        Measured {
+            initiator_us: initiator,
+            network_us: network,
+            receipt_to_store_us: stages[0],
+            store_us: stages[1],
+            store_to_sent_us: stages[2],
+        }
+    }
+
     #[test]
     fn the_initiator_stack_is_what_the_other_parts_leave() {
-        let b = Breakdown::of(&Measured {
-            initiator_us: 250.0,
-            network_us: 80.0,
-            receipt_to_store_us: 12.0,
-            store_us: 30.0,
-            store_to_sent_us: 8.0,
-        });
+        let b = Breakdown::of(&measured(250.0, 80.0, [12.0, 30.0, 8.0]));
         assert_eq!(b.initiator_stack_us, 120.0);
         assert_eq!(b.network_us, 80.0);
         assert_eq!(b.target_protocol_us, 20.0);
@@ -113,13 +118,7 @@ mod tests {
 
     #[test]
     fn parts_beyond_the_initiator_s_latency_are_kept_as_excess() {
-        let b = Breakdown::of(&Measured {
-            initiator_us: 100.0,
-            network_us: 90.0,
-            receipt_to_store_us: 10.0,
-            store_us: 15.0,
-            store_to_sent_us: 5.0,
-        });
+        let b = Breakdown::of(&measured(100.0, 90.0, [10.0, 15.0, 5.0]));
         assert_eq!(b.initiator_stack_us, 0.0);
         assert_eq!(b.excess_us, 20.0);
         assert_eq!(b.target_protocol_us, 15.0);
@@ -127,13 +126,7 @@ mod tests {
 
     #[test]
     fn missing_or_nonsense_inputs_count_as_nothing() {
-        let b = Breakdown::of(&Measured {
-            initiator_us: 40.0,
-            network_us: f64::NAN,
-            receipt_to_store_us: -3.0,
-            store_us: 10.0,
-            store_to_sent_us: f64::INFINITY,
-        });
+        let b = Breakdown::of(&measured(40.0, f64::NAN, [-3.0, 10.0, f64::INFINITY]));
         assert_eq!(b.parts(), [30.0, 0.0, 0.0, 10.0]);
         assert_eq!(b.shares_pct(), [75.0, 0.0, 0.0, 25.0]);
         assert_eq!(Breakdown::of(&Measured::default()).shares_pct(), [0.0; 4]);

@@ -73,7 +73,7 @@ fn serve(listener: &TcpListener, stop: &AtomicBool) {
                 // One connection at a time; an error ends only it.
                 let _ = exchange_all(stream, stop);
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(TICK),
+            // Nothing waiting (or a failed accept): look again shortly.
             Err(_) => std::thread::sleep(TICK),
         }
     }

@@ -480,21 +480,23 @@ pub struct HistogramTotals {
     pub sum_ns: u64,
 }
 
+/// Adds `counts` bucket by bucket to `into` (made [`BUCKETS`] long).
+fn add_buckets(into: &mut Vec<u64>, counts: impl IntoIterator<Item = u64>) {
+    into.resize(BUCKETS, 0);
+    for (t, b) in into.iter_mut().zip(counts) {
+        *t += b;
+    }
+}
+
 impl HistogramTotals {
     fn add(&mut self, h: &Histogram) {
-        self.buckets.resize(BUCKETS, 0);
-        for (t, b) in self.buckets.iter_mut().zip(&h.buckets) {
-            *t += b.get();
-        }
+        add_buckets(&mut self.buckets, h.buckets.iter().map(Counter::get));
         self.count = self.buckets.iter().sum();
         self.sum_ns += h.sum_ns.get();
     }
 
     fn merge(&mut self, o: &HistogramTotals) {
-        self.buckets.resize(BUCKETS, 0);
-        for (t, b) in self.buckets.iter_mut().zip(&o.buckets) {
-            *t += b;
-        }
+        add_buckets(&mut self.buckets, o.buckets.iter().copied());
         self.count = self.buckets.iter().sum();
         self.sum_ns += o.sum_ns;
     }
@@ -514,6 +516,18 @@ pub struct StageTotals {
 }
 
 impl StageTotals {
+    fn add(&mut self, s: &StageStats) {
+        self.receipt_to_store.add(&s.receipt_to_store);
+        self.store.add(&s.store);
+        self.store_to_sent.add(&s.store_to_sent);
+    }
+
+    fn merge(&mut self, o: &StageTotals) {
+        self.receipt_to_store.merge(&o.receipt_to_store);
+        self.store.merge(&o.store);
+        self.store_to_sent.merge(&o.store_to_sent);
+    }
+
     /// The stages by name, in a command's order.
     pub fn named(&self) -> [(&'static str, &HistogramTotals); 3] {
         [
@@ -528,29 +542,20 @@ impl OpTotals {
     fn add(&mut self, s: &OpStats) {
         self.commands += s.commands.get();
         self.bytes += s.bytes.get();
-        self.latency_buckets.resize(BUCKETS, 0);
-        for (t, b) in self.latency_buckets.iter_mut().zip(&s.latency.buckets) {
-            *t += b.get();
-        }
+        add_buckets(
+            &mut self.latency_buckets,
+            s.latency.buckets.iter().map(Counter::get),
+        );
         self.latency_sum_ns += s.latency.sum_ns.get();
-        self.stages.receipt_to_store.add(&s.stages.receipt_to_store);
-        self.stages.store.add(&s.stages.store);
-        self.stages.store_to_sent.add(&s.stages.store_to_sent);
+        self.stages.add(&s.stages);
     }
 
     fn merge(&mut self, o: &OpTotals) {
         self.commands += o.commands;
         self.bytes += o.bytes;
-        self.latency_buckets.resize(BUCKETS, 0);
-        for (t, b) in self.latency_buckets.iter_mut().zip(&o.latency_buckets) {
-            *t += b;
-        }
+        add_buckets(&mut self.latency_buckets, o.latency_buckets.iter().copied());
         self.latency_sum_ns += o.latency_sum_ns;
-        self.stages
-            .receipt_to_store
-            .merge(&o.stages.receipt_to_store);
-        self.stages.store.merge(&o.stages.store);
-        self.stages.store_to_sent.merge(&o.stages.store_to_sent);
+        self.stages.merge(&o.stages);
     }
 }
 

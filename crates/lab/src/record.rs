@@ -13,6 +13,8 @@ pub enum Metric {
     Iops,
     /// MB/s, 10^6 bytes per second (large-block workloads).
     MbPerS,
+    /// Transactions per second (an OLTP application's).
+    Tps,
 }
 
 impl Metric {
@@ -21,6 +23,7 @@ impl Metric {
         match self {
             Metric::Iops => "iops",
             Metric::MbPerS => "mb_per_s",
+            Metric::Tps => "tps",
         }
     }
 
@@ -29,6 +32,7 @@ impl Metric {
         match self {
             Metric::Iops => "IOPS",
             Metric::MbPerS => "MB/s",
+            Metric::Tps => "TPS",
         }
     }
 }

@@ -439,6 +439,8 @@ pub fn per_second(metric: Metric, p: &SeriesPoint) -> f64 {
     match metric {
         Metric::Iops => p.iops,
         Metric::MbPerS => p.mb_per_s,
+        // An application's runs have no per-second series.
+        Metric::Tps => 0.0,
     }
 }
 

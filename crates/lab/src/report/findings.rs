@@ -82,6 +82,7 @@ fn quantity(metric: Metric) -> &'static str {
     match metric {
         Metric::MbPerS => "throughput",
         Metric::Iops => "IOPS",
+        Metric::Tps => "transactions per second",
     }
 }
 

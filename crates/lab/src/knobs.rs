@@ -305,6 +305,8 @@ pub struct KnobSet {
     pub target: Option<TargetImpl>,
     /// The kernel initiator's iface transport (only with `initiator = kernel`).
     pub transport: Option<Transport>,
+    /// The file system an application workload runs on (ext4 by default).
+    pub filesystem: Option<crate::application::Filesystem>,
     /// isoe target datapath: batch events and sends.
     pub batching: Option<bool>,
     /// isoe target datapath: CRC32C implementation.
@@ -428,6 +430,7 @@ impl KnobSet {
             initiator: case.initiator.or(self.initiator),
             target: case.target.or(self.target),
             transport: case.transport.or(self.transport),
+            filesystem: case.filesystem.or(self.filesystem),
             batching: case.batching.or(self.batching),
             crc: case.crc.or(self.crc),
             buffer_pool: case.buffer_pool.or(self.buffer_pool),
@@ -506,6 +509,7 @@ impl KnobSet {
         put("initiator", self.initiator.map(|v| v.as_str().into()));
         put("target", self.target.map(|v| v.as_str().into()));
         put("transport", self.transport.map(|v| v.as_str().into()));
+        put("filesystem", self.filesystem.map(|v| v.as_str().into()));
         put("batching", self.batching.map(|b| on_off(b).into()));
         put("crc", self.crc.map(|v| v.as_str().into()));
         put("buffer_pool", self.buffer_pool.map(|b| on_off(b).into()));
@@ -1061,6 +1065,7 @@ mod tests {
             initiator: Some(InitiatorImpl::Libiscsi),
             target: Some(TargetImpl::Isoe),
             transport: Some(Transport::Tcp),
+            filesystem: Some(crate::application::Filesystem::Xfs),
             batching: Some(false),
             crc: Some(CrcImpl::Software),
             buffer_pool: Some(false),
@@ -1198,6 +1203,7 @@ mod tests {
             ("target", "isoe"),
             ("target.tx", "off"),
             ("transport", "tcp"),
+            ("filesystem", "xfs"),
             ("tx_ring", "1024"),
             ("tx_usecs", "16"),
             ("workers", "4"),

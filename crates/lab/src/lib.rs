@@ -10,6 +10,7 @@
 //! `isoe target`, `isoe bench` and `isoe attach` as processes and uses
 //! `isoe-bench` for its result types and its measure of foreign load.
 
+pub mod application;
 pub mod attach_device;
 pub mod bed;
 pub mod components;

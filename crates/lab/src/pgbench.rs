@@ -47,6 +47,17 @@ impl TransactionLog {
     /// Blank lines are ignored; anything else that does not parse is an error
     /// naming its line.
     pub fn parse(text: &str) -> Result<TransactionLog, PgbenchError> {
+        TransactionLog::parse_between(text, 0, u64::MAX)
+    }
+
+    /// [`TransactionLog::parse`], counting only the transactions that ended
+    /// within `[from_us, to_us]` (µs since the epoch): a run's measured
+    /// window, its ramp left out.
+    pub fn parse_between(
+        text: &str,
+        from_us: u64,
+        to_us: u64,
+    ) -> Result<TransactionLog, PgbenchError> {
         let mut log = TransactionLog {
             latency: LatencyRecorder::new(),
             failed: 0,
@@ -75,6 +86,10 @@ impl TransactionLog {
             if micros >= 1_000_000 {
                 return Err(bad("time_us is not below 1,000,000"));
             }
+            let end = epoch.saturating_mul(1_000_000) + micros;
+            if end < from_us || end > to_us {
+                continue;
+            }
             match fields[2] {
                 "skipped" => log.skipped += 1,
                 "failed" | "serialization" | "deadlock" => log.failed += 1,
@@ -83,7 +98,6 @@ impl TransactionLog {
                     log.latency.record_ns(us.saturating_mul(1_000));
                 }
             }
-            let end = epoch.saturating_mul(1_000_000) + micros;
             log.span_us = Some(match log.span_us {
                 None => (end, end),
                 Some((first, last)) => (first.min(end), last.max(end)),

@@ -104,6 +104,7 @@ mod read;
 #[cfg(test)]
 mod tests;
 
+use crate::application::Application;
 use crate::knobs::KnobSet;
 use crate::record::Metric;
 use crate::stats::Rules;
@@ -268,6 +269,11 @@ pub struct WorkloadSpec {
     pub overrides: WorkloadOverrides,
     /// What the statistics are computed on.
     pub metric: Metric,
+    /// An application run on a file system on the initiator's block
+    /// device instead of the profile (whose name is then the
+    /// application's kind).
+    #[serde(default)]
+    pub application: Option<Application>,
 }
 
 /// A workload's complete shape after overrides and knobs.
@@ -325,11 +331,21 @@ impl WorkloadSpec {
 
     /// True when `profile` names a matrix cell rather than a profile.
     pub fn is_matrix_cell(&self) -> bool {
-        profiles::find(&self.profile).is_none()
+        self.application.is_none() && profiles::find(&self.profile).is_none()
     }
 
-    /// The shape it runs with under `knobs` (whose `workers` wins).
+    /// Whether a case whose knobs are `knobs` can run it: an application
+    /// needs an initiator that makes a block device.
+    pub fn runs_with(&self, knobs: &KnobSet) -> bool {
+        self.application.is_none() || knobs.initiator_impl().makes_block_device()
+    }
+
+    /// The shape it runs with under `knobs` (whose `workers` wins); an
+    /// application's nominal one.
     pub fn shape(&self, knobs: &KnobSet) -> WorkloadShape {
+        if let Some(app) = &self.application {
+            return app.nominal_shape();
+        }
         let (base, _) = named_shape(&self.profile).expect("profile checked when the plan was read");
         let o = &self.overrides;
         WorkloadShape {
@@ -545,7 +561,14 @@ impl Plan {
 
     /// The baseline then every case, each with its knobs resolved.
     pub fn resolved_cases(&self) -> Vec<ResolvedCase> {
-        let all: Vec<String> = self.workloads.iter().map(|w| w.name.clone()).collect();
+        // Without a list, a case runs every workload its initiator can.
+        let all = |knobs: &KnobSet| -> Vec<String> {
+            self.workloads
+                .iter()
+                .filter(|w| w.runs_with(knobs))
+                .map(|w| w.name.clone())
+                .collect()
+        };
         let baseline = Case::baseline(self);
         let mut out = vec![ResolvedCase {
             name: baseline.name,
@@ -554,17 +577,18 @@ impl Plan {
             knobs: self.baseline.clone(),
             topology: self.topology,
             compare_to: None,
-            workloads: all.clone(),
+            workloads: all(&self.baseline),
         }];
         for case in &self.cases {
+            let knobs = self.baseline.overlay(&case.knobs);
             out.push(ResolvedCase {
                 name: case.name.clone(),
                 description: case.description.clone(),
                 changes: case.knobs.clone(),
-                knobs: self.baseline.overlay(&case.knobs),
                 topology: case.topology.unwrap_or(self.topology),
                 compare_to: Some(case.compare_to.clone().unwrap_or_else(|| "baseline".into())),
-                workloads: case.workloads.clone().unwrap_or_else(|| all.clone()),
+                workloads: case.workloads.clone().unwrap_or_else(|| all(&knobs)),
+                knobs,
             });
         }
         out

@@ -85,3 +85,17 @@ fn a_line_that_is_not_a_transaction_is_an_error_naming_it() {
         ))
     );
 }
+
+#[test]
+fn a_window_keeps_only_the_transactions_that_ended_within_it() {
+    let text = fixture("tpcb-log.0") + &fixture("tpcb-log.1");
+    // The run's second second: 492 of its 916 transactions ended in it
+    // (counted by awk over the fixture's time_epoch and time_us).
+    let from = 1_795_819_222_000_000;
+    let log = TransactionLog::parse_between(&text, from, from + 999_999).unwrap();
+    assert_eq!(log.summary().count, 492);
+    let (first, last) = log.span_us.unwrap();
+    assert!(first >= from && last < from + 1_000_000, "{first} {last}");
+    let none = TransactionLog::parse_between(&text, 0, 1).unwrap();
+    assert_eq!((none.summary().count, none.span_us), (0, None));
+}

@@ -6,6 +6,7 @@
 use super::{
     named_shape, Case, Plan, PlanError, RunLength, TopologyKind, WorkloadOverrides, WorkloadSpec,
 };
+use crate::application::{Application, Filesystem, Mail, Oltp, OltpMix};
 use crate::knobs::{
     CrcImpl, InitiatorImpl, KnobSet, TargetImpl, Transport, ISOE_TARGET_FIRST_BURST_LENGTH,
     ISOE_TARGET_MAX_BURST_LENGTH, ISOE_TARGET_MAX_CONNECTIONS,
@@ -46,7 +47,18 @@ const WORKLOAD_KEYS: &[&str] = &[
     "read_pct",
     "random_pct",
     "metric",
+    "application",
+    "mix",
+    "scale",
+    "clients",
+    "memory",
+    "database",
+    "log",
+    "threads",
 ];
+/// The keys of an application workload besides its name, by application.
+const OLTP_KEYS: &[&str] = &["mix", "scale", "clients", "memory"];
+const MAIL_KEYS: &[&str] = &["database", "log", "threads"];
 const CASE_OWN_KEYS: &[&str] = &["name", "description", "topology", "compare_to", "workloads"];
 
 /// The shared reader, whose errors are [`PlanError`]s.
@@ -95,6 +107,7 @@ pub(super) const KNOB_KEYS: &[&str] = &[
     "initiator",
     "target",
     "transport",
+    "filesystem",
     "batching",
     "crc",
     "buffer_pool",
@@ -362,6 +375,11 @@ pub(super) fn read_knobs(r: &Reader, t: &mut Table) -> Result<KnobSet, PlanError
             .into_iter()
             .find(|i| i.as_str() == chosen);
     }
+    if let Some(item) = t.take("filesystem") {
+        let names = Filesystem::ALL.map(Filesystem::as_str);
+        let chosen = r.choice(&item, &names)?;
+        k.filesystem = Filesystem::ALL.into_iter().find(|f| f.as_str() == chosen);
+    }
     if let Some(item) = t.take("target") {
         let names = TargetImpl::ALL.map(TargetImpl::as_str);
         let chosen = r.choice(&item, &names)?;
@@ -552,6 +570,19 @@ fn read_workloads(r: &Reader, item: Field) -> Result<Vec<WorkloadSpec>, PlanErro
     let mut out: Vec<WorkloadSpec> = Vec::new();
     let mut first_line: HashMap<String, usize> = HashMap::new();
     for mut t in r.tables(item, WORKLOAD_KEYS)? {
+        if let Some(app) = t.take("application") {
+            let spec = read_application(r, &mut t, app, &mut first_line)?;
+            out.push(spec);
+            continue;
+        }
+        for key in OLTP_KEYS.iter().chain(MAIL_KEYS) {
+            if let Some(item) = t.take(key) {
+                return Err(r.at(
+                    &item,
+                    format!("`{key}` belongs to an application workload: add `application = \"oltp\"` or `\"mail\"`, or remove it"),
+                ));
+            }
+        }
         let profile_item = r.required(
             &mut t,
             "profile",
@@ -574,24 +605,7 @@ fn read_workloads(r: &Reader, item: Field) -> Result<Vec<WorkloadSpec>, PlanErro
                 ),
             ));
         };
-        let (name, name_at, name_path) = match t.take("name") {
-            Some(item) => (read_name(r, &item)?, item.offset, item.key),
-            None => (
-                profile.clone(),
-                profile_item.offset,
-                profile_item.key.clone(),
-            ),
-        };
-        if let Some(line) = first_line.get(&name) {
-            return Err(r.invalid(
-                name_at,
-                &name_path,
-                format!(
-                    "duplicate workload name {name:?} (first at line {line}); give each a `name`"
-                ),
-            ));
-        }
-        first_line.insert(name.clone(), r.line(name_at));
+        let name = unique_name(r, &mut t, &profile, &profile_item, &mut first_line)?;
         let overrides = read_overrides(r, &mut t)?;
         let metric = match t.take("metric") {
             Some(item) => match r.choice(&item, &["iops", "mb_per_s"])? {
@@ -606,9 +620,132 @@ fn read_workloads(r: &Reader, item: Field) -> Result<Vec<WorkloadSpec>, PlanErro
             profile,
             overrides,
             metric,
+            application: None,
         });
     }
     Ok(out)
+}
+
+/// The workload's `name`, or `default` (from `default_item`) without one;
+/// an error when an earlier workload has it.
+fn unique_name(
+    r: &Reader,
+    t: &mut Table,
+    default: &str,
+    default_item: &Field,
+    first_line: &mut HashMap<String, usize>,
+) -> Result<String, PlanError> {
+    let (name, name_at, name_path) = match t.take("name") {
+        Some(item) => (read_name(r, &item)?, item.offset, item.key),
+        None => (
+            default.to_owned(),
+            default_item.offset,
+            default_item.key.clone(),
+        ),
+    };
+    if let Some(line) = first_line.get(&name) {
+        return Err(r.invalid(
+            name_at,
+            &name_path,
+            format!("duplicate workload name {name:?} (first at line {line}); give each a `name`"),
+        ));
+    }
+    first_line.insert(name.clone(), r.line(name_at));
+    Ok(name)
+}
+
+/// An application workload: `application = "oltp"` with `mix`, `scale`,
+/// `clients` and `memory`, or `"mail"` with `database`, `log` and
+/// `threads`; none of a profile's keys.
+fn read_application(
+    r: &Reader,
+    t: &mut Table,
+    app_item: Field,
+    first_line: &mut HashMap<String, usize>,
+) -> Result<WorkloadSpec, PlanError> {
+    let kind = r.choice(&app_item, &["oltp", "mail"])?;
+    for key in ["profile", "qd", "bs", "workers", "read_pct", "random_pct", "metric"] {
+        if let Some(item) = t.take(key) {
+            return Err(r.at(
+                &item,
+                format!("`{key}` shapes a synthetic profile; an application workload (application = \"{kind}\") makes its own I/O"),
+            ));
+        }
+    }
+    let (own, other) = if kind == "oltp" {
+        (OLTP_KEYS, MAIL_KEYS)
+    } else {
+        (MAIL_KEYS, OLTP_KEYS)
+    };
+    for key in other {
+        if let Some(item) = t.take(key) {
+            return Err(r.at(
+                &item,
+                format!("`{key}` is not a key of application = \"{kind}\", whose keys are {}", own.join(", ")),
+            ));
+        }
+    }
+    let name = unique_name(r, t, kind, &app_item, first_line)?;
+    let mib = |t: &mut Table, key: &str, default: u64, min: u64| -> Result<u64, PlanError> {
+        match t.take(key) {
+            None => Ok(default),
+            Some(item) => {
+                let bytes = u64::from(size_in(r, &item, 1 << 20, u32::MAX & !0xfffff)?);
+                if bytes < min {
+                    return Err(r.at(&item, format!("{bytes} bytes is below the least, {min}")));
+                }
+                Ok(bytes)
+            }
+        }
+    };
+    let application = if kind == "oltp" {
+        let mix = match t.take("mix") {
+            None => OltpMix::TpcbLike,
+            Some(item) => {
+                let names = OltpMix::ALL.map(OltpMix::as_str);
+                let chosen = r.choice(&item, &names)?;
+                OltpMix::ALL.into_iter().find(|m| m.as_str() == chosen).expect("a choice")
+            }
+        };
+        let scale = match t.take("scale") {
+            Some(item) => r.u32_in(&item, 1, 10_000)?,
+            None => 10,
+        };
+        let clients = match t.take("clients") {
+            Some(item) => r.u32_in(&item, 1, 256)?,
+            None => 4,
+        };
+        let memory_bytes = mib(t, "memory", 128 << 20, 64 << 20)?;
+        Application::Oltp(Oltp {
+            mix,
+            scale,
+            clients,
+            memory_bytes,
+        })
+    } else {
+        let database_bytes = mib(t, "database", 256 << 20, 16 << 20)?;
+        let log_bytes = mib(t, "log", 32 << 20, 1 << 20)?;
+        let threads = match t.take("threads") {
+            Some(item) => r.u32_in(&item, 1, 256)?,
+            None => 32,
+        };
+        Application::Mail(Mail {
+            database_bytes,
+            log_bytes,
+            threads,
+        })
+    };
+    Ok(WorkloadSpec {
+        name,
+        profile: kind.to_owned(),
+        overrides: WorkloadOverrides::default(),
+        metric: if kind == "oltp" {
+            Metric::Tps
+        } else {
+            Metric::Iops
+        },
+        application: Some(application),
+    })
 }
 
 fn read_overrides(r: &Reader, t: &mut Table) -> Result<WorkloadOverrides, PlanError> {
@@ -684,13 +821,35 @@ fn read_cases(
             }
             None => None,
         };
+        let mut workloads_at = None;
         let case_workloads = match t.take("workloads") {
-            Some(item) => Some(read_case_workloads(r, item, workloads)?),
+            Some(item) => {
+                workloads_at = Some((item.offset, item.key.clone()));
+                Some(read_case_workloads(r, item, workloads)?)
+            }
             None => None,
         };
         let bursts = BurstKeys::of(&t);
         let knobs = read_knobs(r, &mut t)?;
-        check_merged(r, &bursts, &baseline.overlay(&knobs))?;
+        let merged = baseline.overlay(&knobs);
+        check_merged(r, &bursts, &merged)?;
+        if let (Some((at, key)), Some(names)) = (&workloads_at, &case_workloads) {
+            let cannot = names
+                .iter()
+                .filter_map(|n| workloads.iter().find(|w| &w.name == n))
+                .find(|w| !w.runs_with(&merged));
+            if let Some(w) = cannot {
+                return Err(r.invalid(
+                    *at,
+                    key,
+                    format!(
+                        "workload {:?} is an application, which runs on a file system on a block device, and initiator = {} makes none: use kernel, isoe-ublk or isoe-nbd",
+                        w.name,
+                        merged.initiator_impl().as_str()
+                    ),
+                ));
+            }
+        }
         if knobs.is_empty() && case_topology.is_none_or(|c| c == topology) {
             return Err(r.at(
                 &name_item,

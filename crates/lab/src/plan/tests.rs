@@ -740,3 +740,97 @@ fn nic_knob_and_sysctl_errors_name_line_and_key() {
         );
     }
 }
+
+/// A plan with both applications, on the kernel initiator and isoe's.
+const APPS: &str = r#"name = "apps"
+description = "applications"
+topology = "physical"
+
+[baseline]
+initiator = "kernel"
+
+[[workload]]
+profile = "oltp-8k"
+
+[[workload]]
+name = "oltp-select"
+application = "oltp"
+mix = "select-only"
+scale = 20
+clients = 8
+memory = "192MiB"
+
+[[workload]]
+application = "mail"
+database = "128MiB"
+threads = 16
+
+[[case]]
+name = "ublk"
+initiator = "isoe-ublk"
+filesystem = "xfs"
+
+[[case]]
+name = "bench"
+initiator = "isoe"
+"#;
+
+#[test]
+fn application_workloads_parse_with_their_defaults_and_metric() {
+    use crate::application::{Application, Filesystem, Mail, Oltp, OltpMix};
+    let p = Plan::parse(APPS, "apps.toml").unwrap();
+    let select = p.workload("oltp-select").unwrap();
+    assert_eq!(
+        select.application,
+        Some(Application::Oltp(Oltp {
+            mix: OltpMix::SelectOnly,
+            scale: 20,
+            clients: 8,
+            memory_bytes: 192 << 20
+        }))
+    );
+    assert_eq!(select.metric, Metric::Tps);
+    let mail = p.workload("mail").unwrap();
+    assert_eq!(
+        mail.application,
+        Some(Application::Mail(Mail {
+            database_bytes: 128 << 20,
+            log_bytes: 32 << 20,
+            threads: 16
+        }))
+    );
+    assert_eq!(mail.metric, Metric::Iops);
+    assert_eq!(mail.shape(&KnobSet::default()).block_size_bytes, 32 << 10);
+    let cases = p.resolved_cases();
+    assert_eq!(cases[1].knobs.filesystem, Some(Filesystem::Xfs));
+    // The kernel's and ublk's cases run everything; isoe bench makes no
+    // block device, so it runs the synthetic profile only.
+    assert_eq!(cases[0].workloads, ["oltp-8k", "oltp-select", "mail"]);
+    assert_eq!(cases[1].workloads, ["oltp-8k", "oltp-select", "mail"]);
+    assert_eq!(cases[2].workloads, ["oltp-8k"]);
+}
+
+#[test]
+fn application_workloads_refuse_a_profile_s_keys_and_each_other_s() {
+    let with = |from: &str, to: &str| error_of(&APPS.replacen(from, to, 1));
+    let e = with("threads = 16", "threads = 16\nqd = 4");
+    assert!(e.contains("`qd` shapes a synthetic profile"), "{e}");
+    let e = with("threads = 16", "threads = 16\nscale = 4");
+    assert!(e.contains("`scale` is not a key of application = \"mail\""), "{e}");
+    let e = with("profile = \"oltp-8k\"", "profile = \"oltp-8k\"\nclients = 4");
+    assert!(e.contains("`clients` belongs to an application workload"), "{e}");
+    let e = with("mix = \"select-only\"", "mix = \"select\"");
+    assert!(e.contains("tpcb-like") && e.contains("select-only"), "{e}");
+    let e = with("application = \"mail\"", "application = \"exchange\"");
+    assert!(e.contains("oltp") && e.contains("mail"), "{e}");
+    let e = with(
+        "initiator = \"isoe\"\n",
+        "initiator = \"isoe\"\nworkloads = [\"oltp-8k\", \"mail\"]\n",
+    );
+    assert!(
+        e.contains("workload \"mail\" is an application") && e.contains("initiator = isoe"),
+        "{e}"
+    );
+    let e = with("filesystem = \"xfs\"", "filesystem = \"btrfs\"");
+    assert!(e.contains("ext4") && e.contains("xfs"), "{e}");
+}

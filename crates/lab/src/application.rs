@@ -1,0 +1,436 @@
+//! Application workloads: what seed 003 measured beside Iometer, a
+//! database's transactions and a mail server's database, run on a file
+//! system on the block device each initiator makes.
+//!
+//! - **OLTP**: PostgreSQL's pgbench, the TPC-B-like mix or select-only,
+//!   its database made on the file system for each case (`initdb`, `pgbench
+//!   -i -s SCALE`), the server held in a memory cgroup so that the data set
+//!   exceeds what the database and the page cache may keep (its reads reach
+//!   the device), fsync on.
+//! - **Mail**: fio with [`crate::mail::MailProfile`]: 32 KiB random database
+//!   reads and writes beside 8 KiB synchronous log writes, O_DIRECT.
+//!
+//! This module holds what the plan says ([`Application`], [`Filesystem`]),
+//! the shell that prepares and removes a case's file system and database on
+//! the initiator host, and the reading of a run's results: pgbench's
+//! per-transaction log and the block layer's trace of the application's
+//! I/O ([`BlockTrace`]: blktrace's issue and complete events).
+
+use crate::mail::MailProfile;
+use crate::plan::WorkloadShape;
+use isoe_bench::latency::LatencyRecorder;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// The file system an application runs on (the `filesystem` knob).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Filesystem {
+    /// ext4, the default.
+    #[default]
+    Ext4,
+    /// XFS.
+    Xfs,
+}
+
+impl Filesystem {
+    /// Every file system, the default first.
+    pub const ALL: [Filesystem; 2] = [Filesystem::Ext4, Filesystem::Xfs];
+
+    /// Its name in plans and for `mkfs.NAME`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Filesystem::Ext4 => "ext4",
+            Filesystem::Xfs => "xfs",
+        }
+    }
+}
+
+/// pgbench's built-in scripts the plan may choose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OltpMix {
+    /// TPC-B-like: three updates, a select and an insert per transaction.
+    TpcbLike,
+    /// One select by primary key per transaction.
+    SelectOnly,
+}
+
+impl OltpMix {
+    /// Both, in plan order.
+    pub const ALL: [OltpMix; 2] = [OltpMix::TpcbLike, OltpMix::SelectOnly];
+
+    /// pgbench's name for it (`-b NAME`), also the plan's.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OltpMix::TpcbLike => "tpcb-like",
+            OltpMix::SelectOnly => "select-only",
+        }
+    }
+}
+
+/// An OLTP workload: pgbench on PostgreSQL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Oltp {
+    /// The transaction mix.
+    pub mix: OltpMix,
+    /// pgbench's scale factor: 100,000 accounts (about 16 MB) per unit.
+    pub scale: u32,
+    /// Client connections.
+    pub clients: u32,
+    /// The memory cgroup limit of the database server, bytes: its shared
+    /// buffers and the page cache it fills, which the data set must exceed.
+    pub memory_bytes: u64,
+}
+
+/// The database's shared buffers: small, so that the cgroup's limit, not
+/// PostgreSQL's cache, decides what stays in memory.
+pub const SHARED_BUFFERS: &str = "16MB";
+
+/// Bytes a pgbench scale unit takes on disk, tables and indexes (PostgreSQL
+/// 15: 100,000 accounts rows with their index, about 15 MiB, measured).
+pub const BYTES_PER_SCALE: u64 = 15 << 20;
+
+/// A mail server's database: fio with a Jetstress-like profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mail {
+    /// The database file, bytes.
+    pub database_bytes: u64,
+    /// The log file, bytes.
+    pub log_bytes: u64,
+    /// Database I/Os in flight.
+    pub threads: u32,
+}
+
+/// An application a workload runs instead of a synthetic profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Application {
+    /// pgbench on PostgreSQL.
+    Oltp(Oltp),
+    /// fio's mail database profile.
+    Mail(Mail),
+}
+
+impl Application {
+    /// "oltp" or "mail".
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Application::Oltp(_) => "oltp",
+            Application::Mail(_) => "mail",
+        }
+    }
+
+    /// The block I/O it mostly makes, for tables that show a workload's
+    /// shape: PostgreSQL's 8 KiB pages (all reads for select-only, about
+    /// two thirds for TPC-B), the mail database's 32 KiB pages; as deep as
+    /// its clients or threads.
+    pub fn nominal_shape(&self) -> WorkloadShape {
+        match self {
+            Application::Oltp(o) => WorkloadShape {
+                block_size_bytes: 8192,
+                read_pct: match o.mix {
+                    OltpMix::TpcbLike => 67,
+                    OltpMix::SelectOnly => 100,
+                },
+                random_pct: 100,
+                queue_depth: o.clients,
+                workers: 1,
+            },
+            Application::Mail(m) => {
+                let p = self.mail_profile(0, 0).expect("mail");
+                WorkloadShape {
+                    block_size_bytes: p.db_block_bytes,
+                    read_pct: p.read_pct,
+                    random_pct: 100,
+                    queue_depth: m.threads,
+                    workers: 1,
+                }
+            }
+        }
+    }
+
+    /// The fio profile of a mail workload run for `duration_s` after
+    /// `ramp_s`; None for OLTP.
+    pub fn mail_profile(&self, duration_s: u64, ramp_s: u64) -> Option<MailProfile> {
+        let Application::Mail(m) = self else {
+            return None;
+        };
+        Some(MailProfile {
+            db_bytes: m.database_bytes,
+            log_bytes: m.log_bytes,
+            threads: m.threads,
+            duration_s,
+            ramp_s,
+            ..MailProfile::default()
+        })
+    }
+
+    /// Bytes it puts on the file system (the data set), for checking it
+    /// against the LUN.
+    pub fn data_bytes(&self) -> u64 {
+        match self {
+            // Tables and indexes, and the write-ahead log up to max_wal_size.
+            Application::Oltp(o) => u64::from(o.scale) * BYTES_PER_SCALE + (MAX_WAL_MB << 20),
+            Application::Mail(m) => m.database_bytes + m.log_bytes,
+        }
+    }
+
+    /// A line for people: "pgbench tpcb-like, scale 10, 4 clients".
+    pub fn describe(&self) -> String {
+        match self {
+            Application::Oltp(o) => format!(
+                "pgbench {}, scale {}, {} clients, server limited to {} MiB",
+                o.mix.as_str(),
+                o.scale,
+                o.clients,
+                o.memory_bytes >> 20
+            ),
+            Application::Mail(m) => format!(
+                "fio mail database: {} MiB database, {} MiB log, {} threads",
+                m.database_bytes >> 20,
+                m.log_bytes >> 20,
+                m.threads
+            ),
+        }
+    }
+}
+
+/// PostgreSQL's `max_wal_size` in the lab's database, MB: checkpoints
+/// come by size within a run as they would on a busy server.
+pub const MAX_WAL_MB: u64 = 64;
+
+/// The port PostgreSQL's socket is named after; it listens on a Unix
+/// socket in the case's own directory only, so no other server is touched.
+pub const PG_PORT: u16 = 5499;
+
+/// Makes the file system on `$2`, mounts it on `$1/mnt`, and for OLTP
+/// (`$4` = oltp) makes the database in it and starts its server in the
+/// memory cgroup `$5` limited to `$6` bytes, then fills it (`pgbench -i -s
+/// $7`) and prints PostgreSQL's program directory; for mail (`$4` = mail)
+/// lays out fio's files (`$5`... are fio's command, its `--directory`
+/// under `$1/mnt/mail`). Everything it makes is under `$1` or the cgroup, which
+/// [`CLEANUP`] removes.
+pub const PREPARE: &str = r#"set -eu
+dir=$1 dev=$2 fs=$3 kind=$4; shift 4
+cd /
+mnt=$dir/mnt
+mkdir -p "$mnt"
+case $fs in
+ext4) mkfs.ext4 -F -q -E nodiscard "$dev" ;;
+xfs) mkfs.xfs -f -q -K "$dev" ;;
+*) echo "unknown file system $fs" >&2; exit 2 ;;
+esac
+mount -o noatime "$dev" "$mnt"
+if [ "$kind" = mail ]; then
+    mkdir -p "$mnt/mail"
+    exec "$@" --create_only=1 --output=/dev/null
+fi
+cg=$1 mem=$2 scale=$3
+bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+[ -x "$bin/initdb" ] || { echo "PostgreSQL's server (initdb) is not installed" >&2; exit 3; }
+grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null ||
+    { echo "no cgroup v2 memory controller at /sys/fs/cgroup" >&2; exit 3; }
+data=$mnt/pgdata sock=$dir/pgsock
+mkdir -p "$data" "$sock"
+chown postgres: "$data" "$sock"
+chmod 700 "$data"
+runuser -u postgres -- "$bin/initdb" -D "$data" -A trust -U postgres -N >/dev/null
+mkdir -p "$cg"
+echo "$mem" > "$cg/memory.max"
+opts="-c shared_buffers=SHARED_BUFFERS -c listen_addresses= -c unix_socket_directories=$sock -c port=PG_PORT -c max_wal_size=MAX_WALMB -c min_wal_size=32MB -c fsync=on"
+sh -c 'echo $$ > "$1/cgroup.procs"; shift; exec "$@"' sh "$cg" \
+    runuser -u postgres -- "$bin/pg_ctl" -D "$data" -l "$sock/server.log" -w -t 300 -o "$opts" start >/dev/null
+"$bin/pgbench" -h "$sock" -p PG_PORT -U postgres -i -s "$scale" -q postgres >/dev/null
+echo "$bin"
+"#;
+
+/// Stops what [`PREPARE`] started and removes what it made: `$1` the
+/// case's directory, `$2` the cgroup (or empty). Safe to run when any part
+/// was never made; says on stderr what it could not undo, and fails then.
+pub const CLEANUP: &str = r#"dir=$1 cg=$2
+cd /
+bad=0
+bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+if [ -f "$dir/mnt/pgdata/postmaster.pid" ]; then
+    runuser -u postgres -- "$bin/pg_ctl" -D "$dir/mnt/pgdata" -w -t 60 -m fast stop >/dev/null ||
+        { echo "stopping PostgreSQL in $dir/mnt/pgdata failed" >&2; bad=1; }
+fi
+if mountpoint -q "$dir/mnt"; then
+    umount "$dir/mnt" || { echo "unmounting $dir/mnt failed" >&2; bad=1; }
+fi
+rmdir "$dir/mnt" 2>/dev/null
+rm -rf "$dir/pgsock" "$dir/blktrace" "$dir"/pgblog*
+if [ -n "$cg" ] && [ -d "$cg" ]; then
+    rmdir "$cg" || { echo "removing the cgroup $cg failed" >&2; bad=1; }
+fi
+exit $bad
+"#;
+
+/// [`PREPARE`] with its constants filled in.
+pub fn prepare_script() -> String {
+    PREPARE
+        .replace("SHARED_BUFFERS", SHARED_BUFFERS)
+        .replace("PG_PORT", &PG_PORT.to_string())
+        .replace("MAX_WAL", &MAX_WAL_MB.to_string())
+}
+
+/// What goes before a pgbench run, outside its window: the TPC-B mix's own
+/// upkeep (as pgbench does it unless `-n`: vacuum the small tables, empty
+/// the history) and a checkpoint, so that no run inherits the last one's
+/// dirty pages.
+pub fn before_oltp_run(mix: OltpMix) -> &'static str {
+    match mix {
+        OltpMix::TpcbLike => {
+            "VACUUM pgbench_branches; VACUUM pgbench_tellers; TRUNCATE pgbench_history; CHECKPOINT;"
+        }
+        OltpMix::SelectOnly => "CHECKPOINT;",
+    }
+}
+
+/// The block layer's view of the application's I/O: each request's time
+/// from issue to the driver (blktrace's D) to its completion (C), by
+/// direction.
+#[derive(Debug, Clone, Default)]
+pub struct BlockTrace {
+    /// Reads.
+    pub read: Direction,
+    /// Writes (flushes without data are not counted).
+    pub write: Direction,
+}
+
+/// One direction's requests in a [`BlockTrace`].
+#[derive(Debug, Clone, Default)]
+pub struct Direction {
+    /// Issue to completion.
+    pub latency: LatencyRecorder,
+    /// Bytes completed.
+    pub bytes: u64,
+}
+
+impl Direction {
+    /// Requests completed.
+    pub fn count(&self) -> u64 {
+        self.latency.count()
+    }
+
+    /// Mean bytes per request (0 with none).
+    pub fn mean_bytes(&self) -> u64 {
+        self.bytes.checked_div(self.count()).unwrap_or(0)
+    }
+}
+
+/// blkparse's format for [`BlockTrace::parse`]: action, RWBS, sector,
+/// sectors, seconds.nanoseconds since the trace began.
+pub const BLKPARSE_FORMAT: &str = "%a %d %S %n %T.%9t\\n";
+
+impl BlockTrace {
+    /// Reads blkparse's output in [`BLKPARSE_FORMAT`], counting requests
+    /// that complete within `[from_s, to_s]` of the trace. A completion
+    /// whose issue is not in the trace (issued before it began) is left
+    /// out; lines of other actions and blkparse's summary are ignored.
+    pub fn parse(text: &str, from_s: f64, to_s: f64) -> BlockTrace {
+        let mut issued: HashMap<(bool, u64), f64> = HashMap::new();
+        let mut trace = BlockTrace::default();
+        for line in text.lines() {
+            let f: Vec<&str> = line.split_ascii_whitespace().collect();
+            let [action, rwbs, sector, sectors, at] = f[..] else {
+                continue;
+            };
+            let (Ok(sector), Ok(sectors), Ok(at)) = (
+                sector.parse::<u64>(),
+                sectors.parse::<u64>(),
+                at.parse::<f64>(),
+            ) else {
+                continue;
+            };
+            let write = rwbs.contains('W');
+            if !(write || rwbs.contains('R')) || sectors == 0 {
+                continue;
+            }
+            match action {
+                "D" => {
+                    issued.insert((write, sector), at);
+                }
+                "C" => {
+                    let Some(start) = issued.remove(&(write, sector)) else {
+                        continue;
+                    };
+                    if at < from_s || at > to_s || at < start {
+                        continue;
+                    }
+                    let d = if write {
+                        &mut trace.write
+                    } else {
+                        &mut trace.read
+                    };
+                    d.latency.record_ns(((at - start) * 1e9).round() as u64);
+                    d.bytes += sectors * 512;
+                }
+                _ => {}
+            }
+        }
+        trace
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_trace_pairs_issue_and_completion_by_direction_and_sector() {
+        let text = "\
+D R 1000 16 0.100000000
+D W 1000 8 0.100500000
+D WS 2000 8 0.200000000
+C W 1000 8 0.101500000
+C R 1000 16 0.100200000
+C WS 2000 8 0.203000000
+D FN 0 0 0.300000000
+C FN 0 0 0.300100000
+C R 5000 8 0.400000000
+D R 6000 8 1.900000000
+C R 6000 8 2.100000000
+CPU0 (sdb):
+ Reads Queued: 0
+";
+        let t = BlockTrace::parse(text, 0.0, 2.0);
+        assert_eq!(t.read.count(), 1, "5000 was issued before the trace, 6000 ends after the window");
+        assert_eq!(t.read.bytes, 16 * 512);
+        assert_eq!(t.read.latency.summary().mean_us.round(), 200.0);
+        assert_eq!(t.write.count(), 2);
+        assert_eq!(t.write.mean_bytes(), 4096);
+        assert_eq!(t.write.latency.summary().mean_us.round(), 2000.0);
+        let later = BlockTrace::parse(text, 0.15, 2.5);
+        assert_eq!(later.read.count(), 1, "only 6000 completes in the window");
+        assert_eq!(later.write.count(), 1);
+    }
+
+    #[test]
+    fn the_scripts_have_their_constants_and_shapes_follow_the_application() {
+        let s = prepare_script();
+        assert!(s.contains("shared_buffers=16MB") && s.contains("port=5499"));
+        assert!(s.contains("max_wal_size=64MB"), "{s}");
+        assert!(!s.contains("PG_PORT") && !s.contains("SHARED_BUFFERS"));
+        let select = Application::Oltp(Oltp {
+            mix: OltpMix::SelectOnly,
+            scale: 10,
+            clients: 4,
+            memory_bytes: 160 << 20,
+        });
+        assert_eq!(select.nominal_shape().read_pct, 100);
+        assert_eq!(select.nominal_shape().queue_depth, 4);
+        assert_eq!(select.data_bytes(), 10 * BYTES_PER_SCALE + (64 << 20));
+        let mail = Application::Mail(Mail {
+            database_bytes: 256 << 20,
+            log_bytes: 32 << 20,
+            threads: 16,
+        });
+        assert_eq!(mail.nominal_shape().block_size_bytes, 32 << 10);
+        assert_eq!(mail.nominal_shape().queue_depth, 16);
+        let p = mail.mail_profile(10, 2).unwrap();
+        assert_eq!((p.db_bytes, p.threads, p.duration_s), (256 << 20, 16, 10));
+        assert!(select.mail_profile(1, 1).is_none());
+    }
+}

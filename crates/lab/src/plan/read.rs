@@ -690,7 +690,7 @@ fn read_application(
         match t.take(key) {
             None => Ok(default),
             Some(item) => {
-                let bytes = u64::from(size_in(r, &item, 1 << 20, u32::MAX & !0xfffff)?);
+                let bytes = u64::from(size_in(r, &item, 1 << 20, !0xfffff)?);
                 if bytes < min {
                     return Err(r.at(&item, format!("{bytes} bytes is below the least, {min}")));
                 }

@@ -16,10 +16,12 @@
 //! per-transaction log and the block layer's trace of the application's
 //! I/O ([`BlockTrace`]: blktrace's issue and complete events).
 
-use crate::mail::MailProfile;
+use crate::mail::{MailProfile, MailResult};
+use crate::pgbench::TransactionLog;
 use crate::plan::WorkloadShape;
 use isoe_bench::latency::LatencyRecorder;
 use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
 use std::collections::HashMap;
 
 /// The file system an application runs on (the `filesystem` knob).
@@ -204,34 +206,32 @@ pub const MAX_WAL_MB: u64 = 64;
 /// socket in the case's own directory only, so no other server is touched.
 pub const PG_PORT: u16 = 5499;
 
-/// Makes the file system on `$2`, mounts it on `$1/mnt`, and for OLTP
-/// (`$4` = oltp) makes the database in it and starts its server in the
-/// memory cgroup `$5` limited to `$6` bytes, then fills it (`pgbench -i -s
-/// $7`) and prints PostgreSQL's program directory; for mail (`$4` = mail)
-/// lays out fio's files (`$5`... are fio's command, its `--directory`
-/// under `$1/mnt/mail`). Everything it makes is under `$1` or the cgroup, which
-/// [`CLEANUP`] removes.
-pub const PREPARE: &str = r#"set -eu
-dir=$1 dev=$2 fs=$3 kind=$4; shift 4
+/// Makes the file system `$3` on `$2` and mounts it on `$1/mnt`, `$1`
+/// made readable by all first (PostgreSQL runs as its own user).
+pub const MAKE_FS: &str = r#"set -eu
+dir=$1 dev=$2 fs=$3
 cd /
-mnt=$dir/mnt
-mkdir -p "$mnt"
+chmod 755 "$dir"
+mkdir -p "$dir/mnt"
 case $fs in
 ext4) mkfs.ext4 -F -q -E nodiscard "$dev" ;;
 xfs) mkfs.xfs -f -q -K "$dev" ;;
 *) echo "unknown file system $fs" >&2; exit 2 ;;
 esac
-mount -o noatime "$dev" "$mnt"
-if [ "$kind" = mail ]; then
-    mkdir -p "$mnt/mail"
-    exec "$@" --create_only=1 --output=/dev/null
-fi
-cg=$1 mem=$2 scale=$3
+mount -o noatime "$dev" "$dir/mnt"
+"#;
+
+/// Makes the database in `$1/mnt/pgdata`, starts its server in the memory
+/// cgroup `$2` (made, limited to `$3` bytes), fills it (`pgbench -i -s
+/// $4`), and prints PostgreSQL's program directory.
+pub const MAKE_DATABASE: &str = r#"set -eu
+dir=$1 cg=$2 mem=$3 scale=$4
+cd /
 bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
-[ -x "$bin/initdb" ] || { echo "PostgreSQL's server (initdb) is not installed" >&2; exit 3; }
+[ -n "$bin" ] && [ -x "$bin/initdb" ] || { echo "PostgreSQL's server (initdb) is not installed" >&2; exit 3; }
 grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null ||
     { echo "no cgroup v2 memory controller at /sys/fs/cgroup" >&2; exit 3; }
-data=$mnt/pgdata sock=$dir/pgsock
+data=$dir/mnt/pgdata sock=$dir/pgsock
 mkdir -p "$data" "$sock"
 chown postgres: "$data" "$sock"
 chmod 700 "$data"
@@ -245,9 +245,10 @@ sh -c 'echo $$ > "$1/cgroup.procs"; shift; exec "$@"' sh "$cg" \
 echo "$bin"
 "#;
 
-/// Stops what [`PREPARE`] started and removes what it made: `$1` the
-/// case's directory, `$2` the cgroup (or empty). Safe to run when any part
-/// was never made; says on stderr what it could not undo, and fails then.
+/// Stops what [`MAKE_DATABASE`] started and removes what [`MAKE_FS`] and
+/// it made: `$1` the directory (removed too), `$2` the cgroup. Safe to run
+/// when any part was never made; says on stderr what it could not undo,
+/// and fails then.
 pub const CLEANUP: &str = r#"dir=$1 cg=$2
 cd /
 bad=0
@@ -259,17 +260,16 @@ fi
 if mountpoint -q "$dir/mnt"; then
     umount "$dir/mnt" || { echo "unmounting $dir/mnt failed" >&2; bad=1; }
 fi
-rmdir "$dir/mnt" 2>/dev/null
-rm -rf "$dir/pgsock" "$dir/blktrace" "$dir"/pgblog*
-if [ -n "$cg" ] && [ -d "$cg" ]; then
+if [ -d "$cg" ]; then
     rmdir "$cg" || { echo "removing the cgroup $cg failed" >&2; bad=1; }
 fi
+[ $bad = 0 ] && rm -rf "$dir"
 exit $bad
 "#;
 
-/// [`PREPARE`] with its constants filled in.
-pub fn prepare_script() -> String {
-    PREPARE
+/// [`MAKE_DATABASE`] with its constants filled in.
+pub fn make_database_script() -> String {
+    MAKE_DATABASE
         .replace("SHARED_BUFFERS", SHARED_BUFFERS)
         .replace("PG_PORT", &PG_PORT.to_string())
         .replace("MAX_WAL", &MAX_WAL_MB.to_string())
@@ -374,6 +374,161 @@ impl BlockTrace {
     }
 }
 
+/// What the application itself reported for a run's window.
+#[derive(Debug, Clone)]
+pub enum Figures {
+    /// pgbench's per-transaction log over the window.
+    Oltp {
+        /// Transactions completed per second of the window.
+        tps: f64,
+        /// Their latencies.
+        log: TransactionLog,
+    },
+    /// fio's mail database jobs.
+    Mail(MailResult),
+}
+
+/// A command's mean time in each place the lab measures, per direction,
+/// µs: what [`crate::components::Measured`] is made of.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PartsMeasured {
+    /// The raw TCP request/response of the direction's mean sizes.
+    pub network_us: Option<f64>,
+    /// The target's stages (receipt to store, store, store to sent), when
+    /// the target records them.
+    pub stages_us: Option<[f64; 3]>,
+}
+
+/// The `isoe bench`-shaped result of an application run: the application's
+/// figures under `application`, the block layer's view of its I/O as the
+/// synthetic runs' `read`, `write`, `lat_us` and `lat_hist`, and the
+/// latency by component under `breakdown`. `iops` is the block I/O rate
+/// (the mail database's transactional IOPS for mail, its metric); `tps`
+/// the transaction rate for OLTP. CPU fields are added by the caller.
+pub fn result_json(
+    app: &Application,
+    fs: Filesystem,
+    initiator: &str,
+    figures: &Figures,
+    trace: &BlockTrace,
+    window_s: f64,
+    parts: [PartsMeasured; 2],
+) -> Value {
+    let per_s = |n: f64| if window_s > 0.0 { n / window_s } else { 0.0 };
+    let direction = |d: &Direction| {
+        json!({
+            "ios": d.count(),
+            "bytes": d.bytes,
+            "iops": per_s(d.count() as f64),
+            "mb_per_s": per_s(d.bytes as f64) / 1e6,
+            "lat_us": d.latency.summary(),
+        })
+    };
+    let mut both = trace.read.latency.clone();
+    both.merge(&trace.write.latency);
+    let block_iops = per_s((trace.read.count() + trace.write.count()) as f64);
+    let mb_per_s = per_s((trace.read.bytes + trace.write.bytes) as f64) / 1e6;
+    let breakdown = |d: &Direction, p: &PartsMeasured| {
+        (d.count() > 0).then(|| {
+            let stage = |i: usize| p.stages_us.map(|s| s[i]);
+            json!({
+                "initiator_us": d.latency.summary().mean_us,
+                "network_us": p.network_us,
+                "receipt_to_store_us": stage(0),
+                "store_us": stage(1),
+                "store_to_sent_us": stage(2),
+            })
+        })
+    };
+    let mut application = json!({
+        "kind": app.kind(),
+        "filesystem": fs.as_str(),
+        "description": app.describe(),
+    });
+    let (iops, tps, errors) = match (figures, app) {
+        (Figures::Oltp { tps, log }, Application::Oltp(o)) => {
+            let l = log.summary();
+            let ms = |us: f64| us / 1000.0;
+            extend(
+                &mut application,
+                json!({
+                    "mix": o.mix.as_str(), "scale": o.scale, "clients": o.clients,
+                    "tps": tps, "transactions": l.count, "failed": log.failed,
+                    "latency_ms": {
+                        "mean": ms(l.mean_us), "p50": ms(l.p50_us), "p99": ms(l.p99_us),
+                        "p999": ms(l.p999_us), "max": ms(l.max_us),
+                    },
+                }),
+            );
+            (block_iops, Some(*tps), log.failed)
+        }
+        (Figures::Mail(m), _) => {
+            extend(
+                &mut application,
+                json!({
+                    "transactional_iops": m.transactional_iops,
+                    "db_reads_per_s": m.db_reads_per_s, "db_writes_per_s": m.db_writes_per_s,
+                    "db_read_avg_ms": m.db_read_avg_ms, "db_write_avg_ms": m.db_write_avg_ms,
+                    "log_writes_per_s": m.log_writes_per_s, "log_write_avg_ms": m.log_write_avg_ms,
+                }),
+            );
+            (m.transactional_iops, None, m.errors)
+        }
+        (Figures::Oltp { .. }, Application::Mail(_)) => (block_iops, None, 0),
+    };
+    json!({
+        "initiator": initiator,
+        "application": application,
+        "tps": tps,
+        "iops": iops,
+        "block_iops": block_iops,
+        "mb_per_s": mb_per_s,
+        "read": direction(&trace.read),
+        "write": direction(&trace.write),
+        "lat_us": both.summary(),
+        "lat_hist": {
+            "read": trace.read.latency.buckets(),
+            "write": trace.write.latency.buckets(),
+        },
+        "breakdown": {
+            "read": breakdown(&trace.read, &parts[0]),
+            "write": breakdown(&trace.write, &parts[1]),
+        },
+        "elapsed_s": window_s,
+        "errors": errors,
+        "verify_errors": 0,
+    })
+}
+
+/// Adds what needs the host's CPU, once the CPU fields are in `bench`:
+/// the processor time (the initiator host's busy %, Jetstress's figure)
+/// and, for OLTP, CPU-µs per transaction.
+pub fn add_processor_time(bench: &mut Value) {
+    let busy_pct = bench["cpu"]["busy_pct"].as_f64();
+    let per_transaction = match (
+        bench["cpu"]["busy_cpu_s"].as_f64(),
+        bench["cpu_window_s"].as_f64(),
+        bench["tps"].as_f64(),
+    ) {
+        (Some(cpu_s), Some(window_s), Some(tps)) if window_s > 0.0 && tps > 0.0 => {
+            Some(cpu_s / window_s / tps * 1e6)
+        }
+        _ => None,
+    };
+    let app = &mut bench["application"];
+    app["processor_time_pct"] = json!(busy_pct);
+    if app["kind"] == "oltp" {
+        app["cpu_us_per_transaction"] = json!(per_transaction);
+    }
+}
+
+/// Adds `from`'s fields to `into` (both objects).
+fn extend(into: &mut Value, from: Value) {
+    if let (Some(into), Value::Object(from)) = (into.as_object_mut(), from) {
+        into.extend(from);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -396,7 +551,11 @@ CPU0 (sdb):
  Reads Queued: 0
 ";
         let t = BlockTrace::parse(text, 0.0, 2.0);
-        assert_eq!(t.read.count(), 1, "5000 was issued before the trace, 6000 ends after the window");
+        assert_eq!(
+            t.read.count(),
+            1,
+            "5000 was issued before the trace, 6000 ends after the window"
+        );
         assert_eq!(t.read.bytes, 16 * 512);
         assert_eq!(t.read.latency.summary().mean_us.round(), 200.0);
         assert_eq!(t.write.count(), 2);
@@ -409,7 +568,7 @@ CPU0 (sdb):
 
     #[test]
     fn the_scripts_have_their_constants_and_shapes_follow_the_application() {
-        let s = prepare_script();
+        let s = make_database_script();
         assert!(s.contains("shared_buffers=16MB") && s.contains("port=5499"));
         assert!(s.contains("max_wal_size=64MB"), "{s}");
         assert!(!s.contains("PG_PORT") && !s.contains("SHARED_BUFFERS"));

@@ -25,6 +25,9 @@
 //! is recorded as failed with the reason, and the remaining cases are
 //! skipped with it.
 
+mod apps;
+pub(crate) use apps::Apps;
+
 use crate::attach_device::{self, Attach, AttachKind, AttachedDevice};
 use crate::fio_peer::{self, FioEngine, FioJob};
 use crate::host::{self, Host, Running};
@@ -60,11 +63,15 @@ const TARGET_STDERR: &str = ".target-stderr.log";
 /// The file in the output directory that keeps the bed's knobs' state
 /// before the plan until all of it is back.
 pub const KNOB_JOURNAL: &str = "knobs-journal.json";
+/// The control socket of the bed's `isoe target`, in the target host's
+/// work directory: the lab reads the target's stage timings through it.
+const CONTROL_SOCKET: &str = "control.sock";
 /// SIGTERM's grace before SIGKILL for what the lab started on a host.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 /// LIO's LUN: a RAM disk, which takes its memory whole when enabled (the
-/// test bed's VM has 1 GiB), unlike isoe's sparse memory LUN.
-const LIO_LUN_SIZE_BYTES: u64 = 256 << 20;
+/// test bed's VM has 2 GiB, and an application workload needs room for
+/// its data), unlike isoe's sparse memory LUN.
+const LIO_LUN_SIZE_BYTES: u64 = 512 << 20;
 /// The queue depth of the block devices fio drives (the kernel
 /// initiator's SCSI device, `isoe attach`'s): the seeds' deepest queue is
 /// 64 per worker, and open-iscsi's default of 32 would cap it below what
@@ -413,6 +420,9 @@ impl Bed {
         if why.is_some() {
             return why;
         }
+        if let Some(why) = self.applications_unavailable(plan, workloads) {
+            return Some(why);
+        }
         match knobs.target_impl() {
             TargetImpl::Isoe => self
                 .isoe_on(&self.target, self.testbed.target.isoe.as_ref())
@@ -424,6 +434,52 @@ impl Bed {
             ),
             TargetImpl::Lio => crate::lio::unavailable(&self.target),
             TargetImpl::External => self.external_unavailable(plan, knobs, workloads),
+        }
+    }
+
+    /// What the case's application workloads lack on the initiator host:
+    /// the block layer's tracer, the file systems' tools, PostgreSQL.
+    fn applications_unavailable(&self, plan: &Plan, workloads: &[String]) -> Option<String> {
+        let apps: Vec<_> = workloads
+            .iter()
+            .filter_map(|w| plan.workload(w)?.application)
+            .collect();
+        if apps.is_empty() {
+            return None;
+        }
+        let mut programs = vec!["blktrace", "blkparse", "mkfs.ext4", "mount", "runuser"];
+        let mut packages = vec!["blktrace", "e2fsprogs"];
+        if plan
+            .resolved_cases()
+            .iter()
+            .any(|c| c.knobs.filesystem == Some(crate::application::Filesystem::Xfs))
+        {
+            programs.push("mkfs.xfs");
+            packages.push("xfsprogs");
+        }
+        let oltp = apps.iter().any(|a| a.kind() == "oltp");
+        if oltp {
+            packages.push("postgresql");
+        }
+        let script = r#"oltp=$1; shift
+missing=""
+for p in "$@"; do command -v "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+if [ "$oltp" = 1 ] && ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then
+    missing="$missing PostgreSQL's-server"
+fi
+echo $missing"#;
+        let mut argv = vec!["sh", "-c", script, "sh", if oltp { "1" } else { "0" }];
+        argv.extend(&programs);
+        let host = &self.initiator;
+        match host.run(&argv) {
+            Ok(out) if out.trim().is_empty() => None,
+            Ok(out) => Some(format!(
+                "the application workloads need {} on {} (Debian packages: {})",
+                out.trim(),
+                host.name(),
+                packages.join(", ")
+            )),
+            Err(e) => Some(format!("checking {}'s programs: {e}", host.name())),
         }
     }
 
@@ -550,7 +606,8 @@ impl Bed {
             TargetImpl::Isoe | TargetImpl::Tgt => {
                 let isoe = self.isoe_on(host, t.isoe.as_ref())?;
                 let listen: Vec<String> = t.listen.iter().map(ToString::to_string).collect();
-                let config = runner::isoe_target_config(case, &listen, knobs);
+                let control = format!("{}/{CONTROL_SOCKET}", self.target_dir);
+                let config = runner::isoe_target_config(case, &listen, knobs, &control);
                 let path = format!("{}/target.toml", self.target_dir);
                 host.write(&path, config.as_bytes())
                     .map_err(|e| self.failure(host, &format!("case {case}"), e))?;
@@ -691,22 +748,33 @@ impl Bed {
 
     /// One run of `workload` on the initiator host; its result in `isoe
     /// bench`'s fields, with both hosts' CPU over the measured window.
-    /// `devices` are those [`Bed::block_devices`] made for the case.
+    /// `on` holds what the case made: its target, the block devices
+    /// [`Bed::block_devices`] made, what its application workloads made.
     pub(crate) fn run_workload(
         &self,
         plan: &Plan,
         knobs: &KnobSet,
         workload: &WorkloadSpec,
-        target: &BedTarget<'_>,
-        devices: &BlockDevices<'_>,
+        on: &mut OnBed<'_, '_>,
         stop: &AtomicBool,
     ) -> Result<Measured, BenchFailure> {
+        let (target, devices) = (on.target, on.devices);
         let host = &self.initiator;
         let failed = |e: String| BenchFailure::Failed(e);
+        if let Some(app) = &workload.application {
+            // One device: with several portals, the first portal's.
+            let device = devices.paths().into_iter().next().ok_or_else(|| {
+                failed(format!(
+                    "{} runs on a block device, and the case made none",
+                    app.kind()
+                ))
+            })?;
+            return self.run_application(plan, knobs, app, target, &device, &mut on.apps, stop);
+        }
         let shape = workload.shape(knobs);
         let run = &plan.run;
         let target_pid_here = target.pid.filter(|_| self.same_host);
-        let (argv, job, mut window): (Vec<String>, Option<FioJob>, Window) =
+        let (argv, job, window): (Vec<String>, Option<FioJob>, Window) =
             match knobs.initiator_impl() {
                 InitiatorImpl::Isoe => {
                     let isoe = self
@@ -761,71 +829,16 @@ impl Bed {
                     (argv, Some(job), Window::new(start, start + len))
                 }
             };
-        let mut ours = self.testbed.local_processes.clone();
-        if !(self.initiator.is_local() && self.target.is_local()) {
-            // The SSH ControlMaster the lab started lives on, detached.
-            ours.push("ssh".to_owned());
-        }
-        window = window.owning(&ours);
-        let log = self.log_dir.join(INITIATOR_STDERR);
-        let stderr = File::create(&log)
-            .map_err(|e| BenchFailure::Failed(format!("{}: {e}", log.display())))?;
-        let started_at = isoe_bench::timestamp::rfc3339_utc(std::time::SystemTime::now());
-        let mut running = host
-            .spawn(&argv, Stdio::from(stderr))
-            .map_err(|e| BenchFailure::Failed(self.failure(host, "a run", e)))?;
-        let output = host::collect(running.take_stdout().expect("stdout is piped"));
-        let pid = running.pid();
-        let limit = Duration::from_secs_f64(run.duration_s + run.ramp_s) + RUN_SLACK;
-        let t0 = Instant::now();
-        let samplers = self.start_samplers(pid, target, &window, t0.elapsed());
-        let status = loop {
-            match running.try_wait() {
-                Ok(Some(status)) => break status,
-                Ok(None) => {}
-                Err(e) => {
-                    return Err(BenchFailure::Failed(format!(
-                        "waiting for {}: {e}",
-                        argv[0]
-                    )))
-                }
-            }
-            if stop.load(Ordering::Relaxed) {
-                let _ = running.stop(STOP_GRACE);
-                samplers.stop();
-                return Err(BenchFailure::Stopped);
-            }
-            let t = t0.elapsed();
-            if t > limit {
-                let _ = running.stop(STOP_GRACE);
-                samplers.stop();
-                let why = format!("{} did not finish within {} s", argv[0], limit.as_secs());
-                return Err(BenchFailure::Failed(self.failure(host, "a run", why)));
-            }
-            window.tick(t);
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        if stop.load(Ordering::Relaxed) {
-            // It ended because of Ctrl-C: no result, and no failure.
-            samplers.stop();
-            return Err(BenchFailure::Stopped);
-        }
-        let samples = samplers.finish();
-        let stdout = output
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_default();
-        let stderr_text = std::fs::read_to_string(&log).unwrap_or_default();
-        if status.code() == Some(255) && self.check_gone(host, "a run") {
-            return Err(BenchFailure::Failed(self.gone().unwrap_or_default()));
-        }
-        let [Some(first), Some(mut last)] = samples.map_err(BenchFailure::Failed)? else {
-            return Err(BenchFailure::Failed(format!(
-                "{} on {} ended ({status}) before its CPU could be sampled: {}",
-                argv[0],
-                host.name(),
-                tail(&stderr_text)
-            )));
-        };
+        let bounds = (window.start, window.end);
+        let Ran {
+            stdout,
+            stderr_text,
+            status,
+            first,
+            mut last,
+            started_at,
+            foreign,
+        } = self.measure(&argv, window, target, run.ramp_s + run.duration_s, stop)?;
         let mut bench = match &job {
             None => {
                 let line = stdout
@@ -868,9 +881,9 @@ impl Bed {
                         "fio's /proc counters could not be read at the window's {which} \
                          ({:.1} s after it started; it exited with {status}): {}",
                         if first.initiator.is_none() {
-                            window.start
+                            bounds.0
                         } else {
-                            window.end
+                            bounds.1
                         }
                         .as_secs_f64(),
                         tail(&stderr_text)
@@ -894,6 +907,95 @@ impl Bed {
         });
         Ok(Measured {
             bench,
+            started_at,
+            foreign,
+        })
+    }
+
+    /// Runs `argv` on the initiator host for about `run_s` seconds, its CPU
+    /// and the target's sampled at the ends of `window` (timed from its
+    /// start): what it printed, how it ended, and both samples; Ctrl-C,
+    /// a hang or a host gone are errors.
+    fn measure(
+        &self,
+        argv: &[String],
+        window: Window,
+        target: &BedTarget<'_>,
+        run_s: f64,
+        stop: &AtomicBool,
+    ) -> Result<Ran, BenchFailure> {
+        let host = &self.initiator;
+        let mut ours = self.testbed.local_processes.clone();
+        if !(self.initiator.is_local() && self.target.is_local()) {
+            // The SSH ControlMaster the lab started lives on, detached.
+            ours.push("ssh".to_owned());
+        }
+        let mut window = window.owning(&ours);
+        let log = self.log_dir.join(INITIATOR_STDERR);
+        let stderr = File::create(&log)
+            .map_err(|e| BenchFailure::Failed(format!("{}: {e}", log.display())))?;
+        let started_at = isoe_bench::timestamp::rfc3339_utc(std::time::SystemTime::now());
+        let mut running = host
+            .spawn(argv, Stdio::from(stderr))
+            .map_err(|e| BenchFailure::Failed(self.failure(host, "a run", e)))?;
+        let output = host::collect(running.take_stdout().expect("stdout is piped"));
+        let pid = running.pid();
+        let limit = Duration::from_secs_f64(run_s) + RUN_SLACK;
+        let t0 = Instant::now();
+        let samplers = self.start_samplers(pid, target, &window, t0.elapsed());
+        let status = loop {
+            match running.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) => {}
+                Err(e) => {
+                    return Err(BenchFailure::Failed(format!(
+                        "waiting for {}: {e}",
+                        argv[0]
+                    )))
+                }
+            }
+            if stop.load(Ordering::Relaxed) {
+                let _ = running.stop(STOP_GRACE);
+                samplers.stop();
+                return Err(BenchFailure::Stopped);
+            }
+            let t = t0.elapsed();
+            if t > limit {
+                let _ = running.stop(STOP_GRACE);
+                samplers.stop();
+                let why = format!("{} did not finish within {} s", argv[0], limit.as_secs());
+                return Err(BenchFailure::Failed(self.failure(host, "a run", why)));
+            }
+            window.tick(t);
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        if stop.load(Ordering::Relaxed) {
+            // It ended because of Ctrl-C: no result, and no failure.
+            samplers.stop();
+            return Err(BenchFailure::Stopped);
+        }
+        let samples = samplers.finish();
+        let stdout = output
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_default();
+        let stderr_text = std::fs::read_to_string(&log).unwrap_or_default();
+        if status.code() == Some(255) && self.check_gone(host, "a run") {
+            return Err(BenchFailure::Failed(self.gone().unwrap_or_default()));
+        }
+        let [Some(first), Some(last)] = samples.map_err(BenchFailure::Failed)? else {
+            return Err(BenchFailure::Failed(format!(
+                "{} on {} ended ({status}) before its CPU could be sampled: {}",
+                argv[0],
+                host.name(),
+                tail(&stderr_text)
+            )));
+        };
+        Ok(Ran {
+            stdout,
+            stderr_text,
+            status,
+            first,
+            last,
             started_at,
             foreign: window.load(),
         })
@@ -1114,6 +1216,22 @@ fn parse_uptime(text: &str) -> Option<f64> {
     text.split_whitespace().next()?.parse().ok()
 }
 
+/// What a measured run on the initiator host left.
+struct Ran {
+    /// Its standard output.
+    stdout: String,
+    /// Its standard error.
+    stderr_text: String,
+    status: std::process::ExitStatus,
+    /// The counters at the window's start and end.
+    first: BedSample,
+    last: BedSample,
+    /// When it started (RFC 3339 UTC).
+    started_at: String,
+    /// Other processes' load on this machine over the window.
+    foreign: Option<crate::foreign::ForeignLoad>,
+}
+
 /// One moment's counters on a bed.
 struct BedSample {
     /// The initiator host's clock.
@@ -1176,6 +1294,16 @@ pub fn attach_request(
         queue_depth: DEVICE_QUEUE_DEPTH,
         options: knobs.attach_args(),
     }
+}
+
+/// What a case made on the bed for its runs.
+pub(crate) struct OnBed<'c, 'b> {
+    /// Its target.
+    pub target: &'c BedTarget<'b>,
+    /// Its initiator's block devices.
+    pub devices: &'c BlockDevices<'b>,
+    /// What its application workloads made.
+    pub apps: Apps<'b>,
 }
 
 /// What a case's initiator made on the initiator host for fio to drive:

@@ -256,6 +256,43 @@ pub fn to_bench_json(
     let iops = read["iops"].as_f64().unwrap_or(0.0) + write["iops"].as_f64().unwrap_or(0.0);
     let mb_per_s =
         read["mb_per_s"].as_f64().unwrap_or(0.0) + write["mb_per_s"].as_f64().unwrap_or(0.0);
+    let errors = fio["jobs"].as_array().map_or(0, |jobs| {
+        jobs.iter()
+            .filter(|j| j["error"].as_i64().unwrap_or(0) != 0)
+            .count()
+    });
+    let lat_us = if read["ios"].as_u64().unwrap_or(0) >= write["ios"].as_u64().unwrap_or(0) {
+        read["lat_us"].clone()
+    } else {
+        write["lat_us"].clone()
+    };
+    let mut bench = json!({
+        "initiator": job.engine.initiator(),
+        "iops": iops,
+        "mb_per_s": mb_per_s,
+        "lat_us": lat_us,
+        "read": read,
+        "write": write,
+        "elapsed_s": job.duration_s,
+        "errors": errors,
+        "verify_errors": 0,
+        "workload": {
+            "block_size_bytes": job.block_size_bytes, "read_pct": job.read_pct, "random_pct": job.random_pct,
+            "queue_depth": job.queue_depth, "workers": job.workers, "duration_s": job.duration_s, "ramp_s": job.ramp_s,
+            "urls": job.urls,
+        },
+    });
+    add_cpu_fields(&mut bench, first, last, target_pid);
+    bench
+}
+
+/// The CPU and TCP fields of an `isoe bench` result from two samples, per
+/// I/O of the result's `iops` and per MB/s of its `mb_per_s`: the
+/// initiator process's (the sampled process, fio or an application), the
+/// target's when sampled, the host's split, TCP's segments.
+pub fn add_cpu_fields(bench: &mut Value, first: &Sample, last: &Sample, target_pid: Option<u32>) {
+    let iops = bench["iops"].as_f64().unwrap_or(0.0);
+    let mb_per_s = bench["mb_per_s"].as_f64().unwrap_or(0.0);
     let window_s = last.at.duration_since(first.at).as_secs_f64();
     let split = CpuSplit::between(&first.cpu, &last.cpu, cpu::ticks_per_second());
     let ncpus = first.cpu.ncpus;
@@ -268,24 +305,7 @@ pub fn to_bench_json(
     };
     let pct = |cpu_s: f64| demand::cpu_pct_of_machine(cpu_s, window_s, ncpus);
     let tcp = first.tcp.delta(&last.tcp);
-    let errors = fio["jobs"].as_array().map_or(0, |jobs| {
-        jobs.iter()
-            .filter(|j| j["error"].as_i64().unwrap_or(0) != 0)
-            .count()
-    });
-    let lat_us = if read["ios"].as_u64().unwrap_or(0) >= write["ios"].as_u64().unwrap_or(0) {
-        read["lat_us"].clone()
-    } else {
-        write["lat_us"].clone()
-    };
-    json!({
-        "initiator": job.engine.initiator(),
-        "iops": iops,
-        "mb_per_s": mb_per_s,
-        "lat_us": lat_us,
-        "read": read,
-        "write": write,
-        "elapsed_s": job.duration_s,
+    let fields = json!({
         "initiator_cpu_s": fio_cpu_s,
         "initiator_cpu_pct": pct(fio_cpu_s),
         "initiator_cpu_us_per_io": per_io(fio_cpu_s),
@@ -304,15 +324,11 @@ pub fn to_bench_json(
         "retrans_segs": tcp.retrans_segs,
         "retrans_pct": tcp.retrans_pct,
         "dsack_segs": tcp.dsack_recv_segs,
-        "errors": errors,
-        "verify_errors": 0,
-        "workload": {
-            "block_size_bytes": job.block_size_bytes, "read_pct": job.read_pct, "random_pct": job.random_pct,
-            "queue_depth": job.queue_depth, "workers": job.workers, "duration_s": job.duration_s, "ramp_s": job.ramp_s,
-            "urls": job.urls,
-        },
         "cpu_window_s": window_s,
-    })
+    });
+    if let (Some(into), Value::Object(from)) = (bench.as_object_mut(), fields) {
+        into.extend(from);
+    }
 }
 
 #[cfg(test)]

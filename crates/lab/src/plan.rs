@@ -121,6 +121,16 @@ pub const DEFAULT_PLAN: &str = "quick";
 /// initiator, logging in, writing the record. Used only for estimates.
 pub const RUN_OVERHEAD_S: f64 = 2.0;
 
+/// Seconds an application run costs besides its ramp and measurement (a
+/// checkpoint, the block trace read back, the network probed), on a VM
+/// under emulation. Used only for estimates.
+pub const APPLICATION_RUN_OVERHEAD_S: f64 = 20.0;
+
+/// Seconds a case takes, each round, to make the file system and the
+/// database its application workloads run on, on a VM under emulation.
+/// Used only for estimates.
+pub const APPLICATION_PREPARE_S: f64 = 90.0;
+
 /// The plans shipped in `crates/lab/plans/`, by name.
 const EMBEDDED: &[(&str, &str)] = &[
     ("quick", include_str!("../plans/quick.toml")),
@@ -137,6 +147,7 @@ const EMBEDDED: &[(&str, &str)] = &[
         include_str!("../plans/software-vs-offload.toml"),
     ),
     ("block-devices", include_str!("../plans/block-devices.toml")),
+    ("applications", include_str!("../plans/applications.toml")),
 ];
 
 /// The test bed a plan (or a case) runs on (METHODOLOGY.md "Topologies").
@@ -609,14 +620,31 @@ impl Plan {
 
     /// Estimated seconds to run the plan, (fewest, most): every cell runs
     /// `min_runs` times, or `max_runs` times when the RSD never converges;
-    /// each run costs its ramp, its duration and [`RUN_OVERHEAD_S`]. Runs
+    /// each run costs its ramp, its duration and [`RUN_OVERHEAD_S`] (an
+    /// application's [`APPLICATION_RUN_OVERHEAD_S`]), and a case with
+    /// application workloads [`APPLICATION_PREPARE_S`] a round. Runs
     /// repeated for host CPU steal are not counted.
     pub fn estimated_duration_s(&self) -> (f64, f64) {
-        let per_run_s = self.run.ramp_s + self.run.duration_s + RUN_OVERHEAD_S;
-        let cells = self.cell_count() as f64;
+        let measured = self.run.ramp_s + self.run.duration_s;
+        let mut per_round_s = 0.0;
+        for case in self.resolved_cases() {
+            let mut prepares = false;
+            for w in case.workloads.iter().filter_map(|w| self.workload(w)) {
+                prepares |= w.application.is_some();
+                per_round_s += measured
+                    + if w.application.is_some() {
+                        APPLICATION_RUN_OVERHEAD_S
+                    } else {
+                        RUN_OVERHEAD_S
+                    };
+            }
+            if prepares {
+                per_round_s += APPLICATION_PREPARE_S;
+            }
+        }
         (
-            cells * f64::from(self.rules.min_runs) * per_run_s,
-            cells * f64::from(self.rules.max_runs) * per_run_s,
+            per_round_s * f64::from(self.rules.min_runs),
+            per_round_s * f64::from(self.rules.max_runs),
         )
     }
 }

@@ -391,13 +391,24 @@ impl Lab<'_> {
                 skipped: &skipped,
             };
             let stop = &self.options.stop;
-            self.run_workloads(&cell, workloads, &mut |workload| {
+            let mut on = crate::bed::OnBed {
+                target: &target,
+                devices: &devices,
+                apps: crate::bed::Apps::new(bed),
+            };
+            let ran = self.run_workloads(&cell, workloads, &mut |workload| {
                 if let Some(why) = bed.gone() {
                     // Recorded as failed; the rest of the plan is skipped.
                     return Err(BenchFailure::Failed(why));
                 }
-                bed.run_workload(plan, knobs, workload, &target, &devices, stop)
-            })?;
+                bed.run_workload(plan, knobs, workload, &mut on, stop)
+            });
+            if bed.gone().is_none() {
+                for e in on.apps.cleanup() {
+                    let why = bed.failure_on_initiator(&format!("case {}", case.name), e);
+                    eprintln!("isoe lab: case {}: {why}", case.name);
+                }
+            }
             if bed.gone().is_none() {
                 for e in devices.release() {
                     let why = bed.failure_on_initiator(&format!("case {}", case.name), e);
@@ -407,7 +418,7 @@ impl Lab<'_> {
             if let Err(e) = target.stop() {
                 eprintln!("isoe lab: case {}: stopping the target: {e}", case.name);
             }
-            Ok(())
+            ran
         })();
         self.bed = Some(bed);
         result
@@ -608,14 +619,22 @@ fn stop_child(child: &mut Child, grace: Duration) {
 /// The configuration of the `isoe target` a case runs: `TARGET_IQN` with
 /// LUN 0 a sparse memory LUN, listening on `portals`, negotiating what
 /// `knobs` ask.
-pub(crate) fn isoe_target_config(case: &str, portals: &[String], knobs: &KnobSet) -> String {
+///
+/// `control` is the control socket's path (`""`: none), so that the lab's
+/// target never takes the default socket of a target an administrator runs.
+pub(crate) fn isoe_target_config(
+    case: &str,
+    portals: &[String],
+    knobs: &KnobSet,
+    control: &str,
+) -> String {
     let portal_list = portals
         .iter()
         .map(|p| format!("\"{p}\""))
         .collect::<Vec<_>>()
         .join(", ");
     format!(
-        "# isoe lab, case {case}\nportals = [{portal_list}]\n\n{defaults}\n[[target]]\nname = \"{TARGET_IQN}\"\n\n[[target.lun]]\nnumber = 0\nmemory = \"{LUN_SIZE}\"\n",
+        "# isoe lab, case {case}\nportals = [{portal_list}]\n\n[control]\nsocket = {control:?}\n\n{defaults}\n[[target]]\nname = \"{TARGET_IQN}\"\n\n[[target.lun]]\nnumber = 0\nmemory = \"{LUN_SIZE}\"\n",
         defaults = knobs.target_defaults_toml(),
     ) + &knobs.target_datapath_toml()
 }
@@ -639,7 +658,7 @@ fn start_target(
         });
     }
     let portals: Vec<String> = topo.portals().iter().map(ToString::to_string).collect();
-    let config = isoe_target_config(&case.name, &portals, knobs);
+    let config = isoe_target_config(&case.name, &portals, knobs, "");
     let path = tempfile_path::TempPath::write(
         &options.out_dir,
         &format!(".target-{}.toml", std::process::id()),

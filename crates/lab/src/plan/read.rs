@@ -571,7 +571,29 @@ fn read_workloads(r: &Reader, item: Field) -> Result<Vec<WorkloadSpec>, PlanErro
     let mut first_line: HashMap<String, usize> = HashMap::new();
     for mut t in r.tables(item, WORKLOAD_KEYS)? {
         if let Some(app) = t.take("application") {
+            let at = (app.offset, app.key.clone());
             let spec = read_application(r, &mut t, app, &mut first_line)?;
+            // A case's OLTP workloads share the database it makes.
+            let scale = |w: &WorkloadSpec| match w.application {
+                Some(Application::Oltp(o)) => Some(o.scale),
+                _ => None,
+            };
+            if let (Some(mine), Some(other)) =
+                (scale(&spec), out.iter().find(|w| scale(w).is_some()))
+            {
+                if scale(other) != Some(mine) {
+                    return Err(r.invalid(
+                        at.0,
+                        &at.1,
+                        format!(
+                            "workload {:?} has scale {mine} and {:?} scale {}: a case's OLTP workloads share one database, so give them one scale",
+                            spec.name,
+                            other.name,
+                            scale(other).unwrap_or_default()
+                        ),
+                    ));
+                }
+            }
             out.push(spec);
             continue;
         }
@@ -664,7 +686,15 @@ fn read_application(
     first_line: &mut HashMap<String, usize>,
 ) -> Result<WorkloadSpec, PlanError> {
     let kind = r.choice(&app_item, &["oltp", "mail"])?;
-    for key in ["profile", "qd", "bs", "workers", "read_pct", "random_pct", "metric"] {
+    for key in [
+        "profile",
+        "qd",
+        "bs",
+        "workers",
+        "read_pct",
+        "random_pct",
+        "metric",
+    ] {
         if let Some(item) = t.take(key) {
             return Err(r.at(
                 &item,
@@ -681,7 +711,10 @@ fn read_application(
         if let Some(item) = t.take(key) {
             return Err(r.at(
                 &item,
-                format!("`{key}` is not a key of application = \"{kind}\", whose keys are {}", own.join(", ")),
+                format!(
+                    "`{key}` is not a key of application = \"{kind}\", whose keys are {}",
+                    own.join(", ")
+                ),
             ));
         }
     }
@@ -704,7 +737,10 @@ fn read_application(
             Some(item) => {
                 let names = OltpMix::ALL.map(OltpMix::as_str);
                 let chosen = r.choice(&item, &names)?;
-                OltpMix::ALL.into_iter().find(|m| m.as_str() == chosen).expect("a choice")
+                OltpMix::ALL
+                    .into_iter()
+                    .find(|m| m.as_str() == chosen)
+                    .expect("a choice")
             }
         };
         let scale = match t.take("scale") {

@@ -8,6 +8,7 @@
 //! effectiveness, retransmissions and latency. The report never runs
 //! anything; `results.jsonl` is the runner's to write.
 
+mod applications;
 mod charts;
 mod document;
 mod escape;

@@ -39,6 +39,7 @@ pub fn build(input: &ReportInput) -> Vec<Block> {
     b.extend(throughput_beside_cpu(input, &cells));
     b.extend(over_time(input));
     b.extend(latency(input, &cells));
+    b.extend(super::applications::section(input));
     b.extend(retransmissions(input, &cells));
     b.extend(recommended(input, &cells));
     b.extend(notes_section(input, &cells));
@@ -441,7 +442,7 @@ fn change_section(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
 
 /// An effect as a table cell: the change with its interval, `against`
 /// (" vs CASE", or nothing) after it; bold when significant and conclusive.
-fn effect_cell(e: Option<Effect>, against: &str) -> Cell {
+pub(super) fn effect_cell(e: Option<Effect>, against: &str) -> Cell {
     match e {
         Some(e) => Cell {
             text: format!(

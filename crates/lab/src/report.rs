@@ -9,6 +9,7 @@
 //! anything; `results.jsonl` is the runner's to write.
 
 mod applications;
+mod by_component;
 mod charts;
 mod document;
 mod escape;
@@ -20,6 +21,7 @@ mod numbers;
 pub mod recommend;
 mod sections;
 pub mod seeds;
+mod stacked;
 mod summary;
 mod svg;
 

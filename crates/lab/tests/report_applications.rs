@@ -1,8 +1,10 @@
 //! The report on hand-made application runs (seed 003's OLTP and mail
-//! tests): the application table's means and paired changes.
+//! tests): the application table's means and paired changes, and the
+//! latency by component and its stacked bars (a target without stages
+//! merged into the initiator's part).
 
 use isoe_lab::record::{Metric, RunRecord};
-use isoe_lab::report::{render_markdown, CaseInfo, ReportInput, WorkloadInfo};
+use isoe_lab::report::{render_html, render_markdown, CaseInfo, ReportInput, WorkloadInfo};
 use isoe_lab::stats::{Effect, Rules, Sample};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -242,4 +244,87 @@ fn the_application_table_has_each_case_s_mean_and_paired_change() {
     assert_eq!(row(mail, "transactional IOPS", 0)[1], "900.0");
     assert_eq!(row(mail, "log write average latency (ms)", 0)[1], "0.297");
     assert!(row(mail, "database read average latency (ms)", 0)[2].contains("95% CI"));
+}
+
+#[test]
+fn latency_by_component_splits_each_case_s_mean() {
+    let md = render_markdown(&input());
+    let pg = section(&md, "### pg: latency by component");
+    assert_eq!(
+        &row(pg, "part", 0)[..5],
+        [
+            "part",
+            "kernel µs",
+            "kernel %",
+            "isoe-ublk µs",
+            "isoe-ublk %"
+        ]
+    );
+    // Reads: isoe-ublk 900 = 467 + 400 + 27 + 6.
+    let stack = row(pg, "initiator stack", 0);
+    assert_eq!(&stack[1..5], ["567.0", "56.70", "467.0", "51.89"], "{pg}");
+    // LIO's stages are unknown: 1200 - 400 is the stack and the target.
+    assert_eq!(stack[5], "800.0 †");
+    assert_eq!(&row(pg, "network", 0)[3..5], ["400.0", "44.44"]);
+    assert_eq!(
+        &row(pg, "target protocol", 0)[3..7],
+        ["27.00", "3.00", "–", "–"]
+    );
+    assert_eq!(&row(pg, "storage", 0)[3..5], ["6.000", "0.67"]);
+    let total = row(pg, "total = the initiator's mean", 0);
+    assert_eq!(
+        [&total[1], &total[3], &total[5]],
+        ["1,000", "900.0", "1,200"]
+    );
+    assert!(
+        pg.contains("† initiator stack and target: the target's stages are unknown in kernel-lio"),
+        "{pg}"
+    );
+    // Writes: the kernel's runs carry none; isoe-ublk's network exceeds.
+    let writes = row(pg, "initiator stack", 1);
+    assert_eq!(&writes[1..5], ["–", "–", "0", "0.00"], "{pg}");
+    assert!(
+        pg.contains("exceed the initiator's mean in isoe-ublk by 133.0 µs"),
+        "{pg}"
+    );
+    // The mail runs carry no breakdown.
+    let mail = section(&md, "### mail: latency by component");
+    assert!(
+        mail.contains("Not measured: no valid run of mail carries a breakdown."),
+        "{mail}"
+    );
+}
+
+/// The `<svg>` of the figure whose title starts with `title`.
+fn svg<'a>(html: &'a str, title: &str) -> &'a str {
+    let at = html
+        .find(&format!("<title>{title}"))
+        .unwrap_or_else(|| panic!("no chart {title:?}"));
+    let start = html[..at].rfind("<svg").unwrap();
+    &html[start..start + html[start..].find("</svg>").unwrap()]
+}
+
+#[test]
+fn the_stacked_bars_have_one_bar_per_case_and_name_the_merged_part() {
+    let html = render_html(&input());
+    let reads = svg(&html, "pg: reads by component");
+    assert_eq!(reads.matches("<g class=\"stack\">").count(), CASES.len());
+    for part in ["initiator stack", "network", "target protocol", "storage"] {
+        assert!(reads.contains(&format!(">{part}</text>")), "{part}");
+    }
+    assert!(
+        reads.contains(">initiator stack and target</text>"),
+        "{reads}"
+    );
+    assert!(reads.contains("<title>kernel-lio, initiator stack and target: 800.0 µs</title>"));
+    assert!(reads.contains("<title>isoe-ublk, initiator stack: 467.0 µs</title>"));
+    assert!(
+        reads.contains(">1,200 µs</text>"),
+        "the bar's end: the initiator's mean"
+    );
+    // Writes: the kernel has none, so two bars and an "n/a".
+    let writes = svg(&html, "pg: writes by component");
+    assert_eq!(writes.matches("<g class=\"stack\">").count(), 2);
+    assert!(writes.contains(">n/a</text>"), "{writes}");
+    assert!(writes.contains("exceeded by 133.0"), "{writes}");
 }

@@ -40,6 +40,7 @@ pub fn build(input: &ReportInput) -> Vec<Block> {
     b.extend(over_time(input));
     b.extend(latency(input, &cells));
     b.extend(super::applications::section(input));
+    b.extend(super::by_component::section(input));
     b.extend(retransmissions(input, &cells));
     b.extend(recommended(input, &cells));
     b.extend(notes_section(input, &cells));

@@ -1,7 +1,8 @@
 //! The report on hand-made application runs (seed 003's OLTP and mail
-//! tests): the application table's means and paired changes, and the
-//! latency by component and its stacked bars (a target without stages
-//! merged into the initiator's part).
+//! tests): the application table's means and paired changes, the latency
+//! by component and its stacked bars (a target without stages merged into
+//! the initiator's part), the histograms of the application's block I/O,
+//! and the sections written for block workloads saying sensible things.
 
 use isoe_lab::record::{Metric, RunRecord};
 use isoe_lab::report::{render_html, render_markdown, CaseInfo, ReportInput, WorkloadInfo};
@@ -327,4 +328,43 @@ fn the_stacked_bars_have_one_bar_per_case_and_name_the_merged_part() {
     assert_eq!(writes.matches("<g class=\"stack\">").count(), 2);
     assert!(writes.contains(">n/a</text>"), "{writes}");
     assert!(writes.contains("exceeded by 133.0"), "{writes}");
+}
+
+#[test]
+fn the_histograms_draw_the_application_s_block_io() {
+    let input = input();
+    let html = render_html(&input);
+    for case in CASES {
+        let caption = format!(
+            "{case}: read p50 400.0 µs, p99 2,000 µs; write p50 700.0 µs, p99 3,000 µs \
+             (3 of 3 runs with a histogram)"
+        );
+        assert!(html.contains(&caption), "{caption}");
+    }
+    let md = render_markdown(&input);
+    let pg = section(&md, "### pg latency");
+    // 256, 512, 1024, 2048 µs: reads in three buckets, writes in one.
+    assert_eq!(&row(pg, "kernel", 0)[5..7], ["▁█·▁", "··█·"], "{pg}");
+}
+
+#[test]
+fn the_block_workload_sections_say_sensible_things_about_applications() {
+    let input = input();
+    let md = render_markdown(&input);
+    for bad in ["NaN", "inf", "older isoe bench"] {
+        assert!(!md.contains(bad), "{bad} in\n{md}");
+    }
+    // No per-second series: said once, not in a table of dashes.
+    let over_time = section(&md, "## Throughput second by second");
+    assert!(
+        over_time.contains("Not shown: pg, mail, whose application runs"),
+        "{over_time}"
+    );
+    assert!(!over_time.contains("###"), "{over_time}");
+    assert!(
+        md.contains("### pg (TPS)\n"),
+        "the headline names the metric"
+    );
+    let html = render_html(&input);
+    assert!(!html.contains("NaN"));
 }

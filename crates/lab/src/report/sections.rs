@@ -670,7 +670,22 @@ fn over_time(input: &ReportInput) -> Vec<Block> {
              second. fio runs (libiscsi, block devices) record no per-second series.",
         ),
     ];
-    for w in &input.workloads {
+    let apps: Vec<&str> = super::applications::workloads(input)
+        .iter()
+        .map(|(w, _)| w.name.as_str())
+        .collect();
+    if !apps.is_empty() {
+        b.push(para(format!(
+            "Not shown: {}, whose application runs (pgbench, or fio on a file system) record \
+             no per-second series.",
+            apps.join(", ")
+        )));
+    }
+    for w in input
+        .workloads
+        .iter()
+        .filter(|w| !apps.contains(&w.name.as_str()))
+    {
         let m = w.metric.label();
         b.push(Block::Heading(
             3,

@@ -8,6 +8,8 @@
 //! effectiveness, retransmissions and latency. The report never runs
 //! anything; `results.jsonl` is the runner's to write.
 
+mod applications;
+mod by_component;
 mod charts;
 mod document;
 mod escape;
@@ -19,6 +21,7 @@ mod numbers;
 pub mod recommend;
 mod sections;
 pub mod seeds;
+mod stacked;
 mod summary;
 mod svg;
 

@@ -10,6 +10,9 @@ use isoe_lab::report::{
 use isoe_lab::stats::{Next, Rules, Test};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
+use support::section;
+
+mod support;
 
 const EVIL: &str = "<script>";
 
@@ -752,21 +755,6 @@ fn seconds(metric: Metric, values: &[f64]) -> Vec<isoe_bench::SeriesPoint> {
             ..Default::default()
         })
         .collect()
-}
-
-/// The part of `md` from the heading `start` to the next heading of the
-/// same or a higher level.
-fn section<'a>(md: &'a str, start: &str) -> &'a str {
-    let at = md
-        .find(start)
-        .unwrap_or_else(|| panic!("no {start:?} in\n{md}"));
-    let level = start.chars().take_while(|&c| c == '#').count();
-    let rest = &md[at + start.len()..];
-    let end = rest
-        .match_indices("\n#")
-        .find(|(i, _)| rest[i + 1..].chars().take_while(|&c| c == '#').count() <= level)
-        .map_or(rest.len(), |(i, _)| i);
-    &rest[..end]
 }
 
 #[test]

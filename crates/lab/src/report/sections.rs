@@ -39,6 +39,8 @@ pub fn build(input: &ReportInput) -> Vec<Block> {
     b.extend(throughput_beside_cpu(input, &cells));
     b.extend(over_time(input));
     b.extend(latency(input, &cells));
+    b.extend(super::applications::section(input));
+    b.extend(super::by_component::section(input));
     b.extend(retransmissions(input, &cells));
     b.extend(recommended(input, &cells));
     b.extend(notes_section(input, &cells));
@@ -441,7 +443,7 @@ fn change_section(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
 
 /// An effect as a table cell: the change with its interval, `against`
 /// (" vs CASE", or nothing) after it; bold when significant and conclusive.
-fn effect_cell(e: Option<Effect>, against: &str) -> Cell {
+pub(super) fn effect_cell(e: Option<Effect>, against: &str) -> Cell {
     match e {
         Some(e) => Cell {
             text: format!(
@@ -668,7 +670,22 @@ fn over_time(input: &ReportInput) -> Vec<Block> {
              second. fio runs (libiscsi, block devices) record no per-second series.",
         ),
     ];
-    for w in &input.workloads {
+    let apps: Vec<&str> = super::applications::workloads(input)
+        .iter()
+        .map(|(w, _)| w.name.as_str())
+        .collect();
+    if !apps.is_empty() {
+        b.push(para(format!(
+            "Not shown: {}, whose application runs (pgbench, or fio on a file system) record \
+             no per-second series.",
+            apps.join(", ")
+        )));
+    }
+    for w in input
+        .workloads
+        .iter()
+        .filter(|w| !apps.contains(&w.name.as_str()))
+    {
         let m = w.metric.label();
         b.push(Block::Heading(
             3,

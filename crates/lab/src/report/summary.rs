@@ -170,28 +170,40 @@ struct CellSamples {
 }
 
 fn samples_of(input: &ReportInput, c: &CellSummary) -> CellSamples {
-    let runs: Vec<&RunRecord> = input
-        .records
-        .iter()
-        .filter(|r| r.case == c.case && r.workload == c.workload && r.valid)
-        .collect();
-    let of = |key: &str| -> Vec<Sample> {
-        runs.iter()
-            .filter_map(|r| {
-                let value = field(&r.bench, &[key])?;
-                Some(Sample {
-                    round: r.round,
-                    value,
-                })
-            })
-            .collect()
-    };
+    let runs = valid_runs(input, &c.case, &c.workload);
+    let of = |key: &str| samples(&runs, |b| field(b, &[key]));
     CellSamples {
         metric: c.samples.clone(),
         system_cpu: of("system_cpu_us_per_io"),
         initiator_cpu: of("initiator_cpu_us_per_io"),
         target_cpu: of("target_cpu_us_per_io"),
     }
+}
+
+/// The valid runs of `case` × `workload`, in the records' order.
+pub(super) fn valid_runs<'a>(
+    input: &'a ReportInput,
+    case: &str,
+    workload: &str,
+) -> Vec<&'a RunRecord> {
+    input
+        .records
+        .iter()
+        .filter(|r| r.case == case && r.workload == workload && r.valid)
+        .collect()
+}
+
+/// `f` of each run that has it, with the run's round: what
+/// [`crate::stats::Rules::compare`] pairs.
+pub(super) fn samples(runs: &[&RunRecord], f: impl Fn(&Value) -> Option<f64>) -> Vec<Sample> {
+    runs.iter()
+        .filter_map(|r| {
+            Some(Sample {
+                round: r.round,
+                value: f(&r.bench)?,
+            })
+        })
+        .collect()
 }
 
 fn cell(input: &ReportInput, case: &str, workload: &str, metric: Metric) -> CellSummary {
@@ -290,7 +302,7 @@ fn cell(input: &ReportInput, case: &str, workload: &str, metric: Metric) -> Cell
 
 /// The number at `path` in a bench JSON object; None when absent, null,
 /// or not finite.
-fn field(bench: &Value, path: &[&str]) -> Option<f64> {
+pub(super) fn field(bench: &Value, path: &[&str]) -> Option<f64> {
     let mut v = bench;
     for key in path {
         v = v.get(key)?;
@@ -299,7 +311,7 @@ fn field(bench: &Value, path: &[&str]) -> Option<f64> {
 }
 
 /// Mean of `f` over the runs that have it.
-fn mean(runs: &[&RunRecord], f: impl Fn(&Value) -> Option<f64>) -> Option<f64> {
+pub(super) fn mean(runs: &[&RunRecord], f: impl Fn(&Value) -> Option<f64>) -> Option<f64> {
     let values: Vec<f64> = runs.iter().filter_map(|r| f(&r.bench)).collect();
     (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
 }

@@ -59,7 +59,7 @@ impl YGrid {
 }
 
 /// A chart's title, bold, top left, cut to the chart's width.
-fn chart_title(title: &str) -> String {
+pub(super) fn chart_title(title: &str) -> String {
     text(
         12.0,
         20.0,
@@ -71,7 +71,7 @@ fn chart_title(title: &str) -> String {
 }
 
 /// `text` cut to about `width` px at `size`, with an ellipsis.
-fn fit(text: &str, width: f64, size: f64) -> String {
+pub(super) fn fit(text: &str, width: f64, size: f64) -> String {
     let max = (width / (size * 0.6)).floor().max(2.0) as usize;
     if text.chars().count() <= max {
         text.to_string()
@@ -79,6 +79,39 @@ fn fit(text: &str, width: f64, size: f64) -> String {
         let cut: String = text.chars().take(max - 1).collect();
         format!("{cut}…")
     }
+}
+
+/// A legend under a full-width chart's title: each item's swatch (drawn
+/// in a 12 px square at the origin) and label, in as many lines as they
+/// take; and the last line's y.
+pub(super) fn legend(items: &[(String, String)]) -> (String, f64) {
+    let (mut out, mut x, mut y) = (String::new(), 12.0, 40.0);
+    for (swatch, label) in items {
+        let label = fit(label, WIDTH - 40.0, 12.0);
+        let item_w = 18.0 + text_w(&label, 12.0) + 16.0;
+        if x + item_w > WIDTH - 8.0 && x > 12.0 {
+            x = 12.0;
+            y += 18.0;
+        }
+        let _ = write!(
+            out,
+            "<g transform=\"translate({x:.1},{:.1})\">{swatch}</g>",
+            y - 10.0
+        );
+        out.push_str(&text(x + 17.0, y, 12.0, "start", "", &label));
+        x += item_w;
+    }
+    (out, y)
+}
+
+/// A legend's swatch for a series of bars: a 12 px square of `color`.
+pub(super) fn box_swatch(color: &str) -> String {
+    format!("<rect width=\"12\" height=\"12\" fill=\"{color}\"/>")
+}
+
+/// What a value axis measures, centred under it at `x`.
+pub(super) fn axis_title(x: f64, y: f64, label: &str) -> String {
+    text(x, y, 10.5, "middle", "fill=\"#555\"", label)
 }
 
 /// One series of bars (a colour in the legend).
@@ -208,7 +241,7 @@ pub fn no_data(title: &str, message: &str, width: f64) -> String {
     s
 }
 
-fn open_svg(width: f64, height: f64, title: &str) -> String {
+pub(super) fn open_svg(width: f64, height: f64, title: &str) -> String {
     format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width:.0}\" height=\"{height:.0}\" \
          viewBox=\"0 0 {width:.0} {height:.0}\" role=\"img\" {FONT} font-size=\"12\">\
@@ -217,7 +250,7 @@ fn open_svg(width: f64, height: f64, title: &str) -> String {
     )
 }
 
-fn text(x: f64, y: f64, size: f64, anchor: &str, attrs: &str, content: &str) -> String {
+pub(super) fn text(x: f64, y: f64, size: f64, anchor: &str, attrs: &str, content: &str) -> String {
     format!(
         "<text x=\"{x:.1}\" y=\"{y:.1}\" font-size=\"{size}\" text-anchor=\"{anchor}\" {attrs}>{}</text>\n",
         esc(content)
@@ -244,7 +277,7 @@ fn wrap(text: &str, width: f64, size: f64) -> Vec<String> {
 }
 
 /// A round step near `span / 4`: 1, 2, 2.5 or 5 × 10^k.
-fn nice_step(span: f64) -> f64 {
+pub(super) fn nice_step(span: f64) -> f64 {
     let raw = (span / 4.0).max(f64::MIN_POSITIVE);
     let mag = 10f64.powf(raw.log10().floor());
     // 100 / 100 can come out a hair above 1: compare with some slack.
@@ -282,16 +315,22 @@ fn tick_label(v: f64, step: f64, unit: &str) -> String {
 }
 
 /// A panel's mapping from values to x.
-struct Scale {
-    lo: f64,
-    hi: f64,
-    x0: f64,
-    x1: f64,
-    step: f64,
+pub(super) struct Scale {
+    /// The value at the axis's low end.
+    pub lo: f64,
+    /// The value at its high end.
+    pub hi: f64,
+    /// The x of `lo`, px.
+    pub x0: f64,
+    /// The x of `hi`, px.
+    pub x1: f64,
+    /// Between grid lines, in the values' unit.
+    pub step: f64,
 }
 
 impl Scale {
-    fn x(&self, v: f64) -> f64 {
+    /// The x of `v`, px.
+    pub fn x(&self, v: f64) -> f64 {
         self.x0 + (v - self.lo) / (self.hi - self.lo) * (self.x1 - self.x0)
     }
 }
@@ -378,8 +417,7 @@ impl BarChart {
         let mut items: Vec<(String, String)> = Vec::new();
         for s in self.panels.iter().flat_map(|p| &p.series) {
             if !items.iter().any(|(_, name)| *name == s.name) {
-                let swatch = format!("<rect width=\"12\" height=\"12\" fill=\"{}\"/>", s.color);
-                items.push((swatch, s.name.clone()));
+                items.push((box_swatch(s.color), s.name.clone()));
             }
         }
         for k in &self.keys {
@@ -405,23 +443,7 @@ impl BarChart {
                 ),
             });
         }
-        let (mut out, mut x, mut y) = (String::new(), 12.0, 40.0);
-        for (swatch, label) in &items {
-            let label = fit(label, WIDTH - 40.0, 12.0);
-            let item_w = 18.0 + text_w(&label, 12.0) + 16.0;
-            if x + item_w > WIDTH - 8.0 && x > 12.0 {
-                x = 12.0;
-                y += 18.0;
-            }
-            let _ = write!(
-                out,
-                "<g transform=\"translate({x:.1},{:.1})\">{swatch}</g>",
-                y - 10.0
-            );
-            out.push_str(&text(x + 17.0, y, 12.0, "start", "", &label));
-            x += item_w;
-        }
-        (out, y)
+        legend(&items)
     }
 
     /// Striped rows, each with its case's name and what it changes.
@@ -698,7 +720,7 @@ fn error_bar(interval: Option<&Interval>, y: f64, scale: &Scale) -> String {
 
 /// Grid lines at every step and tick labels under the axis, thinned (0
 /// always kept) so that they never touch, and kept inside the panel.
-fn grid(scale: &Scale, unit: &str, px0: f64, px1: f64, top: f64, bottom: f64) -> String {
+pub(super) fn grid(scale: &Scale, unit: &str, px0: f64, px1: f64, top: f64, bottom: f64) -> String {
     let mut s = String::new();
     let first = (scale.lo / scale.step).round() as i64;
     let last = ((scale.hi / scale.step).round() as i64).min(first + 40);
@@ -1038,12 +1060,9 @@ impl LineChart {
             "<line x1=\"{LINE_LEFT}\" y1=\"{top:.1}\" x2=\"{LINE_LEFT}\" y2=\"{bottom:.1}\" stroke=\"#222\"/>\
              <line x1=\"{LINE_LEFT}\" y1=\"{bottom:.1}\" x2=\"{LINE_RIGHT}\" y2=\"{bottom:.1}\" stroke=\"#222\"/>"
         );
-        s.push_str(&text(
+        s.push_str(&axis_title(
             (LINE_LEFT + LINE_RIGHT) / 2.0,
             height - 8.0,
-            10.5,
-            "middle",
-            "fill=\"#555\"",
             &self.x_label,
         ));
         s.push_str("</svg>\n");
@@ -1052,24 +1071,18 @@ impl LineChart {
 
     /// The lines' names under the title, in rows; and the last row's y.
     fn legend(&self) -> (String, f64) {
-        let (mut out, mut x, mut y) = (String::new(), 12.0, 40.0);
-        for line in &self.lines {
-            let label = fit(&line.series.name, WIDTH - 40.0, 12.0);
-            let item_w = 18.0 + text_w(&label, 12.0) + 16.0;
-            if x + item_w > WIDTH - 8.0 && x > 12.0 {
-                x = 12.0;
-                y += 18.0;
-            }
-            let _ = write!(
-                out,
-                "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"12\" height=\"3\" fill=\"{}\"/>",
-                y - 6.0,
-                line.series.color
-            );
-            out.push_str(&text(x + 17.0, y, 12.0, "start", "", &label));
-            x += item_w;
-        }
-        (out, y)
+        let items: Vec<(String, String)> = self
+            .lines
+            .iter()
+            .map(|line| {
+                let swatch = format!(
+                    "<rect y=\"4\" width=\"12\" height=\"3\" fill=\"{}\"/>",
+                    line.series.color
+                );
+                (swatch, line.series.name.clone())
+            })
+            .collect();
+        legend(&items)
     }
 }
 

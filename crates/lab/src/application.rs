@@ -275,16 +275,20 @@ pub fn make_database_script() -> String {
         .replace("MAX_WAL", &MAX_WAL_MB.to_string())
 }
 
-/// What goes before a pgbench run, outside its window: the TPC-B mix's own
-/// upkeep (as pgbench does it unless `-n`: vacuum the small tables, empty
-/// the history) and a checkpoint, so that no run inherits the last one's
+/// What goes before a pgbench run, outside its window, one statement per
+/// transaction (VACUUM cannot run inside one): the TPC-B mix's own upkeep
+/// (as pgbench does it unless `-n`: vacuum the small tables, empty the
+/// history) and a checkpoint, so that no run inherits the last one's
 /// dirty pages.
-pub fn before_oltp_run(mix: OltpMix) -> &'static str {
+pub fn before_oltp_run(mix: OltpMix) -> &'static [&'static str] {
     match mix {
-        OltpMix::TpcbLike => {
-            "VACUUM pgbench_branches; VACUUM pgbench_tellers; TRUNCATE pgbench_history; CHECKPOINT;"
-        }
-        OltpMix::SelectOnly => "CHECKPOINT;",
+        OltpMix::TpcbLike => &[
+            "VACUUM pgbench_branches",
+            "VACUUM pgbench_tellers",
+            "TRUNCATE pgbench_history",
+            "CHECKPOINT",
+        ],
+        OltpMix::SelectOnly => &["CHECKPOINT"],
     }
 }
 
@@ -463,9 +467,12 @@ pub fn result_json(
             (block_iops, Some(*tps), log.failed)
         }
         (Figures::Mail(m), _) => {
+            let p = app.mail_profile(0, 0).unwrap_or_default();
             extend(
                 &mut application,
                 json!({
+                    "db_block_bytes": p.db_block_bytes, "read_pct": p.read_pct,
+                    "log_block_bytes": p.log_block_bytes, "threads": p.threads,
                     "transactional_iops": m.transactional_iops,
                     "db_reads_per_s": m.db_reads_per_s, "db_writes_per_s": m.db_writes_per_s,
                     "db_read_avg_ms": m.db_read_avg_ms, "db_write_avg_ms": m.db_write_avg_ms,

@@ -214,7 +214,19 @@ impl<'b> Apps<'b> {
             "--json",
         ];
         match host.run(&argv) {
-            Ok(text) => serde_json::from_str::<Value>(&text).ok()?["mean_us"].as_f64(),
+            // The summary in µs, named as isoe bench names its fields.
+            Ok(text) => {
+                let mean = serde_json::from_str::<Value>(&text)
+                    .ok()
+                    .and_then(|v| v["mean"].as_f64());
+                if mean.is_none() {
+                    eprintln!(
+                        "isoe lab: isoe netprobe {addr} printed no mean: {}",
+                        text.trim()
+                    );
+                }
+                mean
+            }
             Err(e) => {
                 eprintln!("isoe lab: isoe netprobe {addr}: {e}");
                 None
@@ -262,27 +274,33 @@ impl Bed {
                 let sql = application::before_oltp_run(o.mix);
                 // Between runs, outside the window: the mix's upkeep, a
                 // checkpoint, the memory limit the workload asks.
-                host.run(&[
+                let mut argv: Vec<String> = [
                     "sh",
                     "-c",
                     r#"echo "$1" > "$2/memory.max" && rm -f "$3"/pgblog* && shift 3 && exec "$@""#,
                     "sh",
-                    &o.memory_bytes.to_string(),
-                    &apps.cgroup,
-                    &dir,
-                    &format!("{bin}/psql"),
-                    "-q",
-                    "-h",
-                    &sock,
-                    "-p",
-                    &PG_PORT.to_string(),
-                    "-U",
-                    "postgres",
-                    "-c",
-                    sql,
-                    "postgres",
-                ])
-                .map_err(|e| failed(format!("before the run, {sql}: {e}")))?;
+                ]
+                .map(String::from)
+                .to_vec();
+                argv.extend([
+                    o.memory_bytes.to_string(),
+                    apps.cgroup.clone(),
+                    dir.clone(),
+                    format!("{bin}/psql"),
+                    "-q".into(),
+                    "-h".into(),
+                    sock.clone(),
+                    "-p".into(),
+                    PG_PORT.to_string(),
+                    "-U".into(),
+                    "postgres".into(),
+                ]);
+                for statement in sql {
+                    argv.extend(["-c".to_owned(), (*statement).to_owned()]);
+                }
+                argv.push("postgres".into());
+                host.run(&argv)
+                    .map_err(|e| failed(format!("before the run, {}: {e}", sql.join("; "))))?;
                 let threads = o.clients.min(4);
                 vec![
                     "sh".to_owned(),

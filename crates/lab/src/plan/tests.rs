@@ -426,10 +426,22 @@ fn shipped_plans_say_what_their_seeds_did() {
         assert_eq!(case.workloads.len(), 6, "{:?}", case.workloads);
     }
 
-    // Seed 003: matrix cells only.
+    // Seed 003: matrix cells, and the applications for the initiators
+    // that make a disk, compared with the kernel's.
     let dm = Plan::embedded("demartek-2016").unwrap();
-    assert_eq!(dm.workloads.len(), 24);
-    assert!(dm.workloads.iter().all(WorkloadSpec::is_matrix_cell));
+    assert_eq!(dm.workloads.len(), 26);
+    let (apps, matrix): (Vec<_>, Vec<_>) =
+        dm.workloads.iter().partition(|w| w.application.is_some());
+    assert_eq!(apps.len(), 2);
+    assert!(matrix.iter().all(|w| w.is_matrix_cell()));
+    let cases = dm.resolved_cases();
+    assert_eq!(cases[0].workloads.len(), 24, "isoe bench runs the matrix");
+    let ublk = cases
+        .iter()
+        .find(|c| c.name == "isoe-ublk-applications")
+        .unwrap();
+    assert_eq!(ublk.workloads, ["oltp-tpcb", "mail"]);
+    assert_eq!(ublk.compare_to.as_deref(), Some("kernel-applications"));
 }
 
 #[test]

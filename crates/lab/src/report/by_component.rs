@@ -198,7 +198,7 @@ fn notes(parts: &[CaseParts]) -> Vec<Block> {
     if !merged.is_empty() {
         b.push(para(format!(
             "{MERGED_MARK} {MERGED_PART}: the target's stages are unknown in {} (the target \
-             reports none), so its protocol time and storage are inside this part and their \
+             reports none, or timed none of these commands: it samples one in 64), so its protocol time and storage are inside this part and their \
              rows show “–”.",
             merged.join(", ")
         )));

@@ -39,6 +39,15 @@
 //! qd = 8                        # optional overrides: qd, bs, workers, read_pct, random_pct
 //! metric = "mb_per_s"           # optional: iops | mb_per_s (default: the profile's)
 //!
+//! [[workload]]                  # or an application, on a file system on the
+//! name = "oltp"                 # initiator's block device (a test bed, an
+//! application = "oltp"          # initiator that makes one): "oltp" (pgbench,
+//! mix = "tpcb-like"             # metric TPS; mix "tpcb-like" | "select-only",
+//! scale = 10                    # scale 1..=10000, clients 1..=256, memory: the
+//! clients = 4                   # server's cgroup limit, >= 64 MiB; a plan's OLTP
+//! memory = "128MiB"             # workloads share one scale) or "mail" (fio;
+//!                               # database >= 16 MiB, log >= 1 MiB, threads 1..=256)
+//!
 //! [[case]]                      # any number, run in file order after the baseline
 //! name = "jumbo"                # required, unique, not "baseline"
 //! description = "MTU 9000"      # optional
@@ -78,6 +87,7 @@
 //! | `initiator` | "isoe", "libiscsi", "kernel" (open-iscsi), "isoe-ublk" or "isoe-nbd" (isoe's initiator as a block device, `isoe attach --ublk` or `--nbd`); the last three on a `physical` test bed, driven by fio with libaio |
 //! | `target` | "isoe", "tgt", "lio" or "external" (the last two on a `physical` test bed) |
 //! | `transport` | the kernel initiator's iface: "tcp", "cxgb4i", "bnx2i", "qedi", "be2iscsi" or "qla4xxx" |
+//! | `filesystem` | "ext4" (the default) or "xfs": what application workloads run on |
 //! | `batching` `buffer_pool` | bool |
 //! | `crc` | "hardware", "instruction" or "software" |
 //!

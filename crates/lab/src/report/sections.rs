@@ -796,8 +796,9 @@ fn latency(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
     let mut b = vec![
         Block::Heading(2, "Latency".into(), Some("latency")),
         para(
-            "Per command, submit to status, in µs (seed 003). Percentiles are the means of the runs' \
-             percentiles; histograms sum the runs' log2 buckets (a bucket holds latencies above half \
+            "Per command, submit to status, in µs (seed 003; for an application workload, its \
+             block I/O from issue to completion at the block layer). Percentiles are the means of \
+             the runs' percentiles; histograms sum the runs' log2 buckets (a bucket holds latencies above half \
              its bound up to its bound) and show each direction's share of its I/Os.",
         ),
     ];

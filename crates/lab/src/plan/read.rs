@@ -38,8 +38,8 @@ const STATS_KEYS: &[&str] = &[
     "steal_max_pct",
     "foreign_max_pct",
 ];
-const WORKLOAD_KEYS: &[&str] = &[
-    "name",
+/// A synthetic workload's keys besides its name.
+const PROFILE_KEYS: &[&str] = &[
     "profile",
     "qd",
     "bs",
@@ -47,14 +47,6 @@ const WORKLOAD_KEYS: &[&str] = &[
     "read_pct",
     "random_pct",
     "metric",
-    "application",
-    "mix",
-    "scale",
-    "clients",
-    "memory",
-    "database",
-    "log",
-    "threads",
 ];
 /// The keys of an application workload besides its name, by application.
 const OLTP_KEYS: &[&str] = &["mix", "scale", "clients", "memory"];
@@ -569,7 +561,14 @@ fn check_merged(r: &Reader, keys: &BurstKeys, merged: &KnobSet) -> Result<(), Pl
 fn read_workloads(r: &Reader, item: Field) -> Result<Vec<WorkloadSpec>, PlanError> {
     let mut out: Vec<WorkloadSpec> = Vec::new();
     let mut first_line: HashMap<String, usize> = HashMap::new();
-    for mut t in r.tables(item, WORKLOAD_KEYS)? {
+    let keys: Vec<&str> = ["name", "application"]
+        .iter()
+        .chain(PROFILE_KEYS)
+        .chain(OLTP_KEYS)
+        .chain(MAIL_KEYS)
+        .copied()
+        .collect();
+    for mut t in r.tables(item, &keys)? {
         if let Some(app) = t.take("application") {
             let at = (app.offset, app.key.clone());
             let spec = read_application(r, &mut t, app, &mut first_line)?;
@@ -686,15 +685,7 @@ fn read_application(
     first_line: &mut HashMap<String, usize>,
 ) -> Result<WorkloadSpec, PlanError> {
     let kind = r.choice(&app_item, &["oltp", "mail"])?;
-    for key in [
-        "profile",
-        "qd",
-        "bs",
-        "workers",
-        "read_pct",
-        "random_pct",
-        "metric",
-    ] {
+    for key in PROFILE_KEYS {
         if let Some(item) = t.take(key) {
             return Err(r.at(
                 &item,

@@ -282,10 +282,14 @@ fn ctrl_c_child() {
     let bed_ports = Bed { ns: ns.to_string() };
     let mut guard = Guard::begin(&bed_ports.ports(), &sysctl_names(), Path::new(journal)).unwrap();
     guard.apply(&jumbo_case());
-    std::mem::forget(bed_ports); // the parent owns the namespace
-                                 // Ctrl-C with no handler: the process ends here, nothing dropped.
-                                 // SAFETY: raise(2) on this process; SIGINT's default action ends it.
+    // The parent owns the namespace.
+    std::mem::forget(bed_ports);
+    // Ctrl-C with no handler: the process ends here, nothing dropped. A
+    // test run started in the background by a shell without job control
+    // inherits SIGINT ignored, so its default action is put back first.
+    // SAFETY: signal(2) and raise(2) on this process only.
     unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_DFL);
         libc::raise(libc::SIGINT);
     }
     unreachable!("SIGINT ends the process");

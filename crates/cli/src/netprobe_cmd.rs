@@ -1,15 +1,20 @@
-//! `isoe netprobe`: how long the network alone takes to carry a command and
-//! its answer. A raw TCP request and response of a command's sizes, timed
-//! one at a time over the path iSCSI takes (`isoe_lab::rr`), so that a
-//! command's latency can be split into network, initiator and target
-//! (`isoe_lab::components`). One end serves (`--serve`), the other probes.
+//! `isoe netprobe`: what the network alone costs to carry a command and its
+//! answer. Raw TCP requests and responses of a command's sizes over the
+//! path iSCSI takes (`isoe_lab::rr`). One end serves (`--serve`, every
+//! connection on one thread); the other either times exchanges one at a
+//! time, so that a command's latency can be split into network, initiator
+//! and target (`isoe_lab::components`), or, with `--duration`, keeps
+//! `--depth` exchanges in flight on each of `--connections` connections
+//! and reports the rate and each end's CPU per exchange: the floor under
+//! the CPU per I/O of an iSCSI run of the same shape.
 //!
 //! Exit codes: 0 done (a server: stopped by SIGTERM or SIGINT); 1 the probe
 //! failed (nothing listening, a timeout, a dropped connection); 2 a usage
 //! error.
 
 use crate::bench_cmd::parse_size;
-use isoe_lab::rr::{self, RrServer, RR_BYTES_MAX};
+use isoe_bench::target_pid;
+use isoe_lab::rr::{self, Exchange, LoadShape, RrServer, RR_BYTES_MAX};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,11 +32,11 @@ pub struct NetprobeArgs {
     )]
     to: Option<SocketAddr>,
     /// Serve probes on ADDR:PORT (port 0: any; the address is printed)
-    /// until SIGTERM or SIGINT, one connection at a time.
+    /// until SIGTERM or SIGINT.
     #[arg(long, value_name = "ADDR:PORT")]
     serve: Option<SocketAddr>,
-    /// Bytes out per exchange: a SCSI Command PDU is 48; with 4 KiB of
-    /// immediate data, 4144.
+    /// Bytes out per exchange, the probe's 8-byte header included: a SCSI
+    /// Command PDU is 48; with 4 KiB of immediate data, 4144.
     #[arg(long, value_name = "SIZE", default_value = "48", value_parser = exchange_size)]
     request: u32,
     /// Bytes back per exchange: a 4 KiB read's Data-In with its status is
@@ -44,11 +49,33 @@ pub struct NetprobeArgs {
     /// Exchanges made first and not timed.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
     warmup: u32,
+    /// Load instead of probing: keep exchanges in flight for SECONDS
+    /// (after --ramp) and report the rate and the CPU each end spends per
+    /// exchange.
+    #[arg(long, value_name = "SECONDS", value_parser = positive_seconds, conflicts_with_all = ["count", "warmup"])]
+    duration: Option<f64>,
+    /// With --duration: seconds of load before the measured window.
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0, value_parser = seconds, requires = "duration")]
+    ramp: f64,
+    /// With --duration: TCP connections, all driven by one thread.
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "duration",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(rr::LOAD_CONNECTIONS_MAX)))]
+    connections: u32,
+    /// With --duration: exchanges in flight on each connection.
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "duration",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(rr::LOAD_DEPTH_MAX)))]
+    depth: u32,
+    /// With --duration: the server's PID, to report its CPU (found
+    /// automatically for a server on this machine).
+    #[arg(long, value_name = "PID", requires = "duration")]
+    server_pid: Option<u32>,
     /// Seconds one exchange (or the connect) may take.
     #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=600))]
     timeout: u64,
-    /// Print the figures as one JSON object (count, and min, mean, p50,
-    /// p90, p99, p999, max in µs).
+    /// Print the figures as one JSON object (a probe: count, and min, mean,
+    /// p50, p90, p99, p999, max in µs; a load: the shape, exchanges and
+    /// exchanges_per_s, client_, server_ and system_cpu_us_per_exchange,
+    /// steal_pct, and the latency as a probe's).
     #[arg(long)]
     json: bool,
 }
@@ -62,10 +89,36 @@ fn exchange_size(text: &str) -> Result<u32, String> {
     Ok(bytes)
 }
 
+/// Seconds, at least 0 and at most a day.
+fn seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if (0.0..=86_400.0).contains(&s) => Ok(s),
+        _ => Err(format!("{text:?}: seconds from 0 to 86400")),
+    }
+}
+
+/// Seconds above 0.
+fn positive_seconds(text: &str) -> Result<f64, String> {
+    match seconds(text)? {
+        s if s > 0.0 => Ok(s),
+        _ => Err(format!("{text:?}: more than 0 seconds")),
+    }
+}
+
 pub fn run(args: NetprobeArgs) -> ExitCode {
     match (args.serve, args.to) {
         (Some(listen), _) => serve(listen),
-        (None, Some(to)) => probe(&args, to),
+        (None, Some(to)) => match Exchange::new(args.request, args.response) {
+            Err(e) => {
+                eprintln!(
+                    "isoe netprobe: --request {} --response {}: {e}",
+                    args.request, args.response
+                );
+                ExitCode::from(2)
+            }
+            Ok(exchange) if args.duration.is_some() => load(&args, to, exchange),
+            Ok(exchange) => probe(&args, to, exchange),
+        },
         (None, None) => unreachable!("clap requires one"),
     }
 }
@@ -93,16 +146,9 @@ fn serve(listen: SocketAddr) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn probe(args: &NetprobeArgs, to: SocketAddr) -> ExitCode {
+fn probe(args: &NetprobeArgs, to: SocketAddr, exchange: Exchange) -> ExitCode {
     let timeout = Duration::from_secs(args.timeout);
-    let s = match rr::probe(
-        to,
-        args.request,
-        args.response,
-        args.warmup,
-        args.count,
-        timeout,
-    ) {
+    let s = match rr::probe(to, exchange, args.warmup, args.count, timeout) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("isoe netprobe: {to}: {e}");
@@ -125,5 +171,57 @@ fn probe(args: &NetprobeArgs, to: SocketAddr) -> ExitCode {
             s.max_us
         );
     }
+    ExitCode::SUCCESS
+}
+
+fn load(args: &NetprobeArgs, to: SocketAddr, exchange: Exchange) -> ExitCode {
+    let shape = LoadShape {
+        connections: args.connections,
+        depth: args.depth,
+        exchange,
+    };
+    let server_pid = args.server_pid.or_else(|| {
+        target_pid::is_local(&to.ip().to_string())
+            .then(|| target_pid::listener_pid(to.port()))
+            .flatten()
+    });
+    let f = match rr::load(
+        to,
+        shape,
+        Duration::from_secs_f64(args.ramp),
+        Duration::from_secs_f64(args.duration.expect("a load has a duration")),
+        Duration::from_secs(args.timeout),
+        server_pid,
+    ) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("isoe netprobe: {to}: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&f).expect("plain numbers"));
+        return ExitCode::SUCCESS;
+    }
+    let server = match f.server_cpu_us_per_exchange {
+        Some(us) => format!("{us:.2}"),
+        None => "unknown (--server-pid)".into(),
+    };
+    println!(
+        "isoe netprobe: {} connections x {} in flight with {to}, {} B out and {} B back, {:.1} s: \
+         {:.0} exchanges/s, mean {:.1} µs, p99 {:.1}\n\
+         CPU-µs per exchange: client {:.2}, server {server}, whole machine {:.2} (steal {:.1}%)",
+        f.connections,
+        f.depth,
+        f.request,
+        f.response,
+        f.seconds,
+        f.exchanges_per_s,
+        f.latency.mean_us,
+        f.latency.p99_us,
+        f.client_cpu_us_per_exchange,
+        f.system_cpu_us_per_exchange,
+        f.steal_pct,
+    );
     ExitCode::SUCCESS
 }

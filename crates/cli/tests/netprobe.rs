@@ -1,5 +1,6 @@
 //! `isoe netprobe` as an administrator runs it: a server on one end, a
-//! probe on the other, over loopback; what it refuses, and how it stops.
+//! probe or a load on the other, over loopback; what it refuses, and how
+//! it stops.
 
 mod support;
 
@@ -93,6 +94,75 @@ fn a_probe_times_each_exchange_and_the_server_stops_on_sigterm() {
 }
 
 #[test]
+fn a_load_keeps_many_connections_busy_and_reports_both_ends_cpu() {
+    let server = Server::start();
+    let f = isoe_json(&[
+        "netprobe",
+        &server.addr,
+        "--duration",
+        "0.6",
+        "--ramp",
+        "0.2",
+        "--connections",
+        "6",
+        "--depth",
+        "2",
+        "--json",
+    ]);
+    assert_eq!(
+        (
+            &f["connections"],
+            &f["depth"],
+            &f["request"],
+            &f["response"]
+        ),
+        (&6.into(), &2.into(), &48.into(), &4144.into()),
+        "{f}"
+    );
+    let exchanges = f["exchanges"].as_u64().unwrap();
+    assert!(exchanges > 0, "{f}");
+    assert_eq!(f["latency"]["count"].as_u64(), Some(exchanges), "{f}");
+    // The server on this machine is found by its port and measured.
+    assert_eq!(
+        f["server_pid"].as_u64(),
+        Some(u64::from(server.child.id())),
+        "{f}"
+    );
+    assert!(
+        f["server_cpu_us_per_exchange"].as_f64().unwrap() >= 0.0,
+        "{f}"
+    );
+    assert!(
+        f["client_cpu_us_per_exchange"].as_f64().unwrap() >= 0.0,
+        "{f}"
+    );
+    // The text form names the shape and both ends.
+    let out = isoe(&[
+        "netprobe",
+        &server.addr,
+        "--duration",
+        "0.3",
+        "--ramp",
+        "0",
+        "--connections",
+        "2",
+        "--request",
+        "4144",
+        "--response",
+        "48",
+    ]);
+    assert!(out.success(), "{}", out.describe());
+    assert!(
+        out.stdout.contains("2 connections x 1 in flight")
+            && out.stdout.contains("4144 B out and 48 B back")
+            && out.stdout.contains("CPU-µs per exchange: client"),
+        "{}",
+        out.stdout
+    );
+    assert!(server.stop().success());
+}
+
+#[test]
 fn nothing_listening_is_an_error_naming_the_address_and_bad_sizes_are_usage_errors() {
     // A port that was free a moment ago: bound, then released.
     let free = std::net::TcpListener::bind("127.0.0.1:0")
@@ -116,4 +186,16 @@ fn nothing_listening_is_an_error_naming_the_address_and_bad_sizes_are_usage_erro
     assert_eq!(exit_code(&out), 2, "{}", out.describe());
     let out = isoe(&["netprobe", "127.0.0.1:9", "--serve", "127.0.0.1:0"]);
     assert_eq!(exit_code(&out), 2, "{}", out.describe());
+    // A request smaller than its header.
+    let out = isoe(&["netprobe", "127.0.0.1:9", "--request", "4"]);
+    assert_eq!(exit_code(&out), 2, "{}", out.describe());
+    assert!(out.stderr.contains("8-byte header"), "{}", out.stderr);
+    // A load's shape without a load, and a load with a count.
+    let out = isoe(&["netprobe", "127.0.0.1:9", "--connections", "4"]);
+    assert_eq!(exit_code(&out), 2, "{}", out.describe());
+    let out = isoe(&["netprobe", "127.0.0.1:9", "--duration", "1", "--count", "5"]);
+    assert_eq!(exit_code(&out), 2, "{}", out.describe());
+    let out = isoe(&["netprobe", "127.0.0.1:9", "--duration", "0"]);
+    assert_eq!(exit_code(&out), 2, "{}", out.describe());
+    assert!(out.stderr.contains("more than 0 seconds"), "{}", out.stderr);
 }

@@ -27,6 +27,7 @@ use isoe_wire::serial::{sn_ge, sn_gt, sn_le, sn_lt};
 use isoe_wire::{Pdu, BHS_LEN};
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
+use std::mem::MaybeUninit;
 use std::time::Instant;
 
 mod placement;
@@ -788,7 +789,9 @@ impl SessionCore {
                 if conn.out.is_empty() {
                     return Ok(true);
                 }
-                let mut iov = [IoSlice::new(&[]); IOV_MAX];
+                // Uninitialized: filling all IOV_MAX (4 KiB) per send cost
+                // more than the few slices a connection at low depth uses.
+                let mut iov = [const { MaybeUninit::<IoSlice<'_>>::uninit() }; IOV_MAX];
                 let mut count = 0;
                 for piece in conn.out.pieces.iter().take(IOV_MAX) {
                     let bytes: &[u8] = match piece {
@@ -804,10 +807,15 @@ impl SessionCore {
                     } else {
                         bytes
                     };
-                    iov[count] = IoSlice::new(bytes);
+                    iov[count].write(IoSlice::new(bytes));
                     count += 1;
                 }
-                match send(&iov[..count]) {
+                // SAFETY: the first `count` slots were written just above,
+                // and MaybeUninit<T> has T's layout.
+                let iov = unsafe {
+                    std::slice::from_raw_parts(iov.as_ptr().cast::<IoSlice<'_>>(), count)
+                };
+                match send(iov) {
                     Ok(n) => n,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => 0,

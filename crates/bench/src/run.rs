@@ -719,7 +719,6 @@ struct Volume {
     worker: u32,
     lun: u16,
     sessions: Vec<usize>,
-    next_session: usize,
     pattern: AccessPattern,
     /// First LBA of this worker's region.
     base_lba: u64,
@@ -731,6 +730,12 @@ struct Volume {
 
 struct Slot {
     volume: usize,
+    /// The session of its volume it always goes to (an index into
+    /// `Volume::sessions`): each session keeps its share of the queue
+    /// depth, as each of fio's jobs keeps its iodepth, and a connection's
+    /// answers are replaced by commands on the same connection, sent
+    /// together.
+    session: usize,
     buffer: Vec<u8>,
     started: Instant,
     chunk: u64,
@@ -805,7 +810,6 @@ fn run_worker(
             worker: spec.worker,
             lun: url.lun.unwrap_or(0),
             sessions,
-            next_session: 0,
             pattern: AccessPattern::new(chunks, w.read_pct, w.random_pct, start, seed),
             base_lba: base_chunk * u64::from(blocks_per_io),
             blocks_per_io,
@@ -829,6 +833,7 @@ fn run_worker(
     let mut slots: Vec<Slot> = (0..volumes.len() * qd)
         .map(|i| Slot {
             volume: i / qd,
+            session: (i % qd) % volumes[i / qd].sessions.len(),
             buffer: if w.verify {
                 vec![0; fill.len()]
             } else {
@@ -1130,8 +1135,7 @@ fn issue(
     slot.chunk = access.chunk;
     slot.write = access.write;
     slot.started = now;
-    let session = volume.sessions[volume.next_session % volume.sessions.len()];
-    volume.next_session = volume.next_session.wrapping_add(1);
+    let session = volume.sessions[slot.session];
     match engine.submit(session, command, token as u64) {
         Ok(()) => slot.busy = true,
         Err(e) => result.error(Some(volume.index), e.to_string()),

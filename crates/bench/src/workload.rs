@@ -81,6 +81,15 @@ pub enum WorkloadError {
         /// The ramp given.
         ramp_s: f64,
     },
+    /// Fewer commands in flight than sessions: each session keeps its
+    /// share of the queue depth, so some would send nothing.
+    #[error("queue depth {queue_depth} is less than the {sessions} sessions it is shared by (each keeps its share; some would send nothing)")]
+    DepthBelowSessions {
+        /// The queue depth given.
+        queue_depth: u32,
+        /// The sessions given.
+        sessions: u32,
+    },
     /// No URL to drive.
     #[error("at least one iscsi:// URL is needed")]
     NoUrls,
@@ -161,6 +170,12 @@ impl Workload {
             if value == 0 {
                 return Err(WorkloadError::CountZero { field });
             }
+        }
+        if self.queue_depth < self.sessions {
+            return Err(WorkloadError::DepthBelowSessions {
+                queue_depth: self.queue_depth,
+                sessions: self.sessions,
+            });
         }
         if self.duration_s.is_nan() || self.duration_s <= 0.0 {
             return Err(WorkloadError::DurationNotPositive {
@@ -328,6 +343,14 @@ mod tests {
             |w| w.sessions = 0,
             WorkloadError::CountZero { field: "sessions" },
             "sessions must be at least 1",
+        );
+        check(
+            |w| w.sessions = 8,
+            WorkloadError::DepthBelowSessions {
+                queue_depth: 5,
+                sessions: 8,
+            },
+            "queue depth 5 is less than the 8 sessions it is shared by (each keeps its share; some would send nothing)",
         );
         check(
             |w| w.connections = 0,

@@ -39,7 +39,8 @@ pub struct BenchArgs {
     /// Share of random accesses, 0-100 (the rest sequential).
     #[arg(long, value_name = "PCT", value_parser = clap::value_parser!(u8).range(0..=100))]
     random_pct: Option<u8>,
-    /// Commands in flight per worker per URL.
+    /// Commands in flight per worker per URL, shared evenly by its
+    /// --sessions (each keeps its share, as each fio job keeps its iodepth).
     #[arg(long, value_name = "N")]
     qd: Option<u32>,
     /// Worker threads, each with its own sessions.

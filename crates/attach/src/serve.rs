@@ -4,8 +4,8 @@
 //! Each turn takes every request that arrived (no system call for ublk:
 //! the completion ring is shared memory), turns each into its SCSI command
 //! in the tag's own buffer (no allocation), lets the engine send them all
-//! and wait, in one `poll(2)`, for answers or for the next requests, and
-//! hands the kernel every completion of the turn at once. A lost
+//! and wait, in one epoll set (`Engine::poll_or_wake`), for answers or for
+//! the next requests, and hands the kernel every completion of the turn at once. A lost
 //! connection is the engine's business: it logs in again (ERL 0
 //! reinstatement) and sends the commands that were outstanding again, for
 //! up to the replacement timeout; meanwhile requests wait in the kernel.

@@ -6,7 +6,9 @@
 //! queued with one vectored send per connection, waits for input, and hands
 //! back what completed. A lone connection waits in a blocking `recv`, so a
 //! batch costs two system calls (send + receive); several connections wait
-//! in `poll(2)`.
+//! in one epoll set, each socket added once (when it logs in) and changed
+//! only when it starts or stops waiting for room to send, so a wait costs
+//! the kernel the connections that are ready, not all of them.
 //!
 //! A Data-In whose data is large (at least 16 KiB still to come once its
 //! header is in) is received straight into the command's buffer, as the
@@ -64,7 +66,7 @@ pub struct EngineStats {
     pub sends: u64,
     /// `recv` calls.
     pub recvs: u64,
-    /// `poll` calls.
+    /// Waits on several descriptors (`epoll_wait` calls).
     pub polls: u64,
     /// `setsockopt` calls on the receive path (timeouts, wake-up thresholds).
     pub sockopts: u64,
@@ -96,6 +98,8 @@ struct Sock {
     /// SO_RCVLOWAT as set: the rest of the PDU while placing, so that the
     /// wait ends once, when all of it is in; 1 otherwise.
     rcvlowat: usize,
+    /// The key and interest it is in the engine's epoll set with, once added.
+    registered: Option<(u64, u32)>,
 }
 
 #[derive(Debug)]
@@ -135,8 +139,13 @@ pub struct Engine {
     stats: EngineStats,
     stash: Vec<Completion>,
     next_sync_token: u64,
-    pollfds: Vec<sys::PollFd>,
-    pollmap: Vec<(usize, usize)>,
+    /// The set several connections (and the wake descriptor) wait in, made
+    /// at the first such wait.
+    epoll: Option<sys::Epoll>,
+    /// Reused: what the last wait found ready.
+    ready: Vec<(u64, u32)>,
+    /// The wake descriptor in `epoll`, if one is.
+    wake_registered: Option<RawFd>,
     /// Multipath LUs; index `LU_INDEX_BASE + i` names `lus[i]`.
     lus: Vec<Option<LuEntry>>,
     /// Paths logged in again in the background come back through this.
@@ -155,8 +164,13 @@ pub struct Engine {
     woken: bool,
 }
 
-/// `pollmap`'s entry for the caller's wake descriptor.
-const WAKE_SLOT: (usize, usize) = (usize::MAX, usize::MAX);
+/// The epoll key of the caller's wake descriptor; a connection's is
+/// `session << 16 | connection` (connections per session fit in 16 bits).
+const WAKE_KEY: u64 = u64::MAX;
+
+fn sock_key(s: usize, c: usize) -> u64 {
+    (s as u64) << 16 | c as u64
+}
 
 impl Drop for Engine {
     fn drop(&mut self) {
@@ -317,8 +331,10 @@ impl Engine {
     /// [`Engine::poll`] that also returns, with `true`, as soon as `wake`
     /// (the caller's descriptor: a ublk ring, an NBD socket) is readable,
     /// so that one thread waits on its own input and the iSCSI sockets at
-    /// once. While a wake descriptor is given the engine waits in `poll(2)`
-    /// even with a lone connection.
+    /// once. While a wake descriptor is given the engine waits in its epoll
+    /// set even with a lone connection. The descriptor stays in the set
+    /// between calls (a wait without one takes it out), so it must stay
+    /// open while it is given.
     pub fn poll_or_wake(
         &mut self,
         out: &mut Vec<Completion>,
@@ -453,53 +469,102 @@ impl Engine {
                 }
             }
         }
-        self.pollfds.clear();
-        self.pollmap.clear();
+        let mut live = 0;
+        let mut lone = None;
         for (s, entry) in self.sessions.iter().enumerate() {
             let Some(entry) = entry else { continue };
             if entry.broken.is_some() {
                 continue;
             }
-            for (c, sock) in entry.socks.iter().enumerate() {
-                let want_write = entry.core.conns[c].has_output();
-                self.pollfds.push(sys::poll_fd(sock.fd, want_write));
-                self.pollmap.push((s, c));
+            for c in 0..entry.socks.len() {
+                live += 1;
+                lone = Some((s, c, entry.core.conns[c].has_output()));
             }
         }
-        if let Some(fd) = self.wake {
-            self.pollfds.push(sys::poll_fd(fd, false));
-            self.pollmap.push(WAKE_SLOT);
-        }
-        match self.pollfds.len() {
-            0 => {
+        match (live, lone) {
+            (0, _) if self.wake.is_none() => {
                 std::thread::sleep(wait.min(Duration::from_millis(10)));
-                Ok(())
+                return Ok(());
             }
-            1 if self.wake.is_none() && self.pollfds[0].events == sys::poll_fd(0, false).events => {
+            (1, Some((s, c, false))) if self.wake.is_none() => {
                 // One connection with nothing to send: wait in recv itself.
-                let (s, c) = self.pollmap[0];
                 self.receive(s, c, Some(recv_timeout));
-                Ok(())
+                return Ok(());
             }
-            _ => {
-                self.stats.polls += 1;
-                sys::poll(&mut self.pollfds, wait).map_err(|source| InitiatorError::Io {
-                    portal: "poll".into(),
-                    source,
-                })?;
-                for i in 0..self.pollfds.len() {
-                    if sys::readable(&self.pollfds[i]) {
-                        let (s, c) = self.pollmap[i];
-                        if (s, c) == WAKE_SLOT {
-                            self.woken = true;
-                            continue;
-                        }
-                        self.receive(s, c, None);
-                    }
+            _ => {}
+        }
+        let epoll_error = |source| InitiatorError::Io {
+            portal: "epoll".into(),
+            source,
+        };
+        if self.epoll.is_none() {
+            self.epoll = Some(sys::Epoll::new().map_err(epoll_error)?);
+        }
+        let epoll = self.epoll.as_mut().expect("made above");
+        for (s, entry) in self.sessions.iter_mut().enumerate() {
+            let Some(entry) = entry else { continue };
+            if entry.broken.is_some() {
+                continue;
+            }
+            for (c, sock) in entry.socks.iter_mut().enumerate() {
+                let want = (
+                    sock_key(s, c),
+                    sys::interest(entry.core.conns[c].has_output()),
+                );
+                if sock.registered == Some(want) {
+                    continue;
                 }
-                Ok(())
+                let result = match sock.registered {
+                    None => epoll.add(sock.fd, want.0, want.1),
+                    Some(_) => epoll.modify(sock.fd, want.0, want.1),
+                };
+                if let Err(e) = result {
+                    entry.broken = Some(format!("waiting on the connection failed: {e}"));
+                    break;
+                }
+                sock.registered = Some(want);
             }
         }
+        match (self.wake, self.wake_registered) {
+            (Some(w), Some(r)) if w == r => {}
+            (Some(w), old) => {
+                if let Some(old) = old {
+                    let _ = epoll.delete(old);
+                }
+                epoll
+                    .add(w, WAKE_KEY, sys::interest(false))
+                    .map_err(epoll_error)?;
+                self.wake_registered = Some(w);
+            }
+            (None, Some(old)) => {
+                // Not watched now: a readable one would end every wait.
+                let _ = epoll.delete(old);
+                self.wake_registered = None;
+            }
+            (None, None) => {}
+        }
+        self.stats.polls += 1;
+        let mut ready = std::mem::take(&mut self.ready);
+        epoll.wait(&mut ready, wait).map_err(epoll_error)?;
+        for &(key, events) in &ready {
+            if key == WAKE_KEY {
+                self.woken = true;
+                continue;
+            }
+            let (s, c) = ((key >> 16) as usize, (key & 0xffff) as usize);
+            let current = self
+                .sessions
+                .get(s)
+                .and_then(Option::as_ref)
+                .is_some_and(|e| {
+                    e.broken.is_none() && e.socks.get(c).is_some_and(|k| k.registered.is_some())
+                });
+            if current && sys::readable(events) {
+                self.receive(s, c, None);
+            }
+        }
+        self.ready = ready;
+        Ok(())
     }
 
     /// One `recv` on connection `c` of session `s`, then decoding. `wait`
@@ -857,6 +922,7 @@ fn login_one(
             placement: None,
             header_first: 0,
             rcvlowat: 1,
+            registered: None,
         },
     ))
 }

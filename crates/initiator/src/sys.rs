@@ -1,6 +1,6 @@
 //! The few socket calls std does not offer: per-call blocking mode
-//! (`MSG_DONTWAIT`), vectored sends and receives with flags, `poll(2)`,
-//! and TCP options.
+//! (`MSG_DONTWAIT`), vectored sends and receives with flags, epoll, and
+//! TCP options.
 //!
 //! Sockets stay in blocking mode, so a lone connection with nothing to send
 //! waits in `recv` itself: one system call per batch of responses instead of
@@ -8,7 +8,7 @@
 //! never blocks the loop that must drain the receive side.
 
 use std::io::{self, IoSlice, IoSliceMut};
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 /// `recv(2)` into `buf`; `wait` false adds `MSG_DONTWAIT`. Ok(0) is end of stream.
@@ -60,42 +60,110 @@ pub fn send_vectored(fd: RawFd, slices: &[IoSlice<'_>]) -> io::Result<usize> {
     }
 }
 
-/// One descriptor's interest and readiness for [`poll`].
-pub type PollFd = libc::pollfd;
+/// An epoll set, closed when dropped.
+pub struct Epoll {
+    fd: OwnedFd,
+    /// The kernel's answer to the last wait.
+    raw: Vec<libc::epoll_event>,
+}
 
-/// A pollfd asking for input, and for output when `want_write`.
-pub fn poll_fd(fd: RawFd, want_write: bool) -> PollFd {
-    let mut events = libc::POLLIN;
+impl std::fmt::Debug for Epoll {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Epoll").field("fd", &self.fd).finish()
+    }
+}
+
+/// What an epoll registration waits for: input, and output when
+/// `want_write` (level-triggered both).
+pub fn interest(want_write: bool) -> u32 {
+    let mut events = libc::EPOLLIN as u32;
     if want_write {
-        events |= libc::POLLOUT;
+        events |= libc::EPOLLOUT as u32;
     }
-    libc::pollfd {
-        fd,
-        events,
-        revents: 0,
-    }
+    events
 }
 
-/// True when poll reported input, hang-up or an error (a recv will not block).
-pub fn readable(p: &PollFd) -> bool {
-    p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0
+/// True when an epoll event says a recv will not block: input, hang-up or
+/// an error.
+pub fn readable(events: u32) -> bool {
+    events & (libc::EPOLLIN | libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0
 }
 
-/// `poll(2)` with a timeout; returns how many descriptors are ready.
-pub fn poll(fds: &mut [PollFd], timeout: Duration) -> io::Result<usize> {
-    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-    // SAFETY: `fds` is a valid array of `fds.len()` pollfd structs.
-    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() == io::ErrorKind::Interrupted {
-            return Ok(0);
+impl Epoll {
+    /// A new, empty set.
+    pub fn new() -> io::Result<Epoll> {
+        // SAFETY: no pointers; a new descriptor or -1.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
         }
-        Err(e)
-    } else {
-        Ok(n as usize)
+        // SAFETY: `fd` was just opened and nothing else owns it.
+        Ok(Epoll {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            raw: Vec::with_capacity(EVENTS_PER_WAIT),
+        })
+    }
+
+    fn ctl(&self, op: i32, fd: RawFd, key: u64, events: u32) -> io::Result<()> {
+        let mut event = libc::epoll_event { events, u64: key };
+        // SAFETY: `event` is a live epoll_event for the call's duration.
+        let rc = unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), op, fd, &mut event) };
+        if rc < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Adds `fd`, reported with `key`.
+    pub fn add(&self, fd: RawFd, key: u64, events: u32) -> io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_ADD, fd, key, events)
+    }
+
+    /// Changes what `fd` is reported for, and with which key.
+    pub fn modify(&self, fd: RawFd, key: u64, events: u32) -> io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_MOD, fd, key, events)
+    }
+
+    /// Takes `fd` out (a closed descriptor leaves by itself).
+    pub fn delete(&self, fd: RawFd) -> io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_DEL, fd, 0, 0)
+    }
+
+    /// Waits up to `timeout` and puts (key, events) of the ready
+    /// descriptors in `ready`, at most [`EVENTS_PER_WAIT`] of them; an
+    /// interrupted wait is an empty one.
+    pub fn wait(&mut self, ready: &mut Vec<(u64, u32)>, timeout: Duration) -> io::Result<()> {
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        self.raw.clear();
+        // SAFETY: `raw` has room for EVENTS_PER_WAIT epoll_event structs,
+        // which the kernel writes; their number is set from its answer.
+        let n = unsafe {
+            libc::epoll_wait(
+                self.fd.as_raw_fd(),
+                self.raw.as_mut_ptr(),
+                EVENTS_PER_WAIT as i32,
+                ms,
+            )
+        };
+        ready.clear();
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                return Ok(());
+            }
+            return Err(e);
+        }
+        // SAFETY: the kernel wrote the first `n` (at most the capacity).
+        unsafe { self.raw.set_len(n as usize) };
+        // Copied out by value: the struct is packed on x86-64.
+        ready.extend(self.raw.iter().map(|e| ({ e.u64 }, { e.events })));
+        Ok(())
     }
 }
+
+/// The most events one [`Epoll::wait`] takes.
+pub const EVENTS_PER_WAIT: usize = 256;
 
 /// Sets an integer socket option.
 pub fn set_int_option(fd: RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {

@@ -406,4 +406,16 @@ fn poll_or_wake_returns_for_the_callers_descriptor() {
     assert_eq!(done.len(), 1);
     assert_eq!(done[0].token, 7);
     done[0].good().unwrap();
+
+    // A wait without the descriptor (a synchronous command) is not ended
+    // by it, though it is still readable: the command's answer comes back.
+    let read = engine
+        .execute(s, Command::read(0, &cdb::read16(0, 1), BLOCK as u32))
+        .unwrap();
+    read.good().unwrap();
+    // And given again, it is watched again.
+    let woken = engine
+        .poll_or_wake(&mut done, Duration::from_secs(30), theirs.as_raw_fd())
+        .unwrap();
+    assert!(woken);
 }

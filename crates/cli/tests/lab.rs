@@ -352,3 +352,73 @@ fn a_libiscsi_case_is_measured_with_fio() {
     assert_eq!(fio["bench"]["initiator"], "libiscsi (fio)", "{fio}");
     assert!(fio["value"].as_f64().unwrap() > 0.0, "{fio}");
 }
+
+#[test]
+fn a_floor_case_runs_raw_tcp_at_the_sessions_shape_beside_the_iscsi_runs() {
+    let test = "a_floor_case_runs_raw_tcp_at_the_sessions_shape_beside_the_iscsi_runs";
+    if !root_or_skip(test) || !fio_or_skip(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("floor.toml");
+    let floor_plan = TINY_PLAN
+        .replace("name = \"tiny\"", "name = \"floor\"")
+        .replace("min_runs = 2\nmax_runs = 2", "min_runs = 1\nmax_runs = 1")
+        .replace("mtu = 1500", "sessions = 2")
+        .replace(
+            "profile = \"exchange-email-4k\"",
+            "profile = \"matrix-read-4k-w1-qd32\"",
+        )
+        .replace(
+            "name = \"jumbo\"\ndescription = \"MTU 9000\"\nmtu = 9000",
+            "name = \"floor\"\ndescription = \"raw TCP\"\nfloor = true\n\n\
+             [[case]]\nname = \"libiscsi\"\ndescription = \"fio\"\ninitiator = \"libiscsi\"",
+        );
+    std::fs::write(&plan, floor_plan).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_isoe"))
+        .args(["lab", "--no-progress", "--no-install", "--plan"])
+        .arg(&plan)
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .output()
+        .expect("run isoe lab");
+    assert!(out.status.success(), "{}", text(&out));
+    let runs = records(dir.path());
+    let case = |name: &str| {
+        runs.iter()
+            .find(|r| r["case"] == name)
+            .unwrap_or_else(|| panic!("no {name} run: {runs:?}\n{}", text(&out)))
+            .clone()
+    };
+    // Two sessions sharing QD 4: two connections with two in flight each,
+    // a 4 KiB read's sizes, both ends' CPU measured.
+    let floor = case("floor");
+    assert_eq!(floor["valid"], true, "{floor}");
+    let shape = &floor["bench"]["floor"];
+    assert_eq!(
+        (
+            &shape["connections"],
+            &shape["depth"],
+            &shape["request"],
+            &shape["response"]
+        ),
+        (&2.into(), &2.into(), &48.into(), &4144.into()),
+        "{floor}"
+    );
+    assert!(floor["value"].as_f64().unwrap() > 0.0, "{floor}");
+    for side in ["target", "initiator"] {
+        let key = format!("{side}_cpu_us_per_io");
+        assert!(floor["bench"][&key].as_f64().is_some(), "{key}: {floor}");
+    }
+    assert_eq!(floor["knobs"]["floor"], "on", "{floor}");
+    // fio runs the sessions as jobs sharing the depth, as isoe bench does.
+    let fio = case("libiscsi");
+    assert_eq!(fio["valid"], true, "{fio}");
+    assert!(fio["value"].as_f64().unwrap() > 0.0, "{fio}");
+    assert!(
+        !fio["skipped_knobs"]
+            .as_object()
+            .is_some_and(|s| s.contains_key("sessions")),
+        "{fio}"
+    );
+}

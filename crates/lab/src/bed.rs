@@ -407,6 +407,12 @@ impl Bed {
 
     /// What the case lacks on the bed's hosts, if anything.
     fn lacks(&self, plan: &Plan, knobs: &KnobSet, workloads: &[String]) -> Option<String> {
+        if knobs.is_floor() {
+            return Some(
+                "floor = true runs on the namespace topologies only (loopback, veth, ...), not on a test bed yet"
+                    .into(),
+            );
+        }
         let initiator = &self.initiator;
         let why = match knobs.initiator_impl() {
             InitiatorImpl::Isoe => self
@@ -807,14 +813,22 @@ echo $missing"#;
                         let fio = self.fio_libiscsi().map_err(failed)?;
                         (FioEngine::Libiscsi, fio, target.urls())
                     };
+                    let (workers, queue_depth) = match engine {
+                        FioEngine::Libiscsi => fio_peer::libiscsi_jobs(
+                            shape.workers,
+                            shape.queue_depth,
+                            knobs.sessions.unwrap_or(1),
+                        ),
+                        _ => (shape.workers, shape.queue_depth),
+                    };
                     let job = FioJob {
                         engine,
                         urls: files,
                         block_size_bytes: shape.block_size_bytes,
                         read_pct: shape.read_pct,
                         random_pct: shape.random_pct,
-                        queue_depth: shape.queue_depth,
-                        workers: shape.workers,
+                        queue_depth,
+                        workers,
                         duration_s: run.duration_s.ceil().max(2.0),
                         ramp_s: run.ramp_s.ceil(),
                         size_bytes: fio_peer::FIO_SPAN_BYTES.min(target.size_bytes),

@@ -117,6 +117,15 @@ pub struct FioJob {
     pub size_bytes: u64,
 }
 
+/// fio's jobs per URL and the depth of each for a libiscsi run of
+/// `workers` workers at `queue_depth` with `sessions` sessions each: fio's
+/// libiscsi engine opens one session per job, so each session is a job and
+/// the sessions share a worker's depth, as `isoe bench`'s do.
+pub fn libiscsi_jobs(workers: u32, queue_depth: u32, sessions: u32) -> (u32, u32) {
+    let sessions = sessions.max(1);
+    (workers * sessions, (queue_depth / sessions).max(1))
+}
+
 /// The span a fio job addresses unless the LUN is smaller.
 pub const FIO_SPAN_BYTES: u64 = 512 << 20;
 
@@ -334,6 +343,15 @@ pub fn add_cpu_fields(bench: &mut Value, first: &Sample, last: &Sample, target_p
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn libiscsi_sessions_are_jobs_sharing_a_workers_depth() {
+        assert_eq!(libiscsi_jobs(1, 64, 32), (32, 2));
+        assert_eq!(libiscsi_jobs(2, 64, 2), (4, 32));
+        assert_eq!(libiscsi_jobs(1, 32, 1), (1, 32));
+        // Never a job with nothing to do.
+        assert_eq!(libiscsi_jobs(1, 2, 4), (4, 1));
+    }
 
     #[test]
     fn fio_arguments_escape_urls_and_mix_reads() {

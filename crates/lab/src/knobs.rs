@@ -313,6 +313,9 @@ pub struct KnobSet {
     pub crc: Option<CrcImpl>,
     /// isoe target datapath: reuse buffers from a pool.
     pub buffer_pool: Option<bool>,
+    /// Raw TCP exchanges of each workload's sizes at its connections and
+    /// depth instead of iSCSI: the floor under both ends ([`crate::floor`]).
+    pub floor: Option<bool>,
 }
 
 fn on_off(v: bool) -> &'static str {
@@ -434,7 +437,13 @@ impl KnobSet {
             batching: case.batching.or(self.batching),
             crc: case.crc.or(self.crc),
             buffer_pool: case.buffer_pool.or(self.buffer_pool),
+            floor: case.floor.or(self.floor),
         }
+    }
+
+    /// True when the case runs raw TCP instead of iSCSI.
+    pub fn is_floor(&self) -> bool {
+        self.floor == Some(true)
     }
 
     /// True when no knob is set.
@@ -513,6 +522,7 @@ impl KnobSet {
         put("batching", self.batching.map(|b| on_off(b).into()));
         put("crc", self.crc.map(|v| v.as_str().into()));
         put("buffer_pool", self.buffer_pool.map(|b| on_off(b).into()));
+        put("floor", self.floor.map(|b| on_off(b).into()));
         m
     }
 
@@ -595,7 +605,8 @@ impl KnobSet {
     /// to an fio option (`--numjobs`; each job opens its own session); a
     /// runner that builds fio's job options from the workload's shape gets
     /// the same count from `WorkloadSpec::shape`, and should use one or the
-    /// other, not both. The
+    /// other, not both (the runners do the latter, with `sessions` more
+    /// jobs per worker sharing its depth: `fio_peer::libiscsi_jobs`). The
     /// iSCSI parameters reach a libiscsi session through the target's offer
     /// ([`KnobSet::target_defaults_toml`]) where negotiation allows it;
     /// everything else libiscsi fixes itself is listed in `not_applied`.
@@ -676,12 +687,6 @@ impl KnobSet {
             no(
                 "connections",
                 "libiscsi offers MaxConnections=1 (no MC/S)".into(),
-            );
-        }
-        if self.sessions.is_some_and(|n| n > 1) {
-            no(
-                "sessions",
-                "fio's libiscsi engine opens one session per job; use workers for more".into(),
             );
         }
         out
@@ -790,6 +795,9 @@ impl KnobSet {
         target: TargetImpl,
     ) -> Vec<(String, String)> {
         let mut out = Vec::new();
+        if self.is_floor() {
+            return self.floor_limits();
+        }
         if let Some(why) = datapath_limit(target) {
             for (key, set) in [
                 ("batching", self.batching.is_some()),
@@ -992,6 +1000,39 @@ impl KnobSet {
 }
 
 impl KnobSet {
+    /// The knobs a floor case cannot apply: everything iSCSI, the target's
+    /// datapath and the initiator's socket options (`isoe netprobe` sets
+    /// TCP_NODELAY and nothing else). The link's knobs apply: the floor is
+    /// measured over the same path.
+    fn floor_limits(&self) -> Vec<(String, String)> {
+        let why = "the floor is raw TCP: no iSCSI, no target datapath, no socket options";
+        let set = [
+            ("nodelay", self.nodelay.is_some()),
+            ("quickack", self.quickack.is_some()),
+            ("rcvbuf", self.rcvbuf_bytes.is_some()),
+            ("sndbuf", self.sndbuf_bytes.is_some()),
+            ("busy_poll_us", self.busy_poll_us.is_some()),
+            ("header_digest", self.header_digest.is_some()),
+            ("data_digest", self.data_digest.is_some()),
+            ("immediate_data", self.immediate_data.is_some()),
+            ("initial_r2t", self.initial_r2t.is_some()),
+            (
+                "max_recv_data_segment_length",
+                self.max_recv_data_segment_length.is_some(),
+            ),
+            ("first_burst_length", self.first_burst_length.is_some()),
+            ("max_burst_length", self.max_burst_length.is_some()),
+            ("transport", self.transport.is_some()),
+            ("batching", self.batching.is_some()),
+            ("crc", self.crc.is_some()),
+            ("buffer_pool", self.buffer_pool.is_some()),
+        ];
+        set.iter()
+            .filter(|(_, on)| *on)
+            .map(|(key, _)| (key.to_string(), why.to_string()))
+            .collect()
+    }
+
     /// [`KnobSet::unsupported`] with the initiator and target this set chooses.
     pub fn unsupported_here(&self) -> Vec<(String, String)> {
         self.unsupported(self.initiator_impl(), self.target_impl())
@@ -1069,6 +1110,7 @@ mod tests {
             batching: Some(false),
             crc: Some(CrcImpl::Software),
             buffer_pool: Some(false),
+            floor: Some(false),
         }
     }
 
@@ -1170,6 +1212,49 @@ mod tests {
     }
 
     #[test]
+    fn the_floor_keeps_the_link_and_the_shape_and_names_every_iscsi_knob() {
+        let floor = KnobSet {
+            floor: Some(true),
+            initiator: None,
+            target: None,
+            ..everything()
+        };
+        assert!(floor.is_floor() && !everything().is_floor());
+        let keys: Vec<String> = floor
+            .unsupported_here()
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "nodelay",
+                "quickack",
+                "rcvbuf",
+                "sndbuf",
+                "busy_poll_us",
+                "header_digest",
+                "data_digest",
+                "immediate_data",
+                "initial_r2t",
+                "max_recv_data_segment_length",
+                "first_burst_length",
+                "max_burst_length",
+                "transport",
+                "batching",
+                "crc",
+                "buffer_pool",
+            ]
+        );
+        // The case's `floor = false` wins over a baseline's `true`.
+        let off = floor.overlay(&KnobSet {
+            floor: Some(false),
+            ..KnobSet::default()
+        });
+        assert!(!off.is_floor());
+    }
+
+    #[test]
     fn describe_names_every_knob_stably() {
         let d = everything().describe();
         let expected: BTreeMap<String, String> = [
@@ -1181,6 +1266,7 @@ mod tests {
             ("crc", "software"),
             ("data_digest", "CRC32C"),
             ("first_burst_length", "64 KiB"),
+            ("floor", "off"),
             ("flow_control", "off"),
             ("header_digest", "CRC32C"),
             ("immediate_data", "no"),
@@ -1349,7 +1435,6 @@ mod tests {
                 "max_recv_data_segment_length",
                 "max_burst_length",
                 "connections",
-                "sessions",
             ]
         );
         assert!(f.not_applied.iter().all(|(_, why)| !why.is_empty()));

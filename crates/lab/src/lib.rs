@@ -15,6 +15,7 @@ pub mod attach_device;
 pub mod bed;
 pub mod components;
 pub mod fio_peer;
+pub mod floor;
 /// Foreign load: measured by `isoe-bench`, which both use.
 pub use isoe_bench::foreign;
 pub mod host;

@@ -82,7 +82,7 @@
 //! | `immediate_data` `initial_r2t` | bool |
 //! | `max_recv_data_segment_length` `first_burst_length` `max_burst_length` | size, 512..=16777215 |
 //! | `connections` | 1..=8 |
-//! | `sessions` | 1..=64 |
+//! | `sessions` | 1..=64; they share each worker's queue depth, each keeping its share (fio: a job each) |
 //! | `workers` | 1..=64; wins over the workload's |
 //! | `initiator` | "isoe", "libiscsi", "kernel" (open-iscsi), "isoe-ublk" or "isoe-nbd" (isoe's initiator as a block device, `isoe attach --ublk` or `--nbd`); the last three on a `physical` test bed, driven by fio with libaio |
 //! | `target` | "isoe", "tgt", "lio" or "external" (the last two on a `physical` test bed) |
@@ -90,6 +90,7 @@
 //! | `filesystem` | "ext4" (the default) or "xfs": what application workloads run on |
 //! | `batching` `buffer_pool` | bool |
 //! | `crc` | "hardware", "instruction" or "software" |
+//! | `floor` | bool: raw TCP exchanges of each workload's sizes at its connections x depth (`isoe netprobe`) in place of both ends, on the namespace topologies; names neither `initiator` nor `target` |
 //!
 //! Sysctls are a table, `[baseline.sysctl]` or `[case.sysctl]`, of quoted
 //! names (`[a-z0-9_.-]+` under `net.`, `vm.` or `kernel.`) to values, a
@@ -115,7 +116,7 @@ mod read;
 mod tests;
 
 use crate::application::Application;
-use crate::knobs::KnobSet;
+use crate::knobs::{InitiatorImpl, KnobSet};
 use crate::record::Metric;
 use crate::stats::Rules;
 use isoe_bench::profiles;
@@ -158,6 +159,10 @@ const EMBEDDED: &[(&str, &str)] = &[
     ),
     ("block-devices", include_str!("../plans/block-devices.toml")),
     ("applications", include_str!("../plans/applications.toml")),
+    (
+        "sessions-sweep",
+        include_str!("../plans/sessions-sweep.toml"),
+    ),
 ];
 
 /// The test bed a plan (or a case) runs on (METHODOLOGY.md "Topologies").
@@ -355,10 +360,50 @@ impl WorkloadSpec {
         self.application.is_none() && profiles::find(&self.profile).is_none()
     }
 
-    /// Whether a case whose knobs are `knobs` can run it: an application
-    /// needs an initiator that makes a block device.
+    /// Whether a case whose knobs are `knobs` can run it
+    /// ([`WorkloadSpec::cannot_run_with`]).
     pub fn runs_with(&self, knobs: &KnobSet) -> bool {
-        self.application.is_none() || knobs.initiator_impl().makes_block_device()
+        self.cannot_run_with(knobs).is_none()
+    }
+
+    /// Why a case whose knobs are `knobs` cannot run it, if it cannot: an
+    /// application needs an initiator that makes a block device; the floor
+    /// needs a workload it has a raw-TCP shape for ([`crate::floor::FloorJob`]).
+    pub fn cannot_run_with(&self, knobs: &KnobSet) -> Option<String> {
+        if knobs.is_floor() {
+            if self.application.is_some() {
+                return Some(format!(
+                    "workload {:?} is an application, which needs a block device; the floor (floor = true) is raw TCP",
+                    self.name
+                ));
+            }
+            return crate::floor::FloorJob::new(&self.shape(knobs), knobs, 1, 1.0, 0.0)
+                .err()
+                .map(|why| format!("workload {:?} has no floor: {why}", self.name));
+        }
+        if self.application.is_some() {
+            return (!knobs.initiator_impl().makes_block_device()).then(|| {
+                format!(
+                    "workload {:?} is an application, which runs on a file system on a block device, and initiator = {} makes none: use kernel, isoe-ublk or isoe-nbd",
+                    self.name,
+                    knobs.initiator_impl().as_str()
+                )
+            });
+        }
+        // The sessions share a worker's depth, each keeping its share.
+        let sessions = knobs.sessions.unwrap_or(1);
+        let qd = self.shape(knobs).queue_depth;
+        let uneven = match knobs.initiator_impl() {
+            InitiatorImpl::Isoe => qd < sessions,
+            InitiatorImpl::Libiscsi => !qd.is_multiple_of(sessions),
+            _ => false,
+        };
+        uneven.then(|| {
+            format!(
+                "workload {:?}: QD {qd} does not share evenly over {sessions} sessions",
+                self.name
+            )
+        })
     }
 
     /// The shape it runs with under `knobs` (whose `workers` wins); an

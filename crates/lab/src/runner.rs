@@ -9,6 +9,7 @@
 
 use crate::bed::Bed;
 use crate::fio_peer::{self, FioJob};
+use crate::floor::FloorJob;
 use crate::foreign::{ForeignLoad, Snapshot};
 use crate::knobs::{InitiatorImpl, KnobSet, TargetImpl};
 use crate::plan::{Plan, ResolvedCase, WorkloadSpec};
@@ -645,6 +646,9 @@ fn start_target(
     knobs: &KnobSet,
     case: &ResolvedCase,
 ) -> Result<TargetProcess, LabError> {
+    if knobs.is_floor() {
+        return start_floor_server(options, topo, case);
+    }
     if knobs.target_impl() == TargetImpl::Tgt {
         let tgt = TgtTarget::start(topo, knobs)
             .map_err(|e| LabError::Target(format!("case {}: {e}", case.name)))?;
@@ -712,6 +716,64 @@ fn start_target(
         _config: Some(path),
         _tgt: None,
     })
+}
+
+/// The floor's server, `isoe netprobe --serve`, on the target's side at
+/// the first portal, in place of a target.
+fn start_floor_server(
+    options: &LabOptions,
+    topo: &Topology,
+    case: &ResolvedCase,
+) -> Result<TargetProcess, LabError> {
+    let portal = topo
+        .portals()
+        .first()
+        .map(ToString::to_string)
+        .ok_or_else(|| {
+            LabError::Target(format!("case {}: the topology has no portal", case.name))
+        })?;
+    let mut cmd = topo.command(Role::Target, &options.isoe);
+    cmd.args(["netprobe", "--serve", &portal]);
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null());
+    let mut child = cmd.spawn().map_err(|e| {
+        LabError::Target(format!(
+            "case {}: cannot start {} netprobe --serve: {e}",
+            case.name,
+            options.isoe.display()
+        ))
+    })?;
+    let stdout = child.stdout.take().expect("stdout was piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    match rx.recv_timeout(TARGET_START) {
+        Ok(line) if line.starts_with("isoe netprobe: serving on") => Ok(TargetProcess {
+            pid: child.id(),
+            child: Some(child),
+            portals: vec![portal],
+            lun: 0,
+            _config: None,
+            _tgt: None,
+        }),
+        _ => {
+            stop_child(&mut child, Duration::from_secs(2));
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut e, &mut err);
+            }
+            Err(LabError::Target(format!(
+                "case {}: isoe netprobe --serve {portal} did not start within {} s: {}",
+                case.name,
+                TARGET_START.as_secs(),
+                err.trim()
+            )))
+        }
+    }
 }
 
 pub(crate) enum BenchFailure {
@@ -808,6 +870,9 @@ fn run_bench(
     knobs: &KnobSet,
     workload: &WorkloadSpec,
 ) -> Result<Measured, BenchFailure> {
+    if knobs.is_floor() {
+        return run_floor(options, topo, target, knobs, workload);
+    }
     if knobs.initiator_impl() == InitiatorImpl::Libiscsi {
         return run_fio(options, topo, target, knobs, workload);
     }
@@ -881,6 +946,11 @@ fn run_fio(
         )
     })?;
     let shape = workload.shape(knobs);
+    let (workers, queue_depth) = fio_peer::libiscsi_jobs(
+        shape.workers,
+        shape.queue_depth,
+        knobs.sessions.unwrap_or(1),
+    );
     let job = FioJob {
         engine: fio_peer::FioEngine::Libiscsi,
         urls: target
@@ -891,8 +961,8 @@ fn run_fio(
         block_size_bytes: shape.block_size_bytes,
         read_pct: shape.read_pct,
         random_pct: shape.random_pct,
-        queue_depth: shape.queue_depth,
-        workers: shape.workers,
+        queue_depth,
+        workers,
         duration_s: plan.run.duration_s.ceil().max(2.0),
         ramp_s: plan.run.ramp_s.ceil(),
         size_bytes: fio_peer::FIO_SPAN_BYTES,
@@ -937,6 +1007,67 @@ fn run_fio(
     debug_assert!(window.complete());
     Ok(Measured {
         bench: fio_peer::to_bench_json(&fio_json, &job, &first, &last, Some(target.pid)),
+        started_at,
+        foreign: window.load(),
+    })
+}
+
+/// One floor run (`isoe netprobe` loading the server the case started),
+/// its CPU and TCP counters sampled over the steady window as fio's are;
+/// the result in `isoe bench`'s fields.
+fn run_floor(
+    options: &LabOptions,
+    topo: &Topology,
+    server: &TargetProcess,
+    knobs: &KnobSet,
+    workload: &WorkloadSpec,
+) -> Result<Measured, BenchFailure> {
+    let plan = &options.plan;
+    let portals = topo.portals().len() as u32;
+    let job = FloorJob::new(
+        &workload.shape(knobs),
+        knobs,
+        portals,
+        plan.run.duration_s,
+        plan.run.ramp_s,
+    )
+    .map_err(BenchFailure::Failed)?;
+    let mut cmd = topo.command(Role::Host, &options.isoe);
+    cmd.args(job.args(&server.portals[0]));
+    let (mut child, started_at) = spawn_load(&mut cmd, "isoe netprobe")?;
+    let pid = child.id();
+    let mut window = measured_window(plan.run.ramp_s, plan.run.duration_s);
+    let mut first = None;
+    let mut last = None;
+    let limit = Duration::from_secs_f64(plan.run.duration_s + plan.run.ramp_s) + BENCH_SLACK;
+    wait_for_child(&mut child, "isoe netprobe", limit, &options.stop, |t| {
+        if first.is_none() && t >= window.start {
+            first = fio_peer::Sample::take(pid, Some(server.pid));
+        } else if first.is_some() && last.is_none() && t >= window.end {
+            last = fio_peer::Sample::take(pid, Some(server.pid));
+        }
+        window.tick(t);
+    })?;
+    let out = child
+        .wait_with_output()
+        .map_err(|e| BenchFailure::Failed(format!("reading isoe netprobe's output: {e}")))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let Some(line) = stdout.lines().find(|l| l.trim_start().starts_with('{')) else {
+        return Err(BenchFailure::Failed(format!(
+            "isoe netprobe exited with {:?} and no result: {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    };
+    let netprobe: serde_json::Value = serde_json::from_str(line)
+        .map_err(|e| BenchFailure::Failed(format!("isoe netprobe printed bad JSON: {e}")))?;
+    let (Some(first), Some(last)) = (first, last) else {
+        return Err(BenchFailure::Failed(
+            "isoe netprobe ended before its CPU could be sampled".into(),
+        ));
+    };
+    Ok(Measured {
+        bench: job.to_bench_json(&netprobe, &first, &last, Some(server.pid)),
         started_at,
         foreign: window.load(),
     })

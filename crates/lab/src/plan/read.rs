@@ -103,6 +103,7 @@ pub(super) const KNOB_KEYS: &[&str] = &[
     "batching",
     "crc",
     "buffer_pool",
+    "floor",
     "rx_ring",
     "tx_ring",
     "rx_usecs",
@@ -329,6 +330,7 @@ pub(super) fn read_knobs(r: &Reader, t: &mut Table) -> Result<KnobSet, PlanError
     k.initial_r2t = flag("initial_r2t")?;
     k.batching = flag("batching")?;
     k.buffer_pool = flag("buffer_pool")?;
+    k.floor = flag("floor")?;
     let mut size = |name: &str, min: u32, max: u32| -> Result<Option<u32>, PlanError> {
         t.take(name)
             .map(|item| size_in(r, &item, min, max))
@@ -521,6 +523,9 @@ struct BurstKeys {
     at: usize,
     first: Option<usize>,
     max: Option<usize>,
+    /// Where `floor`, `initiator` and `target` are, if the table has them.
+    floor: Option<usize>,
+    ends: Option<usize>,
 }
 
 impl BurstKeys {
@@ -530,13 +535,28 @@ impl BurstKeys {
             at: t.offset,
             first: t.position("first_burst_length"),
             max: t.position("max_burst_length"),
+            floor: t.position("floor"),
+            ends: t.position("initiator").or_else(|| t.position("target")),
         }
     }
 }
 
 /// Checks that need the merged set: the isoe target refuses a
-/// FirstBurstLength above its MaxBurstLength (RFC 7143 §13.14).
+/// FirstBurstLength above its MaxBurstLength (RFC 7143 §13.14), and the
+/// floor replaces both ends, so it names neither.
 fn check_merged(r: &Reader, keys: &BurstKeys, merged: &KnobSet) -> Result<(), PlanError> {
+    if merged.is_floor() && (merged.initiator.is_some() || merged.target.is_some()) {
+        let (key, at) = match (keys.floor, keys.ends) {
+            (Some(at), _) => ("floor", at),
+            (None, Some(at)) => ("initiator", at),
+            (None, None) => ("floor", keys.at),
+        };
+        return Err(r.invalid(
+            at,
+            &join_key(&keys.path, key),
+            "floor = true runs raw TCP in place of both the initiator and the target: set neither with it",
+        ));
+    }
     let first = merged
         .first_burst_length
         .unwrap_or(ISOE_TARGET_FIRST_BURST_LENGTH);
@@ -864,17 +884,9 @@ fn read_cases(
             let cannot = names
                 .iter()
                 .filter_map(|n| workloads.iter().find(|w| &w.name == n))
-                .find(|w| !w.runs_with(&merged));
-            if let Some(w) = cannot {
-                return Err(r.invalid(
-                    *at,
-                    key,
-                    format!(
-                        "workload {:?} is an application, which runs on a file system on a block device, and initiator = {} makes none: use kernel, isoe-ublk or isoe-nbd",
-                        w.name,
-                        merged.initiator_impl().as_str()
-                    ),
-                ));
+                .find_map(|w| w.cannot_run_with(&merged));
+            if let Some(why) = cannot {
+                return Err(r.invalid(*at, key, why));
             }
         }
         if knobs.is_empty() && case_topology.is_none_or(|c| c == topology) {

@@ -314,7 +314,8 @@ fn every_shipped_plan_parses_and_fits_its_time() {
             "demartek-2016",
             "software-vs-offload",
             "block-devices",
-            "applications"
+            "applications",
+            "sessions-sweep"
         ]
     );
     for (name, description) in &listed {
@@ -468,7 +469,7 @@ fn plans_load_from_files_and_by_name() {
     let e = Plan::from_arg("no-such-plan").unwrap_err();
     assert_eq!(
         e.to_string(),
-        "no plan \"no-such-plan\": not an embedded plan (quick, qsan-2012, dell-2013, openstack-offloads, pt-2009, demartek-2016, software-vs-offload, block-devices, applications) nor a file"
+        "no plan \"no-such-plan\": not an embedded plan (quick, qsan-2012, dell-2013, openstack-offloads, pt-2009, demartek-2016, software-vs-offload, block-devices, applications, sessions-sweep) nor a file"
     );
     // Errors in a file name that file.
     let bad = dir.path().join("bad.toml");
@@ -870,4 +871,67 @@ fn application_workloads_refuse_a_profile_s_keys_and_each_other_s() {
     );
     let e = with("filesystem = \"xfs\"", "filesystem = \"btrfs\"");
     assert!(e.contains("ext4") && e.contains("xfs"), "{e}");
+}
+
+/// A plan with a floor case beside iSCSI ones.
+const FLOOR: &str = r#"name = "f"
+description = "floor"
+seeds = ["003"]
+topology = "loopback"
+
+[[workload]]
+name = "read-64"
+profile = "matrix-read-4k-w1-qd32"
+qd = 64
+
+[[workload]]
+name = "mixed"
+profile = "oltp-8k"
+
+[[case]]
+name = "floor-32x2"
+floor = true
+sessions = 32
+"#;
+
+#[test]
+fn a_floor_case_runs_the_workloads_raw_tcp_can_shape_and_refuses_the_rest_by_name() {
+    let p = Plan::parse(FLOOR, "f.toml").unwrap();
+    let floor = &p.resolved_cases()[1];
+    assert!(floor.knobs.is_floor());
+    // The mixed workload (67% reads) has no single exchange size: not run.
+    assert_eq!(floor.workloads, ["read-64"]);
+    assert_eq!(p.resolved_cases()[0].workloads, ["read-64", "mixed"]);
+    // Asked for by name, it is an error that says why.
+    let e = error_of(&FLOOR.replace("sessions = 32", "sessions = 32\nworkloads = [\"mixed\"]"));
+    assert!(
+        e.contains("workload \"mixed\" has no floor") && e.contains("67% reads"),
+        "{e}"
+    );
+    let e = error_of(&FLOOR.replace("sessions = 32", "sessions = 3\nworkloads = [\"read-64\"]"));
+    assert!(e.contains("QD 64 does not share evenly over 3"), "{e}");
+    // iSCSI sessions share the depth too: isoe's need one command each,
+    // fio's jobs an equal share.
+    let e = error_of(&FLOOR.replace("qd = 64", "qd = 16").replace(
+        "floor = true\nsessions = 32",
+        "sessions = 32\nworkloads = [\"read-64\"]",
+    ));
+    assert!(
+        e.contains("QD 16 does not share evenly over 32 sessions"),
+        "{e}"
+    );
+    let e = error_of(&FLOOR.replace(
+        "floor = true\nsessions = 32",
+        "initiator = \"libiscsi\"\nsessions = 3\nworkloads = [\"read-64\"]",
+    ));
+    assert!(
+        e.contains("QD 64 does not share evenly over 3 sessions"),
+        "{e}"
+    );
+    // The floor replaces both ends: naming one is an error at its line.
+    let e = error_of(&FLOOR.replace("floor = true", "floor = true\ntarget = \"tgt\""));
+    assert!(
+        e.contains("bad.toml:17: case[0].floor") && e.contains("set neither with it"),
+        "{e}"
+    );
 }

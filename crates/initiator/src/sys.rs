@@ -9,6 +9,7 @@
 
 use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// `recv(2)` into `buf`; `wait` false adds `MSG_DONTWAIT`. Ok(0) is end of stream.
@@ -134,18 +135,8 @@ impl Epoll {
     /// descriptors in `ready`, at most [`EVENTS_PER_WAIT`] of them; an
     /// interrupted wait is an empty one.
     pub fn wait(&mut self, ready: &mut Vec<(u64, u32)>, timeout: Duration) -> io::Result<()> {
-        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
         self.raw.clear();
-        // SAFETY: `raw` has room for EVENTS_PER_WAIT epoll_event structs,
-        // which the kernel writes; their number is set from its answer.
-        let n = unsafe {
-            libc::epoll_wait(
-                self.fd.as_raw_fd(),
-                self.raw.as_mut_ptr(),
-                EVENTS_PER_WAIT as i32,
-                ms,
-            )
-        };
+        let n = self.wait_raw(timeout);
         ready.clear();
         if n < 0 {
             let e = io::Error::last_os_error();
@@ -159,6 +150,51 @@ impl Epoll {
         // Copied out by value: the struct is packed on x86-64.
         ready.extend(self.raw.iter().map(|e| ({ e.u64 }, { e.events })));
         Ok(())
+    }
+}
+
+impl Epoll {
+    /// `epoll_pwait2`, whose timeout is a timespec: `epoll_wait` counts in
+    /// whole milliseconds, so a wait of less than one (the engine holds
+    /// completions for one) returned at once and the loop spun, 27 system
+    /// calls per I/O against a target slower than it. Kernels before 5.11
+    /// lack it: there `epoll_wait` with the timeout rounded up.
+    fn wait_raw(&mut self, timeout: Duration) -> i32 {
+        static PWAIT2_MISSING: AtomicBool = AtomicBool::new(false);
+        if !PWAIT2_MISSING.load(Ordering::Relaxed) {
+            let ts = libc::timespec {
+                tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+                tv_nsec: timeout.subsec_nanos() as libc::c_long,
+            };
+            // SAFETY: `raw` has room for EVENTS_PER_WAIT epoll_event
+            // structs, which the kernel writes; `ts` outlives the call; no
+            // signal mask.
+            let n = unsafe {
+                libc::syscall(
+                    libc::SYS_epoll_pwait2,
+                    self.fd.as_raw_fd(),
+                    self.raw.as_mut_ptr(),
+                    EVENTS_PER_WAIT as libc::c_int,
+                    &ts as *const libc::timespec,
+                    std::ptr::null::<libc::sigset_t>(),
+                    0usize,
+                )
+            } as i32;
+            if n >= 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ENOSYS) {
+                return n;
+            }
+            PWAIT2_MISSING.store(true, Ordering::Relaxed);
+        }
+        let ms = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
+        // SAFETY: as above.
+        unsafe {
+            libc::epoll_wait(
+                self.fd.as_raw_fd(),
+                self.raw.as_mut_ptr(),
+                EVENTS_PER_WAIT as i32,
+                ms,
+            )
+        }
     }
 }
 

@@ -14,6 +14,7 @@
 
 mod pool;
 mod pump;
+mod sock;
 mod worker;
 
 use crate::config::Config;

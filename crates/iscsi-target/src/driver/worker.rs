@@ -29,6 +29,7 @@
 
 use super::pool::{IoPool, Job};
 use super::pump::{Progress, Pump};
+use super::sock::Sock;
 use crate::connection::{Action, Connection, Endpoint, Finished};
 use crate::registry::Server;
 use rustc_hash::FxHashMap;
@@ -381,8 +382,8 @@ impl Worker {
         while let Some(serial) = self.unsent.pop() {
             if let Some(slot) = self.slots.get_mut(&serial) {
                 slot.unsent = false;
-                let stream = &*slot.stream;
-                let progress = slot.pump.on_writable(stream, &mut &*stream, now);
+                let mut stream = Sock(&slot.stream);
+                let progress = slot.pump.on_writable(stream, &mut stream, now);
                 if slot.pump.conn.has_pending_latencies() {
                     self.timed.push(serial);
                 }
@@ -462,7 +463,7 @@ impl Worker {
             return;
         };
         let now = self.now;
-        let stream = &*slot.stream;
+        let mut stream = Sock(&slot.stream);
         let mut progress = Progress::Open;
         if flags.contains(EventFlags::RDHUP) {
             slot.pump.peer_done = true;
@@ -470,7 +471,7 @@ impl Worker {
         if flags.intersects(EventFlags::IN | EventFlags::RDHUP) {
             // A paused connection leaves the bytes in the socket; it reads
             // them when it resumes.
-            progress = slot.pump.on_readable_unsent(stream, &mut &*stream, now);
+            progress = slot.pump.on_readable_unsent(stream, &mut stream, now);
         }
         if flags.intersects(EventFlags::HUP | EventFlags::ERR) {
             // Both directions are gone (or the socket failed): nothing more
@@ -495,8 +496,8 @@ impl Worker {
             let Some(slot) = self.slots.get_mut(&serial) else {
                 return;
             };
-            let stream = &*slot.stream;
-            progress = slot.pump.on_writable(stream, &mut &*stream, self.now);
+            let mut stream = Sock(&slot.stream);
+            progress = slot.pump.on_writable(stream, &mut stream, self.now);
         }
         if progress == Progress::Closed {
             self.close(serial);
@@ -656,8 +657,8 @@ impl Worker {
         let Some(slot) = self.slots.get_mut(&serial) else {
             return;
         };
-        let stream = &*slot.stream;
-        let progress = slot.pump.resume(stream, &mut &*stream, self.now);
+        let mut stream = Sock(&slot.stream);
+        let progress = slot.pump.resume(stream, &mut stream, self.now);
         self.settle(serial, progress);
     }
 
@@ -668,10 +669,10 @@ impl Worker {
                 self.route_wake(serial);
                 continue;
             };
-            let stream = &*slot.stream;
+            let mut stream = Sock(&slot.stream);
             let progress = match slot.pump.conn.handle_wake() {
                 crate::connection::Flow::Close => Progress::Closed,
-                _ if slot.pump.waiting => slot.pump.resume_unsent(stream, &mut &*stream, self.now),
+                _ if slot.pump.waiting => slot.pump.resume_unsent(stream, &mut stream, self.now),
                 // What the wake-up queued (a task management response whose
                 // tasks elsewhere have ended) goes with the batch.
                 _ => Progress::Open,
@@ -692,12 +693,12 @@ impl Worker {
             };
             let progress = match slot.pump.conn.handle_tick(now) {
                 crate::connection::Flow::Close => {
-                    let _ = slot.pump.conn.flush(&mut &*slot.stream);
+                    let _ = slot.pump.conn.flush(&mut Sock(&slot.stream));
                     Progress::Closed
                 }
                 _ => {
-                    let stream = &*slot.stream;
-                    slot.pump.on_writable(stream, &mut &*stream, now)
+                    let mut stream = Sock(&slot.stream);
+                    slot.pump.on_writable(stream, &mut stream, now)
                 }
             };
             self.settle(serial, progress);
@@ -711,7 +712,7 @@ impl Worker {
         let Some(mut slot) = self.slots.remove(&serial) else {
             return;
         };
-        let _ = slot.pump.conn.flush(&mut &*slot.stream);
+        let _ = slot.pump.conn.flush(&mut Sock(&slot.stream));
         slot.pump.conn.detach();
         while let Some(action) = slot.pump.conn.poll_action() {
             if let Action::Wake(other) = action {

@@ -231,3 +231,34 @@ pub fn set_rcvlowat(fd: RawFd, bytes: usize) -> io::Result<()> {
     let bytes = i32::try_from(bytes).unwrap_or(i32::MAX).max(1);
     set_int_option(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, bytes)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixStream;
+    use std::time::Instant;
+
+    #[test]
+    fn a_wait_shorter_than_a_millisecond_waits_rather_than_returning_at_once() {
+        let mut epoll = Epoll::new().unwrap();
+        let (a, b) = UnixStream::pair().unwrap();
+        epoll.add(b.as_raw_fd(), 7, interest(false)).unwrap();
+        let mut ready = Vec::new();
+        // Nothing to read: each 300 µs wait sleeps out its time. Rounded
+        // down to 0 ms it returned at once, thousands of times in 5 ms.
+        let start = Instant::now();
+        let mut waits = 0;
+        while start.elapsed() < Duration::from_millis(5) {
+            epoll.wait(&mut ready, Duration::from_micros(300)).unwrap();
+            assert!(ready.is_empty());
+            waits += 1;
+        }
+        assert!(waits <= 20, "{waits} waits in 5 ms");
+        // Readable: reported with its key.
+        std::io::Write::write_all(&mut &a, b"x").unwrap();
+        epoll.wait(&mut ready, Duration::from_secs(5)).unwrap();
+        assert_eq!(ready.len(), 1);
+        assert_eq!(ready[0].0, 7);
+        assert!(readable(ready[0].1));
+    }
+}

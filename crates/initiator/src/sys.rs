@@ -158,7 +158,8 @@ impl Epoll {
     /// whole milliseconds, so a wait of less than one (the engine holds
     /// completions for one) returned at once and the loop spun, 27 system
     /// calls per I/O against a target slower than it. Kernels before 5.11
-    /// lack it: there `epoll_wait` with the timeout rounded up.
+    /// (and seccomp filters that predate it) refuse it: there `epoll_wait`
+    /// with the timeout rounded up.
     fn wait_raw(&mut self, timeout: Duration) -> i32 {
         static PWAIT2_MISSING: AtomicBool = AtomicBool::new(false);
         if !PWAIT2_MISSING.load(Ordering::Relaxed) {
@@ -180,7 +181,13 @@ impl Epoll {
                     0usize,
                 )
             } as i32;
-            if n >= 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ENOSYS) {
+            // ENOSYS before 5.11; EPERM from a seccomp filter that does
+            // not know the call (container runtimes answer so).
+            let missing = matches!(
+                io::Error::last_os_error().raw_os_error(),
+                Some(libc::ENOSYS | libc::EPERM)
+            );
+            if n >= 0 || !missing {
                 return n;
             }
             PWAIT2_MISSING.store(true, Ordering::Relaxed);

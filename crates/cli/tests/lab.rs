@@ -319,6 +319,19 @@ fn fio_or_skip(test: &str) -> bool {
     }
 }
 
+/// `isoe lab` on a plan of this text, into `dir/out`.
+fn lab_with_plan(dir: &Path, plan_text: &str) -> Output {
+    let plan = dir.join("plan.toml");
+    std::fs::write(&plan, plan_text).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_isoe"))
+        .args(["lab", "--no-progress", "--no-install", "--plan"])
+        .arg(&plan)
+        .arg("--out")
+        .arg(dir.join("out"))
+        .output()
+        .expect("run isoe lab")
+}
+
 #[test]
 fn a_libiscsi_case_is_measured_with_fio() {
     let test = "a_libiscsi_case_is_measured_with_fio";
@@ -326,7 +339,6 @@ fn a_libiscsi_case_is_measured_with_fio() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let plan = dir.path().join("fio.toml");
     let fio_plan = TINY_PLAN
         .replace("name = \"tiny\"", "name = \"fio\"")
         .replace("min_runs = 2\nmax_runs = 2", "min_runs = 1\nmax_runs = 1")
@@ -334,14 +346,7 @@ fn a_libiscsi_case_is_measured_with_fio() {
             "name = \"jumbo\"\ndescription = \"MTU 9000\"\nmtu = 9000",
             "name = \"libiscsi\"\ndescription = \"fio\"\ninitiator = \"libiscsi\"",
         );
-    std::fs::write(&plan, fio_plan).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_isoe"))
-        .args(["lab", "--no-progress", "--no-install", "--plan"])
-        .arg(&plan)
-        .arg("--out")
-        .arg(dir.path().join("out"))
-        .output()
-        .expect("run isoe lab");
+    let out = lab_with_plan(dir.path(), &fio_plan);
     assert!(out.status.success(), "{}", text(&out));
     let runs = records(dir.path());
     let fio = runs
@@ -360,7 +365,6 @@ fn a_floor_case_runs_raw_tcp_at_the_sessions_shape_beside_the_iscsi_runs() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let plan = dir.path().join("floor.toml");
     let floor_plan = TINY_PLAN
         .replace("name = \"tiny\"", "name = \"floor\"")
         .replace("min_runs = 2\nmax_runs = 2", "min_runs = 1\nmax_runs = 1")
@@ -374,14 +378,7 @@ fn a_floor_case_runs_raw_tcp_at_the_sessions_shape_beside_the_iscsi_runs() {
             "name = \"floor\"\ndescription = \"raw TCP\"\nfloor = true\n\n\
              [[case]]\nname = \"libiscsi\"\ndescription = \"fio\"\ninitiator = \"libiscsi\"",
         );
-    std::fs::write(&plan, floor_plan).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_isoe"))
-        .args(["lab", "--no-progress", "--no-install", "--plan"])
-        .arg(&plan)
-        .arg("--out")
-        .arg(dir.path().join("out"))
-        .output()
-        .expect("run isoe lab");
+    let out = lab_with_plan(dir.path(), &floor_plan);
     assert!(out.status.success(), "{}", text(&out));
     let runs = records(dir.path());
     let case = |name: &str| {

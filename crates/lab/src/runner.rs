@@ -969,44 +969,75 @@ fn run_fio(
     };
     let mut cmd = topo.command(Role::Host, &fio);
     cmd.args(job.args());
-    let (mut child, started_at) = spawn_load(&mut cmd, "fio")?;
-    let pid = child.id();
     // The steady window: after the ramp (and login), until just before the end.
     let window_start = Duration::from_secs_f64(job.ramp_s + 0.5);
     let window_len = Duration::from_secs_f64((job.duration_s - 1.0).max(0.5));
-    let mut window = Window::new(window_start, window_start + window_len);
+    let window = Window::new(window_start, window_start + window_len);
+    let limit = window_start + window_len + BENCH_SLACK;
+    let run = run_sampled(&mut cmd, "fio", window, limit, target.pid, &options.stop)?;
+    Ok(Measured {
+        bench: fio_peer::to_bench_json(&run.json, &job, &run.first, &run.last, Some(target.pid)),
+        started_at: run.started_at,
+        foreign: run.foreign,
+    })
+}
+
+/// What a load generator gave whose CPU and TCP counters the lab sampled
+/// itself ([`run_sampled`]).
+struct Sampled {
+    /// Its JSON result (stdout from the first `{`).
+    json: serde_json::Value,
+    first: fio_peer::Sample,
+    last: fio_peer::Sample,
+    started_at: String,
+    foreign: Option<ForeignLoad>,
+}
+
+/// Runs `cmd` (fio, `isoe netprobe`), sampling its and the target's
+/// counters at `window`'s ends, and reads its JSON.
+fn run_sampled(
+    cmd: &mut Command,
+    what: &str,
+    mut window: Window,
+    limit: Duration,
+    target_pid: u32,
+    stop: &AtomicBool,
+) -> Result<Sampled, BenchFailure> {
+    let (mut child, started_at) = spawn_load(cmd, what)?;
+    let pid = child.id();
     let mut first = None;
     let mut last = None;
-    let limit = window_start + window_len + BENCH_SLACK;
-    wait_for_child(&mut child, "fio", limit, &options.stop, |t| {
+    wait_for_child(&mut child, what, limit, stop, |t| {
         if first.is_none() && t >= window.start {
-            first = fio_peer::Sample::take(pid, Some(target.pid));
+            first = fio_peer::Sample::take(pid, Some(target_pid));
         } else if first.is_some() && last.is_none() && t >= window.end {
-            last = fio_peer::Sample::take(pid, Some(target.pid));
+            last = fio_peer::Sample::take(pid, Some(target_pid));
         }
         window.tick(t);
     })?;
     let out = child
         .wait_with_output()
-        .map_err(|e| BenchFailure::Failed(format!("reading fio's output: {e}")))?;
+        .map_err(|e| BenchFailure::Failed(format!("reading {what}'s output: {e}")))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let json_start = stdout.find('{').ok_or_else(|| {
         BenchFailure::Failed(format!(
-            "fio exited with {:?} and no JSON: {}",
+            "{what} exited with {:?} and no JSON: {}",
             out.status.code(),
             String::from_utf8_lossy(&out.stderr).trim()
         ))
     })?;
-    let fio_json: serde_json::Value = serde_json::from_str(&stdout[json_start..])
-        .map_err(|e| BenchFailure::Failed(format!("fio printed bad JSON: {e}")))?;
+    let json = serde_json::from_str(&stdout[json_start..])
+        .map_err(|e| BenchFailure::Failed(format!("{what} printed bad JSON: {e}")))?;
     let (Some(first), Some(last)) = (first, last) else {
-        return Err(BenchFailure::Failed(
-            "fio ended before its CPU could be sampled".into(),
-        ));
+        return Err(BenchFailure::Failed(format!(
+            "{what} ended before its CPU could be sampled"
+        )));
     };
     debug_assert!(window.complete());
-    Ok(Measured {
-        bench: fio_peer::to_bench_json(&fio_json, &job, &first, &last, Some(target.pid)),
+    Ok(Sampled {
+        json,
+        first,
+        last,
         started_at,
         foreign: window.load(),
     })
@@ -1034,42 +1065,20 @@ fn run_floor(
     .map_err(BenchFailure::Failed)?;
     let mut cmd = topo.command(Role::Host, &options.isoe);
     cmd.args(job.args(&server.portals[0]));
-    let (mut child, started_at) = spawn_load(&mut cmd, "isoe netprobe")?;
-    let pid = child.id();
-    let mut window = measured_window(plan.run.ramp_s, plan.run.duration_s);
-    let mut first = None;
-    let mut last = None;
+    let window = measured_window(plan.run.ramp_s, plan.run.duration_s);
     let limit = Duration::from_secs_f64(plan.run.duration_s + plan.run.ramp_s) + BENCH_SLACK;
-    wait_for_child(&mut child, "isoe netprobe", limit, &options.stop, |t| {
-        if first.is_none() && t >= window.start {
-            first = fio_peer::Sample::take(pid, Some(server.pid));
-        } else if first.is_some() && last.is_none() && t >= window.end {
-            last = fio_peer::Sample::take(pid, Some(server.pid));
-        }
-        window.tick(t);
-    })?;
-    let out = child
-        .wait_with_output()
-        .map_err(|e| BenchFailure::Failed(format!("reading isoe netprobe's output: {e}")))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let Some(line) = stdout.lines().find(|l| l.trim_start().starts_with('{')) else {
-        return Err(BenchFailure::Failed(format!(
-            "isoe netprobe exited with {:?} and no result: {}",
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    };
-    let netprobe: serde_json::Value = serde_json::from_str(line)
-        .map_err(|e| BenchFailure::Failed(format!("isoe netprobe printed bad JSON: {e}")))?;
-    let (Some(first), Some(last)) = (first, last) else {
-        return Err(BenchFailure::Failed(
-            "isoe netprobe ended before its CPU could be sampled".into(),
-        ));
-    };
+    let run = run_sampled(
+        &mut cmd,
+        "isoe netprobe",
+        window,
+        limit,
+        server.pid,
+        &options.stop,
+    )?;
     Ok(Measured {
-        bench: job.to_bench_json(&netprobe, &first, &last, Some(server.pid)),
-        started_at,
-        foreign: window.load(),
+        bench: job.to_bench_json(&run.json, &run.first, &run.last, Some(server.pid)),
+        started_at: run.started_at,
+        foreign: run.foreign,
     })
 }
 

@@ -35,6 +35,12 @@ pub struct NetprobeArgs {
     /// until SIGTERM or SIGINT.
     #[arg(long, value_name = "ADDR:PORT")]
     serve: Option<SocketAddr>,
+    /// With --serve: send each response from 4 KiB pages taken at random
+    /// out of SIZE bytes of written memory instead of one buffer hot in
+    /// cache: the floor of a random read from a memory LUN of SIZE (up to
+    /// 64GiB), which pays the same trips to memory.
+    #[arg(long, value_name = "SIZE", requires = "serve", conflicts_with = "to", value_parser = parse_span)]
+    span: Option<u64>,
     /// Bytes out per exchange, the probe's 8-byte header included: a SCSI
     /// Command PDU is 48; with 4 KiB of immediate data, 4144.
     #[arg(long, value_name = "SIZE", default_value = "48", value_parser = exchange_size)]
@@ -89,6 +95,15 @@ fn exchange_size(text: &str) -> Result<u32, String> {
     Ok(bytes)
 }
 
+/// A SIZE the server can hold as its span.
+fn parse_span(text: &str) -> Result<u64, String> {
+    let bytes = isoe_size::parse_bytes(text).map_err(|e| e.to_string())?;
+    if !(4096..=rr::RR_SPAN_MAX).contains(&bytes) {
+        return Err(format!("{text:?}: a span from 4KiB to 64GiB"));
+    }
+    Ok(bytes)
+}
+
 /// Seconds, at least 0 and at most a day.
 fn seconds(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
@@ -107,7 +122,7 @@ fn positive_seconds(text: &str) -> Result<f64, String> {
 
 pub fn run(args: NetprobeArgs) -> ExitCode {
     match (args.serve, args.to) {
-        (Some(listen), _) => serve(listen),
+        (Some(listen), _) => serve(listen, args.span.unwrap_or(0)),
         (None, Some(to)) => match Exchange::new(args.request, args.response) {
             Err(e) => {
                 eprintln!(
@@ -123,7 +138,7 @@ pub fn run(args: NetprobeArgs) -> ExitCode {
     }
 }
 
-fn serve(listen: SocketAddr) -> ExitCode {
+fn serve(listen: SocketAddr, span: u64) -> ExitCode {
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         if let Err(e) = signal_hook::flag::register(signal, stop.clone()) {
@@ -131,7 +146,7 @@ fn serve(listen: SocketAddr) -> ExitCode {
             return ExitCode::from(1);
         }
     }
-    let server = match RrServer::start(listen) {
+    let server = match RrServer::start(listen, span) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("isoe netprobe: listening on {listen}: {e}");

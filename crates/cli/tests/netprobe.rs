@@ -17,8 +17,13 @@ struct Server {
 
 impl Server {
     fn start() -> Server {
+        Server::start_with(&[])
+    }
+
+    fn start_with(extra: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_isoe"))
             .args(["netprobe", "--serve", "127.0.0.1:0"])
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -198,4 +203,36 @@ fn nothing_listening_is_an_error_naming_the_address_and_bad_sizes_are_usage_erro
     let out = isoe(&["netprobe", "127.0.0.1:9", "--duration", "0"]);
     assert_eq!(exit_code(&out), 2, "{}", out.describe());
     assert!(out.stderr.contains("more than 0 seconds"), "{}", out.stderr);
+    // A span is the server's, and whole pages up to 64 GiB.
+    let out = isoe(&["netprobe", "127.0.0.1:9", "--span", "1MiB"]);
+    assert_eq!(exit_code(&out), 2, "{}", out.describe());
+    let out = isoe(&["netprobe", "--serve", "127.0.0.1:0", "--span", "1k"]);
+    assert_eq!(exit_code(&out), 2, "{}", out.describe());
+    assert!(
+        out.stderr.contains("a span from 4KiB to 64GiB"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_server_with_a_span_answers_a_load_of_the_read_shape() {
+    let server = Server::start_with(&["--span", "8MiB"]);
+    let out = isoe_json(&[
+        "netprobe",
+        &server.addr,
+        "--duration",
+        "0.3",
+        "--ramp",
+        "0.1",
+        "--connections",
+        "4",
+        "--depth",
+        "2",
+        "--response",
+        "4144",
+        "--json",
+    ]);
+    assert!(out["exchanges"].as_u64().unwrap() > 0, "{out}");
+    assert!(server.stop().success());
 }

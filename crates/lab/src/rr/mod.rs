@@ -16,8 +16,12 @@
 //! SCSI Command PDU's 48 bytes on the wire. The server ([`RrServer`]) is one
 //! thread serving every connection from one epoll set, as a target worker
 //! does: it reads what each ready connection has, then sends each one's
-//! answers once per batch of events, from one shared buffer of zeros (no
-//! copy in user space). It holds no bytes per exchange, takes at most
+//! answers once per batch of events, with no copy in user space: from one
+//! shared buffer of zeros, hot in cache (the network alone), or with a span
+//! from 4 KiB pages taken at random out of that much written memory (the
+//! floor of a random read from a memory LUN that size, which the network
+//! alone flatters: the target's data comes from memory, not cache). It
+//! holds no bytes per exchange, takes at most
 //! [`RR_CONNECTIONS_MAX`] connections, refuses an exchange larger than
 //! [`RR_BYTES_MAX`], and drops a connection idle for [`RR_IDLE`].
 
@@ -25,7 +29,7 @@ mod load;
 mod server;
 
 pub use load::{load, LoadFigures, LoadShape, LOAD_CONNECTIONS_MAX, LOAD_DEPTH_MAX};
-pub use server::RrServer;
+pub use server::{RrServer, RR_SPAN_MAX};
 
 use isoe_bench::latency::{LatencyRecorder, LatencySummary};
 use std::io::{self, Read, Write};
@@ -115,7 +119,7 @@ mod tests {
     use std::net::TcpStream;
 
     fn loopback() -> RrServer {
-        RrServer::start("127.0.0.1:0".parse().unwrap()).unwrap()
+        RrServer::start("127.0.0.1:0".parse().unwrap(), 0).unwrap()
     }
 
     fn exchange(request: u32, response: u32) -> Exchange {
@@ -163,6 +167,32 @@ mod tests {
             .unwrap();
         let mut more = [0u8; 1];
         assert!(raw.read(&mut more).is_err());
+    }
+
+    #[test]
+    fn a_span_server_answers_from_its_written_pages_and_refuses_odd_spans() {
+        let server = RrServer::start("127.0.0.1:0".parse().unwrap(), 1 << 20).unwrap();
+        let mut raw = TcpStream::connect(server.addr()).unwrap();
+        raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let back_bytes = 16 * 4096 + 48;
+        raw.write_all(&[0, 0, 0, 0]).unwrap();
+        raw.write_all(&(back_bytes as u32).to_be_bytes()).unwrap();
+        let mut back = vec![0u8; back_bytes];
+        raw.read_exact(&mut back).unwrap();
+        // Written pages (never zero), each page one value, taken at random:
+        // 16 pages of 256 can hardly all be one.
+        assert!(back.iter().all(|&b| b != 0));
+        let firsts: std::collections::BTreeSet<u8> =
+            back.chunks(4096).map(|page| page[0]).collect();
+        assert!(firsts.len() > 1, "{firsts:?}");
+        assert!(back
+            .chunks(4096)
+            .all(|page| page.iter().all(|&b| b == page[0])));
+        for span in [1, 4095, RR_SPAN_MAX + 1] {
+            let err = RrServer::start("127.0.0.1:0".parse().unwrap(), span).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{span}");
+            assert!(err.to_string().contains("from 4 KiB to 64 GiB"), "{err}");
+        }
     }
 
     #[test]

@@ -21,8 +21,13 @@ const EVENTS_PER_WAIT: usize = 256;
 const LISTENER_KEY: u64 = u64::MAX;
 /// Bytes read per `recv`: the requests are thrown away once counted.
 const SCRATCH_BYTES: usize = 64 << 10;
-/// Slices per `sendmsg`, each the whole shared buffer of zeros.
+/// Slices per `sendmsg`: each the whole shared buffer of zeros, or one
+/// page of the span ([`Source::Span`]).
 const SLICES_PER_SEND: usize = 16;
+/// The span's unit: a response is sent from pages of it taken at random.
+const SPAN_PAGE_BYTES: usize = 4096;
+/// The largest span a server takes.
+pub const RR_SPAN_MAX: u64 = 64 << 30;
 /// Past this many bytes owed, a connection is not read until it drains:
 /// a client that sends and never reads costs no CPU.
 const OWED_MAX: u64 = 64 << 20;
@@ -37,7 +42,13 @@ pub struct RrServer {
 
 impl RrServer {
     /// Listens on `listen` (port 0: any) and serves on a thread of its own.
-    pub fn start(listen: SocketAddr) -> io::Result<RrServer> {
+    /// With `span` 0 every response is sent from one small buffer, hot in
+    /// cache: what the network alone costs. With a span, from pages taken
+    /// at random out of that many bytes of memory, written first so each
+    /// is its own: the floor of a 4 KiB random read from a memory LUN of
+    /// that size, which pays the same trips to memory.
+    pub fn start(listen: SocketAddr, span: u64) -> io::Result<RrServer> {
+        let source = Source::new(span)?;
         let listener = TcpListener::bind(listen)?;
         let addr = listener.local_addr()?;
         listener.set_nonblocking(true)?;
@@ -57,7 +68,7 @@ impl RrServer {
             free: Vec::new(),
             ready: Vec::new(),
             scratch: vec![0; SCRATCH_BYTES].into_boxed_slice(),
-            zeros: vec![0; SCRATCH_BYTES].into_boxed_slice(),
+            source,
         };
         let thread = std::thread::Builder::new()
             .name("isoe-rr".into())
@@ -115,7 +126,72 @@ struct Server {
     /// Slots that owe bytes, to send to once the batch is read.
     ready: Vec<usize>,
     scratch: Box<[u8]>,
-    zeros: Box<[u8]>,
+    source: Source,
+}
+
+/// Where response bytes are sent from.
+enum Source {
+    /// One shared buffer of zeros.
+    Zeros(Box<[u8]>),
+    /// Pages of a large buffer, taken at random.
+    Span {
+        data: Box<[u8]>,
+        pick: fastrand::Rng,
+    },
+}
+
+impl Source {
+    fn new(span: u64) -> io::Result<Source> {
+        if span == 0 {
+            return Ok(Source::Zeros(vec![0; SCRATCH_BYTES].into_boxed_slice()));
+        }
+        if span > RR_SPAN_MAX || (span as usize) < SPAN_PAGE_BYTES {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("a span of {span} bytes: from 4 KiB to 64 GiB"),
+            ));
+        }
+        let mut data = Vec::new();
+        data.try_reserve_exact(span as usize).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::OutOfMemory,
+                format!("a span of {span} bytes: {e}"),
+            )
+        })?;
+        // Written, not merely allocated: untouched pages would all be the
+        // kernel's one zero page, hot in cache.
+        for page in 0..span as usize / SPAN_PAGE_BYTES {
+            data.resize(data.len() + SPAN_PAGE_BYTES, page as u8 | 1);
+        }
+        Ok(Source::Span {
+            data: data.into_boxed_slice(),
+            pick: fastrand::Rng::new(),
+        })
+    }
+
+    /// Fills `slices` with up to `owed` bytes; returns how many it used.
+    fn slices<'a>(&'a mut self, owed: u64, slices: &mut [IoSlice<'a>]) -> usize {
+        let (data, mut pick): (&'a [u8], _) = match self {
+            Source::Zeros(zeros) => (zeros, None),
+            Source::Span { data, pick } => (data, Some(pick)),
+        };
+        let mut left = owed;
+        let mut used = 0;
+        while left > 0 && used < slices.len() {
+            let piece = match pick.as_mut() {
+                None => data,
+                Some(pick) => {
+                    let page = pick.usize(..data.len() / SPAN_PAGE_BYTES) * SPAN_PAGE_BYTES;
+                    &data[page..page + SPAN_PAGE_BYTES]
+                }
+            };
+            let take = left.min(piece.len() as u64) as usize;
+            slices[used] = IoSlice::new(&piece[..take]);
+            left -= take as u64;
+            used += 1;
+        }
+        used
+    }
 }
 
 impl Server {
@@ -236,14 +312,7 @@ impl Server {
         peer.ready = false;
         while peer.owed > 0 {
             let mut slices = [IoSlice::new(&[]); SLICES_PER_SEND];
-            let mut left = peer.owed;
-            let mut used = 0;
-            while left > 0 && used < SLICES_PER_SEND {
-                let take = left.min(self.zeros.len() as u64) as usize;
-                slices[used] = IoSlice::new(&self.zeros[..take]);
-                left -= take as u64;
-                used += 1;
-            }
+            let used = self.source.slices(peer.owed, &mut slices);
             match peer.stream.write_vectored(&slices[..used]) {
                 Ok(n) => peer.owed -= n as u64,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,

@@ -8,6 +8,7 @@
 //! The namespaces of the single-machine topologies stay with
 //! [`crate::topology::Topology::command`]; a [`Host`] is a whole machine.
 
+pub use crate::ssh::Ending;
 use crate::ssh::{remote_line, HostError, Remote, SshHost};
 use std::ffi::OsStr;
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -285,17 +286,6 @@ impl Running {
             Inner::Remote(r) => r.end(grace),
         }
     }
-}
-
-/// How a program the lab ended went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ending {
-    /// It exited, by itself or on SIGTERM within the grace, with this
-    /// status (for a remote program, the ssh that carried it: 255 when ssh
-    /// lost the host).
-    Exited(ExitStatus),
-    /// It outlived SIGTERM's grace and was killed.
-    Killed,
 }
 
 /// Reads `stdout` to its end in a thread; the text arrives when the

@@ -6,14 +6,24 @@
 //! started with [`SshHost::spawn`] tells its remote PID first, so the lab
 //! can end exactly the processes it started ([`Remote::stop`]).
 //!
-//! [`crate::host::Host`] puts this machine and SSH hosts behind one face.
+//! The `host` module puts this machine and SSH hosts behind one face.
 
-use crate::host::Ending;
 use std::ffi::OsStr;
 use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::process::{Child, ChildStdout, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
+
+/// How a program the lab ended went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// It exited, by itself or on SIGTERM within the grace, with this
+    /// status (for a remote program, the ssh that carried it: 255 when ssh
+    /// lost the host).
+    Exited(ExitStatus),
+    /// It outlived SIGTERM's grace and was killed.
+    Killed,
+}
 
 /// What went wrong with an SSH host.
 #[derive(Debug, thiserror::Error)]

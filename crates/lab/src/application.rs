@@ -16,37 +16,14 @@
 //! per-transaction log and the block layer's trace of the application's
 //! I/O ([`BlockTrace`]: blktrace's issue and complete events).
 
+pub use crate::knobs::Filesystem;
 use crate::mail::{MailProfile, MailResult};
 use crate::pgbench::TransactionLog;
-use crate::plan::WorkloadShape;
+use crate::shape::WorkloadShape;
 use isoe_bench::latency::LatencyRecorder;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::HashMap;
-
-/// The file system an application runs on (the `filesystem` knob).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum Filesystem {
-    /// ext4, the default.
-    #[default]
-    Ext4,
-    /// XFS.
-    Xfs,
-}
-
-impl Filesystem {
-    /// Every file system, the default first.
-    pub const ALL: [Filesystem; 2] = [Filesystem::Ext4, Filesystem::Xfs];
-
-    /// Its name in plans and for `mkfs.NAME`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Filesystem::Ext4 => "ext4",
-            Filesystem::Xfs => "xfs",
-        }
-    }
-}
 
 /// pgbench's built-in scripts the plan may choose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

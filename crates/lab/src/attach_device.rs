@@ -16,7 +16,6 @@
 //! reason instead of failing its runs.
 
 use crate::host::{self, Ending, Host, Running};
-use crate::knobs::InitiatorImpl;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -50,14 +49,6 @@ impl AttachKind {
         match self {
             AttachKind::Ublk => "--ublk",
             AttachKind::Nbd => "--nbd",
-        }
-    }
-
-    /// The initiator plans call it.
-    pub fn initiator(self) -> InitiatorImpl {
-        match self {
-            AttachKind::Ublk => InitiatorImpl::IsoeUblk,
-            AttachKind::Nbd => InitiatorImpl::IsoeNbd,
         }
     }
 
@@ -372,8 +363,9 @@ mod tests {
             s(&["/dev/nbd0", "nbd"])
         );
         for kind in AttachKind::ALL {
-            assert_eq!(kind.initiator().attach_kind(), Some(kind));
-            assert!(kind.initiator().makes_block_device());
+            let initiator = crate::knobs::InitiatorImpl::of_attach(kind);
+            assert_eq!(initiator.attach_kind(), Some(kind));
+            assert!(initiator.makes_block_device());
             assert!(kind.label().contains(kind.flag()), "{}", kind.label());
         }
     }

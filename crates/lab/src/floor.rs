@@ -15,7 +15,7 @@
 
 use crate::fio_peer::{self, Sample};
 use crate::knobs::KnobSet;
-use crate::plan::WorkloadShape;
+use crate::shape::WorkloadShape;
 use serde_json::{json, Value};
 
 /// A PDU's Basic Header Segment, what a command or a status costs on the wire.

@@ -50,12 +50,12 @@ pub mod parse;
 #[cfg(test)]
 mod tests;
 
+use crate::applied::Applied;
 use crate::host::Host;
 use crate::knobs::KnobSet;
 use crate::link::Side;
 use crate::netcmd::{self, FeatureLine};
 use crate::ssh::HostError;
-use crate::topology::Applied;
 use parse::{RootQdisc, Settings};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

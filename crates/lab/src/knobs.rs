@@ -42,7 +42,8 @@
 //!   turns off); they do not apply to tgt. `crc` only matters where a digest
 //!   is negotiated.
 
-use crate::link::{LinkKnobs, NicKnobs, Offloads};
+use crate::attach_device::AttachKind;
+use crate::link::{LinkKnobs, NicKnobs, Offload, Offloads, Side};
 use isoe_bench::profiles::block_label;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -134,14 +135,45 @@ impl InitiatorImpl {
         )
     }
 
+    /// isoe's initiator as a block device through `kind`.
+    pub fn of_attach(kind: AttachKind) -> InitiatorImpl {
+        match kind {
+            AttachKind::Ublk => InitiatorImpl::IsoeUblk,
+            AttachKind::Nbd => InitiatorImpl::IsoeNbd,
+        }
+    }
+
     /// The `isoe attach` front-end it uses, if it is isoe's initiator as a
     /// block device.
-    pub fn attach_kind(self) -> Option<crate::attach_device::AttachKind> {
-        use crate::attach_device::AttachKind;
+    pub fn attach_kind(self) -> Option<AttachKind> {
         match self {
             InitiatorImpl::IsoeUblk => Some(AttachKind::Ublk),
             InitiatorImpl::IsoeNbd => Some(AttachKind::Nbd),
             InitiatorImpl::Isoe | InitiatorImpl::Libiscsi | InitiatorImpl::Kernel => None,
+        }
+    }
+}
+
+/// The file system an application runs on (the `filesystem` knob).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Filesystem {
+    /// ext4, the default.
+    #[default]
+    Ext4,
+    /// XFS.
+    Xfs,
+}
+
+impl Filesystem {
+    /// Every file system, the default first.
+    pub const ALL: [Filesystem; 2] = [Filesystem::Ext4, Filesystem::Xfs];
+
+    /// Its name in plans and for `mkfs.NAME`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Filesystem::Ext4 => "ext4",
+            Filesystem::Xfs => "xfs",
         }
     }
 }
@@ -306,7 +338,7 @@ pub struct KnobSet {
     /// The kernel initiator's iface transport (only with `initiator = kernel`).
     pub transport: Option<Transport>,
     /// The file system an application workload runs on (ext4 by default).
-    pub filesystem: Option<crate::application::Filesystem>,
+    pub filesystem: Option<Filesystem>,
     /// isoe target datapath: batch events and sends.
     pub batching: Option<bool>,
     /// isoe target datapath: CRC32C implementation.
@@ -380,21 +412,6 @@ pub fn nic_entries(n: &NicKnobs) -> [(&'static str, Option<String>); 6] {
 /// The name [`KnobSet::describe`] and skipped-knob lists give sysctl `name`.
 pub fn sysctl_knob(name: &str) -> String {
     format!("sysctl.{name}")
-}
-
-/// The offload knobs by ethtool's short names, in the seeds' order.
-pub const OFFLOAD_ORDER: [&str; 6] = ["tso", "gso", "gro", "tx", "rx", "sg"];
-
-/// The offloads of one side as `(name, value)`, in ethtool's order of the seeds.
-pub fn offload_entries(o: &Offloads) -> [(&'static str, Option<bool>); 6] {
-    [
-        ("tso", o.tso),
-        ("gso", o.gso),
-        ("gro", o.gro),
-        ("tx", o.tx),
-        ("rx", o.rx),
-        ("sg", o.sg),
-    ]
 }
 
 impl KnobSet {
@@ -474,12 +491,13 @@ impl KnobSet {
         };
         put("mtu", self.link.mtu.map(|v| v.to_string()));
         put("rate_mbit", self.link.rate_mbit.map(|v| v.to_string()));
-        for (side, o) in [
-            ("initiator", &self.link.initiator),
-            ("target", &self.link.target),
-        ] {
-            for (name, v) in offload_entries(o) {
-                put(&format!("{side}.{name}"), v.map(|b| on_off(b).into()));
+        for side in [Side::Initiator, Side::Target] {
+            for offload in Offload::ALL {
+                let v = self.link.offloads(side).get(offload);
+                put(
+                    &format!("{}.{offload}", side.name()),
+                    v.map(|b| on_off(b).into()),
+                );
             }
         }
         for (name, v) in nic_entries(&self.link.nic) {
@@ -622,7 +640,7 @@ impl KnobSet {
     }
 
     /// Knobs libiscsi (as fio's engine drives it) cannot honour.
-    fn libiscsi_limits(&self) -> Vec<(String, String)> {
+    pub(crate) fn libiscsi_limits(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
         let mut no = |key: &str, why: String| out.push((key.to_string(), why));
         if self.nodelay == Some(false) {
@@ -787,75 +805,9 @@ impl KnobSet {
         p
     }
 
-    /// The knobs of this set that cannot apply with `initiator` and
-    /// `target`, by [`KnobSet::describe`] name, each with the reason.
-    pub fn unsupported(
-        &self,
-        initiator: InitiatorImpl,
-        target: TargetImpl,
-    ) -> Vec<(String, String)> {
-        let mut out = Vec::new();
-        if self.is_floor() {
-            return self.floor_limits();
-        }
-        if let Some(why) = datapath_limit(target) {
-            for (key, set) in [
-                ("batching", self.batching.is_some()),
-                ("crc", self.crc.is_some()),
-                ("buffer_pool", self.buffer_pool.is_some()),
-            ] {
-                if set {
-                    out.push((key.to_string(), why.to_string()));
-                }
-            }
-        }
-        match initiator {
-            InitiatorImpl::Libiscsi => out.extend(self.libiscsi_limits()),
-            InitiatorImpl::Kernel => out.extend(self.kernel_limits()),
-            InitiatorImpl::IsoeUblk | InitiatorImpl::IsoeNbd => out.extend(self.attach_limits()),
-            InitiatorImpl::Isoe => {}
-        }
-        if initiator != InitiatorImpl::Kernel && self.transport.is_some() {
-            out.push((
-                "transport".into(),
-                format!(
-                    "an open-iscsi iface transport; the initiator is {}",
-                    initiator.as_str()
-                ),
-            ));
-        }
-        if target == TargetImpl::Lio {
-            for (key, why) in crate::lio::unsupported(self) {
-                if !out.iter().any(|(k, _)| *k == key) {
-                    out.push((key, why));
-                }
-            }
-        }
-        if target == TargetImpl::External {
-            for key in [
-                "header_digest",
-                "data_digest",
-                "immediate_data",
-                "initial_r2t",
-                "max_recv_data_segment_length",
-                "first_burst_length",
-                "max_burst_length",
-            ] {
-                if self.describe().contains_key(key) {
-                    out.push((
-                        key.to_string(),
-                        "only the initiator's offer is set: an external array's side is its own"
-                            .into(),
-                    ));
-                }
-            }
-        }
-        out
-    }
-
     /// Knobs the kernel initiator cannot honour: it sets its own socket
     /// options, and open-iscsi has no MC/S.
-    fn kernel_limits(&self) -> Vec<(String, String)> {
+    pub(crate) fn kernel_limits(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
         for (key, set) in [
             ("nodelay", self.nodelay.is_some()),
@@ -895,7 +847,7 @@ impl KnobSet {
     /// listed; nor are ImmediateData and InitialR2T, which the target's
     /// offer decides (the AND and the OR of both offers; isoe offers
     /// ImmediateData=Yes and InitialR2T=No).
-    fn attach_limits(&self) -> Vec<(String, String)> {
+    pub(crate) fn attach_limits(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
         let mut no = |key: &str, why: String| out.push((key.to_string(), why));
         let sockets = "isoe attach has no option for it (isoe bench has); its session keeps \
@@ -1004,7 +956,7 @@ impl KnobSet {
     /// datapath and the initiator's socket options (`isoe netprobe` sets
     /// TCP_NODELAY and nothing else). The link's knobs apply: the floor is
     /// measured over the same path.
-    fn floor_limits(&self) -> Vec<(String, String)> {
+    pub(crate) fn floor_limits(&self) -> Vec<(String, String)> {
         let why = "the floor is raw TCP: no iSCSI, no target datapath, no socket options";
         let set = [
             ("nodelay", self.nodelay.is_some()),
@@ -1031,27 +983,6 @@ impl KnobSet {
             .filter(|(_, on)| *on)
             .map(|(key, _)| (key.to_string(), why.to_string()))
             .collect()
-    }
-
-    /// [`KnobSet::unsupported`] with the initiator and target this set chooses.
-    pub fn unsupported_here(&self) -> Vec<(String, String)> {
-        self.unsupported(self.initiator_impl(), self.target_impl())
-    }
-}
-
-/// Why the datapath knobs cannot apply with `target`, if they cannot: the
-/// one place that knows whether the isoe target reads `[datapath]`.
-fn datapath_limit(target: TargetImpl) -> Option<&'static str> {
-    match target {
-        TargetImpl::Tgt => Some("an isoe target datapath option; the target is tgt"),
-        TargetImpl::Lio => Some("an isoe target datapath option; the target is LIO"),
-        TargetImpl::External => {
-            Some("an isoe target datapath option; the target is an external array")
-        }
-        TargetImpl::Isoe if !ISOE_TARGET_ACCEPTS_DATAPATH => {
-            Some("not implemented by isoe target yet (no [datapath] table)")
-        }
-        TargetImpl::Isoe => None,
     }
 }
 
@@ -1106,7 +1037,7 @@ mod tests {
             initiator: Some(InitiatorImpl::Libiscsi),
             target: Some(TargetImpl::Isoe),
             transport: Some(Transport::Tcp),
-            filesystem: Some(crate::application::Filesystem::Xfs),
+            filesystem: Some(Filesystem::Xfs),
             batching: Some(false),
             crc: Some(CrcImpl::Software),
             buffer_pool: Some(false),
@@ -1559,7 +1490,7 @@ mod tests {
             InitiatorImpl::ALL
                 .iter()
                 .filter_map(|i| i.attach_kind())
-                .map(|k| k.initiator())
+                .map(InitiatorImpl::of_attach)
                 .collect::<Vec<_>>(),
             [InitiatorImpl::IsoeUblk, InitiatorImpl::IsoeNbd]
         );

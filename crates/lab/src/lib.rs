@@ -11,6 +11,7 @@
 //! `isoe-bench` for its result types and its measure of foreign load.
 
 pub mod application;
+pub mod applied;
 pub mod attach_device;
 pub mod bed;
 pub mod components;
@@ -23,6 +24,7 @@ pub mod hostknobs;
 pub mod install;
 pub mod kernel_initiator;
 pub mod knobs;
+pub mod limits;
 pub mod link;
 pub mod lio;
 pub mod mail;
@@ -36,6 +38,7 @@ pub mod report_input;
 pub mod rounds;
 pub mod rr;
 pub mod runner;
+pub mod shape;
 pub mod ssh;
 pub mod stats;
 pub mod testbed;

@@ -14,6 +14,95 @@ pub enum Side {
     Target,
 }
 
+impl Side {
+    /// As knob names give it (`initiator.tso`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Side::Initiator => "initiator",
+            Side::Target => "target",
+        }
+    }
+}
+
+/// One ethtool offload knob. Its names and the `ethtool -k` lines that show
+/// it are said here once, for the plans that name it, the topologies and
+/// host knobs that apply it, and the reports that list it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Offload {
+    /// TCP segmentation offload.
+    Tso,
+    /// Generic segmentation offload.
+    Gso,
+    /// Generic receive offload.
+    Gro,
+    /// Transmit checksumming.
+    Tx,
+    /// Receive checksumming.
+    Rx,
+    /// Scatter-gather.
+    Sg,
+}
+
+impl Offload {
+    /// Every offload, in the order the seeds discuss them and `ethtool -K`
+    /// gets them.
+    pub const ALL: [Offload; 6] = [
+        Offload::Tso,
+        Offload::Gso,
+        Offload::Gro,
+        Offload::Tx,
+        Offload::Rx,
+        Offload::Sg,
+    ];
+
+    /// ethtool's short name (`ethtool -K DEV tso off`), which plans use too.
+    pub fn name(self) -> &'static str {
+        match self {
+            Offload::Tso => "tso",
+            Offload::Gso => "gso",
+            Offload::Gro => "gro",
+            Offload::Tx => "tx",
+            Offload::Rx => "rx",
+            Offload::Sg => "sg",
+        }
+    }
+
+    /// The offload of a short name.
+    pub fn named(name: &str) -> Option<Offload> {
+        Offload::ALL.into_iter().find(|o| o.name() == name)
+    }
+
+    /// `ethtool -k`'s group line: its features are the lines under it, or
+    /// the line itself when nothing is under it.
+    pub fn ethtool_group(self) -> &'static str {
+        match self {
+            Offload::Tso => "tcp-segmentation-offload",
+            Offload::Gso => "generic-segmentation-offload",
+            Offload::Gro => "generic-receive-offload",
+            Offload::Tx => "tx-checksumming",
+            Offload::Rx => "rx-checksumming",
+            Offload::Sg => "scatter-gather",
+        }
+    }
+
+    /// The `ethtool -k` lines that say whether it is in effect where the
+    /// group line can mislead (the `tcp-segmentation-offload` group also
+    /// holds `tx-tcp-accecn-segmentation`, which `tx off` leaves on, so the
+    /// group still reads "on"); empty where the group line says it.
+    pub fn ethtool_specific(self) -> &'static [&'static str] {
+        match self {
+            Offload::Tso => &["tx-tcp-segmentation"],
+            Offload::Sg => &["tx-scatter-gather"],
+            Offload::Tx => &[
+                "tx-checksum-ipv4",
+                "tx-checksum-ip-generic",
+                "tx-checksum-ipv6",
+            ],
+            Offload::Gso | Offload::Gro | Offload::Rx => &[],
+        }
+    }
+}
+
 /// ethtool offload features (`ethtool -K DEV NAME on|off`); None leaves the
 /// device's default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,6 +119,38 @@ pub struct Offloads {
     pub rx: Option<bool>,
     /// Scatter-gather (`sg`).
     pub sg: Option<bool>,
+}
+
+impl std::fmt::Display for Offload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Offloads {
+    /// What the case asks of `offload`; None leaves the device's default.
+    pub fn get(&self, offload: Offload) -> Option<bool> {
+        match offload {
+            Offload::Tso => self.tso,
+            Offload::Gso => self.gso,
+            Offload::Gro => self.gro,
+            Offload::Tx => self.tx,
+            Offload::Rx => self.rx,
+            Offload::Sg => self.sg,
+        }
+    }
+
+    /// Where the case's wish for `offload` is kept.
+    pub fn slot(&mut self, offload: Offload) -> &mut Option<bool> {
+        match offload {
+            Offload::Tso => &mut self.tso,
+            Offload::Gso => &mut self.gso,
+            Offload::Gro => &mut self.gro,
+            Offload::Tx => &mut self.tx,
+            Offload::Rx => &mut self.rx,
+            Offload::Sg => &mut self.sg,
+        }
+    }
 }
 
 /// NIC queue settings on both sides' ports; None leaves the device's
@@ -72,4 +193,22 @@ pub struct LinkKnobs {
     /// Rings, coalescing, queues and flow control on both sides' ports.
     #[serde(default)]
     pub nic: NicKnobs,
+}
+
+impl LinkKnobs {
+    /// The offloads of one side's ports.
+    pub fn offloads(&self, side: Side) -> &Offloads {
+        match side {
+            Side::Initiator => &self.initiator,
+            Side::Target => &self.target,
+        }
+    }
+
+    /// The knob (`initiator.tso`) and value, when the case sets `offload`
+    /// on `side`.
+    pub fn offload_knob(&self, side: Side, offload: Offload) -> Option<(String, bool)> {
+        self.offloads(side)
+            .get(offload)
+            .map(|on| (format!("{}.{}", side.name(), offload.name()), on))
+    }
 }

@@ -118,6 +118,7 @@ mod tests;
 use crate::application::Application;
 use crate::knobs::{InitiatorImpl, KnobSet};
 use crate::record::Metric;
+pub use crate::shape::WorkloadShape;
 use crate::stats::Rules;
 use isoe_bench::profiles;
 use serde::{Deserialize, Serialize};
@@ -300,21 +301,6 @@ pub struct WorkloadSpec {
     /// application's kind).
     #[serde(default)]
     pub application: Option<Application>,
-}
-
-/// A workload's complete shape after overrides and knobs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WorkloadShape {
-    /// Bytes per command.
-    pub block_size_bytes: u32,
-    /// Percent reads.
-    pub read_pct: u8,
-    /// Percent random.
-    pub random_pct: u8,
-    /// Commands outstanding per worker.
-    pub queue_depth: u32,
-    /// Worker threads.
-    pub workers: u32,
 }
 
 /// The shape of a profile or matrix cell by name, and whether the seed

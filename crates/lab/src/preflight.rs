@@ -149,7 +149,7 @@ fn offloads_text(offloads: &BTreeMap<String, String>) -> String {
         .keys()
         .filter_map(|k| k.split_once('.').map(|(_, f)| f))
         .collect();
-    names.sort_by_key(|f| crate::knobs::OFFLOAD_ORDER.iter().position(|o| o == f));
+    names.sort_by_key(|f| crate::link::Offload::named(f));
     names.dedup();
     for f in names {
         let i = offloads.get(&format!("initiator.{f}"));

@@ -29,8 +29,9 @@ mod describe;
 mod layout;
 mod stale;
 
-pub(crate) use apply::knob_state;
-pub use apply::{Applied, MissingProgram};
+pub use crate::applied::Applied;
+use crate::applied::FeatureDefault;
+pub use apply::MissingProgram;
 pub use describe::{Description, InterfaceDescription, NamespaceDescription};
 pub use layout::{VXLAN_OVERHEAD, VXLAN_VNI};
 pub use stale::{cleanup_own, cleanup_stale, lab_namespaces, owner_pid, NAMESPACE_PREFIX};
@@ -188,17 +189,6 @@ pub struct Interface {
     pub rate_limited: bool,
     /// Its address, `a.b.c.d/len`, if it has one.
     pub address: Option<String>,
-}
-
-/// One offload knob's state on an interface, as `ethtool -k` shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct FeatureDefault {
-    /// On.
-    pub on: bool,
-    /// The driver does not let it change.
-    pub fixed: bool,
-    /// ethtool's line(s) for it.
-    pub text: String,
 }
 
 /// Device defaults recorded at creation, what unset knobs return to.

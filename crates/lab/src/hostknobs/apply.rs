@@ -4,10 +4,10 @@
 
 use super::parse::{self, Pause, Settings};
 use super::{read_qdisc, read_sysctls, said, write_sysctl, Place, PortState, SysctlState};
-use crate::knobs::{nic_entries, offload_entries, sysctl_knob, KnobSet};
-use crate::link::{LinkKnobs, NicKnobs, Offloads, Side};
+use crate::applied::{knob_state, Applied};
+use crate::knobs::{nic_entries, sysctl_knob, KnobSet};
+use crate::link::{LinkKnobs, NicKnobs, Offload, Side};
 use crate::netcmd::{self, on_off, FeatureLine};
-use crate::topology::{knob_state, Applied};
 use std::collections::BTreeMap;
 
 /// What the knobs of one apply came to: each knob the case set, and each
@@ -96,20 +96,6 @@ pub(super) fn mtu(place: Place, port: &PortState, mtu: Option<u32>, ledger: &mut
     ledger.problem("mtu", format!("{}: {problem}", where_(place, port)));
 }
 
-/// ethtool -k's group line for each offload knob: its features are the
-/// lines under it, or the line itself when nothing is under it.
-fn group(knob: &str) -> &'static str {
-    match knob {
-        "tso" => "tcp-segmentation-offload",
-        "gso" => "generic-segmentation-offload",
-        "gro" => "generic-receive-offload",
-        "tx" => "tx-checksumming",
-        "rx" => "rx-checksumming",
-        "sg" => "scatter-gather",
-        _ => unreachable!("unknown offload {knob}"),
-    }
-}
-
 /// The features of a group line: the lines indented under it, else itself.
 fn leaves<'l>(lines: &'l [FeatureLine], group: &str) -> Vec<&'l FeatureLine> {
     let Some(at) = lines.iter().position(|l| !l.child && l.name == group) else {
@@ -133,35 +119,15 @@ fn wanted(l: &FeatureLine) -> bool {
     l.requested.unwrap_or(l.on)
 }
 
-fn side_name(side: Side) -> &'static str {
-    match side {
-        Side::Initiator => "initiator",
-        Side::Target => "target",
-    }
-}
-
-fn offloads_of(link: &LinkKnobs, side: Side) -> &Offloads {
-    match side {
-        Side::Initiator => &link.initiator,
-        Side::Target => &link.target,
-    }
-}
-
 pub(super) fn offloads(place: Place, port: &PortState, link: &LinkKnobs, ledger: &mut Ledger) {
     let here = where_(place, port);
     // (knob name per side, feature, value) for each offload the case sets here.
-    let mut asked: Vec<(Vec<String>, &'static str, bool)> = Vec::new();
-    for f in crate::knobs::OFFLOAD_ORDER {
+    let mut asked: Vec<(Vec<String>, Offload, bool)> = Vec::new();
+    for f in Offload::ALL {
         let per_side: Vec<(String, bool)> = port
             .sides
             .iter()
-            .filter_map(|&s| {
-                offload_entries(offloads_of(link, s))
-                    .into_iter()
-                    .find(|(name, _)| *name == f)
-                    .and_then(|(_, v)| v)
-                    .map(|v| (format!("{}.{f}", side_name(s)), v))
-            })
+            .filter_map(|&s| link.offload_knob(s, f))
             .collect();
         if per_side.is_empty() {
             continue;
@@ -227,7 +193,7 @@ pub(super) fn offloads(place: Place, port: &PortState, link: &LinkKnobs, ledger:
 pub(super) fn wanted_features<'l>(
     here: &str,
     saved: &'l [FeatureLine],
-    asked: &[(Vec<String>, &'static str, bool)],
+    asked: &[(Vec<String>, Offload, bool)],
     ledger: &mut Ledger,
 ) -> BTreeMap<&'l str, bool> {
     // Every feature of its own goes to its saved request, but those of a
@@ -239,7 +205,7 @@ pub(super) fn wanted_features<'l>(
         }
     }
     for (knobs, f, on) in asked {
-        let Some(state) = knob_state(saved, f) else {
+        let Some(state) = knob_state(saved, *f) else {
             for k in knobs {
                 ledger.problem(k, format!("{here}: ethtool -k shows no {f} feature"));
             }
@@ -248,7 +214,7 @@ pub(super) fn wanted_features<'l>(
         if state.on == *on {
             continue;
         }
-        let changeable: Vec<&FeatureLine> = leaves(saved, group(f))
+        let changeable: Vec<&FeatureLine> = leaves(saved, f.ethtool_group())
             .into_iter()
             .filter(|l| !l.fixed)
             .collect();
@@ -300,7 +266,7 @@ fn read_features(place: Place, dev: &str) -> Result<Vec<FeatureLine>, String> {
 fn check_back(
     here: &str,
     saved: &[FeatureLine],
-    asked: &[(Vec<String>, &'static str, bool)],
+    asked: &[(Vec<String>, Offload, bool)],
     after: Result<Vec<FeatureLine>, String>,
     said_err: &str,
     ledger: &mut Ledger,
@@ -317,8 +283,12 @@ fn check_back(
     };
     let mut mine: Vec<&str> = Vec::new();
     for (knobs, f, on) in asked {
-        mine.extend(leaves(saved, group(f)).iter().map(|l| l.name.as_str()));
-        let problem = match knob_state(&after, f) {
+        mine.extend(
+            leaves(saved, f.ethtool_group())
+                .iter()
+                .map(|l| l.name.as_str()),
+        );
+        let problem = match knob_state(&after, *f) {
             Some(s) if s.on == *on => continue,
             Some(s) if s.text.contains("[requested") => format!(
                 "{here}: the kernel keeps it {} because a feature it needs is off \

@@ -6,6 +6,7 @@
 use super::apply::{feature_changes, sysctl_wants, wanted_features, Ledger};
 use super::parse::*;
 use super::*;
+use crate::link::Offload;
 use crate::netcmd::parse_ethtool_features;
 
 const ETH0_G: &str = include_str!("testdata/eth0-g.txt");
@@ -197,10 +198,10 @@ fn the_journal_reads_back_what_was_written() {
 }
 
 /// (knob names, feature, value) as [`apply::offloads`] builds them.
-fn ask(knob: &str, on: bool) -> Vec<(Vec<String>, &'static str, bool)> {
-    let f = crate::knobs::OFFLOAD_ORDER
+fn ask(knob: &str, on: bool) -> Vec<(Vec<String>, Offload, bool)> {
+    let f = Offload::ALL
         .into_iter()
-        .find(|f| knob.ends_with(f))
+        .find(|f| knob.ends_with(f.name()))
         .unwrap();
     vec![(vec![knob.to_string()], f, on)]
 }

@@ -11,7 +11,7 @@ use crate::knobs::{
     CrcImpl, InitiatorImpl, KnobSet, TargetImpl, Transport, ISOE_TARGET_FIRST_BURST_LENGTH,
     ISOE_TARGET_MAX_BURST_LENGTH, ISOE_TARGET_MAX_CONNECTIONS,
 };
-use crate::link::{NicKnobs, Offloads};
+use crate::link::{NicKnobs, Offload};
 use crate::record::Metric;
 use crate::stats::Rules;
 use isoe_bench::profiles;
@@ -55,9 +55,6 @@ const CASE_OWN_KEYS: &[&str] = &["name", "description", "topology", "compare_to"
 
 /// The shared reader, whose errors are [`PlanError`]s.
 type Reader = isoe_config::Reader<PlanError>;
-
-/// ethtool offload names, in the order the seeds discuss them.
-const OFFLOADS: [&str; 6] = ["tso", "gso", "gro", "tx", "rx", "sg"];
 
 /// Every knob key of `[baseline]` and `[[case]]`.
 pub(super) const KNOB_KEYS: &[&str] = &[
@@ -472,26 +469,16 @@ fn read_sysctls(r: &Reader, item: Field) -> Result<BTreeMap<String, String>, Pla
     Ok(out)
 }
 
-fn offload_slot<'o>(o: &'o mut Offloads, name: &str) -> &'o mut Option<bool> {
-    match name {
-        "tso" => &mut o.tso,
-        "gso" => &mut o.gso,
-        "gro" => &mut o.gro,
-        "tx" => &mut o.tx,
-        "rx" => &mut o.rx,
-        _ => &mut o.sg,
-    }
-}
-
 /// `tso` sets both sides; `initiator_tso` / `target_tso` one side. Saying
 /// both for the same side would leave the reader guessing, so it is refused.
 fn read_offloads(r: &Reader, t: &mut Table, k: &mut KnobSet) -> Result<(), PlanError> {
-    for name in OFFLOADS {
+    for offload in Offload::ALL {
+        let name = offload.name();
         let both_at = t.position(name);
         if let Some(item) = t.take(name) {
             let v = r.bool(&item)?;
-            *offload_slot(&mut k.link.initiator, name) = Some(v);
-            *offload_slot(&mut k.link.target, name) = Some(v);
+            *k.link.initiator.slot(offload) = Some(v);
+            *k.link.target.slot(offload) = Some(v);
         }
         for side in ["initiator", "target"] {
             let key = format!("{side}_{name}");
@@ -510,7 +497,7 @@ fn read_offloads(r: &Reader, t: &mut Table, k: &mut KnobSet) -> Result<(), PlanE
             } else {
                 &mut k.link.target
             };
-            *offload_slot(offloads, name) = Some(r.bool(&item)?);
+            *offloads.slot(offload) = Some(r.bool(&item)?);
         }
     }
     Ok(())

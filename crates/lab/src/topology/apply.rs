@@ -24,24 +24,13 @@
 //! nothing changed, so every requested feature is read back with
 //! `ethtool -k`. On `lo`, `rx`, `tx` and `sg` are fixed on.
 
-use super::{FeatureDefault, Interface, LinkState, Topology};
+use super::{Interface, LinkState, Topology};
+use crate::applied::{knob_state, Applied, FeatureDefault};
 use crate::host::Host;
 use crate::hostknobs::{Port, Saved};
-use crate::link::{LinkKnobs, NicKnobs, Offloads, Side};
+use crate::link::{LinkKnobs, NicKnobs, Offload, Side};
 use crate::netcmd::{self, FeatureLine};
 use std::collections::{BTreeMap, HashMap};
-
-/// One knob of a case as applied to the topology, or not.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Applied {
-    /// `mtu`, `rate_mbit`, or side and feature such as `initiator.tso`.
-    pub knob: String,
-    /// The value asked for, as people read it (`9000`, `off`).
-    pub value: String,
-    /// Ok when the devices now have it; Err with why not (the knob was
-    /// skipped: no root, a fixed feature, no such link in this topology).
-    pub outcome: Result<(), String>,
-}
 
 /// A link knob whose program is not installed. A case that sets it cannot
 /// be what it says, so it is not measured at all (measured without the
@@ -60,95 +49,21 @@ pub struct MissingProgram {
     pub knobs: Vec<String>,
 }
 
-/// The offload knobs by ethtool's short names, in the order `ethtool -K`
-/// gets them.
-pub(crate) const FEATURES: [&str; 6] = ["tso", "gso", "gro", "tx", "rx", "sg"];
-
-fn requested(o: &Offloads, feature: &str) -> Option<bool> {
-    match feature {
-        "tso" => o.tso,
-        "gso" => o.gso,
-        "gro" => o.gro,
-        "tx" => o.tx,
-        "rx" => o.rx,
-        "sg" => o.sg,
-        _ => unreachable!("unknown feature {feature}"),
-    }
-}
-
-fn side_name(side: Side) -> &'static str {
-    match side {
-        Side::Initiator => "initiator",
-        Side::Target => "target",
-    }
-}
-
-fn side_offloads(knobs: &LinkKnobs, side: Side) -> &Offloads {
-    match side {
-        Side::Initiator => &knobs.initiator,
-        Side::Target => &knobs.target,
-    }
-}
-
 /// Every offload knob a case sets, as (`side.feature`, on).
 fn offload_knobs(knobs: &LinkKnobs) -> Vec<(String, bool)> {
-    let mut v = Vec::new();
-    for side in [Side::Initiator, Side::Target] {
-        for f in FEATURES {
-            if let Some(on) = requested(side_offloads(knobs, side), f) {
-                v.push((format!("{}.{f}", side_name(side)), on));
-            }
-        }
-    }
-    v
+    knobs_of_sides(knobs, &[Side::Initiator, Side::Target])
 }
 
-/// Which `ethtool -k` lines say whether a knob is in effect: the specific
-/// feature where ethtool's group line can mislead (the `tcp-segmentation-
-/// offload` group also holds `tx-tcp-accecn-segmentation`, which `tx off`
-/// leaves on, so the group still reads "on"), else the group line.
-fn sources(feature: &str) -> (&'static [&'static str], &'static str) {
-    match feature {
-        "tso" => (&["tx-tcp-segmentation"], "tcp-segmentation-offload"),
-        "sg" => (&["tx-scatter-gather"], "scatter-gather"),
-        "tx" => (
-            &[
-                "tx-checksum-ipv4",
-                "tx-checksum-ip-generic",
-                "tx-checksum-ipv6",
-            ],
-            "tx-checksumming",
-        ),
-        "rx" => (&[], "rx-checksumming"),
-        "gso" => (&[], "generic-segmentation-offload"),
-        "gro" => (&[], "generic-receive-offload"),
-        _ => unreachable!("unknown feature {feature}"),
-    }
-}
-
-/// A knob's state on a device: on if any of its lines is on, fixed if all
-/// are fixed.
-pub(crate) fn knob_state(lines: &[FeatureLine], feature: &str) -> Option<FeatureDefault> {
-    let (specific, group) = sources(feature);
-    let mut found: Vec<&FeatureLine> = lines
+/// The offload knobs the case sets on `sides`, side by side.
+fn knobs_of_sides(knobs: &LinkKnobs, sides: &[Side]) -> Vec<(String, bool)> {
+    sides
         .iter()
-        .filter(|l| specific.contains(&l.name.as_str()))
-        .collect();
-    if found.is_empty() {
-        found = lines.iter().filter(|l| l.name == group).collect();
-    }
-    if found.is_empty() {
-        return None;
-    }
-    Some(FeatureDefault {
-        on: found.iter().any(|l| l.on),
-        fixed: found.iter().all(|l| l.fixed),
-        text: found
-            .iter()
-            .map(|l| l.text.as_str())
-            .collect::<Vec<_>>()
-            .join(", "),
-    })
+        .flat_map(|&side| {
+            Offload::ALL
+                .into_iter()
+                .filter_map(move |f| knobs.offload_knob(side, f))
+        })
+        .collect()
 }
 
 /// The six knobs' state on a device, by `ethtool -k`.
@@ -157,9 +72,9 @@ pub(crate) fn read_features(
     dev: &str,
 ) -> Result<HashMap<&'static str, FeatureDefault>, String> {
     let lines = read_lines(ns, dev)?;
-    Ok(FEATURES
+    Ok(Offload::ALL
         .into_iter()
-        .filter_map(|f| knob_state(&lines, f).map(|s| (f, s)))
+        .filter_map(|f| knob_state(&lines, f).map(|s| (f.name(), s)))
         .collect())
 }
 
@@ -185,7 +100,7 @@ impl Ledger {
 
 /// One requested feature on one device, to read back after `ethtool -K`.
 struct Wanted {
-    feature: &'static str,
+    feature: Offload,
     on: bool,
     knobs: Vec<String>,
 }
@@ -544,15 +459,7 @@ impl Topology {
 
 /// The offload knobs of `iface`'s sides that the case sets.
 fn explicit_knobs(iface: &Interface, knobs: &LinkKnobs) -> Vec<(String, bool)> {
-    let mut v = Vec::new();
-    for &side in &iface.sides {
-        for f in FEATURES {
-            if let Some(on) = requested(side_offloads(knobs, side), f) {
-                v.push((format!("{}.{f}", side_name(side)), on));
-            }
-        }
-    }
-    v
+    knobs_of_sides(knobs, &iface.sides)
 }
 
 /// The `ethtool -K` features for one device (every changeable knob, set or
@@ -565,14 +472,12 @@ fn plan_device(
     ledger: &mut Ledger,
 ) -> (Vec<(&'static str, bool)>, Vec<Wanted>) {
     let (mut command, mut wanted) = (Vec::new(), Vec::new());
-    for f in FEATURES {
+    for offload in Offload::ALL {
+        let f = offload.name();
         let requests: Vec<(String, bool)> = iface
             .sides
             .iter()
-            .filter_map(|&s| {
-                requested(side_offloads(knobs, s), f)
-                    .map(|on| (format!("{}.{f}", side_name(s)), on))
-            })
+            .filter_map(|&s| knobs.offload_knob(s, offload))
             .collect();
         let Some(default) = defaults.get(f) else {
             for (knob, _) in &requests {
@@ -615,7 +520,7 @@ fn plan_device(
         command.push((f, on));
         if !requests.is_empty() {
             wanted.push(Wanted {
-                feature: f,
+                feature: offload,
                 on,
                 knobs: requests.into_iter().map(|r| r.0).collect(),
             });
@@ -668,7 +573,7 @@ fn check_back(
             None => format!(
                 "{}: ethtool -k no longer shows {}{said}",
                 where_(iface),
-                w.feature
+                w.feature.name()
             ),
         };
         for knob in &w.knobs {
@@ -710,7 +615,11 @@ generic-segmentation-offload: on\n\
 generic-receive-offload: on\n";
 
     fn state(out: &str, f: &str) -> (bool, bool) {
-        let s = knob_state(&netcmd::parse_ethtool_features(out), f).unwrap();
+        let s = knob_state(
+            &netcmd::parse_ethtool_features(out),
+            Offload::named(f).unwrap(),
+        )
+        .unwrap();
         (s.on, s.fixed)
     }
 
@@ -747,9 +656,9 @@ generic-receive-offload: on\n";
 
     fn lo_defaults() -> HashMap<&'static str, FeatureDefault> {
         let lines = netcmd::parse_ethtool_features(LO);
-        FEATURES
+        Offload::ALL
             .into_iter()
-            .filter_map(|f| knob_state(&lines, f).map(|s| (f, s)))
+            .filter_map(|f| knob_state(&lines, f).map(|s| (f.name(), s)))
             .collect()
     }
 

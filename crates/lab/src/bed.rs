@@ -36,7 +36,7 @@ use crate::kernel_initiator::{self, KernelSession, NodeSettings};
 use crate::knobs::{InitiatorImpl, KnobSet, TargetImpl};
 use crate::link::Side;
 use crate::plan::{Plan, WorkloadSpec};
-use crate::runner::{self, BenchFailure, Measured, Window, TARGET_IQN};
+use crate::run::{self, BenchFailure, Measured, Window, TARGET_IQN};
 use crate::ssh::HostError;
 use crate::testbed::Testbed;
 use isoe_bench::cpu::{self, CpuSplit, CpuTimes, ProcessCpu};
@@ -613,7 +613,7 @@ echo $missing"#;
                 let isoe = self.isoe_on(host, t.isoe.as_ref())?;
                 let listen: Vec<String> = t.listen.iter().map(ToString::to_string).collect();
                 let control = format!("{}/{CONTROL_SOCKET}", self.target_dir);
-                let config = runner::isoe_target_config(case, &listen, knobs, &control);
+                let config = run::isoe_target_config(case, &listen, knobs, &control);
                 let path = format!("{}/target.toml", self.target_dir);
                 host.write(&path, config.as_bytes())
                     .map_err(|e| self.failure(host, &format!("case {case}"), e))?;
@@ -654,7 +654,7 @@ echo $missing"#;
                     portals: t.portals.clone(),
                     iqn: TARGET_IQN.to_owned(),
                     lun: 0,
-                    size_bytes: runner::LUN_SIZE_BYTES,
+                    size_bytes: run::LUN_SIZE_BYTES,
                 })
             }
         }
@@ -802,7 +802,7 @@ echo $missing"#;
                     if let Some(pid) = target_pid_here {
                         argv.extend(["--target-pid".to_owned(), pid.to_string()]);
                     }
-                    let window = runner::measured_window(run.ramp_s, run.duration_s);
+                    let window = run::measured_window(run.ramp_s, run.duration_s);
                     (argv, None, window)
                 }
                 kind => {

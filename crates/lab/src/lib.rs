@@ -37,6 +37,7 @@ pub mod report;
 pub mod report_input;
 pub mod rounds;
 pub mod rr;
+pub mod run;
 pub mod runner;
 pub mod shape;
 pub mod ssh;

@@ -10,11 +10,13 @@
 use crate::bed::Bed;
 use crate::fio_peer::{self, FioJob};
 use crate::floor::FloorJob;
-use crate::foreign::{ForeignLoad, Snapshot};
+use crate::foreign::ForeignLoad;
 use crate::knobs::{InitiatorImpl, KnobSet, TargetImpl};
 use crate::plan::{Plan, ResolvedCase, WorkloadSpec};
 use crate::record::RunRecord;
 use crate::rounds;
+pub use crate::run::TARGET_IQN;
+use crate::run::{isoe_target_config, measured_window, BenchFailure, Measured, Window};
 use crate::testbed::Testbed;
 use crate::tgt_peer::TgtTarget;
 use crate::topology::{self, Kind, Role, Topology};
@@ -28,12 +30,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
-/// The target every lab run serves.
-pub const TARGET_IQN: &str = "iqn.2026-11.io.isoe:lab";
-/// The LUN size: sparse memory, so only what is written costs memory.
-const LUN_SIZE: &str = "1GiB";
-/// [`LUN_SIZE`] in bytes, for targets that take a number (LIO's RAM disk).
-pub(crate) const LUN_SIZE_BYTES: u64 = 1 << 30;
 /// How long a target may take to print its portal.
 const TARGET_START: Duration = Duration::from_secs(20);
 /// Slack beyond ramp + duration before a bench run is declared hung.
@@ -617,29 +613,6 @@ fn stop_child(child: &mut Child, grace: Duration) {
     crate::host::stop_local(child, grace);
 }
 
-/// The configuration of the `isoe target` a case runs: `TARGET_IQN` with
-/// LUN 0 a sparse memory LUN, listening on `portals`, negotiating what
-/// `knobs` ask.
-///
-/// `control` is the control socket's path (`""`: none), so that the lab's
-/// target never takes the default socket of a target an administrator runs.
-pub(crate) fn isoe_target_config(
-    case: &str,
-    portals: &[String],
-    knobs: &KnobSet,
-    control: &str,
-) -> String {
-    let portal_list = portals
-        .iter()
-        .map(|p| format!("\"{p}\""))
-        .collect::<Vec<_>>()
-        .join(", ");
-    format!(
-        "# isoe lab, case {case}\nportals = [{portal_list}]\n\n[control]\nsocket = {control:?}\n\n{defaults}\n[[target]]\nname = \"{TARGET_IQN}\"\n\n[[target.lun]]\nnumber = 0\nmemory = \"{LUN_SIZE}\"\n",
-        defaults = knobs.target_defaults_toml(),
-    ) + &knobs.target_datapath_toml()
-}
-
 fn start_target(
     options: &LabOptions,
     topo: &Topology,
@@ -774,92 +747,6 @@ fn start_floor_server(
             )))
         }
     }
-}
-
-pub(crate) enum BenchFailure {
-    /// Ctrl-C.
-    Stopped,
-    /// No result, and why.
-    Failed(String),
-}
-
-/// What one run gave: the result in `isoe bench`'s JSON fields, when it
-/// began, and the foreign load over its measured window.
-pub(crate) struct Measured {
-    pub(crate) bench: serde_json::Value,
-    pub(crate) started_at: String,
-    pub(crate) foreign: Option<ForeignLoad>,
-}
-
-/// Two `/proc` snapshots around a run's measured window, for its foreign
-/// load; taken while the load generator is still alive (once reaped, its
-/// time would count as nobody's).
-pub(crate) struct Window {
-    pub(crate) start: Duration,
-    pub(crate) end: Duration,
-    first: Option<Snapshot>,
-    last: Option<Snapshot>,
-    /// Command names of this machine's programs that belong to the test
-    /// bed (a VM carrying a host), counted as the lab's own.
-    bed_processes: Vec<String>,
-}
-
-impl Window {
-    /// The window from `start` to `end` after the load generator started.
-    pub(crate) fn new(start: Duration, end: Duration) -> Window {
-        debug_assert!(end > start);
-        Window {
-            start,
-            end,
-            first: None,
-            last: None,
-            bed_processes: Vec::new(),
-        }
-    }
-
-    /// Counts this machine's processes of these command names as the
-    /// lab's own (the kernel keeps 15 bytes of a command name).
-    pub(crate) fn owning(mut self, names: &[String]) -> Window {
-        self.bed_processes = names.iter().map(|n| n.chars().take(15).collect()).collect();
-        self
-    }
-
-    /// Called every few ms with the time since the start.
-    pub(crate) fn tick(&mut self, t: Duration) {
-        if self.first.is_none() && t >= self.start {
-            self.first = Snapshot::take();
-        } else if self.first.is_some() && self.last.is_none() && t >= self.end {
-            self.last = Snapshot::take();
-        }
-    }
-
-    /// Whether both snapshots were taken.
-    fn complete(&self) -> bool {
-        self.first.is_some() && self.last.is_some()
-    }
-
-    /// The load between the snapshots; the lab's own processes are this
-    /// one and its descendants.
-    pub(crate) fn load(&self) -> Option<ForeignLoad> {
-        let first = self.first.as_ref()?;
-        let mut roots = vec![std::process::id()];
-        roots.extend(
-            first
-                .processes
-                .iter()
-                .filter(|(_, p)| self.bed_processes.contains(&p.comm))
-                .map(|(pid, _)| *pid),
-        );
-        ForeignLoad::between(first, self.last.as_ref()?, &roots)
-    }
-}
-
-/// The measured window of a run of `ramp_s` + `duration_s`: from just after
-/// the ramp to just before the end, at least 0.2 s.
-pub(crate) fn measured_window(ramp_s: f64, duration_s: f64) -> Window {
-    let start = ramp_s + 0.3;
-    let end = (ramp_s + duration_s - 0.3).max(start + 0.2);
-    Window::new(Duration::from_secs_f64(start), Duration::from_secs_f64(end))
 }
 
 /// One `isoe bench` run in the host namespace; its JSON result.

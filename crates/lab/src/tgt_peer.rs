@@ -5,7 +5,7 @@
 //! namespace, listening on every portal of the topology and on a control
 //! port of its own (`tgtd --control-port N`, `tgtadm -C N`), so that it
 //! never meets the machine's own tgtd or another lab's. It serves
-//! [`TARGET_IQN`] (the runner's) with LUN [`TGT_LUN`] backed by a sparse
+//! [`TARGET_IQN`] (every lab run's) with LUN [`TGT_LUN`] backed by a sparse
 //! file of [`LUN_BYTES`] in a private directory (on /dev/shm when there is
 //! one, so that, like the isoe target's memory LUN, only what is written
 //! costs memory and no disk is in the path), accepts every initiator, and
@@ -33,7 +33,7 @@
 //! [`TgtTarget::start`] stops such a tgtd and removes what it left.
 
 use crate::knobs::KnobSet;
-use crate::runner::TARGET_IQN;
+use crate::run::TARGET_IQN;
 use crate::topology::{Role, Topology};
 use std::fs::{self, File};
 use std::io::Read;

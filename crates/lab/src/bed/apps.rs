@@ -15,7 +15,7 @@ use crate::knobs::KnobSet;
 use crate::mail::MailResult;
 use crate::pgbench::TransactionLog;
 use crate::plan::Plan;
-use crate::runner::{BenchFailure, Measured, Window};
+use crate::run::{BenchFailure, Measured, Window};
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::process::Stdio;

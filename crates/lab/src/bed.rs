@@ -35,15 +35,16 @@ use crate::hostknobs::{Guard, Port};
 use crate::kernel_initiator::{self, KernelSession, NodeSettings};
 use crate::knobs::{InitiatorImpl, KnobSet, TargetImpl};
 use crate::link::Side;
-use crate::plan::{Plan, WorkloadSpec};
-use crate::run::{self, BenchFailure, Measured, Window, TARGET_IQN};
+use crate::plan::{Plan, ResolvedCase, WorkloadSpec};
+use crate::run::{self, BenchFailure, LabError, Measured, Window, TARGET_IQN};
+use crate::site::{CaseEnd, CaseRuns, CaseSetup, Site};
 use crate::ssh::HostError;
 use crate::testbed::Testbed;
 use isoe_bench::cpu::{self, CpuSplit, CpuTimes, ProcessCpu};
 use isoe_bench::demand;
 use serde_json::{json, Value};
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -1307,6 +1308,89 @@ pub fn attach_request(
         name: format!("isoe-lab-{}-{index}", std::process::id()),
         queue_depth: DEVICE_QUEUE_DEPTH,
         options: knobs.attach_args(),
+    }
+}
+
+/// Cases on a test bed of machines ([`Bed`]): the target each case
+/// chooses started there, the kernel initiator logged in or `isoe attach`'s
+/// devices made when one of them is the initiator, one run per due
+/// workload, then all of it stopped. A case the bed cannot run is skipped
+/// with the reason; a host that stops answering fails the rest.
+pub(crate) struct OnMachines<'a> {
+    bed: Bed,
+    plan: &'a Plan,
+    stop: &'a AtomicBool,
+}
+
+impl<'a> OnMachines<'a> {
+    /// Runs `plan`'s cases on `bed` until `stop`.
+    pub(crate) fn new(bed: Bed, plan: &'a Plan, stop: &'a AtomicBool) -> OnMachines<'a> {
+        OnMachines { bed, plan, stop }
+    }
+}
+
+impl Site for OnMachines<'_> {
+    fn run_case(
+        &mut self,
+        case: &ResolvedCase,
+        workloads: &[String],
+        runs: &mut CaseRuns<'_>,
+    ) -> Result<CaseEnd, LabError> {
+        let (plan, knobs, stop) = (self.plan, &case.knobs, self.stop);
+        let bed = &mut self.bed;
+        if let Some(why) = bed.unavailable(plan, knobs, workloads) {
+            return Ok(CaseEnd::Skipped(why));
+        }
+        let mut skipped: BTreeMap<String, String> = knobs.unsupported_here().into_iter().collect();
+        skipped.extend(bed.apply_knobs(knobs));
+        let bed = &*bed;
+        let target = match bed.start_target(&case.name, knobs) {
+            Ok(target) => target,
+            Err(why) => return Ok(CaseEnd::Skipped(why)),
+        };
+        let devices = match bed.block_devices(&case.name, knobs, &target) {
+            Ok(devices) => devices,
+            Err(why) => return Ok(CaseEnd::Skipped(why)),
+        };
+        let setup = CaseSetup {
+            topology: crate::plan::TopologyKind::Physical.as_str(),
+            skipped: &skipped,
+            nics: None,
+        };
+        let mut on = OnBed {
+            target: &target,
+            devices: &devices,
+            apps: Apps::new(bed),
+        };
+        let ran = runs(setup, &mut |workload| {
+            if let Some(why) = bed.gone() {
+                // Recorded as failed; the rest of the plan is skipped.
+                return Err(BenchFailure::Failed(why));
+            }
+            bed.run_workload(plan, knobs, workload, &mut on, stop)
+        });
+        if bed.gone().is_none() {
+            for e in on.apps.cleanup() {
+                let why = bed.failure_on_initiator(&format!("case {}", case.name), e);
+                eprintln!("isoe lab: case {}: {why}", case.name);
+            }
+        }
+        if bed.gone().is_none() {
+            for e in devices.release() {
+                let why = bed.failure_on_initiator(&format!("case {}", case.name), e);
+                eprintln!("isoe lab: case {}: {why}", case.name);
+            }
+        }
+        if let Err(e) = target.stop() {
+            eprintln!("isoe lab: case {}: stopping the target: {e}", case.name);
+        }
+        ran.map(|()| CaseEnd::Ran)
+    }
+
+    fn close(self: Box<Self>) -> Vec<String> {
+        let mut notes: Vec<String> = self.bed.gone().into_iter().collect();
+        notes.extend(self.bed.close());
+        notes
     }
 }
 

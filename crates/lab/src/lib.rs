@@ -40,6 +40,7 @@ pub mod rr;
 pub mod run;
 pub mod runner;
 pub mod shape;
+mod site;
 pub mod ssh;
 pub mod stats;
 pub mod testbed;

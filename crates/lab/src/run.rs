@@ -6,6 +6,7 @@
 use crate::foreign::{ForeignLoad, Snapshot};
 use crate::knobs::KnobSet;
 use std::time::Duration;
+use thiserror::Error;
 
 /// The target every lab run serves.
 pub const TARGET_IQN: &str = "iqn.2026-11.io.isoe:lab";
@@ -121,4 +122,29 @@ pub(crate) fn measured_window(ramp_s: f64, duration_s: f64) -> Window {
     let start = ramp_s + 0.3;
     let end = (ramp_s + duration_s - 0.3).max(start + 0.2);
     Window::new(Duration::from_secs_f64(start), Duration::from_secs_f64(end))
+}
+
+/// Why a plan could not run.
+#[derive(Debug, Error)]
+pub enum LabError {
+    /// Building or removing a topology failed.
+    #[error("topology: {0}")]
+    Topology(String),
+    /// The target did not start.
+    #[error("target: {0}")]
+    Target(String),
+    /// A bench run failed in a way that is not a measurement.
+    #[error("bench: {0}")]
+    Bench(String),
+    /// Files in the output directory.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The output directory holds results of another plan.
+    #[error("{0}")]
+    Resume(String),
 }

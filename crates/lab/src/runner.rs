@@ -7,7 +7,7 @@
 //! interrupted plan resumes where it stopped; at the end (or on Ctrl-C)
 //! the reports are written from what is there and the topology is removed.
 
-use crate::bed::Bed;
+use crate::bed::{Bed, OnMachines};
 use crate::fio_peer::{self, FioJob};
 use crate::floor::FloorJob;
 use crate::foreign::ForeignLoad;
@@ -15,8 +15,9 @@ use crate::knobs::{InitiatorImpl, KnobSet, TargetImpl};
 use crate::plan::{Plan, ResolvedCase, WorkloadSpec};
 use crate::record::RunRecord;
 use crate::rounds;
-pub use crate::run::TARGET_IQN;
 use crate::run::{isoe_target_config, measured_window, BenchFailure, Measured, Window};
+pub use crate::run::{LabError, TARGET_IQN};
+use crate::site::{CaseEnd, CaseRuns, CaseSetup, Site};
 use crate::testbed::Testbed;
 use crate::tgt_peer::TgtTarget;
 use crate::topology::{self, Kind, Role, Topology};
@@ -28,37 +29,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use thiserror::Error;
 
 /// How long a target may take to print its portal.
 const TARGET_START: Duration = Duration::from_secs(20);
 /// Slack beyond ramp + duration before a bench run is declared hung.
 const BENCH_SLACK: Duration = Duration::from_secs(90);
-
-/// Why a plan could not run.
-#[derive(Debug, Error)]
-pub enum LabError {
-    /// Building or removing a topology failed.
-    #[error("topology: {0}")]
-    Topology(String),
-    /// The target did not start.
-    #[error("target: {0}")]
-    Target(String),
-    /// A bench run failed in a way that is not a measurement.
-    #[error("bench: {0}")]
-    Bench(String),
-    /// Files in the output directory.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file or directory.
-        path: String,
-        /// The error.
-        source: std::io::Error,
-    },
-    /// The output directory holds results of another plan.
-    #[error("{0}")]
-    Resume(String),
-}
 
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> LabError + '_ {
     move |source| LabError::Io {
@@ -134,19 +109,19 @@ pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
     let started_at = isoe_bench::timestamp::rfc3339_utc(std::time::SystemTime::now());
     let (mut cases, skipped) = runnable_cases(plan, &options.skip);
     notes.extend(options.lost.iter().cloned());
-    let bed = match &options.testbed {
+    let site: Box<dyn Site> = match &options.testbed {
         Some(testbed) => {
             let sysctls =
                 crate::hostknobs::sysctl_names(plan.resolved_cases().iter().map(|c| &c.knobs));
             let bed = Bed::connect(testbed.clone(), &options.isoe, &options.out_dir, &sysctls)
                 .map_err(LabError::Topology)?;
             notes.extend(bed.notes());
-            Some(bed)
+            Box::new(OnMachines::new(bed, plan, &options.stop))
         }
-        None => None,
+        None => Box::new(Namespaces { options: &options }),
     };
     let mut lab = Lab {
-        bed,
+        site: Some(site),
         options: &options,
         results_path: &results_path,
         sink,
@@ -158,11 +133,8 @@ pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
         skipped,
     };
     let ran = lab.run_rounds(&mut cases);
-    if let Some(bed) = lab.bed.take() {
-        if let Some(why) = bed.gone() {
-            notes.push(why);
-        }
-        notes.extend(bed.close());
+    if let Some(site) = lab.site.take() {
+        notes.extend(site.close());
     }
     ran?;
     lab.progress.finish();
@@ -216,8 +188,8 @@ fn runnable_cases(
 
 /// A plan in progress: its records so far and where new ones go.
 struct Lab<'a> {
-    /// The test bed every case runs on, if any.
-    bed: Option<Bed>,
+    /// Where every case runs; out only while a case runs.
+    site: Option<Box<dyn Site + 'a>>,
     options: &'a LabOptions,
     results_path: &'a Path,
     sink: File,
@@ -228,6 +200,76 @@ struct Lab<'a> {
     interrupted: bool,
     /// Cases not measured, with why.
     skipped: Vec<(String, String)>,
+}
+
+/// Cases in network namespaces on this machine: a fresh topology per case
+/// with its link knobs, a target in it, removed after the case's runs.
+struct Namespaces<'a> {
+    options: &'a LabOptions,
+}
+
+impl Site for Namespaces<'_> {
+    fn run_case(
+        &mut self,
+        case: &ResolvedCase,
+        _workloads: &[String],
+        runs: &mut CaseRuns<'_>,
+    ) -> Result<CaseEnd, LabError> {
+        let plan = &self.options.plan;
+        let knobs = &case.knobs;
+        if let Some(why) = knobs.needs_test_bed() {
+            // Run in namespaces, isoe would stand in for what the case names.
+            return Ok(CaseEnd::Skipped(why));
+        }
+        let kind: Kind = case
+            .topology
+            .as_str()
+            .parse()
+            .map_err(|e| LabError::Topology(format!("case {}: {e}", case.name)))?;
+        let mut topo = Topology::create(kind, Default::default())
+            .map_err(|e| LabError::Topology(format!("case {}: {e}", case.name)))?;
+        if plan.run.pin_cpus {
+            topo.pin_roles();
+        }
+        let removed = |topo: Topology| {
+            topo.destroy().map_err(|e| {
+                LabError::Topology(format!("removing the topology of case {}: {e}", case.name))
+            })
+        };
+        let applied = match topo.apply(&knobs.link) {
+            Ok(applied) => applied,
+            Err(missing) => {
+                // Run without the knob, the case would measure noise as its effect.
+                removed(topo)?;
+                return Ok(CaseEnd::Skipped(missing.to_string()));
+            }
+        };
+        let mut skipped: BTreeMap<String, String> = BTreeMap::new();
+        for applied in applied.into_iter().chain(topo.apply_sysctls(&knobs.sysctl)) {
+            if let Err(why) = applied.outcome {
+                skipped.insert(applied.knob, why);
+            }
+        }
+        for (knob, why) in knobs.unsupported_here() {
+            skipped.insert(knob, why);
+        }
+        let target = start_target(self.options, &topo, knobs, case)?;
+        let setup = CaseSetup {
+            topology: topo.kind().as_str(),
+            skipped: &skipped,
+            nics: Some(topo.describe().to_string()),
+        };
+        runs(setup, &mut |workload| {
+            run_bench(self.options, &topo, &target, knobs, workload)
+        })?;
+        drop(target);
+        removed(topo)?;
+        Ok(CaseEnd::Ran)
+    }
+
+    fn close(self: Box<Self>) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// Rounds a plan may take at most, whatever its cells say: every cell
@@ -272,8 +314,8 @@ impl Lab<'_> {
         self.skipped.iter().any(|(name, _)| name == case)
     }
 
-    /// One case's runs in one round: a fresh topology with its link knobs
-    /// and a target, one run per due workload, then both removed.
+    /// One case's runs in one round where the plan runs (its [`Site`]):
+    /// one run per due workload, or the case skipped with why.
     fn run_case(
         &mut self,
         cases: &[ResolvedCase],
@@ -281,144 +323,27 @@ impl Lab<'_> {
         workloads: &[String],
         round: u32,
     ) -> Result<(), LabError> {
-        if self.bed.is_some() {
-            return self.run_case_on_bed(cases, case, workloads, round);
-        }
-        let plan = &self.options.plan;
-        let knobs = &case.knobs;
-        if let Some(why) = knobs.needs_test_bed() {
-            // Run in namespaces, isoe would stand in for what the case names.
-            self.skip_case(case, why);
-            return Ok(());
-        }
-        let kind: Kind = case
-            .topology
-            .as_str()
-            .parse()
-            .map_err(|e| LabError::Topology(format!("case {}: {e}", case.name)))?;
-        let mut topo = Topology::create(kind, Default::default())
-            .map_err(|e| LabError::Topology(format!("case {}: {e}", case.name)))?;
-        if plan.run.pin_cpus {
-            topo.pin_roles();
-        }
-        let applied = match topo.apply(&knobs.link) {
-            Ok(applied) => applied,
-            Err(missing) => {
-                // Run without the knob, the case would measure noise as its effect.
-                let why = missing.to_string();
-                self.progress.finish();
-                eprintln!("isoe lab: case {}: skipped, not measured: {why}", case.name);
-                self.skipped.push((case.name.clone(), why));
-                return topo.destroy().map_err(|e| {
-                    LabError::Topology(format!("removing the topology of case {}: {e}", case.name))
-                });
-            }
-        };
-        let mut skipped: BTreeMap<String, String> = BTreeMap::new();
-        for applied in applied.into_iter().chain(topo.apply_sysctls(&knobs.sysctl)) {
-            if let Err(why) = applied.outcome {
-                skipped.insert(applied.knob, why);
-            }
-        }
-        for (knob, why) in knobs.unsupported_here() {
-            skipped.insert(knob, why);
-        }
-        if self.environment_nics.is_empty() {
-            self.environment_nics = topo.describe().to_string();
-        }
-        let target = start_target(self.options, &topo, knobs, case)?;
-        let cell = Cell {
-            cases,
-            case,
-            round,
-            topology: topo.kind().as_str(),
-            skipped: &skipped,
-        };
-        self.run_workloads(&cell, workloads, &mut |workload| {
-            run_bench(self.options, &topo, &target, knobs, workload)
-        })?;
-        drop(target);
-        topo.destroy().map_err(|e| {
-            LabError::Topology(format!("removing the topology of case {}: {e}", case.name))
-        })
-    }
-
-    /// One case's runs in one round on the test bed: its target started,
-    /// the kernel initiator logged in or `isoe attach`'s devices made when
-    /// one of them is the initiator, one run per due workload, then all of
-    /// it stopped. A case the bed cannot run is skipped with the reason.
-    fn run_case_on_bed(
-        &mut self,
-        cases: &[ResolvedCase],
-        case: &ResolvedCase,
-        workloads: &[String],
-        round: u32,
-    ) -> Result<(), LabError> {
-        let plan = &self.options.plan;
-        let knobs = &case.knobs;
-        let mut bed = self.bed.take().expect("called with a bed");
-        let result = (|| {
-            if let Some(why) = bed.unavailable(plan, knobs, workloads) {
-                self.skip_case(case, why);
-                return Ok(());
-            }
-            let mut skipped: BTreeMap<String, String> =
-                knobs.unsupported_here().into_iter().collect();
-            skipped.extend(bed.apply_knobs(knobs));
-            let bed = &bed;
-            let target = match bed.start_target(&case.name, knobs) {
-                Ok(target) => target,
-                Err(why) => {
-                    self.skip_case(case, why);
-                    return Ok(());
+        let mut site = self.site.take().expect("the site is back between cases");
+        let end = site.run_case(case, workloads, &mut |setup, measure| {
+            if self.environment_nics.is_empty() {
+                if let Some(nics) = setup.nics {
+                    self.environment_nics = nics;
                 }
-            };
-            let devices = match bed.block_devices(&case.name, knobs, &target) {
-                Ok(devices) => devices,
-                Err(why) => {
-                    self.skip_case(case, why);
-                    return Ok(());
-                }
-            };
+            }
             let cell = Cell {
                 cases,
                 case,
                 round,
-                topology: crate::plan::TopologyKind::Physical.as_str(),
-                skipped: &skipped,
+                topology: setup.topology,
+                skipped: setup.skipped,
             };
-            let stop = &self.options.stop;
-            let mut on = crate::bed::OnBed {
-                target: &target,
-                devices: &devices,
-                apps: crate::bed::Apps::new(bed),
-            };
-            let ran = self.run_workloads(&cell, workloads, &mut |workload| {
-                if let Some(why) = bed.gone() {
-                    // Recorded as failed; the rest of the plan is skipped.
-                    return Err(BenchFailure::Failed(why));
-                }
-                bed.run_workload(plan, knobs, workload, &mut on, stop)
-            });
-            if bed.gone().is_none() {
-                for e in on.apps.cleanup() {
-                    let why = bed.failure_on_initiator(&format!("case {}", case.name), e);
-                    eprintln!("isoe lab: case {}: {why}", case.name);
-                }
-            }
-            if bed.gone().is_none() {
-                for e in devices.release() {
-                    let why = bed.failure_on_initiator(&format!("case {}", case.name), e);
-                    eprintln!("isoe lab: case {}: {why}", case.name);
-                }
-            }
-            if let Err(e) = target.stop() {
-                eprintln!("isoe lab: case {}: stopping the target: {e}", case.name);
-            }
-            ran
-        })();
-        self.bed = Some(bed);
-        result
+            self.run_workloads(&cell, workloads, measure)
+        });
+        self.site = Some(site);
+        if let CaseEnd::Skipped(why) = end? {
+            self.skip_case(case, why);
+        }
+        Ok(())
     }
 
     /// One run of each of `workloads` in `cell`'s case, measured by

@@ -36,7 +36,7 @@ pub struct LabArgs {
     no_progress: bool,
     /// Never install what the plan needs. By default, as root with apt-get,
     /// missing programs (iproute2, ethtool, tgt) are installed and fio with
-    /// libiscsi is built (scripts/fio-libiscsi) before the first run; with
+    /// libiscsi is built (crates/lab/fio-libiscsi) before the first run; with
     /// this, the lab stops instead and prints the command that would.
     #[arg(long)]
     no_install: bool,

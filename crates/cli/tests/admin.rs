@@ -5,7 +5,7 @@
 //! with its file, line and key, and the file stays as it was.
 //!
 //! The libiscsi write test needs fio built with libiscsi
-//! (`scripts/fio-libiscsi`, which `.ci/run` runs); without it, the test
+//! (`crates/lab/fio-libiscsi`, which `.ci/run` runs); without it, the test
 //! skips that step and says so, unless CI is set.
 
 mod support;
@@ -94,7 +94,7 @@ fn bench_sessions(config: &TargetConfig) -> Vec<u64> {
 }
 
 fn fio_write_and_verify(target: &Target, lun: u16) {
-    let fio = match isoe_lab::fio_peer::usable_fio() {
+    let fio = match isoe_lab::peers::fio::usable_fio() {
         Ok(fio) => fio,
         Err(why) if ci() => panic!("fio with libiscsi is needed in CI (.ci/run builds it): {why}"),
         Err(why) => {

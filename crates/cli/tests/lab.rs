@@ -12,7 +12,7 @@
 //!
 //! Needs root (network namespaces); skipped with the reason otherwise,
 //! unless CI is set. The libiscsi test also needs fio built with libiscsi
-//! (`scripts/fio-libiscsi`, which `.ci/run` runs), and fails in CI without it.
+//! (`crates/lab/fio-libiscsi`, which `.ci/run` runs), and fails in CI without it.
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -303,7 +303,7 @@ fn skip_missing_runs_the_rest_and_heads_the_report_with_the_skipped_case() {
 /// False, with the reason printed, when fio with libiscsi is not here
 /// (panics in CI, which builds it).
 fn fio_or_skip(test: &str) -> bool {
-    match isoe_lab::fio_peer::usable_fio() {
+    match isoe_lab::peers::fio::usable_fio() {
         Ok(_) => true,
         Err(why) if std::env::var_os("CI").is_some() => {
             panic!("{test}: fio with libiscsi is needed in CI (.ci/run builds it): {why}")

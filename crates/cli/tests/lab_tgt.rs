@@ -1,4 +1,4 @@
-//! tgt as the lab's target (`target = "tgt"`): `isoe_lab::tgt_peer` starts a
+//! tgt as the lab's target (`target = "tgt"`): `isoe_lab::peers::tgt` starts a
 //! private tgtd in a loopback topology's namespace with a case's iSCSI
 //! parameters, `isoe bench` measures it (target CPU included), and nothing
 //! is left afterwards: no tgtd, no control socket file, no backing file,
@@ -9,8 +9,8 @@
 //! a missing piece fails the test.
 
 use isoe_lab::knobs::KnobSet;
+use isoe_lab::peers::tgt::{self, TgtTarget, TGT_LUN};
 use isoe_lab::runner::TARGET_IQN;
-use isoe_lab::tgt_peer::{self, TgtTarget, TGT_LUN};
 use isoe_lab::topology::{Kind, Role, Topology};
 use std::io::Write;
 use std::path::Path;
@@ -22,7 +22,7 @@ fn ci() -> bool {
 
 /// False, with the reason printed, when tgt cannot run here (panics in CI).
 fn tgt_or_skip(test: &str) -> bool {
-    match tgt_peer::programs() {
+    match tgt::programs() {
         Ok(_) => true,
         Err(why) if ci() => panic!("{test}: tgt as the lab's target cannot run in CI: {why}"),
         Err(why) => {
@@ -56,7 +56,7 @@ fn state_dirs_of(pid: u32) -> Vec<String> {
         .flatten()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| tgt_peer::state_owner_pid(n) == Some(pid))
+        .filter(|n| tgt::state_owner_pid(n) == Some(pid))
         .collect()
 }
 
@@ -114,10 +114,7 @@ fn tgt_in_a_loopback_topology_is_measured_and_leaves_nothing() {
     assert!(sockets[0].exists(), "{}", sockets[0].display());
     let dir = tgt.state_dir().to_path_buf();
     let backing = tgt.backing_file();
-    assert_eq!(
-        std::fs::metadata(&backing).unwrap().len(),
-        tgt_peer::LUN_BYTES
-    );
+    assert_eq!(std::fs::metadata(&backing).unwrap().len(), tgt::LUN_BYTES);
 
     let url = format!("iscsi://{}/{TARGET_IQN}/{}", tgt.portals()[0], tgt.lun());
     let out = topo
@@ -337,9 +334,9 @@ fn the_tgtd_of_a_lab_that_was_killed_is_stopped_at_the_next_start() {
     assert!(is_tgtd(tgtd), "tgtd died with the lab; nothing to test");
 
     // (A lab starting tgt in a test running beside this one may get there first.)
-    let _ = tgt_peer::cleanup_stale();
+    let _ = tgt::cleanup_stale();
     assert!(!is_tgtd(tgtd), "the stale tgtd {tgtd} still runs");
-    for f in tgt_peer::socket_files(port) {
+    for f in tgt::socket_files(port) {
         assert!(!f.exists(), "{} left behind", f.display());
     }
     assert!(state_dirs_of(lab_pid).is_empty());

@@ -292,7 +292,7 @@ fn the_lab_runs_software_vs_offload_knobs_and_a_lost_host_on_the_vm() {
     let lab = Lab {
         dir: tmp.path().to_path_buf(),
     };
-    let fio_ready = isoe_lab::fio_peer::usable_fio();
+    let fio_ready = isoe_lab::peers::fio::usable_fio();
     assert!(
         fio_ready.is_ok() || !ci(),
         "fio with libiscsi is needed in CI: {fio_ready:?}"

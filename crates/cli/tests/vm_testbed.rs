@@ -12,9 +12,9 @@
 mod support;
 
 use isoe_lab::host::Host;
-use isoe_lab::kernel_initiator::{KernelSession, NodeSettings};
 use isoe_lab::knobs::KnobSet;
-use isoe_lab::lio::{self, Backstore, LioTarget};
+use isoe_lab::peers::kernel::{KernelSession, NodeSettings};
+use isoe_lab::peers::lio::{self, Backstore, LioTarget};
 use isoe_lab::ssh::HostError;
 use std::net::SocketAddr;
 use std::process::Stdio;

@@ -6,7 +6,7 @@
 //! once the device exists, fio with libaio and O_DIRECT on that device as
 //! on the kernel initiator's, and at the end of the case SIGTERM, on which
 //! it flushes, removes the device and exits 0: the lifecycle of
-//! [`crate::kernel_initiator::KernelSession`]'s login and logout.
+//! [`crate::peers::kernel::KernelSession`]'s login and logout.
 //!
 //! `isoe attach` exits 2 when it cannot run on the host (no ublk or NBD
 //! driver, not root) or is called wrongly, saying why on stderr, and 1

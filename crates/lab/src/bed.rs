@@ -29,12 +29,12 @@ mod apps;
 pub(crate) use apps::Apps;
 
 use crate::attach_device::{self, Attach, AttachKind, AttachedDevice};
-use crate::fio_peer::{self, FioEngine, FioJob};
 use crate::host::{self, Host, Running};
 use crate::hostknobs::{Guard, Port};
-use crate::kernel_initiator::{self, KernelSession, NodeSettings};
 use crate::knobs::{InitiatorImpl, KnobSet, TargetImpl};
 use crate::link::Side;
+use crate::peers::fio::{self, FioEngine, FioJob};
+use crate::peers::kernel::{self, KernelSession, NodeSettings};
 use crate::plan::{Plan, ResolvedCase, WorkloadSpec};
 use crate::run::{self, BenchFailure, LabError, Measured, Window, TARGET_IQN};
 use crate::site::{CaseEnd, CaseRuns, CaseSetup, Site};
@@ -335,10 +335,7 @@ impl Bed {
             host,
             "fio-libiscsi",
             self.testbed.initiator.fio_libiscsi.as_ref(),
-            || {
-                fio_peer::usable_fio()
-                    .map_err(|e| format!("fio with libiscsi on this machine: {e}"))
-            },
+            || fio::usable_fio().map_err(|e| format!("fio with libiscsi on this machine: {e}")),
         )?;
         let engines = host
             .run(&[path.as_str(), "--enghelp"])
@@ -439,7 +436,7 @@ impl Bed {
                  isoe, lio and external"
                     .into(),
             ),
-            TargetImpl::Lio => crate::lio::unavailable(&self.target),
+            TargetImpl::Lio => crate::peers::lio::unavailable(&self.target),
             TargetImpl::External => self.external_unavailable(plan, knobs, workloads),
         }
     }
@@ -503,7 +500,7 @@ echo $missing"#;
             return Some(format!("{fio} (with libaio) on {}: {e}", host.name()));
         }
         let transport = knobs.transport.unwrap_or(crate::knobs::Transport::Tcp);
-        match kernel_initiator::ifaces(host, transport.as_str()) {
+        match kernel::ifaces(host, transport.as_str()) {
             Ok(ifaces) if !ifaces.is_empty() => None,
             Ok(_) => Some(format!(
                 "no {t} iface on {h}: `iscsiadm -m iface` lists none, so {h} has no adapter \
@@ -594,13 +591,14 @@ echo $missing"#;
                     iqn: e.iqn.clone(),
                     lun: e.lun,
                     // Unknown until read; fio addresses its usual span.
-                    size_bytes: fio_peer::FIO_SPAN_BYTES,
+                    size_bytes: fio::FIO_SPAN_BYTES,
                 })
             }
             TargetImpl::Lio => {
                 let size = LIO_LUN_SIZE_BYTES;
-                let lio = crate::lio::LioTarget::start(host, TARGET_IQN, size, &t.listen, knobs)
-                    .map_err(|e| self.failure(host, &format!("case {case}"), e))?;
+                let lio =
+                    crate::peers::lio::LioTarget::start(host, TARGET_IQN, size, &t.listen, knobs)
+                        .map_err(|e| self.failure(host, &format!("case {case}"), e))?;
                 Ok(BedTarget {
                     lun: lio.lun(),
                     size_bytes: size,
@@ -670,7 +668,7 @@ echo $missing"#;
     ) -> Result<Vec<KernelSession<'b>>, String> {
         let host = &self.initiator;
         let transport = knobs.transport.unwrap_or(crate::knobs::Transport::Tcp);
-        let iface = kernel_initiator::ifaces(host, transport.as_str())
+        let iface = kernel::ifaces(host, transport.as_str())
             .map_err(|e| self.failure(host, &format!("case {case}"), e))?
             .into_iter()
             .next()
@@ -815,7 +813,7 @@ echo $missing"#;
                         (FioEngine::Libiscsi, fio, target.urls())
                     };
                     let (workers, queue_depth) = match engine {
-                        FioEngine::Libiscsi => fio_peer::libiscsi_jobs(
+                        FioEngine::Libiscsi => fio::libiscsi_jobs(
                             shape.workers,
                             shape.queue_depth,
                             knobs.sessions.unwrap_or(1),
@@ -832,7 +830,7 @@ echo $missing"#;
                         workers,
                         duration_s: run.duration_s.ceil().max(2.0),
                         ramp_s: run.ramp_s.ceil(),
-                        size_bytes: fio_peer::FIO_SPAN_BYTES.min(target.size_bytes),
+                        size_bytes: fio::FIO_SPAN_BYTES.min(target.size_bytes),
                     };
                     let mut argv = vec![program];
                     argv.extend(job.args());
@@ -904,7 +902,7 @@ echo $missing"#;
                         tail(&stderr_text)
                     )));
                 };
-                let mut bench = fio_peer::to_bench_json(&fio_json, job, a, b, target_pid_here);
+                let mut bench = fio::to_bench_json(&fio_json, job, a, b, target_pid_here);
                 if let Some(kind) = knobs.initiator_impl().attach_kind() {
                     // fio's libaio on isoe's device, not on the kernel's.
                     bench["initiator"] = json!(kind.label());
@@ -1191,7 +1189,7 @@ impl Samplers {
                 continue;
             };
             let fio = (|| {
-                fio_peer::Sample::parse(
+                fio::Sample::parse(
                     files[1].as_deref()?,
                     files[2].as_deref()?,
                     files.get(5).and_then(|f| f.as_deref()),
@@ -1252,7 +1250,7 @@ struct BedSample {
     /// The initiator host's clock.
     uptime_s: f64,
     /// The initiator host's /proc/stat and the initiator process's.
-    initiator: Option<fio_peer::Sample>,
+    initiator: Option<fio::Sample>,
     /// A target host of its own.
     target: Option<HostCpu>,
 }
@@ -1467,7 +1465,7 @@ pub enum Started<'b> {
     /// `isoe target` on the target host.
     Isoe(Running),
     /// LIO through configfs.
-    Lio(crate::lio::LioTarget<'b>),
+    Lio(crate::peers::lio::LioTarget<'b>),
     /// An existing array.
     External,
 }

@@ -13,8 +13,8 @@
 //! application or more than one worker has no raw-TCP equivalent here, and
 //! the plan says so.
 
-use crate::fio_peer::{self, Sample};
 use crate::knobs::KnobSet;
+use crate::peers::fio::{self, Sample};
 use crate::shape::WorkloadShape;
 use serde_json::{json, Value};
 
@@ -163,7 +163,7 @@ impl FloorJob {
                 "response": self.response,
             },
         });
-        fio_peer::add_cpu_fields(&mut bench, first, last, server_pid);
+        fio::add_cpu_fields(&mut bench, first, last, server_pid);
         bench
     }
 }

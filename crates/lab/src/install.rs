@@ -1,9 +1,9 @@
 //! Installing what a plan needs on this machine ([`crate::preflight`]
 //! decides when): Debian packages with apt-get, and fio with the libiscsi
-//! engine by `scripts/fio-libiscsi`, run from the copy built into this
+//! engine by `crates/lab/fio-libiscsi`, run from the copy built into this
 //! binary so that no checkout has to be around.
 
-use crate::fio_peer;
+use crate::peers::fio;
 use crate::preflight::Installer;
 use std::io::Write;
 use std::path::PathBuf;
@@ -90,22 +90,22 @@ impl Installer for SystemInstaller {
 
     fn build_fio(&mut self) -> Result<PathBuf, String> {
         let path = build_fio_libiscsi()?;
-        fio_peer::usable_fio().map_err(|e| {
+        fio::usable_fio().map_err(|e| {
             format!(
-                "scripts/fio-libiscsi printed {}, but the lab finds no usable fio: {e}",
+                "crates/lab/fio-libiscsi printed {}, but the lab finds no usable fio: {e}",
                 path.display()
             )
         })
     }
 }
 
-/// Runs `scripts/fio-libiscsi` (the copy in this binary, from a temporary
+/// Runs `crates/lab/fio-libiscsi` (the copy in this binary, from a temporary
 /// file, with bash): its progress goes to stderr, its output is the path.
 pub fn build_fio_libiscsi() -> Result<PathBuf, String> {
     let bash = crate::netcmd::find_program("bash").ok_or("bash not found")?;
     let script = std::env::temp_dir().join(format!("isoe-fio-libiscsi-{}.sh", std::process::id()));
-    let written = std::fs::File::create(&script)
-        .and_then(|mut f| f.write_all(fio_peer::BUILD_SCRIPT.as_bytes()));
+    let written =
+        std::fs::File::create(&script).and_then(|mut f| f.write_all(fio::BUILD_SCRIPT.as_bytes()));
     if let Err(e) = written {
         let _ = std::fs::remove_file(&script);
         return Err(format!("writing {}: {e}", script.display()));
@@ -120,7 +120,7 @@ pub fn build_fio_libiscsi() -> Result<PathBuf, String> {
     let out = ran.map_err(|e| format!("cannot run bash: {e}"))?;
     if !out.status.success() {
         return Err(format!(
-            "scripts/fio-libiscsi {} (what it printed is above)",
+            "crates/lab/fio-libiscsi {} (what it printed is above)",
             out.status
         ));
     }
@@ -130,7 +130,7 @@ pub fn build_fio_libiscsi() -> Result<PathBuf, String> {
         .rev()
         .find(|l| !l.trim().is_empty())
         .map(|l| PathBuf::from(l.trim()))
-        .ok_or_else(|| "scripts/fio-libiscsi printed no path".to_string())
+        .ok_or_else(|| "crates/lab/fio-libiscsi printed no path".to_string())
 }
 
 #[cfg(test)]
@@ -150,7 +150,7 @@ mod tests {
 
     #[test]
     fn the_built_in_script_is_the_repository_s() {
-        let text = fio_peer::BUILD_SCRIPT;
+        let text = fio::BUILD_SCRIPT;
         assert!(text.starts_with("#!/usr/bin/env bash\n"));
         assert!(text.contains("--enable-libiscsi"));
         assert!(text.contains("isoe-tools}/fio-libiscsi/fio") || text.contains("fio-libiscsi/fio"));

@@ -85,11 +85,11 @@ pub enum InitiatorImpl {
     /// isoe's own initiator, as `isoe bench`.
     #[default]
     Isoe,
-    /// libiscsi through fio's `libiscsi` engine (fio built by `scripts/fio-libiscsi`).
+    /// libiscsi through fio's `libiscsi` engine (fio built by `crates/lab/fio-libiscsi`).
     Libiscsi,
     /// The Linux kernel's initiator (open-iscsi, `iscsi_tcp` or an offload
     /// transport) on a test bed's initiator host, driven by fio with libaio
-    /// on the block device its session made ([`crate::kernel_initiator`]).
+    /// on the block device its session made ([`crate::peers::kernel`]).
     Kernel,
     /// isoe's initiator as a Linux block device through ublk (`isoe attach
     /// --ublk`) on a test bed's initiator host, driven by fio with libaio
@@ -186,10 +186,10 @@ pub enum TargetImpl {
     #[default]
     Isoe,
     /// tgt, the userspace target from Linux distributions, run by
-    /// [`crate::tgt_peer`] (`scripts/tgt-peer` runs it outside the lab).
+    /// [`crate::peers::tgt`] (`scripts/tgt-peer` runs it outside the lab).
     Tgt,
     /// LIO, the Linux kernel's target, configured through configfs on a
-    /// test bed's target host ([`crate::lio`]).
+    /// test bed's target host ([`crate::peers::lio`]).
     Lio,
     /// An existing array a test bed names by URL: the lab starts nothing,
     /// sets nothing on it and cannot see its CPU.
@@ -624,7 +624,7 @@ impl KnobSet {
     /// runner that builds fio's job options from the workload's shape gets
     /// the same count from `WorkloadSpec::shape`, and should use one or the
     /// other, not both (the runners do the latter, with `sessions` more
-    /// jobs per worker sharing its depth: `fio_peer::libiscsi_jobs`). The
+    /// jobs per worker sharing its depth: `fio::libiscsi_jobs`). The
     /// iSCSI parameters reach a libiscsi session through the target's offer
     /// ([`KnobSet::target_defaults_toml`]) where negotiation allows it;
     /// everything else libiscsi fixes itself is listed in `not_applied`.

@@ -1,6 +1,6 @@
 //! Which knobs of a set cannot apply with a given initiator and target,
 //! and why: the peers' limits gathered in one place above the knob model
-//! (each peer's own list is its module's, e.g. [`crate::lio::unsupported`]),
+//! (each peer's own list is its module's, e.g. [`crate::peers::lio::unsupported`]),
 //! so that a run reports such knobs as skipped instead of measuring a case
 //! that is not what it says.
 
@@ -45,7 +45,7 @@ impl KnobSet {
             ));
         }
         if target == TargetImpl::Lio {
-            for (key, why) in crate::lio::unsupported(self) {
+            for (key, why) in crate::peers::lio::unsupported(self) {
                 if !out.iter().any(|(k, _)| *k == key) {
                     out.push((key, why));
                 }

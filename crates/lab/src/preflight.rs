@@ -7,7 +7,7 @@
 //! view of what exists, so it is tested without touching this machine;
 //! [`Probe`] is the real view. [`prepare`] acts on what it finds: as root
 //! with apt-get it installs what is missing through an [`Installer`] (the
-//! Debian packages, and fio built by `scripts/fio-libiscsi`), says so, and
+//! Debian packages, and fio built by `crates/lab/fio-libiscsi`), says so, and
 //! checks again; otherwise it stops before any run with the command that
 //! would install it, or, with `skip_missing`, lets the rest run and lists
 //! the cases it skips.
@@ -20,9 +20,9 @@
 //! at all without root (another topology, tgt) is skipped. Only when no
 //! case is left does the lab stop.
 
-use crate::fio_peer;
 use crate::knobs::{InitiatorImpl, KnobSet, TargetImpl};
 use crate::netcmd;
+use crate::peers::fio;
 use crate::plan::{ResolvedCase, TopologyKind};
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
@@ -82,7 +82,7 @@ impl Need {
     fn source(self) -> String {
         match self.package() {
             Some(p) => format!("Debian package {p}"),
-            None if self == Need::FioLibiscsi => "built by scripts/fio-libiscsi".into(),
+            None if self == Need::FioLibiscsi => "built by crates/lab/fio-libiscsi".into(),
             None if self == Need::Root => "network namespaces and tgtd need it".into(),
             None => "the kernel's; not something to install".into(),
         }
@@ -498,7 +498,7 @@ pub struct Stop(pub String);
 /// The commands that would install what `missing` lists: one
 /// `apt-get install` for the packages (`sudo` first when not root; where
 /// there is no apt-get, the packages to find), then the fio script.
-/// `script` is `scripts/fio-libiscsi` in a checkout, if there is one.
+/// `script` is `crates/lab/fio-libiscsi` in a checkout, if there is one.
 pub fn install_commands(
     missing: &[&Missing],
     root: bool,
@@ -525,7 +525,7 @@ pub fn install_commands(
             Some(path) => format!("bash {}", path.display()),
             None => format!(
                 "{sudo}isoe lab (without --no-install: it builds fio from the copy of \
-                 scripts/fio-libiscsi inside isoe)"
+                 crates/lab/fio-libiscsi inside isoe)"
             ),
         });
     }
@@ -608,7 +608,7 @@ pub fn prepare(
             &found.installable(),
             machine.root(),
             machine.program("apt-get"),
-            fio_peer::script_in_checkout().as_deref(),
+            fio::script_in_checkout().as_deref(),
         );
         return Err(Stop(stop_message(plan, &found, &not_installed, &commands)));
     }
@@ -658,7 +658,7 @@ fn install(
     if let Some(m) = wanted.iter().find(|m| m.need == Need::FioLibiscsi) {
         let _ = writeln!(
             out,
-            "building fio with the libiscsi engine (needed by {}) with scripts/fio-libiscsi; \
+            "building fio with the libiscsi engine (needed by {}) with crates/lab/fio-libiscsi; \
              a few minutes...",
             m.cases().join(", ")
         );
@@ -708,7 +708,7 @@ impl Machine for Probe {
     }
 
     fn fio_libiscsi(&self) -> Result<(), String> {
-        fio_peer::usable_fio().map(|_| ())
+        fio::usable_fio().map(|_| ())
     }
 
     /// Makes a namespace and removes it, once per probe. Its name carries

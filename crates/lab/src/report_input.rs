@@ -91,7 +91,7 @@ fn environment(nic_features: String, started_at: &str, finished_at: &str) -> Env
         .map(|l| l.trim_start_matches("MemTotal:").trim().to_string())
         .unwrap_or_default();
     let mut peer_versions = BTreeMap::new();
-    if let Some(fio) = crate::fio_peer::find_fio() {
+    if let Some(fio) = crate::peers::fio::find_fio() {
         if let Ok(out) = std::process::Command::new(&fio).arg("--version").output() {
             peer_versions.insert(
                 "fio".into(),

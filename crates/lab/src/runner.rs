@@ -8,10 +8,11 @@
 //! the reports are written from what is there and the topology is removed.
 
 use crate::bed::{Bed, OnMachines};
-use crate::fio_peer::{self, FioJob};
 use crate::floor::FloorJob;
 use crate::foreign::ForeignLoad;
 use crate::knobs::{InitiatorImpl, KnobSet, TargetImpl};
+use crate::peers::fio::{self, FioJob};
+use crate::peers::tgt::TgtTarget;
 use crate::plan::{Plan, ResolvedCase, WorkloadSpec};
 use crate::record::RunRecord;
 use crate::rounds;
@@ -19,7 +20,6 @@ use crate::run::{isoe_target_config, measured_window, BenchFailure, Measured, Wi
 pub use crate::run::{LabError, TARGET_IQN};
 use crate::site::{CaseEnd, CaseRuns, CaseSetup, Site};
 use crate::testbed::Testbed;
-use crate::tgt_peer::TgtTarget;
 use crate::topology::{self, Kind, Role, Topology};
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -750,21 +750,21 @@ fn run_fio(
     workload: &WorkloadSpec,
 ) -> Result<Measured, BenchFailure> {
     let plan = &options.plan;
-    let fio = fio_peer::find_fio().ok_or_else(|| {
+    let fio = fio::find_fio().ok_or_else(|| {
         BenchFailure::Failed(
-            "fio with libiscsi not found: build it with scripts/fio-libiscsi (isoe lab does, \
+            "fio with libiscsi not found: build it with crates/lab/fio-libiscsi (isoe lab does, \
              as root), or set ISOE_FIO"
                 .into(),
         )
     })?;
     let shape = workload.shape(knobs);
-    let (workers, queue_depth) = fio_peer::libiscsi_jobs(
+    let (workers, queue_depth) = fio::libiscsi_jobs(
         shape.workers,
         shape.queue_depth,
         knobs.sessions.unwrap_or(1),
     );
     let job = FioJob {
-        engine: fio_peer::FioEngine::Libiscsi,
+        engine: fio::FioEngine::Libiscsi,
         urls: target
             .portals
             .iter()
@@ -777,7 +777,7 @@ fn run_fio(
         workers,
         duration_s: plan.run.duration_s.ceil().max(2.0),
         ramp_s: plan.run.ramp_s.ceil(),
-        size_bytes: fio_peer::FIO_SPAN_BYTES,
+        size_bytes: fio::FIO_SPAN_BYTES,
     };
     let mut cmd = topo.command(Role::Host, &fio);
     cmd.args(job.args());
@@ -788,7 +788,7 @@ fn run_fio(
     let limit = window_start + window_len + BENCH_SLACK;
     let run = run_sampled(&mut cmd, "fio", window, limit, target.pid, &options.stop)?;
     Ok(Measured {
-        bench: fio_peer::to_bench_json(&run.json, &job, &run.first, &run.last, Some(target.pid)),
+        bench: fio::to_bench_json(&run.json, &job, &run.first, &run.last, Some(target.pid)),
         started_at: run.started_at,
         foreign: run.foreign,
     })
@@ -799,8 +799,8 @@ fn run_fio(
 struct Sampled {
     /// Its JSON result (stdout from the first `{`).
     json: serde_json::Value,
-    first: fio_peer::Sample,
-    last: fio_peer::Sample,
+    first: fio::Sample,
+    last: fio::Sample,
     started_at: String,
     foreign: Option<ForeignLoad>,
 }
@@ -821,9 +821,9 @@ fn run_sampled(
     let mut last = None;
     wait_for_child(&mut child, what, limit, stop, |t| {
         if first.is_none() && t >= window.start {
-            first = fio_peer::Sample::take(pid, Some(target_pid));
+            first = fio::Sample::take(pid, Some(target_pid));
         } else if first.is_some() && last.is_none() && t >= window.end {
-            last = fio_peer::Sample::take(pid, Some(target_pid));
+            last = fio::Sample::take(pid, Some(target_pid));
         }
         window.tick(t);
     })?;

@@ -548,7 +548,7 @@ impl Bed {
         let span = (ran.last.uptime_s - ran.first.uptime_s).max(0.0);
         b.at = a.at + Duration::from_secs_f64(span);
         let target_pid_here = target.pid.filter(|_| self.same_host);
-        crate::fio_peer::add_cpu_fields(bench, a, &b, target_pid_here);
+        crate::peers::fio::add_cpu_fields(bench, a, &b, target_pid_here);
         if !self.same_host {
             super::add_target_side(bench, &ran.first, &ran.last, target);
         }

@@ -131,10 +131,10 @@ fn a_libiscsi_case_without_fio_needs_the_script() {
     assert_eq!(c.missing[0].cases(), ["libiscsi"]);
     assert!(c.missing[0].need.installable());
     assert_eq!(blocked(&c), ["libiscsi"]);
-    let script = std::path::Path::new("/src/isoe/scripts/fio-libiscsi");
+    let script = std::path::Path::new("/src/isoe/crates/lab/fio-libiscsi");
     assert_eq!(
         install_commands(&c.installable(), true, true, Some(script)),
-        ["bash /src/isoe/scripts/fio-libiscsi"]
+        ["bash /src/isoe/crates/lab/fio-libiscsi"]
     );
     // Without a checkout, isoe builds it from its own copy.
     let without_checkout = install_commands(&c.installable(), false, true, None);
@@ -164,12 +164,12 @@ fn install_commands_name_each_package_once_with_sudo_when_not_root() {
     let c = check(&plan(&text), &m);
     let needs: Vec<Need> = c.missing.iter().map(|x| x.need).collect();
     assert_eq!(needs, [Need::Ethtool, Need::Tgt, Need::FioLibiscsi]);
-    let script = std::path::Path::new("/r/scripts/fio-libiscsi");
+    let script = std::path::Path::new("/r/crates/lab/fio-libiscsi");
     assert_eq!(
         install_commands(&c.installable(), false, true, Some(script)),
         [
             "sudo apt-get install -y --no-install-recommends ethtool tgt",
-            "bash /r/scripts/fio-libiscsi"
+            "bash /r/crates/lab/fio-libiscsi"
         ]
     );
     let no_apt = install_commands(&c.installable(), true, false, None);
@@ -512,5 +512,5 @@ fn without_root_or_apt_or_when_installing_fails_it_says_why_not() {
         "{}",
         stop.0
     );
-    assert!(stop.0.contains("scripts/fio-libiscsi"), "{}", stop.0);
+    assert!(stop.0.contains("crates/lab/fio-libiscsi"), "{}", stop.0);
 }

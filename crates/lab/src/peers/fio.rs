@@ -10,19 +10,19 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// `scripts/fio-libiscsi`, built into the binary so that `isoe lab` can
+/// `crates/lab/fio-libiscsi`, built into the binary so that `isoe lab` can
 /// build fio also where isoe was installed with `cargo install` and no
 /// checkout is around.
-pub const BUILD_SCRIPT: &str = include_str!("../../../scripts/fio-libiscsi");
+pub const BUILD_SCRIPT: &str = include_str!("../../fio-libiscsi");
 
 /// Where the script is in the checkout this binary was built from, if that
 /// checkout is still there (for the command a person is told to run).
 pub fn script_in_checkout() -> Option<PathBuf> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/fio-libiscsi");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fio-libiscsi");
     path.canonicalize().ok().filter(|p| p.is_file())
 }
 
-/// Where `scripts/fio-libiscsi` keeps what it builds: `ISOE_TOOLS_CACHE`,
+/// Where `crates/lab/fio-libiscsi` keeps what it builds: `ISOE_TOOLS_CACHE`,
 /// else `~/.cache/isoe-tools` (the script's own rule).
 pub fn tools_cache() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("ISOE_TOOLS_CACHE").filter(|d| !d.is_empty()) {
@@ -32,13 +32,13 @@ pub fn tools_cache() -> Option<PathBuf> {
     Some(Path::new(&home).join(".cache/isoe-tools"))
 }
 
-/// The binary `scripts/fio-libiscsi` builds, whether it is there or not.
+/// The binary `crates/lab/fio-libiscsi` builds, whether it is there or not.
 pub fn built_fio() -> Option<PathBuf> {
     Some(tools_cache()?.join("fio-libiscsi/fio"))
 }
 
 /// Where fio with the libiscsi engine is: `ISOE_FIO`, else what
-/// `scripts/fio-libiscsi` built into its cache ([`built_fio`]).
+/// `crates/lab/fio-libiscsi` built into its cache ([`built_fio`]).
 pub fn find_fio() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("ISOE_FIO").filter(|p| !p.is_empty()) {
         return Some(PathBuf::from(p));

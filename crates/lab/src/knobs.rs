@@ -366,7 +366,7 @@ fn yes_no(v: bool) -> &'static str {
     }
 }
 
-fn digest(v: bool) -> &'static str {
+pub(crate) fn digest(v: bool) -> &'static str {
     if v {
         "CRC32C"
     } else {
@@ -609,107 +609,7 @@ impl Args {
     }
 }
 
-/// What fio's libiscsi engine can take of a knob set.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FioKnobArgs {
-    /// fio options, one word each (`--numjobs=2`).
-    pub args: Vec<String>,
-    /// Knobs fio with libiscsi cannot apply, by [`KnobSet::describe`] name, with the reason.
-    pub not_applied: Vec<(String, String)>,
-}
-
 impl KnobSet {
-    /// The fio options for libiscsi through fio. Only the worker count maps
-    /// to an fio option (`--numjobs`; each job opens its own session); a
-    /// runner that builds fio's job options from the workload's shape gets
-    /// the same count from `WorkloadSpec::shape`, and should use one or the
-    /// other, not both (the runners do the latter, with `sessions` more
-    /// jobs per worker sharing its depth: `fio::libiscsi_jobs`). The
-    /// iSCSI parameters reach a libiscsi session through the target's offer
-    /// ([`KnobSet::target_defaults_toml`]) where negotiation allows it;
-    /// everything else libiscsi fixes itself is listed in `not_applied`.
-    pub fn fio_args(&self) -> FioKnobArgs {
-        let mut args = Vec::new();
-        if let Some(n) = self.workers {
-            args.push(format!("--numjobs={n}"));
-        }
-        FioKnobArgs {
-            args,
-            not_applied: self.libiscsi_limits(),
-        }
-    }
-
-    /// Knobs libiscsi (as fio's engine drives it) cannot honour.
-    pub(crate) fn libiscsi_limits(&self) -> Vec<(String, String)> {
-        let mut out = Vec::new();
-        let mut no = |key: &str, why: String| out.push((key.to_string(), why));
-        if self.nodelay == Some(false) {
-            no(
-                "nodelay",
-                "libiscsi always sets TCP_NODELAY on its socket".into(),
-            );
-        }
-        if self.quickack == Some(true) {
-            no(
-                "quickack",
-                "libiscsi never sets TCP_QUICKACK and fio has no option for it".into(),
-            );
-        }
-        for (key, v) in [
-            ("rcvbuf", self.rcvbuf_bytes),
-            ("sndbuf", self.sndbuf_bytes),
-            ("busy_poll_us", self.busy_poll_us),
-        ] {
-            if v.is_some() {
-                no(
-                    key,
-                    "libiscsi sets no SO_RCVBUF, SO_SNDBUF or SO_BUSY_POLL and fio has no option for them"
-                        .into(),
-                );
-            }
-        }
-        if self.data_digest == Some(true) {
-            no(
-                "data_digest",
-                "libiscsi always offers DataDigest=None".into(),
-            );
-        }
-        if let Some(v) = self.max_recv_data_segment_length {
-            if v != LIBISCSI_FIXED_LENGTH_BYTES {
-                no(
-                    "max_recv_data_segment_length",
-                    format!(
-                        "libiscsi declares MaxRecvDataSegmentLength={LIBISCSI_FIXED_LENGTH_BYTES} itself; only the target's declaration changes"
-                    ),
-                );
-            }
-        }
-        for (key, param, v) in [
-            (
-                "first_burst_length",
-                "FirstBurstLength",
-                self.first_burst_length,
-            ),
-            ("max_burst_length", "MaxBurstLength", self.max_burst_length),
-        ] {
-            if v.is_some_and(|v| v > LIBISCSI_FIXED_LENGTH_BYTES) {
-                no(
-                    key,
-                    format!(
-                        "libiscsi offers {param}={LIBISCSI_FIXED_LENGTH_BYTES} and the smaller offer wins (RFC 7143 §13.13, §13.14)"
-                    ),
-                );
-            }
-        }
-        if self.connections.is_some_and(|n| n > 1) {
-            no(
-                "connections",
-                "libiscsi offers MaxConnections=1 (no MC/S)".into(),
-            );
-        }
-        out
-    }
-
     /// The `[defaults]` table of an `isoe target --config` file that makes
     /// the target negotiate what this set asks for (see the module doc).
     /// Knobs that are not set are left out, so the target keeps its
@@ -766,78 +666,6 @@ impl KnobSet {
             let _ = writeln!(t, "buffer_pool = {b}");
         }
         t
-    }
-
-    /// The iSCSI parameters for tgt, as `tgtadm --lld iscsi --mode target
-    /// --op update --tid T --name NAME --value VALUE` pairs. tgt always
-    /// accepts None for a digest and picks CRC32C when both ends offer it;
-    /// its MaxXmitDataSegmentLength (what it sends per PDU) follows the
-    /// MaxRecvDataSegmentLength knob so that both directions use it.
-    pub fn tgt_params(&self) -> Vec<(&'static str, String)> {
-        let mut p = Vec::new();
-        if let Some(v) = self.header_digest {
-            p.push(("HeaderDigest", digest(v).to_string()));
-        }
-        if let Some(v) = self.data_digest {
-            p.push(("DataDigest", digest(v).to_string()));
-        }
-        let tgt_bool = |b: bool| if b { "Yes" } else { "No" }.to_string();
-        if let Some(v) = self.immediate_data {
-            p.push(("ImmediateData", tgt_bool(v)));
-        }
-        if let Some(v) = self.initial_r2t {
-            p.push(("InitialR2T", tgt_bool(v)));
-        }
-        if let Some(n) = self.max_recv_data_segment_length {
-            p.push(("MaxRecvDataSegmentLength", n.to_string()));
-            p.push(("MaxXmitDataSegmentLength", n.to_string()));
-        }
-        if let Some(n) = self.first_burst_length {
-            p.push(("FirstBurstLength", n.to_string()));
-        }
-        if let Some(n) = self.max_burst_length {
-            p.push(("MaxBurstLength", n.to_string()));
-        }
-        if let Some(n) = self.connections.filter(|&n| n > 1) {
-            // tgt's default MaxConnections is 1; the smaller offer wins.
-            p.push(("MaxConnections", n.to_string()));
-        }
-        p
-    }
-
-    /// Knobs the kernel initiator cannot honour: it sets its own socket
-    /// options, and open-iscsi has no MC/S.
-    pub(crate) fn kernel_limits(&self) -> Vec<(String, String)> {
-        let mut out = Vec::new();
-        for (key, set) in [
-            ("nodelay", self.nodelay.is_some()),
-            ("quickack", self.quickack.is_some()),
-            ("rcvbuf", self.rcvbuf_bytes.is_some()),
-            ("sndbuf", self.sndbuf_bytes.is_some()),
-            ("busy_poll_us", self.busy_poll_us.is_some()),
-        ] {
-            if set {
-                out.push((
-                    key.to_string(),
-                    "the kernel initiator sets its own socket options (iscsi_tcp); open-iscsi has no setting for this"
-                        .to_string(),
-                ));
-            }
-        }
-        if self.connections.is_some_and(|n| n > 1) {
-            out.push((
-                "connections".into(),
-                "open-iscsi opens one connection per session (no MC/S)".into(),
-            ));
-        }
-        if self.sessions.is_some_and(|n| n > 1) {
-            out.push((
-                "sessions".into(),
-                "the lab logs the kernel initiator in once per portal; use workers for more load"
-                    .into(),
-            ));
-        }
-        out
     }
 
     /// Knobs `isoe attach` cannot honour: it has no socket options nor
@@ -987,7 +815,7 @@ impl KnobSet {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn s(v: &[&str]) -> Vec<String> {
@@ -995,7 +823,7 @@ mod tests {
     }
 
     /// Every knob set to something other than its default.
-    fn everything() -> KnobSet {
+    pub(crate) fn everything() -> KnobSet {
         KnobSet {
             link: LinkKnobs {
                 mtu: Some(9000),
@@ -1317,7 +1145,7 @@ mod tests {
     }
 
     #[test]
-    fn datapath_table_and_tgt_parameters() {
+    fn datapath_table() {
         assert_eq!(
             everything().target_datapath_toml(),
             "[datapath]\nbatching = false\ncrc = \"software\"\nbuffer_pool = false\n"
@@ -1331,58 +1159,6 @@ mod tests {
             hw.target_datapath_toml(),
             "[datapath]\ncrc = \"hardware\"\n"
         );
-        let expected: Vec<(&str, String)> = [
-            ("HeaderDigest", "CRC32C"),
-            ("DataDigest", "CRC32C"),
-            ("ImmediateData", "No"),
-            ("InitialR2T", "Yes"),
-            ("MaxRecvDataSegmentLength", "65536"),
-            ("MaxXmitDataSegmentLength", "65536"),
-            ("FirstBurstLength", "65536"),
-            ("MaxBurstLength", "524288"),
-            ("MaxConnections", "2"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k, v.to_string()))
-        .collect();
-        assert_eq!(everything().tgt_params(), expected);
-        assert!(KnobSet::default().tgt_params().is_empty());
-    }
-
-    #[test]
-    fn fio_takes_the_worker_count_and_names_what_libiscsi_fixes() {
-        let f = everything().fio_args();
-        assert_eq!(f.args, s(&["--numjobs=4"]));
-        let keys: Vec<&str> = f.not_applied.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(
-            keys,
-            [
-                "nodelay",
-                "quickack",
-                "rcvbuf",
-                "sndbuf",
-                "busy_poll_us",
-                "data_digest",
-                "max_recv_data_segment_length",
-                "max_burst_length",
-                "connections",
-            ]
-        );
-        assert!(f.not_applied.iter().all(|(_, why)| !why.is_empty()));
-        // What negotiation lets the target decide is not listed: header
-        // digest, ImmediateData, InitialR2T, bursts up to libiscsi's 256 KiB.
-        let fine = KnobSet {
-            header_digest: Some(true),
-            immediate_data: Some(false),
-            initial_r2t: Some(true),
-            first_burst_length: Some(65_536),
-            max_burst_length: Some(262_144),
-            max_recv_data_segment_length: Some(262_144),
-            nodelay: Some(true),
-            connections: Some(1),
-            ..KnobSet::default()
-        };
-        assert_eq!(fine.fio_args(), FioKnobArgs::default());
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! that is not what it says.
 
 use crate::knobs::{InitiatorImpl, KnobSet, TargetImpl, ISOE_TARGET_ACCEPTS_DATAPATH};
+use crate::peers::{fio, kernel, lio};
 
 impl KnobSet {
     /// The knobs of this set that cannot apply with `initiator` and
@@ -30,8 +31,8 @@ impl KnobSet {
             }
         }
         match initiator {
-            InitiatorImpl::Libiscsi => out.extend(self.libiscsi_limits()),
-            InitiatorImpl::Kernel => out.extend(self.kernel_limits()),
+            InitiatorImpl::Libiscsi => out.extend(fio::limits(self)),
+            InitiatorImpl::Kernel => out.extend(kernel::limits(self)),
             InitiatorImpl::IsoeUblk | InitiatorImpl::IsoeNbd => out.extend(self.attach_limits()),
             InitiatorImpl::Isoe => {}
         }
@@ -45,7 +46,7 @@ impl KnobSet {
             ));
         }
         if target == TargetImpl::Lio {
-            for (key, why) in crate::peers::lio::unsupported(self) {
+            for (key, why) in lio::unsupported(self) {
                 if !out.iter().any(|(k, _)| *k == key) {
                     out.push((key, why));
                 }

@@ -3,6 +3,7 @@
 //! `isoe bench` result, with CPU and TCP counters sampled from /proc over
 //! the steady part of the run as `isoe bench` samples them.
 
+use crate::knobs::{KnobSet, LIBISCSI_FIXED_LENGTH_BYTES};
 use isoe_bench::cpu::{self, CpuSplit, CpuTimes, ProcessCpu};
 use isoe_bench::demand;
 use isoe_bench::tcp::TcpCounters;
@@ -340,6 +341,81 @@ pub fn add_cpu_fields(bench: &mut Value, first: &Sample, last: &Sample, target_p
     }
 }
 
+/// Knobs libiscsi (as fio's engine drives it) cannot honour, by
+/// [`KnobSet::describe`] name, with the reason. The worker count is fio's
+/// `--numjobs` (the runners build it from the workload's shape); the iSCSI
+/// parameters reach a libiscsi session through the target's offer
+/// ([`KnobSet::target_defaults_toml`]) where negotiation allows it.
+pub fn limits(knobs: &KnobSet) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut no = |key: &str, why: String| out.push((key.to_string(), why));
+    if knobs.nodelay == Some(false) {
+        no(
+            "nodelay",
+            "libiscsi always sets TCP_NODELAY on its socket".into(),
+        );
+    }
+    if knobs.quickack == Some(true) {
+        no(
+            "quickack",
+            "libiscsi never sets TCP_QUICKACK and fio has no option for it".into(),
+        );
+    }
+    for (key, v) in [
+        ("rcvbuf", knobs.rcvbuf_bytes),
+        ("sndbuf", knobs.sndbuf_bytes),
+        ("busy_poll_us", knobs.busy_poll_us),
+    ] {
+        if v.is_some() {
+            no(
+                key,
+                "libiscsi sets no SO_RCVBUF, SO_SNDBUF or SO_BUSY_POLL and fio has no option for them"
+                    .into(),
+            );
+        }
+    }
+    if knobs.data_digest == Some(true) {
+        no(
+            "data_digest",
+            "libiscsi always offers DataDigest=None".into(),
+        );
+    }
+    if let Some(v) = knobs.max_recv_data_segment_length {
+        if v != LIBISCSI_FIXED_LENGTH_BYTES {
+            no(
+                "max_recv_data_segment_length",
+                format!(
+                    "libiscsi declares MaxRecvDataSegmentLength={LIBISCSI_FIXED_LENGTH_BYTES} itself; only the target's declaration changes"
+                ),
+            );
+        }
+    }
+    for (key, param, v) in [
+        (
+            "first_burst_length",
+            "FirstBurstLength",
+            knobs.first_burst_length,
+        ),
+        ("max_burst_length", "MaxBurstLength", knobs.max_burst_length),
+    ] {
+        if v.is_some_and(|v| v > LIBISCSI_FIXED_LENGTH_BYTES) {
+            no(
+                key,
+                format!(
+                    "libiscsi offers {param}={LIBISCSI_FIXED_LENGTH_BYTES} and the smaller offer wins (RFC 7143 §13.13, §13.14)"
+                ),
+            );
+        }
+    }
+    if knobs.connections.is_some_and(|n| n > 1) {
+        no(
+            "connections",
+            "libiscsi offers MaxConnections=1 (no MC/S)".into(),
+        );
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -447,5 +523,40 @@ mod tests {
         assert!(two.contains(&"--iodepth=16".to_string()));
         assert!(two.contains(&"--numjobs=2".to_string()));
         assert_eq!(two.iter().filter(|a| a.starts_with("--name=")).count(), 1);
+    }
+
+    #[test]
+    fn libiscsi_names_what_it_fixes_itself() {
+        let not_applied = limits(&crate::knobs::tests::everything());
+        let keys: Vec<&str> = not_applied.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "nodelay",
+                "quickack",
+                "rcvbuf",
+                "sndbuf",
+                "busy_poll_us",
+                "data_digest",
+                "max_recv_data_segment_length",
+                "max_burst_length",
+                "connections",
+            ]
+        );
+        assert!(not_applied.iter().all(|(_, why)| !why.is_empty()));
+        // What negotiation lets the target decide is not listed: header
+        // digest, ImmediateData, InitialR2T, bursts up to libiscsi's 256 KiB.
+        let fine = KnobSet {
+            header_digest: Some(true),
+            immediate_data: Some(false),
+            initial_r2t: Some(true),
+            first_burst_length: Some(65_536),
+            max_burst_length: Some(262_144),
+            max_recv_data_segment_length: Some(262_144),
+            nodelay: Some(true),
+            connections: Some(1),
+            ..KnobSet::default()
+        };
+        assert!(limits(&fine).is_empty(), "{:?}", limits(&fine));
     }
 }

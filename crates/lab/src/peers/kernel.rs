@@ -7,6 +7,7 @@
 //!
 
 use crate::host::Host;
+use crate::knobs::KnobSet;
 use crate::ssh::HostError;
 
 /// Settings written into the node record before login; None leaves
@@ -221,6 +222,42 @@ impl<'h> KernelSession<'h> {
         let deleted = self.host.run(&with(&["-o", "delete"]));
         out.and(deleted).map(|_| ())
     }
+}
+
+/// Knobs the kernel initiator cannot honour, by [`KnobSet::describe`]
+/// name, with the reason: it sets its own socket
+/// options, and open-iscsi has no MC/S.
+pub fn limits(knobs: &KnobSet) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (key, set) in [
+        ("nodelay", knobs.nodelay.is_some()),
+        ("quickack", knobs.quickack.is_some()),
+        ("rcvbuf", knobs.rcvbuf_bytes.is_some()),
+        ("sndbuf", knobs.sndbuf_bytes.is_some()),
+        ("busy_poll_us", knobs.busy_poll_us.is_some()),
+    ] {
+        if set {
+            out.push((
+                key.to_string(),
+                "the kernel initiator sets its own socket options (iscsi_tcp); open-iscsi has no setting for this"
+                    .to_string(),
+            ));
+        }
+    }
+    if knobs.connections.is_some_and(|n| n > 1) {
+        out.push((
+            "connections".into(),
+            "open-iscsi opens one connection per session (no MC/S)".into(),
+        ));
+    }
+    if knobs.sessions.is_some_and(|n| n > 1) {
+        out.push((
+            "sessions".into(),
+            "the lab logs the kernel initiator in once per portal; use workers for more load"
+                .into(),
+        ));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -328,7 +328,7 @@ impl TgtTarget {
         ] {
             self.tgtadm(args)?;
         }
-        let params = knobs.tgt_params();
+        let params = params(knobs);
         for (name, value) in &params {
             self.tgtadm(&[
                 "--mode", "target", "--op", "update", "--tid", TID, "--name", name, "--value",
@@ -656,6 +656,43 @@ fn stop_stale(pid: u32, port: u16) {
     }
 }
 
+/// The iSCSI parameters for tgt, as `tgtadm --lld iscsi --mode target
+/// --op update --tid T --name NAME --value VALUE` pairs. tgt always
+/// accepts None for a digest and picks CRC32C when both ends offer it;
+/// its MaxXmitDataSegmentLength (what it sends per PDU) follows the
+/// MaxRecvDataSegmentLength knob so that both directions use it.
+pub fn params(knobs: &KnobSet) -> Vec<(&'static str, String)> {
+    let mut p = Vec::new();
+    if let Some(v) = knobs.header_digest {
+        p.push(("HeaderDigest", crate::knobs::digest(v).to_string()));
+    }
+    if let Some(v) = knobs.data_digest {
+        p.push(("DataDigest", crate::knobs::digest(v).to_string()));
+    }
+    let tgt_bool = |b: bool| if b { "Yes" } else { "No" }.to_string();
+    if let Some(v) = knobs.immediate_data {
+        p.push(("ImmediateData", tgt_bool(v)));
+    }
+    if let Some(v) = knobs.initial_r2t {
+        p.push(("InitialR2T", tgt_bool(v)));
+    }
+    if let Some(n) = knobs.max_recv_data_segment_length {
+        p.push(("MaxRecvDataSegmentLength", n.to_string()));
+        p.push(("MaxXmitDataSegmentLength", n.to_string()));
+    }
+    if let Some(n) = knobs.first_burst_length {
+        p.push(("FirstBurstLength", n.to_string()));
+    }
+    if let Some(n) = knobs.max_burst_length {
+        p.push(("MaxBurstLength", n.to_string()));
+    }
+    if let Some(n) = knobs.connections.filter(|&n| n > 1) {
+        // tgt's default MaxConnections is 1; the smaller offer wins.
+        p.push(("MaxConnections", n.to_string()));
+    }
+    p
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -732,5 +769,26 @@ mod tests {
     #[test]
     fn this_process_is_not_a_tgtd() {
         assert!(!is_tgtd_on(std::process::id(), 32_000));
+    }
+
+    #[test]
+    fn the_knobs_become_tgt_parameters() {
+        let everything = crate::knobs::tests::everything();
+        let expected: Vec<(&str, String)> = [
+            ("HeaderDigest", "CRC32C"),
+            ("DataDigest", "CRC32C"),
+            ("ImmediateData", "No"),
+            ("InitialR2T", "Yes"),
+            ("MaxRecvDataSegmentLength", "65536"),
+            ("MaxXmitDataSegmentLength", "65536"),
+            ("FirstBurstLength", "65536"),
+            ("MaxBurstLength", "524288"),
+            ("MaxConnections", "2"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k, v.to_string()))
+        .collect();
+        assert_eq!(params(&everything), expected);
+        assert!(params(&KnobSet::default()).is_empty());
     }
 }

@@ -8,14 +8,16 @@
 //! - `isoe bench` options for the isoe initiator ([`KnobSet::bench_args`]),
 //!   and the fewer `isoe attach` takes for isoe's initiator as a block
 //!   device ([`KnobSet::attach_args`]);
-//! - fio options for libiscsi through fio ([`KnobSet::fio_args`]);
 //! - a `[defaults]` table for `isoe target --config`
 //!   ([`KnobSet::target_defaults_toml`]) and a `[datapath]` table
 //!   ([`KnobSet::target_datapath_toml`]);
-//! - `tgtadm` parameters for tgt ([`KnobSet::tgt_params`]);
 //! - and the list of knobs the chosen peers cannot apply, with the reason
-//!   ([`KnobSet::unsupported`]), so that a run reports them as skipped
-//!   instead of ignoring them.
+//!   ([`KnobSet::unsupported`], in `limits.rs`), so that a run reports them
+//!   as skipped instead of ignoring them.
+//!
+//! Each peer translates the set its own way, in `peers/` (tgt's
+//! parameters, LIO's configfs attributes, what libiscsi and the kernel
+//! initiator fix themselves); this file knows none of them.
 //!
 //! Link knobs ([`LinkKnobs`]: MTU, rate, ethtool offloads, rings,
 //! coalescing, queues, flow control) and sysctls are applied by the

@@ -9,7 +9,7 @@
 //! file of [`LUN_BYTES`] in a private directory (on /dev/shm when there is
 //! one, so that, like the isoe target's memory LUN, only what is written
 //! costs memory and no disk is in the path), accepts every initiator, and
-//! takes the case's iSCSI parameters ([`KnobSet::tgt_params`]) with
+//! takes the case's iSCSI parameters ([`params`]) with
 //! `tgtadm --op update` before any initiator logs in.
 //!
 //! tgt's quirks, each handled here:

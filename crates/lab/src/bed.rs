@@ -764,165 +764,198 @@ echo $missing"#;
         stop: &AtomicBool,
     ) -> Result<Measured, BenchFailure> {
         let (target, devices) = (on.target, on.devices);
-        let host = &self.initiator;
-        let failed = |e: String| BenchFailure::Failed(e);
         if let Some(app) = &workload.application {
             // One device: with several portals, the first portal's.
             let device = devices.paths().into_iter().next().ok_or_else(|| {
-                failed(format!(
+                BenchFailure::Failed(format!(
                     "{} runs on a block device, and the case made none",
                     app.kind()
                 ))
             })?;
             return self.run_application(plan, knobs, app, target, &device, &mut on.apps, stop);
         }
-        let shape = workload.shape(knobs);
-        let run = &plan.run;
-        let target_pid_here = target.pid.filter(|_| self.same_host);
-        let (argv, job, window): (Vec<String>, Option<FioJob>, Window) =
-            match knobs.initiator_impl() {
-                InitiatorImpl::Isoe => {
-                    let isoe = self
-                        .isoe_on(host, self.testbed.initiator.isoe.as_ref())
-                        .map_err(failed)?;
-                    let mut argv = vec![isoe, "bench".to_owned()];
-                    argv.extend(target.urls());
-                    argv.extend(workload.bench_args(knobs));
-                    argv.extend(knobs.bench_args());
-                    argv.extend([
-                        "--duration".to_owned(),
-                        run.duration_s.to_string(),
-                        "--ramp".to_owned(),
-                        run.ramp_s.to_string(),
-                        "--json".to_owned(),
-                        "-".to_owned(),
-                        "--no-progress".to_owned(),
-                    ]);
-                    if let Some(pid) = target_pid_here {
-                        argv.extend(["--target-pid".to_owned(), pid.to_string()]);
-                    }
-                    let window = run::measured_window(run.ramp_s, run.duration_s);
-                    (argv, None, window)
-                }
-                kind => {
-                    let (engine, program, files) = if kind.makes_block_device() {
-                        let fio = self.testbed.initiator.fio.clone();
-                        (FioEngine::KernelLibaio, fio, devices.paths())
-                    } else {
-                        let fio = self.fio_libiscsi().map_err(failed)?;
-                        (FioEngine::Libiscsi, fio, target.urls())
-                    };
-                    let (workers, queue_depth) = match engine {
-                        FioEngine::Libiscsi => fio::libiscsi_jobs(
-                            shape.workers,
-                            shape.queue_depth,
-                            knobs.sessions.unwrap_or(1),
-                        ),
-                        _ => (shape.workers, shape.queue_depth),
-                    };
-                    let job = FioJob {
-                        engine,
-                        urls: files,
-                        block_size_bytes: shape.block_size_bytes,
-                        read_pct: shape.read_pct,
-                        random_pct: shape.random_pct,
-                        queue_depth,
-                        workers,
-                        duration_s: run.duration_s.ceil().max(2.0),
-                        ramp_s: run.ramp_s.ceil(),
-                        size_bytes: fio::FIO_SPAN_BYTES.min(target.size_bytes),
-                    };
-                    let mut argv = vec![program];
-                    argv.extend(job.args());
-                    // A second short of fio's end, from its process's start:
-                    // with four jobs, fio on the VM ended before a window
-                    // closing half a second short of it (2 runs of 81).
-                    let start = Duration::from_secs_f64(job.ramp_s + 0.5);
-                    let len = Duration::from_secs_f64((job.duration_s - 1.5).max(0.5));
-                    (argv, Some(job), Window::new(start, start + len))
-                }
-            };
-        let bounds = (window.start, window.end);
-        let Ran {
-            stdout,
-            stderr_text,
-            status,
-            first,
-            mut last,
-            started_at,
-            foreign,
-        } = self.measure(&argv, window, target, run.ramp_s + run.duration_s, stop)?;
-        let mut bench = match &job {
-            None => {
-                let line = stdout
-                    .lines()
-                    .rev()
-                    .find(|l| l.trim_start().starts_with('{'))
-                    .ok_or_else(|| {
-                        BenchFailure::Failed(format!(
-                            "isoe bench on {} exited with {status} and no result: {}",
-                            host.name(),
-                            tail(&stderr_text)
-                        ))
-                    })?;
-                serde_json::from_str::<Value>(line).map_err(|e| {
-                    BenchFailure::Failed(format!("isoe bench printed bad JSON: {e}"))
-                })?
-            }
+        let load = self
+            .load_command(plan, knobs, workload, target, devices)
+            .map_err(BenchFailure::Failed)?;
+        let bounds = (load.window.start, load.window.end);
+        let run_s = plan.run.ramp_s + plan.run.duration_s;
+        let mut ran = self.measure(&load.argv, load.window, target, run_s, stop)?;
+        let mut bench = match &load.job {
+            None => self.bench_result(&ran)?,
             Some(job) => {
-                let start = stdout.find('{').ok_or_else(|| {
-                    BenchFailure::Failed(format!(
-                        "fio on {} exited with {status} and no JSON: {}",
-                        host.name(),
-                        tail(&stderr_text)
-                    ))
-                })?;
-                let fio_json: Value = serde_json::from_str(&stdout[start..])
-                    .map_err(|e| BenchFailure::Failed(format!("fio printed bad JSON: {e}")))?;
-                // The window as the initiator host's clock saw it.
-                if let (Some(a), Some(b)) = (&first.initiator, &mut last.initiator) {
-                    let span = (last.uptime_s - first.uptime_s).max(0.0);
-                    b.at = a.at + Duration::from_secs_f64(span);
-                }
-                let (Some(a), Some(b)) = (&first.initiator, &last.initiator) else {
-                    let which = if first.initiator.is_none() {
-                        "start"
-                    } else {
-                        "end"
-                    };
-                    return Err(BenchFailure::Failed(format!(
-                        "fio's /proc counters could not be read at the window's {which} \
-                         ({:.1} s after it started; it exited with {status}): {}",
-                        if first.initiator.is_none() {
-                            bounds.0
-                        } else {
-                            bounds.1
-                        }
-                        .as_secs_f64(),
-                        tail(&stderr_text)
-                    )));
-                };
-                let mut bench = fio::to_bench_json(&fio_json, job, a, b, target_pid_here);
-                if let Some(kind) = knobs.initiator_impl().attach_kind() {
-                    // fio's libaio on isoe's device, not on the kernel's.
-                    bench["initiator"] = json!(kind.label());
-                }
-                bench
+                let target_pid_here = target.pid.filter(|_| self.same_host);
+                self.fio_result(&mut ran, job, knobs, bounds, target_pid_here)?
             }
         };
         if !self.same_host {
-            add_target_side(&mut bench, &first, &last, target);
+            add_target_side(&mut bench, &ran.first, &ran.last, target);
         }
-        bench["testbed_initiator_host"] = json!(host.name());
+        bench["testbed_initiator_host"] = json!(self.initiator.name());
         bench["testbed_target_host"] = json!(match target.started {
             Started::External => "external".to_owned(),
             _ => self.target.name(),
         });
         Ok(Measured {
             bench,
-            started_at,
-            foreign,
+            started_at: ran.started_at,
+            foreign: ran.foreign,
         })
+    }
+    /// The command line of a run of `workload` on the initiator host
+    /// (`isoe bench`, or fio on isoe's or the kernel's block devices or
+    /// through libiscsi), and the window to measure it over.
+    fn load_command(
+        &self,
+        plan: &Plan,
+        knobs: &KnobSet,
+        workload: &WorkloadSpec,
+        target: &BedTarget<'_>,
+        devices: &BlockDevices,
+    ) -> Result<Load, String> {
+        let host = &self.initiator;
+        let shape = workload.shape(knobs);
+        let run = &plan.run;
+        let target_pid_here = target.pid.filter(|_| self.same_host);
+        Ok(match knobs.initiator_impl() {
+            InitiatorImpl::Isoe => {
+                let isoe = self.isoe_on(host, self.testbed.initiator.isoe.as_ref())?;
+                let mut argv = vec![isoe, "bench".to_owned()];
+                argv.extend(target.urls());
+                argv.extend(workload.bench_args(knobs));
+                argv.extend(knobs.bench_args());
+                argv.extend([
+                    "--duration".to_owned(),
+                    run.duration_s.to_string(),
+                    "--ramp".to_owned(),
+                    run.ramp_s.to_string(),
+                    "--json".to_owned(),
+                    "-".to_owned(),
+                    "--no-progress".to_owned(),
+                ]);
+                if let Some(pid) = target_pid_here {
+                    argv.extend(["--target-pid".to_owned(), pid.to_string()]);
+                }
+                let window = run::measured_window(run.ramp_s, run.duration_s);
+                Load {
+                    argv,
+                    job: None,
+                    window,
+                }
+            }
+            kind => {
+                let (engine, program, files) = if kind.makes_block_device() {
+                    let fio = self.testbed.initiator.fio.clone();
+                    (FioEngine::KernelLibaio, fio, devices.paths())
+                } else {
+                    let fio = self.fio_libiscsi()?;
+                    (FioEngine::Libiscsi, fio, target.urls())
+                };
+                let (workers, queue_depth) = match engine {
+                    FioEngine::Libiscsi => fio::libiscsi_jobs(
+                        shape.workers,
+                        shape.queue_depth,
+                        knobs.sessions.unwrap_or(1),
+                    ),
+                    _ => (shape.workers, shape.queue_depth),
+                };
+                let job = FioJob {
+                    engine,
+                    urls: files,
+                    block_size_bytes: shape.block_size_bytes,
+                    read_pct: shape.read_pct,
+                    random_pct: shape.random_pct,
+                    queue_depth,
+                    workers,
+                    duration_s: run.duration_s.ceil().max(2.0),
+                    ramp_s: run.ramp_s.ceil(),
+                    size_bytes: fio::FIO_SPAN_BYTES.min(target.size_bytes),
+                };
+                let mut argv = vec![program];
+                argv.extend(job.args());
+                // A second short of fio's end, from its process's start:
+                // with four jobs, fio on the VM ended before a window
+                // closing half a second short of it (2 runs of 81).
+                let start = Duration::from_secs_f64(job.ramp_s + 0.5);
+                let len = Duration::from_secs_f64((job.duration_s - 1.5).max(0.5));
+                Load {
+                    argv,
+                    job: Some(job),
+                    window: Window::new(start, start + len),
+                }
+            }
+        })
+    }
+
+    /// `isoe bench`'s JSON result, the last JSON line it printed.
+    fn bench_result(&self, ran: &Ran) -> Result<Value, BenchFailure> {
+        let line = ran
+            .stdout
+            .lines()
+            .rev()
+            .find(|l| l.trim_start().starts_with('{'))
+            .ok_or_else(|| {
+                BenchFailure::Failed(format!(
+                    "isoe bench on {} exited with {} and no result: {}",
+                    self.initiator.name(),
+                    ran.status,
+                    tail(&ran.stderr_text)
+                ))
+            })?;
+        serde_json::from_str::<Value>(line)
+            .map_err(|e| BenchFailure::Failed(format!("isoe bench printed bad JSON: {e}")))
+    }
+
+    /// fio's JSON result in `isoe bench`'s fields, with the initiator
+    /// host's CPU over the window `bounds` (its end moved to the initiator
+    /// host's clock in `ran`).
+    fn fio_result(
+        &self,
+        ran: &mut Ran,
+        job: &FioJob,
+        knobs: &KnobSet,
+        bounds: (Duration, Duration),
+        target_pid_here: Option<u32>,
+    ) -> Result<Value, BenchFailure> {
+        let (status, stderr_text) = (ran.status, &ran.stderr_text);
+        let start = ran.stdout.find('{').ok_or_else(|| {
+            BenchFailure::Failed(format!(
+                "fio on {} exited with {status} and no JSON: {}",
+                self.initiator.name(),
+                tail(stderr_text)
+            ))
+        })?;
+        let fio_json: Value = serde_json::from_str(&ran.stdout[start..])
+            .map_err(|e| BenchFailure::Failed(format!("fio printed bad JSON: {e}")))?;
+        let (first, last) = (&ran.first, &mut ran.last);
+        // The window as the initiator host's clock saw it.
+        if let (Some(a), Some(b)) = (&first.initiator, &mut last.initiator) {
+            let span = (last.uptime_s - first.uptime_s).max(0.0);
+            b.at = a.at + Duration::from_secs_f64(span);
+        }
+        let (Some(a), Some(b)) = (&first.initiator, &last.initiator) else {
+            let which = if first.initiator.is_none() {
+                "start"
+            } else {
+                "end"
+            };
+            return Err(BenchFailure::Failed(format!(
+                "fio's /proc counters could not be read at the window's {which} \
+                 ({:.1} s after it started; it exited with {status}): {}",
+                if first.initiator.is_none() {
+                    bounds.0
+                } else {
+                    bounds.1
+                }
+                .as_secs_f64(),
+                tail(stderr_text)
+            )));
+        };
+        let mut bench = fio::to_bench_json(&fio_json, job, a, b, target_pid_here);
+        if let Some(kind) = knobs.initiator_impl().attach_kind() {
+            // fio's libaio on isoe's device, not on the kernel's.
+            bench["initiator"] = json!(kind.label());
+        }
+        Ok(bench)
     }
 
     /// Runs `argv` on the initiator host for about `run_s` seconds, its CPU
@@ -1230,6 +1263,14 @@ fn parse_uptime(text: &str) -> Option<f64> {
 }
 
 /// What a measured run on the initiator host left.
+/// A run's command line and the window it is measured over.
+struct Load {
+    argv: Vec<String>,
+    /// The fio job, when the load is fio's.
+    job: Option<FioJob>,
+    window: Window,
+}
+
 struct Ran {
     /// Its standard output.
     stdout: String,

@@ -373,25 +373,19 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
     }
     drop(ready_tx);
     drop(second_tx);
-    let mut connections_per_session = u32::MAX;
-    let mut setup_error = None;
-    for _ in 0..w.workers {
-        match ready_rx.recv() {
-            Ok(Ok(c)) => connections_per_session = connections_per_session.min(c),
-            Ok(Err(e)) => setup_error = setup_error.or(Some(e)),
-            Err(_) => setup_error = setup_error.or(Some("a worker ended during setup".into())),
+    let connections_per_session = match await_setup(&ready_rx, w.workers) {
+        Ok(c) => c,
+        Err(what) => {
+            phase.store(PHASE_DRAIN, Ordering::SeqCst);
+            for h in handles {
+                let _ = h.join();
+            }
+            return Err(RunError::Setup {
+                url: config.urls[0].to_string(),
+                what,
+            });
         }
-    }
-    if let Some(what) = setup_error {
-        phase.store(PHASE_DRAIN, Ordering::SeqCst);
-        for h in handles {
-            let _ = h.join();
-        }
-        return Err(RunError::Setup {
-            url: config.urls[0].to_string(),
-            what,
-        });
-    }
+    };
 
     let mut progress = Progress::new(config.progress, &counters);
     let mut collector = Collector::new(w.workers);
@@ -431,7 +425,106 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
     let snapshot1 = Snapshot::take();
     progress.finish();
 
-    let mut per_url: Vec<UrlMeasurements> = volume_names(&config)
+    let Gathered {
+        per_url,
+        errors,
+        verify_errors,
+        messages,
+        engine,
+        total_ios,
+        unit_attentions,
+        verified_reads,
+        io_gap_max,
+        multipath,
+    } = gather(handles, &config);
+    let mut read = DirectionMeasurements::default();
+    let mut write = DirectionMeasurements::default();
+    for u in &per_url {
+        read.add(&u.read);
+        write.add(&u.write);
+    }
+    let series = collector.finish(&second_rx, elapsed_s);
+    let target_cpu_s = match (target0, target1) {
+        (Some(a), Some(b)) => Some(a.delta_s(&b)),
+        _ => None,
+    };
+    let own: Vec<u32> = std::iter::once(std::process::id())
+        .chain(target_pid)
+        .collect();
+    let foreign = match (&snapshot0, &snapshot1) {
+        (Some(a), Some(b)) => ForeignLoad::between(a, b, &own),
+        _ => None,
+    };
+    let measurements = Measurements {
+        workload: w.clone(),
+        started_at,
+        elapsed_s,
+        read,
+        write,
+        errors,
+        verify_errors,
+        cpu: CpuSplit::between(&cpu0, &cpu1, hz),
+        initiator_cpu_s: self0.delta_s(&self1),
+        target_cpu_s,
+        target_pid: target_cpu_s.and(target_pid),
+        tcp: tcp0.delta(&tcp1),
+        host: Host::read(),
+        per_url,
+        series,
+        interrupted,
+        stopped: halt.reason().map(String::from),
+        foreign,
+    };
+    Ok(RunOutcome {
+        measurements,
+        messages,
+        engine,
+        connections_per_session,
+        total_ios,
+        unit_attentions,
+        verified_reads,
+        io_gap_max_s: io_gap_max.as_secs_f64(),
+        multipath,
+    })
+}
+
+/// Waits for every worker's word that its sessions are up: the fewest
+/// connections a session got (0 with none), or the first setup error.
+fn await_setup(ready: &mpsc::Receiver<Result<u32, String>>, workers: u32) -> Result<u32, String> {
+    let mut connections_per_session = u32::MAX;
+    let mut setup_error = None;
+    for _ in 0..workers {
+        match ready.recv() {
+            Ok(Ok(c)) => connections_per_session = connections_per_session.min(c),
+            Ok(Err(e)) => setup_error = setup_error.or(Some(e)),
+            Err(_) => setup_error = setup_error.or(Some("a worker ended during setup".into())),
+        }
+    }
+    match setup_error {
+        Some(what) => Err(what),
+        None if connections_per_session == u32::MAX => Ok(0),
+        None => Ok(connections_per_session),
+    }
+}
+
+/// What the workers did, summed once they have ended.
+struct Gathered {
+    per_url: Vec<UrlMeasurements>,
+    errors: u64,
+    verify_errors: u64,
+    messages: Vec<String>,
+    engine: EngineStats,
+    total_ios: u64,
+    unit_attentions: u64,
+    verified_reads: u64,
+    io_gap_max: Duration,
+    multipath: Option<MultipathOutcome>,
+}
+
+/// Joins the workers and sums their results (a worker that panicked
+/// counts as an error).
+fn gather(handles: Vec<thread::JoinHandle<WorkerResult>>, config: &RunConfig) -> Gathered {
+    let mut per_url: Vec<UrlMeasurements> = volume_names(config)
         .into_iter()
         .map(|url| UrlMeasurements {
             url,
@@ -480,59 +573,18 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
             path.url = url.to_string();
         }
     }
-    let mut read = DirectionMeasurements::default();
-    let mut write = DirectionMeasurements::default();
-    for u in &per_url {
-        read.add(&u.read);
-        write.add(&u.write);
-    }
-    let series = collector.finish(&second_rx, elapsed_s);
-    let target_cpu_s = match (target0, target1) {
-        (Some(a), Some(b)) => Some(a.delta_s(&b)),
-        _ => None,
-    };
-    let own: Vec<u32> = std::iter::once(std::process::id())
-        .chain(target_pid)
-        .collect();
-    let foreign = match (&snapshot0, &snapshot1) {
-        (Some(a), Some(b)) => ForeignLoad::between(a, b, &own),
-        _ => None,
-    };
-    let measurements = Measurements {
-        workload: w.clone(),
-        started_at,
-        elapsed_s,
-        read,
-        write,
+    Gathered {
+        per_url,
         errors,
         verify_errors,
-        cpu: CpuSplit::between(&cpu0, &cpu1, hz),
-        initiator_cpu_s: self0.delta_s(&self1),
-        target_cpu_s,
-        target_pid: target_cpu_s.and(target_pid),
-        tcp: tcp0.delta(&tcp1),
-        host: Host::read(),
-        per_url,
-        series,
-        interrupted,
-        stopped: halt.reason().map(String::from),
-        foreign,
-    };
-    Ok(RunOutcome {
-        measurements,
         messages,
         engine,
-        connections_per_session: if connections_per_session == u32::MAX {
-            0
-        } else {
-            connections_per_session
-        },
         total_ios,
         unit_attentions,
         verified_reads,
-        io_gap_max_s: io_gap_max.as_secs_f64(),
+        io_gap_max,
         multipath,
-    })
+    }
 }
 
 /// What each volume is called in `per_url`: each URL, or all of them as
@@ -685,6 +737,18 @@ impl WorkerResult {
         }
     }
 
+    /// One answered command of `bytes` on `volume` in the window, `ns`
+    /// after it was sent.
+    fn count(&mut self, volume: usize, write: bool, bytes: u64, ns: u128) {
+        let url = &mut self.urls[volume];
+        let dir = if write { &mut url.write } else { &mut url.read };
+        dir.ios += 1;
+        dir.bytes += bytes;
+        let ns = u64::try_from(ns).unwrap_or(u64::MAX);
+        dir.latency.record_ns(ns);
+        self.second.record(write, bytes, ns);
+    }
+
     fn note(&mut self, message: String) {
         if self.messages.len() < MESSAGES_MAX {
             self.messages.push(message);
@@ -744,19 +808,11 @@ struct Slot {
     busy: bool,
 }
 
-fn run_worker(
-    spec: WorkerSpec,
-    phase: &AtomicU8,
-    window_start: &OnceLock<Instant>,
-    progress: &(AtomicU64, AtomicU64),
-    ready: mpsc::Sender<Result<u32, String>>,
-    mut sampler: SecondSampler,
-) -> WorkerResult {
-    let mut result = WorkerResult {
-        urls: spec.luns.iter().map(|_| UrlTally::default()).collect(),
-        ..WorkerResult::default()
-    };
-    let mut engine = Engine::new();
+/// Logs a worker's sessions in, `sessions` per volume (one volume per
+/// URL, or one for all of them as paths of one LU), and lays out each
+/// volume's share of its LUN: the volumes and the fewest connections a
+/// session got, or what failed.
+fn open_volumes(spec: &WorkerSpec, engine: &mut Engine) -> Result<(Vec<Volume>, u32), String> {
     let w = &spec.workload;
     let mut volumes = Vec::new();
     let mut connections = u32::MAX;
@@ -777,14 +833,8 @@ fn run_worker(
                     connections = connections.min(engine.connections(s) as u32);
                     sessions.push(s);
                 }
-                Err(e) if spec.multipath.is_some() => {
-                    let _ = ready.send(Err(e.to_string()));
-                    return result;
-                }
-                Err(e) => {
-                    let _ = ready.send(Err(format!("{url}: {e}")));
-                    return result;
-                }
+                Err(e) if spec.multipath.is_some() => return Err(e.to_string()),
+                Err(e) => return Err(format!("{url}: {e}")),
             }
         }
         let blocks_per_io = w.block_size_bytes / lun.block_size;
@@ -821,16 +871,18 @@ fn run_worker(
             },
         });
     }
-    let _ = ready.send(Ok(connections));
-    while phase.load(Ordering::Relaxed) == PHASE_SETUP {
-        thread::sleep(Duration::from_millis(1));
-    }
+    Ok((volumes, connections))
+}
 
+/// One slot per command a worker keeps in flight, `queue_depth` per
+/// volume, each bound to one of its volume's sessions; their buffers hold
+/// the write pattern (zeros when verifying: each write fills its own).
+fn make_slots(w: &Workload, volumes: &[Volume]) -> Vec<Slot> {
     let mut fill = vec![0u8; w.block_size_bytes as usize];
     let fill_len = fill.len();
     verify::fill(&mut fill, 0, fill_len, 0x15_0e);
     let qd = w.queue_depth as usize;
-    let mut slots: Vec<Slot> = (0..volumes.len() * qd)
+    (0..volumes.len() * qd)
         .map(|i| Slot {
             volume: i / qd,
             session: (i % qd) % volumes[i / qd].sessions.len(),
@@ -845,190 +897,247 @@ fn run_worker(
             generation: 0,
             busy: false,
         })
-        .collect();
-    let mut scratch = Vec::new();
-    let mut watch = ErrorWatch::new(spec.error_bound);
+        .collect()
+}
+
+fn run_worker(
+    spec: WorkerSpec,
+    phase: &AtomicU8,
+    window_start: &OnceLock<Instant>,
+    progress: &(AtomicU64, AtomicU64),
+    ready: mpsc::Sender<Result<u32, String>>,
+    mut sampler: SecondSampler,
+) -> WorkerResult {
+    let result = WorkerResult {
+        urls: spec.luns.iter().map(|_| UrlTally::default()).collect(),
+        ..WorkerResult::default()
+    };
+    let mut engine = Engine::new();
+    let (volumes, connections) = match open_volumes(&spec, &mut engine) {
+        Ok(opened) => opened,
+        Err(why) => {
+            let _ = ready.send(Err(why));
+            return result;
+        }
+    };
+    let _ = ready.send(Ok(connections));
+    while phase.load(Ordering::Relaxed) == PHASE_SETUP {
+        thread::sleep(Duration::from_millis(1));
+    }
+    let slots = make_slots(&spec.workload, &volumes);
+    let mut worker = Worker {
+        watch: ErrorWatch::new(spec.error_bound),
+        spec,
+        engine,
+        volumes,
+        slots,
+        result,
+        scratch: Vec::new(),
+        busy: 0,
+    };
     let mut done: Vec<Completion> = Vec::new();
     let now = Instant::now();
-    for token in 0..slots.len() {
-        submit(
-            &mut engine,
-            &mut volumes,
-            &mut slots,
-            token,
-            now,
-            w.verify,
-            &mut result,
-        );
+    for token in 0..worker.slots.len() {
+        worker.submit(token, now);
     }
-    let mut busy = slots.iter().filter(|s| s.busy).count();
     let mut drain_deadline = None;
     let mut t0 = None;
     // The last batch that answered a command, until the drain: the gaps
     // between them are what a failover costs.
     let mut last_answer = Some(now);
-    while busy > 0 {
+    while worker.busy > 0 {
         // Acquire: a worker that sees the window begun sees when it began.
         let current = phase.load(Ordering::Acquire);
         if current == PHASE_DRAIN {
+            let result = &mut worker.result;
             if let Some(last) = last_answer.take() {
                 result.io_gap_max = result.io_gap_max.max(last.elapsed());
             }
             let deadline = *drain_deadline.get_or_insert_with(|| Instant::now() + DRAIN_TIMEOUT);
             if Instant::now() > deadline {
                 result.note(format!(
-                    "{busy} commands still outstanding {} s after the run",
+                    "{} commands still outstanding {} s after the run",
+                    worker.busy,
                     DRAIN_TIMEOUT.as_secs()
                 ));
                 break;
             }
         }
-        if let Err(e) = engine.poll(&mut done, Duration::from_millis(50)) {
-            result.error(None, e.to_string());
+        if let Err(e) = worker.engine.poll(&mut done, Duration::from_millis(50)) {
+            worker.result.error(None, e.to_string());
             break;
         }
         let now = Instant::now();
         let measuring = current == PHASE_MEASURE;
-        // Halted: what is in flight completes, nothing new is sent.
-        let sending = current != PHASE_DRAIN && !spec.halt.is_set();
-        result.measuring = measuring;
+        worker.result.measuring = measuring;
         if measuring {
             if t0.is_none() {
                 t0 = window_start.get().copied();
             }
             if let Some(t0) = t0 {
                 // The seconds before this batch are done: off they go.
-                sampler.at(now, t0, &mut result.second);
+                sampler.at(now, t0, &mut worker.result.second);
             }
         }
         let (mut batch_ios, mut batch_bytes) = (0u64, 0u64);
         for c in done.drain(..) {
-            let token = c.token as usize;
-            let slot = &mut slots[token];
-            slot.busy = false;
-            busy -= 1;
-            let failure = failure_in_words(&c);
-            let unit_attention = matches!(&c.outcome, Outcome::Scsi(st) if st.sense_key().is_some_and(|k| k.0 == SENSE_UNIT_ATTENTION));
-            slot.buffer = c.buffer;
-            let volume = &mut volumes[slot.volume];
-            if unit_attention && sending {
-                // SAM-5 5.14: the command was not executed; the condition is
-                // now cleared for this I_T nexus. Send it again, as an OS does.
-                result.unit_attentions += 1;
-                let access = Access {
-                    chunk: slot.chunk,
-                    write: slot.write,
-                };
-                issue(
-                    &mut engine,
-                    volume,
-                    slot,
-                    token,
-                    access,
-                    now,
-                    w.verify,
-                    false,
-                    &mut result,
-                );
-                if slot.busy {
-                    busy += 1;
-                }
-                continue;
-            }
-            if let Some((what, sense)) = failure {
-                let lba = volume.base_lba + slot.chunk * u64::from(volume.blocks_per_io);
-                let what = format!(
-                    "{} at LBA {lba}: {what}",
-                    if slot.write { "write" } else { "read" }
-                );
-                if let Some(why) = watch.failed(&what, sense) {
-                    if current != PHASE_DRAIN {
-                        spec.halt.set(format!("{}: {why}", spec.urls[volume.index]));
-                    }
-                }
-                result.error(Some(slot.volume), what);
-                if slot.write && w.verify {
-                    volume.generations[slot.chunk as usize] = 0;
-                }
-            } else {
-                watch.succeeded();
-                if w.verify && !slot.write && slot.generation != 0 {
-                    let lba = volume.base_lba + slot.chunk * u64::from(volume.blocks_per_io);
-                    let generation = generation_tag(spec.worker, slot.generation);
-                    result.verified_reads += 1;
-                    if let Some(m) = verify::check(
-                        &slot.buffer,
-                        lba,
-                        volume.block_size,
-                        generation,
-                        &mut scratch,
-                    ) {
-                        result.verify_errors += 1;
-                        result.note(format!("verify: {m}"));
-                    }
-                }
-                let bytes = u64::from(w.block_size_bytes);
+            if let Some(bytes) = worker.complete(c, now, current) {
                 batch_ios += 1;
                 batch_bytes += bytes;
-                if measuring {
-                    let url = &mut result.urls[slot.volume];
-                    let dir = if slot.write {
-                        &mut url.write
-                    } else {
-                        &mut url.read
-                    };
-                    dir.ios += 1;
-                    dir.bytes += bytes;
-                    let ns = now.saturating_duration_since(slot.started).as_nanos();
-                    let ns = u64::try_from(ns).unwrap_or(u64::MAX);
-                    dir.latency.record_ns(ns);
-                    result.second.record(slot.write, bytes, ns);
-                }
-            }
-            if sending && !spec.halt.is_set() {
-                submit(
-                    &mut engine,
-                    &mut volumes,
-                    &mut slots,
-                    token,
-                    now,
-                    w.verify,
-                    &mut result,
-                );
-                if slots[token].busy {
-                    busy += 1;
-                }
             }
         }
-        result.total_ios += batch_ios;
+        worker.result.total_ios += batch_ios;
         if batch_ios > 0 {
             if let Some(last) = last_answer.as_mut() {
-                result.io_gap_max = result.io_gap_max.max(now.saturating_duration_since(*last));
+                let gap = now.saturating_duration_since(*last);
+                worker.result.io_gap_max = worker.result.io_gap_max.max(gap);
                 *last = now;
             }
         }
         progress.0.fetch_add(batch_ios, Ordering::Relaxed);
         progress.1.fetch_add(batch_bytes, Ordering::Relaxed);
     }
-    sampler.finish(&mut result.second);
-    if spec.multipath.is_some() {
-        let mut outcome = MultipathOutcome::default();
-        for &lu in volumes.iter().flat_map(|v| &v.sessions) {
-            if let (Some(stats), Some(paths)) =
-                (engine.multipath_stats(lu), engine.multipath_paths(lu))
-            {
-                outcome.add(&stats, &paths);
+    sampler.finish(&mut worker.result.second);
+    worker.finish()
+}
+
+/// A worker's sessions, its commands' slots and what it has counted.
+struct Worker {
+    spec: WorkerSpec,
+    engine: Engine,
+    volumes: Vec<Volume>,
+    slots: Vec<Slot>,
+    result: WorkerResult,
+    watch: ErrorWatch,
+    /// The verifier's buffer, kept between reads.
+    scratch: Vec<u8>,
+    /// Slots with a command in flight.
+    busy: usize,
+}
+
+impl Worker {
+    /// Sends slot `token`'s next command.
+    fn submit(&mut self, token: usize, now: Instant) {
+        submit(
+            &mut self.engine,
+            &mut self.volumes,
+            &mut self.slots,
+            token,
+            now,
+            self.spec.workload.verify,
+            &mut self.result,
+        );
+        if self.slots[token].busy {
+            self.busy += 1;
+        }
+    }
+
+    /// Takes one answered command in `phase`: counts it (its bytes, when
+    /// it succeeded), checks what it read, and sends the slot's next
+    /// command unless the run is draining or halted. A unit attention's
+    /// command is sent again instead, as an OS does.
+    fn complete(&mut self, c: Completion, now: Instant, phase: u8) -> Option<u64> {
+        let w = &self.spec.workload;
+        let measuring = phase == PHASE_MEASURE;
+        // Halted: what is in flight completes, nothing new is sent.
+        let sending = phase != PHASE_DRAIN && !self.spec.halt.is_set();
+        let token = c.token as usize;
+        let slot = &mut self.slots[token];
+        slot.busy = false;
+        self.busy -= 1;
+        let failure = failure_in_words(&c);
+        let unit_attention = matches!(&c.outcome, Outcome::Scsi(st) if st.sense_key().is_some_and(|k| k.0 == SENSE_UNIT_ATTENTION));
+        slot.buffer = c.buffer;
+        let volume = &mut self.volumes[slot.volume];
+        let result = &mut self.result;
+        if unit_attention && sending {
+            // SAM-5 5.14: the command was not executed; the condition is
+            // now cleared for this I_T nexus. Send it again.
+            result.unit_attentions += 1;
+            let access = Access {
+                chunk: slot.chunk,
+                write: slot.write,
+            };
+            issue(
+                &mut self.engine,
+                volume,
+                slot,
+                token,
+                access,
+                now,
+                w.verify,
+                false,
+                result,
+            );
+            if slot.busy {
+                self.busy += 1;
+            }
+            return None;
+        }
+        let lba = volume.base_lba + slot.chunk * u64::from(volume.blocks_per_io);
+        let answered = if let Some((what, sense)) = failure {
+            let what = format!(
+                "{} at LBA {lba}: {what}",
+                if slot.write { "write" } else { "read" }
+            );
+            if let Some(why) = self.watch.failed(&what, sense) {
+                if phase != PHASE_DRAIN {
+                    let url = &self.spec.urls[volume.index];
+                    self.spec.halt.set(format!("{url}: {why}"));
+                }
+            }
+            result.error(Some(slot.volume), what);
+            if slot.write && w.verify {
+                volume.generations[slot.chunk as usize] = 0;
+            }
+            None
+        } else {
+            self.watch.succeeded();
+            if w.verify && !slot.write && slot.generation != 0 {
+                let generation = generation_tag(self.spec.worker, slot.generation);
+                result.verified_reads += 1;
+                let (buffer, size) = (&slot.buffer, volume.block_size);
+                if let Some(m) = verify::check(buffer, lba, size, generation, &mut self.scratch) {
+                    result.verify_errors += 1;
+                    result.note(format!("verify: {m}"));
+                }
+            }
+            let bytes = u64::from(w.block_size_bytes);
+            if measuring {
+                let ns = now.saturating_duration_since(slot.started).as_nanos();
+                result.count(slot.volume, slot.write, bytes, ns);
+            }
+            Some(bytes)
+        };
+        if sending && !self.spec.halt.is_set() {
+            self.submit(token, now);
+        }
+        answered
+    }
+
+    /// Logs the sessions out; the worker's result, with its engine's
+    /// counters and, for a multipath LU, what its paths did.
+    fn finish(mut self) -> WorkerResult {
+        if self.spec.multipath.is_some() {
+            let mut outcome = MultipathOutcome::default();
+            for &lu in self.volumes.iter().flat_map(|v| &v.sessions) {
+                if let (Some(stats), Some(paths)) = (
+                    self.engine.multipath_stats(lu),
+                    self.engine.multipath_paths(lu),
+                ) {
+                    outcome.add(&stats, &paths);
+                }
+            }
+            self.result.multipath = Some(outcome);
+        }
+        for v in &self.volumes {
+            for &s in &v.sessions {
+                let _ = self.engine.logout(s);
             }
         }
-        result.multipath = Some(outcome);
+        self.result.engine = self.engine.stats();
+        self.result
     }
-    for v in &volumes {
-        for &s in &v.sessions {
-            let _ = engine.logout(s);
-        }
-    }
-    result.engine = engine.stats();
-    result
 }
 
 /// A sense's key, ASC and ASCQ.

@@ -12,6 +12,7 @@ use isoe_bench::latency::{LatencyRecorder, LatencySummary};
 use rustix::buffer::spare_capacity;
 use rustix::event::epoll::{self, EventData, EventFlags};
 use rustix::event::Timespec;
+use rustix::fd::OwnedFd;
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -81,6 +82,118 @@ struct Conn {
     interest: EventFlags,
 }
 
+/// Refuses a shape the load cannot make or count.
+fn check(shape: &LoadShape) -> io::Result<()> {
+    let LoadShape {
+        connections,
+        depth,
+        exchange,
+    } = *shape;
+    if !(1..=LOAD_CONNECTIONS_MAX).contains(&connections) || !(1..=LOAD_DEPTH_MAX).contains(&depth)
+    {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "1 to {LOAD_CONNECTIONS_MAX} connections and 1 to {LOAD_DEPTH_MAX} in flight on each"
+            ),
+        ));
+    }
+    if exchange.response == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a load needs answers of at least one byte to count them",
+        ));
+    }
+    Ok(())
+}
+
+/// Opens `shape.connections` connections to `addr`, each registered in
+/// `epoll` under its index with `shape.depth` requests to send.
+fn connect(
+    addr: SocketAddr,
+    shape: &LoadShape,
+    epoll: &OwnedFd,
+    started: Instant,
+    timeout: Duration,
+) -> io::Result<Vec<Conn>> {
+    let (connections, depth) = (shape.connections, shape.depth);
+    let request = shape.exchange.request as usize;
+    let mut conns = Vec::with_capacity(connections as usize);
+    for i in 0..connections {
+        let stream = TcpStream::connect_timeout(&addr, timeout)?;
+        stream.set_nodelay(true)?;
+        stream.set_nonblocking(true)?;
+        epoll::add(
+            epoll,
+            &stream,
+            EventData::new_u64(u64::from(i)),
+            EventFlags::IN,
+        )?;
+        conns.push(Conn {
+            stream,
+            issued: std::iter::repeat_n(started, depth as usize).collect(),
+            unsent: request * depth as usize,
+            offset: 0,
+            partial: 0,
+            ready: false,
+            interest: EventFlags::IN,
+        });
+    }
+    Ok(conns)
+}
+
+impl Conn {
+    /// Reads what the server sent until it has no more, counting whole
+    /// answers: each answered exchange is sent again (its latency in
+    /// `latency` while measuring). Returns how many were answered.
+    fn read_answers(
+        &mut self,
+        scratch: &mut [u8],
+        exchange: Exchange,
+        now: Instant,
+        mut latency: Option<&mut LatencyRecorder>,
+        addr: SocketAddr,
+    ) -> io::Result<u64> {
+        let response = u64::from(exchange.response);
+        let mut answered = 0;
+        loop {
+            let n = match self.stream.read(scratch) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!("{addr} closed a connection"),
+                    ))
+                }
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            self.partial += n as u64;
+            let done = self.partial / response;
+            self.partial %= response;
+            for _ in 0..done {
+                let Some(issued) = self.issued.pop_front() else {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("{addr} answered more than it was asked"),
+                    ));
+                };
+                if let Some(latency) = latency.as_deref_mut() {
+                    latency.record_ns(now.duration_since(issued).as_nanos() as u64);
+                }
+                self.issued.push_back(now);
+            }
+            answered += done;
+            self.unsent += exchange.request as usize * done as usize;
+            if n < scratch.len() {
+                break;
+            }
+        }
+        Ok(answered)
+    }
+}
+
 /// Loads the server at `addr` with `shape` for `ramp` and then measures
 /// `duration`; fails when no answer comes for `timeout`. The server's CPU is
 /// read from `server_pid`'s `/proc` entry when given.
@@ -97,49 +210,14 @@ pub fn load(
         depth,
         exchange,
     } = shape;
-    if !(1..=LOAD_CONNECTIONS_MAX).contains(&connections) || !(1..=LOAD_DEPTH_MAX).contains(&depth)
-    {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "1 to {LOAD_CONNECTIONS_MAX} connections and 1 to {LOAD_DEPTH_MAX} in flight on each"
-            ),
-        ));
-    }
-    if exchange.response == 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "a load needs answers of at least one byte to count them",
-        ));
-    }
+    check(&shape)?;
     let request = exchange.request as usize;
-    let response = u64::from(exchange.response);
     // One request more than the deepest queue: a write may start anywhere
     // within the first.
     let requests = exchange.request_bytes().repeat(depth as usize + 1);
     let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
     let started = Instant::now();
-    let mut conns = Vec::with_capacity(connections as usize);
-    for i in 0..connections {
-        let stream = TcpStream::connect_timeout(&addr, timeout)?;
-        stream.set_nodelay(true)?;
-        stream.set_nonblocking(true)?;
-        epoll::add(
-            &epoll,
-            &stream,
-            EventData::new_u64(u64::from(i)),
-            EventFlags::IN,
-        )?;
-        conns.push(Conn {
-            stream,
-            issued: std::iter::repeat_n(started, depth as usize).collect(),
-            unsent: request * depth as usize,
-            offset: 0,
-            partial: 0,
-            ready: false,
-            interest: EventFlags::IN,
-        });
-    }
+    let mut conns = connect(addr, &shape, &epoll, started, timeout)?;
     let mut ready: Vec<usize> = (0..conns.len()).collect();
     let mut events = Vec::with_capacity(EVENTS_PER_WAIT);
     let mut scratch = vec![0u8; SCRATCH_BYTES];
@@ -195,45 +273,14 @@ pub fn load(
             if !flags.intersects(EventFlags::IN | EventFlags::ERR | EventFlags::HUP) {
                 continue;
             }
-            loop {
-                let n = match conn.stream.read(&mut scratch) {
-                    Ok(0) => {
-                        return Err(io::Error::new(
-                            io::ErrorKind::UnexpectedEof,
-                            format!("{addr} closed a connection"),
-                        ))
-                    }
-                    Ok(n) => n,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Err(e),
-                };
-                conn.partial += n as u64;
-                let done = conn.partial / response;
-                conn.partial %= response;
-                for _ in 0..done {
-                    let Some(issued) = conn.issued.pop_front() else {
-                        return Err(io::Error::new(
-                            io::ErrorKind::InvalidData,
-                            format!("{addr} answered more than it was asked"),
-                        ));
-                    };
-                    if measuring {
-                        latency.record_ns(now.duration_since(issued).as_nanos() as u64);
-                    }
-                    conn.issued.push_back(now);
-                }
-                if done > 0 {
-                    answered += done;
-                    last_answer = now;
-                    conn.unsent += request * done as usize;
-                    if !conn.ready {
-                        conn.ready = true;
-                        ready.push(i);
-                    }
-                }
-                if n < scratch.len() {
-                    break;
+            let recorder = measuring.then_some(&mut latency);
+            let done = conn.read_answers(&mut scratch, exchange, now, recorder, addr)?;
+            if done > 0 {
+                answered += done;
+                last_answer = now;
+                if !conn.ready {
+                    conn.ready = true;
+                    ready.push(i);
                 }
             }
         }

@@ -194,6 +194,40 @@ impl Conn {
     }
 }
 
+/// The figures of `answered` exchanges between the samples `first` and
+/// `last`.
+fn figures(
+    shape: &LoadShape,
+    server_pid: Option<u32>,
+    first: &Sample,
+    last: &Sample,
+    answered: u64,
+    latency: &LatencyRecorder,
+) -> LoadFigures {
+    let seconds = last.at.duration_since(first.at).as_secs_f64();
+    let per = |cpu_s: f64| cpu_s * 1e6 / answered.max(1) as f64;
+    let hz = cpu::ticks_per_second();
+    let split = CpuSplit::between(&first.system, &last.system, hz);
+    LoadFigures {
+        connections: shape.connections,
+        depth: shape.depth,
+        request: shape.exchange.request,
+        response: shape.exchange.response,
+        seconds,
+        exchanges: answered,
+        exchanges_per_s: answered as f64 / seconds.max(f64::MIN_POSITIVE),
+        client_cpu_us_per_exchange: per(first.client.delta_s(&last.client)),
+        server_pid,
+        server_cpu_us_per_exchange: match (&first.server, &last.server) {
+            (Some(a), Some(b)) => Some(per(a.delta_s(b))),
+            _ => None,
+        },
+        system_cpu_us_per_exchange: per(split.busy_cpu_s),
+        steal_pct: split.steal_pct,
+        latency: latency.summary(),
+    }
+}
+
 /// Loads the server at `addr` with `shape` for `ramp` and then measures
 /// `duration`; fails when no answer comes for `timeout`. The server's CPU is
 /// read from `server_pid`'s `/proc` entry when given.
@@ -205,11 +239,7 @@ pub fn load(
     timeout: Duration,
     server_pid: Option<u32>,
 ) -> io::Result<LoadFigures> {
-    let LoadShape {
-        connections,
-        depth,
-        exchange,
-    } = shape;
+    let (depth, exchange) = (shape.depth, shape.exchange);
     check(&shape)?;
     let request = exchange.request as usize;
     // One request more than the deepest queue: a write may start anywhere
@@ -287,28 +317,9 @@ pub fn load(
     }
     let first = first.expect("the loop ends only after the window started");
     let last = Sample::take(server_pid, Instant::now())?;
-    let seconds = last.at.duration_since(first.at).as_secs_f64();
-    let per = |cpu_s: f64| cpu_s * 1e6 / answered.max(1) as f64;
-    let hz = cpu::ticks_per_second();
-    let split = CpuSplit::between(&first.system, &last.system, hz);
-    Ok(LoadFigures {
-        connections,
-        depth,
-        request: exchange.request,
-        response: exchange.response,
-        seconds,
-        exchanges: answered,
-        exchanges_per_s: answered as f64 / seconds.max(f64::MIN_POSITIVE),
-        client_cpu_us_per_exchange: per(first.client.delta_s(&last.client)),
-        server_pid,
-        server_cpu_us_per_exchange: match (first.server, last.server) {
-            (Some(a), Some(b)) => Some(per(a.delta_s(&b))),
-            _ => None,
-        },
-        system_cpu_us_per_exchange: per(split.busy_cpu_s),
-        steal_pct: split.steal_pct,
-        latency: latency.summary(),
-    })
+    Ok(figures(
+        &shape, server_pid, &first, &last, answered, &latency,
+    ))
 }
 
 /// Writes what `conn` has in place; asks epoll for room only while bytes

@@ -10,7 +10,7 @@
 //! once a second (see [`crate::series`]).
 
 use crate::address::{Access, AccessPattern};
-use crate::cpu::{self, CpuSplit, CpuTimes};
+use crate::cpu::{self, CpuSplit, CpuTimes, ProcessCpu};
 use crate::foreign::{ForeignLoad, Snapshot};
 use crate::halt::{ErrorBound, ErrorWatch, Halt};
 use crate::host::Host;
@@ -316,22 +316,15 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
     if config.urls.is_empty() {
         return Err(RunError::Url("at least one iscsi:// URL is needed".into()));
     }
-    let mut luns = Vec::new();
-    match config.multipath {
-        Some(options) => luns.push(probe_multipath(&config, options)?),
-        None => {
-            for url in &config.urls {
-                luns.push(probe(url, &config)?);
-            }
-        }
-    }
-    let target_pid = config.target_pid.or_else(|| {
-        let p = &config.urls[0].portal;
-        target_pid::is_local(&p.host)
-            .then(|| target_pid::listener_pid(p.port))
-            .flatten()
-            .filter(|pid| *pid != std::process::id())
-    });
+    let luns = match config.multipath {
+        Some(options) => vec![probe_multipath(&config, options)?],
+        None => (config.urls.iter())
+            .map(|url| probe(url, &config))
+            .collect::<Result<_, _>>()?,
+    };
+    let target_pid = config
+        .target_pid
+        .or_else(|| local_target_pid(&config.urls[0]));
 
     let w = &config.workload;
     let phase = Arc::new(AtomicU8::new(PHASE_SETUP));
@@ -343,47 +336,20 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
         .collect();
     let (ready_tx, ready_rx) = mpsc::channel::<Result<u32, String>>();
     let (second_tx, second_rx) = mpsc::channel::<SecondMessage>();
-    let seconds = series::seconds_in(w.duration_s);
-    let mut handles = Vec::new();
-    for worker in 0..w.workers {
-        let spec = WorkerSpec {
-            worker,
-            workers: w.workers,
-            workload: w.clone(),
-            urls: config.urls.clone(),
-            luns: luns.clone(),
-            template: config.session.clone(),
-            multipath: config.multipath,
-            error_bound: config.error_bound,
-            halt: halt.clone(),
-        };
-        let (phase, start, counters, ready) = (
-            phase.clone(),
-            window_start.clone(),
-            counters[worker as usize].clone(),
-            ready_tx.clone(),
-        );
-        let sampler = SecondSampler::new(second_tx.clone(), worker, seconds);
-        handles.push(
-            thread::Builder::new()
-                .name(format!("bench-worker-{worker}"))
-                .spawn(move || run_worker(spec, &phase, &start, &counters, ready, sampler))
-                .map_err(|e| RunError::Url(format!("cannot start a worker thread: {e}")))?,
-        );
-    }
-    drop(ready_tx);
-    drop(second_tx);
+    let shared = Shared {
+        phase: phase.clone(),
+        window_start: window_start.clone(),
+        halt: halt.clone(),
+    };
+    let handles = start_workers(&config, &luns, &shared, &counters, ready_tx, second_tx)?;
     let connections_per_session = match await_setup(&ready_rx, w.workers) {
         Ok(c) => c,
         Err(what) => {
+            // Those whose sessions are up are told to end, and awaited.
             phase.store(PHASE_DRAIN, Ordering::SeqCst);
-            for h in handles {
-                let _ = h.join();
-            }
-            return Err(RunError::Setup {
-                url: config.urls[0].to_string(),
-                what,
-            });
+            handles.into_iter().for_each(|h| drop(h.join()));
+            let url = config.urls[0].to_string();
+            return Err(RunError::Setup { url, what });
         }
     };
 
@@ -394,12 +360,7 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
     let cut_in_ramp = progress.sleep(Duration::from_secs_f64(w.ramp_s), &cut, &mut || {});
 
     let hz = cpu::ticks_per_second();
-    // Outside the CPU readings: a /proc walk costs the initiator CPU.
-    let snapshot0 = Snapshot::take();
-    let cpu0 = CpuTimes::read()?;
-    let self0 = cpu::self_cpu()?;
-    let target0 = target_pid.and_then(|p| cpu::read_process(p).ok());
-    let tcp0 = TcpCounters::read()?;
+    let before = Readings::take(target_pid)?;
     let started_at = SystemTime::now();
     let t0 = Instant::now();
     // Stopped during the ramp: no window at all, nothing measured.
@@ -418,40 +379,25 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
     };
     // A signal interrupts; a halt is the run's own doing, said apart.
     let interrupted = (cut_in_ramp || cut_in_window) && !halt.is_set();
-    let cpu1 = CpuTimes::read()?;
-    let self1 = cpu::self_cpu()?;
-    let target1 = target_pid.and_then(|p| cpu::read_process(p).ok());
-    let tcp1 = TcpCounters::read()?;
-    let snapshot1 = Snapshot::take();
+    let after = Readings::take_after(target_pid)?;
     progress.finish();
 
-    let Gathered {
-        per_url,
-        errors,
-        verify_errors,
-        messages,
-        engine,
-        total_ios,
-        unit_attentions,
-        verified_reads,
-        io_gap_max,
-        multipath,
-    } = gather(handles, &config);
+    let g = gather(handles, &config);
     let mut read = DirectionMeasurements::default();
     let mut write = DirectionMeasurements::default();
-    for u in &per_url {
+    for u in &g.per_url {
         read.add(&u.read);
         write.add(&u.write);
     }
     let series = collector.finish(&second_rx, elapsed_s);
-    let target_cpu_s = match (target0, target1) {
+    let target_cpu_s = match (before.target, after.target) {
         (Some(a), Some(b)) => Some(a.delta_s(&b)),
         _ => None,
     };
     let own: Vec<u32> = std::iter::once(std::process::id())
         .chain(target_pid)
         .collect();
-    let foreign = match (&snapshot0, &snapshot1) {
+    let foreign = match (&before.snapshot, &after.snapshot) {
         (Some(a), Some(b)) => ForeignLoad::between(a, b, &own),
         _ => None,
     };
@@ -461,15 +407,15 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
         elapsed_s,
         read,
         write,
-        errors,
-        verify_errors,
-        cpu: CpuSplit::between(&cpu0, &cpu1, hz),
-        initiator_cpu_s: self0.delta_s(&self1),
+        errors: g.errors,
+        verify_errors: g.verify_errors,
+        cpu: CpuSplit::between(&before.cpu, &after.cpu, hz),
+        initiator_cpu_s: before.own.delta_s(&after.own),
         target_cpu_s,
         target_pid: target_cpu_s.and(target_pid),
-        tcp: tcp0.delta(&tcp1),
+        tcp: before.tcp.delta(&after.tcp),
         host: Host::read(),
-        per_url,
+        per_url: g.per_url,
         series,
         interrupted,
         stopped: halt.reason().map(String::from),
@@ -477,15 +423,117 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
     };
     Ok(RunOutcome {
         measurements,
-        messages,
-        engine,
+        messages: g.messages,
+        engine: g.engine,
         connections_per_session,
-        total_ios,
-        unit_attentions,
-        verified_reads,
-        io_gap_max_s: io_gap_max.as_secs_f64(),
-        multipath,
+        total_ios: g.total_ios,
+        unit_attentions: g.unit_attentions,
+        verified_reads: g.verified_reads,
+        io_gap_max_s: g.io_gap_max.as_secs_f64(),
+        multipath: g.multipath,
     })
+}
+
+/// The PID of the target listening on `url`'s portal, when it is on this
+/// machine and not this process.
+fn local_target_pid(url: &IscsiUrl) -> Option<u32> {
+    let p = &url.portal;
+    target_pid::is_local(&p.host)
+        .then(|| target_pid::listener_pid(p.port))
+        .flatten()
+        .filter(|pid| *pid != std::process::id())
+}
+
+/// The counters read at each end of the measured window.
+struct Readings {
+    /// Every process's CPU, for the foreign load.
+    snapshot: Option<Snapshot>,
+    cpu: CpuTimes,
+    /// This process's CPU.
+    own: ProcessCpu,
+    target: Option<ProcessCpu>,
+    tcp: TcpCounters,
+}
+
+impl Readings {
+    /// At the window's start: the /proc walk first, outside the CPU
+    /// readings (it costs the initiator CPU).
+    fn take(target_pid: Option<u32>) -> Result<Readings, RunError> {
+        let snapshot = Snapshot::take();
+        Ok(Readings {
+            snapshot,
+            cpu: CpuTimes::read()?,
+            own: cpu::self_cpu()?,
+            target: target_pid.and_then(|p| cpu::read_process(p).ok()),
+            tcp: TcpCounters::read()?,
+        })
+    }
+
+    /// At the window's end: the /proc walk last, for the same reason.
+    fn take_after(target_pid: Option<u32>) -> Result<Readings, RunError> {
+        let cpu = CpuTimes::read()?;
+        let own = cpu::self_cpu()?;
+        let target = target_pid.and_then(|p| cpu::read_process(p).ok());
+        let tcp = TcpCounters::read()?;
+        Ok(Readings {
+            snapshot: Snapshot::take(),
+            cpu,
+            own,
+            target,
+            tcp,
+        })
+    }
+}
+
+/// What the run shares with its workers.
+struct Shared {
+    phase: Arc<AtomicU8>,
+    /// When the measured window began.
+    window_start: Arc<OnceLock<Instant>>,
+    halt: Arc<Halt>,
+}
+
+/// Starts one thread per worker of `config`'s workload, each reporting its
+/// setup on `ready`, its seconds on `seconds_out` and its progress in its
+/// `counters`.
+fn start_workers(
+    config: &RunConfig,
+    luns: &[Lun],
+    shared: &Shared,
+    counters: &[Arc<(AtomicU64, AtomicU64)>],
+    ready: mpsc::Sender<Result<u32, String>>,
+    seconds_out: mpsc::Sender<SecondMessage>,
+) -> Result<Vec<thread::JoinHandle<WorkerResult>>, RunError> {
+    let w = &config.workload;
+    let seconds = series::seconds_in(w.duration_s);
+    let mut handles = Vec::new();
+    for worker in 0..w.workers {
+        let spec = WorkerSpec {
+            worker,
+            workers: w.workers,
+            workload: w.clone(),
+            urls: config.urls.clone(),
+            luns: luns.to_vec(),
+            template: config.session.clone(),
+            multipath: config.multipath,
+            error_bound: config.error_bound,
+            halt: shared.halt.clone(),
+        };
+        let (phase, start, counters, ready) = (
+            shared.phase.clone(),
+            shared.window_start.clone(),
+            counters[worker as usize].clone(),
+            ready.clone(),
+        );
+        let sampler = SecondSampler::new(seconds_out.clone(), worker, seconds);
+        handles.push(
+            thread::Builder::new()
+                .name(format!("bench-worker-{worker}"))
+                .spawn(move || run_worker(spec, &phase, &start, &counters, ready, sampler))
+                .map_err(|e| RunError::Url(format!("cannot start a worker thread: {e}")))?,
+        );
+    }
+    Ok(handles)
 }
 
 /// Waits for every worker's word that its sessions are up: the fewest

@@ -147,6 +147,78 @@ fn portal_group_summary(config: &Config) -> Vec<String> {
         .collect()
 }
 
+/// What a started target says on stdout, once everything serves: whoever
+/// waits for "listening on" (tests, the lab) may use the control socket
+/// and the metrics at once.
+struct Started<'a> {
+    running: &'a isoe_target::Running,
+    datapath: Datapath,
+    summary: &'a [String],
+    auth: &'a [String],
+    control: Option<&'a Path>,
+    no_control: Option<&'a str>,
+    metrics: Option<SocketAddr>,
+}
+
+impl Started<'_> {
+    fn print(&self) {
+        let mut stdout = std::io::stdout();
+        if self.datapath != Datapath::default() {
+            // Said only when it differs, and before "listening on" so that
+            // whoever waits for that has seen it: a measurement of the slow
+            // path must not be mistaken for one of the default.
+            let on_off = |on: bool| if on { "on" } else { "off" };
+            let _ = writeln!(
+                stdout,
+                "isoe target: datapath batching {}, crc {}, buffer_pool {}",
+                on_off(self.datapath.batching),
+                self.datapath.crc_name(),
+                on_off(self.datapath.buffer_pool)
+            );
+        }
+        for portal in self.running.portals() {
+            let _ = writeln!(stdout, "isoe target: listening on {portal}");
+        }
+        for line in portal_group_summary(&self.running.server().config) {
+            let _ = writeln!(stdout, "isoe target: {line}");
+        }
+        for line in self.summary {
+            let _ = writeln!(stdout, "isoe target: serving {line}");
+        }
+        for line in self.auth {
+            let _ = writeln!(stdout, "isoe target: {line}");
+        }
+        if let Some(socket) = self.control {
+            let _ = writeln!(stdout, "isoe target: control socket {}", socket.display());
+        }
+        if let Some(said) = self.no_control {
+            let _ = writeln!(stdout, "isoe target: {said}");
+        }
+        if let Some(addr) = self.metrics {
+            let _ = writeln!(stdout, "isoe target: metrics on http://{addr}/metrics");
+        }
+        let _ = stdout.flush();
+    }
+}
+
+/// The Prometheus listener on `addr`; an error is logged, naming what
+/// holds the address.
+fn serve_metrics(
+    addr: SocketAddr,
+    running: &isoe_target::Running,
+) -> Result<isoe_target::metrics::prometheus::Listener, ()> {
+    let server = Arc::clone(running.server());
+    let render = move || {
+        isoe_target::metrics::prometheus::render(&isoe_target::metrics::snapshot::snapshot(&server))
+    };
+    isoe_target::metrics::prometheus::Listener::start(addr, render).map_err(|e| {
+        tracing::error!(
+            "cannot serve metrics on {addr}: {e}{} ([metrics] listen)",
+            isoe_target::driver::in_use_by(addr, &e)
+        );
+    })
+}
+
 /// Runs the target; returns when a signal asked it to stop.
 pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
     // Read once: the control plane edits this very text.
@@ -218,25 +290,13 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
     let (control, no_control) =
         control_socket(configured.control.socket.as_deref(), &admin, config_path);
     let metrics = match configured.metrics.listen {
-        Some(addr) => {
-            let server = Arc::clone(running.server());
-            let render = move || {
-                isoe_target::metrics::prometheus::render(&isoe_target::metrics::snapshot::snapshot(
-                    &server,
-                ))
-            };
-            match isoe_target::metrics::prometheus::Listener::start(addr, render) {
-                Ok(listener) => Some(listener),
-                Err(e) => {
-                    tracing::error!(
-                        "cannot serve metrics on {addr}: {e}{} ([metrics] listen)",
-                        isoe_target::driver::in_use_by(addr, &e)
-                    );
-                    let _ = running.shutdown();
-                    return ExitCode::FAILURE;
-                }
+        Some(addr) => match serve_metrics(addr, &running) {
+            Ok(listener) => Some(listener),
+            Err(()) => {
+                let _ = running.shutdown();
+                return ExitCode::FAILURE;
             }
-        }
+        },
         None => None,
     };
     // Said once everything that can fail to start has started.
@@ -248,50 +308,16 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
     // The report comes once everything serves: whoever waits for
     // "listening on" (tests, the lab) may use the control socket and the
     // metrics at once.
-    let mut stdout = std::io::stdout();
-    if datapath != Datapath::default() {
-        // Said only when it differs, and before "listening on" so that
-        // whoever waits for that has seen it: a measurement of the slow
-        // path must not be mistaken for one of the default.
-        let on_off = |on: bool| if on { "on" } else { "off" };
-        let _ = writeln!(
-            stdout,
-            "isoe target: datapath batching {}, crc {}, buffer_pool {}",
-            on_off(datapath.batching),
-            datapath.crc_name(),
-            on_off(datapath.buffer_pool)
-        );
-    }
-    for portal in running.portals() {
-        let _ = writeln!(stdout, "isoe target: listening on {portal}");
-    }
-    for line in portal_group_summary(&running.server().config) {
-        let _ = writeln!(stdout, "isoe target: {line}");
-    }
-    for line in &summary {
-        let _ = writeln!(stdout, "isoe target: serving {line}");
-    }
-    for line in &auth {
-        let _ = writeln!(stdout, "isoe target: {line}");
-    }
-    if let Some(socket) = &control {
-        let _ = writeln!(
-            stdout,
-            "isoe target: control socket {}",
-            socket.path().display()
-        );
-    }
-    if let Some(said) = &no_control {
-        let _ = writeln!(stdout, "isoe target: {said}");
-    }
-    if let Some(listener) = &metrics {
-        let _ = writeln!(
-            stdout,
-            "isoe target: metrics on http://{}/metrics",
-            listener.addr()
-        );
-    }
-    let _ = stdout.flush();
+    let said = Started {
+        running: &running,
+        datapath,
+        summary: &summary,
+        auth: &auth,
+        control: control.as_ref().map(|c| c.path()),
+        no_control: no_control.as_deref(),
+        metrics: metrics.as_ref().map(|m| m.addr()),
+    };
+    said.print();
     // Under systemd (Type=notify, packaging/isoe-target.service): every
     // portal, the control socket and the metrics serve now, so `systemctl
     // start` may return.

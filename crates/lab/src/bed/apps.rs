@@ -267,7 +267,80 @@ impl Bed {
         let host = &self.initiator;
         let run = &plan.run;
         let (ramp_s, duration_s) = (run.ramp_s.ceil(), run.duration_s.ceil().max(2.0));
-        let argv = match app {
+        let argv = self.app_command(app, apps, &dir, ramp_s, duration_s)?;
+        let stages_before = self.stages(target);
+        let trace_dir = format!("{dir}/blktrace");
+        let (tracer, traced_at) = self.start_trace(device, &trace_dir, ramp_s + duration_s)?;
+        let lead_s = traced_at.elapsed().as_secs_f64();
+        // As for fio: from half a second after the ramp, to 1.5 s before the end.
+        let start = Duration::from_secs_f64(ramp_s + 0.5);
+        let len = Duration::from_secs_f64((duration_s - 1.5).max(0.5));
+        let ran = self.measure(
+            &argv,
+            Window::new(start, start + len),
+            target,
+            ramp_s + duration_s,
+            stop,
+        );
+        let trace_text = self.finish_trace(tracer, &trace_dir);
+        let ran = ran?;
+        let trace = BlockTrace::parse(&trace_text?, lead_s + ramp_s, lead_s + ramp_s + duration_s);
+        let stages_after = self.stages(target);
+        if !ran.status.success() {
+            return Err(failed(format!(
+                "{} on {} exited with {}: {}",
+                app.kind(),
+                host.name(),
+                ran.status,
+                tail(&ran.stderr_text)
+            )));
+        }
+        let figures = self.app_figures(app, &ran, &dir, ramp_s, duration_s)?;
+        let stages = stage_means(stages_before.as_ref(), stages_after.as_ref());
+        let read_bytes = trace.read.mean_bytes();
+        let write_bytes = trace.write.mean_bytes();
+        let parts = [
+            PartsMeasured {
+                network_us: (trace.read.count() > 0)
+                    .then(|| apps.network_us(target, BHS_BYTES, BHS_BYTES + read_bytes))
+                    .flatten(),
+                stages_us: stages[0],
+            },
+            PartsMeasured {
+                network_us: (trace.write.count() > 0)
+                    .then(|| apps.network_us(target, BHS_BYTES + write_bytes, BHS_BYTES))
+                    .flatten(),
+                stages_us: stages[1],
+            },
+        ];
+        let label = knobs
+            .initiator_impl()
+            .attach_kind()
+            .map_or("kernel", |k| k.label());
+        let mut bench =
+            application::result_json(app, fs, label, &figures, &trace, duration_s, parts);
+        self.finish_result(&mut bench, &ran, target)?;
+        application::add_processor_time(&mut bench);
+        Ok(Measured {
+            bench,
+            started_at: ran.started_at,
+            foreign: ran.foreign,
+        })
+    }
+
+    /// The command line of one run of `app` in `dir` (for OLTP, after the
+    /// mix's upkeep, a checkpoint and the memory limit, run at once,
+    /// outside the window).
+    fn app_command(
+        &self,
+        app: &Application,
+        apps: &Apps<'_>,
+        dir: &str,
+        ramp_s: f64,
+        duration_s: f64,
+    ) -> Result<Vec<String>, BenchFailure> {
+        let host = &self.initiator;
+        Ok(match app {
             Application::Oltp(o) => {
                 let bin = apps.pg_bin.clone().expect("made by ensure_data");
                 let sock = format!("{dir}/pgsock");
@@ -285,7 +358,7 @@ impl Bed {
                 argv.extend([
                     o.memory_bytes.to_string(),
                     apps.cgroup.clone(),
-                    dir.clone(),
+                    dir.to_owned(),
                     format!("{bin}/psql"),
                     "-q".into(),
                     "-h".into(),
@@ -299,8 +372,9 @@ impl Bed {
                     argv.extend(["-c".to_owned(), (*statement).to_owned()]);
                 }
                 argv.push("postgres".into());
-                host.run(&argv)
-                    .map_err(|e| failed(format!("before the run, {}: {e}", sql.join("; "))))?;
+                host.run(&argv).map_err(|e| {
+                    BenchFailure::Failed(format!("before the run, {}: {e}", sql.join("; ")))
+                })?;
                 let threads = o.clients.min(4);
                 vec![
                     "sh".to_owned(),
@@ -336,76 +410,33 @@ impl Bed {
                 argv.extend(profile.fio_args(&format!("{dir}/mnt/mail")));
                 argv
             }
-        };
-        let stages_before = self.stages(target);
-        let trace_dir = format!("{dir}/blktrace");
-        let (tracer, traced_at) = self.start_trace(device, &trace_dir, ramp_s + duration_s)?;
-        let lead_s = traced_at.elapsed().as_secs_f64();
-        // As for fio: from half a second after the ramp, to 1.5 s before the end.
-        let start = Duration::from_secs_f64(ramp_s + 0.5);
-        let len = Duration::from_secs_f64((duration_s - 1.5).max(0.5));
-        let ran = self.measure(
-            &argv,
-            Window::new(start, start + len),
-            target,
-            ramp_s + duration_s,
-            stop,
-        );
-        let trace_text = self.finish_trace(tracer, &trace_dir);
-        let ran = ran?;
-        let trace = BlockTrace::parse(&trace_text?, lead_s + ramp_s, lead_s + ramp_s + duration_s);
-        let stages_after = self.stages(target);
-        if !ran.status.success() {
-            return Err(failed(format!(
-                "{} on {} exited with {}: {}",
-                app.kind(),
-                host.name(),
-                ran.status,
-                tail(&ran.stderr_text)
-            )));
-        }
-        let figures = match app {
+        })
+    }
+
+    /// What a run of `app` did, from pgbench's transaction log in `dir` or
+    /// fio's JSON.
+    fn app_figures(
+        &self,
+        app: &Application,
+        ran: &Ran,
+        dir: &str,
+        ramp_s: f64,
+        duration_s: f64,
+    ) -> Result<Figures, BenchFailure> {
+        Ok(match app {
             Application::Oltp(_) => {
-                let log = self.pgbench_log(&ran, &dir, ramp_s, duration_s)?;
+                let log = self.pgbench_log(ran, dir, ramp_s, duration_s)?;
                 let tps = log.summary().count as f64 / duration_s;
                 Figures::Oltp { tps, log }
             }
             Application::Mail(_) => {
                 let start = ran.stdout.find('{').unwrap_or(ran.stdout.len());
                 let fio: Value = serde_json::from_str(&ran.stdout[start..])
-                    .map_err(|e| failed(format!("fio printed bad JSON: {e}")))?;
-                Figures::Mail(MailResult::from_fio(&fio).map_err(|e| failed(e.to_string()))?)
+                    .map_err(|e| BenchFailure::Failed(format!("fio printed bad JSON: {e}")))?;
+                Figures::Mail(
+                    MailResult::from_fio(&fio).map_err(|e| BenchFailure::Failed(e.to_string()))?,
+                )
             }
-        };
-        let stages = stage_means(stages_before.as_ref(), stages_after.as_ref());
-        let read_bytes = trace.read.mean_bytes();
-        let write_bytes = trace.write.mean_bytes();
-        let parts = [
-            PartsMeasured {
-                network_us: (trace.read.count() > 0)
-                    .then(|| apps.network_us(target, BHS_BYTES, BHS_BYTES + read_bytes))
-                    .flatten(),
-                stages_us: stages[0],
-            },
-            PartsMeasured {
-                network_us: (trace.write.count() > 0)
-                    .then(|| apps.network_us(target, BHS_BYTES + write_bytes, BHS_BYTES))
-                    .flatten(),
-                stages_us: stages[1],
-            },
-        ];
-        let label = knobs
-            .initiator_impl()
-            .attach_kind()
-            .map_or("kernel", |k| k.label());
-        let mut bench =
-            application::result_json(app, fs, label, &figures, &trace, duration_s, parts);
-        self.finish_result(&mut bench, &ran, target)?;
-        application::add_processor_time(&mut bench);
-        Ok(Measured {
-            bench,
-            started_at: ran.started_at,
-            foreign: ran.foreign,
         })
     }
 

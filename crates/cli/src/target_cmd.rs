@@ -219,29 +219,51 @@ fn serve_metrics(
     })
 }
 
+/// The configuration at `config_path` (and its text, which the control
+/// plane edits), or the embedded default; `listen` replaces its portals
+/// and their groups (all in portal group 1, active/optimized). The
+/// logging it asks for is installed.
+fn load(
+    config_path: Option<&Path>,
+    listen: &[SocketAddr],
+) -> Result<(Option<String>, Config), String> {
+    // Read once: the control plane edits this very text.
+    let (text, mut config) = match config_path {
+        Some(path) => {
+            let (text, config) = Config::read_file(path).map_err(|e| e.to_string())?;
+            (Some(text), config)
+        }
+        None => (None, Config::embedded_default()),
+    };
+    if !listen.is_empty() {
+        config.set_portals(listen.to_vec());
+    }
+    crate::logging::install(&config.log).map_err(|e| e.to_string())?;
+    Ok((text, config))
+}
+
+/// Each LUN the target serves, one line each.
+fn lun_summary(config: &Config) -> Vec<String> {
+    config
+        .targets
+        .iter()
+        .flat_map(|t| {
+            t.luns
+                .iter()
+                .map(move |l| format!("{} LUN {} ({})", t.name, l.number, l.store.describe()))
+        })
+        .collect()
+}
+
 /// Runs the target; returns when a signal asked it to stop.
 pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
-    // Read once: the control plane edits this very text.
-    let loaded = match config_path {
-        Some(path) => Config::read_file(path).map(|(text, config)| (Some(text), config)),
-        None => Ok((None, Config::embedded_default())),
-    };
-    let (text, mut config) = match loaded {
+    let (text, config) = match load(config_path, listen) {
         Ok(loaded) => loaded,
         Err(e) => {
             eprintln!("isoe target: {e}");
             return ExitCode::from(2);
         }
     };
-    if !listen.is_empty() {
-        // --listen replaces the file's portals and their groups: all in
-        // portal group 1, active/optimized.
-        config.set_portals(listen.to_vec());
-    }
-    if let Err(e) = crate::logging::install(&config.log) {
-        eprintln!("isoe target: {e}");
-        return ExitCode::from(2);
-    }
     let configured = config.clone();
     let mut signals = match Signals::new([SIGINT, SIGTERM, SIGHUP]) {
         Ok(s) => s,
@@ -250,15 +272,7 @@ pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let summary: Vec<String> = config
-        .targets
-        .iter()
-        .flat_map(|t| {
-            t.luns
-                .iter()
-                .map(move |l| format!("{} LUN {} ({})", t.name, l.number, l.store.describe()))
-        })
-        .collect();
+    let summary = lun_summary(&config);
     let auth = auth_summary(&config);
     let datapath = config.datapath;
     if !control_directory_is_safe(&configured) {

@@ -864,52 +864,9 @@ impl Reservations {
                 )
             }
             _ if registered_key != Some(key) => Err(Refusal::Conflict),
-            out_action::RESERVE => {
-                check_scope_and_kind(scope, kind)?;
-                match &state.reservation {
-                    None => {
-                        let holder = (!all_registrants(kind)).then(|| nexus.clone());
-                        state.reservation = Some((Persistent { kind }, holder));
-                        Ok(Change::Other)
-                    }
-                    Some((p, _)) if p.kind == kind && state.is_holder(nexus) => Ok(Change::None),
-                    Some(_) => Err(Refusal::Conflict),
-                }
-            }
-            out_action::RELEASE => {
-                let Some((p, _)) = state.reservation else {
-                    return Ok(());
-                };
-                if !state.is_holder(nexus) {
-                    return Ok(());
-                }
-                if scope != 0 || p.kind != kind {
-                    // SPC-5 5.13.11.2.2: INVALID RELEASE OF PERSISTENT RESERVATION.
-                    return Err(
-                        Sense::new(crate::sense::sense_key::ILLEGAL_REQUEST, 0x26, 0x04).into(),
-                    );
-                }
-                state.reservation = None;
-                if registrants_only_or_all(p.kind) {
-                    attentions.raise(
-                        &|n| n != nexus && state.registration(n).is_some(),
-                        RESERVATIONS_RELEASED,
-                    );
-                }
-                Ok(Change::Other)
-            }
-            out_action::CLEAR => {
-                let others: Vec<Nexus> = state
-                    .registrations
-                    .iter()
-                    .filter(|r| &r.nexus != nexus)
-                    .map(|r| r.nexus.clone())
-                    .collect();
-                state.registrations.clear();
-                state.reservation = None;
-                attentions.raise(&|n| others.contains(n), RESERVATIONS_PREEMPTED);
-                Ok(Change::Registrations)
-            }
+            out_action::RESERVE => reserve(&mut state, nexus, scope, kind),
+            out_action::RELEASE => release(&mut state, attentions, nexus, scope, kind),
+            out_action::CLEAR => Ok(clear(&mut state, attentions, nexus)),
             out_action::PREEMPT | out_action::PREEMPT_AND_ABORT => {
                 preempt(&mut state, attentions, nexus, scope, kind, action_key)
             }
@@ -952,6 +909,65 @@ impl Reservations {
         self.refresh(&state);
         Ok(())
     }
+}
+
+/// PERSISTENT RESERVE OUT with RESERVE: `nexus`, registered,
+/// takes the reservation of type `kind`, or holds it already.
+fn reserve(state: &mut State, nexus: &Nexus, scope: u8, kind: u8) -> Result<Change, Refusal> {
+    check_scope_and_kind(scope, kind)?;
+    match &state.reservation {
+        None => {
+            let holder = (!all_registrants(kind)).then(|| nexus.clone());
+            state.reservation = Some((Persistent { kind }, holder));
+            Ok(Change::Other)
+        }
+        Some((p, _)) if p.kind == kind && state.is_holder(nexus) => Ok(Change::None),
+        Some(_) => Err(Refusal::Conflict),
+    }
+}
+
+/// PERSISTENT RESERVE OUT with RELEASE (SPC-5 5.13.11.2): the holder gives
+/// the reservation up; anyone else's RELEASE changes nothing.
+fn release(
+    state: &mut State,
+    attentions: &dyn Raise,
+    nexus: &Nexus,
+    scope: u8,
+    kind: u8,
+) -> Result<Change, Refusal> {
+    let Some((p, _)) = state.reservation else {
+        return Ok(Change::None);
+    };
+    if !state.is_holder(nexus) {
+        return Ok(Change::None);
+    }
+    if scope != 0 || p.kind != kind {
+        // SPC-5 5.13.11.2.2: INVALID RELEASE OF PERSISTENT RESERVATION.
+        return Err(Sense::new(crate::sense::sense_key::ILLEGAL_REQUEST, 0x26, 0x04).into());
+    }
+    state.reservation = None;
+    if registrants_only_or_all(p.kind) {
+        attentions.raise(
+            &|n| n != nexus && state.registration(n).is_some(),
+            RESERVATIONS_RELEASED,
+        );
+    }
+    Ok(Change::Other)
+}
+
+/// PERSISTENT RESERVE OUT with CLEAR: every registration
+/// and the reservation gone; the others are told.
+fn clear(state: &mut State, attentions: &dyn Raise, nexus: &Nexus) -> Change {
+    let others: Vec<Nexus> = state
+        .registrations
+        .iter()
+        .filter(|r| &r.nexus != nexus)
+        .map(|r| r.nexus.clone())
+        .collect();
+    state.registrations.clear();
+    state.reservation = None;
+    attentions.raise(&|n| others.contains(n), RESERVATIONS_PREEMPTED);
+    Change::Registrations
 }
 
 /// Why a reservation command did not complete GOOD.

@@ -458,17 +458,7 @@ impl Engine {
         wait: Duration,
         recv_timeout: Duration,
     ) -> Result<(), InitiatorError> {
-        for entry in self.sessions.iter_mut().flatten() {
-            if entry.broken.is_some() {
-                continue;
-            }
-            for sock in &mut entry.socks {
-                if let Err(e) = wake_when_whole(sock, &mut self.stats) {
-                    entry.broken = Some(format!("setting SO_RCVLOWAT failed: {e}"));
-                    break;
-                }
-            }
-        }
+        self.arm_lowat();
         let mut live = 0;
         let mut lone = None;
         for (s, entry) in self.sessions.iter().enumerate() {
@@ -493,10 +483,35 @@ impl Engine {
             }
             _ => {}
         }
-        let epoll_error = |source| InitiatorError::Io {
-            portal: "epoll".into(),
-            source,
-        };
+        self.register()?;
+        let epoll = self.epoll.as_mut().expect("made by register");
+        self.stats.polls += 1;
+        let mut ready = std::mem::take(&mut self.ready);
+        epoll.wait(&mut ready, wait).map_err(epoll_error)?;
+        self.receive_ready(&ready);
+        self.ready = ready;
+        Ok(())
+    }
+
+    /// SO_RCVLOWAT on every live connection for the coming wait.
+    fn arm_lowat(&mut self) {
+        for entry in self.sessions.iter_mut().flatten() {
+            if entry.broken.is_some() {
+                continue;
+            }
+            for sock in &mut entry.socks {
+                if let Err(e) = wake_when_whole(sock, &mut self.stats) {
+                    entry.broken = Some(format!("setting SO_RCVLOWAT failed: {e}"));
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Every live connection (and the wake-up descriptor, while one is
+    /// set) in the epoll set, each with the interest it has now: readable,
+    /// and writable while it has output.
+    fn register(&mut self) -> Result<(), InitiatorError> {
         if self.epoll.is_none() {
             self.epoll = Some(sys::Epoll::new().map_err(epoll_error)?);
         }
@@ -543,10 +558,13 @@ impl Engine {
             }
             (None, None) => {}
         }
-        self.stats.polls += 1;
-        let mut ready = std::mem::take(&mut self.ready);
-        epoll.wait(&mut ready, wait).map_err(epoll_error)?;
-        for &(key, events) in &ready {
+        Ok(())
+    }
+
+    /// Receives on each connection `ready` names readable; a wake-up ends
+    /// the run.
+    fn receive_ready(&mut self, ready: &[(u64, u32)]) {
+        for &(key, events) in ready {
             if key == WAKE_KEY {
                 self.woken = true;
                 continue;
@@ -563,8 +581,6 @@ impl Engine {
                 self.receive(s, c, None);
             }
         }
-        self.ready = ready;
-        Ok(())
     }
 
     /// One `recv` on connection `c` of session `s`, then decoding. `wait`
@@ -632,49 +648,8 @@ impl Engine {
         if quickack {
             let _ = sys::set_quickack(fd);
         }
-        let now = Instant::now();
-        match sock.placement.take() {
-            Some(mut p) => {
-                let data_left = p.data_left();
-                let tail = entry.core.placement_received(&mut p, n, now);
-                self.stats.placed_bytes += (data_left - p.data_left()) as u64;
-                sock.rbuf.filled(tail);
-                if !p.is_complete() {
-                    sock.placement = Some(p);
-                    return;
-                }
-                if let Err(ConnFailure(why)) = entry.core.finish_placement(p) {
-                    entry.broken = Some(why);
-                    return;
-                }
-                self.stats.placed_pdus += 1;
-                sock.header_first = HEADER_FIRST_PDUS;
-            }
-            None => sock.rbuf.filled(n),
-        }
-        match entry.core.handle_input(c, sock.rbuf.data(), now) {
-            Ok((used, need)) => {
-                sock.rbuf.consume(used);
-                sock.need = need;
-                if used > 0 {
-                    sock.header_first = sock.header_first.saturating_sub(1);
-                }
-            }
-            Err(ConnFailure(why)) => {
-                entry.broken = Some(why);
-                return;
-            }
-        }
-        let held = sock.rbuf.data().len();
-        if held > 0 && sock.need >= held + DIRECT_MIN_BYTES {
-            if let Some(p) = entry
-                .core
-                .begin_placement(c, sock.rbuf.data(), DIRECT_MIN_BYTES)
-            {
-                sock.rbuf.consume(held);
-                sock.need = 0;
-                sock.placement = Some(p);
-            }
+        if let Err(why) = absorb(&mut entry.core, sock, c, n, &mut self.stats) {
+            entry.broken = Some(why);
         }
     }
 
@@ -941,6 +916,63 @@ fn header_first_limit(sock: &mut Sock, limits: &frame::FrameLimits) -> usize {
         sock.header_first = 0;
     }
     usize::MAX
+}
+
+/// An epoll call that failed.
+fn epoll_error(source: io::Error) -> InitiatorError {
+    InitiatorError::Io {
+        portal: "epoll".into(),
+        source,
+    }
+}
+
+/// Takes the `n` bytes one `recv` brought on connection `c` (into a
+/// placement or the receive buffer), decodes what is whole, and starts
+/// placing a large Data-In straight into its task's buffer; Err with why
+/// the connection is broken.
+fn absorb(
+    core: &mut SessionCore,
+    sock: &mut Sock,
+    c: usize,
+    n: usize,
+    stats: &mut EngineStats,
+) -> Result<(), String> {
+    let now = Instant::now();
+    match sock.placement.take() {
+        Some(mut p) => {
+            let data_left = p.data_left();
+            let tail = core.placement_received(&mut p, n, now);
+            stats.placed_bytes += (data_left - p.data_left()) as u64;
+            sock.rbuf.filled(tail);
+            if !p.is_complete() {
+                sock.placement = Some(p);
+                return Ok(());
+            }
+            core.finish_placement(p).map_err(|ConnFailure(why)| why)?;
+            stats.placed_pdus += 1;
+            sock.header_first = HEADER_FIRST_PDUS;
+        }
+        None => sock.rbuf.filled(n),
+    }
+    match core.handle_input(c, sock.rbuf.data(), now) {
+        Ok((used, need)) => {
+            sock.rbuf.consume(used);
+            sock.need = need;
+            if used > 0 {
+                sock.header_first = sock.header_first.saturating_sub(1);
+            }
+        }
+        Err(ConnFailure(why)) => return Err(why),
+    }
+    let held = sock.rbuf.data().len();
+    if held > 0 && sock.need >= held + DIRECT_MIN_BYTES {
+        if let Some(p) = core.begin_placement(c, sock.rbuf.data(), DIRECT_MIN_BYTES) {
+            sock.rbuf.consume(held);
+            sock.need = 0;
+            sock.placement = Some(p);
+        }
+    }
+    Ok(())
 }
 
 /// Sets SO_RCVLOWAT for the next wait on `sock`: while a Data-In is placed,

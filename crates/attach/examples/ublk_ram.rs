@@ -214,36 +214,8 @@ fn features() -> ExitCode {
 
 fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let size = args.size_mib << 20;
-    let mut store = match &args.file {
-        None => Store::Ram(vec![0u8; size as usize]),
-        Some(path) => {
-            let f = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(path)?;
-            if f.metadata()?.len() < size {
-                f.set_len(size)?;
-            }
-            Store::File(f)
-        }
-    };
-    let geometry = Geometry {
-        block_bytes: 512,
-        physical_block_bytes: 4096,
-        capacity_bytes: size,
-        max_io_bytes: args.max_io,
-        optimal_io_bytes: 0,
-        discard: true,
-        discard_granularity_bytes: 4096,
-        discard_alignment_bytes: 0,
-        max_discard_bytes: 64 << 20,
-        max_write_zeroes_bytes: 64 << 20,
-        read_only: false,
-        volatile_cache: true,
-        fua: true,
-    };
+    let mut store = open_store(&args, size)?;
+    let geometry = geometry(size, args.max_io);
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
@@ -302,24 +274,7 @@ fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             if args.panic_after.is_some_and(|n| served >= n) {
                 panic!("--panic-after: panicking with request {:?} held", r);
             }
-            let end = r.offset + u64::from(r.len);
-            let result = if end > size {
-                Err(libc::EIO)
-            } else {
-                match r.op {
-                    Op::Read => {
-                        let res = store.read(r.offset, &mut buf[..r.len as usize]);
-                        // As the serving loop does: the buffer comes back
-                        // holding just the data.
-                        buf.truncate(r.len as usize);
-                        res
-                    }
-                    Op::Write => store.write(r.offset, &buf[..r.len as usize]),
-                    Op::Flush => store.flush(),
-                    Op::Discard | Op::WriteZeroes => store.zero(r.offset, u64::from(r.len)),
-                }
-                .and_then(|()| if r.fua { store.flush() } else { Ok(()) })
-            };
+            let result = answer(&mut store, size, r, &mut buf);
             dev.complete(r.tag, buf, result);
         }
         served += reqs.len() as u64;
@@ -346,4 +301,63 @@ fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
     );
     Ok(())
+}
+
+/// The device's memory, or the file that backs it.
+fn open_store(args: &Args, size: u64) -> Result<Store, Box<dyn std::error::Error>> {
+    Ok(match &args.file {
+        None => Store::Ram(vec![0u8; size as usize]),
+        Some(path) => {
+            let f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)?;
+            if f.metadata()?.len() < size {
+                f.set_len(size)?;
+            }
+            Store::File(f)
+        }
+    })
+}
+
+/// A disk of `size` bytes taking requests of at most `max_io` bytes.
+fn geometry(size: u64, max_io: u32) -> Geometry {
+    Geometry {
+        block_bytes: 512,
+        physical_block_bytes: 4096,
+        capacity_bytes: size,
+        max_io_bytes: max_io,
+        optimal_io_bytes: 0,
+        discard: true,
+        discard_granularity_bytes: 4096,
+        discard_alignment_bytes: 0,
+        max_discard_bytes: 64 << 20,
+        max_write_zeroes_bytes: 64 << 20,
+        read_only: false,
+        volatile_cache: true,
+        fua: true,
+    }
+}
+
+/// Does request `r` on `store` with `buf`: EIO past the end.
+fn answer(store: &mut Store, size: u64, r: &Request, buf: &mut Vec<u8>) -> Result<(), i32> {
+    let end = r.offset + u64::from(r.len);
+    if end > size {
+        return Err(libc::EIO);
+    }
+    match r.op {
+        Op::Read => {
+            let res = store.read(r.offset, &mut buf[..r.len as usize]);
+            // As the serving loop does: the buffer comes back
+            // holding just the data.
+            buf.truncate(r.len as usize);
+            res
+        }
+        Op::Write => store.write(r.offset, &buf[..r.len as usize]),
+        Op::Flush => store.flush(),
+        Op::Discard | Op::WriteZeroes => store.zero(r.offset, u64::from(r.len)),
+    }
+    .and_then(|()| if r.fua { store.flush() } else { Ok(()) })
 }

@@ -382,10 +382,10 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
     let after = Readings::take_after(target_pid)?;
     progress.finish();
 
-    let g = gather(handles, &config);
+    let Gathered { per_url, sum: g } = gather(handles, &config);
     let mut read = DirectionMeasurements::default();
     let mut write = DirectionMeasurements::default();
-    for u in &g.per_url {
+    for u in &per_url {
         read.add(&u.read);
         write.add(&u.write);
     }
@@ -415,7 +415,7 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
         target_pid: target_cpu_s.and(target_pid),
         tcp: before.tcp.delta(&after.tcp),
         host: Host::read(),
-        per_url: g.per_url,
+        per_url,
         series,
         interrupted,
         stopped: halt.reason().map(String::from),
@@ -555,18 +555,11 @@ fn await_setup(ready: &mpsc::Receiver<Result<u32, String>>, workers: u32) -> Res
     }
 }
 
-/// What the workers did, summed once they have ended.
+/// What the workers did, summed once they have ended: per volume, and the
+/// rest in one [`WorkerResult`] (its `urls` and `second` unused).
 struct Gathered {
     per_url: Vec<UrlMeasurements>,
-    errors: u64,
-    verify_errors: u64,
-    messages: Vec<String>,
-    engine: EngineStats,
-    total_ios: u64,
-    unit_attentions: u64,
-    verified_reads: u64,
-    io_gap_max: Duration,
-    multipath: Option<MultipathOutcome>,
+    sum: WorkerResult,
 }
 
 /// Joins the workers and sums their results (a worker that panicked
@@ -579,60 +572,43 @@ fn gather(handles: Vec<thread::JoinHandle<WorkerResult>>, config: &RunConfig) ->
             ..UrlMeasurements::default()
         })
         .collect();
-    let mut total_ios = 0;
-    let mut unit_attentions = 0;
-    let mut verified_reads = 0;
-    let mut io_gap_max = Duration::ZERO;
-    let mut multipath = config.multipath.map(|options| MultipathOutcome {
-        failover_timeout_s: options.failover_timeout.as_secs_f64(),
-        ..MultipathOutcome::default()
-    });
-    let (mut errors, mut verify_errors) = (0, 0);
-    let mut messages = Vec::new();
-    let mut engine = EngineStats::default();
+    let mut sum = WorkerResult {
+        multipath: config.multipath.map(|options| MultipathOutcome {
+            failover_timeout_s: options.failover_timeout.as_secs_f64(),
+            ..MultipathOutcome::default()
+        }),
+        ..WorkerResult::default()
+    };
     for h in handles {
         let r = h.join().unwrap_or_else(|_| WorkerResult::panicked());
-        for (sum, u) in per_url.iter_mut().zip(&r.urls) {
-            sum.read.add(&u.read);
-            sum.write.add(&u.write);
-            sum.errors += u.errors;
+        for (total, u) in per_url.iter_mut().zip(&r.urls) {
+            total.read.add(&u.read);
+            total.write.add(&u.write);
+            total.errors += u.errors;
         }
-        errors += r.errors;
-        verify_errors += r.verify_errors;
+        sum.errors += r.errors;
+        sum.verify_errors += r.verify_errors;
         for m in r.messages {
-            if messages.len() < MESSAGES_MAX {
-                messages.push(m);
-            }
+            sum.note(m);
         }
-        engine.sends += r.engine.sends;
-        engine.recvs += r.engine.recvs;
-        engine.polls += r.engine.polls;
-        engine.reconnects += r.engine.reconnects;
-        total_ios += r.total_ios;
-        unit_attentions += r.unit_attentions;
-        verified_reads += r.verified_reads;
-        io_gap_max = io_gap_max.max(r.io_gap_max);
-        if let (Some(sum), Some(mine)) = (multipath.as_mut(), r.multipath.as_ref()) {
-            sum.merge(mine);
+        sum.engine.sends += r.engine.sends;
+        sum.engine.recvs += r.engine.recvs;
+        sum.engine.polls += r.engine.polls;
+        sum.engine.reconnects += r.engine.reconnects;
+        sum.total_ios += r.total_ios;
+        sum.unit_attentions += r.unit_attentions;
+        sum.verified_reads += r.verified_reads;
+        sum.io_gap_max = sum.io_gap_max.max(r.io_gap_max);
+        if let (Some(all), Some(mine)) = (sum.multipath.as_mut(), r.multipath.as_ref()) {
+            all.merge(mine);
         }
     }
-    if let Some(m) = multipath.as_mut() {
+    if let Some(m) = sum.multipath.as_mut() {
         for (path, url) in m.paths.iter_mut().zip(&config.urls) {
             path.url = url.to_string();
         }
     }
-    Gathered {
-        per_url,
-        errors,
-        verify_errors,
-        messages,
-        engine,
-        total_ios,
-        unit_attentions,
-        verified_reads,
-        io_gap_max,
-        multipath,
-    }
+    Gathered { per_url, sum }
 }
 
 /// What each volume is called in `per_url`: each URL, or all of them as

@@ -164,6 +164,7 @@ const EMBEDDED: &[(&str, &str)] = &[
         "sessions-sweep",
         include_str!("../plans/sessions-sweep.toml"),
     ),
+    ("peers", include_str!("../plans/peers.toml")),
 ];
 
 /// The test bed a plan (or a case) runs on (METHODOLOGY.md "Topologies").

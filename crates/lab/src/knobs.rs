@@ -188,7 +188,7 @@ pub enum TargetImpl {
     #[default]
     Isoe,
     /// tgt, the userspace target from Linux distributions, run by
-    /// [`crate::peers::tgt`] (`scripts/tgt-peer` runs it outside the lab).
+    /// [`crate::peers::tgt`].
     Tgt,
     /// LIO, the Linux kernel's target, configured through configfs on a
     /// test bed's target host ([`crate::peers::lio`]).

@@ -315,7 +315,8 @@ fn every_shipped_plan_parses_and_fits_its_time() {
             "software-vs-offload",
             "block-devices",
             "applications",
-            "sessions-sweep"
+            "sessions-sweep",
+            "peers"
         ]
     );
     for (name, description) in &listed {
@@ -469,7 +470,7 @@ fn plans_load_from_files_and_by_name() {
     let e = Plan::from_arg("no-such-plan").unwrap_err();
     assert_eq!(
         e.to_string(),
-        "no plan \"no-such-plan\": not an embedded plan (quick, qsan-2012, dell-2013, openstack-offloads, pt-2009, demartek-2016, software-vs-offload, block-devices, applications, sessions-sweep) nor a file"
+        "no plan \"no-such-plan\": not an embedded plan (quick, qsan-2012, dell-2013, openstack-offloads, pt-2009, demartek-2016, software-vs-offload, block-devices, applications, sessions-sweep, peers) nor a file"
     );
     // Errors in a file name that file.
     let bad = dir.path().join("bad.toml");

@@ -266,7 +266,7 @@ fn a_killed_owner_is_taken_over_and_its_group_leaves_active_optimized() {
     eprintln!("gateway B took the image over {waited:?} after A was killed");
 }
 
-/// Issue 16's failover: `isoe bench --verify --multipath` through two
+/// Failover across RBD gateways: `isoe bench --verify --multipath` through two
 /// gateways of one image, `kill -9` of the owner in the measured window;
 /// the I/O goes on through the other gateway within 30 s, no command
 /// fails, no read differs from what was acknowledged, and the other

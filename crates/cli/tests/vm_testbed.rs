@@ -336,7 +336,7 @@ fn kernel_sees_the_port_groups(host: &Host) {
     drop(target);
 }
 
-/// Issue 16's failover with the Linux kernel: two isoe gateways of one RBD
+/// Failover across RBD gateways with the Linux kernel: two isoe gateways of one RBD
 /// image (portal groups 1 and 2), the VM logged in through both, and
 /// dm-multipath with `prio alua` grouping the paths by priority: gateway
 /// A's path (active/optimized) in the group I/O goes to. fio writes with

@@ -20,12 +20,13 @@ const LUN: Lun = Lun([0x81, 0x82, 0x83, 0x84, 0x85, 0x86, 0x87, 0x88]);
 /// One PDU of every kind with every field distinct; `flag` sets every flag.
 fn every_kind(flag: bool) -> Vec<Pdu> {
     let mut pdus = requests(flag);
+    pdus.extend(requests_from_text(flag));
     pdus.extend(responses(flag));
     pdus.extend(responses_from_data_in(flag));
     pdus
 }
 
-/// The PDUs an initiator sends (RFC 7143 §11.2.1.2).
+/// The PDUs an initiator sends (RFC 7143 §11.2.1.2), opcodes 0x00 to 0x03.
 fn requests(flag: bool) -> Vec<Pdu> {
     vec![
         Pdu::NopOut(NopOut {
@@ -77,6 +78,12 @@ fn requests(flag: bool) -> Vec<Pdu> {
             cmd_sn: 0x5859_5a5b,
             exp_stat_sn: 0x5c5d_5e5f,
         }),
+    ]
+}
+
+/// The PDUs an initiator sends from opcode 0x04 (Text Request) on.
+fn requests_from_text(flag: bool) -> Vec<Pdu> {
+    vec![
         Pdu::TextRequest(TextRequest {
             immediate: flag,
             final_bit: flag,

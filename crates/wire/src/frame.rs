@@ -31,14 +31,14 @@
 
 use std::borrow::Cow;
 
-use crate::bhs::{field, Bhs, BHS_LEN};
+use crate::bhs::{Bhs, BHS_LEN};
 use crate::digest::{self, Crc32cImpl, DIGEST_LEN};
 use crate::{padded_len, ParseError, Pdu};
 
 /// The largest AHS a BHS can announce: TotalAHSLength is one byte of 4-byte words.
 pub const MAX_AHS_LEN: usize = 255 * 4;
 
-/// The largest DataSegmentLength the 3-byte field can carry (RFC 7143 §11.2.1.5).
+/// The largest DataSegmentLength the 3-byte field can carry (RFC 7143 §11.2.1.6).
 pub const MAX_DATA_SEGMENT_LENGTH: u32 = (1 << 24) - 1;
 
 /// AHS type codes (RFC 7143 §11.2.2.1).
@@ -112,7 +112,7 @@ impl<'a> Frame<'a> {
     /// The full CDB: BHS bytes 32..48 followed by an Extended CDB AHS (type 1)
     /// if present (RFC 7143 §11.3.5). Borrowed unless the CDB is longer than 16.
     pub fn cdb(&self) -> Cow<'a, [u8]> {
-        let base = &self.bhs[field::CDB];
+        let base = Bhs::new_unchecked(self.bhs).cdb();
         match ahs_segments(self.ahs).find(|s| s.ahs_type == ahs_type::EXTENDED_CDB) {
             // RFC 7143 §11.3.5: AHSLength = CDBLength - 15, the first byte
             // after the type is reserved, then CDB bytes 16 onwards.
@@ -212,7 +212,7 @@ struct Layout {
 
 impl Layout {
     fn of(bhs: &[u8; BHS_LEN], limits: &FrameLimits) -> Layout {
-        let view = Bhs(bhs);
+        let view = Bhs::new_unchecked(bhs);
         let ahs_len = view.total_ahs_len();
         let data_len = view.data_segment_len();
         let header_len = BHS_LEN + ahs_len + limits.header_digest_len();

@@ -1,0 +1,69 @@
+//! Asynchronous Message (RFC 7143 §11.9): an event the target tells
+//! without being asked.
+
+use super::{Lun, Opcode, RESERVED_TAG};
+use crate::bhs::Bhs;
+
+/// Asynchronous Message (RFC 7143 §11.9). Its Initiator Task Tag is
+/// always 0xffffffff (no field).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AsyncMessage {
+    /// The LUN the event concerns, if it concerns one (§11.9.3).
+    pub lun: Lun,
+    /// StatSN.
+    pub stat_sn: u32,
+    /// ExpCmdSN.
+    pub exp_cmd_sn: u32,
+    /// MaxCmdSN.
+    pub max_cmd_sn: u32,
+    /// AsyncEvent: what happened (§11.9.1).
+    pub async_event: u8,
+    /// AsyncVCode: the vendor's code, for AsyncEvent 255 (§11.9.2).
+    pub async_vcode: u8,
+    /// Parameter1: the CID of the connection to be dropped (AsyncEvent 2).
+    pub parameter1: u16,
+    /// Parameter2: Time2Wait, in seconds (AsyncEvents 2 and 3).
+    pub parameter2: u16,
+    /// Parameter3: Time2Retain (AsyncEvents 2 and 3), or the seconds left
+    /// for a Logout (1) or a negotiation (4), by event.
+    pub parameter3: u16,
+}
+
+impl AsyncMessage {
+    /// The opcode an Asynchronous Message is sent with.
+    pub const OPCODE: Opcode = Opcode::AsyncMessage;
+
+    /// Reads an Asynchronous Message's fields from its BHS.
+    #[inline]
+    pub fn parse<T: AsRef<[u8]> + ?Sized>(bhs: &Bhs<&T>) -> AsyncMessage {
+        AsyncMessage {
+            lun: bhs.lun(),
+            stat_sn: bhs.stat_sn(),
+            exp_cmd_sn: bhs.exp_cmd_sn(),
+            max_cmd_sn: bhs.max_cmd_sn(),
+            async_event: bhs.async_event(),
+            async_vcode: bhs.async_vcode(),
+            parameter1: bhs.parameter1(),
+            parameter2: bhs.parameter2(),
+            parameter3: bhs.parameter3(),
+        }
+    }
+
+    /// Writes an Asynchronous Message's fields into a BHS of zeros.
+    #[inline]
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, bhs: &mut Bhs<T>) {
+        bhs.set_opcode(Self::OPCODE);
+        // RFC 7143 §11.9: bit 0 of byte 1, the F bit, is always 1.
+        bhs.set_final_bit(true);
+        bhs.set_lun(self.lun);
+        bhs.set_initiator_task_tag(RESERVED_TAG);
+        bhs.set_stat_sn(self.stat_sn);
+        bhs.set_exp_cmd_sn(self.exp_cmd_sn);
+        bhs.set_max_cmd_sn(self.max_cmd_sn);
+        bhs.set_async_event(self.async_event);
+        bhs.set_async_vcode(self.async_vcode);
+        bhs.set_parameter1(self.parameter1);
+        bhs.set_parameter2(self.parameter2);
+        bhs.set_parameter3(self.parameter3);
+    }
+}

@@ -1,0 +1,338 @@
+//! Typed representations of every PDU of RFC 7143 §11.
+//!
+//! Each PDU kind is a plain struct holding its Basic Header Segment fields
+//! (never the data segment, which stays borrowed from the receive buffer),
+//! as smoltcp's `Repr`s are: it reads itself from a [`Bhs`] view (`parse`)
+//! and writes itself into one (`emit`), through the view's accessors, so
+//! that no offset or mask is written anywhere but in [`crate::bhs`]. One
+//! file holds each family of PDUs, the request beside its response, with
+//! the codes of their fields. [`Pdu`] is any of them: [`Pdu::parse`] reads
+//! the opcode and hands the BHS to its kind, [`Pdu::emit`] zeroes a BHS,
+//! has the kind write itself and adds the framing lengths.
+
+use crate::bhs::{Bhs, BHS_LEN};
+use thiserror::Error;
+
+mod async_message;
+mod data;
+mod login;
+pub mod logout;
+mod nop;
+pub mod reject;
+mod scsi;
+mod snack;
+mod text;
+pub mod tmf;
+
+pub use async_message::AsyncMessage;
+pub use data::{DataIn, DataOut, R2t};
+pub use login::{login_status, stage, LoginRequest, LoginResponse};
+pub use logout::{LogoutRequest, LogoutResponse};
+pub use nop::{NopIn, NopOut};
+pub use reject::Reject;
+pub use scsi::{ScsiCommand, ScsiResponse};
+pub use snack::SnackRequest;
+pub use text::{TextRequest, TextResponse};
+pub use tmf::{TaskMgmtRequest, TaskMgmtResponse};
+
+/// PDU opcodes (RFC 7143 §11.2.1.2), without the immediate bit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Opcode {
+    /// NOP-Out (initiator).
+    NopOut = 0x00,
+    /// SCSI Command.
+    ScsiCommand = 0x01,
+    /// SCSI Task Management Function Request.
+    TaskMgmtRequest = 0x02,
+    /// Login Request.
+    LoginRequest = 0x03,
+    /// Text Request.
+    TextRequest = 0x04,
+    /// SCSI Data-Out.
+    DataOut = 0x05,
+    /// Logout Request.
+    LogoutRequest = 0x06,
+    /// SNACK Request.
+    SnackRequest = 0x10,
+    /// NOP-In (target).
+    NopIn = 0x20,
+    /// SCSI Response.
+    ScsiResponse = 0x21,
+    /// SCSI Task Management Function Response.
+    TaskMgmtResponse = 0x22,
+    /// Login Response.
+    LoginResponse = 0x23,
+    /// Text Response.
+    TextResponse = 0x24,
+    /// SCSI Data-In.
+    DataIn = 0x25,
+    /// Logout Response.
+    LogoutResponse = 0x26,
+    /// Ready To Transfer.
+    R2t = 0x31,
+    /// Asynchronous Message.
+    AsyncMessage = 0x32,
+    /// Reject.
+    Reject = 0x3f,
+}
+
+impl Opcode {
+    /// Maps the low six bits of BHS byte 0 to an opcode.
+    pub fn from_u8(value: u8) -> Option<Opcode> {
+        use Opcode::*;
+        Some(match value & 0x3f {
+            0x00 => NopOut,
+            0x01 => ScsiCommand,
+            0x02 => TaskMgmtRequest,
+            0x03 => LoginRequest,
+            0x04 => TextRequest,
+            0x05 => DataOut,
+            0x06 => LogoutRequest,
+            0x10 => SnackRequest,
+            0x20 => NopIn,
+            0x21 => ScsiResponse,
+            0x22 => TaskMgmtResponse,
+            0x23 => LoginResponse,
+            0x24 => TextResponse,
+            0x25 => DataIn,
+            0x26 => LogoutResponse,
+            0x31 => R2t,
+            0x32 => AsyncMessage,
+            0x3f => Reject,
+            _ => return None,
+        })
+    }
+
+    /// True for opcodes an initiator sends (RFC 7143 §11.2.1.2).
+    pub fn is_initiator_opcode(self) -> bool {
+        (self as u8) < 0x20
+    }
+}
+
+/// Why a BHS could not be turned into a [`Pdu`].
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ParseError {
+    /// The opcode is not defined by RFC 7143 (answer: Reject, "Command not supported").
+    #[error("unknown opcode {0:#04x}")]
+    UnknownOpcode(u8),
+    /// A field holds a value the RFC forbids.
+    #[error("invalid {field}: {value:#x}")]
+    InvalidField {
+        /// The field's name as in RFC 7143 §11.
+        field: &'static str,
+        /// The offending value.
+        value: u32,
+    },
+}
+
+/// The 8-byte LUN field, kept raw (SAM-5 §4.6 encodings are decoded by `scsi`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Lun(pub [u8; 8]);
+
+impl Lun {
+    /// Where byte 0 holds the address method: its top two bits.
+    const ADDRESS_METHOD_SHIFT: u32 = 6;
+    /// Address method 00b, peripheral device addressing.
+    const PERIPHERAL: u8 = 0b00;
+    /// Address method 01b, flat space addressing.
+    const FLAT_SPACE: u8 = 0b01;
+    /// The LUN's top six bits, in byte 0 beside the flat space method.
+    const FLAT_SPACE_HIGH_BITS: u8 = 0x3f;
+
+    /// Encodes a LUN number below 16384 with the SAM peripheral / flat addressing method.
+    pub fn from_number(number: u16) -> Lun {
+        let mut raw = [0u8; 8];
+        let [high, low] = number.to_be_bytes();
+        if number >= 256 {
+            raw[0] = (Self::FLAT_SPACE << Self::ADDRESS_METHOD_SHIFT)
+                | (high & Self::FLAT_SPACE_HIGH_BITS);
+        }
+        raw[1] = low;
+        Lun(raw)
+    }
+
+    /// Decodes peripheral (00b) and flat (01b) single-level addressing; None for others.
+    pub fn number(&self) -> Option<u16> {
+        if self.0[2..].iter().any(|&b| b != 0) {
+            return None;
+        }
+        let [byte0, byte1] = [self.0[0], self.0[1]];
+        match byte0 >> Self::ADDRESS_METHOD_SHIFT {
+            // The peripheral method's bus identifier must be 0: one level.
+            Self::PERIPHERAL if byte0 == 0 => Some(u16::from(byte1)),
+            Self::FLAT_SPACE => Some(u16::from_be_bytes([
+                byte0 & Self::FLAT_SPACE_HIGH_BITS,
+                byte1,
+            ])),
+            _ => None,
+        }
+    }
+}
+
+/// The reserved Initiator/Target Task Tag value (RFC 7143 §11.2.1.8).
+pub const RESERVED_TAG: u32 = 0xffff_ffff;
+
+/// One PDU's Basic Header Segment, typed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pdu {
+    /// NOP-Out (RFC 7143 §11.18).
+    NopOut(NopOut),
+    /// SCSI Command (RFC 7143 §11.3).
+    ScsiCommand(ScsiCommand),
+    /// SCSI Task Management Function Request (RFC 7143 §11.5).
+    TaskMgmtRequest(TaskMgmtRequest),
+    /// Login Request (RFC 7143 §11.12).
+    LoginRequest(LoginRequest),
+    /// Text Request (RFC 7143 §11.10).
+    TextRequest(TextRequest),
+    /// SCSI Data-Out (RFC 7143 §11.7).
+    DataOut(DataOut),
+    /// Logout Request (RFC 7143 §11.14).
+    LogoutRequest(LogoutRequest),
+    /// SNACK Request (RFC 7143 §11.16).
+    SnackRequest(SnackRequest),
+    /// NOP-In (RFC 7143 §11.19).
+    NopIn(NopIn),
+    /// SCSI Response (RFC 7143 §11.4).
+    ScsiResponse(ScsiResponse),
+    /// SCSI Task Management Function Response (RFC 7143 §11.6).
+    TaskMgmtResponse(TaskMgmtResponse),
+    /// Login Response (RFC 7143 §11.13).
+    LoginResponse(LoginResponse),
+    /// Text Response (RFC 7143 §11.11).
+    TextResponse(TextResponse),
+    /// SCSI Data-In (RFC 7143 §11.7).
+    DataIn(DataIn),
+    /// Logout Response (RFC 7143 §11.15).
+    LogoutResponse(LogoutResponse),
+    /// Ready To Transfer (RFC 7143 §11.8).
+    R2t(R2t),
+    /// Asynchronous Message (RFC 7143 §11.9).
+    AsyncMessage(AsyncMessage),
+    /// Reject (RFC 7143 §11.17).
+    Reject(Reject),
+}
+
+impl Pdu {
+    /// The opcode this PDU is sent with.
+    pub fn opcode(&self) -> Opcode {
+        match self {
+            Pdu::NopOut(_) => NopOut::OPCODE,
+            Pdu::ScsiCommand(_) => ScsiCommand::OPCODE,
+            Pdu::TaskMgmtRequest(_) => TaskMgmtRequest::OPCODE,
+            Pdu::LoginRequest(_) => LoginRequest::OPCODE,
+            Pdu::TextRequest(_) => TextRequest::OPCODE,
+            Pdu::DataOut(_) => DataOut::OPCODE,
+            Pdu::LogoutRequest(_) => LogoutRequest::OPCODE,
+            Pdu::SnackRequest(_) => SnackRequest::OPCODE,
+            Pdu::NopIn(_) => NopIn::OPCODE,
+            Pdu::ScsiResponse(_) => ScsiResponse::OPCODE,
+            Pdu::TaskMgmtResponse(_) => TaskMgmtResponse::OPCODE,
+            Pdu::LoginResponse(_) => LoginResponse::OPCODE,
+            Pdu::TextResponse(_) => TextResponse::OPCODE,
+            Pdu::DataIn(_) => DataIn::OPCODE,
+            Pdu::LogoutResponse(_) => LogoutResponse::OPCODE,
+            Pdu::R2t(_) => R2t::OPCODE,
+            Pdu::AsyncMessage(_) => AsyncMessage::OPCODE,
+            Pdu::Reject(_) => Reject::OPCODE,
+        }
+    }
+
+    /// Parses a BHS. Lengths (TotalAHSLength, DataSegmentLength) are framing
+    /// and are read by the decoder, not here.
+    pub fn parse(raw: &[u8; BHS_LEN]) -> Result<Pdu, ParseError> {
+        let bhs = Bhs::new_unchecked(raw);
+        Ok(match bhs.opcode()? {
+            Opcode::NopOut => Pdu::NopOut(NopOut::parse(&bhs)),
+            Opcode::ScsiCommand => Pdu::ScsiCommand(ScsiCommand::parse(&bhs)),
+            Opcode::TaskMgmtRequest => Pdu::TaskMgmtRequest(TaskMgmtRequest::parse(&bhs)),
+            Opcode::LoginRequest => Pdu::LoginRequest(LoginRequest::parse(&bhs)?),
+            Opcode::TextRequest => Pdu::TextRequest(TextRequest::parse(&bhs)),
+            Opcode::DataOut => Pdu::DataOut(DataOut::parse(&bhs)),
+            Opcode::LogoutRequest => Pdu::LogoutRequest(LogoutRequest::parse(&bhs)),
+            Opcode::SnackRequest => Pdu::SnackRequest(SnackRequest::parse(&bhs)),
+            Opcode::NopIn => Pdu::NopIn(NopIn::parse(&bhs)),
+            Opcode::ScsiResponse => Pdu::ScsiResponse(ScsiResponse::parse(&bhs)),
+            Opcode::TaskMgmtResponse => Pdu::TaskMgmtResponse(TaskMgmtResponse::parse(&bhs)),
+            Opcode::LoginResponse => Pdu::LoginResponse(LoginResponse::parse(&bhs)),
+            Opcode::TextResponse => Pdu::TextResponse(TextResponse::parse(&bhs)),
+            Opcode::DataIn => Pdu::DataIn(DataIn::parse(&bhs)),
+            Opcode::LogoutResponse => Pdu::LogoutResponse(LogoutResponse::parse(&bhs)),
+            Opcode::R2t => Pdu::R2t(R2t::parse(&bhs)),
+            Opcode::AsyncMessage => Pdu::AsyncMessage(AsyncMessage::parse(&bhs)),
+            Opcode::Reject => Pdu::Reject(Reject::parse(&bhs)),
+        })
+    }
+
+    /// Writes this PDU's BHS, with the given AHS length (in 4-byte words) and
+    /// data segment length (unpadded bytes, at most 2^24 - 1).
+    pub fn emit(&self, total_ahs_words: u8, data_segment_length: u32, out: &mut [u8; BHS_LEN]) {
+        // Every kind writes its own fields only: reserved bytes stay zero.
+        *out = [0u8; BHS_LEN];
+        let mut bhs = Bhs::new_unchecked(out);
+        match self {
+            Pdu::NopOut(p) => p.emit(&mut bhs),
+            Pdu::ScsiCommand(p) => p.emit(&mut bhs),
+            Pdu::TaskMgmtRequest(p) => p.emit(&mut bhs),
+            Pdu::LoginRequest(p) => p.emit(&mut bhs),
+            Pdu::TextRequest(p) => p.emit(&mut bhs),
+            Pdu::DataOut(p) => p.emit(&mut bhs),
+            Pdu::LogoutRequest(p) => p.emit(&mut bhs),
+            Pdu::SnackRequest(p) => p.emit(&mut bhs),
+            Pdu::NopIn(p) => p.emit(&mut bhs),
+            Pdu::ScsiResponse(p) => p.emit(&mut bhs),
+            Pdu::TaskMgmtResponse(p) => p.emit(&mut bhs),
+            Pdu::LoginResponse(p) => p.emit(&mut bhs),
+            Pdu::TextResponse(p) => p.emit(&mut bhs),
+            Pdu::DataIn(p) => p.emit(&mut bhs),
+            Pdu::LogoutResponse(p) => p.emit(&mut bhs),
+            Pdu::R2t(p) => p.emit(&mut bhs),
+            Pdu::AsyncMessage(p) => p.emit(&mut bhs),
+            Pdu::Reject(p) => p.emit(&mut bhs),
+        }
+        bhs.set_total_ahs_length(total_ahs_words);
+        bhs.set_data_segment_length(data_segment_length);
+    }
+
+    /// The Initiator Task Tag, where the PDU has one.
+    pub fn initiator_task_tag(&self) -> u32 {
+        match self {
+            Pdu::NopOut(p) => p.initiator_task_tag,
+            Pdu::ScsiCommand(p) => p.initiator_task_tag,
+            Pdu::TaskMgmtRequest(p) => p.initiator_task_tag,
+            Pdu::LoginRequest(p) => p.initiator_task_tag,
+            Pdu::TextRequest(p) => p.initiator_task_tag,
+            Pdu::DataOut(p) => p.initiator_task_tag,
+            Pdu::LogoutRequest(p) => p.initiator_task_tag,
+            Pdu::SnackRequest(p) => p.initiator_task_tag,
+            Pdu::NopIn(p) => p.initiator_task_tag,
+            Pdu::ScsiResponse(p) => p.initiator_task_tag,
+            Pdu::TaskMgmtResponse(p) => p.initiator_task_tag,
+            Pdu::LoginResponse(p) => p.initiator_task_tag,
+            Pdu::TextResponse(p) => p.initiator_task_tag,
+            Pdu::DataIn(p) => p.initiator_task_tag,
+            Pdu::LogoutResponse(p) => p.initiator_task_tag,
+            Pdu::R2t(p) => p.initiator_task_tag,
+            Pdu::AsyncMessage(_) | Pdu::Reject(_) => RESERVED_TAG,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lun_numbers_round_trip_through_both_addressing_methods() {
+        assert_eq!(Lun::from_number(5).0, [0, 5, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(Lun::from_number(300).0, [0x41, 0x2c, 0, 0, 0, 0, 0, 0]);
+        for number in 0..16384 {
+            assert_eq!(Lun::from_number(number).number(), Some(number));
+        }
+        // A bus identifier, another method, or a second level: not one number.
+        assert_eq!(Lun([0x01, 5, 0, 0, 0, 0, 0, 0]).number(), None);
+        assert_eq!(Lun([0x80, 5, 0, 0, 0, 0, 0, 0]).number(), None);
+        assert_eq!(Lun([0, 5, 0, 1, 0, 0, 0, 0]).number(), None);
+    }
+}

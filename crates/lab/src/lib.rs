@@ -5,15 +5,16 @@
 //! knobs (ethtool offloads, rings, coalescing, queues and flow control,
 //! MTU, rate, sysctls, socket options, iSCSI parameters, initiator and
 //! target choice), the same link knobs on real machines' interfaces, read
-//! before a run and put back after it ([`hostknobs`]), plans, the run loop with its statistics,
-//! and the reports (Markdown, HTML with SVG charts, JSON lines). It drives
-//! `isoe target`, `isoe bench` and `isoe attach` as processes and uses
-//! `isoe-bench` for its result types and its measure of foreign load.
+//! before a run and put back after it ([`hostknobs`]), plans, the run loop,
+//! `results.jsonl`, and what the report says of the machine
+//! ([`report_input`]). It drives `isoe target`, `isoe bench` and `isoe
+//! attach` as processes, uses `isoe-bench` for its result types and its
+//! measure of foreign load, and `isoe-report` for the records, their
+//! statistics and the reports (Markdown, HTML with SVG charts).
 
 pub mod application;
 pub mod attach_device;
 pub mod bed;
-pub mod components;
 pub mod fio_peer;
 pub mod floor;
 /// Foreign load: measured by `isoe-bench`, which both use.
@@ -30,14 +31,11 @@ pub mod netcmd;
 pub mod pgbench;
 pub mod plan;
 pub mod preflight;
-pub mod record;
-pub mod report;
 pub mod report_input;
 pub mod rounds;
 pub mod rr;
 pub mod runner;
 pub mod ssh;
-pub mod stats;
 pub mod testbed;
 pub mod tgt_peer;
 pub mod topology;

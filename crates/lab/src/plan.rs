@@ -117,9 +117,9 @@ mod tests;
 
 use crate::application::Application;
 use crate::knobs::{InitiatorImpl, KnobSet};
-use crate::record::Metric;
-use crate::stats::Rules;
 use isoe_bench::profiles;
+use isoe_report::record::Metric;
+use isoe_report::stats::Rules;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::io;

@@ -13,11 +13,11 @@ use crate::floor::FloorJob;
 use crate::foreign::{ForeignLoad, Snapshot};
 use crate::knobs::{InitiatorImpl, KnobSet, TargetImpl};
 use crate::plan::{Plan, ResolvedCase, WorkloadSpec};
-use crate::record::RunRecord;
 use crate::rounds;
 use crate::testbed::Testbed;
 use crate::tgt_peer::TgtTarget;
 use crate::topology::{self, Kind, Role, Topology};
+use isoe_report::record::RunRecord;
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
@@ -185,8 +185,8 @@ pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
         &started_at,
         &finished_at,
     );
-    let paths = crate::report::write_reports(&input, &options.out_dir)
-        .map_err(io_error(&options.out_dir))?;
+    let paths =
+        isoe_report::write_reports(&input, &options.out_dir).map_err(io_error(&options.out_dir))?;
     Ok(LabOutcome {
         results: results_path.clone(),
         report_md: paths.markdown,
@@ -1169,7 +1169,7 @@ impl ThisRun<'_> {
             valid: invalid_reason.is_none(),
             invalid_reason,
             round: self.round,
-            foreign,
+            foreign: foreign.map(foreign_record),
             bench,
             series,
             started_at,
@@ -1191,9 +1191,28 @@ impl ThisRun<'_> {
     }
 }
 
+/// A window's foreign load as the record keeps it: the same fields, in the
+/// report's own type (a field `isoe bench` adds fails to compile here).
+fn foreign_record(load: ForeignLoad) -> isoe_report::record::ForeignLoad {
+    let ForeignLoad {
+        cpu_pct,
+        kernel_threads_pct,
+        interrupts_pct,
+        ours_pct,
+        top,
+    } = load;
+    isoe_report::record::ForeignLoad {
+        cpu_pct,
+        kernel_threads_pct,
+        interrupts_pct,
+        ours_pct,
+        top,
+    }
+}
+
 /// The `series` of an `isoe bench` result, taken out of it (the record
 /// keeps it apart, typed); empty when it has none or it does not parse.
-fn take_series(bench: &mut serde_json::Value) -> Vec<isoe_bench::SeriesPoint> {
+fn take_series(bench: &mut serde_json::Value) -> Vec<isoe_report::record::SeriesPoint> {
     bench
         .as_object_mut()
         .and_then(|m| m.remove("series"))
@@ -1213,8 +1232,8 @@ struct Verdict {
 /// stopped itself (its LUN gone, failures past the bound), a window cut
 /// short by a signal, failed commands, or no I/O.
 fn judge(
-    rules: &crate::stats::Rules,
-    metric: crate::record::Metric,
+    rules: &isoe_report::stats::Rules,
+    metric: isoe_report::record::Metric,
     bench: &serde_json::Value,
     foreign: Option<&ForeignLoad>,
 ) -> Verdict {
@@ -1355,7 +1374,7 @@ mod tempfile_path {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::Metric;
+    use isoe_report::record::Metric;
 
     fn plan() -> Plan {
         Plan::parse(
@@ -1405,7 +1424,7 @@ mod tests {
             (1.0, 1.4, 1400)
         );
         assert!(bench.get("series").is_none(), "kept once, in the record");
-        let rules = crate::stats::Rules::default();
+        let rules = isoe_report::stats::Rules::default();
         let v = judge(&rules, Metric::Iops, &bench, None);
         assert_eq!(v.value, 1000.0);
         assert_eq!(

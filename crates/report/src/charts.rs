@@ -11,9 +11,8 @@ use super::svg::{
     Band, Bar, BarChart, Histogram, Interval, Key, Line, LineChart, Panel, Row, Series,
 };
 use super::{Buckets, CellSummary, ReportInput, WorkloadInfo};
-use crate::record::{Metric, RunRecord};
+use crate::record::{Metric, RunRecord, SeriesPoint};
 use crate::stats::Effect;
-use isoe_bench::SeriesPoint;
 
 /// Colours for workloads (Tableau 10 and two more), in the plan's order.
 const WORKLOAD_COLORS: [&str; 12] = [

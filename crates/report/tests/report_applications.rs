@@ -4,9 +4,9 @@
 //! the initiator's part), the histograms of the application's block I/O,
 //! and the sections written for block workloads saying sensible things.
 
-use isoe_lab::record::{Metric, RunRecord};
-use isoe_lab::report::{render_html, render_markdown, CaseInfo, ReportInput, WorkloadInfo};
-use isoe_lab::stats::{Effect, Rules, Sample};
+use isoe_report::record::{Metric, RunRecord};
+use isoe_report::stats::{Effect, Rules, Sample};
+use isoe_report::{render_html, render_markdown, CaseInfo, ReportInput, WorkloadInfo};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use support::section;

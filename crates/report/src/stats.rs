@@ -44,8 +44,13 @@ pub struct Rules {
     pub foreign_max_pct: f64,
 }
 
+/// The default of [`Rules::foreign_max_pct`], % of one CPU: the limit
+/// above which `isoe bench` flags a run's foreign load (the lab's tests
+/// hold the two equal).
+pub const FOREIGN_MAX_PCT: f64 = 5.0;
+
 fn default_foreign_max_pct() -> f64 {
-    isoe_bench::foreign::FOREIGN_MAX_PCT
+    FOREIGN_MAX_PCT
 }
 
 impl Default for Rules {
@@ -59,6 +64,18 @@ impl Default for Rules {
             foreign_max_pct: default_foreign_max_pct(),
         }
     }
+}
+
+/// Whether the rules owe a cell with `valid_runs` valid runs another
+/// round: below `min_runs`, or below `max_runs` while its comparison with
+/// its reference is not conclusive (`conclusive`: None when it has no
+/// reference, as the baseline). The schedule runs what is owed, and the
+/// report calls a cell still owed a round unfinished.
+pub fn owed_a_round(rules: &Rules, valid_runs: u32, conclusive: Option<bool>) -> bool {
+    if valid_runs < rules.min_runs.max(1) {
+        return true;
+    }
+    valid_runs < rules.max_runs.max(rules.min_runs) && conclusive == Some(false)
 }
 
 /// The confidence level of every interval the lab reports.

@@ -3,7 +3,7 @@
 //! browser) without running a plan:
 //!
 //! ```text
-//! cargo run -p isoe-lab --example sample_report -- OUTDIR
+//! cargo run -p isoe-report --example sample_report -- OUTDIR
 //! ```
 //!
 //! The numbers are synthetic (a fixed pseudo-random sequence around
@@ -12,10 +12,9 @@
 //! skipped knob, runs without latency histograms or a per-second series, a
 //! run that stalls for a second, an unknown target CPU.
 
-use isoe_bench::SeriesPoint;
-use isoe_lab::record::{Metric, RunRecord};
-use isoe_lab::report::{write_reports, CaseInfo, Environment, ReportInput, WorkloadInfo};
-use isoe_lab::stats::Rules;
+use isoe_report::record::{LatencySummary, Metric, RunRecord, SeriesPoint};
+use isoe_report::stats::Rules;
+use isoe_report::{write_reports, CaseInfo, Environment, ReportInput, WorkloadInfo};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -161,7 +160,7 @@ fn series(bench: &Value, noise: &mut Noise, stall: Option<usize>) -> Vec<SeriesP
                 ios: (iops * f).round() as u64,
                 iops: iops * f,
                 mb_per_s: mb * f,
-                lat_us: isoe_bench::LatencySummary {
+                lat_us: LatencySummary {
                     count: (iops * f).round() as u64,
                     p99_us: if stall == Some(i) { p99 * 8.0 } else { p99 },
                     ..Default::default()
@@ -393,7 +392,7 @@ fn main() {
         for (shape, effect) in shapes.iter().zip(effects) {
             let mut values = Vec::new();
             let mut run = 0;
-            while rules.next(&values) == isoe_lab::stats::Next::RunAgain {
+            while rules.next(&values) == isoe_report::stats::Next::RunAgain {
                 run += 1;
                 // One run in the sample is taken under steal and repeated.
                 let stolen = ci == 3 && shape.name == "oltp-8k" && run == 2;

@@ -2,12 +2,12 @@
 //! by hand, the Markdown's headline rows and recommendations, the HTML's
 //! well-formedness and escaping, and charts that say when they have no data.
 
-use isoe_lab::record::{Metric, RunRecord};
-use isoe_lab::report::{
+use isoe_report::record::{Metric, RunRecord};
+use isoe_report::stats::{Next, Rules, Test};
+use isoe_report::{
     render_html, render_markdown, summarize, write_reports, CaseInfo, CellSummary, Environment,
     ReportInput, WorkloadInfo,
 };
-use isoe_lab::stats::{Next, Rules, Test};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use support::section;
@@ -739,11 +739,11 @@ fn a_case_on_another_topology_than_its_reference_recommends_nothing() {
 
 /// A series of one value per second, `metric`'s field set to it and the
 /// other to something else, so that the wrong field shows.
-fn seconds(metric: Metric, values: &[f64]) -> Vec<isoe_bench::SeriesPoint> {
+fn seconds(metric: Metric, values: &[f64]) -> Vec<isoe_report::record::SeriesPoint> {
     values
         .iter()
         .enumerate()
-        .map(|(i, &v)| isoe_bench::SeriesPoint {
+        .map(|(i, &v)| isoe_report::record::SeriesPoint {
             t_s: i as f64,
             span_s: 1.0,
             iops: if metric == Metric::Iops { v } else { v * 4.0 },

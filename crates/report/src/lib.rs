@@ -1,16 +1,25 @@
-//! The report of a plan run (METHODOLOGY.md "Reports"): `report.md`, readable
-//! as plain text, and `report.html`, one self-contained file with inline CSS
-//! and hand-written SVG charts (no scripts, no external fonts or images).
+//! isoe-report: the report of a plan run (METHODOLOGY.md "Reports"):
+//! `report.md`, readable as plain text, and `report.html`, one
+//! self-contained file with inline CSS and hand-written SVG charts (no
+//! scripts, no external fonts or images).
 //!
-//! Both are drawn from the same [`summarize`] of the run records: per case ×
-//! workload the statistics of seed 001 §3.3 (mean, median, RSD, N, converged,
-//! % change over the baseline and its significance) beside CPU, CPU
-//! effectiveness, retransmissions and latency. The report never runs
-//! anything; `results.jsonl` is the runner's to write.
+//! Owns the lines of `results.jsonl` ([`record`]), the statistics a plan
+//! decides by ([`stats`]), a command's latency split by component
+//! ([`components`]), and the report drawn from them. Both files come from
+//! the same [`summarize`] of the run records: per case × workload the
+//! statistics of seed 001 §3.3 (mean, median, RSD, N, converged, % change
+//! over the baseline and its significance) beside CPU, CPU effectiveness,
+//! retransmissions and latency.
+//!
+//! It never runs anything and never looks at the machine: no processes, no
+//! `/proc`, no network. What it says of the host comes in as values
+//! ([`Environment`]), read by the lab; the only files it touches are those
+//! of the run directory it is handed ([`write_reports`]).
 
 mod applications;
 mod by_component;
 mod charts;
+pub mod components;
 mod document;
 mod escape;
 mod findings;
@@ -19,9 +28,11 @@ mod markdown;
 mod notes;
 mod numbers;
 pub mod recommend;
+pub mod record;
 mod sections;
 pub mod seeds;
 mod stacked;
+pub mod stats;
 mod summary;
 mod svg;
 

@@ -4,8 +4,7 @@
 
 use super::ReportInput;
 use crate::record::{Metric, RunRecord};
-use crate::rounds::owed_a_round;
-use crate::stats::{Effect, Next, Sample, Summary};
+use crate::stats::{owed_a_round, Effect, Next, Sample, Summary};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -65,7 +64,7 @@ pub struct CellSummary {
     /// `next == Converged`: the seeds' RSD target met.
     pub converged: bool,
     /// The cell did not get its rounds: the rules still owe it one
-    /// ([`crate::rounds::owed_a_round`]), because the plan stopped before
+    /// ([`crate::stats::owed_a_round`]), because the plan stopped before
     /// or the cell was given up.
     pub unfinished: bool,
     /// The valid runs' values with their rounds, for the paired tests.

@@ -5,7 +5,9 @@
 //!
 //! Every run is appended to `results.jsonl` as soon as it ends, so an
 //! interrupted plan resumes where it stopped; at the end (or on Ctrl-C)
-//! the reports are written from what is there and the topology is removed.
+//! the reports are written from what is there, with `report-input.json`
+//! beside them (the rest of what they are drawn from), and the topology is
+//! removed.
 
 use crate::bed::Bed;
 use crate::fio_peer::{self, FioJob};
@@ -62,6 +64,10 @@ pub enum LabError {
     /// The output directory holds results of another plan.
     #[error("{0}")]
     Resume(String),
+    /// The report, or what it is drawn from, could not be written or read
+    /// back.
+    #[error("report: {0}")]
+    Report(#[from] isoe_report::stored::StoredError),
 }
 
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> LabError + '_ {
@@ -185,8 +191,9 @@ pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
         &started_at,
         &finished_at,
     );
-    let paths =
-        isoe_report::write_reports(&input, &options.out_dir).map_err(io_error(&options.out_dir))?;
+    // What the report is drawn from besides the records is kept beside
+    // them, so that `isoe lab --report` draws the same report again.
+    let paths = isoe_report::stored::write(input, &options.out_dir)?;
     Ok(LabOutcome {
         results: results_path.clone(),
         report_md: paths.markdown,
@@ -498,6 +505,11 @@ impl Lab<'_> {
         let line = serde_json::to_string(&record).unwrap_or_default();
         writeln!(self.sink, "{line}").map_err(io_error(self.results_path))?;
         self.sink.flush().map_err(io_error(self.results_path))?;
+        // Kept as results.jsonl gives it back: serde_json reads a float
+        // back a unit in the last place off now and then, and the report,
+        // drawn at the end and again by `isoe lab --report`, must rest on
+        // the same values.
+        let record = serde_json::from_str(&line).unwrap_or(record);
         self.records.push(record);
         self.new_runs += 1;
         self.progress.done_one();

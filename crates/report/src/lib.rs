@@ -14,7 +14,7 @@
 //! It never runs anything and never looks at the machine: no processes, no
 //! `/proc`, no network. What it says of the host comes in as values
 //! ([`Environment`]), read by the lab; the only files it touches are those
-//! of the run directory it is handed ([`write_reports`]).
+//! of the run directory it is handed ([`write_reports`], [`stored`]).
 
 mod applications;
 mod by_component;
@@ -33,6 +33,7 @@ mod sections;
 pub mod seeds;
 mod stacked;
 pub mod stats;
+pub mod stored;
 mod summary;
 mod svg;
 
@@ -81,7 +82,10 @@ pub struct ReportInput {
     pub workloads: Vec<WorkloadInfo>,
     /// The machine and software the plan ran on.
     pub environment: Environment,
-    /// Every run, valid or not, as read back from `results.jsonl`.
+    /// Every run, valid or not, as read back from `results.jsonl`; left
+    /// out of `report-input.json` ([`stored`]), since `results.jsonl`
+    /// holds them.
+    #[serde(skip)]
     pub records: Vec<RunRecord>,
     /// What the runner wants said (skipped knobs, interruptions, ...).
     pub notes: Vec<String>,

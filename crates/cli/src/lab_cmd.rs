@@ -1,4 +1,5 @@
-//! `isoe lab`: arguments to a plan run, and what is printed at the end.
+//! `isoe lab`: arguments to a plan run, and what is printed at the end;
+//! `--report DIR` draws a stored run's reports again instead.
 
 use clap::Args;
 use isoe_lab::install::SystemInstaller;
@@ -8,7 +9,7 @@ use isoe_lab::preflight;
 use isoe_lab::runner::{self, LabOptions};
 use isoe_lab::testbed::Testbed;
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -22,10 +23,25 @@ pub struct LabArgs {
     /// List the shipped plans and exit.
     #[arg(long)]
     list: bool,
+    /// Draw DIR/report.md and DIR/report.html again from what a run stored
+    /// in DIR (results.jsonl, and report-input.json: the plan as it ran, the
+    /// machine, the runner's notes) and exit; runs nothing, needs no root.
+    /// For a report after a change to the writer, or where only the
+    /// results were kept.
+    #[arg(
+        long,
+        value_name = "DIR",
+        conflicts_with_all = [
+            "list", "plan", "out", "fresh", "no_progress", "no_install",
+            "skip_missing", "pin_cpus", "testbed", "target",
+        ]
+    )]
+    report: Option<PathBuf>,
     /// A shipped plan's name, or a plan file (TOML).
     #[arg(long, value_name = "NAME|FILE", default_value = DEFAULT_PLAN)]
     plan: String,
-    /// Where results.jsonl, report.md and report.html go (default: lab-out/PLAN).
+    /// Where results.jsonl, report-input.json, report.md and report.html go
+    /// (default: lab-out/PLAN).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Start over instead of resuming the runs already in DIR/results.jsonl.
@@ -94,6 +110,9 @@ pub fn run(args: LabArgs) -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
+    if let Some(dir) = &args.report {
+        return report(dir);
+    }
     match lab(&args) {
         Ok(code) => code,
         Err(Failure::Missing(stop)) => {
@@ -101,6 +120,21 @@ pub fn run(args: LabArgs) -> ExitCode {
             ExitCode::from(EXIT_MISSING)
         }
         Err(Failure::Other(e)) => {
+            eprintln!("isoe lab: error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `isoe lab --report DIR`: the reports drawn again from the stored run.
+fn report(dir: &Path) -> ExitCode {
+    match isoe_report::stored::rebuild(dir) {
+        Ok(paths) => {
+            println!("report:  {}", paths.markdown.display());
+            println!("html:    {}", paths.html.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
             eprintln!("isoe lab: error: {e}");
             ExitCode::from(1)
         }

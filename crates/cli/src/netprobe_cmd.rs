@@ -3,7 +3,7 @@
 //! path iSCSI takes (`isoe_lab::rr`). One end serves (`--serve`, every
 //! connection on one thread); the other either times exchanges one at a
 //! time, so that a command's latency can be split into network, initiator
-//! and target (`isoe_lab::components`), or, with `--duration`, keeps
+//! and target (`isoe_report::components`), or, with `--duration`, keeps
 //! `--depth` exchanges in flight on each of `--connections` connections
 //! and reports the rate and each end's CPU per exchange: the floor under
 //! the CPU per I/O of an iSCSI run of the same shape.

@@ -1,5 +1,6 @@
-//! `isoe lab` end to end on a tiny plan: the three files are written, the
-//! runs obey the plan's statistics, a second invocation resumes instead of
+//! `isoe lab` end to end on a tiny plan: the four files are written (and
+//! `--report` draws the same reports again from two of them), the runs
+//! obey the plan's statistics, a second invocation resumes instead of
 //! repeating, Ctrl-C stops it with the report written, and no namespace of
 //! the run is left behind.
 //!
@@ -110,7 +111,12 @@ fn a_plan_runs_writes_its_reports_resumes_and_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let out = lab(dir.path(), &[]);
     assert!(out.status.success(), "{}", text(&out));
-    for f in ["results.jsonl", "report.md", "report.html"] {
+    for f in [
+        "results.jsonl",
+        "report-input.json",
+        "report.md",
+        "report.html",
+    ] {
         assert!(
             dir.path().join("out").join(f).exists(),
             "{f} missing: {}",
@@ -151,6 +157,15 @@ fn a_plan_runs_writes_its_reports_resumes_and_leaves_nothing() {
     assert!(md.contains("| jumbo"), "{md}");
     let html = std::fs::read_to_string(dir.path().join("out/report.html")).unwrap();
     assert_eq!(html.matches("<svg").count(), html.matches("</svg>").count());
+    // Drawn again from what the run stored: the same bytes.
+    let rebuilt = Command::new(env!("CARGO_BIN_EXE_isoe"))
+        .args(["lab", "--report"])
+        .arg(dir.path().join("out"))
+        .output()
+        .expect("run isoe lab --report");
+    assert!(rebuilt.status.success(), "{}", text(&rebuilt));
+    assert!(std::fs::read_to_string(dir.path().join("out/report.md")).unwrap() == md);
+    assert!(std::fs::read_to_string(dir.path().join("out/report.html")).unwrap() == html);
 
     // The same command again: every cell is done, nothing is run twice.
     let again = lab(dir.path(), &[]);

@@ -196,7 +196,7 @@ fn applications_run_on_the_vm_s_block_devices_against_isoe_and_lio() {
     check_runs(&records(dir, "lio"), cases, false, &output);
     let report = std::fs::read_to_string(dir.join("lio").join("report.md")).unwrap();
     assert!(
-        report.contains(isoe_lab::components::MERGED_PART),
+        report.contains(isoe_report::components::MERGED_PART),
         "{report}"
     );
     check_clean(&vm);

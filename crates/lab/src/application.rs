@@ -370,7 +370,7 @@ pub enum Figures {
 }
 
 /// A command's mean time in each place the lab measures, per direction,
-/// µs: what [`crate::components::Measured`] is made of.
+/// µs: what [`isoe_report::components::Measured`] is made of.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct PartsMeasured {
     /// The raw TCP request/response of the direction's mean sizes.

@@ -5,16 +5,17 @@
 //! knobs (ethtool offloads, rings, coalescing, queues and flow control,
 //! MTU, rate, sysctls, socket options, iSCSI parameters, initiator and
 //! target choice), the same link knobs on real machines' interfaces, read
-//! before a run and put back after it ([`hostknobs`]), plans, the run loop with its statistics,
-//! and the reports (Markdown, HTML with SVG charts, JSON lines). It drives
-//! `isoe target`, `isoe bench` and `isoe attach` as processes and uses
-//! `isoe-bench` for its result types and its measure of foreign load.
+//! before a run and put back after it ([`hostknobs`]), plans, the run loop,
+//! `results.jsonl`, and what the report says of the machine
+//! ([`report_input`]). It drives `isoe target`, `isoe bench` and `isoe
+//! attach` as processes, uses `isoe-bench` for its result types and its
+//! measure of foreign load, and `isoe-report` for the records, their
+//! statistics and the reports (Markdown, HTML with SVG charts).
 
 pub mod application;
 pub mod applied;
 pub mod attach_device;
 pub mod bed;
-pub mod components;
 pub mod floor;
 /// Foreign load: measured by `isoe-bench`, which both use.
 pub use isoe_bench::foreign;
@@ -30,8 +31,6 @@ pub mod peers;
 pub mod pgbench;
 pub mod plan;
 pub mod preflight;
-pub mod record;
-pub mod report;
 pub mod report_input;
 pub mod rounds;
 pub mod rr;
@@ -40,6 +39,5 @@ pub mod runner;
 pub mod shape;
 mod site;
 pub mod ssh;
-pub mod stats;
 pub mod testbed;
 pub mod topology;

@@ -117,10 +117,10 @@ mod tests;
 
 use crate::application::Application;
 use crate::knobs::{InitiatorImpl, KnobSet};
-use crate::record::Metric;
 pub use crate::shape::WorkloadShape;
-use crate::stats::Rules;
 use isoe_bench::profiles;
+use isoe_report::record::Metric;
+use isoe_report::stats::Rules;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::io;

@@ -2,8 +2,8 @@
 //! machine they ran on.
 
 use crate::plan::Plan;
-use crate::record::RunRecord;
-use crate::report::{CaseInfo, Environment, ReportInput, WorkloadInfo};
+use isoe_report::record::RunRecord;
+use isoe_report::{CaseInfo, Environment, ReportInput, WorkloadInfo};
 use std::collections::BTreeMap;
 
 /// Assembles the report's input once the runs are done.

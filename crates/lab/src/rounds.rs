@@ -15,8 +15,8 @@
 //! a case compared with it is.
 
 use crate::plan::{Plan, ResolvedCase};
-use crate::record::RunRecord;
-use crate::stats::{Rules, Sample};
+use isoe_report::record::RunRecord;
+use isoe_report::stats::{owed_a_round, Sample};
 use std::collections::BTreeSet;
 
 /// Runs a cell may take in all beyond `max_runs`, counting those spoiled
@@ -116,18 +116,6 @@ fn needs_more(
     owed_a_round(rules, own.len() as u32, conclusive)
 }
 
-/// Whether the rules owe a cell with `valid_runs` valid runs another
-/// round: below `min_runs`, or below `max_runs` while its comparison with
-/// its reference is not conclusive (`conclusive`: None when it has no
-/// reference, as the baseline). The schedule runs what is owed, and the
-/// report calls a cell still owed a round unfinished.
-pub fn owed_a_round(rules: &Rules, valid_runs: u32, conclusive: Option<bool>) -> bool {
-    if valid_runs < rules.min_runs.max(1) {
-        return true;
-    }
-    valid_runs < rules.max_runs.max(rules.min_runs) && conclusive == Some(false)
-}
-
 /// The cells due in the next round: per case (an index into `cases`), the
 /// workloads it runs, in the plan's order; cases in `cases`' order.
 pub fn due(
@@ -217,7 +205,7 @@ pub fn runs_left(plan: &Plan, cases: &[ResolvedCase], records: &[RunRecord]) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::Metric;
+    use isoe_report::record::Metric;
 
     fn plan() -> Plan {
         Plan::parse(

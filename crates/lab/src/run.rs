@@ -147,4 +147,8 @@ pub enum LabError {
     /// The output directory holds results of another plan.
     #[error("{0}")]
     Resume(String),
+    /// The report, or what it is drawn from, could not be written or read
+    /// back.
+    #[error("report: {0}")]
+    Report(#[from] isoe_report::stored::StoredError),
 }

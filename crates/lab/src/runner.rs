@@ -5,7 +5,9 @@
 //!
 //! Every run is appended to `results.jsonl` as soon as it ends, so an
 //! interrupted plan resumes where it stopped; at the end (or on Ctrl-C)
-//! the reports are written from what is there and the topology is removed.
+//! the reports are written from what is there, with `report-input.json`
+//! beside them (the rest of what they are drawn from), and the topology is
+//! removed.
 
 use crate::bed::{Bed, OnMachines};
 use crate::floor::FloorJob;
@@ -14,13 +16,13 @@ use crate::knobs::{InitiatorImpl, KnobSet, TargetImpl};
 use crate::peers::fio::{self, FioJob};
 use crate::peers::tgt::TgtTarget;
 use crate::plan::{Plan, ResolvedCase, WorkloadSpec};
-use crate::record::RunRecord;
 use crate::rounds;
 use crate::run::{isoe_target_config, measured_window, BenchFailure, Measured, Window};
 pub use crate::run::{LabError, TARGET_IQN};
 use crate::site::{CaseEnd, CaseRuns, CaseSetup, Site};
 use crate::testbed::Testbed;
 use crate::topology::{self, Kind, Role, Topology};
+use isoe_report::record::RunRecord;
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
@@ -153,8 +155,9 @@ pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
         &started_at,
         &finished_at,
     );
-    let paths = crate::report::write_reports(&input, &options.out_dir)
-        .map_err(io_error(&options.out_dir))?;
+    // What the report is drawn from besides the records is kept beside
+    // them, so that `isoe lab --report` draws the same report again.
+    let paths = isoe_report::stored::write(input, &options.out_dir)?;
     Ok(LabOutcome {
         results: results_path.clone(),
         report_md: paths.markdown,
@@ -419,6 +422,11 @@ impl Lab<'_> {
         let line = serde_json::to_string(&record).unwrap_or_default();
         writeln!(self.sink, "{line}").map_err(io_error(self.results_path))?;
         self.sink.flush().map_err(io_error(self.results_path))?;
+        // Kept as results.jsonl gives it back: serde_json reads a float
+        // back a unit in the last place off now and then, and the report,
+        // drawn at the end and again by `isoe lab --report`, must rest on
+        // the same values.
+        let record = serde_json::from_str(&line).unwrap_or(record);
         self.records.push(record);
         self.new_runs += 1;
         self.progress.done_one();
@@ -981,7 +989,7 @@ impl ThisRun<'_> {
             valid: invalid_reason.is_none(),
             invalid_reason,
             round: self.round,
-            foreign,
+            foreign: foreign.map(foreign_record),
             bench,
             series,
             started_at,
@@ -1003,9 +1011,28 @@ impl ThisRun<'_> {
     }
 }
 
+/// A window's foreign load as the record keeps it: the same fields, in the
+/// report's own type (a field `isoe bench` adds fails to compile here).
+fn foreign_record(load: ForeignLoad) -> isoe_report::record::ForeignLoad {
+    let ForeignLoad {
+        cpu_pct,
+        kernel_threads_pct,
+        interrupts_pct,
+        ours_pct,
+        top,
+    } = load;
+    isoe_report::record::ForeignLoad {
+        cpu_pct,
+        kernel_threads_pct,
+        interrupts_pct,
+        ours_pct,
+        top,
+    }
+}
+
 /// The `series` of an `isoe bench` result, taken out of it (the record
 /// keeps it apart, typed); empty when it has none or it does not parse.
-fn take_series(bench: &mut serde_json::Value) -> Vec<isoe_bench::SeriesPoint> {
+fn take_series(bench: &mut serde_json::Value) -> Vec<isoe_report::record::SeriesPoint> {
     bench
         .as_object_mut()
         .and_then(|m| m.remove("series"))
@@ -1025,8 +1052,8 @@ struct Verdict {
 /// stopped itself (its LUN gone, failures past the bound), a window cut
 /// short by a signal, failed commands, or no I/O.
 fn judge(
-    rules: &crate::stats::Rules,
-    metric: crate::record::Metric,
+    rules: &isoe_report::stats::Rules,
+    metric: isoe_report::record::Metric,
     bench: &serde_json::Value,
     foreign: Option<&ForeignLoad>,
 ) -> Verdict {
@@ -1167,7 +1194,7 @@ mod tempfile_path {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::Metric;
+    use isoe_report::record::Metric;
 
     fn plan() -> Plan {
         Plan::parse(
@@ -1217,7 +1244,7 @@ mod tests {
             (1.0, 1.4, 1400)
         );
         assert!(bench.get("series").is_none(), "kept once, in the record");
-        let rules = crate::stats::Rules::default();
+        let rules = isoe_report::stats::Rules::default();
         let v = judge(&rules, Metric::Iops, &bench, None);
         assert_eq!(v.value, 1000.0);
         assert_eq!(

@@ -12,10 +12,10 @@ use crate::knobs::{
     ISOE_TARGET_MAX_BURST_LENGTH, ISOE_TARGET_MAX_CONNECTIONS,
 };
 use crate::link::{NicKnobs, Offload};
-use crate::record::Metric;
-use crate::stats::Rules;
 use isoe_bench::profiles;
 use isoe_config::{closest, join_key, Field, Node, Table};
+use isoe_report::record::Metric;
+use isoe_report::stats::Rules;
 use std::collections::{BTreeMap, HashMap};
 
 const ROOT_KEYS: &[&str] = &[

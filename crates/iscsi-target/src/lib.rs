@@ -15,12 +15,16 @@ pub mod driver;
 mod gateways;
 pub mod identity;
 pub mod log;
+pub mod lun_table;
 pub mod memory_driver;
 pub mod metrics;
 pub mod output;
+pub mod policy;
 pub mod port_holder;
+pub mod provision;
 pub mod registry;
 pub mod session;
+pub mod target;
 pub mod task_sets;
 pub mod write_task;
 

@@ -6,7 +6,7 @@
 //! (ARCHITECTURE.md, datapath rule 4); a single-connection session takes it
 //! uncontended.
 
-use crate::registry::Target;
+use crate::target::Target;
 use isoe_scsi::Nexus;
 use isoe_wire::negotiate::SessionParams;
 use isoe_wire::pdu::Lun;

@@ -832,7 +832,7 @@ fn a_file_or_device_smaller_than_one_block_is_refused() {
     assert!(
         matches!(
             error,
-            isoe_target::registry::SetupError::NoBlocks {
+            isoe_target::provision::SetupError::NoBlocks {
                 lun: 0,
                 size_bytes: 100,
                 block_size: 512,

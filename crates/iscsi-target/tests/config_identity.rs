@@ -4,7 +4,7 @@
 
 use isoe_target::config::{Config, ConfigError, LunSpec, StoreSpec};
 use isoe_target::identity::{check_backing_file, resolve, state_file, IdentityError, LunIdentity};
-use isoe_target::registry::SetupError;
+use isoe_target::provision::SetupError;
 use isoe_target::Server;
 use std::path::PathBuf;
 

@@ -33,8 +33,10 @@ pub use work::{Finished, Work};
 
 use crate::buffer_pool::BufferPool;
 use crate::discovery;
+use crate::lun_table::LunTable;
 use crate::output::{Output, Payload};
-use crate::registry::{login_config, LunTable, Server};
+use crate::policy::login_config;
+use crate::registry::Server;
 use crate::session::{
     AbortBarrier, AbortScope, Admit, Member, PeerProbe, Session, CMD_SN_GAP_WAIT,
 };

@@ -18,7 +18,8 @@ mod sock;
 mod worker;
 
 use crate::config::Config;
-use crate::registry::{Server, SetupError, WrapStore};
+use crate::provision::{SetupError, WrapStore};
+use crate::registry::Server;
 use pool::IoPool;
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -314,7 +315,7 @@ pub fn start(config: Config) -> Result<Running, StartError> {
 }
 
 /// [`start`], with each LUN's store passed through `wrap` once opened
-/// ([`crate::registry::WrapStore`]).
+/// ([`crate::provision::WrapStore`]).
 pub fn start_with_stores_wrapped(
     mut config: Config,
     wrap: WrapStore<'_>,

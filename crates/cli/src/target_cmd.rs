@@ -6,6 +6,7 @@
 
 use isoe_target::admin::socket::{self, ControlSocket, SocketError};
 use isoe_target::admin::Admin;
+use isoe_target::config::ConfigError;
 use isoe_target::config::{algorithm_name, ChapConfig, Datapath, PortalGroup};
 use isoe_target::Config;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -147,11 +148,20 @@ fn portal_group_summary(config: &Config) -> Vec<String> {
         .collect()
 }
 
+/// `config`, read from a file, once what its LUNs' stores are on this
+/// machine passed the checks a configuration gets before it is served.
+fn checked(config: Config) -> Result<Config, ConfigError> {
+    isoe_target::provision::check_stores(&config)?;
+    Ok(config)
+}
+
 /// Runs the target; returns when a signal asked it to stop.
 pub fn run(config_path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
     // Read once: the control plane edits this very text.
     let loaded = match config_path {
-        Some(path) => Config::read_file(path).map(|(text, config)| (Some(text), config)),
+        Some(path) => {
+            Config::read_file(path).and_then(|(text, config)| Ok((Some(text), checked(config)?)))
+        }
         None => Ok((None, Config::embedded_default())),
     };
     let (text, mut config) = match loaded {

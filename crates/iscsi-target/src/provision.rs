@@ -1,15 +1,159 @@
-//! From a LUN's configuration to a logical unit: its store opened (or
-//! created), its identity resolved, its settings checked by the SCSI layer;
-//! and a target built of such units.
+//! From a LUN's configuration to a logical unit: first the checks of what
+//! its store is on this machine ([`check_stores`]), then its store opened
+//! (or created), its identity resolved, its settings checked by the SCSI
+//! layer; and a target built of such units.
 
-use crate::config::{Config, LunSpec, StoreSpec, TargetConfig};
+use crate::config::{
+    file_label, show_bytes, Config, ConfigError, KeyPlace, LunSpec, StoreSpec, TargetConfig,
+};
 use crate::identity;
 use crate::policy::policy_of;
 use crate::target::Target;
 use isoe_scsi::{LogicalUnit, LunConfig};
 use isoe_store::{BlockStore, FileStore, MemoryStore, Store};
+use std::path::Path;
 use std::sync::Arc;
 use thiserror::Error;
+
+/// The checks of each LUN's store that look past the configuration file,
+/// made before a configuration is served or applied (`isoe target` and
+/// `--check` once the file is read, the control plane before it puts a
+/// change in force): at the file system (a missing file without `size`, a
+/// file or device smaller than one block, a file whose identity record
+/// says it was provisioned and is gone) and at the machine's RAM, which the
+/// memory LUNs without `overcommit` must fit in together (MemTotal of
+/// /proc/meminfo). Errors name the file, the line and the key of the LUN's
+/// store, as the reading's do; the first LUN in file order that fails is
+/// named.
+pub fn check_stores(config: &Config) -> Result<(), ConfigError> {
+    check_stores_with_ram(config, memory_total_bytes())
+}
+
+/// [`check_stores`] on a machine with `ram_bytes` of RAM; `None` (RAM
+/// unknown) leaves the memory LUNs unchecked.
+pub fn check_stores_with_ram(config: &Config, ram_bytes: Option<u64>) -> Result<(), ConfigError> {
+    let mut memory_bytes = 0u64;
+    for (t_index, t) in config.targets.iter().enumerate() {
+        for (l_index, lun) in t.luns.iter().enumerate() {
+            let fail = |message: String| {
+                let place = config.store_places.get(&t.name, lun.number).cloned();
+                let KeyPlace { line, key } = place.unwrap_or_else(|| KeyPlace {
+                    line: 0,
+                    key: format!("target[{t_index}].lun[{l_index}].{}", store_key(&lun.store)),
+                });
+                let file = file_label(config.source.as_deref());
+                ConfigError::Invalid {
+                    file,
+                    line,
+                    key,
+                    message,
+                }
+            };
+            check_store(config, &t.name, lun, ram_bytes, &mut memory_bytes).map_err(fail)?;
+        }
+    }
+    Ok(())
+}
+
+/// The key a LUN's store is written under.
+fn store_key(store: &StoreSpec) -> &'static str {
+    match store {
+        StoreSpec::Memory { .. } => "memory",
+        StoreSpec::File { .. } => "file",
+        StoreSpec::Block { .. } => "block",
+        StoreSpec::Rbd(_) => "rbd",
+    }
+}
+
+/// [`check_stores`] of one LUN of `target_name`; `memory_bytes` sums the
+/// memory LUNs so far that count against `ram_bytes`.
+fn check_store(
+    config: &Config,
+    target_name: &str,
+    lun: &LunSpec,
+    ram_bytes: Option<u64>,
+    memory_bytes: &mut u64,
+) -> Result<(), String> {
+    let block_size = u64::from(lun.block_size);
+    let too_small = |path: &Path, len: u64| {
+        format!(
+            "{} holds {len} bytes, less than one block of {block_size}: \
+             a LUN needs at least one block",
+            path.display()
+        )
+    };
+    match &lun.store {
+        StoreSpec::Memory {
+            size_bytes,
+            overcommit,
+        } => {
+            if *overcommit {
+                return Ok(());
+            }
+            *memory_bytes += size_bytes;
+            match ram_bytes {
+                Some(ram) if *memory_bytes > ram => Err(format!(
+                    "the memory LUNs up to this one take {}, more than this machine's {} \
+                     of RAM (MemTotal in /proc/meminfo): written full, they would exhaust \
+                     it; make them smaller, or set `overcommit = true` on the LUN if it \
+                     will never be written full",
+                    show_bytes(*memory_bytes),
+                    show_bytes(ram)
+                )),
+                _ => Ok(()),
+            }
+        }
+        StoreSpec::File { path, size_bytes } => {
+            if !path.exists() {
+                let state_dir = config.state_dir.as_deref();
+                identity::check_backing_file(state_dir, target_name, lun)
+                    .map_err(|e| e.to_string())?;
+                if size_bytes.is_none() {
+                    return Err(format!(
+                        "{} does not exist; give `size` to create it (sparse)",
+                        path.display()
+                    ));
+                }
+                return Ok(());
+            }
+            match std::fs::metadata(path) {
+                Ok(m) if size_bytes.is_none() && m.len() < block_size => Err(format!(
+                    "{}; give `size` to grow it",
+                    too_small(path, m.len())
+                )),
+                _ => Ok(()),
+            }
+        }
+        // The cluster is asked when the target opens the image.
+        StoreSpec::Rbd(_) => Ok(()),
+        StoreSpec::Block { path } => {
+            // A device that cannot be opened here is left for the target's
+            // start, which says why.
+            let len = std::fs::File::open(path)
+                .and_then(|mut device| std::io::Seek::seek(&mut device, std::io::SeekFrom::End(0)));
+            match len {
+                Ok(len) if len < block_size => Err(too_small(path, len)),
+                _ => Ok(()),
+            }
+        }
+    }
+}
+
+/// The machine's RAM: MemTotal of /proc/meminfo, or None where it cannot be read.
+pub fn memory_total_bytes() -> Option<u64> {
+    parse_mem_total(&std::fs::read_to_string("/proc/meminfo").ok()?)
+}
+
+/// MemTotal of a /proc/meminfo text, in bytes.
+fn parse_mem_total(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let mut words = line["MemTotal:".len()..].split_whitespace();
+    let kib: u64 = words.next()?.parse().ok()?;
+    match words.next() {
+        Some("kB") => kib.checked_mul(1024),
+        _ => None,
+    }
+}
 
 /// Why the target could not be set up from its configuration.
 #[derive(Debug, Error)]
@@ -243,4 +387,19 @@ pub fn build_target(
         .map(|spec| Ok((spec.number, build_lun(config, &t.name, spec, wrap)?)))
         .collect::<Result<Vec<_>, SetupError>>()?;
     Ok(Target::new(t.name.clone(), policy_of(t), luns))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mem_total_is_read_in_bytes() {
+        let meminfo = "MemTotal:       24683656 kB\nMemFree:         1000 kB\n";
+        assert_eq!(parse_mem_total(meminfo), Some(24_683_656 * 1024));
+        assert_eq!(parse_mem_total("MemFree: 1 kB\n"), None);
+        assert_eq!(parse_mem_total("MemTotal: 12 MB\n"), None);
+        assert_eq!(parse_mem_total("MemTotal: lots kB\n"), None);
+        assert!(memory_total_bytes().is_some_and(|bytes| bytes > 1 << 20));
+    }
 }

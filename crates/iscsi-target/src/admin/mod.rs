@@ -179,6 +179,7 @@ impl Admin {
     ) -> Result<Outcome, AdminError> {
         let text = doc.to_string();
         let mut new = Config::parse(&text, state.path.as_deref()).map_err(AdminError::Config)?;
+        crate::provision::check_stores(&new).map_err(AdminError::Config)?;
         if let Some(listen) = &state.listen {
             new.set_portals(listen.clone());
         }

@@ -25,6 +25,7 @@ mod task_management;
 mod text;
 mod work;
 
+pub use crate::config::LOGIN_DEADLINE;
 pub use isoe_scsi::Residual;
 use login::{HeldAnswer, LoginPhase};
 use text::PendingText;
@@ -69,10 +70,6 @@ pub const WRITE_TRANSFER_BYTES_MAX: u32 = 64 << 20;
 const BURIED_TASKS_MAX: usize = 32;
 /// Largest text a peer may send across continued Text Requests.
 const TEXT_REQUEST_BYTES_MAX: usize = 64 << 10;
-
-/// How long a login may take from the connection's first byte to full
-/// feature phase, continued requests and all.
-pub const LOGIN_DEADLINE: Duration = Duration::from_secs(30);
 
 /// What the driver should do after feeding an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

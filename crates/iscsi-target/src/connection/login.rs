@@ -7,15 +7,6 @@ use crate::log::LoginStatus;
 use isoe_wire::login::status_description;
 use isoe_wire::login::{Admission, LoginFailure, LoginPolicy};
 
-pub(super) struct LoginPhase {
-    pub(super) machine: TargetLogin,
-    pub(super) first_request: Option<LoginRequest>,
-    /// The InitiatorName the login text gave, for the log.
-    pub(super) initiator: Option<String>,
-    /// The TargetName the login text gave, for the log.
-    pub(super) target: Option<String>,
-}
-
 /// Longest iSCSI name (RFC 7143 §4.2.7.1); a longer one is cut in the log.
 const NAME_BYTES_MAX: usize = 223;
 
@@ -59,13 +50,6 @@ impl LoginPolicy for ThroughPortalGroup<'_> {
     fn is_own_challenge(&self, challenge: &[u8]) -> bool {
         self.server.is_own_challenge(challenge)
     }
-}
-
-/// A login failure's answer held back ([`crate::admission::FailureLog`]).
-pub(super) struct HeldAnswer {
-    pub(super) response: isoe_wire::pdu::LoginResponse,
-    pub(super) data: Vec<u8>,
-    pub(super) until: Instant,
 }
 
 impl Connection {

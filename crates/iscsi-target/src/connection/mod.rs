@@ -14,22 +14,23 @@
 //! its worker (ARCHITECTURE.md, datapath rule 4); a command whose store
 //! calls may wait on a device, and the rest of one the device server leaves
 //! for later (SANITIZE without IMMED), go out as an action while the
-//! connection goes on with other commands (`work.rs`).
+//! connection goes on with other commands (`execute.rs`).
 
 mod ahead;
+mod execute;
 mod login;
 mod logout_request;
 mod nop;
 mod scsi;
+mod state;
+mod target_view;
 mod task_management;
 mod text;
 mod work;
 
 pub use crate::config::LOGIN_DEADLINE;
 pub use isoe_scsi::Residual;
-use login::{HeldAnswer, LoginPhase};
-use text::PendingText;
-use work::{BackgroundTask, DataOutBytes, HeldTmf};
+use state::{Ahead, BackgroundTask, HeldAnswer, HeldTmf, LoginPhase, PendingText, Phase, Ping};
 pub use work::{Finished, Work};
 
 use crate::buffer_pool::BufferPool;
@@ -42,7 +43,7 @@ use crate::session::{
     AbortBarrier, AbortScope, Admit, Member, PeerProbe, Session, CMD_SN_GAP_WAIT,
 };
 use crate::write_task::{DataOutError, WriteTask};
-use isoe_scsi::{Background, Completion, LogicalUnit, MediumIo, Nexus, Outcome, Status};
+use isoe_scsi::{Completion, LogicalUnit, Outcome, Status};
 use isoe_wire::frame::{decode, header_bytes_needed, Decoded, Frame, FrameError, FrameLimits};
 use isoe_wire::login::{LoginOutcome, TargetLogin};
 use isoe_wire::name::escape_for_log;
@@ -150,17 +151,6 @@ pub struct Endpoint {
     pub peer_gone: Option<PeerProbe>,
 }
 
-enum Phase {
-    Login(Box<LoginPhase>),
-    Full(Arc<Session>),
-    Closed,
-}
-
-struct Ping {
-    target_transfer_tag: u32,
-    sent_at: Instant,
-}
-
 /// Latencies waiting to be recorded beyond which a flush records them
 /// itself ([`Connection::record_latencies`]).
 const LATENCIES_PENDING_MAX: usize = 1024;
@@ -204,7 +194,7 @@ pub struct Connection {
     /// Since when a command has waited behind a CmdSN gap.
     waiting_since: Option<Instant>,
     /// Immediate PDUs delivered past that command ([`ahead`]).
-    ahead: ahead::Ahead,
+    ahead: Ahead,
     /// Bytes of input taken since the connection began: where the input
     /// fed next starts in the stream.
     rx_offset: u64,
@@ -304,7 +294,7 @@ impl Connection {
             last_rx: now,
             opened: now,
             waiting_since: None,
-            ahead: ahead::Ahead::default(),
+            ahead: Ahead::default(),
             rx_offset: 0,
             ping: None,
             nop_interval,
@@ -882,41 +872,5 @@ impl Connection {
             cid = self.cid,
             "connection dropped: {why}"
         );
-    }
-}
-
-/// What a command may ask of the target beyond its own unit: the target's
-/// other units, whether another I_T nexus's connections are closed, and
-/// the target's port groups (ALUA).
-struct TargetView<'a> {
-    luns: &'a LunTable,
-    server: &'a Server,
-}
-
-impl isoe_scsi::Luns for TargetView<'_> {
-    fn unit(&self, lun: u16) -> Option<&Arc<LogicalUnit>> {
-        self.luns.lun(lun)
-    }
-
-    fn numbers(&self) -> &[u16] {
-        self.luns.numbers()
-    }
-
-    fn as_directory(&self) -> &dyn isoe_scsi::UnitDirectory {
-        self
-    }
-}
-
-impl isoe_scsi::UnitDirectory for TargetView<'_> {
-    fn unit_by_naa(&self, naa: &[u8]) -> Option<Arc<LogicalUnit>> {
-        self.luns.unit_by_naa(naa)
-    }
-
-    fn nexus_closed(&self, nexus: &Nexus) -> bool {
-        self.server.nexus_closed(nexus)
-    }
-
-    fn port_groups(&self) -> &isoe_scsi::PortGroups {
-        self.server.port_groups()
     }
 }

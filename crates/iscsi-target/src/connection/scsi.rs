@@ -2,6 +2,7 @@
 //! command, soliciting its write data within the write budget, running it,
 //! and building its Data-In and SCSI Response.
 
+use super::execute::DataOutBytes;
 use super::*;
 
 /// Whether a write's data is worth asking for: the LUN exists, the CDB is

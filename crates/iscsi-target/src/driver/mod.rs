@@ -12,14 +12,17 @@
 //! of the PDU being assembled, and the responses to each PDU are sent, one
 //! write per PDU, before the next is handled (`pump.rs`).
 
+mod mailbox;
 mod pool;
 mod pump;
+mod slot;
 mod sock;
 mod worker;
 
 use crate::config::Config;
 use crate::provision::{SetupError, WrapStore};
 use crate::registry::Server;
+use mailbox::{Accepted, Mailbox, Msg};
 use pool::IoPool;
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -28,7 +31,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 use thiserror::Error;
-use worker::{Accepted, Mailbox, Msg, Shared, Worker, WORKERS_MAX};
+use worker::{Shared, Worker, WORKERS_MAX};
 
 /// Longest pause of an acceptor that ran out of descriptors.
 const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);

@@ -225,7 +225,7 @@ impl Admin {
     /// Targets, LUNs, portals, sessions and connections, for `isoe admin list`.
     pub fn list(&self) -> Json {
         let state = self.state();
-        let now = std::time::SystemTime::now();
+        let now = std::time::Instant::now();
         let sessions = self.server.sessions();
         let targets: Vec<Json> = self
             .server
@@ -275,7 +275,7 @@ impl Admin {
                             "cid": cid,
                             "initiator_address": i.peer.to_string(),
                             "portal": i.local.to_string(),
-                            "age_s": now.duration_since(i.since).map_or(0, |d| d.as_secs()),
+                            "age_s": now.saturating_duration_since(i.since).as_secs(),
                             "header_digest": if i.header_digest { "CRC32C" } else { "None" },
                             "data_digest": if i.data_digest { "CRC32C" } else { "None" },
                             "max_recv_data_segment_length": i.max_recv_data_segment_length,

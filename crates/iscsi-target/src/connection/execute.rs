@@ -54,7 +54,7 @@ impl Connection {
         if self.stats.commands & mask == 0 && self.counting {
             // Sampled for its stages. Taken by `complete` or `hand_out` of
             // this very command, so an unsampled one needs no write here.
-            self.store_called = Some(Instant::now());
+            self.store_called = self.stage_clock.map(|clock| clock());
         }
         let lun = cmd.lun.number();
         // Known only from the parameter list (UNMAP) or the unit's

@@ -53,7 +53,7 @@ impl LoginPolicy for ThroughPortalGroup<'_> {
 }
 
 impl Connection {
-    pub(super) fn login(&mut self, pdu: Pdu, data: &[u8]) -> Flow {
+    pub(super) fn login(&mut self, pdu: Pdu, data: &[u8], now: Instant) -> Flow {
         let Pdu::LoginRequest(req) = pdu else {
             // RFC 7143 §6.3: anything but a Login Request during login ends the connection.
             self.log_drop(format_args!(
@@ -141,7 +141,7 @@ impl Connection {
                 let bound = {
                     // What the registry logs (a reinstatement) says where from.
                     let _login = tracing::info_span!("login", addr = %self.peer).entered();
-                    self.bind_session(&first, &negotiated)
+                    self.bind_session(&first, &negotiated, now)
                 };
                 match bound {
                     Ok(session) => {
@@ -245,11 +245,13 @@ impl Connection {
         );
     }
 
-    /// Creates the session (TSIH 0) or joins the existing one (MC/S).
+    /// Creates the session (TSIH 0) or joins the existing one (MC/S), at
+    /// `now`.
     pub(super) fn bind_session(
         &mut self,
         first: &LoginRequest,
         negotiated: &isoe_wire::login::Negotiated,
+        now: Instant,
     ) -> Result<Arc<Session>, (u8, String)> {
         let params = &negotiated.session;
         let target = match (&params.session_type, &params.target_name) {
@@ -266,7 +268,7 @@ impl Connection {
         let info = Arc::new(crate::session::ConnInfo {
             peer: self.peer,
             local: self.local,
-            since: std::time::SystemTime::now(),
+            since: now,
             header_digest: c.header_digest,
             data_digest: c.data_digest,
             max_recv_data_segment_length: c.max_recv_data_segment_length,

@@ -4,11 +4,15 @@
 //! randomness inside. The driver feeds it bytes ([`Connection::handle_input`])
 //! or decoded frames ([`Connection::handle_frame`]), clock ticks
 //! ([`Connection::handle_tick`]) and wake-ups ([`Connection::handle_wake`]),
-//! with the time passed in, and a random seed at creation. It sends what
+//! with the time passed in (as it is to [`Connection::flush`] and
+//! [`Connection::detach`]), and a random seed at creation. It sends what
 //! accumulates in [`Connection::out`] and carries out what
 //! [`Connection::poll_action`] asks: wake another connection (its CmdSN gap
 //! filled, its session closed), or run store work off the event loop and
-//! hand the result back ([`Connection::complete_work`]).
+//! hand the result back ([`Connection::complete_work`]). The one clock it
+//! consults is the driver's, handed in with [`Connection::set_stage_clock`]:
+//! a sampled command's stage timings need the time around its store call,
+//! inside one `handle_input`; without it no stages are sampled.
 //!
 //! SCSI commands to memory execute inline, so a connection's work stays on
 //! its worker (ARCHITECTURE.md, datapath rule 4); a command whose store
@@ -151,6 +155,10 @@ pub struct Endpoint {
     pub peer_gone: Option<PeerProbe>,
 }
 
+/// The clock a driver hands a connection for the stage timings of sampled
+/// commands ([`Connection::set_stage_clock`]).
+pub type StageClock = fn() -> Instant;
+
 /// Latencies waiting to be recorded beyond which a flush records them
 /// itself ([`Connection::record_latencies`]).
 const LATENCIES_PENDING_MAX: usize = 1024;
@@ -239,6 +247,8 @@ pub struct Connection {
     /// When the store of the command being run was called, if it is
     /// sampled for its stages (see `execute`; `complete` takes it).
     store_called: Option<Instant>,
+    /// The driver's clock for the stage timings; None: none are sampled.
+    stage_clock: Option<StageClock>,
 }
 
 impl Connection {
@@ -319,7 +329,15 @@ impl Connection {
             command_range_bytes: 0,
             latencies: Default::default(),
             store_called: None,
+            stage_clock: None,
         }
+    }
+
+    /// Samples one command in [`crate::metrics::STAGE_SAMPLE_EVERY`] for
+    /// its stage timings, read from `clock` around its store call (the
+    /// target's worker hands in `Instant::now`).
+    pub fn set_stage_clock(&mut self, clock: StageClock) {
+        self.stage_clock = Some(clock);
     }
 
     /// What incoming frames are checked against (changes when login completes).
@@ -465,8 +483,9 @@ impl Connection {
         self.pool.idle()
     }
 
-    /// Sends queued output and returns data buffers to the pool.
-    pub fn flush<W: Write>(&mut self, sink: &mut W) -> std::io::Result<bool> {
+    /// Sends queued output and returns data buffers to the pool; `now` is
+    /// the time the driver last read.
+    pub fn flush<W: Write>(&mut self, sink: &mut W, now: Instant) -> std::io::Result<bool> {
         if let Some(info) = &self.info {
             // Once per batch, by this thread only: no contention.
             let in_flight = (self.writes.len() + self.background.len()) as u32;
@@ -475,8 +494,8 @@ impl Connection {
         }
         if self.latencies.len() > LATENCIES_PENDING_MAX {
             // A driver that does not call `record_latencies` (or not
-            // often): the list stays bounded, at a clock read per flush.
-            self.latencies.record(&self.lun_stats, Instant::now());
+            // often): the list stays bounded.
+            self.latencies.record(&self.lun_stats, now);
         }
         self.out.flush(sink, &mut self.pool)
     }
@@ -602,7 +621,7 @@ impl Connection {
             }
         };
         match &self.phase {
-            Phase::Login(_) => self.login(pdu, frame.data),
+            Phase::Login(_) => self.login(pdu, frame.data, now),
             Phase::Full(session) => {
                 let session = session.clone();
                 let flow = self.full_feature(&session, pdu, frame, now);
@@ -792,8 +811,9 @@ impl Connection {
     /// Detaches from the session once the socket is done: pending writes are
     /// dropped, and a session whose last connection this was is forgotten
     /// (its other connections, if it was closed, come out of
-    /// [`Connection::poll_action`] to be woken).
-    pub fn detach(&mut self) {
+    /// [`Connection::poll_action`] to be woken). The latencies not yet
+    /// recorded end at `now`.
+    pub fn detach(&mut self, now: Instant) {
         // Full feature phase ends in Closed only by a logout's response.
         let after_logout = matches!(self.phase, Phase::Closed);
         self.end_login();
@@ -812,7 +832,7 @@ impl Connection {
             );
             return;
         };
-        self.latencies.record(&self.lun_stats, Instant::now());
+        self.latencies.record(&self.lun_stats, now);
         if let (Some(info), Some(target)) = (&self.info, &session.target) {
             self.server
                 .stats

@@ -315,7 +315,8 @@ impl Connection {
                         );
                         match store_called {
                             Some(called) => {
-                                let answered = Instant::now();
+                                // Set only where the driver gave a clock.
+                                let answered = self.stage_clock.map_or(called, |clock| clock());
                                 let store = (called, answered);
                                 self.latencies
                                     .push_sampled(slot, op, self.command_started, store);

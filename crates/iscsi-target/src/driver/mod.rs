@@ -648,9 +648,10 @@ mod tests {
                     else {
                         panic!("a login request frames")
                     };
-                    assert_eq!(conn.handle_frame(&frame, Instant::now()), Flow::Continue);
+                    let now = Instant::now();
+                    assert_eq!(conn.handle_frame(&frame, now), Flow::Continue);
                     let mut sent = Vec::new();
-                    conn.flush(&mut sent).expect("flush to a Vec");
+                    conn.flush(&mut sent, now).expect("flush to a Vec");
                     let (Pdu::LoginResponse(resp), text) = &pdus(&sent, &FrameLimits::LOGIN)[0]
                     else {
                         panic!("a login response")

@@ -356,7 +356,8 @@ impl Worker {
         };
         let server = Arc::clone(&self.shared.server);
         let batching = server.config.datapath.batching;
-        let conn = Connection::new(server, endpoint, self.now, seed);
+        let mut conn = Connection::new(server, endpoint, self.now, seed);
+        conn.set_stage_clock(Instant::now);
         let mut pump = Pump::new(conn, batching);
         if epoll::add(
             &self.epoll,
@@ -366,7 +367,7 @@ impl Worker {
         )
         .is_err()
         {
-            pump.conn.detach();
+            pump.conn.detach(self.now);
             self.release(serial);
             return;
         }
@@ -616,7 +617,7 @@ impl Worker {
             };
             let progress = match slot.pump.conn.handle_tick(now) {
                 crate::connection::Flow::Close => {
-                    let _ = slot.pump.conn.flush(&mut Sock(&slot.stream));
+                    let _ = slot.pump.conn.flush(&mut Sock(&slot.stream), now);
                     Progress::Closed
                 }
                 _ => {
@@ -635,8 +636,8 @@ impl Worker {
         let Some(mut slot) = self.slots.remove(&serial) else {
             return;
         };
-        let _ = slot.pump.conn.flush(&mut Sock(&slot.stream));
-        slot.pump.conn.detach();
+        let _ = slot.pump.conn.flush(&mut Sock(&slot.stream), self.now);
+        slot.pump.conn.detach(self.now);
         while let Some(action) = slot.pump.conn.poll_action() {
             if let Action::Wake(other) = action {
                 self.route_wake(other);

@@ -3,6 +3,10 @@
 //! Owns portals, sessions and connections, login and authorization policy,
 //! the TOML configuration and the target's I/O driver. Protocol encoding
 //! lives in `isoe-wire`, SCSI semantics in `isoe-scsi`, media in `isoe-store`.
+//! No `unsafe` here: the one piece the datapath needs (the uninitialized
+//! stack array of a vectored write's slices) is `isoe-iovec`'s safe API.
+
+#![forbid(unsafe_code)]
 
 pub mod admin;
 pub mod admission;

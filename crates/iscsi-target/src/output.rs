@@ -12,13 +12,13 @@
 //! header, data and trailer, never a byte of another PDU.
 
 use crate::buffer_pool::BufferPool;
+use isoe_iovec::IoSlices;
 use isoe_scsi::PageCrcs;
 use isoe_store::{Lent, CRC_PAGE_BYTES};
 use isoe_wire::digest::{self, PAGE_BYTES};
 use isoe_wire::frame::{self, FrameLimits};
 use isoe_wire::Pdu;
-use std::io::{self, IoSlice, Write};
-use std::mem::MaybeUninit;
+use std::io::{self, Write};
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -314,15 +314,15 @@ impl Output {
 
     /// One `writev` of up to `N` slices from the cursor, stopping at the end
     /// of the current PDU with per-PDU writes. The slices live on the stack,
-    /// sized for the mode, so that a write allocates nothing.
+    /// sized for the mode, so that a write allocates nothing; their slots
+    /// stay uninitialized until used ([`IoSlices`]: filling all N, 512 in
+    /// batched mode, 8 KiB, on every write cost more than the few slices a
+    /// small batch uses).
     fn write_once<const N: usize, W: Write>(&mut self, sink: &mut W) -> io::Result<usize> {
         let end = self.write_end();
         let (first, skip) = self.cursor;
-        // Uninitialized: filling all N (512 in batched mode, 8 KiB) on every
-        // write cost more than the few slices a small batch uses.
-        let mut slices = [const { MaybeUninit::<IoSlice<'_>>::uninit() }; N];
-        let mut count = 0;
-        for (slot, seg) in slices.iter_mut().zip(&self.segments[first..end]) {
+        let mut slices = IoSlices::<'_, N>::new();
+        for seg in self.segments[first..end].iter().take(N) {
             let bytes = match seg {
                 Segment::Header(r) => &self.headers[r.clone()],
                 Segment::Data { index, range } => match self.buffers[*index].buffer() {
@@ -340,19 +340,14 @@ impl Output {
                     }
                 },
             };
-            slot.write(IoSlice::new(if count == 0 {
+            slices.push(if slices.is_empty() {
                 &bytes[skip..]
             } else {
                 bytes
-            }));
-            count += 1;
+            });
         }
-        debug_assert!(count > 0, "called with something queued");
-        // SAFETY: the first `count` slots were written just above, and
-        // MaybeUninit<T> has T's layout.
-        let slices =
-            unsafe { std::slice::from_raw_parts(slices.as_ptr().cast::<IoSlice<'_>>(), count) };
-        sink.write_vectored(slices)
+        debug_assert!(!slices.is_empty(), "called with something queued");
+        sink.write_vectored(slices.as_slice())
     }
 
     fn segment_len(&self, seg: &Segment) -> usize {
@@ -446,6 +441,7 @@ impl Drop for Output {
 pub(crate) mod tests {
     use super::*;
     use isoe_wire::pdu::NopIn;
+    use std::io::IoSlice;
 
     /// A sink that accepts at most `chunk` bytes per call, to exercise partial writes.
     struct Trickle {

@@ -46,8 +46,10 @@
 //! size like 4k, 256KiB or 1MiB, found "ten"`. The reading itself (lines,
 //! key paths, types, unknown keys and their "did you mean" hints) is
 //! [`isoe_config`]'s, shared with `isoe lab`'s plans; this module holds the
-//! schema: its types ([`types`](self)), the reader's additions (sizes,
-//! paths), the reading table by table, and the checks of values.
+//! schema, a file per job: its types (`types.rs`, `error.rs`), the reader's
+//! additions (`reader.rs`: sizes, paths), the reading table by table
+//! (`parse.rs`, and a file per table with more to it: `chap.rs`, `log.rs`,
+//! `portal_groups.rs`) and the checks of values (`checks.rs`).
 
 mod chap;
 mod checks;

@@ -45,7 +45,7 @@ pub(super) struct CommandJob {
     pub(super) data_in: Vec<u8>,
 }
 
-/// What running a [`Work`] gave, for [`Connection::complete_work`].
+/// What running a [`Work`] gave, for [`super::Connection::complete_work`].
 pub struct Finished {
     pub(super) completion: Completion,
     /// The command's Data-In (empty for work left for later).

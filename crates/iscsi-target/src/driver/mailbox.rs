@@ -13,7 +13,7 @@ use std::sync::Mutex;
 pub(crate) enum Msg {
     /// Serve this accepted connection, admitted as `serial`.
     Adopt { serial: u64, accepted: Accepted },
-    /// See [`Action::Wake`].
+    /// See [`crate::connection::Action::Wake`].
     Wake(u64),
     /// Close this connection: it was evicted to make room for a new one
     /// ([`crate::admission::Eviction`]).

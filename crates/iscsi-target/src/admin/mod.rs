@@ -31,9 +31,11 @@ pub mod protocol;
 pub mod save;
 pub mod socket;
 
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, TargetConfig};
 use crate::driver::Handle;
 use crate::registry::Server;
+use crate::session::Session;
+use crate::target::Target;
 use edit::Edit;
 use protocol::{
     to_json, Answer, Changed, ConnectionDetail, ConnectionStatus, Counted, Keys, Listed, LoggedOut,
@@ -238,86 +240,11 @@ impl Admin {
             .targets()
             .iter()
             .map(|t| {
-                let policy = t.policy();
                 let specs = state.config.targets.iter().find(|c| c.name == t.name);
-                let luns = t
-                    .luns()
-                    .units()
-                    .map(|lu| {
-                        let c = lu.config();
-                        let spec =
-                            specs.and_then(|s| s.luns.iter().find(|l| l.number == c.lun_number));
-                        LunStatus {
-                            number: c.lun_number,
-                            store: spec.map(|spec| spec.store.describe()),
-                            size_bytes: lu.store().size_bytes(),
-                            block_size: c.block_size,
-                            read_only: c.read_only,
-                            offline: lu.is_offline(),
-                            serial: c.unit_serial.clone(),
-                            naa: hex(&c.naa),
-                        }
-                    })
-                    .collect();
-                TargetStatus {
-                    name: t.name.clone(),
-                    alias: policy.alias.clone(),
-                    allowed_initiators: policy.allowed_initiators.clone(),
-                    chap_user: policy.chap.as_ref().map(|c| c.user.clone()),
-                    mutual_chap: policy.chap.as_ref().is_some_and(|c| c.mutual.is_some()),
-                    luns,
-                    sessions: sessions.iter().filter(|s| s.is_on(t)).count(),
-                }
+                target_status(t, specs, &sessions)
             })
             .collect();
-        let digest = |on: bool| if on { "CRC32C" } else { "None" }.to_string();
-        let sessions = sessions
-            .iter()
-            .map(|s| {
-                let connections = s
-                    .connections()
-                    .into_iter()
-                    .map(|(cid, info)| ConnectionStatus {
-                        cid,
-                        detail: info.map(|i| ConnectionDetail {
-                            initiator_address: i.peer.to_string(),
-                            portal: i.local.to_string(),
-                            age_s: now.saturating_duration_since(i.since).as_secs(),
-                            header_digest: digest(i.header_digest),
-                            data_digest: digest(i.data_digest),
-                            max_recv_data_segment_length: i.max_recv_data_segment_length,
-                            max_send_data_segment_length: i.max_send_data_segment_length,
-                            commands_in_flight: i
-                                .in_flight
-                                .load(std::sync::atomic::Ordering::Relaxed),
-                        }),
-                    })
-                    .collect();
-                let p = &s.params;
-                SessionStatus {
-                    tsih: s.tsih,
-                    isid: hex(&s.isid),
-                    initiator: s.initiator_name.clone(),
-                    target: s.target.as_ref().map(|t| t.name.clone()),
-                    kind: if s.target.is_some() {
-                        "normal"
-                    } else {
-                        "discovery"
-                    }
-                    .into(),
-                    parameters: SessionParameters {
-                        max_connections: p.max_connections,
-                        initial_r2t: p.initial_r2t,
-                        immediate_data: p.immediate_data,
-                        max_burst_length: p.max_burst_length,
-                        first_burst_length: p.first_burst_length,
-                        max_outstanding_r2t: p.max_outstanding_r2t,
-                        error_recovery_level: p.error_recovery_level,
-                    },
-                    connections,
-                }
-            })
-            .collect();
+        let sessions = sessions.iter().map(|s| session_status(s, now)).collect();
         let portals = self
             .handle
             .bound()
@@ -443,6 +370,90 @@ impl Admin {
             },
         };
         self.edit(&edit).map(changed)
+    }
+}
+
+/// Target `t` for `isoe admin list`: its policy now, its LUNs (with the
+/// store its configuration `specs` gives each), its sessions among
+/// `sessions`.
+fn target_status(
+    t: &Arc<Target>,
+    specs: Option<&TargetConfig>,
+    sessions: &[Arc<Session>],
+) -> TargetStatus {
+    let policy = t.policy();
+    let luns = t
+        .luns()
+        .units()
+        .map(|lu| {
+            let c = lu.config();
+            let spec = specs.and_then(|s| s.luns.iter().find(|l| l.number == c.lun_number));
+            LunStatus {
+                number: c.lun_number,
+                store: spec.map(|spec| spec.store.describe()),
+                size_bytes: lu.store().size_bytes(),
+                block_size: c.block_size,
+                read_only: c.read_only,
+                offline: lu.is_offline(),
+                serial: c.unit_serial.clone(),
+                naa: hex(&c.naa),
+            }
+        })
+        .collect();
+    TargetStatus {
+        name: t.name.clone(),
+        alias: policy.alias.clone(),
+        allowed_initiators: policy.allowed_initiators.clone(),
+        chap_user: policy.chap.as_ref().map(|c| c.user.clone()),
+        mutual_chap: policy.chap.as_ref().is_some_and(|c| c.mutual.is_some()),
+        luns,
+        sessions: sessions.iter().filter(|s| s.is_on(t)).count(),
+    }
+}
+
+/// Session `s` and its connections for `isoe admin list`, their ages as
+/// of `now`.
+fn session_status(s: &Session, now: std::time::Instant) -> SessionStatus {
+    let digest = |on: bool| if on { "CRC32C" } else { "None" }.to_string();
+    let connections = s
+        .connections()
+        .into_iter()
+        .map(|(cid, info)| ConnectionStatus {
+            cid,
+            detail: info.map(|i| ConnectionDetail {
+                initiator_address: i.peer.to_string(),
+                portal: i.local.to_string(),
+                age_s: now.saturating_duration_since(i.since).as_secs(),
+                header_digest: digest(i.header_digest),
+                data_digest: digest(i.data_digest),
+                max_recv_data_segment_length: i.max_recv_data_segment_length,
+                max_send_data_segment_length: i.max_send_data_segment_length,
+                commands_in_flight: i.in_flight.load(std::sync::atomic::Ordering::Relaxed),
+            }),
+        })
+        .collect();
+    let p = &s.params;
+    SessionStatus {
+        tsih: s.tsih,
+        isid: hex(&s.isid),
+        initiator: s.initiator_name.clone(),
+        target: s.target.as_ref().map(|t| t.name.clone()),
+        kind: if s.target.is_some() {
+            "normal"
+        } else {
+            "discovery"
+        }
+        .into(),
+        parameters: SessionParameters {
+            max_connections: p.max_connections,
+            initial_r2t: p.initial_r2t,
+            immediate_data: p.immediate_data,
+            max_burst_length: p.max_burst_length,
+            first_burst_length: p.first_burst_length,
+            max_outstanding_r2t: p.max_outstanding_r2t,
+            error_recovery_level: p.error_recovery_level,
+        },
+        connections,
     }
 }
 

@@ -713,32 +713,7 @@ impl Connection {
         }
         let session = match &self.phase {
             Phase::Full(session) => session,
-            Phase::Login(login) => {
-                let open_for = now.duration_since(self.opened);
-                if login.first_request.is_none() && open_for > self.first_pdu_timeout() {
-                    // Debug: a flood of silent connections is no news per
-                    // connection (the evictions and refusals say so).
-                    tracing::debug!(
-                        addr = %self.peer,
-                        portal = %self.local,
-                        "connection closed: no complete PDU within {:?}",
-                        self.first_pdu_timeout()
-                    );
-                    return Flow::Close;
-                }
-                // The whole login, not each request, has a deadline: a peer
-                // that keeps a login alive with slow continued requests
-                // still holds it no longer than this.
-                if open_for > LOGIN_DEADLINE {
-                    tracing::warn!(
-                        addr = %self.peer,
-                        portal = %self.local,
-                        "login abandoned: not done within {LOGIN_DEADLINE:?}"
-                    );
-                    return Flow::Close;
-                }
-                return Flow::Continue;
-            }
+            Phase::Login(login) => return self.login_timers(login.first_request.is_some(), now),
             Phase::Closed => return Flow::Close,
         };
         if session.is_closed() || session.is_ended(self.serial) {
@@ -805,6 +780,35 @@ impl Connection {
             target_transfer_tag,
             sent_at: now,
         });
+        Flow::Continue
+    }
+
+    /// The timers of a connection still logging in (`started`: its first
+    /// PDU came): the first PDU's timeout, then the whole login's deadline.
+    fn login_timers(&self, started: bool, now: Instant) -> Flow {
+        let open_for = now.duration_since(self.opened);
+        if !started && open_for > self.first_pdu_timeout() {
+            // Debug: a flood of silent connections is no news per
+            // connection (the evictions and refusals say so).
+            tracing::debug!(
+                addr = %self.peer,
+                portal = %self.local,
+                "connection closed: no complete PDU within {:?}",
+                self.first_pdu_timeout()
+            );
+            return Flow::Close;
+        }
+        // The whole login, not each request, has a deadline: a peer
+        // that keeps a login alive with slow continued requests
+        // still holds it no longer than this.
+        if open_for > LOGIN_DEADLINE {
+            tracing::warn!(
+                addr = %self.peer,
+                portal = %self.local,
+                "login abandoned: not done within {LOGIN_DEADLINE:?}"
+            );
+            return Flow::Close;
+        }
         Flow::Continue
     }
 

@@ -44,6 +44,22 @@ impl<'a, const N: usize> IoSlices<'a, N> {
         self.len += 1;
     }
 
+    /// Appends the slices `slices` gives while there is room, and returns
+    /// how many it took; the rest are left (a vectored write takes what it
+    /// can, and the caller writes on from where it stopped). One pass with
+    /// no check per slice but the room left: the datapath's way to fill it.
+    #[inline]
+    pub fn extend<I: IntoIterator<Item = &'a [u8]>>(&mut self, slices: I) -> usize {
+        let start = self.len;
+        let mut len = start;
+        for (slot, bytes) in self.slots[start..].iter_mut().zip(slices) {
+            slot.write(IoSlice::new(bytes));
+            len += 1;
+        }
+        self.len = len;
+        len - start
+    }
+
     /// Slices pushed.
     #[inline]
     pub fn len(&self) -> usize {
@@ -67,8 +83,8 @@ impl<'a, const N: usize> IoSlices<'a, N> {
     #[allow(unsafe_code)]
     pub fn as_slice(&self) -> &[IoSlice<'a>] {
         debug_assert!(self.len <= N);
-        // SAFETY: `push` wrote slots `..len` (and only `push` grows `len`,
-        // never past N), so they are initialized; `MaybeUninit<T>` has the
+        // SAFETY: `push` and `extend` wrote slots `..len` (and only they
+        // grow `len`, never past N), so they are initialized; `MaybeUninit<T>` has the
         // layout of `T`, so the pointer to the first slot is a valid
         // pointer to `len` consecutive `IoSlice`s, borrowed for as long as
         // `self` is.
@@ -116,6 +132,18 @@ mod tests {
         slices.push(&bytes[1..]);
         assert!(slices.is_full());
         slices.push(&bytes);
+    }
+
+    #[test]
+    fn extend_takes_what_fits_and_says_how_many() {
+        let parts = [b"a".as_slice(), b"bc", b"def", b"g"];
+        let mut slices = IoSlices::<'_, 3>::new();
+        slices.push(parts[0]);
+        assert_eq!(slices.extend(parts[1..].iter().copied()), 2);
+        assert!(slices.is_full());
+        assert_eq!(slices.extend(parts.iter().copied()), 0);
+        let got: Vec<&[u8]> = slices.as_slice().iter().map(|s| &s[..]).collect();
+        assert_eq!(got, [&b"a"[..], b"bc", b"def"]);
     }
 
     #[test]

@@ -322,30 +322,35 @@ impl Output {
         let end = self.write_end();
         let (first, skip) = self.cursor;
         let mut slices = IoSlices::<'_, N>::new();
-        for seg in self.segments[first..end].iter().take(N) {
-            let bytes = match seg {
-                Segment::Header(r) => &self.headers[r.clone()],
-                Segment::Data { index, range } => match self.buffers[*index].buffer() {
-                    Some(bytes) => &bytes[range.clone()],
-                    None => unreachable!("lent bytes are queued as Segment::Lent"),
-                },
-                Segment::Lent {
-                    index,
-                    piece,
-                    range,
-                } => match &self.buffers[*index] {
-                    Payload::Lent(lent) => lent_piece(lent, *piece, range),
-                    Payload::Pooled(_) | Payload::Paged(..) => {
-                        unreachable!("pooled bytes are queued as Segment::Data")
-                    }
-                },
-            };
-            slices.push(if slices.is_empty() {
-                &bytes[skip..]
-            } else {
-                bytes
+        let pieces = self.segments[first..end]
+            .iter()
+            .enumerate()
+            .map(|(i, seg)| {
+                let bytes = match seg {
+                    Segment::Header(r) => &self.headers[r.clone()],
+                    Segment::Data { index, range } => match self.buffers[*index].buffer() {
+                        Some(bytes) => &bytes[range.clone()],
+                        None => unreachable!("lent bytes are queued as Segment::Lent"),
+                    },
+                    Segment::Lent {
+                        index,
+                        piece,
+                        range,
+                    } => match &self.buffers[*index] {
+                        Payload::Lent(lent) => lent_piece(lent, *piece, range),
+                        Payload::Pooled(_) | Payload::Paged(..) => {
+                            unreachable!("pooled bytes are queued as Segment::Data")
+                        }
+                    },
+                };
+                // The cursor may be inside the first segment.
+                if i == 0 {
+                    &bytes[skip..]
+                } else {
+                    bytes
+                }
             });
-        }
+        slices.extend(pieces);
         debug_assert!(!slices.is_empty(), "called with something queued");
         sink.write_vectored(slices.as_slice())
     }

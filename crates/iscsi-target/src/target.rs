@@ -32,6 +32,7 @@ impl Target {
     }
 
     /// The LUN table now; hold it for the length of one command.
+    #[inline]
     pub fn luns(&self) -> arc_swap::Guard<Arc<LunTable>> {
         self.luns.load()
     }

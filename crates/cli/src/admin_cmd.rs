@@ -4,8 +4,13 @@
 //! came, for scripts.
 
 use clap::{Args, Subcommand};
+use isoe_target::admin::protocol::{
+    Answer, Changed, ConnectionStatus, Counted, Keys, ListWhat as Shown, Listed, LoggedOut,
+    Nothing, Refusal, Request, ServerInfo, Shown as Config, Status,
+};
 use isoe_target::admin::socket::client::{Connection, Peer};
-use serde_json::{json, Map, Value as Json};
+use isoe_target::metrics::{LunTotals, OpTotals};
+use serde_json::Value as Json;
 use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -224,7 +229,7 @@ pub fn run(args: AdminArgs) -> ExitCode {
     } else {
         print_human(&request, &reply);
     }
-    if reply.get("ok").and_then(Json::as_bool) == Some(true) {
+    if Answer::<Nothing>::from_json(&reply).is_ok_and(|answer| answer.ok) {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
@@ -235,83 +240,96 @@ pub fn run(args: AdminArgs) -> ExitCode {
 /// took it first, so it is said every time (on stderr, which keeps
 /// `--json`'s output one object).
 fn speaking_to(peer: Peer, reply: &Json, path: &std::path::Path) -> String {
-    let file = match reply.get("server").map(|s| &s["config_file"]) {
-        Some(Json::String(file)) => format!(" (config {file})"),
-        Some(Json::Null) => " (no configuration file)".into(),
-        _ => String::new(),
+    let server = reply
+        .get("server")
+        .and_then(|s| serde_json::from_value::<ServerInfo>(s.clone()).ok());
+    let file = match server {
+        Some(ServerInfo {
+            config_file: Some(file),
+            ..
+        }) => format!(" (config {file})"),
+        Some(ServerInfo {
+            config_file: None, ..
+        }) => " (no configuration file)".into(),
+        None => String::new(),
     };
     format!("target pid {}{file} at {}", peer.pid, path.display())
 }
 
-fn request(command: AdminCommand) -> Result<Json, String> {
+fn request(command: AdminCommand) -> Result<Request, String> {
     Ok(match command {
-        AdminCommand::Show => json!({"op": "show"}),
-        AdminCommand::List { what } => {
-            json!({"op": "list", "what": format!("{what:?}").to_lowercase()})
-        }
-        AdminCommand::Reload { force } => json!({"op": "reload", "force": force}),
-        AdminCommand::Stats => json!({"op": "stats"}),
-        AdminCommand::Logout { tsih } => json!({"op": "logout", "tsih": tsih}),
-        AdminCommand::Target(TargetCommand::Add { name, keys: k }) => {
-            json!({"op": "target-add", "name": name, "keys": keys(&k)?})
-        }
-        AdminCommand::Target(TargetCommand::Remove { name }) => {
-            json!({"op": "target-remove", "name": name})
-        }
+        AdminCommand::Show => Request::Show,
+        AdminCommand::List { what } => Request::List {
+            what: match what {
+                ListWhat::All => Shown::All,
+                ListWhat::Targets => Shown::Targets,
+                ListWhat::Portals => Shown::Portals,
+                ListWhat::Sessions => Shown::Sessions,
+            },
+        },
+        AdminCommand::Reload { force } => Request::Reload { force },
+        AdminCommand::Stats => Request::Stats,
+        AdminCommand::Logout { tsih } => Request::Logout { tsih },
+        AdminCommand::Target(TargetCommand::Add { name, keys: k }) => Request::TargetAdd {
+            name,
+            keys: keys(&k)?,
+        },
+        AdminCommand::Target(TargetCommand::Remove { name }) => Request::TargetRemove { name },
         AdminCommand::Lun(LunCommand::Add {
             target,
             number,
             keys: k,
-        }) => json!({"op": "lun-add", "target": target, "number": number, "keys": keys(&k)?}),
+        }) => Request::LunAdd {
+            target,
+            number,
+            keys: keys(&k)?,
+        },
         AdminCommand::Lun(LunCommand::Remove { target, number }) => {
-            json!({"op": "lun-remove", "target": target, "number": number})
+            Request::LunRemove { target, number }
         }
         AdminCommand::Lun(LunCommand::Offline { target, number }) => {
-            json!({"op": "lun-offline", "target": target, "number": number})
+            Request::LunOffline { target, number }
         }
         AdminCommand::Lun(LunCommand::Online { target, number }) => {
-            json!({"op": "lun-online", "target": target, "number": number})
+            Request::LunOnline { target, number }
         }
         AdminCommand::Acl(AclCommand::Add { target, initiator }) => {
-            json!({"op": "acl-add", "target": target, "initiator": initiator})
+            Request::AclAdd { target, initiator }
         }
         AdminCommand::Acl(AclCommand::Remove {
             target,
             initiator,
             allow_all,
-        }) => {
-            json!({"op": "acl-remove", "target": target, "initiator": initiator, "allow_all": allow_all})
-        }
-        AdminCommand::Chap(ChapCommand::Set { target, keys: k }) => {
-            json!({"op": "chap-set", "target": chap_target(target), "keys": keys(&k)?})
-        }
-        AdminCommand::Chap(ChapCommand::Clear { target }) => {
-            json!({"op": "chap-clear", "target": chap_target(target)})
-        }
-        AdminCommand::Portal(PortalCommand::Add { address }) => {
-            json!({"op": "portal-add", "address": address})
-        }
+        }) => Request::AclRemove {
+            target,
+            initiator,
+            allow_all,
+        },
+        AdminCommand::Chap(ChapCommand::Set { target, keys: k }) => Request::ChapSet {
+            target: chap_target(target),
+            keys: keys(&k)?,
+        },
+        AdminCommand::Chap(ChapCommand::Clear { target }) => Request::ChapClear {
+            target: chap_target(target),
+        },
+        AdminCommand::Portal(PortalCommand::Add { address }) => Request::PortalAdd { address },
         AdminCommand::Portal(PortalCommand::Remove { address }) => {
-            json!({"op": "portal-remove", "address": address})
+            Request::PortalRemove { address }
         }
     })
 }
 
 /// `discovery` stands for [discovery.chap] (no iSCSI name is a bare word).
-fn chap_target(target: String) -> Json {
-    if target == "discovery" {
-        Json::Null
-    } else {
-        Json::String(target)
-    }
+fn chap_target(target: String) -> Option<String> {
+    (target != "discovery").then_some(target)
 }
 
 /// KEY=VALUE arguments as a JSON object. A value is read as a TOML value
 /// when it is one (`true`, `4096`, `["MD5"]`, `"quoted"`), else as a
 /// string (`1GiB`, `/srv/db.img`); `secret=-` and `mutual_secret=-` read
 /// the secret from standard input, so that it is not in the process list.
-fn keys(pairs: &[String]) -> Result<Map<String, Json>, String> {
-    let mut map = Map::new();
+fn keys(pairs: &[String]) -> Result<Keys, String> {
+    let mut map = Keys::new();
     let mut stdin = std::io::stdin().lock();
     for pair in pairs {
         let Some((key, value)) = pair.split_once('=') else {
@@ -339,151 +357,147 @@ fn keys(pairs: &[String]) -> Result<Map<String, Json>, String> {
 fn toml_to_json(v: &toml_edit::Value) -> Json {
     match v {
         toml_edit::Value::String(s) => Json::String(s.value().clone()),
-        toml_edit::Value::Integer(i) => json!(*i.value()),
-        toml_edit::Value::Float(f) => json!(*f.value()),
-        toml_edit::Value::Boolean(b) => json!(*b.value()),
+        toml_edit::Value::Integer(i) => Json::from(*i.value()),
+        toml_edit::Value::Float(f) => Json::from(*f.value()),
+        toml_edit::Value::Boolean(b) => Json::from(*b.value()),
         toml_edit::Value::Array(a) => Json::Array(a.iter().map(toml_to_json).collect()),
         other => Json::String(other.to_string().trim().to_string()),
     }
 }
 
-fn print_human(request: &Json, reply: &Json) {
-    if reply.get("ok").and_then(Json::as_bool) != Some(true) {
-        let error = reply
-            .get("error")
-            .and_then(Json::as_str)
-            .unwrap_or("refused");
+fn print_human(request: &Request, reply: &Json) {
+    if !Answer::<Nothing>::from_json(reply).is_ok_and(|answer| answer.ok) {
+        let error =
+            Answer::<Refusal>::from_json(reply).map_or_else(|_| "refused".into(), |a| a.body.error);
         eprintln!("isoe admin: {error}");
         return;
     }
-    match request.get("op").and_then(Json::as_str) {
-        Some("show") => print!("{}", reply["config"].as_str().unwrap_or_default()),
-        Some("list") => print_status(&reply["status"], request["what"].as_str().unwrap_or("all")),
-        Some("stats") => print_stats(reply),
-        _ => {
-            for line in reply["changes"].as_array().into_iter().flatten() {
-                println!("{}", line.as_str().unwrap_or_default());
+    let printed = match request {
+        Request::Show => Answer::<Config>::from_json(reply).map(|a| print!("{}", a.body.config)),
+        Request::List { what } => {
+            Answer::<Listed>::from_json(reply).map(|a| print_status(&a.body.status, *what))
+        }
+        Request::Stats => Answer::<Counted>::from_json(reply).map(|a| print_stats(&a.body)),
+        Request::Logout { .. } => Answer::<LoggedOut>::from_json(reply).map(|a| {
+            for line in &a.body.changes {
+                println!("{line}");
             }
-            for key in reply["at_restart"].as_array().into_iter().flatten() {
+        }),
+        _ => Answer::<Changed>::from_json(reply).map(|a| print_changed(&a.body)),
+    };
+    if let Err(e) = printed {
+        eprintln!("isoe admin: the answer does not read as one to this request: {e}");
+    }
+}
+
+fn print_changed(changed: &Changed) {
+    for line in &changed.changes {
+        println!("{line}");
+    }
+    for key in &changed.at_restart {
+        println!("{key} changed: takes effect at the next start");
+    }
+    println!("{}", changed.file);
+}
+
+/// `value`, or `-` when there is none.
+fn or_dash(value: Option<&str>) -> &str {
+    value.unwrap_or("-")
+}
+
+fn print_status(status: &Status, what: Shown) {
+    let shown = |section: Shown| what == Shown::All || what == section;
+    if shown(Shown::Portals) {
+        println!("portals:");
+        for p in &status.portals {
+            println!("  {} (listening on {})", p.configured, p.listening);
+        }
+    }
+    if shown(Shown::Targets) {
+        println!("targets:");
+        for t in &status.targets {
+            let acl = if t.allowed_initiators.is_empty() {
+                "every initiator".to_string()
+            } else {
+                t.allowed_initiators.join(", ")
+            };
+            let chap = match &t.chap_user {
+                Some(user) => format!("CHAP user {user:?}"),
+                None => "no CHAP".into(),
+            };
+            println!(
+                "  {}  ({} session(s); allowed: {acl}; {chap})",
+                t.name, t.sessions
+            );
+            for l in &t.luns {
+                // The LUN is not padded: the answer's numbers never were.
                 println!(
-                    "{} changed: takes effect at the next start",
-                    key.as_str().unwrap_or_default()
+                    "    LUN {} {:<32} {:>8} MiB  serial {}{}{}",
+                    l.number,
+                    or_dash(l.store.as_deref()),
+                    l.size_bytes >> 20,
+                    l.serial,
+                    if l.read_only { "  read-only" } else { "" },
+                    if l.offline { "  OFFLINE" } else { "" },
                 );
             }
-            if let Some(file) = reply["file"].as_str() {
-                println!("{file}");
+        }
+    }
+    if shown(Shown::Sessions) {
+        println!("sessions:");
+        for s in &status.sessions {
+            println!(
+                "  TSIH {} {} -> {}  ({})",
+                s.tsih,
+                s.initiator,
+                s.target.as_deref().unwrap_or("discovery"),
+                s.kind
+            );
+            for c in &s.connections {
+                print_connection(c);
             }
         }
     }
 }
 
-fn print_status(status: &Json, what: &str) {
-    let list = |v: &Json| v.as_array().cloned().unwrap_or_default();
-    let shown = |section: &str| what == "all" || what == section;
-    if shown("portals") {
-        println!("portals:");
-    }
-    for p in list(&status["portals"]).iter().filter(|_| shown("portals")) {
-        println!(
-            "  {} (listening on {})",
-            str_of(&p["configured"]),
-            str_of(&p["listening"])
-        );
-    }
-    if shown("targets") {
-        println!("targets:");
-    }
-    for t in list(&status["targets"]).iter().filter(|_| shown("targets")) {
-        let acl = list(&t["allowed_initiators"]);
-        let acl = if acl.is_empty() {
-            "every initiator".to_string()
-        } else {
-            acl.iter().map(str_of).collect::<Vec<_>>().join(", ")
-        };
-        let chap = match t["chap_user"].as_str() {
-            Some(user) => format!("CHAP user {user:?}"),
-            None => "no CHAP".into(),
-        };
-        println!(
-            "  {}  ({} session(s); allowed: {acl}; {chap})",
-            str_of(&t["name"]),
-            t["sessions"]
-        );
-        for l in list(&t["luns"]) {
-            println!(
-                "    LUN {:<5} {:<32} {:>8} MiB  serial {}{}{}",
-                l["number"],
-                str_of(&l["store"]),
-                l["size_bytes"].as_u64().unwrap_or(0) >> 20,
-                str_of(&l["serial"]),
-                if l["read_only"].as_bool() == Some(true) {
-                    "  read-only"
-                } else {
-                    ""
-                },
-                if l["offline"].as_bool() == Some(true) {
-                    "  OFFLINE"
-                } else {
-                    ""
-                },
-            );
-        }
-    }
-    if shown("sessions") {
-        println!("sessions:");
-    }
-    for s in list(&status["sessions"])
-        .iter()
-        .filter(|_| shown("sessions"))
-    {
-        println!(
-            "  TSIH {:<5} {} -> {}  ({})",
-            s["tsih"],
-            str_of(&s["initiator"]),
-            s["target"].as_str().unwrap_or("discovery"),
-            str_of(&s["type"])
-        );
-        for c in list(&s["connections"]) {
-            println!(
-                "    CID {:<3} from {} on {}  age {} s  digests {}/{}  in flight {}",
-                c["cid"],
-                str_of(&c["initiator_address"]),
-                str_of(&c["portal"]),
-                c["age_s"],
-                str_of(&c["header_digest"]),
-                str_of(&c["data_digest"]),
-                c["commands_in_flight"]
-            );
-        }
-    }
+/// A connection's line; one that has not said more than its CID shows
+/// dashes and nulls where its figures would be.
+fn print_connection(c: &ConnectionStatus) {
+    let d = c.detail.as_ref();
+    let number = |n: Option<String>| n.unwrap_or_else(|| "null".into());
+    println!(
+        "    CID {} from {} on {}  age {} s  digests {}/{}  in flight {}",
+        c.cid,
+        or_dash(d.map(|d| d.initiator_address.as_str())),
+        or_dash(d.map(|d| d.portal.as_str())),
+        number(d.map(|d| d.age_s.to_string())),
+        or_dash(d.map(|d| d.header_digest.as_str())),
+        or_dash(d.map(|d| d.data_digest.as_str())),
+        number(d.map(|d| d.commands_in_flight.to_string())),
+    );
 }
 
 /// Mean latency in microseconds of an op's totals.
-fn mean_us(op: &Json) -> String {
-    let n = op["commands"].as_u64().unwrap_or(0);
-    if n == 0 {
+fn mean_us(op: &OpTotals) -> String {
+    if op.commands == 0 {
         return "-".into();
     }
-    format!(
-        "{:.0}",
-        op["latency_sum_ns"].as_u64().unwrap_or(0) as f64 / n as f64 / 1e3
-    )
+    format!("{:.0}", op.latency_sum_ns as f64 / op.commands as f64 / 1e3)
 }
 
 /// A LUN's second line, under its reads: UNMAP and WRITE SAME (commands /
 /// bytes of the medium deallocated or covered), SYNCHRONIZE CACHE and the
 /// other commands.
-fn range_line(t: &Json) -> String {
-    let n = |v: &Json| v.as_u64().unwrap_or(0);
+fn range_line(t: &LunTotals) -> String {
     format!(
         "{:47}unmap {} / {}   write_same {} / {}   sync_cache {}   other {}",
         "",
-        n(&t["unmap"]["commands"]),
-        short_bytes(n(&t["unmap"]["bytes"])),
-        n(&t["write_same"]["commands"]),
-        short_bytes(n(&t["write_same"]["bytes"])),
-        n(&t["sync_cache"]),
-        n(&t["other"]),
+        t.unmap.commands,
+        short_bytes(t.unmap.bytes),
+        t.write_same.commands,
+        short_bytes(t.write_same.bytes),
+        t.sync_cache,
+        t.other,
     )
 }
 
@@ -506,86 +520,70 @@ fn short_bytes(bytes: u64) -> String {
     }
 }
 
-fn print_stats(reply: &Json) {
-    if reply["counting"].as_bool() == Some(false) {
+fn print_stats(counted: &Counted) {
+    if !counted.counting {
         println!(
             "counting is off ([metrics] enabled = false): only logins and resources are counted"
         );
     }
-    let s = &reply["stats"];
+    let s = &counted.stats;
     println!(
         "{:<40} {:>5} {:>12} {:>12} {:>10} {:>10} {:>9} {:>9} {:>7}",
         "target", "lun", "reads", "writes", "MiB read", "MiB wrtn", "rd µs", "wr µs", "errors"
     );
-    for (target, luns) in s["luns"].as_object().into_iter().flatten() {
-        for (lun, t) in luns.as_object().into_iter().flatten() {
-            let errors: u64 = t["sense"]
-                .as_object()
-                .into_iter()
-                .flatten()
-                .chain(t["status"].as_object().into_iter().flatten())
-                .map(|(_, n)| n.as_u64().unwrap_or(0))
-                .sum();
+    for (target, luns) in &s.luns {
+        // In the order of the answer's keys, which are text: LUN 10 before 2.
+        let mut luns: Vec<(String, &LunTotals)> =
+            luns.iter().map(|(lun, t)| (lun.to_string(), t)).collect();
+        luns.sort_by(|a, b| a.0.cmp(&b.0));
+        for (lun, t) in luns {
+            let errors: u64 = t.sense.values().chain(t.status.values()).sum();
             println!(
                 "{:<40} {:>5} {:>12} {:>12} {:>10} {:>10} {:>9} {:>9} {:>7}",
                 target,
                 lun,
-                t["read"]["commands"].as_u64().unwrap_or(0),
-                t["write"]["commands"].as_u64().unwrap_or(0),
-                t["read"]["bytes"].as_u64().unwrap_or(0) >> 20,
-                t["write"]["bytes"].as_u64().unwrap_or(0) >> 20,
-                mean_us(&t["read"]),
-                mean_us(&t["write"]),
+                t.read.commands,
+                t.write.commands,
+                t.read.bytes >> 20,
+                t.write.bytes >> 20,
+                mean_us(&t.read),
+                mean_us(&t.write),
                 errors
             );
             println!("{}", range_line(t));
         }
     }
     println!("sessions:");
-    for session in s["sessions"].as_array().into_iter().flatten() {
+    for session in &s.sessions {
         println!(
-            "  TSIH {:<5} {} -> {}: {} reads, {} writes, {} connection(s)",
-            session["tsih"],
-            str_of(&session["initiator"]),
-            str_of(&session["target"]),
-            session["totals"]["read"]["commands"],
-            session["totals"]["write"]["commands"],
-            session["connections"].as_array().map_or(0, Vec::len)
+            "  TSIH {} {} -> {}: {} reads, {} writes, {} connection(s)",
+            session.tsih,
+            session.initiator,
+            session.target,
+            session.totals.read.commands,
+            session.totals.write.commands,
+            session.connections.len()
         );
     }
-    let pairs = |v: &Json| {
-        v.as_object()
-            .into_iter()
-            .flatten()
+    let pairs = |map: &std::collections::BTreeMap<isoe_target::metrics::Name, u64>| {
+        map.iter()
             .map(|(k, n)| format!("{k} {n}"))
             .collect::<Vec<_>>()
             .join(", ")
     };
-    println!("logins: {}", pairs(&s["logins"]));
+    println!("logins: {}", pairs(&s.logins));
     println!(
         "connections refused by limit: {}",
-        pairs(&s["connection_refusals"])
+        pairs(&s.connection_refusals)
     );
     println!(
         "connections closed to make room, by limit: {}",
-        pairs(&s["connection_evictions"])
+        pairs(&s.connection_evictions)
     );
     println!("resources:");
-    for r in s["resources"].as_array().into_iter().flatten() {
-        println!(
-            "  {:<16} {:>12} of {}",
-            str_of(&r["name"]),
-            r["in_use"],
-            r["limit"]
-        );
-    }
-}
-
-fn str_of(v: &Json) -> String {
-    match v {
-        Json::String(s) => s.clone(),
-        Json::Null => "-".into(),
-        other => other.to_string(),
+    for r in &s.resources {
+        // The count is not padded: the answer's numbers never were.
+        println!("  {:<16} {} of {}", r.name, r.in_use, r.limit);
     }
 }
 
@@ -595,12 +593,19 @@ mod tests {
 
     #[test]
     fn a_lun_s_second_line_names_unmap_write_same_and_sync_cache() {
-        let t = serde_json::json!({
-            "unmap": {"commands": 3, "bytes": 5u64 << 30},
-            "write_same": {"commands": 2, "bytes": 1536},
-            "sync_cache": 7,
-            "other": 12,
-        });
+        let t = LunTotals {
+            unmap: isoe_target::metrics::RangeTotals {
+                commands: 3,
+                bytes: 5u64 << 30,
+            },
+            write_same: isoe_target::metrics::RangeTotals {
+                commands: 2,
+                bytes: 1536,
+            },
+            sync_cache: 7,
+            other: 12,
+            ..LunTotals::default()
+        };
         let line = range_line(&t);
         assert_eq!(
             line.trim_start(),

@@ -6,6 +6,7 @@
 
 use isoe_target::admin::socket::{self, ControlSocket, SocketError};
 use isoe_target::admin::Admin;
+use isoe_target::config::ConfigError;
 use isoe_target::config::{algorithm_name, ChapConfig, Datapath, PortalGroup};
 use isoe_target::Config;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -147,6 +148,13 @@ fn portal_group_summary(config: &Config) -> Vec<String> {
         .collect()
 }
 
+/// `config`, read from a file, once what its LUNs' stores are on this
+/// machine passed the checks a configuration gets before it is served.
+fn checked(config: Config) -> Result<Config, ConfigError> {
+    isoe_target::provision::check_stores(&config)?;
+    Ok(config)
+}
+
 /// What a started target says on stdout, once everything serves: whoever
 /// waits for "listening on" (tests, the lab) may use the control socket
 /// and the metrics at once.
@@ -230,7 +238,9 @@ fn load(
     // Read once: the control plane edits this very text.
     let (text, mut config) = match config_path {
         Some(path) => {
-            let (text, config) = Config::read_file(path).map_err(|e| e.to_string())?;
+            let (text, config) = Config::read_file(path)
+                .and_then(|(text, config)| Ok((text, checked(config)?)))
+                .map_err(|e| e.to_string())?;
             (Some(text), config)
         }
         None => (None, Config::embedded_default()),

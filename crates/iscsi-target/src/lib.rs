@@ -3,6 +3,10 @@
 //! Owns portals, sessions and connections, login and authorization policy,
 //! the TOML configuration and the target's I/O driver. Protocol encoding
 //! lives in `isoe-wire`, SCSI semantics in `isoe-scsi`, media in `isoe-store`.
+//! No `unsafe` here: the one piece the datapath needs (the uninitialized
+//! stack array of a vectored write's slices) is `isoe-iovec`'s safe API.
+
+#![forbid(unsafe_code)]
 
 pub mod admin;
 pub mod admission;
@@ -15,12 +19,16 @@ pub mod driver;
 mod gateways;
 pub mod identity;
 pub mod log;
+pub mod lun_table;
 pub mod memory_driver;
 pub mod metrics;
 pub mod output;
+pub mod policy;
 pub mod port_holder;
+pub mod provision;
 pub mod registry;
 pub mod session;
+pub mod target;
 pub mod task_sets;
 pub mod write_task;
 

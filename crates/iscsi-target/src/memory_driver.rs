@@ -1,7 +1,9 @@
 //! A driver with no sockets and no threads: one [`Connection`] with the
 //! bytes it has received and not yet taken, driven by the same rules as the
 //! target's worker (`driver/pump.rs`, `driver/worker.rs`), with the time
-//! passed in. Its caller moves the bytes and decides when store work runs;
+//! passed in: what it sends and ends goes at the last time it was given. No
+//! clock is handed to the connection, so no command is sampled for its
+//! stage timings. Its caller moves the bytes and decides when store work runs;
 //! the pair harness of the tests and the fuzz targets drive connections
 //! through it.
 //!
@@ -33,6 +35,8 @@ pub struct Drive {
 /// One connection driven in memory.
 pub struct MemoryConnection {
     conn: Connection,
+    /// The last time the caller gave.
+    now: Instant,
     received: Vec<u8>,
     waiting: bool,
     open: bool,
@@ -65,6 +69,7 @@ impl MemoryConnection {
         let seed = [serial as u8; 32];
         MemoryConnection {
             conn: Connection::new(server.clone(), endpoint, now, seed),
+            now,
             received: Vec::new(),
             waiting: false,
             open: true,
@@ -91,6 +96,7 @@ impl MemoryConnection {
         if !self.open {
             return;
         }
+        self.now = now;
         self.received.extend_from_slice(bytes);
         self.feed(now, drive);
     }
@@ -102,6 +108,7 @@ impl MemoryConnection {
         if !self.open {
             return;
         }
+        self.now = now;
         match self.conn.handle_wake() {
             Flow::Close => self.close(drive),
             _ if self.waiting => {
@@ -117,6 +124,7 @@ impl MemoryConnection {
         if !self.open {
             return;
         }
+        self.now = now;
         match self.conn.handle_tick(now) {
             Flow::Close => self.close(drive),
             Flow::Continue | Flow::Wait => self.settle(drive),
@@ -139,7 +147,7 @@ impl MemoryConnection {
             return;
         }
         self.flush(drive);
-        self.conn.detach();
+        self.conn.detach(self.now);
         self.open = false;
         self.waiting = false;
         self.received.clear();
@@ -185,6 +193,6 @@ impl MemoryConnection {
 
     fn flush(&mut self, drive: &mut Drive) {
         // Writing to a Vec cannot fail.
-        let _ = self.conn.flush(&mut drive.output);
+        let _ = self.conn.flush(&mut drive.output, self.now);
     }
 }

@@ -12,13 +12,13 @@
 //! header, data and trailer, never a byte of another PDU.
 
 use crate::buffer_pool::BufferPool;
+use isoe_iovec::IoSlices;
 use isoe_scsi::PageCrcs;
 use isoe_store::{Lent, CRC_PAGE_BYTES};
 use isoe_wire::digest::{self, PAGE_BYTES};
 use isoe_wire::frame::{self, FrameLimits};
 use isoe_wire::Pdu;
-use std::io::{self, IoSlice, Write};
-use std::mem::MaybeUninit;
+use std::io::{self, Write};
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -314,45 +314,45 @@ impl Output {
 
     /// One `writev` of up to `N` slices from the cursor, stopping at the end
     /// of the current PDU with per-PDU writes. The slices live on the stack,
-    /// sized for the mode, so that a write allocates nothing.
+    /// sized for the mode, so that a write allocates nothing; their slots
+    /// stay uninitialized until used ([`IoSlices`]: filling all N, 512 in
+    /// batched mode, 8 KiB, on every write cost more than the few slices a
+    /// small batch uses).
     fn write_once<const N: usize, W: Write>(&mut self, sink: &mut W) -> io::Result<usize> {
         let end = self.write_end();
         let (first, skip) = self.cursor;
-        // Uninitialized: filling all N (512 in batched mode, 8 KiB) on every
-        // write cost more than the few slices a small batch uses.
-        let mut slices = [const { MaybeUninit::<IoSlice<'_>>::uninit() }; N];
-        let mut count = 0;
-        for (slot, seg) in slices.iter_mut().zip(&self.segments[first..end]) {
-            let bytes = match seg {
-                Segment::Header(r) => &self.headers[r.clone()],
-                Segment::Data { index, range } => match self.buffers[*index].buffer() {
-                    Some(bytes) => &bytes[range.clone()],
-                    None => unreachable!("lent bytes are queued as Segment::Lent"),
-                },
-                Segment::Lent {
-                    index,
-                    piece,
-                    range,
-                } => match &self.buffers[*index] {
-                    Payload::Lent(lent) => lent_piece(lent, *piece, range),
-                    Payload::Pooled(_) | Payload::Paged(..) => {
-                        unreachable!("pooled bytes are queued as Segment::Data")
-                    }
-                },
-            };
-            slot.write(IoSlice::new(if count == 0 {
-                &bytes[skip..]
-            } else {
-                bytes
-            }));
-            count += 1;
-        }
-        debug_assert!(count > 0, "called with something queued");
-        // SAFETY: the first `count` slots were written just above, and
-        // MaybeUninit<T> has T's layout.
-        let slices =
-            unsafe { std::slice::from_raw_parts(slices.as_ptr().cast::<IoSlice<'_>>(), count) };
-        sink.write_vectored(slices)
+        let mut slices = IoSlices::<'_, N>::new();
+        let pieces = self.segments[first..end]
+            .iter()
+            .enumerate()
+            .map(|(i, seg)| {
+                let bytes = match seg {
+                    Segment::Header(r) => &self.headers[r.clone()],
+                    Segment::Data { index, range } => match self.buffers[*index].buffer() {
+                        Some(bytes) => &bytes[range.clone()],
+                        None => unreachable!("lent bytes are queued as Segment::Lent"),
+                    },
+                    Segment::Lent {
+                        index,
+                        piece,
+                        range,
+                    } => match &self.buffers[*index] {
+                        Payload::Lent(lent) => lent_piece(lent, *piece, range),
+                        Payload::Pooled(_) | Payload::Paged(..) => {
+                            unreachable!("pooled bytes are queued as Segment::Data")
+                        }
+                    },
+                };
+                // The cursor may be inside the first segment.
+                if i == 0 {
+                    &bytes[skip..]
+                } else {
+                    bytes
+                }
+            });
+        slices.extend(pieces);
+        debug_assert!(!slices.is_empty(), "called with something queued");
+        sink.write_vectored(slices.as_slice())
     }
 
     fn segment_len(&self, seg: &Segment) -> usize {
@@ -446,6 +446,7 @@ impl Drop for Output {
 pub(crate) mod tests {
     use super::*;
     use isoe_wire::pdu::NopIn;
+    use std::io::IoSlice;
 
     /// A sink that accepts at most `chunk` bytes per call, to exercise partial writes.
     struct Trickle {

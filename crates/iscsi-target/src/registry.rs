@@ -1,5 +1,5 @@
-//! The running target: its targets and LUNs, its sessions, and the login
-//! policy that admits initiators.
+//! Everything one `isoe target` process serves ([`Server`]): its targets,
+//! its sessions, and the login policy that admits initiators.
 //!
 //! The policy, in the order it is applied to a login (RFC 7143 §11.13.5):
 //! an unknown TargetName is 0x0203 (target not found); an InitiatorName not
@@ -14,211 +14,18 @@
 
 use crate::admission::{FailureLog, Gatekeeper};
 use crate::budget::Budget;
-use crate::config::{ChapConfig, Config, DigestChoice, LunSpec, Params, StoreSpec, TargetConfig};
-use crate::identity;
+use crate::config::{ChapConfig, Config};
+use crate::policy::{auth_policy, login_config};
+use crate::provision::{build_target, SetupError, WrapStore};
 use crate::session::Session;
-use arc_swap::ArcSwap;
-use isoe_scsi::{LogicalUnit, LunConfig};
-use isoe_store::{BlockStore, FileStore, MemoryStore, Store};
+use crate::target::Target;
+use isoe_scsi::LogicalUnit;
 use isoe_wire::chap::{ChallengeLog, CHALLENGE_LOG_CAPACITY};
-use isoe_wire::login::{Admission, AuthPolicy, LoginFailure, LoginPolicy, TargetLoginConfig};
-use isoe_wire::negotiate::{Digest, SessionType};
+use isoe_wire::login::{Admission, LoginFailure, LoginPolicy};
+use isoe_wire::negotiate::SessionType;
 use isoe_wire::pdu::login_status;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use thiserror::Error;
-
-/// Why the target could not be set up from its configuration.
-#[derive(Debug, Error)]
-pub enum SetupError {
-    /// A LUN's store could not be opened or created.
-    #[error("target {target}, LUN {lun}: {source}")]
-    Store {
-        /// Target IQN.
-        target: String,
-        /// LUN number.
-        lun: u16,
-        /// What the store said.
-        source: isoe_store::StoreError,
-    },
-    /// A LUN's settings are not valid for the SCSI layer.
-    #[error("target {target}, LUN {lun}: {source}")]
-    Lun {
-        /// Target IQN.
-        target: String,
-        /// LUN number.
-        lun: u16,
-        /// What is wrong.
-        source: isoe_scsi::ConfigError,
-    },
-    /// A LUN's store holds less than one logical block.
-    #[error(
-        "target {target}, LUN {lun}: the store holds {size_bytes} bytes, \
-         less than one block of {block_size}"
-    )]
-    NoBlocks {
-        /// Target IQN.
-        target: String,
-        /// LUN number.
-        lun: u16,
-        /// The store's size.
-        size_bytes: u64,
-        /// The LUN's logical block size.
-        block_size: u32,
-    },
-    /// A file LUN's `size` is smaller than its file: a LUN never shrinks
-    /// at start, where nothing could ask whether the tail may go.
-    #[error(
-        "target {target}, LUN {lun}: size {} is smaller than its file {}, {}; a file LUN \
-         never shrinks at start: give the file's size (or none), and shrink it on the running \
-         target with `isoe admin reload --force`",
-        isoe_size::describe_bytes(*size_bytes),
-        path.display(),
-        isoe_size::describe_bytes(*file_bytes)
-    )]
-    FileLarger {
-        /// Target IQN.
-        target: String,
-        /// LUN number.
-        lun: u16,
-        /// The file.
-        path: std::path::PathBuf,
-        /// The configured size.
-        size_bytes: u64,
-        /// The file's size.
-        file_bytes: u64,
-    },
-    /// A LUN's persisted identity could not be read or written, or its
-    /// backing file vanished after it was provisioned.
-    #[error("target {target}, LUN {lun}: {source}")]
-    Identity {
-        /// Target IQN.
-        target: String,
-        /// LUN number.
-        lun: u16,
-        /// What went wrong.
-        source: identity::IdentityError,
-    },
-}
-
-/// Who may log into a target and how its sessions are set up: what the
-/// control plane and a reload change while sessions run. Read at login and
-/// discovery only, never on the command path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Policy {
-    /// TargetAlias, if any.
-    pub alias: Option<String>,
-    /// Initiators allowed to see and log into it (empty: all).
-    pub allowed_initiators: Vec<String>,
-    /// CHAP required of logins to it, if any.
-    pub chap: Option<ChapConfig>,
-    /// iSCSI parameters for sessions to it.
-    pub params: Params,
-}
-
-impl Policy {
-    /// True when `initiator` may see and use the target.
-    pub fn admits(&self, initiator: &str) -> bool {
-        self.allowed_initiators.is_empty() || self.allowed_initiators.iter().any(|a| a == initiator)
-    }
-}
-
-/// A target's logical units at one moment, by ascending LUN. A command
-/// borrows the table it started with (see [`Target::luns`]); a LUN added
-/// or removed meanwhile is in the next table.
-#[derive(Debug, Default)]
-pub struct LunTable {
-    luns: Vec<(u16, Arc<LogicalUnit>)>,
-    numbers: Vec<u16>,
-}
-
-impl LunTable {
-    fn new(mut luns: Vec<(u16, Arc<LogicalUnit>)>) -> LunTable {
-        luns.sort_by_key(|(n, _)| *n);
-        let numbers = luns.iter().map(|(n, _)| *n).collect();
-        LunTable { luns, numbers }
-    }
-
-    /// Every logical unit, by ascending LUN.
-    pub fn units(&self) -> impl Iterator<Item = &Arc<LogicalUnit>> {
-        self.luns.iter().map(|(_, lu)| lu)
-    }
-
-    /// The logical unit with number `number`.
-    pub fn lun(&self, number: u16) -> Option<&Arc<LogicalUnit>> {
-        self.luns
-            .binary_search_by_key(&number, |(n, _)| *n)
-            .ok()
-            .map(|i| &self.luns[i].1)
-    }
-
-    /// All LUN numbers, ascending (REPORT LUNS).
-    pub fn numbers(&self) -> &[u16] {
-        &self.numbers
-    }
-
-    /// The unit whose NAA designator is `naa` (EXTENDED COPY's targets).
-    pub fn unit_by_naa(&self, naa: &[u8]) -> Option<Arc<LogicalUnit>> {
-        self.units().find(|lu| lu.config().naa[..] == *naa).cloned()
-    }
-}
-
-/// One iSCSI target node with its logical units. Its name is fixed; its
-/// [`Policy`] and its LUNs change while it serves (the control plane,
-/// SIGHUP).
-#[derive(Debug)]
-pub struct Target {
-    /// The target's iSCSI name.
-    pub name: String,
-    policy: RwLock<Arc<Policy>>,
-    /// Swapped whole when a LUN comes or goes. A command's load takes no
-    /// lock and touches no reference count shared with other threads
-    /// (arc-swap's per-thread debt slots; datapath rule 4).
-    luns: ArcSwap<LunTable>,
-}
-
-impl Target {
-    /// A target with `policy` and `luns`.
-    pub fn new(name: String, policy: Policy, luns: Vec<(u16, Arc<LogicalUnit>)>) -> Target {
-        Target {
-            name,
-            policy: RwLock::new(Arc::new(policy)),
-            luns: ArcSwap::from_pointee(LunTable::new(luns)),
-        }
-    }
-
-    /// The LUN table now; hold it for the length of one command.
-    pub fn luns(&self) -> arc_swap::Guard<Arc<LunTable>> {
-        self.luns.load()
-    }
-
-    /// The LUN table now, as an owned handle (work that leaves the thread).
-    pub fn luns_full(&self) -> Arc<LunTable> {
-        self.luns.load_full()
-    }
-
-    /// Replaces the LUN table: `change` gets the units now and returns the
-    /// new set. Callers serialize changes (the control plane's lock).
-    pub fn replace_luns(&self, change: impl FnOnce(&LunTable) -> Vec<(u16, Arc<LogicalUnit>)>) {
-        let now = self.luns.load_full();
-        self.luns.store(Arc::new(LunTable::new(change(&now))));
-    }
-
-    /// The policy now.
-    pub fn policy(&self) -> Arc<Policy> {
-        Arc::clone(&self.policy.read().unwrap_or_else(|e| e.into_inner()))
-    }
-
-    /// Replaces the policy; logins from now on see the new one.
-    pub fn set_policy(&self, policy: Policy) {
-        *self.policy.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(policy);
-    }
-
-    /// True when `initiator` may see and use this target.
-    pub fn admits(&self, initiator: &str) -> bool {
-        self.policy().admits(initiator)
-    }
-}
 
 /// Key under which a session is known: ISID reuse by the same initiator on
 /// the same target through the same portal group reinstates the session
@@ -278,224 +85,11 @@ fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     lock.write().unwrap_or_else(|e| e.into_inner())
 }
 
-fn digest_list(choices: &[DigestChoice]) -> Vec<Digest> {
-    choices
-        .iter()
-        .map(|c| match c {
-            DigestChoice::None => Digest::None,
-            DigestChoice::Crc32c => Digest::Crc32c,
-        })
-        .collect()
-}
-
-/// Builds the login settings of a target's sessions from its parameters.
-pub fn login_config(params: &Params, portal_group_tag: u16) -> TargetLoginConfig {
-    TargetLoginConfig {
-        max_recv_data_segment_length: params.max_recv_data_segment_length,
-        max_burst_length: params.max_burst_length,
-        first_burst_length: params.first_burst_length,
-        max_connections: params.max_connections,
-        max_outstanding_r2t: params.max_outstanding_r2t,
-        initial_r2t: params.initial_r2t,
-        immediate_data: params.immediate_data,
-        header_digest: digest_list(&params.header_digest),
-        data_digest: digest_list(&params.data_digest),
-        default_time2wait: 2,
-        default_time2retain: 0,
-        target_portal_group_tag: portal_group_tag,
-        error_recovery_level: 0,
-    }
-}
-
-/// What a login must prove under `chap` (RFC 7143 §12.1.3).
-pub fn auth_policy(chap: Option<&ChapConfig>) -> AuthPolicy {
-    match chap {
-        None => AuthPolicy::None,
-        Some(c) => AuthPolicy::Chap {
-            initiator_user: c.user.clone(),
-            initiator_secret: c.secret.clone(),
-            mutual: c.mutual.clone(),
-            algorithms: c.algorithms.clone(),
-        },
-    }
-}
-
-/// An opened store, and the RBD image under it when it is one (its
-/// gateways share the unit's reservations through the cluster).
-type Opened = (Arc<dyn Store>, Option<Arc<isoe_rbd::RbdStore>>);
-
-fn open_store(spec: &StoreSpec, read_only: bool) -> Result<Opened, isoe_store::StoreError> {
-    if let StoreSpec::Rbd(spec) = spec {
-        let image = Arc::new(isoe_rbd::RbdStore::open(spec)?);
-        return Ok((Arc::clone(&image) as Arc<dyn Store>, Some(image)));
-    }
-    let store: Arc<dyn Store> = match spec {
-        StoreSpec::Memory { size_bytes, .. } => Arc::new(MemoryStore::try_new(*size_bytes)?),
-        StoreSpec::File { path, size_bytes } if read_only && size_bytes.is_none() => {
-            Arc::new(FileStore::open_read_only(path)?)
-        }
-        StoreSpec::File { path, size_bytes } => Arc::new(FileStore::open(path, *size_bytes)?),
-        StoreSpec::Block { path } => Arc::new(BlockStore::open(path, read_only)?),
-        StoreSpec::Rbd(_) => unreachable!("opened above"),
-    };
-    Ok((store, None))
-}
-
-/// Wraps a LUN's store as it is opened, given the target's name and the
-/// LUN: how tests put a slow or failing store under a running target.
-pub type WrapStore<'a> = &'a dyn Fn(&str, u16, Arc<dyn Store>) -> Arc<dyn Store>;
-
-/// Opens one LUN's store and builds its logical unit: the identity comes
-/// from `state_dir` (made the first time), the backing file must not have
-/// vanished since it was provisioned.
-pub fn build_lun(
-    config: &Config,
-    target: &str,
-    spec: &LunSpec,
-    wrap: WrapStore<'_>,
-) -> Result<Arc<LogicalUnit>, SetupError> {
-    let identity_error = |source| SetupError::Identity {
-        target: target.to_string(),
-        lun: spec.number,
-        source,
-    };
-    // The configuration checked this too; the file may have gone since.
-    identity::check_backing_file(config.state_dir.as_deref(), target, spec)
-        .map_err(identity_error)?;
-    let store_error = |source| SetupError::Store {
-        target: target.to_string(),
-        lun: spec.number,
-        source,
-    };
-    if let StoreSpec::File {
-        path,
-        size_bytes: Some(size_bytes),
-    } = &spec.store
-    {
-        let file_bytes = std::fs::metadata(path).map_or(0, |m| m.len());
-        if file_bytes > *size_bytes {
-            return Err(SetupError::FileLarger {
-                target: target.to_string(),
-                lun: spec.number,
-                path: path.clone(),
-                size_bytes: *size_bytes,
-                file_bytes,
-            });
-        }
-    }
-    let (store, image) = open_store(&spec.store, spec.read_only).map_err(store_error)?;
-    let store = wrap(target, spec.number, store);
-    unit_over(config, target, spec, store, image)
-}
-
-/// Builds LUN `spec` of `target` over `store`, already open (a new one, or
-/// the store of the unit it replaces, whose data it keeps): the identity
-/// comes from `state_dir`; `image`, when the store is an RBD image, shares
-/// the unit's reservations with its other gateways.
-pub fn unit_over(
-    config: &Config,
-    target: &str,
-    spec: &LunSpec,
-    store: Arc<dyn Store>,
-    image: Option<Arc<isoe_rbd::RbdStore>>,
-) -> Result<Arc<LogicalUnit>, SetupError> {
-    let identity_error = |source| SetupError::Identity {
-        target: target.to_string(),
-        lun: spec.number,
-        source,
-    };
-    let store_error = |source| SetupError::Store {
-        target: target.to_string(),
-        lun: spec.number,
-        source,
-    };
-    if store.size_bytes() < u64::from(spec.block_size) {
-        return Err(SetupError::NoBlocks {
-            target: target.to_string(),
-            lun: spec.number,
-            size_bytes: store.size_bytes(),
-            block_size: spec.block_size,
-        });
-    }
-    let id = identity::resolve(config.state_dir.as_deref(), target, spec, store.identity())
-        .map_err(identity_error)?;
-    let product = match spec.store {
-        StoreSpec::Memory { .. } => "MEMORY",
-        StoreSpec::File { .. } => "FILE",
-        StoreSpec::Block { .. } => "BLOCK",
-        StoreSpec::Rbd(_) => "RBD",
-    };
-    let lun_config = LunConfig {
-        read_only: spec.read_only,
-        block_size: spec.block_size,
-        physical_block_size: spec.physical_block_size,
-        sanitize_bytes_per_s: spec.sanitize_bytes_per_s,
-        vendor: "ISOE".into(),
-        product: product.into(),
-        revision: env!("CARGO_PKG_VERSION")
-            .chars()
-            .filter(|c| *c != '.')
-            .take(4)
-            .collect(),
-        unit_serial: id.serial,
-        naa: id.naa,
-        target_name: target.to_string(),
-        lun_number: spec.number,
-        // An image's reservations live in its cluster, shared by its gateways.
-        reservations_file: config
-            .state_dir
-            .as_deref()
-            .filter(|_| image.is_none())
-            .map(|dir| identity::reservations_file(dir, target, spec.number)),
-    };
-    lun_config.validate().map_err(|source| SetupError::Lun {
-        target: target.to_string(),
-        lun: spec.number,
-        source,
-    })?;
-    let lu = Arc::new(LogicalUnit::new(store, lun_config));
-    lu.set_offline(spec.offline);
-    if let Some(image) = image {
-        let local = config.port_groups().iter().map(|g| g.id).collect();
-        crate::gateways::share(&lu, &image, local).map_err(|message| {
-            store_error(isoe_store::StoreError::Remote {
-                what: format!("rbd image {}", image.name()),
-                message: format!("sharing its reservations: {message}"),
-            })
-        })?;
-    }
-    Ok(lu)
-}
-
-/// The [`Policy`] a target's configuration asks for.
-pub fn policy_of(t: &TargetConfig) -> Policy {
-    Policy {
-        alias: t.alias.clone(),
-        allowed_initiators: t.allowed_initiators.clone(),
-        chap: t.chap.clone(),
-        params: t.params.clone(),
-    }
-}
-
-/// Builds a target and opens its LUNs' stores.
-pub fn build_target(
-    config: &Config,
-    t: &TargetConfig,
-    wrap: WrapStore<'_>,
-) -> Result<Target, SetupError> {
-    let luns = t
-        .luns
-        .iter()
-        .map(|spec| Ok((spec.number, build_lun(config, &t.name, spec, wrap)?)))
-        .collect::<Result<Vec<_>, SetupError>>()?;
-    Ok(Target::new(t.name.clone(), policy_of(t), luns))
-}
-
 /// Makes `lu` LUN `number` of `target`, in place of any unit of that number.
 fn swap_in(target: &Target, number: u16, lu: &Arc<LogicalUnit>) {
     target.replace_luns(|now| {
         let mut luns: Vec<_> = now
-            .luns
+            .entries()
             .iter()
             .filter(|(n, _)| *n != number)
             .cloned()
@@ -635,7 +229,7 @@ impl Server {
         for target in self.targets() {
             let numbers: Vec<u16> = target
                 .luns()
-                .luns
+                .entries()
                 .iter()
                 .filter(|(_, lu)| std::ptr::eq(Arc::as_ptr(lu), old))
                 .map(|(n, _)| *n)
@@ -684,7 +278,7 @@ impl Server {
         let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         let removed = target.luns().lun(number).cloned()?;
         target.replace_luns(|now| {
-            now.luns
+            now.entries()
                 .iter()
                 .filter(|(n, _)| *n != number)
                 .cloned()

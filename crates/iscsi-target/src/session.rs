@@ -6,7 +6,7 @@
 //! (ARCHITECTURE.md, datapath rule 4); a single-connection session takes it
 //! uncontended.
 
-use crate::registry::Target;
+use crate::target::Target;
 use isoe_scsi::Nexus;
 use isoe_wire::negotiate::SessionParams;
 use isoe_wire::pdu::Lun;
@@ -75,7 +75,7 @@ pub struct ConnInfo {
     /// The portal it came in on.
     pub local: std::net::SocketAddr,
     /// When its login completed.
-    pub since: std::time::SystemTime,
+    pub since: std::time::Instant,
     /// HeaderDigest=CRC32C was negotiated.
     pub header_digest: bool,
     /// DataDigest=CRC32C was negotiated.

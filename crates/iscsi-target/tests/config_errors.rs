@@ -4,6 +4,8 @@
 //! points there; a handful spell the expected line number out.
 
 use isoe_target::config::{Config, ConfigError, StoreSpec};
+use isoe_target::provision::{check_stores, check_stores_with_ram};
+use std::path::Path;
 
 const TARGET: &str = "[[target]]\nname = \"iqn.2026-11.io.isoe:t\"\n";
 
@@ -472,7 +474,10 @@ fn missing_file_needs_a_size() {
     let path = dir.path().join("isoe.toml");
     let text = with_target("[[target.lun]]\nnumber = 0\nfile = \"absent.img\" # <-\n");
     std::fs::write(&path, &text).unwrap();
-    let err = Config::load(&path).unwrap_err().to_string();
+    let err = Config::load(&path)
+        .and_then(|config| check_stores(&config))
+        .unwrap_err()
+        .to_string();
     let expected = format!(
         "{}:5: target[0].lun[0].file: {} does not exist; give `size`",
         path.display(),
@@ -678,9 +683,21 @@ fn limits_out_of_range_name_their_key() {
 
 const GIB: u64 = 1 << 30;
 
+/// `text` read as from `source`, its LUNs' stores checked as before they
+/// are provisioned on a machine with `ram_bytes`.
+fn provisioned(
+    text: &str,
+    source: Option<&Path>,
+    ram_bytes: Option<u64>,
+) -> Result<Config, ConfigError> {
+    let config = Config::parse(text, source)?;
+    check_stores_with_ram(&config, ram_bytes)?;
+    Ok(config)
+}
+
 /// The error for `text` read as `isoe.toml` on a machine with `ram_bytes`.
 fn error_with_ram(text: &str, ram_bytes: Option<u64>) -> ConfigError {
-    match Config::parse_with_ram(text, Some(std::path::Path::new("isoe.toml")), ram_bytes) {
+    match provisioned(text, Some(Path::new("isoe.toml")), ram_bytes) {
         Ok(config) => panic!("accepted:\n{text}\n{config:?}"),
         Err(e) => e,
     }
@@ -715,7 +732,7 @@ fn a_memory_lun_above_16_tib_is_refused_whatever_the_ram() {
         }
     }
     let largest = with_target(&memory_lun(0, "16TiB", "\novercommit = true"));
-    assert!(Config::parse_with_ram(&largest, None, Some(GIB)).is_ok());
+    assert!(provisioned(&largest, None, Some(GIB)).is_ok());
 }
 
 #[test]
@@ -750,7 +767,7 @@ fn memory_luns_must_fit_in_ram_together_unless_overcommitted() {
         memory_lun(1, "64GiB", "\novercommit = true"),
         memory_lun(2, "3GiB", "")
     ));
-    let config = Config::parse_with_ram(&overcommitted, None, ram).unwrap();
+    let config = provisioned(&overcommitted, None, ram).unwrap();
     let flags: Vec<_> = config.targets[0]
         .luns
         .iter()
@@ -761,7 +778,7 @@ fn memory_luns_must_fit_in_ram_together_unless_overcommitted() {
         .collect();
     assert_eq!(flags, [false, true, false]);
     // With the RAM unknown, only the fixed bound applies.
-    assert!(Config::parse_with_ram(&one, None, None).is_ok());
+    assert!(provisioned(&one, None, None).is_ok());
 }
 
 #[test]
@@ -786,7 +803,9 @@ fn a_file_or_device_smaller_than_one_block_is_refused() {
     let config = dir.path().join("isoe.toml");
     let refused = |lun: &str, key: &str, needle: &str| {
         let text = with_target(lun);
-        let shown = Config::parse(&text, Some(&config)).unwrap_err().to_string();
+        let shown = provisioned(&text, Some(&config), None)
+            .unwrap_err()
+            .to_string();
         let line = marked_line(&text);
         let prefix = format!("{}:{line}: {key}: ", config.display());
         assert!(
@@ -818,7 +837,7 @@ fn a_file_or_device_smaller_than_one_block_is_refused() {
         "[[target.lun]]\nnumber = 0\nfile = \"empty.img\"\nsize = \"1MiB\"\n",
     ] {
         let text = format!("state_dir = \"state\"\n{}", with_target(lun));
-        assert!(Config::parse(&text, Some(&config)).is_ok(), "{text}");
+        assert!(provisioned(&text, Some(&config), None).is_ok(), "{text}");
     }
     // A file that shrinks after the configuration was read is refused at
     // the start.
@@ -832,7 +851,7 @@ fn a_file_or_device_smaller_than_one_block_is_refused() {
     assert!(
         matches!(
             error,
-            isoe_target::registry::SetupError::NoBlocks {
+            isoe_target::provision::SetupError::NoBlocks {
                 lun: 0,
                 size_bytes: 100,
                 block_size: 512,

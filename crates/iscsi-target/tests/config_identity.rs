@@ -4,7 +4,7 @@
 
 use isoe_target::config::{Config, ConfigError, LunSpec, StoreSpec};
 use isoe_target::identity::{check_backing_file, resolve, state_file, IdentityError, LunIdentity};
-use isoe_target::registry::SetupError;
+use isoe_target::provision::{check_stores, SetupError};
 use isoe_target::Server;
 use std::path::PathBuf;
 
@@ -272,9 +272,13 @@ fn file_lun_config(dir: &std::path::Path, lun_keys: &str) -> String {
     text
 }
 
+/// The configuration `dir/isoe.toml`, read and its LUNs' stores checked
+/// as before they are provisioned.
 fn parse(dir: &std::path::Path) -> Result<Config, ConfigError> {
     let path = dir.join("isoe.toml");
-    Config::parse(&std::fs::read_to_string(&path).unwrap(), Some(&path))
+    let config = Config::parse(&std::fs::read_to_string(&path).unwrap(), Some(&path))?;
+    check_stores(&config)?;
+    Ok(config)
 }
 
 #[test]

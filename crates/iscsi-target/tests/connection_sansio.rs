@@ -145,7 +145,9 @@ impl Wire {
     /// What the target sent, decoded with the digests of `limits`.
     fn take_output_with(&mut self, limits: FrameLimits) -> Vec<(Pdu, Vec<u8>)> {
         let mut sent = Vec::new();
-        self.conn.flush(&mut sent).expect("flush to a Vec");
+        self.conn
+            .flush(&mut sent, self.now)
+            .expect("flush to a Vec");
         let mut rest = &sent[..];
         let mut pdus = Vec::new();
         while !rest.is_empty() {
@@ -943,7 +945,7 @@ fn solicited_data_that_never_comes_ends_the_connection() {
     assert_eq!(w.conn.handle_tick(later), Flow::Continue);
     let late = w.now + isoe_target::connection::DATA_OUT_WAIT;
     assert_eq!(w.conn.handle_tick(late), Flow::Close);
-    w.conn.detach();
+    w.conn.detach(late);
     assert_eq!(server.write_budget.held(), 0, "the budget is given back");
 }
 

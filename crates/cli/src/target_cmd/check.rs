@@ -33,7 +33,7 @@ impl Findings {
 /// `listen` replacing its portals, as `isoe target` would start it.
 pub fn run(path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
     let config = match path {
-        Some(path) => Config::read_file(path).map(|(_, config)| config),
+        Some(path) => Config::read_file(path).and_then(|(_, config)| super::checked(config)),
         None => Ok(Config::embedded_default()),
     };
     let mut config = match config {

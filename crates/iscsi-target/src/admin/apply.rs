@@ -13,7 +13,10 @@
 use super::lun_change::{self, PlanError, Planned, WouldLose};
 use crate::config::{Config, LunSpec, TargetConfig};
 use crate::driver::{Handle, StartError};
-use crate::registry::{build_lun, build_target, policy_of, Server, SetupError, Target};
+use crate::policy::policy_of;
+use crate::provision::{build_lun, build_target, SetupError};
+use crate::registry::Server;
+use crate::target::Target;
 use isoe_scsi::LogicalUnit;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;

@@ -14,7 +14,7 @@
 //! NOT READY TO READY CHANGE, MEDIUM MAY HAVE CHANGED.
 
 use crate::config::{Config, LunSpec, StoreSpec};
-use crate::registry::{build_lun, unit_over, SetupError};
+use crate::provision::{build_lun, unit_over, SetupError};
 use isoe_scsi::{LogicalUnit, Sense};
 use isoe_size::describe_bytes;
 use isoe_store::FileStore;

@@ -27,15 +27,23 @@
 pub mod apply;
 pub mod edit;
 pub mod lun_change;
+pub mod protocol;
 pub mod save;
 pub mod socket;
 
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, TargetConfig};
 use crate::driver::Handle;
 use crate::registry::Server;
+use crate::session::Session;
+use crate::target::Target;
 use edit::Edit;
+use protocol::{
+    to_json, Answer, Changed, ConnectionDetail, ConnectionStatus, Counted, Keys, Listed, LoggedOut,
+    LunStatus, Nothing, PortalStatus, Request, SessionParameters, SessionStatus, Shown, Status,
+    TargetStatus,
+};
 use save::{SaveError, Staged};
-use serde_json::{json, Value as Json};
+use serde_json::Value as Json;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -179,6 +187,7 @@ impl Admin {
     ) -> Result<Outcome, AdminError> {
         let text = doc.to_string();
         let mut new = Config::parse(&text, state.path.as_deref()).map_err(AdminError::Config)?;
+        crate::provision::check_stores(&new).map_err(AdminError::Config)?;
         if let Some(listen) = &state.listen {
             new.set_portals(listen.clone());
         }
@@ -222,100 +231,35 @@ impl Admin {
     }
 
     /// Targets, LUNs, portals, sessions and connections, for `isoe admin list`.
-    pub fn list(&self) -> Json {
+    pub fn list(&self) -> Status {
         let state = self.state();
-        let now = std::time::SystemTime::now();
+        let now = std::time::Instant::now();
         let sessions = self.server.sessions();
-        let targets: Vec<Json> = self
+        let targets = self
             .server
             .targets()
             .iter()
             .map(|t| {
-                let policy = t.policy();
                 let specs = state.config.targets.iter().find(|c| c.name == t.name);
-                let luns: Vec<Json> = t
-                    .luns()
-                    .units()
-                    .map(|lu| {
-                        let c = lu.config();
-                        let spec =
-                            specs.and_then(|s| s.luns.iter().find(|l| l.number == c.lun_number));
-                        json!({
-                            "number": c.lun_number,
-                            "store": spec.map(apply_describe),
-                            "size_bytes": lu.store().size_bytes(),
-                            "block_size": c.block_size,
-                            "read_only": c.read_only,
-                            "offline": lu.is_offline(),
-                            "serial": c.unit_serial,
-                            "naa": hex(&c.naa),
-                        })
-                    })
-                    .collect();
-                json!({
-                    "name": t.name,
-                    "alias": policy.alias,
-                    "allowed_initiators": policy.allowed_initiators,
-                    "chap_user": policy.chap.as_ref().map(|c| c.user.clone()),
-                    "mutual_chap": policy.chap.as_ref().is_some_and(|c| c.mutual.is_some()),
-                    "luns": luns,
-                    "sessions": sessions.iter().filter(|s| s.is_on(t)).count(),
-                })
+                target_status(t, specs, &sessions)
             })
             .collect();
-        let sessions: Vec<Json> = sessions
-            .iter()
-            .map(|s| {
-                let connections: Vec<Json> = s
-                    .connections()
-                    .into_iter()
-                    .map(|(cid, info)| match info {
-                        Some(i) => json!({
-                            "cid": cid,
-                            "initiator_address": i.peer.to_string(),
-                            "portal": i.local.to_string(),
-                            "age_s": now.duration_since(i.since).map_or(0, |d| d.as_secs()),
-                            "header_digest": if i.header_digest { "CRC32C" } else { "None" },
-                            "data_digest": if i.data_digest { "CRC32C" } else { "None" },
-                            "max_recv_data_segment_length": i.max_recv_data_segment_length,
-                            "max_send_data_segment_length": i.max_send_data_segment_length,
-                            "commands_in_flight": i.in_flight.load(std::sync::atomic::Ordering::Relaxed),
-                        }),
-                        None => json!({ "cid": cid }),
-                    })
-                    .collect();
-                let p = &s.params;
-                json!({
-                    "tsih": s.tsih,
-                    "isid": hex(&s.isid),
-                    "initiator": s.initiator_name,
-                    "target": s.target.as_ref().map(|t| t.name.clone()),
-                    "type": if s.target.is_some() { "normal" } else { "discovery" },
-                    "parameters": {
-                        "max_connections": p.max_connections,
-                        "initial_r2t": p.initial_r2t,
-                        "immediate_data": p.immediate_data,
-                        "max_burst_length": p.max_burst_length,
-                        "first_burst_length": p.first_burst_length,
-                        "max_outstanding_r2t": p.max_outstanding_r2t,
-                        "error_recovery_level": p.error_recovery_level,
-                    },
-                    "connections": connections,
-                })
-            })
-            .collect();
-        let portals: Vec<Json> = self
+        let sessions = sessions.iter().map(|s| session_status(s, now)).collect();
+        let portals = self
             .handle
             .bound()
             .iter()
-            .map(|(configured, local)| json!({"configured": configured.to_string(), "listening": local.to_string()}))
+            .map(|(configured, local)| PortalStatus {
+                configured: configured.to_string(),
+                listening: local.to_string(),
+            })
             .collect();
-        json!({
-            "config_file": state.path.as_ref().map(|p| p.display().to_string()),
-            "portals": portals,
-            "targets": targets,
-            "sessions": sessions,
-        })
+        Status {
+            config_file: state.path.as_ref().map(|p| p.display().to_string()),
+            portals,
+            targets,
+            sessions,
+        }
     }
 
     /// Ends the session with `tsih` (its connections close; the initiator
@@ -330,150 +274,197 @@ impl Admin {
         Ok(())
     }
 
-    /// Answers one request of the control socket's protocol (one JSON
-    /// object per line; see [`socket`]).
-    pub fn answer(&self, request: &Json) -> Json {
+    /// Answers one request of the control socket's protocol (see
+    /// [`protocol`]); the socket adds who answered.
+    pub fn answer(&self, request: &Request) -> Json {
         match self.dispatch(request) {
             Ok(reply) => reply,
-            Err(e) => json!({"ok": false, "error": e.to_string()}),
+            Err(e) => to_json(&Answer::refused(e.to_string())),
         }
     }
 
-    fn dispatch(&self, request: &Json) -> Result<Json, AdminError> {
-        let op = field_str(request, "op")?;
+    fn dispatch(&self, request: &Request) -> Result<Json, AdminError> {
         let changed = |outcome: Outcome| {
-            json!({
-                "ok": true,
-                "changes": outcome.applied.changes,
-                "at_restart": outcome.applied.at_restart,
-                "saved": outcome.saved.map(|p| p.display().to_string()),
-                "file": outcome.file,
-            })
+            to_json(&Answer::ok(Changed {
+                changes: outcome.applied.changes,
+                at_restart: outcome.applied.at_restart,
+                saved: outcome.saved.map(|p| p.display().to_string()),
+                file: outcome.file,
+            }))
         };
-        let edit = match op {
-            "show" => return Ok(json!({"ok": true, "config": self.show()})),
-            "stats" => {
-                let snapshot = crate::metrics::snapshot::snapshot(&self.server);
-                return Ok(json!({
-                    "ok": true,
-                    "counting": self.server.config.metrics.enabled,
-                    "stats": snapshot,
-                }));
+        let edit = match request {
+            Request::Hello => return Ok(to_json(&Answer::ok(Nothing {}))),
+            Request::Show => {
+                return Ok(to_json(&Answer::ok(Shown {
+                    config: self.show(),
+                })))
             }
-            "list" => return Ok(json!({"ok": true, "status": self.list()})),
-            "reload" => {
-                let force = request
-                    .get("force")
-                    .and_then(Json::as_bool)
-                    .unwrap_or(false);
-                return self.reload(force).map(changed);
+            Request::Stats => {
+                return Ok(to_json(&Answer::ok(Counted {
+                    counting: self.server.config.metrics.enabled,
+                    stats: crate::metrics::snapshot::snapshot(&self.server),
+                })))
             }
-            "logout" => {
-                let tsih = field_u64(request, "tsih")?;
-                let tsih = u16::try_from(tsih)
-                    .map_err(|_| AdminError::Request(format!("TSIH {tsih} is not 16 bits")))?;
-                self.logout(tsih)?;
-                return Ok(
-                    json!({"ok": true, "changes": [format!("session TSIH {tsih} logged out")]}),
-                );
+            Request::List { .. } => {
+                return Ok(to_json(&Answer::ok(Listed {
+                    status: self.list(),
+                })))
             }
-            "target-add" => Edit::TargetAdd {
-                name: field_str(request, "name")?.to_string(),
-                keys: keys(request)?,
-            },
-            "target-remove" => Edit::TargetRemove {
-                name: field_str(request, "name")?.to_string(),
-            },
-            "lun-add" => Edit::LunAdd {
-                target: field_str(request, "target")?.to_string(),
-                number: lun_number(request)?,
-                keys: keys(request)?,
-            },
-            "lun-remove" => Edit::LunRemove {
-                target: field_str(request, "target")?.to_string(),
-                number: lun_number(request)?,
-            },
-            "lun-offline" | "lun-online" => Edit::LunOffline {
-                target: field_str(request, "target")?.to_string(),
-                number: lun_number(request)?,
-                offline: op == "lun-offline",
-            },
-            "acl-add" => Edit::AclAdd {
-                target: field_str(request, "target")?.to_string(),
-                initiator: field_str(request, "initiator")?.to_string(),
-            },
-            "acl-remove" => Edit::AclRemove {
-                target: field_str(request, "target")?.to_string(),
-                initiator: field_str(request, "initiator")?.to_string(),
-                allow_all: request
-                    .get("allow_all")
-                    .and_then(Json::as_bool)
-                    .unwrap_or(false),
-            },
-            "chap-set" => Edit::ChapSet {
-                target: request
-                    .get("target")
-                    .and_then(Json::as_str)
-                    .map(str::to_string),
-                keys: keys(request)?,
-            },
-            "chap-clear" => Edit::ChapClear {
-                target: request
-                    .get("target")
-                    .and_then(Json::as_str)
-                    .map(str::to_string),
-            },
-            "portal-add" => Edit::PortalAdd {
-                address: field_str(request, "address")?.to_string(),
-            },
-            "portal-remove" => Edit::PortalRemove {
-                address: field_str(request, "address")?.to_string(),
-            },
-            other => {
-                return Err(AdminError::Request(format!("unknown request {other:?}")));
+            Request::Reload { force } => return self.reload(*force).map(changed),
+            Request::Logout { tsih } => {
+                self.logout(*tsih)?;
+                return Ok(to_json(&Answer::ok(LoggedOut {
+                    changes: vec![format!("session TSIH {tsih} logged out")],
+                })));
             }
+            Request::TargetAdd { name, keys } => Edit::TargetAdd {
+                name: name.clone(),
+                keys: toml_keys(keys)?,
+            },
+            Request::TargetRemove { name } => Edit::TargetRemove { name: name.clone() },
+            Request::LunAdd {
+                target: t,
+                number,
+                keys,
+            } => Edit::LunAdd {
+                target: t.clone(),
+                number: *number,
+                keys: toml_keys(keys)?,
+            },
+            Request::LunRemove { target: t, number } => Edit::LunRemove {
+                target: t.clone(),
+                number: *number,
+            },
+            Request::LunOffline { target: t, number }
+            | Request::LunOnline { target: t, number } => Edit::LunOffline {
+                target: t.clone(),
+                number: *number,
+                offline: matches!(request, Request::LunOffline { .. }),
+            },
+            Request::AclAdd {
+                target: t,
+                initiator,
+            } => Edit::AclAdd {
+                target: t.clone(),
+                initiator: initiator.clone(),
+            },
+            Request::AclRemove {
+                target: t,
+                initiator,
+                allow_all,
+            } => Edit::AclRemove {
+                target: t.clone(),
+                initiator: initiator.clone(),
+                allow_all: *allow_all,
+            },
+            Request::ChapSet { target: t, keys } => Edit::ChapSet {
+                target: t.clone(),
+                keys: toml_keys(keys)?,
+            },
+            Request::ChapClear { target: t } => Edit::ChapClear { target: t.clone() },
+            Request::PortalAdd { address } => Edit::PortalAdd {
+                address: address.clone(),
+            },
+            Request::PortalRemove { address } => Edit::PortalRemove {
+                address: address.clone(),
+            },
         };
         self.edit(&edit).map(changed)
     }
 }
 
-fn apply_describe(spec: &crate::config::LunSpec) -> String {
-    spec.store.describe()
+/// Target `t` for `isoe admin list`: its policy now, its LUNs (with the
+/// store its configuration `specs` gives each), its sessions among
+/// `sessions`.
+fn target_status(
+    t: &Arc<Target>,
+    specs: Option<&TargetConfig>,
+    sessions: &[Arc<Session>],
+) -> TargetStatus {
+    let policy = t.policy();
+    let luns = t
+        .luns()
+        .units()
+        .map(|lu| {
+            let c = lu.config();
+            let spec = specs.and_then(|s| s.luns.iter().find(|l| l.number == c.lun_number));
+            LunStatus {
+                number: c.lun_number,
+                store: spec.map(|spec| spec.store.describe()),
+                size_bytes: lu.store().size_bytes(),
+                block_size: c.block_size,
+                read_only: c.read_only,
+                offline: lu.is_offline(),
+                serial: c.unit_serial.clone(),
+                naa: hex(&c.naa),
+            }
+        })
+        .collect();
+    TargetStatus {
+        name: t.name.clone(),
+        alias: policy.alias.clone(),
+        allowed_initiators: policy.allowed_initiators.clone(),
+        chap_user: policy.chap.as_ref().map(|c| c.user.clone()),
+        mutual_chap: policy.chap.as_ref().is_some_and(|c| c.mutual.is_some()),
+        luns,
+        sessions: sessions.iter().filter(|s| s.is_on(t)).count(),
+    }
+}
+
+/// Session `s` and its connections for `isoe admin list`, their ages as
+/// of `now`.
+fn session_status(s: &Session, now: std::time::Instant) -> SessionStatus {
+    let digest = |on: bool| if on { "CRC32C" } else { "None" }.to_string();
+    let connections = s
+        .connections()
+        .into_iter()
+        .map(|(cid, info)| ConnectionStatus {
+            cid,
+            detail: info.map(|i| ConnectionDetail {
+                initiator_address: i.peer.to_string(),
+                portal: i.local.to_string(),
+                age_s: now.saturating_duration_since(i.since).as_secs(),
+                header_digest: digest(i.header_digest),
+                data_digest: digest(i.data_digest),
+                max_recv_data_segment_length: i.max_recv_data_segment_length,
+                max_send_data_segment_length: i.max_send_data_segment_length,
+                commands_in_flight: i.in_flight.load(std::sync::atomic::Ordering::Relaxed),
+            }),
+        })
+        .collect();
+    let p = &s.params;
+    SessionStatus {
+        tsih: s.tsih,
+        isid: hex(&s.isid),
+        initiator: s.initiator_name.clone(),
+        target: s.target.as_ref().map(|t| t.name.clone()),
+        kind: if s.target.is_some() {
+            "normal"
+        } else {
+            "discovery"
+        }
+        .into(),
+        parameters: SessionParameters {
+            max_connections: p.max_connections,
+            initial_r2t: p.initial_r2t,
+            immediate_data: p.immediate_data,
+            max_burst_length: p.max_burst_length,
+            first_burst_length: p.first_burst_length,
+            max_outstanding_r2t: p.max_outstanding_r2t,
+            error_recovery_level: p.error_recovery_level,
+        },
+        connections,
+    }
 }
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn field_str<'r>(request: &'r Json, name: &str) -> Result<&'r str, AdminError> {
-    request
-        .get(name)
-        .and_then(Json::as_str)
-        .ok_or_else(|| AdminError::Request(format!("the request needs {name:?} (a string)")))
-}
-
-fn field_u64(request: &Json, name: &str) -> Result<u64, AdminError> {
-    request
-        .get(name)
-        .and_then(Json::as_u64)
-        .ok_or_else(|| AdminError::Request(format!("the request needs {name:?} (a number)")))
-}
-
-fn lun_number(request: &Json) -> Result<u16, AdminError> {
-    let n = field_u64(request, "number")?;
-    u16::try_from(n).map_err(|_| AdminError::Request(format!("LUN {n} is out of range")))
-}
-
-/// The request's `keys` object as TOML values (strings, integers, floats,
-/// booleans and arrays of them).
-fn keys(request: &Json) -> Result<Vec<(String, toml_edit::Value)>, AdminError> {
-    let Some(map) = request.get("keys") else {
-        return Ok(Vec::new());
-    };
-    let Some(map) = map.as_object() else {
-        return Err(AdminError::Request("\"keys\" must be an object".into()));
-    };
-    map.iter()
+/// A request's `keys` as TOML values (strings, integers, floats, booleans
+/// and arrays of them).
+fn toml_keys(keys: &Keys) -> Result<Vec<(String, toml_edit::Value)>, AdminError> {
+    keys.iter()
         .map(|(k, v)| Ok((k.clone(), toml_value(k, v)?)))
         .collect()
 }

@@ -20,9 +20,10 @@ pub mod client;
 mod clients;
 mod directory;
 
+use super::protocol::{to_json, Answer, Nothing, Refusal, Request, ServerInfo, HELLO};
 use super::Admin;
 use clients::Clients;
-use serde_json::{json, Value as Json};
+use serde_json::Value as Json;
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -155,10 +156,10 @@ impl ControlSocket {
         }
         let listener = UnixListener::bind(path).map_err(io)?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
-        let server = json!({
-            "pid": std::process::id(),
-            "config_file": config_file.map(|p| p.display().to_string()),
-        });
+        let server = ServerInfo {
+            pid: std::process::id(),
+            config_file: config_file.map(|p| p.display().to_string()),
+        };
         let stop = Arc::new(AtomicBool::new(false));
         let clients = Clients::new(CLIENTS_MAX);
         let own = listener.try_clone().map_err(io)?;
@@ -212,15 +213,13 @@ fn holder(stream: &UnixStream) -> Option<Holder> {
     let _ = stream.set_read_timeout(Some(PROBE_WAIT));
     let _ = stream.set_write_timeout(Some(PROBE_WAIT));
     let mut answer = Vec::new();
-    let asked = (&*stream).write_all(b"{\"op\": \"hello\"}\n").is_ok()
+    let asked = (&*stream).write_all(HELLO).is_ok()
         && stream.take(64 << 10).read_to_end(&mut answer).is_ok();
     let said = asked
         .then(|| serde_json::from_slice::<Json>(&answer).ok())
-        .flatten();
-    let config_file = said
-        .as_ref()
-        .and_then(|a| a.get("server"))
-        .map(|server| server["config_file"].as_str().map(str::to_string));
+        .flatten()
+        .and_then(|answer| Answer::<Nothing>::from_json(&answer).ok());
+    let config_file = said.and_then(|a| a.server).map(|server| server.config_file);
     Some(Holder { pid, config_file })
 }
 
@@ -228,7 +227,7 @@ fn holder(stream: &UnixStream) -> Option<Holder> {
 struct Serving {
     admin: Arc<Admin>,
     /// The `"server"` member of every answer.
-    server: Json,
+    server: ServerInfo,
     stop: Arc<AtomicBool>,
     clients: Arc<Clients>,
 }
@@ -259,7 +258,7 @@ impl Serving {
         let error = format!(
             "the control socket serves {CLIENTS_MAX} clients at once and all are busy; try again"
         );
-        let _ = answer(stream, self.named(json!({"ok": false, "error": error})));
+        let _ = answer(stream, self.named(refusal(error)));
         // A request left unread when the socket closes makes the client's
         // next read fail (ECONNRESET): take what has come, without waiting.
         let _ = stream.shutdown(std::net::Shutdown::Write);
@@ -278,12 +277,12 @@ impl Serving {
             })
             .unwrap_or(false);
         let reply = if !allowed {
-            json!({"ok": false, "error": "the control socket serves only root and the target's own user"})
+            refusal("the control socket serves only root and the target's own user".into())
         } else {
             match read_request(stream, Instant::now() + REQUEST_DEADLINE) {
                 Ok(Some(line)) => self.reply(&line),
                 Ok(None) => return,
-                Err(refusal) => json!({"ok": false, "error": refusal}),
+                Err(why) => refusal(why),
             }
         };
         let _ = stream.set_write_timeout(Some(ANSWER_DEADLINE));
@@ -295,23 +294,31 @@ impl Serving {
             Ok(text) => text,
             Err(e) => {
                 let at = e.valid_up_to();
-                return json!({"ok": false, "error": format!("the request is not UTF-8 (byte {at} is not valid)")});
+                return refusal(format!("the request is not UTF-8 (byte {at} is not valid)"));
             }
         };
-        match serde_json::from_str::<Json>(text) {
-            Ok(request) if request["op"] == "hello" => json!({"ok": true}),
+        let request = match serde_json::from_str::<Json>(text) {
+            Ok(request) => request,
+            Err(e) => return refusal(format!("the request is not JSON: {e}")),
+        };
+        match serde_json::from_value::<Request>(request) {
             Ok(request) => self.admin.answer(&request),
-            Err(e) => json!({"ok": false, "error": format!("the request is not JSON: {e}")}),
+            Err(e) => refusal(e.to_string()),
         }
     }
 
     /// `reply` with the target's name in it.
     fn named(&self, mut reply: Json) -> Json {
         if let Json::Object(map) = &mut reply {
-            map.insert("server".into(), self.server.clone());
+            map.insert("server".into(), to_json(&self.server));
         }
         reply
     }
+}
+
+/// The answer refusing a request, for `why`.
+fn refusal(why: String) -> Json {
+    to_json(&Answer::<Refusal>::refused(why))
 }
 
 /// Reads one request line from `stream` by `deadline`: Ok(None) when the

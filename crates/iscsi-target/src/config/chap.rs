@@ -6,8 +6,9 @@
 //! [`isoe_wire::chap::Secret`], whose `Debug` shows nothing, and no error
 //! message quotes one.
 
-use super::{Field, Node, Reader, Table};
-use crate::config::ConfigError;
+use super::error::ConfigError;
+use super::reader::Reader;
+use isoe_config::{Field, Node, Table};
 use isoe_wire::chap::{ChapAlgorithm, Secret, SECRET_MIN_BYTES};
 use std::io::Read;
 use std::path::Path;

@@ -4,8 +4,9 @@
 //! installs the subscriber that writes them, and reads this table for it.
 //! `RUST_LOG`, when set, takes the place of `level`.
 
-use super::{Reader, Table};
-use crate::config::ConfigError;
+use super::error::ConfigError;
+use super::reader::Reader;
+use isoe_config::Table;
 use std::fmt;
 
 /// The `[log]` table; every key optional.

@@ -9,9 +9,14 @@
 //! `[[portal_group]]` may not then use tag 1, so that the file says in one
 //! place what group 1 is.
 
-use super::{Config, ConfigError, Field, Reader, DEFAULT_PORT};
+use super::error::ConfigError;
+use super::reader::Reader;
+use isoe_config::Field;
 use isoe_scsi::AccessState;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+/// The IANA-assigned iSCSI port, used for portals written without a port.
+pub const DEFAULT_PORT: u16 = 3260;
 
 /// The tag of the top-level `portals`, and of every portal when there is
 /// no `[[portal_group]]`.
@@ -34,7 +39,8 @@ pub struct PortalGroup {
     /// `tag`, 1..=65535: the target portal group tag, the relative target
     /// port identifier and the ALUA target port group of its portals.
     pub tag: u16,
-    /// Its portals, as indices into [`Config::portals`]; never empty.
+    /// Its portals, as indices into [`crate::config::Config::portals`];
+    /// never empty.
     pub portals: Vec<usize>,
     /// `alua_state`: what REPORT TARGET PORT GROUPS says of the group, and
     /// what commands through it may do; active/optimized by default.
@@ -52,52 +58,6 @@ impl PortalGroup {
             alua_state: AccessState::ActiveOptimized,
             preferred: false,
         }
-    }
-}
-
-impl Config {
-    /// The tag of the portal group holding `portals[index]`;
-    /// [`DEFAULT_PORTAL_GROUP_TAG`] for a portal no group lists.
-    pub fn portal_group_tag(&self, index: usize) -> u16 {
-        self.portal_groups
-            .iter()
-            .find(|g| g.portals.contains(&index))
-            .map_or(DEFAULT_PORTAL_GROUP_TAG, |g| g.tag)
-    }
-
-    /// Replaces every portal by `portals`, all in group 1, active/optimized
-    /// (what `isoe target --listen` does to a configuration's portals).
-    pub fn set_portals(&mut self, portals: Vec<SocketAddr>) {
-        self.portal_groups = vec![PortalGroup::default_group(portals.len())];
-        self.portals = portals;
-    }
-
-    /// The ALUA target port groups the SCSI layer reports: one per portal
-    /// group, holding one target port numbered as the group. A portal that
-    /// no group lists (portals replaced by hand) counts in group 1.
-    pub fn port_groups(&self) -> Vec<isoe_scsi::PortGroup> {
-        let mut groups: Vec<_> = self
-            .portal_groups
-            .iter()
-            .map(|g| isoe_scsi::PortGroup {
-                id: g.tag,
-                state: g.alua_state,
-                preferred: g.preferred,
-                relative_ports: vec![g.tag],
-            })
-            .collect();
-        let ungrouped = (0..self.portals.len())
-            .map(|i| self.portal_group_tag(i))
-            .any(|tag| !groups.iter().any(|g| g.id == tag));
-        if ungrouped {
-            groups.push(isoe_scsi::PortGroup {
-                id: DEFAULT_PORTAL_GROUP_TAG,
-                state: AccessState::ActiveOptimized,
-                preferred: false,
-                relative_ports: vec![DEFAULT_PORTAL_GROUP_TAG],
-            });
-        }
-        groups
     }
 }
 

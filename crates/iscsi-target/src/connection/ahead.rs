@@ -19,51 +19,6 @@ use isoe_wire::pdu::tmf;
 /// a bound on the work a wake-up does.
 const FRAMES_MAX: usize = 64;
 
-/// PDUs handled ahead and not yet reached, and commands ended ahead of
-/// their turn: a bound on what a peer can make us remember.
-const MARKS_MAX: usize = 32;
-
-/// What was delivered ahead of a waiting command.
-#[derive(Debug, Default)]
-pub(super) struct Ahead {
-    /// Places in the stream (bytes since the connection began) of the
-    /// PDUs handled ahead, oldest first.
-    handled: VecDeque<u64>,
-    /// Initiator task tags of commands a function handled ahead ended.
-    ended: Vec<u32>,
-}
-
-impl Ahead {
-    /// Whether the PDU at `at` was handled ahead (and forgets it: it is
-    /// reached now).
-    pub(super) fn reached(&mut self, at: u64) -> bool {
-        if self.handled.front() == Some(&at) {
-            self.handled.pop_front();
-            return true;
-        }
-        false
-    }
-
-    /// Whether the command tagged `initiator_task_tag` was ended by a
-    /// function handled ahead of it (and forgets it).
-    pub(super) fn take_ended(&mut self, initiator_task_tag: u32) -> bool {
-        let Some(i) = self.ended.iter().position(|t| *t == initiator_task_tag) else {
-            return false;
-        };
-        self.ended.swap_remove(i);
-        true
-    }
-
-    /// Whether anything was ended ahead: the command path's one check.
-    pub(super) fn any_ended(&self) -> bool {
-        !self.ended.is_empty()
-    }
-
-    fn full(&self) -> bool {
-        self.handled.len() + self.ended.len() >= MARKS_MAX
-    }
-}
-
 /// A command waiting in the input, as a task management function sees it.
 struct Waiting {
     initiator_task_tag: u32,

@@ -7,15 +7,6 @@ use crate::log::LoginStatus;
 use isoe_wire::login::status_description;
 use isoe_wire::login::{Admission, LoginFailure, LoginPolicy};
 
-pub(super) struct LoginPhase {
-    pub(super) machine: TargetLogin,
-    pub(super) first_request: Option<LoginRequest>,
-    /// The InitiatorName the login text gave, for the log.
-    pub(super) initiator: Option<String>,
-    /// The TargetName the login text gave, for the log.
-    pub(super) target: Option<String>,
-}
-
 /// Longest iSCSI name (RFC 7143 §4.2.7.1); a longer one is cut in the log.
 const NAME_BYTES_MAX: usize = 223;
 
@@ -61,15 +52,8 @@ impl LoginPolicy for ThroughPortalGroup<'_> {
     }
 }
 
-/// A login failure's answer held back ([`crate::admission::FailureLog`]).
-pub(super) struct HeldAnswer {
-    pub(super) response: isoe_wire::pdu::LoginResponse,
-    pub(super) data: Vec<u8>,
-    pub(super) until: Instant,
-}
-
 impl Connection {
-    pub(super) fn login(&mut self, pdu: Pdu, data: &[u8]) -> Flow {
+    pub(super) fn login(&mut self, pdu: Pdu, data: &[u8], now: Instant) -> Flow {
         let Pdu::LoginRequest(req) = pdu else {
             // RFC 7143 §6.3: anything but a Login Request during login ends the connection.
             self.log_drop(format_args!(
@@ -157,7 +141,7 @@ impl Connection {
                 let bound = {
                     // What the registry logs (a reinstatement) says where from.
                     let _login = tracing::info_span!("login", addr = %self.peer).entered();
-                    self.bind_session(&first, &negotiated)
+                    self.bind_session(&first, &negotiated, now)
                 };
                 match bound {
                     Ok(session) => {
@@ -166,63 +150,83 @@ impl Connection {
                         response.max_cmd_sn = session.max_cmd_sn();
                         self.out
                             .push(&Pdu::LoginResponse(response), &step.data, &limits);
-                        let c = negotiated.connection;
-                        self.cid = negotiated.cid;
-                        self.server
-                            .stats
-                            .login(usize::from(session.target.is_none()));
-                        self.recv_limits = FrameLimits {
-                            max_recv_data_segment_length: c.max_recv_data_segment_length,
-                            header_digest: c.header_digest,
-                            data_digest: c.data_digest,
-                            crc: self.server.config.datapath.crc,
-                        };
-                        self.send_limits = FrameLimits {
-                            max_recv_data_segment_length: c.max_send_data_segment_length,
-                            ..self.recv_limits
-                        };
-                        self.max_send_segment = c.max_send_data_segment_length;
-                        if let Some(t) = &session.target {
-                            let params = &t.policy().params;
-                            self.nop_interval =
-                                Duration::from_secs(params.nop_in_interval_s as u64);
-                            self.nop_timeout = Duration::from_secs(params.nop_in_timeout_s as u64);
-                        }
-                        self.log_login(&session, &negotiated);
-                        self.bound = Some(session.clone());
-                        self.phase = Phase::Full(session);
-                        self.end_login();
+                        self.enter_full_feature(session, &negotiated);
                         Flow::Continue
                     }
-                    Err((detail, why)) => {
-                        response.transit = false;
-                        response.status_class = if detail == login_status::OUT_OF_RESOURCES {
-                            login_status::TARGET_ERROR
-                        } else {
-                            login_status::INITIATOR_ERROR
-                        };
-                        response.status_detail = detail;
-                        self.server
-                            .stats
-                            .login(refusal_outcome(response.status_class, detail));
-                        let params = &negotiated.session;
-                        tracing::warn!(
-                            initiator = %escape_for_log(&params.initiator_name),
-                            addr = %self.peer,
-                            portal = %self.local,
-                            target = params.target_name.as_deref().map(|t| display(escape_for_log(t))),
-                            status = %LoginStatus(response.status_class, detail),
-                            "login refused ({}): {}",
-                            status_description(response.status_class, detail),
-                            escape_for_log(&why)
-                        );
-                        self.out.push(&Pdu::LoginResponse(response), &[], &limits);
-                        self.phase = Phase::Closed;
-                        Flow::Close
-                    }
+                    Err((detail, why)) => self.refuse_session(response, detail, &why, &negotiated),
                 }
             }
         }
+    }
+
+    /// The login completed in `session`: the connection takes what it
+    /// negotiated and goes to full feature phase.
+    fn enter_full_feature(
+        &mut self,
+        session: Arc<Session>,
+        negotiated: &isoe_wire::login::Negotiated,
+    ) {
+        let c = negotiated.connection;
+        self.cid = negotiated.cid;
+        self.server
+            .stats
+            .login(usize::from(session.target.is_none()));
+        self.recv_limits = FrameLimits {
+            max_recv_data_segment_length: c.max_recv_data_segment_length,
+            header_digest: c.header_digest,
+            data_digest: c.data_digest,
+            crc: self.server.config.datapath.crc,
+        };
+        self.send_limits = FrameLimits {
+            max_recv_data_segment_length: c.max_send_data_segment_length,
+            ..self.recv_limits
+        };
+        self.max_send_segment = c.max_send_data_segment_length;
+        if let Some(t) = &session.target {
+            let params = &t.policy().params;
+            self.nop_interval = Duration::from_secs(params.nop_in_interval_s as u64);
+            self.nop_timeout = Duration::from_secs(params.nop_in_timeout_s as u64);
+        }
+        self.log_login(&session, negotiated);
+        self.bound = Some(session.clone());
+        self.phase = Phase::Full(session);
+        self.end_login();
+    }
+
+    /// The login negotiated, but its session could not be made or joined
+    /// (status `detail`, for `why`): the last response refuses it.
+    fn refuse_session(
+        &mut self,
+        mut response: isoe_wire::pdu::LoginResponse,
+        detail: u8,
+        why: &str,
+        negotiated: &isoe_wire::login::Negotiated,
+    ) -> Flow {
+        response.transit = false;
+        response.status_class = if detail == login_status::OUT_OF_RESOURCES {
+            login_status::TARGET_ERROR
+        } else {
+            login_status::INITIATOR_ERROR
+        };
+        response.status_detail = detail;
+        self.server
+            .stats
+            .login(refusal_outcome(response.status_class, detail));
+        let params = &negotiated.session;
+        tracing::warn!(
+            initiator = %escape_for_log(&params.initiator_name),
+            addr = %self.peer,
+            portal = %self.local,
+            target = params.target_name.as_deref().map(|t| display(escape_for_log(t))),
+            status = %LoginStatus(response.status_class, detail),
+            "login refused ({}): {}",
+            status_description(response.status_class, detail),
+            escape_for_log(why)
+        );
+        self.out
+            .push(&Pdu::LoginResponse(response), &[], &FrameLimits::LOGIN);
+        self.phase = Phase::Closed;
+        Flow::Close
     }
 
     /// The login's line (info), and what it negotiated (debug).
@@ -261,11 +265,13 @@ impl Connection {
         );
     }
 
-    /// Creates the session (TSIH 0) or joins the existing one (MC/S).
+    /// Creates the session (TSIH 0) or joins the existing one (MC/S), at
+    /// `now`.
     pub(super) fn bind_session(
         &mut self,
         first: &LoginRequest,
         negotiated: &isoe_wire::login::Negotiated,
+        now: Instant,
     ) -> Result<Arc<Session>, (u8, String)> {
         let params = &negotiated.session;
         let target = match (&params.session_type, &params.target_name) {
@@ -282,7 +288,7 @@ impl Connection {
         let info = Arc::new(crate::session::ConnInfo {
             peer: self.peer,
             local: self.local,
-            since: std::time::SystemTime::now(),
+            since: now,
             header_digest: c.header_digest,
             data_digest: c.data_digest,
             max_recv_data_segment_length: c.max_recv_data_segment_length,

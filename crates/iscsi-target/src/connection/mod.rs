@@ -4,42 +4,50 @@
 //! randomness inside. The driver feeds it bytes ([`Connection::handle_input`])
 //! or decoded frames ([`Connection::handle_frame`]), clock ticks
 //! ([`Connection::handle_tick`]) and wake-ups ([`Connection::handle_wake`]),
-//! with the time passed in, and a random seed at creation. It sends what
+//! with the time passed in (as it is to [`Connection::flush`] and
+//! [`Connection::detach`]), and a random seed at creation. It sends what
 //! accumulates in [`Connection::out`] and carries out what
 //! [`Connection::poll_action`] asks: wake another connection (its CmdSN gap
 //! filled, its session closed), or run store work off the event loop and
-//! hand the result back ([`Connection::complete_work`]).
+//! hand the result back ([`Connection::complete_work`]). The one clock it
+//! consults is the driver's, handed in with [`Connection::set_stage_clock`]:
+//! a sampled command's stage timings need the time around its store call,
+//! inside one `handle_input`; without it no stages are sampled.
 //!
 //! SCSI commands to memory execute inline, so a connection's work stays on
 //! its worker (ARCHITECTURE.md, datapath rule 4); a command whose store
 //! calls may wait on a device, and the rest of one the device server leaves
 //! for later (SANITIZE without IMMED), go out as an action while the
-//! connection goes on with other commands (`work.rs`).
+//! connection goes on with other commands (`execute.rs`).
 
 mod ahead;
+mod execute;
 mod login;
 mod logout_request;
 mod nop;
 mod scsi;
+mod state;
+mod target_view;
 mod task_management;
 mod text;
 mod work;
 
+pub use crate::config::LOGIN_DEADLINE;
 pub use isoe_scsi::Residual;
-use login::{HeldAnswer, LoginPhase};
-use text::PendingText;
-use work::{BackgroundTask, DataOutBytes, HeldTmf};
+use state::{Ahead, BackgroundTask, HeldAnswer, HeldTmf, LoginPhase, PendingText, Phase, Ping};
 pub use work::{Finished, Work};
 
 use crate::buffer_pool::BufferPool;
 use crate::discovery;
+use crate::lun_table::LunTable;
 use crate::output::{Output, Payload};
-use crate::registry::{login_config, LunTable, Server};
+use crate::policy::login_config;
+use crate::registry::Server;
 use crate::session::{
     AbortBarrier, AbortScope, Admit, Member, PeerProbe, Session, CMD_SN_GAP_WAIT,
 };
 use crate::write_task::{DataOutError, WriteTask};
-use isoe_scsi::{Background, Completion, LogicalUnit, MediumIo, Nexus, Outcome, Status};
+use isoe_scsi::{Completion, LogicalUnit, Outcome, Status};
 use isoe_wire::frame::{decode, header_bytes_needed, Decoded, Frame, FrameError, FrameLimits};
 use isoe_wire::login::{LoginOutcome, TargetLogin};
 use isoe_wire::name::escape_for_log;
@@ -67,10 +75,6 @@ pub const WRITE_TRANSFER_BYTES_MAX: u32 = 64 << 20;
 const BURIED_TASKS_MAX: usize = 32;
 /// Largest text a peer may send across continued Text Requests.
 const TEXT_REQUEST_BYTES_MAX: usize = 64 << 10;
-
-/// How long a login may take from the connection's first byte to full
-/// feature phase, continued requests and all.
-pub const LOGIN_DEADLINE: Duration = Duration::from_secs(30);
 
 /// What the driver should do after feeding an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,16 +155,9 @@ pub struct Endpoint {
     pub peer_gone: Option<PeerProbe>,
 }
 
-enum Phase {
-    Login(Box<LoginPhase>),
-    Full(Arc<Session>),
-    Closed,
-}
-
-struct Ping {
-    target_transfer_tag: u32,
-    sent_at: Instant,
-}
+/// The clock a driver hands a connection for the stage timings of sampled
+/// commands ([`Connection::set_stage_clock`]).
+pub type StageClock = fn() -> Instant;
 
 /// Latencies waiting to be recorded beyond which a flush records them
 /// itself ([`Connection::record_latencies`]).
@@ -205,7 +202,7 @@ pub struct Connection {
     /// Since when a command has waited behind a CmdSN gap.
     waiting_since: Option<Instant>,
     /// Immediate PDUs delivered past that command ([`ahead`]).
-    ahead: ahead::Ahead,
+    ahead: Ahead,
     /// Bytes of input taken since the connection began: where the input
     /// fed next starts in the stream.
     rx_offset: u64,
@@ -250,6 +247,8 @@ pub struct Connection {
     /// When the store of the command being run was called, if it is
     /// sampled for its stages (see `execute`; `complete` takes it).
     store_called: Option<Instant>,
+    /// The driver's clock for the stage timings; None: none are sampled.
+    stage_clock: Option<StageClock>,
 }
 
 impl Connection {
@@ -305,7 +304,7 @@ impl Connection {
             last_rx: now,
             opened: now,
             waiting_since: None,
-            ahead: ahead::Ahead::default(),
+            ahead: Ahead::default(),
             rx_offset: 0,
             ping: None,
             nop_interval,
@@ -330,7 +329,15 @@ impl Connection {
             command_range_bytes: 0,
             latencies: Default::default(),
             store_called: None,
+            stage_clock: None,
         }
+    }
+
+    /// Samples one command in [`crate::metrics::STAGE_SAMPLE_EVERY`] for
+    /// its stage timings, read from `clock` around its store call (the
+    /// target's worker hands in `Instant::now`).
+    pub fn set_stage_clock(&mut self, clock: StageClock) {
+        self.stage_clock = Some(clock);
     }
 
     /// What incoming frames are checked against (changes when login completes).
@@ -476,8 +483,9 @@ impl Connection {
         self.pool.idle()
     }
 
-    /// Sends queued output and returns data buffers to the pool.
-    pub fn flush<W: Write>(&mut self, sink: &mut W) -> std::io::Result<bool> {
+    /// Sends queued output and returns data buffers to the pool; `now` is
+    /// the time the driver last read.
+    pub fn flush<W: Write>(&mut self, sink: &mut W, now: Instant) -> std::io::Result<bool> {
         if let Some(info) = &self.info {
             // Once per batch, by this thread only: no contention.
             let in_flight = (self.writes.len() + self.background.len()) as u32;
@@ -486,8 +494,8 @@ impl Connection {
         }
         if self.latencies.len() > LATENCIES_PENDING_MAX {
             // A driver that does not call `record_latencies` (or not
-            // often): the list stays bounded, at a clock read per flush.
-            self.latencies.record(&self.lun_stats, Instant::now());
+            // often): the list stays bounded.
+            self.latencies.record(&self.lun_stats, now);
         }
         self.out.flush(sink, &mut self.pool)
     }
@@ -613,7 +621,7 @@ impl Connection {
             }
         };
         match &self.phase {
-            Phase::Login(_) => self.login(pdu, frame.data),
+            Phase::Login(_) => self.login(pdu, frame.data, now),
             Phase::Full(session) => {
                 let session = session.clone();
                 let flow = self.full_feature(&session, pdu, frame, now);
@@ -705,32 +713,7 @@ impl Connection {
         }
         let session = match &self.phase {
             Phase::Full(session) => session,
-            Phase::Login(login) => {
-                let open_for = now.duration_since(self.opened);
-                if login.first_request.is_none() && open_for > self.first_pdu_timeout() {
-                    // Debug: a flood of silent connections is no news per
-                    // connection (the evictions and refusals say so).
-                    tracing::debug!(
-                        addr = %self.peer,
-                        portal = %self.local,
-                        "connection closed: no complete PDU within {:?}",
-                        self.first_pdu_timeout()
-                    );
-                    return Flow::Close;
-                }
-                // The whole login, not each request, has a deadline: a peer
-                // that keeps a login alive with slow continued requests
-                // still holds it no longer than this.
-                if open_for > LOGIN_DEADLINE {
-                    tracing::warn!(
-                        addr = %self.peer,
-                        portal = %self.local,
-                        "login abandoned: not done within {LOGIN_DEADLINE:?}"
-                    );
-                    return Flow::Close;
-                }
-                return Flow::Continue;
-            }
+            Phase::Login(login) => return self.login_timers(login.first_request.is_some(), now),
             Phase::Closed => return Flow::Close,
         };
         if session.is_closed() || session.is_ended(self.serial) {
@@ -800,11 +783,41 @@ impl Connection {
         Flow::Continue
     }
 
+    /// The timers of a connection still logging in (`started`: its first
+    /// PDU came): the first PDU's timeout, then the whole login's deadline.
+    fn login_timers(&self, started: bool, now: Instant) -> Flow {
+        let open_for = now.duration_since(self.opened);
+        if !started && open_for > self.first_pdu_timeout() {
+            // Debug: a flood of silent connections is no news per
+            // connection (the evictions and refusals say so).
+            tracing::debug!(
+                addr = %self.peer,
+                portal = %self.local,
+                "connection closed: no complete PDU within {:?}",
+                self.first_pdu_timeout()
+            );
+            return Flow::Close;
+        }
+        // The whole login, not each request, has a deadline: a peer
+        // that keeps a login alive with slow continued requests
+        // still holds it no longer than this.
+        if open_for > LOGIN_DEADLINE {
+            tracing::warn!(
+                addr = %self.peer,
+                portal = %self.local,
+                "login abandoned: not done within {LOGIN_DEADLINE:?}"
+            );
+            return Flow::Close;
+        }
+        Flow::Continue
+    }
+
     /// Detaches from the session once the socket is done: pending writes are
     /// dropped, and a session whose last connection this was is forgotten
     /// (its other connections, if it was closed, come out of
-    /// [`Connection::poll_action`] to be woken).
-    pub fn detach(&mut self) {
+    /// [`Connection::poll_action`] to be woken). The latencies not yet
+    /// recorded end at `now`.
+    pub fn detach(&mut self, now: Instant) {
         // Full feature phase ends in Closed only by a logout's response.
         let after_logout = matches!(self.phase, Phase::Closed);
         self.end_login();
@@ -823,7 +836,7 @@ impl Connection {
             );
             return;
         };
-        self.latencies.record(&self.lun_stats, Instant::now());
+        self.latencies.record(&self.lun_stats, now);
         if let (Some(info), Some(target)) = (&self.info, &session.target) {
             self.server
                 .stats
@@ -883,41 +896,5 @@ impl Connection {
             cid = self.cid,
             "connection dropped: {why}"
         );
-    }
-}
-
-/// What a command may ask of the target beyond its own unit: the target's
-/// other units, whether another I_T nexus's connections are closed, and
-/// the target's port groups (ALUA).
-struct TargetView<'a> {
-    luns: &'a LunTable,
-    server: &'a Server,
-}
-
-impl isoe_scsi::Luns for TargetView<'_> {
-    fn unit(&self, lun: u16) -> Option<&Arc<LogicalUnit>> {
-        self.luns.lun(lun)
-    }
-
-    fn numbers(&self) -> &[u16] {
-        self.luns.numbers()
-    }
-
-    fn as_directory(&self) -> &dyn isoe_scsi::UnitDirectory {
-        self
-    }
-}
-
-impl isoe_scsi::UnitDirectory for TargetView<'_> {
-    fn unit_by_naa(&self, naa: &[u8]) -> Option<Arc<LogicalUnit>> {
-        self.luns.unit_by_naa(naa)
-    }
-
-    fn nexus_closed(&self, nexus: &Nexus) -> bool {
-        self.server.nexus_closed(nexus)
-    }
-
-    fn port_groups(&self) -> &isoe_scsi::PortGroups {
-        self.server.port_groups()
     }
 }

@@ -2,6 +2,7 @@
 //! command, soliciting its write data within the write budget, running it,
 //! and building its Data-In and SCSI Response.
 
+use super::execute::DataOutBytes;
 use super::*;
 
 /// Whether a write's data is worth asking for: the LUN exists, the CDB is
@@ -314,7 +315,8 @@ impl Connection {
                         );
                         match store_called {
                             Some(called) => {
-                                let answered = Instant::now();
+                                // Set only where the driver gave a clock.
+                                let answered = self.stage_clock.map_or(called, |clock| clock());
                                 let store = (called, answered);
                                 self.latencies
                                     .push_sampled(slot, op, self.command_started, store);

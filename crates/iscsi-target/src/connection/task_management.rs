@@ -166,7 +166,7 @@ impl Connection {
     }
 
     /// Ends the commands `which` picks without a response: those waiting
-    /// for Data-Out, and those whose work is out (see `work.rs`).
+    /// for Data-Out, and those whose work is out (see `execute.rs`).
     pub(super) fn abort_tasks(&mut self, which: impl Fn(&ScsiCommand) -> bool) {
         self.abort_background(&which);
         let tags: Vec<u32> = self

@@ -2,12 +2,6 @@
 
 use super::*;
 
-pub(super) struct PendingText {
-    pub(super) target_transfer_tag: u32,
-    pub(super) data: Vec<u8>,
-    pub(super) sent: usize,
-}
-
 impl Connection {
     pub(super) fn text(
         &mut self,

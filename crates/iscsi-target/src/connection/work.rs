@@ -1,28 +1,19 @@
-//! Store work that runs off the event loop ([`Action::Run`]) and its one
-//! completion path ([`Connection::complete_work`]).
-//!
-//! Two kinds go out: the rest of a command the device server left for later
-//! (SANITIZE without IMMED, [`isoe_scsi::Outcome::Later`]), and a whole
-//! command to a unit whose store may wait on a device
-//! ([`LogicalUnit::may_block`]: a read or write of a file or block LUN, a
-//! SYNCHRONIZE CACHE), which the driver runs on its I/O threads so that its
-//! worker goes on serving its other connections. A command's response goes
-//! out when its work comes back, unless a task management function ended
-//! the task meanwhile. Ending such a task waits for its work: a write under
-//! way cannot be called back, so the function's response is held until the
-//! store call returned (SAM-5 7.1: no aborted command changes the medium
-//! once the function has completed). Work left for later is different: a
-//! sanitize survives aborts and resets (SBC-4 4.11), so its task ends at
-//! once and the work goes on.
+//! Work a connection hands its driver to run where blocking is allowed
+//! ([`super::Action::Run`]), and what running it gave ([`Finished`]), for
+//! [`super::Connection::complete_work`]. See `execute.rs` for when a
+//! command's work goes out and how its completion comes back.
 
-use super::*;
-use isoe_scsi::opcode::{UNMAP, WRITE_SAME_10, WRITE_SAME_16};
-use std::cell::Cell;
+use super::target_view::TargetView;
+use crate::lun_table::LunTable;
+use crate::registry::Server;
+use crate::session::Session;
+use isoe_scsi::{Background, Completion, MediumIo, Outcome, Residual};
+use std::sync::Arc;
 
 /// Work a connection hands its driver, to run on a thread that may block.
-pub struct Work(Job);
+pub struct Work(pub(super) Job);
 
-enum Job {
+pub(super) enum Job {
     /// The rest of an admitted command; it produces no Data-In.
     Later(Background),
     /// A whole command, routed to its unit on the thread that runs it.
@@ -33,27 +24,36 @@ enum Job {
 }
 
 /// Everything a command needs away from its connection.
-struct CommandJob {
-    session: Arc<Session>,
-    luns: Arc<LunTable>,
-    server: Arc<Server>,
-    lun: Option<u16>,
-    write: bool,
-    expected_length: u32,
-    cdb: Vec<u8>,
-    data_out: Vec<u8>,
-    data_in: Vec<u8>,
+pub(super) struct CommandJob {
+    /// The session the command came in.
+    pub(super) session: Arc<Session>,
+    /// The LUN table it started with.
+    pub(super) luns: Arc<LunTable>,
+    /// The server, for the target's view.
+    pub(super) server: Arc<Server>,
+    /// The LUN it addresses, if it addresses one.
+    pub(super) lun: Option<u16>,
+    /// The W bit.
+    pub(super) write: bool,
+    /// Its Expected Data Transfer Length.
+    pub(super) expected_length: u32,
+    /// Its CDB.
+    pub(super) cdb: Vec<u8>,
+    /// Its write data.
+    pub(super) data_out: Vec<u8>,
+    /// A buffer for its Data-In.
+    pub(super) data_in: Vec<u8>,
 }
 
-/// What running a [`Work`] gave, for [`Connection::complete_work`].
+/// What running a [`Work`] gave, for [`super::Connection::complete_work`].
 pub struct Finished {
-    completion: Completion,
+    pub(super) completion: Completion,
     /// The command's Data-In (empty for work left for later).
-    data_in: Vec<u8>,
+    pub(super) data_in: Vec<u8>,
     /// The write data buffer, back for reuse.
-    data_out: Vec<u8>,
+    pub(super) data_out: Vec<u8>,
     /// The residual the router worked out, for a whole command.
-    residual: Option<Residual>,
+    pub(super) residual: Option<Residual>,
 }
 
 impl Finished {
@@ -184,360 +184,5 @@ impl CommandJob {
             data_out,
             residual: Some(residual),
         }
-    }
-}
-
-/// A command whose work runs elsewhere.
-pub(super) struct BackgroundTask {
-    pub(super) token: u64,
-    pub(super) command: ScsiCommand,
-    /// For work left for later: the residual known at dispatch.
-    pub(super) residual: Residual,
-    /// A task management function must wait for this work to return
-    /// before it completes (a whole command's store calls).
-    pub(super) holds: bool,
-    /// Ended by a task management function; its response is not sent.
-    pub(super) aborted: bool,
-    /// When the command was taken.
-    pub(super) started: Instant,
-    /// Its bytes of the medium, for an UNMAP or WRITE SAME (counted when
-    /// it completes GOOD).
-    pub(super) range_bytes: u64,
-    /// When it was handed out, if it is sampled for its stages: the wait
-    /// for an I/O thread counts as the store's.
-    pub(super) store_called: Option<Instant>,
-}
-
-/// A task management response waiting for aborted work to return, here
-/// and on the other connections the function reached.
-pub(super) struct HeldTmf {
-    pub(super) initiator_task_tag: u32,
-    pub(super) response: u8,
-    pub(super) barrier: Option<Arc<AbortBarrier>>,
-}
-
-/// Write data as it reaches [`Connection::execute`].
-pub(super) enum DataOutBytes<'a> {
-    /// Immediate data, still in the receive buffer.
-    Borrowed(&'a [u8]),
-    /// Solicited data gathered in a buffer of the connection's pool.
-    Owned(Vec<u8>),
-}
-
-impl DataOutBytes<'_> {
-    fn as_slice(&self) -> &[u8] {
-        match self {
-            DataOutBytes::Borrowed(bytes) => bytes,
-            DataOutBytes::Owned(buffer) => buffer,
-        }
-    }
-}
-
-impl Connection {
-    /// Runs a command and queues its Data-In and status, or hands it to the
-    /// driver when its unit's store may block.
-    pub(super) fn execute(
-        &mut self,
-        session: &Arc<Session>,
-        luns: &Arc<LunTable>,
-        cmd: &ScsiCommand,
-        cdb: &[u8],
-        data_out: DataOutBytes<'_>,
-    ) {
-        self.stats.commands += 1;
-        let mask = u64::from(crate::metrics::STAGE_SAMPLE_EVERY - 1);
-        if self.stats.commands & mask == 0 && self.counting {
-            // Sampled for its stages. Taken by `complete` or `hand_out` of
-            // this very command, so an unsampled one needs no write here.
-            self.store_called = Some(Instant::now());
-        }
-        let lun = cmd.lun.number();
-        // Known only from the parameter list (UNMAP) or the unit's
-        // capacity (WRITE SAME of 0 blocks): read now, while both are here.
-        self.command_range_bytes = match cdb[0] {
-            UNMAP | WRITE_SAME_10 | WRITE_SAME_16 if self.counting => lun
-                .and_then(|n| luns.lun(n))
-                .map_or(0, |lu| lu.range_bytes(cdb, data_out.as_slice())),
-            _ => 0,
-        };
-        let offload = self.server.config.datapath.io_threads > 0
-            && lun
-                .and_then(|n| luns.lun(n))
-                .is_some_and(|lu| lu.may_block(cdb));
-        let mut data_in = self.take_buffer();
-        let view = TargetView {
-            luns,
-            server: &self.server,
-        };
-        // With a data digest, a READ copied from a memory LUN also brings
-        // the pages' CRCs the store keeps, and the digest is folded from them.
-        let crc_impl = self.send_limits.crc;
-        let crc = move |bytes: &[u8]| crc_impl.crc32c(bytes);
-        let page_crcs = Cell::new(None);
-        let page_digests = isoe_scsi::PageDigests {
-            crc: &crc,
-            crcs: &page_crcs,
-        };
-        let request = isoe_scsi::Request {
-            lun,
-            write: cmd.write,
-            expected_length: cmd.expected_data_transfer_length,
-            cdb,
-            data_out: data_out.as_slice(),
-            page_digests: self.send_limits.data_digest.then_some(&page_digests),
-        };
-        if offload && isoe_scsi::opcode::is_read(cdb[0]) {
-            // Data in the page cache is read here, as from memory; a read
-            // that would wait on the device goes to the I/O threads whole.
-            let ((outcome, residual), blocked) = isoe_store::without_waiting(|| {
-                isoe_scsi::route(&session.nexus, &view, &request, &mut data_in)
-            });
-            if !blocked {
-                let data_in = (data_in, page_crcs.take());
-                return self.finish_inline(session, cmd, outcome, residual, data_in, data_out);
-            }
-            data_in.clear();
-            page_crcs.take();
-        }
-        if offload {
-            let data_out = self.own_data_out(data_out);
-            let job = CommandJob {
-                session: Arc::clone(session),
-                luns: Arc::clone(luns),
-                server: Arc::clone(&self.server),
-                lun,
-                write: cmd.write,
-                expected_length: cmd.expected_data_transfer_length,
-                cdb: cdb.to_vec(),
-                data_out,
-                data_in,
-            };
-            let work = Work(Job::Command(Box::new(job)));
-            self.hand_out(cmd, work, Residual::default(), true);
-            return;
-        }
-        let (outcome, write_residual) =
-            isoe_scsi::route(&session.nexus, &view, &request, &mut data_in);
-        let data_in = (data_in, page_crcs.take());
-        self.finish_inline(session, cmd, outcome, write_residual, data_in, data_out);
-    }
-
-    /// Queues the response of a command run here, or hands out the work it
-    /// left for later. `data_in` comes with its pages' CRCs when the store
-    /// gave them.
-    fn finish_inline(
-        &mut self,
-        session: &Session,
-        cmd: &ScsiCommand,
-        outcome: Outcome,
-        write_residual: Residual,
-        (data_in, page_crcs): (Vec<u8>, Option<isoe_scsi::PageCrcs>),
-        data_out: DataOutBytes<'_>,
-    ) {
-        if let Outcome::Medium(io) = outcome {
-            // The store reads into the Data-In buffer or writes from an
-            // owned copy of the Data-Out; the response goes out when it ends.
-            let buffer = if io.is_read() {
-                self.recycle_data_out(data_out);
-                data_in
-            } else {
-                self.recycle(data_in);
-                self.own_data_out(data_out)
-            };
-            self.hand_out(cmd, Work(Job::Medium(io, buffer)), write_residual, true);
-            return;
-        }
-        self.recycle_data_out(data_out);
-        match outcome {
-            Outcome::Done(completion) => {
-                let data_in = match page_crcs {
-                    Some(crcs) if completion.is_good() => Payload::Paged(data_in, crcs),
-                    _ => Payload::Pooled(data_in),
-                };
-                self.complete(session, cmd, completion, data_in, write_residual);
-            }
-            Outcome::Lent(lent) => {
-                // Sent straight from the store's memory: the buffer is not needed.
-                self.recycle(data_in);
-                let good = Completion::good();
-                self.complete(session, cmd, good, Payload::Lent(lent), write_residual);
-            }
-            Outcome::Later(background) => {
-                self.recycle(data_in);
-                self.hand_out(cmd, Work(Job::Later(background)), write_residual, false);
-            }
-            Outcome::Medium(_) => unreachable!("handed out above"),
-        }
-    }
-
-    fn recycle_data_out(&mut self, data_out: DataOutBytes<'_>) {
-        if let DataOutBytes::Owned(buffer) = data_out {
-            self.recycle(buffer);
-        }
-    }
-
-    /// The Data-Out in a buffer of the connection's own, for work that
-    /// outlives the receive buffer.
-    fn own_data_out(&mut self, data_out: DataOutBytes<'_>) -> Vec<u8> {
-        match data_out {
-            DataOutBytes::Owned(buffer) => buffer,
-            DataOutBytes::Borrowed([]) => Vec::new(),
-            DataOutBytes::Borrowed(bytes) => {
-                let mut buffer = self.take_buffer();
-                buffer.extend_from_slice(bytes);
-                buffer
-            }
-        }
-    }
-
-    /// Hands a command's work to the driver ([`Action::Run`]); its
-    /// response goes out from [`Connection::complete_work`].
-    fn hand_out(&mut self, cmd: &ScsiCommand, work: Work, residual: Residual, holds: bool) {
-        let token = self.next_token;
-        self.next_token += 1;
-        self.background.push(BackgroundTask {
-            token,
-            command: *cmd,
-            residual,
-            holds,
-            aborted: false,
-            started: self.command_started,
-            range_bytes: std::mem::take(&mut self.command_range_bytes),
-            store_called: self.store_called.take(),
-        });
-        self.runs.push_back((token, work));
-    }
-
-    /// Whether commands are running in the background.
-    pub fn has_background(&self) -> bool {
-        !self.background.is_empty()
-    }
-
-    /// Ends the background tasks `which` picks without a response. Work
-    /// left for later goes on and its task ends now; a whole command's
-    /// task ends when its work returns. Returns whether any such work is
-    /// still out, so that a task management response must wait for it.
-    pub(super) fn abort_background(&mut self, which: &dyn Fn(&ScsiCommand) -> bool) -> bool {
-        self.background
-            .retain(|task| task.holds || !which(&task.command));
-        let mut waiting = false;
-        for task in &mut self.background {
-            if which(&task.command) {
-                task.aborted = true;
-            }
-            waiting |= task.aborted;
-        }
-        waiting
-    }
-
-    /// Queues a task management response once the aborted work still out
-    /// has returned, here and on the connections `barrier` counts.
-    pub(super) fn answer_task_management(
-        &mut self,
-        initiator_task_tag: u32,
-        response: u8,
-        barrier: Option<Arc<AbortBarrier>>,
-    ) {
-        self.held_tmf.push(HeldTmf {
-            initiator_task_tag,
-            response,
-            barrier,
-        });
-        self.release_held();
-    }
-
-    /// Queues a task management response at once.
-    pub(super) fn answer_now(&mut self, initiator_task_tag: u32, response: u8) {
-        self.send_task_management_response(HeldTmf {
-            initiator_task_tag,
-            response,
-            barrier: None,
-        });
-    }
-
-    /// Ends the tasks other connections' task management functions ordered
-    /// ended here ([`Action::Wake`] brought them).
-    pub(super) fn take_orders(&mut self, session: &Session) {
-        let orders = session.take_orders(self.serial);
-        for order in orders {
-            let scope = order.scope;
-            self.abort_tasks(|command| scope.covers(&command.lun));
-            self.owed.push(order.barrier);
-        }
-        self.release_held();
-    }
-
-    /// Once no aborted work is out: tells the functions from other
-    /// connections that their tasks here have ended, and sends, in order,
-    /// the responses whose functions have nothing more to wait for.
-    pub(super) fn release_held(&mut self) {
-        if self.background.iter().any(|task| task.aborted) {
-            return;
-        }
-        for barrier in std::mem::take(&mut self.owed) {
-            if let Some(origin) = barrier.done(self.serial) {
-                self.wake.push(origin);
-            }
-        }
-        while self
-            .held_tmf
-            .first()
-            .is_some_and(|held| held.barrier.as_ref().is_none_or(|b| b.is_done()))
-        {
-            let held = self.held_tmf.remove(0);
-            self.send_task_management_response(held);
-        }
-    }
-
-    fn send_task_management_response(&mut self, held: HeldTmf) {
-        let (exp_cmd_sn, max_cmd_sn) = self.window();
-        let pdu = Pdu::TaskMgmtResponse(TaskMgmtResponse {
-            response: held.response,
-            initiator_task_tag: held.initiator_task_tag,
-            stat_sn: self.take_stat_sn(),
-            exp_cmd_sn,
-            max_cmd_sn,
-        });
-        let limits = self.send_limits;
-        self.out.push(&pdu, &[], &limits);
-    }
-
-    /// Work handed out by [`Action::Run`] is done: its response is queued,
-    /// unless the command was aborted meanwhile; task management responses
-    /// that waited for it go out once no aborted work is left.
-    pub fn complete_work(&mut self, token: u64, finished: Finished) {
-        let Finished {
-            completion,
-            data_in,
-            data_out,
-            residual,
-        } = finished;
-        self.recycle(data_out);
-        let Some(index) = self.background.iter().position(|b| b.token == token) else {
-            self.recycle(data_in);
-            return;
-        };
-        let task = self.background.remove(index);
-        if task.aborted {
-            self.recycle(data_in);
-            self.release_held();
-            return;
-        }
-        let Phase::Full(session) = &self.phase else {
-            self.recycle(data_in);
-            return;
-        };
-        let session = Arc::clone(session);
-        let residual = residual.unwrap_or(task.residual);
-        self.command_started = task.started;
-        self.command_range_bytes = task.range_bytes;
-        self.store_called = task.store_called;
-        self.complete(
-            &session,
-            &task.command,
-            completion,
-            data_in.into(),
-            residual,
-        );
     }
 }

@@ -12,13 +12,17 @@
 //! of the PDU being assembled, and the responses to each PDU are sent, one
 //! write per PDU, before the next is handled (`pump.rs`).
 
+mod mailbox;
 mod pool;
 mod pump;
+mod slot;
 mod sock;
 mod worker;
 
 use crate::config::Config;
-use crate::registry::{Server, SetupError, WrapStore};
+use crate::provision::{SetupError, WrapStore};
+use crate::registry::Server;
+use mailbox::{Accepted, Mailbox, Msg};
 use pool::IoPool;
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -27,7 +31,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 use thiserror::Error;
-use worker::{Accepted, Mailbox, Msg, Shared, Worker, WORKERS_MAX};
+use worker::{Shared, Worker, WORKERS_MAX};
 
 /// Longest pause of an acceptor that ran out of descriptors.
 const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
@@ -314,7 +318,7 @@ pub fn start(config: Config) -> Result<Running, StartError> {
 }
 
 /// [`start`], with each LUN's store passed through `wrap` once opened
-/// ([`crate::registry::WrapStore`]).
+/// ([`crate::provision::WrapStore`]).
 pub fn start_with_stores_wrapped(
     mut config: Config,
     wrap: WrapStore<'_>,
@@ -644,9 +648,10 @@ mod tests {
                     else {
                         panic!("a login request frames")
                     };
-                    assert_eq!(conn.handle_frame(&frame, Instant::now()), Flow::Continue);
+                    let now = Instant::now();
+                    assert_eq!(conn.handle_frame(&frame, now), Flow::Continue);
                     let mut sent = Vec::new();
-                    conn.flush(&mut sent).expect("flush to a Vec");
+                    conn.flush(&mut sent, now).expect("flush to a Vec");
                     let (Pdu::LoginResponse(resp), text) = &pdus(&sent, &FrameLimits::LOGIN)[0]
                     else {
                         panic!("a login response")

@@ -3,7 +3,7 @@
 //! and get the completion back in their mailbox, so that no event loop
 //! waits on a disk.
 
-use super::worker::{Mailbox, Msg};
+use super::mailbox::{Mailbox, Msg};
 use crate::connection::Work;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};

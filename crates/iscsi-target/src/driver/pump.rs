@@ -213,7 +213,7 @@ impl Pump {
         sink: &mut W,
         now: Instant,
     ) -> Progress {
-        if self.conn.flush(sink).is_err() {
+        if self.conn.flush(sink, now).is_err() {
             return Progress::Closed;
         }
         if self.output_full && !self.conn.output_full() {
@@ -273,7 +273,7 @@ impl Pump {
             self.output_full = input.output_full;
             match input.flow {
                 Flow::Close => {
-                    let _ = self.conn.flush(sink);
+                    let _ = self.conn.flush(sink, now);
                     return Progress::Closed;
                 }
                 Flow::Wait => {
@@ -285,7 +285,7 @@ impl Pump {
             self.recv.make_room(self.need);
             if self.output_full {
                 // Send what can go; go on only if that made room.
-                match self.conn.flush(sink) {
+                match self.conn.flush(sink, now) {
                     Err(_) => return Progress::Closed,
                     Ok(_) if !self.conn.output_full() => continue,
                     Ok(_) => return Progress::Open,
@@ -296,14 +296,14 @@ impl Pump {
             }
             // Unbatched: what this PDU produced leaves now, one write per
             // PDU, before the next is handled.
-            if self.conn.flush(sink).is_err() {
+            if self.conn.flush(sink, now).is_err() {
                 return Progress::Closed;
             }
         }
         if !send {
             return Progress::Open;
         }
-        match self.conn.flush(sink) {
+        match self.conn.flush(sink, now) {
             Ok(_) => Progress::Open,
             Err(_) => Progress::Closed,
         }

@@ -27,18 +27,20 @@
 //! send per read, as before; with a session's connections taking turns in
 //! CmdSN order it is one send per connection, not one per turn.
 
+use super::mailbox::{Accepted, Mailbox, Msg};
 use super::pool::{IoPool, Job};
 use super::pump::{Progress, Pump};
+use super::slot::Slot;
 use super::sock::Sock;
-use crate::connection::{Action, Connection, Endpoint, Finished};
+use crate::connection::{Action, Connection, Endpoint};
 use crate::registry::Server;
 use rustc_hash::FxHashMap;
 use rustix::buffer::spare_capacity;
 use rustix::event::epoll::{self, EventData, EventFlags};
-use rustix::event::{eventfd, EventfdFlags, Timespec};
+use rustix::event::Timespec;
 use rustix::fd::OwnedFd;
 use std::collections::HashMap;
-use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -57,65 +59,6 @@ pub(crate) const WORKERS_MAX: usize = 1 << WORKER_BITS;
 /// The worker a connection serial lives on.
 pub(crate) fn worker_of(serial: u64) -> usize {
     (serial & (WORKERS_MAX as u64 - 1)) as usize
-}
-
-/// What other threads ask of a worker.
-pub(crate) enum Msg {
-    /// Serve this accepted connection, admitted as `serial`.
-    Adopt { serial: u64, accepted: Accepted },
-    /// See [`Action::Wake`].
-    Wake(u64),
-    /// Close this connection: it was evicted to make room for a new one
-    /// ([`crate::admission::Eviction`]).
-    Evict(u64),
-    /// Work handed to the I/O pool, or started on an asynchronous store,
-    /// is done.
-    Done {
-        serial: u64,
-        token: u64,
-        finished: Finished,
-    },
-    /// Serve this connection, moved here from another worker to be beside
-    /// the other connections of its session.
-    Migrate { serial: u64, slot: Box<Slot> },
-    /// Close every connection and end.
-    Stop,
-}
-
-/// A worker's queue of messages and the eventfd that wakes its epoll.
-pub(crate) struct Mailbox {
-    queue: Mutex<Vec<Msg>>,
-    event: OwnedFd,
-}
-
-impl Mailbox {
-    pub(crate) fn new() -> std::io::Result<Mailbox> {
-        let event = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
-        Ok(Mailbox {
-            queue: Mutex::new(Vec::new()),
-            event,
-        })
-    }
-
-    /// Queues `msg` and wakes the worker if the queue was empty (the worker
-    /// reads the eventfd before it takes the queue, so no message is missed).
-    pub(crate) fn post(&self, msg: Msg) {
-        let was_empty = {
-            let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-            queue.push(msg);
-            queue.len() == 1
-        };
-        if was_empty {
-            let _ = rustix::io::write(&self.event, &1u64.to_ne_bytes());
-        }
-    }
-
-    fn take(&self, into: &mut Vec<Msg>) {
-        let mut count = [0u8; 8];
-        let _ = rustix::io::read(&self.event, &mut count);
-        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        into.append(&mut queue);
-    }
 }
 
 /// What every worker shares.
@@ -186,26 +129,6 @@ impl Shared {
     }
 }
 
-/// A connection as its acceptor hands it over.
-pub(crate) struct Accepted {
-    pub(crate) stream: TcpStream,
-    /// The address the initiator reached.
-    pub(crate) local: SocketAddr,
-    /// The tag of the portal group `local` belongs to.
-    pub(crate) portal_group_tag: u16,
-    pub(crate) peer: SocketAddr,
-}
-
-pub(crate) struct Slot {
-    stream: Arc<TcpStream>,
-    pump: Pump,
-    /// Whether it has been placed beside its session's other connections
-    /// (or found to be where it belongs) once in full feature phase.
-    placed: bool,
-    /// Whether it is in its worker's `unsent` list.
-    unsent: bool,
-}
-
 /// What every connection's socket is polled for, once and for all.
 fn interest() -> EventFlags {
     EventFlags::IN | EventFlags::OUT | EventFlags::RDHUP | EventFlags::ET
@@ -259,7 +182,7 @@ impl Worker {
         let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
         epoll::add(
             &epoll,
-            &shared.mailboxes[index].event,
+            &*shared.mailboxes[index],
             EventData::new_u64(MAILBOX_KEY),
             EventFlags::IN,
         )?;
@@ -433,7 +356,8 @@ impl Worker {
         };
         let server = Arc::clone(&self.shared.server);
         let batching = server.config.datapath.batching;
-        let conn = Connection::new(server, endpoint, self.now, seed);
+        let mut conn = Connection::new(server, endpoint, self.now, seed);
+        conn.set_stage_clock(Instant::now);
         let mut pump = Pump::new(conn, batching);
         if epoll::add(
             &self.epoll,
@@ -443,7 +367,7 @@ impl Worker {
         )
         .is_err()
         {
-            pump.conn.detach();
+            pump.conn.detach(self.now);
             self.release(serial);
             return;
         }
@@ -693,7 +617,7 @@ impl Worker {
             };
             let progress = match slot.pump.conn.handle_tick(now) {
                 crate::connection::Flow::Close => {
-                    let _ = slot.pump.conn.flush(&mut Sock(&slot.stream));
+                    let _ = slot.pump.conn.flush(&mut Sock(&slot.stream), now);
                     Progress::Closed
                 }
                 _ => {
@@ -712,8 +636,8 @@ impl Worker {
         let Some(mut slot) = self.slots.remove(&serial) else {
             return;
         };
-        let _ = slot.pump.conn.flush(&mut Sock(&slot.stream));
-        slot.pump.conn.detach();
+        let _ = slot.pump.conn.flush(&mut Sock(&slot.stream), self.now);
+        slot.pump.conn.detach(self.now);
         while let Some(action) = slot.pump.conn.poll_action() {
             if let Action::Wake(other) = action {
                 self.route_wake(other);

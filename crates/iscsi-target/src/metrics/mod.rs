@@ -17,6 +17,7 @@
 pub mod prometheus;
 pub mod snapshot;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -454,8 +455,13 @@ impl LunStats {
     }
 }
 
+/// A name a snapshot counts by (a sense key, a status, a function, a
+/// limit): one of the target's constants where it counts, owned where an
+/// answer of `isoe admin stats` is read back.
+pub type Name = Cow<'static, str>;
+
 /// A snapshot of [`OpStats`], or a sum of them.
-#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct OpTotals {
     /// Commands completed.
     pub commands: u64,
@@ -470,7 +476,7 @@ pub struct OpTotals {
 }
 
 /// A snapshot of a [`Histogram`], or a sum of them.
-#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct HistogramTotals {
     /// Latencies recorded.
     pub count: u64,
@@ -508,7 +514,7 @@ impl HistogramTotals {
 }
 
 /// A snapshot of [`StageStats`], or a sum of them.
-#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StageTotals {
     pub receipt_to_store: HistogramTotals,
     pub store: HistogramTotals,
@@ -560,7 +566,7 @@ impl OpTotals {
 }
 
 /// A snapshot of [`RangeStats`], or a sum of them.
-#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RangeTotals {
     /// Commands completed.
     pub commands: u64,
@@ -582,7 +588,7 @@ impl RangeTotals {
 }
 
 /// A snapshot of [`LunStats`], or a sum of them.
-#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LunTotals {
     /// Reads.
     pub read: OpTotals,
@@ -597,9 +603,9 @@ pub struct LunTotals {
     /// Other commands.
     pub other: u64,
     /// CHECK CONDITION by sense key name.
-    pub sense: BTreeMap<&'static str, u64>,
+    pub sense: BTreeMap<Name, u64>,
     /// Error statuses by name.
-    pub status: BTreeMap<&'static str, u64>,
+    pub status: BTreeMap<Name, u64>,
 }
 
 impl LunTotals {
@@ -612,12 +618,12 @@ impl LunTotals {
         self.other += s.other.get();
         for (name, c) in SENSE_KEYS.iter().zip(&s.sense) {
             if c.get() > 0 {
-                *self.sense.entry(name).or_default() += c.get();
+                *self.sense.entry(Name::Borrowed(name)).or_default() += c.get();
             }
         }
         for ((_, name), c) in ERROR_STATUSES.iter().zip(&s.status) {
             if c.get() > 0 {
-                *self.status.entry(name).or_default() += c.get();
+                *self.status.entry(Name::Borrowed(name)).or_default() += c.get();
             }
         }
     }
@@ -630,21 +636,21 @@ impl LunTotals {
         self.sync_cache += o.sync_cache;
         self.other += o.other;
         for (k, v) in &o.sense {
-            *self.sense.entry(k).or_default() += v;
+            *self.sense.entry(k.clone()).or_default() += v;
         }
         for (k, v) in &o.status {
-            *self.status.entry(k).or_default() += v;
+            *self.status.entry(k.clone()).or_default() += v;
         }
     }
 }
 
 /// A snapshot of the rest of [`ConnStats`], or a sum.
-#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ConnTotals {
     /// R2Ts sent.
     pub r2t: u64,
     /// Task management requests by function name.
-    pub tmf: BTreeMap<&'static str, u64>,
+    pub tmf: BTreeMap<Name, u64>,
     /// Header digest errors.
     pub header_digest_errors: u64,
     /// Data digest errors.
@@ -660,7 +666,7 @@ impl ConnTotals {
         self.r2t += s.r2t.get();
         for (name, c) in TMF_NAMES.iter().zip(&s.tmf) {
             if c.get() > 0 {
-                *self.tmf.entry(name).or_default() += c.get();
+                *self.tmf.entry(Name::Borrowed(name)).or_default() += c.get();
             }
         }
         self.header_digest_errors += s.header_digest_errors.get();
@@ -672,7 +678,7 @@ impl ConnTotals {
     fn merge(&mut self, o: &ConnTotals) {
         self.r2t += o.r2t;
         for (k, v) in &o.tmf {
-            *self.tmf.entry(k).or_default() += v;
+            *self.tmf.entry(k.clone()).or_default() += v;
         }
         self.header_digest_errors += o.header_digest_errors;
         self.data_digest_errors += o.data_digest_errors;
@@ -682,7 +688,7 @@ impl ConnTotals {
 }
 
 /// Everything one connection (or a sum of connections) counted.
-#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Totals {
     /// Per LUN.
     pub luns: BTreeMap<u16, LunTotals>,

@@ -345,7 +345,7 @@ pub fn render(s: &Snapshot) -> String {
         "What a [limits] bound counts, now.",
     );
     for r in &s.resources {
-        out.sample("isoe_resource_in_use", &[("resource", r.name)], r.in_use);
+        out.sample("isoe_resource_in_use", &[("resource", &r.name)], r.in_use);
     }
     out.family(
         "isoe_resource_limit",
@@ -353,7 +353,7 @@ pub fn render(s: &Snapshot) -> String {
         "The [limits] bound of each resource.",
     );
     for r in &s.resources {
-        out.sample("isoe_resource_limit", &[("resource", r.name)], r.limit);
+        out.sample("isoe_resource_limit", &[("resource", &r.name)], r.limit);
     }
     out.0
 }

@@ -1,13 +1,13 @@
 //! One consistent reading of every counter: what `isoe admin stats` prints
 //! and the Prometheus listener serves.
 
-use super::{is_retired, ConnTotals, LunTotals, Totals, LOGIN_OUTCOMES};
+use super::{is_retired, ConnTotals, LunTotals, Name, Totals, LOGIN_OUTCOMES};
 use crate::registry::Server;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
 /// One connection's counts.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ConnectionSnapshot {
     /// Its session's TSIH.
     pub tsih: u16,
@@ -22,7 +22,7 @@ pub struct ConnectionSnapshot {
 }
 
 /// One session's counts: its connections now and those that ended.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct SessionSnapshot {
     /// TSIH.
     pub tsih: u16,
@@ -37,10 +37,10 @@ pub struct SessionSnapshot {
 }
 
 /// A resource with a bound (`[limits]`).
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Resource {
     /// The `[limits]` key.
-    pub name: &'static str,
+    pub name: Name,
     /// In use now.
     pub in_use: u64,
     /// The bound.
@@ -48,7 +48,7 @@ pub struct Resource {
 }
 
 /// Every counter of the target at one moment.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Snapshot {
     /// Per target, per LUN: every connection that ever used it.
     pub luns: BTreeMap<String, BTreeMap<u16, LunTotals>>,
@@ -57,12 +57,12 @@ pub struct Snapshot {
     /// The sessions logged in now.
     pub sessions: Vec<SessionSnapshot>,
     /// Logins by outcome.
-    pub logins: BTreeMap<&'static str, u64>,
+    pub logins: BTreeMap<Name, u64>,
     /// Connections refused before login, by the limit that refused them.
-    pub connection_refusals: BTreeMap<&'static str, u64>,
+    pub connection_refusals: BTreeMap<Name, u64>,
     /// Connections closed before their first PDU to make room for a new
     /// one, by the limit that bound.
-    pub connection_evictions: BTreeMap<&'static str, u64>,
+    pub connection_evictions: BTreeMap<Name, u64>,
     /// Resources against their bounds.
     pub resources: Vec<Resource>,
 }
@@ -121,7 +121,7 @@ pub fn snapshot(server: &Server) -> Snapshot {
     let logins = LOGIN_OUTCOMES
         .iter()
         .zip(&server.stats.logins)
-        .map(|(name, c)| (*name, c.load(Ordering::Relaxed)))
+        .map(|(name, c)| (Name::Borrowed(*name), c.load(Ordering::Relaxed)))
         .collect();
     let refused = &server.gate.refused;
     let connection_refusals = [
@@ -131,7 +131,7 @@ pub fn snapshot(server: &Server) -> Snapshot {
         ("sessions", &refused.sessions),
     ]
     .into_iter()
-    .map(|(name, c)| (name, c.load(Ordering::Relaxed)))
+    .map(|(name, c)| (Name::Borrowed(name), c.load(Ordering::Relaxed)))
     .collect();
     let evicted = &server.gate.evicted;
     let connection_evictions = [
@@ -140,32 +140,32 @@ pub fn snapshot(server: &Server) -> Snapshot {
         ("logins", &evicted.logins),
     ]
     .into_iter()
-    .map(|(name, c)| (name, c.load(Ordering::Relaxed)))
+    .map(|(name, c)| (Name::Borrowed(name), c.load(Ordering::Relaxed)))
     .collect();
     let limits = server.gate.limits();
     let resources = vec![
         Resource {
-            name: "connections",
+            name: Name::Borrowed("connections"),
             in_use: server.gate.connections() as u64,
             limit: limits.connections as u64,
         },
         Resource {
-            name: "logins",
+            name: Name::Borrowed("logins"),
             in_use: server.gate.logins() as u64,
             limit: limits.logins as u64,
         },
         Resource {
-            name: "sessions",
+            name: Name::Borrowed("sessions"),
             in_use: server.session_count() as u64,
             limit: limits.sessions as u64,
         },
         Resource {
-            name: "write_buffer",
+            name: Name::Borrowed("write_buffer"),
             in_use: server.write_budget.held() as u64,
             limit: server.write_budget.limit() as u64,
         },
         Resource {
-            name: "response_buffer",
+            name: Name::Borrowed("response_buffer"),
             in_use: server.output_bytes.load(Ordering::Relaxed) as u64,
             limit: limits.response_buffer as u64,
         },

@@ -4,6 +4,7 @@
 //! own user: a socket path another user took first must not be handed a
 //! request, which may carry a CHAP secret.
 
+use crate::admin::protocol::{to_json, Request};
 use serde_json::Value as Json;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -110,13 +111,15 @@ impl Connection {
         self.peer
     }
 
-    /// Sends `request` and returns the answer.
-    pub fn request(self, request: &Json) -> Result<Json, ClientError> {
+    /// Sends `request` and returns the answer as it came, for the caller
+    /// to print or to read as the [`Answer`](crate::admin::protocol::Answer)
+    /// of its kind.
+    pub fn request(self, request: &Request) -> Result<Json, ClientError> {
         let failed = |source| ClientError::Exchange {
             path: self.path.clone(),
             source,
         };
-        let mut text = request.to_string();
+        let mut text = to_json(request).to_string();
         text.push('\n');
         self.stream
             .set_read_timeout(Some(ANSWER_WAIT))

@@ -1,0 +1,134 @@
+//! What a connection keeps between PDUs for the exchanges under way: its
+//! phase, a login's state, a ping waiting for its answer, a long Text
+//! Response, what was delivered ahead of a CmdSN gap, commands whose work
+//! runs elsewhere and task management responses held for them. Data only:
+//! the behaviour is in the files of each exchange.
+
+use crate::session::{AbortBarrier, Session};
+use isoe_scsi::Residual;
+use isoe_wire::login::TargetLogin;
+use isoe_wire::pdu::{LoginRequest, LoginResponse, ScsiCommand};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Where a connection is in its life (RFC 7143 §6, §7.1).
+pub(super) enum Phase {
+    /// Logging in: the login's state machine and what it has seen.
+    Login(Box<LoginPhase>),
+    /// Full feature phase, in this session.
+    Full(Arc<Session>),
+    /// Logged out, refused or dropped: nothing more is taken.
+    Closed,
+}
+
+/// A NOP-In ping of ours waiting for its NOP-Out.
+pub(super) struct Ping {
+    /// The Target Transfer Tag the answer echoes.
+    pub(super) target_transfer_tag: u32,
+    /// When it was sent (the NOP-In timeout runs from it).
+    pub(super) sent_at: Instant,
+}
+
+/// A login under way.
+pub(super) struct LoginPhase {
+    pub(super) machine: TargetLogin,
+    pub(super) first_request: Option<LoginRequest>,
+    /// The InitiatorName the login text gave, for the log.
+    pub(super) initiator: Option<String>,
+    /// The TargetName the login text gave, for the log.
+    pub(super) target: Option<String>,
+}
+
+/// A login failure's answer held back ([`crate::admission::FailureLog`]).
+pub(super) struct HeldAnswer {
+    pub(super) response: LoginResponse,
+    pub(super) data: Vec<u8>,
+    pub(super) until: Instant,
+}
+
+/// A Text Response longer than one PDU, sent a piece per continued
+/// request (RFC 7143 §11.10.2).
+pub(super) struct PendingText {
+    /// The Target Transfer Tag the next request must carry.
+    pub(super) target_transfer_tag: u32,
+    /// The whole answer.
+    pub(super) data: Vec<u8>,
+    /// Bytes of it sent so far.
+    pub(super) sent: usize,
+}
+
+/// PDUs handled ahead and not yet reached, and commands ended ahead of
+/// their turn: a bound on what a peer can make us remember.
+const MARKS_MAX: usize = 32;
+
+/// What was delivered ahead of a waiting command (see `ahead.rs`).
+#[derive(Debug, Default)]
+pub(super) struct Ahead {
+    /// Places in the stream (bytes since the connection began) of the
+    /// PDUs handled ahead, oldest first.
+    pub(super) handled: VecDeque<u64>,
+    /// Initiator task tags of commands a function handled ahead ended.
+    pub(super) ended: Vec<u32>,
+}
+
+impl Ahead {
+    /// Whether the PDU at `at` was handled ahead (and forgets it: it is
+    /// reached now).
+    pub(super) fn reached(&mut self, at: u64) -> bool {
+        if self.handled.front() == Some(&at) {
+            self.handled.pop_front();
+            return true;
+        }
+        false
+    }
+
+    /// Whether the command tagged `initiator_task_tag` was ended by a
+    /// function handled ahead of it (and forgets it).
+    pub(super) fn take_ended(&mut self, initiator_task_tag: u32) -> bool {
+        let Some(i) = self.ended.iter().position(|t| *t == initiator_task_tag) else {
+            return false;
+        };
+        self.ended.swap_remove(i);
+        true
+    }
+
+    /// Whether anything was ended ahead: the command path's one check.
+    pub(super) fn any_ended(&self) -> bool {
+        !self.ended.is_empty()
+    }
+
+    /// Whether it holds all it may ([`MARKS_MAX`]).
+    pub(super) fn full(&self) -> bool {
+        self.handled.len() + self.ended.len() >= MARKS_MAX
+    }
+}
+
+/// A command whose work runs elsewhere.
+pub(super) struct BackgroundTask {
+    pub(super) token: u64,
+    pub(super) command: ScsiCommand,
+    /// For work left for later: the residual known at dispatch.
+    pub(super) residual: Residual,
+    /// A task management function must wait for this work to return
+    /// before it completes (a whole command's store calls).
+    pub(super) holds: bool,
+    /// Ended by a task management function; its response is not sent.
+    pub(super) aborted: bool,
+    /// When the command was taken.
+    pub(super) started: Instant,
+    /// Its bytes of the medium, for an UNMAP or WRITE SAME (counted when
+    /// it completes GOOD).
+    pub(super) range_bytes: u64,
+    /// When it was handed out, if it is sampled for its stages: the wait
+    /// for an I/O thread counts as the store's.
+    pub(super) store_called: Option<Instant>,
+}
+
+/// A task management response waiting for aborted work to return, here
+/// and on the other connections the function reached.
+pub(super) struct HeldTmf {
+    pub(super) initiator_task_tag: u32,
+    pub(super) response: u8,
+    pub(super) barrier: Option<Arc<AbortBarrier>>,
+}

@@ -15,7 +15,7 @@
 //! opcode has which; the PDU kinds in [`crate::pdu`] read and write the
 //! fields of their own figure.
 
-use crate::pdu::{Lun, Opcode, ParseError};
+use crate::fields::{Lun, Opcode, ParseError};
 
 /// Length of the Basic Header Segment in bytes (RFC 7143 §11.2.1).
 pub const BHS_LEN: usize = 48;

@@ -4,7 +4,11 @@
 //! One table, [`KEYS`], read by the text parser (value length limits), the
 //! negotiation engine and the login state machines.
 
-use crate::text::{LARGE_VALUE_MAX_BYTES, SIMPLE_VALUE_MAX_BYTES};
+/// RFC 7143 §6.1: a simple value is at most 255 bytes unless its key says otherwise.
+pub const SIMPLE_VALUE_MAX_BYTES: usize = 255;
+/// The longest value we accept for keys that carry large values (CHAP_C,
+/// CHAP_R, SendTargets): RFC 7143 §6.1 requires accepting 8192 bytes of text.
+pub const LARGE_VALUE_MAX_BYTES: usize = 8192;
 
 /// Key names, spelled as in RFC 7143 (keys are case-sensitive, §6.1).
 pub mod name {

@@ -12,6 +12,7 @@
 pub mod bhs;
 pub mod chap;
 pub mod digest;
+mod fields;
 pub mod frame;
 pub mod keys;
 pub mod login;

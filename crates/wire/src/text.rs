@@ -6,16 +6,12 @@
 //! beyond the returned vector.
 
 use crate::keys;
+pub use crate::keys::{LARGE_VALUE_MAX_BYTES, SIMPLE_VALUE_MAX_BYTES};
 use std::collections::BTreeSet;
 use thiserror::Error;
 
 /// RFC 7143 §6.1: a key-name is at most 63 bytes.
 pub const KEY_NAME_MAX_BYTES: usize = 63;
-/// RFC 7143 §6.1: a simple value is at most 255 bytes unless its key says otherwise.
-pub const SIMPLE_VALUE_MAX_BYTES: usize = 255;
-/// The longest value we accept for keys that carry large values (CHAP_C,
-/// CHAP_R, SendTargets): RFC 7143 §6.1 requires accepting 8192 bytes of text.
-pub const LARGE_VALUE_MAX_BYTES: usize = 8192;
 /// Bound on the pairs in one text (every loop over peer input has one).
 pub const PAIRS_MAX: usize = 1024;
 

@@ -1,8 +1,8 @@
 //! Asynchronous Message (RFC 7143 §11.9): an event the target tells
 //! without being asked.
 
-use super::{Lun, Opcode, RESERVED_TAG};
 use crate::bhs::Bhs;
+use crate::fields::{Lun, Opcode, RESERVED_TAG};
 
 /// Asynchronous Message (RFC 7143 §11.9). Its Initiator Task Tag is
 /// always 0xffffffff (no field).

@@ -1,8 +1,8 @@
 //! The data of a command: SCSI Data-Out, SCSI Data-In and Ready To
 //! Transfer (RFC 7143 §11.7, §11.8).
 
-use super::{Lun, Opcode};
 use crate::bhs::Bhs;
+use crate::fields::{Lun, Opcode};
 
 /// SCSI Data-Out (RFC 7143 §11.7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

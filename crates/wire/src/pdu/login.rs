@@ -1,8 +1,8 @@
 //! Login Request and Login Response (RFC 7143 §11.12, §11.13), with the
 //! login stages and the status codes of a response.
 
-use super::{Opcode, ParseError};
 use crate::bhs::Bhs;
+use crate::fields::{Opcode, ParseError};
 
 /// Login stages, the values of CSG and NSG (RFC 7143 §11.12.3).
 pub mod stage {

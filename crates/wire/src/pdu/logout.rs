@@ -1,8 +1,8 @@
 //! Logout (RFC 7143 §11.14, §11.15): the request, the response, and their
 //! codes: the reasons (§11.14.1) and the responses (§11.15.1).
 
-use super::Opcode;
 use crate::bhs::Bhs;
+use crate::fields::Opcode;
 
 /// Reason: close the session.
 pub const CLOSE_SESSION: u8 = 0;

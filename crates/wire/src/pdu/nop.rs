@@ -1,7 +1,7 @@
 //! NOP-Out and NOP-In (RFC 7143 §11.18, §11.19): pings either way.
 
-use super::{Lun, Opcode};
 use crate::bhs::Bhs;
+use crate::fields::{Lun, Opcode};
 
 /// NOP-Out (RFC 7143 §11.18).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

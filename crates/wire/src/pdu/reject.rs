@@ -1,7 +1,7 @@
 //! Reject (RFC 7143 §11.17) and its reasons (§11.17.1).
 
-use super::{Opcode, RESERVED_TAG};
 use crate::bhs::Bhs;
+use crate::fields::{Opcode, RESERVED_TAG};
 
 /// Reason: data (payload) digest error.
 pub const DATA_DIGEST_ERROR: u8 = 0x02;

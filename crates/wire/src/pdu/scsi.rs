@@ -1,7 +1,7 @@
 //! SCSI Command and SCSI Response (RFC 7143 §11.3, §11.4).
 
-use super::{Lun, Opcode};
 use crate::bhs::Bhs;
+use crate::fields::{Lun, Opcode};
 
 /// SCSI Command (RFC 7143 §11.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -1,8 +1,8 @@
 //! SNACK Request (RFC 7143 §11.16): the initiator asks again for PDUs it
 //! missed, or acknowledges data.
 
-use super::{Lun, Opcode};
 use crate::bhs::Bhs;
+use crate::fields::{Lun, Opcode};
 
 /// SNACK Request (RFC 7143 §11.16).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -1,8 +1,8 @@
 //! Text Request and Text Response (RFC 7143 §11.10, §11.11): key=value
 //! text after login, such as SendTargets.
 
-use super::{Lun, Opcode};
 use crate::bhs::Bhs;
+use crate::fields::{Lun, Opcode};
 
 /// Text Request (RFC 7143 §11.10).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -1,8 +1,8 @@
 //! Task management (RFC 7143 §11.5, §11.6): the request, the response, and
 //! their codes: the functions (§11.5.1) and the responses (§11.6.1).
 
-use super::{Lun, Opcode};
 use crate::bhs::Bhs;
+use crate::fields::{Lun, Opcode};
 
 /// ABORT TASK: the task `referenced_task_tag` names.
 pub const ABORT_TASK: u8 = 1;

@@ -4,8 +4,8 @@
 //! initiator, each change against the reference column with its interval.
 
 use super::document::{para, Block, Cell};
+use super::effects::effect_cell;
 use super::numbers::num;
-use super::sections::effect_cell;
 use super::summary::{field, samples, valid_runs};
 use super::{ReportInput, WorkloadInfo};
 use crate::stats::Sample;

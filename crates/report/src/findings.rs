@@ -10,9 +10,9 @@
 //! no meaningful change, with the numbers that say why.
 
 use super::document::{para, Block, Span};
+use super::effects::test_name;
 use super::numbers::change_ci;
 use super::recommend::{self, CpuFinding, Finding, Setting};
-use super::sections::test_name;
 use super::{CellSummary, ReportInput};
 use crate::record::Metric;
 use crate::stats::Effect;

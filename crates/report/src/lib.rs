@@ -21,6 +21,7 @@ mod by_component;
 mod charts;
 pub mod components;
 mod document;
+mod effects;
 mod escape;
 mod findings;
 mod html;

@@ -5,24 +5,11 @@
 
 use super::charts::{self, knobs_line};
 use super::document::{para, table, Block, Cell, Span};
+use super::effects::{effect_cell, test_name};
 use super::numbers::{change, change_ci, num, pct, short_us, small_pct};
 use super::recommend::{self, Finding};
 use super::{notes, summarize, Buckets, CellSummary, Latency, ReportInput, WorkloadInfo};
-use crate::stats::{Effect, Next, Test};
-
-/// The test behind an effect, for people.
-pub fn test_name(e: &Effect) -> String {
-    match e.test {
-        Test::Paired { rounds } => format!("paired t-test over {rounds} rounds"),
-        Test::Welch {
-            n_reference,
-            n_case,
-        } => {
-            format!("Welch's t-test, {n_case} runs against {n_reference}")
-        }
-        Test::None => "no test".to_string(),
-    }
-}
+use crate::stats::{Effect, Next};
 
 /// Every block of the report.
 pub fn build(input: &ReportInput) -> Vec<Block> {
@@ -439,22 +426,6 @@ fn change_section(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
         b.push(para("No cases besides the baseline: nothing to compare."));
     }
     b
-}
-
-/// An effect as a table cell: the change with its interval, `against`
-/// (" vs CASE", or nothing) after it; bold when significant and conclusive.
-pub(super) fn effect_cell(e: Option<Effect>, against: &str) -> Cell {
-    match e {
-        Some(e) => Cell {
-            text: format!(
-                "{}{against}{}",
-                change_ci(&e),
-                if e.conclusive { "" } else { ", inconclusive" }
-            ),
-            strong: e.significant && e.conclusive,
-        },
-        None => "–".into(),
-    }
 }
 
 /// Each case's CPU per I/O against its reference's, with intervals, per

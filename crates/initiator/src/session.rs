@@ -17,6 +17,7 @@ use crate::command::{
 use crate::config::Keepalive;
 use crate::login::LoginResult;
 use crate::out_queue::{OutQueue, Piece};
+use isoe_iovec::IoSlices;
 use isoe_wire::frame::{self, Decoded, Frame, FrameLimits};
 use isoe_wire::negotiate::SessionParams;
 use isoe_wire::pdu::{
@@ -27,7 +28,6 @@ use isoe_wire::serial::{sn_ge, sn_gt, sn_le, sn_lt};
 use isoe_wire::{Pdu, BHS_LEN};
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
-use std::mem::MaybeUninit;
 use std::time::Instant;
 
 mod placement;
@@ -789,11 +789,11 @@ impl SessionCore {
                 if conn.out.is_empty() {
                     return Ok(true);
                 }
-                // Uninitialized: filling all IOV_MAX (4 KiB) per send cost
-                // more than the few slices a connection at low depth uses.
-                let mut iov = [const { MaybeUninit::<IoSlice<'_>>::uninit() }; IOV_MAX];
-                let mut count = 0;
-                for piece in conn.out.pieces.iter().take(IOV_MAX) {
+                // Slots left uninitialized: filling all IOV_MAX (4 KiB) per
+                // send cost more than the few slices a connection at low
+                // depth uses.
+                let mut iov = IoSlices::<IOV_MAX>::new();
+                iov.extend(conn.out.pieces.iter().enumerate().map(|(i, piece)| {
                     let bytes: &[u8] = match piece {
                         Piece::Inline { bytes, len } => &bytes[..usize::from(*len)],
                         Piece::Owned(v) => v,
@@ -802,20 +802,13 @@ impl SessionCore {
                             None => &[],
                         },
                     };
-                    let bytes = if count == 0 {
+                    if i == 0 {
                         &bytes[conn.out.front_sent..]
                     } else {
                         bytes
-                    };
-                    iov[count].write(IoSlice::new(bytes));
-                    count += 1;
-                }
-                // SAFETY: the first `count` slots were written just above,
-                // and MaybeUninit<T> has T's layout.
-                let iov = unsafe {
-                    std::slice::from_raw_parts(iov.as_ptr().cast::<IoSlice<'_>>(), count)
-                };
-                match send(iov) {
+                    }
+                }));
+                match send(iov.as_slice()) {
                     Ok(n) => n,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => 0,

@@ -6,9 +6,9 @@
 //! initializing all of them on every write cost more than the write's own
 //! work. Nothing is allocated.
 //!
-//! This crate owns that one use of `unsafe` for the crates that forbid it
-//! (`isoe-target`): [`IoSlices::as_slice`] reads the slots pushed so far as
-//! initialized. It knows nothing of sockets, PDUs or buffers.
+//! This crate owns that one use of `unsafe`, for the target (which forbids
+//! it) and the initiator: [`IoSlices::as_slice`] reads the slots pushed so
+//! far as initialized. It knows nothing of sockets, PDUs or buffers.
 
 #![deny(unsafe_code)]
 

@@ -12,6 +12,7 @@
 //! never cut short for a newcomer.
 
 use crate::config::Limits;
+use isoe_sync::MutexExt;
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -316,7 +317,7 @@ impl Gatekeeper {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Open> {
-        self.open.lock().unwrap_or_else(|e| e.into_inner())
+        self.open.lock_unpoisoned()
     }
 
     /// The limits in force.
@@ -744,7 +745,7 @@ impl FailureLog {
     /// Records a failed authentication from `source` at `now`; returns how
     /// long its answer is to be held back.
     pub fn failed(&self, source: IpAddr, now: std::time::Instant) -> std::time::Duration {
-        let mut sources = self.sources.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sources = self.sources.lock_unpoisoned();
         if sources.len() >= FAILURE_SOURCES_MAX && !sources.contains_key(&source) {
             if let Some(stalest) = sources.iter().min_by_key(|(_, f)| f.last).map(|(a, _)| *a) {
                 sources.remove(&stalest);

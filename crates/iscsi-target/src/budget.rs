@@ -6,6 +6,7 @@
 //! initiator address may hold at most half of it, so that one peer cannot
 //! starve the others' writes.
 
+use isoe_sync::MutexExt;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
@@ -33,7 +34,7 @@ impl Budget {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
-        self.held.lock().unwrap_or_else(|e| e.into_inner())
+        self.held.lock_unpoisoned()
     }
 
     /// Takes `bytes` for `peer` if they fit under the limit and under the

@@ -41,6 +41,7 @@
 //! gateway owns the unit now), and the messages of `isoe_scsi`
 //! (reservation changes, resets, mode pages).
 
+use isoe_sync::MutexExt;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -219,7 +220,7 @@ impl Ownership {
         let Some(unit) = self.unit.upgrade() else {
             return;
         };
-        let mut view = self.view.lock().unwrap_or_else(|e| e.into_inner());
+        let mut view = self.view.lock_unpoisoned();
         let mut grew = false;
         for &tag in groups {
             grew |= view.groups.insert(tag, vec![tag]).is_none();
@@ -278,7 +279,7 @@ impl Ownership {
     /// Restates the groups after a flag of this gateway changed.
     fn restate_now(&self) {
         if let Some(unit) = self.unit.upgrade() {
-            let view = self.view.lock().unwrap_or_else(|e| e.into_inner());
+            let view = self.view.lock_unpoisoned();
             self.restate(&unit, &view);
         }
     }
@@ -341,12 +342,7 @@ impl Ownership {
                 return;
             }
         }
-        let owner = self
-            .view
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .owner
-            .clone();
+        let owner = self.view.lock_unpoisoned().owner.clone();
         if !owner.is_empty() && self.answers(&owner) {
             return;
         }
@@ -366,7 +362,7 @@ impl Ownership {
     fn now_fenced(&self) {
         self.fenced.store(true, Ordering::Release);
         self.holds.store(false, Ordering::Release);
-        *self.rejoin.lock().unwrap_or_else(|e| e.into_inner()) = Some(Rejoin::new(Instant::now()));
+        *self.rejoin.lock_unpoisoned() = Some(Rejoin::new(Instant::now()));
         tracing::error!(
             image = %self.image.name(),
             groups = %Self::tags(&self.local),
@@ -390,7 +386,7 @@ impl Ownership {
     /// for it to let go could be forever). A try holds up the poller for
     /// as long as reaching the cluster takes (at most its 30 s timeouts).
     fn rejoin_when_due(&self) {
-        let mut guard = self.rejoin.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.rejoin.lock_unpoisoned();
         let Some(rejoin) = guard.as_mut().filter(|r| !r.done) else {
             return;
         };
@@ -466,12 +462,7 @@ impl Ownership {
                 if let Some(tags) = tags {
                     self.learn(&Self::parse_tags(tags), None);
                 }
-                let owner = self
-                    .view
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .owner
-                    .clone();
+                let owner = self.view.lock_unpoisoned().owner.clone();
                 let answer = format!(
                     "isoe-gateway 1 {} owner {}",
                     Self::tags(&self.local),
@@ -518,12 +509,7 @@ impl ExplicitAlua for Ownership {
         let refuse = || Err(Sense::invalid_field_in_parameter_list(4, None));
         for (tag, state) in requests {
             let local = self.local.contains(tag);
-            let owner = self
-                .view
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .owner
-                .contains(tag);
+            let owner = self.view.lock_unpoisoned().owner.contains(tag);
             match state {
                 // A gateway makes only its own groups active/optimized.
                 AccessState::ActiveOptimized if local => {
@@ -617,17 +603,14 @@ static WATCHED: Mutex<Vec<Weak<Ownership>>> = Mutex::new(Vec::new());
 /// for the process) the first time.
 fn watch_owner(ownership: Weak<Ownership>) {
     static POLLER: OnceLock<()> = OnceLock::new();
-    WATCHED
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(ownership);
+    WATCHED.lock_unpoisoned().push(ownership);
     POLLER.get_or_init(|| {
         let _ = std::thread::Builder::new()
             .name("isoe-alua".into())
             .spawn(|| loop {
                 std::thread::sleep(OWNER_POLL);
                 let live: Vec<Arc<Ownership>> = {
-                    let mut watched = WATCHED.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut watched = WATCHED.lock_unpoisoned();
                     watched.retain(|w| w.strong_count() > 0);
                     watched.iter().filter_map(Weak::upgrade).collect()
                 };

@@ -20,6 +20,7 @@ use crate::provision::{build_target, SetupError, WrapStore};
 use crate::session::Session;
 use crate::target::Target;
 use isoe_scsi::LogicalUnit;
+use isoe_sync::{MutexExt, RwLockExt};
 use isoe_wire::chap::{ChallengeLog, CHALLENGE_LOG_CAPACITY};
 use isoe_wire::login::{Admission, LoginFailure, LoginPolicy};
 use isoe_wire::negotiate::SessionType;
@@ -75,14 +76,6 @@ pub struct Server {
     pub stats: crate::metrics::ServerStats,
     /// The ALUA target port groups every target reports, one per portal group.
     port_groups: isoe_scsi::PortGroups,
-}
-
-fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    lock.read().unwrap_or_else(|e| e.into_inner())
-}
-
-fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    lock.write().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Makes `lu` LUN `number` of `target`, in place of any unit of that number.
@@ -147,17 +140,21 @@ impl Server {
 
     /// All targets now.
     pub fn targets(&self) -> Vec<Arc<Target>> {
-        read(&self.targets).clone()
+        self.targets.read_unpoisoned().clone()
     }
 
     /// The target named `name`.
     pub fn target(&self, name: &str) -> Option<Arc<Target>> {
-        read(&self.targets).iter().find(|t| t.name == name).cloned()
+        self.targets
+            .read_unpoisoned()
+            .iter()
+            .find(|t| t.name == name)
+            .cloned()
     }
 
     /// Adds a target (the control plane checked that its name is new).
     pub fn add_target(&self, target: Arc<Target>) {
-        write(&self.targets).push(target);
+        self.targets.write_unpoisoned().push(target);
     }
 
     /// Removes the target named `name`: no new login reaches it; its
@@ -165,7 +162,7 @@ impl Server {
     /// flushed. Returns it, or None when there is none.
     pub fn remove_target(&self, name: &str, wake: &mut Vec<u64>) -> Option<Arc<Target>> {
         let target = {
-            let mut targets = write(&self.targets);
+            let mut targets = self.targets.write_unpoisoned();
             let pos = targets.iter().position(|t| t.name == name)?;
             targets.remove(pos)
         };
@@ -184,7 +181,7 @@ impl Server {
         if let Some(tasks) = self.task_sets.get() {
             lu.set_task_sets(Arc::clone(tasks));
         }
-        let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let sessions = self.sessions.lock_unpoisoned();
         swap_in(target, number, &lu);
         for (_, s) in sessions.iter().filter(|(_, s)| s.is_on(target)) {
             lu.attach(&s.nexus);
@@ -206,7 +203,7 @@ impl Server {
         lu: Arc<LogicalUnit>,
         conditions: &[isoe_scsi::Sense],
     ) -> Option<Arc<LogicalUnit>> {
-        let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let sessions = self.sessions.lock_unpoisoned();
         self.swap_lun(&sessions, target, number, lu, conditions)
     }
 
@@ -222,7 +219,7 @@ impl Server {
     ) -> bool {
         // Under the sessions' lock, as every change of a LUN table: a
         // reload cannot replace `old` between the look and the swap.
-        let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let sessions = self.sessions.lock_unpoisoned();
         // Dropped once the lock is released: a store may take its time to
         // close.
         let mut replaced = Vec::new();
@@ -275,7 +272,7 @@ impl Server {
     /// running finish; later ones get LOGICAL UNIT NOT SUPPORTED, and the
     /// other units tell every session REPORTED LUNS DATA HAS CHANGED.
     pub fn remove_lun(&self, target: &Arc<Target>, number: u16) -> Option<Arc<LogicalUnit>> {
-        let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let sessions = self.sessions.lock_unpoisoned();
         let removed = target.luns().lun(number).cloned()?;
         target.replace_luns(|now| {
             now.entries()
@@ -305,22 +302,22 @@ impl Server {
 
     /// The portals SendTargets lists now.
     pub fn portals(&self) -> Vec<(std::net::SocketAddr, u16)> {
-        read(&self.portals).clone()
+        self.portals.read_unpoisoned().clone()
     }
 
     /// Replaces the portals SendTargets lists.
     pub fn set_portals(&self, portals: Vec<(std::net::SocketAddr, u16)>) {
-        *write(&self.portals) = portals;
+        *self.portals.write_unpoisoned() = portals;
     }
 
     /// `[discovery.chap]` now.
     pub fn discovery_chap(&self) -> Option<Arc<ChapConfig>> {
-        read(&self.discovery_chap).clone()
+        self.discovery_chap.read_unpoisoned().clone()
     }
 
     /// Replaces `[discovery.chap]` for discovery logins from now on.
     pub fn set_discovery_chap(&self, chap: Option<ChapConfig>) {
-        *write(&self.discovery_chap) = chap.map(Arc::new);
+        *self.discovery_chap.write_unpoisoned() = chap.map(Arc::new);
     }
 
     /// A process-unique number (connection serials, I_T nexus IDs).
@@ -358,7 +355,7 @@ impl Server {
             target_name: target_name.map(str::to_string),
             portal_group_tag,
         };
-        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sessions = self.sessions.lock_unpoisoned();
         let mut tsih = random;
         if let Some(pos) = sessions.iter().position(|(k, _)| *k == key) {
             let (_, old) = sessions.swap_remove(pos);
@@ -393,7 +390,7 @@ impl Server {
         isid: [u8; 6],
         tsih: u16,
     ) -> Option<Arc<Session>> {
-        let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let sessions = self.sessions.lock_unpoisoned();
         sessions
             .iter()
             .find(|(k, s)| {
@@ -407,7 +404,7 @@ impl Server {
 
     /// Forgets a session once its last connection is gone.
     pub fn remove_session(&self, session: &Arc<Session>) {
-        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sessions = self.sessions.lock_unpoisoned();
         sessions.retain(|(_, s)| !Arc::ptr_eq(s, session));
     }
 
@@ -416,7 +413,7 @@ impl Server {
     /// (see [`isoe_scsi::UnitDirectory::nexus_closed`]).
     pub fn nexus_closed(&self, nexus: &isoe_scsi::Nexus) -> bool {
         let session = {
-            let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+            let sessions = self.sessions.lock_unpoisoned();
             sessions
                 .iter()
                 .find(|(_, s)| s.nexus == *nexus)
@@ -428,8 +425,7 @@ impl Server {
     /// Every session logged in.
     pub fn sessions(&self) -> Vec<Arc<Session>> {
         self.sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .lock_unpoisoned()
             .iter()
             .map(|(_, s)| Arc::clone(s))
             .collect()
@@ -438,8 +434,7 @@ impl Server {
     /// The sessions logged in to `target`.
     pub fn sessions_of(&self, target: &Arc<Target>) -> Vec<Arc<Session>> {
         self.sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .lock_unpoisoned()
             .iter()
             .filter(|(_, s)| s.target.as_ref().is_some_and(|t| Arc::ptr_eq(t, target)))
             .map(|(_, s)| Arc::clone(s))
@@ -448,17 +443,14 @@ impl Server {
 
     /// Number of live sessions.
     pub fn session_count(&self) -> usize {
-        self.sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .len()
+        self.sessions.lock_unpoisoned().len()
     }
 
     /// Asks every connection to finish: sessions are closed (each
     /// connection sees it at its next wake-up; the driver wakes them all).
     pub fn begin_shutdown(&self) {
         self.shutdown.store(true, Ordering::Release);
-        let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let sessions = self.sessions.lock_unpoisoned();
         let mut ignored = Vec::new();
         for (_, s) in sessions.iter() {
             s.close(u64::MAX, &mut ignored);
@@ -536,12 +528,12 @@ impl LoginPolicy for Server {
     }
 
     fn record_challenge(&self, challenge: &[u8]) -> bool {
-        let mut log = self.challenges.lock().unwrap_or_else(|e| e.into_inner());
+        let mut log = self.challenges.lock_unpoisoned();
         log.insert(challenge)
     }
 
     fn is_own_challenge(&self, challenge: &[u8]) -> bool {
-        let log = self.challenges.lock().unwrap_or_else(|e| e.into_inner());
+        let log = self.challenges.lock_unpoisoned();
         log.contains(challenge)
     }
 }

@@ -8,11 +8,12 @@
 
 use crate::target::Target;
 use isoe_scsi::Nexus;
+use isoe_sync::MutexExt;
 use isoe_wire::negotiate::SessionParams;
 use isoe_wire::pdu::Lun;
 use isoe_wire::serial::{sn_gt, sn_in_window};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How many commands past ExpCmdSN an initiator may have outstanding.
@@ -180,7 +181,7 @@ impl AbortBarrier {
             return None;
         }
         if self.origin == NO_CONNECTION {
-            let then = self.then.lock().unwrap_or_else(|e| e.into_inner()).take();
+            let then = self.then.lock_unpoisoned().take();
             if let Some(then) = then {
                 then();
             }
@@ -255,10 +256,6 @@ pub struct Session {
     pub retired: Mutex<crate::metrics::Totals>,
 }
 
-fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl Session {
     /// A new session whose first non-immediate command will carry `cmd_sn`.
     pub fn new(
@@ -323,7 +320,7 @@ impl Session {
         if self.is_closed() {
             return Admit::Closed;
         }
-        let mut window = locked(&self.window);
+        let mut window = self.window.lock_unpoisoned();
         let max = window.exp_cmd_sn.wrapping_add(COMMAND_WINDOW - 1);
         if !sn_in_window(cmd_sn, window.exp_cmd_sn, max) {
             window.waiting.retain(|&(_, s)| s != serial);
@@ -356,7 +353,10 @@ impl Session {
 
     /// Forgets that connection `serial` waits (it gave up or closed).
     pub fn stop_waiting(&self, serial: u64) {
-        locked(&self.window).waiting.retain(|&(_, s)| s != serial);
+        self.window
+            .lock_unpoisoned()
+            .waiting
+            .retain(|&(_, s)| s != serial);
     }
 
     /// Checks an immediate command's CmdSN: it must lie in the window but does not advance it.
@@ -376,7 +376,7 @@ impl Session {
     /// connection with the same CID is reinstated (RFC 7143 §6.3.4): the
     /// old one is ended, and its serial pushed to `wake` so that it closes.
     pub fn join(&self, member: Member, wake: &mut Vec<u64>) -> Result<(), SessionFull> {
-        let mut members = locked(&self.members);
+        let mut members = self.members.lock_unpoisoned();
         if let Some(pos) = members.iter().position(|m| m.cid == member.cid && !m.ended) {
             members[pos].ended = true;
             self.notices.fetch_add(1, Ordering::Release);
@@ -397,7 +397,7 @@ impl Session {
     /// connections they free go to `wake`.
     pub fn leave(&self, serial: u64, wake: &mut Vec<u64>) -> bool {
         self.stop_waiting(serial);
-        let mut members = locked(&self.members);
+        let mut members = self.members.lock_unpoisoned();
         if let Some(pos) = members.iter().position(|m| m.serial == serial) {
             let member = members.remove(pos);
             wake.extend(member.orders.iter().filter_map(|o| o.barrier.done(serial)));
@@ -414,7 +414,7 @@ impl Session {
         barrier: &Arc<AbortBarrier>,
         wake: &mut Vec<u64>,
     ) {
-        let mut members = locked(&self.members);
+        let mut members = self.members.lock_unpoisoned();
         for m in members
             .iter_mut()
             .filter(|m| m.serial != except && !m.ended)
@@ -438,7 +438,8 @@ impl Session {
 
     /// The orders to end tasks given to connection `serial` since it last looked.
     pub fn take_orders(&self, serial: u64) -> Vec<AbortOrder> {
-        locked(&self.members)
+        self.members
+            .lock_unpoisoned()
             .iter_mut()
             .find(|m| m.serial == serial)
             .map(|m| std::mem::take(&mut m.orders))
@@ -447,7 +448,8 @@ impl Session {
 
     /// Whether connection `serial` was ended by another (see [`Member::ended`]).
     pub fn is_ended(&self, serial: u64) -> bool {
-        locked(&self.members)
+        self.members
+            .lock_unpoisoned()
             .iter()
             .any(|m| m.serial == serial && m.ended)
     }
@@ -456,7 +458,7 @@ impl Session {
     /// as the connections' probes see it without taking data from them.
     /// False if any connection is open or can't be looked at.
     pub fn closed_by_peer(&self) -> bool {
-        let members = locked(&self.members);
+        let members = self.members.lock_unpoisoned();
         !members.is_empty()
             && members
                 .iter()
@@ -466,7 +468,8 @@ impl Session {
     /// The serial of the session's first connection still in it: the one
     /// the others are placed beside.
     pub fn leader(&self) -> Option<u64> {
-        locked(&self.members)
+        self.members
+            .lock_unpoisoned()
             .iter()
             .find(|m| !m.ended)
             .map(|m| m.serial)
@@ -474,7 +477,8 @@ impl Session {
 
     /// The serials of the connections now in the session.
     pub fn member_serials(&self) -> Vec<u64> {
-        locked(&self.members)
+        self.members
+            .lock_unpoisoned()
             .iter()
             .filter(|m| !m.ended)
             .map(|m| m.serial)
@@ -483,12 +487,17 @@ impl Session {
 
     /// Number of connections now in the session.
     pub fn connection_count(&self) -> usize {
-        locked(&self.members).iter().filter(|m| !m.ended).count()
+        self.members
+            .lock_unpoisoned()
+            .iter()
+            .filter(|m| !m.ended)
+            .count()
     }
 
     /// True when connection `cid` is part of the session.
     pub fn has_cid(&self, cid: u16) -> bool {
-        locked(&self.members)
+        self.members
+            .lock_unpoisoned()
             .iter()
             .any(|m| m.cid == cid && !m.ended)
     }
@@ -496,7 +505,7 @@ impl Session {
     /// Ends connection `cid` (not `except_serial`), for Logout of another
     /// connection; its serial goes to `wake`.
     pub fn close_cid(&self, cid: u16, except_serial: u64, wake: &mut Vec<u64>) {
-        let mut members = locked(&self.members);
+        let mut members = self.members.lock_unpoisoned();
         for m in members
             .iter_mut()
             .filter(|m| m.cid == cid && m.serial != except_serial)
@@ -511,7 +520,7 @@ impl Session {
     /// to `wake`, to close at its next wake-up.
     pub fn close(&self, except_serial: u64, wake: &mut Vec<u64>) {
         self.closed.store(true, Ordering::Release);
-        let members = locked(&self.members);
+        let members = self.members.lock_unpoisoned();
         wake.extend(
             members
                 .iter()
@@ -542,7 +551,8 @@ impl Session {
 
     /// What the connections now in the session are ([`ConnInfo`]), by CID.
     pub fn connections(&self) -> Vec<(u16, Option<Arc<ConnInfo>>)> {
-        locked(&self.members)
+        self.members
+            .lock_unpoisoned()
             .iter()
             .filter(|m| !m.ended)
             .map(|m| (m.cid, m.info.clone()))
@@ -553,7 +563,8 @@ impl Session {
     /// or not (an ended one counts until it has left; see
     /// [`crate::metrics`]).
     pub fn member_stats(&self) -> Vec<(u16, Arc<ConnInfo>)> {
-        locked(&self.members)
+        self.members
+            .lock_unpoisoned()
             .iter()
             .filter_map(|m| Some((m.cid, Arc::clone(m.info.as_ref()?))))
             .collect()

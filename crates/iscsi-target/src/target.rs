@@ -5,6 +5,7 @@ use crate::lun_table::LunTable;
 use crate::policy::Policy;
 use arc_swap::ArcSwap;
 use isoe_scsi::LogicalUnit;
+use isoe_sync::RwLockExt;
 use std::sync::{Arc, RwLock};
 
 /// One iSCSI target node with its logical units. Its name is fixed; its
@@ -51,12 +52,12 @@ impl Target {
 
     /// The policy now.
     pub fn policy(&self) -> Arc<Policy> {
-        Arc::clone(&self.policy.read().unwrap_or_else(|e| e.into_inner()))
+        Arc::clone(&self.policy.read_unpoisoned())
     }
 
     /// Replaces the policy; logins from now on see the new one.
     pub fn set_policy(&self, policy: Policy) {
-        *self.policy.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(policy);
+        *self.policy.write_unpoisoned() = Arc::new(policy);
     }
 
     /// True when `initiator` may see and use this target.

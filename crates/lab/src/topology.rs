@@ -38,6 +38,7 @@ pub use stale::{cleanup_own, cleanup_stale, lab_namespaces, owner_pid, NAMESPACE
 
 use crate::link::Side;
 use crate::netcmd;
+use isoe_sync::MutexExt;
 use std::collections::HashMap;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -361,7 +362,7 @@ impl Topology {
             };
             self.defaults.features.push(features);
         }
-        let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        let state = self.state.get_mut_unpoisoned();
         state.mtu_now = self.defaults.mtu.clone();
         state.features_dirty = vec![false; self.interfaces.len()];
         Ok(())

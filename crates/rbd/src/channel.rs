@@ -8,6 +8,7 @@
 //! The notifier hears its own notifications too; each message carries the
 //! sending channel's random id so that the handler can tell.
 
+use isoe_sync::{CondvarExt, MutexExt};
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -217,7 +218,7 @@ impl Channel {
         channel.create().map_err(|r| failed("creating", r))?;
         let cookie =
             watch(api, ioctx, &channel.object, watcher).map_err(|r| failed("watching", r))?;
-        lost.0.lock().unwrap_or_else(|e| e.into_inner()).cookie = Some(cookie);
+        lost.0.lock_unpoisoned().cookie = Some(cookie);
         channel.rewatcher = spawn_rewatcher(
             api,
             ioctx,
@@ -262,7 +263,7 @@ impl Channel {
 
     /// The object's content (empty until a state was written) and version.
     pub fn read(&self) -> Result<(Vec<u8>, u64), String> {
-        let _io = self.io.lock().unwrap_or_else(|e| e.into_inner());
+        let _io = self.io.lock_unpoisoned();
         let mut buffer = vec![0u8; 64 << 10];
         loop {
             // SAFETY: an open ioctx and a buffer of the length passed.
@@ -304,7 +305,7 @@ impl Channel {
         if content.len() > STATE_MAX_BYTES {
             return Err(format!("a state of {} bytes is too large", content.len()));
         }
-        let _io = self.io.lock().unwrap_or_else(|e| e.into_inner());
+        let _io = self.io.lock_unpoisoned();
         let api = self.api;
         // SAFETY: a new op, released below on every path.
         let op = unsafe { (api.rados_create_write_op)() };
@@ -473,7 +474,7 @@ extern "C" fn on_watch_error(arg: *mut c_void, cookie: u64, err: c_int) {
     let watcher = unsafe { &*arg.cast::<Watcher>() };
     tracing::warn!(object = ?watcher.acks.object, error = %crate::errno_text(err), "watch lost; watching again");
     let (lost, wake) = &*watcher.lost;
-    let mut lost = lost.lock().unwrap_or_else(|e| e.into_inner());
+    let mut lost = lost.lock_unpoisoned();
     if lost.cookie == Some(cookie) {
         lost.cookie = None;
         wake.notify_all();
@@ -498,14 +499,13 @@ fn spawn_rewatcher(
             let ioctx = ioctx as IoCtx;
             let (state, wake) = &*lost;
             loop {
-                let mut guard = state.lock().unwrap_or_else(|e| e.into_inner());
+                let mut guard = state.lock_unpoisoned();
                 while guard.cookie.is_some() && !guard.closing {
-                    guard = wake.wait(guard).unwrap_or_else(|e| e.into_inner());
+                    guard = wake.wait_unpoisoned(guard);
                 }
                 // A pause before each attempt, cut short by the close.
                 guard = wake
-                    .wait_timeout(guard, Duration::from_millis(500))
-                    .unwrap_or_else(|e| e.into_inner())
+                    .wait_timeout_unpoisoned(guard, Duration::from_millis(500))
                     .0;
                 if guard.closing {
                     return;
@@ -513,7 +513,7 @@ fn spawn_rewatcher(
                 drop(guard);
                 match watch(api, ioctx, &object, watcher as *mut Watcher) {
                     Ok(cookie) => {
-                        let mut guard = state.lock().unwrap_or_else(|e| e.into_inner());
+                        let mut guard = state.lock_unpoisoned();
                         if guard.closing {
                             // SAFETY: our own new watch, removed at once.
                             unsafe { (api.rados_unwatch2)(ioctx, cookie) };
@@ -547,7 +547,7 @@ impl Drop for Channel {
         unsafe {
             let lost = Arc::clone(&(*self.watcher).lost);
             let cookie = {
-                let mut guard = lost.0.lock().unwrap_or_else(|e| e.into_inner());
+                let mut guard = lost.0.lock_unpoisoned();
                 guard.closing = true;
                 lost.1.notify_all();
                 guard.cookie.take()

@@ -7,6 +7,7 @@
 //! opened gets a new connection, a new client instance the blocklist does
 //! not name.
 
+use isoe_sync::MutexExt;
 use std::collections::HashMap;
 use std::ffi::{c_char, CString};
 use std::path::{Path, PathBuf};
@@ -51,7 +52,7 @@ impl Cluster {
     /// makes a new connection from now on.
     pub(crate) fn fence(&self) {
         let images: Vec<Arc<Requests>> = {
-            let mut images = self.images.lock().unwrap_or_else(|e| e.into_inner());
+            let mut images = self.images.lock_unpoisoned();
             self.fenced.store(true, Ordering::Release);
             images.retain(|w| w.strong_count() > 0);
             images.iter().filter_map(Weak::upgrade).collect()
@@ -65,7 +66,7 @@ impl Cluster {
     /// Counts `requests` (a new image's) among those [`Cluster::fence`]
     /// ends; fenced at once if the client is fenced already.
     pub(crate) fn enroll(&self, requests: &Arc<Requests>) {
-        let mut images = self.images.lock().unwrap_or_else(|e| e.into_inner());
+        let mut images = self.images.lock_unpoisoned();
         if self.is_fenced() {
             drop(images);
             return requests.end_all();
@@ -118,7 +119,7 @@ static CLUSTERS: Mutex<Option<HashMap<ClusterSpec, Weak<Cluster>>>> = Mutex::new
 /// cluster has not fenced it, else a new one (which takes its place here;
 /// the fenced one stays with the images that hold it).
 pub(crate) fn connect(spec: &ClusterSpec) -> Result<Arc<Cluster>, RbdError> {
-    let mut clusters = CLUSTERS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut clusters = CLUSTERS.lock_unpoisoned();
     let clusters = clusters.get_or_insert_with(HashMap::new);
     let live = clusters.get(spec).and_then(Weak::upgrade);
     if let Some(cluster) = live.filter(|c| !c.is_fenced()) {

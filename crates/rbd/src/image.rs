@@ -1,6 +1,7 @@
 //! An RBD image as a store: blocking calls for the rare operations, and
 //! librbd's asynchronous reads, writes and flushes for the datapath.
 
+use isoe_sync::MutexExt;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void};
 use std::io;
@@ -185,8 +186,7 @@ impl Requests {
         }
         let waiting: Vec<(IoKind, IoDone)> = self
             .waiting
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .lock_unpoisoned()
             .drain()
             .map(|(_, request)| request)
             .collect();
@@ -203,17 +203,13 @@ impl Requests {
 
     /// Keeps `done` until the request `id` is answered.
     fn hold(&self, id: u64, kind: IoKind, done: IoDone) {
-        self.waiting
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id, (kind, done));
+        self.waiting.lock_unpoisoned().insert(id, (kind, done));
     }
 
     /// The completion of request `id`, unless it was answered already.
     fn take(&self, id: u64) -> Option<IoDone> {
         self.waiting
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .lock_unpoisoned()
             .remove(&id)
             .map(|(_, done)| done)
     }

@@ -3,6 +3,7 @@
 //!
 //! The command path pays one relaxed atomic load while nothing is queued.
 
+use isoe_sync::MutexExt;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -45,7 +46,7 @@ impl Attentions {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Nexus, NexusState>> {
         // A panic elsewhere cannot leave the map half-updated: every change
         // below is a single insert, push or pop.
-        self.nexuses.lock().unwrap_or_else(|e| e.into_inner())
+        self.nexuses.lock_unpoisoned()
     }
 
     pub(crate) fn attach(&self, nexus: &Nexus) {

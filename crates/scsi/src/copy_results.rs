@@ -3,6 +3,7 @@
 //! I_T nexus and list identifier, its operating parameters, and the
 //! Third-party Copy VPD page (SPC-4 7.8.17).
 
+use isoe_sync::MutexExt;
 use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard};
 
@@ -68,7 +69,7 @@ pub(crate) struct CopyResults {
 
 impl CopyResults {
     fn lock(&self) -> MutexGuard<'_, VecDeque<HeldCopy>> {
-        self.held.lock().unwrap_or_else(|e| e.into_inner())
+        self.held.lock_unpoisoned()
     }
 
     /// A copy with `list_id` starts: OPERATION IN PROGRESS if one from the

@@ -32,7 +32,8 @@
 //! The clock is read only where the line is written ([`MediaLog::failed`]);
 //! the decision itself ([`MediaLog::record`]) takes the time as an argument.
 
-use std::sync::{Mutex, PoisonError};
+use isoe_sync::MutexExt;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use isoe_store::StoreError;
@@ -165,7 +166,7 @@ impl MediaLog {
     /// log, or None if it is held back.
     fn record(&self, now: Instant, error: &StoreError, sense: Sense) -> Option<String> {
         let kind = usize::from(!error.is_no_space());
-        let admit = self.limiters.lock().unwrap_or_else(PoisonError::into_inner)[kind].admit(now);
+        let admit = self.limiters.lock_unpoisoned()[kind].admit(now);
         let suffix = match admit {
             Admit::HeldBack => return None,
             Admit::First => format!(

@@ -10,7 +10,8 @@
 //! megabyte it spans; unrelated ranges rarely share a stripe, so there is no
 //! unit-wide lock on the command path (ARCHITECTURE datapath rule 4).
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use isoe_sync::MutexExt;
+use std::sync::{Mutex, MutexGuard};
 
 /// Number of stripes per logical unit; a range is a set of stripes, held in
 /// one `u64` mask.
@@ -73,7 +74,7 @@ impl RangeLocks {
         while remaining != 0 {
             let index = remaining.trailing_zeros() as usize;
             let stripe = &self.stripes[index];
-            guards[index] = Some(stripe.lock().unwrap_or_else(PoisonError::into_inner));
+            guards[index] = Some(stripe.lock_unpoisoned());
             remaining &= remaining - 1;
         }
         RangeGuard { _guards: guards }

@@ -17,6 +17,7 @@
 //! messages keep current. The state lives in the cluster, so APTPL is
 //! always possible there (PTPL_C=1).
 
+use isoe_sync::MutexExt;
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -413,7 +414,7 @@ impl Reservations {
                     || !state.registrations.is_empty())
         };
         if first && volatile {
-            let _guard = self.changing.lock().unwrap_or_else(|e| e.into_inner());
+            let _guard = self.changing.lock_unpoisoned();
             let version = self.lock().version;
             let empty = encode(&State::default());
             if let Ok(Some(version)) = peers.store(empty.as_bytes(), version) {
@@ -461,7 +462,7 @@ impl Reservations {
         let Some(peers) = self.shared.get() else {
             return op(attentions);
         };
-        let _guard = self.changing.lock().unwrap_or_else(|e| e.into_inner());
+        let _guard = self.changing.lock_unpoisoned();
         for _ in 0..SHARED_ATTEMPTS {
             self.sync(peers.as_ref())?;
             let (before, version, candidates) = {
@@ -555,7 +556,7 @@ impl Reservations {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         // Every change below leaves the state whole before it can panic.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock_unpoisoned()
     }
 
     fn refresh(&self, state: &State) {

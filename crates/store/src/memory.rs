@@ -1,9 +1,10 @@
 //! `MemoryStore`: sparse RAM media with one lock per chunk, whose bytes a
 //! large read may borrow instead of copying ([`Lent`]).
 
+use isoe_sync::RwLockExt;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, RwLock};
 
 use crate::huge_pages::{HugeBytes, HUGE_PAGE_BYTES};
 use crate::range::check_range;
@@ -278,9 +279,7 @@ impl MemoryStore {
     fn release(&self, offset: u64, len: u64) -> Result<(), StoreError> {
         check_range(offset, len, self.size_bytes)?;
         for (index, within, piece) in Self::pieces(offset, len) {
-            let mut chunk = self.chunks[index]
-                .write()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut chunk = self.chunks[index].write_unpoisoned();
             let chunk_len = self.chunk_len(index);
             if piece == chunk_len {
                 // The whole chunk: released without copying a lent one.
@@ -330,9 +329,7 @@ impl Store for MemoryStore {
         let mut done = 0;
         for (index, within, piece) in Self::pieces(offset, buf.len() as u64) {
             let target = &mut buf[done..done + piece];
-            let chunk = self.chunks[index]
-                .read()
-                .unwrap_or_else(PoisonError::into_inner);
+            let chunk = self.chunks[index].read_unpoisoned();
             match chunk.as_ref() {
                 Some(data) => target.copy_from_slice(&data.bytes[within..within + piece]),
                 None => target.fill(0),
@@ -350,9 +347,7 @@ impl Store for MemoryStore {
         check_range(offset, len as u64, self.size_bytes)?;
         out.reserve(len);
         for (index, within, piece) in Self::pieces(offset, len as u64) {
-            let chunk = self.chunks[index]
-                .read()
-                .unwrap_or_else(PoisonError::into_inner);
+            let chunk = self.chunks[index].read_unpoisoned();
             match chunk.as_ref() {
                 Some(data) => out.extend_from_slice(&data.bytes[within..within + piece]),
                 None => out.resize(out.len() + piece, 0),
@@ -382,9 +377,7 @@ impl Store for MemoryStore {
         out.reserve(len);
         let mut slots = crcs.iter_mut();
         for (index, within, piece) in Self::pieces(offset, len as u64) {
-            let chunk = self.chunks[index]
-                .read()
-                .unwrap_or_else(PoisonError::into_inner);
+            let chunk = self.chunks[index].read_unpoisoned();
             let pages = within / CRC_PAGE_BYTES..(within + piece) / CRC_PAGE_BYTES;
             match chunk.as_ref() {
                 Some(data) => {
@@ -410,9 +403,7 @@ impl Store for MemoryStore {
         check_range(offset, buf.len() as u64, self.size_bytes)?;
         let mut done = 0;
         for (index, within, piece) in Self::pieces(offset, buf.len() as u64) {
-            let mut chunk = self.chunks[index]
-                .write()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut chunk = self.chunks[index].write_unpoisoned();
             let chunk_len = self.chunk_len(index);
             let data = chunk.get_or_insert_with(|| Arc::new(ChunkData::new(chunk_len)));
             // A chunk some read still holds ([`Lent`]) is copied first.
@@ -446,9 +437,7 @@ impl Store for MemoryStore {
             if lent.count == LENT_PIECES_MAX {
                 return None;
             }
-            let chunk = self.chunks[index]
-                .read()
-                .unwrap_or_else(PoisonError::into_inner);
+            let chunk = self.chunks[index].read_unpoisoned();
             lent.pieces[lent.count] = match chunk.as_ref() {
                 Some(data) => Piece::Chunk(Arc::clone(data), within..within + piece),
                 None => Piece::Zeros(piece),
@@ -481,9 +470,7 @@ impl Store for MemoryStore {
         let mut state = None;
         let mut run_bytes = 0u64;
         for (index, within, piece) in Self::pieces(offset, len) {
-            let chunk = self.chunks[index]
-                .read()
-                .unwrap_or_else(PoisonError::into_inner);
+            let chunk = self.chunks[index].read_unpoisoned();
             let (mapped, same) = match chunk.as_ref() {
                 None => (false, piece),
                 Some(data) => Self::run_in_chunk(data, within, piece),

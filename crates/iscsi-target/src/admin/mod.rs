@@ -37,6 +37,7 @@ use crate::registry::Server;
 use crate::session::Session;
 use crate::target::Target;
 use edit::Edit;
+use isoe_sync::MutexExt;
 use protocol::{
     to_json, Answer, Changed, ConnectionDetail, ConnectionStatus, Counted, Keys, Listed, LoggedOut,
     LunStatus, Nothing, PortalStatus, Request, SessionParameters, SessionStatus, Shown, Status,
@@ -132,7 +133,7 @@ impl Admin {
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock_unpoisoned()
     }
 
     /// Makes `edit` to the configuration, puts it into force and saves it.

@@ -4,6 +4,7 @@
 
 use super::slot::Slot;
 use crate::connection::Finished;
+use isoe_sync::MutexExt;
 use rustix::event::{eventfd, EventfdFlags};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::net::{SocketAddr, TcpStream};
@@ -52,7 +53,7 @@ impl Mailbox {
     /// reads the eventfd before it takes the queue, so no message is missed).
     pub(crate) fn post(&self, msg: Msg) {
         let was_empty = {
-            let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+            let mut queue = self.queue.lock_unpoisoned();
             queue.push(msg);
             queue.len() == 1
         };
@@ -65,7 +66,7 @@ impl Mailbox {
     pub(super) fn take(&self, into: &mut Vec<Msg>) {
         let mut count = [0u8; 8];
         let _ = rustix::io::read(&self.event, &mut count);
-        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let mut queue = self.queue.lock_unpoisoned();
         into.append(&mut queue);
     }
 }

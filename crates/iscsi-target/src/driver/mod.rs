@@ -22,6 +22,7 @@ mod worker;
 use crate::config::Config;
 use crate::provision::{SetupError, WrapStore};
 use crate::registry::Server;
+use isoe_sync::MutexExt;
 use mailbox::{Accepted, Mailbox, Msg};
 use pool::IoPool;
 use std::io;
@@ -89,7 +90,7 @@ pub struct Handle {
 
 impl Handle {
     fn list(&self) -> std::sync::MutexGuard<'_, Vec<Acceptor>> {
-        self.list.lock().unwrap_or_else(|e| e.into_inner())
+        self.list.lock_unpoisoned()
     }
 
     /// Each portal as configured, with the address it is bound to.

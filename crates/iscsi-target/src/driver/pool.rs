@@ -5,6 +5,7 @@
 
 use super::mailbox::{Mailbox, Msg};
 use crate::connection::Work;
+use isoe_sync::MutexExt;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 
@@ -47,7 +48,7 @@ impl IoPool {
 
     /// Queues `job`; gives it back when the queue is full or the pool stopped.
     pub(crate) fn submit(&self, job: Job) -> Result<(), Job> {
-        let sender = self.sender.lock().unwrap_or_else(|e| e.into_inner());
+        let sender = self.sender.lock_unpoisoned();
         let Some(sender) = sender.as_ref() else {
             return Err(job);
         };
@@ -60,14 +61,14 @@ impl IoPool {
     /// under way runs to its end: a sanitize survives the target's stop as
     /// it survives resets).
     pub(crate) fn stop(&self) {
-        self.sender.lock().unwrap_or_else(|e| e.into_inner()).take();
+        self.sender.lock_unpoisoned().take();
     }
 }
 
 fn serve(receiver: &Mutex<Receiver<Job>>, mailboxes: &[Arc<Mailbox>]) {
     loop {
         let job = {
-            let receiver = receiver.lock().unwrap_or_else(|e| e.into_inner());
+            let receiver = receiver.lock_unpoisoned();
             receiver.recv()
         };
         let Ok(job) = job else { return };

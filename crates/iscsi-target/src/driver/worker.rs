@@ -34,6 +34,7 @@ use super::slot::Slot;
 use super::sock::Sock;
 use crate::connection::{Action, Connection, Endpoint};
 use crate::registry::Server;
+use isoe_sync::MutexExt;
 use rustc_hash::FxHashMap;
 use rustix::buffer::spare_capacity;
 use rustix::event::epoll::{self, EventData, EventFlags};
@@ -114,7 +115,7 @@ impl Shared {
 
     /// The worker that serves connection `serial` now.
     pub(crate) fn worker_of(&self, serial: u64) -> usize {
-        let moved = self.moved.lock().unwrap_or_else(|e| e.into_inner());
+        let moved = self.moved.lock_unpoisoned();
         moved
             .get(&serial)
             .copied()
@@ -542,11 +543,7 @@ impl Worker {
             return;
         };
         let _ = epoll::delete(&self.epoll, &*slot.stream);
-        self.shared
-            .moved
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(serial, home);
+        self.shared.moved.lock_unpoisoned().insert(serial, home);
         self.shared.load[self.index].fetch_sub(1, Ordering::Relaxed);
         self.shared.load[home].fetch_add(1, Ordering::Relaxed);
         self.shared.mailboxes[home].post(Msg::Migrate {
@@ -644,7 +641,7 @@ impl Worker {
             }
         }
         if worker_of(serial) != self.index {
-            let mut moved = self.shared.moved.lock().unwrap_or_else(|e| e.into_inner());
+            let mut moved = self.shared.moved.lock_unpoisoned();
             moved.remove(&serial);
         }
         let _ = epoll::delete(&self.epoll, &*slot.stream);

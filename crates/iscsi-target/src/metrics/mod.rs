@@ -17,6 +17,7 @@
 pub mod prometheus;
 pub mod snapshot;
 
+use isoe_sync::MutexExt;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -212,7 +213,7 @@ impl ConnStats {
     /// The counters of LUN `lun`, made the first time the connection uses
     /// it (the connection keeps its own handle; see [`LunCache`]).
     pub fn lun(&self, lun: u16) -> Arc<LunStats> {
-        let mut luns = self.luns.lock().unwrap_or_else(|e| e.into_inner());
+        let mut luns = self.luns.lock_unpoisoned();
         if let Some((_, s)) = luns.iter().find(|(n, _)| *n == lun) {
             return Arc::clone(s);
         }
@@ -222,7 +223,7 @@ impl ConnStats {
     }
 
     fn luns(&self) -> Vec<(u16, Arc<LunStats>)> {
-        self.luns.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.luns.lock_unpoisoned().clone()
     }
 }
 
@@ -759,7 +760,7 @@ impl ServerStats {
 
     /// The lock readers hold while they sum (see the module doc).
     pub fn lock_retired(&self) -> MutexGuard<'_, BTreeMap<String, Totals>> {
-        self.retired.lock().unwrap_or_else(|e| e.into_inner())
+        self.retired.lock_unpoisoned()
     }
 
     /// A connection to `target` (and, for its session, `session_retired`)
@@ -774,10 +775,7 @@ impl ServerStats {
             .entry(target.to_string())
             .or_default()
             .merge(&totals);
-        session_retired
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .merge(&totals);
+        session_retired.lock_unpoisoned().merge(&totals);
     }
 }
 

@@ -3,6 +3,7 @@
 
 use super::{is_retired, ConnTotals, LunTotals, Name, Totals, LOGIN_OUTCOMES};
 use crate::registry::Server;
+use isoe_sync::MutexExt;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
@@ -85,11 +86,7 @@ pub fn snapshot(server: &Server) -> Snapshot {
         let Some(target) = &session.target else {
             continue;
         };
-        let mut session_totals = session
-            .retired
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let mut session_totals = session.retired.lock_unpoisoned().clone();
         let mut connections = Vec::new();
         for (cid, info) in session.member_stats() {
             if is_retired(&info.stats) {

@@ -30,6 +30,7 @@ use crate::host::Host;
 use crate::hostknobs::{Port, Saved};
 use crate::link::{LinkKnobs, NicKnobs, Offload, Side};
 use crate::netcmd::{self, FeatureLine};
+use isoe_sync::MutexExt;
 use std::collections::{BTreeMap, HashMap};
 
 /// A link knob whose program is not installed. A case that sets it cannot
@@ -153,7 +154,7 @@ impl Topology {
         self.programs_for(knobs)?;
         // A poisoned lock only means an earlier apply panicked midway; the
         // state then errs towards running commands again, which is safe.
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.state.lock_unpoisoned();
         self.apply_mtu(&mut state, knobs.mtu, &mut out);
         self.apply_rate(&mut state, knobs.rate_mbit, &mut out);
         self.apply_offloads(&mut state, knobs, &mut out);
@@ -177,7 +178,7 @@ impl Topology {
                 })
                 .collect();
         }
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.state.lock_unpoisoned();
         let known: Vec<String> = state
             .sysctls_saved
             .iter()

@@ -2,6 +2,7 @@
 //! fixed number: a client that hangs holds one thread, not the socket, and
 //! stopping wakes every one of them at once.
 
+use isoe_sync::MutexExt;
 use std::collections::HashMap;
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -36,7 +37,7 @@ impl Clients {
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock_unpoisoned()
     }
 
     /// Serves `stream` with `serve` on a thread of its own; gives the

@@ -105,72 +105,10 @@ pub fn apply(
         match old.targets.iter().find(|o| o.name == t.name) {
             None => added_targets.push((t.clone(), Arc::new(build_target(new, t, &|_, _, s| s)?))),
             Some(o) if o == t => {}
-            Some(o) => {
-                let Some(target) = server.target(&t.name) else {
-                    continue;
-                };
-                let mut luns = Vec::new();
-                let mut changed = Vec::new();
-                for spec in &t.luns {
-                    let before = o.luns.iter().find(|l| l.number == spec.number);
-                    let running = target.luns().lun(spec.number).cloned();
-                    match (before, running) {
-                        (Some(b), _) if same_but_offline(b, spec) => {}
-                        (Some(b), Some(lu)) => {
-                            let said = |key: &str| {
-                                super::edit::lun_value_text(asked.doc, &t.name, spec.number, key)
-                            };
-                            let given = said("size").or_else(|| said("memory"));
-                            let change = lun_change::Change {
-                                before: b,
-                                old: &lu,
-                                spec,
-                                given: given.as_deref(),
-                                force: asked.force,
-                            };
-                            changed.push(lun_change::plan(new, &t.name, change)?);
-                        }
-                        _ => {
-                            luns.push((spec.clone(), build_lun(new, &t.name, spec, &|_, _, s| s)?))
-                        }
-                    }
-                }
-                kept.push(TargetPlan {
-                    target,
-                    old: o.clone(),
-                    new: t.clone(),
-                    luns,
-                    changed,
-                });
-            }
+            Some(o) => kept.extend(plan_target(server, new, o, t, asked)?),
         }
     }
-    // Portals come and go live within the portal groups the target runs
-    // with; a change to the groups themselves (tags, ALUA states) is for
-    // the next start, portals and all, since initiators learn the groups
-    // from REPORT TARGET PORT GROUPS.
-    let groups_changed = group_definitions(old) != group_definitions(new);
-    let (old_portals, new_portals) = if groups_changed {
-        (Vec::new(), Vec::new())
-    } else {
-        (tagged_portals(old), tagged_portals(new))
-    };
-    let removed: Vec<_> = old_portals
-        .iter()
-        .filter(|p| !new_portals.contains(p))
-        .copied()
-        .collect();
-    let mut listeners: Vec<(SocketAddr, u16, Option<Bound>)> = Vec::new();
-    for &(addr, tag) in new_portals.iter().filter(|p| !old_portals.contains(p)) {
-        // A portal that moves to another group is bound once its old
-        // listener has gone (below); any other is bound now.
-        let bound = if removed.iter().any(|(a, _)| *a == addr) {
-            None
-        } else {
-            Some(crate::driver::bind(addr)?)
-        };
-        listeners.push((addr, tag, bound));
-    }
+    let portals = plan_portals(old, new)?;
 
     // Commit: nothing below fails.
     let mut applied = Applied::default();
@@ -203,12 +141,12 @@ pub fn apply(
             None => "discovery CHAP removed".into(),
         });
     }
-    for (addr, _) in &removed {
+    for (addr, _) in &portals.removed {
         if handle.remove(*addr) {
             applied.changes.push(format!("portal {addr} removed"));
         }
     }
-    for (configured, tag, bound) in listeners {
+    for (configured, tag, bound) in portals.listeners {
         let served = match bound {
             Some((listener, local)) => Ok((listener, local)),
             None => crate::driver::bind(configured),
@@ -229,7 +167,7 @@ pub fn apply(
     }
     handle.wake(&wake);
     let restart_only = [
-        ("[[portal_group]] and the portals", groups_changed),
+        ("[[portal_group]] and the portals", portals.groups_changed),
         ("state_dir", old.state_dir != new.state_dir),
         ("[datapath]", old.datapath != new.datapath),
         ("[limits]", old.limits != new.limits),
@@ -243,6 +181,97 @@ pub fn apply(
         .map(|(key, _)| key.to_string())
         .collect();
     Ok(applied)
+}
+
+/// What changes in target `t`, which runs now as `o`: the LUNs to add,
+/// opened, and those whose keys changed, planned; nothing when the target
+/// is gone from the server meanwhile.
+fn plan_target(
+    server: &Server,
+    new: &Config,
+    o: &TargetConfig,
+    t: &TargetConfig,
+    asked: Asked<'_>,
+) -> Result<Option<TargetPlan>, ApplyError> {
+    let Some(target) = server.target(&t.name) else {
+        return Ok(None);
+    };
+    let mut luns = Vec::new();
+    let mut changed = Vec::new();
+    for spec in &t.luns {
+        let before = o.luns.iter().find(|l| l.number == spec.number);
+        let running = target.luns().lun(spec.number).cloned();
+        match (before, running) {
+            (Some(b), _) if same_but_offline(b, spec) => {}
+            (Some(b), Some(lu)) => {
+                let said =
+                    |key: &str| super::edit::lun_value_text(asked.doc, &t.name, spec.number, key);
+                let given = said("size").or_else(|| said("memory"));
+                let change = lun_change::Change {
+                    before: b,
+                    old: &lu,
+                    spec,
+                    given: given.as_deref(),
+                    force: asked.force,
+                };
+                changed.push(lun_change::plan(new, &t.name, change)?);
+            }
+            _ => luns.push((spec.clone(), build_lun(new, &t.name, spec, &|_, _, s| s)?)),
+        }
+    }
+    Ok(Some(TargetPlan {
+        target,
+        old: o.clone(),
+        new: t.clone(),
+        luns,
+        changed,
+    }))
+}
+
+/// The portals to stop serving and those to serve, bound already where
+/// they can be.
+struct PortalPlan {
+    /// The portal groups themselves changed: portals wait for a restart.
+    groups_changed: bool,
+    removed: Vec<(SocketAddr, u16)>,
+    listeners: Vec<(SocketAddr, u16, Option<Bound>)>,
+}
+
+/// How the portals go from `old` to `new`; binds every new portal that
+/// does not move from another group.
+fn plan_portals(old: &Config, new: &Config) -> Result<PortalPlan, ApplyError> {
+    // Portals come and go live within the portal groups the target runs
+    // with; a change to the groups themselves (tags, ALUA states) is for
+    // the next start, portals and all, since initiators learn the groups
+    // from REPORT TARGET PORT GROUPS.
+    let groups_changed = group_definitions(old) != group_definitions(new);
+    let (old_portals, new_portals) = if groups_changed {
+        (Vec::new(), Vec::new())
+    } else {
+        (tagged_portals(old), tagged_portals(new))
+    };
+    let removed: Vec<_> = old_portals
+        .iter()
+        .filter(|p| !new_portals.contains(p))
+        .copied()
+        .collect();
+    let mut listeners: Vec<(SocketAddr, u16, Option<Bound>)> = Vec::new();
+    for &(addr, tag) in new_portals.iter().filter(|p| !old_portals.contains(p)) {
+        // A portal that moves to another group is bound once its old
+        // listener has gone (below); any other is bound now.
+        let bound = if removed.iter().any(|(a, _)| *a == addr) {
+            None
+        } else {
+            Some(crate::driver::bind(addr)?)
+        };
+        listeners.push((addr, tag, bound));
+    }
+
+    Ok(PortalPlan {
+        groups_changed,
+        removed,
+        listeners,
+    })
 }
 
 /// Each portal as configured, with its portal group's tag.

@@ -157,17 +157,7 @@ impl Edit {
         running_portals: &[String],
     ) -> Result<(), EditError> {
         match self {
-            Edit::TargetAdd { name, keys } => {
-                if find_target(doc, name).is_some() {
-                    return fail(format!("a target named {name} exists already"));
-                }
-                let mut table = Table::new();
-                table.insert("name", Item::Value(name.as_str().into()));
-                for (k, v) in keys {
-                    table.insert(k, Item::Value(v.clone()));
-                }
-                targets(doc)?.push(table);
-            }
+            Edit::TargetAdd { name, keys } => target_add(doc, name, keys)?,
             Edit::TargetRemove { name } => {
                 let Some(i) = find_target(doc, name) else {
                     return fail(format!("no target named {name}"));
@@ -178,18 +168,7 @@ impl Edit {
                 target,
                 number,
                 keys,
-            } => {
-                let t = target_table(doc, target)?;
-                if find_lun(t, *number).is_some() {
-                    return fail(format!("{target} has a LUN {number} already"));
-                }
-                let mut table = Table::new();
-                table.insert("number", Item::Value(i64::from(*number).into()));
-                for (k, v) in keys {
-                    table.insert(k, Item::Value(v.clone()));
-                }
-                luns(t, target)?.push(table);
-            }
+            } => lun_add(doc, target, *number, keys)?,
             Edit::LunRemove { target, number } => {
                 let t = target_table(doc, target)?;
                 let Some(i) = find_lun(t, *number) else {
@@ -201,18 +180,7 @@ impl Edit {
                 target,
                 number,
                 offline,
-            } => {
-                let t = target_table(doc, target)?;
-                let Some(i) = find_lun(t, *number) else {
-                    return fail(format!("{target} has no LUN {number}"));
-                };
-                let lun = luns(t, target)?.get_mut(i).expect("index from find_lun");
-                if *offline {
-                    lun.insert("offline", Item::Value(true.into()));
-                } else {
-                    lun.remove("offline");
-                }
-            }
+            } => lun_offline(doc, target, *number, *offline)?,
             Edit::AclAdd { target, initiator } => {
                 let t = target_table(doc, target)?;
                 let list = string_array(t, "allowed_initiators", target)?;
@@ -227,26 +195,7 @@ impl Edit {
                 target,
                 initiator,
                 allow_all,
-            } => {
-                let t = target_table(doc, target)?;
-                let list = string_array(t, "allowed_initiators", target)?;
-                let Some(i) = list.iter().position(|v| v.as_str() == Some(initiator)) else {
-                    return fail(format!(
-                        "{initiator} is not in allowed_initiators of {target}"
-                    ));
-                };
-                if list.len() == 1 && !allow_all {
-                    return fail(format!(
-                        "{initiator} is the last entry of allowed_initiators of {target}; \
-                         an empty list lets every initiator in: confirm with --allow-all, \
-                         or add the initiator that should stay first"
-                    ));
-                }
-                list.remove(i);
-                if list.is_empty() {
-                    t.remove("allowed_initiators");
-                }
-            }
+            } => acl_remove(doc, target, initiator, *allow_all)?,
             Edit::ChapSet { target, keys } => {
                 let parent = chap_parent(doc, target.as_deref())?;
                 let mut table = Table::new();
@@ -271,22 +220,117 @@ impl Edit {
                 }
                 list.push(address.as_str());
             }
-            Edit::PortalRemove { address } => {
-                let list = portals(doc, running_portals)?;
-                let Some(i) = list.iter().position(|v| v.as_str() == Some(address)) else {
-                    return fail(format!("portal {address} is not in portals"));
-                };
-                if list.len() == 1 {
-                    return fail(format!(
-                        "{address} is the last portal; add another before removing it"
-                    ));
-                }
-                list.remove(i);
-            }
+            Edit::PortalRemove { address } => portal_remove(doc, running_portals, address)?,
         }
         renumber(doc);
         Ok(())
     }
+}
+
+/// Adds a `[[target]]` named `name` with `keys`.
+fn target_add(
+    doc: &mut DocumentMut,
+    name: &str,
+    keys: &[(String, Value)],
+) -> Result<(), EditError> {
+    if find_target(doc, name).is_some() {
+        return fail(format!("a target named {name} exists already"));
+    }
+    let mut table = Table::new();
+    table.insert("name", Item::Value(name.into()));
+    for (k, v) in keys {
+        table.insert(k, Item::Value(v.clone()));
+    }
+    targets(doc)?.push(table);
+    Ok(())
+}
+
+/// Adds LUN `number` with `keys` to `target`.
+fn lun_add(
+    doc: &mut DocumentMut,
+    target: &str,
+    number: u16,
+    keys: &[(String, Value)],
+) -> Result<(), EditError> {
+    let t = target_table(doc, target)?;
+    if find_lun(t, number).is_some() {
+        return fail(format!("{target} has a LUN {number} already"));
+    }
+    let mut table = Table::new();
+    table.insert("number", Item::Value(i64::from(number).into()));
+    for (k, v) in keys {
+        table.insert(k, Item::Value(v.clone()));
+    }
+    luns(t, target)?.push(table);
+    Ok(())
+}
+
+/// Takes LUN `number` of `target` offline, or brings it back.
+fn lun_offline(
+    doc: &mut DocumentMut,
+    target: &str,
+    number: u16,
+    offline: bool,
+) -> Result<(), EditError> {
+    let t = target_table(doc, target)?;
+    let Some(i) = find_lun(t, number) else {
+        return fail(format!("{target} has no LUN {number}"));
+    };
+    let lun = luns(t, target)?.get_mut(i).expect("index from find_lun");
+    if offline {
+        lun.insert("offline", Item::Value(true.into()));
+    } else {
+        lun.remove("offline");
+    }
+    Ok(())
+}
+
+/// Removes `initiator` from the allowed initiators of `target`; the last
+/// one only with `allow_all`.
+fn acl_remove(
+    doc: &mut DocumentMut,
+    target: &str,
+    initiator: &str,
+    allow_all: bool,
+) -> Result<(), EditError> {
+    let t = target_table(doc, target)?;
+    let list = string_array(t, "allowed_initiators", target)?;
+    let Some(i) = list.iter().position(|v| v.as_str() == Some(initiator)) else {
+        return fail(format!(
+            "{initiator} is not in allowed_initiators of {target}"
+        ));
+    };
+    if list.len() == 1 && !allow_all {
+        return fail(format!(
+            "{initiator} is the last entry of allowed_initiators of {target}; \
+             an empty list lets every initiator in: confirm with --allow-all, \
+             or add the initiator that should stay first"
+        ));
+    }
+    list.remove(i);
+    if list.is_empty() {
+        t.remove("allowed_initiators");
+    }
+    Ok(())
+}
+
+/// Removes portal `address`; never the last one.
+fn portal_remove(
+    doc: &mut DocumentMut,
+    running_portals: &[String],
+    address: &str,
+) -> Result<(), EditError> {
+    let list = portals(doc, running_portals)?;
+    let Some(i) = list.iter().position(|v| v.as_str() == Some(address)) else {
+        return fail(format!("portal {address} is not in portals"));
+    };
+    if list.len() == 1 {
+        return fail(format!(
+            "{address} is the last portal; add another before removing it"
+        ));
+    }
+    list.remove(i);
+    Ok(())
 }
 
 /// The `[[target]]` array, made if the file has none.

@@ -19,6 +19,16 @@ fn worth_soliciting(lu: Option<&Arc<LogicalUnit>>, cdb: &[u8], edtl: u32) -> boo
 /// Bytes of sense data carried at most (fixed format with SKS fits in 18).
 const SENSE_BYTES_MAX: usize = 252;
 
+/// What a completed command moved, as its LUN's figures count it.
+#[derive(Clone, Copy)]
+struct Moved {
+    /// Data-In bytes sent.
+    send_len: u32,
+    /// What a write left of its expected length.
+    write_residual: Residual,
+    /// The medium an UNMAP or WRITE SAME covered.
+    range_bytes: u64,
+}
 impl Connection {
     pub(super) fn scsi_command(
         &mut self,
@@ -269,6 +279,61 @@ impl Connection {
         self.pool.give(buffer);
     }
 
+    /// Counts a completed command in its LUN's figures (or as a command to
+    /// no LUN), with its latency and, where the store was called, its
+    /// sampled stages.
+    #[inline]
+    fn count(
+        &mut self,
+        session: &Session,
+        cmd: &ScsiCommand,
+        completion: &Completion,
+        moved: Moved,
+        store_called: Option<Instant>,
+    ) {
+        let Moved {
+            send_len,
+            write_residual,
+            range_bytes,
+        } = moved;
+        let edtl = cmd.expected_data_transfer_length;
+        if let (Some(info), Some(lun)) = (&self.info, cmd.lun.number()) {
+            let op = crate::metrics::Op::of(cmd.cdb[0]);
+            let bytes = match op {
+                crate::metrics::Op::Read => u64::from(send_len),
+                crate::metrics::Op::Unmap | crate::metrics::Op::WriteSame => range_bytes,
+                _ if cmd.write && !write_residual.underflow => u64::from(edtl),
+                _ if cmd.write => u64::from(edtl.saturating_sub(write_residual.count)),
+                _ => 0,
+            };
+            let sense_key = completion.sense.as_ref().map(|s| s.key);
+            let exists = || {
+                session
+                    .target
+                    .as_ref()
+                    .is_some_and(|t| t.luns().lun(lun).is_some())
+            };
+            match self.lun_stats.slot(&info.stats, lun, exists) {
+                Some(slot) => {
+                    self.lun_stats
+                        .at(slot)
+                        .count(op, bytes, completion.status as u8, sense_key);
+                    match store_called {
+                        Some(called) => {
+                            // Set only where the driver gave a clock.
+                            let answered = self.stage_clock.map_or(called, |clock| clock());
+                            let store = (called, answered);
+                            self.latencies
+                                .push_sampled(slot, op, self.command_started, store);
+                        }
+                        None => self.latencies.push(slot, op, self.command_started),
+                    }
+                }
+                None => info.stats.commands_no_lun.add(1),
+            }
+        }
+    }
+
     pub(super) fn complete(
         &mut self,
         session: &Session,
@@ -289,44 +354,12 @@ impl Connection {
         let range_bytes = std::mem::take(&mut self.command_range_bytes);
         let store_called = self.store_called.take();
         if self.counting {
-            if let (Some(info), Some(lun)) = (&self.info, cmd.lun.number()) {
-                let op = crate::metrics::Op::of(cmd.cdb[0]);
-                let bytes = match op {
-                    crate::metrics::Op::Read => u64::from(send_len),
-                    crate::metrics::Op::Unmap | crate::metrics::Op::WriteSame => range_bytes,
-                    _ if cmd.write && !write_residual.underflow => u64::from(edtl),
-                    _ if cmd.write => u64::from(edtl.saturating_sub(write_residual.count)),
-                    _ => 0,
-                };
-                let sense_key = completion.sense.as_ref().map(|s| s.key);
-                let exists = || {
-                    session
-                        .target
-                        .as_ref()
-                        .is_some_and(|t| t.luns().lun(lun).is_some())
-                };
-                match self.lun_stats.slot(&info.stats, lun, exists) {
-                    Some(slot) => {
-                        self.lun_stats.at(slot).count(
-                            op,
-                            bytes,
-                            completion.status as u8,
-                            sense_key,
-                        );
-                        match store_called {
-                            Some(called) => {
-                                // Set only where the driver gave a clock.
-                                let answered = self.stage_clock.map_or(called, |clock| clock());
-                                let store = (called, answered);
-                                self.latencies
-                                    .push_sampled(slot, op, self.command_started, store);
-                            }
-                            None => self.latencies.push(slot, op, self.command_started),
-                        }
-                    }
-                    None => info.stats.commands_no_lun.add(1),
-                }
-            }
+            let moved = Moved {
+                send_len,
+                write_residual,
+                range_bytes,
+            };
+            self.count(session, cmd, &completion, moved, store_called);
         }
         let (exp_cmd_sn, max_cmd_sn) = (session.exp_cmd_sn(), session.max_cmd_sn());
         let limits = self.send_limits;

@@ -146,6 +146,16 @@ impl Text {
 /// `snapshot` in the text exposition format.
 pub fn render(s: &Snapshot) -> String {
     let mut out = Text(String::new());
+    lun_families(&mut out, s);
+    session_families(&mut out, s);
+    target_families(&mut out, s);
+    server_families(&mut out, s);
+    out.0
+}
+
+/// The families by LUN: the figures of each operation, the sampled
+/// stages, the ranges UNMAP and WRITE SAME covered, the errors.
+fn lun_families(out: &mut Text, s: &Snapshot) {
     for (suffix, kind, help, figure) in FIGURES {
         let name = format!("isoe_lun_{suffix}");
         out.family(&name, kind, &format!("{help}, by LUN."));
@@ -229,6 +239,10 @@ pub fn render(s: &Snapshot) -> String {
             }
         }
     }
+}
+
+/// The families by session and by connection.
+fn session_families(out: &mut Text, s: &Snapshot) {
     for (suffix, kind, help, figure) in FIGURES {
         let name = format!("isoe_session_{suffix}");
         out.family(
@@ -269,6 +283,11 @@ pub fn render(s: &Snapshot) -> String {
             }
         }
     }
+}
+
+/// The families by target: R2Ts, task management, digest errors,
+/// rejects, commands to no LUN.
+fn target_families(out: &mut Text, s: &Snapshot) {
     out.family("isoe_r2t_total", "counter", "R2Ts sent, by target.");
     for (target, t) in &s.targets {
         out.sample("isoe_r2t_total", &[("target", target)], t.r2t);
@@ -315,6 +334,11 @@ pub fn render(s: &Snapshot) -> String {
             t.commands_no_lun,
         );
     }
+}
+
+/// The server's own families: logins, refused and evicted connections,
+/// the `[limits]` resources.
+fn server_families(out: &mut Text, s: &Snapshot) {
     out.family(
         "isoe_logins_total",
         "counter",
@@ -355,7 +379,6 @@ pub fn render(s: &Snapshot) -> String {
     for r in &s.resources {
         out.sample("isoe_resource_limit", &[("resource", &r.name)], r.limit);
     }
-    out.0
 }
 
 #[cfg(test)]

@@ -139,8 +139,28 @@ pub fn snapshot(server: &Server) -> Snapshot {
     .into_iter()
     .map(|(name, c)| (Name::Borrowed(name), c.load(Ordering::Relaxed)))
     .collect();
+    let resources = resources(server);
+    Snapshot {
+        luns: per_target
+            .iter()
+            .map(|(t, totals)| (t.clone(), totals.luns.clone()))
+            .collect(),
+        targets: per_target
+            .into_iter()
+            .map(|(t, totals)| (t, totals.connection))
+            .collect(),
+        sessions,
+        logins,
+        connection_refusals,
+        connection_evictions,
+        resources,
+    }
+}
+
+/// What each `[limits]` bound counts now, beside the bound.
+fn resources(server: &Server) -> Vec<Resource> {
     let limits = server.gate.limits();
-    let resources = vec![
+    vec![
         Resource {
             name: Name::Borrowed("connections"),
             in_use: server.gate.connections() as u64,
@@ -166,20 +186,5 @@ pub fn snapshot(server: &Server) -> Snapshot {
             in_use: server.output_bytes.load(Ordering::Relaxed) as u64,
             limit: limits.response_buffer as u64,
         },
-    ];
-    Snapshot {
-        luns: per_target
-            .iter()
-            .map(|(t, totals)| (t.clone(), totals.luns.clone()))
-            .collect(),
-        targets: per_target
-            .into_iter()
-            .map(|(t, totals)| (t, totals.connection))
-            .collect(),
-        sessions,
-        logins,
-        connection_refusals,
-        connection_evictions,
-        resources,
-    }
+    ]
 }

@@ -25,8 +25,9 @@ pub struct LabArgs {
     list: bool,
     /// Draw DIR/report.md and DIR/report.html again from what a run stored
     /// in DIR (results.jsonl, and report-input.json: the plan as it ran, the
-    /// machine, the runner's notes) and exit; runs nothing, needs no root.
-    /// For a report after a change to the writer, or where only the
+    /// machine, the runner's notes; either may be gzipped, as FILE.gz, as the
+    /// runs in docs/results keep them) and exit; runs nothing, needs no
+    /// root. For a report after a change to the writer, or where only the
     /// results were kept.
     #[arg(
         long,

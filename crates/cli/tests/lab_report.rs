@@ -1,7 +1,8 @@
 //! `isoe lab --report DIR` on a stored run (a fixture: three cases of a
 //! sessions-sweep run, its records and its report input as the lab wrote
 //! them): the reports are the ones the report crate draws from those files,
-//! byte for byte, again and again; a directory that is not a run, a run
+//! byte for byte, again and again, and the same from the files gzipped as
+//! docs/results keeps them; a directory that is not a run, a run
 //! without its report input and a line that is not a record are refused
 //! with the file, the line and what is wrong, and nothing is written.
 //! Needs neither root nor network namespaces: it runs nothing.
@@ -75,6 +76,45 @@ fn a_stored_run_is_drawn_again_byte_for_byte() {
     assert!(std::fs::read(&html_path).unwrap() == html);
 }
 
+/// `dir`'s file `name` replaced by `name.gz`, as `gzip -9 name` leaves it.
+fn gzip(dir: &Path, name: &str) {
+    use std::io::Write;
+    let plain = dir.join(name);
+    let file = std::fs::File::create(dir.join(format!("{name}.gz"))).unwrap();
+    let mut encoder = flate2::write::GzEncoder::new(file, flate2::Compression::best());
+    encoder.write_all(&std::fs::read(&plain).unwrap()).unwrap();
+    encoder.finish().unwrap();
+    std::fs::remove_file(&plain).unwrap();
+}
+
+#[test]
+fn a_stored_run_gzipped_is_drawn_as_the_plain_one() {
+    let plain = stored_run();
+    let out = rebuild(plain.path());
+    assert!(out.status.success(), "{}", text(&out));
+    let md = std::fs::read(plain.path().join("report.md")).unwrap();
+    let html = std::fs::read(plain.path().join("report.html")).unwrap();
+    for names in [
+        &["results.jsonl"][..],
+        &["results.jsonl", "report-input.json"][..],
+    ] {
+        let dir = stored_run();
+        for name in names {
+            gzip(dir.path(), name);
+        }
+        let out = rebuild(dir.path());
+        assert!(out.status.success(), "{names:?}: {}", text(&out));
+        let md_gz = std::fs::read(dir.path().join("report.md")).unwrap();
+        assert!(
+            md_gz == md,
+            "{names:?}: report.md differs:\n{}",
+            String::from_utf8_lossy(&md_gz)
+        );
+        let html_gz = std::fs::read(dir.path().join("report.html")).unwrap();
+        assert!(html_gz == html, "{names:?}: report.html differs");
+    }
+}
+
 /// `isoe lab --report dir` fails with status 1 and `message` alone on
 /// stderr, and writes no report.
 fn refused(dir: &Path, message: &str) {
@@ -96,7 +136,8 @@ fn a_directory_without_results_is_refused() {
     refused(
         dir.path(),
         &format!(
-            "{}: no results.jsonl here: not the directory of an `isoe lab` run",
+            "{}: no results.jsonl or results.jsonl.gz here: not the directory of an `isoe lab` \
+             run",
             dir.path().display()
         ),
     );

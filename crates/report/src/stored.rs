@@ -10,6 +10,12 @@
 //!   line's overrides), the machine, the runner's notes and the cases it
 //!   skipped.
 //!
+//! Either may be kept gzipped instead, as `results.jsonl.gz` and
+//! `report-input.json.gz` ([`GZ_SUFFIX`]): the runs committed under
+//! `docs/results` are, their records being most of the repository's
+//! size. The plain file is read where both are there: it is the one a
+//! live run appends to. The lab itself always writes them plain.
+//!
 //! The second file exists because none of it can be found again later:
 //! the machine may be another by then, a shipped plan may have changed,
 //! and flags such as `--target` or `--testbed` change what ran without
@@ -23,7 +29,7 @@
 
 use crate::record::RunRecord;
 use crate::{write_reports, ReportInput, ReportPaths};
-use std::io;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
@@ -32,19 +38,26 @@ pub const RESULTS_FILE: &str = "results.jsonl";
 /// The rest of what a run's report is drawn from ([`ReportInput`] without
 /// its records), as pretty-printed JSON.
 pub const INPUT_FILE: &str = "report-input.json";
+/// What [`RESULTS_FILE`] or [`INPUT_FILE`] ends in when kept gzipped: read
+/// in its place when the plain file is not there.
+pub const GZ_SUFFIX: &str = ".gz";
 
 /// Why a run's report could not be drawn again.
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum StoredError {
-    /// The directory holds no `results.jsonl`.
-    #[error("{}: no {RESULTS_FILE} here: not the directory of an `isoe lab` run", .dir.display())]
+    /// The directory holds no `results.jsonl`, plain or gzipped.
+    #[error(
+        "{}: no {RESULTS_FILE} or {RESULTS_FILE}{GZ_SUFFIX} here: not the directory of an \
+         `isoe lab` run",
+        .dir.display()
+    )]
     NoResults {
         /// The directory.
         dir: PathBuf,
     },
-    /// The run has no `report-input.json`: the lab that made it did not
-    /// write one yet.
+    /// The run has no `report-input.json`, plain or gzipped: the lab that
+    /// made it did not write one yet.
     #[error(
         "{}: missing: `isoe lab` writes it beside {RESULTS_FILE} at the end of a run, so this run \
          is older than that (running its plan again with the same --out resumes it and writes one)",
@@ -54,7 +67,8 @@ pub enum StoredError {
         /// Where it was looked for.
         path: PathBuf,
     },
-    /// A file or directory could not be read or written.
+    /// A file or directory could not be read or written, or a gzipped
+    /// one is not gzip.
     #[error("{}: {source}", .path.display())]
     Io {
         /// The file or directory.
@@ -127,19 +141,20 @@ pub fn save_input(input: &ReportInput, dir: &Path) -> io::Result<PathBuf> {
 }
 
 /// Everything `dir`'s report is drawn from: `report-input.json` with the
-/// records of `results.jsonl`.
+/// records of `results.jsonl`, each plain or gzipped.
 pub fn load(dir: &Path) -> Result<ReportInput, StoredError> {
     std::fs::metadata(dir).map_err(|source| StoredError::Io {
         path: dir.to_path_buf(),
         source,
     })?;
-    let results = dir.join(RESULTS_FILE);
-    if !results.exists() {
+    let Some(results) = kept(dir, RESULTS_FILE) else {
         return Err(StoredError::NoResults {
             dir: dir.to_path_buf(),
         });
-    }
-    let mut input = read_input(&dir.join(INPUT_FILE))?;
+    };
+    // Neither there: the plain name, which read_input calls missing.
+    let input_path = kept(dir, INPUT_FILE).unwrap_or_else(|| dir.join(INPUT_FILE));
+    let mut input = read_input(&input_path)?;
     let records = numbered_records(&results)?;
     if let Some((line, r)) = records.iter().find(|(_, r)| r.plan != input.plan_name) {
         return Err(StoredError::OtherPlan {
@@ -163,9 +178,21 @@ pub fn rebuild(dir: &Path) -> Result<ReportPaths, StoredError> {
     })
 }
 
-/// The report input of `path`, without records.
+/// `dir`'s file `name`, plain if it is there, else gzipped if that is;
+/// `None` if neither is.
+pub fn kept(dir: &Path, name: &str) -> Option<PathBuf> {
+    let plain = dir.join(name);
+    if plain.exists() {
+        return Some(plain);
+    }
+    let gzipped = dir.join(format!("{name}{GZ_SUFFIX}"));
+    gzipped.exists().then_some(gzipped)
+}
+
+/// The report input of `path`, without records; `path` is gunzipped if
+/// its name ends in [`GZ_SUFFIX`].
 pub fn read_input(path: &Path) -> Result<ReportInput, StoredError> {
-    let text = match std::fs::read(path) {
+    let text = match contents(path) {
         Ok(text) => text,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             return Err(StoredError::NoInput {
@@ -186,6 +213,8 @@ pub fn read_input(path: &Path) -> Result<ReportInput, StoredError> {
 }
 
 /// The records of `path`, in its order; blank lines are passed over.
+/// `path` is gunzipped if its name ends in [`GZ_SUFFIX`]; a line's number
+/// in an error is then its number in the gunzipped text.
 pub fn read_records(path: &Path) -> Result<Vec<RunRecord>, StoredError> {
     Ok(numbered_records(path)?
         .into_iter()
@@ -209,10 +238,22 @@ fn numbered_records(path: &Path) -> Result<Vec<(usize, RunRecord)>, StoredError>
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, StoredError> {
-    std::fs::read(path).map_err(|source| StoredError::Io {
+    contents(path).map_err(|source| StoredError::Io {
         path: path.to_path_buf(),
         source,
     })
+}
+
+/// The bytes of `path`, gunzipped if its name ends in [`GZ_SUFFIX`]
+/// (every member, as `gunzip` reads a file of several).
+fn contents(path: &Path) -> io::Result<Vec<u8>> {
+    let bytes = std::fs::read(path)?;
+    if !path.to_string_lossy().ends_with(GZ_SUFFIX) {
+        return Ok(bytes);
+    }
+    let mut text = Vec::new();
+    flate2::read::MultiGzDecoder::new(bytes.as_slice()).read_to_end(&mut text)?;
+    Ok(text)
 }
 
 /// The lines of `bytes` that are not blank, with their numbers from 1.

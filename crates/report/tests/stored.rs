@@ -1,15 +1,16 @@
 //! A run's directory read back: the report drawn again is the report the
-//! run wrote, byte for byte, and what cannot be read back is named (the
-//! file, the line, what is wrong) before anything is written.
+//! run wrote, byte for byte, from its files plain or gzipped, and what
+//! cannot be read back is named (the file, the line, what is wrong) before
+//! anything is written.
 
 use isoe_report::record::{ForeignLoad, LatencySummary, Metric, RunRecord, SeriesPoint};
 use isoe_report::stats::Rules;
-use isoe_report::stored::{self, StoredError, INPUT_FILE, RESULTS_FILE};
+use isoe_report::stored::{self, StoredError, GZ_SUFFIX, INPUT_FILE, RESULTS_FILE};
 use isoe_report::{CaseInfo, Environment, ReportInput, WorkloadInfo};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// A fixed pseudo-random sequence (xorshift): figures with all their
 /// digits, as measured ones have, not round numbers.
@@ -232,7 +233,8 @@ fn a_directory_without_results_is_refused() {
     assert_eq!(
         e.to_string(),
         format!(
-            "{}: no results.jsonl here: not the directory of an `isoe lab` run",
+            "{}: no results.jsonl or results.jsonl.gz here: not the directory of an `isoe lab` \
+             run",
             dir.path().display()
         )
     );
@@ -332,4 +334,98 @@ fn a_report_input_that_is_not_one_is_refused() {
         )),
         "{e}"
     );
+}
+
+/// `dir`'s file `name` replaced by `name.gz`, as `gzip -9 name` leaves
+/// it; the path of the gzipped file.
+fn gzip(dir: &Path, name: &str) -> PathBuf {
+    let plain = dir.join(name);
+    let gzipped = dir.join(format!("{name}{GZ_SUFFIX}"));
+    let mut encoder = flate2::write::GzEncoder::new(
+        std::fs::File::create(&gzipped).unwrap(),
+        flate2::Compression::best(),
+    );
+    encoder.write_all(&read(&plain)).unwrap();
+    encoder.finish().unwrap();
+    std::fs::remove_file(&plain).unwrap();
+    gzipped
+}
+
+#[test]
+fn gzipped_files_draw_the_same_report() {
+    for names in [
+        &[RESULTS_FILE][..],
+        &[INPUT_FILE][..],
+        &[RESULTS_FILE, INPUT_FILE][..],
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        stored_run(dir.path());
+        let plain = stored::load(dir.path()).unwrap();
+        let (md, html) = (
+            read(dir.path().join("report.md")),
+            read(dir.path().join("report.html")),
+        );
+        std::fs::remove_file(dir.path().join("report.md")).unwrap();
+        std::fs::remove_file(dir.path().join("report.html")).unwrap();
+        for name in names {
+            gzip(dir.path(), name);
+            assert!(!dir.path().join(name).exists());
+        }
+        let back = stored::load(dir.path()).unwrap();
+        assert_eq!(back.records, plain.records, "{names:?}");
+        assert_eq!(back.cases, plain.cases, "{names:?}");
+        let paths = stored::rebuild(dir.path()).unwrap();
+        assert!(read(&paths.markdown) == md, "report.md differs: {names:?}");
+        assert!(read(&paths.html) == html, "report.html differs: {names:?}");
+    }
+}
+
+#[test]
+fn the_plain_file_is_read_where_both_are() {
+    let dir = tempfile::tempdir().unwrap();
+    stored_run(dir.path());
+    let md = read(dir.path().join("report.md"));
+    // Not gzip, and not read: the plain files are there.
+    for name in [RESULTS_FILE, INPUT_FILE] {
+        std::fs::write(dir.path().join(format!("{name}{GZ_SUFFIX}")), "not gzip\n").unwrap();
+    }
+    std::fs::remove_file(dir.path().join("report.md")).unwrap();
+    let paths = stored::rebuild(dir.path()).unwrap();
+    assert!(read(&paths.markdown) == md, "report.md differs");
+}
+
+#[test]
+fn a_line_of_a_gzipped_file_is_named_with_its_number() {
+    let (dir, _) = with_line(3, r#"{"plan":"stored","case":"baseline","#);
+    let path = gzip(dir.path(), RESULTS_FILE);
+    let e = refused(dir.path());
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}:4: not a run record: EOF while parsing a value (column 35)",
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn a_gzipped_file_that_is_not_gzip_is_refused() {
+    for name in [RESULTS_FILE, INPUT_FILE] {
+        let dir = tempfile::tempdir().unwrap();
+        stored_run(dir.path());
+        std::fs::remove_file(dir.path().join("report.md")).unwrap();
+        let path = gzip(dir.path(), name);
+        // Cut short, as an interrupted copy leaves it.
+        let bytes = read(&path);
+        std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+        let e = refused(dir.path());
+        assert!(
+            matches!(&e, StoredError::Io { path: p, .. } if *p == path),
+            "{name}: {e:?}"
+        );
+        assert!(
+            e.to_string().starts_with(&format!("{}: ", path.display())),
+            "{e}"
+        );
+    }
 }

@@ -32,6 +32,54 @@ pub fn notes(input: &ReportInput, cells: &[CellSummary]) -> Vec<Note> {
         .iter()
         .map(|n| Note::new(n.clone(), Vec::new()))
         .collect();
+    let cell_name = |c: &CellSummary| format!("{} × {}", c.case, c.workload);
+
+    out.extend(cell_notes(input, cells));
+    out.extend(not_run(input, cells));
+    out.extend(invalid_runs(input));
+    out.extend(skipped_knobs(input));
+
+    let no_hist: Vec<String> = cells
+        .iter()
+        .filter(|c| c.runs_valid > 0 && c.hist_runs < c.runs_valid)
+        .map(|c| {
+            format!(
+                "{}: {} of {} runs without lat_hist",
+                cell_name(c),
+                c.runs_valid - c.hist_runs,
+                c.runs_valid
+            )
+        })
+        .collect();
+    if !no_hist.is_empty() {
+        out.push(Note::new(
+            "Latency histograms incomplete: some runs' results carry no lat_hist (older \
+             isoe bench, or fio), so their histograms are missing or drawn from fewer runs; \
+             the percentiles still come from every run.",
+            no_hist,
+        ));
+    }
+
+    let no_target_cpu: Vec<String> = cells
+        .iter()
+        .filter(|c| c.runs_valid > 0 && c.target.cpu_pct.is_none())
+        .map(cell_name)
+        .collect();
+    if !no_target_cpu.is_empty() {
+        out.push(Note::new(
+            "Target CPU unknown: the target's process was not found in these cells, so its \
+             CPU columns show “–” (the host-wide figures still count it).",
+            no_target_cpu,
+        ));
+    }
+
+    out.extend(stray_records(input));
+    out
+}
+
+/// The cells that are above the RSD target, unfinished, or have no valid run.
+fn cell_notes(input: &ReportInput, cells: &[CellSummary]) -> Vec<Note> {
+    let mut out = Vec::new();
     let r = &input.rules;
     let cell_name = |c: &CellSummary| format!("{} × {}", c.case, c.workload);
 
@@ -99,46 +147,6 @@ pub fn notes(input: &ReportInput, cells: &[CellSummary]) -> Vec<Note> {
             empty,
         ));
     }
-
-    out.extend(not_run(input, cells));
-    out.extend(invalid_runs(input));
-    out.extend(skipped_knobs(input));
-
-    let no_hist: Vec<String> = cells
-        .iter()
-        .filter(|c| c.runs_valid > 0 && c.hist_runs < c.runs_valid)
-        .map(|c| {
-            format!(
-                "{}: {} of {} runs without lat_hist",
-                cell_name(c),
-                c.runs_valid - c.hist_runs,
-                c.runs_valid
-            )
-        })
-        .collect();
-    if !no_hist.is_empty() {
-        out.push(Note::new(
-            "Latency histograms incomplete: some runs' results carry no lat_hist (older \
-             isoe bench, or fio), so their histograms are missing or drawn from fewer runs; \
-             the percentiles still come from every run.",
-            no_hist,
-        ));
-    }
-
-    let no_target_cpu: Vec<String> = cells
-        .iter()
-        .filter(|c| c.runs_valid > 0 && c.target.cpu_pct.is_none())
-        .map(cell_name)
-        .collect();
-    if !no_target_cpu.is_empty() {
-        out.push(Note::new(
-            "Target CPU unknown: the target's process was not found in these cells, so its \
-             CPU columns show “–” (the host-wide figures still count it).",
-            no_target_cpu,
-        ));
-    }
-
-    out.extend(stray_records(input));
     out
 }
 

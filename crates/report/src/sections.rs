@@ -666,40 +666,7 @@ fn over_time(input: &ReportInput) -> Vec<Block> {
         let mut rows: Vec<Vec<Cell>> = Vec::new();
         let mut missing = Vec::new();
         for case in input.cases.iter().filter(|c| c.runs(&w.name)) {
-            match charts::latest_series(input, &case.name, &w.name) {
-                Ok(r) => {
-                    let (lo, mean, hi) = charts::series_range(w.metric, r);
-                    let values: Vec<f64> = r
-                        .series
-                        .iter()
-                        .map(|p| charts::per_second(w.metric, p))
-                        .collect();
-                    let span: f64 = r.series.iter().map(|p| p.span_s).sum();
-                    rows.push(vec![
-                        case.name.as_str().into(),
-                        r.run.to_string().into(),
-                        format!("{span:.1}").into(),
-                        num(Some(lo)).into(),
-                        num(Some(mean)).into(),
-                        num(Some(hi)).into(),
-                        pct((mean > 0.0).then(|| 100.0 * lo / mean)).into(),
-                        seconds_sparkline(&values).into(),
-                    ]);
-                }
-                Err(why) => {
-                    missing.push(format!("{}: {why}", case.name));
-                    rows.push(vec![
-                        case.name.as_str().into(),
-                        "–".into(),
-                        "–".into(),
-                        "–".into(),
-                        "–".into(),
-                        "–".into(),
-                        "–".into(),
-                        why.into(),
-                    ]);
-                }
-            }
+            rows.push(over_time_row(input, &case.name, w, &mut missing));
         }
         let caption = if missing.is_empty() {
             format!(
@@ -733,6 +700,50 @@ fn over_time(input: &ReportInput) -> Vec<Block> {
         ));
     }
     b
+}
+
+/// A case's row of the second-by-second table; what is missing is said
+/// in `missing` and in the row.
+fn over_time_row(
+    input: &ReportInput,
+    case: &str,
+    w: &WorkloadInfo,
+    missing: &mut Vec<String>,
+) -> Vec<Cell> {
+    match charts::latest_series(input, case, &w.name) {
+        Ok(r) => {
+            let (lo, mean, hi) = charts::series_range(w.metric, r);
+            let values: Vec<f64> = r
+                .series
+                .iter()
+                .map(|p| charts::per_second(w.metric, p))
+                .collect();
+            let span: f64 = r.series.iter().map(|p| p.span_s).sum();
+            vec![
+                case.into(),
+                r.run.to_string().into(),
+                format!("{span:.1}").into(),
+                num(Some(lo)).into(),
+                num(Some(mean)).into(),
+                num(Some(hi)).into(),
+                pct((mean > 0.0).then(|| 100.0 * lo / mean)).into(),
+                seconds_sparkline(&values).into(),
+            ]
+        }
+        Err(why) => {
+            missing.push(format!("{case}: {why}"));
+            vec![
+                case.into(),
+                "–".into(),
+                "–".into(),
+                "–".into(),
+                "–".into(),
+                "–".into(),
+                "–".into(),
+                why.into(),
+            ]
+        }
+    }
 }
 
 /// A histogram as a line of block characters over `uppers` (· for empty).
@@ -969,114 +980,121 @@ fn recommended(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
             "No setting had a significant effect (beyond ±{t}%) on any workload: keep the baseline."
         )));
     } else {
-        let effects = |list: &[(String, Effect)]| {
-            if list.is_empty() {
-                "–".to_string()
-            } else {
-                list.iter()
-                    .map(|(w, e)| format!("{w} {}, {}", change_ci(e), test_name(e)))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            }
-        };
-        let rows = overall
-            .iter()
-            .map(|o| {
-                let settings = o
-                    .settings
-                    .iter()
-                    .map(|s| s.knob.clone())
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                let from = o
-                    .settings
-                    .iter()
-                    .map(|s| s.from.clone())
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                let value = o
-                    .settings
-                    .iter()
-                    .map(|s| s.value.clone())
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                vec![
-                    if settings.is_empty() {
-                        "(no knobs named)".into()
-                    } else {
-                        settings.into()
-                    },
-                    from.into(),
-                    value.into(),
-                    o.case.as_str().into(),
-                    o.reference.as_str().into(),
-                    effects(&o.gains).into(),
-                    effects(&o.losses).into(),
-                    Cell {
-                        text: o.verdict.label().into(),
-                        strong: true,
-                    },
-                ]
-            })
-            .collect();
-        b.push(table(
-            &[
-                "setting", "from", "to", "case", "against", "gains", "losses", "verdict",
-            ],
-            &[false, false, false, false, false, false, false, false],
-            rows,
-        ));
+        b.push(overall_table(&overall));
     }
     for a in &advice {
-        b.push(Block::Heading(
-            3,
-            format!("{} ({})", a.workload, a.metric.label()),
-            None,
-        ));
-        let mut items: Vec<(Vec<Span>, Vec<String>)> = Vec::new();
-        items.extend(a.gains.iter().map(|f| finding_item("Recommended", f)));
-        items.extend(a.losses.iter().map(|f| finding_item("Avoid", f)));
-        items.extend(a.cpu_savings.iter().map(|f| finding_item("Saves CPU", f)));
-        items.extend(
-            a.inconclusive
-                .iter()
-                .map(|f| finding_item("Inconclusive, recommends nothing", f)),
-        );
-        items.extend(a.not_applied.iter().map(|f| {
-            (
-                vec![
-                    Span::Strong("Not applied:".into()),
-                    Span::Text(format!(
-                        " case {} could not apply {}, so its {} {} says nothing about the setting.",
-                        f.case,
-                        f.skipped.join(", "),
-                        change(f.change_pct),
-                        f.metric.label()
-                    )),
-                ],
-                vec![],
-            )
-        }));
-        if a.gains.is_empty() && a.losses.is_empty() {
-            let text = if a.compared == 0 {
-                "No data: no case could be compared with the baseline on this workload.".to_string()
-            } else {
-                format!(
-                    "No significant, conclusive effect: no case changed {} by more than ±{t}% \
-                     with an interval wholly beyond it ({} compared).",
-                    a.metric.label(),
-                    if a.compared == 1 {
-                        "1 case".to_string()
-                    } else {
-                        format!("{} cases", a.compared)
-                    }
-                )
-            };
-            items.insert(0, (vec![Span::Text(text)], vec![]));
-        }
-        b.push(Block::List(items));
+        b.extend(workload_advice(a, t));
     }
     b
+}
+
+/// The settings that changed any workload, one row each.
+fn overall_table(overall: &[recommend::OverallAdvice]) -> Block {
+    let effects = |list: &[(String, Effect)]| {
+        if list.is_empty() {
+            "–".to_string()
+        } else {
+            list.iter()
+                .map(|(w, e)| format!("{w} {}, {}", change_ci(e), test_name(e)))
+                .collect::<Vec<_>>()
+                .join("; ")
+        }
+    };
+    let rows = overall
+        .iter()
+        .map(|o| {
+            let settings = o
+                .settings
+                .iter()
+                .map(|s| s.knob.clone())
+                .collect::<Vec<_>>()
+                .join(", ");
+            let from = o
+                .settings
+                .iter()
+                .map(|s| s.from.clone())
+                .collect::<Vec<_>>()
+                .join(", ");
+            let value = o
+                .settings
+                .iter()
+                .map(|s| s.value.clone())
+                .collect::<Vec<_>>()
+                .join(", ");
+            vec![
+                if settings.is_empty() {
+                    "(no knobs named)".into()
+                } else {
+                    settings.into()
+                },
+                from.into(),
+                value.into(),
+                o.case.as_str().into(),
+                o.reference.as_str().into(),
+                effects(&o.gains).into(),
+                effects(&o.losses).into(),
+                Cell {
+                    text: o.verdict.label().into(),
+                    strong: true,
+                },
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "setting", "from", "to", "case", "against", "gains", "losses", "verdict",
+        ],
+        &[false, false, false, false, false, false, false, false],
+        rows,
+    )
+}
+
+/// One workload's advice: what to set, what to avoid, what saves CPU,
+/// what is inconclusive or was not applied.
+fn workload_advice(a: &recommend::WorkloadAdvice, t: f64) -> [Block; 2] {
+    let heading = Block::Heading(3, format!("{} ({})", a.workload, a.metric.label()), None);
+    let mut items: Vec<(Vec<Span>, Vec<String>)> = Vec::new();
+    items.extend(a.gains.iter().map(|f| finding_item("Recommended", f)));
+    items.extend(a.losses.iter().map(|f| finding_item("Avoid", f)));
+    items.extend(a.cpu_savings.iter().map(|f| finding_item("Saves CPU", f)));
+    items.extend(
+        a.inconclusive
+            .iter()
+            .map(|f| finding_item("Inconclusive, recommends nothing", f)),
+    );
+    items.extend(a.not_applied.iter().map(|f| {
+        (
+            vec![
+                Span::Strong("Not applied:".into()),
+                Span::Text(format!(
+                    " case {} could not apply {}, so its {} {} says nothing about the setting.",
+                    f.case,
+                    f.skipped.join(", "),
+                    change(f.change_pct),
+                    f.metric.label()
+                )),
+            ],
+            vec![],
+        )
+    }));
+    if a.gains.is_empty() && a.losses.is_empty() {
+        let text = if a.compared == 0 {
+            "No data: no case could be compared with the baseline on this workload.".to_string()
+        } else {
+            format!(
+                "No significant, conclusive effect: no case changed {} by more than ±{t}% \
+                 with an interval wholly beyond it ({} compared).",
+                a.metric.label(),
+                if a.compared == 1 {
+                    "1 case".to_string()
+                } else {
+                    format!("{} cases", a.compared)
+                }
+            )
+        };
+        items.insert(0, (vec![Span::Text(text)], vec![]));
+    }
+    [heading, Block::List(items)]
 }
 
 fn notes_section(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {

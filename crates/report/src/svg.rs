@@ -1026,6 +1026,24 @@ impl LineChart {
                 ));
             }
         }
+        self.draw_lines(&mut s, x, y);
+        let _ = writeln!(
+            s,
+            "<line x1=\"{LINE_LEFT}\" y1=\"{top:.1}\" x2=\"{LINE_LEFT}\" y2=\"{bottom:.1}\" stroke=\"#222\"/>\
+             <line x1=\"{LINE_LEFT}\" y1=\"{bottom:.1}\" x2=\"{LINE_RIGHT}\" y2=\"{bottom:.1}\" stroke=\"#222\"/>"
+        );
+        s.push_str(&axis_title(
+            (LINE_LEFT + LINE_RIGHT) / 2.0,
+            height - 8.0,
+            &self.x_label,
+        ));
+        s.push_str("</svg>\n");
+        s
+    }
+
+    /// Each line as a polyline with its tooltip (and a mark on each point
+    /// when it has few), through the plot's scales `x` and `y`.
+    fn draw_lines(&self, s: &mut String, x: impl Fn(f64) -> f64, y: impl Fn(f64) -> f64) {
         for line in &self.lines {
             if line.points.is_empty() {
                 continue;
@@ -1039,7 +1057,7 @@ impl LineChart {
             let _ = write!(
                 s,
                 "<g><title>{tooltip}</title><polyline points=\"{}\" fill=\"none\" stroke=\"{}\" \
-                 stroke-width=\"1.8\" stroke-linejoin=\"round\"/>",
+             stroke-width=\"1.8\" stroke-linejoin=\"round\"/>",
                 coords.join(" "),
                 line.series.color
             );
@@ -1055,18 +1073,6 @@ impl LineChart {
             }
             s.push_str("</g>\n");
         }
-        let _ = writeln!(
-            s,
-            "<line x1=\"{LINE_LEFT}\" y1=\"{top:.1}\" x2=\"{LINE_LEFT}\" y2=\"{bottom:.1}\" stroke=\"#222\"/>\
-             <line x1=\"{LINE_LEFT}\" y1=\"{bottom:.1}\" x2=\"{LINE_RIGHT}\" y2=\"{bottom:.1}\" stroke=\"#222\"/>"
-        );
-        s.push_str(&axis_title(
-            (LINE_LEFT + LINE_RIGHT) / 2.0,
-            height - 8.0,
-            &self.x_label,
-        ));
-        s.push_str("</svg>\n");
-        s
     }
 
     /// The lines' names under the title, in rows; and the last row's y.

@@ -415,7 +415,7 @@ impl BenchResult {
             units: Units::default(),
             started_at: rfc3339_utc(m.started_at),
             host: m.host.clone(),
-            series: m.series.iter().map(SeriesPoint::compute).collect(),
+            series: m.series.iter().map(crate::series::point).collect(),
         }
     }
 

@@ -11,7 +11,7 @@
 
 use crate::address::{Access, AccessPattern};
 use crate::cpu::{self, CpuSplit, CpuTimes, ProcessCpu};
-use crate::foreign::{ForeignLoad, Snapshot};
+use crate::foreign::{self, Snapshot};
 use crate::halt::{ErrorBound, ErrorWatch, Halt};
 use crate::host::Host;
 use crate::report::{DirectionMeasurements, Measurements, UrlMeasurements};
@@ -398,7 +398,7 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
         .chain(target_pid)
         .collect();
     let foreign = match (&before.snapshot, &after.snapshot) {
-        (Some(a), Some(b)) => ForeignLoad::between(a, b, &own),
+        (Some(a), Some(b)) => foreign::between(a, b, &own),
         _ => None,
     };
     let measurements = Measurements {

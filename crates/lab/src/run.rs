@@ -112,7 +112,7 @@ impl Window {
                 .filter(|(_, p)| self.bed_processes.contains(&p.comm))
                 .map(|(pid, _)| *pid),
         );
-        ForeignLoad::between(first, self.last.as_ref()?, &roots)
+        crate::foreign::between(first, self.last.as_ref()?, &roots)
     }
 }
 

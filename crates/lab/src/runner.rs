@@ -989,7 +989,7 @@ impl ThisRun<'_> {
             valid: invalid_reason.is_none(),
             invalid_reason,
             round: self.round,
-            foreign: foreign.map(foreign_record),
+            foreign,
             bench,
             series,
             started_at,
@@ -1008,25 +1008,6 @@ impl ThisRun<'_> {
         record.valid = false;
         record.invalid_reason = Some(why);
         record
-    }
-}
-
-/// A window's foreign load as the record keeps it: the same fields, in the
-/// report's own type (a field `isoe bench` adds fails to compile here).
-fn foreign_record(load: ForeignLoad) -> isoe_report::record::ForeignLoad {
-    let ForeignLoad {
-        cpu_pct,
-        kernel_threads_pct,
-        interrupts_pct,
-        ours_pct,
-        top,
-    } = load;
-    isoe_report::record::ForeignLoad {
-        cpu_pct,
-        kernel_threads_pct,
-        interrupts_pct,
-        ours_pct,
-        top,
     }
 }
 

@@ -33,16 +33,16 @@ use crate::host::{self, Host, Running};
 use crate::hostknobs::{Guard, Port};
 use crate::knobs::{InitiatorImpl, KnobSet, TargetImpl};
 use crate::link::Side;
-use crate::peers::fio::{self, FioEngine, FioJob};
+use crate::peers::fio::{self, FioEngine, FioJob, FioOutput};
 use crate::peers::kernel::{self, KernelSession, NodeSettings};
 use crate::plan::{Plan, ResolvedCase, WorkloadSpec};
-use crate::run::{self, BenchFailure, LabError, Measured, Window, TARGET_IQN};
+use crate::run::{self, BenchFailure, LabError, Measured, RunResult, Window, TARGET_IQN};
 use crate::site::{CaseEnd, CaseRuns, CaseSetup, Site};
 use crate::ssh::HostError;
 use crate::testbed::Testbed;
 use isoe_bench::cpu::{self, CpuSplit, CpuTimes, ProcessCpu};
 use isoe_bench::demand;
-use serde_json::{json, Value};
+use isoe_bench::BenchOutput;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -780,7 +780,7 @@ echo $missing"#;
         let bounds = (load.window.start, load.window.end);
         let run_s = plan.run.ramp_s + plan.run.duration_s;
         let mut ran = self.measure(&load.argv, load.window, target, run_s, stop)?;
-        let mut bench = match &load.job {
+        let mut result = match &load.job {
             None => self.bench_result(&ran)?,
             Some(job) => {
                 let target_pid_here = target.pid.filter(|_| self.same_host);
@@ -788,15 +788,15 @@ echo $missing"#;
             }
         };
         if !self.same_host {
-            add_target_side(&mut bench, &ran.first, &ran.last, target);
+            add_target_side(&mut result, &ran.first, &ran.last, target);
         }
-        bench["testbed_initiator_host"] = json!(self.initiator.name());
-        bench["testbed_target_host"] = json!(match target.started {
+        result.lab.testbed_initiator_host = Some(self.initiator.name());
+        result.lab.testbed_target_host = Some(match target.started {
             Started::External => "external".to_owned(),
             _ => self.target.name(),
         });
         Ok(Measured {
-            bench,
+            result,
             started_at: ran.started_at,
             foreign: ran.foreign,
         })
@@ -887,7 +887,7 @@ echo $missing"#;
     }
 
     /// `isoe bench`'s JSON result, the last JSON line it printed.
-    fn bench_result(&self, ran: &Ran) -> Result<Value, BenchFailure> {
+    fn bench_result(&self, ran: &Ran) -> Result<RunResult, BenchFailure> {
         let line = ran
             .stdout
             .lines()
@@ -901,11 +901,12 @@ echo $missing"#;
                     tail(&ran.stderr_text)
                 ))
             })?;
-        serde_json::from_str::<Value>(line)
+        serde_json::from_str::<BenchOutput>(line)
+            .map(RunResult::of_bench)
             .map_err(|e| BenchFailure::Failed(format!("isoe bench printed bad JSON: {e}")))
     }
 
-    /// fio's JSON result in `isoe bench`'s fields, with the initiator
+    /// fio's JSON result as an `isoe bench` result, with the initiator
     /// host's CPU over the window `bounds` (its end moved to the initiator
     /// host's clock in `ran`).
     fn fio_result(
@@ -915,7 +916,7 @@ echo $missing"#;
         knobs: &KnobSet,
         bounds: (Duration, Duration),
         target_pid_here: Option<u32>,
-    ) -> Result<Value, BenchFailure> {
+    ) -> Result<RunResult, BenchFailure> {
         let (status, stderr_text) = (ran.status, &ran.stderr_text);
         let start = ran.stdout.find('{').ok_or_else(|| {
             BenchFailure::Failed(format!(
@@ -924,7 +925,7 @@ echo $missing"#;
                 tail(stderr_text)
             ))
         })?;
-        let fio_json: Value = serde_json::from_str(&ran.stdout[start..])
+        let fio_json: FioOutput = serde_json::from_str(&ran.stdout[start..])
             .map_err(|e| BenchFailure::Failed(format!("fio printed bad JSON: {e}")))?;
         let (first, last) = (&ran.first, &mut ran.last);
         // The window as the initiator host's clock saw it.
@@ -950,12 +951,12 @@ echo $missing"#;
                 tail(stderr_text)
             )));
         };
-        let mut bench = fio::to_bench_json(&fio_json, job, a, b, target_pid_here);
+        let mut result = fio::result(&fio_json, job, a, b, target_pid_here);
         if let Some(kind) = knobs.initiator_impl().attach_kind() {
             // fio's libaio on isoe's device, not on the kernel's.
-            bench["initiator"] = json!(kind.label());
+            result.lab.initiator = Some(kind.label().to_owned());
         }
-        Ok(bench)
+        Ok(result)
     }
 
     /// Runs `argv` on the initiator host for about `run_s` seconds, its CPU
@@ -1305,13 +1306,18 @@ struct HostCpu {
 
 /// The target's CPU over the window, from its own host's counters: its
 /// process's time, or (LIO, kernel threads) the host's busy time.
-fn add_target_side(bench: &mut Value, first: &BedSample, last: &BedSample, target: &BedTarget<'_>) {
+fn add_target_side(
+    result: &mut RunResult,
+    first: &BedSample,
+    last: &BedSample,
+    target: &BedTarget<'_>,
+) {
     let (Some(a), Some(b)) = (&first.target, &last.target) else {
         return;
     };
     let window_s = b.uptime_s - a.uptime_s;
-    let iops = bench["iops"].as_f64().unwrap_or(0.0);
-    let mb_per_s = bench["mb_per_s"].as_f64().unwrap_or(0.0);
+    let bench = &mut result.bench;
+    let (iops, mb_per_s) = (bench.iops, bench.mb_per_s);
     let split = CpuSplit::between(&a.cpu, &b.cpu, cpu::ticks_per_second());
     let (cpu_s, scope) = match (&a.process, &b.process, target.pid) {
         (Some(x), Some(y), Some(_)) => (x.delta_s(y), "process"),
@@ -1320,14 +1326,14 @@ fn add_target_side(bench: &mut Value, first: &BedSample, last: &BedSample, targe
     };
     let pct = demand::cpu_pct_of_machine(cpu_s, window_s, b.cpu.ncpus);
     let per_io = (iops > 0.0 && window_s > 0.0).then(|| cpu_s / window_s / iops * 1e6);
-    bench["target_pid"] = json!(target.pid);
-    bench["target_cpu_s"] = json!(cpu_s);
-    bench["target_cpu_pct"] = json!(pct);
-    bench["target_cpu_us_per_io"] = json!(per_io);
-    bench["target_cpu_scope"] = json!(scope);
-    bench["target_mb_per_s_per_cpu_pct"] =
-        json!(pct.and_then(|p| demand::effectiveness_mb_per_s_per_cpu_pct(mb_per_s, p)));
-    bench["target_host_cpu"] = json!(split);
+    bench.target_pid = target.pid;
+    bench.target_cpu_s = Some(cpu_s);
+    bench.target_cpu_pct = pct;
+    bench.target_cpu_us_per_io = per_io;
+    bench.target_mb_per_s_per_cpu_pct =
+        pct.and_then(|p| demand::effectiveness_mb_per_s_per_cpu_pct(mb_per_s, p));
+    result.lab.target_cpu_scope = Some(scope.to_owned());
+    result.lab.target_host_cpu = Some(split);
 }
 
 /// The `isoe attach` of the portal numbered `index` (`url`), for `knobs`:
@@ -1561,6 +1567,7 @@ impl Drop for BedTarget<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn uptime_is_the_first_field() {
@@ -1755,8 +1762,9 @@ mod tests {
             lun: 0,
             size_bytes: 0,
         };
-        let mut bench = json!({"iops": 1000.0, "mb_per_s": 4.0});
-        add_target_side(&mut bench, &a, &b, &target);
+        let mut result = RunResult::for_tests(json!({"iops": 1000.0, "mb_per_s": 4.0}));
+        add_target_side(&mut result, &a, &b, &target);
+        let bench = result.to_json();
         // Half a CPU-second over 2 s at 1000 IOPS: 250 µs per I/O.
         assert_eq!(bench["target_cpu_s"], json!(0.5));
         assert_eq!(bench["target_cpu_us_per_io"], json!(250.0));

@@ -7,15 +7,17 @@
 
 use super::{tail, Bed, BedTarget, Ran, Started, STOP_GRACE};
 use crate::application::{
-    self, Application, BlockTrace, Figures, Filesystem, PartsMeasured, BLKPARSE_FORMAT, CLEANUP,
-    MAKE_FS, PG_PORT,
+    self, Application, ApplicationRun, BlockTrace, Figures, Filesystem, PartsMeasured,
+    BLKPARSE_FORMAT, CLEANUP, MAKE_FS, PG_PORT,
 };
 use crate::host::{self, Running};
 use crate::knobs::KnobSet;
 use crate::mail::MailResult;
+use crate::peers::fio::FioOutput;
 use crate::pgbench::TransactionLog;
 use crate::plan::Plan;
-use crate::run::{BenchFailure, Measured, Window};
+use crate::run::{BenchFailure, Measured, RunResult, Window};
+use isoe_bench::LatencySummary;
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::process::Stdio;
@@ -214,11 +216,11 @@ impl<'b> Apps<'b> {
             "--json",
         ];
         match host.run(&argv) {
-            // The summary in µs, named as isoe bench names its fields.
+            // The summary in µs, as isoe bench's latency summary.
             Ok(text) => {
-                let mean = serde_json::from_str::<Value>(&text)
+                let mean = serde_json::from_str::<LatencySummary>(&text)
                     .ok()
-                    .and_then(|v| v["mean"].as_f64());
+                    .map(|s| s.mean_us);
                 if mean.is_none() {
                     eprintln!(
                         "isoe lab: isoe netprobe {addr} printed no mean: {}",
@@ -317,12 +319,10 @@ impl Bed {
             .initiator_impl()
             .attach_kind()
             .map_or("kernel", |k| k.label());
-        let mut bench =
-            application::result_json(app, fs, label, &figures, &trace, duration_s, parts);
-        self.finish_result(&mut bench, &ran, target)?;
-        application::add_processor_time(&mut bench);
+        let run = ApplicationRun::new(app, fs, label, &figures, &trace, duration_s, parts);
+        let result = self.finish_result(run, &ran, target)?;
         Ok(Measured {
-            bench,
+            result,
             started_at: ran.started_at,
             foreign: ran.foreign,
         })
@@ -431,7 +431,7 @@ impl Bed {
             }
             Application::Mail(_) => {
                 let start = ran.stdout.find('{').unwrap_or(ran.stdout.len());
-                let fio: Value = serde_json::from_str(&ran.stdout[start..])
+                let fio: FioOutput = serde_json::from_str(&ran.stdout[start..])
                     .map_err(|e| BenchFailure::Failed(format!("fio printed bad JSON: {e}")))?;
                 Figures::Mail(
                     MailResult::from_fio(&fio).map_err(|e| BenchFailure::Failed(e.to_string()))?,
@@ -562,13 +562,14 @@ impl Bed {
         lun.is_object().then_some(lun)
     }
 
-    /// The CPU fields from the run's samples, and the target's side.
+    /// The run's result: the CPU fields from its samples, and the
+    /// target's side.
     fn finish_result(
         &self,
-        bench: &mut Value,
+        run: ApplicationRun,
         ran: &Ran,
         target: &BedTarget<'_>,
-    ) -> Result<(), BenchFailure> {
+    ) -> Result<RunResult, BenchFailure> {
         let (Some(a), Some(b)) = (&ran.first.initiator, &ran.last.initiator) else {
             return Err(BenchFailure::Failed(format!(
                 "the application's /proc counters could not be read at the window's ends: {}",
@@ -579,11 +580,11 @@ impl Bed {
         let span = (ran.last.uptime_s - ran.first.uptime_s).max(0.0);
         b.at = a.at + Duration::from_secs_f64(span);
         let target_pid_here = target.pid.filter(|_| self.same_host);
-        crate::peers::fio::add_cpu_fields(bench, a, &b, target_pid_here);
+        let mut result = run.result(a, &b, target_pid_here);
         if !self.same_host {
-            super::add_target_side(bench, &ran.first, &ran.last, target);
+            super::add_target_side(&mut result, &ran.first, &ran.last, target);
         }
-        Ok(())
+        Ok(result)
     }
 }
 

@@ -51,28 +51,53 @@ pub fn find_fio() -> Option<PathBuf> {
     built_fio().filter(|p| p.exists())
 }
 
+/// Why there is no usable fio with the libiscsi engine ([`usable_fio`]).
+#[derive(Debug, thiserror::Error)]
+pub enum FioUnusable {
+    /// Neither built nor named.
+    #[error("not built: no {place}, and ISOE_FIO is not set")]
+    NotBuilt {
+        /// Where the build script puts it.
+        place: String,
+    },
+    /// It could not be run.
+    #[error("{} cannot run: {source}", fio.display())]
+    CannotRun {
+        /// The program.
+        fio: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// It has no libiscsi engine (Debian's own fio).
+    #[error("{} does not list the libiscsi engine in fio --enghelp", fio.display())]
+    NoLibiscsi {
+        /// The program.
+        fio: PathBuf,
+    },
+}
+
 /// fio with the libiscsi engine, checked: found ([`find_fio`]) and listing
 /// `libiscsi` among its engines (Debian's own fio does not); else why not.
-pub fn usable_fio() -> Result<PathBuf, String> {
+pub fn usable_fio() -> Result<PathBuf, FioUnusable> {
     let Some(fio) = find_fio() else {
         let place = built_fio().map_or("~/.cache/isoe-tools/fio-libiscsi/fio".into(), |p| {
             p.display().to_string()
         });
-        return Err(format!("not built: no {place}, and ISOE_FIO is not set"));
+        return Err(FioUnusable::NotBuilt { place });
     };
-    let out = Command::new(&fio)
+    let out = match Command::new(&fio)
         .arg("--enghelp")
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("{} cannot run: {e}", fio.display()))?;
+    {
+        Ok(out) => out,
+        Err(source) => return Err(FioUnusable::CannotRun { fio, source }),
+    };
     let engines = String::from_utf8_lossy(&out.stdout);
     if engines.split_whitespace().any(|w| w == "libiscsi") {
         Ok(fio)
     } else {
-        Err(format!(
-            "{} does not list the libiscsi engine in fio --enghelp",
-            fio.display()
-        ))
+        Err(FioUnusable::NoLibiscsi { fio })
     }
 }
 

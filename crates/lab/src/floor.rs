@@ -24,6 +24,25 @@ use serde::Serialize;
 /// A PDU's Basic Header Segment, what a command or a status costs on the wire.
 pub const BHS_BYTES: u32 = 48;
 
+/// Why a workload has no raw-TCP equivalent ([`FloorJob::new`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NoFloor {
+    /// More than one worker: the floor loads from one thread.
+    #[error("the floor loads from one thread, as one worker does; this workload has {0} workers")]
+    Workers(u32),
+    /// Reads and writes mixed: the floor has one exchange size.
+    #[error("the floor has one exchange size; a workload of {0}% reads mixes two")]
+    Mixed(u8),
+    /// The queue depth does not share evenly over the connections.
+    #[error("QD {queue_depth} does not share evenly over {connections} connections")]
+    UnevenDepth {
+        /// The workload's queue depth.
+        queue_depth: u32,
+        /// The connections of a portal.
+        connections: u32,
+    },
+}
+
 /// One floor run: what `isoe netprobe` is asked to do.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FloorJob {
@@ -52,28 +71,21 @@ impl FloorJob {
         portals: u32,
         duration_s: f64,
         ramp_s: f64,
-    ) -> Result<FloorJob, String> {
+    ) -> Result<FloorJob, NoFloor> {
         if shape.workers != 1 {
-            return Err(format!(
-                "the floor loads from one thread, as one worker does; this workload has {} workers",
-                shape.workers
-            ));
+            return Err(NoFloor::Workers(shape.workers));
         }
         let write = match shape.read_pct {
             100 => false,
             0 => true,
-            pct => {
-                return Err(format!(
-                    "the floor has one exchange size; a workload of {pct}% reads mixes two"
-                ))
-            }
+            pct => return Err(NoFloor::Mixed(pct)),
         };
         let per_portal = knobs.sessions.unwrap_or(1) * knobs.connections.unwrap_or(1);
         if !shape.queue_depth.is_multiple_of(per_portal) {
-            return Err(format!(
-                "QD {} does not share evenly over {per_portal} connections",
-                shape.queue_depth
-            ));
+            return Err(NoFloor::UnevenDepth {
+                queue_depth: shape.queue_depth,
+                connections: per_portal,
+            });
         }
         let data = shape.block_size_bytes;
         let (request, response) = if write {
@@ -247,11 +259,17 @@ mod tests {
 
     #[test]
     fn what_has_no_raw_tcp_equivalent_is_refused_with_the_reason() {
-        let err = FloorJob::new(&shape(70, 64, 1), &knobs(2, 1), 1, 6.0, 2.0).unwrap_err();
+        let err = FloorJob::new(&shape(70, 64, 1), &knobs(2, 1), 1, 6.0, 2.0)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("70% reads"), "{err}");
-        let err = FloorJob::new(&shape(100, 64, 2), &knobs(2, 1), 1, 6.0, 2.0).unwrap_err();
+        let err = FloorJob::new(&shape(100, 64, 2), &knobs(2, 1), 1, 6.0, 2.0)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("2 workers"), "{err}");
-        let err = FloorJob::new(&shape(100, 64, 1), &knobs(3, 1), 1, 6.0, 2.0).unwrap_err();
+        let err = FloorJob::new(&shape(100, 64, 1), &knobs(3, 1), 1, 6.0, 2.0)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("does not share evenly over 3"), "{err}");
     }
 

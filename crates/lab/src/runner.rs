@@ -116,7 +116,7 @@ pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
             let sysctls =
                 crate::hostknobs::sysctl_names(plan.resolved_cases().iter().map(|c| &c.knobs));
             let bed = Bed::connect(testbed.clone(), &options.isoe, &options.out_dir, &sysctls)
-                .map_err(LabError::Topology)?;
+                .map_err(|e| LabError::TestBed(Box::new(e)))?;
             notes.extend(bed.notes());
             Box::new(OnMachines::new(bed, plan, &options.stop))
         }
@@ -224,19 +224,27 @@ impl Site for Namespaces<'_> {
             // Run in namespaces, isoe would stand in for what the case names.
             return Ok(CaseEnd::Skipped(why));
         }
-        let kind: Kind = case
-            .topology
-            .as_str()
-            .parse()
-            .map_err(|e| LabError::Topology(format!("case {}: {e}", case.name)))?;
-        let mut topo = Topology::create(kind, Default::default())
-            .map_err(|e| LabError::Topology(format!("case {}: {e}", case.name)))?;
+        let kind: Kind =
+            case.topology
+                .as_str()
+                .parse()
+                .map_err(|source| LabError::UnknownTopology {
+                    case: case.name.clone(),
+                    source,
+                })?;
+        let mut topo = Topology::create(kind, Default::default()).map_err(|source| {
+            LabError::CaseTopology {
+                case: case.name.clone(),
+                source,
+            }
+        })?;
         if plan.run.pin_cpus {
             topo.pin_roles();
         }
         let removed = |topo: Topology| {
-            topo.destroy().map_err(|e| {
-                LabError::Topology(format!("removing the topology of case {}: {e}", case.name))
+            topo.destroy().map_err(|source| LabError::RemovingTopology {
+                case: case.name.clone(),
+                source,
             })
         };
         let applied = match topo.apply(&knobs.link) {
@@ -250,7 +258,7 @@ impl Site for Namespaces<'_> {
         let mut skipped: BTreeMap<String, String> = BTreeMap::new();
         for applied in applied.into_iter().chain(topo.apply_sysctls(&knobs.sysctl)) {
             if let Err(why) = applied.outcome {
-                skipped.insert(applied.knob, why);
+                skipped.insert(applied.knob, why.to_string());
             }
         }
         for (knob, why) in knobs.unsupported_here() {
@@ -556,8 +564,10 @@ fn start_target(
         return start_floor_server(options, topo, case);
     }
     if knobs.target_impl() == TargetImpl::Tgt {
-        let tgt = TgtTarget::start(topo, knobs)
-            .map_err(|e| LabError::Target(format!("case {}: {e}", case.name)))?;
+        let tgt = TgtTarget::start(topo, knobs).map_err(|source| LabError::Tgt {
+            case: case.name.clone(),
+            source: Box::new(source),
+        })?;
         return Ok(TargetProcess {
             child: None,
             pid: tgt.pid(),
@@ -580,9 +590,10 @@ fn start_target(
     cmd.stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .stdin(Stdio::null());
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| LabError::Target(format!("cannot start {}: {e}", options.isoe.display())))?;
+    let mut child = cmd.spawn().map_err(|source| LabError::TargetSpawn {
+        isoe: options.isoe.clone(),
+        source,
+    })?;
     let pid = child.id();
     let stdout = child.stdout.take().expect("stdout was piped");
     let (tx, rx) = std::sync::mpsc::channel();
@@ -643,12 +654,10 @@ fn start_floor_server(
     cmd.stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .stdin(Stdio::null());
-    let mut child = cmd.spawn().map_err(|e| {
-        LabError::Target(format!(
-            "case {}: cannot start {} netprobe --serve: {e}",
-            case.name,
-            options.isoe.display()
-        ))
+    let mut child = cmd.spawn().map_err(|source| LabError::FloorSpawn {
+        case: case.name.clone(),
+        isoe: options.isoe.clone(),
+        source,
     })?;
     let stdout = child.stdout.take().expect("stdout was piped");
     let (tx, rx) = std::sync::mpsc::channel();
@@ -882,7 +891,7 @@ fn run_floor(
         plan.run.duration_s,
         plan.run.ramp_s,
     )
-    .map_err(BenchFailure::Failed)?;
+    .map_err(|e| BenchFailure::Failed(e.to_string()))?;
     let mut cmd = topo.command(Role::Host, &options.isoe);
     cmd.args(job.args(&server.portals[0]));
     let window = measured_window(plan.run.ramp_s, plan.run.duration_s);

@@ -26,7 +26,6 @@
 //! The processes seen in both snapshots name the largest foreign users.
 
 use crate::cpu::{CpuTimes, ProcessCpu};
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The kernel's flag for a kernel thread in `/proc/PID/stat` field 9
@@ -36,8 +35,8 @@ const PF_KTHREAD: u64 = 0x0020_0000;
 /// CPU, is flagged by `isoe bench` and repeated by the lab (its
 /// `foreign_max_pct`, which a plan may change): 5% of a CPU moves CPU
 /// figures by more than the lab's 5% significance threshold on a machine
-/// of few cores.
-pub const FOREIGN_MAX_PCT: f64 = 5.0;
+/// of few cores. One constant, the report's default of the plan's rule.
+pub use isoe_report::stats::FOREIGN_MAX_PCT;
 /// How many of the largest foreign processes a run names.
 const TOP_PROCESSES: usize = 3;
 
@@ -133,94 +132,65 @@ impl Snapshot {
     }
 }
 
-/// What a run's window cost the machine outside the run's own processes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ForeignLoad {
-    /// Busy time of neither the lab's processes, nor kernel threads, nor
-    /// interrupts, in % of one CPU.
-    pub cpu_pct: f64,
-    /// Kernel threads, % of one CPU (mostly the runs' own network work).
-    pub kernel_threads_pct: f64,
-    /// irq and softirq time, % of one CPU.
-    pub interrupts_pct: f64,
-    /// The run's own processes (the roots and their descendants), % of one CPU.
-    pub ours_pct: f64,
-    /// The largest foreign processes seen in both snapshots, as (command,
-    /// % of one CPU), largest first.
-    pub top: Vec<(String, f64)>,
-}
+/// What a run's window cost the machine outside the run's own processes:
+/// the report's own type (see [`crate::latency::LatencySummary`]), measured
+/// by [`between`].
+pub use isoe_report::record::ForeignLoad;
 
-impl ForeignLoad {
-    /// The load between `earlier` and `later`, the run's own processes
-    /// being `roots` and their descendants; None when no time passed.
-    pub fn between(earlier: &Snapshot, later: &Snapshot, roots: &[u32]) -> Option<ForeignLoad> {
-        let (a, b) = (&earlier.cpu, &later.cpu);
-        let d = |x: u64, y: u64| y.saturating_sub(x) as f64;
-        let all = |c: &CpuTimes| {
-            [
-                c.user, c.nice, c.system, c.idle, c.iowait, c.irq, c.softirq, c.steal,
-            ]
-            .iter()
-            .sum::<u64>()
+/// The load between `earlier` and `later`, the run's own processes
+/// being `roots` and their descendants; None when no time passed.
+pub fn between(earlier: &Snapshot, later: &Snapshot, roots: &[u32]) -> Option<ForeignLoad> {
+    let (a, b) = (&earlier.cpu, &later.cpu);
+    let d = |x: u64, y: u64| y.saturating_sub(x) as f64;
+    let all = |c: &CpuTimes| {
+        [
+            c.user, c.nice, c.system, c.idle, c.iowait, c.irq, c.softirq, c.steal,
+        ]
+        .iter()
+        .sum::<u64>()
+    };
+    let ncpus = f64::from(b.ncpus.max(1));
+    // Ticks of one CPU that passed: all CPUs' ticks over their number.
+    let elapsed = d(all(a), all(b)) / ncpus;
+    if elapsed <= 0.0 {
+        return None;
+    }
+    let busy = d(all(a), all(b)) - d(a.idle, b.idle) - d(a.iowait, b.iowait) - d(a.steal, b.steal);
+    let interrupts = d(a.irq, b.irq) + d(a.softirq, b.softirq);
+    let mut ours_set = earlier.family(roots);
+    ours_set.extend(later.family(roots));
+    let (mut ours, mut kernel) = (0.0, 0.0);
+    let mut others: Vec<(String, f64)> = Vec::new();
+    for (pid, now) in &later.processes {
+        let Some(then) = earlier.processes.get(pid).filter(|t| t.comm == now.comm) else {
+            continue;
         };
-        let ncpus = f64::from(b.ncpus.max(1));
-        // Ticks of one CPU that passed: all CPUs' ticks over their number.
-        let elapsed = d(all(a), all(b)) / ncpus;
-        if elapsed <= 0.0 {
-            return None;
-        }
-        let busy =
-            d(all(a), all(b)) - d(a.idle, b.idle) - d(a.iowait, b.iowait) - d(a.steal, b.steal);
-        let interrupts = d(a.irq, b.irq) + d(a.softirq, b.softirq);
-        let mut ours_set = earlier.family(roots);
-        ours_set.extend(later.family(roots));
-        let (mut ours, mut kernel) = (0.0, 0.0);
-        let mut others: Vec<(String, f64)> = Vec::new();
-        for (pid, now) in &later.processes {
-            let Some(then) = earlier.processes.get(pid).filter(|t| t.comm == now.comm) else {
-                continue;
-            };
-            let used = now.ticks.saturating_sub(then.ticks) as f64;
-            if ours_set.contains(pid) {
-                ours += used;
-            } else if now.kernel_thread {
-                kernel += used;
-            } else if used > 0.0 {
-                others.push((now.comm.clone(), used));
-            }
-        }
-        // The remainder counts processes that came and went between the
-        // snapshots; the sum over those seen in both counts a competitor
-        // whose ticks the kernel shared with softirq work run on top of it
-        // (the remainder subtracts that softirq time whole). Either alone
-        // undercounts, so the larger stands.
-        let seen: f64 = others.iter().map(|(_, t)| t).sum();
-        let foreign = (busy - interrupts - ours - kernel).max(seen).max(0.0);
-        let pct = |ticks: f64| 100.0 * ticks / elapsed;
-        others.sort_by(|x, y| y.1.total_cmp(&x.1));
-        others.truncate(TOP_PROCESSES);
-        Some(ForeignLoad {
-            cpu_pct: pct(foreign),
-            kernel_threads_pct: pct(kernel),
-            interrupts_pct: pct(interrupts),
-            ours_pct: pct(ours),
-            top: others.into_iter().map(|(c, t)| (c, pct(t))).collect(),
-        })
-    }
-
-    /// For people: "23.1% of a CPU (stress-ng-cpu 22.0%, ...)".
-    pub fn describe(&self) -> String {
-        let top: Vec<String> = self
-            .top
-            .iter()
-            .map(|(comm, pct)| format!("{comm} {pct:.1}%"))
-            .collect();
-        if top.is_empty() {
-            format!("{:.1}% of a CPU", self.cpu_pct)
-        } else {
-            format!("{:.1}% of a CPU ({})", self.cpu_pct, top.join(", "))
+        let used = now.ticks.saturating_sub(then.ticks) as f64;
+        if ours_set.contains(pid) {
+            ours += used;
+        } else if now.kernel_thread {
+            kernel += used;
+        } else if used > 0.0 {
+            others.push((now.comm.clone(), used));
         }
     }
+    // The remainder counts processes that came and went between the
+    // snapshots; the sum over those seen in both counts a competitor
+    // whose ticks the kernel shared with softirq work run on top of it
+    // (the remainder subtracts that softirq time whole). Either alone
+    // undercounts, so the larger stands.
+    let seen: f64 = others.iter().map(|(_, t)| t).sum();
+    let foreign = (busy - interrupts - ours - kernel).max(seen).max(0.0);
+    let pct = |ticks: f64| 100.0 * ticks / elapsed;
+    others.sort_by(|x, y| y.1.total_cmp(&x.1));
+    others.truncate(TOP_PROCESSES);
+    Some(ForeignLoad {
+        cpu_pct: pct(foreign),
+        kernel_threads_pct: pct(kernel),
+        interrupts_pct: pct(interrupts),
+        ours_pct: pct(ours),
+        top: others.into_iter().map(|(c, t)| (c, pct(t))).collect(),
+    })
 }
 
 #[cfg(test)]
@@ -289,7 +259,7 @@ mod tests {
     #[test]
     fn foreign_load_is_what_is_neither_ours_nor_kernel_nor_interrupts() {
         let (earlier, later) = snapshots();
-        let load = ForeignLoad::between(&earlier, &later, &[100]).unwrap();
+        let load = between(&earlier, &later, &[100]).unwrap();
         // Per CPU 100 ticks passed. Ours: 1 + 50 + 60 = 111 ticks -> 111%.
         assert!((load.ours_pct - 111.0).abs() < 1e-9, "{load:?}");
         assert!((load.kernel_threads_pct - 8.0).abs() < 1e-9, "{load:?}");
@@ -311,7 +281,7 @@ mod tests {
         // stress-ng's ticks say 60% of a CPU, but softirq ran on top of it:
         // busy 164 - interrupts 14 - ours 111 - kernel 8 leaves 31.
         later.processes.get_mut(&300).unwrap().ticks += 40;
-        let load = ForeignLoad::between(&earlier, &later, &[100]).unwrap();
+        let load = between(&earlier, &later, &[100]).unwrap();
         // The processes seen in both: stress-ng 60 + cargo 1.
         assert!((load.cpu_pct - 61.0).abs() < 1e-9, "{load:?}");
         assert!(load
@@ -330,11 +300,11 @@ mod tests {
             let then = earlier.processes[&pid].clone();
             later.processes.insert(pid, then);
         }
-        let load = ForeignLoad::between(&earlier, &later, &[100]).unwrap();
+        let load = between(&earlier, &later, &[100]).unwrap();
         // busy 124 - 14 - 111 - 8 = -9: clamped to nothing.
         assert_eq!(load.cpu_pct, 0.0, "{load:?}");
         assert!(load.top.is_empty());
-        assert_eq!(ForeignLoad::between(&earlier, &earlier, &[100]), None);
+        assert_eq!(between(&earlier, &earlier, &[100]), None);
     }
 
     #[test]

@@ -1,7 +1,6 @@
 //! Per-command latency, submit to status, in an HdrHistogram.
 
 use hdrhistogram::Histogram;
-use serde::{Deserialize, Serialize};
 
 /// Smallest latency tracked, ns.
 const LATENCY_NS_MIN: u64 = 1;
@@ -18,34 +17,11 @@ pub struct LatencyRecorder {
     histogram: Histogram<u64>,
 }
 
-/// Latency statistics in microseconds. In JSON the fields are named without
-/// the unit (`p50`, `max`, ...) because the object sits under a `lat_us` key.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-pub struct LatencySummary {
-    /// Commands recorded.
-    pub count: u64,
-    /// Smallest latency, µs.
-    #[serde(rename = "min")]
-    pub min_us: f64,
-    /// Mean latency, µs.
-    #[serde(rename = "mean")]
-    pub mean_us: f64,
-    /// Median, µs.
-    #[serde(rename = "p50")]
-    pub p50_us: f64,
-    /// 90th percentile, µs.
-    #[serde(rename = "p90")]
-    pub p90_us: f64,
-    /// 99th percentile, µs.
-    #[serde(rename = "p99")]
-    pub p99_us: f64,
-    /// 99.9th percentile, µs.
-    #[serde(rename = "p999")]
-    pub p999_us: f64,
-    /// Largest latency, µs.
-    #[serde(rename = "max")]
-    pub max_us: f64,
-}
+/// Latency statistics in microseconds: the report's own type (a run's
+/// figures are the report's to read; `isoe-report` knows no host), so
+/// that one definition is what `isoe bench` writes and what the report
+/// reads back.
+pub use isoe_report::record::LatencySummary;
 
 impl Default for LatencyRecorder {
     fn default() -> Self {

@@ -42,6 +42,7 @@ pub use report::{
     BenchResult, DirectionMeasurements, DirectionResult, Measurements, Units, UrlMeasurements,
     UrlResult,
 };
+pub use run::{BenchOutput, LatencyHistograms, RunnerFigures};
 pub use series::SeriesPoint;
 pub use tcp::{TcpCounters, TcpDelta};
 pub use workload::{redact_url, Workload, WorkloadError};

@@ -197,8 +197,16 @@ impl Default for Units {
 
 /// The result of one run, as written to the JSON lines file.
 ///
-/// `None` (JSON null) means unknown: no target PID was given, or nothing
-/// was done to divide by.
+/// `None` written as JSON null means unknown: no target PID was given, or
+/// nothing was done to divide by.
+///
+/// The lab writes the results of its other load generators (fio, `isoe
+/// netprobe`, applications) as this type too, with the figures they
+/// measure. What `isoe bench` always knows and they do not report is an
+/// `Option` that is left out of the JSON when `None` ("not reported", never
+/// a made-up 0): `ios`, `bytes`, `per_url`, `interrupted`,
+/// `foreign_warning`, `verify_errors`, `workload`, `units`, `started_at`,
+/// `host` and `series`. `isoe bench` fills every one of them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BenchResult {
     /// Commands per second, reads and writes.
@@ -206,9 +214,11 @@ pub struct BenchResult {
     /// MB/s, reads and writes, MB = 10^6 bytes.
     pub mb_per_s: f64,
     /// Commands completed.
-    pub ios: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ios: Option<u64>,
     /// Bytes moved.
-    pub bytes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
     /// Latency of all commands, µs.
     pub lat_us: LatencySummary,
     /// Reads alone.
@@ -216,8 +226,8 @@ pub struct BenchResult {
     /// Writes alone.
     pub write: DirectionResult,
     /// Each URL alone, in the order given.
-    #[serde(default)]
-    pub per_url: Vec<UrlResult>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_url: Option<Vec<UrlResult>>,
     /// CPU-seconds used by the initiator process.
     pub initiator_cpu_s: f64,
     /// Initiator process CPU, % of all CPUs.
@@ -225,6 +235,7 @@ pub struct BenchResult {
     /// Initiator CPU-µs per command.
     pub initiator_cpu_us_per_io: Option<f64>,
     /// Initiator CPU-µs per KiB moved.
+    #[serde(default)]
     pub initiator_cpu_us_per_kib: Option<f64>,
     /// The target's PID, when known.
     pub target_pid: Option<u32>,
@@ -235,11 +246,13 @@ pub struct BenchResult {
     /// Target CPU-µs per command.
     pub target_cpu_us_per_io: Option<f64>,
     /// Target CPU-µs per KiB moved.
+    #[serde(default)]
     pub target_cpu_us_per_kib: Option<f64>,
     /// System-wide busy CPU-µs per command (includes softirq, which no
     /// process is charged for).
     pub system_cpu_us_per_io: Option<f64>,
     /// System-wide busy CPU-µs per KiB moved.
+    #[serde(default)]
     pub system_cpu_us_per_kib: Option<f64>,
     /// System-wide CPU split.
     pub cpu: CpuSplit,
@@ -253,6 +266,7 @@ pub struct BenchResult {
     /// MB/s per initiator process CPU%.
     pub initiator_mb_per_s_per_cpu_pct: Option<f64>,
     /// IOPS per initiator process CPU%.
+    #[serde(default)]
     pub initiator_iops_per_cpu_pct: Option<f64>,
     /// MB/s per target process CPU%.
     pub target_mb_per_s_per_cpu_pct: Option<f64>,
@@ -268,8 +282,8 @@ pub struct BenchResult {
     pub elapsed_s: f64,
     /// A signal (SIGINT, SIGTERM) cut the window short: the figures cover
     /// `elapsed_s`, not the workload's duration.
-    #[serde(default)]
-    pub interrupted: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<bool>,
     /// Why the run stopped itself before its window ended: its LUN is gone
     /// or its commands failed past the bound (see [`crate::halt`]). The
     /// figures then cover a run that no longer did its workload: no
@@ -284,23 +298,28 @@ pub struct BenchResult {
     /// `foreign.cpu_pct` above [`FOREIGN_MAX_PCT`], the lab's limit: the
     /// figures may be moved by the competition for the CPUs, and the lab
     /// would repeat such a run.
-    #[serde(default)]
-    pub foreign_warning: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreign_warning: Option<bool>,
     /// Commands that failed.
     pub errors: u64,
     /// Reads whose data did not match.
-    pub verify_errors: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify_errors: Option<u64>,
     /// What was run.
-    pub workload: Workload,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<Workload>,
     /// The units of every figure.
-    pub units: Units,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub units: Option<Units>,
     /// When the measured window began, RFC 3339 UTC.
-    pub started_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
     /// The machine.
-    pub host: Host,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<Host>,
     /// One entry per second of the measured window (see [`SeriesPoint`]).
-    #[serde(default)]
-    pub series: Vec<SeriesPoint>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub series: Option<Vec<SeriesPoint>>,
 }
 
 impl DirectionResult {
@@ -365,16 +384,17 @@ impl BenchResult {
         BenchResult {
             iops: total_iops,
             mb_per_s: total_mb_per_s,
-            ios,
-            bytes,
+            ios: Some(ios),
+            bytes: Some(bytes),
             lat_us: all.summary(),
             read: DirectionResult::compute(&m.read, elapsed_s),
             write: DirectionResult::compute(&m.write, elapsed_s),
-            per_url: m
-                .per_url
-                .iter()
-                .map(|u| UrlResult::compute(u, elapsed_s))
-                .collect(),
+            per_url: Some(
+                m.per_url
+                    .iter()
+                    .map(|u| UrlResult::compute(u, elapsed_s))
+                    .collect(),
+            ),
             initiator_cpu_s: m.initiator_cpu_s,
             initiator_cpu_pct,
             initiator_cpu_us_per_io: service_demand_us_per_io(m.initiator_cpu_s, ios),
@@ -402,20 +422,21 @@ impl BenchResult {
             retrans_pct: m.tcp.retrans_pct,
             dsack_segs: m.tcp.dsack_recv_segs,
             elapsed_s,
-            interrupted: m.interrupted,
+            interrupted: Some(m.interrupted),
             stopped: m.stopped.clone(),
             foreign: m.foreign.clone(),
-            foreign_warning: m
-                .foreign
-                .as_ref()
-                .is_some_and(|f| f.cpu_pct > FOREIGN_MAX_PCT),
+            foreign_warning: Some(
+                m.foreign
+                    .as_ref()
+                    .is_some_and(|f| f.cpu_pct > FOREIGN_MAX_PCT),
+            ),
             errors: m.errors,
-            verify_errors: m.verify_errors,
-            workload: m.workload.clone(),
-            units: Units::default(),
-            started_at: rfc3339_utc(m.started_at),
-            host: m.host.clone(),
-            series: m.series.iter().map(SeriesPoint::compute).collect(),
+            verify_errors: Some(m.verify_errors),
+            workload: Some(m.workload.clone()),
+            units: Some(Units::default()),
+            started_at: Some(rfc3339_utc(m.started_at)),
+            host: Some(m.host.clone()),
+            series: Some(m.series.iter().map(crate::series::point).collect()),
         }
     }
 
@@ -558,8 +579,8 @@ mod tests {
     fn compute_derives_every_field() {
         let r = BenchResult::compute(&measurements());
         // 400000 I/Os, 400000 × 8192 = 3_276_800_000 bytes = 3_200_000 KiB, 10 s.
-        assert_eq!(r.ios, 400_000);
-        assert_eq!(r.bytes, 3_276_800_000);
+        assert_eq!(r.ios, Some(400_000));
+        assert_eq!(r.bytes, Some(3_276_800_000));
         assert_eq!(r.iops, 40_000.0);
         assert_eq!(r.mb_per_s, 327.68); // 3_276_800_000 / 10^6 / 10
         assert_eq!(r.read.ios, 300_000);
@@ -609,11 +630,11 @@ mod tests {
             (200_000, 100, 80)
         );
         assert_eq!(r.retrans_pct, 0.05);
-        assert_eq!((r.elapsed_s, r.errors, r.verify_errors), (10.0, 2, 1));
-        assert_eq!(r.workload, workload());
-        assert_eq!(r.started_at, "2023-11-14T22:13:20Z");
-        assert_eq!(r.host.ncpus, 2);
-        assert_eq!(r.units, Units::default());
+        assert_eq!((r.elapsed_s, r.errors, r.verify_errors), (10.0, 2, Some(1)));
+        assert_eq!(r.workload, Some(workload()));
+        assert_eq!(r.started_at.as_deref(), Some("2023-11-14T22:13:20Z"));
+        assert_eq!(r.host.as_ref().map(|h| h.ncpus), Some(2));
+        assert_eq!(r.units, Some(Units::default()));
     }
 
     #[test]
@@ -625,7 +646,7 @@ mod tests {
         m.write = DirectionMeasurements::default();
         m.cpu = CpuSplit::default();
         let r = BenchResult::compute(&m);
-        assert_eq!((r.iops, r.mb_per_s, r.ios), (0.0, 0.0, 0));
+        assert_eq!((r.iops, r.mb_per_s, r.ios), (0.0, 0.0, Some(0)));
         assert_eq!(r.lat_us, LatencySummary::default());
         assert_eq!(r.target_cpu_pct, None);
         assert_eq!(r.target_cpu_us_per_io, None);
@@ -715,6 +736,39 @@ mod tests {
     }
 
     #[test]
+    fn the_json_output_reads_back_as_itself() {
+        let output = crate::BenchOutput {
+            result: BenchResult::compute(&measurements()),
+            runner: crate::RunnerFigures {
+                initiator_syscalls_per_io: Some(0.75),
+                reconnects: 1,
+                connections_per_session: 2,
+                messages: vec!["read at LBA 8: CHECK CONDITION".into()],
+                unit_attentions_retried: 3,
+                verified_reads: Some(0),
+                io_gap_max_s: Some(0.125),
+                multipath: None,
+                cpu_accounted_pct: Some(97.5),
+                lat_hist: crate::LatencyHistograms {
+                    read: vec![(1.0, 3)],
+                    write: vec![(2.0, 1)],
+                },
+            },
+        };
+        let json = serde_json::to_value(&output).unwrap();
+        // One flat object, as `isoe bench --json` has always printed it.
+        assert_eq!(json["iops"], 40_000.0);
+        assert_eq!(json["reconnects"], 1);
+        assert_eq!(json["lat_hist"]["read"][0][1], 3);
+        assert!(json["multipath"].is_null() && json.get("multipath").is_some());
+        // Read back, it writes the same JSON (the URLs' passwords were
+        // never written).
+        let back: crate::BenchOutput = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(back.runner, output.runner);
+        assert_eq!(serde_json::to_value(&back).unwrap(), json);
+    }
+
+    #[test]
     fn table_shows_each_section() {
         let t = BenchResult::compute(&measurements()).table();
         for needle in [
@@ -781,9 +835,10 @@ mod tests {
     #[test]
     fn per_url_shares_and_the_series_are_derived_and_written() {
         let r = BenchResult::compute(&measurements());
-        assert_eq!(r.per_url.len(), 2);
-        let (a, b) = (&r.per_url[0], &r.per_url[1]);
-        assert_eq!(a.ios + b.ios, r.ios);
+        let per_url = r.per_url.as_deref().unwrap();
+        assert_eq!(per_url.len(), 2);
+        let (a, b) = (&per_url[0], &per_url[1]);
+        assert_eq!(Some(a.ios + b.ios), r.ios);
         assert_eq!(
             (a.ios, a.read.ios, a.write.ios, a.errors),
             (200_000, 200_000, 0, 2)
@@ -800,8 +855,9 @@ mod tests {
             (2, 1.0, 2.0)
         );
         assert_eq!(a.lat_us.max_us, 1.0);
-        assert_eq!(r.series.len(), 2);
-        let (s0, s9) = (&r.series[0], &r.series[1]);
+        let series = r.series.as_deref().unwrap();
+        assert_eq!(series.len(), 2);
+        let (s0, s9) = (&series[0], &series[1]);
         assert_eq!((s0.t_s, s0.span_s, s0.ios), (0.0, 1.0, 40_000));
         assert_eq!(
             (s0.iops, s0.read_iops, s0.write_iops),
@@ -809,7 +865,7 @@ mod tests {
         );
         assert_eq!(s0.read_mb_per_s, 245.76); // 30000 × 8192 / 10^6
         assert_eq!((s9.t_s, s9.ios, s9.mb_per_s), (9.0, 30_000, 245.76));
-        assert!(!r.interrupted);
+        assert_eq!(r.interrupted, Some(false));
 
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["interrupted"], false);
@@ -825,7 +881,9 @@ mod tests {
             (back.series, back.per_url),
             (r.series.clone(), r.per_url.clone())
         );
-        // A result written before these fields existed still reads.
+        // A result written before these fields existed still reads, and
+        // says it did not report them (and writes them no more than it read
+        // them).
         let mut old = json;
         for key in [
             "interrupted",
@@ -837,8 +895,22 @@ mod tests {
         ] {
             old.as_object_mut().unwrap().remove(key);
         }
-        let back: BenchResult = serde_json::from_value(old).unwrap();
-        assert!(!back.interrupted && back.series.is_empty() && back.per_url.is_empty());
+        let back: BenchResult = serde_json::from_value(old.clone()).unwrap();
+        assert_eq!(
+            (
+                back.interrupted,
+                back.series.as_ref(),
+                back.per_url.as_ref(),
+                back.foreign_warning
+            ),
+            (None, None, None, None)
+        );
+        let again = serde_json::to_value(&back).unwrap();
+        for key in ["interrupted", "series", "per_url", "foreign_warning"] {
+            assert!(again.get(key).is_none(), "{key}");
+        }
+        // Null, as bench has always written an unknown: stopped, foreign.
+        assert!(again["stopped"].is_null() && again.get("stopped").is_some());
     }
 
     #[test]
@@ -896,7 +968,7 @@ mod tests {
     fn other_processes_cpu_is_shown_and_flagged_above_the_labs_limit() {
         let mut m = measurements();
         let r = BenchResult::compute(&m);
-        assert!(!r.foreign_warning);
+        assert_eq!(r.foreign_warning, Some(false));
         let t = r.table();
         assert!(
             t.contains(
@@ -914,7 +986,7 @@ mod tests {
         f.cpu_pct = FOREIGN_MAX_PCT + 0.1;
         f.top = vec![("stress-ng-cpu".into(), 5.0)];
         let r = BenchResult::compute(&m);
-        assert!(r.foreign_warning);
+        assert_eq!(r.foreign_warning, Some(true));
         assert!(
             r.table().contains(
                 "WARNING: other processes used 5.1% of a CPU (stress-ng-cpu 5.0%) > 5% of a CPU"
@@ -925,7 +997,7 @@ mod tests {
         assert_eq!(serde_json::to_value(&r).unwrap()["foreign_warning"], true);
         // At the limit, not above it: no flag, as the lab judges.
         m.foreign.as_mut().unwrap().cpu_pct = FOREIGN_MAX_PCT;
-        assert!(!BenchResult::compute(&m).foreign_warning);
+        assert_eq!(BenchResult::compute(&m).foreign_warning, Some(false));
         m.foreign = None;
         let r = BenchResult::compute(&m);
         assert!(r.table().contains("other processes unknown"));

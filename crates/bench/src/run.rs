@@ -11,7 +11,7 @@
 
 use crate::address::{Access, AccessPattern};
 use crate::cpu::{self, CpuSplit, CpuTimes, ProcessCpu};
-use crate::foreign::{ForeignLoad, Snapshot};
+use crate::foreign::{self, Snapshot};
 use crate::halt::{ErrorBound, ErrorWatch, Halt};
 use crate::host::Host;
 use crate::report::{DirectionMeasurements, Measurements, UrlMeasurements};
@@ -26,7 +26,7 @@ use isoe_initiator::{
     IscsiUrl, MultipathOptions, MultipathStats, Outcome, PathReport, SessionConfig, SocketOptions,
 };
 use isoe_wire::login::InitiatorChap;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{mpsc, Arc, OnceLock};
 use std::thread;
@@ -209,7 +209,7 @@ pub struct RunOutcome {
 }
 
 /// What the multipath LUs did over a run (`"multipath"` in the JSON).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct MultipathOutcome {
     /// Times a path carrying commands became unusable (its connection lost,
     /// or it refused with an ALUA state), in all the workers' LUs.
@@ -230,7 +230,7 @@ pub struct MultipathOutcome {
 }
 
 /// One path of a multipath run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PathOutcome {
     /// The URL, password removed.
     pub url: String,
@@ -398,7 +398,7 @@ pub fn run(config: RunConfig) -> Result<RunOutcome, RunError> {
         .chain(target_pid)
         .collect();
     let foreign = match (&before.snapshot, &after.snapshot) {
-        (Some(a), Some(b)) => ForeignLoad::between(a, b, &own),
+        (Some(a), Some(b)) => foreign::between(a, b, &own),
         _ => None,
     };
     let measurements = Measurements {
@@ -1340,55 +1340,99 @@ impl<'a> Progress<'a> {
     }
 }
 
+/// What `isoe bench --json` prints for a run: every field of its
+/// [`BenchResult`](crate::BenchResult), and beside them what only the
+/// runner knows ([`RunnerFigures`]), in one flat object. The lab reads it
+/// back as this type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchOutput {
+    /// The result.
+    #[serde(flatten)]
+    pub result: crate::BenchResult,
+    /// The runner's own figures.
+    #[serde(flatten)]
+    pub runner: RunnerFigures,
+}
+
+/// What the runner adds to a run's result (see [`RunOutcome::output`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunnerFigures {
+    /// The initiator engines' sends, receives and polls per command over
+    /// the whole run; null when no command completed.
+    pub initiator_syscalls_per_io: Option<f64>,
+    /// Connections the engines opened again.
+    pub reconnects: u64,
+    /// Connections per session actually opened.
+    pub connections_per_session: u32,
+    /// The first error and mismatch messages.
+    pub messages: Vec<String>,
+    /// Commands repeated after a UNIT ATTENTION (not errors).
+    pub unit_attentions_retried: u64,
+    /// Reads checked against what was written (None, and left out of the
+    /// JSON, in the output of an isoe bench older than the field, as the
+    /// lab may read on a test bed's host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified_reads: Option<u64>,
+    /// The longest time between two answered commands while commands were
+    /// outstanding, s (see [`RunOutcome::io_gap_max_s`]; None as
+    /// `verified_reads`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_gap_max_s: Option<f64>,
+    /// What the multipath LUs did, or null.
+    #[serde(default)]
+    pub multipath: Option<MultipathOutcome>,
+    /// `/proc/stat`'s ticks against the wall clock, % (under this load the
+    /// kernel accounts less time than passed, seen: 89-100%; the CPU split
+    /// is a share of what it accounted); null with no window or no CPUs.
+    pub cpu_accounted_pct: Option<f64>,
+    /// Log2 latency buckets of each direction, for histograms.
+    pub lat_hist: LatencyHistograms,
+}
+
+/// Each direction's latencies in log2 buckets: (upper bound µs, count),
+/// as [`crate::LatencyRecorder::buckets`] gives them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencyHistograms {
+    /// Reads.
+    pub read: Vec<(f64, u64)>,
+    /// Writes.
+    pub write: Vec<(f64, u64)>,
+}
+
 impl RunOutcome {
-    /// The JSON object of one run: every field of `result`, plus what only
-    /// the runner knows (syscalls per I/O, reconnections, messages).
-    pub fn json(&self, result: &crate::BenchResult) -> serde_json::Value {
-        let mut value = serde_json::to_value(result).unwrap_or(serde_json::Value::Null);
+    /// What `isoe bench --json` prints of one run: every field of
+    /// `result`, plus what only the runner knows (syscalls per I/O,
+    /// reconnections, messages).
+    pub fn output(&self, result: &crate::BenchResult) -> BenchOutput {
         let syscalls = self.engine.sends + self.engine.recvs + self.engine.polls;
-        if let Some(map) = value.as_object_mut() {
-            let ios = self.total_ios;
-            let per_io = (ios > 0).then(|| syscalls as f64 / ios as f64);
-            map.insert(
-                "initiator_syscalls_per_io".into(),
-                serde_json::json!(per_io),
-            );
-            map.insert(
-                "reconnects".into(),
-                serde_json::json!(self.engine.reconnects),
-            );
-            map.insert(
-                "connections_per_session".into(),
-                serde_json::json!(self.connections_per_session),
-            );
-            map.insert("messages".into(), serde_json::json!(self.messages));
-            map.insert(
-                "unit_attentions_retried".into(),
-                serde_json::json!(self.unit_attentions),
-            );
-            map.insert(
-                "verified_reads".into(),
-                serde_json::json!(self.verified_reads),
-            );
-            map.insert("io_gap_max_s".into(), serde_json::json!(self.io_gap_max_s));
-            map.insert("multipath".into(), serde_json::json!(self.multipath));
-            // /proc/stat's ticks against the wall clock: under this load the
-            // kernel accounts less time than passed (seen: 89-100%); the CPU
-            // split is a share of what it accounted.
-            let wall_cpu_s = result.elapsed_s * f64::from(result.host.ncpus);
-            let accounted =
-                (wall_cpu_s > 0.0).then(|| 100.0 * result.cpu.elapsed_cpu_s / wall_cpu_s);
-            map.insert("cpu_accounted_pct".into(), serde_json::json!(accounted));
-            // Log2 latency buckets (upper bound µs, count), for histograms.
-            let m = &self.measurements;
-            map.insert(
-                "lat_hist".into(),
-                serde_json::json!({
-                    "read": m.read.latency.buckets(),
-                    "write": m.write.latency.buckets(),
-                }),
-            );
+        let ios = self.total_ios;
+        let ncpus = result.host.as_ref().map_or(0, |h| h.ncpus);
+        let wall_cpu_s = result.elapsed_s * f64::from(ncpus);
+        let m = &self.measurements;
+        BenchOutput {
+            result: result.clone(),
+            runner: RunnerFigures {
+                initiator_syscalls_per_io: (ios > 0).then(|| syscalls as f64 / ios as f64),
+                reconnects: self.engine.reconnects,
+                connections_per_session: self.connections_per_session,
+                messages: self.messages.clone(),
+                unit_attentions_retried: self.unit_attentions,
+                verified_reads: Some(self.verified_reads),
+                io_gap_max_s: Some(self.io_gap_max_s),
+                multipath: self.multipath.clone(),
+                cpu_accounted_pct: (wall_cpu_s > 0.0)
+                    .then(|| 100.0 * result.cpu.elapsed_cpu_s / wall_cpu_s),
+                lat_hist: LatencyHistograms {
+                    read: m.read.latency.buckets(),
+                    write: m.write.latency.buckets(),
+                },
+            },
         }
-        value
+    }
+
+    /// [`RunOutcome::output`] as a JSON object, its keys sorted as
+    /// `isoe bench --json` has always printed them.
+    pub fn json(&self, result: &crate::BenchResult) -> serde_json::Value {
+        serde_json::to_value(self.output(result)).unwrap_or(serde_json::Value::Null)
     }
 }

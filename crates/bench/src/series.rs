@@ -13,7 +13,6 @@
 //! most [`SERIES_MAX`] entries.
 
 use crate::latency::{LatencyRecorder, LatencySummary};
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -87,58 +86,28 @@ pub struct SecondMeasurements {
     pub lat_us: LatencySummary,
 }
 
-/// One entry of a result's `series`: a second of the measured window. A
-/// field missing from the JSON reads as 0.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub struct SeriesPoint {
-    /// Its start, seconds since the measured window began (0, 1, 2, ...).
-    pub t_s: f64,
-    /// Its length, s: 1, but for the last entry, which runs to the end of
-    /// the window and lasts 0.5 to 1.5 s (less only when the whole window
-    /// was shorter than that).
-    pub span_s: f64,
-    /// Commands completed with GOOD status, reads and writes.
-    pub ios: u64,
-    /// Commands per second.
-    pub iops: f64,
-    /// MB/s, MB = 10^6 bytes.
-    pub mb_per_s: f64,
-    /// Reads per second.
-    pub read_iops: f64,
-    /// Read MB/s.
-    pub read_mb_per_s: f64,
-    /// Writes per second.
-    pub write_iops: f64,
-    /// Write MB/s.
-    pub write_mb_per_s: f64,
-    /// Commands that failed in this second.
-    pub errors: u64,
-    /// Latency of this second's commands alone, µs (a histogram of its own,
-    /// not a running one).
-    pub lat_us: LatencySummary,
-}
+/// One entry of a result's `series`: the report's own type (see
+/// [`crate::latency::LatencySummary`]), computed by [`point`].
+pub use isoe_report::record::SeriesPoint;
 
-impl SeriesPoint {
-    /// The rates of `s`.
-    pub fn compute(s: &SecondMeasurements) -> SeriesPoint {
-        let span_s = (s.end_s - s.start_s).max(0.0);
-        let iops = |ios: u64| crate::demand::iops(ios, span_s).unwrap_or(0.0);
-        let mb = |bytes: u64| crate::demand::mb_per_s(bytes, span_s).unwrap_or(0.0);
-        let ios = s.read_ios + s.write_ios;
-        SeriesPoint {
-            t_s: s.start_s,
-            span_s,
-            ios,
-            iops: iops(ios),
-            mb_per_s: mb(s.read_bytes + s.write_bytes),
-            read_iops: iops(s.read_ios),
-            read_mb_per_s: mb(s.read_bytes),
-            write_iops: iops(s.write_ios),
-            write_mb_per_s: mb(s.write_bytes),
-            errors: s.errors,
-            lat_us: s.lat_us,
-        }
+/// The rates of `s`, as an entry of a result's `series`.
+pub fn point(s: &SecondMeasurements) -> SeriesPoint {
+    let span_s = (s.end_s - s.start_s).max(0.0);
+    let iops = |ios: u64| crate::demand::iops(ios, span_s).unwrap_or(0.0);
+    let mb = |bytes: u64| crate::demand::mb_per_s(bytes, span_s).unwrap_or(0.0);
+    let ios = s.read_ios + s.write_ios;
+    SeriesPoint {
+        t_s: s.start_s,
+        span_s,
+        ios,
+        iops: iops(ios),
+        mb_per_s: mb(s.read_bytes + s.write_bytes),
+        read_iops: iops(s.read_ios),
+        read_mb_per_s: mb(s.read_bytes),
+        write_iops: iops(s.write_ios),
+        write_mb_per_s: mb(s.write_bytes),
+        errors: s.errors,
+        lat_us: s.lat_us,
     }
 }
 
@@ -447,7 +416,7 @@ mod tests {
             errors: 2,
             lat_us: LatencySummary::default(),
         };
-        let p = SeriesPoint::compute(&s);
+        let p = point(&s);
         assert_eq!((p.t_s, p.span_s, p.ios, p.errors), (4.0, 0.5, 1500, 2));
         assert_eq!(p.iops, 3000.0);
         assert_eq!(p.read_iops, 2000.0);
@@ -457,7 +426,7 @@ mod tests {
         assert!((p.read_mb_per_s - 8.192).abs() < 1e-9);
         assert!((p.write_mb_per_s - 4.096).abs() < 1e-9);
         // Nothing to divide by: zeros, not infinities.
-        let empty = SeriesPoint::compute(&SecondMeasurements::default());
+        let empty = point(&SecondMeasurements::default());
         assert_eq!((empty.iops, empty.mb_per_s), (0.0, 0.0));
     }
 
@@ -545,7 +514,7 @@ mod tests {
         assert_eq!((series[2].start_s, series[2].end_s), (2.0, 3.2));
         assert_eq!(series[2].read_ios, 20);
         assert!((series[2].lat_us.mean_us - 35.0).abs() < 0.05);
-        let iops = SeriesPoint::compute(&series[2]).iops;
+        let iops = point(&series[2]).iops;
         assert!((iops - 20.0 / 1.2).abs() < 1e-9, "{iops}");
         // A window shorter than half a second keeps its one entry.
         let mut c = Collector::new(1);

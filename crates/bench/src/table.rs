@@ -66,7 +66,8 @@ impl BenchResult {
     /// `series` (empty when it has none).
     pub fn series_table(&self) -> String {
         let mut out = String::new();
-        if self.series.is_empty() {
+        let series = self.series.as_deref().unwrap_or_default();
+        if series.is_empty() {
             return out;
         }
         let _ = writeln!(
@@ -74,7 +75,7 @@ impl BenchResult {
             "\n{:>7} {:>6} {:>10} {:>9} {:>9} {:>9} {:>9} {:>6}  latency µs",
             "second", "span", "commands", "MB/s", "IOPS", "mean", "p99", "errors"
         );
-        for p in &self.series {
+        for p in series {
             let (mean, p99) = if p.lat_us.count == 0 {
                 ("-".to_string(), "-".to_string())
             } else {
@@ -97,17 +98,26 @@ impl BenchResult {
         out
     }
 
-    /// The profile, the machine and the workload.
+    /// The profile, the machine and the workload (what of them the result
+    /// reports: `isoe bench`'s own report all of it).
     fn write_title(&self, out: &mut String) {
-        let w = &self.workload;
+        let unknown = || "unknown".to_string();
         let _ = writeln!(
             out,
             "isoe bench {}  started {}  kernel {}  {} CPUs",
-            w.profile.as_deref().unwrap_or("(custom)"),
-            self.started_at,
-            self.host.kernel_release,
-            self.host.ncpus
+            self.workload.as_ref().map_or_else(unknown, |w| w
+                .profile
+                .clone()
+                .unwrap_or_else(|| "(custom)".to_string())),
+            self.started_at.clone().unwrap_or_else(unknown),
+            self.host
+                .as_ref()
+                .map_or_else(unknown, |h| h.kernel_release.clone()),
+            self.ncpus_label()
         );
+        let Some(w) = &self.workload else {
+            return;
+        };
         let _ = writeln!(
             out,
             "workload  {}, {}% read, {}% random, QD {} x {}, {} x {}, {}, {:.1} s after {:.1} s \
@@ -138,13 +148,15 @@ impl BenchResult {
             "STOPPED after {:.2} s of {:.1} s: {why}\n\
              {} commands completed, {} failed; no throughput or latency is reported: \
              the run did not measure its workload",
-            self.elapsed_s, self.workload.duration_s, self.ios, self.errors
+            self.elapsed_s,
+            self.duration_s(),
+            self.ios.map_or_else(|| "-".to_string(), |n| n.to_string()),
+            self.errors
         );
     }
 
     /// Throughput over the window, and whether a signal cut it short.
     fn write_result(&self, out: &mut String) {
-        let w = &self.workload;
         let _ = writeln!(
             out,
             "result    {:.1} MB/s  {} IOPS  over {:.2} s   (MB = 10^6 bytes, KiB = 1024 bytes)",
@@ -152,19 +164,21 @@ impl BenchResult {
             count_label(self.iops),
             self.elapsed_s
         );
-        if self.interrupted {
+        if self.interrupted == Some(true) {
             let _ = writeln!(
                 out,
                 "INTERRUPTED: the window was cut short after {:.2} s of {:.1} s; the figures cover \
                  what was measured",
-                self.elapsed_s, w.duration_s
+                self.elapsed_s,
+                self.duration_s()
             );
         }
     }
 
     /// Each URL's share, when there are several.
     fn write_urls(&self, out: &mut String) {
-        if self.per_url.len() < 2 {
+        let per_url = self.per_url.as_deref().unwrap_or_default();
+        if per_url.len() < 2 {
             return;
         }
         let _ = writeln!(
@@ -172,7 +186,7 @@ impl BenchResult {
             "\n{:<3} {:>12} {:>9} {:>9}  {:>8} {:>8} {:>7}  URL",
             "URL", "commands", "MB/s", "IOPS", "mean µs", "p99 µs", "errors"
         );
-        for (i, u) in self.per_url.iter().enumerate() {
+        for (i, u) in per_url.iter().enumerate() {
             let (mean, p99) = if u.lat_us.count == 0 {
                 ("-".to_string(), "-".to_string())
             } else {
@@ -215,7 +229,13 @@ impl BenchResult {
                 self.write.iops,
                 &self.write.lat_us,
             ),
-            ("all", self.ios, self.mb_per_s, self.iops, &self.lat_us),
+            (
+                "all",
+                self.ios.unwrap_or(self.read.ios + self.write.ios),
+                self.mb_per_s,
+                self.iops,
+                &self.lat_us,
+            ),
         ];
         for (name, ios, mb_per_s, iops, lat) in rows {
             let _ = writeln!(
@@ -233,7 +253,7 @@ impl BenchResult {
             out,
             "\nCPU, % of all {} CPUs: user {:.1}  system {:.1}  irq {:.1}  softirq {:.1}  \
              iowait {:.1}  steal {:.1}  idle {:.1}  busy {:.1}",
-            self.host.ncpus,
+            self.ncpus_label(),
             c.user_pct,
             c.system_pct,
             c.irq_pct,
@@ -315,7 +335,9 @@ impl BenchResult {
         let _ = writeln!(
             out,
             "errors    {} failed commands, {} verify mismatches",
-            self.errors, self.verify_errors
+            self.errors,
+            self.verify_errors
+                .map_or_else(|| "-".to_string(), |n| n.to_string())
         );
         if self.steal_warning() {
             let _ = writeln!(
@@ -326,7 +348,11 @@ impl BenchResult {
                 BenchResult::STEAL_PCT_WARN
             );
         }
-        if let Some(f) = self.foreign.as_ref().filter(|_| self.foreign_warning) {
+        if let Some(f) = self
+            .foreign
+            .as_ref()
+            .filter(|_| self.foreign_warning == Some(true))
+        {
             let _ = writeln!(
                 out,
                 "WARNING: other processes used {} > {FOREIGN_MAX_PCT:.0}% of a CPU: they \
@@ -334,6 +360,21 @@ impl BenchResult {
                 f.describe()
             );
         }
+    }
+}
+
+impl BenchResult {
+    /// The workload's duration, s, for the lines that compare the window
+    /// with it (NaN, printed as such, when the result names no workload).
+    fn duration_s(&self) -> f64 {
+        self.workload.as_ref().map_or(f64::NAN, |w| w.duration_s)
+    }
+
+    /// The machine's CPUs, or "unknown".
+    fn ncpus_label(&self) -> String {
+        self.host
+            .as_ref()
+            .map_or_else(|| "unknown".to_string(), |h| h.ncpus.to_string())
     }
 }
 

@@ -453,10 +453,12 @@ fn print_outcome(args: &BenchArgs, outcome: &run::RunOutcome, result: &BenchResu
             e.reconnects
         );
     }
-    if result.workload.verify {
+    // The result's own run: its measurements hold what it reports.
+    let m = &outcome.measurements;
+    if m.workload.verify {
         println!(
             "  verify: {} reads checked, {} mismatches",
-            outcome.verified_reads, result.verify_errors
+            outcome.verified_reads, m.verify_errors
         );
     }
     if let Some(m) = &outcome.multipath {
@@ -473,11 +475,12 @@ fn warn_of_failures(name: &str, outcome: &run::RunOutcome, result: &BenchResult)
     if let Some(why) = &result.stopped {
         eprintln!("isoe bench: {name}: stopped: {why}");
     }
-    let failed = result.errors > 0 || result.verify_errors > 0 || result.stopped.is_some();
+    let verify_errors = outcome.measurements.verify_errors;
+    let failed = result.errors > 0 || verify_errors > 0 || result.stopped.is_some();
     if failed {
         eprintln!(
-            "isoe bench: {name}: {} failed commands, {} verify mismatches",
-            result.errors, result.verify_errors
+            "isoe bench: {name}: {} failed commands, {verify_errors} verify mismatches",
+            result.errors
         );
     }
     !failed

@@ -74,7 +74,7 @@ fn knobs_on_the_vms_ssh_port_are_applied_and_put_back() {
     let got: BTreeMap<String, Result<(), String>> = guard
         .apply(&case)
         .into_iter()
-        .map(|a| (a.knob, a.outcome))
+        .map(|a| (a.knob, a.outcome.map_err(|e| e.to_string())))
         .collect();
     eprintln!("applied on the VM: {got:#?}");
     for ok in [

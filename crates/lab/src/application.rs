@@ -18,11 +18,13 @@
 
 pub use crate::knobs::Filesystem;
 use crate::mail::{MailProfile, MailResult};
+use crate::peers::fio::{self, Rates, Sample};
 use crate::pgbench::TransactionLog;
+use crate::run::RunResult;
 use crate::shape::WorkloadShape;
 use isoe_bench::latency::LatencyRecorder;
+use isoe_bench::{DirectionResult, LatencyHistograms};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 use std::collections::HashMap;
 
 /// pgbench's built-in scripts the plan may choose.
@@ -380,136 +382,297 @@ pub struct PartsMeasured {
     pub stages_us: Option<[f64; 3]>,
 }
 
-/// The `isoe bench`-shaped result of an application run: the application's
-/// figures under `application`, the block layer's view of its I/O as the
-/// synthetic runs' `read`, `write`, `lat_us` and `lat_hist`, and the
-/// latency by component under `breakdown`. `iops` is the block I/O rate
-/// (the mail database's transactional IOPS for mail, its metric); `tps`
-/// the transaction rate for OLTP. CPU fields are added by the caller.
-pub fn result_json(
-    app: &Application,
-    fs: Filesystem,
-    initiator: &str,
-    figures: &Figures,
-    trace: &BlockTrace,
-    window_s: f64,
-    parts: [PartsMeasured; 2],
-) -> Value {
-    let per_s = |n: f64| if window_s > 0.0 { n / window_s } else { 0.0 };
-    let direction = |d: &Direction| {
-        json!({
-            "ios": d.count(),
-            "bytes": d.bytes,
-            "iops": per_s(d.count() as f64),
-            "mb_per_s": per_s(d.bytes as f64) / 1e6,
-            "lat_us": d.latency.summary(),
-        })
-    };
-    let mut both = trace.read.latency.clone();
-    both.merge(&trace.write.latency);
-    let block_iops = per_s((trace.read.count() + trace.write.count()) as f64);
-    let mb_per_s = per_s((trace.read.bytes + trace.write.bytes) as f64) / 1e6;
-    let breakdown = |d: &Direction, p: &PartsMeasured| {
-        (d.count() > 0).then(|| {
-            let stage = |i: usize| p.stages_us.map(|s| s[i]);
-            json!({
-                "initiator_us": d.latency.summary().mean_us,
-                "network_us": p.network_us,
-                "receipt_to_store_us": stage(0),
-                "store_us": stage(1),
-                "store_to_sent_us": stage(2),
+/// An application run's own figures and its block I/O's parts: the fields
+/// of its result that are not `isoe bench`'s.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ApplicationResult {
+    /// The transaction rate, for OLTP (null for mail): its metric.
+    pub tps: Option<f64>,
+    /// The block layer's commands per second (`iops` is the mail
+    /// database's transactional IOPS for mail, its metric).
+    pub block_iops: f64,
+    /// What the application reports of itself.
+    pub application: ApplicationFigures,
+    /// The block layer's latencies in log2 buckets, as `isoe bench`'s.
+    pub lat_hist: LatencyHistograms,
+    /// The latency by component.
+    pub breakdown: Breakdown,
+}
+
+/// What an application reports of itself (`application` in its result).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ApplicationFigures {
+    /// `oltp` or `mail`.
+    pub kind: &'static str,
+    /// The file system it ran on.
+    pub filesystem: &'static str,
+    /// For people.
+    pub description: String,
+    /// Its figures.
+    #[serde(flatten)]
+    pub figures: Option<KindFigures>,
+    /// The initiator host's busy CPU, %: Jetstress's processor time (None
+    /// until the CPU is sampled).
+    pub processor_time_pct: Option<f64>,
+}
+
+/// An application's figures, by kind.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum KindFigures {
+    /// pgbench's.
+    Oltp(OltpFigures),
+    /// The mail workload's, as Jetstress names them.
+    Mail(MailFigures),
+}
+
+/// pgbench's figures over the window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OltpFigures {
+    /// The mix.
+    pub mix: &'static str,
+    /// pgbench's scale.
+    pub scale: u32,
+    /// Its clients.
+    pub clients: u32,
+    /// Transactions per second.
+    pub tps: f64,
+    /// Transactions completed.
+    pub transactions: u64,
+    /// Transactions that failed.
+    pub failed: u64,
+    /// Their latency, ms.
+    pub latency_ms: TransactionLatency,
+    /// The initiator host's busy CPU-µs per transaction; null when there is
+    /// nothing to divide by.
+    pub cpu_us_per_transaction: Option<f64>,
+}
+
+/// A transaction's latency, ms.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TransactionLatency {
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+/// The mail workload's shape and figures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MailFigures {
+    /// One database page, bytes.
+    pub db_block_bytes: u32,
+    /// Database reads among database I/Os, %.
+    pub read_pct: u8,
+    /// One log write, bytes.
+    pub log_block_bytes: u32,
+    /// Database I/Os in flight.
+    pub threads: u32,
+    /// Database reads and writes per second.
+    pub transactional_iops: f64,
+    /// Database reads per second.
+    pub db_reads_per_s: f64,
+    /// Database writes per second.
+    pub db_writes_per_s: f64,
+    /// Mean database read latency, ms.
+    pub db_read_avg_ms: f64,
+    /// Mean database write latency, ms.
+    pub db_write_avg_ms: f64,
+    /// Log writes per second.
+    pub log_writes_per_s: f64,
+    /// Mean log write latency, ms.
+    pub log_write_avg_ms: f64,
+}
+
+/// The latency by component of each direction (null for a direction
+/// without I/O).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Breakdown {
+    /// Reads.
+    pub read: Option<Parts>,
+    /// Writes.
+    pub write: Option<Parts>,
+}
+
+/// A command's mean time in each place, µs: the initiator's (the block
+/// layer's mean), the network's and the target's stages when measured.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Parts {
+    /// The block layer's mean latency.
+    pub initiator_us: f64,
+    /// The raw TCP exchange of the direction's mean sizes.
+    pub network_us: Option<f64>,
+    /// The target's receipt to store.
+    pub receipt_to_store_us: Option<f64>,
+    /// The store.
+    pub store_us: Option<f64>,
+    /// Store to sent.
+    pub store_to_sent_us: Option<f64>,
+}
+
+/// An application run before its CPU is sampled: the block layer's view of
+/// its I/O as an `isoe bench` result's rates, what the application reports
+/// of itself and the latency by component, and the initiator.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApplicationRun {
+    /// The block I/O: `read`, `write`, `lat_us`; `iops` is the block
+    /// rate (for mail, the database's transactional IOPS, its metric).
+    pub rates: Rates,
+    /// The initiator, for people.
+    pub initiator: String,
+    /// The rest of its result.
+    pub figures: ApplicationResult,
+}
+
+impl ApplicationRun {
+    /// The run of `app` on `fs` through `initiator`: its `figures`, the
+    /// block `trace` over a window of `window_s`, and the `parts` measured
+    /// of each direction.
+    pub fn new(
+        app: &Application,
+        fs: Filesystem,
+        initiator: &str,
+        figures: &Figures,
+        trace: &BlockTrace,
+        window_s: f64,
+        parts: [PartsMeasured; 2],
+    ) -> ApplicationRun {
+        let per_s = |n: f64| if window_s > 0.0 { n / window_s } else { 0.0 };
+        let direction = |d: &Direction| DirectionResult {
+            ios: d.count(),
+            bytes: d.bytes,
+            iops: per_s(d.count() as f64),
+            mb_per_s: per_s(d.bytes as f64) / 1e6,
+            lat_us: d.latency.summary(),
+        };
+        let mut both = trace.read.latency.clone();
+        both.merge(&trace.write.latency);
+        let block_iops = per_s((trace.read.count() + trace.write.count()) as f64);
+        let mb_per_s = per_s((trace.read.bytes + trace.write.bytes) as f64) / 1e6;
+        let breakdown = |d: &Direction, p: &PartsMeasured| {
+            (d.count() > 0).then(|| {
+                let stage = |i: usize| p.stages_us.map(|s| s[i]);
+                Parts {
+                    initiator_us: d.latency.summary().mean_us,
+                    network_us: p.network_us,
+                    receipt_to_store_us: stage(0),
+                    store_us: stage(1),
+                    store_to_sent_us: stage(2),
+                }
             })
-        })
-    };
-    let mut application = json!({
-        "kind": app.kind(),
-        "filesystem": fs.as_str(),
-        "description": app.describe(),
-    });
-    let (iops, tps, errors) = match (figures, app) {
-        (Figures::Oltp { tps, log }, Application::Oltp(o)) => {
-            let l = log.summary();
-            let ms = |us: f64| us / 1000.0;
-            extend(
-                &mut application,
-                json!({
-                    "mix": o.mix.as_str(), "scale": o.scale, "clients": o.clients,
-                    "tps": tps, "transactions": l.count, "failed": log.failed,
-                    "latency_ms": {
-                        "mean": ms(l.mean_us), "p50": ms(l.p50_us), "p99": ms(l.p99_us),
-                        "p999": ms(l.p999_us), "max": ms(l.max_us),
+        };
+        let (iops, tps, errors, kind) = match (figures, app) {
+            (Figures::Oltp { tps, log }, Application::Oltp(o)) => {
+                let l = log.summary();
+                let ms = |us: f64| us / 1000.0;
+                let oltp = OltpFigures {
+                    mix: o.mix.as_str(),
+                    scale: o.scale,
+                    clients: o.clients,
+                    tps: *tps,
+                    transactions: l.count,
+                    failed: log.failed,
+                    latency_ms: TransactionLatency {
+                        mean: ms(l.mean_us),
+                        p50: ms(l.p50_us),
+                        p99: ms(l.p99_us),
+                        p999: ms(l.p999_us),
+                        max: ms(l.max_us),
                     },
-                }),
-            );
-            (block_iops, Some(*tps), log.failed)
+                    cpu_us_per_transaction: None,
+                };
+                (
+                    block_iops,
+                    Some(*tps),
+                    log.failed,
+                    Some(KindFigures::Oltp(oltp)),
+                )
+            }
+            (Figures::Mail(m), _) => {
+                let p = app.mail_profile(0, 0).unwrap_or_default();
+                let mail = MailFigures {
+                    db_block_bytes: p.db_block_bytes,
+                    read_pct: p.read_pct,
+                    log_block_bytes: p.log_block_bytes,
+                    threads: p.threads,
+                    transactional_iops: m.transactional_iops,
+                    db_reads_per_s: m.db_reads_per_s,
+                    db_writes_per_s: m.db_writes_per_s,
+                    db_read_avg_ms: m.db_read_avg_ms,
+                    db_write_avg_ms: m.db_write_avg_ms,
+                    log_writes_per_s: m.log_writes_per_s,
+                    log_write_avg_ms: m.log_write_avg_ms,
+                };
+                (
+                    m.transactional_iops,
+                    None,
+                    m.errors,
+                    Some(KindFigures::Mail(mail)),
+                )
+            }
+            (Figures::Oltp { .. }, Application::Mail(_)) => (block_iops, None, 0, None),
+        };
+        ApplicationRun {
+            rates: Rates {
+                iops,
+                mb_per_s,
+                lat_us: both.summary(),
+                read: direction(&trace.read),
+                write: direction(&trace.write),
+                elapsed_s: window_s,
+                errors,
+            },
+            initiator: initiator.to_owned(),
+            figures: ApplicationResult {
+                tps,
+                block_iops,
+                application: ApplicationFigures {
+                    kind: app.kind(),
+                    filesystem: fs.as_str(),
+                    description: app.describe(),
+                    figures: kind,
+                    processor_time_pct: None,
+                },
+                lat_hist: LatencyHistograms {
+                    read: trace.read.latency.buckets(),
+                    write: trace.write.latency.buckets(),
+                },
+                breakdown: Breakdown {
+                    read: breakdown(&trace.read, &parts[0]),
+                    write: breakdown(&trace.write, &parts[1]),
+                },
+            },
         }
-        (Figures::Mail(m), _) => {
-            let p = app.mail_profile(0, 0).unwrap_or_default();
-            extend(
-                &mut application,
-                json!({
-                    "db_block_bytes": p.db_block_bytes, "read_pct": p.read_pct,
-                    "log_block_bytes": p.log_block_bytes, "threads": p.threads,
-                    "transactional_iops": m.transactional_iops,
-                    "db_reads_per_s": m.db_reads_per_s, "db_writes_per_s": m.db_writes_per_s,
-                    "db_read_avg_ms": m.db_read_avg_ms, "db_write_avg_ms": m.db_write_avg_ms,
-                    "log_writes_per_s": m.log_writes_per_s, "log_write_avg_ms": m.log_write_avg_ms,
-                }),
-            );
-            (m.transactional_iops, None, m.errors)
-        }
-        (Figures::Oltp { .. }, Application::Mail(_)) => (block_iops, None, 0),
-    };
-    json!({
-        "initiator": initiator,
-        "application": application,
-        "tps": tps,
-        "iops": iops,
-        "block_iops": block_iops,
-        "mb_per_s": mb_per_s,
-        "read": direction(&trace.read),
-        "write": direction(&trace.write),
-        "lat_us": both.summary(),
-        "lat_hist": {
-            "read": trace.read.latency.buckets(),
-            "write": trace.write.latency.buckets(),
-        },
-        "breakdown": {
-            "read": breakdown(&trace.read, &parts[0]),
-            "write": breakdown(&trace.write, &parts[1]),
-        },
-        "elapsed_s": window_s,
-        "errors": errors,
-        "verify_errors": 0,
-    })
-}
-
-/// Adds what needs the host's CPU, once the CPU fields are in `bench`:
-/// the processor time (the initiator host's busy %, Jetstress's figure)
-/// and, for OLTP, CPU-µs per transaction.
-pub fn add_processor_time(bench: &mut Value) {
-    let busy_pct = bench["cpu"]["busy_pct"].as_f64();
-    let per_transaction = match (
-        bench["cpu"]["busy_cpu_s"].as_f64(),
-        bench["cpu_window_s"].as_f64(),
-        bench["tps"].as_f64(),
-    ) {
-        (Some(cpu_s), Some(window_s), Some(tps)) if window_s > 0.0 && tps > 0.0 => {
-            Some(cpu_s / window_s / tps * 1e6)
-        }
-        _ => None,
-    };
-    let app = &mut bench["application"];
-    app["processor_time_pct"] = json!(busy_pct);
-    if app["kind"] == "oltp" {
-        app["cpu_us_per_transaction"] = json!(per_transaction);
     }
-}
 
-/// Adds `from`'s fields to `into` (both objects).
-fn extend(into: &mut Value, from: Value) {
-    if let (Some(into), Value::Object(from)) = (into.as_object_mut(), from) {
-        into.extend(from);
+    /// The run's result, with the CPU and TCP figures of the initiator
+    /// host's samples ([`fio::sampled_result`]; the target's when
+    /// `target_pid` is sampled there too) and what needs them: the
+    /// processor time (the initiator host's busy %, Jetstress's figure)
+    /// and, for OLTP, CPU-µs per transaction.
+    pub fn result(self, first: &Sample, last: &Sample, target_pid: Option<u32>) -> RunResult {
+        let mut result = fio::sampled_result(self.rates, first, last, target_pid);
+        let mut figures = self.figures;
+        let cpu = &result.bench.cpu;
+        let per_transaction = match (result.lab.cpu_window_s, figures.tps) {
+            (Some(window_s), Some(tps)) if window_s > 0.0 && tps > 0.0 => {
+                Some(cpu.busy_cpu_s / window_s / tps * 1e6)
+            }
+            _ => None,
+        };
+        figures.application.processor_time_pct = Some(cpu.busy_pct);
+        if let Some(KindFigures::Oltp(o)) = &mut figures.application.figures {
+            o.cpu_us_per_transaction = per_transaction;
+        }
+        result.lab.initiator = Some(self.initiator);
+        result.lab.application = Some(figures);
+        result
     }
 }
 

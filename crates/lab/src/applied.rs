@@ -16,7 +16,44 @@ pub struct Applied {
     pub value: String,
     /// Ok when the devices now have it; Err with why not (the knob was
     /// skipped: no root, a fixed feature, no such link in this topology).
-    pub outcome: Result<(), String>,
+    pub outcome: Result<(), NotApplied>,
+}
+
+/// Why a knob is not in force.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotApplied {
+    /// Link knobs are not applied where initiator and target share this
+    /// machine's own stack (the degraded loopback, the reason given).
+    #[error("link knobs cannot be applied on the {0}")]
+    LinkOn(String),
+    /// Sysctls neither (they would change this machine).
+    #[error("sysctls cannot be applied on the {0}")]
+    SysctlsOn(String),
+    /// What the knob changes could not be read first, so it could not be
+    /// put back: the error's text.
+    #[error("could not be read first: {0}")]
+    NotReadFirst(String),
+    /// The topology has no link to rate-limit.
+    #[error("the {0} topology has no link to rate-limit (initiator and target share lo)")]
+    NoLinkToLimit(String),
+    /// A rate of 0.
+    #[error("a rate of 0 Mbit/s carries nothing")]
+    ZeroRate,
+    /// Setting it went wrong: each problem, for people (a device and what
+    /// its command said, a fixed feature, a sysctl the kernel lacks).
+    #[error("{}", .0.join("; "))]
+    Problems(Vec<String>),
+}
+
+impl NotApplied {
+    /// Ok without problems, else [`NotApplied::Problems`].
+    pub fn unless(problems: Vec<String>) -> Result<(), NotApplied> {
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(NotApplied::Problems(problems))
+        }
+    }
 }
 
 /// One offload knob's state on an interface, as `ethtool -k` shows it.

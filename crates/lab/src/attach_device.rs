@@ -16,6 +16,7 @@
 //! reason instead of failing its runs.
 
 use crate::host::{self, Ending, Host, Running};
+use crate::ssh::HostError;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -156,6 +157,74 @@ fn exit_meaning(status: ExitStatus) -> String {
     }
 }
 
+/// Why `isoe attach` made no device.
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    /// Its stderr's log file could not be made.
+    #[error("{}: {source}", log.display())]
+    Log {
+        /// The file.
+        log: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// It could not be started.
+    #[error("{what}: {source}")]
+    Spawn {
+        /// `isoe attach FLAG URL on HOST`.
+        what: String,
+        /// Why.
+        source: HostError,
+    },
+    /// It printed no device: how it went, and what it said.
+    #[error("{what} {failure}: {said}")]
+    NoDevice {
+        /// `isoe attach FLAG URL on HOST`.
+        what: String,
+        /// How it went (timed out, or its exit in words).
+        failure: String,
+        /// The last of its stderr, and its stdout.
+        said: String,
+    },
+}
+
+/// Why `isoe attach` did not end cleanly.
+#[derive(Debug, thiserror::Error)]
+pub enum DetachError {
+    /// Its host could not be told.
+    #[error("detaching {device}: {source}")]
+    Ending {
+        /// The device.
+        device: String,
+        /// Why.
+        source: HostError,
+    },
+    /// It exited with an error.
+    #[error("{what} ended with {status}: {said}")]
+    Exited {
+        /// `isoe attach of DEVICE (URL) on HOST`.
+        what: String,
+        /// How it ended.
+        status: ExitStatus,
+        /// The last of its stderr.
+        said: String,
+    },
+    /// It had to be killed.
+    #[error(
+        "{what} did not exit within {} s of SIGTERM and was killed; the device may be \
+         left there (isoe detach {name}): {said}",
+        DETACH_GRACE.as_secs()
+    )]
+    Killed {
+        /// `isoe attach of DEVICE (URL) on HOST`.
+        what: String,
+        /// The name it was attached with.
+        name: String,
+        /// The last of its stderr.
+        said: String,
+    },
+}
+
 /// A block device `isoe attach` serves on a host, for fio; ended by
 /// [`AttachedDevice::detach`] (or, failing that, when dropped).
 pub struct AttachedDevice<'h> {
@@ -201,18 +270,21 @@ impl<'h> AttachedDevice<'h> {
         attach: &Attach,
         stderr_log: &Path,
         timeout: Duration,
-    ) -> Result<AttachedDevice<'h>, String> {
+    ) -> Result<AttachedDevice<'h>, AttachError> {
         let what = format!(
             "isoe attach {} {} on {}",
             attach.kind.flag(),
             attach.url,
             host.name()
         );
-        let stderr =
-            File::create(stderr_log).map_err(|e| format!("{}: {e}", stderr_log.display()))?;
-        let mut running = host
-            .spawn(&attach.argv(), Stdio::from(stderr))
-            .map_err(|e| format!("{what}: {e}"))?;
+        let stderr = File::create(stderr_log).map_err(|source| AttachError::Log {
+            log: stderr_log.to_path_buf(),
+            source,
+        })?;
+        let mut running = match host.spawn(&attach.argv(), Stdio::from(stderr)) {
+            Ok(running) => running,
+            Err(source) => return Err(AttachError::Spawn { what, source }),
+        };
         let lines = host::lines(running.take_stdout().expect("stdout is piped"));
         let deadline = Instant::now() + timeout;
         let mut printed: Vec<String> = Vec::new();
@@ -246,13 +318,17 @@ impl<'h> AttachedDevice<'h> {
                 .trim()
                 .to_owned();
         }
-        Err(format!("{what} {failure}: {said}"))
+        Err(AttachError::NoDevice {
+            what,
+            failure,
+            said,
+        })
     }
 
     /// Ends `isoe attach` with SIGTERM and waits up to [`DETACH_GRACE`]
     /// for it to flush, remove the device and exit 0; an error when it
     /// exits otherwise, needs SIGKILL, or the host cannot be told.
-    pub fn detach(mut self) -> Result<(), String> {
+    pub fn detach(mut self) -> Result<(), DetachError> {
         let running = self.running.take().expect("attached until detached");
         let ending = running.end(DETACH_GRACE);
         let said = take_log(&self.stderr_log);
@@ -262,15 +338,18 @@ impl<'h> AttachedDevice<'h> {
             self.url,
             self.host.name()
         );
-        match ending.map_err(|e| format!("detaching {}: {e}", self.device))? {
+        let ending = ending.map_err(|source| DetachError::Ending {
+            device: self.device.clone(),
+            source,
+        })?;
+        match ending {
             Ending::Exited(status) if status.success() => Ok(()),
-            Ending::Exited(status) => Err(format!("{what} ended with {status}: {said}")),
-            Ending::Killed => Err(format!(
-                "{what} did not exit within {} s of SIGTERM and was killed; the device may be \
-                 left there (isoe detach {}): {said}",
-                DETACH_GRACE.as_secs(),
-                self.name
-            )),
+            Ending::Exited(status) => Err(DetachError::Exited { what, status, said }),
+            Ending::Killed => Err(DetachError::Killed {
+                what,
+                name: self.name.clone(),
+                said,
+            }),
         }
     }
 }
@@ -445,7 +524,8 @@ mod tests {
         let log = dir.path().join("attach.log");
         let isoe = fake_isoe(dir.path(), "echo 'nbd: module not found' >&2\nexit 2");
         let e = AttachedDevice::attach(&host, &request(isoe), &log, Duration::from_secs(20))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("isoe attach --nbd iscsi://127.0.0.1:3260/")
                 && e.contains("refused to run (exit status 2: the host lacks the driver")
@@ -454,7 +534,8 @@ mod tests {
         );
         let isoe = fake_isoe(dir.path(), "echo 'login refused' >&2\nexit 1");
         let e = AttachedDevice::attach(&host, &request(isoe), &log, Duration::from_secs(20))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("could not log in") && e.contains("login refused"),
             "{e}"
@@ -469,7 +550,8 @@ mod tests {
         let isoe = fake_isoe(dir.path(), "echo 'logging in' >&2\nexec sleep 30");
         let t = Instant::now();
         let e = AttachedDevice::attach(&host, &request(isoe), &log, Duration::from_millis(300))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(t.elapsed() < Duration::from_secs(10), "SIGTERM ended it");
         assert!(
             e.contains("printed no device within 0.3 s") && e.contains("logging in"),
@@ -481,7 +563,7 @@ mod tests {
         );
         let device =
             AttachedDevice::attach(&host, &request(isoe), &log, Duration::from_secs(20)).unwrap();
-        let e = device.detach().unwrap_err();
+        let e = device.detach().unwrap_err().to_string();
         assert!(
             e.contains("/dev/ublkb2") && e.contains("3") && e.contains("cannot flush"),
             "{e}"

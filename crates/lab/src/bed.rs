@@ -28,21 +28,21 @@
 mod apps;
 pub(crate) use apps::Apps;
 
-use crate::attach_device::{self, Attach, AttachKind, AttachedDevice};
+use crate::attach_device::{self, Attach, AttachError, AttachKind, AttachedDevice};
 use crate::host::{self, Host, Running};
-use crate::hostknobs::{Guard, Port};
+use crate::hostknobs::{Guard, KnobsError, Port};
 use crate::knobs::{InitiatorImpl, KnobSet, TargetImpl};
 use crate::link::Side;
-use crate::peers::fio::{self, FioEngine, FioJob};
+use crate::peers::fio::{self, FioEngine, FioJob, FioOutput, FioUnusable};
 use crate::peers::kernel::{self, KernelSession, NodeSettings};
 use crate::plan::{Plan, ResolvedCase, WorkloadSpec};
-use crate::run::{self, BenchFailure, LabError, Measured, Window, TARGET_IQN};
+use crate::run::{self, BenchFailure, LabError, Measured, RunResult, Window, TARGET_IQN};
 use crate::site::{CaseEnd, CaseRuns, CaseSetup, Site};
 use crate::ssh::HostError;
 use crate::testbed::Testbed;
 use isoe_bench::cpu::{self, CpuSplit, CpuTimes, ProcessCpu};
 use isoe_bench::demand;
-use serde_json::{json, Value};
+use isoe_bench::BenchOutput;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -50,6 +50,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long a target may take to print its portals.
@@ -107,11 +108,151 @@ pub struct Bed {
     knobs: Option<Guard>,
 }
 
-/// Where a program is on a host, or why it could not be put there.
-type Placed = Result<String, String>;
+/// Where a program is on a host, or why it could not be put there (kept
+/// for every later ask, hence shared).
+type Placed = Result<String, Arc<PlaceError>>;
 
-fn host_error(e: HostError) -> String {
-    e.to_string()
+/// Why a program could not be put on a host.
+#[derive(Debug, thiserror::Error)]
+pub enum PlaceError {
+    /// This machine has no fio with libiscsi to copy.
+    #[error("fio with libiscsi on this machine: {0}")]
+    LocalFio(#[source] FioUnusable),
+    /// The program could not be read here.
+    #[error("reading {}: {source}", path.display())]
+    Reading {
+        /// It.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The program could not be written there.
+    #[error("copying {} to {host}: {source}", path.display())]
+    Copying {
+        /// It.
+        path: PathBuf,
+        /// The host.
+        host: String,
+        /// Why.
+        source: Box<HostError>,
+    },
+}
+
+/// Why the test bed cannot be used, or a case cannot run on it.
+#[derive(Debug, thiserror::Error)]
+pub enum BedError {
+    /// A host stopped answering: [`Bed::gone`]'s words.
+    #[error("{0}")]
+    Gone(String),
+    /// The SSH control directory could not be made.
+    #[error("making {}: {source}", dir.display())]
+    SshDir {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The test bed file names a host that is not one.
+    #[error("{testbed}: {source}")]
+    HostUrl {
+        /// The test bed file.
+        testbed: String,
+        /// Why.
+        source: Box<HostError>,
+    },
+    /// A host's work directory could not be made.
+    #[error("the test bed's host {host} cannot be used: {source}")]
+    WorkDir {
+        /// The host.
+        host: String,
+        /// Why.
+        source: Box<HostError>,
+    },
+    /// The interfaces' state could not be read first.
+    #[error("the test bed's interfaces: {0}")]
+    Interfaces(#[source] KnobsError),
+    /// A program could not be put on a host.
+    #[error("{0}")]
+    Place(#[from] Arc<PlaceError>),
+    /// fio with libiscsi on the initiator host could not be asked its engines.
+    #[error("{fio} on {host}: {source}")]
+    FioEngines {
+        /// The program.
+        fio: String,
+        /// The host.
+        host: String,
+        /// Why.
+        source: Box<HostError>,
+    },
+    /// fio on the initiator host has no libiscsi engine.
+    #[error("{fio} on {host} does not list the libiscsi engine")]
+    FioNoLibiscsi {
+        /// The program.
+        fio: String,
+        /// The host.
+        host: String,
+    },
+    /// A command or file on a host failed (LIO, the target's
+    /// configuration, a program that would not start).
+    #[error("{0}")]
+    Host(#[source] Box<HostError>),
+    /// A log file of this machine could not be made.
+    #[error("{}: {source}", path.display())]
+    Log {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// `isoe target` did not listen in time.
+    #[error(
+        "case {case}: isoe target on {host} did not listen on {listen} within {} s: {said}",
+        TARGET_START.as_secs()
+    )]
+    NotListening {
+        /// The case.
+        case: String,
+        /// The target host.
+        host: String,
+        /// The addresses, comma-separated.
+        listen: String,
+        /// The last of its stderr.
+        said: String,
+    },
+    /// The kernel initiator has no iface of the case's transport.
+    #[error("no {transport} iface on {host}")]
+    NoIface {
+        /// The transport.
+        transport: &'static str,
+        /// The initiator host.
+        host: String,
+    },
+    /// The kernel initiator could not log in.
+    #[error("the kernel initiator's login: {0}")]
+    KernelLogin(#[source] Box<BedError>),
+    /// `isoe attach` made no device.
+    #[error("{0}")]
+    Attach(#[source] Box<AttachError>),
+    /// A run did not end in time.
+    #[error("{program} did not finish within {} s", limit.as_secs())]
+    RunHung {
+        /// What ran.
+        program: String,
+        /// How long it was given.
+        limit: Duration,
+    },
+}
+
+impl From<HostError> for BedError {
+    fn from(e: HostError) -> BedError {
+        BedError::Host(Box::new(e))
+    }
+}
+
+impl From<AttachError> for BedError {
+    fn from(e: AttachError) -> BedError {
+        BedError::Attach(Box::new(e))
+    }
 }
 
 impl Bed {
@@ -123,13 +264,20 @@ impl Bed {
         isoe_local: &Path,
         log_dir: &Path,
         sysctls: &[String],
-    ) -> Result<Bed, String> {
+    ) -> Result<Bed, BedError> {
         let ssh_dir = std::env::temp_dir().join(format!("isoe-lab-ssh-{}", std::process::id()));
-        std::fs::create_dir_all(&ssh_dir)
-            .map_err(|e| format!("making {}: {e}", ssh_dir.display()))?;
+        if let Err(source) = std::fs::create_dir_all(&ssh_dir) {
+            return Err(BedError::SshDir {
+                dir: ssh_dir,
+                source,
+            });
+        }
         let key = testbed.ssh_key.clone();
         let parse = |url: &str| {
-            Host::parse(url, key.clone(), &ssh_dir).map_err(|e| format!("{}: {e}", testbed.source))
+            Host::parse(url, key.clone(), &ssh_dir).map_err(|source| BedError::HostUrl {
+                testbed: testbed.source.clone(),
+                source: Box::new(source),
+            })
         };
         let initiator = parse(&testbed.initiator.host)?;
         let target = parse(&testbed.target.host)?;
@@ -137,7 +285,10 @@ impl Bed {
         let work_dir = |host: &Host| {
             host.run(&["mktemp", "-d", "/tmp/isoe-lab.XXXXXX"])
                 .map(|d| d.trim().to_owned())
-                .map_err(|e| format!("the test bed's host {} cannot be used: {e}", host.name()))
+                .map_err(|source| BedError::WorkDir {
+                    host: host.name(),
+                    source: Box::new(source),
+                })
         };
         let initiator_dir = work_dir(&initiator)?;
         let target_dir = if same_host {
@@ -170,7 +321,7 @@ impl Bed {
                     if !same_host {
                         let _ = target.run(&["rm", "-rf", &target_dir]);
                     }
-                    return Err(format!("the test bed's interfaces: {e}"));
+                    return Err(BedError::Interfaces(e));
                 }
             }
         };
@@ -232,7 +383,7 @@ impl Bed {
             Some(guard) => guard
                 .apply(knobs)
                 .into_iter()
-                .filter_map(|a| a.outcome.err().map(|why| (a.knob, why)))
+                .filter_map(|a| a.outcome.err().map(|why| (a.knob, why.to_string())))
                 .collect(),
             None => {
                 let link_only = KnobSet {
@@ -301,17 +452,22 @@ impl Bed {
     }
 
     /// The error for a failure on `host`: its text, and whether the host went away.
-    fn failure(&self, host: &Host, during: &str, e: impl ToString) -> String {
+    fn failure(&self, host: &Host, during: &str, e: impl Into<BedError>) -> BedError {
         if self.check_gone(host, during) {
+            BedError::Gone(self.gone().unwrap_or_default())
+        } else {
+            e.into()
+        }
+    }
+
+    /// What to say of a failure on the initiator host: `e`, or that the
+    /// host went away.
+    pub(crate) fn failure_on_initiator(&self, during: &str, e: impl std::fmt::Display) -> String {
+        if self.check_gone(&self.initiator, during) {
             self.gone().unwrap_or_default()
         } else {
             e.to_string()
         }
-    }
-
-    /// [`Bed::failure`] on the initiator host.
-    pub(crate) fn failure_on_initiator(&self, during: &str, e: impl ToString) -> String {
-        self.failure(&self.initiator, during, e)
     }
 
     fn dir_of(&self, host: &Host) -> &str {
@@ -324,29 +480,36 @@ impl Bed {
 
     /// `isoe` on `host`: the test bed's path, this binary on this machine,
     /// else this binary copied into the host's work directory.
-    fn isoe_on(&self, host: &Host, given: Option<&String>) -> Result<String, String> {
+    fn isoe_on(&self, host: &Host, given: Option<&String>) -> Placed {
         self.place(host, "isoe", given, || Ok(self.isoe_local.clone()))
     }
 
     /// fio with the libiscsi engine on the initiator host, checked.
-    fn fio_libiscsi(&self) -> Result<String, String> {
+    fn fio_libiscsi(&self) -> Result<String, BedError> {
         let host = &self.initiator;
         let path = self.place(
             host,
             "fio-libiscsi",
             self.testbed.initiator.fio_libiscsi.as_ref(),
-            || fio::usable_fio().map_err(|e| format!("fio with libiscsi on this machine: {e}")),
+            || fio::usable_fio().map_err(PlaceError::LocalFio),
         )?;
-        let engines = host
-            .run(&[path.as_str(), "--enghelp"])
-            .map_err(|e| format!("{path} on {}: {e}", host.name()))?;
+        let engines = match host.run(&[path.as_str(), "--enghelp"]) {
+            Ok(engines) => engines,
+            Err(source) => {
+                return Err(BedError::FioEngines {
+                    fio: path,
+                    host: host.name(),
+                    source: Box::new(source),
+                })
+            }
+        };
         if engines.split_whitespace().any(|w| w == "libiscsi") {
             Ok(path)
         } else {
-            Err(format!(
-                "{path} on {} does not list the libiscsi engine",
-                host.name()
-            ))
+            Err(BedError::FioNoLibiscsi {
+                fio: path,
+                host: host.name(),
+            })
         }
     }
 
@@ -357,26 +520,37 @@ impl Bed {
         host: &Host,
         what: &'static str,
         given: Option<&String>,
-        local: impl FnOnce() -> Result<PathBuf, String>,
-    ) -> Result<String, String> {
+        local: impl FnOnce() -> Result<PathBuf, PlaceError>,
+    ) -> Placed {
         let key = (host.name(), what);
         if let Some(done) = self.placed.borrow().get(&key) {
             return done.clone();
         }
         let placed = match given {
             Some(path) => Ok(path.clone()),
-            None => local().and_then(|path| {
-                if host.is_local() {
-                    return Ok(path.display().to_string());
-                }
-                let bytes =
-                    std::fs::read(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-                let there = format!("{}/{what}", self.dir_of(host));
-                host.write(&there, &bytes)
-                    .and_then(|()| host.run(&["chmod", "0755", &there]))
-                    .map_err(|e| format!("copying {} to {}: {e}", path.display(), host.name()))?;
-                Ok(there)
-            }),
+            None => local()
+                .and_then(|path| {
+                    if host.is_local() {
+                        return Ok(path.display().to_string());
+                    }
+                    let bytes = match std::fs::read(&path) {
+                        Ok(bytes) => bytes,
+                        Err(source) => return Err(PlaceError::Reading { path, source }),
+                    };
+                    let there = format!("{}/{what}", self.dir_of(host));
+                    let copied = host
+                        .write(&there, &bytes)
+                        .and_then(|()| host.run(&["chmod", "0755", &there]));
+                    match copied {
+                        Ok(_) => Ok(there),
+                        Err(source) => Err(PlaceError::Copying {
+                            path,
+                            host: host.name(),
+                            source: Box::new(source),
+                        }),
+                    }
+                })
+                .map_err(Arc::new),
         };
         self.placed.borrow_mut().insert(key, placed.clone());
         placed
@@ -415,8 +589,9 @@ impl Bed {
         let why = match knobs.initiator_impl() {
             InitiatorImpl::Isoe => self
                 .isoe_on(initiator, self.testbed.initiator.isoe.as_ref())
-                .err(),
-            InitiatorImpl::Libiscsi => self.fio_libiscsi().err(),
+                .err()
+                .map(|e| e.to_string()),
+            InitiatorImpl::Libiscsi => self.fio_libiscsi().err().map(|e| e.to_string()),
             InitiatorImpl::Kernel => self.kernel_unavailable(knobs),
             InitiatorImpl::IsoeUblk => self.attach_unavailable(AttachKind::Ublk),
             InitiatorImpl::IsoeNbd => self.attach_unavailable(AttachKind::Nbd),
@@ -430,7 +605,8 @@ impl Bed {
         match knobs.target_impl() {
             TargetImpl::Isoe => self
                 .isoe_on(&self.target, self.testbed.target.isoe.as_ref())
-                .err(),
+                .err()
+                .map(|e| e.to_string()),
             TargetImpl::Tgt => Some(
                 "tgt runs in the namespace topologies only; on a test bed the targets are \
                  isoe, lio and external"
@@ -578,7 +754,7 @@ echo $missing"#;
     }
 
     /// Starts the target the knobs choose, listening where the bed says.
-    pub fn start_target(&self, case: &str, knobs: &KnobSet) -> Result<BedTarget<'_>, String> {
+    pub fn start_target(&self, case: &str, knobs: &KnobSet) -> Result<BedTarget<'_>, BedError> {
         let t = &self.testbed.target;
         let host = &self.target;
         match knobs.target_impl() {
@@ -617,7 +793,10 @@ echo $missing"#;
                 host.write(&path, config.as_bytes())
                     .map_err(|e| self.failure(host, &format!("case {case}"), e))?;
                 let log = self.log_dir.join(TARGET_STDERR);
-                let stderr = File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+                let stderr = File::create(&log).map_err(|source| BedError::Log {
+                    path: log.clone(),
+                    source,
+                })?;
                 let mut running = host
                     .spawn(
                         &[isoe.as_str(), "target", "--config", &path],
@@ -635,13 +814,12 @@ echo $missing"#;
                         Err(_) => {
                             let _ = running.stop(STOP_GRACE);
                             let err = std::fs::read_to_string(&log).unwrap_or_default();
-                            let why = format!(
-                                "case {case}: isoe target on {} did not listen on {} within {} s: {}",
-                                host.name(),
-                                listen.join(", "),
-                                TARGET_START.as_secs(),
-                                err.trim()
-                            );
+                            let why = BedError::NotListening {
+                                case: case.to_owned(),
+                                host: host.name(),
+                                listen: listen.join(", "),
+                                said: err.trim().to_owned(),
+                            };
                             return Err(self.failure(host, &format!("case {case}"), why));
                         }
                     }
@@ -665,14 +843,17 @@ echo $missing"#;
         case: &str,
         knobs: &KnobSet,
         target: &BedTarget<'_>,
-    ) -> Result<Vec<KernelSession<'b>>, String> {
+    ) -> Result<Vec<KernelSession<'b>>, BedError> {
         let host = &self.initiator;
         let transport = knobs.transport.unwrap_or(crate::knobs::Transport::Tcp);
         let iface = kernel::ifaces(host, transport.as_str())
             .map_err(|e| self.failure(host, &format!("case {case}"), e))?
             .into_iter()
             .next()
-            .ok_or_else(|| format!("no {} iface on {}", transport.as_str(), host.name()))?;
+            .ok_or_else(|| BedError::NoIface {
+                transport: transport.as_str(),
+                host: host.name(),
+            })?;
         let settings = node_settings(knobs);
         let mut sessions = Vec::new();
         for portal in &target.portals {
@@ -690,7 +871,7 @@ echo $missing"#;
                     for s in sessions {
                         let _ = s.logout();
                     }
-                    return Err(format!("the kernel initiator's login: {why}"));
+                    return Err(BedError::KernelLogin(Box::new(why)));
                 }
             }
         }
@@ -706,7 +887,7 @@ echo $missing"#;
         kind: AttachKind,
         knobs: &KnobSet,
         target: &BedTarget<'_>,
-    ) -> Result<Vec<AttachedDevice<'b>>, String> {
+    ) -> Result<Vec<AttachedDevice<'b>>, BedError> {
         let host = &self.initiator;
         let isoe = self.isoe_on(host, self.testbed.initiator.isoe.as_ref())?;
         let mut devices = Vec::new();
@@ -736,7 +917,7 @@ echo $missing"#;
         case: &str,
         knobs: &KnobSet,
         target: &BedTarget<'_>,
-    ) -> Result<BlockDevices<'b>, String> {
+    ) -> Result<BlockDevices<'b>, BedError> {
         let initiator = knobs.initiator_impl();
         if initiator == InitiatorImpl::Kernel {
             return self
@@ -776,11 +957,11 @@ echo $missing"#;
         }
         let load = self
             .load_command(plan, knobs, workload, target, devices)
-            .map_err(BenchFailure::Failed)?;
+            .map_err(|e| BenchFailure::Failed(e.to_string()))?;
         let bounds = (load.window.start, load.window.end);
         let run_s = plan.run.ramp_s + plan.run.duration_s;
         let mut ran = self.measure(&load.argv, load.window, target, run_s, stop)?;
-        let mut bench = match &load.job {
+        let mut result = match &load.job {
             None => self.bench_result(&ran)?,
             Some(job) => {
                 let target_pid_here = target.pid.filter(|_| self.same_host);
@@ -788,15 +969,15 @@ echo $missing"#;
             }
         };
         if !self.same_host {
-            add_target_side(&mut bench, &ran.first, &ran.last, target);
+            add_target_side(&mut result, &ran.first, &ran.last, target);
         }
-        bench["testbed_initiator_host"] = json!(self.initiator.name());
-        bench["testbed_target_host"] = json!(match target.started {
+        result.lab.testbed_initiator_host = Some(self.initiator.name());
+        result.lab.testbed_target_host = Some(match target.started {
             Started::External => "external".to_owned(),
             _ => self.target.name(),
         });
         Ok(Measured {
-            bench,
+            result,
             started_at: ran.started_at,
             foreign: ran.foreign,
         })
@@ -811,7 +992,7 @@ echo $missing"#;
         workload: &WorkloadSpec,
         target: &BedTarget<'_>,
         devices: &BlockDevices,
-    ) -> Result<Load, String> {
+    ) -> Result<Load, BedError> {
         let host = &self.initiator;
         let shape = workload.shape(knobs);
         let run = &plan.run;
@@ -887,7 +1068,7 @@ echo $missing"#;
     }
 
     /// `isoe bench`'s JSON result, the last JSON line it printed.
-    fn bench_result(&self, ran: &Ran) -> Result<Value, BenchFailure> {
+    fn bench_result(&self, ran: &Ran) -> Result<RunResult, BenchFailure> {
         let line = ran
             .stdout
             .lines()
@@ -901,11 +1082,12 @@ echo $missing"#;
                     tail(&ran.stderr_text)
                 ))
             })?;
-        serde_json::from_str::<Value>(line)
+        serde_json::from_str::<BenchOutput>(line)
+            .map(RunResult::of_bench)
             .map_err(|e| BenchFailure::Failed(format!("isoe bench printed bad JSON: {e}")))
     }
 
-    /// fio's JSON result in `isoe bench`'s fields, with the initiator
+    /// fio's JSON result as an `isoe bench` result, with the initiator
     /// host's CPU over the window `bounds` (its end moved to the initiator
     /// host's clock in `ran`).
     fn fio_result(
@@ -915,7 +1097,7 @@ echo $missing"#;
         knobs: &KnobSet,
         bounds: (Duration, Duration),
         target_pid_here: Option<u32>,
-    ) -> Result<Value, BenchFailure> {
+    ) -> Result<RunResult, BenchFailure> {
         let (status, stderr_text) = (ran.status, &ran.stderr_text);
         let start = ran.stdout.find('{').ok_or_else(|| {
             BenchFailure::Failed(format!(
@@ -924,7 +1106,7 @@ echo $missing"#;
                 tail(stderr_text)
             ))
         })?;
-        let fio_json: Value = serde_json::from_str(&ran.stdout[start..])
+        let fio_json: FioOutput = serde_json::from_str(&ran.stdout[start..])
             .map_err(|e| BenchFailure::Failed(format!("fio printed bad JSON: {e}")))?;
         let (first, last) = (&ran.first, &mut ran.last);
         // The window as the initiator host's clock saw it.
@@ -950,12 +1132,12 @@ echo $missing"#;
                 tail(stderr_text)
             )));
         };
-        let mut bench = fio::to_bench_json(&fio_json, job, a, b, target_pid_here);
+        let mut result = fio::result(&fio_json, job, a, b, target_pid_here);
         if let Some(kind) = knobs.initiator_impl().attach_kind() {
             // fio's libaio on isoe's device, not on the kernel's.
-            bench["initiator"] = json!(kind.label());
+            result.lab.initiator = Some(kind.label().to_owned());
         }
-        Ok(bench)
+        Ok(result)
     }
 
     /// Runs `argv` on the initiator host for about `run_s` seconds, its CPU
@@ -983,7 +1165,7 @@ echo $missing"#;
         let started_at = isoe_bench::timestamp::rfc3339_utc(std::time::SystemTime::now());
         let mut running = host
             .spawn(argv, Stdio::from(stderr))
-            .map_err(|e| BenchFailure::Failed(self.failure(host, "a run", e)))?;
+            .map_err(|e| BenchFailure::Failed(self.failure(host, "a run", e).to_string()))?;
         let output = host::collect(running.take_stdout().expect("stdout is piped"));
         let pid = running.pid();
         let limit = Duration::from_secs_f64(run_s) + RUN_SLACK;
@@ -1009,8 +1191,13 @@ echo $missing"#;
             if t > limit {
                 let _ = running.stop(STOP_GRACE);
                 samplers.stop();
-                let why = format!("{} did not finish within {} s", argv[0], limit.as_secs());
-                return Err(BenchFailure::Failed(self.failure(host, "a run", why)));
+                let why = BedError::RunHung {
+                    program: argv[0].clone(),
+                    limit,
+                };
+                return Err(BenchFailure::Failed(
+                    self.failure(host, "a run", why).to_string(),
+                ));
             }
             window.tick(t);
             std::thread::sleep(Duration::from_millis(20));
@@ -1028,7 +1215,8 @@ echo $missing"#;
         if status.code() == Some(255) && self.check_gone(host, "a run") {
             return Err(BenchFailure::Failed(self.gone().unwrap_or_default()));
         }
-        let [Some(first), Some(last)] = samples.map_err(BenchFailure::Failed)? else {
+        let [Some(first), Some(last)] = samples.map_err(|e| BenchFailure::Failed(e.to_string()))?
+        else {
             return Err(BenchFailure::Failed(format!(
                 "{} on {} ended ({status}) before its CPU could be sampled: {}",
                 argv[0],
@@ -1121,7 +1309,31 @@ struct Sampler {
     output: Option<std::sync::mpsc::Receiver<String>>,
     files: usize,
     host: String,
-    error: Option<String>,
+    error: Option<HostError>,
+}
+
+/// Why a run's counters were not sampled on a host.
+#[derive(Debug, thiserror::Error)]
+enum SampleError {
+    /// The sampler could not be started.
+    #[error("sampling {host}: {source}")]
+    Start {
+        /// The host.
+        host: String,
+        /// Why.
+        source: Box<HostError>,
+    },
+    /// It printed nothing in time.
+    #[error("the counters of {0} did not come")]
+    NoOutput(String),
+    /// It printed fewer than both samples.
+    #[error("{host} gave {got} of the 2 samples of its counters")]
+    Short {
+        /// The host.
+        host: String,
+        /// The samples it gave.
+        got: usize,
+    },
 }
 
 impl Sampler {
@@ -1153,15 +1365,18 @@ impl Sampler {
                 output: None,
                 files,
                 host: host.name(),
-                error: Some(e.to_string()),
+                error: Some(e),
             },
         }
     }
 
     /// The two sets of files' texts, once the sampler has printed them.
-    fn finish(mut self) -> Result<[Vec<Option<String>>; 2], String> {
-        if let Some(e) = self.error.take() {
-            return Err(format!("sampling {}: {e}", self.host));
+    fn finish(mut self) -> Result<[Vec<Option<String>>; 2], SampleError> {
+        if let Some(source) = self.error.take() {
+            return Err(SampleError::Start {
+                host: self.host,
+                source: Box::new(source),
+            });
         }
         let text = self
             .output
@@ -1170,14 +1385,15 @@ impl Sampler {
         if let Some(running) = self.running.take() {
             let _ = running.stop(Duration::from_secs(1));
         }
-        let text = text.ok_or_else(|| format!("the counters of {} did not come", self.host))?;
+        let Some(text) = text else {
+            return Err(SampleError::NoOutput(self.host));
+        };
         let sets: Vec<&str> = text.split("@@isoe-sample@@\n").collect();
         if sets.len() < 3 {
-            return Err(format!(
-                "{} gave {} of the 2 samples of its counters",
-                self.host,
-                sets.len().saturating_sub(1)
-            ));
+            return Err(SampleError::Short {
+                host: self.host,
+                got: sets.len().saturating_sub(1),
+            });
         }
         Ok([
             host::split_many(sets[0], self.files),
@@ -1211,7 +1427,7 @@ impl Samplers {
 
     /// Both moments' counters; an error saying why when a set is missing
     /// (the program ended before the window closed).
-    fn finish(self) -> Result<[Option<BedSample>; 2], String> {
+    fn finish(self) -> Result<[Option<BedSample>; 2], SampleError> {
         let at = Instant::now();
         let initiator = self.initiator.finish()?;
         let target = self.target.map(Sampler::finish).transpose()?;
@@ -1305,13 +1521,18 @@ struct HostCpu {
 
 /// The target's CPU over the window, from its own host's counters: its
 /// process's time, or (LIO, kernel threads) the host's busy time.
-fn add_target_side(bench: &mut Value, first: &BedSample, last: &BedSample, target: &BedTarget<'_>) {
+fn add_target_side(
+    result: &mut RunResult,
+    first: &BedSample,
+    last: &BedSample,
+    target: &BedTarget<'_>,
+) {
     let (Some(a), Some(b)) = (&first.target, &last.target) else {
         return;
     };
     let window_s = b.uptime_s - a.uptime_s;
-    let iops = bench["iops"].as_f64().unwrap_or(0.0);
-    let mb_per_s = bench["mb_per_s"].as_f64().unwrap_or(0.0);
+    let bench = &mut result.bench;
+    let (iops, mb_per_s) = (bench.iops, bench.mb_per_s);
     let split = CpuSplit::between(&a.cpu, &b.cpu, cpu::ticks_per_second());
     let (cpu_s, scope) = match (&a.process, &b.process, target.pid) {
         (Some(x), Some(y), Some(_)) => (x.delta_s(y), "process"),
@@ -1320,14 +1541,14 @@ fn add_target_side(bench: &mut Value, first: &BedSample, last: &BedSample, targe
     };
     let pct = demand::cpu_pct_of_machine(cpu_s, window_s, b.cpu.ncpus);
     let per_io = (iops > 0.0 && window_s > 0.0).then(|| cpu_s / window_s / iops * 1e6);
-    bench["target_pid"] = json!(target.pid);
-    bench["target_cpu_s"] = json!(cpu_s);
-    bench["target_cpu_pct"] = json!(pct);
-    bench["target_cpu_us_per_io"] = json!(per_io);
-    bench["target_cpu_scope"] = json!(scope);
-    bench["target_mb_per_s_per_cpu_pct"] =
-        json!(pct.and_then(|p| demand::effectiveness_mb_per_s_per_cpu_pct(mb_per_s, p)));
-    bench["target_host_cpu"] = json!(split);
+    bench.target_pid = target.pid;
+    bench.target_cpu_s = Some(cpu_s);
+    bench.target_cpu_pct = pct;
+    bench.target_cpu_us_per_io = per_io;
+    bench.target_mb_per_s_per_cpu_pct =
+        pct.and_then(|p| demand::effectiveness_mb_per_s_per_cpu_pct(mb_per_s, p));
+    result.lab.target_cpu_scope = Some(scope.to_owned());
+    result.lab.target_host_cpu = Some(split);
 }
 
 /// The `isoe attach` of the portal numbered `index` (`url`), for `knobs`:
@@ -1385,11 +1606,11 @@ impl Site for OnMachines<'_> {
         let bed = &*bed;
         let target = match bed.start_target(&case.name, knobs) {
             Ok(target) => target,
-            Err(why) => return Ok(CaseEnd::Skipped(why)),
+            Err(why) => return Ok(CaseEnd::Skipped(why.to_string())),
         };
         let devices = match bed.block_devices(&case.name, knobs, &target) {
             Ok(devices) => devices,
-            Err(why) => return Ok(CaseEnd::Skipped(why)),
+            Err(why) => return Ok(CaseEnd::Skipped(why.to_string())),
         };
         let setup = CaseSetup {
             topology: crate::plan::TopologyKind::Physical.as_str(),
@@ -1537,14 +1758,14 @@ impl BedTarget<'_> {
     }
 
     /// Stops it; an error when its host could not be told.
-    pub fn stop(mut self) -> Result<(), String> {
+    pub fn stop(mut self) -> Result<(), HostError> {
         self.stop_now()
     }
 
-    fn stop_now(&mut self) -> Result<(), String> {
+    fn stop_now(&mut self) -> Result<(), HostError> {
         match std::mem::replace(&mut self.started, Started::External) {
-            Started::Isoe(running) => running.stop(STOP_GRACE).map_err(host_error),
-            Started::Lio(lio) => lio.stop().map_err(host_error),
+            Started::Isoe(running) => running.stop(STOP_GRACE),
+            Started::Lio(lio) => lio.stop(),
             Started::External => Ok(()),
         }
     }
@@ -1561,6 +1782,7 @@ impl Drop for BedTarget<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn uptime_is_the_first_field() {
@@ -1710,7 +1932,10 @@ mod tests {
             initiator: Some(InitiatorImpl::IsoeNbd),
             ..KnobSet::default()
         };
-        let why = bed.block_devices("nbd", &knobs, &target).unwrap_err();
+        let why = bed
+            .block_devices("nbd", &knobs, &target)
+            .unwrap_err()
+            .to_string();
         assert!(
             why.starts_with("isoe attach --nbd iscsi://127.0.0.2:3260/iqn.2026-11.io.isoe:lab/0 on this machine could not log in")
                 && why.contains("login to 127.0.0.2:3260 refused"),
@@ -1755,8 +1980,9 @@ mod tests {
             lun: 0,
             size_bytes: 0,
         };
-        let mut bench = json!({"iops": 1000.0, "mb_per_s": 4.0});
-        add_target_side(&mut bench, &a, &b, &target);
+        let mut result = RunResult::for_tests(json!({"iops": 1000.0, "mb_per_s": 4.0}));
+        add_target_side(&mut result, &a, &b, &target);
+        let bench = result.to_json();
         // Half a CPU-second over 2 s at 1000 IOPS: 250 µs per I/O.
         assert_eq!(bench["target_cpu_s"], json!(0.5));
         assert_eq!(bench["target_cpu_us_per_io"], json!(250.0));

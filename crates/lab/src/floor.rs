@@ -14,12 +14,34 @@
 //! the plan says so.
 
 use crate::knobs::KnobSet;
-use crate::peers::fio::{self, Sample};
+use crate::peers::fio::{self, Rates, Sample};
+use crate::rr::LoadFigures;
+use crate::run::RunResult;
 use crate::shape::WorkloadShape;
-use serde_json::{json, Value};
+use isoe_bench::{DirectionResult, LatencySummary};
+use serde::Serialize;
 
 /// A PDU's Basic Header Segment, what a command or a status costs on the wire.
 pub const BHS_BYTES: u32 = 48;
+
+/// Why a workload has no raw-TCP equivalent ([`FloorJob::new`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NoFloor {
+    /// More than one worker: the floor loads from one thread.
+    #[error("the floor loads from one thread, as one worker does; this workload has {0} workers")]
+    Workers(u32),
+    /// Reads and writes mixed: the floor has one exchange size.
+    #[error("the floor has one exchange size; a workload of {0}% reads mixes two")]
+    Mixed(u8),
+    /// The queue depth does not share evenly over the connections.
+    #[error("QD {queue_depth} does not share evenly over {connections} connections")]
+    UnevenDepth {
+        /// The workload's queue depth.
+        queue_depth: u32,
+        /// The connections of a portal.
+        connections: u32,
+    },
+}
 
 /// One floor run: what `isoe netprobe` is asked to do.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -49,28 +71,21 @@ impl FloorJob {
         portals: u32,
         duration_s: f64,
         ramp_s: f64,
-    ) -> Result<FloorJob, String> {
+    ) -> Result<FloorJob, NoFloor> {
         if shape.workers != 1 {
-            return Err(format!(
-                "the floor loads from one thread, as one worker does; this workload has {} workers",
-                shape.workers
-            ));
+            return Err(NoFloor::Workers(shape.workers));
         }
         let write = match shape.read_pct {
             100 => false,
             0 => true,
-            pct => {
-                return Err(format!(
-                    "the floor has one exchange size; a workload of {pct}% reads mixes two"
-                ))
-            }
+            pct => return Err(NoFloor::Mixed(pct)),
         };
         let per_portal = knobs.sessions.unwrap_or(1) * knobs.connections.unwrap_or(1);
         if !shape.queue_depth.is_multiple_of(per_portal) {
-            return Err(format!(
-                "QD {} does not share evenly over {per_portal} connections",
-                shape.queue_depth
-            ));
+            return Err(NoFloor::UnevenDepth {
+                queue_depth: shape.queue_depth,
+                connections: per_portal,
+            });
         }
         let data = shape.block_size_bytes;
         let (request, response) = if write {
@@ -114,58 +129,78 @@ impl FloorJob {
         .collect()
     }
 
-    /// The fields of an `isoe bench` result from `isoe netprobe`'s JSON,
-    /// with the CPU and TCP counters the lab sampled over the window
-    /// (`first`, `last`; the server as the target): each exchange counts as
-    /// an I/O of the workload's size, in its direction.
-    pub fn to_bench_json(
+    /// An `isoe bench` result of `isoe netprobe`'s figures, with the CPU
+    /// and TCP counters the lab sampled over the window (`first`, `last`;
+    /// the server as the target): each exchange counts as an I/O of the
+    /// workload's size, in its direction; the other direction did nothing
+    /// (no commands, so bench's zeros for their latency).
+    pub fn result(
         &self,
-        netprobe: &Value,
+        netprobe: &LoadFigures,
         first: &Sample,
         last: &Sample,
         server_pid: Option<u32>,
-    ) -> Value {
-        let rate = netprobe["exchanges_per_s"].as_f64().unwrap_or(0.0);
-        let exchanges = netprobe["exchanges"].as_u64().unwrap_or(0);
+    ) -> RunResult {
+        let rate = netprobe.exchanges_per_s;
+        let exchanges = netprobe.exchanges;
         let bytes = exchanges * u64::from(self.data_bytes);
         let mb_per_s = rate * f64::from(self.data_bytes) / 1e6;
-        let latency = netprobe["latency"].clone();
-        let active = json!({
-            "ios": exchanges,
-            "bytes": bytes,
-            "iops": rate,
-            "mb_per_s": mb_per_s,
-            "lat_us": latency,
-        });
-        let idle = json!({ "ios": 0, "bytes": 0, "iops": 0.0, "mb_per_s": 0.0 });
+        let latency = netprobe.latency;
+        let active = DirectionResult {
+            ios: exchanges,
+            bytes,
+            iops: rate,
+            mb_per_s,
+            lat_us: latency,
+        };
+        let idle = DirectionResult {
+            ios: 0,
+            bytes: 0,
+            iops: 0.0,
+            mb_per_s: 0.0,
+            lat_us: LatencySummary::default(),
+        };
         let (read, write) = if self.write {
             (idle, active)
         } else {
             (active, idle)
         };
-        let mut bench = json!({
-            "iops": rate,
-            "mb_per_s": mb_per_s,
-            "ios": exchanges,
-            "bytes": bytes,
-            "elapsed_s": netprobe["seconds"],
-            "errors": 0,
-            "verify_errors": 0,
-            "interrupted": false,
-            "stopped": null,
-            "lat_us": latency,
-            "read": read,
-            "write": write,
-            "floor": {
-                "connections": self.connections,
-                "depth": self.depth,
-                "request": self.request,
-                "response": self.response,
-            },
+        let rates = Rates {
+            iops: rate,
+            mb_per_s,
+            lat_us: latency,
+            read,
+            write,
+            elapsed_s: netprobe.seconds,
+            // netprobe ends with an error, and gives no figures, when an
+            // exchange fails: those it gives had none.
+            errors: 0,
+        };
+        let mut result = fio::sampled_result(rates, first, last, server_pid);
+        result.bench.ios = Some(exchanges);
+        result.bench.bytes = Some(bytes);
+        result.bench.interrupted = Some(false);
+        result.lab.floor = Some(FloorShape {
+            connections: self.connections,
+            depth: self.depth,
+            request: self.request,
+            response: self.response,
         });
-        fio::add_cpu_fields(&mut bench, first, last, server_pid);
-        bench
+        result
     }
+}
+
+/// A floor run's shape, as its result's `floor` says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct FloorShape {
+    /// TCP connections.
+    pub connections: u32,
+    /// Exchanges in flight on each.
+    pub depth: u32,
+    /// Bytes out per exchange.
+    pub request: u32,
+    /// Bytes back per exchange.
+    pub response: u32,
 }
 
 #[cfg(test)]
@@ -224,23 +259,33 @@ mod tests {
 
     #[test]
     fn what_has_no_raw_tcp_equivalent_is_refused_with_the_reason() {
-        let err = FloorJob::new(&shape(70, 64, 1), &knobs(2, 1), 1, 6.0, 2.0).unwrap_err();
+        let err = FloorJob::new(&shape(70, 64, 1), &knobs(2, 1), 1, 6.0, 2.0)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("70% reads"), "{err}");
-        let err = FloorJob::new(&shape(100, 64, 2), &knobs(2, 1), 1, 6.0, 2.0).unwrap_err();
+        let err = FloorJob::new(&shape(100, 64, 2), &knobs(2, 1), 1, 6.0, 2.0)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("2 workers"), "{err}");
-        let err = FloorJob::new(&shape(100, 64, 1), &knobs(3, 1), 1, 6.0, 2.0).unwrap_err();
+        let err = FloorJob::new(&shape(100, 64, 1), &knobs(3, 1), 1, 6.0, 2.0)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("does not share evenly over 3"), "{err}");
     }
 
     #[test]
     fn the_result_reads_as_a_bench_result_of_the_workload() {
         let job = FloorJob::new(&shape(100, 64, 1), &knobs(32, 1), 1, 6.0, 2.0).unwrap();
-        let netprobe = json!({
+        let netprobe: LoadFigures = serde_json::from_value(serde_json::json!({
             "connections": 32, "depth": 2, "request": 48, "response": 4144,
             "seconds": 6.0, "exchanges": 600_000, "exchanges_per_s": 100_000.0,
+            "client_cpu_us_per_exchange": 2.0, "server_pid": 1,
+            "server_cpu_us_per_exchange": 1.0, "system_cpu_us_per_exchange": 4.0,
+            "steal_pct": 0.0,
             "latency": {"count": 600_000, "min": 10.0, "mean": 600.0, "p50": 550.0,
                         "p90": 800.0, "p99": 1200.0, "p999": 2000.0, "max": 5000.0},
-        });
+        }))
+        .unwrap();
         let stat = "cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 50 0 50 400 0 0 0 0 0 0\n";
         let later = "cpu  400 0 400 1200 0 0 0 0 0 0\ncpu0 200 0 200 600 0 0 0 0 0 0\n";
         let proc_stat = |ticks: u64| {
@@ -260,7 +305,7 @@ mod tests {
             t0 + std::time::Duration::from_secs(4),
         )
         .unwrap();
-        let b = job.to_bench_json(&netprobe, &first, &last, Some(1));
+        let b = job.result(&netprobe, &first, &last, Some(1)).to_json();
         assert_eq!(b["iops"], 100_000.0);
         assert_eq!(b["read"]["ios"], 600_000);
         assert_eq!(b["write"]["ios"], 0);

@@ -122,17 +122,45 @@ pub struct PortState {
     /// Its MTU.
     pub mtu: u32,
     /// `ethtool -k`.
-    pub features: Result<Vec<FeatureLine>, String>,
+    pub features: Result<Vec<FeatureLine>, Unanswered>,
     /// `ethtool -g`.
-    pub rings: Result<Settings, String>,
+    pub rings: Result<Settings, Unanswered>,
     /// `ethtool -c`.
-    pub coalesce: Result<Settings, String>,
+    pub coalesce: Result<Settings, Unanswered>,
     /// `ethtool -l`.
-    pub channels: Result<Settings, String>,
+    pub channels: Result<Settings, Unanswered>,
     /// `ethtool -a`.
-    pub pause: Result<Settings, String>,
+    pub pause: Result<Settings, Unanswered>,
     /// The root qdisc.
-    pub qdisc: Result<RootQdisc, String>,
+    pub qdisc: Result<RootQdisc, Unanswered>,
+}
+
+/// A query of a port's state that the device did not answer, kept (in
+/// the journal too, as the text) as its message: the knobs it shows are
+/// then left alone, with this as the reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{0}")]
+pub struct Unanswered(pub String);
+
+/// A command at a place that failed, told by what it said ([`said`]).
+#[derive(Debug, thiserror::Error)]
+#[error("{}", said(.0))]
+pub struct CommandFailed(#[source] pub HostError);
+
+/// Why a device's root qdisc could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum QdiscError {
+    /// `tc qdisc show` failed.
+    #[error("tc qdisc show dev {dev}: {}", said(.source))]
+    Show {
+        /// The device.
+        dev: String,
+        /// Why.
+        source: HostError,
+    },
+    /// What it printed could not be read.
+    #[error("{0}")]
+    Parse(#[from] parse::ParseError),
 }
 
 /// The sysctls of one machine or namespace as they were; None for a name
@@ -287,7 +315,7 @@ pub(crate) fn read_sysctls(
 }
 
 /// Writes sysctl `name` at `place`.
-pub(crate) fn write_sysctl(place: Place, name: &str, value: &str) -> Result<(), String> {
+pub(crate) fn write_sysctl(place: Place, name: &str, value: &str) -> Result<(), CommandFailed> {
     let path = sysctl_path(name);
     let argv = [
         "sh",
@@ -297,7 +325,7 @@ pub(crate) fn write_sysctl(place: Place, name: &str, value: &str) -> Result<(), 
         &path,
         value,
     ];
-    place.run(&argv).map(|_| ()).map_err(|e| said(&e))
+    place.run(&argv).map(|_| ()).map_err(CommandFailed)
 }
 
 /// The interface that carries the SSH connection to `host` (the route
@@ -566,14 +594,14 @@ fn read_port(
             place: format!("{dev} on {}", place.name()),
             why: said(&e),
         })?;
-    let (mtu, _) = parse::parse_link(&link).map_err(|why| KnobsError::Read {
+    let (mtu, _) = parse::parse_link(&link).map_err(|e| KnobsError::Read {
         place: format!("{dev} on {}", place.name()),
-        why,
+        why: e.to_string(),
     })?;
     let query = |option: &str| {
         place
             .run(&["ethtool", option, dev])
-            .map_err(|e| format!("ethtool {option} {dev}: {}", said(&e)))
+            .map_err(|e| Unanswered(format!("ethtool {option} {dev}: {}", said(&e))))
     };
     Ok(PortState {
         host,
@@ -587,15 +615,18 @@ fn read_port(
         coalesce: query("-c").map(|o| parse::parse_settings(&o)),
         channels: query("-l").map(|o| parse::parse_settings(&o)),
         pause: query("-a").map(|o| parse::parse_settings(&o)),
-        qdisc: read_qdisc(place, dev),
+        qdisc: read_qdisc(place, dev).map_err(|e| Unanswered(e.to_string())),
     })
 }
 
-pub(crate) fn read_qdisc(place: Place, dev: &str) -> Result<RootQdisc, String> {
-    place
+pub(crate) fn read_qdisc(place: Place, dev: &str) -> Result<RootQdisc, QdiscError> {
+    let json = place
         .run(&["tc", "-j", "qdisc", "show", "dev", dev])
-        .map_err(|e| format!("tc qdisc show dev {dev}: {}", said(&e)))
-        .and_then(|json| parse::parse_root_qdisc(&json))
+        .map_err(|source| QdiscError::Show {
+            dev: dev.to_owned(),
+            source,
+        })?;
+    Ok(parse::parse_root_qdisc(&json)?)
 }
 
 /// A [`Saved`] state with its journal on disk, put back when dropped: the
@@ -746,10 +777,11 @@ fn dump_port(out: &mut String, place: Place, dev: &str) {
         if argv[0] == "ip" {
             // The link's counters and carrier change on their own: only
             // what the knobs touch (MTU) and the admin state are compared.
-            match result
-                .map_err(|e| said(&e))
-                .and_then(|j| parse::parse_link(&j))
-            {
+            let link = match result {
+                Ok(json) => parse::parse_link(&json).map_err(|e| e.to_string()),
+                Err(e) => Err(said(&e)),
+            };
+            match link {
                 Ok((mtu, up)) => {
                     let _ = writeln!(out, "mtu {mtu}, {}", if up { "up" } else { "down" });
                 }

@@ -16,8 +16,9 @@
 //!   one at a time, each write-through (`O_DSYNC`, as ESE opens its logs),
 //!   so its latency is a commit's.
 
+use crate::peers::fio::{FioJobOutput, FioOutput};
 use isoe_bench::latency::LatencyRecorder;
-use serde_json::Value;
+use std::collections::BTreeMap;
 use thiserror::Error;
 
 /// The database job's name in fio's arguments and output.
@@ -128,53 +129,62 @@ pub struct MailResult {
 
 impl MailResult {
     /// Reads fio's `json+` output of [`MailProfile::fio_args`].
-    pub fn from_fio(fio: &Value) -> Result<MailResult, MailError> {
-        let jobs = fio["jobs"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    pub fn from_fio(fio: &FioOutput) -> Result<MailResult, MailError> {
         let job = |name: &'static str| {
-            jobs.iter()
-                .find(|j| j["jobname"] == name)
+            fio.jobs
+                .iter()
+                .find(|j| j.jobname == name)
                 .ok_or(MailError::NoJob(name))
         };
         let (db, log) = (job(DB_JOB)?, job(LOG_JOB)?);
-        let number = |j: &Value, name: &'static str, path: &[&str]| {
-            path.iter()
-                .fold(j, |v, k| &v[*k])
-                .as_f64()
-                .ok_or_else(|| MailError::Missing {
-                    job: name,
-                    field: path.join("."),
-                })
+        let missing = |job: &'static str, field: &str| MailError::Missing {
+            job,
+            field: field.to_string(),
         };
-        let db_reads_per_s = number(db, DB_JOB, &["read", "iops"])?;
-        let db_writes_per_s = number(db, DB_JOB, &["write", "iops"])?;
+        let iops = |j: &FioJobOutput, name: &'static str, write: bool| {
+            let (d, field) = if write {
+                (&j.write, "write.iops")
+            } else {
+                (&j.read, "read.iops")
+            };
+            d.iops.ok_or_else(|| missing(name, field))
+        };
+        let mean = |j: &FioJobOutput, name: &'static str, write: bool| {
+            let (d, field) = if write {
+                (&j.write, "write.lat_ns.mean")
+            } else {
+                (&j.read, "read.lat_ns.mean")
+            };
+            d.lat_ns
+                .as_ref()
+                .and_then(|l| l.mean)
+                .ok_or_else(|| missing(name, field))
+        };
+        let db_reads_per_s = iops(db, DB_JOB, false)?;
+        let db_writes_per_s = iops(db, DB_JOB, true)?;
         let ms = |ns: f64| ns / 1e6;
         Ok(MailResult {
             transactional_iops: db_reads_per_s + db_writes_per_s,
             db_reads_per_s,
             db_writes_per_s,
-            db_read_avg_ms: ms(number(db, DB_JOB, &["read", "lat_ns", "mean"])?),
-            db_write_avg_ms: ms(number(db, DB_JOB, &["write", "lat_ns", "mean"])?),
-            log_writes_per_s: number(log, LOG_JOB, &["write", "iops"])?,
-            log_write_avg_ms: ms(number(log, LOG_JOB, &["write", "lat_ns", "mean"])?),
-            db_read_latency: bins(&db["read"]["clat_ns"]["bins"]),
-            db_write_latency: bins(&db["write"]["clat_ns"]["bins"]),
-            errors: jobs
-                .iter()
-                .filter(|j| j["error"].as_i64().unwrap_or(0) != 0)
-                .count() as u64,
+            db_read_avg_ms: ms(mean(db, DB_JOB, false)?),
+            db_write_avg_ms: ms(mean(db, DB_JOB, true)?),
+            log_writes_per_s: iops(log, LOG_JOB, true)?,
+            log_write_avg_ms: ms(mean(log, LOG_JOB, true)?),
+            db_read_latency: bins(&db.read.clat_ns.bins),
+            db_write_latency: bins(&db.write.clat_ns.bins),
+            errors: fio.jobs.iter().filter(|j| j.error != 0).count() as u64,
         })
     }
 }
 
 /// fio's `json+` latency bins (`{"ns": count}`) in a histogram; none when
 /// fio wrote none (plain `json` output).
-fn bins(bins: &Value) -> LatencyRecorder {
+fn bins(bins: &BTreeMap<String, u64>) -> LatencyRecorder {
     let mut recorder = LatencyRecorder::new();
-    if let Some(map) = bins.as_object() {
-        for (ns, count) in map {
-            if let (Ok(ns), Some(count)) = (ns.parse::<u64>(), count.as_u64()) {
-                recorder.record_n(ns, count);
-            }
+    for (ns, count) in bins {
+        if let Ok(ns) = ns.parse::<u64>() {
+            recorder.record_n(ns, *count);
         }
     }
     recorder

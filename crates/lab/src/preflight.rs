@@ -20,9 +20,10 @@
 //! at all without root (another topology, tgt) is skipped. Only when no
 //! case is left does the lab stop.
 
+use crate::install::{AptError, FioBuildError};
 use crate::knobs::{InitiatorImpl, KnobSet, TargetImpl};
-use crate::netcmd;
-use crate::peers::fio;
+use crate::netcmd::{self, CommandError};
+use crate::peers::fio::{self, FioUnusable};
 use crate::plan::{ResolvedCase, TopologyKind};
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
@@ -96,9 +97,9 @@ pub trait Machine {
     /// Whether `program` is installed (on PATH, /usr/sbin or /sbin).
     fn program(&self, program: &str) -> bool;
     /// Whether fio with libiscsi's engine is there; why not otherwise.
-    fn fio_libiscsi(&self) -> Result<(), String>;
+    fn fio_libiscsi(&self) -> Result<(), FioUnusable>;
     /// Whether a network namespace can be made; asked only as root with `ip`.
-    fn namespaces(&self) -> Result<(), String>;
+    fn namespaces(&self) -> Result<(), CommandError>;
 }
 
 /// How a case uses what it needs.
@@ -333,7 +334,7 @@ fn resolve(machine: &dyn Machine, need: Need) -> Option<(Need, String)> {
         Need::Tc => program("tc"),
         Need::Ethtool => program("ethtool"),
         Need::Tgt => program("tgtd").or_else(|| program("tgtadm")),
-        Need::FioLibiscsi => machine.fio_libiscsi().err(),
+        Need::FioLibiscsi => machine.fio_libiscsi().err().map(|e| e.to_string()),
         Need::Root => (!machine.root()).then(not_root),
         Need::Namespaces => {
             if !machine.root() {
@@ -342,7 +343,7 @@ fn resolve(machine: &dyn Machine, need: Need) -> Option<(Need, String)> {
             if let Some(why) = program("ip") {
                 return Some((Need::Ip, why));
             }
-            machine.namespaces().err()
+            machine.namespaces().err().map(|e| e.to_string())
         }
     };
     why.map(|w| (need, w))
@@ -473,9 +474,9 @@ pub struct Policy {
 /// is the real one.
 pub trait Installer {
     /// `apt-get install` these Debian packages.
-    fn apt_install(&mut self, packages: &[&str]) -> Result<(), String>;
+    fn apt_install(&mut self, packages: &[&str]) -> Result<(), AptError>;
     /// Build fio with the libiscsi engine; where it is.
-    fn build_fio(&mut self) -> Result<PathBuf, String>;
+    fn build_fio(&mut self) -> Result<PathBuf, FioBuildError>;
 }
 
 /// Ready to run: the cases to leave out and what the others run without.
@@ -694,7 +695,7 @@ fn nothing_runs(plan: &str, check: &Check) -> String {
 /// The real machine.
 #[derive(Debug, Default)]
 pub struct Probe {
-    namespaces: OnceCell<Result<(), String>>,
+    namespaces: OnceCell<Result<(), CommandError>>,
 }
 
 impl Machine for Probe {
@@ -707,14 +708,14 @@ impl Machine for Probe {
         netcmd::find_program(program).is_some()
     }
 
-    fn fio_libiscsi(&self) -> Result<(), String> {
+    fn fio_libiscsi(&self) -> Result<(), FioUnusable> {
         fio::usable_fio().map(|_| ())
     }
 
     /// Makes a namespace and removes it, once per probe. Its name carries
     /// this process's PID like the topologies' (`isoe-lab-<PID>-probe`), so
     /// a lab killed in between leaves nothing the next start keeps.
-    fn namespaces(&self) -> Result<(), String> {
+    fn namespaces(&self) -> Result<(), CommandError> {
         self.namespaces
             .get_or_init(|| {
                 let ns = format!(
@@ -722,8 +723,8 @@ impl Machine for Probe {
                     crate::topology::NAMESPACE_PREFIX,
                     std::process::id()
                 );
-                netcmd::run(&netcmd::netns_add(&ns)).map_err(|e| e.to_string())?;
-                netcmd::run(&netcmd::netns_del(&ns)).map_err(|e| e.to_string())?;
+                netcmd::run(&netcmd::netns_add(&ns))?;
+                netcmd::run(&netcmd::netns_del(&ns))?;
                 Ok(())
             })
             .clone()

@@ -17,7 +17,7 @@ use crate::peers::fio::{self, FioJob};
 use crate::peers::tgt::TgtTarget;
 use crate::plan::{Plan, ResolvedCase, WorkloadSpec};
 use crate::rounds;
-use crate::run::{isoe_target_config, measured_window, BenchFailure, Measured, Window};
+use crate::run::{isoe_target_config, measured_window, BenchFailure, Measured, RunResult, Window};
 pub use crate::run::{LabError, TARGET_IQN};
 use crate::site::{CaseEnd, CaseRuns, CaseSetup, Site};
 use crate::testbed::Testbed;
@@ -116,7 +116,7 @@ pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
             let sysctls =
                 crate::hostknobs::sysctl_names(plan.resolved_cases().iter().map(|c| &c.knobs));
             let bed = Bed::connect(testbed.clone(), &options.isoe, &options.out_dir, &sysctls)
-                .map_err(LabError::Topology)?;
+                .map_err(|e| LabError::TestBed(Box::new(e)))?;
             notes.extend(bed.notes());
             Box::new(OnMachines::new(bed, plan, &options.stop))
         }
@@ -224,19 +224,27 @@ impl Site for Namespaces<'_> {
             // Run in namespaces, isoe would stand in for what the case names.
             return Ok(CaseEnd::Skipped(why));
         }
-        let kind: Kind = case
-            .topology
-            .as_str()
-            .parse()
-            .map_err(|e| LabError::Topology(format!("case {}: {e}", case.name)))?;
-        let mut topo = Topology::create(kind, Default::default())
-            .map_err(|e| LabError::Topology(format!("case {}: {e}", case.name)))?;
+        let kind: Kind =
+            case.topology
+                .as_str()
+                .parse()
+                .map_err(|source| LabError::UnknownTopology {
+                    case: case.name.clone(),
+                    source,
+                })?;
+        let mut topo = Topology::create(kind, Default::default()).map_err(|source| {
+            LabError::CaseTopology {
+                case: case.name.clone(),
+                source,
+            }
+        })?;
         if plan.run.pin_cpus {
             topo.pin_roles();
         }
         let removed = |topo: Topology| {
-            topo.destroy().map_err(|e| {
-                LabError::Topology(format!("removing the topology of case {}: {e}", case.name))
+            topo.destroy().map_err(|source| LabError::RemovingTopology {
+                case: case.name.clone(),
+                source,
             })
         };
         let applied = match topo.apply(&knobs.link) {
@@ -250,7 +258,7 @@ impl Site for Namespaces<'_> {
         let mut skipped: BTreeMap<String, String> = BTreeMap::new();
         for applied in applied.into_iter().chain(topo.apply_sysctls(&knobs.sysctl)) {
             if let Err(why) = applied.outcome {
-                skipped.insert(applied.knob, why);
+                skipped.insert(applied.knob, why.to_string());
             }
         }
         for (knob, why) in knobs.unsupported_here() {
@@ -556,8 +564,10 @@ fn start_target(
         return start_floor_server(options, topo, case);
     }
     if knobs.target_impl() == TargetImpl::Tgt {
-        let tgt = TgtTarget::start(topo, knobs)
-            .map_err(|e| LabError::Target(format!("case {}: {e}", case.name)))?;
+        let tgt = TgtTarget::start(topo, knobs).map_err(|source| LabError::Tgt {
+            case: case.name.clone(),
+            source: Box::new(source),
+        })?;
         return Ok(TargetProcess {
             child: None,
             pid: tgt.pid(),
@@ -580,9 +590,10 @@ fn start_target(
     cmd.stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .stdin(Stdio::null());
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| LabError::Target(format!("cannot start {}: {e}", options.isoe.display())))?;
+    let mut child = cmd.spawn().map_err(|source| LabError::TargetSpawn {
+        isoe: options.isoe.clone(),
+        source,
+    })?;
     let pid = child.id();
     let stdout = child.stdout.take().expect("stdout was piped");
     let (tx, rx) = std::sync::mpsc::channel();
@@ -643,12 +654,10 @@ fn start_floor_server(
     cmd.stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .stdin(Stdio::null());
-    let mut child = cmd.spawn().map_err(|e| {
-        LabError::Target(format!(
-            "case {}: cannot start {} netprobe --serve: {e}",
-            case.name,
-            options.isoe.display()
-        ))
+    let mut child = cmd.spawn().map_err(|source| LabError::FloorSpawn {
+        case: case.name.clone(),
+        isoe: options.isoe.clone(),
+        source,
     })?;
     let stdout = child.stdout.take().expect("stdout was piped");
     let (tx, rx) = std::sync::mpsc::channel();
@@ -739,10 +748,10 @@ fn run_bench(
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     };
-    let bench = serde_json::from_str(line)
+    let output = serde_json::from_str(line)
         .map_err(|e| BenchFailure::Failed(format!("isoe bench printed bad JSON: {e}")))?;
     Ok(Measured {
-        bench,
+        result: RunResult::of_bench(output),
         started_at,
         foreign: window.load(),
     })
@@ -796,7 +805,7 @@ fn run_fio(
     let limit = window_start + window_len + BENCH_SLACK;
     let run = run_sampled(&mut cmd, "fio", window, limit, target.pid, &options.stop)?;
     Ok(Measured {
-        bench: fio::to_bench_json(&run.json, &job, &run.first, &run.last, Some(target.pid)),
+        result: fio::result(&run.json, &job, &run.first, &run.last, Some(target.pid)),
         started_at: run.started_at,
         foreign: run.foreign,
     })
@@ -804,9 +813,9 @@ fn run_fio(
 
 /// What a load generator gave whose CPU and TCP counters the lab sampled
 /// itself ([`run_sampled`]).
-struct Sampled {
+struct Sampled<T> {
     /// Its JSON result (stdout from the first `{`).
-    json: serde_json::Value,
+    json: T,
     first: fio::Sample,
     last: fio::Sample,
     started_at: String,
@@ -814,15 +823,15 @@ struct Sampled {
 }
 
 /// Runs `cmd` (fio, `isoe netprobe`), sampling its and the target's
-/// counters at `window`'s ends, and reads its JSON.
-fn run_sampled(
+/// counters at `window`'s ends, and reads its JSON as a `T`.
+fn run_sampled<T: serde::de::DeserializeOwned>(
     cmd: &mut Command,
     what: &str,
     mut window: Window,
     limit: Duration,
     target_pid: u32,
     stop: &AtomicBool,
-) -> Result<Sampled, BenchFailure> {
+) -> Result<Sampled<T>, BenchFailure> {
     let (mut child, started_at) = spawn_load(cmd, what)?;
     let pid = child.id();
     let mut first = None;
@@ -882,7 +891,7 @@ fn run_floor(
         plan.run.duration_s,
         plan.run.ramp_s,
     )
-    .map_err(BenchFailure::Failed)?;
+    .map_err(|e| BenchFailure::Failed(e.to_string()))?;
     let mut cmd = topo.command(Role::Host, &options.isoe);
     cmd.args(job.args(&server.portals[0]));
     let window = measured_window(plan.run.ramp_s, plan.run.duration_s);
@@ -896,7 +905,7 @@ fn run_floor(
         &options.stop,
     )?;
     Ok(Measured {
-        bench: job.to_bench_json(&run.json, &run.first, &run.last, Some(server.pid)),
+        result: job.result(&run.json, &run.first, &run.last, Some(server.pid)),
         started_at: run.started_at,
         foreign: run.foreign,
     })
@@ -960,11 +969,12 @@ impl ThisRun<'_> {
     /// foreign load over the limit, failed commands, or no I/O.
     fn record(&self, run: u32, measured: Measured) -> RunRecord {
         let Measured {
-            mut bench,
+            mut result,
             started_at,
             foreign,
         } = measured;
-        let series = take_series(&mut bench);
+        // The record keeps the series apart, once; fio's runs have none.
+        let series = result.bench.series.take().unwrap_or_default();
         let Verdict {
             value,
             steal_pct,
@@ -972,9 +982,33 @@ impl ThisRun<'_> {
         } = judge(
             &self.plan.rules,
             self.workload.metric,
-            &bench,
+            &result,
             foreign.as_ref(),
         );
+        RunRecord {
+            bench: result.to_json(),
+            series,
+            ..self.record_of(run, value, steal_pct, invalid_reason, foreign, started_at)
+        }
+    }
+
+    /// The record of a run that gave no result, and why: no figures
+    /// (`bench` is null), invalid.
+    fn failed(&self, run: u32, why: String) -> RunRecord {
+        let now = isoe_bench::timestamp::rfc3339_utc(std::time::SystemTime::now());
+        self.record_of(run, 0.0, 0.0, Some(why), None, now)
+    }
+
+    /// A record of this run with no result in it (`bench` null, no series).
+    fn record_of(
+        &self,
+        run: u32,
+        value: f64,
+        steal_pct: f64,
+        invalid_reason: Option<String>,
+        foreign: Option<ForeignLoad>,
+        started_at: String,
+    ) -> RunRecord {
         RunRecord {
             plan: self.plan.name.clone(),
             case: self.case.name.clone(),
@@ -989,55 +1023,12 @@ impl ThisRun<'_> {
             valid: invalid_reason.is_none(),
             invalid_reason,
             round: self.round,
-            foreign: foreign.map(foreign_record),
-            bench,
-            series,
+            foreign,
+            bench: serde_json::Value::Null,
+            series: Vec::new(),
             started_at,
         }
     }
-
-    /// The record of a run that gave no result, and why.
-    fn failed(&self, run: u32, why: String) -> RunRecord {
-        let now = isoe_bench::timestamp::rfc3339_utc(std::time::SystemTime::now());
-        let measured = Measured {
-            bench: serde_json::Value::Null,
-            started_at: now,
-            foreign: None,
-        };
-        let mut record = self.record(run, measured);
-        record.valid = false;
-        record.invalid_reason = Some(why);
-        record
-    }
-}
-
-/// A window's foreign load as the record keeps it: the same fields, in the
-/// report's own type (a field `isoe bench` adds fails to compile here).
-fn foreign_record(load: ForeignLoad) -> isoe_report::record::ForeignLoad {
-    let ForeignLoad {
-        cpu_pct,
-        kernel_threads_pct,
-        interrupts_pct,
-        ours_pct,
-        top,
-    } = load;
-    isoe_report::record::ForeignLoad {
-        cpu_pct,
-        kernel_threads_pct,
-        interrupts_pct,
-        ours_pct,
-        top,
-    }
-}
-
-/// The `series` of an `isoe bench` result, taken out of it (the record
-/// keeps it apart, typed); empty when it has none or it does not parse.
-fn take_series(bench: &mut serde_json::Value) -> Vec<isoe_report::record::SeriesPoint> {
-    bench
-        .as_object_mut()
-        .and_then(|m| m.remove("series"))
-        .and_then(|v| serde_json::from_value(v).ok())
-        .unwrap_or_default()
 }
 
 /// What a run's result says of it: its metric, the steal, and why it is
@@ -1050,17 +1041,22 @@ struct Verdict {
 
 /// Invalid with CPU steal or foreign load over the limit, a run that
 /// stopped itself (its LUN gone, failures past the bound), a window cut
-/// short by a signal, failed commands, or no I/O.
+/// short by a signal, failed commands, or no I/O. A metric the result
+/// lacks, or that is not a number, counts as no I/O (0).
 fn judge(
     rules: &isoe_report::stats::Rules,
     metric: isoe_report::record::Metric,
-    bench: &serde_json::Value,
+    result: &RunResult,
     foreign: Option<&ForeignLoad>,
 ) -> Verdict {
-    let value = bench[metric.field()].as_f64().unwrap_or(0.0);
-    let steal_pct = bench["steal_pct"].as_f64().unwrap_or(0.0);
-    let errors =
-        bench["errors"].as_u64().unwrap_or(0) + bench["verify_errors"].as_u64().unwrap_or(0);
+    let bench = &result.bench;
+    let finite = |x: f64| Some(x).filter(|x| x.is_finite()).unwrap_or(0.0);
+    let value = finite(result.metric(metric).unwrap_or(0.0));
+    let steal_pct = finite(bench.steal_pct);
+    // Reads that were not verified had no mismatch found.
+    let errors = bench
+        .errors
+        .saturating_add(bench.verify_errors.unwrap_or(0));
     let invalid_reason = if steal_pct > rules.steal_max_pct {
         Some(format!(
             "host CPU steal {steal_pct:.1}% above {}%",
@@ -1072,12 +1068,12 @@ fn judge(
             f.describe(),
             rules.foreign_max_pct
         ))
-    } else if let Some(why) = bench["stopped"].as_str() {
+    } else if let Some(why) = &bench.stopped {
         Some(format!("stopped before its window ended: {why}"))
-    } else if bench["interrupted"].as_bool() == Some(true) {
+    } else if bench.interrupted == Some(true) {
         Some(format!(
             "interrupted by a signal after {:.1} s of its window",
-            bench["elapsed_s"].as_f64().unwrap_or(0.0)
+            finite(bench.elapsed_s)
         ))
     } else if errors > 0 {
         Some(format!("{errors} failed commands"))
@@ -1228,7 +1224,7 @@ mod tests {
 
     #[test]
     fn the_series_moves_out_of_the_result_and_an_interrupted_run_is_repeated() {
-        let mut bench = serde_json::json!({
+        let mut result = RunResult::for_tests(serde_json::json!({
             "iops": 1000.0,
             "elapsed_s": 2.4,
             "interrupted": true,
@@ -1236,37 +1232,94 @@ mod tests {
                 {"t_s": 0.0, "span_s": 1.0, "ios": 1000, "iops": 1000.0, "mb_per_s": 8.192},
                 {"t_s": 1.0, "span_s": 1.4, "ios": 1400, "iops": 1000.0, "mb_per_s": 8.192},
             ],
-        });
-        let series = take_series(&mut bench);
-        assert_eq!(series.len(), 2);
+        }));
+        let plan = plan();
+        let cases = plan.resolved_cases();
+        let this = ThisRun {
+            plan: &plan,
+            case: &cases[0],
+            workload: &plan.workloads[0],
+            round: 1,
+            topology: "loopback",
+            knobs: &cases[0].knobs,
+            skipped: &BTreeMap::new(),
+        };
+        let measured = |result: RunResult| Measured {
+            result,
+            started_at: String::new(),
+            foreign: None,
+        };
+        let record = this.record(1, measured(result.clone()));
+        assert_eq!(record.series.len(), 2);
         assert_eq!(
-            (series[1].t_s, series[1].span_s, series[1].ios),
+            (
+                record.series[1].t_s,
+                record.series[1].span_s,
+                record.series[1].ios
+            ),
             (1.0, 1.4, 1400)
         );
-        assert!(bench.get("series").is_none(), "kept once, in the record");
-        let rules = isoe_report::stats::Rules::default();
-        let v = judge(&rules, Metric::Iops, &bench, None);
-        assert_eq!(v.value, 1000.0);
+        assert!(
+            record.bench.get("series").is_none(),
+            "kept once, in the record"
+        );
+        assert_eq!(record.value, 1000.0);
         assert_eq!(
-            v.invalid_reason.as_deref(),
+            record.invalid_reason.as_deref(),
             Some("interrupted by a signal after 2.4 s of its window")
         );
-        bench["interrupted"] = serde_json::json!(false);
+        let rules = isoe_report::stats::Rules::default();
+        result.bench.interrupted = Some(false);
         assert_eq!(
-            judge(&rules, Metric::Iops, &bench, None).invalid_reason,
+            judge(&rules, Metric::Iops, &result, None).invalid_reason,
             None
         );
         // A run that stopped itself says why, whatever its figures.
-        bench["stopped"] = serde_json::json!("the LUN is gone: read at LBA 8");
+        result.bench.stopped = Some("the LUN is gone: read at LBA 8".into());
         assert_eq!(
-            judge(&rules, Metric::Iops, &bench, None)
+            judge(&rules, Metric::Iops, &result, None)
                 .invalid_reason
                 .as_deref(),
             Some("stopped before its window ended: the LUN is gone: read at LBA 8")
         );
         // A result with no series (fio's) gives an empty one.
-        assert!(take_series(&mut serde_json::json!({"iops": 1.0})).is_empty());
-        assert!(take_series(&mut serde_json::Value::Null).is_empty());
+        result.bench.series = None;
+        assert!(this.record(2, measured(result)).series.is_empty());
+        // One that gave none is null, invalid for the reason given.
+        let failed = this.failed(3, "bench exited 1".into());
+        assert!(failed.bench.is_null() && failed.series.is_empty() && !failed.valid);
+        assert_eq!(failed.invalid_reason.as_deref(), Some("bench exited 1"));
+    }
+
+    #[test]
+    fn a_metric_the_result_lacks_or_that_is_no_number_counts_as_no_io() {
+        let rules = isoe_report::stats::Rules::default();
+        let mut result = RunResult::for_tests(serde_json::json!({"iops": 5.0, "mb_per_s": 1.0}));
+        assert_eq!(
+            judge(&rules, Metric::Tps, &result, None)
+                .invalid_reason
+                .as_deref(),
+            Some("no I/O completed")
+        );
+        result.bench.iops = f64::NAN;
+        let v = judge(&rules, Metric::Iops, &result, None);
+        assert_eq!(
+            (v.value, v.invalid_reason.as_deref()),
+            (0.0, Some("no I/O completed"))
+        );
+        // Unverified reads found no mismatch; verified ones count.
+        result.bench.iops = 5.0;
+        assert_eq!(
+            judge(&rules, Metric::Iops, &result, None).invalid_reason,
+            None
+        );
+        result.bench.verify_errors = Some(2);
+        assert_eq!(
+            judge(&rules, Metric::Iops, &result, None)
+                .invalid_reason
+                .as_deref(),
+            Some("2 failed commands")
+        );
     }
 
     #[test]

@@ -199,7 +199,7 @@ pub(crate) struct Defaults {
     pub mtu: Vec<u32>,
     /// Offload state per interface index, by ethtool short name; `Err` when
     /// `ethtool -k` could not be read.
-    pub features: Vec<Result<HashMap<&'static str, FeatureDefault>, String>>,
+    pub features: Vec<Result<HashMap<&'static str, FeatureDefault>, netcmd::CommandError>>,
     /// Rate of the host port.
     pub rate_mbit: Option<u32>,
 }

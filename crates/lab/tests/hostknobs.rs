@@ -145,7 +145,10 @@ fn jumbo_case() -> KnobSet {
 }
 
 fn outcomes(applied: Vec<Applied>) -> BTreeMap<String, Result<(), String>> {
-    applied.into_iter().map(|a| (a.knob, a.outcome)).collect()
+    applied
+        .into_iter()
+        .map(|a| (a.knob, a.outcome.map_err(|e| e.to_string())))
+        .collect()
 }
 
 fn host_sysctl(name: &str) -> String {

@@ -3,6 +3,7 @@
 //! database, 16 MiB log, 8 threads, 2 s, on this machine's disk).
 
 use isoe_lab::mail::{MailError, MailProfile, MailResult};
+use isoe_lab::peers::fio::FioOutput;
 use serde_json::Value;
 
 fn fixture() -> Value {
@@ -13,13 +14,18 @@ fn fixture() -> Value {
     serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
 }
 
+/// fio's output as the lab reads it.
+fn read(v: &Value) -> FioOutput {
+    serde_json::from_value(v.clone()).unwrap()
+}
+
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= b.abs() * 1e-9
 }
 
 #[test]
 fn the_figures_are_jetstress_s_names_for_fio_s_numbers() {
-    let r = MailResult::from_fio(&fixture()).unwrap();
+    let r = MailResult::from_fio(&read(&fixture())).unwrap();
     assert!(
         close(r.db_reads_per_s, 22463.268366),
         "{}",
@@ -40,7 +46,7 @@ fn the_figures_are_jetstress_s_names_for_fio_s_numbers() {
 
 #[test]
 fn the_histograms_hold_every_completion_fio_binned() {
-    let r = MailResult::from_fio(&fixture()).unwrap();
+    let r = MailResult::from_fio(&read(&fixture())).unwrap();
     let reads = r.db_read_latency.summary();
     // fio's clat N for the db job's reads and writes.
     assert_eq!(reads.count, 44952);
@@ -91,11 +97,11 @@ fn output_without_a_job_or_a_figure_is_an_error_naming_it() {
         .unwrap()
         .retain(|j| j["jobname"] != "log");
     assert_eq!(
-        MailResult::from_fio(&v).unwrap_err(),
+        MailResult::from_fio(&read(&v)).unwrap_err(),
         MailError::NoJob("log")
     );
     let mut v = fixture();
     v["jobs"][0]["write"]["lat_ns"] = Value::Null;
-    let err = MailResult::from_fio(&v).unwrap_err();
+    let err = MailResult::from_fio(&read(&v)).unwrap_err();
     assert_eq!(err.to_string(), "fio's job \"db\" has no write.lat_ns.mean");
 }

@@ -394,7 +394,11 @@ fn knobs_that_cannot_apply_say_why() {
     knobs.initiator.gso = Some(false);
     let applied = lo.apply(&knobs).unwrap();
     eprintln!("{applied:#?}");
-    let rx = find(&applied, "target.rx").outcome.clone().unwrap_err();
+    let rx = find(&applied, "target.rx")
+        .outcome
+        .clone()
+        .unwrap_err()
+        .to_string();
     assert!(
         rx.contains("fixed on by the driver") && rx.contains("rx-checksumming: on [fixed]"),
         "{rx}"
@@ -403,16 +407,19 @@ fn knobs_that_cannot_apply_say_why() {
         .outcome
         .clone()
         .unwrap_err()
+        .to_string()
         .contains("fixed"));
     assert!(find(&applied, "rate_mbit")
         .outcome
         .clone()
         .unwrap_err()
+        .to_string()
         .contains("no link to rate-limit"));
     assert!(find(&applied, "initiator.gro")
         .outcome
         .clone()
         .unwrap_err()
+        .to_string()
         .contains("both sides"));
     assert!(find(&applied, "target.gro").outcome.is_err());
     assert_eq!(find(&applied, "initiator.gso").outcome, Ok(()));
@@ -437,7 +444,11 @@ fn knobs_that_cannot_apply_say_why() {
     eprintln!("{applied:#?}");
     assert_eq!(find(&applied, "initiator.tx").outcome, Ok(()));
     assert_eq!(find(&applied, "target.gro").outcome, Ok(()));
-    let tso = find(&applied, "initiator.tso").outcome.clone().unwrap_err();
+    let tso = find(&applied, "initiator.tso")
+        .outcome
+        .clone()
+        .unwrap_err()
+        .to_string();
     assert!(
         tso.contains("the kernel keeps it off") && tso.contains("[requested on]"),
         "{tso}"
@@ -625,7 +636,11 @@ fn nic_knobs_a_veth_lacks_are_skipped_and_sysctls_stay_in_the_namespaces() {
     let mut knobs = LinkKnobs::default();
     knobs.nic.rx_ring = Some(512);
     let applied = t.apply(&knobs).unwrap();
-    let why = find(&applied, "rx_ring").outcome.as_ref().unwrap_err();
+    let why = find(&applied, "rx_ring")
+        .outcome
+        .as_ref()
+        .unwrap_err()
+        .to_string();
     assert!(why.contains("Operation not supported"), "{why}");
     let host = ns(&t, Role::Host);
     let timestamps = |ns: &str| {
@@ -652,7 +667,8 @@ fn nic_knobs_a_veth_lacks_are_skipped_and_sysctls_stay_in_the_namespaces() {
     let why = find(&applied, "sysctl.vm.swappiness")
         .outcome
         .as_ref()
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(why.contains("whole machine"), "{why}");
     assert_eq!(timestamps(&host).trim(), "0");
     assert_eq!(timestamps(&ns(&t, Role::Target)).trim(), "0");

@@ -3,10 +3,11 @@
 //! plan resumes where it stopped); the report reads them back.
 //!
 //! The parts of a line that `isoe bench` measures ([`ForeignLoad`],
-//! [`SeriesPoint`], [`LatencySummary`]) are its JSON, field for field, read
-//! into types of the report's own: the report reads a run's figures, never
-//! the machine that measured them, so it does not depend on the crate that
-//! does. The lab's tests hold the two spellings to the same bytes.
+//! [`SeriesPoint`], [`LatencySummary`]) are defined here, once: plain
+//! figures, which `isoe-bench` computes and writes as these very types
+//! (it depends on this crate, never the other way round), so that the
+//! report reads a run's figures and knows nothing of the machine that
+//! measured them.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -135,7 +136,8 @@ pub struct SeriesPoint {
     /// Its start, seconds since the measured window began (0, 1, 2, ...).
     pub t_s: f64,
     /// Its length, s: 1, but for the last entry, which runs to the end of
-    /// the window and lasts 0.5 to 1.5 s.
+    /// the window and lasts 0.5 to 1.5 s (less only when the whole window
+    /// was shorter than that).
     pub span_s: f64,
     /// Commands completed with GOOD status, reads and writes.
     pub ios: u64,
@@ -153,7 +155,8 @@ pub struct SeriesPoint {
     pub write_mb_per_s: f64,
     /// Commands that failed in this second.
     pub errors: u64,
-    /// Latency of this second's commands alone, µs.
+    /// Latency of this second's commands alone, µs (a histogram of its own,
+    /// not a running one).
     pub lat_us: LatencySummary,
 }
 

@@ -45,8 +45,8 @@ pub struct Rules {
 }
 
 /// The default of [`Rules::foreign_max_pct`], % of one CPU: the limit
-/// above which `isoe bench` flags a run's foreign load (the lab's tests
-/// hold the two equal).
+/// above which `isoe bench` flags a run's foreign load (`isoe-bench` uses
+/// this constant).
 pub const FOREIGN_MAX_PCT: f64 = 5.0;
 
 fn default_foreign_max_pct() -> f64 {

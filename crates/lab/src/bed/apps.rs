@@ -5,21 +5,25 @@
 //! latency; per run, the block layer's trace of the application's I/O and
 //! the target's stage timings around it. [`Apps::cleanup`] removes it all.
 
-use super::{tail, Bed, BedTarget, Ran, Started, STOP_GRACE};
+use super::{tail, Bed, BedTarget, PlaceError, Ran, Started, STOP_GRACE};
 use crate::application::{
-    self, Application, BlockTrace, Figures, Filesystem, PartsMeasured, BLKPARSE_FORMAT, CLEANUP,
-    MAKE_FS, PG_PORT,
+    self, Application, ApplicationRun, BlockTrace, Figures, Filesystem, PartsMeasured,
+    BLKPARSE_FORMAT, CLEANUP, MAKE_FS, PG_PORT,
 };
 use crate::host::{self, Running};
 use crate::knobs::KnobSet;
 use crate::mail::MailResult;
+use crate::peers::fio::FioOutput;
 use crate::pgbench::TransactionLog;
 use crate::plan::Plan;
-use crate::run::{BenchFailure, Measured, Window};
+use crate::run::{BenchFailure, Measured, RunResult, Window};
+use crate::ssh::HostError;
+use isoe_bench::LatencySummary;
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::process::Stdio;
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long the lab waits for blktrace to set its trace up before the run.
@@ -31,6 +35,65 @@ const PROBE_COUNT: &str = "500";
 /// An iSCSI PDU's basic header segment, bytes: each side of a command's
 /// exchange carries one besides its data.
 const BHS_BYTES: u64 = 48;
+
+/// Why an application workload could not be prepared on the test bed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AppsError {
+    /// A command on the initiator host failed (its work directory).
+    #[error("{0}")]
+    Host(#[source] Box<HostError>),
+    /// The file system could not be made.
+    #[error("making {fs} on {device}: {source}")]
+    MakeFs {
+        /// ext4 or xfs.
+        fs: &'static str,
+        /// The block device.
+        device: String,
+        /// Why.
+        source: Box<HostError>,
+    },
+    /// The pgbench database could not be made.
+    #[error("making the pgbench database (scale {scale}): {source}")]
+    Database {
+        /// pgbench's scale.
+        scale: u32,
+        /// Why.
+        source: Box<HostError>,
+    },
+    /// The mail workload's files could not be laid out.
+    #[error("laying out the mail files: {0}")]
+    MailFiles(#[source] Box<HostError>),
+    /// The test bed names no portal to probe beside.
+    #[error("the test bed names no portal")]
+    NoPortal,
+    /// isoe could not be put on the target host.
+    #[error("{0}")]
+    Place(#[from] Arc<PlaceError>),
+    /// The echo server could not be started.
+    #[error("isoe netprobe --serve {listen} on {host}: {source}")]
+    ProbeSpawn {
+        /// Its address.
+        listen: SocketAddr,
+        /// The target host.
+        host: String,
+        /// Why.
+        source: Box<HostError>,
+    },
+    /// The echo server did not say it serves.
+    #[error("isoe netprobe --serve {listen} on {host} did not start (the port taken?)")]
+    ProbeStart {
+        /// Its address.
+        listen: SocketAddr,
+        /// The target host.
+        host: String,
+    },
+}
+
+impl From<HostError> for AppsError {
+    fn from(e: HostError) -> AppsError {
+        AppsError::Host(Box::new(e))
+    }
+}
 
 /// What a case's application workloads made on its hosts.
 pub(crate) struct Apps<'b> {
@@ -45,7 +108,7 @@ pub(crate) struct Apps<'b> {
     /// The database server's memory cgroup.
     cgroup: String,
     /// The echo server on the target host, or why it is not there.
-    probe: Option<Result<(Running, SocketAddr), String>>,
+    probe: Option<Result<(Running, SocketAddr), Arc<AppsError>>>,
 }
 
 impl<'b> Apps<'b> {
@@ -79,24 +142,27 @@ impl<'b> Apps<'b> {
     }
 
     /// The file system on `device`, made at the first call.
-    fn ensure_fs(&mut self, device: &str, fs: Filesystem) -> Result<String, String> {
+    fn ensure_fs(&mut self, device: &str, fs: Filesystem) -> Result<String, AppsError> {
         if let Some(dir) = &self.dir {
             return Ok(dir.clone());
         }
         let host = &self.bed.initiator;
         let dir = host
-            .run(&["mktemp", "-d", "/tmp/isoe-lab-app.XXXXXX"])
-            .map_err(|e| e.to_string())?
+            .run(&["mktemp", "-d", "/tmp/isoe-lab-app.XXXXXX"])?
             .trim()
             .to_owned();
         self.dir = Some(dir.clone());
         host.run(&["sh", "-c", MAKE_FS, "sh", &dir, device, fs.as_str()])
-            .map_err(|e| format!("making {} on {device}: {e}", fs.as_str()))?;
+            .map_err(|source| AppsError::MakeFs {
+                fs: fs.as_str(),
+                device: device.to_owned(),
+                source: Box::new(source),
+            })?;
         Ok(dir)
     }
 
     /// The application's data on the file system, made at its first run.
-    fn ensure_data(&mut self, app: &Application, dir: &str) -> Result<(), String> {
+    fn ensure_data(&mut self, app: &Application, dir: &str) -> Result<(), AppsError> {
         let host = &self.bed.initiator;
         match app {
             Application::Oltp(o) if self.pg_bin.is_none() => {
@@ -112,7 +178,10 @@ impl<'b> Apps<'b> {
                         &o.memory_bytes.to_string(),
                         &o.scale.to_string(),
                     ])
-                    .map_err(|e| format!("making the pgbench database (scale {}): {e}", o.scale))?;
+                    .map_err(|source| AppsError::Database {
+                        scale: o.scale,
+                        source: Box::new(source),
+                    })?;
                 self.pg_bin = Some(bin.trim().to_owned());
             }
             Application::Mail(_) if !self.mail_made => {
@@ -129,7 +198,7 @@ impl<'b> Apps<'b> {
                 ];
                 argv.extend(profile.fio_args(&mail_dir));
                 host.run(&argv)
-                    .map_err(|e| format!("laying out the mail files: {e}"))?;
+                    .map_err(|e| AppsError::MailFiles(Box::new(e)))?;
                 self.mail_made = true;
             }
             _ => {}
@@ -140,21 +209,24 @@ impl<'b> Apps<'b> {
     /// The echo server beside the target, started at the first call, and
     /// the address the initiator host reaches it at: the first portal's
     /// port + 1 (and the first listen address's on the target host).
-    fn probe_address(&mut self, target: &BedTarget<'_>) -> Result<SocketAddr, String> {
-        if self.probe.is_none() {
-            self.probe = Some(self.start_probe(target));
-        }
-        match self.probe.as_ref().expect("set") {
+    fn probe_address(&mut self, target: &BedTarget<'_>) -> Result<SocketAddr, Arc<AppsError>> {
+        let probe = match self.probe.take() {
+            Some(probe) => probe,
+            None => self.start_probe(target).map_err(Arc::new),
+        };
+        let addr = match &probe {
             Ok((_, addr)) => Ok(*addr),
             Err(why) => Err(why.clone()),
-        }
+        };
+        self.probe = Some(probe);
+        addr
     }
 
-    fn start_probe(&self, target: &BedTarget<'_>) -> Result<(Running, SocketAddr), String> {
+    fn start_probe(&self, target: &BedTarget<'_>) -> Result<(Running, SocketAddr), AppsError> {
         let bed = self.bed;
         let t = &bed.testbed.target;
         let (Some(listen), Some(portal)) = (t.listen.first(), target.portals.first()) else {
-            return Err("the test bed names no portal".into());
+            return Err(AppsError::NoPortal);
         };
         let plus_one = |a: &SocketAddr| {
             let mut a = *a;
@@ -169,16 +241,20 @@ impl<'b> Apps<'b> {
                 &[isoe.as_str(), "netprobe", "--serve", &listen.to_string()],
                 Stdio::null(),
             )
-            .map_err(|e| format!("isoe netprobe --serve {listen} on {}: {e}", host.name()))?;
+            .map_err(|source| AppsError::ProbeSpawn {
+                listen,
+                host: host.name(),
+                source: Box::new(source),
+            })?;
         let lines = host::lines(running.take_stdout().expect("stdout is piped"));
         match lines.recv_timeout(PROBE_START) {
             Ok(line) if line.contains("serving on") => Ok((running, portal)),
             _ => {
                 let _ = running.stop(STOP_GRACE);
-                Err(format!(
-                    "isoe netprobe --serve {listen} on {} did not start (the port taken?)",
-                    host.name()
-                ))
+                Err(AppsError::ProbeStart {
+                    listen,
+                    host: host.name(),
+                })
             }
         }
     }
@@ -214,11 +290,11 @@ impl<'b> Apps<'b> {
             "--json",
         ];
         match host.run(&argv) {
-            // The summary in µs, named as isoe bench names its fields.
+            // The summary in µs, as isoe bench's latency summary.
             Ok(text) => {
-                let mean = serde_json::from_str::<Value>(&text)
+                let mean = serde_json::from_str::<LatencySummary>(&text)
                     .ok()
-                    .and_then(|v| v["mean"].as_f64());
+                    .map(|s| s.mean_us);
                 if mean.is_none() {
                     eprintln!(
                         "isoe lab: isoe netprobe {addr} printed no mean: {}",
@@ -262,8 +338,11 @@ impl Bed {
                 target.size_bytes >> 20
             )));
         }
-        let dir = apps.ensure_fs(device, fs).map_err(failed)?;
-        apps.ensure_data(app, &dir).map_err(failed)?;
+        let dir = apps
+            .ensure_fs(device, fs)
+            .map_err(|e| failed(e.to_string()))?;
+        apps.ensure_data(app, &dir)
+            .map_err(|e| failed(e.to_string()))?;
         let host = &self.initiator;
         let run = &plan.run;
         let (ramp_s, duration_s) = (run.ramp_s.ceil(), run.duration_s.ceil().max(2.0));
@@ -317,12 +396,10 @@ impl Bed {
             .initiator_impl()
             .attach_kind()
             .map_or("kernel", |k| k.label());
-        let mut bench =
-            application::result_json(app, fs, label, &figures, &trace, duration_s, parts);
-        self.finish_result(&mut bench, &ran, target)?;
-        application::add_processor_time(&mut bench);
+        let run = ApplicationRun::new(app, fs, label, &figures, &trace, duration_s, parts);
+        let result = self.finish_result(run, &ran, target)?;
         Ok(Measured {
-            bench,
+            result,
             started_at: ran.started_at,
             foreign: ran.foreign,
         })
@@ -431,7 +508,7 @@ impl Bed {
             }
             Application::Mail(_) => {
                 let start = ran.stdout.find('{').unwrap_or(ran.stdout.len());
-                let fio: Value = serde_json::from_str(&ran.stdout[start..])
+                let fio: FioOutput = serde_json::from_str(&ran.stdout[start..])
                     .map_err(|e| BenchFailure::Failed(format!("fio printed bad JSON: {e}")))?;
                 Figures::Mail(
                     MailResult::from_fio(&fio).map_err(|e| BenchFailure::Failed(e.to_string()))?,
@@ -562,13 +639,14 @@ impl Bed {
         lun.is_object().then_some(lun)
     }
 
-    /// The CPU fields from the run's samples, and the target's side.
+    /// The run's result: the CPU fields from its samples, and the
+    /// target's side.
     fn finish_result(
         &self,
-        bench: &mut Value,
+        run: ApplicationRun,
         ran: &Ran,
         target: &BedTarget<'_>,
-    ) -> Result<(), BenchFailure> {
+    ) -> Result<RunResult, BenchFailure> {
         let (Some(a), Some(b)) = (&ran.first.initiator, &ran.last.initiator) else {
             return Err(BenchFailure::Failed(format!(
                 "the application's /proc counters could not be read at the window's ends: {}",
@@ -579,11 +657,11 @@ impl Bed {
         let span = (ran.last.uptime_s - ran.first.uptime_s).max(0.0);
         b.at = a.at + Duration::from_secs_f64(span);
         let target_pid_here = target.pid.filter(|_| self.same_host);
-        crate::peers::fio::add_cpu_fields(bench, a, &b, target_pid_here);
+        let mut result = run.result(a, &b, target_pid_here);
         if !self.same_host {
-            super::add_target_side(bench, &ran.first, &ran.last, target);
+            super::add_target_side(&mut result, &ran.first, &ran.last, target);
         }
-        Ok(())
+        Ok(result)
     }
 }
 

@@ -3,8 +3,10 @@
 //! saved one), and note in a [`Ledger`] why a knob could not be.
 
 use super::parse::{self, Pause, Settings};
-use super::{read_qdisc, read_sysctls, said, write_sysctl, Place, PortState, SysctlState};
-use crate::applied::{knob_state, Applied};
+use super::{
+    read_qdisc, read_sysctls, said, write_sysctl, Place, PortState, SysctlState, Unanswered,
+};
+use crate::applied::{knob_state, Applied, NotApplied};
 use crate::knobs::{nic_entries, sysctl_knob, KnobSet};
 use crate::link::{LinkKnobs, NicKnobs, Offload, Side};
 use crate::netcmd::{self, on_off, FeatureLine};
@@ -50,11 +52,7 @@ impl Ledger {
             .map(|(knob, value, problems)| Applied {
                 knob,
                 value,
-                outcome: if problems.is_empty() {
-                    Ok(())
-                } else {
-                    Err(problems.join("; "))
-                },
+                outcome: NotApplied::unless(problems),
             })
             .collect()
     }
@@ -78,10 +76,10 @@ fn where_(place: Place, port: &PortState) -> String {
 
 pub(super) fn mtu(place: Place, port: &PortState, mtu: Option<u32>, ledger: &mut Ledger) {
     let want = mtu.unwrap_or(port.mtu);
-    let now = place
-        .run(&["ip", "-j", "link", "show", "dev", &port.dev])
-        .map_err(|e| said(&e))
-        .and_then(|json| parse::parse_link(&json));
+    let now = match place.run(&["ip", "-j", "link", "show", "dev", &port.dev]) {
+        Ok(json) => parse::parse_link(&json).map_err(|e| e.to_string()),
+        Err(e) => Err(said(&e)),
+    };
     let problem = match now {
         Ok((now, _)) if now == want => return,
         Ok(_) => {
@@ -253,11 +251,11 @@ pub(super) fn feature_changes<'w>(
         .collect()
 }
 
-fn read_features(place: Place, dev: &str) -> Result<Vec<FeatureLine>, String> {
+fn read_features(place: Place, dev: &str) -> Result<Vec<FeatureLine>, Unanswered> {
     place
         .run(&["ethtool", "-k", dev])
         .map(|o| netcmd::parse_ethtool_features(&o))
-        .map_err(|e| format!("ethtool -k {dev}: {}", said(&e)))
+        .map_err(|e| Unanswered(format!("ethtool -k {dev}: {}", said(&e))))
 }
 
 /// Reads the features back: each knob the case set must now be as asked,
@@ -267,7 +265,7 @@ fn check_back(
     here: &str,
     saved: &[FeatureLine],
     asked: &[(Vec<String>, Offload, bool)],
-    after: Result<Vec<FeatureLine>, String>,
+    after: Result<Vec<FeatureLine>, Unanswered>,
     said_err: &str,
     ledger: &mut Ledger,
 ) {
@@ -387,7 +385,7 @@ fn numeric_value(nic: &NicKnobs, knob: &str) -> Option<u32> {
     }
 }
 
-fn saved_settings<'p>(port: &'p PortState, show: &str) -> &'p Result<Settings, String> {
+fn saved_settings<'p>(port: &'p PortState, show: &str) -> &'p Result<Settings, Unanswered> {
     match show {
         "-g" => &port.rings,
         "-c" => &port.coalesce,

@@ -170,11 +170,27 @@ impl RootQdisc {
     }
 }
 
+/// What `tc -j` or `ip -j` printed that the lab cannot read.
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    /// `tc -j qdisc show` printed no JSON.
+    #[error("tc -j qdisc show: {0}")]
+    QdiscJson(#[source] serde_json::Error),
+    /// `tc -j qdisc show` printed JSON, but no list.
+    #[error("tc -j qdisc show printed no list")]
+    QdiscNotAList,
+    /// `ip -j link show` printed no JSON.
+    #[error("ip -j link show: {0}")]
+    LinkJson(#[source] serde_json::Error),
+    /// `ip -j link show` gave no MTU.
+    #[error("ip -j link show has no mtu")]
+    NoMtu,
+}
+
 /// The root qdisc in `tc -j qdisc show dev DEV`'s output.
-pub fn parse_root_qdisc(json: &str) -> Result<RootQdisc, String> {
-    let v: serde_json::Value =
-        serde_json::from_str(json).map_err(|e| format!("tc -j qdisc show: {e}"))?;
-    let all = v.as_array().ok_or("tc -j qdisc show printed no list")?;
+pub fn parse_root_qdisc(json: &str) -> Result<RootQdisc, ParseError> {
+    let v: serde_json::Value = serde_json::from_str(json).map_err(ParseError::QdiscJson)?;
+    let all = v.as_array().ok_or(ParseError::QdiscNotAList)?;
     let Some(root) = all.iter().find(|q| q["root"].as_bool() == Some(true)) else {
         // A device that is down has no qdisc until it comes up and the
         // kernel attaches its own.
@@ -193,14 +209,13 @@ pub fn parse_root_qdisc(json: &str) -> Result<RootQdisc, String> {
 
 /// A device's MTU and whether it is administratively up, from
 /// `ip -j link show dev DEV`.
-pub fn parse_link(json: &str) -> Result<(u32, bool), String> {
-    let v: serde_json::Value =
-        serde_json::from_str(json).map_err(|e| format!("ip -j link show: {e}"))?;
+pub fn parse_link(json: &str) -> Result<(u32, bool), ParseError> {
+    let v: serde_json::Value = serde_json::from_str(json).map_err(ParseError::LinkJson)?;
     let link = &v[0];
     let mtu = link["mtu"]
         .as_u64()
         .and_then(|m| u32::try_from(m).ok())
-        .ok_or("ip -j link show has no mtu")?;
+        .ok_or(ParseError::NoMtu)?;
     let up = link["flags"]
         .as_array()
         .is_some_and(|flags| flags.iter().any(|f| f.as_str() == Some("UP")));

@@ -6,6 +6,7 @@
 use super::apply::{feature_changes, sysctl_wants, wanted_features, Ledger};
 use super::parse::*;
 use super::*;
+use crate::applied::NotApplied;
 use crate::link::Offload;
 use crate::netcmd::parse_ethtool_features;
 
@@ -126,8 +127,12 @@ fn qdisc_and_link_read_from_json() {
     let (mtu, up) = parse_link(include_str!("testdata/veth-link.json")).unwrap();
     assert_eq!((mtu, up), (1500, false), "M-DOWN is not UP");
     assert_eq!(
-        parse_link(r#"[{"ifname":"e","flags":["BROADCAST","UP","LOWER_UP"],"mtu":9000}]"#),
-        Ok((9000, true))
+        parse_link(r#"[{"ifname":"e","flags":["BROADCAST","UP","LOWER_UP"],"mtu":9000}]"#).unwrap(),
+        (9000, true)
+    );
+    assert_eq!(
+        parse_link(r#"[{"ifname":"e"}]"#).unwrap_err().to_string(),
+        "ip -j link show has no mtu"
     );
 }
 
@@ -140,7 +145,9 @@ fn port_state(features: &str) -> PortState {
         carries_ssh: false,
         mtu: 1500,
         features: Ok(parse_ethtool_features(features)),
-        rings: Err("ethtool -g v0: netlink error: Operation not supported".into()),
+        rings: Err(Unanswered(
+            "ethtool -g v0: netlink error: Operation not supported".into(),
+        )),
         coalesce: Ok(parse_settings(ETH0_C)),
         channels: Ok(parse_settings(VETH_L)),
         pause: Ok(parse_settings(PAUSE)),
@@ -264,7 +271,9 @@ fn a_fixed_offload_is_skipped_with_ethtools_line() {
     assert_eq!(applied[0].value, "as before");
     assert_eq!(
         applied[0].outcome,
-        Err("eth0 on this machine: fixed on by the driver (rx-checksumming: on [fixed])".into())
+        Err(NotApplied::Problems(vec![
+            "eth0 on this machine: fixed on by the driver (rx-checksumming: on [fixed])".into()
+        ]))
     );
 }
 
@@ -305,7 +314,7 @@ fn an_unset_sysctl_returns_to_its_saved_value() {
     let outcomes: BTreeMap<String, Result<(), String>> = ledger
         .into_applied()
         .into_iter()
-        .map(|a| (a.knob, a.outcome))
+        .map(|a| (a.knob, a.outcome.map_err(|e| e.to_string())))
         .collect();
     assert_eq!(
         outcomes["sysctl.net.ipv4.gone"],

@@ -1,13 +1,17 @@
 //! libiscsi through fio as the initiator (the seeds' "software initiator"
-//! analogue): the command line, and its JSON turned into the fields of an
-//! `isoe bench` result, with CPU and TCP counters sampled from /proc over
-//! the steady part of the run as `isoe bench` samples them.
+//! analogue): the command line, and its JSON ([`FioOutput`]) turned into an
+//! `isoe bench` result ([`result`]), with CPU and TCP counters sampled from
+//! /proc over the steady part of the run as `isoe bench` samples them
+//! ([`sampled_result`], which the lab's other load generators share).
 
 use crate::knobs::{KnobSet, LIBISCSI_FIXED_LENGTH_BYTES};
+use crate::run::{LabFigures, RunResult};
 use isoe_bench::cpu::{self, CpuSplit, CpuTimes, ProcessCpu};
 use isoe_bench::demand;
 use isoe_bench::tcp::TcpCounters;
-use serde_json::{json, Value};
+use isoe_bench::{BenchResult, DirectionResult, LatencySummary};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -47,28 +51,53 @@ pub fn find_fio() -> Option<PathBuf> {
     built_fio().filter(|p| p.exists())
 }
 
+/// Why there is no usable fio with the libiscsi engine ([`usable_fio`]).
+#[derive(Debug, thiserror::Error)]
+pub enum FioUnusable {
+    /// Neither built nor named.
+    #[error("not built: no {place}, and ISOE_FIO is not set")]
+    NotBuilt {
+        /// Where the build script puts it.
+        place: String,
+    },
+    /// It could not be run.
+    #[error("{} cannot run: {source}", fio.display())]
+    CannotRun {
+        /// The program.
+        fio: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// It has no libiscsi engine (Debian's own fio).
+    #[error("{} does not list the libiscsi engine in fio --enghelp", fio.display())]
+    NoLibiscsi {
+        /// The program.
+        fio: PathBuf,
+    },
+}
+
 /// fio with the libiscsi engine, checked: found ([`find_fio`]) and listing
 /// `libiscsi` among its engines (Debian's own fio does not); else why not.
-pub fn usable_fio() -> Result<PathBuf, String> {
+pub fn usable_fio() -> Result<PathBuf, FioUnusable> {
     let Some(fio) = find_fio() else {
         let place = built_fio().map_or("~/.cache/isoe-tools/fio-libiscsi/fio".into(), |p| {
             p.display().to_string()
         });
-        return Err(format!("not built: no {place}, and ISOE_FIO is not set"));
+        return Err(FioUnusable::NotBuilt { place });
     };
-    let out = Command::new(&fio)
+    let out = match Command::new(&fio)
         .arg("--enghelp")
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("{} cannot run: {e}", fio.display()))?;
+    {
+        Ok(out) => out,
+        Err(source) => return Err(FioUnusable::CannotRun { fio, source }),
+    };
     let engines = String::from_utf8_lossy(&out.stdout);
     if engines.split_whitespace().any(|w| w == "libiscsi") {
         Ok(fio)
     } else {
-        Err(format!(
-            "{} does not list the libiscsi engine in fio --enghelp",
-            fio.display()
-        ))
+        Err(FioUnusable::NoLibiscsi { fio })
     }
 }
 
@@ -232,112 +261,274 @@ impl Sample {
     }
 }
 
-/// fio's JSON and the two samples as the fields of an `isoe bench` result.
-pub fn to_bench_json(
-    fio: &Value,
+/// fio's `--output-format=json` (or `json+`), as far as the lab reads it.
+/// What fio leaves out reads as empty or 0, as fio's own zeros: a
+/// direction without commands has no percentiles.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct FioOutput {
+    /// One entry per job, or one for the group (`--group_reporting`).
+    #[serde(default)]
+    pub jobs: Vec<FioJobOutput>,
+}
+
+/// One job (or group) of [`FioOutput`].
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct FioJobOutput {
+    /// Its `--name`.
+    #[serde(default)]
+    pub jobname: String,
+    /// Nonzero when the job failed.
+    #[serde(default)]
+    pub error: i64,
+    /// Its reads.
+    #[serde(default)]
+    pub read: FioDirection,
+    /// Its writes.
+    #[serde(default)]
+    pub write: FioDirection,
+}
+
+/// One direction of a [`FioJobOutput`].
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct FioDirection {
+    /// Commands completed.
+    #[serde(default)]
+    pub total_ios: u64,
+    /// Bytes they moved.
+    #[serde(default)]
+    pub io_bytes: u64,
+    /// Commands per second (None when fio wrote none).
+    #[serde(default)]
+    pub iops: Option<f64>,
+    /// Bytes per second.
+    #[serde(default)]
+    pub bw_bytes: f64,
+    /// Completion latency, ns: submission to completion as the engine saw
+    /// it.
+    #[serde(default)]
+    pub clat_ns: FioLatency,
+    /// Total latency, ns (None when fio wrote none).
+    #[serde(default)]
+    pub lat_ns: Option<FioLatency>,
+}
+
+/// A latency of a [`FioDirection`], ns.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct FioLatency {
+    /// Commands counted.
+    #[serde(default, rename = "N")]
+    pub count: u64,
+    /// Smallest.
+    #[serde(default)]
+    pub min: f64,
+    /// Largest.
+    #[serde(default)]
+    pub max: f64,
+    /// Mean (None when fio wrote none).
+    #[serde(default)]
+    pub mean: Option<f64>,
+    /// Percentiles by fio's key ("99.900000"); none without commands.
+    #[serde(default)]
+    pub percentile: BTreeMap<String, f64>,
+    /// `json+` only: commands by latency, `{"ns": count}`.
+    #[serde(default)]
+    pub bins: BTreeMap<String, u64>,
+}
+
+/// What a fio run was asked to do, as its result's `workload` says it:
+/// the fields of `isoe bench`'s workload that a fio job has.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FioWorkload {
+    /// Bytes per command.
+    pub block_size_bytes: u32,
+    /// Share of reads, %.
+    pub read_pct: u8,
+    /// Share of random accesses, %.
+    pub random_pct: u8,
+    /// Outstanding I/Os per job.
+    pub queue_depth: u32,
+    /// Jobs per URL.
+    pub workers: u32,
+    /// Measured seconds.
+    pub duration_s: f64,
+    /// Ramp seconds.
+    pub ramp_s: f64,
+    /// What fio opened.
+    pub urls: Vec<String>,
+}
+
+/// The rates, latencies and failures of a load generator's window: the
+/// figures of an `isoe bench` result that are not the lab's CPU and TCP
+/// samples.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rates {
+    /// Commands per second (the run's metric for IOPS workloads).
+    pub iops: f64,
+    /// MB/s, MB = 10^6 bytes.
+    pub mb_per_s: f64,
+    /// Latency of all commands, µs.
+    pub lat_us: LatencySummary,
+    /// Reads alone.
+    pub read: DirectionResult,
+    /// Writes alone.
+    pub write: DirectionResult,
+    /// Length of the window the rates are of, s.
+    pub elapsed_s: f64,
+    /// Commands (or jobs) that failed.
+    pub errors: u64,
+}
+
+/// fio's output and the two samples as an `isoe bench` result: one
+/// direction's figures from fio's group, the latency of the busier
+/// direction as the whole's, failed jobs as errors; what fio does not
+/// report (commands in all, per URL, a series, verification) is absent.
+pub fn result(
+    fio: &FioOutput,
     job: &FioJob,
     first: &Sample,
     last: &Sample,
     target_pid: Option<u32>,
-) -> Value {
-    let group = &fio["jobs"][0];
-    let direction = |d: &str| {
-        let x = &group[d];
-        let ios = x["total_ios"].as_u64().unwrap_or(0);
-        let bytes = x["io_bytes"].as_u64().unwrap_or(0);
-        let lat = &x["clat_ns"];
-        let pct = |p: &str| lat["percentile"][p].as_f64().unwrap_or(0.0) / 1000.0;
-        json!({
-            "ios": ios,
-            "bytes": bytes,
-            "iops": x["iops"].as_f64().unwrap_or(0.0),
-            "mb_per_s": x["bw_bytes"].as_f64().unwrap_or(0.0) / 1e6,
-            "lat_us": {
-                "count": lat["N"].as_u64().unwrap_or(0),
-                "min": lat["min"].as_f64().unwrap_or(0.0) / 1000.0,
-                "mean": lat["mean"].as_f64().unwrap_or(0.0) / 1000.0,
-                "p50": pct("50.000000"), "p90": pct("90.000000"), "p99": pct("99.000000"),
-                "p999": pct("99.900000"), "max": lat["max"].as_f64().unwrap_or(0.0) / 1000.0,
+) -> RunResult {
+    let group = fio.jobs.first().cloned().unwrap_or_default();
+    let direction = |x: &FioDirection| {
+        let lat = &x.clat_ns;
+        let pct = |p: &str| lat.percentile.get(p).copied().unwrap_or(0.0) / 1000.0;
+        DirectionResult {
+            ios: x.total_ios,
+            bytes: x.io_bytes,
+            iops: x.iops.unwrap_or(0.0),
+            mb_per_s: x.bw_bytes / 1e6,
+            lat_us: LatencySummary {
+                count: lat.count,
+                min_us: lat.min / 1000.0,
+                mean_us: lat.mean.unwrap_or(0.0) / 1000.0,
+                p50_us: pct("50.000000"),
+                p90_us: pct("90.000000"),
+                p99_us: pct("99.000000"),
+                p999_us: pct("99.900000"),
+                max_us: lat.max / 1000.0,
             },
-        })
+        }
     };
-    let read = direction("read");
-    let write = direction("write");
-    let iops = read["iops"].as_f64().unwrap_or(0.0) + write["iops"].as_f64().unwrap_or(0.0);
-    let mb_per_s =
-        read["mb_per_s"].as_f64().unwrap_or(0.0) + write["mb_per_s"].as_f64().unwrap_or(0.0);
-    let errors = fio["jobs"].as_array().map_or(0, |jobs| {
-        jobs.iter()
-            .filter(|j| j["error"].as_i64().unwrap_or(0) != 0)
-            .count()
-    });
-    let lat_us = if read["ios"].as_u64().unwrap_or(0) >= write["ios"].as_u64().unwrap_or(0) {
-        read["lat_us"].clone()
+    let read = direction(&group.read);
+    let write = direction(&group.write);
+    let errors = fio.jobs.iter().filter(|j| j.error != 0).count() as u64;
+    let lat_us = if read.ios >= write.ios {
+        read.lat_us
     } else {
-        write["lat_us"].clone()
+        write.lat_us
     };
-    let mut bench = json!({
-        "initiator": job.engine.initiator(),
-        "iops": iops,
-        "mb_per_s": mb_per_s,
-        "lat_us": lat_us,
-        "read": read,
-        "write": write,
-        "elapsed_s": job.duration_s,
-        "errors": errors,
-        "verify_errors": 0,
-        "workload": {
-            "block_size_bytes": job.block_size_bytes, "read_pct": job.read_pct, "random_pct": job.random_pct,
-            "queue_depth": job.queue_depth, "workers": job.workers, "duration_s": job.duration_s, "ramp_s": job.ramp_s,
-            "urls": job.urls,
-        },
+    let rates = Rates {
+        iops: read.iops + write.iops,
+        mb_per_s: read.mb_per_s + write.mb_per_s,
+        lat_us,
+        read,
+        write,
+        elapsed_s: job.duration_s,
+        errors,
+    };
+    let mut result = sampled_result(rates, first, last, target_pid);
+    result.lab.initiator = Some(job.engine.initiator().to_owned());
+    result.lab.fio_workload = Some(FioWorkload {
+        block_size_bytes: job.block_size_bytes,
+        read_pct: job.read_pct,
+        random_pct: job.random_pct,
+        queue_depth: job.queue_depth,
+        workers: job.workers,
+        duration_s: job.duration_s,
+        ramp_s: job.ramp_s,
+        urls: job.urls.clone(),
     });
-    add_cpu_fields(&mut bench, first, last, target_pid);
-    bench
+    result
 }
 
-/// The CPU and TCP fields of an `isoe bench` result from two samples, per
-/// I/O of the result's `iops` and per MB/s of its `mb_per_s`: the
+/// An `isoe bench` result of `rates` with the CPU and TCP figures of two
+/// samples, per I/O of `rates.iops` and per MB/s of its `mb_per_s`: the
 /// initiator process's (the sampled process, fio or an application), the
-/// target's when sampled, the host's split, TCP's segments.
-pub fn add_cpu_fields(bench: &mut Value, first: &Sample, last: &Sample, target_pid: Option<u32>) {
-    let iops = bench["iops"].as_f64().unwrap_or(0.0);
-    let mb_per_s = bench["mb_per_s"].as_f64().unwrap_or(0.0);
+/// target's when sampled, the host's split, TCP's segments; the window's
+/// length as the lab's `cpu_window_s`. What the samples do not give (CPU
+/// per KiB, IOPS per initiator CPU%, why a run stopped, the foreign load
+/// as bench measures it) is None, and what a load generator other than
+/// `isoe bench` does not report is absent.
+pub fn sampled_result(
+    rates: Rates,
+    first: &Sample,
+    last: &Sample,
+    target_pid: Option<u32>,
+) -> RunResult {
+    let Rates {
+        iops,
+        mb_per_s,
+        lat_us,
+        read,
+        write,
+        elapsed_s,
+        errors,
+    } = rates;
     let window_s = last.at.duration_since(first.at).as_secs_f64();
     let split = CpuSplit::between(&first.cpu, &last.cpu, cpu::ticks_per_second());
     let ncpus = first.cpu.ncpus;
     // CPU-seconds per second of the window, times the measured rate: per I/O.
     let per_io = |cpu_s: f64| (iops > 0.0 && window_s > 0.0).then(|| cpu_s / window_s / iops * 1e6);
-    let fio_cpu_s = first.fio.delta_s(&last.fio);
+    let initiator_cpu_s = first.fio.delta_s(&last.fio);
     let target_cpu_s = match (&first.target, &last.target) {
         (Some(a), Some(b)) => Some(a.delta_s(b)),
         _ => None,
     };
     let pct = |cpu_s: f64| demand::cpu_pct_of_machine(cpu_s, window_s, ncpus);
+    let efficiency = |p: f64| demand::effectiveness_mb_per_s_per_cpu_pct(mb_per_s, p);
     let tcp = first.tcp.delta(&last.tcp);
-    let fields = json!({
-        "initiator_cpu_s": fio_cpu_s,
-        "initiator_cpu_pct": pct(fio_cpu_s),
-        "initiator_cpu_us_per_io": per_io(fio_cpu_s),
-        "target_pid": target_pid,
-        "target_cpu_s": target_cpu_s,
-        "target_cpu_pct": target_cpu_s.and_then(pct),
-        "target_cpu_us_per_io": target_cpu_s.and_then(per_io),
-        "system_cpu_us_per_io": per_io(split.busy_cpu_s),
-        "cpu": split,
-        "steal_pct": split.steal_pct,
-        "mb_per_s_per_cpu_pct": demand::effectiveness_mb_per_s_per_cpu_pct(mb_per_s, split.busy_pct),
-        "iops_per_cpu_pct": demand::iops_per_cpu_pct(iops, split.busy_pct),
-        "initiator_mb_per_s_per_cpu_pct": pct(fio_cpu_s).and_then(|p| demand::effectiveness_mb_per_s_per_cpu_pct(mb_per_s, p)),
-        "target_mb_per_s_per_cpu_pct": target_cpu_s.and_then(pct).and_then(|p| demand::effectiveness_mb_per_s_per_cpu_pct(mb_per_s, p)),
-        "out_segs": tcp.out_segs,
-        "retrans_segs": tcp.retrans_segs,
-        "retrans_pct": tcp.retrans_pct,
-        "dsack_segs": tcp.dsack_recv_segs,
-        "cpu_window_s": window_s,
-    });
-    if let (Some(into), Value::Object(from)) = (bench.as_object_mut(), fields) {
-        into.extend(from);
+    let bench = BenchResult {
+        iops,
+        mb_per_s,
+        ios: None,
+        bytes: None,
+        lat_us,
+        read,
+        write,
+        per_url: None,
+        initiator_cpu_s,
+        initiator_cpu_pct: pct(initiator_cpu_s),
+        initiator_cpu_us_per_io: per_io(initiator_cpu_s),
+        initiator_cpu_us_per_kib: None,
+        target_pid,
+        target_cpu_s,
+        target_cpu_pct: target_cpu_s.and_then(pct),
+        target_cpu_us_per_io: target_cpu_s.and_then(per_io),
+        target_cpu_us_per_kib: None,
+        system_cpu_us_per_io: per_io(split.busy_cpu_s),
+        system_cpu_us_per_kib: None,
+        cpu: split,
+        steal_pct: split.steal_pct,
+        mb_per_s_per_cpu_pct: efficiency(split.busy_pct),
+        iops_per_cpu_pct: demand::iops_per_cpu_pct(iops, split.busy_pct),
+        initiator_mb_per_s_per_cpu_pct: pct(initiator_cpu_s).and_then(efficiency),
+        initiator_iops_per_cpu_pct: None,
+        target_mb_per_s_per_cpu_pct: target_cpu_s.and_then(pct).and_then(efficiency),
+        out_segs: tcp.out_segs,
+        retrans_segs: tcp.retrans_segs,
+        retrans_pct: tcp.retrans_pct,
+        dsack_segs: tcp.dsack_recv_segs,
+        elapsed_s,
+        interrupted: None,
+        stopped: None,
+        foreign: None,
+        foreign_warning: None,
+        errors,
+        verify_errors: None,
+        workload: None,
+        units: None,
+        started_at: None,
+        host: None,
+        series: None,
+    };
+    RunResult {
+        bench,
+        runner: None,
+        lab: LabFigures {
+            cpu_window_s: Some(window_s),
+            ..LabFigures::default()
+        },
     }
 }
 

@@ -248,7 +248,7 @@ impl<'h> LioTarget<'h> {
             status: "not run".into(),
             stderr: why,
         };
-        check_iqn(iqn).map_err(refuse)?;
+        check_iqn(iqn).map_err(|e| refuse(e.to_string()))?;
         if size_bytes == 0 {
             return Err(refuse("a RAM disk of 0 bytes".into()));
         }
@@ -481,17 +481,31 @@ pub fn portal_dir(addr: SocketAddr) -> String {
     }
 }
 
+/// Why a name cannot name an LIO target ([`check_iqn`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IqnError {
+    /// Not an `iqn.`, `eui.` or `naa.` name.
+    #[error("{0:?} is not an iqn., eui. or naa. name")]
+    NotAName(String),
+    /// More than 223 bytes.
+    #[error("{0:?} is longer than 223 bytes")]
+    TooLong(String),
+    /// A `/` or white space, which a configfs directory cannot hold.
+    #[error("{0:?} contains '/' or white space")]
+    BadCharacter(String),
+}
+
 /// Whether `iqn` can name a configfs directory and LIO would take it: an
 /// `iqn.`, `eui.` or `naa.` name, at most 223 bytes, no `/` or white space.
-pub fn check_iqn(iqn: &str) -> Result<(), String> {
+pub fn check_iqn(iqn: &str) -> Result<(), IqnError> {
     if !["iqn.", "eui.", "naa."].iter().any(|p| iqn.starts_with(p)) {
-        return Err(format!("{iqn:?} is not an iqn., eui. or naa. name"));
+        return Err(IqnError::NotAName(iqn.to_owned()));
     }
     if iqn.len() > 223 {
-        return Err(format!("{iqn:?} is longer than 223 bytes"));
+        return Err(IqnError::TooLong(iqn.to_owned()));
     }
     if iqn.contains('/') || iqn.chars().any(char::is_whitespace) {
-        return Err(format!("{iqn:?} contains '/' or white space"));
+        return Err(IqnError::BadCharacter(iqn.to_owned()));
     }
     Ok(())
 }

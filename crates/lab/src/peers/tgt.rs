@@ -68,9 +68,146 @@ const CONTROL_PORT_MIN: u32 = 32_000;
 const CONTROL_PORT_SPAN: u32 = 767;
 
 /// Why tgt could not be started or configured.
+#[derive(Debug, thiserror::Error)]
+pub enum TgtError {
+    /// tgt cannot run here ([`programs`]).
+    #[error("tgt: {0}")]
+    Unavailable(#[from] TgtUnavailable),
+    /// A tgtadm command failed.
+    #[error("tgt: {0}")]
+    Tgtadm(#[from] TgtadmError),
+    /// Its state directory could not be made.
+    #[error("tgt: its state directory: {0}")]
+    StateDir(#[source] std::io::Error),
+    /// The LUN's sparse backing file could not be made.
+    #[error("tgt: sparse backing file {}: {source}", path.display())]
+    Backing {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A directory or file of tgtd's (its socket directory, its log).
+    #[error("tgt: {}: {source}", path.display())]
+    File {
+        /// The directory or file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Every control port tried was held by another tgtd.
+    #[error("tgt: every control port tried was another tgtd's: {0:?}")]
+    ControlPortsTaken(Vec<u16>),
+    /// tgtd could not be started.
+    #[error("tgt: cannot start {}: {source}", tgtd.display())]
+    Start {
+        /// The program.
+        tgtd: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// tgtd ended before it answered.
+    #[error("tgt: tgtd exited ({status}) before it answered tgtadm; its log:\n{log}")]
+    Exited {
+        /// How it ended.
+        status: std::process::ExitStatus,
+        /// What it printed.
+        log: String,
+    },
+    /// tgtd did not answer in time.
+    #[error(
+        "tgt: tgtd did not answer tgtadm on control port {control_port} within {} s; its log:\n{log}",
+        STARTUP_TIMEOUT.as_secs()
+    )]
+    NoAnswer {
+        /// Its control port.
+        control_port: u16,
+        /// What it printed.
+        log: String,
+    },
+    /// tgtd listens elsewhere than on the topology's portals.
+    #[error(
+        "tgt: tgtd listens on {listed:?}, not on the topology's portals {wanted:?} \
+         (a portal it cannot bind makes it fall back to 0.0.0.0:3260)"
+    )]
+    Portals {
+        /// Where it listens.
+        listed: Vec<String>,
+        /// The topology's portals.
+        wanted: Vec<String>,
+    },
+    /// tgtadm takes the backing file's path as text.
+    #[error("tgt: {} is not UTF-8", .0.display())]
+    NotUtf8(PathBuf),
+    /// tgtadm refused a parameter.
+    #[error("tgt: setting {name}={value}: {source}")]
+    Setting {
+        /// The parameter.
+        name: String,
+        /// Its value.
+        value: String,
+        /// What tgtadm said.
+        source: TgtadmError,
+    },
+    /// tgtadm accepted parameters its target does not show.
+    #[error("tgt: tgtd did not take {}; its target shows:\n{shown}", .wrong.join(", "))]
+    NotTaken {
+        /// The parameters, `name=value`.
+        wrong: Vec<String>,
+        /// What it shows.
+        shown: String,
+    },
+}
+
+/// Why the lab cannot run tgt here ([`programs`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("tgt: {0}")]
-pub struct TgtError(pub String);
+pub enum TgtUnavailable {
+    /// No tgtd.
+    #[error("tgtd is not installed (Debian package tgt: `apt-get install -y tgt`)")]
+    NoTgtd,
+    /// No tgtadm.
+    #[error("tgtadm is not installed (Debian package tgt)")]
+    NoTgtadm,
+    /// Not root.
+    #[error("tgtd needs root")]
+    NotRoot,
+}
+
+/// A tgtadm command that could not run, failed, or did not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum TgtadmError {
+    /// It could not be started.
+    #[error("cannot run {}: {source}", program.display())]
+    Spawn {
+        /// The program.
+        program: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// It exited with an error.
+    #[error("tgtadm -C {control_port} --lld iscsi {args}: {status}: {said}")]
+    Failed {
+        /// Its control port.
+        control_port: u16,
+        /// Its other arguments, as typed.
+        args: String,
+        /// How it ended.
+        status: std::process::ExitStatus,
+        /// Its stderr and stdout.
+        said: String,
+    },
+    /// It did not answer within [`TGTADM_TIMEOUT`].
+    #[error(
+        "tgtadm -C {control_port} --lld iscsi {args}: no answer within {} s",
+        TGTADM_TIMEOUT.as_secs()
+    )]
+    NoAnswer {
+        /// Its control port.
+        control_port: u16,
+        /// Its other arguments, as typed.
+        args: String,
+    },
+}
 
 /// The programs tgt needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,15 +220,12 @@ pub struct TgtPrograms {
 
 /// tgtd and tgtadm, or why the lab cannot run tgt here (not installed, or
 /// not root: tgtd needs root, and so do the lab's namespaces).
-pub fn programs() -> Result<TgtPrograms, String> {
-    let tgtd = crate::netcmd::find_program("tgtd").ok_or(
-        "tgtd is not installed (Debian package tgt: `apt-get install -y tgt`)".to_string(),
-    )?;
-    let tgtadm = crate::netcmd::find_program("tgtadm")
-        .ok_or("tgtadm is not installed (Debian package tgt)".to_string())?;
+pub fn programs() -> Result<TgtPrograms, TgtUnavailable> {
+    let tgtd = crate::netcmd::find_program("tgtd").ok_or(TgtUnavailable::NoTgtd)?;
+    let tgtadm = crate::netcmd::find_program("tgtadm").ok_or(TgtUnavailable::NoTgtadm)?;
     // SAFETY: geteuid(2) has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
-        return Err("tgtd needs root".into());
+        return Err(TgtUnavailable::NotRoot);
     }
     Ok(TgtPrograms { tgtd, tgtadm })
 }
@@ -114,9 +248,9 @@ impl TgtTarget {
     /// [`TARGET_IQN`], LUN [`TGT_LUN`] and `knobs`' iSCSI parameters.
     /// On error nothing is left running.
     pub fn start(topo: &Topology, knobs: &KnobSet) -> Result<TgtTarget, TgtError> {
-        let programs = programs().map_err(TgtError)?;
+        let programs = programs()?;
         cleanup_stale();
-        let dir = state_dir().map_err(|e| TgtError(format!("its state directory: {e}")))?;
+        let dir = state_dir().map_err(TgtError::StateDir)?;
         let mut tgt = TgtTarget {
             child: None,
             pid: 0,
@@ -130,8 +264,14 @@ impl TgtTarget {
         let backing = tgt.backing_file();
         File::create(&backing)
             .and_then(|f| f.set_len(LUN_BYTES))
-            .map_err(|e| TgtError(format!("sparse backing file {}: {e}", backing.display())))?;
-        fs::create_dir_all(SOCKET_DIR).map_err(|e| TgtError(format!("{SOCKET_DIR}: {e}")))?;
+            .map_err(|source| TgtError::Backing {
+                path: backing.clone(),
+                source,
+            })?;
+        fs::create_dir_all(SOCKET_DIR).map_err(|source| TgtError::File {
+            path: PathBuf::from(SOCKET_DIR),
+            source,
+        })?;
         let mut taken = Vec::new();
         loop {
             match tgt.launch(topo, &programs.tgtd)? {
@@ -141,9 +281,7 @@ impl TgtTarget {
                 }
                 Launch::ControlPortTaken => {
                     taken.push(tgt.control_port);
-                    return Err(TgtError(format!(
-                        "every control port tried was another tgtd's: {taken:?}"
-                    )));
+                    return Err(TgtError::ControlPortsTaken(taken));
                 }
             }
         }
@@ -198,19 +336,20 @@ impl TgtTarget {
     }
 
     /// `tgtadm -C PORT --lld iscsi ARGS...`: its stdout, or what went wrong.
-    pub fn tgtadm(&self, args: &[&str]) -> Result<String, TgtError> {
-        tgtadm(&self.tgtadm, self.control_port, args).map_err(TgtError)
+    pub fn tgtadm(&self, args: &[&str]) -> Result<String, TgtadmError> {
+        tgtadm(&self.tgtadm, self.control_port, args)
     }
 
     /// One attempt on a fresh control port.
     fn launch(&mut self, topo: &Topology, tgtd: &Path) -> Result<Launch, TgtError> {
         self.control_port = control_port();
         let log_path = self.dir.join("tgtd.log");
-        let log = File::create(&log_path)
-            .map_err(|e| TgtError(format!("{}: {e}", log_path.display())))?;
-        let log2 = log
-            .try_clone()
-            .map_err(|e| TgtError(format!("{}: {e}", log_path.display())))?;
+        let file_error = |source| TgtError::File {
+            path: log_path.clone(),
+            source,
+        };
+        let log = File::create(&log_path).map_err(file_error)?;
+        let log2 = log.try_clone().map_err(file_error)?;
         let mut cmd = topo.command(Role::Target, tgtd);
         cmd.arg("-f")
             .arg("--control-port")
@@ -223,9 +362,10 @@ impl TgtTarget {
             // Its own process group: a Ctrl-C at the terminal reaches the
             // lab, which stops tgtd in order, and not tgtd directly.
             .process_group(0);
-        let child = cmd
-            .spawn()
-            .map_err(|e| TgtError(format!("cannot start {}: {e}", tgtd.display())))?;
+        let child = cmd.spawn().map_err(|source| TgtError::Start {
+            tgtd: tgtd.to_path_buf(),
+            source,
+        })?;
         // `ip netns exec` execs tgtd: the child's PID is tgtd's.
         self.pid = child.id();
         self.child = Some(child);
@@ -245,9 +385,7 @@ impl TgtTarget {
                 if log.contains("another tgtd is using") {
                     return Ok(Launch::ControlPortTaken);
                 }
-                return Err(TgtError(format!(
-                    "tgtd exited ({status}) before it answered tgtadm; its log:\n{log}"
-                )));
+                return Err(TgtError::Exited { status, log });
             }
             if self.tgtadm(&["--mode", "target", "--op", "show"]).is_ok() {
                 self.owns_control_port = true;
@@ -256,12 +394,10 @@ impl TgtTarget {
             if Instant::now() > deadline {
                 // Whether it holds the port is unknown: leave its files.
                 self.kill();
-                return Err(TgtError(format!(
-                    "tgtd did not answer tgtadm on control port {} within {} s; its log:\n{}",
-                    self.control_port,
-                    STARTUP_TIMEOUT.as_secs(),
-                    self.log()
-                )));
+                return Err(TgtError::NoAnswer {
+                    control_port: self.control_port,
+                    log: self.log(),
+                });
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -276,10 +412,7 @@ impl TgtTarget {
         listed.sort();
         wanted.sort();
         if listed != wanted {
-            return Err(TgtError(format!(
-                "tgtd listens on {listed:?}, not on the topology's portals {wanted:?} \
-                 (a portal it cannot bind makes it fall back to 0.0.0.0:3260)"
-            )));
+            return Err(TgtError::Portals { listed, wanted });
         }
         Ok(())
     }
@@ -288,7 +421,7 @@ impl TgtTarget {
     fn configure(&self, backing: &Path, knobs: &KnobSet) -> Result<(), TgtError> {
         let backing = backing
             .to_str()
-            .ok_or_else(|| TgtError(format!("{} is not UTF-8", backing.display())))?;
+            .ok_or_else(|| TgtError::NotUtf8(backing.to_path_buf()))?;
         let lun = TGT_LUN.to_string();
         for args in [
             &[
@@ -334,16 +467,17 @@ impl TgtTarget {
                 "--mode", "target", "--op", "update", "--tid", TID, "--name", name, "--value",
                 value,
             ])
-            .map_err(|e| TgtError(format!("setting {name}={value}: {}", e.0)))?;
+            .map_err(|source| TgtError::Setting {
+                name: name.to_string(),
+                value: value.to_string(),
+                source,
+            })?;
         }
         // tgtadm accepts some values it then does not keep: read them back.
         let shown = self.tgtadm(&["--mode", "target", "--op", "show", "--tid", TID])?;
         let wrong = params_not_shown(&params, &shown);
         if !wrong.is_empty() {
-            return Err(TgtError(format!(
-                "tgtd did not take {}; its target shows:\n{shown}",
-                wrong.join(", ")
-            )));
+            return Err(TgtError::NotTaken { wrong, shown });
         }
         Ok(())
     }
@@ -457,7 +591,7 @@ pub fn socket_files(control_port: u16) -> [PathBuf; 2] {
 }
 
 /// Runs tgtadm against `control_port` with a time limit.
-fn tgtadm(program: &Path, control_port: u16, args: &[&str]) -> Result<String, String> {
+fn tgtadm(program: &Path, control_port: u16, args: &[&str]) -> Result<String, TgtadmError> {
     let mut child = Command::new(program)
         .arg("-C")
         .arg(control_port.to_string())
@@ -467,7 +601,10 @@ fn tgtadm(program: &Path, control_port: u16, args: &[&str]) -> Result<String, St
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
+        .map_err(|source| TgtadmError::Spawn {
+            program: program.to_path_buf(),
+            source,
+        })?;
     let read = |mut pipe: Box<dyn Read + Send>| {
         std::thread::spawn(move || {
             let mut text = String::new();
@@ -488,20 +625,20 @@ fn tgtadm(program: &Path, control_port: u16, args: &[&str]) -> Result<String, St
     let err = err.join().unwrap_or_default();
     match status {
         Some(s) if s.success() => Ok(out),
-        Some(s) => Err(format!(
-            "tgtadm -C {control_port} --lld iscsi {}: {s}: {}",
-            args.join(" "),
-            [err.trim(), out.trim()]
+        Some(status) => Err(TgtadmError::Failed {
+            control_port,
+            args: args.join(" "),
+            status,
+            said: [err.trim(), out.trim()]
                 .into_iter()
                 .filter(|t| !t.is_empty())
                 .collect::<Vec<_>>()
-                .join("; ")
-        )),
-        None => Err(format!(
-            "tgtadm -C {control_port} --lld iscsi {}: no answer within {} s",
-            args.join(" "),
-            TGTADM_TIMEOUT.as_secs()
-        )),
+                .join("; "),
+        }),
+        None => Err(TgtadmError::NoAnswer {
+            control_port,
+            args: args.join(" "),
+        }),
     }
 }
 

@@ -8,7 +8,7 @@ struct Fake {
     root: bool,
     programs: RefCell<Vec<String>>,
     fio: RefCell<bool>,
-    namespaces_refused: Option<String>,
+    namespaces_refused: Option<CommandError>,
 }
 
 /// Everything the lab can use, as root.
@@ -37,14 +37,16 @@ impl Machine for Fake {
     fn program(&self, program: &str) -> bool {
         self.programs.borrow().iter().any(|p| p == program)
     }
-    fn fio_libiscsi(&self) -> Result<(), String> {
+    fn fio_libiscsi(&self) -> Result<(), FioUnusable> {
         if *self.fio.borrow() {
             Ok(())
         } else {
-            Err("not built".into())
+            Err(FioUnusable::NotBuilt {
+                place: "/cache/fio-libiscsi/fio".into(),
+            })
         }
     }
-    fn namespaces(&self) -> Result<(), String> {
+    fn namespaces(&self) -> Result<(), CommandError> {
         self.namespaces_refused.clone().map_or(Ok(()), Err)
     }
 }
@@ -57,10 +59,13 @@ struct FakeInstaller<'a> {
 }
 
 impl Installer for FakeInstaller<'_> {
-    fn apt_install(&mut self, packages: &[&str]) -> Result<(), String> {
+    fn apt_install(&mut self, packages: &[&str]) -> Result<(), AptError> {
         self.asked.push(format!("apt {}", packages.join(" ")));
         if self.fail {
-            return Err("E: Could not get lock".into());
+            return Err(AptError::Install {
+                status: std::os::unix::process::ExitStatusExt::from_raw(100 << 8),
+                said: "E: Could not get lock".into(),
+            });
         }
         for p in packages {
             let programs: &[&str] = match *p {
@@ -73,7 +78,7 @@ impl Installer for FakeInstaller<'_> {
         }
         Ok(())
     }
-    fn build_fio(&mut self) -> Result<PathBuf, String> {
+    fn build_fio(&mut self) -> Result<PathBuf, FioBuildError> {
         self.asked.push("fio".into());
         *self.machine.fio.borrow_mut() = true;
         Ok(PathBuf::from("/cache/fio-libiscsi/fio"))
@@ -262,7 +267,11 @@ fn other_topologies_and_tgt_need_root_and_congested_needs_tc() {
     assert!(stop.0.contains("Run it as root"), "{}", stop.0);
     // Root in a container that refuses namespaces: said so.
     let mut m = machine(true, ALL, true);
-    m.namespaces_refused = Some("Operation not permitted".into());
+    m.namespaces_refused = Some(CommandError {
+        command: "ip netns add isoe-lab-1-probe".into(),
+        detail: "exit status: 1: mount --make-shared /run/netns failed: Operation not permitted"
+            .into(),
+    });
     let c = check(&cases, &m);
     assert_eq!(c.missing[0].need, Need::Namespaces);
     assert!(c.blocked[0].1.contains("Operation not permitted"), "{c:#?}");
@@ -479,7 +488,8 @@ fn without_root_or_apt_or_when_installing_fails_it_says_why_not() {
     assert_eq!(asked, ["apt ethtool"]);
     assert!(
         text.contains(
-            "Not installed: installing failed: apt-get install ethtool: E: Could not get lock."
+            "Not installed: installing failed: apt-get install ethtool: exit status: 100: \
+             E: Could not get lock."
         ),
         "{text}"
     );

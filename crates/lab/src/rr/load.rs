@@ -13,7 +13,7 @@ use rustix::buffer::spare_capacity;
 use rustix::event::epoll::{self, EventData, EventFlags};
 use rustix::event::Timespec;
 use rustix::fd::OwnedFd;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -40,8 +40,9 @@ pub struct LoadShape {
     pub exchange: Exchange,
 }
 
-/// What a load measured over its window.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// What a load measured over its window (`isoe netprobe --json`'s line,
+/// which the lab reads back).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoadFigures {
     pub connections: u32,
     pub depth: u32,

@@ -25,7 +25,7 @@
 //! `ethtool -k`. On `lo`, `rx`, `tx` and `sg` are fixed on.
 
 use super::{Interface, LinkState, Topology};
-use crate::applied::{knob_state, Applied, FeatureDefault};
+use crate::applied::{knob_state, Applied, FeatureDefault, NotApplied};
 use crate::host::Host;
 use crate::hostknobs::{Port, Saved};
 use crate::link::{LinkKnobs, NicKnobs, Offload, Side};
@@ -71,7 +71,7 @@ fn knobs_of_sides(knobs: &LinkKnobs, sides: &[Side]) -> Vec<(String, bool)> {
 pub(crate) fn read_features(
     ns: &str,
     dev: &str,
-) -> Result<HashMap<&'static str, FeatureDefault>, String> {
+) -> Result<HashMap<&'static str, FeatureDefault>, netcmd::CommandError> {
     let lines = read_lines(ns, dev)?;
     Ok(Offload::ALL
         .into_iter()
@@ -79,8 +79,8 @@ pub(crate) fn read_features(
         .collect())
 }
 
-fn read_lines(ns: &str, dev: &str) -> Result<Vec<FeatureLine>, String> {
-    let out = netcmd::run(&netcmd::ethtool_show(ns, dev)).map_err(|e| e.to_string())?;
+fn read_lines(ns: &str, dev: &str) -> Result<Vec<FeatureLine>, netcmd::CommandError> {
+    let out = netcmd::run(&netcmd::ethtool_show(ns, dev))?;
     Ok(netcmd::parse_ethtool_features(&out))
 }
 
@@ -142,7 +142,7 @@ impl Topology {
                     .filter_map(|(k, v)| v.map(|v| (k.to_string(), v))),
             );
             for (knob, value) in set {
-                let outcome = Err(format!("link knobs cannot be applied on the {reason}"));
+                let outcome = Err(NotApplied::LinkOn(reason.to_string()));
                 out.push(Applied {
                     knob,
                     value,
@@ -174,7 +174,7 @@ impl Topology {
                 .map(|(name, value)| Applied {
                     knob: crate::knobs::sysctl_knob(name),
                     value: value.clone(),
-                    outcome: Err(format!("sysctls cannot be applied on the {reason}")),
+                    outcome: Err(NotApplied::SysctlsOn(reason.to_string())),
                 })
                 .collect();
         }
@@ -198,7 +198,7 @@ impl Topology {
                         out.push(Applied {
                             knob: crate::knobs::sysctl_knob(name),
                             value: sysctls[name].clone(),
-                            outcome: Err(format!("could not be read first: {e}")),
+                            outcome: Err(NotApplied::NotReadFirst(e.to_string())),
                         });
                     }
                 }
@@ -240,7 +240,7 @@ impl Topology {
                             out.push(Applied {
                                 knob: knob.to_string(),
                                 value,
-                                outcome: Err(format!("could not be read first: {e}")),
+                                outcome: Err(NotApplied::NotReadFirst(e.to_string())),
                             });
                         }
                     }
@@ -305,11 +305,7 @@ impl Topology {
                 Err(e) => problems.push(format!("{}: {}", where_(iface), e.detail)),
             }
         }
-        let outcome = if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(problems.join("; "))
-        };
+        let outcome = NotApplied::unless(problems);
         match mtu {
             Some(m) => out.push(Applied {
                 knob: "mtu".into(),
@@ -332,12 +328,9 @@ impl Topology {
         let value = rate.map_or_else(|| "default".to_string(), |r| r.to_string());
         if let Some(r) = rate {
             let refuse = if limited.is_empty() {
-                Some(format!(
-                    "the {} topology has no link to rate-limit (initiator and target share lo)",
-                    self.kind
-                ))
+                Some(NotApplied::NoLinkToLimit(self.kind.to_string()))
             } else if r == 0 {
-                Some("a rate of 0 Mbit/s carries nothing".to_string())
+                Some(NotApplied::ZeroRate)
             } else {
                 None
             };
@@ -374,11 +367,7 @@ impl Topology {
         }
         // After a failure the qdiscs are in an unknown state: redo next time.
         state.rate_now = problems.is_empty().then_some(want);
-        let outcome = if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(problems.join("; "))
-        };
+        let outcome = NotApplied::unless(problems);
         if rate.is_some() || outcome.is_err() {
             out.push(Applied {
                 knob: "rate_mbit".into(),
@@ -437,11 +426,7 @@ impl Topology {
             check_back(iface, &wanted, ran.err(), &mut ledger);
         }
         for (knob, on, problems) in ledger.0 {
-            let outcome = if problems.is_empty() {
-                Ok(())
-            } else {
-                Err(problems.join("; "))
-            };
+            let outcome = NotApplied::unless(problems);
             out.push(Applied {
                 knob,
                 value: netcmd::on_off(on).to_string(),
@@ -452,7 +437,7 @@ impl Topology {
             out.push(Applied {
                 knob: "offloads".into(),
                 value: "default".into(),
-                outcome: Err(restore_problems.join("; ")),
+                outcome: Err(NotApplied::Problems(restore_problems)),
             });
         }
     }

@@ -18,9 +18,13 @@
 
 pub use crate::knobs::Filesystem;
 use crate::mail::{MailProfile, MailResult};
-use crate::peers::fio::{self, Rates, Sample};
 use crate::pgbench::TransactionLog;
-use crate::run::RunResult;
+use crate::record::RunResult;
+pub use crate::record::{
+    ApplicationFigures, ApplicationResult, Breakdown, KindFigures, MailFigures, OltpFigures, Parts,
+    TransactionLatency,
+};
+use crate::sampled::{sampled_result, Rates, Sample};
 use crate::shape::WorkloadShape;
 use isoe_bench::latency::LatencyRecorder;
 use isoe_bench::{DirectionResult, LatencyHistograms};
@@ -382,140 +386,6 @@ pub struct PartsMeasured {
     pub stages_us: Option<[f64; 3]>,
 }
 
-/// An application run's own figures and its block I/O's parts: the fields
-/// of its result that are not `isoe bench`'s.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ApplicationResult {
-    /// The transaction rate, for OLTP (null for mail): its metric.
-    pub tps: Option<f64>,
-    /// The block layer's commands per second (`iops` is the mail
-    /// database's transactional IOPS for mail, its metric).
-    pub block_iops: f64,
-    /// What the application reports of itself.
-    pub application: ApplicationFigures,
-    /// The block layer's latencies in log2 buckets, as `isoe bench`'s.
-    pub lat_hist: LatencyHistograms,
-    /// The latency by component.
-    pub breakdown: Breakdown,
-}
-
-/// What an application reports of itself (`application` in its result).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ApplicationFigures {
-    /// `oltp` or `mail`.
-    pub kind: &'static str,
-    /// The file system it ran on.
-    pub filesystem: &'static str,
-    /// For people.
-    pub description: String,
-    /// Its figures.
-    #[serde(flatten)]
-    pub figures: Option<KindFigures>,
-    /// The initiator host's busy CPU, %: Jetstress's processor time (None
-    /// until the CPU is sampled).
-    pub processor_time_pct: Option<f64>,
-}
-
-/// An application's figures, by kind.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum KindFigures {
-    /// pgbench's.
-    Oltp(OltpFigures),
-    /// The mail workload's, as Jetstress names them.
-    Mail(MailFigures),
-}
-
-/// pgbench's figures over the window.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct OltpFigures {
-    /// The mix.
-    pub mix: &'static str,
-    /// pgbench's scale.
-    pub scale: u32,
-    /// Its clients.
-    pub clients: u32,
-    /// Transactions per second.
-    pub tps: f64,
-    /// Transactions completed.
-    pub transactions: u64,
-    /// Transactions that failed.
-    pub failed: u64,
-    /// Their latency, ms.
-    pub latency_ms: TransactionLatency,
-    /// The initiator host's busy CPU-µs per transaction; null when there is
-    /// nothing to divide by.
-    pub cpu_us_per_transaction: Option<f64>,
-}
-
-/// A transaction's latency, ms.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct TransactionLatency {
-    /// Mean.
-    pub mean: f64,
-    /// Median.
-    pub p50: f64,
-    /// 99th percentile.
-    pub p99: f64,
-    /// 99.9th percentile.
-    pub p999: f64,
-    /// Largest.
-    pub max: f64,
-}
-
-/// The mail workload's shape and figures.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct MailFigures {
-    /// One database page, bytes.
-    pub db_block_bytes: u32,
-    /// Database reads among database I/Os, %.
-    pub read_pct: u8,
-    /// One log write, bytes.
-    pub log_block_bytes: u32,
-    /// Database I/Os in flight.
-    pub threads: u32,
-    /// Database reads and writes per second.
-    pub transactional_iops: f64,
-    /// Database reads per second.
-    pub db_reads_per_s: f64,
-    /// Database writes per second.
-    pub db_writes_per_s: f64,
-    /// Mean database read latency, ms.
-    pub db_read_avg_ms: f64,
-    /// Mean database write latency, ms.
-    pub db_write_avg_ms: f64,
-    /// Log writes per second.
-    pub log_writes_per_s: f64,
-    /// Mean log write latency, ms.
-    pub log_write_avg_ms: f64,
-}
-
-/// The latency by component of each direction (null for a direction
-/// without I/O).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Breakdown {
-    /// Reads.
-    pub read: Option<Parts>,
-    /// Writes.
-    pub write: Option<Parts>,
-}
-
-/// A command's mean time in each place, µs: the initiator's (the block
-/// layer's mean), the network's and the target's stages when measured.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Parts {
-    /// The block layer's mean latency.
-    pub initiator_us: f64,
-    /// The raw TCP exchange of the direction's mean sizes.
-    pub network_us: Option<f64>,
-    /// The target's receipt to store.
-    pub receipt_to_store_us: Option<f64>,
-    /// The store.
-    pub store_us: Option<f64>,
-    /// Store to sent.
-    pub store_to_sent_us: Option<f64>,
-}
-
 /// An application run before its CPU is sampled: the block layer's view of
 /// its I/O as an `isoe bench` result's rates, what the application reports
 /// of itself and the latency by component, and the initiator.
@@ -652,12 +522,12 @@ impl ApplicationRun {
     }
 
     /// The run's result, with the CPU and TCP figures of the initiator
-    /// host's samples ([`fio::sampled_result`]; the target's when
+    /// host's samples ([`sampled_result`]; the target's when
     /// `target_pid` is sampled there too) and what needs them: the
     /// processor time (the initiator host's busy %, Jetstress's figure)
     /// and, for OLTP, CPU-µs per transaction.
     pub fn result(self, first: &Sample, last: &Sample, target_pid: Option<u32>) -> RunResult {
-        let mut result = fio::sampled_result(self.rates, first, last, target_pid);
+        let mut result = sampled_result(self.rates, first, last, target_pid);
         let mut figures = self.figures;
         let cpu = &result.bench.cpu;
         let per_transaction = match (result.lab.cpu_window_s, figures.tps) {

@@ -26,17 +26,23 @@
 //! skipped with it.
 
 mod apps;
+pub mod error;
+
 pub(crate) use apps::Apps;
+pub use error::{BedError, PlaceError};
 
 use crate::attach_device::{self, Attach, AttachError, AttachKind, AttachedDevice};
+use crate::error::LabError;
 use crate::host::{self, Host, Running};
-use crate::hostknobs::{Guard, KnobsError, Port};
+use crate::hostknobs::{Guard, Port};
 use crate::knobs::{InitiatorImpl, KnobSet, TargetImpl};
 use crate::link::Side;
-use crate::peers::fio::{self, FioEngine, FioJob, FioOutput, FioUnusable};
+use crate::peers::fio::{self, FioEngine, FioJob, FioOutput};
 use crate::peers::kernel::{self, KernelSession, NodeSettings};
 use crate::plan::{Plan, ResolvedCase, WorkloadSpec};
-use crate::run::{self, BenchFailure, LabError, Measured, RunResult, Window, TARGET_IQN};
+use crate::record::RunResult;
+use crate::run::{self, BenchFailure, Measured, Window, TARGET_IQN};
+use crate::sampled::Sample;
 use crate::site::{CaseEnd, CaseRuns, CaseSetup, Site};
 use crate::ssh::HostError;
 use crate::testbed::Testbed;
@@ -111,137 +117,6 @@ pub struct Bed {
 /// Where a program is on a host, or why it could not be put there (kept
 /// for every later ask, hence shared).
 type Placed = Result<String, Arc<PlaceError>>;
-
-/// Why a program could not be put on a host.
-#[derive(Debug, thiserror::Error)]
-pub enum PlaceError {
-    /// This machine has no fio with libiscsi to copy.
-    #[error("fio with libiscsi on this machine: {0}")]
-    LocalFio(#[source] FioUnusable),
-    /// The program could not be read here.
-    #[error("reading {}: {source}", path.display())]
-    Reading {
-        /// It.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The program could not be written there.
-    #[error("copying {} to {host}: {source}", path.display())]
-    Copying {
-        /// It.
-        path: PathBuf,
-        /// The host.
-        host: String,
-        /// Why.
-        source: Box<HostError>,
-    },
-}
-
-/// Why the test bed cannot be used, or a case cannot run on it.
-#[derive(Debug, thiserror::Error)]
-pub enum BedError {
-    /// A host stopped answering: [`Bed::gone`]'s words.
-    #[error("{0}")]
-    Gone(String),
-    /// The SSH control directory could not be made.
-    #[error("making {}: {source}", dir.display())]
-    SshDir {
-        /// The directory.
-        dir: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The test bed file names a host that is not one.
-    #[error("{testbed}: {source}")]
-    HostUrl {
-        /// The test bed file.
-        testbed: String,
-        /// Why.
-        source: Box<HostError>,
-    },
-    /// A host's work directory could not be made.
-    #[error("the test bed's host {host} cannot be used: {source}")]
-    WorkDir {
-        /// The host.
-        host: String,
-        /// Why.
-        source: Box<HostError>,
-    },
-    /// The interfaces' state could not be read first.
-    #[error("the test bed's interfaces: {0}")]
-    Interfaces(#[source] KnobsError),
-    /// A program could not be put on a host.
-    #[error("{0}")]
-    Place(#[from] Arc<PlaceError>),
-    /// fio with libiscsi on the initiator host could not be asked its engines.
-    #[error("{fio} on {host}: {source}")]
-    FioEngines {
-        /// The program.
-        fio: String,
-        /// The host.
-        host: String,
-        /// Why.
-        source: Box<HostError>,
-    },
-    /// fio on the initiator host has no libiscsi engine.
-    #[error("{fio} on {host} does not list the libiscsi engine")]
-    FioNoLibiscsi {
-        /// The program.
-        fio: String,
-        /// The host.
-        host: String,
-    },
-    /// A command or file on a host failed (LIO, the target's
-    /// configuration, a program that would not start).
-    #[error("{0}")]
-    Host(#[source] Box<HostError>),
-    /// A log file of this machine could not be made.
-    #[error("{}: {source}", path.display())]
-    Log {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// `isoe target` did not listen in time.
-    #[error(
-        "case {case}: isoe target on {host} did not listen on {listen} within {} s: {said}",
-        TARGET_START.as_secs()
-    )]
-    NotListening {
-        /// The case.
-        case: String,
-        /// The target host.
-        host: String,
-        /// The addresses, comma-separated.
-        listen: String,
-        /// The last of its stderr.
-        said: String,
-    },
-    /// The kernel initiator has no iface of the case's transport.
-    #[error("no {transport} iface on {host}")]
-    NoIface {
-        /// The transport.
-        transport: &'static str,
-        /// The initiator host.
-        host: String,
-    },
-    /// The kernel initiator could not log in.
-    #[error("the kernel initiator's login: {0}")]
-    KernelLogin(#[source] Box<BedError>),
-    /// `isoe attach` made no device.
-    #[error("{0}")]
-    Attach(#[source] Box<AttachError>),
-    /// A run did not end in time.
-    #[error("{program} did not finish within {} s", limit.as_secs())]
-    RunHung {
-        /// What ran.
-        program: String,
-        /// How long it was given.
-        limit: Duration,
-    },
-}
 
 impl From<HostError> for BedError {
     fn from(e: HostError) -> BedError {
@@ -818,6 +693,7 @@ echo $missing"#;
                                 case: case.to_owned(),
                                 host: host.name(),
                                 listen: listen.join(", "),
+                                within_s: TARGET_START.as_secs(),
                                 said: err.trim().to_owned(),
                             };
                             return Err(self.failure(host, &format!("case {case}"), why));
@@ -1438,7 +1314,7 @@ impl Samplers {
                 continue;
             };
             let fio = (|| {
-                fio::Sample::parse(
+                Sample::parse(
                     files[1].as_deref()?,
                     files[2].as_deref()?,
                     files.get(5).and_then(|f| f.as_deref()),
@@ -1507,7 +1383,7 @@ struct BedSample {
     /// The initiator host's clock.
     uptime_s: f64,
     /// The initiator host's /proc/stat and the initiator process's.
-    initiator: Option<fio::Sample>,
+    initiator: Option<Sample>,
     /// A target host of its own.
     target: Option<HostCpu>,
 }

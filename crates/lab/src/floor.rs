@@ -14,12 +14,11 @@
 //! the plan says so.
 
 use crate::knobs::KnobSet;
-use crate::peers::fio::{self, Rates, Sample};
+use crate::record::{FloorShape, RunResult};
 use crate::rr::LoadFigures;
-use crate::run::RunResult;
+use crate::sampled::{sampled_result, Rates, Sample};
 use crate::shape::WorkloadShape;
 use isoe_bench::{DirectionResult, LatencySummary};
-use serde::Serialize;
 
 /// A PDU's Basic Header Segment, what a command or a status costs on the wire.
 pub const BHS_BYTES: u32 = 48;
@@ -176,7 +175,7 @@ impl FloorJob {
             // exchange fails: those it gives had none.
             errors: 0,
         };
-        let mut result = fio::sampled_result(rates, first, last, server_pid);
+        let mut result = sampled_result(rates, first, last, server_pid);
         result.bench.ios = Some(exchanges);
         result.bench.bytes = Some(bytes);
         result.bench.interrupted = Some(false);
@@ -188,19 +187,6 @@ impl FloorJob {
         });
         result
     }
-}
-
-/// A floor run's shape, as its result's `floor` says it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct FloorShape {
-    /// TCP connections.
-    pub connections: u32,
-    /// Exchanges in flight on each.
-    pub depth: u32,
-    /// Bytes out per exchange.
-    pub request: u32,
-    /// Bytes back per exchange.
-    pub response: u32,
 }
 
 #[cfg(test)]

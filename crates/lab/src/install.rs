@@ -4,7 +4,6 @@
 //! binary so that no checkout has to be around.
 
 use crate::peers::fio::{self, FioUnusable};
-use crate::preflight::Installer;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Output, Stdio};
@@ -12,6 +11,15 @@ use thiserror::Error;
 
 /// How long apt-get waits for another apt or dpkg to finish, seconds.
 const APT_LOCK_TIMEOUT_S: u32 = 300;
+
+/// Installs what the lab needs; [`crate::preflight`] asks it.
+/// [`SystemInstaller`] is the real one, tests have their own.
+pub trait Installer {
+    /// `apt-get install` these Debian packages.
+    fn apt_install(&mut self, packages: &[&str]) -> Result<(), AptError>;
+    /// Build fio with the libiscsi engine; where it is.
+    fn build_fio(&mut self) -> Result<PathBuf, FioBuildError>;
+}
 
 /// The real installer: apt-get and the fio script, on this machine.
 #[derive(Debug, Default)]

@@ -20,7 +20,7 @@
 //! at all without root (another topology, tgt) is skipped. Only when no
 //! case is left does the lab stop.
 
-use crate::install::{AptError, FioBuildError};
+use crate::install::Installer;
 use crate::knobs::{InitiatorImpl, KnobSet, TargetImpl};
 use crate::netcmd::{self, CommandError};
 use crate::peers::fio::{self, FioUnusable};
@@ -28,7 +28,6 @@ use crate::plan::{ResolvedCase, TopologyKind};
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::PathBuf;
 
 /// Something a case needs from the machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -468,15 +467,6 @@ pub struct Policy {
     pub install: bool,
     /// Run the cases that can run when some cannot.
     pub skip_missing: bool,
-}
-
-/// Installs what the lab needs. [`SystemInstaller`](crate::install::SystemInstaller)
-/// is the real one.
-pub trait Installer {
-    /// `apt-get install` these Debian packages.
-    fn apt_install(&mut self, packages: &[&str]) -> Result<(), AptError>;
-    /// Build fio with the libiscsi engine; where it is.
-    fn build_fio(&mut self) -> Result<PathBuf, FioBuildError>;
 }
 
 /// Ready to run: the cases to leave out and what the others run without.

@@ -10,15 +10,18 @@
 //! removed.
 
 use crate::bed::{Bed, OnMachines};
+pub use crate::error::LabError;
 use crate::floor::FloorJob;
 use crate::foreign::ForeignLoad;
 use crate::knobs::{InitiatorImpl, KnobSet, TargetImpl};
 use crate::peers::fio::{self, FioJob};
 use crate::peers::tgt::TgtTarget;
 use crate::plan::{Plan, ResolvedCase, WorkloadSpec};
+use crate::record::RunResult;
 use crate::rounds;
-use crate::run::{isoe_target_config, measured_window, BenchFailure, Measured, RunResult, Window};
-pub use crate::run::{LabError, TARGET_IQN};
+pub use crate::run::TARGET_IQN;
+use crate::run::{isoe_target_config, measured_window, BenchFailure, Measured, Window};
+use crate::sampled::Sample;
 use crate::site::{CaseEnd, CaseRuns, CaseSetup, Site};
 use crate::testbed::Testbed;
 use crate::topology::{self, Kind, Role, Topology};
@@ -816,8 +819,8 @@ fn run_fio(
 struct Sampled<T> {
     /// Its JSON result (stdout from the first `{`).
     json: T,
-    first: fio::Sample,
-    last: fio::Sample,
+    first: Sample,
+    last: Sample,
     started_at: String,
     foreign: Option<ForeignLoad>,
 }
@@ -838,9 +841,9 @@ fn run_sampled<T: serde::de::DeserializeOwned>(
     let mut last = None;
     wait_for_child(&mut child, what, limit, stop, |t| {
         if first.is_none() && t >= window.start {
-            first = fio::Sample::take(pid, Some(target_pid));
+            first = Sample::take(pid, Some(target_pid));
         } else if first.is_some() && last.is_none() && t >= window.end {
-            last = fio::Sample::take(pid, Some(target_pid));
+            last = Sample::take(pid, Some(target_pid));
         }
         window.tick(t);
     })?;

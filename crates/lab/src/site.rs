@@ -5,8 +5,9 @@
 //! sets a case up, hands the loop a way to measure each workload, and
 //! takes everything down again, or says why it cannot run the case.
 
+use crate::error::LabError;
 use crate::plan::{ResolvedCase, WorkloadSpec};
-use crate::run::{BenchFailure, LabError, Measured};
+use crate::run::{BenchFailure, Measured};
 use std::collections::BTreeMap;
 
 /// How a case went at its site.

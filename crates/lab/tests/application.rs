@@ -7,8 +7,9 @@ use isoe_lab::application::{
     PartsMeasured,
 };
 use isoe_lab::mail::MailResult;
-use isoe_lab::peers::fio::{FioOutput, Sample};
+use isoe_lab::peers::fio::FioOutput;
 use isoe_lab::pgbench::TransactionLog;
+use isoe_lab::sampled::Sample;
 use std::time::{Duration, Instant};
 
 fn fixture(path: &str) -> String {

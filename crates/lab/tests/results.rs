@@ -3,8 +3,9 @@
 //! made up for what fio does not measure.
 
 use isoe_bench::BenchOutput;
-use isoe_lab::peers::fio::{self, FioEngine, FioJob, FioOutput, Sample};
-use isoe_lab::run::RunResult;
+use isoe_lab::peers::fio::{self, FioEngine, FioJob, FioOutput};
+use isoe_lab::record::RunResult;
+use isoe_lab::sampled::Sample;
 use isoe_report::record::RunRecord;
 use std::time::{Duration, Instant};
 

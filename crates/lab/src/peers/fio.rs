@@ -5,12 +5,10 @@
 //! ([`sampled_result`], which the lab's other load generators share).
 
 use crate::knobs::{KnobSet, LIBISCSI_FIXED_LENGTH_BYTES};
-use crate::run::{LabFigures, RunResult};
-use isoe_bench::cpu::{self, CpuSplit, CpuTimes, ProcessCpu};
-use isoe_bench::demand;
-use isoe_bench::tcp::TcpCounters;
-use isoe_bench::{BenchResult, DirectionResult, LatencySummary};
-use serde::{Deserialize, Serialize};
+use crate::record::{FioWorkload, RunResult};
+use crate::sampled::{sampled_result, Rates, Sample};
+use isoe_bench::{DirectionResult, LatencySummary};
+use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -210,57 +208,6 @@ impl FioJob {
     }
 }
 
-/// /proc counters at one instant of a fio run.
-#[derive(Debug, Clone)]
-pub struct Sample {
-    /// /proc/stat.
-    pub cpu: CpuTimes,
-    /// fio's own CPU (all threads).
-    pub fio: ProcessCpu,
-    /// The target's CPU, when its PID is known.
-    pub target: Option<ProcessCpu>,
-    /// TCP counters of fio's network namespace.
-    pub tcp: TcpCounters,
-    /// When.
-    pub at: std::time::Instant,
-}
-
-impl Sample {
-    /// Reads the counters; TCP ones through `/proc/FIO_PID/net`, which is fio's namespace.
-    pub fn take(fio_pid: u32, target_pid: Option<u32>) -> Option<Sample> {
-        let read = |path: String| std::fs::read_to_string(path).ok();
-        let target = target_pid.and_then(|p| read(format!("/proc/{p}/stat")));
-        Sample::parse(
-            &read("/proc/stat".into())?,
-            &read(format!("/proc/{fio_pid}/stat"))?,
-            target.as_deref(),
-            &read(format!("/proc/{fio_pid}/net/snmp"))?,
-            &read(format!("/proc/{fio_pid}/net/netstat"))?,
-            std::time::Instant::now(),
-        )
-    }
-
-    /// The counters from the texts of `/proc/stat`, fio's `/proc/PID/stat`,
-    /// the target's (if known), and fio's `net/snmp` and `net/netstat`,
-    /// read `at` (on another machine: when they were, on the lab's clock).
-    pub fn parse(
-        stat: &str,
-        fio_stat: &str,
-        target_stat: Option<&str>,
-        snmp: &str,
-        netstat: &str,
-        at: std::time::Instant,
-    ) -> Option<Sample> {
-        Some(Sample {
-            cpu: CpuTimes::parse(stat).ok()?,
-            fio: ProcessCpu::parse(fio_stat).ok()?,
-            target: target_stat.and_then(|t| ProcessCpu::parse(t).ok()),
-            tcp: TcpCounters::parse(snmp, netstat).ok()?,
-            at,
-        })
-    }
-}
-
 /// fio's `--output-format=json` (or `json+`), as far as the lab reads it.
 /// What fio leaves out reads as empty or 0, as fio's own zeros: a
 /// direction without commands has no percentiles.
@@ -335,49 +282,6 @@ pub struct FioLatency {
     pub bins: BTreeMap<String, u64>,
 }
 
-/// What a fio run was asked to do, as its result's `workload` says it:
-/// the fields of `isoe bench`'s workload that a fio job has.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct FioWorkload {
-    /// Bytes per command.
-    pub block_size_bytes: u32,
-    /// Share of reads, %.
-    pub read_pct: u8,
-    /// Share of random accesses, %.
-    pub random_pct: u8,
-    /// Outstanding I/Os per job.
-    pub queue_depth: u32,
-    /// Jobs per URL.
-    pub workers: u32,
-    /// Measured seconds.
-    pub duration_s: f64,
-    /// Ramp seconds.
-    pub ramp_s: f64,
-    /// What fio opened.
-    pub urls: Vec<String>,
-}
-
-/// The rates, latencies and failures of a load generator's window: the
-/// figures of an `isoe bench` result that are not the lab's CPU and TCP
-/// samples.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Rates {
-    /// Commands per second (the run's metric for IOPS workloads).
-    pub iops: f64,
-    /// MB/s, MB = 10^6 bytes.
-    pub mb_per_s: f64,
-    /// Latency of all commands, µs.
-    pub lat_us: LatencySummary,
-    /// Reads alone.
-    pub read: DirectionResult,
-    /// Writes alone.
-    pub write: DirectionResult,
-    /// Length of the window the rates are of, s.
-    pub elapsed_s: f64,
-    /// Commands (or jobs) that failed.
-    pub errors: u64,
-}
-
 /// fio's output and the two samples as an `isoe bench` result: one
 /// direction's figures from fio's group, the latency of the busier
 /// direction as the whole's, failed jobs as errors; what fio does not
@@ -440,96 +344,6 @@ pub fn result(
         urls: job.urls.clone(),
     });
     result
-}
-
-/// An `isoe bench` result of `rates` with the CPU and TCP figures of two
-/// samples, per I/O of `rates.iops` and per MB/s of its `mb_per_s`: the
-/// initiator process's (the sampled process, fio or an application), the
-/// target's when sampled, the host's split, TCP's segments; the window's
-/// length as the lab's `cpu_window_s`. What the samples do not give (CPU
-/// per KiB, IOPS per initiator CPU%, why a run stopped, the foreign load
-/// as bench measures it) is None, and what a load generator other than
-/// `isoe bench` does not report is absent.
-pub fn sampled_result(
-    rates: Rates,
-    first: &Sample,
-    last: &Sample,
-    target_pid: Option<u32>,
-) -> RunResult {
-    let Rates {
-        iops,
-        mb_per_s,
-        lat_us,
-        read,
-        write,
-        elapsed_s,
-        errors,
-    } = rates;
-    let window_s = last.at.duration_since(first.at).as_secs_f64();
-    let split = CpuSplit::between(&first.cpu, &last.cpu, cpu::ticks_per_second());
-    let ncpus = first.cpu.ncpus;
-    // CPU-seconds per second of the window, times the measured rate: per I/O.
-    let per_io = |cpu_s: f64| (iops > 0.0 && window_s > 0.0).then(|| cpu_s / window_s / iops * 1e6);
-    let initiator_cpu_s = first.fio.delta_s(&last.fio);
-    let target_cpu_s = match (&first.target, &last.target) {
-        (Some(a), Some(b)) => Some(a.delta_s(b)),
-        _ => None,
-    };
-    let pct = |cpu_s: f64| demand::cpu_pct_of_machine(cpu_s, window_s, ncpus);
-    let efficiency = |p: f64| demand::effectiveness_mb_per_s_per_cpu_pct(mb_per_s, p);
-    let tcp = first.tcp.delta(&last.tcp);
-    let bench = BenchResult {
-        iops,
-        mb_per_s,
-        ios: None,
-        bytes: None,
-        lat_us,
-        read,
-        write,
-        per_url: None,
-        initiator_cpu_s,
-        initiator_cpu_pct: pct(initiator_cpu_s),
-        initiator_cpu_us_per_io: per_io(initiator_cpu_s),
-        initiator_cpu_us_per_kib: None,
-        target_pid,
-        target_cpu_s,
-        target_cpu_pct: target_cpu_s.and_then(pct),
-        target_cpu_us_per_io: target_cpu_s.and_then(per_io),
-        target_cpu_us_per_kib: None,
-        system_cpu_us_per_io: per_io(split.busy_cpu_s),
-        system_cpu_us_per_kib: None,
-        cpu: split,
-        steal_pct: split.steal_pct,
-        mb_per_s_per_cpu_pct: efficiency(split.busy_pct),
-        iops_per_cpu_pct: demand::iops_per_cpu_pct(iops, split.busy_pct),
-        initiator_mb_per_s_per_cpu_pct: pct(initiator_cpu_s).and_then(efficiency),
-        initiator_iops_per_cpu_pct: None,
-        target_mb_per_s_per_cpu_pct: target_cpu_s.and_then(pct).and_then(efficiency),
-        out_segs: tcp.out_segs,
-        retrans_segs: tcp.retrans_segs,
-        retrans_pct: tcp.retrans_pct,
-        dsack_segs: tcp.dsack_recv_segs,
-        elapsed_s,
-        interrupted: None,
-        stopped: None,
-        foreign: None,
-        foreign_warning: None,
-        errors,
-        verify_errors: None,
-        workload: None,
-        units: None,
-        started_at: None,
-        host: None,
-        series: None,
-    };
-    RunResult {
-        bench,
-        runner: None,
-        lab: LabFigures {
-            cpu_window_s: Some(window_s),
-            ..LabFigures::default()
-        },
-    }
 }
 
 /// Knobs libiscsi (as fio's engine drives it) cannot honour, by

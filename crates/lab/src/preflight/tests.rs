@@ -1,6 +1,8 @@
 use super::*;
+use crate::install::{AptError, FioBuildError};
 use crate::plan::Plan;
 use std::cell::RefCell;
+use std::path::PathBuf;
 
 /// A machine made up: what it has; installing adds to it.
 #[derive(Debug, Default)]

@@ -1,0 +1,286 @@
+//! A run's record as `results.jsonl` keeps it (a record's `bench`): an
+//! `isoe bench` result and what the lab adds of its own, with the parts
+//! that other load generators' runs bring (a fio job, a floor's shape, an
+//! application's figures). Plain data: the runs that make these import
+//! this file, never the other way.
+
+use isoe_bench::cpu::CpuSplit;
+use isoe_bench::{BenchOutput, BenchResult, LatencyHistograms, RunnerFigures};
+use isoe_report::record::Metric;
+use serde::Serialize;
+
+/// A run's result, as `results.jsonl` keeps it (a record's `bench`): an
+/// `isoe bench` result, which `isoe bench` itself gave ([`BenchOutput`],
+/// with its runner's figures) or which the lab made of another load
+/// generator's output and its own `/proc` samples (fio, `isoe netprobe`,
+/// an application), and what the lab adds of its own. One flat JSON
+/// object, its keys sorted ([`RunResult::to_json`]), as before these were
+/// types.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunResult {
+    /// The result, in `isoe bench`'s fields.
+    #[serde(flatten)]
+    pub bench: BenchResult,
+    /// What `isoe bench`'s runner adds; None for the lab's other load
+    /// generators.
+    #[serde(flatten)]
+    pub runner: Option<RunnerFigures>,
+    /// What the lab adds.
+    #[serde(flatten)]
+    pub lab: LabFigures,
+}
+
+/// The fields the lab adds to a run's result, each left out when None.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LabFigures {
+    /// The initiator, for people, when it is not `isoe bench` (fio's
+    /// engine, an application's block device).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub initiator: Option<String>,
+    /// A fio run's job, as its `workload` (`isoe bench`'s own goes in
+    /// [`BenchResult::workload`], which is None then).
+    #[serde(rename = "workload", skip_serializing_if = "Option::is_none")]
+    pub fio_workload: Option<FioWorkload>,
+    /// The span between the lab's own `/proc` samples, s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_window_s: Option<f64>,
+    /// A floor run's shape.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor: Option<FloorShape>,
+    /// An application run's figures.
+    #[serde(flatten)]
+    pub application: Option<ApplicationResult>,
+    /// On a target host of its own: whose CPU `target_cpu_s` is,
+    /// `process` (the target's) or `host` (all of its host's, for LIO and
+    /// other kernel targets).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_cpu_scope: Option<String>,
+    /// On a target host of its own: that host's CPU split.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_host_cpu: Option<CpuSplit>,
+    /// On a test bed: the initiator host's name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub testbed_initiator_host: Option<String>,
+    /// On a test bed: the target host's name, or `external`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub testbed_target_host: Option<String>,
+}
+
+impl RunResult {
+    /// What `isoe bench` printed, as it printed it.
+    pub fn of_bench(output: BenchOutput) -> RunResult {
+        RunResult {
+            bench: output.result,
+            runner: Some(output.runner),
+            lab: LabFigures::default(),
+        }
+    }
+
+    /// The value of `metric` in this result; None when it has none (a
+    /// transaction rate of a run that is no application's).
+    pub fn metric(&self, metric: Metric) -> Option<f64> {
+        match metric {
+            Metric::Iops => Some(self.bench.iops),
+            Metric::MbPerS => Some(self.bench.mb_per_s),
+            Metric::Tps => self.lab.application.as_ref().and_then(|a| a.tps),
+        }
+    }
+
+    /// The result as a record keeps it: one JSON object with its keys
+    /// sorted (a number that is not finite is null, as serde_json writes
+    /// it).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// For tests: a result of the lab's with the figures `fields` gives
+    /// (bench's JSON names) and zeros for the figures a result must have.
+    #[cfg(test)]
+    pub(crate) fn for_tests(fields: serde_json::Value) -> RunResult {
+        let mut bench = serde_json::json!({
+            "iops": 0.0, "mb_per_s": 0.0, "lat_us": isoe_bench::LatencySummary::default(),
+            "read": isoe_bench::DirectionResult::default(),
+            "write": isoe_bench::DirectionResult::default(),
+            "initiator_cpu_s": 0.0, "cpu": CpuSplit::default(), "steal_pct": 0.0,
+            "out_segs": 0, "retrans_segs": 0, "retrans_pct": 0.0, "dsack_segs": 0,
+            "elapsed_s": 0.0, "errors": 0,
+        });
+        if let (Some(into), serde_json::Value::Object(from)) = (bench.as_object_mut(), fields) {
+            into.extend(from);
+        }
+        RunResult {
+            bench: serde_json::from_value(bench).expect("a bench result"),
+            runner: None,
+            lab: LabFigures::default(),
+        }
+    }
+}
+
+/// What a fio run was asked to do, as its result's `workload` says it:
+/// the fields of `isoe bench`'s workload that a fio job has.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FioWorkload {
+    /// Bytes per command.
+    pub block_size_bytes: u32,
+    /// Share of reads, %.
+    pub read_pct: u8,
+    /// Share of random accesses, %.
+    pub random_pct: u8,
+    /// Outstanding I/Os per job.
+    pub queue_depth: u32,
+    /// Jobs per URL.
+    pub workers: u32,
+    /// Measured seconds.
+    pub duration_s: f64,
+    /// Ramp seconds.
+    pub ramp_s: f64,
+    /// What fio opened.
+    pub urls: Vec<String>,
+}
+
+/// A floor run's shape, as its result's `floor` says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct FloorShape {
+    /// TCP connections.
+    pub connections: u32,
+    /// Exchanges in flight on each.
+    pub depth: u32,
+    /// Bytes out per exchange.
+    pub request: u32,
+    /// Bytes back per exchange.
+    pub response: u32,
+}
+
+/// An application run's own figures and its block I/O's parts: the fields
+/// of its result that are not `isoe bench`'s.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ApplicationResult {
+    /// The transaction rate, for OLTP (null for mail): its metric.
+    pub tps: Option<f64>,
+    /// The block layer's commands per second (`iops` is the mail
+    /// database's transactional IOPS for mail, its metric).
+    pub block_iops: f64,
+    /// What the application reports of itself.
+    pub application: ApplicationFigures,
+    /// The block layer's latencies in log2 buckets, as `isoe bench`'s.
+    pub lat_hist: LatencyHistograms,
+    /// The latency by component.
+    pub breakdown: Breakdown,
+}
+
+/// What an application reports of itself (`application` in its result).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ApplicationFigures {
+    /// `oltp` or `mail`.
+    pub kind: &'static str,
+    /// The file system it ran on.
+    pub filesystem: &'static str,
+    /// For people.
+    pub description: String,
+    /// Its figures.
+    #[serde(flatten)]
+    pub figures: Option<KindFigures>,
+    /// The initiator host's busy CPU, %: Jetstress's processor time (None
+    /// until the CPU is sampled).
+    pub processor_time_pct: Option<f64>,
+}
+
+/// An application's figures, by kind.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum KindFigures {
+    /// pgbench's.
+    Oltp(OltpFigures),
+    /// The mail workload's, as Jetstress names them.
+    Mail(MailFigures),
+}
+
+/// pgbench's figures over the window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OltpFigures {
+    /// The mix.
+    pub mix: &'static str,
+    /// pgbench's scale.
+    pub scale: u32,
+    /// Its clients.
+    pub clients: u32,
+    /// Transactions per second.
+    pub tps: f64,
+    /// Transactions completed.
+    pub transactions: u64,
+    /// Transactions that failed.
+    pub failed: u64,
+    /// Their latency, ms.
+    pub latency_ms: TransactionLatency,
+    /// The initiator host's busy CPU-µs per transaction; null when there is
+    /// nothing to divide by.
+    pub cpu_us_per_transaction: Option<f64>,
+}
+
+/// A transaction's latency, ms.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TransactionLatency {
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+/// The mail workload's shape and figures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MailFigures {
+    /// One database page, bytes.
+    pub db_block_bytes: u32,
+    /// Database reads among database I/Os, %.
+    pub read_pct: u8,
+    /// One log write, bytes.
+    pub log_block_bytes: u32,
+    /// Database I/Os in flight.
+    pub threads: u32,
+    /// Database reads and writes per second.
+    pub transactional_iops: f64,
+    /// Database reads per second.
+    pub db_reads_per_s: f64,
+    /// Database writes per second.
+    pub db_writes_per_s: f64,
+    /// Mean database read latency, ms.
+    pub db_read_avg_ms: f64,
+    /// Mean database write latency, ms.
+    pub db_write_avg_ms: f64,
+    /// Log writes per second.
+    pub log_writes_per_s: f64,
+    /// Mean log write latency, ms.
+    pub log_write_avg_ms: f64,
+}
+
+/// The latency by component of each direction (null for a direction
+/// without I/O).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Breakdown {
+    /// Reads.
+    pub read: Option<Parts>,
+    /// Writes.
+    pub write: Option<Parts>,
+}
+
+/// A command's mean time in each place, µs: the initiator's (the block
+/// layer's mean), the network's and the target's stages when measured.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Parts {
+    /// The block layer's mean latency.
+    pub initiator_us: f64,
+    /// The raw TCP exchange of the direction's mean sizes.
+    pub network_us: Option<f64>,
+    /// The target's receipt to store.
+    pub receipt_to_store_us: Option<f64>,
+    /// The store.
+    pub store_us: Option<f64>,
+    /// Store to sent.
+    pub store_to_sent_us: Option<f64>,
+}

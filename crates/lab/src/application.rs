@@ -439,24 +439,7 @@ impl ApplicationRun {
         };
         let (iops, tps, errors, kind) = match (figures, app) {
             (Figures::Oltp { tps, log }, Application::Oltp(o)) => {
-                let l = log.summary();
-                let ms = |us: f64| us / 1000.0;
-                let oltp = OltpFigures {
-                    mix: o.mix.as_str(),
-                    scale: o.scale,
-                    clients: o.clients,
-                    tps: *tps,
-                    transactions: l.count,
-                    failed: log.failed,
-                    latency_ms: TransactionLatency {
-                        mean: ms(l.mean_us),
-                        p50: ms(l.p50_us),
-                        p99: ms(l.p99_us),
-                        p999: ms(l.p999_us),
-                        max: ms(l.max_us),
-                    },
-                    cpu_us_per_transaction: None,
-                };
+                let oltp = oltp_figures(o, *tps, log);
                 (
                     block_iops,
                     Some(*tps),
@@ -465,20 +448,7 @@ impl ApplicationRun {
                 )
             }
             (Figures::Mail(m), _) => {
-                let p = app.mail_profile(0, 0).unwrap_or_default();
-                let mail = MailFigures {
-                    db_block_bytes: p.db_block_bytes,
-                    read_pct: p.read_pct,
-                    log_block_bytes: p.log_block_bytes,
-                    threads: p.threads,
-                    transactional_iops: m.transactional_iops,
-                    db_reads_per_s: m.db_reads_per_s,
-                    db_writes_per_s: m.db_writes_per_s,
-                    db_read_avg_ms: m.db_read_avg_ms,
-                    db_write_avg_ms: m.db_write_avg_ms,
-                    log_writes_per_s: m.log_writes_per_s,
-                    log_write_avg_ms: m.log_write_avg_ms,
-                };
+                let mail = mail_figures(app, m);
                 (
                     m.transactional_iops,
                     None,
@@ -543,6 +513,46 @@ impl ApplicationRun {
         result.lab.initiator = Some(self.initiator);
         result.lab.application = Some(figures);
         result
+    }
+}
+
+/// An OLTP run's figures: pgbench's rate and its transactions' latency.
+fn oltp_figures(o: &Oltp, tps: f64, log: &TransactionLog) -> OltpFigures {
+    let l = log.summary();
+    let ms = |us: f64| us / 1000.0;
+    OltpFigures {
+        mix: o.mix.as_str(),
+        scale: o.scale,
+        clients: o.clients,
+        tps,
+        transactions: l.count,
+        failed: log.failed,
+        latency_ms: TransactionLatency {
+            mean: ms(l.mean_us),
+            p50: ms(l.p50_us),
+            p99: ms(l.p99_us),
+            p999: ms(l.p999_us),
+            max: ms(l.max_us),
+        },
+        cpu_us_per_transaction: None,
+    }
+}
+
+/// A mail run's figures under Jetstress's names, with the profile it ran.
+fn mail_figures(app: &Application, m: &MailResult) -> MailFigures {
+    let p = app.mail_profile(0, 0).unwrap_or_default();
+    MailFigures {
+        db_block_bytes: p.db_block_bytes,
+        read_pct: p.read_pct,
+        log_block_bytes: p.log_block_bytes,
+        threads: p.threads,
+        transactional_iops: m.transactional_iops,
+        db_reads_per_s: m.db_reads_per_s,
+        db_writes_per_s: m.db_writes_per_s,
+        db_read_avg_ms: m.db_read_avg_ms,
+        db_write_avg_ms: m.db_write_avg_ms,
+        log_writes_per_s: m.log_writes_per_s,
+        log_write_avg_ms: m.log_write_avg_ms,
     }
 }
 

@@ -10,23 +10,26 @@ use isoe_bench::demand;
 use isoe_bench::tcp::TcpCounters;
 use isoe_bench::{BenchResult, DirectionResult, LatencySummary};
 
-/// /proc counters at one instant of a fio run.
+/// /proc counters at one instant of a load generator's run (fio, the
+/// floor's `isoe netprobe`, an application's workload; the field keeps
+/// fio's name, the first it sampled).
 #[derive(Debug, Clone)]
 pub struct Sample {
     /// /proc/stat.
     pub cpu: CpuTimes,
-    /// fio's own CPU (all threads).
+    /// The load generator's own CPU (all threads).
     pub fio: ProcessCpu,
     /// The target's CPU, when its PID is known.
     pub target: Option<ProcessCpu>,
-    /// TCP counters of fio's network namespace.
+    /// TCP counters of the load generator's network namespace.
     pub tcp: TcpCounters,
     /// When.
     pub at: std::time::Instant,
 }
 
 impl Sample {
-    /// Reads the counters; TCP ones through `/proc/FIO_PID/net`, which is fio's namespace.
+    /// Reads the counters; TCP ones through `/proc/FIO_PID/net`, which is
+    /// the load generator's namespace.
     pub fn take(fio_pid: u32, target_pid: Option<u32>) -> Option<Sample> {
         let read = |path: String| std::fs::read_to_string(path).ok();
         let target = target_pid.and_then(|p| read(format!("/proc/{p}/stat")));
@@ -40,9 +43,10 @@ impl Sample {
         )
     }
 
-    /// The counters from the texts of `/proc/stat`, fio's `/proc/PID/stat`,
-    /// the target's (if known), and fio's `net/snmp` and `net/netstat`,
-    /// read `at` (on another machine: when they were, on the lab's clock).
+    /// The counters from the texts of `/proc/stat`, the load generator's
+    /// `/proc/PID/stat`, the target's (if known), and the load generator's
+    /// `net/snmp` and `net/netstat`, read `at` (on another machine: when
+    /// they were, on the lab's clock).
     pub fn parse(
         stat: &str,
         fio_stat: &str,

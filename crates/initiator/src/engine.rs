@@ -29,6 +29,8 @@ use isoe_wire::frame;
 use isoe_wire::login::InitiatorLoginConfig;
 use isoe_wire::negotiate::SessionParams;
 use multipath::{LuEntry, Reconnected};
+use relogin::Relogin;
+pub use relogin::ReloginStart;
 use std::io;
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, RawFd};
@@ -36,6 +38,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 mod multipath;
+mod relogin;
 
 /// How often keepalives are checked while waiting.
 const TICK: Duration = Duration::from_millis(250);
@@ -114,6 +117,11 @@ struct Entry {
     /// completions go to the LU, and a lost connection moves its commands
     /// to another path instead of waiting for it to be reinstated.
     path_of: Option<(usize, usize)>,
+    /// A background login of this failed session is under way
+    /// ([`Engine::relogin`]).
+    relogging: bool,
+    /// Why the last of those logins failed.
+    relogin_error: Option<String>,
 }
 
 /// A command [`Engine::submit_or_return`] refused, and why.
@@ -146,6 +154,9 @@ pub struct Engine {
     ready: Vec<(u64, u32)>,
     /// The wake descriptor in `epoll`, if one is.
     wake_registered: Option<RawFd>,
+    /// Failed sessions logged in again in the background come back through
+    /// this ([`Engine::relogin`]).
+    relogins: Option<(mpsc::Sender<Relogin>, mpsc::Receiver<Relogin>)>,
     /// Multipath LUs; index `LU_INDEX_BASE + i` names `lus[i]`.
     lus: Vec<Option<LuEntry>>,
     /// Paths logged in again in the background come back through this.
@@ -213,6 +224,8 @@ impl Engine {
             tsih,
             broken: None,
             path_of: None,
+            relogging: false,
+            relogin_error: None,
         };
         if index == self.sessions.len() {
             self.sessions.push(Some(entry));
@@ -399,6 +412,7 @@ impl Engine {
             }
             self.send_all();
             self.recover_broken();
+            self.take_relogins();
             for entry in self.sessions.iter_mut().flatten() {
                 // A path's completions are its LU's (`service_multipath`).
                 if entry.path_of.is_none() {
@@ -683,6 +697,15 @@ impl Engine {
                 continue;
             }
             let policy = entry.config.retry;
+            let waiting = entry.core.tasks_in_flight();
+            tracing::warn!(
+                target: "isoe::session",
+                portal = %entry.config.portal,
+                iqn = %entry.config.target_name,
+                "connection lost ({why}); logging in again ({} attempt(s)), {waiting} command(s) waiting",
+                policy.attempts
+            );
+            let started = Instant::now();
             let mut last = why.clone();
             let mut attempts = 0;
             let mut recovered = false;
@@ -701,11 +724,23 @@ impl Engine {
                         entry.tsih = tsih;
                         self.stats.reconnects += 1;
                         recovered = true;
+                        tracing::info!(
+                            target: "isoe::session",
+                            portal = %entry.config.portal,
+                            iqn = %entry.config.target_name,
+                            "session reinstated after {attempts} attempt(s) in {:.1} s; {waiting} command(s) sent again",
+                            started.elapsed().as_secs_f64()
+                        );
                         break;
                     }
                     Err(e) => {
                         let transient = e.is_transient();
                         last = e.to_string();
+                        tracing::debug!(
+                            target: "isoe::session",
+                            portal = %entry.config.portal,
+                            "login attempt {attempts} failed: {last}"
+                        );
                         if !transient {
                             break;
                         }
@@ -715,6 +750,13 @@ impl Engine {
             if !recovered {
                 let reason = format!(
                     "connection lost ({why}); {attempts} reconnection attempt(s) failed, the last with: {last}"
+                );
+                tracing::error!(
+                    target: "isoe::session",
+                    portal = %entry.config.portal,
+                    iqn = %entry.config.target_name,
+                    "session failed after {:.1} s: {reason}; {waiting} command(s) fail",
+                    started.elapsed().as_secs_f64()
                 );
                 entry.core.fail(&reason);
             }

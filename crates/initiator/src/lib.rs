@@ -37,7 +37,7 @@ pub use config::{
     DEFAULT_SNDBUF_BYTES,
 };
 pub use discovery::{send_targets, DiscoveredTarget, DiscoveryConfig};
-pub use engine::{Engine, EngineStats, Refused};
+pub use engine::{Engine, EngineStats, Refused, ReloginStart};
 pub use error::InitiatorError;
 pub use multipath::{AccessState, MultipathOptions, MultipathStats, PathReport, PathStatus};
 pub use url::{IscsiUrl, Portal, UrlError};

@@ -1287,6 +1287,16 @@ impl SessionCore {
         self.max_cmd_sn = fresh.max_cmd_sn;
     }
 
+    /// Takes `fresh` as [`SessionCore::adopt`] does, for a session that
+    /// had failed for good ([`SessionCore::fail`]): it takes commands
+    /// again.
+    pub fn revive(&mut self, fresh: SessionCore) {
+        debug_assert!(self.failed.is_some(), "reviving a session that lives");
+        debug_assert_eq!(self.tasks_in_flight(), 0, "a failed session holds no task");
+        self.adopt(fresh);
+        self.failed = None;
+    }
+
     /// The session is reinstated: a new window starts at `cmd_sn`.
     pub fn reinstated(&mut self, cmd_sn: u32, exp_cmd_sn: u32, max_cmd_sn: u32) {
         self.cmd_sn = cmd_sn;

@@ -8,7 +8,7 @@ use common::Proxy;
 use isoe_initiator::cdb::{self, Capacity, Inquiry};
 use isoe_initiator::{
     send_targets, Command, Completion, DiscoveryConfig, Engine, IscsiUrl, Outcome, Portal,
-    SessionConfig, TaskManagement,
+    ReloginStart, SessionConfig, TaskManagement,
 };
 use isoe_target::config::Config;
 use isoe_target::driver::{self, Running};
@@ -318,6 +318,79 @@ fn reconnection_gives_up_after_the_retry_budget() {
     };
     assert!(text.contains("2 reconnection attempt"), "{text}");
     let _ = LocalParams::default();
+}
+
+/// Past the retry budget the session refuses commands at once; a
+/// relogin asked for while the target is away fails and says why, and one
+/// asked for once it is back revives the session, which takes commands
+/// again (what `isoe attach` does every 5 s past its replacement timeout).
+#[test]
+fn a_failed_session_logs_in_again_when_asked() {
+    let target = start_target("");
+    let addr = target.portals()[0];
+    let mut engine = Engine::new();
+    let mut config = config_for(addr);
+    config.retry.attempts = 1;
+    config.retry.initial_delay = Duration::from_millis(10);
+    let s = engine.login(config).unwrap();
+    write(&mut engine, s, 8, pattern(8, 4, 3));
+    assert_eq!(engine.relogin(s).unwrap(), ReloginStart::Alive);
+    target.shutdown().unwrap();
+    let text = match engine.execute(s, Command::new(0, &cdb::test_unit_ready())) {
+        Ok(c) => format!("{:?}", c.outcome),
+        Err(e) => e.to_string(),
+    };
+    assert!(text.contains("reconnection attempt"), "{text}");
+    assert!(engine.failure(s).is_some());
+    let refused = engine.submit(s, Command::new(0, &cdb::test_unit_ready()), 1);
+    assert!(
+        refused.is_err(),
+        "a failed session refuses commands at once"
+    );
+
+    let reconnects = engine.stats().reconnects;
+    let mut done = Vec::new();
+    let wait_for = |engine: &mut Engine,
+                    done: &mut Vec<Completion>,
+                    what: &str,
+                    until: &dyn Fn(&Engine) -> bool| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !until(engine) {
+            assert!(std::time::Instant::now() < deadline, "{what}");
+            engine.poll(done, Duration::from_millis(50)).unwrap();
+        }
+    };
+    assert_eq!(engine.relogin(s).unwrap(), ReloginStart::Started);
+    assert_eq!(engine.relogin(s).unwrap(), ReloginStart::UnderWay);
+    wait_for(
+        &mut engine,
+        &mut done,
+        "the relogin to a target that is away fails",
+        &|e| e.relogin_error(s).is_some(),
+    );
+    assert!(engine.failure(s).is_some());
+
+    let again = Config::parse(
+        &format!(
+            "portals = [\"{addr}\"]\n[[target]]\nname = \"{TARGET}\"\n\n[[target.lun]]\nnumber = 0\nmemory = \"64MiB\"\n"
+        ),
+        None,
+    )
+    .unwrap();
+    let target = driver::start(again).expect("the target starts again on its port");
+    assert_eq!(engine.relogin(s).unwrap(), ReloginStart::Started);
+    wait_for(
+        &mut engine,
+        &mut done,
+        "the relogin to the target that is back revives the session",
+        &|e| e.failure(s).is_none(),
+    );
+    assert!(engine.relogin_error(s).is_none());
+    assert_eq!(engine.stats().reconnects, reconnects + 1);
+    // A new memory LUN: zeros where the old one had data, but it answers.
+    assert_eq!(read(&mut engine, s, 8, 4), vec![0u8; 4 * BLOCK]);
+    engine.logout(s).unwrap();
+    target.shutdown().unwrap();
 }
 
 #[test]

@@ -8,6 +8,8 @@
 //! SCSI disk would give.
 
 pub mod device;
+pub mod guard;
+pub mod holders;
 pub mod modules;
 pub mod nbd;
 pub mod scsi;

@@ -61,7 +61,28 @@ pub enum ProbeError {
     Command { what: &'static str, why: String },
     #[error("{0}")]
     Unusable(String),
+    /// The target has no such LU (ILLEGAL REQUEST, LOGICAL UNIT NOT
+    /// SUPPORTED), and these are the LUNs REPORT LUNS lists, if it answered.
+    #[error("{}", no_such_lun(*lun, luns.as_deref()))]
+    NoSuchLun { lun: u16, luns: Option<Vec<u16>> },
 }
+
+fn no_such_lun(lun: u16, luns: Option<&[u16]>) -> String {
+    match luns {
+        Some([]) => format!("the target has no LUN {lun}: it offers none to this initiator"),
+        Some(luns) => {
+            let list: Vec<String> = luns.iter().map(u16::to_string).collect();
+            format!(
+                "the target has no LUN {lun}; it offers LUN {}",
+                list.join(", ")
+            )
+        }
+        None => format!("the target has no LUN {lun}"),
+    }
+}
+
+/// SPC-5's additional sense code LOGICAL UNIT NOT SUPPORTED.
+const ASC_LUN_NOT_SUPPORTED: u8 = 0x25;
 
 /// Reads what the LU is: READ CAPACITY (16), the Block Limits and Logical
 /// Block Provisioning VPD pages, and MODE SENSE (the WP and DPOFUA bits, the
@@ -69,12 +90,20 @@ pub enum ProbeError {
 /// conservative defaults (no discard, no write-zeroes, write cache on so
 /// that flushes are sent).
 pub fn probe(engine: &mut Engine, session: usize, lun: u16) -> Result<Lu, ProbeError> {
-    let capacity = run(
+    let capacity = match run(
         engine,
         session,
         Command::read(lun, &cdb::read_capacity16(), 32),
         "READ CAPACITY (16)",
-    )?
+    ) {
+        Err(ProbeError::NoSuchLun { .. }) => {
+            return Err(ProbeError::NoSuchLun {
+                lun,
+                luns: report_luns(engine, session),
+            })
+        }
+        other => other?,
+    }
     .ok_or_else(|| ProbeError::Command {
         what: "READ CAPACITY (16)",
         why: "the LU does not support it".into(),
@@ -210,6 +239,12 @@ fn run(
             }
             Outcome::Scsi(s) => match s.sense_key() {
                 Some((0x06, _, _)) | Some((0x0b, _, _)) => continue,
+                Some((0x05, ASC_LUN_NOT_SUPPORTED, _)) => {
+                    return Err(ProbeError::NoSuchLun {
+                        lun: lun.number().unwrap_or_default(),
+                        luns: None,
+                    })
+                }
                 Some((0x05, _, _)) => return Ok(None),
                 _ => {}
             },
@@ -224,6 +259,20 @@ fn run(
         what,
         why: format!("still UNIT ATTENTION after {PROBE_TRIES} tries"),
     })
+}
+
+/// The LUNs the target offers (REPORT LUNS, sent to LUN 0 as SPC-5
+/// allows of any), or None if it did not answer.
+fn report_luns(engine: &mut Engine, session: usize) -> Option<Vec<u16>> {
+    const ALLOCATION: u32 = 4096;
+    let data = run(
+        engine,
+        session,
+        Command::read(0, &cdb::report_luns(ALLOCATION), ALLOCATION),
+        "REPORT LUNS",
+    )
+    .ok()??;
+    cdb::parse_report_luns(&data)
 }
 
 /// The part of `request` its next command carries, `done` bytes in:

@@ -9,6 +9,15 @@
 //! connection is the engine's business: it logs in again (ERL 0
 //! reinstatement) and sends the commands that were outstanding again, for
 //! up to the replacement timeout; meanwhile requests wait in the kernel.
+//! Past it the session has failed: requests fail at once (ENOLINK), and
+//! the loop starts a login in the background every [`RELOGIN_EVERY`]
+//! until one succeeds, as open-iscsi keeps trying past its
+//! `replacement_timeout`; the device serves again from then on.
+//!
+//! What an administrator needs to hear goes to the log (`tracing`): the
+//! session lost and back (the engine's events), the device offline and
+//! online, and failed requests, counted once per [`TICK`] with the last
+//! one's details, so that a failing device cannot flood the journal.
 
 use crate::device::{BlockDevice, Op, Request};
 use crate::scsi::{self, Lu, Verdict, MAX_TRIES, NOT_READY_PATIENCE};
@@ -22,6 +31,9 @@ use thiserror::Error;
 const TICK: Duration = Duration::from_secs(1);
 /// The longest one wait lasts (stop requests are checked between waits).
 const WAIT: Duration = Duration::from_millis(250);
+/// How often a failed session is logged in again (systemd's `RestartSec`
+/// of the unit, which a failing attach would otherwise need).
+pub const RELOGIN_EVERY: Duration = Duration::from_secs(5);
 
 /// Counters of one device, as `isoe attach --list --json` shows them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -73,6 +85,9 @@ pub trait Observer {
     fn tick(&mut self, stats: &Stats);
     /// True once the device should go (SIGTERM, `isoe detach`).
     fn stop_requested(&self) -> bool;
+    /// The session failed for good (`true`: requests fail while it is
+    /// logged in again) or is back (`false`).
+    fn offline(&mut self, _offline: bool) {}
 }
 
 /// Why serving ended other than by a stop.
@@ -121,6 +136,10 @@ pub fn serve<D: BlockDevice>(
         slots: Vec::new(),
         delayed: Vec::new(),
         stats: Stats::default(),
+        offline_since: None,
+        next_relogin: Instant::now(),
+        failed: Failed::default(),
+        label: format!("LUN {}", lu.lun),
     };
     let mut requests: Vec<Request> = Vec::with_capacity(256);
     let mut done: Vec<Completion> = Vec::with_capacity(256);
@@ -132,6 +151,7 @@ pub fn serve<D: BlockDevice>(
             match state.device.ready() {
                 Some(Ok(p)) => {
                     observer.ready(&p).map_err(ServeError::Observer)?;
+                    state.label = p.display().to_string();
                     path = Some(p);
                 }
                 Some(Err(e)) => return Err(ServeError::Start(e)),
@@ -178,13 +198,16 @@ pub fn serve<D: BlockDevice>(
             state.finish(c, now);
         }
         state.device.flush().map_err(ServeError::Device)?;
+        state.watch_session(now, observer);
         if now.duration_since(last_tick) >= TICK {
             last_tick = now;
             state.count_recovery();
+            state.failed.log(&state.label);
             observer.tick(&state.stats);
         }
     }
     state.count_recovery();
+    state.failed.log(&state.label);
     state.stats.in_flight = 0;
     observer.tick(&state.stats);
     Ok((state.stats, path))
@@ -203,6 +226,46 @@ struct State<'a, D> {
     delayed: Vec<(Instant, u16, Vec<u8>)>,
     stats: Stats,
     reconnects_before: u64,
+    /// Since when the session has failed for good, while it has.
+    offline_since: Option<Instant>,
+    /// When the next background login of a failed session may start.
+    next_relogin: Instant,
+    /// Requests failed since the last report.
+    failed: Failed,
+    /// The device in the log: its path once it exists.
+    label: String,
+}
+
+/// Requests failed since the last [`Failed::log`], and the last of them.
+#[derive(Debug, Default)]
+struct Failed {
+    count: u64,
+    last: Option<(Request, i32)>,
+}
+
+impl Failed {
+    fn note(&mut self, request: Request, errno: i32) {
+        self.count += 1;
+        self.last = Some((request, errno));
+    }
+
+    /// One warning for the requests failed since the last one.
+    fn log(&mut self, device: &str) {
+        let Some((r, errno)) = self.last.take() else {
+            return;
+        };
+        tracing::warn!(
+            target: "isoe::attach",
+            device = %device,
+            "{} request(s) failed; the last: {:?} of {} bytes at byte {}: {}",
+            self.count,
+            r.op,
+            r.len,
+            r.offset,
+            io::Error::from_raw_os_error(errno)
+        );
+        self.count = 0;
+    }
 }
 
 impl<D: BlockDevice> State<'_, D> {
@@ -212,6 +275,44 @@ impl<D: BlockDevice> State<'_, D> {
         if let Some(m) = self.engine.multipath_stats(self.session) {
             self.stats.failovers = m.failovers;
             self.stats.failover_gap_max_ms = m.failover_gap_max.as_millis() as u64;
+        }
+    }
+
+    /// A session that failed for good is logged in again every
+    /// [`RELOGIN_EVERY`] in the background; the observer and the log hear
+    /// when it fails and when it is back.
+    fn watch_session(&mut self, now: Instant, observer: &mut dyn Observer) {
+        match (self.engine.failure(self.session), self.offline_since) {
+            (Some(why), None) => {
+                tracing::error!(
+                    target: "isoe::attach",
+                    device = %self.label,
+                    "the session failed ({why}); requests fail at once (ENOLINK) while it is \
+                     logged in again every {} s",
+                    RELOGIN_EVERY.as_secs()
+                );
+                self.offline_since = Some(now);
+                self.next_relogin = now;
+                observer.offline(true);
+            }
+            (None, Some(since)) => {
+                tracing::info!(
+                    target: "isoe::attach",
+                    device = %self.label,
+                    "the session is back after {:.1} s offline; the device serves again",
+                    now.duration_since(since).as_secs_f64()
+                );
+                self.offline_since = None;
+                observer.offline(false);
+                return;
+            }
+            _ => {}
+        }
+        if self.offline_since.is_some() && now >= self.next_relogin {
+            self.next_relogin = now + RELOGIN_EVERY;
+            if let Err(e) = self.engine.relogin(self.session) {
+                tracing::warn!(target: "isoe::attach", device = %self.label, "{e}");
+            }
         }
     }
 
@@ -349,8 +450,9 @@ impl<D: BlockDevice> State<'_, D> {
             Op::Discard => s.discards += 1,
             Op::WriteZeroes => s.write_zeroes += 1,
         }
-        if result.is_err() {
+        if let Err(errno) = result {
             s.errors += 1;
+            self.failed.note(slot.request, errno);
         }
         let us = now.duration_since(slot.arrived).as_micros() as u64;
         s.latency_total_us += us;

@@ -40,6 +40,9 @@ pub const STARTING: &str = "starting";
 pub const SERVING: &str = "serving";
 /// [`Record::state`] after a stop request, while the device drains.
 pub const STOPPING: &str = "stopping";
+/// [`Record::state`] while the session has failed for good: requests fail
+/// at once while it is logged in again in the background.
+pub const OFFLINE: &str = "offline";
 /// [`Record::state`] of a killed attach whose ublk disk waits to be resumed.
 pub const ORPHANED: &str = "orphaned";
 
@@ -67,7 +70,8 @@ pub struct Record {
     /// restart.
     #[serde(default)]
     pub ublk_id: Option<u32>,
-    /// [`STARTING`], [`SERVING`] or [`STOPPING`].
+    /// [`STARTING`], [`SERVING`], [`OFFLINE`] or [`STOPPING`] (and
+    /// [`ORPHANED`] as [`list`] shows a killed attach's record).
     pub state: String,
     /// When the process started serving this device, in seconds since the
     /// Unix epoch.
@@ -299,6 +303,51 @@ fn read_record(path: &Path) -> Option<Record> {
     serde_json::from_slice(&fs::read(path).ok()?).ok()
 }
 
+/// Removes the record of `name` if it still names `pid` (the attach that
+/// wrote it): a record another attach has taken over stays.
+pub fn remove_if_pid(name: &str, pid: u32) {
+    if valid_name(name) {
+        remove_stale(&record_path(&dir(), name), pid);
+    }
+}
+
+/// True while process `pid` exists and has not exited.
+pub fn pid_alive(pid: u32) -> bool {
+    alive(pid)
+}
+
+/// What names one LU whatever the spelling of its URL: the portal (host
+/// as written, lower case; the port), the target name (lower case: iSCSI
+/// names compare so, RFC 3722) and the LUN. None for a URL that does not
+/// parse.
+pub fn lu_key(url: &str) -> Option<String> {
+    let u = IscsiUrl::parse(url).ok()?;
+    Some(format!(
+        "{}:{}/{}/{}",
+        u.portal.host.to_ascii_lowercase(),
+        u.portal.port,
+        u.target.to_ascii_lowercase(),
+        u.lun.unwrap_or(0)
+    ))
+}
+
+/// The record (live or orphaned) that serves one of `urls`' LUs, if any.
+pub fn serving_lu<'a>(records: &'a [Record], urls: &[String]) -> Option<(&'a Record, String)> {
+    let wanted: Vec<(String, &String)> = urls
+        .iter()
+        .filter_map(|u| lu_key(u).map(|k| (k, u)))
+        .collect();
+    records.iter().find_map(|r| {
+        r.urls.iter().find_map(|theirs| {
+            let key = lu_key(theirs)?;
+            wanted
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, mine)| (r, (*mine).clone()))
+        })
+    })
+}
+
 /// Removes the record at `path` if it still names `pid`: an attach that
 /// has just taken the name over keeps its record. Best effort: whoever may
 /// not remove it lists it as stale no more than the others.
@@ -333,19 +382,6 @@ fn pick(records: Vec<Record>, what: &str) -> Option<Record> {
                     || Path::new(d).file_name().is_some_and(|base| base == what)
                     || resolved.as_deref().is_some_and(|p| p == Path::new(d))
             })
-    })
-}
-
-/// True when a live attach has the name `name`.
-pub fn name_in_use(name: &str) -> bool {
-    name_in_use_in(&dir(), name)
-}
-
-fn name_in_use_in(dir: &Path, name: &str) -> bool {
-    list_in(dir).is_ok_and(|records| {
-        records
-            .iter()
-            .any(|r| r.name == name && r.state != ORPHANED)
     })
 }
 
@@ -539,6 +575,15 @@ mod tests {
             .collect();
         names.sort();
         names
+    }
+
+    /// True when a live attach (not an orphan) has the name `name`.
+    fn name_in_use_in(dir: &Path, name: &str) -> bool {
+        list_in(dir).is_ok_and(|records| {
+            records
+                .iter()
+                .any(|r| r.name == name && r.state != ORPHANED)
+        })
     }
 
     /// A pid no process has: above any pid_max (2^22).
@@ -770,6 +815,61 @@ mod tests {
         }
         assert!(signal(child.id(), 0).is_ok(), "a zombie until reaped");
         child.wait().unwrap();
+    }
+
+    #[test]
+    fn one_lu_whatever_the_spelling() {
+        let key = |u: &str| lu_key(u).unwrap();
+        assert_eq!(
+            key("iscsi://Host.Example:3260/IQN.2026-11.io.isoe:DB/0"),
+            key("iscsi://host.example/iqn.2026-11.io.isoe:db/0")
+        );
+        assert_eq!(
+            key("iscsi://h/iqn.2026-11.io.isoe:db"),
+            key("iscsi://alice@h/iqn.2026-11.io.isoe:db/0"),
+            "no LUN is LUN 0, and the user is not the LU's"
+        );
+        assert_ne!(
+            key("iscsi://h/iqn.2026-11.io.isoe:db/0"),
+            key("iscsi://h/iqn.2026-11.io.isoe:db/1")
+        );
+        assert_ne!(
+            key("iscsi://h:3261/iqn.2026-11.io.isoe:db/0"),
+            key("iscsi://h/iqn.2026-11.io.isoe:db/0")
+        );
+        assert_eq!(lu_key("not a url"), None);
+
+        let me = std::process::id();
+        let mut mp = record("mp", me, Some("/dev/ublkb1"));
+        mp.urls = vec![
+            "iscsi://a/iqn.2026-11.io.isoe:mp/0".into(),
+            "iscsi://b/iqn.2026-11.io.isoe:mp/0".into(),
+        ];
+        let records = vec![record("db", me, Some("/dev/ublkb0")), mp];
+        let found = |urls: &[&str]| {
+            let urls: Vec<String> = urls.iter().map(|u| u.to_string()).collect();
+            serving_lu(&records, &urls).map(|(r, url)| (r.name.clone(), url))
+        };
+        assert_eq!(
+            found(&["iscsi://192.0.2.10:3260/IQN.2026-11.io.isoe:db/0"]),
+            Some((
+                "db".into(),
+                "iscsi://192.0.2.10:3260/IQN.2026-11.io.isoe:db/0".into()
+            ))
+        );
+        assert_eq!(
+            found(&[
+                "iscsi://c/iqn.2026-11.io.isoe:mp/0",
+                "iscsi://B/iqn.2026-11.io.isoe:mp/0"
+            ]),
+            Some(("mp".into(), "iscsi://B/iqn.2026-11.io.isoe:mp/0".into())),
+            "one path in common is the same LU"
+        );
+        assert_eq!(
+            found(&["iscsi://192.0.2.10/iqn.2026-11.io.isoe:db/1"]),
+            None
+        );
+        assert_eq!(found(&["garbage"]), None);
     }
 
     #[test]

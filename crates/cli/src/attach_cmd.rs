@@ -10,6 +10,8 @@
 use crate::chap_args;
 use crate::target_cmd::notify;
 use clap::Args;
+use isoe_attach::guard::{self, Guarded};
+use isoe_attach::holders;
 use isoe_attach::modules::{self, Kind};
 use isoe_attach::scsi::{self, Lu};
 use isoe_attach::serve::{self, Observer, Stats};
@@ -104,6 +106,25 @@ pub struct DetachArgs {
     /// How long to wait for the flush and removal, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 120)]
     timeout: u64,
+    /// Detach a device that is mounted, swapped on or held by another
+    /// device (its file system then loses what it had not written back).
+    #[arg(long)]
+    force: bool,
+}
+
+/// `isoe attach-guard` (hidden): the bound on a ublk disk whose attach
+/// dies (`isoe_attach::guard`); each ublk attach starts its own.
+#[derive(Args, Debug)]
+pub struct GuardArgs {
+    #[arg(long)]
+    ublk_id: u32,
+    #[arg(long)]
+    pid: u32,
+    #[arg(long)]
+    name: String,
+    /// Seconds.
+    #[arg(long)]
+    bound: u64,
 }
 
 /// Why `isoe attach` stopped, and its exit code.
@@ -115,40 +136,106 @@ enum Failure {
 }
 
 pub fn run_attach(args: AttachArgs) -> ExitCode {
-    let result = if args.list {
-        list(args.json)
-    } else {
-        attach(args)
-    };
+    let result = log_to_stderr().and_then(|()| {
+        if args.list {
+            list(args.json)
+        } else {
+            attach(args)
+        }
+    });
     exit(result, "attach")
 }
 
 pub fn run_detach(args: DetachArgs) -> ExitCode {
-    // A killed attach's ublk disk, which waits to be resumed: deleted.
-    if let Ok(Some(record)) = state::find(&args.device) {
-        if let (state::ORPHANED, Some(id)) = (record.state.as_str(), record.ublk_id) {
-            let result = ublk::delete_dead(id)
-                .map(|()| {
-                    let _ = state::remove(&record.name);
-                    println!(
-                        "deleted ublk device {id} ({}), whose attach was gone",
-                        record.name
-                    );
-                })
-                .map_err(|e| Failure::Operational(e.to_string()));
-            return exit(result, "detach");
+    let result = log_to_stderr().and_then(|()| detach(&args));
+    exit(result, "detach")
+}
+
+pub fn run_guard(args: GuardArgs) -> ExitCode {
+    let result = log_to_stderr().and_then(|()| {
+        let guarded = Guarded {
+            dev_id: args.ublk_id,
+            pid: args.pid,
+            name: args.name,
+            bound: Duration::from_secs(args.bound),
+        };
+        guard::watch(&guarded)
+            .map(drop)
+            .map_err(|e| Failure::Operational(format!("ublk device {}: {e}", args.ublk_id)))
+    });
+    exit(result, guard::SUBCOMMAND)
+}
+
+/// The log (connection loss, reinstatement, failed requests, the guard's
+/// deletions) to stderr, which the unit's journal keeps: `RUST_LOG` as
+/// the filter, info by default; no timestamps under systemd, whose journal
+/// has its own.
+fn log_to_stderr() -> Result<(), Failure> {
+    let config = isoe_target::config::LogConfig {
+        timestamps: std::env::var_os("JOURNAL_STREAM").is_none(),
+        ..isoe_target::config::LogConfig::default()
+    };
+    crate::logging::install(&config).map_err(Failure::Usage)
+}
+
+fn detach(args: &DetachArgs) -> Result<(), Failure> {
+    let record = state::find(&args.device)
+        .map_err(|e| Failure::Operational(format!("reading {}: {e}", state::dir().display())))?;
+    // A disk whose attach is gone (or that no record names) is deleted
+    // here; a live attach is told to stop.
+    let orphan = match &record {
+        Some(r) if r.state == state::ORPHANED => r.ublk_id,
+        Some(_) => None,
+        None => recordless_orphan(&args.device),
+    };
+    let disk = match (&record, orphan) {
+        (_, Some(id)) => Some(format!("/dev/ublkb{id}")),
+        (Some(r), None) => r.device.clone(),
+        (None, None) => None,
+    };
+    if let Some(disk) = disk.as_deref().filter(|_| !args.force) {
+        let users = holders::holders(Path::new(disk));
+        if !users.is_empty() {
+            return Err(Failure::Operational(format!(
+                "{disk} is in use: {}. Unmount it (or stop what holds it) first; \
+                 `isoe detach --force` pulls it from under its users, and a file system on it \
+                 loses what it had not written back",
+                users.join("; ")
+            )));
         }
     }
-    let result = state::detach(&args.device, Duration::from_secs(args.timeout))
-        .map(|record| {
-            println!(
-                "detached {} ({})",
-                record.device.as_deref().unwrap_or("a device being started"),
-                record.name
-            );
-        })
-        .map_err(|e| Failure::Operational(e.to_string()));
-    exit(result, "detach")
+    if let Some(id) = orphan {
+        let name = record.as_ref().map_or("no record", |r| r.name.as_str());
+        ublk::delete_dead(id).map_err(|e| Failure::Operational(e.to_string()))?;
+        if let Some(r) = &record {
+            state::remove_if_pid(&r.name, r.pid);
+        }
+        println!(
+            "deleted ublk device {id} ({name}), whose attach was gone; its held requests failed"
+        );
+        return Ok(());
+    }
+    let record = state::detach(&args.device, Duration::from_secs(args.timeout))
+        .map_err(|e| Failure::Operational(e.to_string()))?;
+    println!(
+        "detached {} ({})",
+        record.device.as_deref().unwrap_or("a device being started"),
+        record.name
+    );
+    Ok(())
+}
+
+/// The ublk device `what` names (`/dev/ublkbN`, `ublkbN`, `/dev/ublkcN`),
+/// if it exists and its server is gone: an orphan that no record names
+/// (its record lost, or written to another state directory).
+fn recordless_orphan(what: &str) -> Option<u32> {
+    let base = what.rsplit('/').next()?;
+    let id: u32 = base
+        .strip_prefix("ublkb")
+        .or_else(|| base.strip_prefix("ublkc"))?
+        .parse()
+        .ok()?;
+    ublk::info(id).ok()?.orphaned().then_some(id)
 }
 
 fn exit(result: Result<(), Failure>, name: &str) -> ExitCode {
@@ -166,8 +253,9 @@ fn exit(result: Result<(), Failure>, name: &str) -> ExitCode {
 }
 
 fn list(json: bool) -> Result<(), Failure> {
-    let records = state::list()
+    let mut records = state::list()
         .map_err(|e| Failure::Operational(format!("reading {}: {e}", state::dir().display())))?;
+    records.extend(recordless_orphans(&records));
     let mut out = io::stdout().lock();
     let written = if json {
         serde_json::to_writer_pretty(&mut out, &records)
@@ -179,32 +267,91 @@ fn list(json: bool) -> Result<(), Failure> {
     written.map_err(|e| Failure::Operational(format!("writing to stdout: {e}")))
 }
 
+/// ublk disks whose server is gone and that no record names, as records
+/// named after their disk (`ublkb0`, which `isoe detach` takes), state
+/// [`state::ORPHANED`]. None where ublk is not loaded or cannot be asked.
+fn recordless_orphans(records: &[Record]) -> Vec<Record> {
+    let Ok(devices) = ublk::list() else {
+        return Vec::new();
+    };
+    devices
+        .into_iter()
+        .filter(|d| d.orphaned() && !records.iter().any(|r| r.ublk_id == Some(d.id)))
+        .map(|d| Record {
+            pid: u32::try_from(d.pid).unwrap_or(0),
+            device: Some(format!("/dev/ublkb{}", d.id)),
+            ublk_id: Some(d.id),
+            state: state::ORPHANED.into(),
+            started_unix: 0,
+            ..Record::new(&format!("ublkb{}", d.id), "ublk", Vec::new(), false)
+        })
+        .collect()
+}
+
 fn write_table(out: &mut impl Write, records: &[Record]) -> io::Result<()> {
     if records.is_empty() {
         return writeln!(out, "no devices attached");
     }
-    writeln!(
-        out,
-        "{:<16} {:<14} {:<5} {:>8} {:>10} {:>10} {:>10} {:>7} {:>6} {:>5}  URL",
-        "NAME", "DEVICE", "VIA", "PID", "COMMANDS", "READ", "WRITTEN", "MEAN", "ERRORS", "RECON"
-    )?;
-    for r in records {
-        let s = &r.stats;
-        writeln!(
-            out,
-            "{:<16} {:<14} {:<5} {:>8} {:>10} {:>10} {:>10} {:>5}us {:>6} {:>5}  {}",
-            r.name,
-            r.device.as_deref().unwrap_or(&r.state),
-            r.transport,
-            r.pid,
-            s.commands,
-            isoe_size::describe_bytes(s.read_bytes),
-            isoe_size::describe_bytes(s.write_bytes),
-            s.latency_mean_us(),
-            s.errors,
-            s.reconnects,
-            r.urls.join(" ")
-        )?;
+    let header = [
+        "NAME", "DEVICE", "STATE", "VIA", "PID", "COMMANDS", "READ", "WRITTEN", "MEAN", "ERRORS",
+        "RECON", "URL",
+    ];
+    let rows: Vec<[String; 12]> = records
+        .iter()
+        .map(|r| {
+            let s = &r.stats;
+            [
+                r.name.clone(),
+                r.device.clone().unwrap_or_else(|| "-".into()),
+                r.state.clone(),
+                r.transport.clone(),
+                r.pid.to_string(),
+                s.commands.to_string(),
+                isoe_size::describe_bytes(s.read_bytes),
+                isoe_size::describe_bytes(s.write_bytes),
+                format!("{}us", s.latency_mean_us()),
+                s.errors.to_string(),
+                s.reconnects.to_string(),
+                if r.urls.is_empty() {
+                    "(no record: isoe detach deletes it)".into()
+                } else {
+                    r.urls.join(" ")
+                },
+            ]
+        })
+        .collect();
+    // Each column as wide as its widest cell: names and URLs of any length
+    // keep the columns aligned.
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    // Text left, numbers right; the URL last, unpadded.
+    let left = [
+        true, true, true, true, false, false, false, false, false, false, false, true,
+    ];
+    let line = |cells: &[&str]| -> String {
+        let mut text = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i > 0 {
+                text.push_str("  ");
+            }
+            if i == cells.len() - 1 {
+                text.push_str(cell);
+            } else if left[i] {
+                text.push_str(&format!("{cell:<w$}", w = widths[i]));
+            } else {
+                text.push_str(&format!("{cell:>w$}", w = widths[i]));
+            }
+        }
+        text
+    };
+    writeln!(out, "{}", line(&header))?;
+    for row in &rows {
+        let cells: Vec<&str> = row.iter().map(String::as_str).collect();
+        writeln!(out, "{}", line(&cells))?;
     }
     Ok(())
 }
@@ -375,17 +522,13 @@ fn attach(args: AttachArgs) -> Result<(), Failure> {
         Some(name) => name.clone(),
         None => state::default_name(&settings.urls[0]),
     };
-    if state::name_in_use(&name) {
-        return Err(Failure::Usage(format!(
-            "a device named {name} is attached already (isoe attach --list); give --name"
-        )));
-    }
     let configs = settings
         .urls
         .iter()
         .map(|url| session_config(url, &settings))
         .collect::<Result<Vec<_>, _>>()?;
     let kind = choose_kind(settings.transport)?;
+    let recover = claim(&name, &settings, kind)?;
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(signal, stop.clone())
@@ -411,14 +554,15 @@ fn attach(args: AttachArgs) -> Result<(), Failure> {
         Kind::Ublk => {
             let options = ublk::Options {
                 queue_depth: settings.queue_depth,
-                recover: resumable(&name, &settings),
+                recover,
             };
             if let Some(id) = options.recover {
-                eprintln!("isoe attach: resuming ublk device {id}, whose attach was killed");
+                tracing::info!("resuming ublk device {id}, whose attach was killed");
             }
             let mut device = ublk::UblkDevice::create(&lu.geometry, options)
                 .map_err(|e| Failure::Operational(e.to_string()))?;
             watch.record.ublk_id = Some(device.dev_id());
+            start_guard(device.dev_id(), &name, settings.replacement_timeout);
             serve_device(&mut engine, session, &lu, &mut device, &mut watch)
         }
         Kind::Nbd => {
@@ -442,23 +586,88 @@ fn attach(args: AttachArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The ublk device a killed attach of this name left quiesced, if it was
-/// serving the same LU: the new attach resumes it, and the file system on
-/// it never notices.
-fn resumable(name: &str, settings: &Settings) -> Option<u32> {
-    let record = state::orphan(name)?;
-    let id = record.ublk_id?;
-    if record.urls != settings.urls {
-        eprintln!(
-            "isoe attach: ublk device {id} of a killed attach named {name} served {}, not this LU: \
-             not resuming it (isoe detach {name} deletes it)",
-            record.urls.join(" ")
+/// Checks that `name` and the LU are free before anything is made: no
+/// live attach has the name; an orphaned disk of that name (its attach
+/// killed) is resumed, and only by an attach of its own LU through ublk;
+/// no other device serves one of the LU's URLs. Returns the ublk device
+/// to resume, if any.
+fn claim(name: &str, settings: &Settings, kind: Kind) -> Result<Option<u32>, Failure> {
+    let records = state::list()
+        .map_err(|e| Failure::Operational(format!("reading {}: {e}", state::dir().display())))?;
+    let mut recover = None;
+    if let Some(r) = records.iter().find(|r| r.name == name) {
+        let shown = r.device.as_deref().unwrap_or(&r.state);
+        if r.state != state::ORPHANED {
+            return Err(Failure::Usage(format!(
+                "a device named {name} is attached already ({shown}, pid {}; isoe attach --list): \
+                 give another --name",
+                r.pid
+            )));
+        }
+        let id = r.ublk_id.unwrap_or_default();
+        let how = format!(
+            "`isoe attach {} --name {name}` resumes it, `isoe detach {name}` deletes it (the \
+             requests it holds then fail); or give another --name",
+            r.urls.join(" ")
         );
-        return None;
+        if !same_lus(&r.urls, &settings.urls) {
+            return Err(Failure::Usage(format!(
+                "a device named {name} is orphaned: {shown}, whose attach of {} was killed, \
+                 holds its requests until it is resumed. {how}",
+                r.urls.join(" ")
+            )));
+        }
+        if kind != Kind::Ublk {
+            return Err(Failure::Usage(format!(
+                "a device named {name} is orphaned: {shown}, a ublk disk, which only ublk can \
+                 resume (drop --nbd). {how}"
+            )));
+        }
+        recover = Some(id);
     }
-    // The kernel quiesces it once it sees its server gone; creating with
-    // `recover` waits for that.
-    ublk::info(id).ok()?.orphaned().then_some(id)
+    let others: Vec<Record> = records.into_iter().filter(|r| r.name != name).collect();
+    if let Some((r, url)) = state::serving_lu(&others, &settings.urls) {
+        return Err(Failure::Usage(format!(
+            "{url} is attached already as {} ({}): two block devices of one LU on one machine \
+             each cache it, and a file system mounted through both is corrupted. Use {}, or \
+             `isoe detach {}` first",
+            r.name,
+            r.device.as_deref().unwrap_or(&r.state),
+            r.device.as_deref().unwrap_or(&r.name),
+            r.name
+        )));
+    }
+    Ok(recover)
+}
+
+/// Whether two URL lists name the same LUs, whatever their spelling.
+fn same_lus(a: &[String], b: &[String]) -> bool {
+    let keys = |urls: &[String]| {
+        let mut k: Vec<Option<String>> = urls.iter().map(|u| state::lu_key(u)).collect();
+        k.sort();
+        k
+    };
+    keys(a) == keys(b)
+}
+
+/// Starts the guard that deletes ublk device `dev_id` should this attach
+/// die and no other resume it within `bound` (`isoe_attach::guard`). A
+/// guard that cannot start is logged, not fatal: the disk then waits for
+/// a resume as long as it takes.
+fn start_guard(dev_id: u32, name: &str, bound: Duration) {
+    let guarded = Guarded {
+        dev_id,
+        pid: std::process::id(),
+        name: name.to_string(),
+        bound,
+    };
+    let started = std::env::current_exe().and_then(|exe| guard::spawn(&exe, &guarded));
+    if let Err(e) = started {
+        tracing::warn!(
+            "cannot start the guard of /dev/ublkb{dev_id} ({e}): should this attach die, its \
+             requests wait until an attach of {name} resumes it"
+        );
+    }
 }
 
 /// Logs in: one session, or a multipath LU of every URL. Returns what
@@ -475,15 +684,23 @@ fn open(
             failover_timeout: settings.replacement_timeout,
             ..MultipathOptions::default()
         };
-        let index = engine
-            .open_multipath(configs, options)
-            .map_err(|e| Failure::Operational(chap_args::login_failure_text(&e, chap.as_ref())))?;
+        let index = engine.open_multipath(configs, options).map_err(|e| {
+            Failure::Operational(chap_args::login_failure_text(
+                &e,
+                chap.as_ref(),
+                chap_args::Secrets::Files,
+            ))
+        })?;
         return Ok((index, lun));
     }
     let (config, _) = configs.into_iter().next().expect("one URL at least");
-    let session = engine
-        .login(config)
-        .map_err(|e| Failure::Operational(chap_args::login_failure_text(&e, chap.as_ref())))?;
+    let session = engine.login(config).map_err(|e| {
+        Failure::Operational(chap_args::login_failure_text(
+            &e,
+            chap.as_ref(),
+            chap_args::Secrets::Files,
+        ))
+    })?;
     Ok((session, lun))
 }
 
@@ -536,7 +753,7 @@ struct Watch {
 impl Observer for Watch {
     fn ready(&mut self, path: &Path) -> io::Result<()> {
         self.record.device = Some(path.display().to_string());
-        self.record.state = "serving".into();
+        self.record.state = state::SERVING.into();
         if let Err(e) = self.record.save() {
             tracing::warn!("cannot write {}: {e}", state::dir().display());
         }
@@ -551,7 +768,7 @@ impl Observer for Watch {
     fn tick(&mut self, stats: &Stats) {
         self.record.stats = stats.clone();
         if self.stop.load(Ordering::Relaxed) {
-            self.record.state = "stopping".into();
+            self.record.state = state::STOPPING.into();
         }
         if let Err(e) = self.record.save() {
             tracing::debug!("cannot write the state file: {e}");
@@ -560,5 +777,80 @@ impl Observer for Watch {
 
     fn stop_requested(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
+    }
+
+    fn offline(&mut self, offline: bool) {
+        self.record.state = if offline {
+            state::OFFLINE
+        } else {
+            state::SERVING
+        }
+        .into();
+        if let Err(e) = self.record.save() {
+            tracing::debug!("cannot write the state file: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_fits_long_names_and_says_each_state() {
+        let mut a = Record::new(
+            "a-rather-long-device-name-of-forty-chars",
+            "ublk",
+            vec!["iscsi://192.0.2.10/iqn.2026-11.io.isoe:db/0".into()],
+            false,
+        );
+        a.state = state::OFFLINE.into();
+        a.device = Some("/dev/ublkb12".into());
+        a.stats.commands = 1_234_567_890;
+        let mut b = Record::new("db", "nbd", vec![], false);
+        b.state = state::ORPHANED.into();
+        let mut out = Vec::new();
+        write_table(&mut out, &[a, b]).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        // Every column starts where its header does.
+        for column in ["DEVICE", "STATE", "VIA", "URL"] {
+            let at = lines[0].find(column).unwrap();
+            for line in &lines[1..] {
+                assert!(
+                    line[..at].ends_with("  ") && !line[at..].starts_with(' '),
+                    "{column} at {at}:\n{text}"
+                );
+            }
+        }
+        assert!(
+            lines[1].contains("offline") && lines[1].contains("1234567890"),
+            "{text}"
+        );
+        assert!(
+            lines[2].contains("orphaned") && lines[2].contains("(no record"),
+            "{text}"
+        );
+        let mut out = Vec::new();
+        write_table(&mut out, &[]).unwrap();
+        assert_eq!(out, b"no devices attached\n");
+    }
+
+    #[test]
+    fn the_same_lus_whatever_the_order_and_spelling() {
+        let v = |u: &[&str]| u.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(same_lus(
+            &v(&["iscsi://a/iqn.x:y/0", "iscsi://b/iqn.x:y/0"]),
+            &v(&["iscsi://B:3260/IQN.X:Y/0", "iscsi://a/iqn.x:y/0"])
+        ));
+        assert!(!same_lus(
+            &v(&["iscsi://a/iqn.x:y/0"]),
+            &v(&["iscsi://a/iqn.x:y/1"])
+        ));
+        assert!(!same_lus(
+            &v(&["iscsi://a/iqn.x:y/0"]),
+            &v(&["iscsi://a/iqn.x:y/0", "iscsi://b/iqn.x:y/0"])
+        ));
     }
 }

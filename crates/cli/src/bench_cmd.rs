@@ -376,7 +376,10 @@ fn run_error_text(e: &run::RunError, session: &SessionTemplate) -> String {
                 .iter()
                 .find(|(u, _)| u.to_string() == *url)
                 .map(|(_, c)| c);
-            format!("{url}: {}", chap_args::login_failure_text(source, chap))
+            format!(
+                "{url}: {}",
+                chap_args::login_failure_text(source, chap, chap_args::Secrets::Flags)
+            )
         }
         other => other.to_string(),
     }

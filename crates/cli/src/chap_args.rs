@@ -135,34 +135,65 @@ fn mutual_config(args: &ChapArgs) -> Result<Option<(String, Secret)>, String> {
     }
 }
 
+/// Where a command takes its CHAP secrets from, which decides the advice
+/// a failed authentication gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Secrets {
+    /// The flags (`--chap-secret`), the environment or the URL: the
+    /// commands with [`ChapArgs`].
+    Flags,
+    /// Secret files or the environment, never a flag nor the URL: `isoe
+    /// attach` and its device file.
+    Files,
+}
+
 /// What to do about a failed login, when authentication failed: None for
 /// other failures. `chap` is what the login offered.
-pub fn login_hint(e: &InitiatorError, chap: Option<&InitiatorChap>) -> Option<&'static str> {
+pub fn login_hint(
+    e: &InitiatorError,
+    chap: Option<&InitiatorChap>,
+    secrets: Secrets,
+) -> Option<&'static str> {
     if let InitiatorError::Login {
         source: InitiatorLoginError::TargetAuthentication(_),
         ..
     } = e
     {
-        return Some(
-            "the target did not prove its identity: check --target-user and \
-              --target-secret (or ISOE_TARGET_SECRET)",
-        );
+        return Some(match secrets {
+            Secrets::Flags => {
+                "the target did not prove its identity: check --target-user and \
+                 --target-secret (or ISOE_TARGET_SECRET)"
+            }
+            Secrets::Files => {
+                "the target did not prove its identity: check --target-user and \
+                 --target-secret-file (target_user and target_secret_file in the device \
+                 file, or ISOE_TARGET_SECRET)"
+            }
+        });
     }
     if !e.is_authentication_failure() {
         return None;
     }
-    Some(match chap {
-        Some(_) => "authentication failed: check the CHAP user name and secret",
-        None => {
+    Some(match (chap, secrets) {
+        (Some(_), _) => "authentication failed: check the CHAP user name and secret",
+        (None, Secrets::Flags) => {
             "the target requires CHAP: give iscsi://USER%SECRET@..., or --chap-user \
              with --chap-secret or ISOE_CHAP_SECRET"
+        }
+        (None, Secrets::Files) => {
+            "the target requires CHAP: give --chap-user USER with --chap-secret-file FILE \
+             or ISOE_CHAP_SECRET (chap_user and chap_secret_file in the device file)"
         }
     })
 }
 
 /// The failed login's text, with [`login_hint`]'s advice after it.
-pub fn login_failure_text(e: &InitiatorError, chap: Option<&InitiatorChap>) -> String {
-    match login_hint(e, chap) {
+pub fn login_failure_text(
+    e: &InitiatorError,
+    chap: Option<&InitiatorChap>,
+    secrets: Secrets,
+) -> String {
+    match login_hint(e, chap, secrets) {
         Some(hint) => format!("{e}; {hint}"),
         None => e.to_string(),
     }

@@ -57,6 +57,10 @@ enum Command {
     Attach(attach_cmd::AttachArgs),
     /// Flush and remove a device `isoe attach` serves.
     Detach(attach_cmd::DetachArgs),
+    /// The guard of a ublk disk whose attach may die (started by `isoe
+    /// attach`, not by hand).
+    #[command(name = "attach-guard", hide = true)]
+    AttachGuard(attach_cmd::GuardArgs),
     /// Time a raw TCP request and response of a command's sizes between
     /// initiator and target (the network's part of a command's latency);
     /// one end serves (--serve), the other probes.
@@ -79,6 +83,7 @@ fn main() -> ExitCode {
         Command::Lab(args) => lab_cmd::run(args),
         Command::Attach(args) => attach_cmd::run_attach(args),
         Command::Detach(args) => attach_cmd::run_detach(args),
+        Command::AttachGuard(args) => attach_cmd::run_guard(args),
         Command::Netprobe(args) => netprobe_cmd::run(args),
         Command::Initiator(command) => initiator_cmd::run(command),
     }

@@ -477,7 +477,7 @@ impl UblkDevice {
         let buf_bytes = g.max_io_bytes.max(info.max_io_buf_bytes) as usize;
         let queue = Queue::open(dev_id, info.queue_depth, buf_bytes).map_err(|e| {
             fail(format!(
-                "{e} (recovery started: the device now needs `isoe attach --delete {dev_id}`)"
+                "{e} (recovery started: `isoe detach /dev/ublkb{dev_id}` deletes the device)"
             ))
         })?;
         tracing::info!(dev_id, "ublk: resuming the device");

@@ -51,8 +51,12 @@ pub(super) fn session_config(
 
 /// A failed login, with what to do about it when authentication failed.
 pub(super) fn login_failure(e: InitiatorError, chap: Option<&InitiatorChap>) -> Failure {
-    match chap_args::login_hint(&e, chap) {
-        Some(_) => Failure::Operational(chap_args::login_failure_text(&e, chap)),
+    match chap_args::login_hint(&e, chap, chap_args::Secrets::Flags) {
+        Some(_) => Failure::Operational(chap_args::login_failure_text(
+            &e,
+            chap,
+            chap_args::Secrets::Flags,
+        )),
         None => Failure::from(e),
     }
 }

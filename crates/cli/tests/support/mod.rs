@@ -10,12 +10,14 @@
 //! - [`tgt`]: a private `tgtd` (Debian's userspace target) to interoperate with.
 //! - [`bench`]: `isoe bench --multipath` as a process, its JSON read back;
 //! - [`ceph`]: the test cluster of the RBD tests (`scripts/ceph-cluster`);
-//! - [`vm`]: the test bed's QEMU virtual machine (`scripts/vm`), powered off on Drop.
+//! - [`vm`]: the test bed's QEMU virtual machine (`scripts/vm`), powered off on Drop;
+//! - [`attach`]: `isoe attach` run in that VM, the steps its tests share.
 //!
 //! This is test scaffolding, not the product initiator: it is blocking,
 //! handles one command at a time and panics loudly when something is off.
 #![allow(dead_code, unused_imports)] // each test file uses a different part of it
 
+pub mod attach;
 pub mod bench;
 pub mod ceph;
 pub mod cli;

@@ -52,6 +52,12 @@ impl Vm {
     /// Boots a VM, or prints why it cannot here and returns None (only
     /// outside CI).
     pub fn start_or_skip(test: &str) -> Option<Vm> {
+        Vm::start_on_kernel_or_skip(test, None)
+    }
+
+    /// [`Vm::start_or_skip`] on the image's kernel of series `kernel`
+    /// ("6.12"), or on its default (the newest) for None.
+    pub fn start_on_kernel_or_skip(test: &str, kernel: Option<&str>) -> Option<Vm> {
         if let Some(why) = missing() {
             assert!(!ci(), "{test}: the VM test bed cannot run in CI: {why}");
             // Straight to fd 2: the test harness captures eprintln! of passing tests.
@@ -63,7 +69,8 @@ impl Vm {
             .tempdir()
             .expect("create the VM's run directory");
         let vm = Vm { dir };
-        let out = vm.script("start", &[], START_TIMEOUT);
+        let env: Vec<(&str, &str)> = kernel.map(|k| ("ISOE_VM_KERNEL", k)).into_iter().collect();
+        let out = vm.script_with_env("start", &[], &env, START_TIMEOUT);
         assert!(
             out.success(),
             "scripts/vm start failed:\n{}",
@@ -73,13 +80,23 @@ impl Vm {
     }
 
     fn script(&self, verb: &str, args: &[&str], timeout: Duration) -> ToolOutput {
+        self.script_with_env(verb, args, &[], timeout)
+    }
+
+    fn script_with_env(
+        &self,
+        verb: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+        timeout: Duration,
+    ) -> ToolOutput {
         let run = self.dir.path().to_str().expect("a UTF-8 temporary path");
         let mut all = vec![script("vm").to_str().expect("a UTF-8 path").to_owned()];
         all.push(verb.into());
         all.push(run.into());
         all.extend(args.iter().map(|a| a.to_string()));
         let all: Vec<&str> = all.iter().map(String::as_str).collect();
-        run_program(Path::new("/bin/bash"), &all, &[], timeout)
+        run_program(Path::new("/bin/bash"), &all, env, timeout)
     }
 
     /// Runs `command` (a shell command line) in the VM as root.
@@ -148,6 +165,14 @@ impl Vm {
         unsafe {
             libc::kill(pid, libc::SIGKILL);
         }
+    }
+
+    /// The series of the kernel it booted ("6.18", "6.12").
+    pub fn kernel(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("kernel"))
+            .unwrap_or_default()
+            .trim()
+            .to_owned()
     }
 
     /// How the VM runs: "tcg" or "kvm".

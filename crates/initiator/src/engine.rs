@@ -37,6 +37,19 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+/// A session's event in the log (`isoe::session`), with its portal and
+/// target name: `session_log!(warn, entry.config, "...", args)`.
+macro_rules! session_log {
+    ($level:ident, $config:expr, $($message:tt)+) => {
+        tracing::$level!(
+            target: "isoe::session",
+            portal = %$config.portal,
+            iqn = %$config.target_name,
+            $($message)+
+        )
+    };
+}
+
 mod multipath;
 mod relogin;
 
@@ -698,10 +711,9 @@ impl Engine {
             }
             let policy = entry.config.retry;
             let waiting = entry.core.tasks_in_flight();
-            tracing::warn!(
-                target: "isoe::session",
-                portal = %entry.config.portal,
-                iqn = %entry.config.target_name,
+            session_log!(
+                warn,
+                entry.config,
                 "connection lost ({why}); logging in again ({} attempt(s)), {waiting} command(s) waiting",
                 policy.attempts
             );
@@ -724,10 +736,9 @@ impl Engine {
                         entry.tsih = tsih;
                         self.stats.reconnects += 1;
                         recovered = true;
-                        tracing::info!(
-                            target: "isoe::session",
-                            portal = %entry.config.portal,
-                            iqn = %entry.config.target_name,
+                        session_log!(
+                            info,
+                            entry.config,
                             "session reinstated after {attempts} attempt(s) in {:.1} s; {waiting} command(s) sent again",
                             started.elapsed().as_secs_f64()
                         );
@@ -736,9 +747,9 @@ impl Engine {
                     Err(e) => {
                         let transient = e.is_transient();
                         last = e.to_string();
-                        tracing::debug!(
-                            target: "isoe::session",
-                            portal = %entry.config.portal,
+                        session_log!(
+                            debug,
+                            entry.config,
                             "login attempt {attempts} failed: {last}"
                         );
                         if !transient {
@@ -751,10 +762,9 @@ impl Engine {
                 let reason = format!(
                     "connection lost ({why}); {attempts} reconnection attempt(s) failed, the last with: {last}"
                 );
-                tracing::error!(
-                    target: "isoe::session",
-                    portal = %entry.config.portal,
-                    iqn = %entry.config.target_name,
+                session_log!(
+                    error,
+                    entry.config,
                     "session failed after {:.1} s: {reason}; {waiting} command(s) fail",
                     started.elapsed().as_secs_f64()
                 );

@@ -108,18 +108,16 @@ impl Engine {
                     entry.broken = None;
                     entry.relogin_error = None;
                     self.stats.reconnects += 1;
-                    tracing::info!(
-                        target: "isoe::session",
-                        portal = %entry.config.portal,
-                        iqn = %entry.config.target_name,
+                    session_log!(
+                        info,
+                        entry.config,
                         "session logged in again; it takes commands again"
                     );
                 }
                 Err(why) => {
-                    tracing::info!(
-                        target: "isoe::session",
-                        portal = %entry.config.portal,
-                        iqn = %entry.config.target_name,
+                    session_log!(
+                        info,
+                        entry.config,
                         "logging the failed session in again: {why}"
                     );
                     entry.relogin_error = Some(why);

@@ -12,6 +12,7 @@ pub mod guard;
 pub mod holders;
 pub mod modules;
 pub mod nbd;
+pub mod scheduling;
 pub mod scsi;
 pub mod serve;
 pub mod settings;

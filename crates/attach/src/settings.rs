@@ -12,6 +12,7 @@
 //! queue_depth = 128           # 1..=4096
 //! replacement_timeout = 120   # seconds a lost session may take to come back; 0: fail at once
 //! connections = 1             # 1..=16 per session
+//! scheduling = "normal"       # the serving thread's: "normal", or "realtime" (SCHED_FIFO 1)
 //! header_digest = false
 //! data_digest = false
 //! initiator_name = "iqn.2026-11.io.isoe:host1"
@@ -91,6 +92,42 @@ impl Transport {
     }
 }
 
+/// How the serving thread is scheduled ([`crate::scheduling`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Scheduling {
+    /// SCHED_OTHER: the thread takes its turn beside the applications.
+    #[default]
+    Normal,
+    /// SCHED_FIFO at the lowest real-time priority: the thread runs as
+    /// soon as a request or an answer wakes it, ahead of every ordinary
+    /// process, as the kernel initiator's softirq work does.
+    Realtime,
+}
+
+impl Scheduling {
+    /// Every policy, in the order error messages list them.
+    pub const ALL: [Scheduling; 2] = [Scheduling::Normal, Scheduling::Realtime];
+
+    /// The name as written in a device file and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheduling::Normal => "normal",
+            Scheduling::Realtime => "realtime",
+        }
+    }
+
+    /// The policy called `name`, if any.
+    pub fn from_name(name: &str) -> Option<Scheduling> {
+        Scheduling::ALL.into_iter().find(|t| t.name() == name)
+    }
+}
+
+impl std::fmt::Display for Scheduling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl std::fmt::Display for Transport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
@@ -115,6 +152,8 @@ pub struct Settings {
     pub replacement_timeout: Duration,
     /// `connections` per session, 1..=[`MAX_CONNECTIONS`].
     pub connections: u16,
+    /// `scheduling` of the serving thread.
+    pub scheduling: Scheduling,
     /// `header_digest`: CRC32C on PDU headers.
     pub header_digest: bool,
     /// `data_digest`: CRC32C on data segments.
@@ -143,6 +182,7 @@ impl Default for Settings {
             queue_depth: DEFAULT_QUEUE_DEPTH,
             replacement_timeout: DEFAULT_REPLACEMENT_TIMEOUT,
             connections: 1,
+            scheduling: Scheduling::Normal,
             header_digest: false,
             data_digest: false,
             initiator_name: None,
@@ -222,6 +262,7 @@ pub const KEYS: &[&str] = &[
     "queue_depth",
     "replacement_timeout",
     "connections",
+    "scheduling",
     "header_digest",
     "data_digest",
     "initiator_name",
@@ -288,6 +329,11 @@ fn read_settings(r: &R, root: &mut Table, base: &Path) -> Result<Settings, Setti
     }
     if let Some(f) = root.take("connections") {
         s.connections = r.u16_in(&f, 1, MAX_CONNECTIONS)?;
+    }
+    if let Some(f) = root.take("scheduling") {
+        let names = Scheduling::ALL.map(Scheduling::name);
+        let name = r.choice(&f, &names)?;
+        s.scheduling = Scheduling::from_name(name).expect("one of the names");
     }
     if let Some(f) = root.take("header_digest") {
         s.header_digest = r.bool(&f)?;
@@ -532,6 +578,7 @@ mod tests {
         assert_eq!(s.queue_depth, 128);
         assert_eq!(s.replacement_timeout, Duration::from_secs(120));
         assert_eq!(s.connections, 1);
+        assert_eq!(s.scheduling, Scheduling::Normal);
         assert!(!s.multipath && !s.header_digest && !s.data_digest);
         assert!(s.initiator_name.is_none() && s.chap_user.is_none());
     }
@@ -545,6 +592,7 @@ mod tests {
              queue_depth = 4096\n\
              replacement_timeout = 0\n\
              connections = 16\n\
+             scheduling = \"realtime\"\n\
              header_digest = true\n\
              data_digest = true\n\
              initiator_name = \"iqn.2026-11.io.isoe:host1\"\n\
@@ -563,6 +611,7 @@ mod tests {
                 queue_depth: 4096,
                 replacement_timeout: Duration::ZERO,
                 connections: 16,
+                scheduling: Scheduling::Realtime,
                 header_digest: true,
                 data_digest: true,
                 initiator_name: Some("iqn.2026-11.io.isoe:host1".into()),
@@ -572,6 +621,14 @@ mod tests {
                 target_user: Some("array".into()),
                 target_secret_file: Some("/root/array.secret".into()),
             }
+        );
+        for p in Scheduling::ALL {
+            let s = parse_at(&format!("url = {URL:?}\nscheduling = {:?}\n", p.name())).unwrap();
+            assert_eq!(s.scheduling, p);
+        }
+        assert_eq!(
+            error(&format!("url = {URL:?}\nscheduling = \"fifo\"\n")),
+            "/etc/isoe/attach/db.toml:2: scheduling: expected one of \"normal\", \"realtime\", found \"fifo\""
         );
         for t in Transport::ALL {
             let s = parse_at(&format!("url = {URL:?}\ntransport = {:?}\n", t.name())).unwrap();

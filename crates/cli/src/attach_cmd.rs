@@ -13,9 +13,10 @@ use clap::Args;
 use isoe_attach::guard::{self, Guarded};
 use isoe_attach::holders;
 use isoe_attach::modules::{self, Kind};
+use isoe_attach::scheduling;
 use isoe_attach::scsi::{self, Lu};
 use isoe_attach::serve::{self, Observer, Stats};
-use isoe_attach::settings::{self, Settings, Transport};
+use isoe_attach::settings::{self, Scheduling, Settings, Transport};
 use isoe_attach::state::{self, Record};
 use isoe_attach::{nbd, ublk, BlockDevice};
 use isoe_initiator::{
@@ -68,6 +69,10 @@ pub struct AttachArgs {
     /// Connections in the session (MC/S).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=16))]
     connections: Option<u16>,
+    /// How the serving thread is scheduled: normal (the default) or
+    /// realtime (SCHED_FIFO 1, as the kernel initiator's softirq work runs).
+    #[arg(long, value_name = "POLICY", value_parser = ["normal", "realtime"])]
+    scheduling: Option<String>,
     /// Require CRC32C header digests.
     #[arg(long)]
     header_digest: bool,
@@ -388,6 +393,11 @@ fn settings_of(args: &AttachArgs) -> Result<Settings, Failure> {
             .replacement_timeout
             .map_or(defaults.replacement_timeout, Duration::from_secs),
         connections: args.connections.unwrap_or(defaults.connections),
+        scheduling: args
+            .scheduling
+            .as_deref()
+            .and_then(Scheduling::from_name)
+            .unwrap_or(defaults.scheduling),
         header_digest: args.header_digest,
         data_digest: args.data_digest,
         initiator_name: args.initiator_name.clone(),
@@ -549,6 +559,7 @@ fn attach(args: AttachArgs) -> Result<(), Failure> {
         record,
         stop,
         quiet: false,
+        scheduling: settings.scheduling,
     };
     let served = match kind {
         Kind::Ublk => {
@@ -714,6 +725,13 @@ fn serve_device<D: BlockDevice>(
     if let Err(e) = watch.record.save() {
         tracing::warn!("cannot write {}: {e}", state::dir().display());
     }
+    if let Err(e) = scheduling::apply(watch.scheduling) {
+        tracing::warn!(
+            "cannot schedule the serving thread as {} ({e}): it runs as a normal one, \
+             and its requests wait behind the applications on a busy CPU",
+            watch.scheduling
+        );
+    }
     let (stats, _) = serve::serve(engine, session, lu, device, watch)
         .map_err(|e| Failure::Operational(e.to_string()))?;
     Ok(stats)
@@ -748,6 +766,8 @@ struct Watch {
     record: Record,
     stop: Arc<AtomicBool>,
     quiet: bool,
+    /// The serving thread's policy.
+    scheduling: Scheduling,
 }
 
 impl Observer for Watch {

@@ -99,7 +99,11 @@ pub fn watch(g: &Guarded) -> Result<Outcome, UblkError> {
             );
             return Ok(Outcome::Resumed { pid: info.pid });
         }
-        if !said {
+        // Stopped (an attach that ended cleanly deletes its disk without
+        // waiting for the kernel to finish): no request is held, and it
+        // goes by itself.
+        let stopped = info.state == "dead";
+        if !said && !stopped {
             said = true;
             tracing::warn!(
                 target: "isoe::attach",
@@ -112,13 +116,13 @@ pub fn watch(g: &Guarded) -> Result<Outcome, UblkError> {
             );
         }
         if Instant::now() >= deadline {
-            return delete(g);
+            return delete(g, stopped);
         }
         std::thread::sleep(POLL);
     }
 }
 
-fn delete(g: &Guarded) -> Result<Outcome, UblkError> {
+fn delete(g: &Guarded, stopped: bool) -> Result<Outcome, UblkError> {
     match ublk::delete_dead(g.dev_id) {
         Ok(()) => {}
         Err(UblkError::Kernel {
@@ -130,6 +134,10 @@ fn delete(g: &Guarded) -> Result<Outcome, UblkError> {
         Err(e) => return Err(e),
     }
     state::remove_if_pid(&g.name, g.pid);
+    if stopped {
+        tracing::debug!(target: "isoe::attach", "deleted the stopped /dev/ublkb{}", g.dev_id);
+        return Ok(Outcome::Deleted);
+    }
     tracing::error!(
         target: "isoe::attach",
         "no attach resumed /dev/ublkb{} ({}) within {} s of its attach's end: deleted it, \

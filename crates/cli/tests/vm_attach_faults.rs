@@ -297,6 +297,12 @@ fn detach_of_a_mounted_disk(vm: &Vm, lun0: &str, f: &mut Failures) {
     });
     let waited = eventually(vm, "! kill -0 $(cat /tmp/m.pid)", Duration::from_secs(30));
     f.check(case, waited, || "the attach of m ended".into());
+    // A clean detach leaves the guard nothing to say.
+    std::thread::sleep(Duration::from_secs(2));
+    let err = ok(vm, "cat /tmp/m.err");
+    f.check(case, !err.contains("ended without removing"), || {
+        format!("the guard of a cleanly detached disk stays quiet:\n{err}")
+    });
 }
 
 /// A LUN the target does not have, and one LU under two names.

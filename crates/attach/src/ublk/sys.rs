@@ -68,6 +68,12 @@ pub const UBLK_F_ZONED: u64 = 1 << 8;
 pub const UBLK_F_USER_RECOVERY_FAIL_IO: u64 = 1 << 9;
 pub const UBLK_F_UPDATE_SIZE: u64 = 1 << 10;
 pub const UBLK_F_AUTO_BUF_REG: u64 = 1 << 11;
+// 6.15 and 6.16: QUIESCE_DEV, an I/O served by any task of the queue, and
+// zero-copy buffers registered from any task (6.18 sets the last two in
+// ADD_DEV's answer of its own accord).
+pub const UBLK_F_QUIESCE: u64 = 1 << 12;
+pub const UBLK_F_PER_IO_DAEMON: u64 = 1 << 13;
+pub const UBLK_F_BUF_REG_OFF_DAEMON: u64 = 1 << 14;
 
 /// The flags' names, for `isoe attach --list` and logs.
 pub const FLAG_NAMES: &[(u64, &str)] = &[
@@ -83,6 +89,9 @@ pub const FLAG_NAMES: &[(u64, &str)] = &[
     (UBLK_F_USER_RECOVERY_FAIL_IO, "recovery-fail-io"),
     (UBLK_F_UPDATE_SIZE, "update-size"),
     (UBLK_F_AUTO_BUF_REG, "auto-buf-reg"),
+    (UBLK_F_QUIESCE, "quiesce"),
+    (UBLK_F_PER_IO_DAEMON, "per-io-daemon"),
+    (UBLK_F_BUF_REG_OFF_DAEMON, "buf-reg-off-daemon"),
 ];
 
 // Device states (ublksrv_ctrl_dev_info.state).
@@ -420,6 +429,13 @@ mod tests {
         assert_eq!(
             flag_names(UBLK_F_USER_RECOVERY | UBLK_F_CMD_IOCTL_ENCODE | (1 << 40)),
             "user-recovery,ioctl-encode,0x10000000000"
+        );
+        // What 6.18's GET_FEATURES answered in the test bed's VM.
+        assert_eq!(
+            flag_names(0x7fff),
+            "zero-copy,comp-in-task,need-get-data,user-recovery,recovery-reissue,unprivileged,\
+             ioctl-encode,user-copy,zoned,recovery-fail-io,update-size,auto-buf-reg,quiesce,\
+             per-io-daemon,buf-reg-off-daemon"
         );
         assert_eq!(state_name(UBLK_S_DEV_QUIESCED), "quiesced");
     }

@@ -56,13 +56,8 @@
 //!   than `max_io_bytes`, which must then split it into several commands;
 //! - discards: granularity and alignment are the logical block size and the
 //!   largest is about 4 GiB (the protocol's u32 length), whatever the LU's
-//!   UNMAP limits ([`Geometry::discard_granularity_bytes`]). We write the
-//!   LU's [`Geometry::max_discard_bytes`] into the queue's
-//!   `discard_max_bytes` (a user limit the driver's own updates keep), so
-//!   the block layer splits discards to it; at the end the user limit goes
-//!   back to none (the largest value the attribute takes; not 0, which
-//!   would turn discard off for the device's next user). The serving loop
-//!   still splits and aligns what comes longer or unaligned;
+//!   UNMAP limits ([`Geometry::discard_granularity_bytes`],
+//!   [`Geometry::max_discard_bytes`]): the serving loop splits and aligns;
 //! - write-zeroes likewise (and only a driver that knows
 //!   NBD_CMD_WRITE_ZEROES sends them: Debian's 6.12 does; an older one
 //!   ignores the flag and the block layer zeroes with writes). The 6.12
@@ -163,8 +158,6 @@ pub struct Nbd {
     failed: Option<(io::ErrorKind, String)>,
     /// max_sectors_kb as it was before we set it, put back at the end.
     saved_max_sectors_kb: Option<String>,
-    /// We set the queue's discard_max_bytes (cleared at the end).
-    discard_limited: bool,
 }
 
 /// What the setup thread hands back once the device is claimed.
@@ -173,7 +166,6 @@ struct Claimed {
     dev: Arc<OwnedFd>,
     tid: i32,
     saved_max_sectors_kb: Option<String>,
-    discard_limited: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -183,9 +175,6 @@ struct Setup {
     flags: u64,
     timeout_secs: u32,
     max_sectors_kb: u32,
-    /// The LU's largest discard, for the queue's discard_max_bytes; 0
-    /// without discard.
-    max_discard_bytes: u32,
     index: Option<u32>,
 }
 
@@ -243,11 +232,6 @@ impl Nbd {
             flags,
             timeout_secs: options.timeout_secs,
             max_sectors_kb: max_sectors_kb(max_io_bytes, send_buffer),
-            max_discard_bytes: if geometry.discard {
-                geometry.max_discard_bytes / block * block
-            } else {
-                0
-            },
             index: options.index,
         };
 
@@ -284,7 +268,6 @@ impl Nbd {
             ready: false,
             failed: None,
             saved_max_sectors_kb: claimed.saved_max_sectors_kb,
-            discard_limited: claimed.discard_limited,
         })
     }
 
@@ -323,14 +306,6 @@ impl Nbd {
                 {
                     tracing::debug!(error = %e, "nbd: restoring max_sectors_kb");
                 }
-            }
-        }
-        if std::mem::take(&mut self.discard_limited) {
-            if let Err(e) =
-                self.host
-                    .set_queue_attr(self.index, "discard_max_bytes", DISCARD_MAX_BYTES_NONE)
-            {
-                tracing::debug!(error = %e, "nbd: clearing discard_max_bytes");
             }
         }
         self.dev = None;
@@ -579,7 +554,6 @@ fn claim(host: &Host, indexes: &[u32], kernel_end: &OwnedFd, setup: &Setup) -> i
             return Err(with_root_hint(e, &path.display().to_string()));
         }
         let saved_max_sectors_kb = cap_max_sectors(host, index, setup.max_sectors_kb);
-        let discard_limited = limit_discards(host, index, setup.max_discard_bytes);
         // SAFETY: gettid has no preconditions.
         let tid = unsafe { libc::gettid() };
         return Ok(Claimed {
@@ -587,7 +561,6 @@ fn claim(host: &Host, indexes: &[u32], kernel_end: &OwnedFd, setup: &Setup) -> i
             dev: Arc::new(dev),
             tid,
             saved_max_sectors_kb,
-            discard_limited,
         });
     }
     let msg = match setup.index {
@@ -628,28 +601,6 @@ fn cap_max_sectors(host: &Host, index: u32, want_kb: u32) -> Option<String> {
         Err(e) => {
             tracing::warn!(index, kb, error = %e, "nbd: could not set max_sectors_kb; longer requests will grow the buffers");
             None
-        }
-    }
-}
-
-/// `discard_max_bytes` with no user limit: the largest the attribute
-/// takes (under 2^32 sectors) that is a multiple of any block size the
-/// driver has (up to 4096, which the value must be a multiple of); the
-/// kernel caps it to the driver's own limit.
-const DISCARD_MAX_BYTES_NONE: &str = "2199023251456";
-
-/// Limits the block layer's discards to the LU's largest UNMAP
-/// (`max_bytes`; 0: leave the queue alone). True when it was set. Best
-/// effort: the serving loop splits longer discards anyway.
-fn limit_discards(host: &Host, index: u32, max_bytes: u32) -> bool {
-    if max_bytes == 0 {
-        return false;
-    }
-    match host.set_queue_attr(index, "discard_max_bytes", &max_bytes.to_string()) {
-        Ok(()) => true,
-        Err(e) => {
-            tracing::debug!(index, max_bytes, error = %e, "nbd: could not set discard_max_bytes");
-            false
         }
     }
 }

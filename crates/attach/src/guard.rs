@@ -102,7 +102,7 @@ pub fn watch(g: &Guarded) -> Result<Outcome, UblkError> {
         // Stopped (an attach that ended cleanly deletes its disk without
         // waiting for the kernel to finish): no request is held, and it
         // goes by itself.
-        let stopped = info.state == "dead";
+        let stopped = info.state == ublk::sys::state_name(ublk::sys::UBLK_S_DEV_DEAD);
         if !said && !stopped {
             said = true;
             tracing::warn!(

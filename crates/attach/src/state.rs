@@ -266,7 +266,7 @@ fn list_in(dir: &Path) -> io::Result<Vec<Record>> {
         if record.name != name {
             continue;
         }
-        if alive(record.pid) {
+        if pid_alive(record.pid) {
             records.push(record);
         } else if holds_quiesced_ublk(&record) {
             // Killed, but its ublk disk waits for a new attach of this
@@ -288,7 +288,7 @@ fn list_in(dir: &Path) -> io::Result<Vec<Record>> {
 /// resumes. None when there is none, or its process lives.
 pub fn orphan(name: &str) -> Option<Record> {
     let record = read_record(&record_path(&dir(), name))?;
-    (!alive(record.pid) && holds_quiesced_ublk(&record)).then_some(record)
+    (!pid_alive(record.pid) && holds_quiesced_ublk(&record)).then_some(record)
 }
 
 /// The record names a ublk device that still exists (its server gone, the
@@ -309,11 +309,6 @@ pub fn remove_if_pid(name: &str, pid: u32) {
     if valid_name(name) {
         remove_stale(&record_path(&dir(), name), pid);
     }
-}
-
-/// True while process `pid` exists and has not exited.
-pub fn pid_alive(pid: u32) -> bool {
-    alive(pid)
 }
 
 /// What names one LU whatever the spelling of its URL: the portal (host
@@ -488,7 +483,7 @@ fn detach_in(dir: &Path, what: &str, timeout: Duration) -> Result<Record, Detach
         Err(e) => return Err(state_error(e)),
     }
     let start = Instant::now();
-    while alive(record.pid) {
+    while pid_alive(record.pid) {
         if start.elapsed() >= timeout {
             return Err(DetachError::TimedOut {
                 name: record.name,
@@ -524,7 +519,7 @@ fn signal(pid: u32, signal: libc::c_int) -> io::Result<()> {
 /// True while process `pid` exists and has not exited: kill(pid, 0)
 /// finds it (or finds it someone else's) and it is not a zombie, which
 /// still answers kill(2) until its parent reaps it.
-fn alive(pid: u32) -> bool {
+pub fn pid_alive(pid: u32) -> bool {
     match signal(pid, 0) {
         Ok(()) => {}
         Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return false,
@@ -801,15 +796,15 @@ mod tests {
 
     #[test]
     fn liveness() {
-        assert!(alive(std::process::id()));
-        assert!(!alive(0));
-        assert!(!alive(NO_PID));
-        assert!(!alive(u32::MAX), "never kill(-1)");
+        assert!(pid_alive(std::process::id()));
+        assert!(!pid_alive(0));
+        assert!(!pid_alive(NO_PID));
+        assert!(!pid_alive(u32::MAX), "never kill(-1)");
         assert!(signal(u32::MAX, 0).is_err());
         let mut child = Command::new("true").spawn().unwrap();
         // Exited, not reaped: a zombie answers kill(2) but is gone.
         let deadline = Instant::now() + Duration::from_secs(10);
-        while alive(child.id()) {
+        while pid_alive(child.id()) {
             assert!(Instant::now() < deadline);
             std::thread::sleep(Duration::from_millis(10));
         }

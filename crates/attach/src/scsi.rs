@@ -228,6 +228,7 @@ fn run(
             direction,
             attr: isoe_initiator::TaskAttr::Simple,
             buffer: Vec::new(),
+            external: None,
         });
         let done = engine.execute(session, c)?;
         match &done.outcome {

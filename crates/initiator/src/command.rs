@@ -3,6 +3,8 @@
 
 use crate::sense::{sense_key_name, sense_text};
 use isoe_wire::pdu::Lun;
+use std::io;
+use std::os::fd::RawFd;
 use thiserror::Error;
 
 /// The longest CDB carried in the BHS; longer ones need an extended-CDB AHS,
@@ -62,6 +64,12 @@ pub struct Command {
     pub attr: TaskAttr,
     /// Write: holds the data. Read: receives it (resized to the length).
     pub buffer: Vec<u8>,
+    /// The id of the caller's external buffer (see [`DataPlane`]). Read:
+    /// a large Data-In may be received into it instead of `buffer`; data
+    /// not received there still lands in `buffer`, and the data plane
+    /// knows which bytes it took. Write: the data is sent from it, not
+    /// from `buffer` (refused on a connection with data digests).
+    pub external: Option<u32>,
 }
 
 impl Command {
@@ -93,6 +101,7 @@ impl Command {
             direction,
             attr: TaskAttr::Simple,
             buffer,
+            external: None,
         }
     }
 
@@ -103,6 +112,33 @@ impl Command {
             Direction::Read(n) | Direction::Write(n) => n,
         }
     }
+}
+
+pub use crate::session::Chunk;
+
+/// Memory outside this process's reach that a read's data can be received
+/// into straight from the socket, and a write's data sent from: a ublk
+/// request's own pages, registered with the io_uring that serves the
+/// device. The engine hands it the large Data-In segments of commands that
+/// name an external buffer ([`Command::external`]), and the output of
+/// connections that carry such a write's data, during
+/// [`crate::Engine::poll_with`].
+pub trait DataPlane {
+    /// Receives at most `len` bytes from socket `fd` into external buffer
+    /// `buffer` at byte `offset`, without blocking: Ok(0) at the end of
+    /// the stream, `WouldBlock` when nothing is there yet.
+    fn receive(&mut self, buffer: u32, offset: usize, len: usize, fd: RawFd) -> io::Result<usize>;
+
+    /// Sends `chunks` (bytes in memory and ranges of external buffers) on
+    /// socket `fd` in order, without blocking, stopping at the first that
+    /// does not go whole; returns the bytes sent, `WouldBlock` when none
+    /// went for want of room.
+    fn send(&mut self, chunks: &[Chunk<'_>], fd: RawFd) -> io::Result<usize>;
+
+    /// True when something the caller waits for came in while
+    /// [`DataPlane::receive`] ran (requests read off the ring it shares):
+    /// the engine's wait then ends.
+    fn woken(&self) -> bool;
 }
 
 /// A task management function (RFC 7143 §11.5.1).

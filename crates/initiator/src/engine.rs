@@ -18,11 +18,11 @@
 //! receive buffer first; small PDUs are still decoded many per `recv`.
 
 use crate::channel::{Channel, LoginResult};
-use crate::command::{Command, Completion, Outcome, TaskError, TaskManagement};
+use crate::command::{Command, Completion, DataPlane, Outcome, TaskError, TaskManagement};
 use crate::config::SessionConfig;
 use crate::error::InitiatorError;
 use crate::recv_buf::RecvBuf;
-use crate::session::{ConnFailure, Placement, SessionCore};
+use crate::session::{ConnFailure, Output, Placement, SessionCore};
 
 use crate::sys;
 use isoe_wire::frame;
@@ -93,6 +93,10 @@ pub struct EngineStats {
     /// Data bytes received straight into task buffers (not those that had
     /// arrived with the header, which are copied).
     pub placed_bytes: u64,
+    /// Of those, bytes received into external buffers
+    /// ([`crate::Command::external`]): straight into a block request's
+    /// pages.
+    pub external_bytes: u64,
 }
 
 #[derive(Debug)]
@@ -343,6 +347,17 @@ impl Engine {
         out: &mut Vec<Completion>,
         timeout: Duration,
     ) -> Result<(), InitiatorError> {
+        self.poll_into(out, timeout, None)
+    }
+
+    /// [`Engine::poll`], receiving large Data-In of commands that name an
+    /// external buffer through `plane`.
+    fn poll_into(
+        &mut self,
+        out: &mut Vec<Completion>,
+        timeout: Duration,
+        plane: Option<&mut (dyn DataPlane + '_)>,
+    ) -> Result<(), InitiatorError> {
         // Completions kept by `execute` come back at once (sends still go).
         let timeout = if self.stash.is_empty() {
             timeout
@@ -351,7 +366,7 @@ impl Engine {
         };
         out.append(&mut self.stash);
         let batch = self.completion_batch();
-        self.run(out, timeout, batch)
+        self.run(out, timeout, batch, plane)
     }
 
     /// [`Engine::poll`] that also returns, with `true`, as soon as `wake`
@@ -367,9 +382,21 @@ impl Engine {
         timeout: Duration,
         wake: RawFd,
     ) -> Result<bool, InitiatorError> {
+        self.poll_with(out, timeout, wake, None)
+    }
+
+    /// [`Engine::poll_or_wake`] with a [`DataPlane`]: the large Data-In of
+    /// commands that name an external buffer is received into it.
+    pub fn poll_with(
+        &mut self,
+        out: &mut Vec<Completion>,
+        timeout: Duration,
+        wake: RawFd,
+        plane: Option<&mut (dyn DataPlane + '_)>,
+    ) -> Result<bool, InitiatorError> {
         self.wake = Some(wake);
         self.woken = false;
-        let result = self.poll(out, timeout);
+        let result = self.poll_into(out, timeout, plane);
         self.wake = None;
         result.map(|()| std::mem::take(&mut self.woken))
     }
@@ -415,6 +442,7 @@ impl Engine {
         out: &mut Vec<Completion>,
         timeout: Duration,
         batch: usize,
+        mut plane: Option<&mut (dyn DataPlane + '_)>,
     ) -> Result<(), InitiatorError> {
         let mut deadline = Instant::now() + timeout;
         let before = out.len();
@@ -423,7 +451,7 @@ impl Engine {
             if !self.lus.is_empty() {
                 self.service_multipath(out);
             }
-            self.send_all();
+            self.send_all(plane.as_deref_mut());
             self.recover_broken();
             self.take_relogins();
             for entry in self.sessions.iter_mut().flatten() {
@@ -451,12 +479,12 @@ impl Engine {
             // A lone connection blocks in recv with a timeout that stays the
             // same from call to call (no setsockopt per wait); the deadline is
             // checked here, so a wait overshoots it by at most that timeout.
-            self.wait_and_receive(wait, timeout.min(TICK))?;
+            self.wait_and_receive(wait, timeout.min(TICK), plane.as_deref_mut())?;
             self.tick();
         }
     }
 
-    fn send_all(&mut self) {
+    fn send_all(&mut self, mut plane: Option<&mut (dyn DataPlane + '_)>) {
         for entry in self.sessions.iter_mut().flatten() {
             if entry.broken.is_some() {
                 continue;
@@ -468,9 +496,15 @@ impl Engine {
                 }
                 let fd = sock.fd;
                 let sends = &mut self.stats.sends;
-                let result = entry.core.flush(c, |iov| {
+                let result = entry.core.flush_output(c, |out| {
                     *sends += 1;
-                    sys::send_vectored(fd, iov)
+                    match (out, plane.as_deref_mut()) {
+                        (Output::Bytes(iov), _) => sys::send_vectored(fd, iov),
+                        (Output::Chunks(chunks), Some(plane)) => plane.send(chunks, fd),
+                        (Output::Chunks(_), None) => Err(io::Error::other(
+                            "an external buffer's data, and no data plane to send it",
+                        )),
+                    }
                 });
                 if let Err(e) = result {
                     entry.broken = Some(format!("send failed: {e}"));
@@ -484,6 +518,7 @@ impl Engine {
         &mut self,
         wait: Duration,
         recv_timeout: Duration,
+        plane: Option<&mut (dyn DataPlane + '_)>,
     ) -> Result<(), InitiatorError> {
         self.arm_lowat();
         let mut live = 0;
@@ -505,7 +540,7 @@ impl Engine {
             }
             (1, Some((s, c, false))) if self.wake.is_none() => {
                 // One connection with nothing to send: wait in recv itself.
-                self.receive(s, c, Some(recv_timeout));
+                self.receive(s, c, Some(recv_timeout), None);
                 return Ok(());
             }
             _ => {}
@@ -515,7 +550,7 @@ impl Engine {
         self.stats.polls += 1;
         let mut ready = std::mem::take(&mut self.ready);
         epoll.wait(&mut ready, wait).map_err(epoll_error)?;
-        self.receive_ready(&ready);
+        self.receive_ready(&ready, plane);
         self.ready = ready;
         Ok(())
     }
@@ -590,7 +625,11 @@ impl Engine {
 
     /// Receives on each connection `ready` names readable; a wake-up ends
     /// the run.
-    fn receive_ready(&mut self, ready: &[(u64, u32)]) {
+    fn receive_ready(
+        &mut self,
+        ready: &[(u64, u32)],
+        mut plane: Option<&mut (dyn DataPlane + '_)>,
+    ) {
         for &(key, events) in ready {
             if key == WAKE_KEY {
                 self.woken = true;
@@ -605,7 +644,7 @@ impl Engine {
                     e.broken.is_none() && e.socks.get(c).is_some_and(|k| k.registered.is_some())
                 });
             if current && sys::readable(events) {
-                self.receive(s, c, None);
+                self.receive(s, c, None, plane.as_deref_mut());
             }
         }
     }
@@ -615,7 +654,13 @@ impl Engine {
     ///
     /// While a Data-In is being placed the `recv` goes into the task's
     /// buffer, its trailer, and then into `rbuf` for at most the next header.
-    fn receive(&mut self, s: usize, c: usize, wait: Option<Duration>) {
+    fn receive(
+        &mut self,
+        s: usize,
+        c: usize,
+        wait: Option<Duration>,
+        plane: Option<&mut (dyn DataPlane + '_)>,
+    ) {
         let Some(entry) = self.sessions[s].as_mut() else {
             return;
         };
@@ -639,7 +684,22 @@ impl Engine {
         self.stats.recvs += 1;
         let limits = entry.core.conns[c].recv_limits;
         let fd = sock.fd;
+        let external = match (plane, sock.placement.as_mut()) {
+            (Some(plane), Some(p)) => entry.core.placement_external(p).map(|to| (plane, to)),
+            _ => None,
+        };
         let result = match sock.placement.as_mut() {
+            Some(_) if external.is_some() => {
+                let (plane, (buffer, offset, len)) = external.expect("matched");
+                let n = plane.receive(buffer, offset, len, fd);
+                if plane.woken() {
+                    self.woken = true;
+                }
+                if let Ok(n) = n {
+                    self.stats.external_bytes += n as u64;
+                }
+                n
+            }
             Some(p) => {
                 let header_len = frame::header_bytes_needed(&[], &limits);
                 let tail = &mut sock.rbuf.spare(header_len)[..header_len];
@@ -813,7 +873,7 @@ impl Engine {
     fn wait_for(&mut self, session: usize, token: u64) -> Result<Completion, InitiatorError> {
         let mut done = Vec::new();
         loop {
-            self.run(&mut done, TICK, 1)?;
+            self.run(&mut done, TICK, 1, None)?;
             if let Some(i) = done
                 .iter()
                 .position(|c| c.session == session && c.token == token)
@@ -883,7 +943,7 @@ impl Engine {
         let deadline = Instant::now() + timeout;
         let mut done = Vec::new();
         while Instant::now() < deadline {
-            self.run(&mut done, TICK, 1)?;
+            self.run(&mut done, TICK, 1, None)?;
             if let Some(i) = done
                 .iter()
                 .position(|c| c.session == session && c.token == token)

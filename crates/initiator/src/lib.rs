@@ -29,8 +29,8 @@ mod sys;
 pub mod url;
 
 pub use command::{
-    describe_status, describe_status_in_words, Command, Completion, Direction, Outcome, Residual,
-    ScsiStatus, TaskAttr, TaskError, TaskManagement,
+    describe_status, describe_status_in_words, Chunk, Command, Completion, DataPlane, Direction,
+    Outcome, Residual, ScsiStatus, TaskAttr, TaskError, TaskManagement,
 };
 pub use config::{
     Keepalive, RetryPolicy, SessionConfig, SocketOptions, DEFAULT_INITIATOR_NAME,

@@ -276,6 +276,8 @@ struct LuTask {
     cdb: [u8; 16],
     direction: Direction,
     attr: TaskAttr,
+    /// [`Command::external`].
+    external: Option<u32>,
     /// The path it is outstanding on.
     path: Option<usize>,
     /// Its buffer while it waits here.
@@ -470,6 +472,7 @@ impl MultipathCore {
             direction,
             attr,
             buffer,
+            external,
             ..
         } = command;
         self.tasks[slot as usize] = Some(LuTask {
@@ -477,6 +480,7 @@ impl MultipathCore {
             cdb,
             direction,
             attr,
+            external,
             path: None,
             buffer: Vec::new(),
             trouble_since: None,
@@ -697,6 +701,7 @@ impl MultipathCore {
             direction: task.direction,
             attr: task.attr,
             buffer,
+            external: task.external,
         };
         self.paths[path].outstanding += 1;
         self.current = Some(path);

@@ -28,6 +28,19 @@ pub enum Piece {
         /// One past the last byte.
         end: u32,
     },
+    /// Bytes `start..end` of external buffer `buffer` (a write's request
+    /// pages, [`crate::Command::external`]), which only the data plane
+    /// can send; held for the task in slot `slot`.
+    External {
+        /// The task's slot.
+        slot: u32,
+        /// The caller's buffer id.
+        buffer: u32,
+        /// First byte.
+        start: u32,
+        /// One past the last byte.
+        end: u32,
+    },
 }
 
 impl Piece {
@@ -36,7 +49,9 @@ impl Piece {
         match self {
             Piece::Inline { len, .. } => usize::from(*len),
             Piece::Owned(v) => v.len(),
-            Piece::Task { start, end, .. } => (*end - *start) as usize,
+            Piece::Task { start, end, .. } | Piece::External { start, end, .. } => {
+                (*end - *start) as usize
+            }
         }
     }
 }
@@ -48,6 +63,8 @@ pub struct OutQueue {
     pub pieces: VecDeque<Piece>,
     /// Bytes of `pieces[0]` already sent.
     pub front_sent: usize,
+    /// How many of `pieces` are [`Piece::External`].
+    pub externals: usize,
 }
 
 impl OutQueue {
@@ -76,6 +93,20 @@ impl OutQueue {
         }
     }
 
+    /// Appends a range of an external buffer, held for the task in `slot`.
+    pub fn push_external(&mut self, slot: u32, buffer: u32, start: u32, end: u32) {
+        debug_assert!(start <= end);
+        if start < end {
+            self.externals += 1;
+            self.pieces.push_back(Piece::External {
+                slot,
+                buffer,
+                start,
+                end,
+            });
+        }
+    }
+
     /// True when nothing waits.
     pub fn is_empty(&self) -> bool {
         self.pieces.is_empty()
@@ -95,8 +126,13 @@ impl OutQueue {
             }
             n -= rest;
             self.front_sent = 0;
-            if let Some(Piece::Task { slot, .. }) = self.pieces.pop_front() {
-                released(slot);
+            match self.pieces.pop_front() {
+                Some(Piece::Task { slot, .. }) => released(slot),
+                Some(Piece::External { slot, .. }) => {
+                    self.externals -= 1;
+                    released(slot);
+                }
+                _ => {}
             }
         }
     }
@@ -104,11 +140,12 @@ impl OutQueue {
     /// Drops everything (the connection is gone); `released` as in [`OutQueue::advance`].
     pub fn clear(&mut self, mut released: impl FnMut(u32)) {
         for piece in self.pieces.drain(..) {
-            if let Piece::Task { slot, .. } = piece {
+            if let Piece::Task { slot, .. } | Piece::External { slot, .. } = piece {
                 released(slot);
             }
         }
         self.front_sent = 0;
+        self.externals = 0;
     }
 }
 
@@ -133,7 +170,16 @@ mod tests {
         q.advance(302, |_| {});
         assert!(q.is_empty());
         q.push_task(3, 0, 8);
+        q.push_external(4, 9, 0, 4096);
+        assert_eq!(q.externals, 1);
         q.clear(|s| released.push(s));
-        assert_eq!(released, vec![7, 3]);
+        assert_eq!(released, vec![7, 3, 4]);
+        assert_eq!(q.externals, 0);
+        q.push_bytes(&[1; 48]);
+        q.push_external(5, 9, 100, 200);
+        q.advance(98, |s| released.push(s));
+        assert_eq!((q.externals, q.front_sent), (1, 50));
+        q.advance(50, |s| released.push(s));
+        assert_eq!((q.externals, released.last()), (0, Some(&5)));
     }
 }

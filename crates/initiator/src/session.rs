@@ -41,6 +41,43 @@ pub const TASKS_MAX: usize = 0xffff;
 const INTERNAL_TOKEN: u64 = u64::MAX;
 /// Pieces handed to one send.
 const IOV_MAX: usize = 256;
+/// Runs of bytes and external ranges handed to one send at most.
+const CHUNKS_MAX: usize = 32;
+
+/// What [`SessionCore::flush_output`] hands its sender.
+#[derive(Debug, Clone, Copy)]
+pub enum Output<'a> {
+    /// Everything queued is in memory: one vectored send.
+    Bytes(&'a [IoSlice<'a>]),
+    /// Some of it is in external buffers: send these in order, stopping
+    /// at the first that does not go whole.
+    Chunks(&'a [Chunk<'a>]),
+}
+
+/// A run of output for a [`crate::DataPlane`].
+#[derive(Debug, Clone, Copy)]
+pub enum Chunk<'a> {
+    /// Bytes in memory.
+    Bytes(&'a [IoSlice<'a>]),
+    /// `len` bytes at `offset` of the caller's external buffer `buffer`.
+    External {
+        buffer: u32,
+        offset: usize,
+        len: usize,
+    },
+}
+
+/// A [`Chunk`] before `iov` is whole: a range of its slices, or an
+/// external range.
+#[derive(Debug, Clone, Copy)]
+enum Run {
+    Bytes(usize, usize),
+    External {
+        buffer: u32,
+        offset: usize,
+        len: usize,
+    },
+}
 
 /// What a task is.
 #[derive(Debug)]
@@ -50,6 +87,8 @@ enum Kind {
         cdb: [u8; 16],
         direction: Direction,
         attr: u8,
+        /// [`Command::external`].
+        external: Option<u32>,
     },
     Tmf {
         function: u8,
@@ -291,6 +330,13 @@ impl SessionCore {
             return Err((TaskError::Invalid(why), cmd));
         }
         let len = cmd.transfer_len() as usize;
+        let digested = self.conns.iter().any(|c| c.send_limits.data_digest);
+        if cmd.external.is_some() && matches!(cmd.direction, Direction::Write(_)) && digested {
+            let why = "a write from an external buffer on a connection with data digests \
+                       (the digest is computed over the bytes, which it does not show)"
+                .to_string();
+            return Err((TaskError::Invalid(why), cmd));
+        }
         match cmd.direction {
             Direction::Write(_) if cmd.buffer.len() < len => {
                 let why = format!("write of {len} bytes with a buffer of {}", cmd.buffer.len());
@@ -311,6 +357,7 @@ impl SessionCore {
             cdb: cmd.cdb,
             direction: cmd.direction,
             attr: cmd.attr as u8,
+            external: cmd.external,
         };
         let slot = self
             .alloc(token, kind, cmd.buffer)
@@ -596,11 +643,24 @@ impl SessionCore {
         let Some(task) = self.slots[slot as usize].task.as_mut() else {
             return;
         };
+        // An external buffer is never sent with a data digest (`submit`
+        // refuses it): the trailer is the padding alone.
         let (trailer, trailer_len) =
             frame::data_trailer(&task.buffer[start as usize..end as usize], &limits);
         task.queued_pieces += 1;
+        let external = match task.kind {
+            Kind::Scsi {
+                external,
+                direction: Direction::Write(_),
+                ..
+            } => external,
+            _ => None,
+        };
         let out = &mut self.conns[c].out;
-        out.push_task(slot, start, end);
+        match external {
+            Some(buffer) => out.push_external(slot, buffer, start, end),
+            None => out.push_task(slot, start, end),
+        }
         out.push_bytes(&trailer[..trailer_len]);
     }
 
@@ -628,6 +688,7 @@ impl SessionCore {
             cdb,
             direction,
             attr,
+            ..
         } = task.kind
         else {
             return;
@@ -777,11 +838,43 @@ impl SessionCore {
 
     /// Sends what connection `c` has queued through `send` (a vectored,
     /// non-blocking send). Ok(true) when everything went; Ok(false) when the
-    /// socket is full.
+    /// socket is full. A connection carrying an external buffer's data
+    /// needs [`SessionCore::flush_output`].
     pub fn flush(
         &mut self,
         c: usize,
         mut send: impl FnMut(&[IoSlice<'_>]) -> io::Result<usize>,
+    ) -> io::Result<bool> {
+        self.flush_output(c, |out| match out {
+            Output::Bytes(iov) => send(iov),
+            Output::Chunks(_) => Err(io::Error::other(
+                "an external buffer's data, and no data plane to send it",
+            )),
+        })
+    }
+
+    /// The bytes a queued piece (not an external one) stands for.
+    fn piece_bytes<'a>(&'a self, piece: &'a Piece) -> &'a [u8] {
+        match piece {
+            Piece::Inline { bytes, len } => &bytes[..usize::from(*len)],
+            Piece::Owned(v) => v,
+            Piece::Task { slot, start, end } => match self.task(*slot) {
+                Some(t) => &t.buffer[*start as usize..*end as usize],
+                None => &[],
+            },
+            Piece::External { .. } => &[],
+        }
+    }
+
+    /// [`SessionCore::flush`] for every kind of output: what is queued goes
+    /// to `send` as one vectored send ([`Output::Bytes`]) or, while an
+    /// external buffer's data is queued, as runs of bytes and external
+    /// ranges in order ([`Output::Chunks`], for a [`crate::DataPlane`]).
+    /// `send` says how many bytes went, in order.
+    pub fn flush_output(
+        &mut self,
+        c: usize,
+        mut send: impl FnMut(Output<'_>) -> io::Result<usize>,
     ) -> io::Result<bool> {
         loop {
             let n = {
@@ -793,22 +886,71 @@ impl SessionCore {
                 // send cost more than the few slices a connection at low
                 // depth uses.
                 let mut iov = IoSlices::<IOV_MAX>::new();
-                iov.extend(conn.out.pieces.iter().enumerate().map(|(i, piece)| {
-                    let bytes: &[u8] = match piece {
-                        Piece::Inline { bytes, len } => &bytes[..usize::from(*len)],
-                        Piece::Owned(v) => v,
-                        Piece::Task { slot, start, end } => match self.task(*slot) {
-                            Some(t) => &t.buffer[*start as usize..*end as usize],
-                            None => &[],
-                        },
-                    };
-                    if i == 0 {
-                        &bytes[conn.out.front_sent..]
-                    } else {
-                        bytes
+                let front_sent = conn.out.front_sent;
+                let result = if conn.out.externals == 0 {
+                    iov.extend(conn.out.pieces.iter().enumerate().map(|(i, piece)| {
+                        let bytes = self.piece_bytes(piece);
+                        if i == 0 {
+                            &bytes[front_sent..]
+                        } else {
+                            bytes
+                        }
+                    }));
+                    send(Output::Bytes(iov.as_slice()))
+                } else {
+                    // Runs of consecutive byte pieces (slices of `iov`) and
+                    // external ranges, as many as fit.
+                    let mut runs = [Run::Bytes(0, 0); CHUNKS_MAX];
+                    let mut count = 0;
+                    for (i, piece) in conn.out.pieces.iter().enumerate() {
+                        let skip = if i == 0 { front_sent } else { 0 };
+                        let run = match piece {
+                            Piece::External {
+                                buffer, start, end, ..
+                            } => Run::External {
+                                buffer: *buffer,
+                                offset: *start as usize + skip,
+                                len: (*end - *start) as usize - skip,
+                            },
+                            _ if iov.is_full() => break,
+                            _ => {
+                                iov.push(&self.piece_bytes(piece)[skip..]);
+                                match runs[..count].last_mut() {
+                                    Some(Run::Bytes(_, to)) => {
+                                        *to += 1;
+                                        continue;
+                                    }
+                                    _ => Run::Bytes(iov.len() - 1, iov.len()),
+                                }
+                            }
+                        };
+                        if count == CHUNKS_MAX {
+                            // (A byte piece's slice may be in `iov`: no run
+                            // names it, so it is not sent.)
+                            break;
+                        }
+                        runs[count] = run;
+                        count += 1;
                     }
-                }));
-                match send(iov.as_slice()) {
+                    let slices = iov.as_slice();
+                    let mut chunks = [Chunk::Bytes(&[]); CHUNKS_MAX];
+                    for (chunk, run) in chunks.iter_mut().zip(&runs[..count]) {
+                        *chunk = match *run {
+                            Run::Bytes(from, to) => Chunk::Bytes(&slices[from..to]),
+                            Run::External {
+                                buffer,
+                                offset,
+                                len,
+                            } => Chunk::External {
+                                buffer,
+                                offset,
+                                len,
+                            },
+                        };
+                    }
+                    send(Output::Chunks(&chunks[..count]))
+                };
+                match result {
                     Ok(n) => n,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => 0,
@@ -1259,6 +1401,7 @@ impl SessionCore {
                 cdb,
                 direction,
                 attr,
+                external,
             } = task.kind
             {
                 out.push((
@@ -1269,6 +1412,7 @@ impl SessionCore {
                         direction,
                         attr: TaskAttr::from_code(attr),
                         buffer: task.buffer,
+                        external,
                     },
                 ));
             }

@@ -86,6 +86,7 @@ impl Session {
                         direction,
                         attr,
                         buffer: done.buffer,
+                        external: None,
                     };
                 }
                 Err(why) => {

@@ -139,7 +139,7 @@ impl Engine {
     fn probe_paths(&mut self, slot: usize, deadline: Instant) -> Result<(), InitiatorError> {
         let mut done = Vec::new();
         while self.lu(slot).is_some_and(|lu| lu.core.probing()) && Instant::now() < deadline {
-            self.run(&mut done, TICK, 1)?;
+            self.run(&mut done, TICK, 1, None)?;
             self.stash.append(&mut done);
         }
         let lu = self.lus[slot]

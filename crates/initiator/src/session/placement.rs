@@ -21,7 +21,7 @@
 //! is. A placement begun before the connections were lost goes to the sink
 //! too: its task may have been reissued, under the same tag, meanwhile.
 
-use super::{ConnFailure, SessionCore};
+use super::{ConnFailure, Kind, SessionCore};
 use isoe_wire::digest;
 use isoe_wire::frame::{self, Header};
 use isoe_wire::pdu::DataIn;
@@ -203,6 +203,39 @@ impl SessionCore {
         (iov, count)
     }
 
+    /// Where the rest of the placed PDU's data segment goes when its task
+    /// reads into an external buffer ([`crate::Command::external`]):
+    /// (buffer id, offset in it, bytes), for the driver to receive into
+    /// through its [`crate::DataPlane`] and account with
+    /// [`SessionCore::placement_received`]; the padding, the digest and
+    /// what follows come with the next ordinary receive. None when the
+    /// data goes where [`SessionCore::placement_buffers`] says: the task
+    /// has no external buffer or has ended, the data is all in, or the
+    /// PDU has a data digest (computed over the bytes as they land, which
+    /// an external buffer does not show).
+    pub fn placement_external(&mut self, p: &mut Placement) -> Option<(u32, usize, usize)> {
+        let data_left = p.data_left();
+        if data_left == 0 || p.sunk || p.epoch != self.conns_epoch || p.header.has_data_digest() {
+            return None;
+        }
+        let slot = self.slot_of(p.data_in.initiator_task_tag)?;
+        let Kind::Scsi {
+            external: Some(id), ..
+        } = self.task(slot)?.kind
+        else {
+            return None;
+        };
+        p.offer = Offer {
+            data: data_left,
+            ..Offer::default()
+        };
+        Some((
+            id,
+            p.data_in.buffer_offset as usize + p.data_done,
+            data_left,
+        ))
+    }
+
     /// Accounts a receive of `n` bytes into the last
     /// [`SessionCore::placement_buffers`]; returns how many of them landed
     /// in `tail`.
@@ -278,7 +311,7 @@ mod tests {
     use super::*;
     use crate::command::{Command, Completion, Outcome, TaskError, TaskManagement};
     use crate::session::testing::{limits, sent, session, MAX_PDU};
-    use crate::session::ConnCore;
+    use crate::session::{Chunk, ConnCore, Output};
     use isoe_wire::pdu::{ScsiResponse, TaskMgmtResponse};
 
     /// Submits a read of `len` bytes and sends it; returns its ITT and connection.
@@ -480,6 +513,120 @@ mod tests {
                 assert!(outcomes.iter().all(|o| *o == outcomes[0]), "{outcomes:?}");
             }
         }
+    }
+
+    #[test]
+    fn a_read_into_an_external_buffer_places_what_is_still_to_come_there() {
+        let data = pattern(200_000, 3);
+        let mut core = session(1, false);
+        let mut cmd = Command::read(0, &[0x88], 200_000);
+        cmd.external = Some(9);
+        core.submit(cmd, 1).unwrap();
+        core.pump();
+        let Some(Pdu::ScsiCommand(sc)) = sent(&mut core, 0).first().cloned() else {
+            panic!("the read went nowhere");
+        };
+        let stream = read_stream(sc.initiator_task_tag, &data, false);
+        let first = 4096;
+        let mut p = core
+            .begin_placement(0, &stream[..first], 16 * 1024)
+            .unwrap();
+        let mut external = vec![0u8; data.len()];
+        let mut at = first;
+        let head = first - 48;
+        let mut expect_offset = head;
+        while let Some((id, offset, len)) = core.placement_external(&mut p) {
+            assert_eq!(
+                (id, offset, len),
+                (9, expect_offset, data.len() - expect_offset)
+            );
+            let n = len.min(50_000);
+            external[offset..offset + n].copy_from_slice(&stream[at..at + n]);
+            at += n;
+            expect_offset += n;
+            assert_eq!(core.placement_received(&mut p, n, Instant::now()), 0);
+        }
+        assert!(p.is_complete());
+        core.finish_placement(p).unwrap();
+        let done = drain(&mut core);
+        assert_eq!(done.len(), 1);
+        // What came with the header is in the buffer; the rest only in the
+        // external buffer.
+        assert_eq!(&done[0].buffer[..head], &data[..head]);
+        assert!(done[0].buffer[head..].iter().all(|&b| b == 0));
+        assert_eq!(&external[head..], &data[head..]);
+        let Outcome::Scsi(status) = &done[0].outcome else {
+            panic!("{:?}", done[0].outcome);
+        };
+        assert_eq!(status.data_in_len, 200_000);
+
+        // With a data digest the bytes must be seen: the buffer takes them.
+        let mut core = session(1, true);
+        let mut cmd = Command::read(0, &[0x88], 200_000);
+        cmd.external = Some(9);
+        core.submit(cmd, 1).unwrap();
+        core.pump();
+        let Some(Pdu::ScsiCommand(sc)) = sent(&mut core, 0).first().cloned() else {
+            panic!("the read went nowhere");
+        };
+        let stream = read_stream(sc.initiator_task_tag, &data, true);
+        let mut p = core
+            .begin_placement(0, &stream[..first], 16 * 1024)
+            .unwrap();
+        assert!(core.placement_external(&mut p).is_none());
+    }
+
+    #[test]
+    fn a_write_from_an_external_buffer_goes_out_as_chunks_in_order() {
+        let mut core = session(1, false);
+        let mut cmd = Command::write(0, &[0x8a], vec![0; 8192]);
+        cmd.external = Some(4);
+        core.submit(cmd, 1).unwrap();
+        core.pump();
+        let mut seen = Vec::new();
+        let all = core
+            .flush_output(0, |out| {
+                let Output::Chunks(chunks) = out else {
+                    panic!("an external buffer's data as plain bytes");
+                };
+                let mut n = 0;
+                for chunk in chunks {
+                    let (what, len) = match *chunk {
+                        Chunk::Bytes(iov) => ("bytes", iov.iter().map(|s| s.len()).sum()),
+                        Chunk::External {
+                            buffer,
+                            offset,
+                            len,
+                        } => {
+                            assert_eq!((buffer, offset), (4, 0));
+                            ("external", len)
+                        }
+                    };
+                    seen.push((what, len));
+                    n += len;
+                }
+                Ok(n)
+            })
+            .unwrap();
+        assert!(all);
+        assert_eq!(seen, [("bytes", 48), ("external", 8192)]);
+        // The flush sent it all: the command waits for its answer only.
+        assert_eq!(core.conns[0].out.externals, 0);
+        assert!(core.conns[0].out.is_empty());
+        // Plain `flush` cannot send an external buffer's data.
+        let mut cmd = Command::write(0, &[0x8a], vec![0; 8192]);
+        cmd.external = Some(5);
+        core.submit(cmd, 2).unwrap();
+        core.pump();
+        assert!(core.flush(0, |_| Ok(0)).is_err());
+
+        // Nor is one sent with a data digest, computed over bytes it does
+        // not show.
+        let mut core = session(1, true);
+        let mut cmd = Command::write(0, &[0x8a], vec![0; 8192]);
+        cmd.external = Some(4);
+        let (err, _) = core.submit(cmd, 1).unwrap_err();
+        assert!(matches!(err, TaskError::Invalid(why) if why.contains("digest")));
     }
 
     #[test]

@@ -225,6 +225,8 @@ fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         Options {
             queue_depth: args.depth,
             recover: args.recover,
+            // This server reads and writes the tags' buffers itself.
+            zero_copy: false,
         },
     )?;
     if args.keep {

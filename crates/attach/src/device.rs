@@ -8,6 +8,7 @@
 //! back with the completion ([`BlockDevice::complete`]); moving a `Vec`
 //! never moves its bytes, so the address the kernel knows stays valid.
 
+use isoe_initiator::DataPlane;
 use std::io;
 use std::os::fd::RawFd;
 use std::path::PathBuf;
@@ -94,7 +95,7 @@ pub trait BlockDevice {
     fn take_requests(&mut self, out: &mut Vec<Request>) -> io::Result<bool>;
 
     /// Lends `tag`'s buffer, [`Geometry::max_io_bytes`] long, a write's
-    /// data at its front.
+    /// data at its front (unless the write is [`BlockDevice::external`]).
     fn take_buffer(&mut self, tag: u16) -> Vec<u8>;
 
     /// Finishes request `tag`: its buffer back (a read's data at its
@@ -108,6 +109,23 @@ pub trait BlockDevice {
 
     /// Hands the completions held to the kernel.
     fn flush(&mut self) -> io::Result<()>;
+
+    /// What moves data to and from the requests' own pages (ublk zero
+    /// copy), for the requests [`BlockDevice::external`] names. None:
+    /// every byte goes through the buffers.
+    fn data_plane(&mut self) -> Option<&mut dyn DataPlane> {
+        None
+    }
+
+    /// True when `request`'s data moves through [`BlockDevice::data_plane`]:
+    /// its command names the tag as its external buffer
+    /// ([`isoe_initiator::Command::external`]). A read's large Data-In is
+    /// then received straight into the request's pages (the rest still
+    /// lands in the tag's buffer); a write's data is sent from them and is
+    /// not in the tag's buffer.
+    fn external(&self, _request: &Request) -> bool {
+        false
+    }
 
     /// Once the device exists and serves: its path (`/dev/ublkb0`,
     /// `/dev/nbd0`). None while it is being started; Some(Err) if starting

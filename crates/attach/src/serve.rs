@@ -47,6 +47,11 @@ pub struct Stats {
     pub write_zeroes: u64,
     pub read_bytes: u64,
     pub write_bytes: u64,
+    /// Of `read_bytes`, those received from the socket straight into the
+    /// requests' pages (ublk zero copy); the rest went through the tags'
+    /// buffers.
+    #[serde(default)]
+    pub zero_copy_read_bytes: u64,
     /// Requests that failed (an errno went back to the kernel).
     pub errors: u64,
     /// Commands sent again after a retryable answer.
@@ -129,6 +134,7 @@ pub fn serve<D: BlockDevice>(
 ) -> Result<(Stats, Option<PathBuf>), ServeError> {
     let mut state = State {
         reconnects_before: engine.stats().reconnects,
+        external_before: engine.stats().external_bytes,
         engine,
         session,
         lu,
@@ -192,7 +198,8 @@ pub fn serve<D: BlockDevice>(
             .unwrap_or(WAIT)
             .min(WAIT);
         let wake = state.device.wake_fd();
-        state.engine.poll_or_wake(&mut done, wait, wake)?;
+        let plane = state.device.data_plane();
+        state.engine.poll_with(&mut done, wait, wake, plane)?;
         let now = Instant::now();
         for c in done.drain(..) {
             state.finish(c, now);
@@ -226,6 +233,7 @@ struct State<'a, D> {
     delayed: Vec<(Instant, u16, Vec<u8>)>,
     stats: Stats,
     reconnects_before: u64,
+    external_before: u64,
     /// Since when the session has failed for good, while it has.
     offline_since: Option<Instant>,
     /// When the next background login of a failed session may start.
@@ -271,7 +279,9 @@ impl Failed {
 impl<D: BlockDevice> State<'_, D> {
     /// The engine's reconnections and failovers into the counters.
     fn count_recovery(&mut self) {
-        self.stats.reconnects = self.engine.stats().reconnects - self.reconnects_before;
+        let engine = self.engine.stats();
+        self.stats.reconnects = engine.reconnects - self.reconnects_before;
+        self.stats.zero_copy_read_bytes = engine.external_bytes - self.external_before;
         if let Some(m) = self.engine.multipath_stats(self.session) {
             self.stats.failovers = m.failovers;
             self.stats.failover_gap_max_ms = m.failover_gap_max.as_millis() as u64;
@@ -349,7 +359,10 @@ impl<D: BlockDevice> State<'_, D> {
         if let Some(s) = self.slots[index].as_mut() {
             s.piece = len;
         }
-        let command = scsi::command(self.lu, &request, offset, len, buffer);
+        let mut command = scsi::command(self.lu, &request, offset, len, buffer);
+        if self.device.external(&request) {
+            command.external = Some(u32::from(tag));
+        }
         if let Err(refused) = self
             .engine
             .submit_or_return(self.session, command, u64::from(tag))

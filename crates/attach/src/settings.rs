@@ -13,6 +13,7 @@
 //! replacement_timeout = 120   # seconds a lost session may take to come back; 0: fail at once
 //! connections = 1             # 1..=16 per session
 //! scheduling = "normal"       # the serving thread's: "normal", or "realtime" (SCHED_FIFO 1)
+//! zero_copy = true            # ublk: Data-In straight into the request's pages where the kernel allows
 //! header_digest = false
 //! data_digest = false
 //! initiator_name = "iqn.2026-11.io.isoe:host1"
@@ -154,6 +155,10 @@ pub struct Settings {
     pub connections: u16,
     /// `scheduling` of the serving thread.
     pub scheduling: Scheduling,
+    /// `zero_copy`: ublk receives a read's data straight into the
+    /// request's pages where the kernel offers it (6.16+) and no data
+    /// digest is on; false keeps the copying path.
+    pub zero_copy: bool,
     /// `header_digest`: CRC32C on PDU headers.
     pub header_digest: bool,
     /// `data_digest`: CRC32C on data segments.
@@ -183,6 +188,7 @@ impl Default for Settings {
             replacement_timeout: DEFAULT_REPLACEMENT_TIMEOUT,
             connections: 1,
             scheduling: Scheduling::Normal,
+            zero_copy: true,
             header_digest: false,
             data_digest: false,
             initiator_name: None,
@@ -263,6 +269,7 @@ pub const KEYS: &[&str] = &[
     "replacement_timeout",
     "connections",
     "scheduling",
+    "zero_copy",
     "header_digest",
     "data_digest",
     "initiator_name",
@@ -334,6 +341,9 @@ fn read_settings(r: &R, root: &mut Table, base: &Path) -> Result<Settings, Setti
         let names = Scheduling::ALL.map(Scheduling::name);
         let name = r.choice(&f, &names)?;
         s.scheduling = Scheduling::from_name(name).expect("one of the names");
+    }
+    if let Some(f) = root.take("zero_copy") {
+        s.zero_copy = r.bool(&f)?;
     }
     if let Some(f) = root.take("header_digest") {
         s.header_digest = r.bool(&f)?;
@@ -593,6 +603,7 @@ mod tests {
              replacement_timeout = 0\n\
              connections = 16\n\
              scheduling = \"realtime\"\n\
+             zero_copy = false\n\
              header_digest = true\n\
              data_digest = true\n\
              initiator_name = \"iqn.2026-11.io.isoe:host1\"\n\
@@ -612,6 +623,7 @@ mod tests {
                 replacement_timeout: Duration::ZERO,
                 connections: 16,
                 scheduling: Scheduling::Realtime,
+                zero_copy: false,
                 header_digest: true,
                 data_digest: true,
                 initiator_name: Some("iqn.2026-11.io.isoe:host1".into()),

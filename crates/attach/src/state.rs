@@ -61,6 +61,11 @@ pub struct Record {
     pub device: Option<String>,
     /// `"ublk"` or `"nbd"`.
     pub transport: String,
+    /// How request data moves between the kernel and the session:
+    /// `"zero-copy"` or `"copy"` (`ublk::DataPath`); None until the device
+    /// exists, and in records of older versions.
+    #[serde(default)]
+    pub data_path: Option<String>,
     /// The URLs logged in to, never with a password.
     pub urls: Vec<String>,
     /// The URLs are paths of one LU.
@@ -90,6 +95,7 @@ impl Record {
             pid: std::process::id(),
             device: None,
             transport: transport.to_string(),
+            data_path: None,
             urls,
             multipath,
             ublk_id: None,

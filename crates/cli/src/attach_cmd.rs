@@ -73,6 +73,10 @@ pub struct AttachArgs {
     /// realtime (SCHED_FIFO 1, as the kernel initiator's softirq work runs).
     #[arg(long, value_name = "POLICY", value_parser = ["normal", "realtime"])]
     scheduling: Option<String>,
+    /// Keep ublk's copying path where the kernel offers zero copy (reads'
+    /// data received straight into the request's pages).
+    #[arg(long)]
+    no_zero_copy: bool,
     /// Require CRC32C header digests.
     #[arg(long)]
     header_digest: bool,
@@ -309,7 +313,10 @@ fn write_table(out: &mut impl Write, records: &[Record]) -> io::Result<()> {
                 r.name.clone(),
                 r.device.clone().unwrap_or_else(|| "-".into()),
                 r.state.clone(),
-                r.transport.clone(),
+                match &r.data_path {
+                    Some(path) => format!("{}/{path}", r.transport),
+                    None => r.transport.clone(),
+                },
                 r.pid.to_string(),
                 s.commands.to_string(),
                 isoe_size::describe_bytes(s.read_bytes),
@@ -398,6 +405,7 @@ fn settings_of(args: &AttachArgs) -> Result<Settings, Failure> {
             .as_deref()
             .and_then(Scheduling::from_name)
             .unwrap_or(defaults.scheduling),
+        zero_copy: !args.no_zero_copy,
         header_digest: args.header_digest,
         data_digest: args.data_digest,
         initiator_name: args.initiator_name.clone(),
@@ -566,6 +574,9 @@ fn attach(args: AttachArgs) -> Result<(), Failure> {
             let options = ublk::Options {
                 queue_depth: settings.queue_depth,
                 recover,
+                // A data digest is computed over the bytes as they land,
+                // which a request's registered pages do not show.
+                zero_copy: settings.zero_copy && !settings.data_digest,
             };
             if let Some(id) = options.recover {
                 tracing::info!("resuming ublk device {id}, whose attach was killed");
@@ -573,6 +584,12 @@ fn attach(args: AttachArgs) -> Result<(), Failure> {
             let mut device = ublk::UblkDevice::create(&lu.geometry, options)
                 .map_err(|e| Failure::Operational(e.to_string()))?;
             watch.record.ublk_id = Some(device.dev_id());
+            watch.record.data_path = Some(device.data_path().name().into());
+            tracing::info!(
+                "ublk device {}: data path {}",
+                device.dev_id(),
+                device.data_path().name()
+            );
             start_guard(device.dev_id(), &name, settings.replacement_timeout);
             serve_device(&mut engine, session, &lu, &mut device, &mut watch)
         }
@@ -583,6 +600,7 @@ fn attach(args: AttachArgs) -> Result<(), Failure> {
             };
             let mut device = nbd::Nbd::open(&lu.geometry, options)
                 .map_err(|e| Failure::Operational(format!("NBD: {e}")))?;
+            watch.record.data_path = Some(ublk::DataPath::Copy.name().into());
             let served = serve_device(&mut engine, session, &lu, &mut device, &mut watch);
             if let Err(e) = device.finish() {
                 tracing::warn!("closing {}: {e}", device.path().display());
@@ -827,6 +845,7 @@ mod tests {
         a.state = state::OFFLINE.into();
         a.device = Some("/dev/ublkb12".into());
         a.stats.commands = 1_234_567_890;
+        a.data_path = Some(ublk::DataPath::ZeroCopy.name().into());
         let mut b = Record::new("db", "nbd", vec![], false);
         b.state = state::ORPHANED.into();
         let mut out = Vec::new();
@@ -845,7 +864,9 @@ mod tests {
             }
         }
         assert!(
-            lines[1].contains("offline") && lines[1].contains("1234567890"),
+            lines[1].contains("offline")
+                && lines[1].contains("1234567890")
+                && lines[1].contains("ublk/zero-copy"),
             "{text}"
         );
         assert!(

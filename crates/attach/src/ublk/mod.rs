@@ -39,8 +39,10 @@ use std::time::{Duration, Instant};
 
 pub use ctrl::{delete_dead, features, info, list, UblkInfo, CONTROL_PATH};
 
-use crate::device::{BlockDevice, Geometry, Request};
+use crate::device::{BlockDevice, Geometry, Op, Request};
 use ctrl::Control;
+use isoe_initiator::DataPlane;
+pub use queue::DataPath;
 use queue::{page_size, Queue, WAKE};
 use sys::{DevInfo, UblkParams};
 
@@ -64,6 +66,9 @@ pub struct Options {
     /// Resume this existing device, whose server died (quiesced), instead
     /// of adding a new one.
     pub recover: Option<u32>,
+    /// Zero copy where the kernel offers it (6.16+); the copying path
+    /// when false. A resumed device keeps the path it was made with.
+    pub zero_copy: bool,
 }
 
 impl Default for Options {
@@ -71,6 +76,7 @@ impl Default for Options {
         Options {
             queue_depth: 128,
             recover: None,
+            zero_copy: true,
         }
     }
 }
@@ -369,12 +375,22 @@ impl UblkDevice {
         let max_io = g.max_io_bytes / page * page;
         // Check what can be checked before the kernel has a device.
         params(g, max_io)?;
+        // Zero copy only where every part of it is there: a kernel that
+        // lacks one drops its flag and would leave a half path.
+        let zero_copy = options.zero_copy
+            && ctl
+                .get_features()
+                .is_ok_and(|f| f & sys::ZERO_COPY_FLAGS == sys::ZERO_COPY_FLAGS);
         let mut info = DevInfo {
             nr_hw_queues: 1,
             queue_depth: options.queue_depth,
             max_io_buf_bytes: max_io,
             dev_id: u32::MAX,
-            flags: FLAGS,
+            flags: if zero_copy {
+                FLAGS | sys::ZERO_COPY_FLAGS
+            } else {
+                FLAGS
+            },
             ..DevInfo::default()
         };
         ctl.add_dev(&mut info)?;
@@ -389,7 +405,12 @@ impl UblkDevice {
             }
             ctl.set_params(dev_id, &params(g, info.max_io_buf_bytes)?)?;
             let buf_bytes = g.max_io_bytes.max(info.max_io_buf_bytes) as usize;
-            Queue::open(dev_id, info.queue_depth, buf_bytes)
+            Queue::open(
+                dev_id,
+                info.queue_depth,
+                buf_bytes,
+                DataPath::of_flags(info.flags),
+            )
         };
         match rest() {
             Ok(queue) => Ok(UblkDevice::new(dev_id, queue, info.flags, false)),
@@ -478,7 +499,8 @@ impl UblkDevice {
             }
         }
         let buf_bytes = g.max_io_bytes.max(info.max_io_buf_bytes) as usize;
-        let queue = Queue::open(dev_id, info.queue_depth, buf_bytes).map_err(|e| {
+        let path = DataPath::of_flags(info.flags);
+        let queue = Queue::open(dev_id, info.queue_depth, buf_bytes, path).map_err(|e| {
             fail(format!(
                 "{e} (recovery started: `isoe detach /dev/ublkb{dev_id}` deletes the device)"
             ))
@@ -512,6 +534,11 @@ impl UblkDevice {
     /// The UBLK_F_* flags the kernel accepted.
     pub fn flags(&self) -> u64 {
         self.flags
+    }
+
+    /// How request data moves: zero copy or the copying path.
+    pub fn data_path(&self) -> DataPath {
+        DataPath::of_flags(self.flags)
     }
 
     /// Tags: requests in flight at most.
@@ -639,6 +666,24 @@ impl BlockDevice for UblkDevice {
 
     fn complete(&mut self, tag: u16, buffer: Vec<u8>, result: Result<(), i32>) {
         self.queue().complete(tag, buffer, result)
+    }
+
+    fn external(&self, request: &Request) -> bool {
+        let Some(q) = self.queue.as_ref() else {
+            return false;
+        };
+        match request.op {
+            Op::Read => q.path() == DataPath::ZeroCopy,
+            Op::Write => q.sends_from_pages(Op::Write, request.len),
+            _ => false,
+        }
+    }
+
+    fn data_plane(&mut self) -> Option<&mut dyn DataPlane> {
+        match self.queue.as_mut() {
+            Some(q) if q.path() == DataPath::ZeroCopy => Some(q),
+            _ => None,
+        }
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -928,7 +973,7 @@ mod tests {
                 &ram_geometry(),
                 Options {
                     queue_depth: depth,
-                    recover: None,
+                    ..Options::default()
                 },
             );
             assert!(matches!(r, Err(UblkError::Geometry(_))));

@@ -8,6 +8,25 @@
 //! thread's task work (on its way back from a system call) before the CQE
 //! shows. [`Queue::fetch_all`] is therefore called from the serving thread,
 //! not from the one that created the queue.
+//!
+//! Two data paths, chosen when the device is added ([`DataPath`]):
+//! - **copy**: the kernel copies a write's data into the tag's buffer
+//!   before the request shows, and a read's data out of it when the
+//!   request is committed. A read thus costs two copies (socket to
+//!   buffer, buffer to the request's pages), one more than the kernel's
+//!   own initiator makes.
+//! - **zero copy** (6.16+: `UBLK_F_AUTO_BUF_REG`): the kernel registers
+//!   each request's pages in the ring's buffer table at the tag's index
+//!   while the request is ours. The large Data-In of a read is received
+//!   from the socket straight into them (`READ_FIXED` on the socket,
+//!   [`DataPlane`]): one copy, as in the kernel's initiator. Bytes that
+//!   reached the tag's buffer instead (small PDUs, or the first bytes that
+//!   came with a header) are written to the request with `pwrite` on the
+//!   char device when it completes (`UBLK_F_USER_COPY`). A large write's
+//!   data is sent from the request's pages (`WRITE_FIXED` on the socket
+//!   after the header's `sendmsg`): one copy, never into the tag's buffer.
+//!   A small one is read into the tag's buffer with `pread` when it comes
+//!   ([`SEND_FROM_PAGES_MIN`]).
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -22,11 +41,51 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use super::sys::{self, IoCmd, IoDesc};
 use super::UblkError;
 use crate::device::{Op, Request};
+use isoe_initiator::{Chunk, DataPlane};
 
 /// user_data of the CQEs that only wake the serving thread (the NOP
 /// posted at creation, the control thread's MSG_RING); a tag's commands
 /// carry the tag.
 pub(crate) const WAKE: u64 = 1 << 32;
+/// user_data of a socket receive into a request's pages.
+const RECEIVE: u64 = 2 << 32;
+/// user_data of a send from a request's pages.
+const SEND: u64 = 3 << 32;
+/// Zero copy: a write at least this long is sent from the request's pages;
+/// a shorter one is read into the tag's buffer when it comes (one
+/// `pread`) and goes out with the other PDUs of its turn in one vectored
+/// send, which costs less than a send of its own.
+pub(crate) const SEND_FROM_PAGES_MIN: u32 = 64 * 1024;
+
+/// How a request's data moves between the kernel and the tag's buffer
+/// (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataPath {
+    /// The kernel copies to and from the tag's buffer.
+    Copy,
+    /// The request's pages are registered with the ring; Data-In is
+    /// received into them.
+    ZeroCopy,
+}
+
+impl DataPath {
+    /// The path of a device with these UBLK_F_* flags.
+    pub fn of_flags(flags: u64) -> DataPath {
+        if flags & sys::ZERO_COPY_FLAGS == sys::ZERO_COPY_FLAGS {
+            DataPath::ZeroCopy
+        } else {
+            DataPath::Copy
+        }
+    }
+
+    /// As `isoe attach --list` shows it.
+    pub fn name(self) -> &'static str {
+        match self {
+            DataPath::Copy => "copy",
+            DataPath::ZeroCopy => "zero-copy",
+        }
+    }
+}
 
 /// How long to wait for /dev/ublkcN to appear (devtmpfs makes it at once;
 /// a system without it waits for udev).
@@ -172,12 +231,21 @@ pub(crate) struct Queue {
     allocs: Vec<(usize, usize)>,
     tags: Vec<Tag>,
     aborted: u16,
-    /// Tags whose request has an op we do not serve: completed with
-    /// EOPNOTSUPP once the CQ is drained.
-    refuse: Vec<u16>,
+    /// Tags whose request is refused (an op we do not serve, data that
+    /// could not be read), with the result, committed once the CQ is
+    /// drained.
+    refuse: Vec<(u16, i32)>,
     /// A failure in complete() (which cannot return one), for the next
     /// flush or take.
     deferred: Option<io::Error>,
+    path: DataPath,
+    /// Zero copy: per tag, the byte ranges of the request's pages that
+    /// Data-In was received into; the rest of a read comes from the tag's
+    /// buffer when it completes.
+    placed: Vec<Vec<(u32, u32)>>,
+    /// CQEs read while waiting for a receive into a request's pages, for
+    /// the next take.
+    stash: Vec<cqueue::Entry>,
 }
 
 impl Drop for Queue {
@@ -197,7 +265,12 @@ impl Queue {
     /// buffers and the ring. Sends nothing to the device yet; the ring's
     /// fd is readable at once (a NOP's completion), so that a loop that
     /// polls it first comes round to fetch.
-    pub(crate) fn open(dev_id: u32, depth: u16, buf_bytes: usize) -> Result<Queue, UblkError> {
+    pub(crate) fn open(
+        dev_id: u32,
+        depth: u16,
+        buf_bytes: usize,
+        data_path: DataPath,
+    ) -> Result<Queue, UblkError> {
         let path = PathBuf::from(format!("/dev/ublkc{dev_id}"));
         let cdev = open_cdev(&path)?;
         let descs = Descs::map(&cdev, depth).map_err(|e| UblkError::Io {
@@ -210,6 +283,13 @@ impl Queue {
             .setup_cqsize(entries * 2)
             .build(entries)
             .map_err(UblkError::IoUring)?;
+        if data_path == DataPath::ZeroCopy {
+            // A table with a free slot per tag, for the kernel to register
+            // each request's pages in.
+            ring.submitter()
+                .register_buffers_sparse(u32::from(depth))
+                .map_err(UblkError::IoUring)?;
+        }
         let mut bufs = Vec::with_capacity(depth as usize);
         let mut allocs = Vec::with_capacity(depth as usize);
         for _ in 0..depth {
@@ -235,7 +315,14 @@ impl Queue {
             aborted: 0,
             refuse: Vec::new(),
             deferred: None,
+            path: data_path,
+            placed: vec![Vec::new(); depth as usize],
+            stash: Vec::new(),
         })
+    }
+
+    pub(crate) fn path(&self) -> DataPath {
+        self.path
     }
 
     pub(crate) fn ring_fd(&self) -> RawFd {
@@ -264,14 +351,21 @@ impl Queue {
 
     /// Queues a FETCH or COMMIT_AND_FETCH for `tag` with `result`.
     fn push_cmd(&mut self, op: u32, tag: u16, result: i32) -> io::Result<()> {
+        // Zero copy: no buffer address (the kernel refuses one), and the
+        // tag's slot in the buffer table for the next request's pages.
+        let (addr, sqe_addr) = match self.path {
+            DataPath::Copy => (self.bufs[tag as usize].as_mut_ptr() as u64, None),
+            DataPath::ZeroCopy => (0, Some(sys::auto_buf_reg_addr(tag))),
+        };
         let cmd = IoCmd {
             q_id: 0,
             tag,
             result,
-            addr: self.bufs[tag as usize].as_mut_ptr() as u64,
+            addr,
         };
         let sqe = opcode::UringCmd16::new(types::Fd(self.cdev.as_raw_fd()), op)
             .cmd(cmd.to_sqe_cmd())
+            .addr(sqe_addr)
             .build()
             .user_data(u64::from(tag));
         loop {
@@ -308,8 +402,9 @@ impl Queue {
         }
         self.submit()?;
         let mut failure = None;
-        let cq = self.ring.completion();
-        for cqe in cq {
+        let mut cqes = std::mem::take(&mut self.stash);
+        cqes.extend(self.ring.completion());
+        for cqe in cqes.drain(..) {
             let ud = cqe.user_data();
             if ud >= WAKE {
                 continue;
@@ -343,6 +438,16 @@ impl Queue {
                     op: d.op(),
                     bytes: bytes as u32,
                 };
+                self.placed[tag as usize].clear();
+                if let Some(Op::Write) = op.filter(|_| fits && self.path == DataPath::ZeroCopy) {
+                    if !self.sends_from_pages(Op::Write, bytes as u32) {
+                        if let Err(e) = self.copy_in(tag, bytes as usize) {
+                            tracing::warn!(tag, %e, "ublk: cannot read a write's data from its request");
+                            self.refuse.push((tag, -libc::EIO));
+                            continue;
+                        }
+                    }
+                }
                 match op {
                     Some(op) if fits => out.push(Request {
                         tag,
@@ -354,7 +459,7 @@ impl Queue {
                     }),
                     _ => {
                         tracing::debug!(tag, op = d.op(), bytes, "ublk: refusing a request");
-                        self.refuse.push(tag);
+                        self.refuse.push((tag, -libc::EOPNOTSUPP));
                     }
                 }
             } else if res == sys::UBLK_IO_RES_ABORT {
@@ -377,8 +482,9 @@ impl Queue {
                 ));
             }
         }
-        while let Some(tag) = self.refuse.pop() {
-            self.commit(tag, -libc::EOPNOTSUPP);
+        self.stash = cqes;
+        while let Some((tag, res)) = self.refuse.pop() {
+            self.commit(tag, res);
         }
         if let Some(e) = failure {
             return Err(e);
@@ -418,6 +524,15 @@ impl Queue {
             tracing::error!(tag, "ublk: completion for a tag with no request");
             return;
         };
+        let result = match result {
+            Ok(()) if op == sys::UBLK_IO_OP_READ && self.path == DataPath::ZeroCopy => {
+                self.copy_out(tag, bytes).map_err(|e| {
+                    tracing::warn!(tag, %e, "ublk: cannot write a read's data to its request");
+                    libc::EIO
+                })
+            }
+            other => other,
+        };
         let res = match result {
             // The kernel wants the bytes done for a read or write (0 would
             // fail a read), and 0 for the others.
@@ -430,6 +545,162 @@ impl Queue {
             Err(_) => -libc::EIO,
         };
         self.commit(tag, res);
+    }
+
+    /// Zero copy: whether a write of `bytes` is sent from the request's
+    /// pages (else its data is read into the tag's buffer when it comes).
+    pub(crate) fn sends_from_pages(&self, op: Op, bytes: u32) -> bool {
+        self.path == DataPath::ZeroCopy && op == Op::Write && bytes >= SEND_FROM_PAGES_MIN
+    }
+
+    /// Zero copy: a write's `bytes` from the request's pages into the
+    /// tag's buffer (user copy).
+    fn copy_in(&mut self, tag: u16, bytes: usize) -> io::Result<()> {
+        let pos = sys::io_buf_pos(0, tag, 0);
+        let buf = &mut self.bufs[tag as usize][..bytes];
+        let mut done = 0;
+        while done < bytes {
+            // SAFETY: pread into the tag's buffer, of its length less what
+            // is done; the buffer is ours (not lent: the request just came).
+            let n = unsafe {
+                libc::pread(
+                    self.cdev.as_raw_fd(),
+                    buf[done..].as_mut_ptr().cast(),
+                    bytes - done,
+                    (pos + done as u64) as libc::off_t,
+                )
+            };
+            match n {
+                n if n > 0 => done += n as usize,
+                0 => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "short request",
+                    ))
+                }
+                _ => {
+                    let e = io::Error::last_os_error();
+                    if e.kind() != io::ErrorKind::Interrupted {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs one operation on this ring and waits for its completion;
+    /// completions of requests that come meanwhile are kept for the next
+    /// take.
+    fn run_one(&mut self, sqe: squeue::Entry, user_data: u64) -> io::Result<i32> {
+        let sqe = sqe.user_data(user_data);
+        loop {
+            // SAFETY: the caller keeps the operation's memory alive until
+            // this returns, which is after its completion.
+            if unsafe { self.ring.submission().push(&sqe) }.is_ok() {
+                break;
+            }
+            self.submit()?;
+        }
+        loop {
+            match self.ring.submit_and_wait(1) {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(e) => return Err(e),
+            }
+            let mut result = None;
+            for cqe in self.ring.completion() {
+                if cqe.user_data() == user_data {
+                    result = Some(cqe.result());
+                } else {
+                    self.stash.push(cqe);
+                }
+            }
+            if let Some(res) = result {
+                return Ok(res);
+            }
+        }
+    }
+
+    /// `len` bytes at `offset` of the write on tag `buffer`, from its
+    /// registered pages to socket `fd`, without waiting for room.
+    fn send_pages(
+        &mut self,
+        buffer: u32,
+        offset: usize,
+        len: usize,
+        fd: RawFd,
+    ) -> io::Result<usize> {
+        let tag = u16::try_from(buffer).unwrap_or(u16::MAX);
+        let fits = self.path == DataPath::ZeroCopy
+            && matches!(
+                self.tags.get(usize::from(tag)),
+                Some(Tag::Serving { op: sys::UBLK_IO_OP_WRITE, bytes })
+                    if offset.checked_add(len).is_some_and(|end| end <= *bytes as usize)
+            );
+        if !fits || len == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("no write of {len} bytes at {offset} on tag {buffer} to send"),
+            ));
+        }
+        // A registered kernel buffer is addressed by offset, not address.
+        let sqe = opcode::WriteFixed::new(types::Fd(fd), offset as *const u8, len as u32, tag)
+            .rw_flags(libc::RWF_NOWAIT)
+            .build();
+        match self.run_one(sqe, SEND)? {
+            n if n >= 0 => Ok(n as usize),
+            errno => Err(io::Error::from_raw_os_error(-errno)),
+        }
+    }
+
+    /// Zero copy: the bytes of a read's first `bytes` that were not
+    /// received into the request's pages, from the tag's buffer (user
+    /// copy). A range placed and then received again through the buffer
+    /// (a command sent again) keeps the placed bytes: both came from the
+    /// same blocks.
+    fn copy_out(&mut self, tag: u16, bytes: u32) -> io::Result<()> {
+        let placed = &mut self.placed[tag as usize];
+        placed.sort_unstable();
+        let buf = &self.bufs[tag as usize];
+        let fd = self.cdev.as_raw_fd();
+        let mut at = 0u32;
+        let mut gaps = placed
+            .iter()
+            .copied()
+            .chain(std::iter::once((bytes, bytes)))
+            .filter_map(|(start, end)| {
+                let gap = (at < start.min(bytes)).then_some((at, start.min(bytes)));
+                at = at.max(end);
+                gap
+            });
+        gaps.try_for_each(|(start, end)| {
+            let mut done = start;
+            while done < end {
+                let from = &buf[done as usize..end as usize];
+                // SAFETY: pwrite from the tag's buffer, inside its length
+                // (end <= bytes <= buf_bytes, checked when the request came).
+                let n = unsafe {
+                    libc::pwrite(
+                        fd,
+                        from.as_ptr().cast(),
+                        from.len(),
+                        sys::io_buf_pos(0, tag, done) as libc::off_t,
+                    )
+                };
+                match n {
+                    n if n > 0 => done += n as u32,
+                    0 => return Err(io::Error::new(io::ErrorKind::WriteZero, "short request")),
+                    _ => {
+                        let e = io::Error::last_os_error();
+                        if e.kind() != io::ErrorKind::Interrupted {
+                            return Err(e);
+                        }
+                    }
+                }
+            }
+            Ok(())
+        })
     }
 
     fn commit(&mut self, tag: u16, res: i32) {
@@ -483,5 +754,98 @@ impl Queue {
             Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME) | Some(libc::EINTR)) => Ok(()),
             Err(e) => Err(e),
         }
+    }
+}
+
+impl DataPlane for Queue {
+    /// Receives from `fd` into the pages of the read on tag `buffer`
+    /// (registered at the tag's index), with `READ_FIXED` on this ring and
+    /// `RWF_NOWAIT`, waiting for its completion; other completions that
+    /// come meanwhile are kept for the next take.
+    fn receive(&mut self, buffer: u32, offset: usize, len: usize, fd: RawFd) -> io::Result<usize> {
+        let tag = u16::try_from(buffer).unwrap_or(u16::MAX);
+        let fits = self.path == DataPath::ZeroCopy
+            && matches!(
+                self.tags.get(usize::from(tag)),
+                Some(Tag::Serving { op: sys::UBLK_IO_OP_READ, bytes })
+                    if offset.checked_add(len).is_some_and(|end| end <= *bytes as usize)
+            );
+        if !fits || len == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("no read of {len} bytes at {offset} on tag {buffer} to receive into"),
+            ));
+        }
+        // A registered kernel buffer is addressed by offset, not address.
+        let sqe = opcode::ReadFixed::new(types::Fd(fd), offset as *mut u8, len as u32, tag)
+            .rw_flags(libc::RWF_NOWAIT)
+            .build();
+        // The read goes into the request's pages, which the kernel
+        // registered for the tag and keeps until the tag's commit, which
+        // cannot be sent before this returns.
+        match self.run_one(sqe, RECEIVE)? {
+            n if n >= 0 => {
+                let n = n as usize;
+                if n > 0 {
+                    self.placed[usize::from(tag)].push((offset as u32, (offset + n) as u32));
+                }
+                Ok(n)
+            }
+            errno => Err(io::Error::from_raw_os_error(-errno)),
+        }
+    }
+
+    /// Sends the chunks in order, each as it comes: a run of bytes with
+    /// `sendmsg` (`MSG_MORE` while more follows), a range of a write's
+    /// pages with `WRITE_FIXED` on this ring; neither waits for room, and
+    /// the first that does not go whole ends the send. (Not one linked
+    /// chain: a short send does not break an io_uring link, and the next
+    /// operation would then send bytes out of order.)
+    fn send(&mut self, chunks: &[Chunk<'_>], fd: RawFd) -> io::Result<usize> {
+        let mut sent = 0;
+        for (i, chunk) in chunks.iter().enumerate() {
+            let more = i + 1 < chunks.len();
+            let (result, wanted) = match *chunk {
+                Chunk::Bytes(iov) => {
+                    // SAFETY: msghdr is plain old data; zeroed is an empty one.
+                    let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
+                    h.msg_iov = iov.as_ptr().cast_mut().cast();
+                    h.msg_iovlen = iov.len();
+                    let flags = libc::MSG_DONTWAIT
+                        | libc::MSG_NOSIGNAL
+                        | if more { libc::MSG_MORE } else { 0 };
+                    // SAFETY: the header names `iov`, slices that live
+                    // across the call; the kernel only reads them.
+                    let n = unsafe { libc::sendmsg(fd, &h, flags) };
+                    let result = if n < 0 {
+                        Err(io::Error::last_os_error())
+                    } else {
+                        Ok(n as usize)
+                    };
+                    (result, iov.iter().map(|s| s.len()).sum())
+                }
+                Chunk::External {
+                    buffer,
+                    offset,
+                    len,
+                } => (self.send_pages(buffer, offset, len, fd), len),
+            };
+            match result {
+                Ok(n) => {
+                    sent += n;
+                    if n < wanted {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => break,
+                Err(_) if sent > 0 => break,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(sent)
+    }
+
+    fn woken(&self) -> bool {
+        !self.stash.is_empty()
     }
 }

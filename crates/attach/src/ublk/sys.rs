@@ -51,6 +51,30 @@ pub const UBLK_IO_RES_ABORT: i32 = -libc::ENODEV;
 
 /// mmap offset of queue 0's descriptor array on /dev/ublkcN.
 pub const UBLKSRV_CMD_BUF_OFFSET: i64 = 0;
+/// With UBLK_F_USER_COPY, pread/pwrite on /dev/ublkcN at this offset plus
+/// [`io_buf_pos`] reach a request's own pages.
+pub const UBLKSRV_IO_BUF_OFFSET: u64 = 0x8000_0000;
+/// Bits of the byte offset within one request, then of the tag, then of
+/// the queue, in a user-copy position.
+const UBLK_IO_BUF_BITS: u32 = 25;
+const UBLK_TAG_BITS: u32 = 16;
+
+/// The pread/pwrite position of byte `offset` of the request on `tag` of
+/// queue `q_id` (user copy).
+pub fn io_buf_pos(q_id: u16, tag: u16, offset: u32) -> u64 {
+    UBLKSRV_IO_BUF_OFFSET
+        + (u64::from(q_id) << (UBLK_IO_BUF_BITS + UBLK_TAG_BITS))
+        + (u64::from(tag) << UBLK_IO_BUF_BITS)
+        + u64::from(offset)
+}
+
+/// With UBLK_F_AUTO_BUF_REG, a FETCH or COMMIT_AND_FETCH carries in its
+/// SQE's `addr` (not in the command) where the kernel registers the next
+/// request's pages: an index into the ring's buffer table, and flags
+/// (none: a failed registration fails the request).
+pub fn auto_buf_reg_addr(index: u16) -> u64 {
+    u64::from(index)
+}
 pub const UBLK_MAX_QUEUE_DEPTH: u16 = 4096;
 
 // Device flags (ublksrv_ctrl_dev_info.flags; ADD_DEV returns what the
@@ -265,6 +289,11 @@ const _: () = {
     assert!(size_of::<ParamZoned>() == 32);
     assert!(size_of::<UblkParams>() == 112);
 };
+
+/// What zero copy needs: the request's pages registered with the ring by
+/// the kernel (6.16+), and reachable by pread/pwrite for the bytes that
+/// are copied.
+pub const ZERO_COPY_FLAGS: u64 = UBLK_F_SUPPORT_ZERO_COPY | UBLK_F_AUTO_BUF_REG | UBLK_F_USER_COPY;
 
 impl CtrlCmd {
     /// The 80 bytes of an SQE128's command area: this header, then zeros.

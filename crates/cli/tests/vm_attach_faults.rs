@@ -4,7 +4,9 @@
 //! replacement timeout, a detach of a mounted disk, a LUN that does not
 //! exist, one LU attached under two names. Each case checks what the user
 //! sees (exit status, message, `--list`, the log) and that no process is
-//! left in uninterruptible sleep.
+//! left in uninterruptible sleep. The VM runs the newest kernel, whose
+//! ublk has zero copy: a last case checks that path's data against the
+//! copying path's.
 //!
 //! The cases run in one VM (a boot under TCG takes most of a minute) and
 //! each records its failures instead of stopping the test, so that one run
@@ -98,6 +100,7 @@ fn attach_faults_end_in_bounded_time_with_clear_words() {
     no_login_after_the_timeout(&vm, &url(0), &mut target, &mut failures);
     detach_of_a_mounted_disk(&vm, &url(0), &mut failures);
     wrong_lun_and_two_names(&vm, &url(0), &url(7), &mut failures);
+    zero_copy(&vm, &url(1), &mut failures);
 
     let stuck = d_state(&vm);
     failures.check("end", stuck.trim().is_empty(), || {
@@ -336,4 +339,82 @@ fn wrong_lun_and_two_names(vm: &Vm, lun0: &str, lun7: &str, f: &mut Failures) {
     f.check(case, gone.contains("No such file"), || {
         format!("{dev} is gone after detach: {gone}")
     });
+}
+
+/// Zero copy where the kernel has it (6.16+), the copying path elsewhere
+/// and with `--no-zero-copy`: each says so in `--list`, fio's verify holds
+/// over reads and writes of every size (placed reads, writes sent from the
+/// request's pages and small ones copied), and both paths read the same
+/// bytes.
+fn zero_copy(vm: &Vm, lun: &str, f: &mut Failures) {
+    let case = "zero-copy";
+    let release = ok(vm, "uname -r");
+    let mut numbers = release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse::<u32>().ok());
+    let version = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
+    let want = if version >= (6, 16) {
+        "zero-copy"
+    } else {
+        "copy"
+    };
+    let dev = attach(vm, lun, "z", "--ublk");
+    let listed = ok(vm, "isoe attach --list");
+    f.check(case, listed.contains(&format!("ublk/{want}")), || {
+        format!("Linux {release}: --list says ublk/{want}:\n{listed}")
+    });
+    let (code, text) = run(
+        vm,
+        &format!(
+            "fio --name=zc --filename={dev} --direct=1 --ioengine=libaio --iodepth=16 \
+             --rw=randrw --bsrange=4k-1m --size=48m --verify=crc32c --verify_fatal=1 \
+             --do_verify=1 --randseed=7 2>&1 | tail -3 && \
+             fio --name=seq --filename={dev} --direct=1 --ioengine=libaio --iodepth=8 \
+             --rw=write --bs=256k --size=48m --offset=0 --verify=md5 --verify_fatal=1 \
+             --do_verify=1 2>&1 | tail -3 && md5sum <{dev}"
+        ),
+    );
+    f.check(case, code == 0 && !text.contains("verify:"), || {
+        format!("fio verify on the {want} path: exit {code}\n{text}")
+    });
+    // md5sum's line: the sum and "-" for its standard input.
+    let md5 = |text: &str| {
+        let line = text.lines().find(|l| l.trim_end().ends_with(" -"));
+        line.unwrap_or_default().trim().to_string()
+    };
+    let sum_zero_copy = md5(&text);
+    let json = ok(vm, "isoe attach --list --json");
+    let placed = json
+        .split("\"zero_copy_read_bytes\":")
+        .nth(1)
+        .and_then(|t| t.trim_start().split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or(0);
+    f.check(case, (placed > 0) == (want == "zero-copy"), || {
+        format!(
+            "reads received into the requests' pages on the {want} path: {placed} bytes\n{json}"
+        )
+    });
+    let (code, text) = run(vm, "isoe detach z");
+    f.check(case, code == 0, || {
+        format!("isoe detach z: exit {code}\n{text}")
+    });
+    wait_for_exit(vm, "/tmp/z.pid", Duration::from_secs(30));
+
+    let dev = attach(vm, lun, "zcopy", "--ublk --no-zero-copy");
+    let listed = ok(vm, "isoe attach --list");
+    f.check(case, listed.contains("ublk/copy"), || {
+        format!("--no-zero-copy: --list says ublk/copy:\n{listed}")
+    });
+    let sum_copy = md5(&ok(vm, &format!("md5sum <{dev}")));
+    f.check(
+        case,
+        !sum_copy.is_empty() && sum_copy == sum_zero_copy,
+        || format!("both paths read the same bytes: {sum_zero_copy} vs {sum_copy}"),
+    );
+    let (code, text) = run(vm, "isoe detach zcopy");
+    f.check(case, code == 0, || {
+        format!("isoe detach zcopy: exit {code}\n{text}")
+    });
+    wait_for_exit(vm, "/tmp/zcopy.pid", Duration::from_secs(30));
 }

@@ -622,6 +622,26 @@ impl Queue {
         }
     }
 
+    /// The tag of `buffer` when it holds a request of `op` (zero copy)
+    /// whose pages have `len` bytes at `offset` (at least one).
+    fn pages(&self, buffer: u32, op: u8, offset: usize, len: usize) -> io::Result<u16> {
+        let tag = u16::try_from(buffer).unwrap_or(u16::MAX);
+        let fits = self.path == DataPath::ZeroCopy
+            && len > 0
+            && matches!(
+                self.tags.get(usize::from(tag)),
+                Some(Tag::Serving { op: o, bytes })
+                    if *o == op && offset.checked_add(len).is_some_and(|end| end <= *bytes as usize)
+            );
+        if !fits {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("tag {buffer} holds no request of op {op} with {len} bytes at {offset}"),
+            ));
+        }
+        Ok(tag)
+    }
+
     /// `len` bytes at `offset` of the write on tag `buffer`, from its
     /// registered pages to socket `fd`, without waiting for room.
     fn send_pages(
@@ -631,19 +651,7 @@ impl Queue {
         len: usize,
         fd: RawFd,
     ) -> io::Result<usize> {
-        let tag = u16::try_from(buffer).unwrap_or(u16::MAX);
-        let fits = self.path == DataPath::ZeroCopy
-            && matches!(
-                self.tags.get(usize::from(tag)),
-                Some(Tag::Serving { op: sys::UBLK_IO_OP_WRITE, bytes })
-                    if offset.checked_add(len).is_some_and(|end| end <= *bytes as usize)
-            );
-        if !fits || len == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("no write of {len} bytes at {offset} on tag {buffer} to send"),
-            ));
-        }
+        let tag = self.pages(buffer, sys::UBLK_IO_OP_WRITE, offset, len)?;
         // A registered kernel buffer is addressed by offset, not address.
         let sqe = opcode::WriteFixed::new(types::Fd(fd), offset as *const u8, len as u32, tag)
             .rw_flags(libc::RWF_NOWAIT)
@@ -763,19 +771,7 @@ impl DataPlane for Queue {
     /// `RWF_NOWAIT`, waiting for its completion; other completions that
     /// come meanwhile are kept for the next take.
     fn receive(&mut self, buffer: u32, offset: usize, len: usize, fd: RawFd) -> io::Result<usize> {
-        let tag = u16::try_from(buffer).unwrap_or(u16::MAX);
-        let fits = self.path == DataPath::ZeroCopy
-            && matches!(
-                self.tags.get(usize::from(tag)),
-                Some(Tag::Serving { op: sys::UBLK_IO_OP_READ, bytes })
-                    if offset.checked_add(len).is_some_and(|end| end <= *bytes as usize)
-            );
-        if !fits || len == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("no read of {len} bytes at {offset} on tag {buffer} to receive into"),
-            ));
-        }
+        let tag = self.pages(buffer, sys::UBLK_IO_OP_READ, offset, len)?;
         // A registered kernel buffer is addressed by offset, not address.
         let sqe = opcode::ReadFixed::new(types::Fd(fd), offset as *mut u8, len as u32, tag)
             .rw_flags(libc::RWF_NOWAIT)

@@ -515,22 +515,34 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_read_into_an_external_buffer_places_what_is_still_to_come_there() {
-        let data = pattern(200_000, 3);
-        let mut core = session(1, false);
-        let mut cmd = Command::read(0, &[0x88], 200_000);
+    /// A read of `data.len()` bytes into external buffer 9, sent; its
+    /// session, its Data-In stream, and the placement its first `first`
+    /// bytes begin.
+    fn external_read(
+        data: &[u8],
+        digests: bool,
+        first: usize,
+    ) -> (SessionCore, Vec<u8>, Placement) {
+        let mut core = session(1, digests);
+        let mut cmd = Command::read(0, &[0x88], data.len() as u32);
         cmd.external = Some(9);
         core.submit(cmd, 1).unwrap();
         core.pump();
         let Some(Pdu::ScsiCommand(sc)) = sent(&mut core, 0).first().cloned() else {
             panic!("the read went nowhere");
         };
-        let stream = read_stream(sc.initiator_task_tag, &data, false);
-        let first = 4096;
-        let mut p = core
+        let stream = read_stream(sc.initiator_task_tag, data, digests);
+        let p = core
             .begin_placement(0, &stream[..first], 16 * 1024)
             .unwrap();
+        (core, stream, p)
+    }
+
+    #[test]
+    fn a_read_into_an_external_buffer_places_what_is_still_to_come_there() {
+        let data = pattern(200_000, 3);
+        let first = 4096;
+        let (mut core, stream, mut p) = external_read(&data, false, first);
         let mut external = vec![0u8; data.len()];
         let mut at = first;
         let head = first - 48;
@@ -561,18 +573,7 @@ mod tests {
         assert_eq!(status.data_in_len, 200_000);
 
         // With a data digest the bytes must be seen: the buffer takes them.
-        let mut core = session(1, true);
-        let mut cmd = Command::read(0, &[0x88], 200_000);
-        cmd.external = Some(9);
-        core.submit(cmd, 1).unwrap();
-        core.pump();
-        let Some(Pdu::ScsiCommand(sc)) = sent(&mut core, 0).first().cloned() else {
-            panic!("the read went nowhere");
-        };
-        let stream = read_stream(sc.initiator_task_tag, &data, true);
-        let mut p = core
-            .begin_placement(0, &stream[..first], 16 * 1024)
-            .unwrap();
+        let (mut core, _, mut p) = external_read(&data, true, first);
         assert!(core.placement_external(&mut p).is_none());
     }
 

@@ -56,8 +56,16 @@
 //!   than `max_io_bytes`, which must then split it into several commands;
 //! - discards: granularity and alignment are the logical block size and the
 //!   largest is about 4 GiB (the protocol's u32 length), whatever the LU's
-//!   UNMAP limits ([`Geometry::discard_granularity_bytes`],
-//!   [`Geometry::max_discard_bytes`]): the serving loop splits and aligns;
+//!   UNMAP limits ([`Geometry::discard_granularity_bytes`]). The LU's
+//!   [`Geometry::max_discard_bytes`] goes into the queue's
+//!   `discard_max_bytes` (a user limit the block layer keeps) once the
+//!   device runs: written before NBD_DO_IT it does not hold (the driver
+//!   sets its limits as it starts), and the write freezes the queue until
+//!   the requests in flight are done, so a thread of its own makes it
+//!   while the serving loop serves them. At the end, the device idle, the
+//!   user limit goes back to none (the largest value the attribute takes;
+//!   not 0, which would turn discard off for the device's next user). The
+//!   serving loop still splits and aligns what comes longer or unaligned;
 //! - write-zeroes likewise (and only a driver that knows
 //!   NBD_CMD_WRITE_ZEROES sends them: Debian's 6.12 does; an older one
 //!   ignores the flag and the block layer zeroes with writes). The 6.12
@@ -158,6 +166,11 @@ pub struct Nbd {
     failed: Option<(io::ErrorKind, String)>,
     /// max_sectors_kb as it was before we set it, put back at the end.
     saved_max_sectors_kb: Option<String>,
+    /// The LU's largest discard in bytes, for the queue's
+    /// `discard_max_bytes` once the device runs; 0: none to set.
+    discard_limit: u32,
+    /// The thread writing it (see the module's notes).
+    discard_limiter: Option<JoinHandle<io::Result<()>>>,
 }
 
 /// What the setup thread hands back once the device is claimed.
@@ -268,7 +281,32 @@ impl Nbd {
             ready: false,
             failed: None,
             saved_max_sectors_kb: claimed.saved_max_sectors_kb,
+            discard_limit: if geometry.discard {
+                geometry.max_discard_bytes / block * block
+            } else {
+                0
+            },
+            discard_limiter: None,
         })
+    }
+
+    /// Starts the thread that writes the LU's discard limit into the
+    /// running device's queue (see the module's notes).
+    fn limit_discards(&mut self) {
+        if self.discard_limit == 0 {
+            return;
+        }
+        let (host, index, bytes) = (self.host.clone(), self.index, self.discard_limit);
+        let spawned = thread::Builder::new()
+            .name("isoe-nbd-discard-limit".into())
+            .spawn(move || {
+                block_signals();
+                host.set_queue_attr(index, "discard_max_bytes", &bytes.to_string())
+            });
+        match spawned {
+            Ok(t) => self.discard_limiter = Some(t),
+            Err(e) => tracing::debug!(error = %e, "nbd: no thread to set discard_max_bytes"),
+        }
     }
 
     /// `/dev/nbdN`.
@@ -293,6 +331,23 @@ impl Nbd {
                 .unwrap_or_else(|_| Err(io::Error::other("nbd: the NBD_DO_IT thread panicked"))),
             None => Ok(()),
         };
+        if let Some(limiter) = self.discard_limiter.take() {
+            // The device is idle now: the write, if it still waited for
+            // the queue to freeze, is done; then the limit goes.
+            match limiter.join() {
+                Ok(Ok(())) => {
+                    if let Err(e) = self.host.set_queue_attr(
+                        self.index,
+                        "discard_max_bytes",
+                        DISCARD_MAX_BYTES_NONE,
+                    ) {
+                        tracing::debug!(error = %e, "nbd: clearing discard_max_bytes");
+                    }
+                }
+                Ok(Err(e)) => tracing::debug!(error = %e, "nbd: setting discard_max_bytes"),
+                Err(_) => tracing::debug!("nbd: the discard_max_bytes thread panicked"),
+            }
+        }
         if let Some(saved) = self.saved_max_sectors_kb.take() {
             // Still ours (the descriptor is open, so nobody else can have
             // claimed the device): back to the kernel's default (0 says so
@@ -375,6 +430,7 @@ impl BlockDevice for Nbd {
             return None;
         }
         self.ready = true;
+        self.limit_discards();
         if let Some(kb) = self.host.queue_attr(self.index, "max_sectors_kb") {
             tracing::debug!(device = %self.path.display(), max_sectors_kb = %kb, "nbd: serving");
         }
@@ -604,6 +660,12 @@ fn cap_max_sectors(host: &Host, index: u32, want_kb: u32) -> Option<String> {
         }
     }
 }
+
+/// `discard_max_bytes` with no user limit: the largest the attribute
+/// takes (under 2^32 sectors) that is a multiple of any block size the
+/// driver has (up to 4096, which the value must be a multiple of); the
+/// kernel caps it to the driver's own limit.
+const DISCARD_MAX_BYTES_NONE: &str = "2199023251456";
 
 /// Gives the kernel's end of the pair the largest send buffer it can have
 /// (see the module's notes); returns what it got.

@@ -117,9 +117,30 @@ fn attach_serves_file_systems_through_ublk_and_nbd_and_survives_a_target_restart
     }
     detach(&vm, "t-ublk", &dev);
 
-    // NBD: the same.
+    // NBD: the same, with the LU's largest discard as ublk has it (set
+    // by a thread once the device runs: give it a moment).
+    let ublk_discard_max = limits
+        .lines()
+        .find_map(|l| l.strip_prefix("discard_max_bytes:"))
+        .unwrap_or_default()
+        .trim()
+        .to_string();
     let dev = attach(&vm, &url, "t-nbd", "--nbd");
     assert!(dev.starts_with("/dev/nbd"), "{dev}");
+    let nbd_discard_max = ok(
+        &vm,
+        &format!(
+            "q=/sys/block/{}/queue; for i in $(seq 50); do \
+             [ \"$(cat $q/discard_max_bytes)\" = {ublk_discard_max} ] && break; sleep 0.1; done; \
+             cat $q/discard_max_bytes",
+            dev.trim_start_matches("/dev/")
+        ),
+    );
+    assert_eq!(
+        nbd_discard_max.trim(),
+        ublk_discard_max,
+        "the NBD device takes the LU's discard limit, as ublk does"
+    );
     let out = file_system_workout(&vm, &dev);
     assert!(
         out.trim_end().ends_with('0'),

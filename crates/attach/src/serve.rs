@@ -168,6 +168,14 @@ pub fn serve<D: BlockDevice>(
             stopping = true;
             state.device.stop().map_err(ServeError::Device)?;
         }
+        if stopping {
+            // The kernel waits for the requests the loop holds: those
+            // waiting for a lost session fail now rather than when its
+            // reconnection runs out.
+            state
+                .engine
+                .give_up(state.session, "the device is being detached");
+        }
         if !state
             .device
             .take_requests(&mut requests)

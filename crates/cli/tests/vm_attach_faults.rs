@@ -98,6 +98,7 @@ fn attach_faults_end_in_bounded_time_with_clear_words() {
 
     orphans(&vm, &url(0), &url(1), &mut failures);
     no_login_after_the_timeout(&vm, &url(0), &mut target, &mut failures);
+    // (It ends with the target back: the cases below need it.)
     detach_of_a_mounted_disk(&vm, &url(0), &mut failures);
     wrong_lun_and_two_names(&vm, &url(0), &url(7), &mut failures);
     zero_copy(&vm, &url(1), &mut failures);
@@ -274,6 +275,41 @@ fn no_login_after_the_timeout(vm: &Vm, lun0: &str, target: &mut Target, f: &mut 
     f.check(case, code == 0, || {
         format!("isoe detach t: exit {code}\n{text}")
     });
+
+    // Detached while the target is away, with a read waiting and a long
+    // replacement timeout: the read fails and the device goes at once,
+    // well within detach's own wait (20 s, where the timeout is 90 s).
+    let case = "detach-away";
+    let dev = attach(vm, lun0, "w", "--ublk --replacement-timeout 90");
+    target.kill();
+    ok(
+        vm,
+        &format!(
+            "nohup dd if={dev} of=/dev/null bs=4k count=1 skip=100 iflag=direct \
+             >/tmp/w-dd.out 2>&1 </dev/null & echo $! >/tmp/w-dd.pid"
+        ),
+    );
+    let lost = eventually(
+        vm,
+        "grep -q 'connection lost' /tmp/w.err",
+        Duration::from_secs(30),
+    );
+    f.check(case, lost, || "the attach saw the target go".into());
+    let (code, text) = run(vm, "isoe detach w --timeout 20");
+    f.check(case, code == 0, || {
+        format!("isoe detach while the target is away: exit {code}\n{text}")
+    });
+    let ended = eventually(
+        vm,
+        "! kill -0 $(cat /tmp/w-dd.pid)",
+        Duration::from_secs(10),
+    );
+    f.check(case, ended, || "the waiting read ended".into());
+    let log = ok(vm, "cat /tmp/w.err");
+    f.check(case, log.contains("no longer logging in again"), || {
+        format!("the log says the reconnection was given up:\n{log}")
+    });
+    target.start_again();
 }
 
 /// `isoe detach` of a mounted disk is refused without `--force`, and the

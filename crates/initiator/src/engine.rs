@@ -139,6 +139,12 @@ struct Entry {
     relogging: bool,
     /// Why the last of those logins failed.
     relogin_error: Option<String>,
+    /// The session's connections were lost and a thread logs it in again
+    /// ([`Engine::reinstating`]).
+    reinstating: bool,
+    /// Tells this session from one that later takes its index, for the
+    /// background logins' answers.
+    serial: u64,
 }
 
 /// A command [`Engine::submit_or_return`] refused, and why.
@@ -174,6 +180,8 @@ pub struct Engine {
     /// Failed sessions logged in again in the background come back through
     /// this ([`Engine::relogin`]).
     relogins: Option<(mpsc::Sender<Relogin>, mpsc::Receiver<Relogin>)>,
+    /// The last [`Entry::serial`] given.
+    next_serial: u64,
     /// Multipath LUs; index `LU_INDEX_BASE + i` names `lus[i]`.
     lus: Vec<Option<LuEntry>>,
     /// Paths logged in again in the background come back through this.
@@ -242,6 +250,11 @@ impl Engine {
             broken: None,
             path_of: None,
             relogging: false,
+            reinstating: false,
+            serial: {
+                self.next_serial += 1;
+                self.next_serial
+            },
             relogin_error: None,
         };
         if index == self.sessions.len() {
@@ -753,10 +766,17 @@ impl Engine {
         }
     }
 
-    /// Reinstates every session whose connection failed (ERL 0), with the
-    /// session's retry policy; tasks that were outstanding are reissued.
+    /// Starts reinstating every session whose connection failed (ERL 0),
+    /// with the session's retry policy, on a thread of its own
+    /// ([`Engine::reinstate`]): the engine's loop goes on meanwhile, so
+    /// that its caller still serves its own events (a stop request, other
+    /// sessions). Tasks that were outstanding are reissued once it is
+    /// back.
     fn recover_broken(&mut self) {
-        for entry in self.sessions.iter_mut().flatten() {
+        for s in 0..self.sessions.len() {
+            let Some(entry) = self.sessions[s].as_mut() else {
+                continue;
+            };
             // A path of a multipath LU fails over instead (`service_multipath`).
             if entry.broken.is_none() || entry.path_of.is_some() {
                 continue;
@@ -769,67 +789,7 @@ impl Engine {
             if entry.core.failure().is_some() {
                 continue;
             }
-            let policy = entry.config.retry;
-            let waiting = entry.core.tasks_in_flight();
-            session_log!(
-                warn,
-                entry.config,
-                "connection lost ({why}); logging in again ({} attempt(s)), {waiting} command(s) waiting",
-                policy.attempts
-            );
-            let started = Instant::now();
-            let mut last = why.clone();
-            let mut attempts = 0;
-            let mut recovered = false;
-            while attempts < policy.attempts {
-                std::thread::sleep(policy.delay(attempts));
-                attempts += 1;
-                match connect_session(
-                    entry.core.index,
-                    &entry.config,
-                    entry.core.cmd_sn(),
-                    Instant::now(),
-                ) {
-                    Ok((fresh, socks, tsih)) => {
-                        entry.core.adopt(fresh);
-                        entry.socks = socks;
-                        entry.tsih = tsih;
-                        self.stats.reconnects += 1;
-                        recovered = true;
-                        session_log!(
-                            info,
-                            entry.config,
-                            "session reinstated after {attempts} attempt(s) in {:.1} s; {waiting} command(s) sent again",
-                            started.elapsed().as_secs_f64()
-                        );
-                        break;
-                    }
-                    Err(e) => {
-                        let transient = e.is_transient();
-                        last = e.to_string();
-                        session_log!(
-                            debug,
-                            entry.config,
-                            "login attempt {attempts} failed: {last}"
-                        );
-                        if !transient {
-                            break;
-                        }
-                    }
-                }
-            }
-            if !recovered {
-                let reason = format!(
-                    "connection lost ({why}); {attempts} reconnection attempt(s) failed, the last with: {last}"
-                );
-                session_log!(
-                    error,
-                    entry.config,
-                    "session failed after {:.1} s: {reason}; {waiting} command(s) fail",
-                    started.elapsed().as_secs_f64()
-                );
-                entry.core.fail(&reason);
-            }
+            self.reinstate(s, why);
         }
     }
 
@@ -915,6 +875,16 @@ impl Engine {
         let entry = self.entry(session)?;
         // No reconnection for a session that is being closed.
         entry.config.retry.attempts = 0;
+        if entry.reinstating {
+            // Nothing can go out before it is back (the login under way
+            // is dropped when it ends): its commands fail, and it is gone.
+            entry.core.fail("logged out while being reinstated");
+            let mut failed = Vec::new();
+            entry.core.drain_completions(&mut failed);
+            self.stash.append(&mut failed);
+            self.sessions[session] = None;
+            return Ok(());
+        }
         let timeout = entry.config.timeout;
         let result = entry.core.submit_logout(token);
         let outcome = match result {

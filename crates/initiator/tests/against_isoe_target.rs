@@ -393,6 +393,62 @@ fn a_failed_session_logs_in_again_when_asked() {
     target.shutdown().unwrap();
 }
 
+/// While a lost session is being logged in again the engine's waits end
+/// as asked (its caller serves its own events meanwhile: `isoe detach`
+/// of a device whose target is away); once the target is back the
+/// session is reinstated and the command waiting on it completes.
+#[test]
+fn a_session_being_reinstated_leaves_the_engine_to_its_caller() {
+    let target = start_target("");
+    let addr = target.portals()[0];
+    let mut engine = Engine::new();
+    let mut config = config_for(addr);
+    config.retry.attempts = 100;
+    config.retry.initial_delay = Duration::from_millis(100);
+    config.retry.max_delay = Duration::from_millis(100);
+    let s = engine.login(config).unwrap();
+    write(&mut engine, s, 8, pattern(8, 4, 3));
+    target.shutdown().unwrap();
+    engine
+        .submit(s, Command::read(0, &cdb::read16(8, 4), 4 * BLOCK as u32), 7)
+        .unwrap();
+    let mut done = Vec::new();
+    // The loss is seen, and the reinstatement starts, within a few waits;
+    // each wait comes back with the session still being reinstated.
+    let mut waits = 0;
+    while !engine.reinstating(s) {
+        waits += 1;
+        assert!(waits < 200, "the loss of the target was never seen");
+        engine.poll(&mut done, Duration::from_millis(50)).unwrap();
+    }
+    for _ in 0..3 {
+        engine.poll(&mut done, Duration::from_millis(50)).unwrap();
+        assert!(engine.reinstating(s), "a wait ran the whole reinstatement");
+        assert!(done.is_empty() && engine.failure(s).is_none(), "{done:?}");
+    }
+    let again = Config::parse(
+        &format!(
+            "portals = [\"{addr}\"]\n[[target]]\nname = \"{TARGET}\"\n\n[[target.lun]]\nnumber = 0\nmemory = \"64MiB\"\n"
+        ),
+        None,
+    )
+    .unwrap();
+    let target = driver::start(again).expect("the target starts again on its port");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while done.is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the read never completed"
+        );
+        engine.poll(&mut done, Duration::from_millis(100)).unwrap();
+    }
+    done[0].good().unwrap();
+    assert!(!engine.reinstating(s));
+    assert!(engine.stats().reconnects >= 1);
+    engine.logout(s).unwrap();
+    target.shutdown().unwrap();
+}
+
 #[test]
 fn target_pings_are_answered_and_idle_sessions_send_keepalives() {
     // The target pings a connection silent for a second and drops it when a

@@ -93,6 +93,10 @@ pub trait Observer {
     /// The session failed for good (`true`: requests fail while it is
     /// logged in again) or is back (`false`).
     fn offline(&mut self, _offline: bool) {}
+    /// The session's lost connections are being logged in again
+    /// (`true`: requests wait) or that is over (`false`: back, or failed,
+    /// which [`Observer::offline`] then says).
+    fn reconnecting(&mut self, _reconnecting: bool) {}
 }
 
 /// Why serving ended other than by a stop.
@@ -143,6 +147,7 @@ pub fn serve<D: BlockDevice>(
         delayed: Vec::new(),
         stats: Stats::default(),
         offline_since: None,
+        reconnecting: false,
         next_relogin: Instant::now(),
         failed: Failed::default(),
         label: format!("LUN {}", lu.lun),
@@ -244,6 +249,8 @@ struct State<'a, D> {
     external_before: u64,
     /// Since when the session has failed for good, while it has.
     offline_since: Option<Instant>,
+    /// The engine is reinstating the session (last seen).
+    reconnecting: bool,
     /// When the next background login of a failed session may start.
     next_relogin: Instant,
     /// Requests failed since the last report.
@@ -298,8 +305,14 @@ impl<D: BlockDevice> State<'_, D> {
 
     /// A session that failed for good is logged in again every
     /// [`RELOGIN_EVERY`] in the background; the observer and the log hear
-    /// when it fails and when it is back.
+    /// when it fails and when it is back, and the observer while its lost
+    /// connections are logged in again (requests wait meanwhile).
     fn watch_session(&mut self, now: Instant, observer: &mut dyn Observer) {
+        let reinstating = self.engine.reinstating(self.session);
+        if reinstating != self.reconnecting {
+            self.reconnecting = reinstating;
+            observer.reconnecting(reinstating);
+        }
         match (self.engine.failure(self.session), self.offline_since) {
             (Some(why), None) => {
                 tracing::error!(

@@ -40,6 +40,9 @@ pub const STARTING: &str = "starting";
 pub const SERVING: &str = "serving";
 /// [`Record::state`] after a stop request, while the device drains.
 pub const STOPPING: &str = "stopping";
+/// [`Record::state`] while the session's lost connections are logged in
+/// again (within the replacement timeout): requests wait.
+pub const RECONNECTING: &str = "reconnecting";
 /// [`Record::state`] while the session has failed for good: requests fail
 /// at once while it is logged in again in the background.
 pub const OFFLINE: &str = "offline";
@@ -75,7 +78,7 @@ pub struct Record {
     /// restart.
     #[serde(default)]
     pub ublk_id: Option<u32>,
-    /// [`STARTING`], [`SERVING`], [`OFFLINE`] or [`STOPPING`] (and
+    /// [`STARTING`], [`SERVING`], [`RECONNECTING`], [`OFFLINE`] or [`STOPPING`] (and
     /// [`ORPHANED`] as [`list`] shows a killed attach's record).
     pub state: String,
     /// When the process started serving this device, in seconds since the

@@ -817,6 +817,18 @@ impl Observer for Watch {
         self.stop.load(Ordering::Relaxed)
     }
 
+    fn reconnecting(&mut self, reconnecting: bool) {
+        let state = match (reconnecting, self.record.state.as_str()) {
+            (true, state::SERVING) => state::RECONNECTING,
+            (false, state::RECONNECTING) => state::SERVING,
+            _ => return,
+        };
+        self.record.state = state.into();
+        if let Err(e) = self.record.save() {
+            tracing::debug!("cannot write the state file: {e}");
+        }
+    }
+
     fn offline(&mut self, offline: bool) {
         self.record.state = if offline {
             state::OFFLINE

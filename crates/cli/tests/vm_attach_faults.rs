@@ -295,6 +295,17 @@ fn no_login_after_the_timeout(vm: &Vm, lun0: &str, target: &mut Target, f: &mut 
         Duration::from_secs(30),
     );
     f.check(case, lost, || "the attach saw the target go".into());
+    let reconnecting = eventually(
+        vm,
+        "isoe attach --list | grep '^w ' | grep -q reconnecting",
+        Duration::from_secs(10),
+    );
+    f.check(case, reconnecting, || {
+        format!(
+            "--list says reconnecting:\n{}",
+            ok(vm, "isoe attach --list")
+        )
+    });
     let (code, text) = run(vm, "isoe detach w --timeout 20");
     f.check(case, code == 0, || {
         format!("isoe detach while the target is away: exit {code}\n{text}")

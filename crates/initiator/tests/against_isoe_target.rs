@@ -449,6 +449,39 @@ fn a_session_being_reinstated_leaves_the_engine_to_its_caller() {
     target.shutdown().unwrap();
 }
 
+/// A session given up while it is being reinstated fails its waiting
+/// commands at once and stays failed (its login, when it ends, is
+/// dropped).
+#[test]
+fn a_session_given_up_while_being_reinstated_fails_its_commands() {
+    let target = start_target("");
+    let mut engine = Engine::new();
+    let mut config = config_for(target.portals()[0]);
+    config.retry.attempts = 100;
+    config.retry.initial_delay = Duration::from_millis(100);
+    config.retry.max_delay = Duration::from_millis(100);
+    let s = engine.login(config).unwrap();
+    assert!(!engine.give_up(s, "not being reinstated"));
+    target.shutdown().unwrap();
+    engine
+        .submit(s, Command::read(0, &cdb::read16(8, 4), 4 * BLOCK as u32), 7)
+        .unwrap();
+    let mut done = Vec::new();
+    let mut waits = 0;
+    while !engine.reinstating(s) {
+        waits += 1;
+        assert!(waits < 200, "the loss of the target was never seen");
+        engine.poll(&mut done, Duration::from_millis(50)).unwrap();
+    }
+    assert!(engine.give_up(s, "the device is being detached"));
+    assert!(!engine.reinstating(s));
+    engine.poll(&mut done, Duration::from_millis(50)).unwrap();
+    assert_eq!(done.len(), 1, "{done:?}");
+    let text = format!("{:?}", done[0].outcome);
+    assert!(text.contains("the device is being detached"), "{text}");
+    assert!(engine.failure(s).is_some());
+}
+
 #[test]
 fn target_pings_are_answered_and_idle_sessions_send_keepalives() {
     // The target pings a connection silent for a second and drops it when a

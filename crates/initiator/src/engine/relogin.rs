@@ -117,6 +117,8 @@ impl Engine {
         match self.sessions.get_mut(session).and_then(Option::as_mut) {
             Some(entry) if entry.reinstating => {
                 session_log!(warn, entry.config, "no longer logging in again: {why}");
+                // Its thread's answer, when it comes, is dropped.
+                entry.reinstating = false;
                 entry.core.fail(why);
                 true
             }

@@ -397,10 +397,10 @@ fn a_failed_session_logs_in_again_when_asked() {
 /// as asked (its caller serves its own events meanwhile: `isoe detach`
 /// of a device whose target is away); once the target is back the
 /// session is reinstated and the command waiting on it completes.
-#[test]
-fn a_session_being_reinstated_leaves_the_engine_to_its_caller() {
-    let target = start_target("");
-    let addr = target.portals()[0];
+/// A session on a target at `addr` that retries for 10 s, with LBAs 8-11
+/// written; the target then goes, and a read of them waits while the
+/// session is being reinstated. Returns the engine and the session.
+fn lost_session(target: Running, addr: SocketAddr) -> (Engine, usize) {
     let mut engine = Engine::new();
     let mut config = config_for(addr);
     config.retry.attempts = 100;
@@ -408,19 +408,30 @@ fn a_session_being_reinstated_leaves_the_engine_to_its_caller() {
     config.retry.max_delay = Duration::from_millis(100);
     let s = engine.login(config).unwrap();
     write(&mut engine, s, 8, pattern(8, 4, 3));
+    assert!(!engine.give_up(s, "not being reinstated"));
     target.shutdown().unwrap();
     engine
         .submit(s, Command::read(0, &cdb::read16(8, 4), 4 * BLOCK as u32), 7)
         .unwrap();
     let mut done = Vec::new();
-    // The loss is seen, and the reinstatement starts, within a few waits;
-    // each wait comes back with the session still being reinstated.
+    // The loss is seen, and the reinstatement starts, within a few waits.
     let mut waits = 0;
     while !engine.reinstating(s) {
         waits += 1;
         assert!(waits < 200, "the loss of the target was never seen");
         engine.poll(&mut done, Duration::from_millis(50)).unwrap();
     }
+    assert!(done.is_empty(), "{done:?}");
+    (engine, s)
+}
+
+#[test]
+fn a_session_being_reinstated_leaves_the_engine_to_its_caller() {
+    let target = start_target("");
+    let addr = target.portals()[0];
+    let (mut engine, s) = lost_session(target, addr);
+    let mut done = Vec::new();
+    // Each wait comes back with the session still being reinstated.
     for _ in 0..3 {
         engine.poll(&mut done, Duration::from_millis(50)).unwrap();
         assert!(engine.reinstating(s), "a wait ran the whole reinstatement");
@@ -455,24 +466,9 @@ fn a_session_being_reinstated_leaves_the_engine_to_its_caller() {
 #[test]
 fn a_session_given_up_while_being_reinstated_fails_its_commands() {
     let target = start_target("");
-    let mut engine = Engine::new();
-    let mut config = config_for(target.portals()[0]);
-    config.retry.attempts = 100;
-    config.retry.initial_delay = Duration::from_millis(100);
-    config.retry.max_delay = Duration::from_millis(100);
-    let s = engine.login(config).unwrap();
-    assert!(!engine.give_up(s, "not being reinstated"));
-    target.shutdown().unwrap();
-    engine
-        .submit(s, Command::read(0, &cdb::read16(8, 4), 4 * BLOCK as u32), 7)
-        .unwrap();
+    let addr = target.portals()[0];
+    let (mut engine, s) = lost_session(target, addr);
     let mut done = Vec::new();
-    let mut waits = 0;
-    while !engine.reinstating(s) {
-        waits += 1;
-        assert!(waits < 200, "the loss of the target was never seen");
-        engine.poll(&mut done, Duration::from_millis(50)).unwrap();
-    }
     assert!(engine.give_up(s, "the device is being detached"));
     assert!(!engine.reinstating(s));
     engine.poll(&mut done, Duration::from_millis(50)).unwrap();

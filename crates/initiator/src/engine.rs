@@ -399,7 +399,8 @@ impl Engine {
     }
 
     /// [`Engine::poll_or_wake`] with a [`DataPlane`]: the large Data-In of
-    /// commands that name an external buffer is received into it.
+    /// commands that name an external buffer is received into it, and
+    /// their Data-Out sent from it.
     pub fn poll_with(
         &mut self,
         out: &mut Vec<Completion>,
@@ -509,11 +510,17 @@ impl Engine {
                 }
                 let fd = sock.fd;
                 let sends = &mut self.stats.sends;
+                let woken = &mut self.woken;
                 let result = entry.core.flush_output(c, |out| {
                     *sends += 1;
                     match (out, plane.as_deref_mut()) {
                         (Output::Bytes(iov), _) => sys::send_vectored(fd, iov),
-                        (Output::Chunks(chunks), Some(plane)) => plane.send(chunks, fd),
+                        (Output::Chunks(chunks), Some(plane)) => {
+                            let sent = plane.send(chunks, fd);
+                            // Requests read off the ring meanwhile end the run.
+                            *woken |= plane.woken();
+                            sent
+                        }
                         (Output::Chunks(_), None) => Err(io::Error::other(
                             "an external buffer's data, and no data plane to send it",
                         )),
@@ -701,25 +708,23 @@ impl Engine {
             (Some(plane), Some(p)) => entry.core.placement_external(p).map(|to| (plane, to)),
             _ => None,
         };
-        let result = match sock.placement.as_mut() {
-            Some(_) if external.is_some() => {
-                let (plane, (buffer, offset, len)) = external.expect("matched");
+        let result = match (external, sock.placement.as_mut()) {
+            (Some((plane, (buffer, offset, len))), _) => {
                 let n = plane.receive(buffer, offset, len, fd);
-                if plane.woken() {
-                    self.woken = true;
-                }
+                // Requests read off the ring meanwhile end the run.
+                self.woken |= plane.woken();
                 if let Ok(n) = n {
                     self.stats.external_bytes += n as u64;
                 }
                 n
             }
-            Some(p) => {
+            (None, Some(p)) => {
                 let header_len = frame::header_bytes_needed(&[], &limits);
                 let tail = &mut sock.rbuf.spare(header_len)[..header_len];
                 let (mut iov, count) = entry.core.placement_buffers(p, tail);
                 sys::recv_vectored(fd, &mut iov[..count], wait.is_some())
             }
-            None => {
+            (None, None) => {
                 let limit = header_first_limit(sock, &limits);
                 let spare = sock.rbuf.spare(sock.need);
                 let room = spare.len().min(limit);

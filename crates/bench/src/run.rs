@@ -41,7 +41,7 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 const VERIFY_CHUNKS_MAX: u64 = 1 << 26;
 
 /// SPC-4 sense key UNIT ATTENTION.
-const SENSE_UNIT_ATTENTION: u8 = 0x06;
+pub(crate) const SENSE_UNIT_ATTENTION: u8 = 0x06;
 
 const PHASE_SETUP: u8 = 0;
 const PHASE_RAMP: u8 = 1;
@@ -685,6 +685,29 @@ fn read_capacity(
     lun: u16,
     config: &RunConfig,
 ) -> Result<Lun, String> {
+    let cap = capacity(engine, session, lun)?;
+    let bs = config.workload.block_size_bytes;
+    if cap.block_size_bytes == 0 || !bs.is_multiple_of(cap.block_size_bytes) {
+        return Err(format!(
+            "the I/O size {bs} is not a multiple of the LUN's {}-byte blocks",
+            cap.block_size_bytes
+        ));
+    }
+    if u64::from(bs) > cap.size_bytes() {
+        return Err(format!(
+            "the I/O size {bs} exceeds the LUN's {} bytes",
+            cap.size_bytes()
+        ));
+    }
+    Ok(Lun {
+        block_size: cap.block_size_bytes,
+        blocks: cap.blocks(),
+    })
+}
+
+/// READ CAPACITY (16) of `lun` through `session` (or a multipath LU):
+/// the LU's block size and last LBA, or why not.
+pub(crate) fn capacity(engine: &mut Engine, session: usize, lun: u16) -> Result<Capacity, String> {
     let mut last = String::new();
     // A fresh session may first see UNIT ATTENTION (power on, reset): ask again.
     for _ in 0..4 {
@@ -693,25 +716,8 @@ fn read_capacity(
             .map_err(|e| e.to_string())?;
         match done.good() {
             Ok(_) => {
-                let cap = Capacity::parse(&done.buffer)
-                    .ok_or_else(|| "READ CAPACITY (16) returned too little data".to_string())?;
-                let bs = config.workload.block_size_bytes;
-                if cap.block_size_bytes == 0 || !bs.is_multiple_of(cap.block_size_bytes) {
-                    return Err(format!(
-                        "the I/O size {bs} is not a multiple of the LUN's {}-byte blocks",
-                        cap.block_size_bytes
-                    ));
-                }
-                if u64::from(bs) > cap.size_bytes() {
-                    return Err(format!(
-                        "the I/O size {bs} exceeds the LUN's {} bytes",
-                        cap.size_bytes()
-                    ));
-                }
-                return Ok(Lun {
-                    block_size: cap.block_size_bytes,
-                    blocks: cap.blocks(),
-                });
+                return Capacity::parse(&done.buffer)
+                    .ok_or_else(|| "READ CAPACITY (16) returned too little data".to_string())
             }
             Err(e) => last = e,
         }
@@ -1165,11 +1171,11 @@ impl Worker {
 }
 
 /// A sense's key, ASC and ASCQ.
-type SenseCodes = (u8, u8, u8);
+pub(crate) type SenseCodes = (u8, u8, u8);
 
 /// Why a command failed, its sense in words, with its sense codes; None
 /// when it succeeded.
-fn failure_in_words(c: &Completion) -> Option<(String, Option<SenseCodes>)> {
+pub(crate) fn failure_in_words(c: &Completion) -> Option<(String, Option<SenseCodes>)> {
     match &c.outcome {
         Outcome::Scsi(s) if !s.is_good() => Some((describe_status_in_words(s), s.sense_key())),
         _ => c.good().err().map(|what| (what, None)),

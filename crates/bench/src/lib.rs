@@ -7,7 +7,8 @@
 //! `/proc/PID/stat`, the CPU other processes used meanwhile ([`foreign`]),
 //! TCP retransmission counters from `/proc/net`, the arithmetic of
 //! throughput, service demand and CPU effectiveness, and the
-//! JSON result and the table for people.
+//! JSON result and the table for people; and the fill ([`fill`]) that
+//! writes every block of a LU before a read benchmark reads it.
 //!
 //! It never touches target internals: the target is observed from outside,
 //! through the iSCSI commands the initiator sends and the `/proc` counters
@@ -17,6 +18,7 @@
 pub mod address;
 pub mod cpu;
 pub mod demand;
+pub mod fill;
 pub mod foreign;
 pub mod halt;
 pub mod host;
@@ -34,6 +36,7 @@ pub mod verify;
 pub mod workload;
 
 pub use cpu::{CpuSplit, CpuTimes, ProcessCpu};
+pub use fill::{FillOutput, FillReport, FilledLun};
 pub use host::Host;
 pub use latency::{LatencyRecorder, LatencySummary};
 pub use proc_error::ProcError;

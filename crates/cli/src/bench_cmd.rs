@@ -1,5 +1,7 @@
 //! `isoe bench`: arguments to workloads, runs, and their output.
 
+mod fill;
+
 use crate::chap_args::{self, ChapArgs};
 use clap::Args;
 use isoe_bench::halt::ErrorBound;
@@ -24,6 +26,20 @@ pub struct BenchArgs {
     /// Print the named workloads and exit.
     #[arg(long)]
     list_profiles: bool,
+    /// Write every block of each URL's LU once, LBA 0 to the last, with
+    /// data that is neither zeros nor one block repeated, then exit: a
+    /// read benchmark must read written data (a memory LU makes zeros up
+    /// for blocks never written). --bs is the write size (default 1 MiB),
+    /// --qd the writes in flight per LU (default 8); reads nothing.
+    #[arg(
+        long,
+        conflicts_with_all = [
+            "duration", "ramp", "profiles", "matrix", "verify", "read_pct",
+            "random_pct", "workers", "sessions", "series", "multipath",
+            "max_error_pct", "target_pid",
+        ]
+    )]
+    fill: bool,
     /// A named workload (repeatable; "all" runs every one). Options below override its values.
     #[arg(long = "profile", value_name = "NAME")]
     profiles: Vec<String>,
@@ -222,9 +238,10 @@ impl Interrupt {
     }
 }
 
-/// Runs `isoe bench`: exits 0 when every run was clean, 1 on a run that
-/// stopped itself (its LUN gone, failures past the bound), failed
-/// commands, verify mismatches or an error, and 128 + the signal's number
+/// Runs `isoe bench`: exits 0 when every run was clean (or every LU was
+/// filled), 1 on a run that stopped itself (its LUN gone, failures past
+/// the bound), failed commands, verify mismatches, a failed fill or an
+/// error, and 128 + the signal's number
 /// (130 for SIGINT, 143 for SIGTERM) when a signal cut the runs short, its
 /// JSON written all the same with `"interrupted": true`.
 pub fn run(args: BenchArgs) -> ExitCode {
@@ -239,7 +256,11 @@ pub fn run(args: BenchArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let outcome = plan_and_run(&args, &interrupt.stop);
+    let outcome = if args.fill {
+        fill::fill_and_report(&args, &interrupt.stop).map(|()| true)
+    } else {
+        plan_and_run(&args, &interrupt.stop)
+    };
     if let Some(status) = interrupt.exit_status() {
         if let Err(e) = outcome {
             eprintln!("isoe bench: error: {e}");
@@ -385,6 +406,20 @@ fn run_error_text(e: &run::RunError, session: &SessionTemplate) -> String {
     }
 }
 
+/// Where `--json` goes: the file, created, or stdout for "-"; None
+/// without the flag.
+fn open_json(args: &BenchArgs) -> Result<Option<Box<dyn Write>>, String> {
+    Ok(match &args.json {
+        None => None,
+        Some(p) if p.as_os_str() == "-" => Some(Box::new(std::io::stdout())),
+        Some(p) => {
+            Some(Box::new(File::create(p).map_err(|e| {
+                format!("cannot create {}: {e}", p.display())
+            })?))
+        }
+    })
+}
+
 /// Ok(true) when every run finished without errors or mismatches; stops
 /// early when `stop` is set.
 fn plan_and_run(args: &BenchArgs, stop: &Arc<AtomicBool>) -> Result<bool, String> {
@@ -395,15 +430,7 @@ fn plan_and_run(args: &BenchArgs, stop: &Arc<AtomicBool>) -> Result<bool, String
     let redacted: Vec<String> = urls.iter().map(ToString::to_string).collect();
     let list = workloads(args, &redacted)?;
     let session = template(args, url_chap(&urls, &args.chap)?);
-    let mut json: Option<Box<dyn Write>> = match &args.json {
-        None => None,
-        Some(p) if p.as_os_str() == "-" => Some(Box::new(std::io::stdout())),
-        Some(p) => {
-            Some(Box::new(File::create(p).map_err(|e| {
-                format!("cannot create {}: {e}", p.display())
-            })?))
-        }
-    };
+    let mut json = open_json(args)?;
     let json_to_stdout = args.json.as_ref().is_some_and(|p| p.as_os_str() == "-");
     let progress = !args.no_progress && std::io::stderr().is_terminal();
     let mut clean = true;
@@ -600,7 +627,8 @@ mod tests {
         assert_eq!(sndbuf(&["--sndbuf", "1m"]), Some(1 << 20));
     }
 
-    fn parse(extra: &[String]) -> BenchArgs {
+    /// `isoe bench URL EXTRA...` parsed; panics when refused.
+    pub(super) fn parse(extra: &[String]) -> BenchArgs {
         let argv = ["bench", "iscsi://10.99.1.2/iqn.2026-11.io.isoe:lab/0"]
             .iter()
             .map(|s| s.to_string())
@@ -609,6 +637,62 @@ mod tests {
             Ok(b) => b.args,
             Err(e) => panic!("isoe bench refuses {extra:?}: {e}"),
         }
+    }
+
+    /// What clap says of `isoe bench URL EXTRA...`, when it refuses it.
+    fn refusal(extra: &[&str]) -> Option<String> {
+        let argv = ["bench", "iscsi://10.99.1.2/iqn.2026-11.io.isoe:lab/0"]
+            .iter()
+            .chain(extra)
+            .map(|s| s.to_string());
+        <Bench as clap::Parser>::try_parse_from(argv)
+            .err()
+            .map(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_fill_refuses_the_options_of_a_measured_run_by_name() {
+        for extra in [
+            &["--duration", "5"][..],
+            &["--ramp", "1"],
+            &["--profile", "oltp-8k"],
+            &["--matrix"],
+            &["--verify"],
+            &["--read-pct", "50"],
+            &["--random-pct", "0"],
+            &["--workers", "2"],
+            &["--sessions", "2"],
+            &["--series"],
+            &["--multipath"],
+            &["--max-error-pct", "5"],
+            &["--target-pid", "1"],
+        ] {
+            let args: Vec<&str> = std::iter::once("--fill")
+                .chain(extra.iter().copied())
+                .collect();
+            let err = refusal(&args).unwrap_or_else(|| panic!("{args:?} accepted"));
+            assert!(
+                err.contains("'--fill' cannot be used with") && err.contains(extra[0]),
+                "{args:?}: {err}"
+            );
+        }
+        // What a fill takes: the write size, the depth, the session options.
+        let b = parse(
+            &[
+                "--fill",
+                "--bs",
+                "256k",
+                "--qd",
+                "4",
+                "--connections",
+                "2",
+                "--json",
+                "-",
+            ]
+            .map(String::from),
+        );
+        assert!(b.fill);
+        assert_eq!((b.bs, b.qd), (Some(262_144), Some(4)));
     }
 
     #[test]

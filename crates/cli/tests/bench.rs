@@ -3,7 +3,9 @@
 //! target and catches data that changed under it; bad arguments get
 //! specific errors; SIGINT cuts a run short with its result marked; several
 //! URLs are reported each beside the total; a LUN removed under a run
-//! stops it with the sense in words; other processes' CPU is reported.
+//! stops it with the sense in words; other processes' CPU is reported;
+//! `--fill` writes every block with data of its own, and says where and
+//! why it could not.
 
 mod support;
 
@@ -493,5 +495,145 @@ fn other_processes_cpu_is_reported_and_flagged_above_the_labs_limit() {
     assert!(
         stdout.contains("WARNING: other processes used ") && stdout.contains("> 5% of a CPU"),
         "{stdout}"
+    );
+}
+
+/// `isoe bench --fill` writes the pattern of `isoe_bench::fill` at every
+/// block of every LU given (the last write shortened), reports what it
+/// wrote in its one JSON line, and the LUs read back hold exactly that:
+/// no block of zeros, each block the data of its own offset.
+#[test]
+fn fill_writes_every_block_of_each_lu_with_data_of_its_own() {
+    let config = TargetConfig::new(&format!(
+        "portals = [\"127.0.0.1:0\"]\n\n[[target]]\nname = \"{DEFAULT_TARGET}\"\n\
+         [[target.lun]]\nnumber = 0\nmemory = \"8MiB\"\n\
+         [[target.lun]]\nnumber = 1\nmemory = \"3MiB\"\nblock_size = 4096\n"
+    ));
+    let target = Target::with_config(&config);
+    let urls = [
+        target.lun_url(DEFAULT_TARGET, 0),
+        target.lun_url(DEFAULT_TARGET, 1),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("fill.json");
+    // 768 KiB writes: 8 MiB is 10 and a shortened 11th, 3 MiB is 4 exactly.
+    let out = isoe(&[
+        "bench",
+        "--fill",
+        &urls[0],
+        &urls[1],
+        "--bs",
+        "768k",
+        "--qd",
+        "3",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("isoe bench: filled 11 MiB on 2 LUs in "),
+        "{}",
+        text(&out)
+    );
+    let lines = json_lines(&json);
+    assert_eq!(lines.len(), 1, "{}", text(&out));
+    let report: isoe_bench::FillOutput =
+        serde_json::from_value(lines[0].clone()).expect("the fill's JSON shape");
+    let report = report.fill;
+    assert_eq!(report.bytes, 11 << 20);
+    assert!(report.seconds > 0.0);
+    let expected = [(&urls[0], 512, 16_384), (&urls[1], 4096, 768)];
+    assert_eq!(report.luns.len(), 2);
+    for (lun, (url, block_size, blocks)) in report.luns.iter().zip(expected) {
+        assert_eq!(&lun.url, url);
+        assert_eq!((lun.block_size, lun.blocks), (block_size, blocks));
+        assert_eq!(lun.bytes, u64::from(block_size) * blocks);
+    }
+    for url in &urls {
+        let (block_size, data) = read_whole_lu(url);
+        for (i, block) in data.chunks(block_size as usize).enumerate() {
+            assert!(block.iter().any(|&b| b != 0), "{url}: block {i} is zeros");
+        }
+        assert_eq!(isoe_bench::fill::first_mismatch(&data, 0), None, "{url}");
+    }
+    // Writes of part of a 4 KiB block cannot be: refused, naming the LU.
+    let out = isoe(&["bench", "--fill", &urls[1], "--bs", "512"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let want = format!(
+        "{}: the write size 512 is not a multiple of the LU's 4096-byte blocks",
+        urls[1]
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&want),
+        "{}",
+        text(&out)
+    );
+}
+
+/// Every byte of `url`'s LU, read with the initiator library, and its
+/// block size.
+fn read_whole_lu(url: &str) -> (u32, Vec<u8>) {
+    use isoe_initiator::cdb::{self, Capacity};
+    use isoe_initiator::{Command, Engine, IscsiUrl, SessionConfig};
+    let url = IscsiUrl::parse(url).unwrap();
+    let lun = url.lun.unwrap();
+    let mut engine = Engine::new();
+    let s = engine.login(SessionConfig::from_url(&url)).expect("log in");
+    // A fresh session may first get UNIT ATTENTION: ask again.
+    let mut good = |make: &dyn Fn() -> Command| {
+        let mut last = String::new();
+        for _ in 0..4 {
+            let done = engine.execute(s, make()).expect("an answer");
+            match done.good() {
+                Ok(_) => return done.buffer,
+                Err(e) => last = e,
+            }
+        }
+        panic!("{url}: {last}");
+    };
+    let cap = good(&|| Command::read(lun, &cdb::read_capacity16(), 32));
+    let cap = Capacity::parse(&cap).expect("READ CAPACITY (16) data");
+    let (block_size, blocks) = (cap.block_size_bytes, cap.blocks());
+    let per_read = (1 << 20) / block_size;
+    let mut data = Vec::new();
+    let mut lba = 0;
+    while lba < blocks {
+        let n = (blocks - lba).min(u64::from(per_read)) as u32;
+        let len = n * block_size;
+        data.extend(good(&|| Command::read(lun, &cdb::read16(lba, n), len)));
+        lba += u64::from(n);
+    }
+    assert_eq!(data.len() as u64, cap.size_bytes());
+    (block_size, data)
+}
+
+/// A fill that cannot write stops at once and says where and why: the
+/// URL, the LBA and the sense in words.
+#[test]
+fn a_fill_of_a_read_only_lu_fails_naming_the_url_lba_and_sense() {
+    let target = Target::with_config(&TargetConfig::memory_lun_with("4MiB", "read_only = true\n"));
+    let url = target.lun_url(DEFAULT_TARGET, 0);
+    let out = isoe(&["bench", "--fill", &url, "--bs", "64k"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("{url}: write at LBA ")) && stderr.contains("DATA PROTECT"),
+        "{}",
+        text(&out)
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("filled"));
+}
+
+#[test]
+fn a_fill_refuses_the_options_of_a_measured_run() {
+    let url = "iscsi://127.0.0.1:9/iqn.2026-11.io.isoe:nowhere/0";
+    let out = isoe(&["bench", "--fill", url, "--duration", "5"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("'--fill' cannot be used with '--duration"),
+        "{}",
+        text(&out)
     );
 }

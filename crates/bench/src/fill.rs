@@ -89,6 +89,15 @@ pub fn first_mismatch(buf: &[u8], offset: u64) -> Option<u64> {
     })
 }
 
+/// The blocks a fill writes of an LU of `lu_blocks` blocks of
+/// `block_size` bytes: the span's, rounded up to whole blocks, at most the
+/// LU's; all of them without a span.
+fn span_blocks(lu_blocks: u64, block_size: u32, span_bytes: Option<u64>) -> u64 {
+    span_bytes.map_or(lu_blocks, |span| {
+        span.div_ceil(u64::from(block_size)).min(lu_blocks)
+    })
+}
+
 /// The writes that cover `blocks` blocks once, in LBA order: (first LBA,
 /// blocks) of `per_write` blocks each, the last shortened to what is left.
 #[derive(Debug, Clone)]
@@ -153,6 +162,9 @@ pub struct FillConfig {
     pub write_bytes: u32,
     /// Writes in flight per LU.
     pub queue_depth: u32,
+    /// Bytes from each LU's start to write (rounded up to whole blocks,
+    /// at most the LU); None: the whole LU.
+    pub span_bytes: Option<u64>,
     /// Print a live progress line to stderr once a second.
     pub progress: bool,
     /// Set to stop sending (Ctrl-C): the fill then ends with
@@ -170,6 +182,7 @@ impl FillConfig {
             connections: 1,
             write_bytes: DEFAULT_WRITE_BYTES,
             queue_depth: DEFAULT_QUEUE_DEPTH,
+            span_bytes: None,
             progress: false,
             stop: Arc::new(AtomicBool::new(false)),
         }
@@ -429,10 +442,11 @@ impl<'a> Filler<'a> {
                 source: Box::new(source),
             })?;
         let sized = self.size(u, session, lun);
-        let Ok((block_size, blocks)) = sized else {
+        let Ok((block_size, lu_blocks)) = sized else {
             let _ = self.engine.logout(session);
             return sized.map(|_| ());
         };
+        let blocks = span_blocks(lu_blocks, block_size, self.config.span_bytes);
         self.lus.push(Lu {
             name: u.name.clone(),
             lun,
@@ -771,6 +785,15 @@ mod tests {
         }
         .collect();
         assert_eq!(w, vec![(u64::MAX - 5, 4), (u64::MAX - 1, 1)]);
+    }
+
+    #[test]
+    fn a_span_fills_its_whole_blocks_from_the_start_and_never_past_the_lu() {
+        assert_eq!(span_blocks(1000, 512, None), 1000);
+        assert_eq!(span_blocks(1000, 512, Some(4096)), 8);
+        // A span ending inside a block writes that block whole.
+        assert_eq!(span_blocks(1000, 4096, Some(4097)), 2);
+        assert_eq!(span_blocks(1000, 512, Some(1 << 40)), 1000);
     }
 
     #[test]

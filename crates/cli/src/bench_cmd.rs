@@ -40,6 +40,11 @@ pub struct BenchArgs {
         ]
     )]
     fill: bool,
+    /// With --fill: write only the first SIZE bytes of each LU (rounded up
+    /// to whole blocks), the span the read benchmark after it addresses
+    /// (fio's --size); by default the whole LU.
+    #[arg(long, value_name = "SIZE", value_parser = parse_span, requires = "fill")]
+    span: Option<u64>,
     /// A named workload (repeatable; "all" runs every one). Options below override its values.
     #[arg(long = "profile", value_name = "NAME")]
     profiles: Vec<String>,
@@ -168,6 +173,14 @@ pub struct BenchArgs {
 pub(crate) fn parse_size(text: &str) -> Result<u32, String> {
     let bytes = isoe_size::parse_bytes(text).map_err(|e| e.to_string())?;
     u32::try_from(bytes).map_err(|_| format!("{text:?} is too large: at most 4294967295 bytes"))
+}
+
+/// A SIZE of at least one byte, as large as an LU may be.
+fn parse_span(text: &str) -> Result<u64, String> {
+    match isoe_size::parse_bytes(text).map_err(|e| e.to_string())? {
+        0 => Err(format!("{text:?}: a span of at least one block")),
+        bytes => Ok(bytes),
+    }
 }
 
 /// A positive number of seconds.

@@ -557,6 +557,20 @@ fn fill_writes_every_block_of_each_lu_with_data_of_its_own() {
         }
         assert_eq!(isoe_bench::fill::first_mismatch(&data, 0), None, "{url}");
     }
+    // A span writes its own blocks from the start and no more: the
+    // first 5000 bytes of a 4 KiB-block LU are its first two blocks.
+    let out = isoe(&["bench", "--fill", &urls[1], "--span", "5000", "--json", "-"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let line = String::from_utf8_lossy(&out.stdout);
+    let spanned: isoe_bench::FillOutput = serde_json::from_str(line.trim()).expect("JSON");
+    assert_eq!((spanned.fill.bytes, spanned.fill.luns[0].blocks), (8192, 2));
+    let out = isoe(&["bench", "--span", "1m", &urls[1]]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "--span without --fill: {}",
+        text(&out)
+    );
     // Writes of part of a 4 KiB block cannot be: refused, naming the LU.
     let out = isoe(&["bench", "--fill", &urls[1], "--bs", "512"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));

@@ -49,6 +49,7 @@ fn fill_config(args: &BenchArgs, stop: &Arc<AtomicBool>) -> Result<FillConfig, S
         connections,
         write_bytes: args.bs.unwrap_or(fill::DEFAULT_WRITE_BYTES),
         queue_depth: args.qd.unwrap_or(fill::DEFAULT_QUEUE_DEPTH),
+        span_bytes: args.span,
         progress: !args.no_progress && std::io::stderr().is_terminal(),
         stop: stop.clone(),
     })

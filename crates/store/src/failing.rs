@@ -163,6 +163,10 @@ impl<S: Store> Store for FailingStore<S> {
         self.inner.read_append(offset, len, out)
     }
 
+    fn unwritten_read_bytes(&self) -> Option<u64> {
+        self.inner.unwritten_read_bytes()
+    }
+
     fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), StoreError> {
         self.check(Ops::WRITE, "write", offset)?;
         self.inner.write_at(offset, buf)

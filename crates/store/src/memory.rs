@@ -85,6 +85,42 @@ impl ChunkData {
         self.mapped[page / 64] & (1 << (page % 64)) != 0
     }
 
+    /// Whether every page in `pages` is mapped: a mask per bitmap word, so
+    /// that a read of written data pays a word or two, not a test per page.
+    fn all_mapped(&self, pages: Range<usize>) -> bool {
+        let mut page = pages.start;
+        while page < pages.end {
+            let word = page / 64;
+            let (first, end) = (page % 64, (pages.end - word * 64).min(64));
+            let mask = (u64::MAX >> (64 - (end - first))) << first;
+            if self.mapped[word] & mask != mask {
+                return false;
+            }
+            page = word * 64 + end;
+        }
+        true
+    }
+
+    /// Bytes of `range` (bytes in the chunk) that lie on pages not mapped:
+    /// never written, or deallocated since.
+    fn unmapped_bytes(&self, range: Range<usize>) -> usize {
+        if range.is_empty() {
+            return 0;
+        }
+        let pages = range.start / PAGE_SIZE_BYTES..range.end.div_ceil(PAGE_SIZE_BYTES);
+        if self.all_mapped(pages.clone()) {
+            return 0;
+        }
+        pages
+            .filter(|&page| !self.is_mapped(page))
+            .map(|page| {
+                let start = (page * PAGE_SIZE_BYTES).max(range.start);
+                let end = ((page + 1) * PAGE_SIZE_BYTES).min(range.end);
+                end - start
+            })
+            .sum()
+    }
+
     fn set_mapped(&mut self, page: usize, mapped: bool) {
         let bit = 1 << (page % 64);
         if mapped {
@@ -217,12 +253,26 @@ impl Lent {
 /// RAM-backed media. Chunks are allocated on first write and each has its own
 /// lock, so there is no store-wide lock on the hot path and an unwritten
 /// logical unit costs only the chunk table. Which 4 KiB pages are mapped is
-/// tracked per chunk, for [`Store::allocation`].
+/// tracked per chunk, for [`Store::allocation`] and for
+/// [`Store::unwritten_read_bytes`].
 #[derive(Debug)]
 pub struct MemoryStore {
     size_bytes: u64,
     chunks: Box<[Chunk]>,
+    /// Bytes served to reads from pages not mapped (see
+    /// `MemoryStore::served_unwritten`). Shared by every reader, but
+    /// written only by reads of zeros made on the fly, never by a read of
+    /// written data.
+    unwritten_read_bytes: OwnLine,
 }
+
+/// A counter on a cache line of its own (128 bytes: two lines, for the
+/// adjacent-line prefetcher), so that reads of unwritten bytes adding to
+/// it do not take the line that every read of written data loads the
+/// chunk table from.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct OwnLine(AtomicU64);
 
 impl MemoryStore {
     /// Creates a store of `size_bytes`, all zeros, with no data memory committed.
@@ -248,6 +298,7 @@ impl MemoryStore {
         Ok(Self {
             size_bytes,
             chunks: chunks.into_boxed_slice(),
+            unwritten_read_bytes: OwnLine::default(),
         })
     }
 
@@ -307,6 +358,23 @@ impl MemoryStore {
         Ok(())
     }
 
+    /// Counts `bytes` served by a read from pages not mapped: of a chunk
+    /// never written, or pages of a written chunk that no write reached or
+    /// that an unmap (or a write of zeros, which releases too) deallocated
+    /// since. A deallocated page legitimately reads as zeros, but it holds
+    /// no written data any more, and a read of it measures no medium.
+    /// Allocation is tracked per page, so the bytes of a page a write
+    /// touched only in part count as written, as do bytes a partial unmap
+    /// zeroed in a page still mapped. A read sums its pieces and calls this
+    /// once; the shared counter is touched only when some were unwritten.
+    fn served_unwritten(&self, bytes: usize) {
+        if bytes > 0 {
+            self.unwritten_read_bytes
+                .0
+                .fetch_add(bytes as u64, Ordering::Relaxed);
+        }
+    }
+
     /// Length from `within` of the run of pages in one chunk that share the
     /// state of the page holding `within`, at most `wanted` bytes.
     fn run_in_chunk(data: &ChunkData, within: usize, wanted: usize) -> (bool, usize) {
@@ -327,16 +395,24 @@ impl Store for MemoryStore {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), StoreError> {
         check_range(offset, buf.len() as u64, self.size_bytes)?;
         let mut done = 0;
+        let mut unwritten = 0;
         for (index, within, piece) in Self::pieces(offset, buf.len() as u64) {
             let target = &mut buf[done..done + piece];
             let chunk = self.chunks[index].read_unpoisoned();
             match chunk.as_ref() {
-                Some(data) => target.copy_from_slice(&data.bytes[within..within + piece]),
-                None => target.fill(0),
+                Some(data) => {
+                    target.copy_from_slice(&data.bytes[within..within + piece]);
+                    unwritten += data.unmapped_bytes(within..within + piece);
+                }
+                None => {
+                    target.fill(0);
+                    unwritten += piece;
+                }
             }
             done += piece;
         }
         debug_assert_eq!(done, buf.len());
+        self.served_unwritten(unwritten);
         Ok(())
     }
 
@@ -346,13 +422,21 @@ impl Store for MemoryStore {
     fn read_append(&self, offset: u64, len: usize, out: &mut Vec<u8>) -> Result<(), StoreError> {
         check_range(offset, len as u64, self.size_bytes)?;
         out.reserve(len);
+        let mut unwritten = 0;
         for (index, within, piece) in Self::pieces(offset, len as u64) {
             let chunk = self.chunks[index].read_unpoisoned();
             match chunk.as_ref() {
-                Some(data) => out.extend_from_slice(&data.bytes[within..within + piece]),
-                None => out.resize(out.len() + piece, 0),
+                Some(data) => {
+                    out.extend_from_slice(&data.bytes[within..within + piece]);
+                    unwritten += data.unmapped_bytes(within..within + piece);
+                }
+                None => {
+                    out.resize(out.len() + piece, 0);
+                    unwritten += piece;
+                }
             }
         }
+        self.served_unwritten(unwritten);
         Ok(())
     }
 
@@ -375,6 +459,7 @@ impl Store for MemoryStore {
         }
         check_range(offset, len as u64, self.size_bytes)?;
         out.reserve(len);
+        let mut unwritten = 0;
         let mut slots = crcs.iter_mut();
         for (index, within, piece) in Self::pieces(offset, len as u64) {
             let chunk = self.chunks[index].read_unpoisoned();
@@ -387,16 +472,27 @@ impl Store for MemoryStore {
                     for (page, slot) in pages.zip(&mut slots) {
                         *slot = data.page_crc(page, crc);
                     }
+                    unwritten += data.unmapped_bytes(within..within + piece);
                 }
                 None => {
                     out.resize(out.len() + piece, 0);
                     for slot in slots.by_ref().take(pages.len()) {
                         *slot = ZERO_PAGE_CRC;
                     }
+                    unwritten += piece;
                 }
             }
         }
+        self.served_unwritten(unwritten);
         Ok(true)
+    }
+
+    /// Counted by every read, copied or lent, as it serves the bytes: those
+    /// of a chunk never written and those of pages not mapped (never
+    /// written, or deallocated by an unmap or a write of zeros since),
+    /// tracked per 4 KiB page.
+    fn unwritten_read_bytes(&self) -> Option<u64> {
+        Some(self.unwritten_read_bytes.0.load(Ordering::Relaxed))
     }
 
     fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), StoreError> {
@@ -433,17 +529,27 @@ impl Store for MemoryStore {
             len,
             page_aligned: offset.is_multiple_of(CRC_PAGE_BYTES as u64),
         };
+        // Counted once lent: a range too long to lend is copied instead,
+        // and counted then.
+        let mut unwritten = 0;
         for (index, within, piece) in Self::pieces(offset, len as u64) {
             if lent.count == LENT_PIECES_MAX {
                 return None;
             }
             let chunk = self.chunks[index].read_unpoisoned();
             lent.pieces[lent.count] = match chunk.as_ref() {
-                Some(data) => Piece::Chunk(Arc::clone(data), within..within + piece),
-                None => Piece::Zeros(piece),
+                Some(data) => {
+                    unwritten += data.unmapped_bytes(within..within + piece);
+                    Piece::Chunk(Arc::clone(data), within..within + piece)
+                }
+                None => {
+                    unwritten += piece;
+                    Piece::Zeros(piece)
+                }
             };
             lent.count += 1;
         }
+        self.served_unwritten(unwritten);
         Some(lent)
     }
 
@@ -734,6 +840,116 @@ mod tests {
         assert!(!lent.page_crcs(0..len + CRC_PAGE_BYTES, &crc, &mut |_| panic!()));
         let off = store.lend(at + 512, CRC_PAGE_BYTES).unwrap();
         assert!(!off.page_crcs(0..0, &crc, &mut |_| panic!()));
+    }
+
+    /// The store's count of unwritten bytes served.
+    fn unwritten(store: &MemoryStore) -> u64 {
+        store.unwritten_read_bytes().expect("memory knows")
+    }
+
+    /// Reads `len` bytes at `at` through every read path, one after the
+    /// other, and returns what each added to the count.
+    fn counted_by_each_read(store: &MemoryStore, at: u64, len: usize) -> [u64; 4] {
+        let crc = |bytes: &[u8]| crc32c::crc32c(bytes);
+        let mut counts = [0; 4];
+        for (path, count) in counts.iter_mut().enumerate() {
+            let before = unwritten(store);
+            let mut out = Vec::new();
+            match path {
+                0 => store.read_at(at, &mut vec![0; len]).unwrap(),
+                1 => store.read_append(at, len, &mut out).unwrap(),
+                2 => {
+                    let mut crcs = vec![0; len / CRC_PAGE_BYTES];
+                    store
+                        .read_append_with_crcs(at, len, &mut out, &crc, &mut crcs)
+                        .unwrap();
+                }
+                _ => drop(store.lend(at, len).expect("lent")),
+            }
+            *count = unwritten(store) - before;
+        }
+        counts
+    }
+
+    #[test]
+    fn reads_of_never_written_bytes_are_counted_on_every_path() {
+        let store = MemoryStore::new(4 * CHUNK_SIZE_BYTES);
+        assert_eq!(unwritten(&store), 0);
+        // Fresh: a read counts its whole length, across a chunk boundary too.
+        let at = CHUNK_SIZE_BYTES - 16 * CRC_PAGE_BYTES as u64;
+        assert_eq!(counted_by_each_read(&store, at, 64 << 10), [64 << 10; 4]);
+        // Written: nothing.
+        store.write_at(at, &pattern(64 << 10, 1)).unwrap();
+        assert_eq!(counted_by_each_read(&store, at, 64 << 10), [0; 4]);
+        // Straddling written and unwritten pages (in a written chunk, and
+        // in the chunk after): just the unwritten part.
+        let before = at - 2 * CRC_PAGE_BYTES as u64;
+        assert_eq!(
+            counted_by_each_read(&store, before, 4 * CRC_PAGE_BYTES),
+            [2 * CRC_PAGE_BYTES as u64; 4]
+        );
+        let end = at + (64 << 10);
+        assert_eq!(
+            counted_by_each_read(&store, end - 4096, 3 * CRC_PAGE_BYTES),
+            [2 * CRC_PAGE_BYTES as u64; 4]
+        );
+        // Unmapped whole pages read as zeros and count again; a partial
+        // unmap leaves its page mapped, and counts nothing.
+        store.unmap(at, 2 * CRC_PAGE_BYTES as u64).unwrap();
+        store.unmap(at + 2 * CRC_PAGE_BYTES as u64, 512).unwrap();
+        assert_eq!(
+            counted_by_each_read(&store, at, 4 * CRC_PAGE_BYTES),
+            [2 * CRC_PAGE_BYTES as u64; 4]
+        );
+        // A whole chunk released is a chunk never written.
+        store.unmap(0, CHUNK_SIZE_BYTES).unwrap();
+        assert_eq!(
+            counted_by_each_read(&store, 0, CRC_PAGE_BYTES),
+            [CRC_PAGE_BYTES as u64; 4]
+        );
+    }
+
+    #[test]
+    fn unwritten_bytes_are_counted_per_byte_at_the_ends_of_a_read() {
+        let store = MemoryStore::new(2 * CHUNK_SIZE_BYTES);
+        store.write_at(8192, &[1u8; 4096]).unwrap();
+        // 100 bytes of page 1, page 2 (written), 50 bytes of page 3.
+        let mut buf = vec![0u8; 100 + 4096 + 50];
+        store.read_at(8192 - 100, &mut buf).unwrap();
+        assert_eq!(unwritten(&store), 150);
+        // A page written in part counts as written, all of it.
+        store.write_at(CHUNK_SIZE_BYTES + 10, &[1u8; 10]).unwrap();
+        store.read_at(CHUNK_SIZE_BYTES, &mut buf[..4096]).unwrap();
+        assert_eq!(unwritten(&store), 150);
+        // Errors count nothing; neither does a range too long to lend.
+        assert!(store.read_at(2 * CHUNK_SIZE_BYTES - 1, &mut buf).is_err());
+        assert!(store.lend(0, 2 * CHUNK_SIZE_BYTES as usize + 1).is_none());
+        let three_pieces = MemoryStore::new(4 * CHUNK_SIZE_BYTES);
+        assert!(three_pieces
+            .lend(CHUNK_SIZE_BYTES - 1, CHUNK_SIZE_BYTES as usize + 2)
+            .is_none());
+        assert_eq!(unwritten(&store), 150);
+        assert_eq!(unwritten(&three_pieces), 0);
+    }
+
+    #[test]
+    fn all_mapped_tests_whole_words_and_their_ends() {
+        let mut data = ChunkData::new(CHUNK_SIZE_BYTES as usize);
+        for page in 3..200 {
+            data.set_mapped(page, true);
+        }
+        assert!(data.all_mapped(3..200));
+        assert!(data.all_mapped(64..128));
+        assert!(data.all_mapped(63..65));
+        assert!(!data.all_mapped(2..200));
+        assert!(!data.all_mapped(3..201));
+        assert!(!data.all_mapped(199..201));
+        assert!(data.all_mapped(5..5));
+        assert_eq!(
+            data.unmapped_bytes(0..PAGE_SIZE_BYTES * 4),
+            3 * PAGE_SIZE_BYTES
+        );
+        assert_eq!(data.unmapped_bytes(5000..5000), 0);
     }
 
     fn extent(mapped: bool, len_bytes: u64) -> Extent {

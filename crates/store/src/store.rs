@@ -59,6 +59,15 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         let _ = (offset, len);
         None
     }
+    /// Bytes this store has served to reads from blocks never written since
+    /// it was created (None: the store does not know, e.g. a file or RBD
+    /// store). Blocks deallocated (unmapped) since their write count too:
+    /// they hold no written data now. A benchmark that reads such blocks
+    /// measures zeros made on the fly, not the medium; this is how a
+    /// reader of the target's counters proves it did not.
+    fn unwritten_read_bytes(&self) -> Option<u64> {
+        None
+    }
     /// Writes all of `buf` at `offset`; the whole range must lie inside the store.
     fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), StoreError>;
     /// Makes every completed write durable (fdatasync on files).

@@ -144,6 +144,7 @@ fn file_store_behaviour() {
     let store = FileStore::open(&path, Some(4 * MIB + 512)).unwrap();
     assert_eq!(store.size_bytes(), 4 * MIB + 512);
     assert_eq!(store.kind(), "file");
+    assert_eq!(store.unwritten_read_bytes(), None, "a file cannot tell");
     round_trip(&store);
     out_of_range(&store);
     unmap_and_zeroes_read_zeros(&store);
@@ -306,6 +307,10 @@ fn failing_store_passes_everything_through_before_its_countdown_ends() {
         u64::MAX,
         Fault::Io,
     ));
+    // The inner store's count of never-written bytes read, passed through.
+    let before = store.unwritten_read_bytes().expect("memory knows");
+    store.read_at(4 * MIB, &mut [0u8; 512]).unwrap();
+    assert_eq!(store.unwritten_read_bytes(), Some(before + 512));
     store.flush().unwrap();
     assert_eq!(store.failures(), 0);
 }

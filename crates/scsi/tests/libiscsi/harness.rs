@@ -225,6 +225,9 @@ impl Store for CountingStore {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), isoe_store::StoreError> {
         self.inner.read_at(offset, buf)
     }
+    fn unwritten_read_bytes(&self) -> Option<u64> {
+        self.inner.unwritten_read_bytes()
+    }
     fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), isoe_store::StoreError> {
         self.inner.write_at(offset, buf)
     }

@@ -712,15 +712,33 @@ mod tests {
             "connection_refusals": {}, "connection_evictions": {}, "resources": [],
         }))
         .unwrap();
+        assert!(stats.media.is_empty(), "a target older than media");
         let mut luns = std::collections::BTreeMap::new();
         luns.insert(10u16, LunTotals::default());
         stats.luns.insert("t".into(), luns);
+        let media = [(10u16, Some(1 << 20)), (11, None)]
+            .into_iter()
+            .map(|(lun, bytes)| {
+                let totals = crate::metrics::MediaTotals {
+                    unwritten_read_bytes: bytes,
+                };
+                (lun, totals)
+            })
+            .collect();
+        stats.media.insert("t".into(), media);
         let sent = to_json(&Answer::ok(Counted {
             counting: true,
             stats,
         }));
+        assert_eq!(
+            sent["stats"]["media"],
+            json!({"t": {"10": {"unwritten_read_bytes": 1048576}, "11": {}}})
+        );
         let read = Answer::<Counted>::from_json(&sent).unwrap();
         assert!(read.ok && read.body.counting);
         assert!(read.body.stats.luns["t"].contains_key(&10));
+        let media = &read.body.stats.media["t"];
+        assert_eq!(media[&10].unwritten_read_bytes, Some(1 << 20));
+        assert_eq!(media[&11].unwritten_read_bytes, None);
     }
 }

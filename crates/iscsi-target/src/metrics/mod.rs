@@ -14,8 +14,11 @@
 //! Logins, refusals and resource use are counted where they happen (the
 //! login path, the admission gate), never on the command path.
 
+mod media;
 pub mod prometheus;
 pub mod snapshot;
+
+pub use media::MediaTotals;
 
 use isoe_sync::MutexExt;
 use std::borrow::Cow;

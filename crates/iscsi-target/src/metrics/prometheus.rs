@@ -12,6 +12,7 @@
 //! | `isoe_lun_latency_seconds` | histogram | target, lun, op (read, write) |
 //! | `isoe_lun_stage_seconds` | histogram | target, lun, op (read, write), stage (receipt_to_store, store, store_to_sent) |
 //! | `isoe_lun_errors_total` | counter | target, lun, error (a sense key, or reservation_conflict, busy, task_set_full) |
+//! | `isoe_lun_unwritten_read_bytes_total` | counter | target, lun (only LUNs whose store counts it: memory) |
 //! | `isoe_session_commands_total`, `isoe_session_bytes_total` | counter | target, initiator, tsih, op |
 //! | `isoe_session_latency_seconds` | histogram | target, initiator, tsih, op |
 //! | `isoe_connection_commands_total`, `isoe_connection_bytes_total` | counter | target, initiator, tsih, cid, address, op |
@@ -147,6 +148,7 @@ impl Text {
 pub fn render(s: &Snapshot) -> String {
     let mut out = Text(String::new());
     lun_families(&mut out, s);
+    media_families(&mut out, s);
     session_families(&mut out, s);
     target_families(&mut out, s);
     server_families(&mut out, s);
@@ -236,6 +238,27 @@ fn lun_families(out: &mut Text, s: &Snapshot) {
             for (error, n) in t.sense.iter().chain(&t.status) {
                 let labels = [("target", target.as_str()), ("lun", &lun), ("error", error)];
                 out.sample("isoe_lun_errors_total", &labels, n);
+            }
+        }
+    }
+}
+
+/// The families of what each LUN's store counts of its own. A store that
+/// cannot tell (a file, an RBD image) has no series rather than a 0 that
+/// would read as "none".
+fn media_families(out: &mut Text, s: &Snapshot) {
+    const NAME: &str = "isoe_lun_unwritten_read_bytes_total";
+    out.family(
+        NAME,
+        "counter",
+        "Bytes read from blocks never written (or deallocated since): zeros made on the fly, \
+         not the medium; since the LUN's store was created, by LUN.",
+    );
+    for (target, luns) in &s.media {
+        for (lun, m) in luns {
+            if let Some(bytes) = m.unwritten_read_bytes {
+                let lun = lun.to_string();
+                out.sample(NAME, &[("target", target.as_str()), ("lun", &lun)], bytes);
             }
         }
     }
@@ -446,6 +469,34 @@ mod tests {
                 "isoe_lun_bytes_total{target=\"iqn.2026-11.io.isoe:m\",lun=\"4\",op=\"unmap\"}"
             ),
             "an unmap moves no data"
+        );
+    }
+
+    #[test]
+    fn unwritten_reads_are_served_for_the_luns_whose_store_counts_them() {
+        let text = "[[target]]\nname = \"iqn.2026-11.io.isoe:m\"\n";
+        let config = crate::config::Config::parse(text, None).expect("config");
+        let server = crate::registry::Server::new(config).expect("server");
+        let mut s = super::super::snapshot::snapshot(&server);
+        let luns = s.media.entry("iqn.2026-11.io.isoe:m".into()).or_default();
+        let counted = |bytes| crate::metrics::MediaTotals {
+            unwritten_read_bytes: bytes,
+        };
+        luns.insert(0, counted(Some(1 << 20)));
+        luns.insert(1, counted(None));
+        let served = render(&s);
+        assert!(served.contains(
+            "# HELP isoe_lun_unwritten_read_bytes_total Bytes read from blocks never written"
+        ));
+        assert!(served.contains("# TYPE isoe_lun_unwritten_read_bytes_total counter\n"));
+        assert!(served.contains(
+            "isoe_lun_unwritten_read_bytes_total{target=\"iqn.2026-11.io.isoe:m\",lun=\"0\"} 1048576\n"
+        ));
+        assert!(
+            !served.contains(
+                "isoe_lun_unwritten_read_bytes_total{target=\"iqn.2026-11.io.isoe:m\",lun=\"1\"}"
+            ),
+            "a store that cannot tell has no series: {served}"
         );
     }
 

@@ -1,7 +1,7 @@
 //! One consistent reading of every counter: what `isoe admin stats` prints
 //! and the Prometheus listener serves.
 
-use super::{is_retired, ConnTotals, LunTotals, Name, Totals, LOGIN_OUTCOMES};
+use super::{is_retired, ConnTotals, LunTotals, MediaTotals, Name, Totals, LOGIN_OUTCOMES};
 use crate::registry::Server;
 use isoe_sync::MutexExt;
 use std::collections::BTreeMap;
@@ -53,6 +53,10 @@ pub struct Resource {
 pub struct Snapshot {
     /// Per target, per LUN: every connection that ever used it.
     pub luns: BTreeMap<String, BTreeMap<u16, LunTotals>>,
+    /// Per target, per LUN it has now: what its store counts of its own.
+    /// Absent from the answer of a target older than the field.
+    #[serde(default)]
+    pub media: BTreeMap<String, BTreeMap<u16, MediaTotals>>,
     /// Per target: R2Ts, task management, digest errors.
     pub targets: BTreeMap<String, ConnTotals>,
     /// The sessions logged in now.
@@ -145,6 +149,7 @@ pub fn snapshot(server: &Server) -> Snapshot {
             .iter()
             .map(|(t, totals)| (t.clone(), totals.luns.clone()))
             .collect(),
+        media: super::media::media(server),
         targets: per_target
             .into_iter()
             .map(|(t, totals)| (t, totals.connection))

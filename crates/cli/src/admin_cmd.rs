@@ -9,6 +9,7 @@ use isoe_target::admin::protocol::{
     Nothing, Refusal, Request, ServerInfo, Shown as Config, Status,
 };
 use isoe_target::admin::socket::client::{Connection, Peer};
+use isoe_target::metrics::snapshot::Snapshot;
 use isoe_target::metrics::{LunTotals, OpTotals};
 use serde_json::Value as Json;
 use std::io::BufRead;
@@ -486,11 +487,15 @@ fn mean_us(op: &OpTotals) -> String {
 }
 
 /// A LUN's second line, under its reads: UNMAP and WRITE SAME (commands /
-/// bytes of the medium deallocated or covered), SYNCHRONIZE CACHE and the
-/// other commands.
-fn range_line(t: &LunTotals) -> String {
+/// bytes of the medium deallocated or covered), SYNCHRONIZE CACHE, the
+/// other commands, and the bytes its store served from blocks never
+/// written where the store counts them (memory).
+fn range_line(t: &LunTotals, unwritten_read_bytes: Option<u64>) -> String {
+    let unwritten = unwritten_read_bytes
+        .map(|bytes| format!("   unwritten_read {}", short_bytes(bytes)))
+        .unwrap_or_default();
     format!(
-        "{:47}unmap {} / {}   write_same {} / {}   sync_cache {}   other {}",
+        "{:47}unmap {} / {}   write_same {} / {}   sync_cache {}   other {}{unwritten}",
         "",
         t.unmap.commands,
         short_bytes(t.unmap.bytes),
@@ -520,23 +525,27 @@ fn short_bytes(bytes: u64) -> String {
     }
 }
 
-fn print_stats(counted: &Counted) {
-    if !counted.counting {
-        println!(
-            "counting is off ([metrics] enabled = false): only logins and resources are counted"
-        );
-    }
-    let s = &counted.stats;
+/// The table of LUNs, two lines each: reads and writes, then the rest
+/// ([`range_line`]).
+fn print_luns(s: &Snapshot) {
     println!(
         "{:<40} {:>5} {:>12} {:>12} {:>10} {:>10} {:>9} {:>9} {:>7}",
         "target", "lun", "reads", "writes", "MiB read", "MiB wrtn", "rd µs", "wr µs", "errors"
     );
     for (target, luns) in &s.luns {
         // In the order of the answer's keys, which are text: LUN 10 before 2.
-        let mut luns: Vec<(String, &LunTotals)> =
-            luns.iter().map(|(lun, t)| (lun.to_string(), t)).collect();
+        let media = s.media.get(target);
+        let mut luns: Vec<(String, &LunTotals, Option<u64>)> = luns
+            .iter()
+            .map(|(lun, t)| {
+                let unwritten = media
+                    .and_then(|m| m.get(lun))
+                    .and_then(|m| m.unwritten_read_bytes);
+                (lun.to_string(), t, unwritten)
+            })
+            .collect();
         luns.sort_by(|a, b| a.0.cmp(&b.0));
-        for (lun, t) in luns {
+        for (lun, t, unwritten) in luns {
             let errors: u64 = t.sense.values().chain(t.status.values()).sum();
             println!(
                 "{:<40} {:>5} {:>12} {:>12} {:>10} {:>10} {:>9} {:>9} {:>7}",
@@ -550,9 +559,19 @@ fn print_stats(counted: &Counted) {
                 mean_us(&t.write),
                 errors
             );
-            println!("{}", range_line(t));
+            println!("{}", range_line(t, unwritten));
         }
     }
+}
+
+fn print_stats(counted: &Counted) {
+    if !counted.counting {
+        println!(
+            "counting is off ([metrics] enabled = false): only logins and resources are counted"
+        );
+    }
+    let s = &counted.stats;
+    print_luns(s);
     println!("sessions:");
     for session in &s.sessions {
         println!(
@@ -606,10 +625,16 @@ mod tests {
             other: 12,
             ..LunTotals::default()
         };
-        let line = range_line(&t);
+        let line = range_line(&t, None);
         assert_eq!(
             line.trim_start(),
             "unmap 3 / 5 GiB   write_same 2 / 1.5 KiB   sync_cache 7   other 12"
+        );
+        assert_eq!(
+            range_line(&t, Some(1 << 20)).trim_start(),
+            "unmap 3 / 5 GiB   write_same 2 / 1.5 KiB   sync_cache 7   other 12   \
+             unwritten_read 1 MiB",
+            "where the store counts them"
         );
         assert_eq!(line.len() - line.trim_start().len(), 47, "under the reads");
         assert_eq!(short_bytes(0), "0 B");

@@ -1,6 +1,7 @@
 //! `isoe lab` end to end on a tiny plan: the four files are written (and
 //! `--report` draws the same reports again from two of them), the runs
-//! obey the plan's statistics, a second invocation resumes instead of
+//! obey the plan's statistics, every read reads blocks the lab wrote first
+//! (the target's own count of reads of never-written blocks stays 0), a second invocation resumes instead of
 //! repeating, Ctrl-C stops it with the report written, and no namespace of
 //! the run is left behind.
 //!
@@ -151,7 +152,19 @@ fn a_plan_runs_writes_its_reports_resumes_and_leaves_nothing() {
         "{runs:?}"
     );
     assert_eq!(jumbo[0]["knobs"]["mtu"], "9000");
+    // Reads read written data: each target start wrote the whole LU before
+    // the first read, and the target served no read from a block never
+    // written.
+    for r in &runs {
+        assert_eq!(r["bench"]["lun_fill"]["bytes"], 1u64 << 30, "{r}");
+        assert!(
+            r["bench"]["lun_fill"]["seconds"].as_f64().unwrap() > 0.0,
+            "{r}"
+        );
+        assert_eq!(r["bench"]["target_unwritten_read_bytes"], 0, "{r}");
+    }
     let md = std::fs::read_to_string(dir.path().join("out/report.md")).unwrap();
+    assert!(md.contains("reads read written data"), "{md}");
     assert!(md.contains("## Headline"), "{md}");
     assert!(md.contains("## Findings"), "{md}");
     assert!(md.contains("| jumbo"), "{md}");

@@ -33,6 +33,7 @@ pub use error::{BedError, PlaceError};
 
 use crate::attach_device::{self, Attach, AttachError, AttachKind, AttachedDevice};
 use crate::error::LabError;
+use crate::fill;
 use crate::host::{self, Host, Running};
 use crate::hostknobs::{Guard, Port};
 use crate::knobs::{InitiatorImpl, KnobSet, TargetImpl};
@@ -40,7 +41,7 @@ use crate::link::Side;
 use crate::peers::fio::{self, FioEngine, FioJob, FioOutput};
 use crate::peers::kernel::{self, KernelSession, NodeSettings};
 use crate::plan::{Plan, ResolvedCase, WorkloadSpec};
-use crate::record::RunResult;
+use crate::record::{LunFill, RunResult};
 use crate::run::{self, BenchFailure, Measured, Window, TARGET_IQN};
 use crate::sampled::Sample;
 use crate::site::{CaseEnd, CaseRuns, CaseSetup, Site};
@@ -711,6 +712,50 @@ echo $missing"#;
                 })
             }
         }
+    }
+
+    /// Writes `target`'s LUN once from the initiator host (`isoe bench
+    /// --fill`) when the case reads blocks; what it took. None: nothing to
+    /// fill, or an external LUN the bed may not write.
+    fn fill_lun(
+        &self,
+        plan: &Plan,
+        knobs: &KnobSet,
+        workloads: &[String],
+        target: &BedTarget<'_>,
+    ) -> Result<Option<LunFill>, String> {
+        let external = matches!(target.started, Started::External);
+        if !fill::reads_blocks(plan, knobs, workloads)
+            || (external && !self.testbed.target.external_writable)
+        {
+            return Ok(None);
+        }
+        let host = &self.initiator;
+        let isoe = self
+            .isoe_on(host, self.testbed.initiator.isoe.as_ref())
+            .map_err(|e| e.to_string())?;
+        let url = target
+            .urls()
+            .into_iter()
+            .next()
+            .ok_or("the target has no portal")?;
+        let out = host
+            .run(&fill::fill_argv(&isoe, &url, knobs))
+            .map_err(|e| e.to_string())?;
+        fill::parse_fill(&out).map(Some)
+    }
+
+    /// What `target` says it served from never-written blocks so far:
+    /// isoe's target, asked through its control socket; None for others.
+    fn unwritten_read_bytes(&self, knobs: &KnobSet, target: &BedTarget<'_>) -> Option<u64> {
+        if !matches!(target.started, Started::Isoe(_)) || !fill::target_counts_unwritten(knobs) {
+            return None;
+        }
+        let host = &self.target;
+        let isoe = self.isoe_on(host, self.testbed.target.isoe.as_ref()).ok()?;
+        let socket = format!("{}/{CONTROL_SOCKET}", self.target_dir);
+        let out = host.run(&fill::stats_argv(&isoe, &socket)).ok()?;
+        fill::unwritten_read_bytes(&out, &target.iqn, target.lun)
     }
 
     /// Logs the kernel initiator in to every portal of `target`.
@@ -1484,6 +1529,14 @@ impl Site for OnMachines<'_> {
             Ok(target) => target,
             Err(why) => return Ok(CaseEnd::Skipped(why.to_string())),
         };
+        let lun_fill = match bed.fill_lun(plan, knobs, workloads, &target) {
+            Ok(done) => done,
+            Err(why) => {
+                return Ok(CaseEnd::Skipped(format!(
+                    "writing the LUN before its reads failed: {why}"
+                )))
+            }
+        };
         let devices = match bed.block_devices(&case.name, knobs, &target) {
             Ok(devices) => devices,
             Err(why) => return Ok(CaseEnd::Skipped(why.to_string())),
@@ -1503,7 +1556,11 @@ impl Site for OnMachines<'_> {
                 // Recorded as failed; the rest of the plan is skipped.
                 return Err(BenchFailure::Failed(why));
             }
-            bed.run_workload(plan, knobs, workload, &mut on, stop)
+            let mut measured = bed.run_workload(plan, knobs, workload, &mut on, stop)?;
+            measured.result.lab.lun_fill = lun_fill;
+            measured.result.lab.target_unwritten_read_bytes =
+                bed.unwritten_read_bytes(knobs, &target);
+            Ok(measured)
         });
         if bed.gone().is_none() {
             for e in on.apps.cleanup() {

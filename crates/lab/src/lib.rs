@@ -17,6 +17,7 @@ pub mod applied;
 pub mod attach_device;
 pub mod bed;
 pub mod error;
+pub mod fill;
 pub mod floor;
 /// Foreign load: measured by `isoe-bench`, which both use.
 pub use isoe_bench::foreign;

@@ -64,6 +64,27 @@ pub struct LabFigures {
     /// On a test bed: the target host's name, or `external`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub testbed_target_host: Option<String>,
+    /// How the LUN was written before the case's first read (once per
+    /// target start; every run of that start carries it). None: not
+    /// written by the lab (no read workload, an application that writes
+    /// its own data, an external target).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lun_fill: Option<LunFill>,
+    /// The target's count, after this run, of bytes it served from blocks
+    /// never written since it started (isoe's memory LUNs know it): 0 when
+    /// every read read written data.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_unwritten_read_bytes: Option<u64>,
+}
+
+/// The LUN written once, sequentially, before a case's reads (`isoe bench
+/// --fill`): what it took, reported and not counted in any run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LunFill {
+    /// Bytes written.
+    pub bytes: u64,
+    /// Seconds it took.
+    pub seconds: f64,
 }
 
 impl RunResult {

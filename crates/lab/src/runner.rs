@@ -11,13 +11,14 @@
 
 use crate::bed::{Bed, OnMachines};
 pub use crate::error::LabError;
+use crate::fill;
 use crate::floor::FloorJob;
 use crate::foreign::ForeignLoad;
 use crate::knobs::{InitiatorImpl, KnobSet, TargetImpl};
 use crate::peers::fio::{self, FioJob};
 use crate::peers::tgt::TgtTarget;
 use crate::plan::{Plan, ResolvedCase, WorkloadSpec};
-use crate::record::RunResult;
+use crate::record::{LunFill, RunResult};
 use crate::rounds;
 pub use crate::run::TARGET_IQN;
 use crate::run::{isoe_target_config, measured_window, BenchFailure, Measured, Window};
@@ -144,6 +145,7 @@ pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
     ran?;
     lab.progress.finish();
     notes.extend(convergence_notes(plan, &cases, &lab.records));
+    notes.extend(fill::notes(&lab.records));
     if lab.interrupted {
         notes.push("interrupted by Ctrl-C: the report covers the runs made so far; run the same command again to resume".into());
     }
@@ -218,7 +220,7 @@ impl Site for Namespaces<'_> {
     fn run_case(
         &mut self,
         case: &ResolvedCase,
-        _workloads: &[String],
+        workloads: &[String],
         runs: &mut CaseRuns<'_>,
     ) -> Result<CaseEnd, LabError> {
         let plan = &self.options.plan;
@@ -268,13 +270,31 @@ impl Site for Namespaces<'_> {
             skipped.insert(knob, why);
         }
         let target = start_target(self.options, &topo, knobs, case)?;
+        let lun_fill = if fill::reads_blocks(plan, knobs, workloads) {
+            match fill_lun(self.options, &topo, &target, knobs) {
+                Ok(done) => Some(done),
+                Err(why) => {
+                    drop(target);
+                    removed(topo)?;
+                    return Ok(CaseEnd::Skipped(format!(
+                        "writing the LUN before its reads failed: {why}"
+                    )));
+                }
+            }
+        } else {
+            None
+        };
         let setup = CaseSetup {
             topology: topo.kind().as_str(),
             skipped: &skipped,
             nics: Some(topo.describe().to_string()),
         };
         runs(setup, &mut |workload| {
-            run_bench(self.options, &topo, &target, knobs, workload)
+            let mut measured = run_bench(self.options, &topo, &target, knobs, workload)?;
+            measured.result.lab.lun_fill = lun_fill;
+            measured.result.lab.target_unwritten_read_bytes =
+                target.unwritten_read_bytes(&self.options.isoe);
+            Ok(measured)
         })?;
         drop(target);
         removed(topo)?;
@@ -540,8 +560,28 @@ struct TargetProcess {
     portals: Vec<String>,
     /// The LUN the URLs name: 0 on isoe, 1 on tgt (its LUN 0 is the controller).
     lun: u16,
+    /// isoe's control socket, which `isoe admin stats` reads, in a
+    /// directory of its own (removed after the target stops).
+    control: Option<(PathBuf, tempfile::TempDir)>,
     _config: Option<tempfile_path::TempPath>,
     _tgt: Option<TgtTarget>,
+}
+
+impl TargetProcess {
+    /// What the target says it served from never-written blocks of its
+    /// LUN so far (isoe's target; None for others, or when it cannot say).
+    fn unwritten_read_bytes(&self, isoe: &Path) -> Option<u64> {
+        let (socket, _) = self.control.as_ref()?;
+        let argv = fill::stats_argv(&isoe.display().to_string(), &socket.display().to_string());
+        let out = Command::new(&argv[0])
+            .args(&argv[1..])
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())?;
+        fill::unwritten_read_bytes(&String::from_utf8_lossy(&out.stdout), TARGET_IQN, self.lun)
+    }
 }
 
 impl Drop for TargetProcess {
@@ -576,12 +616,20 @@ fn start_target(
             pid: tgt.pid(),
             portals: tgt.portals().to_vec(),
             lun: tgt.lun(),
+            control: None,
             _config: None,
             _tgt: Some(tgt),
         });
     }
     let portals: Vec<String> = topo.portals().iter().map(ToString::to_string).collect();
-    let config = isoe_target_config(&case.name, &portals, knobs, "");
+    // Short (a socket's path has at most 107 bytes) and in a directory
+    // only this user can write, as the target requires of its socket's.
+    let control_dir = tempfile::Builder::new()
+        .prefix("isoe-lab-")
+        .tempdir()
+        .map_err(io_error(&std::env::temp_dir()))?;
+    let control = control_dir.path().join("control.sock");
+    let config = isoe_target_config(&case.name, &portals, knobs, &control.display().to_string());
     let path = tempfile_path::TempPath::write(
         &options.out_dir,
         &format!(".target-{}.toml", std::process::id()),
@@ -633,13 +681,14 @@ fn start_target(
         pid,
         portals,
         lun: 0,
+        control: Some((control, control_dir)),
         _config: Some(path),
         _tgt: None,
     })
 }
 
-/// The floor's server, `isoe netprobe --serve`, on the target's side at
-/// the first portal, in place of a target.
+/// The floor's server, `isoe netprobe --serve --span`, on the target's
+/// side at the first portal, in place of a target.
 fn start_floor_server(
     options: &LabOptions,
     topo: &Topology,
@@ -653,7 +702,15 @@ fn start_floor_server(
             LabError::Target(format!("case {}: the topology has no portal", case.name))
         })?;
     let mut cmd = topo.command(Role::Target, &options.isoe);
-    cmd.args(["netprobe", "--serve", &portal]);
+    // Answers from written memory the size of the cases' LUN, which the
+    // lab writes before their reads: the floor of the same random read.
+    cmd.args([
+        "netprobe",
+        "--serve",
+        &portal,
+        "--span",
+        crate::run::LUN_SIZE,
+    ]);
     cmd.stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .stdin(Stdio::null());
@@ -675,6 +732,7 @@ fn start_floor_server(
             child: Some(child),
             portals: vec![portal],
             lun: 0,
+            control: None,
             _config: None,
             _tgt: None,
         }),
@@ -692,6 +750,49 @@ fn start_floor_server(
             )))
         }
     }
+}
+
+/// Writes the target's LUN once from the host namespace (`isoe bench
+/// --fill`) before the case's reads; what it took.
+fn fill_lun(
+    options: &LabOptions,
+    topo: &Topology,
+    target: &TargetProcess,
+    knobs: &KnobSet,
+) -> Result<LunFill, String> {
+    let portal = target.portals.first().ok_or("the target has no portal")?;
+    let url = format!("iscsi://{portal}/{TARGET_IQN}/{}", target.lun);
+    let argv = fill::fill_argv("isoe", &url, knobs);
+    let mut cmd = topo.command(Role::Host, &options.isoe);
+    cmd.args(&argv[1..])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null());
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("starting {}: {e}", options.isoe.display()))?;
+    match wait_for_child(
+        &mut child,
+        "isoe bench --fill",
+        fill::FILL_LIMIT,
+        &options.stop,
+        |_| {},
+    ) {
+        Ok(()) => {}
+        Err(BenchFailure::Stopped) => return Err("interrupted".into()),
+        Err(BenchFailure::Failed(why)) => return Err(why),
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("reading isoe bench --fill's output: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "isoe bench --fill exited with {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    fill::parse_fill(&String::from_utf8_lossy(&out.stdout))
 }
 
 /// One `isoe bench` run in the host namespace; its JSON result.

@@ -1,0 +1,261 @@
+//! Reads read written data: before a case's first read, the lab writes its
+//! LUN once (`isoe bench --fill`), and after each run it asks an isoe
+//! target how many bytes it served from blocks never written.
+//!
+//! A memory LUN that was never written answers a read with zeros made on
+//! the fly: no trip to memory, nothing a user's read would cost. The fill
+//! is sequential, large writes of data that is neither zeros nor one block
+//! repeated, through the initiator host's `isoe bench` over iSCSI, so it
+//! works alike for every target the lab starts (isoe, tgt, LIO) and for an
+//! external one whose test bed allows writes. Its time is reported
+//! ([`LunFill`]) and counted in no run.
+//!
+//! Applications are not filled for: they write what they read (pgbench
+//! initializes its tables; the mail load lays out its files first).
+
+use crate::knobs::{InitiatorImpl, KnobSet, TargetImpl};
+use crate::peers::fio::FIO_SPAN_BYTES;
+use crate::plan::Plan;
+use crate::record::LunFill;
+use isoe_bench::fill::FillOutput;
+use std::time::Duration;
+
+/// The longest a fill may take: 512 MiB at 5 MB/s (an emulated VM's
+/// slowest runs) with room to spare.
+pub const FILL_LIMIT: Duration = Duration::from_secs(300);
+
+/// The write size and writes in flight of a fill: large sequential writes,
+/// as deep as the lab's deepest sequential workload.
+const FILL_ARGS: [&str; 4] = ["--bs", "1MiB", "--qd", "8"];
+
+/// Whether a case with `knobs` running `workloads` of `plan` reads blocks
+/// through a block workload (a floor reads none; an application writes what
+/// it reads).
+pub fn reads_blocks(plan: &Plan, knobs: &KnobSet, workloads: &[String]) -> bool {
+    if knobs.is_floor() {
+        return false;
+    }
+    workloads
+        .iter()
+        .filter_map(|name| plan.workload(name))
+        .any(|w| w.application.is_none() && w.shape(knobs).read_pct > 0)
+}
+
+/// The bytes from the LU's start that the case's reads address: the whole
+/// LU for `isoe bench` (None), fio's span for fio (libiscsi, or a block
+/// device), which reads no further.
+pub fn span_bytes(knobs: &KnobSet) -> Option<u64> {
+    match knobs.initiator_impl() {
+        InitiatorImpl::Isoe => None,
+        _ => Some(FIO_SPAN_BYTES),
+    }
+}
+
+/// `isoe bench --fill` of the LU at `url`, as the initiator host runs it
+/// (`isoe` there is `isoe`): the span the case's reads address, with the
+/// session knobs a login needs.
+pub fn fill_argv(isoe: &str, url: &str, knobs: &KnobSet) -> Vec<String> {
+    let mut argv: Vec<String> = [isoe, "bench", "--fill", url]
+        .into_iter()
+        .chain(FILL_ARGS)
+        .chain(["--json", "-"])
+        .map(str::to_owned)
+        .collect();
+    if let Some(span) = span_bytes(knobs) {
+        argv.extend(["--span".to_owned(), span.to_string()]);
+    }
+    argv.extend(knobs.attach_args().into_iter().filter(|a| {
+        // One session is enough to write a LU; MC/S is the runs' business.
+        a.starts_with("--") && a.contains("digest")
+    }));
+    argv
+}
+
+/// What a fill's output (`isoe bench --fill --json -`) says it wrote.
+pub fn parse_fill(stdout: &str) -> Result<LunFill, String> {
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .ok_or_else(|| format!("isoe bench --fill printed no result: {}", stdout.trim()))?;
+    let out: FillOutput = serde_json::from_str(line)
+        .map_err(|e| format!("isoe bench --fill printed bad JSON: {e}"))?;
+    Ok(LunFill {
+        bytes: out.fill.bytes,
+        seconds: out.fill.seconds,
+    })
+}
+
+/// Whether the lab's counter query applies: only isoe's target counts
+/// reads of never-written blocks.
+pub fn target_counts_unwritten(knobs: &KnobSet) -> bool {
+    knobs.target_impl() == TargetImpl::Isoe && !knobs.is_floor()
+}
+
+/// `isoe admin stats` for the target's control socket.
+pub fn stats_argv(isoe: &str, socket: &str) -> Vec<String> {
+    [isoe, "admin", "--socket", socket, "--json", "stats"]
+        .into_iter()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The bytes `target`'s LUN `lun` served from never-written blocks, from
+/// `isoe admin --json stats`' answer (its `stats.media`); None when the
+/// answer does not say.
+pub fn unwritten_read_bytes(stats_json: &str, target: &str, lun: u16) -> Option<u64> {
+    let value: serde_json::Value = serde_json::from_str(stats_json.trim()).ok()?;
+    // The control socket's answer: `{"ok": true, "stats": {...}}`.
+    value
+        .get("stats")?
+        .get("media")?
+        .get(target)?
+        .get(lun.to_string())?
+        .get("unwritten_read_bytes")?
+        .as_u64()
+}
+
+/// The report's notes on the fills of `records`' runs: how much was
+/// written and how long it took, and any run whose target served reads
+/// from never-written blocks.
+pub fn notes(records: &[isoe_report::record::RunRecord]) -> Vec<String> {
+    let mut seconds: Vec<f64> = Vec::new();
+    let mut bytes = 0u64;
+    let mut unwritten: Vec<String> = Vec::new();
+    let mut unfilled = 0usize;
+    let mut seen = std::collections::BTreeSet::new();
+    for r in records.iter().filter(|r| !r.bench.is_null()) {
+        let fill = r.bench.get("lun_fill");
+        match fill {
+            Some(f) => {
+                let s = f.get("seconds").and_then(|v| v.as_f64()).unwrap_or(0.0);
+                // Every run of one target start carries its fill: count it once.
+                if seen.insert((r.case.clone(), r.round, s.to_bits())) {
+                    seconds.push(s);
+                    bytes = f.get("bytes").and_then(|v| v.as_u64()).unwrap_or(bytes);
+                }
+            }
+            None if reads(r) => unfilled += 1,
+            None => {}
+        }
+        if let Some(n) = r
+            .bench
+            .get("target_unwritten_read_bytes")
+            .and_then(|v| v.as_u64())
+        {
+            if n > 0 {
+                unwritten.push(format!(
+                    "{} / {} run {} ({n} bytes)",
+                    r.case, r.workload, r.run
+                ));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    if !seconds.is_empty() {
+        seconds.sort_by(f64::total_cmp);
+        out.push(format!(
+            "reads read written data: the LUN ({} MiB) was written before each target start's \
+             first read, {} times, {:.1}-{:.1} s each ({:.0} s in all), counted in no run",
+            bytes >> 20,
+            seconds.len(),
+            seconds[0],
+            seconds[seconds.len() - 1],
+            seconds.iter().sum::<f64>()
+        ));
+    }
+    if unfilled > 0 {
+        out.push(format!(
+            "{unfilled} runs that read blocks predate the lab's fill (or ran on a target it \
+             may not write): their reads may have read never-written blocks, zeros a memory \
+             LUN makes on the fly"
+        ));
+    }
+    if !unwritten.is_empty() {
+        out.push(format!(
+            "the target served reads from never-written blocks in: {}",
+            unwritten.join(", ")
+        ));
+    }
+    out
+}
+
+/// Whether a record's run read blocks (its workload's read share).
+fn reads(r: &isoe_report::record::RunRecord) -> bool {
+    if r.bench.get("application").is_some() || r.bench.get("floor").is_some() {
+        return false;
+    }
+    let workload = r.bench.get("workload");
+    workload
+        .and_then(|w| w.get("read_pct"))
+        .and_then(|v| v.as_u64())
+        .is_some_and(|pct| pct > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fill_s_json_line_gives_its_bytes_and_time() {
+        let out = "noise\n{\"fill\":{\"bytes\":536870912,\"seconds\":1.5,\"luns\":[{\"url\":\"iscsi://h/t/0\",\"bytes\":536870912,\"block_size\":512,\"blocks\":1048576}]}}\n";
+        let fill = parse_fill(out).unwrap();
+        assert_eq!(fill.bytes, 512 << 20);
+        assert_eq!(fill.seconds, 1.5);
+        assert!(parse_fill("no json here").is_err());
+        assert!(parse_fill("{\"fill\": 3}").is_err());
+    }
+
+    #[test]
+    fn the_unwritten_count_is_read_per_target_and_lun() {
+        let json = r#"{"ok":true,"stats":{"luns":{},"media":{"iqn.t":{"0":{"unwritten_read_bytes":4096},"1":{}}}}}"#;
+        assert_eq!(unwritten_read_bytes(json, "iqn.t", 0), Some(4096));
+        assert_eq!(unwritten_read_bytes(json, "iqn.t", 1), None);
+        assert_eq!(unwritten_read_bytes(json, "iqn.other", 0), None);
+        assert_eq!(
+            unwritten_read_bytes("{\"ok\":true,\"stats\":{}}", "iqn.t", 0),
+            None
+        );
+        assert_eq!(unwritten_read_bytes("not json", "iqn.t", 0), None);
+    }
+
+    #[test]
+    fn fio_s_cases_fill_fio_s_span_and_isoe_bench_s_the_whole_lu() {
+        let fio = KnobSet {
+            initiator: Some(InitiatorImpl::Kernel),
+            ..KnobSet::default()
+        };
+        let argv = fill_argv("isoe", "iscsi://h/t/0", &fio);
+        assert_eq!(
+            argv[argv.len() - 2..],
+            ["--span", &FIO_SPAN_BYTES.to_string()]
+        );
+        assert_eq!(span_bytes(&KnobSet::default()), None);
+    }
+
+    #[test]
+    fn a_fill_logs_in_with_the_digests_alone() {
+        let knobs = KnobSet {
+            header_digest: Some(true),
+            connections: Some(4),
+            ..KnobSet::default()
+        };
+        let argv = fill_argv("isoe", "iscsi://h:3260/iqn.t/0", &knobs);
+        assert_eq!(
+            argv,
+            [
+                "isoe",
+                "bench",
+                "--fill",
+                "iscsi://h:3260/iqn.t/0",
+                "--bs",
+                "1MiB",
+                "--qd",
+                "8",
+                "--json",
+                "-",
+                "--header-digest"
+            ]
+        );
+    }
+}

@@ -442,6 +442,48 @@ fn a_slowloris_and_an_idle_flood_neither_starve_scrapes_nor_delay_the_stop() {
     assert!(took < Duration::from_secs(5), "the stop took {took:?}");
 }
 
+/// A target with a control socket (`control.sock` in the config's
+/// directory), a metrics listener, LUN 0 of 64 MiB memory and LUN 1 an
+/// 8 MiB file with `lun1_extra` (more of its keys).
+fn memory_and_file_luns(lun1_extra: &str) -> (TargetConfig, Target) {
+    let config = TargetConfig::new("");
+    let socket = config.dir().join("control.sock");
+    std::fs::write(
+        config.path(),
+        format!(
+            "portals = [\"127.0.0.1:0\"]\n[control]\nsocket = \"{}\"\n[metrics]\nlisten = \"127.0.0.1:0\"\n\n\
+             [[target]]\nname = \"{TARGET}\"\n[[target.lun]]\nnumber = 0\nmemory = \"64MiB\"\n\
+             [[target.lun]]\nnumber = 1\nfile = \"lun1.img\"\nsize = \"8MiB\"\n{lun1_extra}",
+            socket.display()
+        ),
+    )
+    .unwrap();
+    let target = Target::with_config_portals(&config, 1);
+    (config, target)
+}
+
+/// A session to `target` as `initiator_name`, failing at once rather than
+/// retrying, and its engine.
+fn log_in(target: &Target, initiator_name: &str) -> (isoe_initiator::Engine, usize) {
+    use isoe_initiator::{Engine, IscsiUrl, Portal, RetryPolicy, SessionConfig};
+    let addr = target.addr();
+    let url = IscsiUrl::parse(&format!("iscsi://{addr}/{TARGET}/0")).unwrap();
+    let mut session = SessionConfig::from_url(&url);
+    session.portal = Portal {
+        host: addr.ip().to_string(),
+        port: addr.port(),
+    };
+    session.initiator_name = initiator_name.into();
+    session.retry = RetryPolicy {
+        attempts: 0,
+        ..RetryPolicy::default()
+    };
+    session.timeout = Duration::from_secs(30);
+    let mut engine = Engine::new();
+    let s = engine.login(session).expect("login");
+    (engine, s)
+}
+
 /// What a block device sends besides READ and WRITE (`fstrim`,
 /// `blkdiscard`, a file system's flushes) is counted per LUN apart from
 /// `other`: UNMAP and WRITE SAME with the bytes of the medium they covered,
@@ -453,38 +495,12 @@ fn unmap_write_same_and_sync_cache_are_counted_apart() {
     use isoe_initiator::cdb::{
         synchronize_cache10, synchronize_cache16, test_unit_ready, unmap, write_same16,
     };
-    use isoe_initiator::{Command, Engine, IscsiUrl, Portal, RetryPolicy, SessionConfig};
+    use isoe_initiator::Command;
 
-    let config = TargetConfig::new("");
+    let (config, target) = memory_and_file_luns("block_size = 4096\n");
     let socket = config.dir().join("control.sock");
-    std::fs::write(
-        config.path(),
-        format!(
-            "portals = [\"127.0.0.1:0\"]\n[control]\nsocket = \"{}\"\n[metrics]\nlisten = \"127.0.0.1:0\"\n\n\
-             [[target]]\nname = \"{TARGET}\"\n[[target.lun]]\nnumber = 0\nmemory = \"64MiB\"\n\
-             [[target.lun]]\nnumber = 1\nfile = \"lun1.img\"\nsize = \"8MiB\"\nblock_size = 4096\n",
-            socket.display()
-        ),
-    )
-    .unwrap();
-    let target = Target::with_config_portals(&config, 1);
     let metrics = metrics_addr(&target);
-
-    let addr = target.addr();
-    let url = IscsiUrl::parse(&format!("iscsi://{addr}/{TARGET}/0")).unwrap();
-    let mut session = SessionConfig::from_url(&url);
-    session.portal = Portal {
-        host: addr.ip().to_string(),
-        port: addr.port(),
-    };
-    session.initiator_name = "iqn.2026-11.io.isoe:discard".into();
-    session.retry = RetryPolicy {
-        attempts: 0,
-        ..RetryPolicy::default()
-    };
-    session.timeout = Duration::from_secs(30);
-    let mut engine = Engine::new();
-    let s = engine.login(session).expect("login");
+    let (mut engine, s) = log_in(&target, "iqn.2026-11.io.isoe:discard");
     // The status of one command: GOOD, or its sense key.
     let mut run = |command: Command| -> Result<(), Option<u8>> {
         let done = engine.execute(s, command).expect("a command completes");
@@ -638,39 +654,14 @@ fn unmap_write_same_and_sync_cache_are_counted_apart() {
 #[test]
 fn reads_of_never_written_blocks_are_counted_per_lun() {
     use isoe_initiator::cdb::{read16, write16};
-    use isoe_initiator::{Command, Engine, IscsiUrl, Portal, RetryPolicy, SessionConfig};
+    use isoe_initiator::Command;
     const MIB: usize = 1 << 20;
     const PIECE_BYTES: usize = 256 << 10;
 
-    let config = TargetConfig::new("");
+    let (config, target) = memory_and_file_luns("");
     let socket = config.dir().join("control.sock");
-    std::fs::write(
-        config.path(),
-        format!(
-            "portals = [\"127.0.0.1:0\"]\n[control]\nsocket = \"{}\"\n[metrics]\nlisten = \"127.0.0.1:0\"\n\n\
-             [[target]]\nname = \"{TARGET}\"\n[[target.lun]]\nnumber = 0\nmemory = \"64MiB\"\n\
-             [[target.lun]]\nnumber = 1\nfile = \"lun1.img\"\nsize = \"8MiB\"\n",
-            socket.display()
-        ),
-    )
-    .unwrap();
-    let target = Target::with_config_portals(&config, 1);
     let metrics = metrics_addr(&target);
-    let addr = target.addr();
-    let url = IscsiUrl::parse(&format!("iscsi://{addr}/{TARGET}/0")).unwrap();
-    let mut session = SessionConfig::from_url(&url);
-    session.portal = Portal {
-        host: addr.ip().to_string(),
-        port: addr.port(),
-    };
-    session.initiator_name = "iqn.2026-11.io.isoe:unwritten".into();
-    session.retry = RetryPolicy {
-        attempts: 0,
-        ..RetryPolicy::default()
-    };
-    session.timeout = Duration::from_secs(30);
-    let mut engine = Engine::new();
-    let s = engine.login(session).expect("login");
+    let (mut engine, s) = log_in(&target, "iqn.2026-11.io.isoe:unwritten");
     // 1 MiB at `at` (bytes; 512-byte blocks), in commands of 256 KiB, each
     // expected GOOD; what was read.
     let mut io = |at: usize, data: Option<&[u8]>| -> Vec<u8> {

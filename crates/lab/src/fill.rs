@@ -120,7 +120,7 @@ pub fn unwritten_read_bytes(stats_json: &str, target: &str, lun: u16) -> Option<
 /// from never-written blocks.
 pub fn notes(records: &[isoe_report::record::RunRecord]) -> Vec<String> {
     let mut seconds: Vec<f64> = Vec::new();
-    let mut bytes = 0u64;
+    let mut sizes = std::collections::BTreeSet::new();
     let mut unwritten: Vec<String> = Vec::new();
     let mut unfilled = 0usize;
     let mut seen = std::collections::BTreeSet::new();
@@ -132,7 +132,7 @@ pub fn notes(records: &[isoe_report::record::RunRecord]) -> Vec<String> {
                 // Every run of one target start carries its fill: count it once.
                 if seen.insert((r.case.clone(), r.round, s.to_bits())) {
                     seconds.push(s);
-                    bytes = f.get("bytes").and_then(|v| v.as_u64()).unwrap_or(bytes);
+                    sizes.extend(f.get("bytes").and_then(|v| v.as_u64()));
                 }
             }
             None if reads(r) => unfilled += 1,
@@ -154,10 +154,12 @@ pub fn notes(records: &[isoe_report::record::RunRecord]) -> Vec<String> {
     let mut out = Vec::new();
     if !seconds.is_empty() {
         seconds.sort_by(f64::total_cmp);
+        let mib: Vec<String> = sizes.iter().map(|b| (b >> 20).to_string()).collect();
         out.push(format!(
-            "reads read written data: the LUN ({} MiB) was written before each target start's \
-             first read, {} times, {:.1}-{:.1} s each ({:.0} s in all), counted in no run",
-            bytes >> 20,
+            "reads read written data: the LUN ({} MiB: what the case's reads address) was \
+             written before each target start's first read, {} times, {:.1}-{:.1} s each \
+             ({:.0} s in all), counted in no run",
+            mib.join(" or "),
             seconds.len(),
             seconds[0],
             seconds[seconds.len() - 1],
@@ -231,6 +233,61 @@ mod tests {
             ["--span", &FIO_SPAN_BYTES.to_string()]
         );
         assert_eq!(span_bytes(&KnobSet::default()), None);
+    }
+
+    #[test]
+    fn the_notes_count_each_fill_once_and_name_what_read_unwritten_blocks() {
+        let record = |case: &str, round: u32, run: u32, bench: serde_json::Value| {
+            serde_json::from_value::<isoe_report::record::RunRecord>(serde_json::json!({
+                "plan": "p", "case": case, "workload": "w", "run": run, "round": round,
+                "topology": "loopback", "knobs": {}, "skipped_knobs": {}, "metric": "iops", "value": 1.0,
+                "steal_pct": 0.0, "valid": true, "bench": bench, "started_at": "t"
+            }))
+            .unwrap()
+        };
+        let fill =
+            |bytes: u64, seconds: f64| serde_json::json!({"bytes": bytes, "seconds": seconds});
+        let records = [
+            // Two runs of one target start: one fill.
+            record(
+                "a",
+                1,
+                1,
+                serde_json::json!({"lun_fill": fill(1 << 30, 2.0), "target_unwritten_read_bytes": 0}),
+            ),
+            record(
+                "a",
+                1,
+                2,
+                serde_json::json!({"lun_fill": fill(1 << 30, 2.0), "target_unwritten_read_bytes": 0}),
+            ),
+            record(
+                "b",
+                1,
+                1,
+                serde_json::json!({"lun_fill": fill(512 << 20, 1.0), "target_unwritten_read_bytes": 4096}),
+            ),
+            // A read from before the fill.
+            record("c", 1, 1, serde_json::json!({"workload": {"read_pct": 70}})),
+        ];
+        let notes = notes(&records);
+        assert_eq!(notes.len(), 3, "{notes:?}");
+        assert!(notes[0].contains("(512 or 1024 MiB"), "{}", notes[0]);
+        assert!(
+            notes[0].contains("2 times, 1.0-2.0 s each (3 s in all)"),
+            "{}",
+            notes[0]
+        );
+        assert!(
+            notes[1].starts_with("1 runs that read blocks predate"),
+            "{}",
+            notes[1]
+        );
+        assert!(
+            notes[2].ends_with("b / w run 1 (4096 bytes)"),
+            "{}",
+            notes[2]
+        );
     }
 
     #[test]

@@ -868,7 +868,10 @@ fn open_volumes(spec: &WorkerSpec, engine: &mut Engine) -> Result<(Vec<Volume>, 
             }
         }
         let blocks_per_io = w.block_size_bytes / lun.block_size;
-        let all_chunks = lun.blocks / u64::from(blocks_per_io);
+        let blocks = w.span_bytes.map_or(lun.blocks, |span| {
+            (span / u64::from(lun.block_size)).clamp(1, lun.blocks)
+        });
+        let all_chunks = blocks / u64::from(blocks_per_io);
         // Verification needs regions no other worker writes; plain runs share the LUN.
         let (base_chunk, chunks) = if w.verify {
             let per = all_chunks / u64::from(spec.workers);

@@ -40,6 +40,10 @@ pub struct Workload {
     /// driven as one volume through the path ALUA chooses.
     #[serde(default)]
     pub multipath: bool,
+    /// The region driven: the first this many bytes of each LU (whole I/O
+    /// sizes), the span `isoe bench --fill --span` wrote; None: all of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span_bytes: Option<u64>,
 }
 
 /// Why a [`Workload`] cannot be run.
@@ -118,6 +122,7 @@ impl Workload {
             urls,
             verify: false,
             multipath: false,
+            span_bytes: None,
         }
     }
 
@@ -142,6 +147,7 @@ impl Workload {
             urls,
             verify: false,
             multipath: false,
+            span_bytes: None,
         }
     }
 

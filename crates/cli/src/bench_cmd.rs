@@ -40,10 +40,10 @@ pub struct BenchArgs {
         ]
     )]
     fill: bool,
-    /// With --fill: write only the first SIZE bytes of each LU (rounded up
-    /// to whole blocks), the span the read benchmark after it addresses
-    /// (fio's --size); by default the whole LU.
-    #[arg(long, value_name = "SIZE", value_parser = parse_span, requires = "fill")]
+    /// Drive only the first SIZE bytes of each LU (as fio's --size), or
+    /// with --fill write only those (rounded up to whole blocks): a run
+    /// reads only what a fill of the same span wrote; by default the whole LU.
+    #[arg(long, value_name = "SIZE", value_parser = parse_span)]
     span: Option<u64>,
     /// A named workload (repeatable; "all" runs every one). Options below override its values.
     #[arg(long = "profile", value_name = "NAME")]
@@ -320,6 +320,7 @@ fn workloads(args: &BenchArgs, redacted: &[String]) -> Result<Vec<Workload>, Str
             urls: redacted.to_vec(),
             verify: false,
             multipath: false,
+            span_bytes: None,
         });
     } else {
         for name in &args.profiles {
@@ -357,6 +358,7 @@ fn workloads(args: &BenchArgs, redacted: &[String]) -> Result<Vec<Workload>, Str
         w.connections = args.connections;
         w.verify = args.verify;
         w.multipath = args.multipath;
+        w.span_bytes = args.span;
         w.validate().map_err(|e| e.to_string())?;
     }
     Ok(list)

@@ -152,11 +152,12 @@ fn a_plan_runs_writes_its_reports_resumes_and_leaves_nothing() {
         "{runs:?}"
     );
     assert_eq!(jumbo[0]["knobs"]["mtu"], "9000");
-    // Reads read written data: each target start wrote the whole LU before
-    // the first read, and the target served no read from a block never
-    // written.
+    // Reads read written data: each target start wrote the span every
+    // run addresses (512 MiB of the 1 GiB LU) before the first read, and
+    // the target served no read from a block never written.
     for r in &runs {
-        assert_eq!(r["bench"]["lun_fill"]["bytes"], 1u64 << 30, "{r}");
+        assert_eq!(r["bench"]["lun_fill"]["bytes"], 512u64 << 20, "{r}");
+        assert_eq!(r["bench"]["workload"]["span_bytes"], 512u64 << 20, "{r}");
         assert!(
             r["bench"]["lun_fill"]["seconds"].as_f64().unwrap() > 0.0,
             "{r}"

@@ -54,6 +54,9 @@ topology = "physical"
 [run]
 duration_s = 3.0
 ramp_s = 1.0
+# A small region to write before the reads: a fill crosses the emulated
+# VM's network at tens of MB/s.
+span = "16MiB"
 [stats]
 min_runs = {runs}
 max_runs = {runs}
@@ -78,6 +81,7 @@ topology = "physical"
 [run]
 duration_s = 2.0
 ramp_s = 0.5
+span = "16MiB"
 [stats]
 min_runs = 1
 max_runs = 1
@@ -216,6 +220,19 @@ fn check_software_vs_offload(lab: &Lab, out: &str, target: &str, output: &str) {
                 r["bench"]["system_cpu_us_per_io"].as_f64().unwrap_or(0.0) > 0.0,
                 "the initiator host's CPU per I/O: {r}"
             );
+            // Reads read written data: the plan's span written first on
+            // the targets the lab starts (an external LU it may not write
+            // is left alone), and isoe's target served no read of the run
+            // from a block never written.
+            let fill = &r["bench"]["lun_fill"]["bytes"];
+            if target == "external" {
+                assert!(fill.is_null(), "{out}: {r}");
+            } else {
+                assert_eq!(fill, 16u64 << 20, "{out}: {r}");
+            }
+            if target == "isoe" {
+                assert_eq!(r["bench"]["target_unwritten_read_bytes"], 0, "{out}: {r}");
+            }
         }
     }
     // isoe's initiator as a block device: results, labelled as such, or
@@ -232,6 +249,9 @@ fn check_software_vs_offload(lab: &Lab, out: &str, target: &str, output: &str) {
                     .starts_with("isoe attach"),
                 "{r}"
             );
+            if target == "isoe" {
+                assert_eq!(r["bench"]["target_unwritten_read_bytes"], 0, "{out}: {r}");
+            }
         }
         assert!(
             !runs.is_empty() || report.contains(&format!("{case}: ")),

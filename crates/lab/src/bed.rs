@@ -642,8 +642,8 @@ echo $missing"#;
                     portals: vec![e.portal],
                     iqn: e.iqn.clone(),
                     lun: e.lun,
-                    // Unknown until read; fio addresses its usual span.
-                    size_bytes: fio::FIO_SPAN_BYTES,
+                    // Unknown until read; fio addresses the plan's span.
+                    size_bytes: u64::MAX,
                 })
             }
             TargetImpl::Lio => {
@@ -740,7 +740,7 @@ echo $missing"#;
             .next()
             .ok_or("the target has no portal")?;
         let out = host
-            .run(&fill::fill_argv(&isoe, &url, knobs))
+            .run(&fill::fill_argv(&isoe, &url, plan, knobs))
             .map_err(|e| e.to_string())?;
         fill::parse_fill(&out).map(Some)
     }
@@ -925,6 +925,7 @@ echo $missing"#;
                 argv.extend(target.urls());
                 argv.extend(workload.bench_args(knobs));
                 argv.extend(knobs.bench_args());
+                argv.extend(fill::span_args(plan));
                 argv.extend([
                     "--duration".to_owned(),
                     run.duration_s.to_string(),
@@ -970,7 +971,7 @@ echo $missing"#;
                     workers,
                     duration_s: run.duration_s.ceil().max(2.0),
                     ramp_s: run.ramp_s.ceil(),
-                    size_bytes: fio::FIO_SPAN_BYTES.min(target.size_bytes),
+                    size_bytes: plan.run.span_bytes.min(target.size_bytes),
                 };
                 let mut argv = vec![program];
                 argv.extend(job.args());
@@ -1556,10 +1557,11 @@ impl Site for OnMachines<'_> {
                 // Recorded as failed; the rest of the plan is skipped.
                 return Err(BenchFailure::Failed(why));
             }
+            let before = bed.unwritten_read_bytes(knobs, &target);
             let mut measured = bed.run_workload(plan, knobs, workload, &mut on, stop)?;
             measured.result.lab.lun_fill = lun_fill;
             measured.result.lab.target_unwritten_read_bytes =
-                bed.unwritten_read_bytes(knobs, &target);
+                fill::during(before, bed.unwritten_read_bytes(knobs, &target));
             Ok(measured)
         });
         if bed.gone().is_none() {

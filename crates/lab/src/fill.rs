@@ -13,8 +13,7 @@
 //! Applications are not filled for: they write what they read (pgbench
 //! initializes its tables; the mail load lays out its files first).
 
-use crate::knobs::{InitiatorImpl, KnobSet, TargetImpl};
-use crate::peers::fio::FIO_SPAN_BYTES;
+use crate::knobs::{KnobSet, TargetImpl};
 use crate::plan::Plan;
 use crate::record::LunFill;
 use isoe_bench::fill::FillOutput;
@@ -41,29 +40,24 @@ pub fn reads_blocks(plan: &Plan, knobs: &KnobSet, workloads: &[String]) -> bool 
         .any(|w| w.application.is_none() && w.shape(knobs).read_pct > 0)
 }
 
-/// The bytes from the LU's start that the case's reads address: the whole
-/// LU for `isoe bench` (None), fio's span for fio (libiscsi, or a block
-/// device), which reads no further.
-pub fn span_bytes(knobs: &KnobSet) -> Option<u64> {
-    match knobs.initiator_impl() {
-        InitiatorImpl::Isoe => None,
-        _ => Some(FIO_SPAN_BYTES),
-    }
+/// `isoe bench`'s option for the plan's span (`[run] span`), for its runs
+/// and its fill: one region for every initiator, so that they all read
+/// the same written memory.
+pub fn span_args(plan: &Plan) -> [String; 2] {
+    ["--span".to_owned(), plan.run.span_bytes.to_string()]
 }
 
 /// `isoe bench --fill` of the LU at `url`, as the initiator host runs it
-/// (`isoe` there is `isoe`): the span the case's reads address, with the
+/// (`isoe` there is `isoe`): the span every case's reads address, with the
 /// session knobs a login needs.
-pub fn fill_argv(isoe: &str, url: &str, knobs: &KnobSet) -> Vec<String> {
+pub fn fill_argv(isoe: &str, url: &str, plan: &Plan, knobs: &KnobSet) -> Vec<String> {
     let mut argv: Vec<String> = [isoe, "bench", "--fill", url]
         .into_iter()
         .chain(FILL_ARGS)
         .chain(["--json", "-"])
         .map(str::to_owned)
         .collect();
-    if let Some(span) = span_bytes(knobs) {
-        argv.extend(["--span".to_owned(), span.to_string()]);
-    }
+    argv.extend(span_args(plan));
     argv.extend(knobs.attach_args().into_iter().filter(|a| {
         // One session is enough to write a LU; MC/S is the runs' business.
         a.starts_with("--") && a.contains("digest")
@@ -113,6 +107,13 @@ pub fn unwritten_read_bytes(stats_json: &str, target: &str, lun: u16) -> Option<
         .get(lun.to_string())?
         .get("unwritten_read_bytes")?
         .as_u64()
+}
+
+/// A run's share of the target's count: what it added between `before`
+/// and `after` the run (the kernel's probes of a new block device, which
+/// read its last blocks, are not the run's).
+pub fn during(before: Option<u64>, after: Option<u64>) -> Option<u64> {
+    Some(after?.saturating_sub(before?))
 }
 
 /// The report's notes on the fills of `records`' runs: how much was
@@ -222,20 +223,6 @@ mod tests {
     }
 
     #[test]
-    fn fio_s_cases_fill_fio_s_span_and_isoe_bench_s_the_whole_lu() {
-        let fio = KnobSet {
-            initiator: Some(InitiatorImpl::Kernel),
-            ..KnobSet::default()
-        };
-        let argv = fill_argv("isoe", "iscsi://h/t/0", &fio);
-        assert_eq!(
-            argv[argv.len() - 2..],
-            ["--span", &FIO_SPAN_BYTES.to_string()]
-        );
-        assert_eq!(span_bytes(&KnobSet::default()), None);
-    }
-
-    #[test]
     fn the_notes_count_each_fill_once_and_name_what_read_unwritten_blocks() {
         let record = |case: &str, round: u32, run: u32, bench: serde_json::Value| {
             serde_json::from_value::<isoe_report::record::RunRecord>(serde_json::json!({
@@ -297,7 +284,8 @@ mod tests {
             connections: Some(4),
             ..KnobSet::default()
         };
-        let argv = fill_argv("isoe", "iscsi://h:3260/iqn.t/0", &knobs);
+        let plan = Plan::embedded("quick").unwrap();
+        let argv = fill_argv("isoe", "iscsi://h:3260/iqn.t/0", &plan, &knobs);
         assert_eq!(
             argv,
             [
@@ -311,6 +299,8 @@ mod tests {
                 "8",
                 "--json",
                 "-",
+                "--span",
+                "536870912",
                 "--header-digest"
             ]
         );

@@ -18,6 +18,8 @@
 //! duration_s = 10.0             # measured seconds per run (default 10), 0 < d <= 3600
 //! ramp_s = 2.0                  # load before measuring (default 2), 0 <= r <= 600
 //! pin_cpus = false              # initiator on the first CPU, target on the last (default false)
+//! span = "512MiB"               # the region every initiator reads and writes, from each LU's
+//!                               # start; the lab writes it before the reads (default 512MiB)
 //!
 //! [stats]                       # optional; defaults are stats::Rules::default()
 //! min_runs = 3                  # rounds at least, 1..=100
@@ -225,6 +227,19 @@ pub struct RunLength {
     /// last, so that they do not trade places on a CPU mid-run.
     #[serde(default)]
     pub pin_cpus: bool,
+    /// The region every initiator's runs address, bytes from each LU's
+    /// start (`isoe bench --span`, fio's `--size`), which the lab writes
+    /// before a case's first read.
+    #[serde(default = "default_span_bytes")]
+    pub span_bytes: u64,
+}
+
+/// [`RunLength::span_bytes`] unless a plan says otherwise: 512 MiB, more
+/// than any CPU's cache and half the lab's LUN.
+pub const DEFAULT_SPAN_BYTES: u64 = 512 << 20;
+
+fn default_span_bytes() -> u64 {
+    DEFAULT_SPAN_BYTES
 }
 
 impl Default for RunLength {
@@ -234,6 +249,7 @@ impl Default for RunLength {
             duration_s: 10.0,
             ramp_s: 2.0,
             pin_cpus: false,
+            span_bytes: DEFAULT_SPAN_BYTES,
         }
     }
 }

@@ -70,9 +70,9 @@ pub struct LabFigures {
     /// its own data, an external target).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lun_fill: Option<LunFill>,
-    /// The target's count, after this run, of bytes it served from blocks
-    /// never written since it started (isoe's memory LUNs know it): 0 when
-    /// every read read written data.
+    /// The bytes the target served from never-written blocks during this
+    /// run (isoe's memory LUNs count them; the lab asks before and after):
+    /// 0 when every read of the run read written data.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target_unwritten_read_bytes: Option<u64>,
 }

@@ -290,10 +290,12 @@ impl Site for Namespaces<'_> {
             nics: Some(topo.describe().to_string()),
         };
         runs(setup, &mut |workload| {
+            let isoe = &self.options.isoe;
+            let before = target.unwritten_read_bytes(isoe);
             let mut measured = run_bench(self.options, &topo, &target, knobs, workload)?;
             measured.result.lab.lun_fill = lun_fill;
             measured.result.lab.target_unwritten_read_bytes =
-                target.unwritten_read_bytes(&self.options.isoe);
+                fill::during(before, target.unwritten_read_bytes(isoe));
             Ok(measured)
         })?;
         drop(target);
@@ -702,15 +704,11 @@ fn start_floor_server(
             LabError::Target(format!("case {}: the topology has no portal", case.name))
         })?;
     let mut cmd = topo.command(Role::Target, &options.isoe);
-    // Answers from written memory the size of the cases' LUN, which the
-    // lab writes before their reads: the floor of the same random read.
-    cmd.args([
-        "netprobe",
-        "--serve",
-        &portal,
-        "--span",
-        crate::run::LUN_SIZE,
-    ]);
+    // Answers from written memory the size of the region the cases read
+    // (which the lab writes before their reads): the floor of the same
+    // random read.
+    let span = options.plan.run.span_bytes.to_string();
+    cmd.args(["netprobe", "--serve", &portal, "--span", &span]);
     cmd.stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .stdin(Stdio::null());
@@ -762,7 +760,7 @@ fn fill_lun(
 ) -> Result<LunFill, String> {
     let portal = target.portals.first().ok_or("the target has no portal")?;
     let url = format!("iscsi://{portal}/{TARGET_IQN}/{}", target.lun);
-    let argv = fill::fill_argv("isoe", &url, knobs);
+    let argv = fill::fill_argv("isoe", &url, &options.plan, knobs);
     let mut cmd = topo.command(Role::Host, &options.isoe);
     cmd.args(&argv[1..])
         .stdout(Stdio::piped())
@@ -818,6 +816,7 @@ fn run_bench(
     }
     cmd.args(workload.bench_args(knobs));
     cmd.args(knobs.bench_args());
+    cmd.args(fill::span_args(plan));
     cmd.args([
         "--duration",
         &plan.run.duration_s.to_string(),
@@ -898,7 +897,7 @@ fn run_fio(
         workers,
         duration_s: plan.run.duration_s.ceil().max(2.0),
         ramp_s: plan.run.ramp_s.ceil(),
-        size_bytes: fio::FIO_SPAN_BYTES,
+        size_bytes: plan.run.span_bytes,
     };
     let mut cmd = topo.command(Role::Host, &fio);
     cmd.args(job.args());

@@ -29,7 +29,7 @@ const ROOT_KEYS: &[&str] = &[
     "workload",
     "case",
 ];
-const RUN_KEYS: &[&str] = &["duration_s", "ramp_s", "pin_cpus"];
+const RUN_KEYS: &[&str] = &["duration_s", "ramp_s", "pin_cpus", "span"];
 const STATS_KEYS: &[&str] = &[
     "min_runs",
     "max_runs",
@@ -252,6 +252,9 @@ fn read_run(r: &Reader, mut t: Table) -> Result<RunLength, PlanError> {
     }
     if let Some(item) = t.take("pin_cpus") {
         run.pin_cpus = r.bool(&item)?;
+    }
+    if let Some(item) = t.take("span") {
+        run.span_bytes = size_in(r, &item, 1 << 20, u32::MAX)?.into();
     }
     Ok(run)
 }

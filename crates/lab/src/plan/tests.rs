@@ -69,6 +69,17 @@ fn good_with(from: &str, to: &str) -> String {
 }
 
 #[test]
+fn a_plan_s_span_is_a_size_of_at_least_a_mib() {
+    let with = |span: &str| GOOD.replacen("[run]\n", &format!("[run]\nspan = {span}\n"), 1);
+    let p = Plan::parse(&with("\"64MiB\""), "good.toml").unwrap();
+    assert_eq!(p.run.span_bytes, 64 << 20);
+    let e = Plan::parse(&with("\"4k\""), "good.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("good.toml:") && e.contains("span"), "{e}");
+}
+
+#[test]
 fn a_plan_reads_into_its_parts() {
     let p = Plan::parse(GOOD, "good.toml").unwrap();
     assert_eq!(
@@ -82,7 +93,8 @@ fn a_plan_reads_into_its_parts() {
         RunLength {
             duration_s: 5.0,
             ramp_s: 1.5,
-            pin_cpus: false
+            pin_cpus: false,
+            span_bytes: DEFAULT_SPAN_BYTES,
         }
     );
     assert_eq!((p.rules.min_runs, p.rules.max_runs), (2, 4));

@@ -153,7 +153,7 @@ fn a_plan_runs_writes_its_reports_resumes_and_leaves_nothing() {
     );
     assert_eq!(jumbo[0]["knobs"]["mtu"], "9000");
     // Reads read written data: each target start wrote the span every
-    // run addresses (512 MiB of the 1 GiB LU) before the first read, and
+    // run addresses (the whole 512 MiB LU) before the first read, and
     // the target served no read from a block never written.
     for r in &runs {
         assert_eq!(r["bench"]["lun_fill"]["bytes"], 512u64 << 20, "{r}");

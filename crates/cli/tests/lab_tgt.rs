@@ -86,7 +86,7 @@ fn tgt_in_a_loopback_topology_is_measured_and_leaves_nothing() {
         immediate_data: Some(false),
         ..KnobSet::default()
     };
-    let tgt = TgtTarget::start(&topo, &knobs).expect("tgt starts");
+    let tgt = TgtTarget::start(&topo, &knobs, 64 << 20).expect("tgt starts");
     assert_eq!(tgt.lun(), TGT_LUN);
     assert_eq!(tgt.portals(), ["127.0.0.1:3260"]);
     let shown = tgt
@@ -114,7 +114,7 @@ fn tgt_in_a_loopback_topology_is_measured_and_leaves_nothing() {
     assert!(sockets[0].exists(), "{}", sockets[0].display());
     let dir = tgt.state_dir().to_path_buf();
     let backing = tgt.backing_file();
-    assert_eq!(std::fs::metadata(&backing).unwrap().len(), tgt::LUN_BYTES);
+    assert_eq!(std::fs::metadata(&backing).unwrap().len(), 64 << 20);
 
     let url = format!("iscsi://{}/{TARGET_IQN}/{}", tgt.portals()[0], tgt.lun());
     let out = topo

@@ -77,10 +77,10 @@ pub const KNOB_JOURNAL: &str = "knobs-journal.json";
 const CONTROL_SOCKET: &str = "control.sock";
 /// SIGTERM's grace before SIGKILL for what the lab started on a host.
 const STOP_GRACE: Duration = Duration::from_secs(10);
-/// LIO's LUN: a RAM disk, which takes its memory whole when enabled (the
-/// test bed's VM has 2 GiB, and an application workload needs room for
-/// its data), unlike isoe's sparse memory LUN.
-const LIO_LUN_SIZE_BYTES: u64 = 512 << 20;
+/// LIO's LUN at most: a RAM disk, which takes its memory whole when
+/// enabled (the test bed's VM has 2 GiB, and an application workload needs
+/// room for its data), unlike isoe's sparse memory LUN.
+const LIO_LUN_SIZE_BYTES_MAX: u64 = 512 << 20;
 /// The queue depth of the block devices fio drives (the kernel
 /// initiator's SCSI device, `isoe attach`'s): the seeds' deepest queue is
 /// 64 per worker, and open-iscsi's default of 32 would cap it below what
@@ -630,7 +630,13 @@ echo $missing"#;
     }
 
     /// Starts the target the knobs choose, listening where the bed says.
-    pub fn start_target(&self, case: &str, knobs: &KnobSet) -> Result<BedTarget<'_>, BedError> {
+    /// Its LUN (isoe's, LIO's) is `lun_bytes`, the plan's span.
+    pub fn start_target(
+        &self,
+        case: &str,
+        knobs: &KnobSet,
+        lun_bytes: u64,
+    ) -> Result<BedTarget<'_>, BedError> {
         let t = &self.testbed.target;
         let host = &self.target;
         match knobs.target_impl() {
@@ -647,7 +653,7 @@ echo $missing"#;
                 })
             }
             TargetImpl::Lio => {
-                let size = LIO_LUN_SIZE_BYTES;
+                let size = lun_bytes.min(LIO_LUN_SIZE_BYTES_MAX);
                 let lio =
                     crate::peers::lio::LioTarget::start(host, TARGET_IQN, size, &t.listen, knobs)
                         .map_err(|e| self.failure(host, &format!("case {case}"), e))?;
@@ -664,7 +670,7 @@ echo $missing"#;
                 let isoe = self.isoe_on(host, t.isoe.as_ref())?;
                 let listen: Vec<String> = t.listen.iter().map(ToString::to_string).collect();
                 let control = format!("{}/{CONTROL_SOCKET}", self.target_dir);
-                let config = run::isoe_target_config(case, &listen, knobs, &control);
+                let config = run::isoe_target_config(case, &listen, knobs, &control, lun_bytes);
                 let path = format!("{}/target.toml", self.target_dir);
                 host.write(&path, config.as_bytes())
                     .map_err(|e| self.failure(host, &format!("case {case}"), e))?;
@@ -708,7 +714,7 @@ echo $missing"#;
                     portals: t.portals.clone(),
                     iqn: TARGET_IQN.to_owned(),
                     lun: 0,
-                    size_bytes: run::LUN_SIZE_BYTES,
+                    size_bytes: lun_bytes,
                 })
             }
         }
@@ -1526,7 +1532,7 @@ impl Site for OnMachines<'_> {
         let mut skipped: BTreeMap<String, String> = knobs.unsupported_here().into_iter().collect();
         skipped.extend(bed.apply_knobs(knobs));
         let bed = &*bed;
-        let target = match bed.start_target(&case.name, knobs) {
+        let target = match bed.start_target(&case.name, knobs, plan.run.span_bytes) {
             Ok(target) => target,
             Err(why) => return Ok(CaseEnd::Skipped(why.to_string())),
         };

@@ -18,8 +18,8 @@
 //! duration_s = 10.0             # measured seconds per run (default 10), 0 < d <= 3600
 //! ramp_s = 2.0                  # load before measuring (default 2), 0 <= r <= 600
 //! pin_cpus = false              # initiator on the first CPU, target on the last (default false)
-//! span = "512MiB"               # the region every initiator reads and writes, from each LU's
-//!                               # start; the lab writes it before the reads (default 512MiB)
+//! span = "512MiB"               # the lab's LUN size, the region every initiator reads and
+//!                               # writes; the lab writes it before the reads (default 512MiB)
 //!
 //! [stats]                       # optional; defaults are stats::Rules::default()
 //! min_runs = 3                  # rounds at least, 1..=100
@@ -227,15 +227,18 @@ pub struct RunLength {
     /// last, so that they do not trade places on a CPU mid-run.
     #[serde(default)]
     pub pin_cpus: bool,
-    /// The region every initiator's runs address, bytes from each LU's
-    /// start (`isoe bench --span`, fio's `--size`), which the lab writes
-    /// before a case's first read.
+    /// The size of the LUN the lab makes (isoe's and tgt's; LIO's RAM disk
+    /// up to 512 MiB) and the region every initiator's runs address from
+    /// each LU's start (`isoe bench --span`, fio's `--size`), which the lab
+    /// writes before a case's first read. The whole LU, so that what the
+    /// operating system reads of a new block device (its last blocks) is
+    /// written too.
     #[serde(default = "default_span_bytes")]
     pub span_bytes: u64,
 }
 
 /// [`RunLength::span_bytes`] unless a plan says otherwise: 512 MiB, more
-/// than any CPU's cache and half the lab's LUN.
+/// than any CPU's cache.
 pub const DEFAULT_SPAN_BYTES: u64 = 512 << 20;
 
 fn default_span_bytes() -> u64 {

@@ -10,13 +10,9 @@ use std::time::Duration;
 
 /// The target every lab run serves.
 pub const TARGET_IQN: &str = "iqn.2026-11.io.isoe:lab";
-/// The LUN size: sparse memory, so only what is written costs memory.
-pub(crate) const LUN_SIZE: &str = "1GiB";
-/// [`LUN_SIZE`] in bytes, for targets that take a number (LIO's RAM disk).
-pub(crate) const LUN_SIZE_BYTES: u64 = 1 << 30;
 /// The configuration of the `isoe target` a case runs: `TARGET_IQN` with
-/// LUN 0 a sparse memory LUN, listening on `portals`, negotiating what
-/// `knobs` ask.
+/// LUN 0 a sparse memory LUN of `lun_bytes` (the plan's span), listening
+/// on `portals`, negotiating what `knobs` ask.
 ///
 /// `control` is the control socket's path (`""`: none), so that the lab's
 /// target never takes the default socket of a target an administrator runs.
@@ -25,6 +21,7 @@ pub(crate) fn isoe_target_config(
     portals: &[String],
     knobs: &KnobSet,
     control: &str,
+    lun_bytes: u64,
 ) -> String {
     let portal_list = portals
         .iter()
@@ -32,7 +29,7 @@ pub(crate) fn isoe_target_config(
         .collect::<Vec<_>>()
         .join(", ");
     format!(
-        "# isoe lab, case {case}\nportals = [{portal_list}]\n\n[control]\nsocket = {control:?}\n\n{defaults}\n[[target]]\nname = \"{TARGET_IQN}\"\n\n[[target.lun]]\nnumber = 0\nmemory = \"{LUN_SIZE}\"\n",
+        "# isoe lab, case {case}\nportals = [{portal_list}]\n\n[control]\nsocket = {control:?}\n\n{defaults}\n[[target]]\nname = \"{TARGET_IQN}\"\n\n[[target.lun]]\nnumber = 0\nmemory = \"{lun_bytes}\"\n",
         defaults = knobs.target_defaults_toml(),
     ) + &knobs.target_datapath_toml()
 }

@@ -609,9 +609,11 @@ fn start_target(
         return start_floor_server(options, topo, case);
     }
     if knobs.target_impl() == TargetImpl::Tgt {
-        let tgt = TgtTarget::start(topo, knobs).map_err(|source| LabError::Tgt {
-            case: case.name.clone(),
-            source: Box::new(source),
+        let tgt = TgtTarget::start(topo, knobs, options.plan.run.span_bytes).map_err(|source| {
+            LabError::Tgt {
+                case: case.name.clone(),
+                source: Box::new(source),
+            }
         })?;
         return Ok(TargetProcess {
             child: None,
@@ -631,7 +633,13 @@ fn start_target(
         .tempdir()
         .map_err(io_error(&std::env::temp_dir()))?;
     let control = control_dir.path().join("control.sock");
-    let config = isoe_target_config(&case.name, &portals, knobs, &control.display().to_string());
+    let config = isoe_target_config(
+        &case.name,
+        &portals,
+        knobs,
+        &control.display().to_string(),
+        options.plan.run.span_bytes,
+    );
     let path = tempfile_path::TempPath::write(
         &options.out_dir,
         &format!(".target-{}.toml", std::process::id()),

@@ -6,7 +6,7 @@
 //! port of its own (`tgtd --control-port N`, `tgtadm -C N`), so that it
 //! never meets the machine's own tgtd or another lab's. It serves
 //! [`TARGET_IQN`] (every lab run's) with LUN [`TGT_LUN`] backed by a sparse
-//! file of [`LUN_BYTES`] in a private directory (on /dev/shm when there is
+//! file of the plan's LUN size in a private directory (on /dev/shm when there is
 //! one, so that, like the isoe target's memory LUN, only what is written
 //! costs memory and no disk is in the path), accepts every initiator, and
 //! takes the case's iSCSI parameters ([`params`]) with
@@ -45,8 +45,6 @@ use std::time::{Duration, Instant};
 
 /// The LUN of tgt's disk (its LUN 0 is the controller).
 pub const TGT_LUN: u16 = 1;
-/// Size of the backing file: the isoe target's LUN size.
-pub const LUN_BYTES: u64 = 1 << 30;
 /// Where tgtd keeps its control sockets.
 pub const SOCKET_DIR: &str = "/var/run/tgtd";
 /// The start of every state directory's name (`isoe-lab-tgt-<PID>-<n>`).
@@ -245,9 +243,9 @@ pub struct TgtTarget {
 
 impl TgtTarget {
     /// Starts tgtd in `topo`'s target namespace on all its portals, with
-    /// [`TARGET_IQN`], LUN [`TGT_LUN`] and `knobs`' iSCSI parameters.
-    /// On error nothing is left running.
-    pub fn start(topo: &Topology, knobs: &KnobSet) -> Result<TgtTarget, TgtError> {
+    /// [`TARGET_IQN`], LUN [`TGT_LUN`] of `lun_bytes` and `knobs`' iSCSI
+    /// parameters. On error nothing is left running.
+    pub fn start(topo: &Topology, knobs: &KnobSet, lun_bytes: u64) -> Result<TgtTarget, TgtError> {
         let programs = programs()?;
         cleanup_stale();
         let dir = state_dir().map_err(TgtError::StateDir)?;
@@ -263,7 +261,7 @@ impl TgtTarget {
         // On any error below, `tgt` drops: tgtd stopped, files removed.
         let backing = tgt.backing_file();
         File::create(&backing)
-            .and_then(|f| f.set_len(LUN_BYTES))
+            .and_then(|f| f.set_len(lun_bytes))
             .map_err(|source| TgtError::Backing {
                 path: backing.clone(),
                 source,

@@ -261,15 +261,7 @@ fn scraped_counters_parse_and_agree_with_the_bench() {
     );
 
     // `isoe admin stats` reads the same counters.
-    let stats = isoe(&[
-        "admin",
-        "--json",
-        "--socket",
-        socket.to_str().unwrap(),
-        "stats",
-    ]);
-    assert!(stats.success(), "{}", stats.describe());
-    let stats: serde_json::Value = serde_json::from_str(&stats.stdout).unwrap();
+    let stats = admin_stats(&socket);
     assert!(
         stats["stats"]["luns"][TARGET].get("5").is_none(),
         "{}",
@@ -440,6 +432,19 @@ fn a_slowloris_and_an_idle_flood_neither_starve_scrapes_nor_delay_the_stop() {
     assert!(status.success(), "{status:?}: {}", target.output());
     eprintln!("SIGTERM to exit with the slowloris trickling: {took:?}");
     assert!(took < Duration::from_secs(5), "the stop took {took:?}");
+}
+
+/// `isoe admin --json stats` through `socket`: the target's answer.
+fn admin_stats(socket: &std::path::Path) -> serde_json::Value {
+    let out = isoe(&[
+        "admin",
+        "--json",
+        "--socket",
+        socket.to_str().unwrap(),
+        "stats",
+    ]);
+    assert!(out.success(), "{}", out.describe());
+    serde_json::from_str(&out.stdout).unwrap()
 }
 
 /// A target with a control socket (`control.sock` in the config's
@@ -686,18 +691,7 @@ fn reads_of_never_written_blocks_are_counted_per_lun() {
         }
         read
     };
-    let stats = || -> serde_json::Value {
-        let out = isoe(&[
-            "admin",
-            "--json",
-            "--socket",
-            socket.to_str().unwrap(),
-            "stats",
-        ]);
-        assert!(out.success(), "{}", out.describe());
-        let stats: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
-        stats["stats"]["media"][TARGET].clone()
-    };
+    let stats = || admin_stats(&socket)["stats"]["media"][TARGET].clone();
     assert_eq!(
         stats(),
         serde_json::json!({"0": {"unwritten_read_bytes": 0}, "1": {}}),

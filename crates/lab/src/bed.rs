@@ -1065,6 +1065,9 @@ echo $missing"#;
             // fio's libaio on isoe's device, not on the kernel's.
             result.lab.initiator = Some(kind.label().to_owned());
         }
+        if job.engine == FioEngine::KernelLibaio {
+            result.load_is_not_the_initiator();
+        }
         Ok(result)
     }
 

@@ -75,6 +75,16 @@ pub struct LabFigures {
     /// 0 when every read of the run read written data.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target_unwritten_read_bytes: Option<u64>,
+    /// On a block device (the kernel's initiator, `isoe attach`): the load
+    /// generator's own process (fio), which stands in for an application
+    /// and is not the initiator; the `initiator_cpu_*` fields are then
+    /// left out, and the initiator host's CPU (`system_cpu_*`) is the
+    /// figure to compare initiators by.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load_cpu_s: Option<f64>,
+    /// The load generator's CPU-µs per I/O (see [`LabFigures::load_cpu_s`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load_cpu_us_per_io: Option<f64>,
 }
 
 /// The LUN written once, sequentially, before a case's reads (`isoe bench
@@ -88,6 +98,18 @@ pub struct LunFill {
 }
 
 impl RunResult {
+    /// A run of fio on a block device: its process's CPU is the load's
+    /// ([`LabFigures::load_cpu_s`]), not the initiator's, whose work is in
+    /// the kernel or in `isoe attach` and shows in the host's CPU.
+    pub fn load_is_not_the_initiator(&mut self) {
+        let b = &mut self.bench;
+        self.lab.load_cpu_s = Some(std::mem::take(&mut b.initiator_cpu_s));
+        self.lab.load_cpu_us_per_io = b.initiator_cpu_us_per_io.take();
+        b.initiator_cpu_pct = None;
+        b.initiator_mb_per_s_per_cpu_pct = None;
+        b.initiator_iops_per_cpu_pct = None;
+    }
+
     /// What `isoe bench` printed, as it printed it.
     pub fn of_bench(output: BenchOutput) -> RunResult {
         RunResult {
@@ -304,4 +326,34 @@ pub struct Parts {
     pub store_us: Option<f64>,
     /// Store to sent.
     pub store_to_sent_us: Option<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_block_device_run_keeps_fio_s_cpu_as_the_load_s_not_the_initiator_s() {
+        let mut r = RunResult::for_tests(serde_json::json!({
+            "initiator_cpu_s": 1.5, "initiator_cpu_pct": 12.0,
+            "initiator_cpu_us_per_io": 40.0, "initiator_mb_per_s_per_cpu_pct": 3.0,
+            "system_cpu_us_per_io": 90.0,
+        }));
+        r.load_is_not_the_initiator();
+        assert_eq!(
+            (r.lab.load_cpu_s, r.lab.load_cpu_us_per_io),
+            (Some(1.5), Some(40.0))
+        );
+        let json = r.to_json();
+        for key in [
+            "initiator_cpu_pct",
+            "initiator_cpu_us_per_io",
+            "initiator_mb_per_s_per_cpu_pct",
+        ] {
+            assert!(json[key].is_null(), "{key}: {json}");
+        }
+        // The figure that compares initiators stays: the host's.
+        assert_eq!(json["system_cpu_us_per_io"], 90.0);
+        assert_eq!(json["load_cpu_us_per_io"], 40.0);
+    }
 }

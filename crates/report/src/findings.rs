@@ -25,9 +25,11 @@ pub fn build(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
         Block::Heading(2, "Findings".into(), Some("findings")),
         para(format!(
             "Each finding is a change beyond ±{t}% of its reference, in a workload's throughput \
-             or in the initiator's or the target's CPU per I/O, with a t-test rejecting \"no \
-             change\" at 5% and the 95% confidence interval wholly beyond ±{t}%. Cases ran beside \
-             their reference in shuffled rounds and are compared round by round."
+             or in the CPU per I/O of the host (the initiator's machine: every kind of \
+             initiator alike), of the initiator's process or of the target's, with a t-test \
+             rejecting \"no change\" at 5% and the 95% confidence interval wholly beyond \
+             ±{t}%. Cases ran beside their reference in shuffled rounds and are compared round \
+             by round."
         )),
     ];
     let mut found: Vec<(Vec<Span>, Vec<String>)> = Vec::new();

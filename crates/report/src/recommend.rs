@@ -199,16 +199,25 @@ fn applied(finding: &Finding) -> bool {
     changed == 0 || finding.skipped.len() < changed
 }
 
-/// The initiator's and the target's CPU-per-I/O effects of `cell` that
-/// are significant and conclusive (so their intervals exclude ±threshold).
+/// The host's, the initiator's and the target's CPU-per-I/O effects of
+/// `cell` that are significant and conclusive (so their intervals exclude
+/// ±threshold). The host's is the one figure every kind of initiator has
+/// (one in the kernel or behind a block device has no process of its
+/// own); a host saving beside an unchanged metric is left to the CPU
+/// saving that [`file`] makes of the finding, which says it already.
 fn cpu_findings(cell: &CellSummary, finding: &Finding) -> Vec<CpuFinding> {
+    let unchanged = finding.effect.conclusive && !finding.effect.significant;
     [
+        ("host", cell.cpu_effect),
         ("initiator", cell.initiator_cpu_effect),
         ("target", cell.target_cpu_effect),
     ]
     .into_iter()
     .filter_map(|(side, effect)| {
         let effect = effect.filter(|e| e.significant && e.conclusive)?;
+        if side == "host" && unchanged && effect.change_pct < 0.0 {
+            return None;
+        }
         Some(CpuFinding {
             case: finding.case.clone(),
             reference: finding.reference.clone(),

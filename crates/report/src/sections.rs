@@ -225,7 +225,12 @@ fn headline(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
                  over the baseline unless it names the case it is measured against (the plan's \
                  compare_to). RSD: relative standard deviation of the runs; seed RSD: the seeds' \
                  target of at most {}% met. Foreign CPU: other processes' CPU during the valid runs, \
-                 % of one CPU. MB/s per CPU%: host-wide, all CPUs.",
+                 % of one CPU. CPU-µs per I/O, one figure per side: host, every CPU of the \
+                 initiator's machine (its processes, kernel threads and softirq; on one machine, \
+                 both sides), the figure that compares every kind of initiator alike; initiator \
+                 and target process, their own processes' time (none for an initiator in the \
+                 kernel or behind a block device, whose load generator is not the initiator). \
+                 MB/s per CPU%: host-wide, all CPUs.",
                 input.rules.significance_pct,
                 input.rules.significance_pct,
                 input.rules.rsd_target_pct
@@ -254,6 +259,7 @@ fn headline(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
                     convergence(c).into(),
                     change_cell(input, case, c),
                     pct(c.and_then(|c| c.foreign_pct)).into(),
+                    num(c.and_then(|c| c.system.cpu_us_per_io)).into(),
                     num(c.and_then(|c| c.initiator.cpu_us_per_io)).into(),
                     num(c.and_then(|c| c.target.cpu_us_per_io)).into(),
                     num(c.and_then(|c| c.system.mb_per_s_per_cpu_pct)).into(),
@@ -270,12 +276,13 @@ fn headline(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
                 "seed RSD",
                 "change (95% CI)",
                 "foreign CPU %",
-                "initiator CPU-µs/IO",
-                "target CPU-µs/IO",
+                "host CPU-µs/IO",
+                "initiator process CPU-µs/IO",
+                "target process CPU-µs/IO",
                 "MB/s per CPU%",
             ],
             &[
-                false, true, true, true, true, false, true, true, true, true, true,
+                false, true, true, true, true, false, true, true, true, true, true, true,
             ],
             rows,
         ));
@@ -466,7 +473,8 @@ fn cpu_change_section(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> 
              busy time of all the CPUs of the initiator's machine (on a test bed) or of this \
              machine, from /proc/stat, taken the same way for every initiator; initiator and \
              target: their processes' own time (on a test bed, LIO's is its host's busy time; \
-             a kernel initiator's own process is fio, its work in the kernel is in the host's).",
+             an initiator in the kernel or behind a block device has none: fio, the load, is \
+             not the initiator, and the initiator's work is in the host's figure).",
         ),
         Block::Table {
             head: [
@@ -474,8 +482,8 @@ fn cpu_change_section(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> 
                 "case",
                 "against",
                 "host CPU-µs/IO",
-                "initiator CPU-µs/IO",
-                "target CPU-µs/IO",
+                "initiator process CPU-µs/IO",
+                "target process CPU-µs/IO",
             ]
             .map(String::from)
             .to_vec(),

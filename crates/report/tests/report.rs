@@ -1049,6 +1049,50 @@ fn cpu_per_io_effects_beyond_the_threshold_are_findings_for_each_side() {
     assert!(about("host CPU").is_empty(), "{findings}");
 }
 
+/// An initiator behind a block device has no process of its own (fio, the
+/// load, is not the initiator): its CPU per I/O is the host's, which the
+/// headline shows beside the processes' and the findings judge like theirs.
+#[test]
+fn a_block_device_initiator_is_judged_by_its_host_s_cpu() {
+    let mut input = input();
+    input.cases.push(CaseInfo {
+        name: "ublk".into(),
+        description: "isoe attach --ublk".into(),
+        knobs_changed: map(&[("initiator", "isoe-ublk")]),
+        workloads: vec!["small".into()],
+        ..Default::default()
+    });
+    // IOPS up 20%; the host's CPU-µs per I/O about -25% of the baseline's
+    // 30.3, 36.4, 42.2 (run()'s); no initiator process figure.
+    let host = [22.7, 27.3, 31.7];
+    for (i, v) in [1200.0, 1212.0, 1188.0].into_iter().enumerate() {
+        let mut r = run("ublk", "small", i as u32 + 1, Metric::Iops, v, 0.0);
+        r.bench["system_cpu_us_per_io"] = json!(host[i]);
+        r.bench
+            .as_object_mut()
+            .unwrap()
+            .remove("initiator_cpu_us_per_io");
+        input.records.push(r);
+    }
+    let md = render_markdown(&input);
+    let findings = section(&md, "## Findings");
+    assert!(
+        findings.contains("- ublk (initiator = isoe-ublk) cuts host CPU per I/O on small by "),
+        "{findings}"
+    );
+    assert!(
+        !findings.contains("ublk (initiator = isoe-ublk) cuts initiator CPU"),
+        "{findings}"
+    );
+    let headline = section(&md, "## Headline");
+    assert!(
+        headline.contains(
+            "| host CPU-µs/IO | initiator process CPU-µs/IO | target process CPU-µs/IO |"
+        ),
+        "{headline}"
+    );
+}
+
 /// The number after `name="` in `tag`.
 fn attr(tag: &str, name: &str) -> f64 {
     let key = format!(" {name}=\"");

@@ -554,15 +554,7 @@ fn unmap_write_same_and_sync_cache_are_counted_apart() {
     run(Command::new(1, &synchronize_cache16())).expect("SYNCHRONIZE CACHE (16), file LUN");
     engine.logout(s).expect("logout");
 
-    let out = isoe(&[
-        "admin",
-        "--json",
-        "--socket",
-        socket.to_str().unwrap(),
-        "stats",
-    ]);
-    assert!(out.success(), "{}", out.describe());
-    let stats: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let stats = admin_stats(&socket);
     let luns = &stats["stats"]["luns"][TARGET];
     let lun0 = &luns["0"];
     assert_eq!(

@@ -234,11 +234,11 @@ impl Bed {
         if !self.same_host {
             dirs.push((&self.target, &self.target_dir));
         }
-        if self.gone.borrow().is_none() {
-            for (host, dir) in dirs {
-                if let Err(e) = host.run(&["rm", "-rf", dir]) {
-                    problems.push(format!("removing {dir} on {}: {e}", host.name()));
-                }
+        // A host that went away mid-run cannot be told; this machine can.
+        let reachable = self.gone.borrow().is_none();
+        for (host, dir) in dirs.into_iter().filter(|(h, _)| reachable || h.is_local()) {
+            if let Err(e) = host.run(&["rm", "-rf", dir]) {
+                problems.push(format!("removing {dir} on {}: {e}", host.name()));
             }
         }
         self.initiator.close();
@@ -1819,6 +1819,21 @@ mod tests {
             size_bytes: 0,
         };
         (bed, target)
+    }
+
+    /// A bed whose initiator host went away mid-run still removes what
+    /// it made on this machine.
+    #[test]
+    fn closing_after_a_host_went_away_still_cleans_this_machine() {
+        let dir = tempfile::tempdir().unwrap();
+        let (bed, target) = local_bed(dir.path(), "");
+        drop(target);
+        let work = PathBuf::from(&bed.initiator_dir);
+        assert!(work.is_dir(), "{}", work.display());
+        *bed.gone.borrow_mut() = Some("the initiator host stopped answering".into());
+        let problems = bed.close();
+        assert!(problems.is_empty(), "{problems:?}");
+        assert!(!work.exists(), "{} left behind", work.display());
     }
 
     #[test]

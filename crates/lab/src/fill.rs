@@ -58,10 +58,8 @@ pub fn fill_argv(isoe: &str, url: &str, plan: &Plan, knobs: &KnobSet) -> Vec<Str
         .map(str::to_owned)
         .collect();
     argv.extend(span_args(plan));
-    argv.extend(knobs.attach_args().into_iter().filter(|a| {
-        // One session is enough to write a LU; MC/S is the runs' business.
-        a.starts_with("--") && a.contains("digest")
-    }));
+    // One session of one connection writes a LU: MC/S is the runs' business.
+    argv.extend(knobs.digest_args());
     argv
 }
 

@@ -550,9 +550,7 @@ impl KnobSet {
     /// order. Sizes are written in bytes. A knob set to bench's own default
     /// where bench has only a flag (digests off, quickack off) adds nothing.
     pub fn bench_args(&self) -> Vec<String> {
-        let mut args = Args::default();
-        args.flag("--header-digest", self.header_digest == Some(true));
-        args.flag("--data-digest", self.data_digest == Some(true));
+        let mut args = Args(self.digest_args());
         args.yes_no("--immediate-data", self.immediate_data);
         args.yes_no("--initial-r2t", self.initial_r2t);
         args.num(
@@ -579,10 +577,18 @@ impl KnobSet {
     /// ([`KnobSet::unsupported`] lists them); the load's shape (workers,
     /// queue depth) is fio's, as for the kernel initiator.
     pub fn attach_args(&self) -> Vec<String> {
+        let mut args = Args(self.digest_args());
+        args.num("--connections", self.connections);
+        args.0
+    }
+
+    /// The digests asked for, as flags `isoe bench`, its fill and `isoe
+    /// attach` all take (set to false they add nothing, and the target's
+    /// offer decides).
+    pub fn digest_args(&self) -> Vec<String> {
         let mut args = Args::default();
         args.flag("--header-digest", self.header_digest == Some(true));
         args.flag("--data-digest", self.data_digest == Some(true));
-        args.num("--connections", self.connections);
         args.0
     }
 }

@@ -325,6 +325,12 @@ impl<'h> AttachedDevice<'h> {
         })
     }
 
+    /// The `isoe attach` process's PID on its host, while it runs: the
+    /// initiator's own process, whose CPU a run samples beside the host's.
+    pub fn pid(&self) -> Option<u32> {
+        self.running.as_ref().map(Running::pid)
+    }
+
     /// Ends `isoe attach` with SIGTERM and waits up to [`DETACH_GRACE`]
     /// for it to flush, remove the device and exit 0; an error when it
     /// exits otherwise, needs SIGKILL, or the host cannot be told.

@@ -887,12 +887,22 @@ echo $missing"#;
             .map_err(|e| BenchFailure::Failed(e.to_string()))?;
         let bounds = (load.window.start, load.window.end);
         let run_s = plan.run.ramp_s + plan.run.duration_s;
-        let mut ran = self.measure(&load.argv, load.window, target, run_s, stop)?;
+        let initiator_pids = devices.initiator_pids();
+        let mut ran = self.measure_with(
+            &load.argv,
+            load.window,
+            target,
+            run_s,
+            &initiator_pids,
+            stop,
+        )?;
         let mut result = match &load.job {
             None => self.bench_result(&ran)?,
             Some(job) => {
                 let target_pid_here = target.pid.filter(|_| self.same_host);
-                self.fio_result(&mut ran, job, knobs, bounds, target_pid_here)?
+                let mut result = self.fio_result(&mut ran, job, knobs, bounds, target_pid_here)?;
+                add_initiator_process(&mut result, &ran.first, &ran.last);
+                result
             }
         };
         if !self.same_host {
@@ -1083,6 +1093,21 @@ echo $missing"#;
         run_s: f64,
         stop: &AtomicBool,
     ) -> Result<Ran, BenchFailure> {
+        self.measure_with(argv, window, target, run_s, &[], stop)
+    }
+
+    /// [`Bed::measure`], sampling also the processes `initiator_pids` on
+    /// the initiator host (the initiator's own, where it is not the
+    /// program run: `isoe attach` under fio).
+    fn measure_with(
+        &self,
+        argv: &[String],
+        window: Window,
+        target: &BedTarget<'_>,
+        run_s: f64,
+        initiator_pids: &[u32],
+        stop: &AtomicBool,
+    ) -> Result<Ran, BenchFailure> {
         let host = &self.initiator;
         let mut ours = self.testbed.local_processes.clone();
         if !(self.initiator.is_local() && self.target.is_local()) {
@@ -1101,7 +1126,7 @@ echo $missing"#;
         let pid = running.pid();
         let limit = Duration::from_secs_f64(run_s) + RUN_SLACK;
         let t0 = Instant::now();
-        let samplers = self.start_samplers(pid, target, &window, t0.elapsed());
+        let samplers = self.start_samplers(pid, initiator_pids, target, &window, t0.elapsed());
         let status = loop {
             match running.try_wait() {
                 Ok(Some(status)) => break status,
@@ -1175,6 +1200,7 @@ echo $missing"#;
     fn start_samplers(
         &self,
         initiator_pid: u32,
+        initiator_pids: &[u32],
         target: &BedTarget<'_>,
         window: &Window,
         since_start: Duration,
@@ -1190,6 +1216,8 @@ echo $missing"#;
         if let Some(pid) = target_here {
             paths.push(format!("/proc/{pid}/stat"));
         }
+        let initiator_processes = paths.len()..paths.len() + initiator_pids.len();
+        paths.extend(initiator_pids.iter().map(|pid| format!("/proc/{pid}/stat")));
         let (a, b) = (window.start.as_secs_f64(), window.end.as_secs_f64());
         let initiator = Sampler::start(&self.initiator, initiator_pid, a, b, paths);
         let target_side =
@@ -1204,6 +1232,7 @@ echo $missing"#;
             });
         Samplers {
             initiator,
+            initiator_processes,
             target: target_side,
         }
     }
@@ -1345,6 +1374,9 @@ const SAMPLER_WAIT: Duration = Duration::from_secs(30);
 /// The samplers of one run.
 struct Samplers {
     initiator: Sampler,
+    /// Where the initiator's own processes' files are among the
+    /// initiator sampler's.
+    initiator_processes: std::ops::Range<usize>,
     target: Option<Sampler>,
 }
 
@@ -1360,6 +1392,7 @@ impl Samplers {
     /// (the program ended before the window closed).
     fn finish(self) -> Result<[Option<BedSample>; 2], SampleError> {
         let at = Instant::now();
+        let processes = self.initiator_processes.clone();
         let initiator = self.initiator.finish()?;
         let target = self.target.map(Sampler::finish).transpose()?;
         let mut out = [None, None];
@@ -1372,7 +1405,10 @@ impl Samplers {
                 Sample::parse(
                     files[1].as_deref()?,
                     files[2].as_deref()?,
-                    files.get(5).and_then(|f| f.as_deref()),
+                    files
+                        .get(5)
+                        .filter(|_| processes.start > 5)
+                        .and_then(|f| f.as_deref()),
                     files[3].as_deref()?,
                     files[4].as_deref()?,
                     at,
@@ -1392,6 +1428,7 @@ impl Samplers {
             *slot = Some(BedSample {
                 uptime_s: uptime,
                 initiator: fio,
+                initiator_process: sum_processes(&files[processes.clone()]),
                 target: target_side,
             });
         }
@@ -1439,6 +1476,10 @@ struct BedSample {
     uptime_s: f64,
     /// The initiator host's /proc/stat and the initiator process's.
     initiator: Option<Sample>,
+    /// The initiator's own processes, added up, where the program run is
+    /// not the initiator (`isoe attach` under fio); None when there are
+    /// none or one could not be read.
+    initiator_process: Option<ProcessCpu>,
     /// A target host of its own.
     target: Option<HostCpu>,
 }
@@ -1448,6 +1489,50 @@ struct HostCpu {
     uptime_s: f64,
     cpu: CpuTimes,
     process: Option<ProcessCpu>,
+}
+
+/// The texts of processes' `/proc/PID/stat`, their CPU added up; None
+/// when there are none or one is missing (a process that ended mid-run
+/// would make the sum a part).
+fn sum_processes(stats: &[Option<String>]) -> Option<ProcessCpu> {
+    if stats.is_empty() {
+        return None;
+    }
+    stats.iter().try_fold(
+        ProcessCpu {
+            utime_ticks: 0,
+            stime_ticks: 0,
+        },
+        |sum, text| {
+            let p = ProcessCpu::parse(text.as_deref()?).ok()?;
+            Some(ProcessCpu {
+                utime_ticks: sum.utime_ticks + p.utime_ticks,
+                stime_ticks: sum.stime_ticks + p.stime_ticks,
+            })
+        },
+    )
+}
+
+/// The initiator's own processes' CPU over the window (`isoe attach`
+/// under fio), as the initiator's: the column a block device's initiator
+/// shares with `isoe bench` and libiscsi. The kernel's initiator has none.
+fn add_initiator_process(result: &mut RunResult, first: &BedSample, last: &BedSample) {
+    let (Some(a), Some(b)) = (&first.initiator_process, &last.initiator_process) else {
+        return;
+    };
+    let (Some(fa), Some(fb)) = (&first.initiator, &last.initiator) else {
+        return;
+    };
+    let window_s = fb.at.duration_since(fa.at).as_secs_f64();
+    let cpu_s = a.delta_s(b);
+    let bench = &mut result.bench;
+    let pct = demand::cpu_pct_of_machine(cpu_s, window_s, fb.cpu.ncpus);
+    bench.initiator_cpu_s = cpu_s;
+    bench.initiator_cpu_pct = pct;
+    bench.initiator_cpu_us_per_io =
+        (bench.iops > 0.0 && window_s > 0.0).then(|| cpu_s / window_s / bench.iops * 1e6);
+    bench.initiator_mb_per_s_per_cpu_pct =
+        pct.and_then(|p| demand::effectiveness_mb_per_s_per_cpu_pct(bench.mb_per_s, p));
 }
 
 /// The target's CPU over the window, from its own host's counters: its
@@ -1631,6 +1716,17 @@ impl BlockDevices<'_> {
         }
     }
 
+    /// The initiator's own processes on the initiator host: the `isoe
+    /// attach` of each device. None for the kernel's initiator (its work
+    /// is in kernel threads and softirq, which only the host's CPU shows)
+    /// and where fio or isoe bench is the initiator.
+    pub fn initiator_pids(&self) -> Vec<u32> {
+        match self {
+            BlockDevices::Attached(devices) => devices.iter().filter_map(|d| d.pid()).collect(),
+            BlockDevices::None | BlockDevices::Kernel(_) => Vec::new(),
+        }
+    }
+
     /// Logs the sessions out, or detaches the devices (SIGTERM, and `isoe
     /// attach` exiting 0 once its device is gone); each failure's text.
     pub fn release(self) -> Vec<String> {
@@ -1727,6 +1823,40 @@ impl Drop for BedTarget<'_> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn isoe_attach_s_processes_are_the_initiator_s_cpu_beside_fio_s() {
+        let proc_stat = |ticks: u64| {
+            format!("7 (isoe) S 0 0 0 0 0 0 0 0 0 0 {ticks} {ticks} 0 0 20 0 1 0 0 0 0")
+        };
+        let stat = "cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 50 0 50 400 0 0 0 0 0 0\n";
+        let snmp = "Tcp: OutSegs RetransSegs\nTcp: 0 0\n";
+        let netstat = "TcpExt: TCPDSACKRecvSegs\nTcpExt: 0\n";
+        let t0 = Instant::now();
+        let sample = |at: Instant, fio: u64, attach: [u64; 2]| BedSample {
+            uptime_s: 0.0,
+            initiator: Sample::parse(stat, &proc_stat(fio), None, snmp, netstat, at),
+            initiator_process: sum_processes(&attach.map(|t| Some(proc_stat(t)))),
+            target: None,
+        };
+        // Two devices' processes, 100 + 50 ticks each of user and system
+        // time over 2 s: 3 CPU-seconds, at 1,000 IOPS 1,500 µs per I/O.
+        let first = sample(t0, 0, [0, 0]);
+        let last = sample(t0 + Duration::from_secs(2), 400, [100, 50]);
+        let mut result = RunResult::for_tests(json!({"iops": 1000.0, "initiator_cpu_s": 8.0}));
+        result.load_is_not_the_initiator();
+        add_initiator_process(&mut result, &first, &last);
+        let hz = cpu::ticks_per_second() as f64;
+        let cpu_s = 300.0 / hz;
+        assert!((result.bench.initiator_cpu_s - cpu_s).abs() < 1e-9);
+        let per_io = result.bench.initiator_cpu_us_per_io.unwrap();
+        assert!((per_io - cpu_s / 2.0 / 1000.0 * 1e6).abs() < 1e-6, "{per_io}");
+        // fio's own time stays the load's.
+        assert_eq!(result.lab.load_cpu_s, Some(8.0));
+        // One process unread: no figure rather than half of one.
+        assert!(sum_processes(&[Some(proc_stat(1)), None]).is_none());
+        assert!(sum_processes(&[]).is_none());
+    }
 
     #[test]
     fn uptime_is_the_first_field() {
@@ -1923,6 +2053,7 @@ mod tests {
         let sample = |t: f64, busy, idle, ticks| BedSample {
             uptime_s: t,
             initiator: None,
+            initiator_process: None,
             target: Some(HostCpu {
                 uptime_s: t,
                 cpu: stat(busy, idle),

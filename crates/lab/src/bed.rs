@@ -1850,7 +1850,10 @@ mod tests {
         let cpu_s = 300.0 / hz;
         assert!((result.bench.initiator_cpu_s - cpu_s).abs() < 1e-9);
         let per_io = result.bench.initiator_cpu_us_per_io.unwrap();
-        assert!((per_io - cpu_s / 2.0 / 1000.0 * 1e6).abs() < 1e-6, "{per_io}");
+        assert!(
+            (per_io - cpu_s / 2.0 / 1000.0 * 1e6).abs() < 1e-6,
+            "{per_io}"
+        );
         // fio's own time stays the load's.
         assert_eq!(result.lab.load_cpu_s, Some(8.0));
         // One process unread: no figure rather than half of one.

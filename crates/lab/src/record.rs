@@ -78,8 +78,9 @@ pub struct LabFigures {
     /// On a block device (the kernel's initiator, `isoe attach`): the load
     /// generator's own process (fio), which stands in for an application
     /// and is not the initiator; the `initiator_cpu_*` fields are then
-    /// left out, and the initiator host's CPU (`system_cpu_*`) is the
-    /// figure to compare initiators by.
+    /// `isoe attach`'s process's (left out for the kernel's initiator,
+    /// which has none), and the initiator host's CPU (`system_cpu_*`) is
+    /// the figure to compare every kind of initiator by.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub load_cpu_s: Option<f64>,
     /// The load generator's CPU-µs per I/O (see [`LabFigures::load_cpu_s`]).

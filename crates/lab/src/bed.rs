@@ -1220,11 +1220,19 @@ echo $missing"#;
         paths.extend(initiator_pids.iter().map(|pid| format!("/proc/{pid}/stat")));
         let (a, b) = (window.start.as_secs_f64(), window.end.as_secs_f64());
         let initiator = Sampler::start(&self.initiator, initiator_pid, a, b, paths);
+        let mut bed_processes = 0..0;
         let target_side =
             (!self.same_host && !matches!(target.started, Started::External)).then(|| {
                 let mut paths = vec!["/proc/uptime".to_owned(), "/proc/stat".to_owned()];
                 if let Some(pid) = target.pid {
                     paths.push(format!("/proc/{pid}/stat"));
+                }
+                if self.target.is_local() {
+                    // The bed's own programs here (a VM that is the
+                    // initiator host) are not the target's host's work.
+                    let pids = local_pids_named(&self.testbed.local_processes);
+                    bed_processes = paths.len()..paths.len() + pids.len();
+                    paths.extend(pids.iter().map(|pid| format!("/proc/{pid}/stat")));
                 }
                 let now = since_start.as_secs_f64();
                 let (a, b) = ((a - now).max(0.0), (b - now).max(0.1));
@@ -1234,6 +1242,7 @@ echo $missing"#;
             initiator,
             initiator_processes,
             target: target_side,
+            bed_processes,
         }
     }
 }
@@ -1378,6 +1387,9 @@ struct Samplers {
     /// initiator sampler's.
     initiator_processes: std::ops::Range<usize>,
     target: Option<Sampler>,
+    /// Where the bed's programs on the target's host (this machine) are
+    /// among the target sampler's files.
+    bed_processes: std::ops::Range<usize>,
 }
 
 impl Samplers {
@@ -1393,6 +1405,7 @@ impl Samplers {
     fn finish(self) -> Result<[Option<BedSample>; 2], SampleError> {
         let at = Instant::now();
         let processes = self.initiator_processes.clone();
+        let bed_processes = self.bed_processes.clone();
         let initiator = self.initiator.finish()?;
         let target = self.target.map(Sampler::finish).transpose()?;
         let mut out = [None, None];
@@ -1421,8 +1434,10 @@ impl Samplers {
                     cpu: CpuTimes::parse(files[1].as_deref()?).ok()?,
                     process: files
                         .get(2)
+                        .filter(|_| bed_processes.start != 2)
                         .and_then(|f| f.as_deref())
                         .and_then(|t| ProcessCpu::parse(t).ok()),
+                    bed_processes: sum_processes(&files[bed_processes.clone()]),
                 })
             });
             *slot = Some(BedSample {
@@ -1489,6 +1504,28 @@ struct HostCpu {
     uptime_s: f64,
     cpu: CpuTimes,
     process: Option<ProcessCpu>,
+    /// The test bed's own programs on this host (`local_processes`: the
+    /// VM that is the initiator host), added up; None when there are none.
+    bed_processes: Option<ProcessCpu>,
+}
+
+/// The PIDs of this machine's processes whose command name (as
+/// `/proc/PID/stat` gives it, 15 characters at most) is one of `names`.
+fn local_pids_named(names: &[String]) -> Vec<u32> {
+    if names.is_empty() {
+        return Vec::new();
+    }
+    let short: Vec<String> = names.iter().map(|n| n.chars().take(15).collect()).collect();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|comm| short.iter().any(|n| n == comm.trim_end()))
+        })
+        .collect()
 }
 
 /// The texts of processes' `/proc/PID/stat`, their CPU added up; None
@@ -1564,6 +1601,14 @@ fn add_target_side(
     bench.target_mb_per_s_per_cpu_pct =
         pct.and_then(|p| demand::effectiveness_mb_per_s_per_cpu_pct(mb_per_s, p));
     result.lab.target_cpu_scope = Some(scope.to_owned());
+    // The host's busy time, less the bed's own programs on it.
+    let bed_s = match (&a.bed_processes, &b.bed_processes) {
+        (Some(x), Some(y)) => x.delta_s(y),
+        _ => 0.0,
+    };
+    let host_s = (split.busy_cpu_s - bed_s).max(0.0);
+    result.lab.target_host_cpu_us_per_io =
+        (iops > 0.0 && window_s > 0.0).then(|| host_s / window_s / iops * 1e6);
     result.lab.target_host_cpu = Some(split);
 }
 
@@ -2061,6 +2106,7 @@ mod tests {
                 uptime_s: t,
                 cpu: stat(busy, idle),
                 process: Some(process(ticks)),
+                bed_processes: None,
             }),
         };
         let hz = cpu::ticks_per_second();
@@ -2081,5 +2127,23 @@ mod tests {
         assert_eq!(bench["target_cpu_us_per_io"], json!(250.0));
         assert_eq!(bench["target_cpu_scope"], json!("process"));
         assert_eq!(bench["target_cpu_pct"], json!(25.0));
+        // The host's whole busy time beside it: one CPU-second, 500 µs.
+        assert_eq!(bench["target_host_cpu_us_per_io"], json!(500.0));
+        // Less the bed's own programs on that host (the VM): a quarter
+        // CPU-second of them leaves 375 µs.
+        let with_vm = |mut s: BedSample, ticks| {
+            s.target.as_mut().unwrap().bed_processes = Some(process(ticks));
+            s
+        };
+        let (a, b) = (with_vm(a, 0), with_vm(b, hz / 4));
+        let mut result = RunResult::for_tests(json!({"iops": 1000.0, "mb_per_s": 4.0}));
+        add_target_side(&mut result, &a, &b, &target);
+        assert_eq!(result.lab.target_host_cpu_us_per_io, Some(375.0));
+        assert_eq!(result.bench.target_cpu_us_per_io, Some(250.0));
+        // The bed's programs are found by command name, as ps shows it.
+        let me = std::fs::read_to_string("/proc/self/comm").unwrap();
+        let pids = local_pids_named(&[me.trim_end().to_owned()]);
+        assert!(pids.contains(&std::process::id()), "{pids:?}");
+        assert!(local_pids_named(&[]).is_empty());
     }
 }

@@ -58,6 +58,13 @@ pub struct LabFigures {
     /// On a target host of its own: that host's CPU split.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target_host_cpu: Option<CpuSplit>,
+    /// On a target host of its own: that host's busy time (every process,
+    /// kernel thread and softirq on it) per I/O, µs: the target's side as
+    /// the initiator host's `system_cpu_us_per_io` is the initiator's.
+    /// Where one machine holds both (namespaces) the host's figure is
+    /// both sides' and this is left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_host_cpu_us_per_io: Option<f64>,
     /// On a test bed: the initiator host's name.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub testbed_initiator_host: Option<String>,

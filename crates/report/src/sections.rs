@@ -228,9 +228,11 @@ fn headline(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
                  % of one CPU. CPU-µs per I/O, one figure per side: host, every CPU of the \
                  initiator's machine (its processes, kernel threads and softirq; on one machine, \
                  both sides), the figure that compares every kind of initiator alike; initiator \
-                 and target process, their own processes' time (none for an initiator in the \
-                 kernel or behind a block device, whose load generator is not the initiator). \
-                 MB/s per CPU%: host-wide, all CPUs.",
+                 and target process, their own processes' time (isoe attach's for its block \
+                 devices; none for the kernel's initiator, and fio, the load on a block device, \
+                 is not the initiator); target host, where the target has a machine of its own, \
+                 every CPU of it less the test bed's own programs there (a VM). MB/s per CPU%: \
+                 host-wide, all CPUs.",
                 input.rules.significance_pct,
                 input.rules.significance_pct,
                 input.rules.rsd_target_pct
@@ -247,10 +249,14 @@ fn headline(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
             b.push(para(w.description.clone()));
         }
         let m = w.metric.label();
+        // The target's host column only where a target had a host of its
+        // own (a test bed): in namespaces the host's figure is both sides'.
+        let target_host = of_workload(input, cells, w)
+            .any(|(_, c)| c.is_some_and(|c| c.target_host_cpu_us_per_io.is_some()));
         let rows = of_workload(input, cells, w)
             .map(|(case, c)| {
                 let s = c.and_then(|c| c.stats);
-                vec![
+                let mut row: Vec<Cell> = vec![
                     case.into(),
                     num(s.map(|s| s.mean)).into(),
                     num(s.map(|s| s.median)).into(),
@@ -262,30 +268,34 @@ fn headline(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
                     num(c.and_then(|c| c.system.cpu_us_per_io)).into(),
                     num(c.and_then(|c| c.initiator.cpu_us_per_io)).into(),
                     num(c.and_then(|c| c.target.cpu_us_per_io)).into(),
-                    num(c.and_then(|c| c.system.mb_per_s_per_cpu_pct)).into(),
-                ]
+                ];
+                if target_host {
+                    row.push(num(c.and_then(|c| c.target_host_cpu_us_per_io)).into());
+                }
+                row.push(num(c.and_then(|c| c.system.mb_per_s_per_cpu_pct)).into());
+                row
             })
             .collect();
-        b.push(table(
-            &[
-                "case",
-                &format!("{m} mean"),
-                "median",
-                "RSD %",
-                "N",
-                "seed RSD",
-                "change (95% CI)",
-                "foreign CPU %",
-                "host CPU-µs/IO",
-                "initiator process CPU-µs/IO",
-                "target process CPU-µs/IO",
-                "MB/s per CPU%",
-            ],
-            &[
-                false, true, true, true, true, false, true, true, true, true, true, true,
-            ],
-            rows,
-        ));
+        let mean = format!("{m} mean");
+        let mut head = vec![
+            "case",
+            &mean,
+            "median",
+            "RSD %",
+            "N",
+            "seed RSD",
+            "change (95% CI)",
+            "foreign CPU %",
+            "host CPU-µs/IO",
+            "initiator process CPU-µs/IO",
+            "target process CPU-µs/IO",
+        ];
+        if target_host {
+            head.push("target host CPU-µs/IO");
+        }
+        head.push("MB/s per CPU%");
+        let right: Vec<bool> = (0..head.len()).map(|i| i != 0 && i != 5).collect();
+        b.push(table(&head, &right, rows));
     }
     b
 }

@@ -93,6 +93,10 @@ pub struct CellSummary {
     pub target: SideCpu,
     /// The whole host (`/proc/stat`): busy %, and its effectiveness.
     pub system: SideCpu,
+    /// On a test bed whose target has a host of its own: that host's
+    /// whole busy time per I/O, µs, mean (None elsewhere: in namespaces
+    /// [`CellSummary::system`] holds both sides).
+    pub target_host_cpu_us_per_io: Option<f64>,
     /// Mean host CPU steal, %.
     pub steal_pct: Option<f64>,
     /// Mean CPU of processes other than the lab's over the valid runs, %
@@ -274,6 +278,7 @@ fn cell(input: &ReportInput, case: &str, workload: &str, metric: Metric) -> Cell
             mb_per_s_per_cpu_pct: mean(&runs, |b| field(b, &["mb_per_s_per_cpu_pct"])),
             iops_per_cpu_pct: mean(&runs, |b| field(b, &["iops_per_cpu_pct"])),
         },
+        target_host_cpu_us_per_io: mean(&runs, |b| field(b, &["target_host_cpu_us_per_io"])),
         steal_pct: mean(&runs, |b| field(b, &["steal_pct"])),
         foreign_pct: {
             let v: Vec<f64> = runs

@@ -1151,3 +1151,21 @@ fn the_change_chart_draws_each_interval_as_an_error_bar() {
         assert_eq!(ci.matches("<line").count(), 3, "{ci}");
     }
 }
+
+#[test]
+fn a_target_host_of_its_own_gets_a_column_and_one_machine_does_not() {
+    let md = render_markdown(&input());
+    let headline = section(&md, "## Headline");
+    assert!(!headline.contains("target host CPU-µs/IO"), "{headline}");
+    let mut input = input();
+    for r in &mut input.records {
+        r.bench["target_host_cpu_us_per_io"] =
+            json!(r.bench["target_cpu_us_per_io"].as_f64().map(|v| v * 1.5));
+    }
+    let md = render_markdown(&input);
+    let headline = section(&md, "## Headline");
+    assert!(
+        headline.contains("| target process CPU-µs/IO | target host CPU-µs/IO | MB/s per CPU% |"),
+        "{headline}"
+    );
+}

@@ -1229,8 +1229,12 @@ echo $missing"#;
                 }
                 if self.target.is_local() {
                     // The bed's own programs here (a VM that is the
-                    // initiator host) are not the target's host's work.
-                    let pids = local_pids_named(&self.testbed.local_processes);
+                    // initiator host) are not the target's host's work;
+                    // the target itself is, whatever its name.
+                    let pids: Vec<u32> = local_pids_named(&self.testbed.local_processes)
+                        .into_iter()
+                        .filter(|&pid| Some(pid) != target.pid && pid != std::process::id())
+                        .collect();
                     bed_processes = paths.len()..paths.len() + pids.len();
                     paths.extend(pids.iter().map(|pid| format!("/proc/{pid}/stat")));
                 }

@@ -1675,6 +1675,8 @@ impl Site for OnMachines<'_> {
         };
         let lun_fill = match bed.fill_lun(plan, knobs, workloads, &target) {
             Ok(done) => done,
+            // Ctrl-C reaches the fill too: the case is due again on resuming.
+            Err(_) if stop.load(Ordering::Relaxed) => return Ok(CaseEnd::Ran),
             Err(why) => {
                 return Ok(CaseEnd::Skipped(format!(
                     "writing the LUN before its reads failed: {why}"

@@ -276,6 +276,10 @@ impl Site for Namespaces<'_> {
                 Err(why) => {
                     drop(target);
                     removed(topo)?;
+                    if self.options.stop.load(Ordering::Relaxed) {
+                        // Ctrl-C, not the case: it is due again on resuming.
+                        return Ok(CaseEnd::Ran);
+                    }
                     return Ok(CaseEnd::Skipped(format!(
                         "writing the LUN before its reads failed: {why}"
                     )));

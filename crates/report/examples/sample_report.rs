@@ -471,6 +471,11 @@ fn main() {
                            digests, batching and busy polling, each on seed 001's three workloads."
             .into(),
         plan_source: "examples/sample_report.rs (synthetic)".into(),
+        question: Some(
+            "Which of jumbo frames, TSO off, digests, batching and busy polling buys throughput \
+             or saves CPU per I/O on seed 001's workloads?"
+                .into(),
+        ),
         seeds: vec!["001".into()],
         skipped_cases: Vec::new(),
         plan_text: plan_text.into(),

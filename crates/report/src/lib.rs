@@ -16,6 +16,7 @@
 //! ([`Environment`]), read by the lab; the only files it touches are those
 //! of the run directory it is handed ([`write_reports`], [`stored`]).
 
+mod answer;
 mod applications;
 mod by_component;
 mod charts;
@@ -26,6 +27,7 @@ mod escape;
 mod findings;
 mod html;
 mod markdown;
+mod naming;
 mod notes;
 mod numbers;
 pub mod recommend;
@@ -59,6 +61,12 @@ pub struct ReportInput {
     pub plan_description: String,
     /// Where the plan came from: "built-in" or a file path.
     pub plan_source: String,
+    /// The question the plan asks (its `question` key), which the report
+    /// opens by answering; None for a plan without one (and runs recorded
+    /// before plans had it), whose report asks a question made from its
+    /// cases.
+    #[serde(default)]
+    pub question: Option<String>,
     /// The seeds the plan reproduces ("000" to "004").
     #[serde(default)]
     pub seeds: Vec<String>,

@@ -1,7 +1,8 @@
-//! The report's sections in order (METHODOLOGY.md "Reports"): headline,
-//! test cases, % change over the baseline, CPU effectiveness, throughput
-//! beside CPU, throughput second by second, latency, retransmissions and
-//! CPU, recommended configuration, notes, environment, and the plan file.
+//! The report's sections in order (METHODOLOGY.md "Reports"): the answer
+//! to the plan's question, findings, headline, test cases, % change over
+//! the baseline, CPU effectiveness, throughput beside CPU, throughput
+//! second by second, latency, retransmissions and CPU, recommended
+//! configuration, notes, environment, and the plan file.
 
 use super::charts::{self, knobs_line};
 use super::document::{para, table, Block, Cell, Span};
@@ -17,6 +18,7 @@ pub fn build(input: &ReportInput) -> Vec<Block> {
     let mut b = Vec::new();
     b.extend(front(input, &cells));
     b.extend(not_measured(input));
+    b.extend(super::answer::build(input, &cells));
     b.extend(super::findings::build(input, &cells));
     b.extend(headline(input, &cells));
     b.extend(cases(input));

@@ -83,6 +83,9 @@ pub struct CellSummary {
     pub initiator_cpu_effect: Option<Effect>,
     /// Change of the target's own CPU-µs per I/O, tested the same way.
     pub target_cpu_effect: Option<Effect>,
+    /// Change of the host's MB/s per CPU% (seed 000's CPU effectiveness),
+    /// tested the same way (positive: more work per unit of CPU).
+    pub effectiveness_effect: Option<Effect>,
     /// Mean MB/s (10^6 bytes/s).
     pub mb_per_s: Option<f64>,
     /// Mean IOPS.
@@ -151,6 +154,7 @@ pub fn summarize(input: &ReportInput) -> Vec<CellSummary> {
             c.cpu_effect = rules.compare(&r.system_cpu, &own.system_cpu);
             c.initiator_cpu_effect = rules.compare(&r.initiator_cpu, &own.initiator_cpu);
             c.target_cpu_effect = rules.compare(&r.target_cpu, &own.target_cpu);
+            c.effectiveness_effect = rules.compare(&r.effectiveness, &own.effectiveness);
         }
         c.reference = Some(reference);
     }
@@ -170,6 +174,7 @@ struct CellSamples {
     system_cpu: Vec<Sample>,
     initiator_cpu: Vec<Sample>,
     target_cpu: Vec<Sample>,
+    effectiveness: Vec<Sample>,
 }
 
 fn samples_of(input: &ReportInput, c: &CellSummary) -> CellSamples {
@@ -180,6 +185,7 @@ fn samples_of(input: &ReportInput, c: &CellSummary) -> CellSamples {
         system_cpu: of("system_cpu_us_per_io"),
         initiator_cpu: of("initiator_cpu_us_per_io"),
         target_cpu: of("target_cpu_us_per_io"),
+        effectiveness: of("mb_per_s_per_cpu_pct"),
     }
 }
 
@@ -267,6 +273,7 @@ fn cell(input: &ReportInput, case: &str, workload: &str, metric: Metric) -> Cell
         cpu_effect: None,
         initiator_cpu_effect: None,
         target_cpu_effect: None,
+        effectiveness_effect: None,
         mb_per_s: mean(&runs, |b| field(b, &["mb_per_s"])),
         iops: mean(&runs, |b| field(b, &["iops"])),
         initiator: side("initiator"),

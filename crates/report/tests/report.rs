@@ -133,6 +133,7 @@ fn input() -> ReportInput {
         plan_name: "hand & <made>".into(),
         plan_description: "Hand-made records.".into(),
         plan_source: "tests/report.rs".into(),
+        question: None,
         seeds: vec!["001".into()],
         skipped_cases: Vec::new(),
         plan_text: "name = \"hand\"\n# ``` a fence inside\n".into(),

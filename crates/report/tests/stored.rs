@@ -104,6 +104,7 @@ fn input() -> ReportInput {
         plan_name: "stored".into(),
         plan_description: "Read back & drawn again.".into(),
         plan_source: "embedded:stored".into(),
+        question: Some("Do jumbo frames pay on 4 KiB random reads?".into()),
         seeds: vec!["001".into()],
         skipped_cases: vec![("offload".into(), "no adapter".into())],
         plan_text: "name = \"stored\"\n".into(),
@@ -216,6 +217,7 @@ fn the_input_file_holds_everything_but_the_records() {
     assert_eq!(back.environment, expected.environment);
     assert_eq!(back.cases, expected.cases);
     assert_eq!(back.notes, expected.notes);
+    assert_eq!(back.question, expected.question);
 }
 
 /// The error `load` gives on `dir`, and that nothing was written.

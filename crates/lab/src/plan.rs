@@ -11,6 +11,9 @@
 //! ```toml
 //! name = "jumbo-check"          # required: [a-z0-9][a-z0-9._-]*, at most 64 characters
 //! description = "MTU 9000 vs 1500 on the base SAN"   # optional
+//! question = "Do jumbo frames pay on the base SAN?"   # optional: what the plan asks, one
+//!                               # line of at most 300 characters; the report opens with
+//!                               # its answer (without one, a question made from the cases)
 //! seeds = ["001"]               # optional: the seed evaluations it reproduces
 //! topology = "base"             # optional: loopback (default) | base | congested | vxlan | physical
 //!
@@ -494,6 +497,9 @@ pub struct Plan {
     pub name: String,
     /// For people; the shipped plans state their estimated duration here.
     pub description: String,
+    /// The question the plan asks, which its report opens by answering
+    /// (None: the report makes one from the cases).
+    pub question: Option<String>,
     /// The seed evaluations it reproduces ("000" ... "004").
     pub seeds: Vec<String>,
     /// The topology of the baseline and of every case that names none.

@@ -58,7 +58,7 @@ pub fn build(
         plan_name: plan.name.clone(),
         plan_description: plan.description.clone(),
         plan_source: plan.source.clone(),
-        question: None,
+        question: plan.question.clone(),
         seeds: plan.seeds.clone(),
         skipped_cases: skipped_cases.to_vec(),
         plan_text,

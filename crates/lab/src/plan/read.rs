@@ -21,6 +21,7 @@ use std::collections::{BTreeMap, HashMap};
 const ROOT_KEYS: &[&str] = &[
     "name",
     "description",
+    "question",
     "seeds",
     "topology",
     "run",
@@ -142,6 +143,10 @@ pub(super) fn read_plan(text: &str, source: &str) -> Result<Plan, PlanError> {
         Some(item) => r.string(&item)?,
         None => String::new(),
     };
+    let question = root
+        .take("question")
+        .map(|item| read_question(&r, &item))
+        .transpose()?;
     let seeds = match root.take("seeds") {
         Some(item) => read_strings(&r, item)?,
         None => Vec::new(),
@@ -186,6 +191,7 @@ pub(super) fn read_plan(text: &str, source: &str) -> Result<Plan, PlanError> {
     Ok(Plan {
         name,
         description,
+        question,
         seeds,
         topology,
         run,
@@ -216,6 +222,35 @@ fn read_name(r: &Reader, item: &Field) -> Result<String, PlanError> {
         ));
     }
     Ok(name)
+}
+
+/// The longest question a plan may ask: the report's first sentence.
+const QUESTION_MAX_CHARS: usize = 300;
+
+/// The plan's question: one line of text, which the report opens with.
+fn read_question(r: &Reader, item: &Field) -> Result<String, PlanError> {
+    let question = r.string(item)?;
+    let trimmed = question.trim();
+    if trimmed.is_empty() {
+        return Err(r.at(
+            item,
+            "an empty question: ask what the plan answers, or leave the key out",
+        ));
+    }
+    if trimmed.contains(['\n', '\r']) {
+        return Err(r.at(
+            item,
+            "a question is one line: the report opens with it as a sentence",
+        ));
+    }
+    let chars = trimmed.chars().count();
+    if chars > QUESTION_MAX_CHARS {
+        return Err(r.at(
+            item,
+            format!("a question of {chars} characters: at most {QUESTION_MAX_CHARS}, one sentence"),
+        ));
+    }
+    Ok(trimmed.to_string())
 }
 
 fn read_strings(r: &Reader, item: Field) -> Result<Vec<String>, PlanError> {

@@ -80,6 +80,34 @@ fn a_plan_s_span_is_a_size_of_at_least_a_mib() {
 }
 
 #[test]
+fn a_plan_s_question_is_one_line_the_report_opens_with() {
+    assert_eq!(Plan::parse(GOOD, "good.toml").unwrap().question, None);
+    let asking = |q: &str| good_with("seeds = ", &format!("question = {q}\nseeds = "));
+    let p = Plan::parse(&asking("\"  Do jumbo frames pay?  \""), "good.toml").unwrap();
+    assert_eq!(p.question.as_deref(), Some("Do jumbo frames pay?"));
+    for (q, expected) in [
+        (
+            "\"  \"".to_string(),
+            "bad.toml:3: question: an empty question: ask what the plan answers, or leave the key out",
+        ),
+        (
+            "\"Which?\\nAnd why?\"".to_string(),
+            "bad.toml:3: question: a question is one line: the report opens with it as a sentence",
+        ),
+        (
+            format!("\"{}?\"", "x".repeat(300)),
+            "bad.toml:3: question: a question of 301 characters: at most 300, one sentence",
+        ),
+        (
+            "42".to_string(),
+            "bad.toml:3: question: expected a string, found an integer (42)",
+        ),
+    ] {
+        assert_eq!(error_of(&asking(&q)), expected, "{q}");
+    }
+}
+
+#[test]
 fn a_plan_reads_into_its_parts() {
     let p = Plan::parse(GOOD, "good.toml").unwrap();
     assert_eq!(
@@ -337,6 +365,9 @@ fn every_shipped_plan_parses_and_fits_its_time() {
         assert_eq!(plan.source, format!("embedded:{name}"));
         assert_eq!(&plan.description, description);
         assert!(!plan.seeds.is_empty(), "{name}");
+        // The report opens with the answer to it.
+        let question = plan.question.as_deref().unwrap_or_default();
+        assert!(question.ends_with('?'), "{name}: question {question:?}");
         let (min_s, max_s) = plan.estimated_duration_s();
         let applications = plan.workloads.iter().any(|w| w.application.is_some());
         let limit_s = match (name.as_str(), applications) {
@@ -507,7 +538,7 @@ fn errors_name_file_line_and_key() {
         // Unknown keys, with a hint for a typo.
         (
             good_with("topology = \"base\"", "topolgy = \"base\""),
-            "bad.toml:4: topolgy: unknown key (did you mean `topology`?); expected one of: name, description, seeds, topology, run, stats, baseline, workload, case",
+            "bad.toml:4: topolgy: unknown key (did you mean `topology`?); expected one of: name, description, question, seeds, topology, run, stats, baseline, workload, case",
         ),
         (
             good_with("ramp_s = 1.5", "ramp = 1.5"),

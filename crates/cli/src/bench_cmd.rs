@@ -770,6 +770,37 @@ mod tests {
         }
     }
 
+    /// What the lab records as a run's commands in flight is what `isoe
+    /// bench` is told to keep: the lab's arguments for dell-2013 (40 in
+    /// flight, seed 001's 8 volumes x 5 threads) and qsan-2012 (8) on the
+    /// two-portal base SAN, parsed as `isoe bench` parses them.
+    #[test]
+    fn the_lab_s_in_flight_is_what_bench_is_told_to_keep() {
+        use isoe_lab::plan::Plan;
+        let second = "iscsi://10.99.2.2/iqn.2026-11.io.isoe:lab/0".to_string();
+        for (name, total) in [("dell-2013", 40), ("qsan-2012", 8)] {
+            let plan = Plan::embedded(name).unwrap();
+            for case in plan.resolved_cases() {
+                if case.topology.paths() != Some(2)
+                    || case.knobs.initiator_impl() != isoe_lab::knobs::InitiatorImpl::Isoe
+                {
+                    continue;
+                }
+                for w in case.workloads.iter().filter_map(|w| plan.workload(w)) {
+                    let shape = w.shape(&case.knobs, 2);
+                    let mut extra = vec![second.clone()];
+                    extra.extend(w.bench_args(&case.knobs, &shape));
+                    extra.extend(case.knobs.bench_args());
+                    let args = parse(&extra);
+                    let run = workloads(&args, &args.urls).unwrap();
+                    let what = format!("{name}/{}/{}: {extra:?}", case.name, w.name);
+                    assert_eq!(run.len(), 1, "{what}");
+                    assert_eq!(isoe_lab::record::bench_in_flight(&run[0]), total, "{what}");
+                }
+            }
+        }
+    }
+
     /// The lab passes its initiator-side knobs to `isoe bench` as
     /// arguments: every knob, both ways, must parse and land where it means.
     #[test]

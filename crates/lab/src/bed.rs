@@ -453,6 +453,15 @@ impl Bed {
         Some(why)
     }
 
+    /// The paths a case with `knobs` has: the external array's one portal,
+    /// else every portal the bed file names.
+    fn paths(&self, knobs: &KnobSet) -> u32 {
+        match knobs.target_impl() {
+            TargetImpl::External => 1,
+            _ => self.testbed.target.portals.len() as u32,
+        }
+    }
+
     /// What the case lacks on the bed's hosts, if anything.
     fn lacks(&self, plan: &Plan, knobs: &KnobSet, workloads: &[String]) -> Option<String> {
         if knobs.is_floor() {
@@ -478,6 +487,9 @@ impl Bed {
         if let Some(why) = self.applications_unavailable(plan, workloads) {
             return Some(why);
         }
+        if let Some(why) = plan.uneven_depth(knobs, workloads, self.paths(knobs)) {
+            return Some(format!("{why} on this test bed"));
+        }
         match knobs.target_impl() {
             TargetImpl::Isoe => self
                 .isoe_on(&self.target, self.testbed.target.isoe.as_ref())
@@ -489,7 +501,7 @@ impl Bed {
                     .into(),
             ),
             TargetImpl::Lio => crate::peers::lio::unavailable(&self.target),
-            TargetImpl::External => self.external_unavailable(plan, knobs, workloads),
+            TargetImpl::External => self.external_unavailable(plan, workloads),
         }
     }
 
@@ -603,12 +615,7 @@ echo $missing"#;
         None
     }
 
-    fn external_unavailable(
-        &self,
-        plan: &Plan,
-        knobs: &KnobSet,
-        workloads: &[String],
-    ) -> Option<String> {
+    fn external_unavailable(&self, plan: &Plan, workloads: &[String]) -> Option<String> {
         let Some(external) = &self.testbed.target.external else {
             return Some(format!(
                 "target = external needs `external = \"iscsi://PORTAL/IQN/LUN\"` in [target] of {}",
@@ -618,7 +625,7 @@ echo $missing"#;
         let writes = workloads
             .iter()
             .filter_map(|w| plan.workload(w))
-            .any(|w| w.shape(knobs).read_pct < 100);
+            .any(|w| w.read_pct() < 100);
         if writes && !self.testbed.target.external_writable {
             return Some(format!(
                 "the workloads write, and {} may hold data: set `external_writable = true` in \
@@ -931,7 +938,9 @@ echo $missing"#;
         devices: &BlockDevices,
     ) -> Result<Load, BedError> {
         let host = &self.initiator;
-        let shape = workload.shape(knobs);
+        // One path per portal: a URL, or the block device made through it.
+        let paths = target.portals.len() as u32;
+        let shape = workload.shape(knobs, paths);
         let run = &plan.run;
         let target_pid_here = target.pid.filter(|_| self.same_host);
         Ok(match knobs.initiator_impl() {
@@ -939,7 +948,7 @@ echo $missing"#;
                 let isoe = self.isoe_on(host, self.testbed.initiator.isoe.as_ref())?;
                 let mut argv = vec![isoe, "bench".to_owned()];
                 argv.extend(target.urls());
-                argv.extend(workload.bench_args(knobs));
+                argv.extend(workload.bench_args(knobs, &shape));
                 argv.extend(knobs.bench_args());
                 argv.extend(fill::span_args(plan));
                 argv.extend([

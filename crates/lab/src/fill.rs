@@ -37,7 +37,7 @@ pub fn reads_blocks(plan: &Plan, knobs: &KnobSet, workloads: &[String]) -> bool 
     workloads
         .iter()
         .filter_map(|name| plan.workload(name))
-        .any(|w| w.application.is_none() && w.shape(knobs).read_pct > 0)
+        .any(|w| w.application.is_none() && w.read_pct() > 0)
 }
 
 /// `isoe bench`'s option for the plan's span (`[run] span`), for its runs

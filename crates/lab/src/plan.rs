@@ -43,6 +43,12 @@
 //! name = "seq-read-qd8"         # optional, default the profile; unique
 //! qd = 8                        # optional overrides: qd, bs, workers, read_pct, random_pct
 //! metric = "mb_per_s"           # optional: iops | mb_per_s (default: the profile's)
+//! # in_flight = 40              # instead of qd: commands in flight in all, over every
+//!                               # path (portal: URL or block device) and worker, as a
+//!                               # seed states them; each case's depth per path and
+//!                               # worker is in_flight / (paths x workers), which must
+//!                               # divide evenly (checked at load for the namespace
+//!                               # topologies, when a case starts on a test bed)
 //!
 //! [[workload]]                  # or an application, on a file system on the
 //! name = "oltp"                 # initiator's block device (a test bed, an
@@ -201,6 +207,19 @@ impl TopologyKind {
         TopologyKind::Physical,
     ];
 
+    /// The paths (target portals, each an initiator's URL or block device)
+    /// an initiator has on it: 1 on loopback and VxLAN, 2 on the base SAN,
+    /// 4 on the congested one; None on a test bed, whose file names its
+    /// portals (an external target's one), known only when a case runs.
+    pub fn paths(self) -> Option<u32> {
+        match self {
+            TopologyKind::Loopback | TopologyKind::Vxlan => Some(1),
+            TopologyKind::Base => Some(2),
+            TopologyKind::Congested => Some(4),
+            TopologyKind::Physical => None,
+        }
+    }
+
     /// The name plans use: `loopback`, `base`, `congested`, `vxlan`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -295,8 +314,14 @@ impl Case {
 /// Overrides of a profile's shape; None keeps the profile's value.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkloadOverrides {
-    /// Commands outstanding per worker.
+    /// Commands outstanding per worker and path (URL or block device).
     pub qd: Option<u32>,
+    /// Commands in flight in all, over every path and worker, as a seed
+    /// states them ("8 volumes x 5 threads"): the depth per path and
+    /// worker is derived from it for the paths a case runs on
+    /// ([`WorkloadSpec::shape`]); never together with `qd`.
+    #[serde(default)]
+    pub in_flight: Option<u32>,
     /// Bytes per command.
     pub bs: Option<u32>,
     /// Worker threads (a case's `workers` knob wins over this).
@@ -369,16 +394,21 @@ impl WorkloadSpec {
         self.application.is_none() && profiles::find(&self.profile).is_none()
     }
 
-    /// Whether a case whose knobs are `knobs` can run it
+    /// Whether a case whose knobs are `knobs` can run it on `paths` paths
     /// ([`WorkloadSpec::cannot_run_with`]).
-    pub fn runs_with(&self, knobs: &KnobSet) -> bool {
-        self.cannot_run_with(knobs).is_none()
+    pub fn runs_with(&self, knobs: &KnobSet, paths: Option<u32>) -> bool {
+        self.cannot_run_with(knobs, paths).is_none()
     }
 
-    /// Why a case whose knobs are `knobs` cannot run it, if it cannot: an
-    /// application needs an initiator that makes a block device; the floor
-    /// needs a workload it has a raw-TCP shape for ([`crate::floor::FloorJob`]).
-    pub fn cannot_run_with(&self, knobs: &KnobSet) -> Option<String> {
+    /// Why a case whose knobs are `knobs` cannot run it on `paths` paths
+    /// (None: a test bed's, not known yet), if it cannot: an application
+    /// needs an initiator that makes a block device; the floor needs a
+    /// workload it has a raw-TCP shape for ([`crate::floor::FloorJob`]);
+    /// sessions share a worker's depth. A depth derived from `in_flight`
+    /// is checked only where the paths are known.
+    pub fn cannot_run_with(&self, knobs: &KnobSet, paths: Option<u32>) -> Option<String> {
+        let depth_known = paths.is_some() || self.overrides.in_flight.is_none();
+        let paths = paths.unwrap_or(1);
         if knobs.is_floor() {
             if self.application.is_some() {
                 return Some(format!(
@@ -386,7 +416,7 @@ impl WorkloadSpec {
                     self.name
                 ));
             }
-            return crate::floor::FloorJob::new(&self.shape(knobs), knobs, 1, 1.0, 0.0)
+            return crate::floor::FloorJob::new(&self.shape(knobs, paths), knobs, 1, 1.0, 0.0)
                 .err()
                 .map(|why| format!("workload {:?} has no floor: {why}", self.name));
         }
@@ -399,9 +429,12 @@ impl WorkloadSpec {
                 )
             });
         }
+        if !depth_known {
+            return None;
+        }
         // The sessions share a worker's depth, each keeping its share.
         let sessions = knobs.sessions.unwrap_or(1);
-        let qd = self.shape(knobs).queue_depth;
+        let qd = self.shape(knobs, paths).queue_depth;
         let uneven = match knobs.initiator_impl() {
             InitiatorImpl::Isoe => qd < sessions,
             InitiatorImpl::Libiscsi => !qd.is_multiple_of(sessions),
@@ -415,28 +448,61 @@ impl WorkloadSpec {
         })
     }
 
-    /// The shape it runs with under `knobs` (whose `workers` wins); an
-    /// application's nominal one.
-    pub fn shape(&self, knobs: &KnobSet) -> WorkloadShape {
+    /// The shape it runs with under `knobs` (whose `workers` wins) on
+    /// `paths` paths (URLs or block devices, one per portal); an
+    /// application's nominal one. With `in_flight` the depth per path and
+    /// worker is `in_flight / (paths x workers)`: callers check
+    /// [`WorkloadSpec::in_flight_uneven`] first (the plan reader does for
+    /// the namespace topologies, the runners for the paths a case really
+    /// has), and the record's `in_flight`, counted from what ran, shows
+    /// any departure.
+    pub fn shape(&self, knobs: &KnobSet, paths: u32) -> WorkloadShape {
         if let Some(app) = &self.application {
             return app.nominal_shape();
         }
         let (base, _) = named_shape(&self.profile).expect("profile checked when the plan was read");
         let o = &self.overrides;
+        let workers = knobs.workers.or(o.workers).unwrap_or(base.workers);
+        let queue_depth = match o.in_flight {
+            Some(total) => (total / (paths.max(1) * workers)).max(1),
+            None => o.qd.unwrap_or(base.queue_depth),
+        };
         WorkloadShape {
             block_size_bytes: o.bs.unwrap_or(base.block_size_bytes),
             read_pct: o.read_pct.unwrap_or(base.read_pct),
             random_pct: o.random_pct.unwrap_or(base.random_pct),
-            queue_depth: o.qd.unwrap_or(base.queue_depth),
-            workers: knobs.workers.or(o.workers).unwrap_or(base.workers),
+            queue_depth,
+            workers,
         }
     }
 
-    /// The `isoe bench` options selecting this workload: `--profile NAME`
-    /// and its overrides, or for a matrix cell its whole shape. `--workers`
-    /// is left to [`KnobSet::bench_args`] when the knob sets it, so that
-    /// the two lists can be concatenated.
-    pub fn bench_args(&self, knobs: &KnobSet) -> Vec<String> {
+    /// Percent reads, whatever the case (an application's nominal share).
+    pub fn read_pct(&self) -> u8 {
+        self.shape(&KnobSet::default(), 1).read_pct
+    }
+
+    /// Why `in_flight` cannot be kept on `paths` paths under `knobs`: the
+    /// total does not share evenly over paths x workers. None without
+    /// `in_flight`, or when it shares.
+    pub fn in_flight_uneven(&self, knobs: &KnobSet, paths: u32) -> Option<String> {
+        let total = self.overrides.in_flight?;
+        let workers = self.shape(knobs, paths).workers;
+        let ways = paths.max(1) * workers;
+        (!total.is_multiple_of(ways)).then(|| {
+            format!(
+                "workload {:?}: in_flight = {total} does not share evenly over {paths} path(s) x {workers} worker(s) ({ways})",
+                self.name
+            )
+        })
+    }
+
+    /// The `isoe bench` options selecting this workload as it runs in
+    /// `shape` (its [`WorkloadSpec::shape`] for the case's knobs and
+    /// paths): `--profile NAME` and its overrides, the depth derived from
+    /// `in_flight`, or for a matrix cell its whole shape. `--workers` is
+    /// left to [`KnobSet::bench_args`] when the knob sets it, so that the
+    /// two lists can be concatenated.
+    pub fn bench_args(&self, knobs: &KnobSet, shape: &WorkloadShape) -> Vec<String> {
         let mut args = Vec::new();
         let mut opt = |name: &str, v: Option<String>| {
             if let Some(v) = v {
@@ -451,19 +517,19 @@ impl WorkloadSpec {
             o.workers
         };
         if self.is_matrix_cell() {
-            let s = self.shape(&KnobSet::default());
-            opt("--bs", Some(s.block_size_bytes.to_string()));
-            opt("--read-pct", Some(s.read_pct.to_string()));
-            opt("--random-pct", Some(s.random_pct.to_string()));
-            opt("--qd", Some(s.queue_depth.to_string()));
-            let workers = knobs.workers.is_none().then_some(s.workers);
+            opt("--bs", Some(shape.block_size_bytes.to_string()));
+            opt("--read-pct", Some(shape.read_pct.to_string()));
+            opt("--random-pct", Some(shape.random_pct.to_string()));
+            opt("--qd", Some(shape.queue_depth.to_string()));
+            let workers = knobs.workers.is_none().then_some(shape.workers);
             opt("--workers", workers.map(|w| w.to_string()));
         } else {
+            let qd = (o.qd.is_some() || o.in_flight.is_some()).then_some(shape.queue_depth);
             opt("--profile", Some(self.profile.clone()));
             opt("--bs", o.bs.map(|v| v.to_string()));
             opt("--read-pct", o.read_pct.map(|v| v.to_string()));
             opt("--random-pct", o.random_pct.map(|v| v.to_string()));
-            opt("--qd", o.qd.map(|v| v.to_string()));
+            opt("--qd", qd.map(|v| v.to_string()));
             opt("--workers", workers.map(|v| v.to_string()));
         }
         args
@@ -640,10 +706,10 @@ impl Plan {
     /// The baseline then every case, each with its knobs resolved.
     pub fn resolved_cases(&self) -> Vec<ResolvedCase> {
         // Without a list, a case runs every workload its initiator can.
-        let all = |knobs: &KnobSet| -> Vec<String> {
+        let all = |knobs: &KnobSet, topology: TopologyKind| -> Vec<String> {
             self.workloads
                 .iter()
-                .filter(|w| w.runs_with(knobs))
+                .filter(|w| w.runs_with(knobs, topology.paths()))
                 .map(|w| w.name.clone())
                 .collect()
         };
@@ -655,21 +721,45 @@ impl Plan {
             knobs: self.baseline.clone(),
             topology: self.topology,
             compare_to: None,
-            workloads: all(&self.baseline),
+            workloads: all(&self.baseline, self.topology),
         }];
         for case in &self.cases {
             let knobs = self.baseline.overlay(&case.knobs);
+            let topology = case.topology.unwrap_or(self.topology);
             out.push(ResolvedCase {
                 name: case.name.clone(),
                 description: case.description.clone(),
                 changes: case.knobs.clone(),
-                topology: case.topology.unwrap_or(self.topology),
+                topology,
                 compare_to: Some(case.compare_to.clone().unwrap_or_else(|| "baseline".into())),
-                workloads: case.workloads.clone().unwrap_or_else(|| all(&knobs)),
+                workloads: case
+                    .workloads
+                    .clone()
+                    .unwrap_or_else(|| all(&knobs, topology)),
                 knobs,
             });
         }
         out
+    }
+
+    /// Why a case with `knobs` cannot run `workloads` on `paths` paths, if
+    /// it cannot: a workload's `in_flight` does not share evenly over them,
+    /// or its depth over the sessions ([`WorkloadSpec::cannot_run_with`]).
+    /// The runners ask once a case's paths are known (a test bed's
+    /// portals, an external target's one).
+    pub fn uneven_depth(
+        &self,
+        knobs: &KnobSet,
+        workloads: &[String],
+        paths: u32,
+    ) -> Option<String> {
+        workloads
+            .iter()
+            .filter_map(|w| self.workload(w))
+            .find_map(|w| {
+                w.in_flight_uneven(knobs, paths)
+                    .or_else(|| w.cannot_run_with(knobs, Some(paths)))
+            })
     }
 
     /// The workload called `name`.

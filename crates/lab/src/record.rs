@@ -93,6 +93,12 @@ pub struct LabFigures {
     /// The load generator's CPU-µs per I/O (see [`LabFigures::load_cpu_s`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub load_cpu_us_per_io: Option<f64>,
+    /// Commands in flight in all, over every path and worker, as the run
+    /// was asked to keep them ([`RunResult::in_flight_commands`]): the
+    /// figure a seed states ("8 outstanding", "8 volumes x 5 threads").
+    /// None for an application, whose load is its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_flight: Option<u32>,
 }
 
 /// The LUN written once, sequentially, before a case's reads (`isoe bench
@@ -116,6 +122,25 @@ impl RunResult {
         b.initiator_cpu_pct = None;
         b.initiator_mb_per_s_per_cpu_pct = None;
         b.initiator_iops_per_cpu_pct = None;
+    }
+
+    /// Commands in flight in all, counted from what the load generator was
+    /// given: `isoe bench`'s depth x URLs (one volume for all of them with
+    /// multipath) x workers, its sessions sharing each worker's depth;
+    /// fio's depth per file x files x jobs (its `--iodepth` x
+    /// `--numjobs`); a floor's connections x depth. None for an
+    /// application.
+    pub fn in_flight_commands(&self) -> Option<u32> {
+        if self.lab.application.is_some() {
+            return None;
+        }
+        if let Some(w) = &self.bench.workload {
+            return Some(bench_in_flight(w));
+        }
+        if let Some(f) = &self.lab.fio_workload {
+            return Some(f.queue_depth * (f.urls.len() as u32).max(1) * f.workers);
+        }
+        self.lab.floor.map(|f| f.connections * f.depth)
     }
 
     /// What `isoe bench` printed, as it printed it.
@@ -165,6 +190,14 @@ impl RunResult {
             lab: LabFigures::default(),
         }
     }
+}
+
+/// Commands `isoe bench` keeps in flight running `w`: its depth on each
+/// volume (a URL, or all of them as paths of one LU with multipath) of
+/// each worker, the sessions of a volume sharing it.
+pub fn bench_in_flight(w: &isoe_bench::Workload) -> u32 {
+    let volumes = if w.multipath { 1 } else { w.urls.len() as u32 };
+    w.queue_depth * volumes.max(1) * w.workers
 }
 
 /// What a fio run was asked to do, as its result's `workload` says it:

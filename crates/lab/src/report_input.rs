@@ -31,22 +31,11 @@ pub fn build(
     let workloads = plan
         .workloads
         .iter()
-        .map(|w| {
-            let s = w.shape(&plan.baseline);
-            WorkloadInfo {
-                name: w.name.clone(),
-                metric: w.metric,
-                large_block: w.large_block(),
-                description: format!(
-                    "{} ({} B, {}% read, {}% random, QD {} x {} worker(s))",
-                    w.profile,
-                    s.block_size_bytes,
-                    s.read_pct,
-                    s.random_pct,
-                    s.queue_depth,
-                    s.workers
-                ),
-            }
+        .map(|w| WorkloadInfo {
+            name: w.name.clone(),
+            metric: w.metric,
+            large_block: w.large_block(),
+            description: describe_workload(plan, w),
         })
         .collect();
     let plan_text = if let Some(name) = plan.source.strip_prefix("embedded:") {
@@ -72,6 +61,29 @@ pub fn build(
         records: records.to_vec(),
         notes: notes.to_vec(),
     }
+}
+
+/// A workload in one line: its profile, shape and depth, as the baseline
+/// runs it on the plan's topology; with `in_flight`, the total and how it
+/// is shared (on a test bed, over the paths its file names).
+fn describe_workload(plan: &Plan, w: &crate::plan::WorkloadSpec) -> String {
+    let paths = plan.topology.paths();
+    let s = w.shape(&plan.baseline, paths.unwrap_or(1));
+    let depth = match (w.overrides.in_flight, paths) {
+        (Some(total), Some(paths)) => format!(
+            "{total} in flight: QD {} x {paths} path(s) x {} worker(s)",
+            s.queue_depth, s.workers
+        ),
+        (Some(total), None) => format!(
+            "{total} in flight over the test bed's paths and {} worker(s)",
+            s.workers
+        ),
+        (None, _) => format!("QD {} x {} worker(s)", s.queue_depth, s.workers),
+    };
+    format!(
+        "{} ({} B, {}% read, {}% random, {depth})",
+        w.profile, s.block_size_bytes, s.read_pct, s.random_pct
+    )
 }
 
 /// The machine: kernel, CPU, memory, versions.

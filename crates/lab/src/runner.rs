@@ -269,6 +269,11 @@ impl Site for Namespaces<'_> {
         for (knob, why) in knobs.unsupported_here() {
             skipped.insert(knob, why);
         }
+        let paths = topo.portals().len() as u32;
+        if let Some(why) = plan.uneven_depth(knobs, workloads, paths) {
+            removed(topo)?;
+            return Ok(CaseEnd::Skipped(why));
+        }
         let target = start_target(self.options, &topo, knobs, case)?;
         let lun_fill = if fill::reads_blocks(plan, knobs, workloads) {
             match fill_lun(self.options, &topo, &target, knobs) {
@@ -826,7 +831,8 @@ fn run_bench(
     for portal in &target.portals {
         cmd.arg(format!("iscsi://{portal}/{TARGET_IQN}/{}", target.lun));
     }
-    cmd.args(workload.bench_args(knobs));
+    let shape = workload.shape(knobs, target.portals.len() as u32);
+    cmd.args(workload.bench_args(knobs, &shape));
     cmd.args(knobs.bench_args());
     cmd.args(fill::span_args(plan));
     cmd.args([
@@ -889,7 +895,7 @@ fn run_fio(
                 .into(),
         )
     })?;
-    let shape = workload.shape(knobs);
+    let shape = workload.shape(knobs, target.portals.len() as u32);
     let (workers, queue_depth) = fio::libiscsi_jobs(
         shape.workers,
         shape.queue_depth,
@@ -1000,7 +1006,7 @@ fn run_floor(
     let plan = &options.plan;
     let portals = topo.portals().len() as u32;
     let job = FloorJob::new(
-        &workload.shape(knobs),
+        &workload.shape(knobs, portals),
         knobs,
         portals,
         plan.run.duration_s,
@@ -1090,6 +1096,7 @@ impl ThisRun<'_> {
         } = measured;
         // The record keeps the series apart, once; fio's runs have none.
         let series = result.bench.series.take().unwrap_or_default();
+        result.lab.in_flight = result.in_flight_commands();
         let Verdict {
             value,
             steal_pct,

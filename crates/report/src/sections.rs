@@ -560,7 +560,9 @@ fn throughput_beside_cpu(input: &ReportInput, cells: &[CellSummary]) -> Vec<Bloc
         Block::Heading(2, "Throughput beside CPU".into(), Some("throughput")),
         para(
             "Seed 004's layout: large-block workloads in MB/s, small-block workloads in IOPS, each \
-             beside the CPU it cost on each side (CPU% of all CPUs, and CPU-µs per I/O).",
+             beside the CPU it cost on each side (CPU% of all CPUs, and CPU-µs per I/O), and the \
+             commands its runs kept in flight in all, over every path and worker (the seeds' \
+             outstanding I/Os).",
         ),
     ];
     for large in [true, false] {
@@ -581,9 +583,14 @@ fn throughput_beside_cpu(input: &ReportInput, cells: &[CellSummary]) -> Vec<Bloc
                     } else {
                         c.and_then(|c| c.iops)
                     };
+                    let in_flight = c
+                        .map(|c| c.in_flight.iter().map(u64::to_string).collect::<Vec<_>>())
+                        .filter(|v| !v.is_empty())
+                        .map_or_else(|| "–".to_string(), |v| v.join(", "));
                     vec![
                         w.name.as_str().into(),
                         case.into(),
+                        in_flight.into(),
                         num(value).into(),
                         pct(c.and_then(|c| c.initiator.cpu_pct)).into(),
                         pct(c.and_then(|c| c.target.cpu_pct)).into(),
@@ -606,6 +613,7 @@ fn throughput_beside_cpu(input: &ReportInput, cells: &[CellSummary]) -> Vec<Bloc
             &[
                 "workload",
                 "case",
+                "in flight",
                 unit,
                 "initiator CPU %",
                 "target CPU %",
@@ -614,7 +622,7 @@ fn throughput_beside_cpu(input: &ReportInput, cells: &[CellSummary]) -> Vec<Bloc
                 "target CPU-µs/IO",
                 "host CPU-µs/IO",
             ],
-            &[false, false, true, true, true, true, true, true, true],
+            &[false, false, true, true, true, true, true, true, true, true],
             rows,
         ));
     }

@@ -127,6 +127,10 @@ pub struct CellSummary {
     pub write: Latency,
     /// Valid runs whose bench JSON carried `lat_hist`.
     pub hist_runs: u32,
+    /// The commands in flight in all (`in_flight`) the valid runs were
+    /// given, each figure once, ascending: one figure unless the runs
+    /// differ (empty for applications and results that predate the field).
+    pub in_flight: Vec<u64>,
 }
 
 /// Summarises every case × workload of the plan, cases in the plan's order
@@ -250,7 +254,14 @@ fn cell(input: &ReportInput, case: &str, workload: &str, metric: Metric) -> Cell
         .iter()
         .filter(|r| r.bench.get("lat_hist").is_some_and(Value::is_object))
         .count() as u32;
+    let mut in_flight: Vec<u64> = runs
+        .iter()
+        .filter_map(|r| r.bench.get("in_flight").and_then(Value::as_u64))
+        .collect();
+    in_flight.sort_unstable();
+    in_flight.dedup();
     CellSummary {
+        in_flight,
         case: case.to_string(),
         workload: workload.to_string(),
         metric,

@@ -1170,3 +1170,35 @@ fn a_target_host_of_its_own_gets_a_column_and_one_machine_does_not() {
         "{headline}"
     );
 }
+
+#[test]
+fn each_cell_shows_the_commands_its_runs_kept_in_flight() {
+    let mut input = input();
+    for r in &mut input.records {
+        // The baseline's runs at 40 in all; one run of "fast" at 20.
+        let total = if r.case == "fast" && r.run == 2 {
+            20
+        } else {
+            40
+        };
+        r.bench["in_flight"] = json!(total);
+    }
+    let cells = summarize(&input);
+    assert_eq!(cell(&cells, "baseline", "small").in_flight, [40]);
+    assert_eq!(cell(&cells, "fast", "small").in_flight, [20, 40]);
+    // The table's rows with their padding squeezed out.
+    let squeezed = |md: &str| {
+        let t = section(md, "## Throughput beside CPU");
+        t.split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    let table = squeezed(&render_markdown(&input));
+    assert!(table.contains("| workload | case | in flight |"), "{table}");
+    assert!(table.contains("| small | baseline | 40 |"), "{table}");
+    assert!(table.contains("| small | fast | 20, 40 |"), "{table}");
+    // Results without the field show a dash.
+    for r in &mut input.records {
+        r.bench.as_object_mut().unwrap().remove("in_flight");
+    }
+    let table = squeezed(&render_markdown(&input));
+    assert!(table.contains("| small | baseline | – |"), "{table}");
+}

@@ -530,6 +530,67 @@ mod tests {
         assert_eq!(two.iter().filter(|a| a.starts_with("--name=")).count(), 1);
     }
 
+    /// The number a command line carries: `--NAME=N`.
+    fn arg_value(args: &[String], name: &str) -> u32 {
+        let prefix = format!("--{name}=");
+        let found = args.iter().find_map(|a| a.strip_prefix(&prefix));
+        found
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name} in {args:?}"))
+    }
+
+    #[test]
+    fn a_run_records_the_in_flight_total_its_command_line_carries() {
+        // dell-2013's software initiator on the congested SAN: 40 in
+        // flight over 4 portals x 2 workers, with and without sessions
+        // (five: each a job of depth 1).
+        let plan = crate::plan::Plan::embedded("dell-2013").unwrap();
+        let cases = plan.resolved_cases();
+        let case = cases
+            .iter()
+            .find(|c| c.name == "congested-software-initiator")
+            .unwrap();
+        let urls: Vec<String> = (0..4)
+            .map(|i| format!("iscsi://10.99.3.{i}/t:x/0"))
+            .collect();
+        for sessions in [1, 5] {
+            let shape = plan
+                .workload("seq-read-256k")
+                .unwrap()
+                .shape(&case.knobs, 4);
+            let (workers, queue_depth) = libiscsi_jobs(shape.workers, shape.queue_depth, sessions);
+            for (engine, urls) in [
+                (FioEngine::Libiscsi, urls.clone()),
+                (
+                    FioEngine::KernelLibaio,
+                    vec!["/dev/sdb".into(), "/dev/sdc".into()],
+                ),
+            ] {
+                let job = FioJob {
+                    engine,
+                    urls,
+                    queue_depth,
+                    workers,
+                    ..seq_job()
+                };
+                let args = job.args();
+                let carried = arg_value(&args, "iodepth") * arg_value(&args, "numjobs");
+                let sample = Sample {
+                    cpu: Default::default(),
+                    fio: Default::default(),
+                    target: None,
+                    tcp: Default::default(),
+                    at: std::time::Instant::now(),
+                };
+                let ran = result(&FioOutput::default(), &job, &sample, &sample, None);
+                assert_eq!(ran.in_flight_commands(), Some(carried), "{args:?}");
+                if job.urls.len() == 4 {
+                    assert_eq!(carried, 40, "{args:?}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn libiscsi_names_what_it_fixes_itself() {
         let not_applied = limits(&crate::knobs::tests::everything());

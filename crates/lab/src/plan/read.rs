@@ -43,6 +43,7 @@ const STATS_KEYS: &[&str] = &[
 const PROFILE_KEYS: &[&str] = &[
     "profile",
     "qd",
+    "in_flight",
     "bs",
     "workers",
     "read_pct",
@@ -173,9 +174,9 @@ pub(super) fn read_plan(text: &str, source: &str) -> Result<Plan, PlanError> {
         }
         None => KnobSet::default(),
     };
-    let workloads = match root.take("workload") {
+    let (workloads, in_flight_at) = match root.take("workload") {
         Some(item) => read_workloads(&r, item)?,
-        None => Vec::new(),
+        None => (Vec::new(), HashMap::new()),
     };
     if workloads.is_empty() {
         return Err(r.invalid(
@@ -188,7 +189,7 @@ pub(super) fn read_plan(text: &str, source: &str) -> Result<Plan, PlanError> {
         Some(item) => read_cases(&r, item, topology, &baseline, &workloads)?,
         None => Vec::new(),
     };
-    Ok(Plan {
+    let plan = Plan {
         name,
         description,
         question,
@@ -200,7 +201,42 @@ pub(super) fn read_plan(text: &str, source: &str) -> Result<Plan, PlanError> {
         cases,
         workloads,
         source: source.to_string(),
-    })
+    };
+    check_in_flight(&r, &plan, &in_flight_at)?;
+    Ok(plan)
+}
+
+/// Every case on a topology whose paths are known (not a test bed's) can
+/// keep each of its workloads' `in_flight`: the total shares evenly over
+/// the paths and workers it runs with. `at` holds each such workload's
+/// `in_flight` key, which the error names.
+fn check_in_flight(
+    r: &Reader,
+    plan: &Plan,
+    at: &HashMap<String, (usize, String)>,
+) -> Result<(), PlanError> {
+    for case in plan.resolved_cases() {
+        let Some(paths) = case.topology.paths() else {
+            continue;
+        };
+        for workload in case.workloads.iter().filter_map(|w| plan.workload(w)) {
+            let (Some(why), Some((offset, key))) = (
+                workload.in_flight_uneven(&case.knobs, paths),
+                at.get(&workload.name),
+            ) else {
+                continue;
+            };
+            return Err(r.invalid(
+                *offset,
+                key,
+                format!(
+                    "{why} in case {:?} on the {} topology: give a total that does",
+                    case.name, case.topology
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A name for a plan, case or workload: it ends up in file names and reports.
@@ -603,8 +639,13 @@ fn check_merged(r: &Reader, keys: &BurstKeys, merged: &KnobSet) -> Result<(), Pl
     ))
 }
 
-fn read_workloads(r: &Reader, item: Field) -> Result<Vec<WorkloadSpec>, PlanError> {
+/// The workloads, and where each that has one sets `in_flight` (its
+/// offset and key path, by workload name).
+type Workloads = (Vec<WorkloadSpec>, HashMap<String, (usize, String)>);
+
+fn read_workloads(r: &Reader, item: Field) -> Result<Workloads, PlanError> {
     let mut out: Vec<WorkloadSpec> = Vec::new();
+    let mut in_flight_at = HashMap::new();
     let mut first_line: HashMap<String, usize> = HashMap::new();
     let keys: Vec<&str> = ["name", "application"]
         .iter()
@@ -672,6 +713,9 @@ fn read_workloads(r: &Reader, item: Field) -> Result<Vec<WorkloadSpec>, PlanErro
             ));
         };
         let name = unique_name(r, &mut t, &profile, &profile_item, &mut first_line)?;
+        if let Some(offset) = t.position("in_flight") {
+            in_flight_at.insert(name.clone(), (offset, join_key(&t.key, "in_flight")));
+        }
         let overrides = read_overrides(r, &mut t)?;
         let metric = match t.take("metric") {
             Some(item) => match r.choice(&item, &["iops", "mb_per_s"])? {
@@ -689,7 +733,7 @@ fn read_workloads(r: &Reader, item: Field) -> Result<Vec<WorkloadSpec>, PlanErro
             application: None,
         });
     }
-    Ok(out)
+    Ok((out, in_flight_at))
 }
 
 /// The workload's `name`, or `default` (from `default_item`) without one;
@@ -822,8 +866,19 @@ fn read_application(
 
 fn read_overrides(r: &Reader, t: &mut Table) -> Result<WorkloadOverrides, PlanError> {
     let mut o = WorkloadOverrides::default();
-    if let Some(item) = t.take("qd") {
-        o.qd = Some(r.u32_in(&item, 1, 1024)?);
+    let qd = t.take("qd");
+    if let Some(item) = &qd {
+        o.qd = Some(r.u32_in(item, 1, 1024)?);
+    }
+    if let Some(item) = t.take("in_flight") {
+        if qd.is_some() {
+            return Err(r.at(
+                &item,
+                "`in_flight` (commands in flight in all) and `qd` (per path and worker) say the same thing twice: keep one",
+            ));
+        }
+        // Up to the deepest `qd` on the most paths a plan can have.
+        o.in_flight = Some(r.u32_in(&item, 1, 1024 * 64)?);
     }
     if let Some(item) = t.take("bs") {
         let bs = size_in(r, &item, 512, BLOCK_SIZE_MAX_BYTES)?;
@@ -904,12 +959,13 @@ fn read_cases(
         let bursts = BurstKeys::of(&t);
         let knobs = read_knobs(r, &mut t)?;
         let merged = baseline.overlay(&knobs);
+        let case_paths = case_topology.unwrap_or(topology);
         check_merged(r, &bursts, &merged)?;
         if let (Some((at, key)), Some(names)) = (&workloads_at, &case_workloads) {
             let cannot = names
                 .iter()
                 .filter_map(|n| workloads.iter().find(|w| &w.name == n))
-                .find_map(|w| w.cannot_run_with(&merged));
+                .find_map(|w| w.cannot_run_with(&merged, case_paths.paths()));
             if let Some(why) = cannot {
                 return Err(r.invalid(*at, key, why));
             }

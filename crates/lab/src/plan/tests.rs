@@ -278,17 +278,17 @@ fn workloads_give_bench_their_shape() {
     };
     let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     assert_eq!(
-        p.workloads[0].bench_args(&none),
+        p.workloads[0].bench_args(&none, &p.workloads[0].shape(&none, 2)),
         strings(&["--profile", "oltp-8k"])
     );
     assert_eq!(
-        p.workloads[1].bench_args(&none),
+        p.workloads[1].bench_args(&none, &p.workloads[1].shape(&none, 2)),
         strings(&["--profile", "seq-read-256k", "--bs", "131072", "--qd", "8"])
     );
     // A matrix cell is no profile: its whole shape is spelled out, and the
     // knob's --workers (from KnobSet::bench_args) replaces the cell's.
     assert_eq!(
-        p.workloads[2].bench_args(&none),
+        p.workloads[2].bench_args(&none, &p.workloads[2].shape(&none, 2)),
         strings(&[
             "--bs",
             "4096",
@@ -303,7 +303,7 @@ fn workloads_give_bench_their_shape() {
         ])
     );
     assert_eq!(
-        p.workloads[2].bench_args(&two),
+        p.workloads[2].bench_args(&two, &p.workloads[2].shape(&two, 2)),
         strings(&[
             "--bs",
             "4096",
@@ -315,7 +315,7 @@ fn workloads_give_bench_their_shape() {
             "16"
         ])
     );
-    let shape = p.workloads[1].shape(&two);
+    let shape = p.workloads[1].shape(&two, 2);
     assert_eq!(
         shape,
         WorkloadShape {
@@ -326,7 +326,7 @@ fn workloads_give_bench_their_shape() {
             workers: 2
         }
     );
-    assert_eq!(p.workloads[0].shape(&none).workers, 1);
+    assert_eq!(p.workloads[0].shape(&none, 2).workers, 1);
     assert!(p.workloads[2].is_matrix_cell() && !p.workloads[0].is_matrix_cell());
 }
 
@@ -399,12 +399,12 @@ fn shipped_plans_say_what_their_seeds_did() {
     let quick = Plan::embedded("quick").unwrap();
     assert_eq!(quick.topology, TopologyKind::Loopback);
     assert_eq!(quick.workloads.len(), 2);
-    let qd8 = quick.workloads[0].shape(&KnobSet::default());
+    let qd8 = quick.workloads[0].shape(&KnobSet::default(), 1);
     assert_eq!(
         (qd8.block_size_bytes, qd8.queue_depth, qd8.random_pct),
         (262_144, 8, 0)
     );
-    let qd32 = quick.workloads[1].shape(&KnobSet::default());
+    let qd32 = quick.workloads[1].shape(&KnobSet::default(), 1);
     assert_eq!(
         (qd32.block_size_bytes, qd32.queue_depth, qd32.random_pct),
         (4096, 32, 100)
@@ -864,7 +864,10 @@ fn application_workloads_parse_with_their_defaults_and_metric() {
         }))
     );
     assert_eq!(mail.metric, Metric::Iops);
-    assert_eq!(mail.shape(&KnobSet::default()).block_size_bytes, 32 << 10);
+    assert_eq!(
+        mail.shape(&KnobSet::default(), 1).block_size_bytes,
+        32 << 10
+    );
     let cases = p.resolved_cases();
     assert_eq!(cases[1].knobs.filesystem, Some(Filesystem::Xfs));
     // The kernel's and ublk's cases run everything; isoe bench makes no
@@ -977,5 +980,122 @@ fn a_floor_case_runs_the_workloads_raw_tcp_can_shape_and_refuses_the_rest_by_nam
     assert!(
         e.contains("bad.toml:17: case[0].floor") && e.contains("set neither with it"),
         "{e}"
+    );
+}
+
+/// Commands in flight in all for a case's run of `w` on `paths` paths, as
+/// the runners lay it out: `isoe bench` keeps the depth per URL and
+/// worker; fio (libiscsi) makes each session a job and drives every URL
+/// at its depth x URLs (the same count on the kernel's or `isoe attach`'s
+/// block devices, one per path).
+fn in_flight_of(w: &WorkloadSpec, knobs: &KnobSet, paths: u32) -> u32 {
+    let s = w.shape(knobs, paths);
+    match knobs.initiator_impl() {
+        InitiatorImpl::Isoe => s.queue_depth * paths * s.workers,
+        _ => {
+            let sessions = knobs.sessions.unwrap_or(1);
+            let (jobs, depth) =
+                crate::peers::fio::libiscsi_jobs(s.workers, s.queue_depth, sessions);
+            depth * paths * jobs
+        }
+    }
+}
+
+#[test]
+fn qsan_and_dell_keep_their_seeds_in_flight_totals_on_every_case() {
+    for (name, total) in [("qsan-2012", 8), ("dell-2013", 40)] {
+        let plan = Plan::embedded(name).unwrap();
+        let cases = plan.resolved_cases();
+        assert!(cases.len() > 5, "{name}");
+        for case in &cases {
+            let paths = case.topology.paths().expect("namespace topologies");
+            for w in case.workloads.iter().filter_map(|w| plan.workload(w)) {
+                assert_eq!(w.overrides.in_flight, Some(total), "{name}/{}", w.name);
+                assert_eq!(
+                    in_flight_of(w, &case.knobs, paths),
+                    total,
+                    "{name}/{}/{} on {} paths",
+                    case.name,
+                    w.name,
+                    paths
+                );
+            }
+        }
+    }
+    // The cases whose layout differs: one worker, four portals, fio.
+    let dell = Plan::embedded("dell-2013").unwrap();
+    let cases = dell.resolved_cases();
+    let depth = |case: &str| {
+        let c = cases.iter().find(|c| c.name == case).unwrap();
+        let paths = c.topology.paths().unwrap();
+        let s = dell.workloads[1].shape(&c.knobs, paths);
+        (paths, s.workers, s.queue_depth)
+    };
+    assert_eq!(depth("baseline"), (2, 2, 10));
+    assert_eq!(depth("rss-off"), (2, 1, 20));
+    assert_eq!(depth("congested-isoe"), (4, 2, 5));
+    assert_eq!(depth("congested-software-initiator"), (4, 2, 5));
+    let qsan = Plan::embedded("qsan-2012").unwrap();
+    assert_eq!(qsan.workloads[0].shape(&qsan.baseline, 2).queue_depth, 4);
+    // isoe bench is told the derived depth.
+    let shape = dell.workloads[0].shape(&dell.baseline, 2);
+    let args = dell.workloads[0].bench_args(&dell.baseline, &shape);
+    assert_eq!(args, ["--profile", "oltp-8k", "--qd", "10"]);
+}
+
+#[test]
+fn in_flight_must_share_evenly_and_never_beside_qd() {
+    let with = |workload: &str| {
+        GOOD.replacen(
+            "name = \"seq-read-qd8\"\nprofile = \"seq-read-256k\"\nqd = 8\n",
+            workload,
+            1,
+        )
+    };
+    // 16 on base (2 paths x 2 workers) and congested (4 x 2) shares.
+    let p = Plan::parse(
+        &with("name = \"seq-read-qd8\"\nprofile = \"seq-read-256k\"\nin_flight = 16\n"),
+        "good.toml",
+    )
+    .unwrap();
+    assert_eq!(p.workloads[1].overrides.in_flight, Some(16));
+    assert_eq!(p.workloads[1].shape(&p.baseline, 4).queue_depth, 2);
+    // 12 does not share over the congested case's 4 paths x 2 workers.
+    let e = error_of(&with(
+        "name = \"seq-read-qd8\"\nprofile = \"seq-read-256k\"\nin_flight = 12\n",
+    ));
+    assert_eq!(
+        e,
+        "bad.toml:26: workload[1].in_flight: workload \"seq-read-qd8\": in_flight = 12 does not share evenly over 4 path(s) x 2 worker(s) (8) in case \"congested\" on the congested topology: give a total that does"
+    );
+    let e = error_of(&with(
+        "name = \"seq-read-qd8\"\nprofile = \"seq-read-256k\"\nqd = 8\nin_flight = 16\n",
+    ));
+    assert!(
+        e.starts_with(
+            "bad.toml:27: workload[1].in_flight: `in_flight` (commands in flight in all) and `qd`"
+        ),
+        "{e}"
+    );
+    let e = error_of(&with(
+        "name = \"oltp\"\napplication = \"oltp\"\nin_flight = 16\n",
+    ));
+    assert!(
+        e.contains("workload[1].in_flight: `in_flight` shapes a synthetic profile"),
+        "{e}"
+    );
+    // A test bed's paths are known when a case runs: the runners ask then.
+    let mut bed = p.clone();
+    bed.topology = TopologyKind::Physical;
+    let baseline = &bed.resolved_cases()[0];
+    assert!(bed
+        .uneven_depth(&baseline.knobs, &baseline.workloads, 2)
+        .is_none());
+    let why = bed
+        .uneven_depth(&baseline.knobs, &baseline.workloads, 3)
+        .unwrap();
+    assert!(
+        why.contains("in_flight = 16 does not share evenly over 3 path(s)"),
+        "{why}"
     );
 }

@@ -398,6 +398,20 @@ mod tests {
     }
 
     #[test]
+    fn the_plans_count_of_paths_is_each_layout_s_portals() {
+        // A plan derives its depths from TopologyKind::paths before any
+        // namespace exists: it must be what the layout makes.
+        for kind in Kind::ALL {
+            let plan_kind = crate::plan::TopologyKind::ALL
+                .into_iter()
+                .find(|t| t.as_str() == kind.to_string())
+                .unwrap();
+            let portals = layout(kind, &names(kind), 3260, 1000).portals.len() as u32;
+            assert_eq!(plan_kind.paths(), Some(portals), "{kind}");
+        }
+    }
+
+    #[test]
     fn loopback_is_lo_alone_shared_by_both_sides() {
         let l = layout(Kind::Loopback, &names(Kind::Loopback), 3260, 1000);
         assert_eq!(l.namespaces, ["isoe-lab-7-0-lo"]);

@@ -1,6 +1,6 @@
 use super::*;
 use crate::knobs::InitiatorImpl;
-use crate::link::Offloads;
+use crate::link::{Offloads, Side};
 
 /// A small valid plan; bad plans below are this with one thing broken.
 const GOOD: &str = r#"name = "t"
@@ -1098,4 +1098,61 @@ fn in_flight_must_share_evenly_and_never_beside_qd() {
         why.contains("in_flight = 16 does not share evenly over 3 path(s)"),
         "{why}"
     );
+}
+
+#[test]
+fn openstack_offloads_turns_each_side_off_alone_where_it_sends_or_receives() {
+    let os = Plan::embedded("openstack-offloads").unwrap();
+    let cases = os.resolved_cases();
+    let all_on = os.baseline.link.initiator;
+    let (read, write) = ("iometer-seq-read-256k", "iometer-seq-write-256k");
+    // (case, its workload, the side it changes, what goes off).
+    let transmit = Offloads {
+        tso: Some(false),
+        gso: Some(false),
+        tx: Some(false),
+        ..Offloads::default()
+    };
+    let receive = Offloads {
+        gro: Some(false),
+        rx: Some(false),
+        ..Offloads::default()
+    };
+    for (prefix, mtu, reference) in [("", 1500, "baseline"), ("mtu-9000-", 9000, "mtu-9000")] {
+        for (name, workload, side, off) in [
+            (
+                "transmitter-offloads-off-read",
+                read,
+                Side::Target,
+                transmit,
+            ),
+            (
+                "transmitter-offloads-off-write",
+                write,
+                Side::Initiator,
+                transmit,
+            ),
+            ("receiver-offloads-off-read", read, Side::Initiator, receive),
+            ("receiver-offloads-off-write", write, Side::Target, receive),
+        ] {
+            let name = format!("{prefix}{name}");
+            let case = cases.iter().find(|c| c.name == name).unwrap();
+            assert_eq!(case.workloads, [workload], "{name}");
+            assert_eq!(case.compare_to.as_deref(), Some(reference), "{name}");
+            assert_eq!(case.knobs.link.mtu, Some(mtu), "{name}");
+            // The case sets one side's offloads, and only those.
+            let other = match side {
+                Side::Initiator => Side::Target,
+                Side::Target => Side::Initiator,
+            };
+            assert_eq!(*case.changes.link.offloads(side), off, "{name}");
+            assert_eq!(
+                *case.changes.link.offloads(other),
+                Offloads::default(),
+                "{name}"
+            );
+            // Run with the baseline under it: the other side keeps all on.
+            assert_eq!(*case.knobs.link.offloads(other), all_on, "{name}");
+        }
+    }
 }

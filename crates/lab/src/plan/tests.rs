@@ -1156,3 +1156,25 @@ fn openstack_offloads_turns_each_side_off_alone_where_it_sends_or_receives() {
         }
     }
 }
+
+#[test]
+fn every_shipped_plan_s_header_says_what_stands_in_for_hardware() {
+    for (name, _) in Plan::list_embedded() {
+        let text = Plan::embedded_text(&name).unwrap();
+        let header: Vec<&str> = text.lines().take_while(|l| l.starts_with('#')).collect();
+        let at = header.iter().position(|l| l.starts_with("# Stand-ins: "));
+        let estimate = header.iter().position(|l| l.starts_with("# Estimate: "));
+        assert!(
+            matches!((at, estimate), (Some(a), Some(e)) if a < e),
+            "{name}: a \"# Stand-ins:\" paragraph before the estimate"
+        );
+        // It names the hardware the seeds used and the lab has not.
+        let paragraph = header[at.unwrap()..estimate.unwrap()].join(" ");
+        assert!(
+            ["TOE", "offload", "hardware"]
+                .iter()
+                .any(|w| paragraph.contains(w)),
+            "{name}: {paragraph}"
+        );
+    }
+}

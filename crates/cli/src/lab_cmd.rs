@@ -34,7 +34,7 @@ pub struct LabArgs {
         value_name = "DIR",
         conflicts_with_all = [
             "list", "plan", "out", "fresh", "no_progress", "no_install",
-            "skip_missing", "pin_cpus", "testbed", "target",
+            "skip_missing", "pin_cpus", "testbed", "target", "seed_durations",
         ]
     )]
     report: Option<PathBuf>,
@@ -79,6 +79,13 @@ pub struct LabArgs {
     /// on a test bed; external is the array the test bed names).
     #[arg(long, value_name = "TARGET", value_parser = parse_target)]
     target: Option<TargetImpl>,
+    /// Run as long as the plan's seeds did where their texts say: seed
+    /// 001's three runs of 20 minutes per cell, seed 004's three runs; a
+    /// seed that states no length leaves the plan's (each says so). Hours
+    /// where the shipped plans take minutes; the estimate printed before
+    /// the first run counts them.
+    #[arg(long)]
+    seed_durations: bool,
 }
 
 fn parse_target(text: &str) -> Result<TargetImpl, String> {
@@ -196,6 +203,11 @@ fn lab(args: &LabArgs) -> Result<ExitCode, Failure> {
     if let Some(target) = args.target {
         plan.baseline.target = Some(target);
     }
+    let invoked = if args.seed_durations {
+        plan.use_seed_durations()
+    } else {
+        Vec::new()
+    };
     let testbed = match &args.testbed {
         Some(path) => Some(Testbed::load(path).map_err(|e| e.to_string())?),
         None => None,
@@ -229,6 +241,21 @@ fn lab(args: &LabArgs) -> Result<ExitCode, Failure> {
         plan.source,
         out_dir.display()
     );
+    for line in &invoked {
+        println!("{line}");
+    }
+    let (min_s, max_s) = plan.estimated_duration_s();
+    println!(
+        "estimate: {} cells, {:.1} to {:.1} minutes ({min_s:.0}-{max_s:.0} s){}",
+        plan.cell_count(),
+        min_s / 60.0,
+        max_s / 60.0,
+        if args.seed_durations {
+            ", with the seeds' run lengths"
+        } else {
+            ""
+        }
+    );
     let ready = preflight(args, &plan)?;
     // Installing is left to Ctrl-C's default (apt-get and the fio build
     // stop with the lab); from here on Ctrl-C ends the plan in order.
@@ -245,10 +272,12 @@ fn lab(args: &LabArgs) -> Result<ExitCode, Failure> {
         stop,
         skip: ready.skipped,
         lost: ready.lost.clone(),
+        invoked: invoked.clone(),
         testbed,
     })
     .map_err(|e| e.to_string())?;
-    for note in outcome.notes.iter().filter(|n| !ready.lost.contains(n)) {
+    let printed = |n: &String| ready.lost.contains(n) || invoked.contains(n);
+    for note in outcome.notes.iter().filter(|n| !printed(n)) {
         println!("note: {note}");
     }
     if !outcome.skipped.is_empty() {

@@ -123,8 +123,11 @@
 //! errors do: `plan.toml:14: case[2].mtu: 100000 is out of range 68..=65535`.
 
 mod read;
+mod seed_lengths;
 #[cfg(test)]
 mod tests;
+
+pub use seed_lengths::{SeedRunLength, SEED_RUN_LENGTHS};
 
 use crate::application::Application;
 use crate::knobs::{InitiatorImpl, KnobSet};

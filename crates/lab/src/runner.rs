@@ -69,6 +69,9 @@ pub struct LabOptions {
     /// What the cases run without (link knobs on the host's own loopback),
     /// one line each, for the report's notes.
     pub lost: Vec<String>,
+    /// How the plan was changed when it was invoked (`isoe lab
+    /// --seed-durations`), one line each, for the report's notes.
+    pub invoked: Vec<String>,
     /// The machines every case runs on, instead of namespaces
     /// (`isoe lab --testbed FILE`).
     pub testbed: Option<Testbed>,
@@ -115,6 +118,7 @@ pub fn run_plan(options: LabOptions) -> Result<LabOutcome, LabError> {
     let started_at = isoe_bench::timestamp::rfc3339_utc(std::time::SystemTime::now());
     let (mut cases, skipped) = runnable_cases(plan, &options.skip);
     notes.extend(options.lost.iter().cloned());
+    notes.extend(options.invoked.iter().cloned());
     let site: Box<dyn Site> = match &options.testbed {
         Some(testbed) => {
             let sysctls =
@@ -1466,6 +1470,7 @@ mod tests {
             stop: Arc::new(AtomicBool::new(false)),
             skip: Vec::new(),
             lost: Vec::new(),
+            invoked: Vec::new(),
             testbed: None,
         })
         .unwrap();

@@ -1178,3 +1178,39 @@ fn every_shipped_plan_s_header_says_what_stands_in_for_hardware() {
         );
     }
 }
+
+#[test]
+fn seed_durations_give_seed_001_its_twenty_minute_runs_and_keep_what_no_seed_states() {
+    // Seed 001: three runs of 20 minutes; the estimate counts them.
+    let mut dell = Plan::embedded("dell-2013").unwrap();
+    let (_, before_max_s) = dell.estimated_duration_s();
+    let (ramp_s, max_runs) = (dell.run.ramp_s, dell.rules.max_runs);
+    let notes = dell.use_seed_durations();
+    assert_eq!(dell.run.duration_s, 1200.0);
+    assert_eq!(dell.run.ramp_s, ramp_s);
+    assert_eq!((dell.rules.min_runs, dell.rules.max_runs), (3, max_runs));
+    let (min_s, max_s) = dell.estimated_duration_s();
+    let cells = dell.cell_count() as f64;
+    assert_eq!(min_s, cells * 3.0 * (ramp_s + 1200.0 + RUN_OVERHEAD_S));
+    assert!(max_s > 100.0 * before_max_s, "{max_s} vs {before_max_s}");
+    assert!(notes
+        .iter()
+        .any(|n| n.contains("seed 001 three runs of twenty minutes")));
+    // Seed 000 states no length: qsan keeps its own, and says so.
+    let mut qsan = Plan::embedded("qsan-2012").unwrap();
+    let plan_s = qsan.estimated_duration_s();
+    let notes = qsan.use_seed_durations();
+    assert_eq!(qsan.estimated_duration_s(), plan_s);
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("no seed of this plan states a run length")),
+        "{notes:?}"
+    );
+    // Seed 004 states three runs and no length.
+    let mut pt = Plan::embedded("pt-2009").unwrap();
+    let duration_s = pt.run.duration_s;
+    pt.use_seed_durations();
+    assert_eq!(pt.run.duration_s, duration_s);
+    assert_eq!((pt.rules.min_runs, pt.rules.max_runs), (3, 3));
+}

@@ -6,7 +6,11 @@
 //! and target (`isoe_report::components`), or, with `--duration`, keeps
 //! `--depth` exchanges in flight on each of `--connections` connections
 //! and reports the rate and each end's CPU per exchange: the floor under
-//! the CPU per I/O of an iSCSI run of the same shape.
+//! the CPU per I/O of an iSCSI run of the same shape. With `--stream tcp`
+//! or `--stream udp` and `--duration`, it sends bytes one way instead
+//! (`--direction`), as seed 002's TCP and UDP stream tests, and reports
+//! the throughput and each end's CPU per MB; the server needs no flag for
+//! it, as the client's first message says what to serve.
 //!
 //! Exit codes: 0 done (a server: stopped by SIGTERM or SIGINT); 1 the probe
 //! failed (nothing listening, a timeout, a dropped connection); 2 a usage
@@ -14,7 +18,9 @@
 
 use crate::bench_cmd::parse_size;
 use isoe_bench::target_pid;
-use isoe_lab::rr::{self, Exchange, LoadShape, RrServer, RR_BYTES_MAX};
+use isoe_lab::rr::{
+    self, Direction, Exchange, LoadShape, RrServer, StreamKind, StreamShape, RR_BYTES_MAX,
+};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -71,6 +77,26 @@ pub struct NetprobeArgs {
     #[arg(long, value_name = "N", default_value_t = 1, requires = "duration",
           value_parser = clap::value_parser!(u32).range(1..=i64::from(rr::LOAD_DEPTH_MAX)))]
     depth: u32,
+    /// With --duration: a stream instead of exchanges, `tcp` (the
+    /// client writes --msg bytes at a time) or `udp` (datagrams of --msg
+    /// bytes); the server serves it without a flag of its own.
+    #[arg(long, value_name = "KIND", value_enum, requires = "duration",
+          conflicts_with_all = ["request", "response", "connections", "depth"])]
+    stream: Option<StreamArg>,
+    /// With --stream: which end sends, `client-to-server` or
+    /// `server-to-client`.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "client-to-server",
+        requires = "stream"
+    )]
+    direction: DirectionArg,
+    /// With --stream: bytes per write (TCP, default 128KiB as netperf's
+    /// TCP_STREAM) or per datagram (UDP, 16 to 65507; default the largest
+    /// that fits the path MTU unfragmented, 1472 at MTU 1500).
+    #[arg(long, value_name = "SIZE", requires = "stream", value_parser = parse_size)]
+    msg: Option<u32>,
     /// With --duration: the server's PID, to report its CPU (found
     /// automatically for a server on this machine).
     #[arg(long, value_name = "PID", requires = "duration")]
@@ -81,9 +107,26 @@ pub struct NetprobeArgs {
     /// Print the figures as one JSON object (a probe: count, and min, mean,
     /// p50, p90, p99, p999, max in µs; a load: the shape, exchanges and
     /// exchanges_per_s, client_, server_ and system_cpu_us_per_exchange,
-    /// steal_pct, and the latency as a probe's).
+    /// steal_pct, and the latency as a probe's; a stream: stream,
+    /// direction, msg, seconds, bytes, mb_per_s, for UDP datagrams_sent,
+    /// datagrams_received, loss_pct and sent_mb_per_s, client_cpu_s,
+    /// server_cpu_s, client_, server_ and system_cpu_us_per_mb, steal_pct).
     #[arg(long)]
     json: bool,
+}
+
+/// `--stream`'s values.
+#[derive(clap::ValueEnum, Debug, Clone, Copy)]
+enum StreamArg {
+    Tcp,
+    Udp,
+}
+
+/// `--direction`'s values.
+#[derive(clap::ValueEnum, Debug, Clone, Copy)]
+enum DirectionArg {
+    ClientToServer,
+    ServerToClient,
 }
 
 /// A SIZE of at most [`RR_BYTES_MAX`].
@@ -131,6 +174,7 @@ pub fn run(args: NetprobeArgs) -> ExitCode {
                 );
                 ExitCode::from(2)
             }
+            Ok(_) if args.stream.is_some() => stream(&args, to),
             Ok(exchange) if args.duration.is_some() => load(&args, to, exchange),
             Ok(exchange) => probe(&args, to, exchange),
         },
@@ -189,17 +233,90 @@ fn probe(args: &NetprobeArgs, to: SocketAddr, exchange: Exchange) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// The server's PID: given, or found for a server on this machine.
+fn server_pid(args: &NetprobeArgs, to: SocketAddr) -> Option<u32> {
+    args.server_pid.or_else(|| {
+        target_pid::is_local(&to.ip().to_string())
+            .then(|| target_pid::listener_pid(to.port()))
+            .flatten()
+    })
+}
+
+fn stream(args: &NetprobeArgs, to: SocketAddr) -> ExitCode {
+    let kind = match args.stream.expect("a stream") {
+        StreamArg::Tcp => StreamKind::Tcp,
+        StreamArg::Udp => StreamKind::Udp,
+    };
+    let direction = match args.direction {
+        DirectionArg::ClientToServer => Direction::ClientToServer,
+        DirectionArg::ServerToClient => Direction::ServerToClient,
+    };
+    let msg = match (args.msg, kind) {
+        (Some(msg), _) => msg,
+        (None, StreamKind::Tcp) => rr::stream::TCP_MSG_DEFAULT,
+        (None, StreamKind::Udp) => match rr::stream::udp_msg_for_path(to) {
+            Ok(msg) => msg,
+            Err(e) => {
+                eprintln!("isoe netprobe: the path MTU to {to}: {e}");
+                return ExitCode::from(1);
+            }
+        },
+    };
+    let shape = match StreamShape::new(kind, direction, msg) {
+        Ok(shape) => shape,
+        Err(e) => {
+            eprintln!("isoe netprobe: --msg {msg}: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let f = match rr::stream(
+        to,
+        shape,
+        Duration::from_secs_f64(args.ramp),
+        Duration::from_secs_f64(args.duration.expect("a stream has a duration")),
+        Duration::from_secs(args.timeout),
+        server_pid(args, to),
+    ) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("isoe netprobe: {to}: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&f).expect("plain numbers"));
+        return ExitCode::SUCCESS;
+    }
+    let per_mb = |v: Option<f64>| v.map_or_else(|| "unknown".to_string(), |v| format!("{v:.1}"));
+    let udp = match (f.datagrams_sent, f.datagrams_received, f.loss_pct) {
+        (Some(sent), Some(received), Some(loss)) => {
+            format!(", {received} of {sent} datagrams received ({loss:.2}% lost)")
+        }
+        _ => String::new(),
+    };
+    println!(
+        "isoe netprobe: {} stream {} with {to}, {} B messages, {:.1} s: {:.1} MB/s{udp}\n\
+         CPU-µs per MB: client {}, server {}, whole machine {} (steal {:.1}%)",
+        f.stream.as_str(),
+        f.direction.as_str(),
+        f.msg,
+        f.seconds,
+        f.mb_per_s,
+        per_mb(f.client_cpu_us_per_mb),
+        per_mb(f.server_cpu_us_per_mb),
+        per_mb(f.system_cpu_us_per_mb),
+        f.steal_pct,
+    );
+    ExitCode::SUCCESS
+}
+
 fn load(args: &NetprobeArgs, to: SocketAddr, exchange: Exchange) -> ExitCode {
     let shape = LoadShape {
         connections: args.connections,
         depth: args.depth,
         exchange,
     };
-    let server_pid = args.server_pid.or_else(|| {
-        target_pid::is_local(&to.ip().to_string())
-            .then(|| target_pid::listener_pid(to.port()))
-            .flatten()
-    });
+    let server_pid = server_pid(args, to);
     let f = match rr::load(
         to,
         shape,

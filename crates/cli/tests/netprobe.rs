@@ -168,6 +168,100 @@ fn a_load_keeps_many_connections_busy_and_reports_both_ends_cpu() {
 }
 
 #[test]
+fn streams_go_each_way_over_tcp_and_udp_and_report_both_ends() {
+    let server = Server::start();
+    let pid = u64::from(server.child.id());
+    for (kind, direction) in [
+        ("tcp", "client-to-server"),
+        ("tcp", "server-to-client"),
+        ("udp", "client-to-server"),
+        ("udp", "server-to-client"),
+    ] {
+        let f = isoe_json(&[
+            "netprobe",
+            &server.addr,
+            "--stream",
+            kind,
+            "--direction",
+            direction,
+            "--duration",
+            "1",
+            "--ramp",
+            "0.2",
+            "--json",
+        ]);
+        assert_eq!(
+            (f["stream"].as_str(), f["direction"].as_str()),
+            (Some(kind), Some(direction)),
+            "{f}"
+        );
+        let bytes = f["bytes"].as_u64().unwrap();
+        let seconds = f["seconds"].as_f64().unwrap();
+        assert!(bytes > 0 && seconds > 0.8, "{f}");
+        let mb_per_s = f["mb_per_s"].as_f64().unwrap();
+        assert!(
+            (mb_per_s - bytes as f64 / seconds / 1e6).abs() < 1e-6,
+            "{f}"
+        );
+        // The server on this machine is found by its port and measured.
+        assert_eq!(f["server_pid"].as_u64(), Some(pid), "{f}");
+        for side in ["client", "server", "system"] {
+            let per_mb = &f[format!("{side}_cpu_us_per_mb")];
+            assert!(per_mb.as_f64().unwrap() >= 0.0, "{side}: {f}");
+        }
+        if kind == "tcp" {
+            assert_eq!(f["msg"], 128 * 1024, "{f}");
+            assert!(
+                f["loss_pct"].is_null() && f["datagrams_sent"].is_null(),
+                "{f}"
+            );
+        } else {
+            // Loopback's MTU takes the largest datagram.
+            assert_eq!(f["msg"], 65_507, "{f}");
+            let sent = f["datagrams_sent"].as_u64().unwrap();
+            let received = f["datagrams_received"].as_u64().unwrap();
+            assert!(received > 0 && received <= sent, "{f}");
+            let loss = f["loss_pct"].as_f64().unwrap();
+            assert!((0.0..100.0).contains(&loss), "{f}");
+        }
+    }
+    // The text form names the stream and both ends; --msg sets the datagram.
+    let out = isoe(&[
+        "netprobe",
+        &server.addr,
+        "--stream",
+        "udp",
+        "--msg",
+        "1472",
+        "--duration",
+        "0.3",
+        "--ramp",
+        "0",
+    ]);
+    assert!(out.success(), "{}", out.describe());
+    assert!(
+        out.stdout.contains("udp stream client-to-server")
+            && out.stdout.contains("1472 B messages")
+            && out.stdout.contains("datagrams received")
+            && out.stdout.contains("CPU-µs per MB: client"),
+        "{}",
+        out.stdout
+    );
+    // Usage errors: a datagram too small, a stream without a duration,
+    // a stream with an exchange's sizes.
+    for args in [
+        &["--stream", "udp", "--msg", "8", "--duration", "1"][..],
+        &["--stream", "tcp"][..],
+        &["--stream", "tcp", "--duration", "1", "--request", "4144"][..],
+    ] {
+        let mut argv = vec!["netprobe", server.addr.as_str()];
+        argv.extend_from_slice(args);
+        assert_eq!(exit_code(&isoe(&argv)), 2, "{args:?}");
+    }
+    assert!(server.stop().success());
+}
+
+#[test]
 fn nothing_listening_is_an_error_naming_the_address_and_bad_sizes_are_usage_errors() {
     // A port that was free a moment ago: bound, then released.
     let free = std::net::TcpListener::bind("127.0.0.1:0")

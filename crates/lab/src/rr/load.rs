@@ -359,16 +359,16 @@ fn send(
     Ok(())
 }
 
-/// The CPU counters at one moment.
-struct Sample {
-    at: Instant,
-    client: ProcessCpu,
-    server: Option<ProcessCpu>,
-    system: CpuTimes,
+/// The CPU counters at one moment (a load's or a stream's).
+pub(super) struct Sample {
+    pub(super) at: Instant,
+    pub(super) client: ProcessCpu,
+    pub(super) server: Option<ProcessCpu>,
+    pub(super) system: CpuTimes,
 }
 
 impl Sample {
-    fn take(server_pid: Option<u32>, at: Instant) -> io::Result<Sample> {
+    pub(super) fn take(server_pid: Option<u32>, at: Instant) -> io::Result<Sample> {
         let proc_error = |e: isoe_bench::proc_error::ProcError| io::Error::other(e.to_string());
         Ok(Sample {
             at,

@@ -1,6 +1,6 @@
 //! Raw TCP requests and responses: the network alone, with no iSCSI, SCSI
 //! or storage in it, over the path the iSCSI traffic takes and with its
-//! sizes.
+//! sizes; and streams, TCP or UDP, one way at a time.
 //!
 //! - [`probe`] times exchanges one at a time: the network part of a
 //!   command's latency (`components`).
@@ -8,6 +8,10 @@
 //!   connections and measures their rate and the CPU each end spends per
 //!   exchange: the floor under a target's and an initiator's CPU per I/O
 //!   at the same shape of load.
+//! - [`stream`] sends bytes one way as fast as they go and measures the
+//!   throughput and each end's CPU per MB: seed 002's TCP and UDP stream
+//!   tests, whose sender and receiver are the ends an offload acts on
+//!   (the wire and the server's side: [`mod@stream`]).
 //!
 //! The wire: each request is an 8-byte header (the bytes of the request
 //! that follow the header and the bytes of the response, both big-endian
@@ -23,13 +27,18 @@
 //! alone flatters: the target's data comes from memory, not cache). It
 //! holds no bytes per exchange, takes at most
 //! [`RR_CONNECTIONS_MAX`] connections, refuses an exchange larger than
-//! [`RR_BYTES_MAX`], and drops a connection idle for [`RR_IDLE`].
+//! [`RR_BYTES_MAX`], and drops a connection idle for [`RR_IDLE`]. A
+//! connection that asks for a stream leaves the epoll set for a thread of
+//! its own, at most [`STREAMS_MAX`] at once.
 
 mod load;
 mod server;
+pub mod stream;
+mod stream_server;
 
 pub use load::{load, LoadFigures, LoadShape, LOAD_CONNECTIONS_MAX, LOAD_DEPTH_MAX};
 pub use server::{RrServer, RR_SPAN_MAX};
+pub use stream::{stream, Direction, StreamFigures, StreamKind, StreamShape};
 
 use isoe_bench::latency::{LatencyRecorder, LatencySummary};
 use std::io::{self, Read, Write};
@@ -44,6 +53,8 @@ pub const RR_HEADER_BYTES: u32 = 8;
 pub const RR_IDLE: Duration = Duration::from_secs(10);
 /// The most connections the server holds at once; more are closed at accept.
 pub const RR_CONNECTIONS_MAX: usize = 4096;
+/// The most streams the server serves at once; more are refused.
+pub const STREAMS_MAX: usize = 8;
 
 /// The sizes of one exchange, both counted on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

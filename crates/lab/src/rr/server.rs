@@ -1,14 +1,15 @@
 //! The serving end: one thread, one epoll set, every connection (see the
 //! module doc of [`super`]).
 
-use super::{RR_BYTES_MAX, RR_CONNECTIONS_MAX, RR_HEADER_BYTES, RR_IDLE};
+use super::stream::{Hello, HELLO_BYTES, STREAM_HELLO, STREAM_VERSION};
+use super::{stream_server, RR_BYTES_MAX, RR_CONNECTIONS_MAX, RR_HEADER_BYTES, RR_IDLE};
 use rustix::buffer::spare_capacity;
 use rustix::event::epoll::{self, EventData, EventFlags};
 use rustix::event::Timespec;
 use rustix::fd::OwnedFd;
 use std::io::{self, IoSlice, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -62,6 +63,8 @@ impl RrServer {
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = Arc::clone(&stop);
         let mut server = Server {
+            stop: Arc::clone(&stop),
+            streams: Arc::new(AtomicUsize::new(0)),
             listener,
             epoll,
             peers: Vec::new(),
@@ -102,6 +105,22 @@ enum Parse {
     Header { got: usize, bytes: [u8; 8] },
     /// Within a request's body: bytes still to come, then the response owed.
     Body { left: u32, response: u32 },
+    /// Within a stream's hello ([`super::stream`]): its bytes so far.
+    Hello {
+        got: usize,
+        bytes: [u8; HELLO_BYTES],
+    },
+}
+
+/// What a batch of bytes from a connection came to.
+#[derive(Debug)]
+enum Consumed {
+    /// Requests (or parts of them), counted.
+    Requests,
+    /// A stream's whole hello, and nothing after it.
+    Stream(Hello),
+    /// A request or hello the server refuses: the connection is closed.
+    Refused,
 }
 
 #[derive(Debug)]
@@ -112,12 +131,18 @@ struct Peer {
     owed: u64,
     /// In the list of connections to send to after this batch.
     ready: bool,
+    /// It has made an exchange: a stream's hello may come only first.
+    served: bool,
     /// What epoll reports for it now.
     interest: EventFlags,
     last_active: Instant,
 }
 
 struct Server {
+    /// The server's stop flag, which its streams watch too.
+    stop: Arc<AtomicBool>,
+    /// Streams under way, each on a thread of its own.
+    streams: Arc<AtomicUsize>,
     listener: TcpListener,
     epoll: OwnedFd,
     peers: Vec<Option<Peer>>,
@@ -263,6 +288,7 @@ impl Server {
                 },
                 owed: 0,
                 ready: false,
+                served: false,
                 interest: EventFlags::IN,
                 last_active: now,
             });
@@ -290,8 +316,10 @@ impl Server {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => return self.close(slot),
             };
-            if !consume(peer, &self.scratch[..n]) {
-                return self.close(slot);
+            match consume(peer, &self.scratch[..n]) {
+                Consumed::Requests => {}
+                Consumed::Stream(hello) => return self.hand_off(slot, hello),
+                Consumed::Refused => return self.close(slot),
             }
             if n < self.scratch.len() || peer.owed > OWED_MAX {
                 break;
@@ -351,6 +379,16 @@ impl Server {
         }
     }
 
+    /// Takes `slot`'s connection out of the epoll set and serves the
+    /// stream its hello asks for ([`stream_server`]).
+    fn hand_off(&mut self, slot: usize, hello: Hello) {
+        if let Some(peer) = self.peers[slot].take() {
+            let _ = epoll::delete(&self.epoll, &peer.stream);
+            self.free.push(slot);
+            stream_server::start(peer.stream, hello, &self.stop, &self.streams);
+        }
+    }
+
     fn close(&mut self, slot: usize) {
         if let Some(peer) = self.peers[slot].take() {
             let _ = epoll::delete(&self.epoll, &peer.stream);
@@ -360,9 +398,10 @@ impl Server {
     }
 }
 
-/// Counts the requests in `bytes` into `peer.owed`; false at an exchange
-/// larger than [`RR_BYTES_MAX`].
-fn consume(peer: &mut Peer, mut bytes: &[u8]) -> bool {
+/// Counts the requests in `bytes` into `peer.owed`; a stream's hello,
+/// which must come first and alone (the client waits for the answer), is
+/// read whole and handed back.
+fn consume(peer: &mut Peer, mut bytes: &[u8]) -> Consumed {
     while !bytes.is_empty() {
         match &mut peer.parse {
             Parse::Header { got, bytes: header } => {
@@ -373,12 +412,20 @@ fn consume(peer: &mut Peer, mut bytes: &[u8]) -> bool {
                 if *got == header.len() {
                     let body = u32::from_be_bytes(header[..4].try_into().expect("4 bytes"));
                     let response = u32::from_be_bytes(header[4..].try_into().expect("4 bytes"));
-                    if body > RR_BYTES_MAX - RR_HEADER_BYTES || response > RR_BYTES_MAX {
-                        return false;
-                    }
-                    peer.parse = Parse::Body {
-                        left: body,
-                        response,
+                    peer.parse = match (body, response) {
+                        (STREAM_HELLO, STREAM_VERSION) if peer.owed == 0 && !peer.served => {
+                            Parse::Hello {
+                                got: 0,
+                                bytes: [0; HELLO_BYTES],
+                            }
+                        }
+                        _ if body > RR_BYTES_MAX - RR_HEADER_BYTES || response > RR_BYTES_MAX => {
+                            return Consumed::Refused
+                        }
+                        _ => Parse::Body {
+                            left: body,
+                            response,
+                        },
                     };
                 }
             }
@@ -387,14 +434,27 @@ fn consume(peer: &mut Peer, mut bytes: &[u8]) -> bool {
                 *left -= take as u32;
                 bytes = &bytes[take..];
             }
+            Parse::Hello { got, bytes: hello } => {
+                let take = (hello.len() - *got).min(bytes.len());
+                hello[*got..*got + take].copy_from_slice(&bytes[..take]);
+                *got += take;
+                bytes = &bytes[take..];
+                if *got == hello.len() {
+                    return match Hello::decode(hello) {
+                        Some(hello) if bytes.is_empty() => Consumed::Stream(hello),
+                        _ => Consumed::Refused,
+                    };
+                }
+            }
         }
         if let Parse::Body { left: 0, response } = peer.parse {
             peer.owed += u64::from(response);
+            peer.served = true;
             peer.parse = Parse::Header {
                 got: 0,
                 bytes: [0; 8],
             };
         }
     }
-    true
+    Consumed::Requests
 }

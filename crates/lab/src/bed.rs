@@ -879,6 +879,12 @@ echo $missing"#;
         stop: &AtomicBool,
     ) -> Result<Measured, BenchFailure> {
         let (target, devices) = (on.target, on.devices);
+        if workload.stream.is_some() {
+            return Err(BenchFailure::Failed(
+                "a stream workload runs on the namespace topologies only (loopback, veth, ...), not on a test bed yet"
+                    .into(),
+            ));
+        }
         if let Some(app) = &workload.application {
             // One device: with several portals, the first portal's.
             let device = devices.paths().into_iter().next().ok_or_else(|| {

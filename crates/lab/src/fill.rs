@@ -28,8 +28,8 @@ pub const FILL_LIMIT: Duration = Duration::from_secs(300);
 const FILL_ARGS: [&str; 4] = ["--bs", "1MiB", "--qd", "8"];
 
 /// Whether a case with `knobs` running `workloads` of `plan` reads blocks
-/// through a block workload (a floor reads none; an application writes what
-/// it reads).
+/// through a block workload (a floor or a stream reads none; an
+/// application writes what it reads).
 pub fn reads_blocks(plan: &Plan, knobs: &KnobSet, workloads: &[String]) -> bool {
     if knobs.is_floor() {
         return false;
@@ -37,7 +37,7 @@ pub fn reads_blocks(plan: &Plan, knobs: &KnobSet, workloads: &[String]) -> bool 
     workloads
         .iter()
         .filter_map(|name| plan.workload(name))
-        .any(|w| w.application.is_none() && w.read_pct() > 0)
+        .any(|w| w.application.is_none() && w.stream.is_none() && w.read_pct() > 0)
 }
 
 /// `isoe bench`'s option for the plan's span (`[run] span`), for its runs

@@ -43,5 +43,6 @@ pub mod sampled;
 pub mod shape;
 mod site;
 pub mod ssh;
+pub mod stream;
 pub mod testbed;
 pub mod topology;

@@ -59,6 +59,14 @@
 //! memory = "128MiB"             # workloads share one scale) or "mail" (fio;
 //!                               # database >= 16 MiB, log >= 1 MiB, threads 1..=256)
 //!
+//! [[workload]]                  # or a stream (seed 002's TCP_STREAM and UDP_STREAM):
+//! name = "tcp-stream-tx"        # `isoe netprobe --stream` from the initiator's side
+//! stream = "tcp"                # to a server on the target's, bytes one way;
+//! direction = "initiator-to-target"  # or "target-to-initiator" (default the first);
+//! msg = "128KiB"                # TCP 1 B..=16 MiB (default 128 KiB), UDP 16..=65507
+//!                               # (default: the largest datagram the path MTU carries
+//!                               # whole); metric mb_per_s; namespace topologies only
+//!
 //! [[case]]                      # any number, run in file order after the baseline
 //! name = "jumbo"                # required, unique, not "baseline"
 //! description = "MTU 9000"      # optional
@@ -132,6 +140,7 @@ pub use seed_lengths::{SeedRunLength, SEED_RUN_LENGTHS};
 use crate::application::Application;
 use crate::knobs::{InitiatorImpl, KnobSet};
 pub use crate::shape::WorkloadShape;
+use crate::stream::StreamWorkload;
 use isoe_bench::profiles;
 use isoe_report::record::Metric;
 use isoe_report::stats::Rules;
@@ -352,6 +361,10 @@ pub struct WorkloadSpec {
     /// application's kind).
     #[serde(default)]
     pub application: Option<Application>,
+    /// A stream (`isoe netprobe --stream`) instead of the profile (whose
+    /// name is then "tcp-stream" or "udp-stream").
+    #[serde(default)]
+    pub stream: Option<StreamWorkload>,
 }
 
 /// The shape of a profile or matrix cell by name, and whether the seed
@@ -394,7 +407,9 @@ impl WorkloadSpec {
 
     /// True when `profile` names a matrix cell rather than a profile.
     pub fn is_matrix_cell(&self) -> bool {
-        self.application.is_none() && profiles::find(&self.profile).is_none()
+        self.application.is_none()
+            && self.stream.is_none()
+            && profiles::find(&self.profile).is_none()
     }
 
     /// Whether a case whose knobs are `knobs` can run it on `paths` paths
@@ -408,10 +423,16 @@ impl WorkloadSpec {
     /// needs an initiator that makes a block device; the floor needs a
     /// workload it has a raw-TCP shape for ([`crate::floor::FloorJob`]);
     /// sessions share a worker's depth. A depth derived from `in_flight`
-    /// is checked only where the paths are known.
+    /// is checked only where the paths are known. A stream runs with any
+    /// knobs (it has neither initiator nor target).
     pub fn cannot_run_with(&self, knobs: &KnobSet, paths: Option<u32>) -> Option<String> {
         let depth_known = paths.is_some() || self.overrides.in_flight.is_none();
         let paths = paths.unwrap_or(1);
+        if self.stream.is_some() {
+            // Raw TCP or UDP between the two sides: no initiator, target
+            // or floor is in it, and every case's link knobs act on it.
+            return None;
+        }
         if knobs.is_floor() {
             if self.application.is_some() {
                 return Some(format!(
@@ -462,6 +483,9 @@ impl WorkloadSpec {
     pub fn shape(&self, knobs: &KnobSet, paths: u32) -> WorkloadShape {
         if let Some(app) = &self.application {
             return app.nominal_shape();
+        }
+        if let Some(stream) = &self.stream {
+            return stream.nominal_shape();
         }
         let (base, _) = named_shape(&self.profile).expect("profile checked when the plan was read");
         let o = &self.overrides;

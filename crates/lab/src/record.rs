@@ -47,6 +47,9 @@ pub struct LabFigures {
     /// A floor run's shape.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub floor: Option<FloorShape>,
+    /// A stream run's own figures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream: Option<crate::stream::StreamRun>,
     /// An application run's figures.
     #[serde(flatten)]
     pub application: Option<ApplicationResult>,

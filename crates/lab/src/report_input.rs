@@ -67,6 +67,9 @@ pub fn build(
 /// runs it on the plan's topology; with `in_flight`, the total and how it
 /// is shared (on a test bed, over the paths its file names).
 fn describe_workload(plan: &Plan, w: &crate::plan::WorkloadSpec) -> String {
+    if let Some(stream) = &w.stream {
+        return stream.describe();
+    }
     let paths = plan.topology.paths();
     let s = w.shape(&plan.baseline, paths.unwrap_or(1));
     let depth = match (w.overrides.in_flight, paths) {

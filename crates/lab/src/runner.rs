@@ -24,6 +24,7 @@ pub use crate::run::TARGET_IQN;
 use crate::run::{isoe_target_config, measured_window, BenchFailure, Measured, Window};
 use crate::sampled::Sample;
 use crate::site::{CaseEnd, CaseRuns, CaseSetup, Site};
+use crate::stream::{StreamJob, StreamWorkload};
 use crate::testbed::Testbed;
 use crate::topology::{self, Kind, Role, Topology};
 use isoe_report::record::RunRecord;
@@ -724,20 +725,54 @@ fn start_floor_server(
         .ok_or_else(|| {
             LabError::Target(format!("case {}: the topology has no portal", case.name))
         })?;
-    let mut cmd = topo.command(Role::Target, &options.isoe);
     // Answers from written memory the size of the region the cases read
     // (which the lab writes before their reads): the floor of the same
     // random read.
     let span = options.plan.run.span_bytes.to_string();
-    cmd.args(["netprobe", "--serve", &portal, "--span", &span]);
+    let started = start_netprobe_server(options, topo, &["--serve", &portal, "--span", &span])
+        .map_err(|e| match e {
+            ServerFailure::Spawn(source) => LabError::FloorSpawn {
+                case: case.name.clone(),
+                isoe: options.isoe.clone(),
+                source,
+            },
+            ServerFailure::NotServing(why) => {
+                LabError::Target(format!("case {}: {why}", case.name))
+            }
+        })?;
+    let (child, _) = started;
+    Ok(TargetProcess {
+        pid: child.id(),
+        child: Some(child),
+        portals: vec![portal],
+        lun: 0,
+        control: None,
+        _config: None,
+        _tgt: None,
+    })
+}
+
+/// Why `isoe netprobe --serve` did not start.
+enum ServerFailure {
+    /// The program did not start.
+    Spawn(std::io::Error),
+    /// It did not say it serves, and what it said.
+    NotServing(String),
+}
+
+/// `isoe netprobe ARGS` (`--serve ...`) in the target namespace, once it
+/// says where it serves: the child and that address.
+fn start_netprobe_server(
+    options: &LabOptions,
+    topo: &Topology,
+    args: &[&str],
+) -> Result<(Child, String), ServerFailure> {
+    let mut cmd = topo.command(Role::Target, &options.isoe);
+    cmd.arg("netprobe").args(args);
     cmd.stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .stdin(Stdio::null());
-    let mut child = cmd.spawn().map_err(|source| LabError::FloorSpawn {
-        case: case.name.clone(),
-        isoe: options.isoe.clone(),
-        source,
-    })?;
+    let mut child = cmd.spawn().map_err(ServerFailure::Spawn)?;
     let stdout = child.stdout.take().expect("stdout was piped");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -745,30 +780,25 @@ fn start_floor_server(
         let _ = BufReader::new(stdout).read_line(&mut line);
         let _ = tx.send(line);
     });
-    match rx.recv_timeout(TARGET_START) {
-        Ok(line) if line.starts_with("isoe netprobe: serving on") => Ok(TargetProcess {
-            pid: child.id(),
-            child: Some(child),
-            portals: vec![portal],
-            lun: 0,
-            control: None,
-            _config: None,
-            _tgt: None,
-        }),
-        _ => {
-            stop_child(&mut child, Duration::from_secs(2));
-            let mut err = String::new();
-            if let Some(mut e) = child.stderr.take() {
-                let _ = std::io::Read::read_to_string(&mut e, &mut err);
-            }
-            Err(LabError::Target(format!(
-                "case {}: isoe netprobe --serve {portal} did not start within {} s: {}",
-                case.name,
-                TARGET_START.as_secs(),
-                err.trim()
-            )))
-        }
+    let serving = rx.recv_timeout(TARGET_START).ok().and_then(|line| {
+        line.trim()
+            .strip_prefix("isoe netprobe: serving on ")
+            .map(str::to_owned)
+    });
+    if let Some(addr) = serving {
+        return Ok((child, addr));
     }
+    stop_child(&mut child, Duration::from_secs(2));
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut err);
+    }
+    Err(ServerFailure::NotServing(format!(
+        "isoe netprobe {} did not start within {} s: {}",
+        args.join(" "),
+        TARGET_START.as_secs(),
+        err.trim()
+    )))
 }
 
 /// Writes the target's LUN once from the host namespace (`isoe bench
@@ -822,6 +852,9 @@ fn run_bench(
     knobs: &KnobSet,
     workload: &WorkloadSpec,
 ) -> Result<Measured, BenchFailure> {
+    if let Some(stream) = workload.stream {
+        return run_stream(options, topo, stream);
+    }
     if knobs.is_floor() {
         return run_floor(options, topo, target, knobs, workload);
     }
@@ -1031,6 +1064,52 @@ fn run_floor(
     )?;
     Ok(Measured {
         result: job.result(&run.json, &run.first, &run.last, Some(server.pid)),
+        started_at: run.started_at,
+        foreign: run.foreign,
+    })
+}
+
+/// One stream run: an `isoe netprobe --serve` of its own on the target's
+/// side at the first portal's address (any port), and `isoe netprobe
+/// --stream` from the initiator's, their CPU and TCP counters sampled over
+/// the steady window as the floor's are; the result in `isoe bench`'s
+/// fields.
+fn run_stream(
+    options: &LabOptions,
+    topo: &Topology,
+    stream: StreamWorkload,
+) -> Result<Measured, BenchFailure> {
+    let plan = &options.plan;
+    let portal = topo
+        .portals()
+        .first()
+        .copied()
+        .ok_or_else(|| BenchFailure::Failed("the topology has no portal".into()))?;
+    let listen = std::net::SocketAddr::new(portal.ip(), 0).to_string();
+    let (mut server, addr) =
+        start_netprobe_server(options, topo, &["--serve", &listen]).map_err(|e| {
+            BenchFailure::Failed(match e {
+                ServerFailure::Spawn(e) => {
+                    format!("starting {} netprobe --serve: {e}", options.isoe.display())
+                }
+                ServerFailure::NotServing(why) => why,
+            })
+        })?;
+    let job = StreamJob {
+        workload: stream,
+        duration_s: plan.run.duration_s,
+        ramp_s: plan.run.ramp_s,
+    };
+    let mut cmd = topo.command(Role::Host, &options.isoe);
+    cmd.args(job.args(&addr));
+    let window = measured_window(plan.run.ramp_s, plan.run.duration_s);
+    let limit = Duration::from_secs_f64(plan.run.duration_s + plan.run.ramp_s) + BENCH_SLACK;
+    let pid = server.id();
+    let run = run_sampled(&mut cmd, "isoe netprobe", window, limit, pid, &options.stop);
+    stop_child(&mut server, Duration::from_secs(5));
+    let run = run?;
+    Ok(Measured {
+        result: job.result(&run.json, &run.first, &run.last, Some(pid)),
         started_at: run.started_at,
         foreign: run.foreign,
     })

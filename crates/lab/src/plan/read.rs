@@ -12,6 +12,9 @@ use crate::knobs::{
     ISOE_TARGET_MAX_BURST_LENGTH, ISOE_TARGET_MAX_CONNECTIONS,
 };
 use crate::link::{NicKnobs, Offload};
+use crate::rr::stream::{UDP_MSG_MAX, UDP_MSG_MIN};
+use crate::rr::StreamKind;
+use crate::stream::{StreamDirection, StreamWorkload};
 use isoe_bench::profiles;
 use isoe_config::{closest, join_key, Field, Node, Table};
 use isoe_report::record::Metric;
@@ -53,6 +56,8 @@ const PROFILE_KEYS: &[&str] = &[
 /// The keys of an application workload besides its name, by application.
 const OLTP_KEYS: &[&str] = &["mix", "scale", "clients", "memory"];
 const MAIL_KEYS: &[&str] = &["database", "log", "threads"];
+/// A stream workload's keys besides its name and `stream`.
+const STREAM_KEYS: &[&str] = &["direction", "msg"];
 const CASE_OWN_KEYS: &[&str] = &["name", "description", "topology", "compare_to", "workloads"];
 
 /// The shared reader, whose errors are [`PlanError`]s.
@@ -647,14 +652,27 @@ fn read_workloads(r: &Reader, item: Field) -> Result<Workloads, PlanError> {
     let mut out: Vec<WorkloadSpec> = Vec::new();
     let mut in_flight_at = HashMap::new();
     let mut first_line: HashMap<String, usize> = HashMap::new();
-    let keys: Vec<&str> = ["name", "application"]
+    let keys: Vec<&str> = ["name", "application", "stream"]
         .iter()
         .chain(PROFILE_KEYS)
         .chain(OLTP_KEYS)
         .chain(MAIL_KEYS)
+        .chain(STREAM_KEYS)
         .copied()
         .collect();
     for mut t in r.tables(item, &keys)? {
+        if let Some(kind) = t.take("stream") {
+            out.push(read_stream(r, &mut t, kind, &mut first_line)?);
+            continue;
+        }
+        for key in STREAM_KEYS {
+            if let Some(item) = t.take(key) {
+                return Err(r.at(
+                    &item,
+                    format!("`{key}` belongs to a stream workload: add `stream = \"tcp\"` or `\"udp\"`, or remove it"),
+                ));
+            }
+        }
         if let Some(app) = t.take("application") {
             let at = (app.offset, app.key.clone());
             let spec = read_application(r, &mut t, app, &mut first_line)?;
@@ -731,6 +749,7 @@ fn read_workloads(r: &Reader, item: Field) -> Result<Workloads, PlanError> {
             overrides,
             metric,
             application: None,
+            stream: None,
         });
     }
     Ok((out, in_flight_at))
@@ -861,6 +880,61 @@ fn read_application(
             Metric::Iops
         },
         application: Some(application),
+        stream: None,
+    })
+}
+
+/// A stream workload: `stream = "tcp"` or `"udp"` with `direction` and
+/// `msg`; none of a profile's or an application's keys.
+fn read_stream(
+    r: &Reader,
+    t: &mut Table,
+    kind_item: Field,
+    first_line: &mut HashMap<String, usize>,
+) -> Result<WorkloadSpec, PlanError> {
+    let kind = match r.choice(&kind_item, &["tcp", "udp"])? {
+        "tcp" => StreamKind::Tcp,
+        _ => StreamKind::Udp,
+    };
+    for key in PROFILE_KEYS.iter().chain(OLTP_KEYS).chain(MAIL_KEYS) {
+        if let Some(item) = t.take(key) {
+            return Err(r.at(
+                &item,
+                format!("`{key}` is not a key of a stream workload (stream = \"{}\"), whose keys are {}", kind.as_str(), STREAM_KEYS.join(", ")),
+            ));
+        }
+    }
+    let direction = match t.take("direction") {
+        None => StreamDirection::InitiatorToTarget,
+        Some(item) => {
+            let names = StreamDirection::ALL.map(StreamDirection::as_str);
+            let chosen = r.choice(&item, &names)?;
+            StreamDirection::ALL
+                .into_iter()
+                .find(|d| d.as_str() == chosen)
+                .expect("a choice")
+        }
+    };
+    let msg = match t.take("msg") {
+        None => None,
+        Some(item) => Some(match kind {
+            StreamKind::Tcp => size_in(r, &item, 1, BLOCK_SIZE_MAX_BYTES)?,
+            StreamKind::Udp => size_in(r, &item, UDP_MSG_MIN, UDP_MSG_MAX)?,
+        }),
+    };
+    let profile = format!("{}-stream", kind.as_str());
+    let name = unique_name(r, t, &profile, &kind_item, first_line)?;
+    Ok(WorkloadSpec {
+        name,
+        profile,
+        overrides: WorkloadOverrides::default(),
+        metric: Metric::MbPerS,
+        application: None,
+        stream: Some(StreamWorkload {
+            kind,
+            direction,
+            msg,
+        }),
     })
 }
 

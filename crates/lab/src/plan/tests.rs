@@ -1,6 +1,8 @@
 use super::*;
 use crate::knobs::InitiatorImpl;
 use crate::link::{Offloads, Side};
+use crate::rr::StreamKind;
+use crate::stream::StreamDirection;
 
 /// A small valid plan; bad plans below are this with one thing broken.
 const GOOD: &str = r#"name = "t"
@@ -372,6 +374,8 @@ fn every_shipped_plan_parses_and_fits_its_time() {
         let applications = plan.workloads.iter().any(|w| w.application.is_some());
         let limit_s = match (name.as_str(), applications) {
             ("quick", _) => 600.0,
+            // Seed 002's iSCSI series and its own stream tests beside them.
+            ("openstack-offloads", _) => 2400.0,
             // Applications run on a test bed, under emulation in CI's VM.
             (_, true) => 3600.0,
             _ => 1800.0,
@@ -438,6 +442,46 @@ fn shipped_plans_say_what_their_seeds_did() {
             sg: None
         }
     );
+
+    // Seed 002's stream tests, TCP both ways and UDP, in the MTU 1500
+    // series only.
+    let streams: Vec<(&str, StreamWorkload)> = os
+        .workloads
+        .iter()
+        .filter_map(|w| Some((w.name.as_str(), w.stream?)))
+        .collect();
+    let tcp = |direction, msg| StreamWorkload {
+        kind: StreamKind::Tcp,
+        direction,
+        msg,
+    };
+    assert_eq!(
+        streams,
+        [
+            (
+                "tcp-stream-tx",
+                tcp(StreamDirection::InitiatorToTarget, Some(128 << 10))
+            ),
+            (
+                "tcp-stream-rx",
+                tcp(StreamDirection::TargetToInitiator, Some(128 << 10))
+            ),
+            (
+                "udp-stream-tx",
+                StreamWorkload {
+                    kind: StreamKind::Udp,
+                    direction: StreamDirection::InitiatorToTarget,
+                    msg: Some(1472)
+                }
+            ),
+        ]
+    );
+    for case in os.resolved_cases() {
+        let runs_streams = case.workloads.iter().any(|w| w.contains("stream"));
+        let mtu_1500 =
+            case.knobs.link.mtu.is_none_or(|m| m == 1500) && case.topology == TopologyKind::Base;
+        assert_eq!(runs_streams, mtu_1500, "{}", case.name);
+    }
 
     // Seed 004: the twelve access specifications, exactly three runs each.
     let pt = Plan::embedded("pt-2009").unwrap();
@@ -1213,4 +1257,65 @@ fn seed_durations_give_seed_001_its_twenty_minute_runs_and_keep_what_no_seed_sta
     pt.use_seed_durations();
     assert_eq!(pt.run.duration_s, duration_s);
     assert_eq!((pt.rules.min_runs, pt.rules.max_runs), (3, 3));
+}
+
+#[test]
+fn a_stream_workload_takes_its_own_keys_and_none_of_a_profile_s() {
+    let plan = |workload: &str| {
+        Plan::parse(
+            &format!("name = \"s\"\n[[workload]]\n{workload}\n"),
+            "s.toml",
+        )
+    };
+    let p = plan("stream = \"udp\"").unwrap();
+    let w = &p.workloads[0];
+    assert_eq!((w.name.as_str(), w.metric), ("udp-stream", Metric::MbPerS));
+    assert_eq!(
+        w.stream,
+        Some(StreamWorkload {
+            kind: StreamKind::Udp,
+            direction: StreamDirection::InitiatorToTarget,
+            msg: None
+        })
+    );
+    assert!(!w.is_matrix_cell() && w.large_block());
+    // It runs in every case, the floor's and another initiator's too.
+    let knobs = KnobSet {
+        floor: Some(true),
+        ..KnobSet::default()
+    };
+    assert!(w.runs_with(&knobs));
+    let p = plan(
+        "name = \"rx\"\nstream = \"tcp\"\ndirection = \"target-to-initiator\"\nmsg = \"64KiB\"",
+    )
+    .unwrap();
+    let shape = p.workloads[0].shape(&KnobSet::default());
+    assert_eq!((shape.block_size_bytes, shape.read_pct), (65_536, 100));
+    for (workload, error) in [
+        ("stream = \"sctp\"", "\"tcp\""),
+        (
+            "stream = \"tcp\"\nqd = 4",
+            "`qd` is not a key of a stream workload",
+        ),
+        (
+            "stream = \"tcp\"\nmix = \"tpcb-like\"",
+            "`mix` is not a key of a stream workload",
+        ),
+        (
+            "stream = \"udp\"\nmsg = 65508",
+            "65508 bytes is out of range 16..=65507",
+        ),
+        (
+            "stream = \"tcp\"\ndirection = \"sideways\"",
+            "initiator-to-target",
+        ),
+        (
+            "profile = \"seq-read-256k\"\nmsg = 1472",
+            "`msg` belongs to a stream workload",
+        ),
+    ] {
+        let err = plan(workload).unwrap_err().to_string();
+        assert!(err.contains(error), "{workload}: {err}");
+        assert!(err.starts_with("s.toml:"), "{err}");
+    }
 }

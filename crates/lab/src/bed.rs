@@ -49,6 +49,7 @@ use crate::ssh::HostError;
 use crate::testbed::Testbed;
 use isoe_bench::cpu::{self, CpuSplit, CpuTimes, ProcessCpu};
 use isoe_bench::demand;
+use isoe_bench::tcp::TcpCounters;
 use isoe_bench::BenchOutput;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -1238,7 +1239,15 @@ echo $missing"#;
         let mut bed_processes = 0..0;
         let target_side =
             (!self.same_host && !matches!(target.started, Started::External)).then(|| {
-                let mut paths = vec!["/proc/uptime".to_owned(), "/proc/stat".to_owned()];
+                // The host's own namespace: its TCP counters are the target's.
+                let mut paths = [
+                    "/proc/uptime",
+                    "/proc/stat",
+                    "/proc/net/snmp",
+                    "/proc/net/netstat",
+                ]
+                .map(str::to_owned)
+                .to_vec();
                 if let Some(pid) = target.pid {
                     paths.push(format!("/proc/{pid}/stat"));
                 }
@@ -1451,9 +1460,10 @@ impl Samplers {
                 Some(HostCpu {
                     uptime_s: parse_uptime(files[0].as_deref()?)?,
                     cpu: CpuTimes::parse(files[1].as_deref()?).ok()?,
+                    tcp: TcpCounters::parse(files[2].as_deref()?, files[3].as_deref()?).ok(),
                     process: files
-                        .get(2)
-                        .filter(|_| bed_processes.start != 2)
+                        .get(4)
+                        .filter(|_| bed_processes.start != 4)
                         .and_then(|f| f.as_deref())
                         .and_then(|t| ProcessCpu::parse(t).ok()),
                     bed_processes: sum_processes(&files[bed_processes.clone()]),
@@ -1522,6 +1532,8 @@ struct BedSample {
 struct HostCpu {
     uptime_s: f64,
     cpu: CpuTimes,
+    /// Its TCP counters (`/proc/net/snmp`, `/proc/net/netstat`).
+    tcp: Option<TcpCounters>,
     process: Option<ProcessCpu>,
     /// The test bed's own programs on this host (`local_processes`: the
     /// VM that is the initiator host), added up; None when there are none.
@@ -1592,7 +1604,8 @@ fn add_initiator_process(result: &mut RunResult, first: &BedSample, last: &BedSa
 }
 
 /// The target's CPU over the window, from its own host's counters: its
-/// process's time, or (LIO, kernel threads) the host's busy time.
+/// process's time, or (LIO, kernel threads) the host's busy time; and the
+/// host's TCP counters, the target side's retransmissions.
 fn add_target_side(
     result: &mut RunResult,
     first: &BedSample,
@@ -1602,6 +1615,7 @@ fn add_target_side(
     let (Some(a), Some(b)) = (&first.target, &last.target) else {
         return;
     };
+    result.add_target_tcp(a.tcp.as_ref(), b.tcp.as_ref());
     let window_s = b.uptime_s - a.uptime_s;
     let bench = &mut result.bench;
     let (iops, mb_per_s) = (bench.iops, bench.mb_per_s);
@@ -2119,19 +2133,30 @@ mod tests {
             ))
             .unwrap()
         };
-        let sample = |t: f64, busy, idle, ticks| BedSample {
+        let tcp = |out: u64, retrans: u64| {
+            TcpCounters::parse(
+                &format!("Tcp: OutSegs RetransSegs\nTcp: {out} {retrans}\n"),
+                "TcpExt: TCPDSACKRecvSegs\nTcpExt: 0\n",
+            )
+            .unwrap()
+        };
+        let sample = |t: f64, busy, idle, ticks, segs: (u64, u64)| BedSample {
             uptime_s: t,
             initiator: None,
             initiator_process: None,
             target: Some(HostCpu {
                 uptime_s: t,
                 cpu: stat(busy, idle),
+                tcp: Some(tcp(segs.0, segs.1)),
                 process: Some(process(ticks)),
                 bed_processes: None,
             }),
         };
         let hz = cpu::ticks_per_second();
-        let (a, b) = (sample(100.0, 0, 0, 0), sample(102.0, hz, hz, hz / 2));
+        let (a, b) = (
+            sample(100.0, 0, 0, 0, (5_000, 40)),
+            sample(102.0, hz, hz, hz / 2, (105_000, 151)),
+        );
         let target = BedTarget {
             started: Started::External,
             pid: Some(7),
@@ -2148,6 +2173,10 @@ mod tests {
         assert_eq!(bench["target_cpu_us_per_io"], json!(250.0));
         assert_eq!(bench["target_cpu_scope"], json!("process"));
         assert_eq!(bench["target_cpu_pct"], json!(25.0));
+        // The target host's own retransmissions: 111 of 100,000 sent.
+        assert_eq!(bench["target_tcp_out_segs"], json!(100_000));
+        assert_eq!(bench["target_tcp_retrans_segs"], json!(111));
+        assert_eq!(bench["target_tcp_retrans_pct"], json!(0.111));
         // The host's whole busy time beside it: one CPU-second, 500 µs.
         assert_eq!(bench["target_host_cpu_us_per_io"], json!(500.0));
         // Less the bed's own programs on that host (the VM): a quarter

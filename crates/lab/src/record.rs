@@ -5,6 +5,7 @@
 //! this file, never the other way.
 
 use isoe_bench::cpu::CpuSplit;
+use isoe_bench::tcp::TcpCounters;
 use isoe_bench::{BenchOutput, BenchResult, LatencyHistograms, RunnerFigures};
 use isoe_report::record::Metric;
 use serde::Serialize;
@@ -93,6 +94,18 @@ pub struct LabFigures {
     /// the figure to compare every kind of initiator by.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub load_cpu_s: Option<f64>,
+    /// The target side's TCP segments sent over the measured window, from
+    /// its own network namespace's counters (or its own host's); None
+    /// when the target shares the initiator's namespace (whose figures
+    /// are `out_segs` and `retrans_segs`) or was not sampled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_tcp_out_segs: Option<u64>,
+    /// The target side's TCP segments retransmitted over the window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_tcp_retrans_segs: Option<u64>,
+    /// The target side's retransmitted segments, % of those it sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_tcp_retrans_pct: Option<f64>,
     /// The load generator's CPU-µs per I/O (see [`LabFigures::load_cpu_s`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub load_cpu_us_per_io: Option<f64>,
@@ -144,6 +157,18 @@ impl RunResult {
             return Some(f.queue_depth * (f.urls.len() as u32).max(1) * f.workers);
         }
         self.lab.floor.map(|f| f.connections * f.depth)
+    }
+
+    /// The target side's TCP counters over the window, from its counters
+    /// at the window's two ends (nothing when either is missing).
+    pub fn add_target_tcp(&mut self, first: Option<&TcpCounters>, last: Option<&TcpCounters>) {
+        let (Some(first), Some(last)) = (first, last) else {
+            return;
+        };
+        let delta = first.delta(last);
+        self.lab.target_tcp_out_segs = Some(delta.out_segs);
+        self.lab.target_tcp_retrans_segs = Some(delta.retrans_segs);
+        self.lab.target_tcp_retrans_pct = Some(delta.retrans_pct);
     }
 
     /// What `isoe bench` printed, as it printed it.

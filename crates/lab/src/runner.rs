@@ -888,7 +888,17 @@ fn run_bench(
     let (mut child, started_at) = spawn_load(&mut cmd, "isoe bench")?;
     let limit = Duration::from_secs_f64(plan.run.duration_s + plan.run.ramp_s) + BENCH_SLACK;
     let mut window = measured_window(plan.run.ramp_s, plan.run.duration_s);
+    // The target side's TCP counters at the window's ends (bench reads
+    // only its own namespace's).
+    let (load_pid, mut target_tcp) = (child.id(), [None, None]);
     wait_for_child(&mut child, "isoe bench", limit, &options.stop, |t| {
+        let at = [window.start, window.end];
+        for (slot, at) in target_tcp.iter_mut().zip(at) {
+            if slot.is_none() && t >= at {
+                *slot = Some(crate::sampled::target_tcp(target.pid, load_pid));
+                break;
+            }
+        }
         window.tick(t)
     })?;
     let out = child
@@ -908,8 +918,11 @@ fn run_bench(
     };
     let output = serde_json::from_str(line)
         .map_err(|e| BenchFailure::Failed(format!("isoe bench printed bad JSON: {e}")))?;
+    let mut result = RunResult::of_bench(output);
+    let [first, last] = target_tcp.map(Option::flatten);
+    result.add_target_tcp(first.as_ref(), last.as_ref());
     Ok(Measured {
-        result: RunResult::of_bench(output),
+        result,
         started_at,
         foreign: window.load(),
     })

@@ -23,6 +23,9 @@ pub struct Sample {
     pub target: Option<ProcessCpu>,
     /// TCP counters of the load generator's network namespace.
     pub tcp: TcpCounters,
+    /// TCP counters of the target's network namespace, when it has one of
+    /// its own ([`target_tcp`]).
+    pub target_tcp: Option<TcpCounters>,
     /// When.
     pub at: std::time::Instant,
 }
@@ -33,14 +36,16 @@ impl Sample {
     pub fn take(fio_pid: u32, target_pid: Option<u32>) -> Option<Sample> {
         let read = |path: String| std::fs::read_to_string(path).ok();
         let target = target_pid.and_then(|p| read(format!("/proc/{p}/stat")));
-        Sample::parse(
+        let mut sample = Sample::parse(
             &read("/proc/stat".into())?,
             &read(format!("/proc/{fio_pid}/stat"))?,
             target.as_deref(),
             &read(format!("/proc/{fio_pid}/net/snmp"))?,
             &read(format!("/proc/{fio_pid}/net/netstat"))?,
             std::time::Instant::now(),
-        )
+        )?;
+        sample.target_tcp = target_pid.and_then(|p| target_tcp(p, fio_pid));
+        Some(sample)
     }
 
     /// The counters from the texts of `/proc/stat`, the load generator's
@@ -60,9 +65,24 @@ impl Sample {
             fio: ProcessCpu::parse(fio_stat).ok()?,
             target: target_stat.and_then(|t| ProcessCpu::parse(t).ok()),
             tcp: TcpCounters::parse(snmp, netstat).ok()?,
+            target_tcp: None,
             at,
         })
     }
+}
+
+/// The TCP counters of `target_pid`'s network namespace (`/proc/PID/net`
+/// shows the namespace of the process), or None when it is `load_pid`'s
+/// too (the loopback topology: the figures would be the initiator's
+/// again) or cannot be read.
+pub fn target_tcp(target_pid: u32, load_pid: u32) -> Option<TcpCounters> {
+    let ns = |pid: u32| std::fs::read_link(format!("/proc/{pid}/ns/net")).ok();
+    let target_ns = ns(target_pid)?;
+    if ns(load_pid).is_none_or(|load_ns| load_ns == target_ns) {
+        return None;
+    }
+    let read = |file: &str| std::fs::read_to_string(format!("/proc/{target_pid}/net/{file}")).ok();
+    TcpCounters::parse(&read("snmp")?, &read("netstat")?).ok()
 }
 
 /// The rates, latencies and failures of a load generator's window: the
@@ -166,12 +186,73 @@ pub fn sampled_result(
         host: None,
         series: None,
     };
-    RunResult {
+    let mut result = RunResult {
         bench,
         runner: None,
         lab: LabFigures {
             cpu_window_s: Some(window_s),
             ..LabFigures::default()
         },
+    };
+    result.add_target_tcp(first.target_tcp.as_ref(), last.target_tcp.as_ref());
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counters(out: u64, retrans: u64) -> TcpCounters {
+        TcpCounters::parse(
+            &format!("Tcp: OutSegs RetransSegs\nTcp: {out} {retrans}\n"),
+            "TcpExt: TCPDSACKRecvSegs\nTcpExt: 0\n",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn the_target_side_s_retransmissions_are_its_counters_delta() {
+        let t0 = std::time::Instant::now();
+        let stat = "cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 50 0 50 400 0 0 0 0 0 0\n";
+        let proc_stat = "1 (isoe) S 0 0 0 0 0 0 0 0 0 0 5 5 0 0 20 0 1 0 0 0 0";
+        let snmp = "Tcp: OutSegs RetransSegs\nTcp: 10 0\n";
+        let netstat = "TcpExt: TCPDSACKRecvSegs\nTcpExt: 0\n";
+        let sample = |target: Option<TcpCounters>| {
+            let mut s = Sample::parse(stat, proc_stat, None, snmp, netstat, t0).unwrap();
+            s.target_tcp = target;
+            s
+        };
+        let rates = Rates {
+            iops: 1.0,
+            mb_per_s: 1.0,
+            lat_us: LatencySummary::default(),
+            read: DirectionResult::default(),
+            write: DirectionResult::default(),
+            elapsed_s: 1.0,
+            errors: 0,
+        };
+        let (a, b) = (
+            sample(Some(counters(1_000, 7))),
+            sample(Some(counters(21_000, 9))),
+        );
+        let json = sampled_result(rates.clone(), &a, &b, None).to_json();
+        assert_eq!(json["target_tcp_out_segs"], 20_000);
+        assert_eq!(json["target_tcp_retrans_segs"], 2);
+        assert_eq!(json["target_tcp_retrans_pct"], 0.01);
+        // Counters that went backwards (a namespace remade) count as none.
+        let json = sampled_result(rates.clone(), &b, &a, None).to_json();
+        assert_eq!(json["target_tcp_retrans_segs"], 0);
+        // Not sampled at one end: no figure, not a zero.
+        let json = sampled_result(rates, &a, &sample(None), None).to_json();
+        assert!(json.get("target_tcp_retrans_pct").is_none(), "{json}");
+    }
+
+    #[test]
+    fn a_target_in_the_load_s_own_namespace_gives_no_counters_of_its_own() {
+        // This process as both: one namespace, whose figures are the load's.
+        let me = std::process::id();
+        assert_eq!(target_tcp(me, me), None);
+        // A target that is gone.
+        assert_eq!(target_tcp(u32::MAX, me), None);
     }
 }

@@ -879,7 +879,9 @@ fn retransmissions(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
         para(
             "TCP segments retransmitted as a share of segments sent (/proc/net/snmp), with the D-SACK \
              segments received beside them: on veth most retransmissions are spurious (reordering), \
-             and a D-SACK says so. CPU beside it, as in seed 001 Figure 6. Counts are means per run.",
+             and a D-SACK says so. The initiator side's counters first, then the target side's (its \
+             own namespace's or host's; – where it shares the initiator's). CPU beside it, as in \
+             seed 001 Figure 6. Counts are means per run.",
         ),
     ];
     for (i, w) in input.workloads.iter().enumerate() {
@@ -905,6 +907,11 @@ fn retransmissions(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
                     num(c.and_then(|c| c.retrans_segs)).into(),
                     num(c.and_then(|c| c.dsack_segs)).into(),
                     num(c.and_then(|c| c.out_segs)).into(),
+                    c.and_then(|c| c.target_retrans_pct)
+                        .map_or("–".into(), small_pct)
+                        .into(),
+                    num(c.and_then(|c| c.target_retrans_segs)).into(),
+                    num(c.and_then(|c| c.target_out_segs)).into(),
                     pct(c.and_then(|c| c.system.cpu_pct)).into(),
                     pct(c.and_then(|c| c.initiator.cpu_pct)).into(),
                     pct(c.and_then(|c| c.target.cpu_pct)).into(),
@@ -918,11 +925,16 @@ fn retransmissions(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
                 "retransmitted segs",
                 "D-SACK segs",
                 "sent segs",
+                "target retransmitted %",
+                "target retransmitted segs",
+                "target sent segs",
                 "host busy %",
                 "initiator CPU %",
                 "target CPU %",
             ],
-            &[false, true, true, true, true, true, true, true],
+            &[
+                false, true, true, true, true, true, true, true, true, true, true,
+            ],
             rows,
         ));
     }

@@ -119,6 +119,14 @@ pub struct CellSummary {
     pub dsack_pct: Option<f64>,
     /// Mean segments sent per run.
     pub out_segs: Option<f64>,
+    /// The target side's mean retransmitted segments, % of those it sent
+    /// (its own namespace's or host's counters; None where it shares the
+    /// initiator's, whose figures the fields above are).
+    pub target_retrans_pct: Option<f64>,
+    /// The target side's mean retransmitted segments per run.
+    pub target_retrans_segs: Option<f64>,
+    /// The target side's mean segments sent per run.
+    pub target_out_segs: Option<f64>,
     /// All commands.
     pub latency: Latency,
     /// Reads.
@@ -315,6 +323,9 @@ fn cell(input: &ReportInput, case: &str, workload: &str, metric: Metric) -> Cell
             Some(100.0 * field(b, &["dsack_segs"])? / out)
         }),
         out_segs: mean(&runs, |b| field(b, &["out_segs"])),
+        target_retrans_pct: mean(&runs, |b| field(b, &["target_tcp_retrans_pct"])),
+        target_retrans_segs: mean(&runs, |b| field(b, &["target_tcp_retrans_segs"])),
+        target_out_segs: mean(&runs, |b| field(b, &["target_tcp_out_segs"])),
         latency: latency(&runs, None),
         read: latency(&runs, Some("read")),
         write: latency(&runs, Some("write")),

@@ -1202,3 +1202,34 @@ fn each_cell_shows_the_commands_its_runs_kept_in_flight() {
     let table = squeezed(&render_markdown(&input));
     assert!(table.contains("| small | baseline | – |"), "{table}");
 }
+
+#[test]
+fn the_target_side_s_retransmissions_show_beside_the_initiator_s() {
+    let mut input = input();
+    for r in input.records.iter_mut().filter(|r| r.case == "baseline") {
+        r.bench["target_tcp_retrans_pct"] = json!(0.11);
+        r.bench["target_tcp_retrans_segs"] = json!(22);
+        r.bench["target_tcp_out_segs"] = json!(20_000);
+    }
+    let cells = summarize(&input);
+    let c = cell(&cells, "baseline", "small");
+    assert_eq!(
+        (
+            c.target_retrans_pct,
+            c.target_retrans_segs,
+            c.target_out_segs
+        ),
+        (Some(0.11), Some(22.0), Some(20_000.0))
+    );
+    // A case whose target shared the initiator's namespace has none.
+    assert_eq!(cell(&cells, "fast", "small").target_retrans_pct, None);
+    let md = render_markdown(&input);
+    assert!(md.contains("target retransmitted %"), "{md}");
+    let row = md
+        .lines()
+        .skip_while(|l| !l.contains("target retransmitted %"))
+        .find(|l| l.starts_with("| baseline"))
+        .unwrap();
+    assert!(row.contains("0.11") && row.contains("22"), "{row}");
+    assert_balanced(&render_html(&input));
+}

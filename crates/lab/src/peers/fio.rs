@@ -580,6 +580,7 @@ mod tests {
                     fio: Default::default(),
                     target: None,
                     tcp: Default::default(),
+                    target_tcp: None,
                     at: std::time::Instant::now(),
                 };
                 let ran = result(&FioOutput::default(), &job, &sample, &sample, None);

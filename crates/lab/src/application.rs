@@ -21,8 +21,8 @@ use crate::mail::{MailProfile, MailResult};
 use crate::pgbench::TransactionLog;
 use crate::record::RunResult;
 pub use crate::record::{
-    ApplicationFigures, ApplicationResult, Breakdown, KindFigures, MailFigures, OltpFigures, Parts,
-    TransactionLatency,
+    ApplicationFigures, ApplicationResult, Breakdown, HostSeconds, KindFigures, MailFigures,
+    OltpFigures, Parts, TransactionLatency,
 };
 use crate::sampled::{sampled_result, Rates, Sample};
 use crate::shape::WorkloadShape;
@@ -478,6 +478,7 @@ impl ApplicationRun {
                     description: app.describe(),
                     figures: kind,
                     processor_time_pct: None,
+                    seconds: None,
                 },
                 lat_hist: LatencyHistograms {
                     read: trace.read.latency.buckets(),
@@ -496,17 +497,36 @@ impl ApplicationRun {
     /// `target_pid` is sampled there too) and what needs them: the
     /// processor time (the initiator host's busy %, Jetstress's figure)
     /// and, for OLTP, CPU-µs per transaction.
-    pub fn result(self, first: &Sample, last: &Sample, target_pid: Option<u32>) -> RunResult {
+    ///
+    /// `tools_cpu_s`, the measurement's own programs' CPU-seconds on the
+    /// host over the window (blktrace), is left out of the host's figures
+    /// ([`RunResult::less_tools`]); `seconds`, the host second by second,
+    /// adds the processor time's least and most and the memory used.
+    pub fn result(
+        self,
+        first: &Sample,
+        last: &Sample,
+        target_pid: Option<u32>,
+        tools_cpu_s: f64,
+        seconds: Option<HostSeconds>,
+    ) -> RunResult {
         let mut result = sampled_result(self.rates, first, last, target_pid);
+        result.less_tools(tools_cpu_s);
         let mut figures = self.figures;
-        let cpu = &result.bench.cpu;
+        let busy_s = result.host_busy_cpu_s();
+        let elapsed_s = result.bench.cpu.elapsed_cpu_s;
         let per_transaction = match (result.lab.cpu_window_s, figures.tps) {
             (Some(window_s), Some(tps)) if window_s > 0.0 && tps > 0.0 => {
-                Some(cpu.busy_cpu_s / window_s / tps * 1e6)
+                Some(busy_s / window_s / tps * 1e6)
             }
             _ => None,
         };
-        figures.application.processor_time_pct = Some(cpu.busy_pct);
+        figures.application.processor_time_pct = Some(if elapsed_s > 0.0 {
+            busy_s / elapsed_s * 100.0
+        } else {
+            0.0
+        });
+        figures.application.seconds = seconds;
         if let Some(KindFigures::Oltp(o)) = &mut figures.application.figures {
             o.cpu_us_per_transaction = per_transaction;
         }
@@ -528,6 +548,7 @@ fn oltp_figures(o: &Oltp, tps: f64, log: &TransactionLog) -> OltpFigures {
         transactions: l.count,
         failed: log.failed,
         latency_ms: TransactionLatency {
+            min: ms(l.min_us),
             mean: ms(l.mean_us),
             p50: ms(l.p50_us),
             p99: ms(l.p99_us),

@@ -27,6 +27,7 @@
 
 mod apps;
 pub mod error;
+mod series;
 
 pub(crate) use apps::Apps;
 pub use error::{BedError, PlaceError};
@@ -894,7 +895,17 @@ echo $missing"#;
                     app.kind()
                 ))
             })?;
-            return self.run_application(plan, knobs, app, target, &device, &mut on.apps, stop);
+            let pids = devices.initiator_pids();
+            return self.run_application(
+                plan,
+                knobs,
+                app,
+                target,
+                &device,
+                &pids,
+                &mut on.apps,
+                stop,
+            );
         }
         let load = self
             .load_command(plan, knobs, workload, target, devices)
@@ -902,14 +913,11 @@ echo $missing"#;
         let bounds = (load.window.start, load.window.end);
         let run_s = plan.run.ramp_s + plan.run.duration_s;
         let initiator_pids = devices.initiator_pids();
-        let mut ran = self.measure_with(
-            &load.argv,
-            load.window,
-            target,
-            run_s,
-            &initiator_pids,
-            stop,
-        )?;
+        let watched = Watched {
+            initiator: &initiator_pids,
+            tools: &[],
+        };
+        let mut ran = self.measure_with(&load.argv, load.window, target, run_s, watched, stop)?;
         let mut result = match &load.job {
             None => self.bench_result(&ran)?,
             Some(job) => {
@@ -1099,29 +1107,17 @@ echo $missing"#;
 
     /// Runs `argv` on the initiator host for about `run_s` seconds, its CPU
     /// and the target's sampled at the ends of `window` (timed from its
-    /// start): what it printed, how it ended, and both samples; Ctrl-C,
-    /// a hang or a host gone are errors.
-    fn measure(
-        &self,
-        argv: &[String],
-        window: Window,
-        target: &BedTarget<'_>,
-        run_s: f64,
-        stop: &AtomicBool,
-    ) -> Result<Ran, BenchFailure> {
-        self.measure_with(argv, window, target, run_s, &[], stop)
-    }
-
-    /// [`Bed::measure`], sampling also the processes `initiator_pids` on
-    /// the initiator host (the initiator's own, where it is not the
-    /// program run: `isoe attach` under fio).
+    /// start), with the processes `watched` names on the initiator host
+    /// (the initiator's own, where it is not the program run: `isoe
+    /// attach` under fio; the measurement's tools): what it printed, how
+    /// it ended, and the samples; Ctrl-C, a hang or a host gone are errors.
     fn measure_with(
         &self,
         argv: &[String],
         window: Window,
         target: &BedTarget<'_>,
         run_s: f64,
-        initiator_pids: &[u32],
+        watched: Watched<'_>,
         stop: &AtomicBool,
     ) -> Result<Ran, BenchFailure> {
         let host = &self.initiator;
@@ -1142,7 +1138,7 @@ echo $missing"#;
         let pid = running.pid();
         let limit = Duration::from_secs_f64(run_s) + RUN_SLACK;
         let t0 = Instant::now();
-        let samplers = self.start_samplers(pid, initiator_pids, target, &window, t0.elapsed());
+        let samplers = self.start_samplers(pid, watched, target, &window, t0.elapsed());
         let status = loop {
             match running.try_wait() {
                 Ok(Some(status)) => break status,
@@ -1216,7 +1212,7 @@ echo $missing"#;
     fn start_samplers(
         &self,
         initiator_pid: u32,
-        initiator_pids: &[u32],
+        watched: Watched<'_>,
         target: &BedTarget<'_>,
         window: &Window,
         since_start: Duration,
@@ -1232,8 +1228,15 @@ echo $missing"#;
         if let Some(pid) = target_here {
             paths.push(format!("/proc/{pid}/stat"));
         }
-        let initiator_processes = paths.len()..paths.len() + initiator_pids.len();
-        paths.extend(initiator_pids.iter().map(|pid| format!("/proc/{pid}/stat")));
+        let initiator_processes = paths.len()..paths.len() + watched.initiator.len();
+        paths.extend(
+            watched
+                .initiator
+                .iter()
+                .map(|pid| format!("/proc/{pid}/stat")),
+        );
+        let tools = paths.len()..paths.len() + watched.tools.len();
+        paths.extend(watched.tools.iter().map(|pid| format!("/proc/{pid}/stat")));
         let (a, b) = (window.start.as_secs_f64(), window.end.as_secs_f64());
         let initiator = Sampler::start(&self.initiator, initiator_pid, a, b, paths);
         let mut bed_processes = 0..0;
@@ -1269,6 +1272,7 @@ echo $missing"#;
         Samplers {
             initiator,
             initiator_processes,
+            tools,
             target: target_side,
             bed_processes,
         }
@@ -1414,6 +1418,8 @@ struct Samplers {
     /// Where the initiator's own processes' files are among the
     /// initiator sampler's.
     initiator_processes: std::ops::Range<usize>,
+    /// Where the measurement's own programs' files are among them.
+    tools: std::ops::Range<usize>,
     target: Option<Sampler>,
     /// Where the bed's programs on the target's host (this machine) are
     /// among the target sampler's files.
@@ -1433,6 +1439,7 @@ impl Samplers {
     fn finish(self) -> Result<[Option<BedSample>; 2], SampleError> {
         let at = Instant::now();
         let processes = self.initiator_processes.clone();
+        let tools = self.tools.clone();
         let bed_processes = self.bed_processes.clone();
         let initiator = self.initiator.finish()?;
         let target = self.target.map(Sampler::finish).transpose()?;
@@ -1473,6 +1480,7 @@ impl Samplers {
                 uptime_s: uptime,
                 initiator: fio,
                 initiator_process: sum_processes(&files[processes.clone()]),
+                tools: sum_processes(&files[tools.clone()]),
                 target: target_side,
             });
         }
@@ -1524,6 +1532,8 @@ struct BedSample {
     /// not the initiator (`isoe attach` under fio); None when there are
     /// none or one could not be read.
     initiator_process: Option<ProcessCpu>,
+    /// The measurement's own programs there (blktrace), added up.
+    tools: Option<ProcessCpu>,
     /// A target host of its own.
     target: Option<HostCpu>,
 }
@@ -1559,6 +1569,27 @@ fn local_pids_named(names: &[String]) -> Vec<u32> {
         .collect()
 }
 
+/// The measurement's own programs' CPU-seconds on the initiator host
+/// between two readings (0 without any).
+fn tools_cpu_s(first: &BedSample, last: &BedSample) -> f64 {
+    match (&first.tools, &last.tools) {
+        (Some(a), Some(b)) => a.delta_s(b),
+        _ => 0.0,
+    }
+}
+
+/// The initiator host's processes a run samples besides the program it
+/// runs.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Watched<'a> {
+    /// The initiator's own (`isoe attach`'s), whose CPU is then the
+    /// initiator process's.
+    pub initiator: &'a [u32],
+    /// The measurement's own programs (blktrace), whose CPU the host's
+    /// figures leave out.
+    pub tools: &'a [u32],
+}
+
 /// The texts of processes' `/proc/PID/stat`, their CPU added up; None
 /// when there are none or one is missing (a process that ended mid-run
 /// would make the sum a part).
@@ -1588,10 +1619,11 @@ fn add_initiator_process(result: &mut RunResult, first: &BedSample, last: &BedSa
     let (Some(a), Some(b)) = (&first.initiator_process, &last.initiator_process) else {
         return;
     };
-    let (Some(fa), Some(fb)) = (&first.initiator, &last.initiator) else {
+    let Some(fb) = &last.initiator else {
         return;
     };
-    let window_s = fb.at.duration_since(fa.at).as_secs_f64();
+    // The initiator host's own clock between the two readings.
+    let window_s = (last.uptime_s - first.uptime_s).max(0.0);
     let cpu_s = a.delta_s(b);
     let bench = &mut result.bench;
     let pct = demand::cpu_pct_of_machine(cpu_s, window_s, fb.cpu.ncpus);
@@ -1914,9 +1946,10 @@ mod tests {
         let netstat = "TcpExt: TCPDSACKRecvSegs\nTcpExt: 0\n";
         let t0 = Instant::now();
         let sample = |at: Instant, fio: u64, attach: [u64; 2]| BedSample {
-            uptime_s: 0.0,
+            uptime_s: 100.0 + at.duration_since(t0).as_secs_f64(),
             initiator: Sample::parse(stat, &proc_stat(fio), None, snmp, netstat, at),
             initiator_process: sum_processes(&attach.map(|t| Some(proc_stat(t)))),
+            tools: None,
             target: None,
         };
         // Two devices' processes, 100 + 50 ticks each of user and system
@@ -2144,6 +2177,7 @@ mod tests {
             uptime_s: t,
             initiator: None,
             initiator_process: None,
+            tools: None,
             target: Some(HostCpu {
                 uptime_s: t,
                 cpu: stat(busy, idle),

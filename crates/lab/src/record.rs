@@ -109,6 +109,12 @@ pub struct LabFigures {
     /// The load generator's CPU-µs per I/O (see [`LabFigures::load_cpu_s`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub load_cpu_us_per_io: Option<f64>,
+    /// The measurement's own programs' CPU-seconds on the initiator host
+    /// over the window (blktrace, for an application), which the host's
+    /// figures per I/O and per CPU% leave out (`cpu`, /proc/stat's split,
+    /// keeps them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools_cpu_s: Option<f64>,
     /// Commands in flight in all, over every path and worker, as the run
     /// was asked to keep them ([`RunResult::in_flight_commands`]): the
     /// figure a seed states ("8 outstanding", "8 volumes x 5 threads").
@@ -169,6 +175,34 @@ impl RunResult {
         self.lab.target_tcp_out_segs = Some(delta.out_segs);
         self.lab.target_tcp_retrans_segs = Some(delta.retrans_segs);
         self.lab.target_tcp_retrans_pct = Some(delta.retrans_pct);
+    }
+
+    /// Takes the measurement's own programs' `tools_cpu_s` CPU-seconds out
+    /// of the host's figures (CPU per I/O, MB/s and IOPS per CPU%), which
+    /// then are the host's work less the lab's; /proc/stat's split stays
+    /// as it was read. Nothing without a window.
+    pub fn less_tools(&mut self, tools_cpu_s: f64) {
+        let Some(window_s) = self.lab.cpu_window_s.filter(|w| *w > 0.0) else {
+            return;
+        };
+        let b = &mut self.bench;
+        let busy_s = (b.cpu.busy_cpu_s - tools_cpu_s).max(0.0);
+        let busy_pct = if b.cpu.elapsed_cpu_s > 0.0 {
+            busy_s / b.cpu.elapsed_cpu_s * 100.0
+        } else {
+            0.0
+        };
+        b.system_cpu_us_per_io = (b.iops > 0.0).then(|| busy_s / window_s / b.iops * 1e6);
+        b.mb_per_s_per_cpu_pct =
+            isoe_bench::demand::effectiveness_mb_per_s_per_cpu_pct(b.mb_per_s, busy_pct);
+        b.iops_per_cpu_pct = isoe_bench::demand::iops_per_cpu_pct(b.iops, busy_pct);
+        self.lab.tools_cpu_s = Some(tools_cpu_s);
+    }
+
+    /// The host's busy CPU-seconds over the window less the measurement's
+    /// own programs' ([`RunResult::less_tools`]).
+    pub fn host_busy_cpu_s(&self) -> f64 {
+        (self.bench.cpu.busy_cpu_s - self.lab.tools_cpu_s.unwrap_or(0.0)).max(0.0)
     }
 
     /// What `isoe bench` printed, as it printed it.
@@ -295,6 +329,30 @@ pub struct ApplicationFigures {
     /// The initiator host's busy CPU, %: Jetstress's processor time (None
     /// until the CPU is sampled).
     pub processor_time_pct: Option<f64>,
+    /// The host second by second: the processor time's least and most, the
+    /// memory used (None where it was not read).
+    #[serde(flatten)]
+    pub seconds: Option<HostSeconds>,
+}
+
+/// An application run's initiator host second by second over the measured
+/// window (seed 003's processor time minimum and maximum, and its memory
+/// utilization).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct HostSeconds {
+    /// Whole seconds read.
+    pub seconds: u32,
+    /// The least busy share of all CPUs in one second, %.
+    pub processor_time_min_pct: f64,
+    /// The most, %.
+    pub processor_time_max_pct: f64,
+    /// The host's used memory at its most (MemTotal less MemAvailable),
+    /// MiB.
+    pub memory_used_max_mib: Option<f64>,
+    /// The initiator's own processes' resident memory at its most (`isoe
+    /// attach`'s, every device's added up), MiB; None for the kernel's
+    /// initiator, which has none.
+    pub initiator_rss_max_mib: Option<f64>,
 }
 
 /// An application's figures, by kind.
@@ -332,6 +390,8 @@ pub struct OltpFigures {
 /// A transaction's latency, ms.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct TransactionLatency {
+    /// Least (seed 003's "minimum latency").
+    pub min: f64,
     /// Mean.
     pub mean: f64,
     /// Median.
@@ -424,5 +484,30 @@ mod tests {
         // The figure that compares initiators stays: the host's.
         assert_eq!(json["system_cpu_us_per_io"], 90.0);
         assert_eq!(json["load_cpu_us_per_io"], 40.0);
+    }
+
+    #[test]
+    fn the_measurement_s_own_programs_leave_the_host_s_figures() {
+        // 3 busy CPU-seconds of 8 over a 4 s window at 1,000 IOPS: 750 µs
+        // per I/O; blktrace's 1 CPU-second out leaves 500 µs and 25% busy.
+        let mut r = RunResult::for_tests(serde_json::json!({
+            "iops": 1000.0, "mb_per_s": 50.0, "system_cpu_us_per_io": 750.0,
+        }));
+        r.bench.cpu = CpuSplit {
+            busy_cpu_s: 3.0,
+            elapsed_cpu_s: 8.0,
+            busy_pct: 37.5,
+            ..CpuSplit::default()
+        };
+        r.lab.cpu_window_s = Some(4.0);
+        r.less_tools(1.0);
+        let json = r.to_json();
+        assert_eq!(json["system_cpu_us_per_io"], 500.0);
+        assert_eq!(json["mb_per_s_per_cpu_pct"], 2.0);
+        assert_eq!(json["iops_per_cpu_pct"], 40.0);
+        assert_eq!(json["tools_cpu_s"], 1.0);
+        // /proc/stat's split is as read.
+        assert_eq!(json["cpu"]["busy_pct"], 37.5);
+        assert_eq!(r.host_busy_cpu_s(), 2.0);
     }
 }

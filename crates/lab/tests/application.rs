@@ -3,7 +3,7 @@
 //! made by hand, into `isoe bench`-shaped fields.
 
 use isoe_lab::application::{
-    Application, ApplicationRun, BlockTrace, Figures, Filesystem, Mail, Oltp, OltpMix,
+    Application, ApplicationRun, BlockTrace, Figures, Filesystem, HostSeconds, Mail, Oltp, OltpMix,
     PartsMeasured,
 };
 use isoe_lab::mail::MailResult;
@@ -85,7 +85,7 @@ fn an_oltp_run_gives_transactions_block_io_and_its_parts() {
         PARTS,
     );
     let (first, last) = samples();
-    let bench = run.result(&first, &last, None).to_json();
+    let bench = run.clone().result(&first, &last, None, 0.0, None).to_json();
     let a = &bench["application"];
     assert_eq!(a["kind"], "oltp");
     assert_eq!(a["mix"], "tpcb-like");
@@ -122,10 +122,43 @@ fn an_oltp_run_gives_transactions_block_io_and_its_parts() {
         .as_f64()
         .unwrap();
     assert!((per_tx - 1.5 / 2.0 / 458.0 * 1e6).abs() < 1e-6, "{per_tx}");
+    // The least latency, seed 003's SQL Server figure.
+    let min_ms = a["latency_ms"]["min"].as_f64().unwrap();
+    assert!(min_ms > 0.0 && min_ms <= a["latency_ms"]["p50"].as_f64().unwrap());
     // What the block trace does not say is not made up.
     for absent in ["ios", "bytes", "verify_errors", "series", "per_url"] {
         assert!(bench.get(absent).is_none(), "{absent}");
     }
+    for absent in ["processor_time_min_pct", "memory_used_max_mib"] {
+        assert!(a.get(absent).is_none(), "{absent}");
+    }
+    // blktrace's half CPU-second out of the host's 1.5, and the host
+    // second by second beside it.
+    let seconds = HostSeconds {
+        seconds: 2,
+        processor_time_min_pct: 20.0,
+        processor_time_max_pct: 30.0,
+        memory_used_max_mib: Some(512.0),
+        initiator_rss_max_mib: None,
+    };
+    let bench = run
+        .result(&first, &last, None, 0.5, Some(seconds))
+        .to_json();
+    let a = &bench["application"];
+    assert_eq!(a["processor_time_pct"], 25.0);
+    assert_eq!(bench["cpu"]["busy_pct"], 37.5);
+    assert_eq!(bench["tools_cpu_s"], 0.5);
+    let per_tx = a["cpu_us_per_transaction"].as_f64().unwrap();
+    assert!((per_tx - 1.0 / 2.0 / 458.0 * 1e6).abs() < 1e-6, "{per_tx}");
+    assert_eq!(
+        (
+            a["processor_time_min_pct"].as_f64(),
+            a["processor_time_max_pct"].as_f64()
+        ),
+        (Some(20.0), Some(30.0))
+    );
+    assert_eq!(a["memory_used_max_mib"], 512.0);
+    assert!(a["initiator_rss_max_mib"].is_null());
 }
 
 #[test]
@@ -148,7 +181,7 @@ fn a_mail_run_reports_as_jetstress_does() {
         PARTS,
     );
     let (first, last) = samples();
-    let bench = run.result(&first, &last, None).to_json();
+    let bench = run.result(&first, &last, None, 0.0, None).to_json();
     let a = &bench["application"];
     assert_eq!(
         (a["kind"].as_str(), a["filesystem"].as_str()),

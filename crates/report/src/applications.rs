@@ -72,8 +72,12 @@ const fn app(label: &'static str, path: &'static [&'static str]) -> Row {
     }
 }
 
-const OLTP_ROWS: [Row; 10] = [
+const OLTP_ROWS: [Row; 15] = [
     app("transactions/s", &["application", "tps"]),
+    app(
+        "transaction latency min (ms)",
+        &["application", "latency_ms", "min"],
+    ),
     app(
         "transaction latency mean (ms)",
         &["application", "latency_ms", "mean"],
@@ -102,13 +106,36 @@ const OLTP_ROWS: [Row; 10] = [
         direction: Some("write"),
     },
     app("processor time (%)", &["application", "processor_time_pct"]),
+    PROCESSOR_MIN,
+    PROCESSOR_MAX,
     app(
         "CPU-µs per transaction",
         &["application", "cpu_us_per_transaction"],
     ),
+    MEMORY_USED,
+    INITIATOR_RSS,
 ];
 
-const MAIL_ROWS: [Row; 5] = [
+/// The host second by second (seed 003's processor time minimum and
+/// maximum, and its memory utilization), in both tables.
+const PROCESSOR_MIN: Row = app(
+    "processor time, least second (%)",
+    &["application", "processor_time_min_pct"],
+);
+const PROCESSOR_MAX: Row = app(
+    "processor time, most second (%)",
+    &["application", "processor_time_max_pct"],
+);
+const MEMORY_USED: Row = app(
+    "host memory used, most (MiB)",
+    &["application", "memory_used_max_mib"],
+);
+const INITIATOR_RSS: Row = app(
+    "initiator process memory, most (MiB)",
+    &["application", "initiator_rss_max_mib"],
+);
+
+const MAIL_ROWS: [Row; 9] = [
     app("transactional IOPS", &["application", "transactional_iops"]),
     app(
         "database read average latency (ms)",
@@ -123,6 +150,10 @@ const MAIL_ROWS: [Row; 5] = [
         &["application", "log_write_avg_ms"],
     ),
     app("processor time (%)", &["application", "processor_time_pct"]),
+    PROCESSOR_MIN,
+    PROCESSOR_MAX,
+    MEMORY_USED,
+    INITIATOR_RSS,
 ];
 
 /// The plan's application workloads, in its order, each with the
@@ -192,6 +223,13 @@ fn workload_table(input: &ReportInput, w: &WorkloadInfo, app: &Value) -> Vec<Blo
     let rows = kind
         .rows()
         .iter()
+        // A figure no run has (results from before the lab read it) is
+        // left out rather than shown as a row of dashes.
+        .filter(|row| {
+            cases
+                .iter()
+                .any(|case| !row_samples(input, w, case, row).is_empty())
+        })
         .map(|row| {
             let mut cells: Vec<Cell> = vec![row.label.into()];
             cells.extend(cases.iter().map(|case| figure(input, w, case, row)));
@@ -358,7 +396,10 @@ mod tests {
 
     #[test]
     fn a_direction_without_io_has_no_block_latency() {
-        let read = &OLTP_ROWS[6];
+        let read = OLTP_ROWS
+            .iter()
+            .find(|r| r.direction == Some("read"))
+            .unwrap();
         let idle = json!({"read": {"ios": 0, "lat_us": {"mean": 0.0}}});
         let busy = json!({"read": {"ios": 10, "lat_us": {"mean": 120.0}}});
         assert_eq!(read.value(&idle), None);

@@ -5,7 +5,8 @@
 //! latency; per run, the block layer's trace of the application's I/O and
 //! the target's stage timings around it. [`Apps::cleanup`] removes it all.
 
-use super::{tail, Bed, BedTarget, PlaceError, Ran, Started, STOP_GRACE};
+use super::series::SecondsSampler;
+use super::{tail, Bed, BedTarget, PlaceError, Ran, Started, Watched, STOP_GRACE};
 use crate::application::{
     self, Application, ApplicationRun, BlockTrace, Figures, Filesystem, PartsMeasured,
     BLKPARSE_FORMAT, CLEANUP, MAKE_FS, PG_PORT,
@@ -16,7 +17,7 @@ use crate::mail::MailResult;
 use crate::peers::fio::FioOutput;
 use crate::pgbench::TransactionLog;
 use crate::plan::Plan;
-use crate::record::RunResult;
+use crate::record::{HostSeconds, RunResult};
 use crate::run::{BenchFailure, Measured, Window};
 use crate::ssh::HostError;
 use isoe_bench::LatencySummary;
@@ -325,6 +326,7 @@ impl Bed {
         app: &Application,
         target: &BedTarget<'_>,
         device: &str,
+        initiator_pids: &[u32],
         apps: &mut Apps<'_>,
         stop: &AtomicBool,
     ) -> Result<Measured, BenchFailure> {
@@ -355,13 +357,27 @@ impl Bed {
         // As for fio: from half a second after the ramp, to 1.5 s before the end.
         let start = Duration::from_secs_f64(ramp_s + 0.5);
         let len = Duration::from_secs_f64((duration_s - 1.5).max(0.5));
-        let ran = self.measure(
+        let seconds = SecondsSampler::start(
+            host,
+            start.as_secs_f64(),
+            len.as_secs() as u32,
+            initiator_pids,
+        );
+        // blktrace is the measurement's, not the host's work.
+        let tools = [tracer.pid()];
+        let watched = Watched {
+            initiator: initiator_pids,
+            tools: &tools,
+        };
+        let ran = self.measure_with(
             &argv,
             Window::new(start, start + len),
             target,
             ramp_s + duration_s,
+            watched,
             stop,
         );
+        let seconds = seconds.finish();
         let trace_text = self.finish_trace(tracer, &trace_dir);
         let ran = ran?;
         let trace = BlockTrace::parse(&trace_text?, lead_s + ramp_s, lead_s + ramp_s + duration_s);
@@ -398,7 +414,7 @@ impl Bed {
             .attach_kind()
             .map_or("kernel", |k| k.label());
         let run = ApplicationRun::new(app, fs, label, &figures, &trace, duration_s, parts);
-        let result = self.finish_result(run, &ran, target)?;
+        let result = self.finish_result(run, &ran, target, seconds)?;
         Ok(Measured {
             result,
             started_at: ran.started_at,
@@ -647,6 +663,7 @@ impl Bed {
         run: ApplicationRun,
         ran: &Ran,
         target: &BedTarget<'_>,
+        seconds: Option<HostSeconds>,
     ) -> Result<RunResult, BenchFailure> {
         let (Some(a), Some(b)) = (&ran.first.initiator, &ran.last.initiator) else {
             return Err(BenchFailure::Failed(format!(
@@ -658,7 +675,12 @@ impl Bed {
         let span = (ran.last.uptime_s - ran.first.uptime_s).max(0.0);
         b.at = a.at + Duration::from_secs_f64(span);
         let target_pid_here = target.pid.filter(|_| self.same_host);
-        let mut result = run.result(a, &b, target_pid_here);
+        let tools_s = super::tools_cpu_s(&ran.first, &ran.last);
+        let mut result = run.result(a, &b, target_pid_here, tools_s, seconds);
+        // The application is the load, as fio is on a block device; the
+        // initiator's process is isoe attach's (the kernel's has none).
+        result.load_is_not_the_initiator();
+        super::add_initiator_process(&mut result, &ran.first, &ran.last);
         if !self.same_host {
             super::add_target_side(&mut result, &ran.first, &ran.last, target);
         }

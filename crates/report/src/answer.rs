@@ -455,7 +455,7 @@ fn figures(
     c: &CellSummary,
 ) -> Vec<(Figure, bool)> {
     let reference = input.reference_of(&case.name);
-    let name = |case: &str, end| naming::end_name(input, case, end);
+    let name = |case: &str, end| naming::end_name_on(input, case, end, &w.name);
     let process = |end| match end {
         End::Initiator => c.initiator_cpu_effect,
         End::Target => c.target_cpu_effect,

@@ -45,8 +45,12 @@ pub fn render_html(input: &ReportInput) -> String {
     );
     let mut toc_done = false;
     for block in &blocks {
-        // The contents go after the front matter, before the first section.
-        if !toc_done && matches!(block, Block::Heading(2, ..)) {
+        // The contents go after the front matter and the answer to the
+        // plan's question (what a reader opens the page for, kept on its
+        // first screen), before the next section.
+        if !toc_done
+            && matches!(block, Block::Heading(2, _, anchor) if anchor.as_deref() != Some("answer"))
+        {
             out.push_str(&contents(&blocks));
             toc_done = true;
         }

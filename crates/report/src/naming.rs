@@ -1,7 +1,7 @@
 //! A case in words, for sentences that name both sides of a comparison:
 //! who runs each end ("libiscsi through fio", "isoe's target", "the
 //! floor's server"), and what a case sets that its reference does not
-//! ("MTU 9000", "TSO, GSO and GRO off on both sides"), from the knobs the
+//! ("MTU 9000", "both sides' TSO, GSO and GRO off"), from the knobs the
 //! report input carries (`name = value`, as the lab describes them).
 
 use super::ReportInput;
@@ -33,6 +33,28 @@ pub(super) enum End {
 /// Whether `case` runs raw TCP in place of both ends (`floor = on`).
 pub(super) fn is_floor(input: &ReportInput, case: &str) -> bool {
     input.value_in(case, "floor") == "on"
+}
+
+/// Whether `workload`'s runs are raw TCP or UDP streams (`isoe netprobe`
+/// between the two sides), whose ends are no initiator and no target.
+pub(super) fn is_stream(input: &ReportInput, workload: &str) -> bool {
+    input
+        .records
+        .iter()
+        .any(|r| r.workload == workload && r.bench.get("stream").is_some_and(|s| s.is_object()))
+}
+
+/// Who runs `end` of `workload` in `case`: [`end_name`], or the stream's
+/// end on that side for a stream workload.
+pub(super) fn end_name_on(input: &ReportInput, case: &str, end: End, workload: &str) -> String {
+    if is_stream(input, workload) {
+        return match end {
+            End::Initiator => "the stream's end on the initiator's side",
+            End::Target => "the stream's end on the target's side",
+        }
+        .to_string();
+    }
+    end_name(input, case, end)
 }
 
 /// Who runs `end` in `case`: "isoe's initiator", "libiscsi through fio",
@@ -225,7 +247,7 @@ fn offload_of(knob: &str) -> Option<(&str, &str)> {
 }
 
 /// The offload knobs among `knobs` as phrases, one per value and sides:
-/// "TSO, GSO and GRO off on both sides", "GRO on on the target's side",
+/// "both sides' TSO, GSO and GRO off", "the target's GRO on",
 /// "TSO at the devices' defaults" (a side's default is its device's).
 fn offload_phrases(knobs: &[(String, String)]) -> Vec<String> {
     let mut values: Vec<&str> = Vec::new();
@@ -241,10 +263,20 @@ fn offload_phrases(knobs: &[(String, String)]) -> Vec<String> {
                 .iter()
                 .any(|(k, v)| v == value && offload_of(k) == Some((side, offload)))
         };
+        if value == "default" {
+            // A side's default is its device's: one phrase for both.
+            let names: Vec<String> = OFFLOADS
+                .iter()
+                .filter(|(k, _)| has("initiator", k) || has("target", k))
+                .map(|(_, name)| name.to_string())
+                .collect();
+            out.push(format!("{} at the devices' defaults", join(&names)));
+            continue;
+        }
         for (where_, sides) in [
-            ("on both sides", (true, true)),
-            ("on the initiator's side", (true, false)),
-            ("on the target's side", (false, true)),
+            ("both sides'", (true, true)),
+            ("the initiator's", (true, false)),
+            ("the target's", (false, true)),
         ] {
             let names: Vec<String> = OFFLOADS
                 .iter()
@@ -254,11 +286,7 @@ fn offload_phrases(knobs: &[(String, String)]) -> Vec<String> {
             if names.is_empty() {
                 continue;
             }
-            out.push(if value == "default" {
-                format!("{} at the devices' defaults", join(&names))
-            } else {
-                format!("{} {value} {where_}", join(&names))
-            });
+            out.push(format!("{where_} {} {value}", join(&names)));
         }
     }
     out
@@ -328,6 +356,35 @@ mod tests {
     }
 
     #[test]
+    fn a_stream_s_ends_are_the_stream_s_not_isoe_s() {
+        let mut i = input(&[], vec![]);
+        let record = |workload: &str, bench: serde_json::Value| -> crate::record::RunRecord {
+            serde_json::from_value(serde_json::json!({
+                "plan": "p", "case": "baseline", "workload": workload, "run": 1,
+                "topology": "base", "knobs": {}, "skipped_knobs": {}, "metric": "mb_per_s",
+                "value": 1.0, "steal_pct": 0.0, "valid": true, "invalid_reason": null,
+                "bench": bench, "started_at": "2026-12-02T10:00:00Z",
+            }))
+            .unwrap()
+        };
+        i.records.push(record(
+            "tcp-stream-tx",
+            serde_json::json!({"stream": {"kind": "tcp"}}),
+        ));
+        i.records
+            .push(record("seq-read", serde_json::json!({"mb_per_s": 1.0})));
+        assert!(is_stream(&i, "tcp-stream-tx") && !is_stream(&i, "seq-read"));
+        assert_eq!(
+            end_name_on(&i, "baseline", End::Target, "tcp-stream-tx"),
+            "the stream's end on the target's side"
+        );
+        assert_eq!(
+            end_name_on(&i, "baseline", End::Target, "seq-read"),
+            "isoe's target"
+        );
+    }
+
+    #[test]
     fn settings_read_as_words_on_both_sides() {
         let i = input(
             &[("mtu", "1500")],
@@ -355,8 +412,8 @@ mod tests {
         assert_eq!(
             settings(&i, "offloads-off").unwrap(),
             (
-                "TSO and GRO off on both sides and GSO off on the initiator's side".to_string(),
-                "TSO and GRO at the devices' defaults and GSO at the devices' defaults".to_string()
+                "both sides' TSO and GRO off and the initiator's GSO off".to_string(),
+                "TSO, GSO and GRO at the devices' defaults".to_string()
             )
         );
         assert_eq!(

@@ -233,7 +233,7 @@ fn headline(input: &ReportInput, cells: &[CellSummary]) -> Vec<Block> {
                  and target process, their own processes' time (isoe attach's for its block \
                  devices; none for the kernel's initiator, and fio, the load on a block device, \
                  is not the initiator); target host, where the target has a machine of its own, \
-                 every CPU of it less the test bed's own programs there (a VM). MB/s per CPU%: \
+                 every CPU of it (none where that machine also runs the bed's VM). MB/s per CPU%: \
                  host-wide, all CPUs.",
                 input.rules.significance_pct,
                 input.rules.significance_pct,

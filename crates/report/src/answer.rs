@@ -193,9 +193,9 @@ enum Whose {
     /// The host, with the programs that differ (the case's, the
     /// reference's), if any.
     Host(Option<(String, String)>),
-    /// The host's MB/s per CPU% (seed 000's CPU effectiveness), against
-    /// the reference's program, if it differs.
-    Effectiveness(Option<String>),
+    /// The host's MB/s per CPU% (seed 000's CPU effectiveness), with the
+    /// programs that differ (the case's, the reference's), if any.
+    Effectiveness(Option<(String, String)>),
 }
 
 /// One CPU figure of a comparison and its effect.
@@ -256,11 +256,13 @@ impl Figure {
             (Whose::Host(None), Verdict::Open(test)) => {
                 format!("the host's CPU per I/O is {}", open_words(test))
             }
-            (Whose::Effectiveness(theirs), v) => {
-                let that = theirs
+            (Whose::Effectiveness(ends), v) => {
+                let (with, that) = ends
                     .as_ref()
-                    .map_or(String::new(), |o| format!(" that with {o}"));
-                let what = "CPU effectiveness (MB/s per % of the host's CPU)";
+                    .map_or((String::new(), String::new()), |(own, o)| {
+                        (format!(" with {own}"), format!(" that with {o}"))
+                    });
+                let what = format!("CPU effectiveness (MB/s per % of the host's CPU){with}");
                 match v {
                     Verdict::Stated(r, lo, hi) => {
                         format!("{what} is {}{that} ({})", times(r), ci(lo, hi))
@@ -477,14 +479,17 @@ fn figures(
             });
         }
     }
-    let differing_reference = match ends {
-        [end] => Some(name(reference, *end)),
+    let differing = match ends {
+        [end] => Some((name(&case.name, *end), name(reference, *end))),
         [] => None,
-        _ => Some(naming::pair_name(input, reference)),
+        _ => Some((
+            naming::pair_name(input, &case.name),
+            naming::pair_name(input, reference),
+        )),
     };
     if by_mb {
         primary.push(Figure {
-            whose: Whose::Effectiveness(differing_reference),
+            whose: Whose::Effectiveness(differing),
             effect: c.effectiveness_effect,
         });
     } else if ends.is_empty() {
@@ -686,8 +691,8 @@ mod tests {
         assert_eq!(large.0, "large (MB/s)");
         assert!(
             large.1[0].contains(
-                "CPU effectiveness (MB/s per % of the host's CPU) is 0.50x that with isoe's \
-                 initiator (95% CI 0."
+                "CPU effectiveness (MB/s per % of the host's CPU) with libiscsi through fio is \
+                 0.50x that with isoe's initiator (95% CI 0."
             ),
             "{}",
             large.1[0]

@@ -269,24 +269,18 @@ fn stream(args: &NetprobeArgs, to: SocketAddr) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let f = match rr::stream(
+    let ran = rr::stream(
         to,
         shape,
         Duration::from_secs_f64(args.ramp),
         Duration::from_secs_f64(args.duration.expect("a stream has a duration")),
         Duration::from_secs(args.timeout),
         server_pid(args, to),
-    ) {
+    );
+    let f = match printed(args, to, ran) {
         Ok(f) => f,
-        Err(e) => {
-            eprintln!("isoe netprobe: {to}: {e}");
-            return ExitCode::from(1);
-        }
+        Err(code) => return code,
     };
-    if args.json {
-        println!("{}", serde_json::to_string(&f).expect("plain numbers"));
-        return ExitCode::SUCCESS;
-    }
     let per_mb = |v: Option<f64>| v.map_or_else(|| "unknown".to_string(), |v| format!("{v:.1}"));
     let udp = match (f.datagrams_sent, f.datagrams_received, f.loss_pct) {
         (Some(sent), Some(received), Some(loss)) => {
@@ -310,6 +304,24 @@ fn stream(args: &NetprobeArgs, to: SocketAddr) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// A stream's or a load's figures, or the exit code that ends the command
+/// here: 1 with the reason when it failed, 0 once `--json` printed them.
+fn printed<T: serde::Serialize>(
+    args: &NetprobeArgs,
+    to: SocketAddr,
+    ran: Result<T, impl std::fmt::Display>,
+) -> Result<T, ExitCode> {
+    let f = ran.map_err(|e| {
+        eprintln!("isoe netprobe: {to}: {e}");
+        ExitCode::from(1)
+    })?;
+    if args.json {
+        println!("{}", serde_json::to_string(&f).expect("plain numbers"));
+        return Err(ExitCode::SUCCESS);
+    }
+    Ok(f)
+}
+
 fn load(args: &NetprobeArgs, to: SocketAddr, exchange: Exchange) -> ExitCode {
     let shape = LoadShape {
         connections: args.connections,
@@ -317,24 +329,18 @@ fn load(args: &NetprobeArgs, to: SocketAddr, exchange: Exchange) -> ExitCode {
         exchange,
     };
     let server_pid = server_pid(args, to);
-    let f = match rr::load(
+    let ran = rr::load(
         to,
         shape,
         Duration::from_secs_f64(args.ramp),
         Duration::from_secs_f64(args.duration.expect("a load has a duration")),
         Duration::from_secs(args.timeout),
         server_pid,
-    ) {
+    );
+    let f = match printed(args, to, ran) {
         Ok(f) => f,
-        Err(e) => {
-            eprintln!("isoe netprobe: {to}: {e}");
-            return ExitCode::from(1);
-        }
+        Err(code) => return code,
     };
-    if args.json {
-        println!("{}", serde_json::to_string(&f).expect("plain numbers"));
-        return ExitCode::SUCCESS;
-    }
     let server = match f.server_cpu_us_per_exchange {
         Some(us) => format!("{us:.2}"),
         None => "unknown (--server-pid)".into(),

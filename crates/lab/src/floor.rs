@@ -272,25 +272,7 @@ mod tests {
                         "p90": 800.0, "p99": 1200.0, "p999": 2000.0, "max": 5000.0},
         }))
         .unwrap();
-        let stat = "cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 50 0 50 400 0 0 0 0 0 0\n";
-        let later = "cpu  400 0 400 1200 0 0 0 0 0 0\ncpu0 200 0 200 600 0 0 0 0 0 0\n";
-        let proc_stat = |ticks: u64| {
-            format!("1 (isoe) S 0 0 0 0 0 0 0 0 0 0 {ticks} {ticks} 0 0 20 0 1 0 0 0 0")
-        };
-        let snmp = "Tcp: OutSegs RetransSegs\nTcp: 0 0\n";
-        let netstat = "TcpExt: TCPDSACKRecvSegs\nTcpExt: 0\n";
-        let t0 = std::time::Instant::now();
-        let first =
-            Sample::parse(stat, &proc_stat(0), Some(&proc_stat(0)), snmp, netstat, t0).unwrap();
-        let last = Sample::parse(
-            later,
-            &proc_stat(100),
-            Some(&proc_stat(50)),
-            snmp,
-            netstat,
-            t0 + std::time::Duration::from_secs(4),
-        )
-        .unwrap();
+        let (first, last) = crate::sampled::four_seconds_apart();
         let b = job.result(&netprobe, &first, &last, Some(1)).to_json();
         assert_eq!(b["iops"], 100_000.0);
         assert_eq!(b["read"]["ios"], 600_000);

@@ -198,6 +198,33 @@ pub fn sampled_result(
     result
 }
 
+/// For tests: two samples 4 s apart in which the machine was busy 3
+/// CPU-seconds of 8 (two CPUs), the sampled process 2 CPU-seconds (100
+/// user and 100 system ticks at 100 Hz) and the target 1, with no TCP
+/// segments: what the floor's and the streams' results are checked on.
+#[cfg(test)]
+pub(crate) fn four_seconds_apart() -> (Sample, Sample) {
+    let stat = "cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 50 0 50 400 0 0 0 0 0 0\n";
+    let later = "cpu  400 0 400 1200 0 0 0 0 0 0\ncpu0 200 0 200 600 0 0 0 0 0 0\n";
+    let proc_stat =
+        |ticks: u64| format!("1 (isoe) S 0 0 0 0 0 0 0 0 0 0 {ticks} {ticks} 0 0 20 0 1 0 0 0 0");
+    let snmp = "Tcp: OutSegs RetransSegs\nTcp: 0 0\n";
+    let netstat = "TcpExt: TCPDSACKRecvSegs\nTcpExt: 0\n";
+    let t0 = std::time::Instant::now();
+    let first = Sample::parse(stat, &proc_stat(0), Some(&proc_stat(0)), snmp, netstat, t0)
+        .expect("a sample");
+    let last = Sample::parse(
+        later,
+        &proc_stat(100),
+        Some(&proc_stat(50)),
+        snmp,
+        netstat,
+        t0 + std::time::Duration::from_secs(4),
+    )
+    .expect("a sample");
+    (first, last)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

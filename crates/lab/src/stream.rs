@@ -299,25 +299,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(netprobe.direction, Direction::ClientToServer);
-        let stat = "cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 50 0 50 400 0 0 0 0 0 0\n";
-        let later = "cpu  400 0 400 1200 0 0 0 0 0 0\ncpu0 200 0 200 600 0 0 0 0 0 0\n";
-        let proc_stat = |ticks: u64| {
-            format!("1 (isoe) S 0 0 0 0 0 0 0 0 0 0 {ticks} {ticks} 0 0 20 0 1 0 0 0 0")
-        };
-        let snmp = "Tcp: OutSegs RetransSegs\nTcp: 0 0\n";
-        let netstat = "TcpExt: TCPDSACKRecvSegs\nTcpExt: 0\n";
-        let t0 = std::time::Instant::now();
-        let first =
-            Sample::parse(stat, &proc_stat(0), Some(&proc_stat(0)), snmp, netstat, t0).unwrap();
-        let last = Sample::parse(
-            later,
-            &proc_stat(100),
-            Some(&proc_stat(50)),
-            snmp,
-            netstat,
-            t0 + std::time::Duration::from_secs(4),
-        )
-        .unwrap();
+        let (first, last) = crate::sampled::four_seconds_apart();
         let b = job.result(&netprobe, &first, &last, Some(7)).to_json();
         let f = |k: &str| b[k].as_f64().unwrap();
         assert_eq!(f("mb_per_s"), 100.0);

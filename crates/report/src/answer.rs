@@ -306,19 +306,8 @@ fn capital(s: &str) -> String {
 /// The knobs `case` changes from its reference that some run of `case` ×
 /// `workload` could not apply.
 fn not_applied(input: &ReportInput, case: &str, workload: &str) -> (Vec<String>, usize) {
-    let changes = input.changes_from_reference(case);
-    let skipped = changes
-        .iter()
-        .map(|(knob, _, _)| knob.clone())
-        .filter(|k| {
-            input
-                .records
-                .iter()
-                .filter(|r| r.case == case && r.workload == workload)
-                .any(|r| r.skipped_knobs.contains_key(k))
-        })
-        .collect();
-    (skipped, changes.len())
+    let changed = input.changes_from_reference(case).len();
+    (super::recommend::skipped(input, case, workload), changed)
 }
 
 /// One comparison of `case` with its reference on `w`, as a sentence.

@@ -297,7 +297,7 @@ pub fn overall(input: &ReportInput, advice: &[WorkloadAdvice]) -> Vec<OverallAdv
 
 /// The knobs `case` changes from its reference that some run of `case` ×
 /// `workload` skipped.
-fn skipped(input: &ReportInput, case: &str, workload: &str) -> Vec<String> {
+pub(super) fn skipped(input: &ReportInput, case: &str, workload: &str) -> Vec<String> {
     input
         .changes_from_reference(case)
         .into_iter()

@@ -369,24 +369,34 @@ struct Moved {
     ended: Instant,
 }
 
-/// TCP from the client: `msg`-byte writes until the window closes.
-fn tcp_send(control: &mut TcpStream, shape: &StreamShape, clock: &mut Clock) -> io::Result<Moved> {
-    let out = vec![0x5au8; shape.msg as usize];
+/// Calls `io` (one write or one read) until the window closes, counting
+/// the bytes it moved inside the measured span: those bytes, and when the
+/// window closed.
+fn pump(
+    clock: &mut Clock,
+    mut io: impl FnMut() -> io::Result<usize>,
+) -> io::Result<(u64, Instant)> {
     let mut bytes = 0u64;
-    let ended = loop {
-        let n = match control.write(&out) {
+    loop {
+        let n = match io() {
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
         let now = Instant::now();
         if clock.over(now) {
-            break now;
+            return Ok((bytes, now));
         }
         if clock.measuring(now)? {
             bytes += n as u64;
         }
-    };
+    }
+}
+
+/// TCP from the client: `msg`-byte writes until the window closes.
+fn tcp_send(control: &mut TcpStream, shape: &StreamShape, clock: &mut Clock) -> io::Result<Moved> {
+    let out = vec![0x5au8; shape.msg as usize];
+    let (bytes, ended) = pump(clock, || control.write(&out))?;
     // The server closes once it has read everything.
     control.shutdown(Shutdown::Write)?;
     let mut rest = [0u8; 64];
@@ -402,22 +412,10 @@ fn tcp_send(control: &mut TcpStream, shape: &StreamShape, clock: &mut Clock) -> 
 /// TCP from the server: reads until the window closes, then closes.
 fn tcp_receive(control: &mut TcpStream, clock: &mut Clock) -> io::Result<Moved> {
     let mut buf = vec![0u8; RECV_BYTES];
-    let mut bytes = 0u64;
-    let ended = loop {
-        let n = match control.read(&mut buf) {
-            Ok(0) => return Err(closed()),
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        let now = Instant::now();
-        if clock.over(now) {
-            break now;
-        }
-        if clock.measuring(now)? {
-            bytes += n as u64;
-        }
-    };
+    let (bytes, ended) = pump(clock, || match control.read(&mut buf) {
+        Ok(0) => Err(closed()),
+        read => read,
+    })?;
     Ok(Moved {
         bytes,
         datagrams: None,

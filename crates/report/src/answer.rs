@@ -293,7 +293,7 @@ fn throughput_tail(effect: Option<Effect>, metric: Metric, whose: &str, t: f64) 
 /// target", "libiscsi", "tgt").
 fn capital(s: &str) -> String {
     let first = s.split(' ').next().unwrap_or_default();
-    if !["the", "a", "an", "at", "no", "one", "with"].contains(&first) {
+    if !["the", "a", "an", "at", "no", "one", "with", "both"].contains(&first) {
         return s.to_string();
     }
     let mut chars = s.chars();
@@ -739,6 +739,19 @@ mod tests {
             ),
             "{}",
             asked(&input)
+        );
+    }
+
+    #[test]
+    fn a_sentence_opens_with_a_capital_unless_it_opens_with_a_name() {
+        assert_eq!(
+            capital("both sides' TSO off against on"),
+            "Both sides' TSO off against on"
+        );
+        assert_eq!(capital("the host spends"), "The host spends");
+        assert_eq!(
+            capital("isoe's initiator spends"),
+            "isoe's initiator spends"
         );
     }
 }

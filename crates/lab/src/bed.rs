@@ -928,7 +928,13 @@ echo $missing"#;
             }
         };
         if !self.same_host {
-            add_target_side(&mut result, &ran.first, &ran.last, target);
+            add_target_side(
+                &mut result,
+                &ran.first,
+                &ran.last,
+                target,
+                self.vm_on_target_host(),
+            );
         }
         result.lab.testbed_initiator_host = Some(self.initiator.name());
         result.lab.testbed_target_host = Some(match target.started {
@@ -1203,6 +1209,14 @@ echo $missing"#;
         })
     }
 
+    /// Whether the target's host is this machine and the test bed file
+    /// names programs here that are part of the bed (`local_processes`:
+    /// the VM that is the initiator host), whose CPU would be most of that
+    /// host's ([`add_target_side`] gives no host figure then).
+    fn vm_on_target_host(&self) -> bool {
+        self.target.is_local() && !self.testbed.local_processes.is_empty()
+    }
+
     /// Starts the programs that read both hosts' counters at the window's
     /// two ends, each on the host it reads ([`SAMPLER`]), so that neither
     /// an SSH round trip nor a slow host moves the moments: the initiator
@@ -1239,7 +1253,6 @@ echo $missing"#;
         paths.extend(watched.tools.iter().map(|pid| format!("/proc/{pid}/stat")));
         let (a, b) = (window.start.as_secs_f64(), window.end.as_secs_f64());
         let initiator = Sampler::start(&self.initiator, initiator_pid, a, b, paths);
-        let mut bed_processes = 0..0;
         let target_side =
             (!self.same_host && !matches!(target.started, Started::External)).then(|| {
                 // The host's own namespace: its TCP counters are the target's.
@@ -1254,17 +1267,6 @@ echo $missing"#;
                 if let Some(pid) = target.pid {
                     paths.push(format!("/proc/{pid}/stat"));
                 }
-                if self.target.is_local() {
-                    // The bed's own programs here (a VM that is the
-                    // initiator host) are not the target's host's work;
-                    // the target itself is, whatever its name.
-                    let pids: Vec<u32> = local_pids_named(&self.testbed.local_processes)
-                        .into_iter()
-                        .filter(|&pid| Some(pid) != target.pid && pid != std::process::id())
-                        .collect();
-                    bed_processes = paths.len()..paths.len() + pids.len();
-                    paths.extend(pids.iter().map(|pid| format!("/proc/{pid}/stat")));
-                }
                 let now = since_start.as_secs_f64();
                 let (a, b) = ((a - now).max(0.0), (b - now).max(0.1));
                 Sampler::start(&self.target, 0, a, b, paths)
@@ -1274,7 +1276,6 @@ echo $missing"#;
             initiator_processes,
             tools,
             target: target_side,
-            bed_processes,
         }
     }
 }
@@ -1421,9 +1422,6 @@ struct Samplers {
     /// Where the measurement's own programs' files are among them.
     tools: std::ops::Range<usize>,
     target: Option<Sampler>,
-    /// Where the bed's programs on the target's host (this machine) are
-    /// among the target sampler's files.
-    bed_processes: std::ops::Range<usize>,
 }
 
 impl Samplers {
@@ -1440,7 +1438,6 @@ impl Samplers {
         let at = Instant::now();
         let processes = self.initiator_processes.clone();
         let tools = self.tools.clone();
-        let bed_processes = self.bed_processes.clone();
         let initiator = self.initiator.finish()?;
         let target = self.target.map(Sampler::finish).transpose()?;
         let mut out = [None, None];
@@ -1470,10 +1467,8 @@ impl Samplers {
                     tcp: TcpCounters::parse(files[2].as_deref()?, files[3].as_deref()?).ok(),
                     process: files
                         .get(4)
-                        .filter(|_| bed_processes.start != 4)
                         .and_then(|f| f.as_deref())
                         .and_then(|t| ProcessCpu::parse(t).ok()),
-                    bed_processes: sum_processes(&files[bed_processes.clone()]),
                 })
             });
             *slot = Some(BedSample {
@@ -1545,28 +1540,6 @@ struct HostCpu {
     /// Its TCP counters (`/proc/net/snmp`, `/proc/net/netstat`).
     tcp: Option<TcpCounters>,
     process: Option<ProcessCpu>,
-    /// The test bed's own programs on this host (`local_processes`: the
-    /// VM that is the initiator host), added up; None when there are none.
-    bed_processes: Option<ProcessCpu>,
-}
-
-/// The PIDs of this machine's processes whose command name (as
-/// `/proc/PID/stat` gives it, 15 characters at most) is one of `names`.
-fn local_pids_named(names: &[String]) -> Vec<u32> {
-    if names.is_empty() {
-        return Vec::new();
-    }
-    let short: Vec<String> = names.iter().map(|n| n.chars().take(15).collect()).collect();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .is_ok_and(|comm| short.iter().any(|n| n == comm.trim_end()))
-        })
-        .collect()
 }
 
 /// The measurement's own programs' CPU-seconds on the initiator host
@@ -1636,13 +1609,15 @@ fn add_initiator_process(result: &mut RunResult, first: &BedSample, last: &BedSa
 }
 
 /// The target's CPU over the window, from its own host's counters: its
-/// process's time, or (LIO, kernel threads) the host's busy time; and the
-/// host's TCP counters, the target side's retransmissions.
+/// process's time, or (LIO, kernel threads) the host's busy time; the
+/// host's whole busy time per I/O unless `vm_here` (the bed's VM runs on
+/// it too); and the host's TCP counters, the target side's retransmissions.
 fn add_target_side(
     result: &mut RunResult,
     first: &BedSample,
     last: &BedSample,
     target: &BedTarget<'_>,
+    vm_here: bool,
 ) {
     let (Some(a), Some(b)) = (&first.target, &last.target) else {
         return;
@@ -1671,8 +1646,7 @@ fn add_target_side(
     // CPU, and the busy time less the VM's is within the two readings'
     // error of the target's own (measured on the TCG bed: from 0 to 1.6
     // times the target process's), so there is no figure to give.
-    let bed_here = a.bed_processes.is_some() || b.bed_processes.is_some();
-    result.lab.target_host_cpu_us_per_io = (iops > 0.0 && window_s > 0.0 && !bed_here)
+    result.lab.target_host_cpu_us_per_io = (iops > 0.0 && window_s > 0.0 && !vm_here)
         .then(|| split.busy_cpu_s / window_s / iops * 1e6);
     result.lab.target_host_cpu = Some(split);
 }
@@ -2183,7 +2157,6 @@ mod tests {
                 cpu: stat(busy, idle),
                 tcp: Some(tcp(segs.0, segs.1)),
                 process: Some(process(ticks)),
-                bed_processes: None,
             }),
         };
         let hz = cpu::ticks_per_second();
@@ -2200,7 +2173,7 @@ mod tests {
             size_bytes: 0,
         };
         let mut result = RunResult::for_tests(json!({"iops": 1000.0, "mb_per_s": 4.0}));
-        add_target_side(&mut result, &a, &b, &target);
+        add_target_side(&mut result, &a, &b, &target, false);
         let bench = result.to_json();
         // Half a CPU-second over 2 s at 1000 IOPS: 250 µs per I/O.
         assert_eq!(bench["target_cpu_s"], json!(0.5));
@@ -2215,19 +2188,9 @@ mod tests {
         assert_eq!(bench["target_host_cpu_us_per_io"], json!(500.0));
         // A host that runs the bed's own programs too (the VM) has no such
         // figure: the VM's time is most of it.
-        let with_vm = |mut s: BedSample, ticks| {
-            s.target.as_mut().unwrap().bed_processes = Some(process(ticks));
-            s
-        };
-        let (a, b) = (with_vm(a, 0), with_vm(b, hz / 4));
         let mut result = RunResult::for_tests(json!({"iops": 1000.0, "mb_per_s": 4.0}));
-        add_target_side(&mut result, &a, &b, &target);
+        add_target_side(&mut result, &a, &b, &target, true);
         assert_eq!(result.lab.target_host_cpu_us_per_io, None);
         assert_eq!(result.bench.target_cpu_us_per_io, Some(250.0));
-        // The bed's programs are found by command name, as ps shows it.
-        let me = std::fs::read_to_string("/proc/self/comm").unwrap();
-        let pids = local_pids_named(&[me.trim_end().to_owned()]);
-        assert!(pids.contains(&std::process::id()), "{pids:?}");
-        assert!(local_pids_named(&[]).is_empty());
     }
 }

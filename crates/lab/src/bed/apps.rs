@@ -682,7 +682,8 @@ impl Bed {
         result.load_is_not_the_initiator();
         super::add_initiator_process(&mut result, &ran.first, &ran.last);
         if !self.same_host {
-            super::add_target_side(&mut result, &ran.first, &ran.last, target);
+            let vm_here = self.vm_on_target_host();
+            super::add_target_side(&mut result, &ran.first, &ran.last, target, vm_here);
         }
         Ok(result)
     }

@@ -35,6 +35,7 @@ pub(crate) fn isoe_target_config(
 }
 
 /// Why a run gave no result.
+#[derive(Debug)]
 pub(crate) enum BenchFailure {
     /// Ctrl-C.
     Stopped,

@@ -580,6 +580,8 @@ struct TargetProcess {
     /// directory of its own (removed after the target stops).
     control: Option<(PathBuf, tempfile::TempDir)>,
     _config: Option<tempfile_path::TempPath>,
+    /// isoe's target's log, removed with the target.
+    _log: Option<tempfile_path::TempPath>,
     _tgt: Option<TgtTarget>,
 }
 
@@ -636,6 +638,7 @@ fn start_target(
             lun: tgt.lun(),
             control: None,
             _config: None,
+            _log: None,
             _tgt: Some(tgt),
         });
     }
@@ -660,25 +663,24 @@ fn start_target(
         &config,
     )
     .map_err(io_error(&options.out_dir))?;
+    // Its log (a few lines per session) goes to a file: a pipe nobody
+    // reads would fill after a hundred or so logins and stop the target.
+    let (log, log_file) = tempfile_path::TempPath::create(
+        &options.out_dir,
+        &format!(".target-{}-stderr.log", std::process::id()),
+    )
+    .map_err(io_error(&options.out_dir))?;
     let mut cmd = topo.command(Role::Target, &options.isoe);
     cmd.arg("target").arg("--config").arg(path.path());
     cmd.stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(log_file)
         .stdin(Stdio::null());
     let mut child = cmd.spawn().map_err(|source| LabError::TargetSpawn {
         isoe: options.isoe.clone(),
         source,
     })?;
     let pid = child.id();
-    let stdout = child.stdout.take().expect("stdout was piped");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = lines_of(child.stdout.take().expect("stdout was piped"));
     let deadline = Instant::now() + TARGET_START;
     let mut listening = 0;
     while listening < portals.len() {
@@ -687,15 +689,13 @@ fn start_target(
             Ok(line) if line.contains("listening on") => listening += 1,
             Ok(_) => {}
             Err(_) => {
-                let mut err = String::new();
-                if let Some(mut e) = child.stderr.take() {
-                    let _ = std::io::Read::read_to_string(&mut e, &mut err);
-                }
                 stop_child(&mut child, Duration::from_secs(2));
+                let err = fs::read_to_string(log.path()).unwrap_or_default();
                 return Err(LabError::Target(format!(
-                    "case {}: the target did not start listening within {} s: {err}",
+                    "case {}: the target did not start listening within {} s: {}",
                     case.name,
-                    TARGET_START.as_secs()
+                    TARGET_START.as_secs(),
+                    err.trim()
                 )));
             }
         }
@@ -707,8 +707,22 @@ fn start_target(
         lun: 0,
         control: Some((control, control_dir)),
         _config: Some(path),
+        _log: Some(log),
         _tgt: None,
     })
+}
+
+/// A thread that reads `from` line by line to its end (so that the child
+/// writing it never blocks) and hands each line to the receiver while
+/// there is one.
+fn lines_of(from: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(from).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    rx
 }
 
 /// The floor's server, `isoe netprobe --serve --span`, on the target's
@@ -740,7 +754,7 @@ fn start_floor_server(
                 LabError::Target(format!("case {}: {why}", case.name))
             }
         })?;
-    let (child, _) = started;
+    let (child, _, log) = started;
     Ok(TargetProcess {
         pid: child.id(),
         child: Some(child),
@@ -748,6 +762,7 @@ fn start_floor_server(
         lun: 0,
         control: None,
         _config: None,
+        _log: Some(log),
         _tgt: None,
     })
 }
@@ -761,38 +776,35 @@ enum ServerFailure {
 }
 
 /// `isoe netprobe ARGS` (`--serve ...`) in the target namespace, once it
-/// says where it serves: the child and that address.
+/// says where it serves: the child, that address and its log (stderr, in
+/// a file removed on drop).
 fn start_netprobe_server(
     options: &LabOptions,
     topo: &Topology,
     args: &[&str],
-) -> Result<(Child, String), ServerFailure> {
+) -> Result<(Child, String, tempfile_path::TempPath), ServerFailure> {
+    let (log, log_file) = tempfile_path::TempPath::create(
+        &options.out_dir,
+        &format!(".netprobe-{}-stderr.log", std::process::id()),
+    )
+    .map_err(ServerFailure::Spawn)?;
     let mut cmd = topo.command(Role::Target, &options.isoe);
     cmd.arg("netprobe").args(args);
     cmd.stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(log_file)
         .stdin(Stdio::null());
     let mut child = cmd.spawn().map_err(ServerFailure::Spawn)?;
-    let stdout = child.stdout.take().expect("stdout was piped");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let _ = BufReader::new(stdout).read_line(&mut line);
-        let _ = tx.send(line);
-    });
+    let rx = lines_of(child.stdout.take().expect("stdout was piped"));
     let serving = rx.recv_timeout(TARGET_START).ok().and_then(|line| {
         line.trim()
             .strip_prefix("isoe netprobe: serving on ")
             .map(str::to_owned)
     });
     if let Some(addr) = serving {
-        return Ok((child, addr));
+        return Ok((child, addr, log));
     }
     stop_child(&mut child, Duration::from_secs(2));
-    let mut err = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        let _ = std::io::Read::read_to_string(&mut e, &mut err);
-    }
+    let err = fs::read_to_string(log.path()).unwrap_or_default();
     Err(ServerFailure::NotServing(format!(
         "isoe netprobe {} did not start within {} s: {}",
         args.join(" "),
@@ -820,6 +832,7 @@ fn fill_lun(
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("starting {}: {e}", options.isoe.display()))?;
+    let drained = Drained::start(&mut child);
     match wait_for_child(
         &mut child,
         "isoe bench --fill",
@@ -831,8 +844,8 @@ fn fill_lun(
         Err(BenchFailure::Stopped) => return Err("interrupted".into()),
         Err(BenchFailure::Failed(why)) => return Err(why),
     }
-    let out = child
-        .wait_with_output()
+    let out = drained
+        .output(&mut child)
         .map_err(|e| format!("reading isoe bench --fill's output: {e}"))?;
     if !out.status.success() {
         return Err(format!(
@@ -885,7 +898,7 @@ fn run_bench(
         "--target-pid",
         &target.pid.to_string(),
     ]);
-    let (mut child, started_at) = spawn_load(&mut cmd, "isoe bench")?;
+    let (mut child, drained, started_at) = spawn_load(&mut cmd, "isoe bench")?;
     let limit = Duration::from_secs_f64(plan.run.duration_s + plan.run.ramp_s) + BENCH_SLACK;
     let mut window = measured_window(plan.run.ramp_s, plan.run.duration_s);
     // The target side's TCP counters at the window's ends (bench reads
@@ -901,8 +914,8 @@ fn run_bench(
         }
         window.tick(t)
     })?;
-    let out = child
-        .wait_with_output()
+    let out = drained
+        .output(&mut child)
         .map_err(|e| BenchFailure::Failed(format!("reading isoe bench's output: {e}")))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let Some(line) = stdout
@@ -1003,7 +1016,7 @@ fn run_sampled<T: serde::de::DeserializeOwned>(
     target_pid: u32,
     stop: &AtomicBool,
 ) -> Result<Sampled<T>, BenchFailure> {
-    let (mut child, started_at) = spawn_load(cmd, what)?;
+    let (mut child, drained, started_at) = spawn_load(cmd, what)?;
     let pid = child.id();
     let mut first = None;
     let mut last = None;
@@ -1015,8 +1028,8 @@ fn run_sampled<T: serde::de::DeserializeOwned>(
         }
         window.tick(t);
     })?;
-    let out = child
-        .wait_with_output()
+    let out = drained
+        .output(&mut child)
         .map_err(|e| BenchFailure::Failed(format!("reading {what}'s output: {e}")))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let json_start = stdout.find('{').ok_or_else(|| {
@@ -1099,8 +1112,8 @@ fn run_stream(
         .copied()
         .ok_or_else(|| BenchFailure::Failed("the topology has no portal".into()))?;
     let listen = std::net::SocketAddr::new(portal.ip(), 0).to_string();
-    let (mut server, addr) =
-        start_netprobe_server(options, topo, &["--serve", &listen]).map_err(|e| {
+    let (mut server, addr, _log) = start_netprobe_server(options, topo, &["--serve", &listen])
+        .map_err(|e| {
             BenchFailure::Failed(match e {
                 ServerFailure::Spawn(e) => {
                     format!("starting {} netprobe --serve: {e}", options.isoe.display())
@@ -1308,15 +1321,57 @@ fn judge(
 }
 
 /// Starts the load generator with its output captured; with when it began.
-fn spawn_load(cmd: &mut Command, what: &str) -> Result<(Child, String), BenchFailure> {
+fn spawn_load(cmd: &mut Command, what: &str) -> Result<(Child, Drained, String), BenchFailure> {
     cmd.stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .stdin(Stdio::null());
     let started = isoe_bench::timestamp::rfc3339_utc(std::time::SystemTime::now());
-    let child = cmd
+    let mut child = cmd
         .spawn()
         .map_err(|e| BenchFailure::Failed(format!("cannot start {what}: {e}")))?;
-    Ok((child, started))
+    let drained = Drained::start(&mut child);
+    Ok((child, drained, started))
+}
+
+/// A child's piped stdout and stderr, each read to its end by a thread of
+/// its own while the child runs: a child that prints more than a pipe
+/// holds (64 KiB: a long JSON result, a chatty log) is never left blocked
+/// on a write that nobody reads.
+struct Drained {
+    stdout: Option<std::thread::JoinHandle<Vec<u8>>>,
+    stderr: Option<std::thread::JoinHandle<Vec<u8>>>,
+}
+
+impl Drained {
+    /// Starts reading whichever of `child`'s stdout and stderr are piped.
+    fn start(child: &mut Child) -> Drained {
+        fn reader(
+            mut from: impl std::io::Read + Send + 'static,
+        ) -> std::thread::JoinHandle<Vec<u8>> {
+            std::thread::spawn(move || {
+                let mut all = Vec::new();
+                let _ = from.read_to_end(&mut all);
+                all
+            })
+        }
+        Drained {
+            stdout: child.stdout.take().map(reader),
+            stderr: child.stderr.take().map(reader),
+        }
+    }
+
+    /// Waits for `child` to end; its status and all it printed.
+    fn output(self, child: &mut Child) -> std::io::Result<std::process::Output> {
+        let status = child.wait()?;
+        let all = |h: Option<std::thread::JoinHandle<Vec<u8>>>| {
+            h.map(|h| h.join().unwrap_or_default()).unwrap_or_default()
+        };
+        Ok(std::process::Output {
+            status,
+            stdout: all(self.stdout),
+            stderr: all(self.stderr),
+        })
+    }
 }
 
 /// The live line: round, case, workload, attempt, and an estimate of the
@@ -1376,7 +1431,7 @@ impl Progress {
     }
 }
 
-/// A file removed on Drop (the target's generated configuration).
+/// A file removed on Drop (the target's generated configuration, its log).
 mod tempfile_path {
     use std::path::{Path, PathBuf};
 
@@ -1390,6 +1445,13 @@ mod tempfile_path {
             let path = dir.join(name);
             std::fs::write(&path, text)?;
             Ok(TempPath(path))
+        }
+
+        /// Creates `dir/name` empty (truncating it) and opens it for writing.
+        pub fn create(dir: &Path, name: &str) -> std::io::Result<(TempPath, std::fs::File)> {
+            let path = dir.join(name);
+            let file = std::fs::File::create(&path)?;
+            Ok((TempPath(path), file))
         }
 
         /// Where it is.
@@ -1416,6 +1478,50 @@ mod tests {
             "t.toml",
         )
         .unwrap()
+    }
+
+    /// A load generator that prints more than a pipe holds on both
+    /// streams ends and gives all of it back (read only after its end, it
+    /// would block on its first full pipe and be stopped at the limit).
+    #[test]
+    fn a_child_that_prints_more_than_a_pipe_holds_is_not_blocked() {
+        let mut cmd = Command::new("sh");
+        cmd.args([
+            "-c",
+            "yes out | head -c 300000; yes err | head -c 200000 >&2",
+        ]);
+        let (mut child, drained, _) = spawn_load(&mut cmd, "sh").unwrap();
+        let stop = AtomicBool::new(false);
+        wait_for_child(&mut child, "sh", Duration::from_secs(60), &stop, |_| {}).unwrap();
+        let out = drained.output(&mut child).unwrap();
+        assert!(out.status.success());
+        assert_eq!(out.stdout.len(), 300_000);
+        assert_eq!(out.stderr.len(), 200_000);
+        assert!(out.stdout.starts_with(b"out\nout\n"));
+    }
+
+    /// A server's stdout is read to its end after the lines the lab waits
+    /// for: a server that keeps printing is not stopped by a full pipe.
+    #[test]
+    fn a_servers_stdout_is_read_after_its_first_lines() {
+        let mut child = Command::new("sh")
+            .args([
+                "-c",
+                "echo listening on 1; yes more | head -c 500000; echo done >&2",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let rx = lines_of(child.stdout.take().unwrap());
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(30)).unwrap(),
+            "listening on 1"
+        );
+        drop(rx);
+        let stop = AtomicBool::new(false);
+        wait_for_child(&mut child, "sh", Duration::from_secs(60), &stop, |_| {}).unwrap();
+        assert!(child.wait().unwrap().success());
     }
 
     fn record(run: u32, value: f64, bench: serde_json::Value, why: Option<&str>) -> RunRecord {

@@ -355,10 +355,22 @@ fn sentence(
         );
     }
     let Some(c) = cell.filter(|c| c.effect.is_some()) else {
-        return format!(
-            "{} against {theirs}{at}: not compared: a side has no valid run.",
-            capital(&own)
-        );
+        // A side that did not run here at all (a case the site cannot
+        // run) is not a side that ran and failed.
+        let unrun: Vec<String> = [case.name.as_str(), reference]
+            .into_iter()
+            .filter(|name| input.skipped_cases.iter().any(|(s, _)| s == name))
+            .map(|name| format!("case {name}"))
+            .collect();
+        let why = if unrun.is_empty() {
+            "not compared: a side has no valid run".to_string()
+        } else {
+            format!(
+                "not measured here: {} did not run (see Skipped at the top)",
+                naming::join(&unrun)
+            )
+        };
+        return format!("{} against {theirs}{at}: {why}.", capital(&own));
     };
     let mut figures = figures(input, w, case, &ends, c);
     // What is stated leads; the primary figures first.
@@ -703,6 +715,35 @@ mod tests {
                 assert!(!s.contains("x ") && !s.contains("spends"), "{s}");
             }
         }
+    }
+
+    #[test]
+    fn a_case_the_site_could_not_run_is_said_to_be_skipped_not_failed() {
+        let mut input = input();
+        input
+            .cases
+            .push(case("kernel", &[("initiator", "kernel")], &["small"]));
+        input
+            .cases
+            .push(case("ublk", &[("initiator", "isoe-ublk")], &["small"]));
+        input.skipped_cases = vec![(
+            "kernel".into(),
+            "initiator = kernel runs on a test bed of machines only".into(),
+        )];
+        let small = &answers(&input)[0].1;
+        let kernel = small.iter().find(|s| s.contains("open-iscsi")).unwrap();
+        assert!(
+            kernel.ends_with(
+                ": not measured here: case kernel did not run (see Skipped at the top)."
+            ),
+            "{small:?}"
+        );
+        // A case that ran and has no valid run is still said to have none.
+        let ublk = small.iter().find(|s| s.contains("ublk")).unwrap();
+        assert!(
+            ublk.ends_with(": not compared: a side has no valid run."),
+            "{small:?}"
+        );
     }
 
     #[test]

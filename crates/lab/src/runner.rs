@@ -580,8 +580,8 @@ struct TargetProcess {
     /// directory of its own (removed after the target stops).
     control: Option<(PathBuf, tempfile::TempDir)>,
     _config: Option<tempfile_path::TempPath>,
-    /// isoe's target's log, removed with the target.
-    _log: Option<tempfile_path::TempPath>,
+    /// isoe's target's or the floor server's log, removed with it.
+    _log: Option<tempfile::NamedTempFile>,
     _tgt: Option<TgtTarget>,
 }
 
@@ -665,11 +665,8 @@ fn start_target(
     .map_err(io_error(&options.out_dir))?;
     // Its log (a few lines per session) goes to a file: a pipe nobody
     // reads would fill after a hundred or so logins and stop the target.
-    let (log, log_file) = tempfile_path::TempPath::create(
-        &options.out_dir,
-        &format!(".target-{}-stderr.log", std::process::id()),
-    )
-    .map_err(io_error(&options.out_dir))?;
+    let (log, log_file) =
+        stderr_log(&options.out_dir, ".target-").map_err(io_error(&options.out_dir))?;
     let mut cmd = topo.command(Role::Target, &options.isoe);
     cmd.arg("target").arg("--config").arg(path.path());
     cmd.stdout(Stdio::piped())
@@ -710,6 +707,18 @@ fn start_target(
         _log: Some(log),
         _tgt: None,
     })
+}
+
+/// A file in `dir` for a server's stderr, named `PREFIX...-stderr.log`
+/// with a name of its own (a stream's server may run beside the floor's):
+/// the handle that removes it when dropped, and the file the child writes.
+fn stderr_log(dir: &Path, prefix: &str) -> std::io::Result<(tempfile::NamedTempFile, File)> {
+    let log = tempfile::Builder::new()
+        .prefix(prefix)
+        .suffix("-stderr.log")
+        .tempfile_in(dir)?;
+    let file = log.reopen()?;
+    Ok((log, file))
 }
 
 /// A thread that reads `from` line by line to its end (so that the child
@@ -782,12 +791,9 @@ fn start_netprobe_server(
     options: &LabOptions,
     topo: &Topology,
     args: &[&str],
-) -> Result<(Child, String, tempfile_path::TempPath), ServerFailure> {
-    let (log, log_file) = tempfile_path::TempPath::create(
-        &options.out_dir,
-        &format!(".netprobe-{}-stderr.log", std::process::id()),
-    )
-    .map_err(ServerFailure::Spawn)?;
+) -> Result<(Child, String, tempfile::NamedTempFile), ServerFailure> {
+    let (log, log_file) =
+        stderr_log(&options.out_dir, ".netprobe-").map_err(ServerFailure::Spawn)?;
     let mut cmd = topo.command(Role::Target, &options.isoe);
     cmd.arg("netprobe").args(args);
     cmd.stdout(Stdio::piped())
@@ -1431,7 +1437,7 @@ impl Progress {
     }
 }
 
-/// A file removed on Drop (the target's generated configuration, its log).
+/// A file removed on Drop (the target's generated configuration).
 mod tempfile_path {
     use std::path::{Path, PathBuf};
 
@@ -1445,13 +1451,6 @@ mod tempfile_path {
             let path = dir.join(name);
             std::fs::write(&path, text)?;
             Ok(TempPath(path))
-        }
-
-        /// Creates `dir/name` empty (truncating it) and opens it for writing.
-        pub fn create(dir: &Path, name: &str) -> std::io::Result<(TempPath, std::fs::File)> {
-            let path = dir.join(name);
-            let file = std::fs::File::create(&path)?;
-            Ok((TempPath(path), file))
         }
 
         /// Where it is.

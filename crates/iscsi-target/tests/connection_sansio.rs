@@ -1220,3 +1220,39 @@ fn send_targets_gives_each_portal_the_tag_of_its_group() {
         )
     );
 }
+
+/// The read stages the target has sampled on its test LUN.
+fn read_stages_sampled(server: &Server) -> u64 {
+    let snapshot = isoe_target::metrics::snapshot::snapshot(server);
+    snapshot.luns[TARGET][&0].read.stages.store.count
+}
+
+#[test]
+fn a_slow_load_has_its_stages_sampled_and_a_fast_one_one_command_in_64() {
+    let server = server();
+    let mut w = Wire::new(&server);
+    w.conn.set_stage_clock(Instant::now);
+    w.login(LocalParams::default(), [0x80, 0, 0, 0, 0, 9], 0, 1);
+    let mut cmd_sn = 10;
+    let mut read = |w: &mut Wire| {
+        let (_, out) = w.send(
+            &Pdu::ScsiCommand(command(0x200 + cmd_sn, cmd_sn, read10(0, 1), 512, true)),
+            &[],
+        );
+        assert!(!out.is_empty(), "answered");
+        w.conn.record_latencies(w.now);
+        cmd_sn += 1;
+    };
+    // Eight reads 20 ms apart, slower than one sample each 10 ms: each is
+    // sampled, though the count alone would sample none of them.
+    for _ in 0..8 {
+        w.now += Duration::from_millis(20);
+        read(&mut w);
+    }
+    assert_eq!(read_stages_sampled(&server), 8);
+    // 100 more at once: only the connection's 64th command.
+    for _ in 0..100 {
+        read(&mut w);
+    }
+    assert_eq!(read_stages_sampled(&server), 9);
+}

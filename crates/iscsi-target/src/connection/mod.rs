@@ -249,6 +249,9 @@ pub struct Connection {
     store_called: Option<Instant>,
     /// The driver's clock for the stage timings; None: none are sampled.
     stage_clock: Option<StageClock>,
+    /// From when a command is sampled for its stages whatever the count:
+    /// [`crate::metrics::STAGE_SAMPLE_GAP`] after the last sample's batch.
+    sample_due: Instant,
 }
 
 impl Connection {
@@ -330,10 +333,12 @@ impl Connection {
             latencies: Default::default(),
             store_called: None,
             stage_clock: None,
+            sample_due: now,
         }
     }
 
-    /// Samples one command in [`crate::metrics::STAGE_SAMPLE_EVERY`] for
+    /// Samples one command in [`crate::metrics::STAGE_SAMPLE_EVERY`] (and
+    /// one a [`crate::metrics::STAGE_SAMPLE_GAP`] when fewer come) for
     /// its stage timings, read from `clock` around its store call (the
     /// target's worker hands in `Instant::now`).
     pub fn set_stage_clock(&mut self, clock: StageClock) {

@@ -366,11 +366,24 @@ impl SessionCore {
         Ok(())
     }
 
-    /// Sends a task management function at once (immediate delivery).
+    /// Sends a task management function at once (immediate delivery), on
+    /// the connection of the task it aborts, else the least loaded.
     pub fn submit_task_management(
         &mut self,
         request: TaskManagement,
         token: u64,
+    ) -> Result<(), TaskError> {
+        self.submit_task_management_on(request, token, None)
+    }
+
+    /// As [`SessionCore::submit_task_management`], on connection `on` when
+    /// given and alive (RFC 7143 §11.5: a function may go on any
+    /// connection of the session).
+    pub fn submit_task_management_on(
+        &mut self,
+        request: TaskManagement,
+        token: u64,
+        on: Option<usize>,
     ) -> Result<(), TaskError> {
         if let Some(why) = &self.failed {
             return Err(TaskError::SessionFailed(why.clone()));
@@ -426,7 +439,8 @@ impl SessionCore {
         let slot = self
             .alloc(token, kind, Vec::new())
             .ok_or_else(|| TaskError::Invalid(format!("more than {TASKS_MAX} tasks in flight")))?;
-        let Some(c) = conn.or_else(|| self.pick_connection()) else {
+        let chosen = on.filter(|&c| self.conns.get(c).is_some_and(|c| c.alive));
+        let Some(c) = chosen.or(conn).or_else(|| self.pick_connection()) else {
             self.finish(
                 slot,
                 Outcome::Failed(TaskError::SessionFailed("no connection".into())),
@@ -766,10 +780,12 @@ impl SessionCore {
 
     fn send_tmf(&mut self, slot: u32, c: usize) {
         let tag = self.tag(slot);
+        let cmd_sn = self.cmd_sn;
         let Some(task) = self.task_mut(slot) else {
             return;
         };
         task.conn = Some(c);
+        task.cmd_sn = cmd_sn;
         let Kind::Tmf {
             function,
             lun,
@@ -1258,16 +1274,23 @@ impl SessionCore {
             return;
         };
         let (function, lun, referenced_tag) = (*function, *lun, *referenced_tag);
+        let tmf_cmd_sn = self.task(slot).map_or(0, |t| t.cmd_sn);
         self.finish(slot, Outcome::TaskManagement(response));
         if response != tmf::RESP_COMPLETE {
             return;
         }
-        // RFC 7143 §11.5.1: the affected tasks get no response of their own.
+        // RFC 7143 §11.5.1: the affected tasks get no response of their
+        // own; a function acts on the commands with a CmdSN below its own,
+        // so those sent after it are answered as ever.
         let victims: Vec<u32> = (0..self.slots.len() as u32)
             .filter(|&s| {
                 let tag = self.tag(s);
                 match self.task(s) {
-                    Some(t) if t.finished.is_none() && t.conn.is_some() => {
+                    Some(t)
+                        if t.finished.is_none()
+                            && t.conn.is_some()
+                            && sn_lt(t.cmd_sn, tmf_cmd_sn) =>
+                    {
                         match (&t.kind, function) {
                             (Kind::Scsi { .. }, tmf::ABORT_TASK) => tag == referenced_tag,
                             (

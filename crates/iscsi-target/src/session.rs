@@ -11,7 +11,7 @@ use isoe_scsi::Nexus;
 use isoe_sync::MutexExt;
 use isoe_wire::negotiate::SessionParams;
 use isoe_wire::pdu::Lun;
-use isoe_wire::serial::{sn_gt, sn_in_window};
+use isoe_wire::serial::{sn_ge, sn_gt, sn_in_window, sn_lt};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -32,6 +32,9 @@ pub enum Admit {
     /// Ahead of a gap: the connection keeps the command unread until the
     /// session wakes it ([`Session::admit_ordered`] lists whom to wake).
     Wait,
+    /// In order, but a task management function answered before it came
+    /// ended it ([`Session::end_unreceived`]): taken, and dropped unrun.
+    Ended,
     /// The session was closed.
     Closed,
 }
@@ -110,6 +113,8 @@ impl Member {
 /// come on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AbortScope {
+    /// One task, by its Initiator Task Tag (ABORT TASK).
+    Task(u32),
     /// The tasks of one logical unit (ABORT TASK SET, CLEAR TASK SET,
     /// LOGICAL UNIT RESET).
     Lun(Lun),
@@ -118,12 +123,49 @@ pub enum AbortScope {
 }
 
 impl AbortScope {
-    /// Whether a command with LUN `lun` is in scope.
-    pub fn covers(&self, lun: &Lun) -> bool {
+    /// Whether the command tagged `initiator_task_tag` for `lun` is in scope.
+    pub fn covers(&self, lun: &Lun, initiator_task_tag: u32) -> bool {
         match self {
+            AbortScope::Task(tag) => *tag == initiator_task_tag,
             AbortScope::Lun(scope) => scope == lun,
             AbortScope::All => true,
         }
+    }
+}
+
+/// Commands a task management function ended before they came: the
+/// function acts on every command of the session with a CmdSN below its
+/// own (RFC 7143 §3.2.2.1, §11.5.1), and one answered ahead of a CmdSN
+/// gap ends those still to come (on this connection or another) as if
+/// received and aborted. Each rule lasts until ExpCmdSN passes the last
+/// CmdSN it covers. Bounded by construction: one range per logical unit
+/// (a later function on the same unit widens it) and one for all; one
+/// task per CmdSN of the window.
+#[derive(Debug, Default)]
+struct Unreceived {
+    /// (scope, the first CmdSN not covered): `Lun` or `All` only.
+    ranges: Vec<(AbortScope, u32)>,
+    /// ABORT TASK of a command not yet come: (its CmdSN, its tag).
+    tasks: Vec<(u32, u32)>,
+}
+
+impl Unreceived {
+    fn is_empty(&self) -> bool {
+        self.ranges.is_empty() && self.tasks.is_empty()
+    }
+
+    /// Whether the command `cmd_sn` tagged `tag` for `lun` is ended.
+    fn ends(&self, cmd_sn: u32, lun: &Lun, tag: u32) -> bool {
+        self.ranges
+            .iter()
+            .any(|(scope, below)| sn_lt(cmd_sn, *below) && scope.covers(lun, tag))
+            || self.tasks.iter().any(|&(sn, t)| sn == cmd_sn && t == tag)
+    }
+
+    /// Forgets what no command from `exp` on can match.
+    fn passed(&mut self, exp: u32) {
+        self.ranges.retain(|(_, below)| sn_gt(*below, exp));
+        self.tasks.retain(|(sn, _)| sn_ge(*sn, exp));
     }
 }
 
@@ -222,6 +264,8 @@ struct Window {
     /// Connections that hold a command ahead of a gap: (its CmdSN, serial).
     /// At most one entry per connection, so bounded by MaxConnections.
     waiting: Vec<(u32, u64)>,
+    /// Commands ended before they came.
+    unreceived: Unreceived,
 }
 
 /// State shared by the connections of one session.
@@ -290,6 +334,7 @@ impl Session {
             window: Mutex::new(Window {
                 exp_cmd_sn: cmd_sn,
                 waiting: Vec::new(),
+                unreceived: Unreceived::default(),
             }),
             exp_cmd_sn: AtomicU32::new(cmd_sn),
             members: Mutex::new(Vec::new()),
@@ -315,8 +360,15 @@ impl Session {
     /// waiting command is now next are pushed to `wake` (RFC 7143
     /// §3.2.2.1: delivery in CmdSN order across a session's connections).
     /// Ahead of a gap, the connection is remembered and told to wait;
-    /// nothing blocks.
-    pub fn admit_ordered(&self, cmd_sn: u32, serial: u64, wake: &mut Vec<u64>) -> Admit {
+    /// nothing blocks. A SCSI command gives its `task` (LUN and tag): in
+    /// order, it may have been ended before it came ([`Admit::Ended`]).
+    pub fn admit_ordered(
+        &self,
+        cmd_sn: u32,
+        serial: u64,
+        wake: &mut Vec<u64>,
+        task: Option<(&Lun, u32)>,
+    ) -> Admit {
         if self.is_closed() {
             return Admit::Closed;
         }
@@ -336,6 +388,12 @@ impl Session {
         window.waiting.retain(|&(_, s)| s != serial);
         window.exp_cmd_sn = cmd_sn.wrapping_add(1);
         self.exp_cmd_sn.store(window.exp_cmd_sn, Ordering::Release);
+        let ended = !window.unreceived.is_empty()
+            && task.is_some_and(|(lun, tag)| window.unreceived.ends(cmd_sn, lun, tag));
+        if !window.unreceived.is_empty() {
+            let exp = window.exp_cmd_sn;
+            window.unreceived.passed(exp);
+        }
         if !window.waiting.is_empty() {
             // The next command may wait on another connection; one whose
             // command is now behind the window learns it is a duplicate.
@@ -348,7 +406,40 @@ impl Session {
                     .map(|&(_, s)| s),
             );
         }
-        Admit::Deliver
+        if ended {
+            Admit::Ended
+        } else {
+            Admit::Deliver
+        }
+    }
+
+    /// A task management function with `cmd_sn` ended the commands in
+    /// `scope` with a lower CmdSN: those still to come are ended as they
+    /// come. For ABORT TASK, `task` is the referenced command's CmdSN
+    /// (its RefCmdSN) and the scope its tag.
+    pub fn end_unreceived(&self, scope: AbortScope, cmd_sn: u32, task: Option<u32>) {
+        let mut window = self.window.lock_unpoisoned();
+        let exp = window.exp_cmd_sn;
+        let u = &mut window.unreceived;
+        match (scope, task) {
+            (AbortScope::Task(tag), Some(ref_cmd_sn)) => {
+                if sn_ge(ref_cmd_sn, exp) && !u.tasks.iter().any(|&(sn, _)| sn == ref_cmd_sn) {
+                    u.tasks.push((ref_cmd_sn, tag));
+                }
+            }
+            (AbortScope::Task(_), None) => {}
+            (range, _) => {
+                if !sn_gt(cmd_sn, exp) {
+                    return;
+                }
+                match u.ranges.iter_mut().find(|(s, _)| *s == range) {
+                    Some((_, below)) if sn_gt(cmd_sn, *below) => *below = cmd_sn,
+                    Some(_) => {}
+                    None => u.ranges.push((range, cmd_sn)),
+                }
+            }
+        }
+        debug_assert!(u.tasks.len() <= COMMAND_WINDOW as usize);
     }
 
     /// Forgets that connection `serial` waits (it gave up or closed).
@@ -359,17 +450,16 @@ impl Session {
             .retain(|&(_, s)| s != serial);
     }
 
-    /// Checks an immediate command's CmdSN: it must lie in the window but does not advance it.
-    pub fn admit_immediate(&self, cmd_sn: u32) -> Admit {
+    /// Admits an immediate command: delivered at once, its CmdSN neither
+    /// checked against the window nor advancing it (RFC 7143 §3.2.2.1:
+    /// an immediate command's CmdSN may lie outside the window, as when
+    /// it comes on a slower connection than later commands that moved
+    /// ExpCmdSN past it; ignoring it would leave a function unanswered).
+    pub fn admit_immediate(&self) -> Admit {
         if self.is_closed() {
             return Admit::Closed;
         }
-        let exp = self.exp_cmd_sn();
-        if sn_in_window(cmd_sn, exp, exp.wrapping_add(COMMAND_WINDOW - 1)) {
-            Admit::Deliver
-        } else {
-            Admit::OutsideWindow
-        }
+        Admit::Deliver
     }
 
     /// Adds a connection; fails when MaxConnections are already in use. A

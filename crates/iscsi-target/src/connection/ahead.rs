@@ -6,24 +6,20 @@
 //!
 //! The input stays in the driver's buffer, in order: what was handled
 //! ahead is remembered by its place in the stream and skipped when the
-//! input reaches it. A function handled ahead also ends the waiting
-//! commands before it that it covers (ABORT TASK by tag, the task-set
-//! functions and resets by LUN, SAM-5 7): when such a command's turn
-//! comes, its CmdSN is taken and it is dropped without running, as if it
-//! had been aborted once received (RFC 7143 §11.5.1 (a)).
+//! input reaches it. A function handled ahead ends the commands with a
+//! lower CmdSN that it covers and that have not come yet (the waiting
+//! ones here, the gap's fill on another connection): the session keeps
+//! that as a rule ([`crate::session::Session::end_unreceived`]), and each
+//! such command is taken and dropped without running when its turn
+//! comes, as if it had been aborted once received (RFC 7143 §11.5.1 (a)).
+//! The rule is the session's, not a list of the waiting commands, so it
+//! holds however many wait.
 
 use super::*;
-use isoe_wire::pdu::tmf;
 
 /// Frames looked at past a waiting command, each time its input is fed:
 /// a bound on the work a wake-up does.
 const FRAMES_MAX: usize = 64;
-
-/// A command waiting in the input, as a task management function sees it.
-struct Waiting {
-    initiator_task_tag: u32,
-    lun: Lun,
-}
 
 impl Connection {
     /// `input[..waiting_len]` waits behind a CmdSN gap and `input` starts
@@ -37,7 +33,6 @@ impl Connection {
         at: u64,
         now: Instant,
     ) -> Flow {
-        let mut waiting: Vec<Waiting> = Vec::new();
         let mut pos = 0;
         for _ in 0..FRAMES_MAX {
             let Ok(Decoded::Frame { frame, len }) = decode(&input[pos..], &self.recv_limits) else {
@@ -45,22 +40,15 @@ impl Connection {
             };
             let place = at + pos as u64;
             if !self.ahead.handled.contains(&place) {
-                let flow = match frame.pdu() {
-                    Ok(Pdu::ScsiCommand(c)) if !c.immediate => {
-                        waiting.push(Waiting {
-                            initiator_task_tag: c.initiator_task_tag,
-                            lun: c.lun,
-                        });
-                        Flow::Continue
-                    }
-                    Ok(Pdu::NopOut(n)) if pos >= waiting_len && n.immediate => {
-                        self.handle_ahead(&frame, place, now)
-                    }
-                    Ok(Pdu::TaskMgmtRequest(t)) if pos >= waiting_len && t.immediate => {
-                        self.end_ahead(&t, &waiting);
-                        self.handle_ahead(&frame, place, now)
-                    }
-                    _ => Flow::Continue,
+                let immediate = match frame.pdu() {
+                    Ok(Pdu::NopOut(n)) => n.immediate,
+                    Ok(Pdu::TaskMgmtRequest(t)) => t.immediate,
+                    _ => false,
+                };
+                let flow = if immediate && pos >= waiting_len {
+                    self.handle_ahead(&frame, place, now)
+                } else {
+                    Flow::Continue
                 };
                 if flow == Flow::Close {
                     return Flow::Close;
@@ -84,23 +72,5 @@ impl Connection {
             self.ahead.handled.push_back(place);
         }
         flow
-    }
-
-    /// Marks the waiting commands before the function `t` that it ends.
-    fn end_ahead(&mut self, t: &TaskMgmtRequest, waiting: &[Waiting]) {
-        let covers = |w: &Waiting| match t.function {
-            tmf::ABORT_TASK => w.initiator_task_tag == t.referenced_task_tag,
-            tmf::ABORT_TASK_SET | tmf::CLEAR_TASK_SET | tmf::LOGICAL_UNIT_RESET => w.lun == t.lun,
-            tmf::TARGET_WARM_RESET | tmf::TARGET_COLD_RESET => true,
-            _ => false,
-        };
-        for w in waiting.iter().filter(|w| covers(w)) {
-            if self.ahead.full() {
-                return;
-            }
-            if !self.ahead.ended.contains(&w.initiator_task_tag) {
-                self.ahead.ended.push(w.initiator_task_tag);
-            }
-        }
     }
 }

@@ -269,7 +269,7 @@ impl Connection {
         let orders = session.take_orders(self.serial);
         for order in orders {
             let scope = order.scope;
-            self.abort_tasks(|command| scope.covers(&command.lun));
+            self.abort_tasks(|command| scope.covers(&command.lun, command.initiator_task_tag));
             self.owed.push(order.barrier);
         }
         self.release_held();

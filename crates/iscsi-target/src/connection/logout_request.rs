@@ -4,7 +4,7 @@ use super::*;
 
 impl Connection {
     pub(super) fn logout(&mut self, session: &Arc<Session>, l: &LogoutRequest) -> Flow {
-        if let Some(flow) = self.admit(session, l.immediate, l.cmd_sn) {
+        if let Some(flow) = self.admit(session, l.immediate, l.cmd_sn, None) {
             return flow;
         }
         let mut flow = Flow::Continue;

@@ -71,8 +71,12 @@ use std::time::{Duration, Instant};
 const WRITE_TASKS_MAX: usize = 256;
 /// Largest Expected Data Transfer Length accepted for a write (bounds what a peer makes us buffer).
 pub const WRITE_TRANSFER_BYTES_MAX: u32 = 64 << 20;
-/// Tasks ended early whose late Data-Out is still dropped quietly.
-const BURIED_TASKS_MAX: usize = 32;
+/// Tasks ended early whose late Data-Out is still dropped quietly: as
+/// many as one function can end on a connection at once (every write
+/// waiting for data, and every command of the window ended before it
+/// came), so that none of their data is answered with a Reject; 1.5 KiB
+/// of tags at most.
+const BURIED_TASKS_MAX: usize = WRITE_TASKS_MAX + crate::session::COMMAND_WINDOW as usize;
 /// Largest text a peer may send across continued Text Requests.
 const TEXT_REQUEST_BYTES_MAX: usize = 64 << 10;
 
@@ -642,14 +646,22 @@ impl Connection {
     /// Admits a command by CmdSN: `None` to deliver it, else the flow that
     /// ends its handling (ignored outside the window, waiting behind a gap,
     /// or the session closed).
-    fn admit(&mut self, session: &Session, immediate: bool, cmd_sn: u32) -> Option<Flow> {
+    /// Whether a PDU with `cmd_sn` is taken now; `task` is a SCSI
+    /// command's LUN and tag (one ended before it came is buried here).
+    fn admit(
+        &mut self,
+        session: &Session,
+        immediate: bool,
+        cmd_sn: u32,
+        task: Option<(&Lun, u32)>,
+    ) -> Option<Flow> {
         let admit = if immediate {
-            session.admit_immediate(cmd_sn)
+            session.admit_immediate()
         } else {
-            session.admit_ordered(cmd_sn, self.serial, &mut self.wake)
+            session.admit_ordered(cmd_sn, self.serial, &mut self.wake, task)
         };
         match admit {
-            Admit::Deliver | Admit::OutsideWindow => self.waiting_since = None,
+            Admit::Deliver | Admit::OutsideWindow | Admit::Ended => self.waiting_since = None,
             Admit::Wait => {
                 self.waiting_since.get_or_insert(self.last_rx);
             }
@@ -657,6 +669,14 @@ impl Connection {
         }
         match admit {
             Admit::Deliver => None,
+            Admit::Ended => {
+                // Aborted by a function answered before it came: received,
+                // not run (RFC 7143 §11.5.1 (a)).
+                if let Some((_, tag)) = task {
+                    self.bury(tag);
+                }
+                Some(Flow::Continue)
+            }
             Admit::OutsideWindow => Some(Flow::Continue),
             Admit::Wait => Some(Flow::Wait),
             Admit::Closed => Some(Flow::Close),

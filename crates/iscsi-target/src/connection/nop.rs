@@ -21,7 +21,7 @@ impl Connection {
             }
             return Flow::Continue;
         }
-        if let Some(flow) = self.admit(session, n.immediate, n.cmd_sn) {
+        if let Some(flow) = self.admit(session, n.immediate, n.cmd_sn, None) {
             return flow;
         }
         let (exp_cmd_sn, max_cmd_sn) = (session.exp_cmd_sn(), session.max_cmd_sn());

@@ -43,13 +43,9 @@ impl Connection {
             self.reject(reject::PROTOCOL_ERROR, frame.bhs);
             return Flow::Continue;
         };
-        if let Some(flow) = self.admit(session, cmd.immediate, cmd.cmd_sn) {
+        let task = (&cmd.lun, cmd.initiator_task_tag);
+        if let Some(flow) = self.admit(session, cmd.immediate, cmd.cmd_sn, Some(task)) {
             return flow;
-        }
-        if self.ahead.any_ended() && self.ahead.take_ended(cmd.initiator_task_tag) {
-            // Aborted by a function delivered ahead of it: received, not run.
-            self.bury(cmd.initiator_task_tag);
-            return Flow::Continue;
         }
         self.command_started = self.last_rx;
         let cdb = frame.cdb();

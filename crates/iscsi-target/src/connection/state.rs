@@ -58,8 +58,8 @@ pub(super) struct PendingText {
     pub(super) sent: usize,
 }
 
-/// PDUs handled ahead and not yet reached, and commands ended ahead of
-/// their turn: a bound on what a peer can make us remember.
+/// PDUs handled ahead and not yet reached: a bound on what a peer can
+/// make us remember.
 const MARKS_MAX: usize = 32;
 
 /// What was delivered ahead of a waiting command (see `ahead.rs`).
@@ -68,8 +68,6 @@ pub(super) struct Ahead {
     /// Places in the stream (bytes since the connection began) of the
     /// PDUs handled ahead, oldest first.
     pub(super) handled: VecDeque<u64>,
-    /// Initiator task tags of commands a function handled ahead ended.
-    pub(super) ended: Vec<u32>,
 }
 
 impl Ahead {
@@ -83,24 +81,9 @@ impl Ahead {
         false
     }
 
-    /// Whether the command tagged `initiator_task_tag` was ended by a
-    /// function handled ahead of it (and forgets it).
-    pub(super) fn take_ended(&mut self, initiator_task_tag: u32) -> bool {
-        let Some(i) = self.ended.iter().position(|t| *t == initiator_task_tag) else {
-            return false;
-        };
-        self.ended.swap_remove(i);
-        true
-    }
-
-    /// Whether anything was ended ahead: the command path's one check.
-    pub(super) fn any_ended(&self) -> bool {
-        !self.ended.is_empty()
-    }
-
     /// Whether it holds all it may ([`MARKS_MAX`]).
     pub(super) fn full(&self) -> bool {
-        self.handled.len() + self.ended.len() >= MARKS_MAX
+        self.handled.len() >= MARKS_MAX
     }
 }
 

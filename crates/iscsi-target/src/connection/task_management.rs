@@ -27,7 +27,7 @@ impl Connection {
             let function = usize::from(t.function);
             info.stats.tmf[if function < 9 { function } else { 0 }].add(1);
         }
-        if let Some(flow) = self.admit(session, t.immediate, t.cmd_sn) {
+        if let Some(flow) = self.admit(session, t.immediate, t.cmd_sn, None) {
             return flow;
         }
         let target = session.target.clone();
@@ -63,6 +63,8 @@ impl Connection {
                 ) && isoe_wire::serial::sn_lt(t.ref_cmd_sn, t.cmd_sn)
                 {
                     // RFC 7143 §11.5.1 (a): RefCmdSN in the window and below the TMF's own: treat as received, "Function complete".
+                    let scope = AbortScope::Task(referenced);
+                    session.end_unreceived(scope, t.cmd_sn, Some(t.ref_cmd_sn));
                     tmf::RESP_COMPLETE
                 } else {
                     // RFC 7143 §11.5.1 (b): the task is gone (completed) or never was.
@@ -78,6 +80,7 @@ impl Connection {
                     // this I_T nexus (every connection of the session); a
                     // unit reset those of every nexus (SAM-5 7.4, 7.6).
                     let reset = t.function == tmf::LOGICAL_UNIT_RESET;
+                    session.end_unreceived(AbortScope::Lun(t.lun), t.cmd_sn, None);
                     elsewhere = Some((AbortScope::Lun(t.lun), reset));
                     if reset {
                         reset_units(session, Some(&t.lun), isoe_scsi::attention::RESET_OCCURRED);
@@ -87,6 +90,7 @@ impl Connection {
             }
             tmf::TARGET_WARM_RESET => {
                 self.abort_tasks(|_| true);
+                session.end_unreceived(AbortScope::All, t.cmd_sn, None);
                 elsewhere = Some((AbortScope::All, true));
                 reset_units(session, None, isoe_scsi::attention::RESET_OCCURRED);
                 tmf::RESP_COMPLETE
@@ -96,6 +100,7 @@ impl Connection {
                 // finds no connection to answer.
                 self.abort_tasks(|_| true);
                 self.background.clear();
+                session.end_unreceived(AbortScope::All, t.cmd_sn, None);
                 elsewhere = Some((AbortScope::All, true));
                 reset_units(session, None, isoe_scsi::attention::POWER_ON_OCCURRED);
                 close = true;

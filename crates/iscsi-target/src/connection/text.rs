@@ -10,7 +10,7 @@ impl Connection {
         data: &[u8],
         bhs: &[u8; 48],
     ) -> Flow {
-        if let Some(flow) = self.admit(session, t.immediate, t.cmd_sn) {
+        if let Some(flow) = self.admit(session, t.immediate, t.cmd_sn, None) {
             return flow;
         }
         let continuing = self.text_out.as_ref().is_some_and(|p| {

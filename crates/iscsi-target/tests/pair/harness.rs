@@ -28,8 +28,9 @@ use isoe_wire::negotiate::LocalParams;
 use isoe_wire::pdu::RESERVED_TAG;
 use isoe_wire::serial::sn_lt;
 use isoe_wire::Pdu;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io::IoSlice;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -202,6 +203,10 @@ pub struct Pair {
     wakes: Vec<u64>,
     done: Vec<Completion>,
     next_token: u64,
+    /// A count the test moves at the events it orders (a store's writes):
+    /// each completion is stamped with it as the initiator takes it in.
+    pub clock: Arc<AtomicU64>,
+    stamps: HashMap<u64, u64>,
 }
 
 impl Pair {
@@ -221,6 +226,8 @@ impl Pair {
             wakes: Vec::new(),
             done: Vec::new(),
             next_token: 1,
+            clock: Arc::new(AtomicU64::new(0)),
+            stamps: HashMap::new(),
         }
     }
 
@@ -340,6 +347,16 @@ impl Pair {
         self.links[link].hold_to_target = hold;
     }
 
+    /// Whether deliveries to the target on `link` are held.
+    pub fn held_to_target(&self, link: usize) -> bool {
+        self.links[link].hold_to_target
+    }
+
+    /// How many links there are.
+    pub fn links(&self) -> usize {
+        self.links.len()
+    }
+
     /// The same from the target to the initiator.
     pub fn hold_to_initiator(&mut self, link: usize, hold: bool) {
         self.links[link].hold_to_initiator = hold;
@@ -397,11 +414,37 @@ impl Pair {
 
     /// Sends a task management function on session `s`; returns its token.
     pub fn task_management(&mut self, s: usize, request: TaskManagement) -> u64 {
+        self.task_management_on(s, request, None)
+    }
+
+    /// The same on connection `on` of the session, when given.
+    pub fn task_management_on(
+        &mut self,
+        s: usize,
+        request: TaskManagement,
+        on: Option<usize>,
+    ) -> u64 {
         let token = self.token();
         self.sessions[s]
-            .submit_task_management(request, token)
+            .submit_task_management_on(request, token, on)
             .expect("task management accepted");
         token
+    }
+
+    /// [`Pair::clock`] when the initiator took in the completion of
+    /// `token`, once it did.
+    pub fn completed_at(&self, token: u64) -> Option<u64> {
+        self.stamps.get(&token).copied()
+    }
+
+    /// Moves session `s`'s completions to the done list, stamped.
+    fn collect(&mut self, s: usize) {
+        let from = self.done.len();
+        self.sessions[s].drain_completions(&mut self.done);
+        let now = self.clock.load(Ordering::SeqCst);
+        for c in &self.done[from..] {
+            self.stamps.insert(c.token, now);
+        }
     }
 
     fn token(&mut self) -> u64 {
@@ -523,8 +566,8 @@ impl Pair {
             busy |= self.deliver_to_target(link);
             busy |= self.deliver_to_initiator(link);
         }
-        for core in &mut self.sessions {
-            core.drain_completions(&mut self.done);
+        for s in 0..self.sessions.len() {
+            self.collect(s);
         }
         while let Some(serial) = self.wakes.pop() {
             busy = true;
@@ -671,6 +714,7 @@ impl Pair {
                 self.sessions[s].conns[c].alive = false;
             }
         }
+        self.collect(s);
     }
 
     /// A wake-up for the connection with `serial`, as the worker runs it.

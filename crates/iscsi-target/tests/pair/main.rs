@@ -3,6 +3,7 @@
 //! session, R2T, task management, the target's timers, MC/S logout and
 //! store work that runs in the background, each with its outcome asserted.
 
+#[allow(dead_code)]
 mod harness;
 
 use harness::{server, session_config, Pair, BLOCK, TICK};

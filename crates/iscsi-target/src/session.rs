@@ -243,6 +243,10 @@ impl AbortBarrier {
 pub struct AbortOrder {
     /// The tasks to end.
     pub scope: AbortScope,
+    /// In the function's own session, only the commands with a CmdSN
+    /// below this (the function's CmdSN, RFC 7143 §11.5.1); None in
+    /// another session, whose CmdSNs are its own.
+    pub below: Option<u32>,
     /// Told once they have ended.
     pub barrier: Arc<AbortBarrier>,
 }
@@ -500,6 +504,7 @@ impl Session {
     pub fn order_abort(
         &self,
         scope: AbortScope,
+        below: Option<u32>,
         except: u64,
         barrier: &Arc<AbortBarrier>,
         wake: &mut Vec<u64>,
@@ -512,6 +517,7 @@ impl Session {
             barrier.remaining.fetch_add(1, Ordering::AcqRel);
             m.orders.push(AbortOrder {
                 scope,
+                below,
                 barrier: Arc::clone(barrier),
             });
             self.notices.fetch_add(1, Ordering::Release);

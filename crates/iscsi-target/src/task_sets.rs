@@ -52,7 +52,7 @@ impl TaskSets for ServerTasks {
                         continue;
                     }
                     let scope = AbortScope::Lun(Lun::from_number(number));
-                    session.order_abort(scope, NO_CONNECTION, &barrier, &mut wake);
+                    session.order_abort(scope, None, NO_CONNECTION, &barrier, &mut wake);
                 }
             }
         }

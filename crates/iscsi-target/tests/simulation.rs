@@ -58,16 +58,33 @@ struct Landing {
     id: u32,
 }
 
-/// A store that reports each block written to it, as it happens.
+/// A store that reports each block written to it, as it happens, and
+/// fails the reads and writes the simulation asks it to.
 #[derive(Debug)]
 struct Watched {
     inner: Arc<dyn Store>,
     lun: u16,
     clock: Arc<AtomicU64>,
     landings: Arc<Mutex<Vec<Landing>>>,
+    /// How many of the next reads and writes (of every LUN) fail with EIO.
+    faults: Arc<AtomicU64>,
 }
 
 impl Watched {
+    /// EIO, when a fault is due.
+    fn fault(&self, op: &'static str, offset: u64) -> Result<(), StoreError> {
+        let due = self
+            .faults
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if due {
+            // EIO, as the kernel gives it.
+            let eio = std::io::Error::from_raw_os_error(5);
+            return Err(StoreError::io(op, offset, eio));
+        }
+        Ok(())
+    }
+
     fn note(&self, offset: u64, buf: &[u8]) {
         let mut landings = self.landings.lock().unwrap();
         for (i, block) in buf.chunks(BLOCK).enumerate() {
@@ -87,9 +104,11 @@ impl Store for Watched {
         self.inner.size_bytes()
     }
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), StoreError> {
+        self.fault("pread", offset)?;
         self.inner.read_at(offset, buf)
     }
     fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), StoreError> {
+        self.fault("pwrite", offset)?;
         self.note(offset, buf);
         self.inner.write_at(offset, buf)
     }
@@ -113,8 +132,15 @@ impl Store for Watched {
     }
 }
 
+/// What the watched stores share with the simulation.
+struct Watch {
+    clock: Arc<AtomicU64>,
+    landings: Arc<Mutex<Vec<Landing>>>,
+    faults: Arc<AtomicU64>,
+}
+
 /// The target: `LUNS` memory LUNs, each watched, their work handed out.
-fn server(clock: &Arc<AtomicU64>, landings: &Arc<Mutex<Vec<Landing>>>) -> Arc<Server> {
+fn server(watch: &Watch) -> Arc<Server> {
     let mut text = format!(
         "portals = [\"127.0.0.1:0\"]\n[datapath]\nio_threads = 2\n[defaults]\n\
          nop_in_interval_s = 0\n[[target]]\nname = \"{TARGET}\"\n"
@@ -133,8 +159,9 @@ fn server(clock: &Arc<AtomicU64>, landings: &Arc<Mutex<Vec<Landing>>>) -> Arc<Se
                 let store = Arc::new(Watched {
                     inner: Arc::clone(lu.store()),
                     lun: *n,
-                    clock: Arc::clone(clock),
-                    landings: Arc::clone(landings),
+                    clock: Arc::clone(&watch.clock),
+                    landings: Arc::clone(&watch.landings),
+                    faults: Arc::clone(&watch.faults),
                 });
                 let unit = isoe_scsi::LogicalUnit::new(store, lu.config().clone());
                 (*n, Arc::new(unit))
@@ -193,6 +220,7 @@ struct Sim {
     /// Connections of each session.
     connections: Vec<usize>,
     landings: Arc<Mutex<Vec<Landing>>>,
+    faults: Arc<AtomicU64>,
     /// Every landing so far, by (LUN, LBA): (clock, id), in order.
     history: HashMap<(u16, u64), Vec<(u64, u32)>>,
     writes: HashMap<u32, WriteInfo>,
@@ -213,10 +241,13 @@ struct Sim {
 impl Sim {
     fn new(seed: u64, trace: bool) -> Sim {
         let mut rng = StdRng::seed_from_u64(seed);
-        let landings = Arc::new(Mutex::new(Vec::new()));
-        let clock = Arc::new(AtomicU64::new(0));
-        let mut pair = Pair::new(server(&clock, &landings));
-        pair.clock = clock;
+        let watch = Watch {
+            clock: Arc::new(AtomicU64::new(0)),
+            landings: Arc::new(Mutex::new(Vec::new())),
+            faults: Arc::new(AtomicU64::new(0)),
+        };
+        let mut pair = Pair::new(server(&watch));
+        pair.clock = Arc::clone(&watch.clock);
         let count = rng.random_range(1..=3usize);
         let mut sessions = Vec::new();
         let mut connections = Vec::new();
@@ -240,7 +271,8 @@ impl Sim {
             pair,
             sessions,
             connections,
-            landings,
+            landings: watch.landings,
+            faults: watch.faults,
             history: HashMap::new(),
             writes: HashMap::new(),
             settled: HashMap::new(),
@@ -282,6 +314,11 @@ impl Sim {
             78..84 => {
                 self.note(|| "tick".into());
                 self.pair.advance(harness::TICK);
+            }
+            84..88 => {
+                let n = self.rng.random_range(1..=3);
+                self.note(|| format!("the next {n} reads or writes fail"));
+                self.faults.store(n, Ordering::SeqCst);
             }
             _ => {}
         }
@@ -591,6 +628,10 @@ impl Sim {
         if status.status == 0x28 || status.status == 0x08 {
             return Ok(());
         }
+        if status.sense_key().is_some_and(|(key, _, _)| key == 3) {
+            // A store fault (EIO): MEDIUM ERROR.
+            return Ok(());
+        }
         if status.sense_key() != Some((6, 0x29, 0x03)) {
             return Err(format!(
                 "status {:#04x}, sense {:?}",
@@ -613,6 +654,7 @@ impl Sim {
             self.pair.hold_to_target(link, false);
         }
         self.pair.hold_work = false;
+        self.faults.store(0, Ordering::SeqCst);
         self.pair.release_work();
         self.pair.advance(harness::TICK);
         self.check()?;
@@ -621,10 +663,11 @@ impl Sim {
             let waiting: Vec<usize> = (0..self.pair.links())
                 .filter(|&l| self.pair.waiting(l))
                 .collect();
+            let mut left: Vec<&u64> = self.out.keys().collect();
+            left.sort_unstable();
             return Err(format!(
-                "task {token} ({sent:?}) never ended, nor {} others; links waiting \
-                 behind a CmdSN gap: {waiting:?}",
-                self.out.len() - 1
+                "task {token} ({sent:?}) never ended, nor the others of {left:?}; links \
+                 waiting behind a CmdSN gap: {waiting:?}"
             ));
         }
         Ok(())

@@ -268,8 +268,11 @@ impl Connection {
     pub(super) fn take_orders(&mut self, session: &Session) {
         let orders = session.take_orders(self.serial);
         for order in orders {
-            let scope = order.scope;
-            self.abort_tasks(|command| scope.covers(&command.lun, command.initiator_task_tag));
+            let (scope, below) = (order.scope, order.below);
+            self.abort_tasks(|command| {
+                scope.covers(&command.lun, command.initiator_task_tag)
+                    && below.is_none_or(|below| isoe_wire::serial::sn_lt(command.cmd_sn, below))
+            });
             self.owed.push(order.barrier);
         }
         self.release_held();

@@ -37,6 +37,10 @@ impl Connection {
                 .and_then(|tg| lun.number().and_then(|n| tg.luns().lun(n).cloned()))
                 .is_some()
         };
+        // RFC 7143 §11.5.1: a function acts on the commands of its session
+        // with a CmdSN below its own; an immediate one that comes after
+        // later commands leaves those be.
+        let before = |command: &ScsiCommand| isoe_wire::serial::sn_lt(command.cmd_sn, t.cmd_sn);
         let mut close = false;
         // Tasks on other connections that the function ends too: which,
         // and whether every session of the target is reached.
@@ -75,7 +79,7 @@ impl Connection {
                 if !lun_exists(&t.lun) {
                     tmf::RESP_NO_LUN
                 } else {
-                    self.abort_tasks(|command| command.lun == t.lun);
+                    self.abort_tasks(|command| command.lun == t.lun && before(command));
                     // ABORT TASK SET and CLEAR TASK SET end the tasks of
                     // this I_T nexus (every connection of the session); a
                     // unit reset those of every nexus (SAM-5 7.4, 7.6).
@@ -89,7 +93,7 @@ impl Connection {
                 }
             }
             tmf::TARGET_WARM_RESET => {
-                self.abort_tasks(|_| true);
+                self.abort_tasks(before);
                 session.end_unreceived(AbortScope::All, t.cmd_sn, None);
                 elsewhere = Some((AbortScope::All, true));
                 reset_units(session, None, isoe_scsi::attention::RESET_OCCURRED);
@@ -98,7 +102,7 @@ impl Connection {
             tmf::TARGET_COLD_RESET => {
                 // The connection closes after the response: work still out
                 // finds no connection to answer.
-                self.abort_tasks(|_| true);
+                self.abort_tasks(before);
                 self.background.clear();
                 session.end_unreceived(AbortScope::All, t.cmd_sn, None);
                 elsewhere = Some((AbortScope::All, true));
@@ -118,7 +122,9 @@ impl Connection {
                 _ => vec![Arc::clone(session)],
             };
             for other in &sessions {
-                other.order_abort(scope, self.serial, &barrier, &mut self.wake);
+                let own = Arc::ptr_eq(other, session);
+                let below = own.then_some(t.cmd_sn);
+                other.order_abort(scope, below, self.serial, &barrier, &mut self.wake);
             }
             // The origin's own hold: no count could end before every
             // connection was counted.

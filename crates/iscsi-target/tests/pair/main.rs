@@ -677,3 +677,74 @@ fn sessions_through_two_portal_groups_see_their_own_port_and_state() {
     assert_eq!(status.status, 2, "CHECK CONDITION");
     assert_eq!(status.sense_key(), Some((0x02, 0x04, 0x0b)));
 }
+
+/// `per_connection` one-block writes on each of a session's two
+/// connections (LBA = CmdSN - 1), connection 0's held back on their way,
+/// so that connection 1's wait behind a CmdSN gap; then `function` on
+/// connection 1, behind them, and the gap filled. None of the writes has
+/// a CmdSN at or above the function's: every one is in its scope.
+fn a_function_behind_waiting_writes(
+    function: TaskManagement,
+    per_connection: u64,
+) -> (Pair, usize) {
+    let mut pair = Pair::new(server(NO_PINGS));
+    let s = pair.login(&session_config(LocalParams::default(), 2, 1));
+    pair.session(s).set_run_slack(0);
+    let links = [pair.link(s, 0), pair.link(s, 1)];
+    pair.hold_to_target(links[0], true);
+    let writes: Vec<u64> = (0..2 * per_connection)
+        .map(|lba| pair.submit(s, write_command(lba, pattern(1, lba as u8))))
+        .collect();
+    // The function goes behind connection 1's writes, in one delivery.
+    pair.session(s).pump();
+    let answer = pair.task_management_on(s, function, Some(1));
+    pair.run();
+    assert!(
+        pair.waiting(links[1]),
+        "connection 1's writes wait for CmdSN 1"
+    );
+    assert_eq!(
+        pair.take(answer).map(|c| c.outcome),
+        Some(Outcome::TaskManagement(tmf::RESP_COMPLETE)),
+        "answered ahead of the gap"
+    );
+    pair.hold_to_target(links[0], false);
+    pair.run();
+    for token in writes {
+        let done = pair.take(token).expect("ended");
+        assert_eq!(
+            done.outcome,
+            Outcome::Failed(TaskError::Aborted),
+            "write {token}"
+        );
+    }
+    (pair, s)
+}
+
+#[test]
+fn an_abort_task_set_ahead_of_40_waiting_writes_ends_them_all_and_the_fill() {
+    let (mut pair, s) = a_function_behind_waiting_writes(TaskManagement::AbortTaskSet(0), 40);
+    for lba in 0..80 {
+        assert_eq!(
+            pair.read(s, lba, 1),
+            vec![0; BLOCK],
+            "LBA {lba} was written"
+        );
+    }
+}
+
+#[test]
+fn a_unit_reset_ahead_of_50_waiting_writes_ends_them_all_and_the_fill() {
+    let function = TaskManagement::LogicalUnitReset(0);
+    let (mut pair, s) = a_function_behind_waiting_writes(function, 50);
+    // The reset's unit attention first, then the medium as it was.
+    let status = pair.status(s, Command::read(0, &cdb::test_unit_ready(), 0));
+    assert_eq!(status.sense_key(), Some((6, 0x29, 0x03)));
+    for lba in 0..100 {
+        assert_eq!(
+            pair.read(s, lba, 1),
+            vec![0; BLOCK],
+            "LBA {lba} was written"
+        );
+    }
+}

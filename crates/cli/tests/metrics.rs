@@ -206,8 +206,11 @@ fn scraped_counters_parse_and_agree_with_the_bench() {
             &[lun0[0], lun0[1], ("op", op)],
         );
         assert_eq!(count, ours, "{op} latency count");
-        // One command in 64 per connection is split at the store; each of
-        // the three stages counts it once, and they add up to its latency.
+        // One command in 64 per connection is split at the store, and the
+        // first of a batch 100 ms after a connection's last sample (at most
+        // 10 a second on each of the 4 connections, over the run and its
+        // logins: 200 at most); each of the three stages counts it once,
+        // and they add up to its latency.
         let stage = |stage: &str, figure: &str| {
             let name = format!("isoe_lun_stage_seconds_{figure}");
             value(
@@ -218,7 +221,7 @@ fn scraped_counters_parse_and_agree_with_the_bench() {
         };
         let sampled = stage("store", "count");
         assert!(
-            (sampled - ours / 64.0).abs() <= ours / 64.0 * 0.15,
+            sampled >= ours / 64.0 * 0.85 && sampled <= ours / 64.0 * 1.15 + 200.0,
             "{op}: {sampled} of {ours} commands sampled"
         );
         for s in ["receipt_to_store", "store_to_sent"] {

@@ -1243,10 +1243,10 @@ fn a_slow_load_has_its_stages_sampled_and_a_fast_one_one_command_in_64() {
         w.conn.record_latencies(w.now);
         cmd_sn += 1;
     };
-    // Eight reads 20 ms apart, slower than one sample each 10 ms: each is
-    // sampled, though the count alone would sample none of them.
+    // Eight reads 150 ms apart, slower than one sample each 100 ms: each
+    // is sampled, though the count alone would sample none of them.
     for _ in 0..8 {
-        w.now += Duration::from_millis(20);
+        w.now += Duration::from_millis(150);
         read(&mut w);
     }
     assert_eq!(read_stages_sampled(&server), 8);

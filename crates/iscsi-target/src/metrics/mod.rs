@@ -107,10 +107,12 @@ const _: () = assert!(STAGE_SAMPLE_EVERY.is_power_of_two());
 /// A connection also samples the first command of a batch taken this long
 /// after its last sample, so that a slow load (an application's few
 /// hundred I/Os a second, a short window) still has its stages measured:
-/// at most 100 more samples a second on each connection, and none on a
-/// connection busy enough that one in [`STAGE_SAMPLE_EVERY`] already
-/// samples that often.
-pub const STAGE_SAMPLE_GAP: std::time::Duration = std::time::Duration::from_millis(10);
+/// at most 10 more samples a second on each connection, and none on a
+/// connection of more than 640 commands a second, where one in
+/// [`STAGE_SAMPLE_EVERY`] already samples that often (so the first
+/// commands of batches, which wait less behind others, do not weigh on a
+/// busy connection's figures).
+pub const STAGE_SAMPLE_GAP: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Where a sampled command's time went, receipt to response.
 #[derive(Debug, Default)]

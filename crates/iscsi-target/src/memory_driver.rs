@@ -13,10 +13,15 @@
 //! connections that must hear of it are named); output that reaches its
 //! bound is taken at once, as if the socket always had room.
 
+use crate::admission::{Eviction, Refusal};
 use crate::connection::{Action, Connection, Endpoint, Finished, Flow, Work};
 use crate::registry::Server;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
+
+/// Where every connection driven in memory comes from.
+const PEER: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 40000);
 
 /// What driving a connection gave: for the caller to carry out.
 #[derive(Debug, Default)]
@@ -57,13 +62,36 @@ impl MemoryConnection {
         now: Instant,
         portal_group_tag: u16,
     ) -> MemoryConnection {
+        MemoryConnection::with_serial(server, now, portal_group_tag, server.next_serial())
+    }
+
+    /// As [`MemoryConnection::accept`], admitted first under `[limits]` as
+    /// the target's accept thread admits a connection (`driver/mod.rs`):
+    /// with the connections evicted to make room for it, which the caller
+    /// closes; or the limit that refuses it.
+    pub fn admit(
+        server: &Arc<Server>,
+        now: Instant,
+    ) -> Result<(MemoryConnection, Vec<Eviction>), Refusal> {
         let serial = server.next_serial();
+        let evicted = server.gate.admit_connection(PEER.ip(), serial)?;
+        let tag = crate::config::DEFAULT_PORTAL_GROUP_TAG;
+        let conn = MemoryConnection::with_serial(server, now, tag, serial);
+        Ok((conn, evicted))
+    }
+
+    fn with_serial(
+        server: &Arc<Server>,
+        now: Instant,
+        portal_group_tag: u16,
+        serial: u64,
+    ) -> MemoryConnection {
         let port = 3260u16.wrapping_add(portal_group_tag.wrapping_sub(1));
         let endpoint = Endpoint {
             serial,
             local: ([127, 0, 0, 1], port).into(),
             portal_group_tag,
-            peer: ([127, 0, 0, 1], 40000).into(),
+            peer: PEER,
             peer_gone: None,
         };
         let seed = [serial as u8; 32];

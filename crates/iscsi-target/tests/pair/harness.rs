@@ -20,6 +20,7 @@ use isoe_initiator::session::SessionCore;
 use isoe_initiator::{
     Command, Completion, IscsiUrl, Keepalive, Outcome, ScsiStatus, SessionConfig, TaskManagement,
 };
+use isoe_target::admission::Refusal;
 use isoe_target::connection::Work;
 use isoe_target::memory_driver::{Drive, MemoryConnection};
 use isoe_target::{Config, Server};
@@ -253,6 +254,28 @@ impl Pair {
     /// [`Pair::portal_group`].
     pub fn connect(&mut self) -> usize {
         let conn = MemoryConnection::accept_in_group(&self.server, self.now(), self.portal_group);
+        self.add_link(conn)
+    }
+
+    /// A new connection from 127.0.0.1, admitted under `[limits]` as the
+    /// target's accept thread admits one: the connections evicted to make
+    /// room for it are closed; or the limit that refused it.
+    pub fn connect_admitted(&mut self) -> Result<usize, Refusal> {
+        let (conn, evicted) = MemoryConnection::admit(&self.server, self.now())?;
+        for eviction in evicted {
+            let link = self
+                .links
+                .iter()
+                .position(|l| l.conn.is_open() && l.conn.connection().serial() == eviction.serial)
+                .expect("an evicted connection is open");
+            let mut drive = Drive::default();
+            self.links[link].conn.close(&mut drive);
+            self.carry_out(link, drive);
+        }
+        Ok(self.add_link(conn))
+    }
+
+    fn add_link(&mut self, conn: MemoryConnection) -> usize {
         self.links.push(Link {
             conn,
             initiator: None,
@@ -276,8 +299,15 @@ impl Pair {
     /// login run by [`LoginExchange`] against the target's own login) and
     /// returns its index.
     pub fn login(&mut self, config: &SessionConfig) -> usize {
+        let link = self.connect();
+        self.login_on(link, config)
+    }
+
+    /// [`Pair::login`] with its first connection on `link`, a connection
+    /// no login has used yet.
+    pub fn login_on(&mut self, link: usize, config: &SessionConfig) -> usize {
         let index = self.sessions.len();
-        let (link, first) = self.login_connection(config.login_config(0, 0, FIRST_CMD_SN));
+        let first = self.login_connection(link, config.login_config(0, 0, FIRST_CMD_SN));
         let now = self.now();
         let mut core = SessionCore::from_login(index, config.keepalive, FIRST_CMD_SN, &first, now);
         // Consecutive commands alternate between the session's connections,
@@ -286,7 +316,8 @@ impl Pair {
         let mut links = vec![link];
         for cid in 1..config.connections {
             let login = config.login_config(cid, first.tsih, FIRST_CMD_SN);
-            let (link, more) = self.login_connection(login);
+            let link = self.connect();
+            let more = self.login_connection(link, login);
             core.add_login(&more, now);
             links.push(link);
         }
@@ -300,9 +331,9 @@ impl Pair {
 
     fn login_connection(
         &mut self,
+        link: usize,
         config: isoe_wire::login::InitiatorLoginConfig,
-    ) -> (usize, isoe_initiator::login::LoginResult) {
-        let link = self.connect();
+    ) -> isoe_initiator::login::LoginResult {
         let mut exchange = LoginExchange::new(config, [0; 32]);
         let mut step = exchange.start();
         loop {
@@ -323,7 +354,7 @@ impl Pair {
                     let link_state = &mut self.links[link];
                     link_state.recv_limits = recv;
                     link_state.send_limits = send;
-                    return (link, result);
+                    return result;
                 }
             }
         }
@@ -499,6 +530,12 @@ impl Pair {
         let mut bytes = Vec::new();
         encode(&mut bytes, pdu, &[], data, &self.links[link].send_limits);
         self.links[link].to_target.push(bytes);
+    }
+
+    /// Sends `bytes` on `link` as they are (part of a PDU, say).
+    pub fn send_bytes(&mut self, link: usize, bytes: &[u8]) {
+        self.initiator_sends(link);
+        self.links[link].to_target.push(bytes.to_vec());
     }
 
     /// The next whole PDU the target sent on a link no session reads.

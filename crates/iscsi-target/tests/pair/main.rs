@@ -1,8 +1,10 @@
 //! The target's connections against the initiator's session core in
 //! virtual time (`harness.rs`): CmdSN order across the connections of a
-//! session, R2T, task management, the target's timers, MC/S logout and
-//! store work that runs in the background, each with its outcome asserted.
+//! session, R2T, task management, the target's timers, MC/S logout,
+//! store work that runs in the background and admission under `[limits]`
+//! (`admission.rs`), each with its outcome asserted.
 
+mod admission;
 #[allow(dead_code)]
 mod harness;
 

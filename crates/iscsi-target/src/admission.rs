@@ -3,27 +3,46 @@
 //! turned away, so that an administrator can tell a limit from a fault.
 //!
 //! A connection counts against the connection and login limits from the
-//! moment it is admitted. Until its first complete PDU arrives it is
-//! "unheard", and it is the first to go: when a limit binds, the oldest
-//! unheard connection that holds a slot of that limit is closed to make
-//! room (an eviction), and only if there is none is the new connection
-//! refused. So connections that never speak, from anyone sharing an
-//! address, cannot keep an initiator from logging in; a login under way is
-//! never cut short for a newcomer.
+//! moment it is admitted. When a limit binds, a login in progress that
+//! waits on its peer is closed to make room for the newcomer (an
+//! eviction), and only if there is none is the newcomer refused:
+//!
+//! 1. first a silent connection, one that has sent no byte since it was
+//!    admitted, the oldest first;
+//! 2. then a stalled login, one whose peer has sent nothing for longer than
+//!    [`STALL_GRACE`], the one that has waited longest first.
+//!
+//! From the same address for the per-initiator limits, from any for the
+//! totals. So neither connections that never speak nor logins left
+//! hanging after a request, from anyone sharing an address, can keep an
+//! initiator from logging in; a login whose peer keeps sending, a first
+//! PDU that comes in pieces included, is never cut short for a newcomer,
+//! nor is one whose answer the target holds back (after failed
+//! authentications, [`FailureLog`]): it waits on the target, not its peer.
+//! A newcomer that no login waiting on its peer makes room for is refused,
+//! so logins under way finish however many more come.
 
 use crate::config::Limits;
 use isoe_sync::MutexExt;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// Descriptors kept free for the target's own files (stores, state, the
 /// listeners, epoll and eventfds) when the open-files limit bounds
 /// connections.
 pub const DESCRIPTOR_RESERVE: u64 = 64;
 
-/// Why a new connection was turned away, or an unheard one closed.
+/// How long a login's peer may leave it waiting, after the first byte,
+/// before the login may be closed to make room for a newcomer: above the
+/// round trips and retransmissions (200 ms and up) of a peer that is
+/// logging in, so that logins under way are not closed for each other when
+/// more come than a limit lets in; well below the login deadline.
+pub const STALL_GRACE: Duration = Duration::from_secs(1);
+
+/// Why a new connection was turned away, or a waiting one closed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     /// `[limits] connections` reached.
@@ -64,8 +83,8 @@ impl Refusals {
     }
 }
 
-/// How many unheard connections each limit closed to make room for a new
-/// one.
+/// How many logins waiting on their peers each limit closed to make room
+/// for a new connection.
 #[derive(Debug, Default)]
 pub struct Evictions {
     /// Over `connections`.
@@ -87,8 +106,26 @@ impl Evictions {
     }
 }
 
-/// An unheard connection closed to make room for a new one; the driver
-/// closes its socket.
+/// What made an evicted connection the one to go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Idle {
+    /// It had sent no byte since it was admitted.
+    Silent,
+    /// Its login had waited this long, past [`STALL_GRACE`], on its peer.
+    Stalled(Duration),
+}
+
+impl std::fmt::Display for Idle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Idle::Silent => write!(f, "it had sent nothing"),
+            Idle::Stalled(d) => write!(f, "its login had waited {} ms on it", d.as_millis()),
+        }
+    }
+}
+
+/// A login waiting on its peer, closed to make room for a new connection;
+/// the driver closes its socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Eviction {
     /// The connection's serial.
@@ -97,6 +134,21 @@ pub struct Eviction {
     pub peer: IpAddr,
     /// The limit that bound.
     pub why: Refusal,
+    /// What made it the one to go.
+    pub idle: Idle,
+}
+
+/// Where a connection stands in the queues of those that may be closed to
+/// make room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Standing {
+    /// Admitted, no byte yet: its turn among the silent (admission order).
+    Silent(u64),
+    /// Logging in, waiting on its peer since it last sent a byte.
+    Waiting(Instant),
+    /// Never closed for a newcomer: logged in, its answer held back, or
+    /// not admitted (the in-memory driver's).
+    Kept,
 }
 
 /// What the gate counts for one connection.
@@ -107,9 +159,62 @@ struct Entry {
     connected: bool,
     /// Counted among the logins in progress.
     logging_in: bool,
-    /// While no complete PDU has come: its turn in the queues of unheard
-    /// connections (admission order, oldest first).
-    unheard: Option<u64>,
+    standing: Standing,
+}
+
+/// Connections that may be closed to make room, in the order they go.
+#[derive(Debug, Default)]
+struct Queues {
+    /// Silent ones: turn to serial.
+    silent: BTreeMap<u64, u64>,
+    /// Logins waiting on their peers, by the time their peer last sent.
+    waiting: BTreeSet<(Instant, u64)>,
+}
+
+impl Queues {
+    fn insert(&mut self, standing: Standing, serial: u64) {
+        match standing {
+            Standing::Silent(turn) => {
+                self.silent.insert(turn, serial);
+            }
+            Standing::Waiting(since) => {
+                self.waiting.insert((since, serial));
+            }
+            Standing::Kept => {}
+        }
+    }
+
+    fn remove(&mut self, standing: Standing, serial: u64) {
+        match standing {
+            Standing::Silent(turn) => {
+                self.silent.remove(&turn);
+            }
+            Standing::Waiting(since) => {
+                self.waiting.remove(&(since, serial));
+            }
+            Standing::Kept => {}
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.silent.is_empty() && self.waiting.is_empty()
+    }
+
+    /// The first connection to go at `now`, not among `chosen`: the
+    /// oldest silent one, else the login stalled longest past the grace.
+    fn victim(&self, chosen: &[Eviction], now: Instant) -> Option<(u64, Idle)> {
+        let free = |serial: &u64| !chosen.iter().any(|e| e.serial == *serial);
+        if let Some(&serial) = self.silent.values().find(|s| free(s)) {
+            return Some((serial, Idle::Silent));
+        }
+        let stalled_by = now.checked_sub(STALL_GRACE)?;
+        let &(since, serial) = self
+            .waiting
+            .iter()
+            .take_while(|(since, _)| *since <= stalled_by)
+            .find(|(_, s)| free(s))?;
+        Some((serial, Idle::Stalled(now.saturating_duration_since(since))))
+    }
 }
 
 /// What one initiator address holds.
@@ -117,20 +222,20 @@ struct Entry {
 struct Holding {
     connections: usize,
     logins: usize,
-    /// Its unheard connections: turn to serial.
-    unheard: BTreeMap<u64, u64>,
+    /// Its connections that may be closed to make room.
+    queues: Queues,
 }
 
-/// The counts, every admitted connection's entry, and the unheard ones in
-/// admission order; all bounded by the connections open.
+/// The counts, every admitted connection's entry, and the queues of those
+/// that may be closed to make room; all bounded by the connections open.
 #[derive(Debug, Default)]
 struct Open {
     connections: usize,
     logins: usize,
     by_address: HashMap<IpAddr, Holding>,
     entries: HashMap<u64, Entry>,
-    /// Every address's unheard connections: turn to serial.
-    unheard: BTreeMap<u64, u64>,
+    /// Every address's connections that may be closed to make room.
+    queues: Queues,
     next_turn: u64,
 }
 
@@ -160,43 +265,52 @@ impl Open {
         self.by_address.entry(peer).or_default()
     }
 
-    /// Counts a newly admitted connection as open, logging in and unheard.
+    /// Counts a newly admitted connection as open, logging in and silent.
     fn add(&mut self, serial: u64, peer: IpAddr) {
-        let turn = self.next_turn;
+        let standing = Standing::Silent(self.next_turn);
         self.next_turn += 1;
         self.connections += 1;
         self.logins += 1;
-        self.unheard.insert(turn, serial);
         let mine = self.holding(peer);
         mine.connections += 1;
         mine.logins += 1;
-        mine.unheard.insert(turn, serial);
         let entry = Entry {
             peer,
             connected: true,
             logging_in: true,
-            unheard: Some(turn),
+            standing: Standing::Kept,
         };
         self.entries.insert(serial, entry);
+        self.stand(serial, standing);
     }
 
-    /// Takes `serial` out of the queues of unheard connections.
-    fn heard(&mut self, serial: u64) {
+    /// Moves `serial` to `standing` in the queues, its address's and all.
+    fn stand(&mut self, serial: u64, standing: Standing) {
         let Some(entry) = self.entries.get_mut(&serial) else {
             return;
         };
-        let (peer, turn) = (entry.peer, entry.unheard.take());
-        if let Some(turn) = turn {
-            self.unheard.remove(&turn);
-            if let Some(mine) = self.by_address.get_mut(&peer) {
-                mine.unheard.remove(&turn);
-            }
+        let (peer, was) = (entry.peer, entry.standing);
+        entry.standing = standing;
+        self.queues.remove(was, serial);
+        self.queues.insert(standing, serial);
+        if let Some(mine) = self.by_address.get_mut(&peer) {
+            mine.queues.remove(was, serial);
+            mine.queues.insert(standing, serial);
+        }
+    }
+
+    /// Bytes came from `serial`'s peer at `now`: a silent or waiting login
+    /// waits on its peer from then.
+    fn heard(&mut self, serial: u64, now: Instant) {
+        let standing = self.entries.get(&serial).map(|e| e.standing);
+        if matches!(standing, Some(Standing::Silent(_) | Standing::Waiting(_))) {
+            self.stand(serial, Standing::Waiting(now));
         }
     }
 
     /// Stops counting `serial` among the logins in progress.
     fn end_login(&mut self, serial: u64) {
-        self.heard(serial);
+        self.stand(serial, Standing::Kept);
         let Some(entry) = self.entries.get_mut(&serial) else {
             return;
         };
@@ -240,14 +354,14 @@ impl Open {
         if self
             .by_address
             .get(&peer)
-            .is_some_and(|h| h.connections == 0 && h.logins == 0 && h.unheard.is_empty())
+            .is_some_and(|h| h.connections == 0 && h.logins == 0 && h.queues.is_empty())
         {
             self.by_address.remove(&peer);
         }
     }
 
     /// The counts `peer`'s admission is checked against once `chosen` are
-    /// gone (each unheard connection is open and logging in).
+    /// gone (each evictee is open and logging in).
     fn held_without(&self, peer: IpAddr, chosen: &[Eviction]) -> Held {
         let mine = self.by_address.get(&peer);
         let gone = chosen.len();
@@ -260,21 +374,23 @@ impl Open {
         }
     }
 
-    /// The oldest unheard connection in `scope` not among `chosen`.
-    fn oldest_unheard(
+    /// The connection in `scope` to go next at `now`, not among `chosen`,
+    /// with its address.
+    fn victim(
         &self,
         scope: Scope,
         peer: IpAddr,
         chosen: &[Eviction],
-    ) -> Option<(u64, IpAddr)> {
-        let queue = match scope {
-            Scope::All => &self.unheard,
-            Scope::Address => &self.by_address.get(&peer)?.unheard,
+        now: Instant,
+    ) -> Option<(u64, IpAddr, Idle)> {
+        let queues = match scope {
+            Scope::All => &self.queues,
+            Scope::Address => &self.by_address.get(&peer)?.queues,
         };
-        let serial = *queue
-            .values()
-            .find(|s| !chosen.iter().any(|e| e.serial == **s))?;
-        Some((serial, self.entries.get(&serial)?.peer))
+        let (serial, idle) = queues.victim(chosen, now)?;
+        let entry = self.entries.get(&serial)?;
+        debug_assert!(entry.connected && entry.logging_in, "{entry:?}");
+        Some((serial, entry.peer, idle))
     }
 }
 
@@ -325,15 +441,21 @@ impl Gatekeeper {
         &self.limits
     }
 
-    /// Admits a new connection `serial` from `peer`, counted as open and
-    /// logging in, and returns the unheard connections closed to make room
-    /// for it (the caller closes them); or says which limit refuses it,
-    /// when no unheard connection holds a slot of that limit. Logins in
-    /// progress are limited per address too, so that one address with
-    /// logins under way cannot keep every other initiator from logging in.
-    pub fn admit_connection(&self, peer: IpAddr, serial: u64) -> Result<Vec<Eviction>, Refusal> {
+    /// Admits a new connection `serial` from `peer` at `now`, counted as
+    /// open and logging in, and returns the logins waiting on their peers
+    /// closed to make room for it (the caller closes them); or says which
+    /// limit refuses it, when no such login holds a slot of that limit.
+    /// Logins in progress are limited per address too, so that one address
+    /// with logins under way cannot keep every other initiator from
+    /// logging in.
+    pub fn admit_connection(
+        &self,
+        peer: IpAddr,
+        serial: u64,
+        now: Instant,
+    ) -> Result<Vec<Eviction>, Refusal> {
         let mut open = self.lock();
-        let evicted = self.make_room(&open, peer).inspect_err(|why| {
+        let evicted = self.make_room(&open, peer, now).inspect_err(|why| {
             self.refused.of(*why).fetch_add(1, Ordering::Relaxed);
         })?;
         for eviction in &evicted {
@@ -346,22 +468,24 @@ impl Gatekeeper {
         Ok(evicted)
     }
 
-    /// The unheard connections whose going lets `peer` in, oldest first
-    /// within the scope of each limit that binds; nothing is changed.
-    fn make_room(&self, open: &Open, peer: IpAddr) -> Result<Vec<Eviction>, Refusal> {
+    /// The logins waiting on their peers whose going lets `peer` in, in
+    /// the order of [`Queues::victim`] within the scope of each limit that
+    /// binds; nothing is changed.
+    fn make_room(&self, open: &Open, peer: IpAddr, now: Instant) -> Result<Vec<Eviction>, Refusal> {
         let mut chosen = Vec::new();
         for _ in 0..=LIMITS_CHECKED {
             let held = open.held_without(peer, &chosen);
             let Some((why, scope)) = self.binding(held) else {
                 return Ok(chosen);
             };
-            let Some((serial, victim)) = open.oldest_unheard(scope, peer, &chosen) else {
+            let Some((serial, victim, idle)) = open.victim(scope, peer, &chosen, now) else {
                 return Err(why);
             };
             chosen.push(Eviction {
                 serial,
                 peer: victim,
                 why,
+                idle,
             });
         }
         // Unreachable while no count is over its limit; refused to be safe.
@@ -425,15 +549,23 @@ impl Gatekeeper {
             peer,
             connected: false,
             logging_in: true,
-            unheard: None,
+            standing: Standing::Kept,
         };
         open.entries.insert(serial, entry);
     }
 
-    /// Connection `serial` sent its first complete PDU: it is no longer
-    /// closed to make room for others.
-    pub fn first_pdu(&self, serial: u64) {
-        self.lock().heard(serial);
+    /// Bytes of connection `serial`'s login came at `now`, a piece of a
+    /// PDU or more: it is no longer silent, and waits on its peer from
+    /// `now`.
+    pub fn heard(&self, serial: u64, now: Instant) {
+        self.lock().heard(serial, now);
+    }
+
+    /// The target holds back its answer to the login on connection
+    /// `serial`: the login waits on the target, not its peer, and is no
+    /// longer closed to make room for others.
+    pub fn answer_held(&self, serial: u64) {
+        self.lock().stand(serial, Standing::Kept);
     }
 
     /// The login on connection `serial` ended: full feature phase, failure
@@ -465,17 +597,33 @@ mod tests {
         text.parse().unwrap()
     }
 
-    /// Admits `serial` from `peer` and has it send its first PDU: a login
-    /// under way, never evicted.
-    fn speaking(gate: &Gatekeeper, peer: IpAddr, serial: u64) {
-        assert_eq!(gate.admit_connection(peer, serial), Ok(vec![]));
-        gate.first_pdu(serial);
+    /// The time the tests start from.
+    fn t0() -> Instant {
+        static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        *START.get_or_init(Instant::now)
     }
 
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// Admits `serial` from `peer` and has it send a byte: a login under
+    /// way, not evicted within [`STALL_GRACE`] of [`t0`].
+    fn speaking(gate: &Gatekeeper, peer: IpAddr, serial: u64) {
+        assert_eq!(gate.admit_connection(peer, serial, t0()), Ok(vec![]));
+        gate.heard(serial, t0());
+    }
+
+    /// Silent connections `serials` of `peer`, evicted as `why` binds.
     fn evicted(serials: &[u64], peer: IpAddr, why: Refusal) -> Result<Vec<Eviction>, Refusal> {
         Ok(serials
             .iter()
-            .map(|&serial| Eviction { serial, peer, why })
+            .map(|&serial| Eviction {
+                serial,
+                peer,
+                why,
+                idle: Idle::Silent,
+            })
             .collect())
     }
 
@@ -484,7 +632,7 @@ mod tests {
         let open = gate.lock();
         assert_eq!((open.connections, open.logins), (0, 0));
         assert!(open.entries.is_empty(), "{:?}", open.entries);
-        assert!(open.unheard.is_empty() && open.by_address.is_empty());
+        assert!(open.queues.is_empty() && open.by_address.is_empty());
     }
 
     #[test]
@@ -503,16 +651,16 @@ mod tests {
             speaking(&a, busy, serial);
         }
         assert_eq!(
-            a.admit_connection(busy, 4),
+            a.admit_connection(busy, 4, t0()),
             Err(Refusal::LoginsPerInitiator(3))
         );
         assert_eq!(
-            a.admit_connection(other, 5),
+            a.admit_connection(other, 5, t0()),
             Ok(vec![]),
             "room kept for others"
         );
         a.login_ended(1);
-        assert_eq!(a.admit_connection(busy, 6), Ok(vec![]));
+        assert_eq!(a.admit_connection(busy, 6, t0()), Ok(vec![]));
     }
 
     #[test]
@@ -525,17 +673,23 @@ mod tests {
         a.login_ended(1);
         speaking(&a, one, 2);
         a.login_ended(2);
-        assert_eq!(a.admit_connection(one, 3), Err(Refusal::PerInitiator(2)));
+        assert_eq!(
+            a.admit_connection(one, 3, t0()),
+            Err(Refusal::PerInitiator(2))
+        );
         speaking(&a, two, 4);
         a.login_ended(4);
-        assert_eq!(a.admit_connection(two, 5), Err(Refusal::Connections(3)));
+        assert_eq!(
+            a.admit_connection(two, 5, t0()),
+            Err(Refusal::Connections(3))
+        );
         a.release_connection(1);
         speaking(&a, two, 6);
         assert_eq!(a.logins(), 1);
         a.release_connection(2);
         speaking(&a, one, 7);
         assert_eq!(
-            a.admit_connection(ip("10.0.0.3"), 8),
+            a.admit_connection(ip("10.0.0.3"), 8, t0()),
             Err(Refusal::Logins(2))
         );
         a.login_ended(6);
@@ -552,7 +706,7 @@ mod tests {
     }
 
     #[test]
-    fn the_oldest_unheard_connection_of_the_address_makes_room() {
+    fn the_oldest_silent_connection_of_the_address_makes_room() {
         let (a, _) = Gatekeeper::new(
             Limits {
                 logins_per_initiator: 3,
@@ -563,20 +717,23 @@ mod tests {
         let crowd = ip("10.0.0.1");
         let other = ip("10.0.0.2");
         speaking(&a, crowd, 1);
-        assert_eq!(a.admit_connection(other, 2), Ok(vec![]));
-        assert_eq!(a.admit_connection(crowd, 3), Ok(vec![]));
-        assert_eq!(a.admit_connection(crowd, 4), Ok(vec![]));
+        assert_eq!(a.admit_connection(other, 2, t0()), Ok(vec![]));
+        assert_eq!(a.admit_connection(crowd, 3, t0()), Ok(vec![]));
+        assert_eq!(a.admit_connection(crowd, 4, t0()), Ok(vec![]));
         let why = Refusal::LoginsPerInitiator(3);
         assert_eq!(
-            a.admit_connection(crowd, 5),
+            a.admit_connection(crowd, 5, t0()),
             evicted(&[3], crowd, why),
-            "the oldest unheard of the address, not the login under way nor another address's"
+            "the oldest silent one of the address, not the login under way nor another address's"
         );
-        assert_eq!(a.admit_connection(crowd, 6), evicted(&[4], crowd, why));
-        a.first_pdu(5);
-        a.first_pdu(6);
         assert_eq!(
-            a.admit_connection(crowd, 7),
+            a.admit_connection(crowd, 6, t0()),
+            evicted(&[4], crowd, why)
+        );
+        a.heard(5, t0());
+        a.heard(6, t0());
+        assert_eq!(
+            a.admit_connection(crowd, 7, t0()),
             Err(why),
             "every slot holds a login under way"
         );
@@ -590,7 +747,7 @@ mod tests {
     }
 
     #[test]
-    fn a_total_limit_evicts_the_oldest_unheard_of_any_address() {
+    fn a_total_limit_evicts_the_oldest_silent_one_of_any_address() {
         let (a, _) = Gatekeeper::new(
             Limits {
                 connections: 3,
@@ -599,15 +756,15 @@ mod tests {
             None,
         );
         let (x, y) = (ip("10.0.0.1"), ip("10.0.0.2"));
-        assert_eq!(a.admit_connection(x, 10), Ok(vec![]));
+        assert_eq!(a.admit_connection(x, 10, t0()), Ok(vec![]));
         speaking(&a, y, 11);
-        assert_eq!(a.admit_connection(y, 12), Ok(vec![]));
+        assert_eq!(a.admit_connection(y, 12, t0()), Ok(vec![]));
         assert_eq!(
-            a.admit_connection(y, 13),
+            a.admit_connection(y, 13, t0()),
             evicted(&[10], x, Refusal::Connections(3))
         );
         assert_eq!(
-            a.admit_connection(x, 14),
+            a.admit_connection(x, 14, t0()),
             evicted(&[12], y, Refusal::Connections(3))
         );
         assert_eq!(a.evicted.connections.load(Ordering::Relaxed), 2);
@@ -638,23 +795,23 @@ mod tests {
             None,
         );
         let (x, y) = (ip("10.0.0.1"), ip("10.0.0.2"));
-        assert_eq!(a.admit_connection(x, 1), Ok(vec![]));
-        assert_eq!(a.admit_connection(x, 2), Ok(vec![]));
+        assert_eq!(a.admit_connection(x, 1, t0()), Ok(vec![]));
+        assert_eq!(a.admit_connection(x, 2, t0()), Ok(vec![]));
         assert_eq!(
-            a.admit_connection(x, 3),
+            a.admit_connection(x, 3, t0()),
             evicted(&[1], x, Refusal::LoginsPerInitiator(2))
         );
         assert_eq!(a.evicted.logins.load(Ordering::Relaxed), 1);
         assert_eq!(a.evicted.connections.load(Ordering::Relaxed), 0);
-        // Another address: the totals bind; an unheard connection of any
+        // Another address: the totals bind; a silent connection of any
         // address makes room, and with none left the newcomer is refused.
-        a.first_pdu(2);
+        a.heard(2, t0());
         assert_eq!(
-            a.admit_connection(y, 4),
+            a.admit_connection(y, 4, t0()),
             evicted(&[3], x, Refusal::Logins(2))
         );
-        a.first_pdu(4);
-        assert_eq!(a.admit_connection(y, 5), Err(Refusal::Logins(2)));
+        a.heard(4, t0());
+        assert_eq!(a.admit_connection(y, 5, t0()), Err(Refusal::Logins(2)));
         a.release_connection(2);
         a.release_connection(4);
         assert_empty(&a);
@@ -670,8 +827,8 @@ mod tests {
             None,
         );
         let x = ip("10.0.0.1");
-        assert_eq!(a.admit_connection(x, 1), Ok(vec![]));
-        assert_eq!(a.admit_connection(x, 2).map(|e| e.len()), Ok(1));
+        assert_eq!(a.admit_connection(x, 1, t0()), Ok(vec![]));
+        assert_eq!(a.admit_connection(x, 2, t0()).map(|e| e.len()), Ok(1));
         assert!(!a.holds(1), "its driver drops it unserved");
         // Taken up anyway, in a race: its login counts until it closes.
         a.login_started(1, x);
@@ -692,10 +849,130 @@ mod tests {
         a.login_started(7, x);
         assert_eq!((a.connections(), a.logins()), (0, 1));
         assert!(!a.holds(7));
-        a.first_pdu(7);
+        a.heard(7, t0());
         a.login_ended(7);
         a.release_connection(7);
         assert_empty(&a);
+    }
+
+    /// A gate whose only binding limit is 3 logins per address.
+    fn three_logins_per_address() -> Gatekeeper {
+        let limits = Limits {
+            logins_per_initiator: 3,
+            ..Limits::default()
+        };
+        Gatekeeper::new(limits, None).0
+    }
+
+    #[test]
+    fn a_login_stalled_past_the_grace_makes_room_the_one_stalled_longest_first() {
+        let a = three_logins_per_address();
+        let x = ip("10.0.0.1");
+        for (serial, heard_ms) in [(1, 0), (2, 200), (3, 100)] {
+            assert_eq!(a.admit_connection(x, serial, t0()), Ok(vec![]));
+            a.heard(serial, t0() + ms(heard_ms));
+        }
+        let why = Refusal::LoginsPerInitiator(3);
+        assert_eq!(
+            a.admit_connection(x, 4, t0() + ms(900)),
+            Err(why),
+            "no login has waited on its peer past the grace"
+        );
+        let stalled = |serial, waited_ms| Eviction {
+            serial,
+            peer: x,
+            why,
+            idle: Idle::Stalled(ms(waited_ms)),
+        };
+        let at = t0() + ms(1300);
+        assert_eq!(a.admit_connection(x, 5, at), Ok(vec![stalled(1, 1300)]));
+        a.heard(5, at);
+        assert_eq!(a.admit_connection(x, 6, at), Ok(vec![stalled(3, 1200)]));
+        // A byte from 2's peer: it is logging in again; and a silent
+        // newcomer goes before any login that has sent something.
+        a.heard(2, at);
+        assert_eq!(
+            a.admit_connection(x, 7, at + ms(2000)),
+            evicted(&[6], x, why)
+        );
+        assert_eq!(a.evicted.logins.load(Ordering::Relaxed), 3);
+        assert_eq!(a.refused.logins.load(Ordering::Relaxed), 1);
+        for serial in [2, 5, 7] {
+            a.release_connection(serial);
+        }
+        assert_empty(&a);
+    }
+
+    #[test]
+    fn a_silent_connection_goes_before_a_login_that_has_sent_part_of_a_pdu() {
+        let a = three_logins_per_address();
+        let x = ip("10.0.0.1");
+        assert_eq!(a.admit_connection(x, 1, t0()), Ok(vec![]));
+        // Half a PDU, then nothing for longer than the grace.
+        a.heard(1, t0());
+        let later = t0() + ms(1500);
+        assert_eq!(a.admit_connection(x, 2, later), Ok(vec![]));
+        assert_eq!(a.admit_connection(x, 3, later), Ok(vec![]));
+        let why = Refusal::LoginsPerInitiator(3);
+        assert_eq!(a.admit_connection(x, 4, later), evicted(&[2], x, why));
+        assert_eq!(a.admit_connection(x, 5, later), evicted(&[3], x, why));
+        assert!(a.holds(1), "the login with bytes in is still there");
+    }
+
+    #[test]
+    fn a_login_whose_answer_is_held_back_or_that_ended_is_never_closed_for_a_newcomer() {
+        let limits = Limits {
+            connections_per_initiator: 3,
+            ..Limits::default()
+        };
+        let (a, _) = Gatekeeper::new(limits, None);
+        let x = ip("10.0.0.1");
+        for serial in 1..=3 {
+            speaking(&a, x, serial);
+        }
+        a.answer_held(1);
+        a.login_ended(2);
+        // A byte that comes meanwhile changes nothing.
+        a.heard(1, t0());
+        a.heard(2, t0());
+        let much_later = t0() + ms(20_000);
+        assert_eq!(
+            a.admit_connection(x, 4, much_later).map(|e| e[0].serial),
+            Ok(3),
+            "only the login that waits on its peer"
+        );
+        a.heard(4, much_later);
+        assert_eq!(
+            a.admit_connection(x, 5, much_later),
+            Err(Refusal::PerInitiator(3))
+        );
+        assert!(a.holds(1) && a.holds(2));
+    }
+
+    #[test]
+    fn a_total_limit_evicts_the_login_stalled_longest_of_any_address() {
+        let (a, _) = Gatekeeper::new(
+            Limits {
+                logins: 2,
+                ..Limits::default()
+            },
+            None,
+        );
+        let (x, y, z) = (ip("10.0.0.1"), ip("10.0.0.2"), ip("10.0.0.3"));
+        assert_eq!(a.admit_connection(x, 1, t0()), Ok(vec![]));
+        a.heard(1, t0() + ms(100));
+        assert_eq!(a.admit_connection(y, 2, t0()), Ok(vec![]));
+        a.heard(2, t0());
+        let evicted = a.admit_connection(z, 3, t0() + ms(5000));
+        assert_eq!(
+            evicted,
+            Ok(vec![Eviction {
+                serial: 2,
+                peer: y,
+                why: Refusal::Logins(2),
+                idle: Idle::Stalled(ms(5000)),
+            }])
+        );
     }
 
     #[test]

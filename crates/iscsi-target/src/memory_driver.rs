@@ -74,7 +74,7 @@ impl MemoryConnection {
         now: Instant,
     ) -> Result<(MemoryConnection, Vec<Eviction>), Refusal> {
         let serial = server.next_serial();
-        let evicted = server.gate.admit_connection(PEER.ip(), serial)?;
+        let evicted = server.gate.admit_connection(PEER.ip(), serial, now)?;
         let tag = crate::config::DEFAULT_PORTAL_GROUP_TAG;
         let conn = MemoryConnection::with_serial(server, now, tag, serial);
         Ok((conn, evicted))

@@ -67,10 +67,10 @@ impl Connection {
         let Phase::Login(phase) = &mut self.phase else {
             return Flow::Close;
         };
-        if phase.first_request.is_none() {
-            // A login under way: no longer closed to make room for others.
-            self.server.gate.first_pdu(self.serial);
-        }
+        // A login whose peer speaks is not closed to make room for others
+        // (the bytes fed by `handle_input` tell so already; a PDU fed whole
+        // by `handle_frame` does here).
+        self.server.gate.heard(self.serial, now);
         let first = *phase.first_request.get_or_insert(req);
         if phase.initiator.is_none() {
             phase.initiator = name_in(data, b"InitiatorName=");
@@ -125,7 +125,9 @@ impl Connection {
                 self.phase = Phase::Closed;
                 if !delay.is_zero() {
                     // Repeated failures from this address: the answer waits
-                    // (handle_tick sends it), and nothing more is read.
+                    // (handle_tick sends it), and nothing more is read; it
+                    // waits on the target now, not on its peer.
+                    self.server.gate.answer_held(self.serial);
                     self.held_answer = Some(HeldAnswer {
                         response,
                         data: step.data,

@@ -210,6 +210,9 @@ pub struct Connection {
     /// Bytes of input taken since the connection began: where the input
     /// fed next starts in the stream.
     rx_offset: u64,
+    /// Where the input fed so far ends in the stream: bytes fed past it
+    /// are new.
+    rx_end: u64,
     ping: Option<Ping>,
     nop_interval: Duration,
     nop_timeout: Duration,
@@ -313,6 +316,7 @@ impl Connection {
             waiting_since: None,
             ahead: Ahead::default(),
             rx_offset: 0,
+            rx_end: 0,
             ping: None,
             nop_interval,
             nop_timeout,
@@ -363,6 +367,7 @@ impl Connection {
     /// order, until one must wait behind a CmdSN gap, the connection is to
     /// close, or (with `[datapath] batching = false`) one PDU was handled.
     pub fn handle_input(&mut self, input: &[u8], now: Instant) -> Input {
+        self.note_received(input.len(), now);
         let one_pdu = !self.server.config.datapath.batching;
         let mut consumed = 0;
         loop {
@@ -410,6 +415,20 @@ impl Connection {
                     consumed += skip;
                 }
             }
+        }
+    }
+
+    /// `held` bytes are fed: while logging in, admission hears of any new
+    /// among them, a piece of a PDU too, so that a login whose peer is
+    /// sending is not closed to make room for others.
+    fn note_received(&mut self, held: usize, now: Instant) {
+        let end = self.rx_offset + held as u64;
+        if end <= self.rx_end {
+            return;
+        }
+        self.rx_end = end;
+        if self.logging_in && matches!(self.phase, Phase::Login(_)) {
+            self.server.gate.heard(self.serial, now);
         }
     }
 

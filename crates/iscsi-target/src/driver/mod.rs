@@ -438,13 +438,15 @@ fn accept_loop(
 }
 
 /// Admits an accepted connection and hands it to a worker, after closing
-/// the unheard connections evicted to make room for it; or closes it at
+/// the logins waiting on their peers evicted to make room for it (silent
+/// or stalled, `admission.rs`); or closes it at
 /// once, before any login, so that nothing is held for it.
 fn admit(shared: &Shared, next: &AtomicUsize, accepted: Accepted, log: &mut AdmissionLog) {
     let worker = shared.pick_worker(next.fetch_add(1, Ordering::Relaxed));
     let serial = shared.new_serial(worker);
     let (peer, local) = (accepted.peer, accepted.local);
-    match shared.server.gate.admit_connection(peer.ip(), serial) {
+    let now = std::time::Instant::now();
+    match shared.server.gate.admit_connection(peer.ip(), serial, now) {
         Ok(evicted) => {
             for eviction in &evicted {
                 shared.evict(eviction.serial);
@@ -516,9 +518,10 @@ impl AdmissionLog {
             addr = %peer,
             portal = %local,
             evicted = %eviction.peer,
-            "connection from {} closed before its first PDU to make room for one from {peer}: \
-             {} ({count} closed so since the last report)",
+            "connection from {} closed while logging in, to make room for one from {peer} \
+             ({}): {} ({count} closed so since the last report)",
             eviction.peer,
+            eviction.idle,
             eviction.why
         );
     }

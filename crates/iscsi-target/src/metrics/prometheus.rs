@@ -381,7 +381,7 @@ fn server_families(out: &mut Text, s: &Snapshot) {
     out.family(
         "isoe_connection_evictions_total",
         "counter",
-        "Connections closed before their first PDU to make room for a new one, by the [limits] key that bound.",
+        "Connections closed while logging in (silent, or stalled on their peer) to make room for a new one, by the [limits] key that bound.",
     );
     for (limit, n) in &s.connection_evictions {
         out.sample("isoe_connection_evictions_total", &[("limit", limit)], n);
@@ -415,12 +415,13 @@ mod tests {
         let config = crate::config::Config::parse(text, None).expect("config");
         let server = crate::registry::Server::new(config).expect("server");
         let peer = "10.0.0.1".parse().unwrap();
+        let now = std::time::Instant::now();
         assert_eq!(
-            server.gate.admit_connection(peer, 1).map(|e| e.len()),
+            server.gate.admit_connection(peer, 1, now).map(|e| e.len()),
             Ok(0)
         );
         assert_eq!(
-            server.gate.admit_connection(peer, 2).map(|e| e.len()),
+            server.gate.admit_connection(peer, 2, now).map(|e| e.len()),
             Ok(1)
         );
         let s = super::super::snapshot::snapshot(&server);

@@ -65,8 +65,8 @@ pub struct Snapshot {
     pub logins: BTreeMap<Name, u64>,
     /// Connections refused before login, by the limit that refused them.
     pub connection_refusals: BTreeMap<Name, u64>,
-    /// Connections closed before their first PDU to make room for a new
-    /// one, by the limit that bound.
+    /// Connections closed while logging in (silent, or stalled on their
+    /// peer) to make room for a new one, by the limit that bound.
     pub connection_evictions: BTreeMap<Name, u64>,
     /// Resources against their bounds.
     pub resources: Vec<Resource>,

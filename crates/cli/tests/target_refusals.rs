@@ -192,3 +192,23 @@ fn check_finds_what_a_start_would_refuse_without_starting() {
     assert_eq!(status, Some(2), "{output}");
     assert!(output.contains(":2: "), "no file:line in\n{output}");
 }
+
+#[test]
+fn a_file_lun_in_a_missing_directory_is_refused_at_check_and_at_start() {
+    let config = TargetConfig::file_lun("1MiB");
+    let text = std::fs::read_to_string(config.path()).unwrap();
+    std::fs::write(config.path(), text.replace("lun0.img", "gone/lun0.img")).unwrap();
+    let gone = config.dir().join("gone");
+    let said = format!("the directory {} does not exist", gone.display());
+
+    let path = config.path().to_str().unwrap();
+    let (status, output) = run_isoe(&["target", "--check", "--config", path]);
+    assert_eq!(status, Some(2), "{output}");
+    let prefix = format!("{path}:8: target[0].lun[0].file: ");
+    assert!(output.contains(&prefix), "no file:line: key in\n{output}");
+    assert!(output.contains(&said), "{output}");
+
+    let message = refused(&config, 8, "target[0].lun[0].file");
+    assert!(message.contains(&said), "{message}");
+    assert!(!gone.exists(), "the directory was made");
+}

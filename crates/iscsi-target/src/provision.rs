@@ -18,8 +18,9 @@ use thiserror::Error;
 /// The checks of each LUN's store that look past the configuration file,
 /// made before a configuration is served or applied (`isoe target` and
 /// `--check` once the file is read, the control plane before it puts a
-/// change in force): at the file system (a missing file without `size`, a
-/// file or device smaller than one block, a file whose identity record
+/// change in force): at the file system (a missing file without `size` or
+/// in a directory that does not exist, a file or device smaller than one
+/// block, a file whose identity record
 /// says it was provisioned and is gone) and at the machine's RAM, which the
 /// memory LUNs without `overcommit` must fit in together (MemTotal of
 /// /proc/meminfo). Errors name the file, the line and the key of the LUN's
@@ -114,7 +115,7 @@ fn check_store(
                         path.display()
                     ));
                 }
-                return Ok(());
+                return check_directory(path);
             }
             match std::fs::metadata(path) {
                 Ok(m) if size_bytes.is_none() && m.len() < block_size => Err(format!(
@@ -136,6 +137,34 @@ fn check_store(
                 _ => Ok(()),
             }
         }
+    }
+}
+
+/// Whether a start could create the file `path` (which does not exist):
+/// its directory must. A start makes no directories, so that a file
+/// system not mounted is not filled in its mount point.
+fn check_directory(path: &Path) -> Result<(), String> {
+    let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) else {
+        return Ok(());
+    };
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(format!(
+            "{} is not a directory: a start could not create {} in it",
+            dir.display(),
+            path.display()
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
+            "the directory {} does not exist: a start could not create {} in it \
+             (a start makes no directories: make it, or mount its file system)",
+            dir.display(),
+            path.display()
+        )),
+        Err(e) => Err(format!(
+            "cannot look at the directory {}: {e}: a start could not create {} in it",
+            dir.display(),
+            path.display()
+        )),
     }
 }
 

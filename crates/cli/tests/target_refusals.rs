@@ -212,3 +212,28 @@ fn a_file_lun_in_a_missing_directory_is_refused_at_check_and_at_start() {
     assert!(message.contains(&said), "{message}");
     assert!(!gone.exists(), "the directory was made");
 }
+
+#[test]
+fn a_busy_portal_of_the_file_is_named_at_its_line_and_key() {
+    let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy = holder.local_addr().unwrap().to_string();
+    let config = TargetConfig::memory_lun("16MiB");
+    let text = std::fs::read_to_string(config.path()).unwrap();
+    let text = text.replace(
+        "portals = [\"127.0.0.1:0\"]",
+        &format!("portals = [\n  \"127.0.0.1:0\",\n  \"{busy}\",\n]"),
+    );
+    std::fs::write(config.path(), text).unwrap();
+    let path = config.path().to_str().unwrap();
+    let (status, output) = run_isoe(&["target", "--config", path]);
+    assert_ne!(status, Some(0), "{output}");
+    let place = format!("{path}:3: portals[1]: cannot listen on {busy}");
+    assert!(output.contains(&place), "{place:?} not in\n{output}");
+    let me = format!("held by pid {} (", std::process::id());
+    assert!(output.contains(&me), "the holder is not named:\n{output}");
+
+    let (status, output) = run_isoe(&["target", "--check", "--config", path]);
+    assert_eq!(status, Some(2), "{output}");
+    let wrong = format!("wrong: portal {busy} ({path}:3: portals[1]): cannot listen");
+    assert!(output.contains(&wrong), "{wrong:?} not in\n{output}");
+}

@@ -257,3 +257,33 @@ fn unknown_keys_are_refused_with_a_hint() {
         "portal_group",
     );
 }
+
+#[test]
+fn each_portal_keeps_where_it_was_written_for_the_errors_of_binding_it() {
+    let mut config = parse(
+        "portals = [\n  \"10.0.0.1\",\n  \"10.0.0.2\",\n]\n\n\
+         [[portal_group]]\ntag = 2\nportals = [\"10.0.1.1\"]\n",
+    );
+    let at = |config: &Config, a: &str| config.portal_place(addr(a));
+    assert_eq!(
+        at(&config, "10.0.0.1:3260").as_deref(),
+        Some("<config>:2: portals[0]")
+    );
+    assert_eq!(
+        at(&config, "10.0.0.2:3260").as_deref(),
+        Some("<config>:3: portals[1]")
+    );
+    assert_eq!(
+        at(&config, "10.0.1.1:3260").as_deref(),
+        Some("<config>:8: portal_group[0].portals[0]")
+    );
+    assert_eq!(at(&config, "10.9.9.9:3260"), None);
+    assert_eq!(
+        at(&parse(""), "127.0.0.1:3260"),
+        None,
+        "the default is in no file"
+    );
+    // `--listen`'s portals are in no file either.
+    config.set_portals(vec![addr("10.0.0.1:3260")]);
+    assert_eq!(at(&config, "10.0.0.1:3260"), None);
+}

@@ -57,7 +57,11 @@ pub fn run(path: Option<&Path>, listen: &[SocketAddr]) -> ExitCode {
         }
     }
     for portal in &config.portals {
-        findings.note(format!("portal {portal}"), bind_test(*portal));
+        let what = match config.portal_place(*portal) {
+            Some(place) => format!("portal {portal} ({place})"),
+            None => format!("portal {portal}"),
+        };
+        findings.note(what, bind_test(*portal));
     }
     if let Some(addr) = config.metrics.listen {
         findings.note(format!("metrics {addr}"), bind_test(addr));

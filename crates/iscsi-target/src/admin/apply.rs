@@ -149,7 +149,7 @@ pub fn apply(
     for (configured, tag, bound) in portals.listeners {
         let served = match bound {
             Some((listener, local)) => Ok((listener, local)),
-            None => crate::driver::bind(configured),
+            None => crate::driver::bind(configured, new.portal_place(configured)),
         }
         .and_then(|(listener, local)| {
             handle
@@ -262,7 +262,7 @@ fn plan_portals(old: &Config, new: &Config) -> Result<PortalPlan, ApplyError> {
         let bound = if removed.iter().any(|(a, _)| *a == addr) {
             None
         } else {
-            Some(crate::driver::bind(addr)?)
+            Some(crate::driver::bind(addr, new.portal_place(addr))?)
         };
         listeners.push((addr, tag, bound));
     }

@@ -67,7 +67,7 @@ pub use log::{LogConfig, LogFormat, LogLevel};
 pub use portal_groups::{PortalGroup, DEFAULT_PORT, DEFAULT_PORTAL_GROUP_TAG};
 pub use types::{
     default_control_socket, Config, Control, Datapath, DigestChoice, Discovery, KeyPlace, Limits,
-    LunSpec, Metrics, Params, StorePlaces, StoreSpec, TargetConfig, DEFAULT_IO_THREADS,
-    DEFAULT_TARGET_NAME, LOGIN_DEADLINE, MAX_CONNECTIONS, MAX_LENGTH_BYTES, MAX_LUN_NUMBER,
-    MAX_NOP_IN_S, MEMORY_LUN_MAX_BYTES, MIN_LENGTH_BYTES, THREADS_MAX,
+    LunSpec, Metrics, Params, PortalPlaces, StorePlaces, StoreSpec, TargetConfig,
+    DEFAULT_IO_THREADS, DEFAULT_TARGET_NAME, LOGIN_DEADLINE, MAX_CONNECTIONS, MAX_LENGTH_BYTES,
+    MAX_LUN_NUMBER, MAX_NOP_IN_S, MEMORY_LUN_MAX_BYTES, MIN_LENGTH_BYTES, THREADS_MAX,
 };

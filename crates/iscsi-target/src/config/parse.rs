@@ -124,7 +124,7 @@ fn read_config(r: &Reader, mut root: Table, source: Option<&Path>) -> Result<Con
         Some(field) => Some(r.path(&field)?),
         None => r.base_dir.as_ref().map(|dir| dir.join(".isoe-state")),
     };
-    let (portals, portal_groups) =
+    let (portals, portal_groups, portal_places) =
         read_portals_and_groups(r, root.take("portals"), root.take("portal_group"))?;
     let defaults = match root.take("defaults") {
         Some(field) => read_params(r, r.table(field, PARAM_KEYS)?, &Params::default())?,
@@ -204,6 +204,7 @@ fn read_config(r: &Reader, mut root: Table, source: Option<&Path>) -> Result<Con
         metrics,
         log,
         store_places,
+        portal_places,
     })
 }
 

@@ -11,6 +11,7 @@
 
 use super::error::ConfigError;
 use super::reader::Reader;
+use super::types::{KeyPlace, PortalPlaces};
 use isoe_config::Field;
 use isoe_scsi::AccessState;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -65,18 +66,21 @@ impl PortalGroup {
 struct Seen {
     addr: SocketAddr,
     tag: u16,
-    line: usize,
+    place: KeyPlace,
 }
 
+/// The portals (top-level first, then each group's, in file order), their
+/// groups (by ascending tag) and where each portal was written.
+type Portals = (Vec<SocketAddr>, Vec<PortalGroup>, PortalPlaces);
+
 /// Reads the top-level `portals` and the `[[portal_group]]` tables into
-/// the flat list of portals (top-level first, then each group's, in file
-/// order) and the groups, by ascending tag. With neither, 127.0.0.1:3260
-/// in group 1.
+/// the flat list of portals, the groups and the portals' places. With
+/// neither, 127.0.0.1:3260 in group 1, written nowhere.
 pub(super) fn read_portals_and_groups(
     r: &Reader,
     top_level: Option<Field>,
     groups: Option<Field>,
-) -> Result<(Vec<SocketAddr>, Vec<PortalGroup>), ConfigError> {
+) -> Result<Portals, ConfigError> {
     let mut seen: Vec<Seen> = Vec::new();
     let mut portal_groups = Vec::new();
     // The line of each `[[portal_group]]`'s tag, for duplicates.
@@ -148,10 +152,19 @@ pub(super) fn read_portals_and_groups(
     }
     if portal_groups.is_empty() {
         let localhost = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), DEFAULT_PORT);
-        return Ok((vec![localhost], vec![PortalGroup::default_group(1)]));
+        let groups = vec![PortalGroup::default_group(1)];
+        return Ok((vec![localhost], groups, PortalPlaces::default()));
     }
     portal_groups.sort_by_key(|g| g.tag);
-    Ok((seen.into_iter().map(|s| s.addr).collect(), portal_groups))
+    let mut places = PortalPlaces::default();
+    for s in &seen {
+        places.insert(s.addr, s.place.clone());
+    }
+    Ok((
+        seen.into_iter().map(|s| s.addr).collect(),
+        portal_groups,
+        places,
+    ))
 }
 
 /// Reads one array of portals for group `tag`, appending them to `seen`;
@@ -175,7 +188,7 @@ fn read_group_portals(
                 format!(
                     "portal {addr} is already in portal group {} (line {}): \
                      a portal belongs to one group",
-                    earlier.tag, earlier.line
+                    earlier.tag, earlier.place.line
                 )
             };
             return Err(r.at(&item, message));
@@ -184,7 +197,10 @@ fn read_group_portals(
         seen.push(Seen {
             addr,
             tag,
-            line: r.line(item.offset),
+            place: KeyPlace {
+                line: r.line(item.offset),
+                key: item.key.clone(),
+            },
         });
     }
     if indices.is_empty() {

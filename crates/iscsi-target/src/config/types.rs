@@ -77,6 +77,8 @@ pub struct Config {
     /// Where each LUN's store was written, for the checks that look past
     /// the file when the LUNs are provisioned.
     pub store_places: StorePlaces,
+    /// Where each portal was written, for the errors of binding it.
+    pub portal_places: PortalPlaces,
 }
 
 /// The `[metrics]` table.
@@ -473,6 +475,7 @@ impl Config {
             metrics: Metrics::default(),
             log: LogConfig::default(),
             store_places: StorePlaces::default(),
+            portal_places: PortalPlaces::default(),
         }
     }
 }
@@ -518,6 +521,34 @@ impl PartialEq for StorePlaces {
 
 impl Eq for StorePlaces {}
 
+/// Where each portal was written (`portals[1]`,
+/// `portal_group[0].portals[0]`), by address: what an error of binding it
+/// names. Equal, as [`StorePlaces`], whatever they hold.
+#[derive(Debug, Clone, Default)]
+pub struct PortalPlaces {
+    by_addr: HashMap<SocketAddr, KeyPlace>,
+}
+
+impl PortalPlaces {
+    /// Where portal `addr` was written, if it was read from a file.
+    pub fn get(&self, addr: SocketAddr) -> Option<&KeyPlace> {
+        self.by_addr.get(&addr)
+    }
+
+    /// Records where portal `addr` was written.
+    pub(super) fn insert(&mut self, addr: SocketAddr, place: KeyPlace) {
+        self.by_addr.insert(addr, place);
+    }
+}
+
+impl PartialEq for PortalPlaces {
+    fn eq(&self, _other: &PortalPlaces) -> bool {
+        true
+    }
+}
+
+impl Eq for PortalPlaces {}
+
 impl Config {
     /// The tag of the portal group holding `portals[index]`;
     /// [`DEFAULT_PORTAL_GROUP_TAG`] for a portal no group lists.
@@ -533,6 +564,16 @@ impl Config {
     pub fn set_portals(&mut self, portals: Vec<SocketAddr>) {
         self.portal_groups = vec![PortalGroup::default_group(portals.len())];
         self.portals = portals;
+        // Those of the command line were written in no file.
+        self.portal_places = PortalPlaces::default();
+    }
+
+    /// Where portal `addr` was written, as errors name it:
+    /// `target.toml:3: portals[1]`; None for a portal of no file.
+    pub fn portal_place(&self, addr: SocketAddr) -> Option<String> {
+        let place = self.portal_places.get(addr)?;
+        let file = super::error::file_label(self.source.as_deref());
+        Some(format!("{file}:{}: {}", place.line, place.key))
     }
 
     /// The ALUA target port groups the SCSI layer reports: one per portal

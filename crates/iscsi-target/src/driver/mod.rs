@@ -44,8 +44,11 @@ pub enum StartError {
     #[error(transparent)]
     Setup(#[from] SetupError),
     /// A portal could not be bound.
-    #[error("cannot listen on {addr}: {source}{holder}")]
+    #[error("{}cannot listen on {addr}: {source}{holder}", at.as_ref().map(|a| format!("{a}: ")).unwrap_or_default())]
     Bind {
+        /// Where the configuration file names the portal
+        /// (`target.toml:3: portals[1]`); None for one of no file.
+        at: Option<String>,
         /// The portal address.
         addr: SocketAddr,
         /// The OS error.
@@ -198,8 +201,11 @@ fn stop_acceptor(acceptor: Acceptor) {
 const LISTEN_BACKLOG: i32 = 65_535;
 
 /// Binds a portal's listening socket; returns it with the address bound.
-pub fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), StartError> {
+/// `at`: where the configuration names it ([`Config::portal_place`]), for
+/// the error.
+pub fn bind(addr: SocketAddr, at: Option<String>) -> Result<(TcpListener, SocketAddr), StartError> {
     let failed = |source: io::Error| StartError::Bind {
+        at: at.clone(),
         addr,
         holder: in_use_by(addr, &source),
         source,
@@ -326,7 +332,7 @@ pub fn start_with_stores_wrapped(
 ) -> Result<Running, StartError> {
     let mut bound = Vec::with_capacity(config.portals.len());
     for addr in &config.portals {
-        let (listener, local) = bind(*addr)?;
+        let (listener, local) = bind(*addr, config.portal_place(*addr))?;
         bound.push((*addr, listener, local));
     }
     config.portals = bound.iter().map(|(_, _, local)| *local).collect();
@@ -559,7 +565,7 @@ mod tests {
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or(4096);
         let burst = 1000.min(somaxconn);
-        let (listener, local) = bind("127.0.0.1:0".parse().unwrap()).expect("bind");
+        let (listener, local) = bind("127.0.0.1:0".parse().unwrap(), None).expect("bind");
         let clients: Vec<TcpStream> = (0..burst)
             .map_while(|_| TcpStream::connect_timeout(&local, Duration::from_millis(500)).ok())
             .collect();

@@ -16,6 +16,7 @@ pub mod config;
 pub mod connection;
 pub mod discovery;
 pub mod driver;
+pub mod file_users;
 mod gateways;
 pub mod identity;
 pub mod log;

@@ -20,12 +20,12 @@ use thiserror::Error;
 /// `--check` once the file is read, the control plane before it puts a
 /// change in force): at the file system (a missing file without `size` or
 /// in a directory that does not exist, a file or device smaller than one
-/// block, a file whose identity record
-/// says it was provisioned and is gone) and at the machine's RAM, which the
-/// memory LUNs without `overcommit` must fit in together (MemTotal of
-/// /proc/meminfo). Errors name the file, the line and the key of the LUN's
-/// store, as the reading's do; the first LUN in file order that fails is
-/// named.
+/// block, a file whose identity record says it was provisioned and is
+/// gone, two LUNs on one file: [`crate::file_users`]) and at the
+/// machine's RAM, which the memory LUNs
+/// without `overcommit` must fit in together (MemTotal of /proc/meminfo).
+/// Errors name the file, the line and the key of the LUN's store, as the
+/// reading's do; the first LUN in file order that fails is named.
 pub fn check_stores(config: &Config) -> Result<(), ConfigError> {
     check_stores_with_ram(config, memory_total_bytes())
 }
@@ -53,7 +53,7 @@ pub fn check_stores_with_ram(config: &Config, ram_bytes: Option<u64>) -> Result<
             check_store(config, &t.name, lun, ram_bytes, &mut memory_bytes).map_err(fail)?;
         }
     }
-    Ok(())
+    crate::file_users::check_one_lun_per_file(config)
 }
 
 /// The key a LUN's store is written under.

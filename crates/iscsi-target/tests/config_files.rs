@@ -54,3 +54,58 @@ fn a_file_in_a_directory_that_does_not_exist_is_refused_at_its_key() {
         "the check created the file"
     );
 }
+
+/// The place of `key` in `dir/isoe.toml` at `line`, as errors start.
+fn place(dir: &Path, line: usize, key: &str) -> String {
+    format!("{}:{line}: {key}: ", dir.join("isoe.toml").display())
+}
+
+#[test]
+fn two_luns_of_one_target_on_one_file_are_refused_naming_both() {
+    let dir = tempfile::tempdir().unwrap();
+    // One file, not made yet, written two ways.
+    let text = format!(
+        "{}[[target.lun]]\nnumber = 3\nfile = \"./sub/../a.img\"\nsize = \"1MiB\"\n",
+        target("a", 0, "a.img")
+    );
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    let error = checked(dir.path(), &text).unwrap_err().to_string();
+    assert!(
+        error.starts_with(&place(dir.path(), 9, "target[0].lun[1].file")),
+        "{error}"
+    );
+    for needle in [
+        "target iqn.2026-11.io.isoe:a LUN 3 and target iqn.2026-11.io.isoe:a LUN 0",
+        "(line 5, target[0].lun[0].file)",
+        "two disks that are one",
+    ] {
+        assert!(error.contains(needle), "{needle:?} not in {error}");
+    }
+    assert!(
+        !dir.path().join("a.img").exists(),
+        "the check made the file"
+    );
+}
+
+#[test]
+fn two_targets_on_one_file_through_a_link_are_refused_naming_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a.img");
+    std::fs::write(&file, vec![0; 4096]).unwrap();
+    std::os::unix::fs::symlink(&file, dir.path().join("link.img")).unwrap();
+    std::fs::hard_link(&file, dir.path().join("hard.img")).unwrap();
+    for other in ["link.img", "hard.img", "./a.img", file.to_str().unwrap()] {
+        let text = format!("{}{}", target("a", 0, "a.img"), target("b", 7, other));
+        let error = checked(dir.path(), &text).unwrap_err().to_string();
+        assert!(
+            error.starts_with(&place(dir.path(), 11, "target[1].lun[0].file")),
+            "{other}: {error}"
+        );
+        let both = "target iqn.2026-11.io.isoe:b LUN 7 and target iqn.2026-11.io.isoe:a LUN 0 \
+                    (line 5, target[0].lun[0].file)";
+        assert!(error.contains(both), "{other}: {error}");
+    }
+    // Two files are two LUNs.
+    let text = format!("{}{}", target("a", 0, "a.img"), target("b", 7, "b.img"));
+    checked(dir.path(), &text).unwrap();
+}

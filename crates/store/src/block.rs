@@ -34,6 +34,15 @@ impl BlockStore {
     }
 }
 
+impl BlockStore {
+    /// The store, holding `claim` on its file for as long as it lives
+    /// (see [`crate::Claims`]).
+    pub fn with_claim(mut self, claim: crate::Claim) -> Self {
+        self.inner.hold(claim);
+        self
+    }
+}
+
 impl Positional for BlockStore {
     fn positional(&self) -> &PositionalFile {
         &self.inner

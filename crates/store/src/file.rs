@@ -101,6 +101,15 @@ fn free_bytes(file: &File) -> std::io::Result<u64> {
     Ok((stat.f_bavail as u64).saturating_mul(stat.f_frsize as u64))
 }
 
+impl FileStore {
+    /// The store, holding `claim` on its file for as long as it lives
+    /// (see [`crate::Claims`]).
+    pub fn with_claim(mut self, claim: crate::Claim) -> Self {
+        self.inner.hold(claim);
+        self
+    }
+}
+
 impl Positional for FileStore {
     fn positional(&self) -> &PositionalFile {
         &self.inner

@@ -9,12 +9,17 @@
 //! [`AsyncStore`]: reads, writes and flushes started now and completed
 //! later, many at once.
 //!
+//! A file or device store may hold a [`Claim`] on its file: a lock other
+//! processes see, so that two processes do not serve one file as two
+//! media ([`Claims`]).
+//!
 //! [`FailingStore`] wraps any store and fails its operations after a
 //! countdown, with the errors the operating system gives (EIO, ENOSPC,
 //! EDQUOT), for tests of the layers above.
 
 mod asynchronous;
 mod block;
+mod claim;
 mod error;
 mod failing;
 mod file;
@@ -27,6 +32,7 @@ mod store;
 
 pub use asynchronous::{AsyncStore, Io, IoDone, IoKind};
 pub use block::BlockStore;
+pub use claim::{Claim, ClaimError, Claims, Conflict, Holder, Sharing};
 pub use error::StoreError;
 pub use failing::{FailingStore, Fault, Ops};
 pub use file::FileStore;

@@ -7,7 +7,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 
 use crate::range::check_range;
-use crate::{Extent, Store, StoreError};
+use crate::{Claim, Extent, Store, StoreError};
 
 /// Largest zero buffer used when fallocate cannot zero a range for us.
 const ZERO_BUFFER_BYTES: u64 = 1 << 20;
@@ -22,6 +22,8 @@ pub(crate) struct PositionalFile {
     file: File,
     size_bytes: u64,
     read_only: bool,
+    /// The claim on the file, held for as long as the store is.
+    claim: Option<Claim>,
 }
 
 impl PositionalFile {
@@ -31,7 +33,14 @@ impl PositionalFile {
             file,
             size_bytes,
             read_only,
+            claim: None,
         }
+    }
+
+    /// Holds `claim` for as long as the store lives.
+    pub(crate) fn hold(&mut self, claim: Claim) {
+        debug_assert!(self.claim.is_none(), "a store claims its file once");
+        self.claim = Some(claim);
     }
 
     pub(crate) fn size_bytes(&self) -> u64 {

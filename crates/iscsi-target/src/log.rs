@@ -31,6 +31,7 @@
 //! | debug | connection accepted | `driver::worker` |
 //! | error | store errors (`isoe_scsi::media`: at most one line per LUN and kind in 10 s) | `isoe_scsi::media` |
 //! | info | configuration changed ([`config_change`]) | `isoe_target::config` |
+//! | warn | a file or block LUN's file on a file system that takes no locks: served unclaimed | `file_users` |
 //!
 //! No event is emitted per SCSI command at info or above. Secrets never
 //! reach an event: CHAP secrets live in [`isoe_wire::chap::Secret`], whose

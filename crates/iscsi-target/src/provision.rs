@@ -6,6 +6,7 @@
 use crate::config::{
     file_label, show_bytes, Config, ConfigError, KeyPlace, LunSpec, StoreSpec, TargetConfig,
 };
+use crate::file_users::claim;
 use crate::identity;
 use crate::policy::policy_of;
 use crate::target::Target;
@@ -21,7 +22,8 @@ use thiserror::Error;
 /// change in force): at the file system (a missing file without `size` or
 /// in a directory that does not exist, a file or device smaller than one
 /// block, a file whose identity record says it was provisioned and is
-/// gone, two LUNs on one file: [`crate::file_users`]) and at the
+/// gone, two LUNs on one file, a file another process serves:
+/// [`crate::file_users`]) and at the
 /// machine's RAM, which the memory LUNs
 /// without `overcommit` must fit in together (MemTotal of /proc/meminfo).
 /// Errors name the file, the line and the key of the LUN's store, as the
@@ -53,7 +55,8 @@ pub fn check_stores_with_ram(config: &Config, ram_bytes: Option<u64>) -> Result<
             check_store(config, &t.name, lun, ram_bytes, &mut memory_bytes).map_err(fail)?;
         }
     }
-    crate::file_users::check_one_lun_per_file(config)
+    crate::file_users::check_one_lun_per_file(config)?;
+    crate::file_users::check_not_held_elsewhere(config)
 }
 
 /// The key a LUN's store is written under.
@@ -197,6 +200,17 @@ pub enum SetupError {
         /// What the store said.
         source: isoe_store::StoreError,
     },
+    /// A LUN's file or device is another process's
+    /// ([`crate::file_users`]), or could not be claimed.
+    #[error("target {target}, LUN {lun}: {message}")]
+    Claim {
+        /// Target IQN.
+        target: String,
+        /// LUN number.
+        lun: u16,
+        /// Why, naming the other process.
+        message: String,
+    },
     /// A LUN's settings are not valid for the SCSI layer.
     #[error("target {target}, LUN {lun}: {source}")]
     Lun {
@@ -261,19 +275,52 @@ pub enum SetupError {
 /// gateways share the unit's reservations through the cluster).
 type Opened = (Arc<dyn Store>, Option<Arc<isoe_rbd::RbdStore>>);
 
-fn open_store(spec: &StoreSpec, read_only: bool) -> Result<Opened, isoe_store::StoreError> {
-    if let StoreSpec::Rbd(spec) = spec {
-        let image = Arc::new(isoe_rbd::RbdStore::open(spec)?);
-        return Ok((Arc::clone(&image) as Arc<dyn Store>, Some(image)));
-    }
-    let store: Arc<dyn Store> = match spec {
-        StoreSpec::Memory { size_bytes, .. } => Arc::new(MemoryStore::try_new(*size_bytes)?),
-        StoreSpec::File { path, size_bytes } if read_only && size_bytes.is_none() => {
-            Arc::new(FileStore::open_read_only(path)?)
+/// Opens the store of LUN `spec` of `target`; a file or device store
+/// holds its claim on the file ([`crate::file_users::claim`]).
+fn open_store(target: &str, spec: &LunSpec) -> Result<Opened, SetupError> {
+    let store_error = |source: isoe_store::StoreError| SetupError::Store {
+        target: target.to_string(),
+        lun: spec.number,
+        source,
+    };
+    let read_only = spec.read_only;
+    let store: Arc<dyn Store> = match &spec.store {
+        StoreSpec::Rbd(rbd) => {
+            // The cluster's own exclusive lock follows the writer, and every
+            // gateway derives one identity from the image.
+            let image = Arc::new(isoe_rbd::RbdStore::open(rbd).map_err(|e| store_error(e.into()))?);
+            return Ok((Arc::clone(&image) as Arc<dyn Store>, Some(image)));
         }
-        StoreSpec::File { path, size_bytes } => Arc::new(FileStore::open(path, *size_bytes)?),
-        StoreSpec::Block { path } => Arc::new(BlockStore::open(path, read_only)?),
-        StoreSpec::Rbd(_) => unreachable!("opened above"),
+        StoreSpec::Memory { size_bytes, .. } => {
+            Arc::new(MemoryStore::try_new(*size_bytes).map_err(store_error)?)
+        }
+        StoreSpec::File { path, size_bytes } => {
+            // Claimed before it is opened, so that a file another process
+            // serves is not grown; one not made yet, once it is.
+            let early = path.exists();
+            let held = early.then(|| claim(target, spec, path)).transpose()?;
+            let store = match size_bytes {
+                None if read_only => FileStore::open_read_only(path),
+                _ => FileStore::open(path, *size_bytes),
+            }
+            .map_err(store_error)?;
+            let held = match held {
+                Some(held) => held,
+                None => claim(target, spec, path)?,
+            };
+            Arc::new(match held {
+                Some(claim) => store.with_claim(claim),
+                None => store,
+            })
+        }
+        StoreSpec::Block { path } => {
+            let held = claim(target, spec, path)?;
+            let store = BlockStore::open(path, read_only).map_err(store_error)?;
+            Arc::new(match held {
+                Some(claim) => store.with_claim(claim),
+                None => store,
+            })
+        }
     };
     Ok((store, None))
 }
@@ -299,11 +346,6 @@ pub fn build_lun(
     // The configuration checked this too; the file may have gone since.
     identity::check_backing_file(config.state_dir.as_deref(), target, spec)
         .map_err(identity_error)?;
-    let store_error = |source| SetupError::Store {
-        target: target.to_string(),
-        lun: spec.number,
-        source,
-    };
     if let StoreSpec::File {
         path,
         size_bytes: Some(size_bytes),
@@ -320,7 +362,7 @@ pub fn build_lun(
             });
         }
     }
-    let (store, image) = open_store(&spec.store, spec.read_only).map_err(store_error)?;
+    let (store, image) = open_store(target, spec)?;
     let store = wrap(target, spec.number, store);
     unit_over(config, target, spec, store, image)
 }

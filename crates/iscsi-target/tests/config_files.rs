@@ -109,3 +109,30 @@ fn two_targets_on_one_file_through_a_link_are_refused_naming_both() {
     let text = format!("{}{}", target("a", 0, "a.img"), target("b", 7, "b.img"));
     checked(dir.path(), &text).unwrap();
 }
+
+#[test]
+fn a_file_another_process_holds_is_refused_at_its_key_and_this_process_s_own_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a.img");
+    std::fs::write(&file, vec![0; 4096]).unwrap();
+    let text = target("a", 0, "a.img");
+    // Another set of claims acts as another process: this one is named.
+    let other = isoe_store::Claims::new().claim(&file, isoe_store::Sharing::Alone);
+    let error = checked(dir.path(), &text).unwrap_err().to_string();
+    assert!(
+        error.starts_with(&place(dir.path(), 5, "target[0].lun[0].file")),
+        "{error}"
+    );
+    let holder = format!(
+        "{} is in use by another process: pid {} (",
+        file.display(),
+        std::process::id()
+    );
+    assert!(error.contains(&holder), "{error}");
+    drop(other);
+
+    // A running target's own claim (a reload's check) passes.
+    let own = isoe_store::Claims::process().claim(&file, isoe_store::Sharing::Alone);
+    checked(dir.path(), &text).unwrap();
+    drop(own);
+}

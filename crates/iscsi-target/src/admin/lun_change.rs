@@ -127,11 +127,17 @@ fn forced(
     };
     let lu = match &shrink {
         Some((path, size)) => {
+            // The same file as the old unit's: its claim is this process's.
+            let claim = crate::file_users::claim(target, spec, path)?;
             let store = FileStore::open_exact(path, *size).map_err(|source| SetupError::Store {
                 target: target.to_string(),
                 lun: spec.number,
                 source,
             })?;
+            let store = match claim {
+                Some(claim) => store.with_claim(claim),
+                None => store,
+            };
             let lu = unit_over(config, target, spec, Arc::new(store), None)?;
             lu.take_over(old);
             lu

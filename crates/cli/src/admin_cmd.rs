@@ -8,13 +8,14 @@ use isoe_target::admin::protocol::{
     Answer, Changed, ConnectionStatus, Counted, Keys, ListWhat as Shown, Listed, LoggedOut,
     Nothing, Refusal, Request, ServerInfo, Shown as Config, Status,
 };
-use isoe_target::admin::socket::client::{Connection, Peer};
+use isoe_target::admin::socket::client::{self, Peer, BUSY_WAIT_DEFAULT};
 use isoe_target::metrics::snapshot::Snapshot;
 use isoe_target::metrics::{LunTotals, OpTotals};
 use serde_json::Value as Json;
 use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 /// `isoe admin` and its options.
 #[derive(Args, Debug)]
@@ -30,9 +31,18 @@ pub struct AdminArgs {
     /// target run as a user of its own); root and your own user always are.
     #[arg(long, value_name = "UID", global = true)]
     target_uid: Option<u32>,
+    /// How long to keep trying while the control socket is busy (other
+    /// administrators' requests fill it), in seconds; 0: try once.
+    #[arg(long, value_name = "SECONDS", global = true,
+          default_value_t = BUSY_WAIT_DEFAULT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(0..=WAIT_MAX_SECONDS))]
+    wait: u64,
     #[command(subcommand)]
     command: AdminCommand,
 }
+
+/// The longest `--wait`: an hour.
+const WAIT_MAX_SECONDS: u64 = 3600;
 
 #[derive(Subcommand, Debug)]
 enum AdminCommand {
@@ -211,11 +221,8 @@ pub fn run(args: AdminArgs) -> ExitCode {
     };
     // Who answers is checked before anything is sent: the request may
     // carry a CHAP secret.
-    let reply = Connection::open(&path, args.target_uid).and_then(|connection| {
-        let peer = connection.peer();
-        connection.request(&request).map(|reply| (peer, reply))
-    });
-    let reply = match reply {
+    let wait = Duration::from_secs(args.wait);
+    let reply = match client::exchange(&path, args.target_uid, &request, wait) {
         Ok((peer, reply)) => {
             eprintln!("isoe admin: {}", speaking_to(peer, &reply, &path));
             reply

@@ -29,6 +29,9 @@ const OTHER_UID: u32 = 65534;
 /// How long the target gives a client to send its whole request.
 const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
 
+/// Requests the target carries out at once.
+const CLIENTS_MAX: usize = 8;
+
 /// A configuration file whose control socket is `socket`.
 fn config_text(socket: &Path) -> String {
     format!(
@@ -342,6 +345,71 @@ fn clients_beyond_the_bound_are_refused_at_once() {
     target.stop_cleanly();
 }
 
+/// A running target whose configuration file is over 1 MiB (a comment),
+/// so that its `show` answer is more than a socket's buffer holds.
+fn target_with_a_large_file() -> (TargetConfig, Target, PathBuf) {
+    let config = TargetConfig::new("");
+    let socket = config.dir().join("control.sock");
+    let comment = format!("# {}\n", "x".repeat(1 << 20));
+    std::fs::write(config.path(), comment + &config_text(&socket)).unwrap();
+    let target = Target::with_config_portals(&config, 1);
+    (config, target, socket)
+}
+
+#[test]
+fn a_socket_busy_beyond_the_wait_is_a_clear_error() {
+    let (_config, mut target, socket) = target_with_a_large_file();
+    // Every serving thread waits for an answer its client does not take.
+    let hogs: Vec<UnixStream> = (0..CLIENTS_MAX)
+        .map(|_| {
+            let mut s = UnixStream::connect(&socket).unwrap();
+            s.write_all(b"{\"op\": \"show\"}\n").unwrap();
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let out = admin(&socket, &["--wait", "1", "list"]);
+    assert_eq!(
+        out.status.and_then(|s| s.code()),
+        Some(2),
+        "{}",
+        out.describe()
+    );
+    assert!(
+        out.stderr.contains("stayed busy for 1."),
+        "{}",
+        out.describe()
+    );
+    assert!(
+        out.stderr.contains("nothing was done"),
+        "{}",
+        out.describe()
+    );
+    let out = admin(&socket, &["--wait", "0", "list"]);
+    assert!(out.stderr.contains("tried once"), "{}", out.describe());
+    // Once the hogs are gone, the socket serves again, within the wait.
+    drop(hogs);
+    let out = admin(&socket, &["list"]);
+    assert!(out.success(), "{}", out.describe());
+    target.stop_cleanly();
+}
+
+#[test]
+fn a_wait_that_is_not_a_number_of_seconds_is_refused() {
+    for wait in ["x", "-1", "1.5", "3601", ""] {
+        let wait = format!("--wait={wait}");
+        let out = isoe(&["admin", "--socket", "/nonexistent/isoe.sock", &wait, "list"]);
+        assert_eq!(
+            out.status.and_then(|s| s.code()),
+            Some(2),
+            "{}",
+            out.describe()
+        );
+        assert!(out.stderr.contains("--wait"), "{}", out.describe());
+        assert!(!out.stderr.contains("panicked"), "{}", out.describe());
+    }
+}
+
 #[test]
 fn a_request_that_is_not_utf8_gets_an_error_that_says_so() {
     let (_config, mut target, socket) = target();
@@ -418,4 +486,56 @@ fn a_second_target_on_a_socket_in_use_says_loudly_whose_it_is() {
         out.describe()
     );
     first.stop_cleanly();
+}
+
+/// Runs `args` of `isoe admin` from `count` threads at once, the `n`th
+/// with `{n}` in its arguments replaced by `n` (1-based); the outputs of
+/// those that failed.
+fn admin_all_at_once(socket: &Path, count: u16, args: &[&str]) -> Vec<String> {
+    let barrier = Arc::new(std::sync::Barrier::new(usize::from(count)));
+    let threads: Vec<_> = (1..=count)
+        .map(|n| {
+            let socket = socket.to_path_buf();
+            let barrier = Arc::clone(&barrier);
+            let args: Vec<String> = args
+                .iter()
+                .map(|a| a.replace("{n}", &n.to_string()))
+                .collect();
+            std::thread::spawn(move || {
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                barrier.wait();
+                admin(&socket, &args)
+            })
+        })
+        .collect();
+    threads
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .filter(|out| !out.success())
+        .map(|out| out.describe())
+        .collect()
+}
+
+#[test]
+fn fifty_concurrent_changes_are_all_served() {
+    let (config, mut target, socket) = target();
+    let failed = admin_all_at_once(&socket, 50, &["lun", "add", TARGET, "{n}", "memory=1MiB"]);
+    assert!(
+        failed.is_empty(),
+        "{} of 50 concurrent `lun add`s failed; the first:\n{}",
+        failed.len(),
+        failed[0]
+    );
+    let text = std::fs::read_to_string(config.path()).unwrap();
+    assert_eq!(text.matches("[[target.lun]]").count(), 51, "{text}");
+    let failed = admin_all_at_once(&socket, 50, &["lun", "remove", TARGET, "{n}"]);
+    assert!(
+        failed.is_empty(),
+        "{} of 50 concurrent `lun remove`s failed; the first:\n{}",
+        failed.len(),
+        failed[0]
+    );
+    let text = std::fs::read_to_string(config.path()).unwrap();
+    assert_eq!(text.matches("[[target.lun]]").count(), 1, "{text}");
+    target.stop_cleanly();
 }

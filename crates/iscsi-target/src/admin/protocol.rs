@@ -4,8 +4,9 @@
 //! On the wire a request is an object whose `op` names it (`"lun-add"`),
 //! beside its fields; an answer is `{"ok": true, ...}` with the fields of
 //! its kind ([`Shown`], [`Listed`], [`Counted`], [`Changed`],
-//! [`LoggedOut`]) or `{"ok": false, "error": "..."}` ([`Refusal`]), and the
-//! socket adds `"server"` ([`ServerInfo`]) to every one. Both ends write
+//! [`LoggedOut`]) or `{"ok": false, "error": "..."}` ([`Refusal`]; with
+//! `"busy": true` when the socket had no room and the request may be sent
+//! again), and the socket adds `"server"` ([`ServerInfo`]) to every one. Both ends write
 //! JSON through [`to_json`], whose objects keep their keys sorted: the
 //! bytes are what they were when each end built its objects by hand.
 //!
@@ -332,9 +333,18 @@ impl Answer<Refusal> {
             ok: false,
             body: Refusal {
                 error: error.into(),
+                busy: false,
             },
             server: None,
         }
+    }
+
+    /// The control socket had no room for the request, which was not
+    /// looked at: the client may send it again shortly.
+    pub fn busy(error: impl Into<String>) -> Answer<Refusal> {
+        let mut answer = Answer::refused(error);
+        answer.body.busy = true;
+        answer
     }
 }
 
@@ -352,6 +362,22 @@ pub struct ServerInfo {
 pub struct Refusal {
     /// What went wrong, in one line.
     pub error: String,
+    /// The socket was busy and nothing was done: trying again shortly
+    /// may succeed. Sent only when true; a target older than it says
+    /// nothing, and its busy answer is recognized by [`Refusal::is_busy`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub busy: bool,
+}
+
+impl Refusal {
+    /// Whether trying again shortly may succeed: `busy`, or the error a
+    /// target older than `busy` gave when its clients were all served.
+    pub fn is_busy(&self) -> bool {
+        self.busy
+            || self
+                .error
+                .ends_with("clients at once and all are busy; try again")
+    }
 }
 
 /// The answer to `hello`: nothing but `ok` (and `server`).
@@ -674,6 +700,17 @@ mod tests {
     fn answers_keep_their_shapes() {
         let refused = to_json(&Answer::refused("no"));
         assert_eq!(refused.to_string(), r#"{"error":"no","ok":false}"#);
+        let busy = to_json(&Answer::busy("full"));
+        assert_eq!(
+            busy.to_string(),
+            r#"{"busy":true,"error":"full","ok":false}"#
+        );
+        let read = |v: Value| Answer::<Refusal>::from_json(&v).unwrap().body;
+        assert!(read(busy).is_busy());
+        assert!(!read(refused).is_busy());
+        let older = json!({"ok": false, "error":
+            "the control socket serves 8 clients at once and all are busy; try again"});
+        assert!(read(older).is_busy());
         let mut named = Answer::ok(LoggedOut {
             changes: vec!["session TSIH 3 logged out".into()],
         });

@@ -9,7 +9,8 @@
 //! anything.
 //!
 //! Up to [`CLIENTS_MAX`] clients are served at once, a thread each; one
-//! more is told the socket is busy and closed at once. A client has
+//! more is told the socket is busy (`"busy": true`, which `isoe admin`
+//! answers by trying again) and closed at once. A client has
 //! [`REQUEST_DEADLINE`] for its whole request (a trickle of bytes does not
 //! extend it) and at most 1 MiB; stopping shuts every client's stream
 //! down, so a hung client never delays it. Every answer names the target
@@ -258,7 +259,7 @@ impl Serving {
         let error = format!(
             "the control socket serves {CLIENTS_MAX} clients at once and all are busy; try again"
         );
-        let _ = answer(stream, self.named(refusal(error)));
+        let _ = answer(stream, self.named(to_json(&Answer::busy(error))));
         // A request left unread when the socket closes makes the client's
         // next read fail (ECONNRESET): take what has come, without waiting.
         let _ = stream.shutdown(std::net::Shutdown::Write);

@@ -29,6 +29,9 @@ const OTHER_UID: u32 = 65534;
 /// How long the target gives a client to send its whole request.
 const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
 
+/// Clients whose requests the target reads at once.
+const ARRIVING_MAX: usize = 8;
+
 /// Requests the target carries out at once.
 const CLIENTS_MAX: usize = 8;
 
@@ -319,29 +322,37 @@ fn hung_clients_do_not_delay_the_stop() {
     assert!(!socket.exists());
 }
 
+/// The line `stream` has been sent, read within a few seconds; None when
+/// it was closed without one.
+fn line_of(stream: &UnixStream) -> Option<serde_json::Value> {
+    use std::io::BufRead;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut line = String::new();
+    match std::io::BufReader::new(stream).read_line(&mut line) {
+        Ok(0) | Err(_) => None,
+        Ok(_) => Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))),
+    }
+}
+
 #[test]
-fn clients_beyond_the_bound_are_refused_at_once() {
+fn one_silent_client_too_many_closes_the_oldest_as_busy() {
     let (_config, mut target, socket) = target();
-    let silent: Vec<UnixStream> = (0..8)
+    let silent: Vec<UnixStream> = (0..ARRIVING_MAX)
         .map(|_| UnixStream::connect(&socket).unwrap())
         .collect();
     std::thread::sleep(Duration::from_millis(200));
-    let answer = answer_to(&socket, b"{\"op\": \"list\"}\n", Duration::from_secs(3))
-        .expect("a client beyond the bound gets an answer");
-    assert_eq!(answer["ok"], false, "{answer}");
-    let error = answer["error"].as_str().unwrap();
-    assert!(error.contains("8 clients"), "{error}");
-    drop(silent);
-    // The silent clients' slots are free again once they are gone.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let out = admin(&socket, &["list"]);
-        if out.success() {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{}", out.describe());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    // One more, which sends its request at once, is served; the oldest
+    // silent one is told the socket is busy.
+    let answer = answer_to(&socket, b"{\"op\": \"list\"}\n", Duration::from_secs(5))
+        .expect("the newest client gets an answer");
+    assert_eq!(answer["ok"], true, "{answer}");
+    let oldest = line_of(&silent[0]).expect("the oldest silent client is answered");
+    assert_eq!(oldest["ok"], false, "{oldest}");
+    assert_eq!(oldest["busy"], true, "{oldest}");
+    let error = oldest["error"].as_str().unwrap();
+    assert!(error.contains("busy"), "{error}");
     target.stop_cleanly();
 }
 
@@ -537,5 +548,49 @@ fn fifty_concurrent_changes_are_all_served() {
     );
     let text = std::fs::read_to_string(config.path()).unwrap();
     assert_eq!(text.matches("[[target.lun]]").count(), 1, "{text}");
+    target.stop_cleanly();
+}
+
+/// How many threads process `pid` runs.
+fn threads_of(pid: u32) -> usize {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("Threads:")).unwrap();
+    line["Threads:".len()..].trim().parse().unwrap()
+}
+
+#[test]
+fn a_dozen_slow_clients_lock_no_one_out() {
+    let (_config, mut target, socket) = target();
+    let threads_before = threads_of(target.pid().unwrap());
+    let _silent: Vec<UnixStream> = (0..6)
+        .map(|_| UnixStream::connect(&socket).unwrap())
+        .collect();
+    let tricklers: Vec<Trickler> = (0..6)
+        .map(|_| Trickler::start(&socket, Duration::from_millis(200)))
+        .collect();
+    let started = Instant::now();
+    std::thread::sleep(Duration::from_millis(300));
+    // They are read by the thread that accepts them: none holds a
+    // serving thread (one may be ending).
+    let threads = threads_of(target.pid().unwrap());
+    assert!(
+        threads <= threads_before + 1,
+        "{threads_before} threads, then {threads}"
+    );
+    let out = admin(&socket, &["list"]);
+    assert!(out.success(), "{}", out.describe());
+    assert!(out.stdout.contains(TARGET), "{}", out.describe());
+    let out = admin(&socket, &["lun", "add", TARGET, "1", "memory=1MiB"]);
+    assert!(out.success(), "{}", out.describe());
+    // Each trickle is cut at the whole request's deadline.
+    std::thread::sleep(
+        (REQUEST_DEADLINE + Duration::from_secs(3)).saturating_sub(started.elapsed()),
+    );
+    for trickler in tricklers {
+        let cut = trickler
+            .finish()
+            .expect("a trickling client was never cut off");
+        assert!(cut.duration_since(started) <= REQUEST_DEADLINE + Duration::from_secs(2));
+    }
     target.stop_cleanly();
 }

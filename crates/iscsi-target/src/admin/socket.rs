@@ -8,36 +8,42 @@
 //! user's. [`client`] checks the same of the target before it sends
 //! anything.
 //!
-//! Up to [`CLIENTS_MAX`] clients are served at once, a thread each; one
-//! more is told the socket is busy (`"busy": true`, which `isoe admin`
-//! answers by trying again) and closed at once. A client has
+//! One thread takes the clients and reads their requests, all at once
+//! (`accepting.rs`): at most [`ARRIVING_MAX`] at a time, the longest
+//! waiting told the socket is busy when one more comes, and each has
 //! [`REQUEST_DEADLINE`] for its whole request (a trickle of bytes does not
-//! extend it) and at most 1 MiB; stopping shuts every client's stream
-//! down, so a hung client never delays it. Every answer names the target
-//! (`"server": {"pid", "config_file"}`), so that `isoe admin` can say which
-//! target it spoke to.
+//! extend it) of at most 1 MiB. A whole request is carried out on a thread
+//! of its own, [`CLIENTS_MAX`] at once (`serving.rs`); one more is told
+//! the socket is busy (`"busy": true`, which `isoe admin` answers by trying
+//! again). So neither threads nor memory grow with the clients, and a
+//! client that hangs before its request is whole holds no serving thread.
+//! Stopping wakes the accepting thread and shuts every served client's
+//! stream down, so a hung client never delays it. Every answer names the
+//! target (`"server": {"pid", "config_file"}`), so that `isoe admin` can
+//! say which target it spoke to.
 
+mod accepting;
+mod arriving;
 pub mod client;
 mod clients;
 mod directory;
+mod serving;
 
-use super::protocol::{to_json, Answer, Nothing, Refusal, Request, ServerInfo, HELLO};
+use super::protocol::{Answer, Nothing, ServerInfo, HELLO};
 use super::Admin;
+use arriving::REQUEST_MAX_BYTES;
 use clients::Clients;
 use serde_json::Value as Json;
-use std::io::{ErrorKind, Read, Write};
+use serving::Serving;
+use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub use directory::Unsafe;
-
-/// The longest request line taken.
-const REQUEST_MAX_BYTES: usize = 1 << 20;
 
 /// How long a client has from its connection to the end of its request.
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
@@ -45,7 +51,10 @@ pub const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
 /// How long a client has to take its answer.
 const ANSWER_DEADLINE: Duration = Duration::from_secs(10);
 
-/// Clients served at once.
+/// Clients whose requests are read at once, none of them whole yet.
+pub const ARRIVING_MAX: usize = 8;
+
+/// Requests carried out at once, a thread each.
 pub const CLIENTS_MAX: usize = 8;
 
 /// How long the target asks a running one on its path who it is.
@@ -125,9 +134,8 @@ pub fn check_directory(path: &Path) -> Result<(), SocketError> {
 /// A control socket being served; dropping it stops it and removes the file.
 pub struct ControlSocket {
     path: PathBuf,
-    stop: Arc<AtomicBool>,
-    /// The listening socket, to wake the thread's accept when stopping.
-    listener: UnixListener,
+    /// Closed on drop: its peer, in the accepting thread's poll, wakes it.
+    wake: Option<UnixStream>,
     clients: Arc<Clients>,
     thread: Option<JoinHandle<()>>,
 }
@@ -157,27 +165,26 @@ impl ControlSocket {
         }
         let listener = UnixListener::bind(path).map_err(io)?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
+        listener.set_nonblocking(true).map_err(io)?;
         let server = ServerInfo {
             pid: std::process::id(),
             config_file: config_file.map(|p| p.display().to_string()),
         };
-        let stop = Arc::new(AtomicBool::new(false));
         let clients = Clients::new(CLIENTS_MAX);
-        let own = listener.try_clone().map_err(io)?;
-        let serving = Serving {
+        let serving = Arc::new(Serving {
             admin,
             server,
-            stop: Arc::clone(&stop),
             clients: Arc::clone(&clients),
-        };
+        });
+        let (wake, woken) = UnixStream::pair().map_err(io)?;
+        let accepting = accepting::Accepting::new(listener, woken, serving);
         let thread = std::thread::Builder::new()
             .name("isoe-control".into())
-            .spawn(move || serving.accept(listener))
+            .spawn(move || accepting.run())
             .map_err(io)?;
         Ok(ControlSocket {
             path: path.to_path_buf(),
-            stop,
-            listener: own,
+            wake: Some(wake),
             clients,
             thread: Some(thread),
         })
@@ -191,12 +198,7 @@ impl ControlSocket {
 
 impl Drop for ControlSocket {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        // Wake the blocking accept: shutting a listening socket down makes
-        // it return at once (a connection to the path would too, but the
-        // file may have been removed, with its directory).
-        let _ = rustix::net::shutdown(&self.listener, rustix::net::Shutdown::Both);
-        let _ = UnixStream::connect(&self.path);
+        drop(self.wake.take());
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -222,152 +224,4 @@ fn holder(stream: &UnixStream) -> Option<Holder> {
         .and_then(|answer| Answer::<Nothing>::from_json(&answer).ok());
     let config_file = said.and_then(|a| a.server).map(|server| server.config_file);
     Some(Holder { pid, config_file })
-}
-
-/// What the serving threads share.
-struct Serving {
-    admin: Arc<Admin>,
-    /// The `"server"` member of every answer.
-    server: ServerInfo,
-    stop: Arc<AtomicBool>,
-    clients: Arc<Clients>,
-}
-
-impl Serving {
-    fn accept(self, listener: UnixListener) {
-        let this = Arc::new(self);
-        for stream in listener.incoming() {
-            if this.stop.load(Ordering::Acquire) {
-                break;
-            }
-            let Ok(stream) = stream else {
-                // Out of descriptors, say: the next client tries again.
-                std::thread::sleep(Duration::from_millis(50));
-                continue;
-            };
-            let serving = Arc::clone(&this);
-            if let Err(stream) = this.clients.spawn(stream, move |s| serving.client(s)) {
-                this.busy(&stream);
-            }
-        }
-    }
-
-    /// Tells a client beyond [`CLIENTS_MAX`] to come back, without waiting
-    /// for it: the answer fits the socket's buffer, which is empty.
-    fn busy(&self, stream: &UnixStream) {
-        let _ = stream.set_nonblocking(true);
-        let error = format!(
-            "the control socket serves {CLIENTS_MAX} clients at once and all are busy; try again"
-        );
-        let _ = answer(stream, self.named(to_json(&Answer::busy(error))));
-        // A request left unread when the socket closes makes the client's
-        // next read fail (ECONNRESET): take what has come, without waiting.
-        let _ = stream.shutdown(std::net::Shutdown::Write);
-        let _ = std::io::copy(
-            &mut stream.take(REQUEST_MAX_BYTES as u64),
-            &mut std::io::sink(),
-        );
-    }
-
-    fn client(&self, stream: &UnixStream) {
-        let own_uid = rustix::process::geteuid().as_raw();
-        let allowed = rustix::net::sockopt::socket_peercred(stream)
-            .map(|cred| {
-                let uid = cred.uid.as_raw();
-                uid == 0 || uid == own_uid
-            })
-            .unwrap_or(false);
-        let reply = if !allowed {
-            refusal("the control socket serves only root and the target's own user".into())
-        } else {
-            match read_request(stream, Instant::now() + REQUEST_DEADLINE) {
-                Ok(Some(line)) => self.reply(&line),
-                Ok(None) => return,
-                Err(why) => refusal(why),
-            }
-        };
-        let _ = stream.set_write_timeout(Some(ANSWER_DEADLINE));
-        let _ = answer(stream, self.named(reply));
-    }
-
-    fn reply(&self, line: &[u8]) -> Json {
-        let text = match std::str::from_utf8(line) {
-            Ok(text) => text,
-            Err(e) => {
-                let at = e.valid_up_to();
-                return refusal(format!("the request is not UTF-8 (byte {at} is not valid)"));
-            }
-        };
-        let request = match serde_json::from_str::<Json>(text) {
-            Ok(request) => request,
-            Err(e) => return refusal(format!("the request is not JSON: {e}")),
-        };
-        match serde_json::from_value::<Request>(request) {
-            Ok(request) => self.admin.answer(&request),
-            Err(e) => refusal(e.to_string()),
-        }
-    }
-
-    /// `reply` with the target's name in it.
-    fn named(&self, mut reply: Json) -> Json {
-        if let Json::Object(map) = &mut reply {
-            map.insert("server".into(), to_json(&self.server));
-        }
-        reply
-    }
-}
-
-/// The answer refusing a request, for `why`.
-fn refusal(why: String) -> Json {
-    to_json(&Answer::<Refusal>::refused(why))
-}
-
-/// Reads one request line from `stream` by `deadline`: Ok(None) when the
-/// client closed without sending anything; Err: what to answer instead.
-fn read_request(stream: &UnixStream, deadline: Instant) -> Result<Option<Vec<u8>>, String> {
-    let mut line = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(format!(
-                "the request did not come whole within {} s",
-                REQUEST_DEADLINE.as_secs()
-            ));
-        }
-        // The timeout is what is left of the whole deadline, so that a
-        // byte now and then does not extend it.
-        let _ = stream.set_read_timeout(Some(left));
-        let n = match (&*stream).read(&mut chunk) {
-            Ok(0) if line.is_empty() => return Ok(None),
-            Ok(0) => {
-                return Err("a request is one JSON object on one line, ended by a newline".into())
-            }
-            Ok(n) => n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                ) =>
-            {
-                continue
-            }
-            Err(e) => return Err(format!("reading the request failed: {e}")),
-        };
-        let start = line.len();
-        line.extend_from_slice(&chunk[..n]);
-        if let Some(end) = line[start..].iter().position(|&b| b == b'\n') {
-            line.truncate(start + end);
-            return Ok(Some(line));
-        }
-        if line.len() > REQUEST_MAX_BYTES {
-            return Err("a request is one JSON object on one line of at most 1 MiB".into());
-        }
-    }
-}
-
-fn answer(mut stream: &UnixStream, reply: Json) -> std::io::Result<()> {
-    let mut text = reply.to_string();
-    text.push('\n');
-    stream.write_all(text.as_bytes())
 }

@@ -26,7 +26,7 @@
 //! | `isoe_connection_evictions_total` | counter | limit |
 //! | `isoe_resource_in_use`, `isoe_resource_limit` | gauge | resource (connections, logins, sessions, write_buffer, response_buffer) |
 
-mod listener;
+pub(crate) mod listener;
 
 pub use listener::Listener;
 

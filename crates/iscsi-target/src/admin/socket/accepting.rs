@@ -14,16 +14,16 @@ use super::arriving::{Arriving, Progress};
 use super::serving::{refusal, Serving};
 use super::{ARRIVING_MAX, REQUEST_DEADLINE};
 use crate::admin::protocol::{to_json, Answer};
-use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use rustix::event::{PollFd, PollFlags};
 use std::io::ErrorKind;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// How long accepting pauses after an error other than "none waiting"
 /// (out of descriptors, say), which would otherwise wake the poll at once
 /// again and again.
-const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+use crate::metrics::prometheus::listener::ACCEPT_PAUSE;
 
 /// The accepting thread's state.
 pub struct Accepting {
@@ -106,18 +106,7 @@ impl Accepting {
             .map(Arriving::deadline)
             .chain(self.accept_after)
             .min();
-        let timeout =
-            nearest.and_then(|t| Timespec::try_from(t.saturating_duration_since(now)).ok());
-        match poll(&mut fds, timeout.as_ref()) {
-            Ok(_) | Err(rustix::io::Errno::INTR) => {}
-            // Not expected with valid descriptors; wait a little rather
-            // than spin.
-            Err(_) => std::thread::sleep(ACCEPT_PAUSE),
-        }
-        if !fds[0].revents().is_empty() {
-            return None;
-        }
-        Some(fds[2..].iter().map(PollFd::revents).collect())
+        crate::metrics::prometheus::listener::wait_for(&mut fds, nearest, now)
     }
 
     /// Reads the clients `ready` says have something (or have closed).

@@ -30,7 +30,29 @@ pub const CONNECTION_DEADLINE: Duration = Duration::from_secs(5);
 /// How long accepting pauses after an error other than "none waiting"
 /// (out of descriptors, say), which would otherwise wake the poll at once
 /// again and again.
-const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+pub(crate) const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+
+/// Polls `fds` until one is ready or `nearest` (a deadline) comes: `fds[0]`
+/// is the stop signal (None once it is ready), `fds[1]` the listener, the
+/// rest the clients, whose readiness is returned in order. The metrics
+/// listener and the control socket's accepting thread wait alike.
+pub(crate) fn wait_for(
+    fds: &mut [PollFd<'_>],
+    nearest: Option<Instant>,
+    now: Instant,
+) -> Option<Vec<PollFlags>> {
+    let timeout = nearest.and_then(|t| Timespec::try_from(t.saturating_duration_since(now)).ok());
+    match poll(fds, timeout.as_ref()) {
+        Ok(_) | Err(rustix::io::Errno::INTR) => {}
+        // Not expected with valid descriptors; wait a little rather than
+        // spin.
+        Err(_) => std::thread::sleep(ACCEPT_PAUSE),
+    }
+    if !fds[0].revents().is_empty() {
+        return None;
+    }
+    Some(fds[2..].iter().map(PollFd::revents).collect())
+}
 
 /// The listener; dropping it stops it.
 pub struct Listener {
@@ -163,18 +185,7 @@ impl Serve {
             .map(|c| c.deadline)
             .chain(self.accept_after)
             .min();
-        let timeout =
-            nearest.and_then(|t| Timespec::try_from(t.saturating_duration_since(now)).ok());
-        match poll(&mut fds, timeout.as_ref()) {
-            Ok(_) | Err(rustix::io::Errno::INTR) => {}
-            // Not expected with valid descriptors; wait a little rather
-            // than spin.
-            Err(_) => std::thread::sleep(ACCEPT_PAUSE),
-        }
-        if !fds[0].revents().is_empty() {
-            return None;
-        }
-        Some(fds[2..].iter().map(PollFd::revents).collect())
+        wait_for(&mut fds, nearest, now)
     }
 
     /// Takes every connection waiting, keeping at most [`CONNECTIONS_MAX`].

@@ -8,10 +8,12 @@
 //! through it.
 //!
 //! The rules: every complete PDU received is handled until one waits
-//! behind a CmdSN gap (then input stops until a wake-up) or the connection
-//! is to close (then its output goes, it detaches from its session and the
-//! connections that must hear of it are named); output that reaches its
-//! bound is taken at once, as if the socket always had room.
+//! behind a CmdSN gap (then the PDUs behind it are only looked at for
+//! immediate ones, until a wake-up or more bytes come, as the worker reads
+//! on while a command waits) or the connection is to close (then its
+//! output goes, it detaches from its session and the connections that
+//! must hear of it are named); output that reaches its bound is taken at
+//! once, as if the socket always had room.
 
 use crate::admission::{Eviction, Refusal};
 use crate::connection::{Action, Connection, Endpoint, Finished, Flow, Work};
@@ -114,12 +116,18 @@ impl MemoryConnection {
         self.open
     }
 
+    /// Bytes received and not yet handled.
+    pub fn unread(&self) -> usize {
+        self.received.len()
+    }
+
     /// Whether input waits behind a CmdSN gap for a wake-up.
     pub fn is_waiting(&self) -> bool {
         self.waiting
     }
 
-    /// Bytes arrive: they are handled unless input waits.
+    /// Bytes arrive: they are handled, or looked at past the command that
+    /// waits.
     pub fn receive(&mut self, bytes: &[u8], now: Instant, drive: &mut Drive) {
         if !self.open {
             return;
@@ -188,9 +196,7 @@ impl MemoryConnection {
     }
 
     fn feed(&mut self, now: Instant, drive: &mut Drive) {
-        if self.waiting {
-            return;
-        }
+        self.waiting = false;
         loop {
             let input = self.conn.handle_input(&self.received, now);
             self.received.drain(..input.consumed);

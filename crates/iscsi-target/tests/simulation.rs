@@ -21,7 +21,9 @@
 //! test prints the one line that reruns its seed with the step trace.
 //! `cargo test` runs [`SEEDS_SHORT`] seeds; `ISOE_SIM_SEEDS=N` runs N
 //! (the ignored `simulation_long` runs 10,000 unless told otherwise);
-//! `ISOE_SIM_SEED=S` runs seed S alone and prints its steps.
+//! `ISOE_SIM_SEED=S` runs seed S alone and prints its steps; with
+//! `ISOE_SIM_DEBUG=1` also every PDU the initiators send, and at the end
+//! each session's next CmdSN and tasks, and each link's last PDUs.
 
 #[allow(dead_code)]
 #[path = "pair/harness.rs"]
@@ -248,6 +250,7 @@ impl Sim {
         };
         let mut pair = Pair::new(server(&watch));
         pair.clock = Arc::clone(&watch.clock);
+        pair.print_to_target = trace && debugging();
         let count = rng.random_range(1..=3usize);
         let mut sessions = Vec::new();
         let mut connections = Vec::new();
@@ -687,14 +690,32 @@ fn run_seed(seed: u64, trace: bool) -> (Result<(), String>, Vec<String>) {
     if result.is_ok() {
         result = sim.finish().map_err(|e| format!("at the end: {e}"));
     }
-    if trace && std::env::var("ISOE_SIM_DEBUG").is_ok() {
+    if trace && debugging() {
+        for s in sim.sessions.clone() {
+            let core = sim.pair.session(s);
+            println!(
+                "DEBUG session {s} cmd_sn {} in flight {}",
+                core.cmd_sn(),
+                core.tasks_in_flight()
+            );
+        }
         for link in 0..sim.pair.links() {
+            println!(
+                "DEBUG link {link} unread {} held {}",
+                sim.pair.unread(link),
+                sim.pair.held_to_target(link)
+            );
             for (t, p) in sim.pair.sent_by_target(link).iter().rev().take(4) {
                 println!("DEBUG link {link} {t:?} {p:?}");
             }
         }
     }
     (result, sim.trace.unwrap_or_default())
+}
+
+/// Whether a replay prints the PDUs too (`ISOE_SIM_DEBUG`).
+fn debugging() -> bool {
+    std::env::var_os("ISOE_SIM_DEBUG").is_some()
 }
 
 fn env_u64(name: &str) -> Option<u64> {

@@ -1,8 +1,9 @@
 //! Immediate delivery past a CmdSN gap (RFC 7143 §3.2.2.1): while a
-//! command waits for an earlier CmdSN, the immediate NOP-Outs and task
-//! management functions that came after it on this connection are
-//! delivered now, not behind it. A ping is answered while the gap lasts,
-//! and an initiator that gave up on the waiting command can abort it.
+//! command waits for an earlier CmdSN, the immediate NOP-Outs, task
+//! management functions and Logouts that came after it on this connection
+//! are delivered now, not behind it. A ping is answered while the gap
+//! lasts, an initiator that gave up on the waiting command can abort it,
+//! and one that gave up on the connection can log it out.
 //!
 //! The input stays in the driver's buffer, in order: what was handled
 //! ahead is remembered by its place in the stream and skipped when the
@@ -17,15 +18,16 @@
 
 use super::*;
 
-/// Frames looked at past a waiting command, each time its input is fed:
-/// a bound on the work a wake-up does.
-const FRAMES_MAX: usize = 64;
-
 impl Connection {
     /// `input[..waiting_len]` waits behind a CmdSN gap and `input` starts
-    /// `at` bytes into the stream: delivers the immediate NOP-Outs and
-    /// functions after it. Returns [`Flow::Close`] if one ends the
-    /// connection, else [`Flow::Wait`].
+    /// `at` bytes into the stream: delivers the immediate NOP-Outs,
+    /// functions and Logouts after it. Each frame is looked at once, however
+    /// often the input is fed (the scan goes on from where the last one
+    /// stopped), so the work is bounded by the bytes received, and a
+    /// function behind any number of waiting commands is found. A frame
+    /// that breaks the protocol ends the connection now, as it would in
+    /// turn, rather than when the wait gives up. Returns [`Flow::Close`] if
+    /// one ends the connection, else [`Flow::Wait`].
     pub(super) fn deliver_ahead(
         &mut self,
         input: &[u8],
@@ -33,31 +35,37 @@ impl Connection {
         at: u64,
         now: Instant,
     ) -> Flow {
-        let mut pos = 0;
-        for _ in 0..FRAMES_MAX {
-            let Ok(Decoded::Frame { frame, len }) = decode(&input[pos..], &self.recv_limits) else {
-                break;
+        let start = self.ahead.scanned.max(at + waiting_len as u64);
+        let mut pos = (start - at) as usize;
+        while !self.ahead.full() && pos < input.len() {
+            let frame = match decode(&input[pos..], &self.recv_limits) {
+                Ok(Decoded::Frame { frame, len }) => (frame, len),
+                Ok(Decoded::NeedMore { .. }) => break,
+                Err(FrameError::DataDigest { frame_len, .. }) => {
+                    // Rejected when its turn comes; its length is known.
+                    pos += frame_len;
+                    self.ahead.scanned = at + pos as u64;
+                    continue;
+                }
+                Err(error) => return self.handle_frame_error(&error).0,
             };
-            let place = at + pos as u64;
-            if !self.ahead.handled.contains(&place) {
-                let immediate = match frame.pdu() {
-                    Ok(Pdu::NopOut(n)) => n.immediate,
-                    Ok(Pdu::TaskMgmtRequest(t)) => t.immediate,
-                    _ => false,
-                };
-                let flow = if immediate && pos >= waiting_len {
-                    self.handle_ahead(&frame, place, now)
-                } else {
-                    Flow::Continue
-                };
-                if flow == Flow::Close {
-                    return Flow::Close;
+            let (frame, len) = frame;
+            let immediate = match frame.pdu() {
+                Ok(Pdu::NopOut(n)) => n.immediate,
+                Ok(Pdu::TaskMgmtRequest(t)) => t.immediate,
+                Ok(Pdu::LogoutRequest(l)) => l.immediate,
+                _ => false,
+            };
+            if immediate {
+                match self.handle_ahead(&frame, at + pos as u64, now) {
+                    Flow::Close => return Flow::Close,
+                    // Not taken: looked at again on the next feed.
+                    Flow::Wait => break,
+                    Flow::Continue => {}
                 }
             }
-            if self.ahead.full() {
-                break;
-            }
             pos += len;
+            self.ahead.scanned = at + pos as u64;
         }
         Flow::Wait
     }

@@ -205,6 +205,9 @@ pub struct Connection {
     opened: Instant,
     /// Since when a command has waited behind a CmdSN gap.
     waiting_since: Option<Instant>,
+    /// Commands were taken and dropped unanswered ([`Admit::Ended`]): the
+    /// window moved with no response to say so.
+    window_unsaid: bool,
     /// Immediate PDUs delivered past that command ([`ahead`]).
     ahead: Ahead,
     /// Bytes of input taken since the connection began: where the input
@@ -314,6 +317,7 @@ impl Connection {
             last_rx: now,
             opened: now,
             waiting_since: None,
+            window_unsaid: false,
             ahead: Ahead::default(),
             rx_offset: 0,
             rx_end: 0,
@@ -449,12 +453,38 @@ impl Connection {
 
     fn input(&mut self, consumed: usize, flow: Flow, need: usize) -> Input {
         self.rx_offset += consumed as u64;
+        if self.window_unsaid {
+            self.say_window();
+        }
         Input {
             consumed,
             flow,
             need,
             output_full: false,
         }
+    }
+
+    /// Tells the initiator where the window stands after commands it
+    /// will hear nothing of moved it: an unsolicited NOP-In, which neither
+    /// asks for an answer nor advances StatSN (RFC 7143 §11.19.1). Without
+    /// it, an initiator whose window those commands had filled would wait
+    /// for a response that never comes.
+    fn say_window(&mut self) {
+        self.window_unsaid = false;
+        if !matches!(self.phase, Phase::Full(_)) {
+            return;
+        }
+        let (exp_cmd_sn, max_cmd_sn) = self.window();
+        let pdu = Pdu::NopIn(NopIn {
+            lun: Lun::default(),
+            initiator_task_tag: RESERVED_TAG,
+            target_transfer_tag: RESERVED_TAG,
+            stat_sn: self.stat_sn,
+            exp_cmd_sn,
+            max_cmd_sn,
+        });
+        let limits = self.send_limits;
+        self.out.push(&pdu, &[], &limits);
     }
 
     /// The next thing the driver must do for this connection besides
@@ -694,6 +724,7 @@ impl Connection {
                 if let Some((_, tag)) = task {
                     self.bury(tag);
                 }
+                self.window_unsaid = true;
                 Some(Flow::Continue)
             }
             Admit::OutsideWindow => Some(Flow::Continue),

@@ -68,6 +68,9 @@ pub(super) struct Ahead {
     /// Places in the stream (bytes since the connection began) of the
     /// PDUs handled ahead, oldest first.
     pub(super) handled: VecDeque<u64>,
+    /// Where the look past the waiting command stopped: every frame
+    /// before it was looked at once.
+    pub(super) scanned: u64,
 }
 
 impl Ahead {

@@ -197,6 +197,8 @@ pub struct Pair {
     next_chunk: usize,
     /// Store work waits for [`Pair::release_work`] instead of running at once.
     pub hold_work: bool,
+    /// Prints every PDU an initiator's session sends, as it goes.
+    pub print_to_target: bool,
     /// The portal group new connections arrive through (1 unless a test
     /// sets another).
     pub portal_group: u16,
@@ -222,6 +224,7 @@ impl Pair {
             chunks: Vec::new(),
             next_chunk: 0,
             hold_work: false,
+            print_to_target: false,
             portal_group: 1,
             held_work: Vec::new(),
             wakes: Vec::new(),
@@ -396,6 +399,11 @@ impl Pair {
     /// Whether the target's input on `link` waits behind a CmdSN gap.
     pub fn waiting(&self, link: usize) -> bool {
         self.links[link].conn.is_waiting()
+    }
+
+    /// Bytes the target's side of `link` received and has not handled.
+    pub fn unread(&self, link: usize) -> usize {
+        self.links[link].conn.unread()
     }
 
     /// When the target ended `link`, if it did.
@@ -629,6 +637,17 @@ impl Pair {
         })
         .expect("flush into memory");
         let l = &mut self.links[link];
+        if self.print_to_target {
+            let mut rest = &bytes[..];
+            while let Ok(Decoded::Frame { frame, len }) = decode(rest, &l.send_limits) {
+                println!(
+                    "TRACE {:?} to target link {link}: {:?}",
+                    self.elapsed,
+                    frame.pdu()
+                );
+                rest = &rest[len..];
+            }
+        }
         if l.closed_at.is_none() {
             l.to_target.push(bytes);
         }

@@ -681,14 +681,10 @@ fn sessions_through_two_portal_groups_see_their_own_port_and_state() {
 }
 
 /// `per_connection` one-block writes on each of a session's two
-/// connections (LBA = CmdSN - 1), connection 0's held back on their way,
-/// so that connection 1's wait behind a CmdSN gap; then `function` on
-/// connection 1, behind them, and the gap filled. None of the writes has
-/// a CmdSN at or above the function's: every one is in its scope.
-fn a_function_behind_waiting_writes(
-    function: TaskManagement,
-    per_connection: u64,
-) -> (Pair, usize) {
+/// connections (LBA = CmdSN - 1) queued, connection 0's to be held back
+/// on their way so that connection 1's wait behind a CmdSN gap: the pair,
+/// the session, its two links and the writes' tokens.
+fn writes_waiting_on_connection_1(per_connection: u64) -> (Pair, usize, [usize; 2], Vec<u64>) {
     let mut pair = Pair::new(server(NO_PINGS));
     let s = pair.login(&session_config(LocalParams::default(), 2, 1));
     pair.session(s).set_run_slack(0);
@@ -697,8 +693,20 @@ fn a_function_behind_waiting_writes(
     let writes: Vec<u64> = (0..2 * per_connection)
         .map(|lba| pair.submit(s, write_command(lba, pattern(1, lba as u8))))
         .collect();
-    // The function goes behind connection 1's writes, in one delivery.
     pair.session(s).pump();
+    (pair, s, links, writes)
+}
+
+/// `per_connection` one-block writes on each of a session's two
+/// connections (LBA = CmdSN - 1), connection 0's held back on their way,
+/// so that connection 1's wait behind a CmdSN gap; then `function` on
+/// connection 1, behind them, and the gap filled. None of the writes has
+/// a CmdSN at or above the function's: every one is in its scope.
+fn a_function_behind_waiting_writes(
+    function: TaskManagement,
+    per_connection: u64,
+) -> (Pair, usize) {
+    let (mut pair, s, links, writes) = writes_waiting_on_connection_1(per_connection);
     let answer = pair.task_management_on(s, function, Some(1));
     pair.run();
     assert!(
@@ -749,4 +757,63 @@ fn a_unit_reset_ahead_of_50_waiting_writes_ends_them_all_and_the_fill() {
             "LBA {lba} was written"
         );
     }
+}
+
+/// 128 writes fill the whole window, so the initiator may send nothing
+/// more; a function ends them all before they come, and the writes are
+/// dropped unanswered as they arrive: the target must still say that the
+/// window moved, or the initiator waits for ever.
+#[test]
+fn commands_ended_unanswered_that_filled_the_window_reopen_it() {
+    let (mut pair, s) = a_function_behind_waiting_writes(TaskManagement::AbortTaskSet(0), 64);
+    assert_eq!(pair.read(s, 0, 1), vec![0; BLOCK], "a read after them");
+}
+
+/// An immediate Logout behind 64 commands that wait for a CmdSN gap
+/// (RFC 7143 §3.2.2.1) is answered at once and its connection closes,
+/// not when the wait gives up.
+#[test]
+fn an_immediate_logout_behind_64_waiting_commands_is_answered_at_once() {
+    let (mut pair, s, links, _) = writes_waiting_on_connection_1(64);
+    let logout = LogoutRequest {
+        immediate: true,
+        reason_code: logout::CLOSE_CONNECTION,
+        initiator_task_tag: 0x7fff_0000,
+        cid: 1,
+        cmd_sn: pair.session(s).cmd_sn(),
+        exp_stat_sn: 0,
+    };
+    pair.send(links[1], &Pdu::LogoutRequest(logout), &[]);
+    pair.run();
+    assert!(
+        pair.sent_by_target(links[1])
+            .iter()
+            .any(|(_, p)| matches!(p, Pdu::LogoutResponse(r) if r.response == logout::RESP_CLOSED)),
+        "answered: {:?}",
+        pair.sent_by_target(links[1]).last()
+    );
+    assert_eq!(pair.closed_at(links[1]), Some(Duration::ZERO));
+}
+
+/// A ping behind 64 waiting commands whose data segment exceeds the
+/// target's MaxRecvDataSegmentLength breaks the protocol: the connection
+/// is rejected and closed when it arrives, not when the wait gives up.
+#[test]
+fn an_oversized_ping_behind_64_waiting_commands_ends_the_connection_at_once() {
+    let (mut pair, s, links, _) = writes_waiting_on_connection_1(64);
+    let ping = NopOut {
+        immediate: true,
+        initiator_task_tag: 0x7fff_0001,
+        target_transfer_tag: pdu::RESERVED_TAG,
+        cmd_sn: pair.session(s).cmd_sn(),
+        ..NopOut::default()
+    };
+    pair.send(links[1], &Pdu::NopOut(ping), &vec![0x5a; 300 << 10]);
+    pair.run();
+    assert_eq!(pair.closed_at(links[1]), Some(Duration::ZERO));
+    assert!(
+        matches!(pair.sent_by_target(links[1]).last(), Some((_, Pdu::Reject(r))) if r.reason == pdu::reject::PROTOCOL_ERROR),
+        "rejected: {:?}",
+        pair.sent_by_target(links[1]).last()
+    );
 }

@@ -28,7 +28,11 @@ struct Fixture {
 
 impl Fixture {
     fn new() -> Fixture {
-        let target = Target::start();
+        Fixture::on(Target::start())
+    }
+
+    /// As [`Fixture::new`], on a target the test started.
+    fn on(target: Target) -> Fixture {
         let mut healthy = Client::login_normal(target.addr(), DEFAULT_TARGET);
         healthy.ready(0);
         let mut fixture = Fixture {
@@ -619,12 +623,24 @@ fn immediate_pdus_are_delivered_past_a_command_waiting_for_a_cmd_sn_gap() {
         other => panic!("expected the function's response, got {other:?}"),
     }
     // The gap fills through the other connection: its command runs, and
-    // the aborted READ, now taken in order, never answers.
+    // the aborted READ, now taken in order, never answers; the window it
+    // moved is said in an unsolicited NOP-In (RFC 7143 §11.19.1).
     other.cmd_sn = gap;
     other
         .command(0, &TEST_UNIT_READY, &[], 0)
         .expect("the command that fills the gap")
         .assert_good("the command that fills the gap");
+    match next_pdu(&mut s, "the window after the aborted READ") {
+        Pdu::NopIn(n) => {
+            assert_eq!(
+                (n.initiator_task_tag, n.target_transfer_tag),
+                (RESERVED_TAG, RESERVED_TAG),
+                "unsolicited, no answer asked"
+            );
+            assert_eq!(n.exp_cmd_sn, gap.wrapping_add(2), "past the READ");
+        }
+        other => panic!("the aborted READ answered: {other:?}"),
+    }
     match s.recv(SILENCE).expect("recv") {
         Received::Timeout => {}
         other => panic!("the aborted READ answered: {other:?}"),
@@ -632,4 +648,48 @@ fn immediate_pdus_are_delivered_past_a_command_waiting_for_a_cmd_sn_gap() {
     s.cmd_sn = gap.wrapping_add(2);
     s.nop().expect("a ping after the gap");
     f.check("after immediate PDUs past a CmdSN gap");
+}
+
+/// A peer sends a command that waits for a CmdSN gap, more behind it than
+/// the connection's receive buffer holds (the rest stays in the socket),
+/// then closes its socket: the target lets the connection go at once, not
+/// when the gap's deadline (30 s) gives up on the waiting command.
+#[test]
+fn a_peer_that_closes_behind_a_full_buffer_of_waiting_commands_is_let_go_at_once() {
+    let config = support::TargetConfig::memory_lun("64MiB");
+    let mut f = Fixture::on(Target::with_config_and_env(
+        &config,
+        &[("RUST_LOG", "info")],
+    ));
+    let mut s = f.session(&LoginParams::normal(DEFAULT_TARGET));
+    let closed = "INFO isoe_target::connection: connection closed";
+    let before = f.target.output().matches(closed).count();
+    let gap = s.cmd_sn;
+    // Non-immediate pings of 80 KiB each, all behind the gap: 640 KiB,
+    // over the 512 KiB the target reads while they wait, but within what
+    // its socket takes, so that the end of the stream reaches its host
+    // (behind more unsent data, a FIN would wait in the peer's host).
+    for i in 1..=8u32 {
+        let nop = Pdu::NopOut(NopOut {
+            immediate: false,
+            lun: Lun::default(),
+            initiator_task_tag: s.next_itt(),
+            target_transfer_tag: RESERVED_TAG,
+            cmd_sn: gap.wrapping_add(i),
+            exp_stat_sn: s.exp_stat_sn,
+        });
+        s.send_pdu(&nop, &vec![0x5a; 80 << 10]).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    drop(s);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while f.target.output().matches(closed).count() == before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the close went unnoticed for 5 s; the target's output:\n{}",
+            f.target.output()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    f.check("after a peer closed behind waiting commands");
 }

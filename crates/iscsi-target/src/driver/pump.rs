@@ -201,6 +201,13 @@ impl Pump {
                 Err(_) => return Progress::Closed,
             }
         }
+        if self.peer_done && self.waiting && !self.wants_read() {
+            // The peer has gone, and the end of its stream lies behind
+            // bytes that wait for a CmdSN gap with the buffer full: it would
+            // be read only once the gap fills or its deadline passes. The
+            // connection ends now, as when a read finds the end.
+            return Progress::Closed;
+        }
         Progress::Open
     }
 

@@ -465,3 +465,50 @@ fn idle_connections_up_to_the_open_files_limit_do_not_lock_an_initiator_out() {
         "never past the open-files limit: {during}"
     );
 }
+
+/// Sends, behind a CmdSN gap, `count` non-immediate pings of `len` bytes
+/// each: they all wait in the target's receive buffer (and its socket).
+fn pings_behind_a_gap(client: &mut Client, count: u32, len: usize) {
+    let gap = client.cmd_sn;
+    for i in 1..=count {
+        let nop = Pdu::NopOut(isoe_wire::pdu::NopOut {
+            immediate: false,
+            lun: Lun::default(),
+            initiator_task_tag: client.next_itt(),
+            target_transfer_tag: isoe_wire::pdu::RESERVED_TAG,
+            cmd_sn: gap.wrapping_add(i),
+            exp_stat_sn: client.exp_stat_sn,
+        });
+        client
+            .send_pdu(&nop, &vec![0x5a; len])
+            .expect("send a ping");
+    }
+}
+
+#[test]
+fn commands_waiting_behind_gaps_on_many_connections_hold_no_more_than_the_receive_bound() {
+    let mut target = target_with("receive_buffer = \"4MiB\"", "64MiB");
+    let mut normal = Normal::login(&target);
+    normal.check(&mut target, "before");
+    let before = footprint(&target);
+    // 64 sessions, each with 600 KiB waiting for CmdSN 1 (75 pings of
+    // 8 KiB): unbounded, each buffer would grow to 512 KiB (32 MiB).
+    let mut stuffed = Vec::new();
+    for _ in 0..64 {
+        let mut client =
+            Client::login(target.addr(), &LoginParams::normal(DEFAULT_TARGET)).expect("login");
+        pings_behind_a_gap(&mut client, 75, 8 << 10);
+        stuffed.push(client);
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let during = footprint(&target);
+    normal.check(&mut target, "beside 64 connections waiting on gaps");
+    println!("64 x 600 KiB waiting behind gaps: before: {before}; during: {during}");
+    // 64 x 16 KiB + the 4 MiB bound, with room for the allocator.
+    assert!(
+        during.rss_bytes < before.rss_bytes + (16 << 20),
+        "receive buffers are bounded: {before} -> {during}"
+    );
+    drop(stuffed);
+    normal.check(&mut target, "after");
+}

@@ -68,6 +68,9 @@ pub struct Server {
     /// Response bytes built and not yet sent, all connections together
     /// (bounded by `[limits] response_buffer`).
     pub output_bytes: Arc<std::sync::atomic::AtomicUsize>,
+    /// Receive buffer bytes beyond each connection's first, all
+    /// connections together (bounded by `[limits] receive_buffer`).
+    pub receive_bytes: Arc<std::sync::atomic::AtomicUsize>,
     /// Failed authentications per source, to slow down guessing.
     pub auth_failures: FailureLog,
     /// Why `[limits] connections` was lowered at start, if it was.
@@ -124,6 +127,7 @@ impl Server {
             write_budget: Budget::new(write_buffer),
             gate,
             output_bytes: Arc::default(),
+            receive_bytes: Arc::default(),
             auth_failures: FailureLog::default(),
             limits_note,
             port_groups,

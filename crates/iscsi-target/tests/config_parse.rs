@@ -493,7 +493,7 @@ fn limits_table_sets_each_bound_and_keeps_the_rest() {
     assert_eq!(absent, isoe_target::config::Limits::default());
     assert_eq!(parse(""), absent, "an empty table changes nothing");
     let set = parse(
-                "connections = 100\nconnections_per_initiator = 4\nsessions = 10\nlogins = 5\nlogins_per_initiator = 2\nfirst_pdu_timeout_ms = 2500\nwrite_buffer = \"64MiB\"\nresponse_buffer = \"32MiB\"\n",
+                "connections = 100\nconnections_per_initiator = 4\nsessions = 10\nlogins = 5\nlogins_per_initiator = 2\nfirst_pdu_timeout_ms = 2500\nwrite_buffer = \"64MiB\"\nresponse_buffer = \"32MiB\"\nreceive_buffer = \"8MiB\"\n",
     );
     assert_eq!(
         set,
@@ -506,6 +506,7 @@ fn limits_table_sets_each_bound_and_keeps_the_rest() {
             first_pdu_timeout_ms: 2500,
             write_buffer: 64 << 20,
             response_buffer: 32 << 20,
+            receive_buffer: 8 << 20,
         }
     );
 }

@@ -74,6 +74,7 @@ const LIMITS_KEYS: &[&str] = &[
     "first_pdu_timeout_ms",
     "write_buffer",
     "response_buffer",
+    "receive_buffer",
 ];
 const DISCOVERY_KEYS: &[&str] = &["chap"];
 const DATAPATH_KEYS: &[&str] = &["batching", "crc", "buffer_pool", "workers", "io_threads"];
@@ -285,6 +286,7 @@ fn read_limits(r: &Reader, mut t: Table) -> Result<Limits, ConfigError> {
     for (key, slot) in [
         ("write_buffer", &mut l.write_buffer),
         ("response_buffer", &mut l.response_buffer),
+        ("receive_buffer", &mut l.receive_buffer),
     ] {
         if let Some(f) = t.take(key) {
             let bytes = r.size(&f)?;

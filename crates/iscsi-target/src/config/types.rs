@@ -162,6 +162,11 @@ pub struct Limits {
     /// sockets, all connections together; beyond it a connection with
     /// output waiting takes no new command until some is sent.
     pub response_buffer: usize,
+    /// `receive_buffer`: receive buffers beyond each connection's first
+    /// 16 KiB, all connections together; beyond it buffers no longer grow
+    /// for batching (one still grows to hold a PDU longer than itself), and
+    /// idle ones shrink back.
+    pub receive_buffer: usize,
 }
 
 impl Default for Limits {
@@ -175,6 +180,7 @@ impl Default for Limits {
             first_pdu_timeout_ms: 5000,
             write_buffer: 256 << 20,
             response_buffer: 256 << 20,
+            receive_buffer: 256 << 20,
         }
     }
 }

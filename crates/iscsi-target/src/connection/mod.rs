@@ -357,6 +357,11 @@ impl Connection {
         self.stage_clock = Some(clock);
     }
 
+    /// The server the connection belongs to.
+    pub fn server(&self) -> &Arc<Server> {
+        &self.server
+    }
+
     /// What incoming frames are checked against (changes when login completes).
     pub fn recv_limits(&self) -> FrameLimits {
         self.recv_limits

@@ -5,21 +5,70 @@
 use crate::connection::{Connection, Flow};
 use isoe_wire::frame::header_bytes_needed;
 use std::io::{self, Read, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Largest receive buffer: room for many PDUs per read (the batching of
 /// datapath rule 2). A buffer starts at [`RECV_BUFFER_START_BYTES`] and
 /// doubles each time a read fills it, so an idle or logging-in connection
-/// costs little and a busy one soon reads in large batches.
+/// costs little and a busy one soon reads in large batches; what buffers
+/// hold beyond their start, all connections together, is bounded by
+/// `[limits] receive_buffer` ([`RecvMeter`]).
 pub(crate) const RECV_BUFFER_BYTES: usize = 512 << 10;
 /// A new connection's receive buffer.
 pub(crate) const RECV_BUFFER_START_BYTES: usize = 16 << 10;
+
+/// The bytes every connection's receive buffer holds beyond its start,
+/// against their bound. Growth for batching takes from it only while it
+/// fits; growth to hold one PDU longer than the buffer always does (the
+/// connection could not go on otherwise, and it is bounded by the PDU
+/// length the target declared); a buffer gives back what it took when it
+/// shrinks or goes.
+#[derive(Clone)]
+pub(crate) struct RecvMeter {
+    pub(crate) bytes: Arc<AtomicUsize>,
+    pub(crate) limit: usize,
+}
+
+impl RecvMeter {
+    /// Takes `more` bytes if they fit under the limit (or whatever `force`).
+    fn take(&self, more: usize, force: bool) -> bool {
+        if force {
+            self.bytes.fetch_add(more, Ordering::Relaxed);
+            return true;
+        }
+        self.bytes
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+                held.checked_add(more).filter(|&after| after <= self.limit)
+            })
+            .is_ok()
+    }
+
+    fn give(&self, bytes: usize) {
+        self.bytes.fetch_sub(bytes, Ordering::Relaxed);
+    }
+
+    /// Over half the bound is held: idle buffers shrink back.
+    fn pressed(&self) -> bool {
+        self.bytes.load(Ordering::Relaxed) > self.limit / 2
+    }
+}
 
 /// A receive buffer holding bytes read but not yet handled.
 pub(crate) struct RecvBuffer {
     bytes: Vec<u8>,
     start: usize,
     end: usize,
+    meter: Option<RecvMeter>,
+}
+
+impl Drop for RecvBuffer {
+    fn drop(&mut self) {
+        if let Some(meter) = &self.meter {
+            meter.give(self.beyond_start());
+        }
+    }
 }
 
 impl RecvBuffer {
@@ -28,6 +77,44 @@ impl RecvBuffer {
             bytes: vec![0; capacity],
             start: 0,
             end: 0,
+            meter: None,
+        }
+    }
+
+    /// A new connection's buffer, its growth counted by `meter`.
+    pub(crate) fn metered(meter: RecvMeter) -> RecvBuffer {
+        let mut buffer = RecvBuffer::new(RECV_BUFFER_START_BYTES);
+        buffer.meter = Some(meter);
+        buffer
+    }
+
+    fn beyond_start(&self) -> usize {
+        self.bytes.len().saturating_sub(RECV_BUFFER_START_BYTES)
+    }
+
+    /// Grows the buffer to `len` bytes if the meter lets it (or whatever
+    /// `force`); whether it did.
+    fn grow(&mut self, len: usize, force: bool) -> bool {
+        let more = len.saturating_sub(RECV_BUFFER_START_BYTES) - self.beyond_start();
+        if let Some(meter) = &self.meter {
+            if !meter.take(more, force) {
+                return false;
+            }
+        }
+        self.bytes.resize(len, 0);
+        true
+    }
+
+    /// An empty buffer grown beyond its start goes back to it while the
+    /// bound is pressed (at least half of it held), so that idle
+    /// connections do not keep what busy ones need.
+    pub(crate) fn trim(&mut self) {
+        let Some(meter) = &self.meter else { return };
+        if self.start == self.end && self.beyond_start() > 0 && meter.pressed() {
+            meter.give(self.beyond_start());
+            self.bytes = vec![0; RECV_BUFFER_START_BYTES];
+            self.start = 0;
+            self.end = 0;
         }
     }
 
@@ -40,6 +127,7 @@ impl RecvBuffer {
         if self.start == self.end {
             self.start = 0;
             self.end = 0;
+            self.trim();
         }
     }
 
@@ -50,7 +138,7 @@ impl RecvBuffer {
             self.end -= self.start;
             self.start = 0;
             if total > self.bytes.len() {
-                self.bytes.resize(total, 0);
+                self.grow(total, true);
             }
         }
     }
@@ -72,7 +160,7 @@ impl RecvBuffer {
     fn filled(&mut self) {
         if self.end == self.bytes.len() && self.bytes.len() < RECV_BUFFER_BYTES {
             let doubled = (self.bytes.len() * 2).min(RECV_BUFFER_BYTES);
-            self.bytes.resize(doubled, 0);
+            self.grow(doubled, false);
         }
     }
 }
@@ -120,9 +208,13 @@ pub(crate) struct Pump {
 impl Pump {
     pub(crate) fn new(conn: Connection, batching: bool) -> Pump {
         let need = header_bytes_needed(&[], &conn.recv_limits());
+        let meter = RecvMeter {
+            bytes: Arc::clone(&conn.server().receive_bytes),
+            limit: conn.server().config.limits.receive_buffer,
+        };
         Pump {
             conn,
-            recv: RecvBuffer::new(RECV_BUFFER_START_BYTES),
+            recv: RecvBuffer::metered(meter),
             need,
             batching,
             waiting: false,
@@ -130,6 +222,12 @@ impl Pump {
             peer_done: false,
             unread: true,
         }
+    }
+
+    /// Gives back an idle receive buffer's growth while the bound is
+    /// pressed ([`RecvBuffer::trim`]).
+    pub(crate) fn trim(&mut self) {
+        self.recv.trim();
     }
 
     /// Whether the socket should be polled for reading. A connection whose
@@ -319,7 +417,48 @@ impl Pump {
 
 #[cfg(test)]
 mod tests {
-    use super::{RecvBuffer, RECV_BUFFER_BYTES, RECV_BUFFER_START_BYTES};
+    use super::{RecvBuffer, RecvMeter, RECV_BUFFER_BYTES, RECV_BUFFER_START_BYTES};
+    use std::sync::atomic::Ordering;
+
+    /// Fills what room there is, as a read that takes it all.
+    fn fill(recv: &mut RecvBuffer) {
+        let room = recv.spare().len();
+        recv.end += room;
+        recv.filled();
+    }
+
+    #[test]
+    fn receive_buffers_grow_for_batching_only_within_their_bound_and_give_it_back() {
+        let meter = RecvMeter {
+            bytes: Default::default(),
+            limit: 100 << 10,
+        };
+        let held = || meter.bytes.load(Ordering::Relaxed);
+        let mut a = RecvBuffer::metered(meter.clone());
+        let mut b = RecvBuffer::metered(meter.clone());
+        for _ in 0..8 {
+            fill(&mut a);
+            a.consume(a.data().len());
+        }
+        assert_eq!(a.bytes.len(), 64 << 10, "16 -> 32 -> 64 KiB, not 128");
+        assert_eq!(held(), 48 << 10, "what it holds beyond its start");
+        for _ in 0..8 {
+            fill(&mut b);
+        }
+        assert_eq!(b.bytes.len(), 64 << 10, "b holds all it read, 48 KiB over");
+        assert_eq!(held(), 96 << 10);
+        // A PDU longer than the buffer is held whatever the bound.
+        b.make_room(b.data().len() + (300 << 10));
+        assert!(b.bytes.len() >= 364 << 10);
+        assert!(held() > meter.limit, "forced past the bound");
+        // a is idle: it shrinks back while the bound is pressed.
+        a.trim();
+        assert_eq!(a.bytes.len(), RECV_BUFFER_START_BYTES);
+        drop(b);
+        assert_eq!(held(), 0, "every byte given back");
+        drop(a);
+        assert_eq!(held(), 0);
+    }
 
     #[test]
     fn the_receive_buffer_doubles_when_a_read_fills_it_up_to_its_bound() {

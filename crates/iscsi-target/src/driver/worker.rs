@@ -612,6 +612,7 @@ impl Worker {
             let Some(slot) = self.slots.get_mut(&serial) else {
                 continue;
             };
+            slot.pump.trim();
             let progress = match slot.pump.conn.handle_tick(now) {
                 crate::connection::Flow::Close => {
                     let _ = slot.pump.conn.flush(&mut Sock(&slot.stream), now);

@@ -24,7 +24,7 @@
 //! | `isoe_logins_total` | counter | outcome (normal, discovery, authentication_failure, authorization_failure, not_found, out_of_resources, other_refusal) |
 //! | `isoe_connection_refusals_total` | counter | limit |
 //! | `isoe_connection_evictions_total` | counter | limit |
-//! | `isoe_resource_in_use`, `isoe_resource_limit` | gauge | resource (connections, logins, sessions, write_buffer, response_buffer) |
+//! | `isoe_resource_in_use`, `isoe_resource_limit` | gauge | resource (connections, logins, sessions, write_buffer, response_buffer, receive_buffer) |
 
 pub(crate) mod listener;
 

@@ -191,5 +191,10 @@ fn resources(server: &Server) -> Vec<Resource> {
             in_use: server.output_bytes.load(Ordering::Relaxed) as u64,
             limit: limits.response_buffer as u64,
         },
+        Resource {
+            name: Name::Borrowed("receive_buffer"),
+            in_use: server.receive_bytes.load(Ordering::Relaxed) as u64,
+            limit: limits.receive_buffer as u64,
+        },
     ]
 }

@@ -55,6 +55,9 @@ pub struct Server {
     portals: RwLock<Vec<(std::net::SocketAddr, u16)>>,
     discovery_chap: RwLock<Option<Arc<ChapConfig>>>,
     sessions: Mutex<Vec<(SessionKey, Arc<Session>)>>,
+    /// Sessions ended (closed, reinstated) while store work of theirs was
+    /// out: one that would reinstate them waits until it has returned.
+    draining: Mutex<Vec<(SessionKey, Arc<Session>)>>,
     /// How units end tasks under way ([`Server::enable_task_sets`]).
     pub(crate) task_sets: std::sync::OnceLock<Arc<dyn isoe_scsi::TaskSets>>,
     /// CHAP challenges issued lately; logins only, never the command path.
@@ -121,6 +124,7 @@ impl Server {
             discovery_chap: RwLock::new(config.discovery.chap.clone().map(Arc::new)),
             config,
             sessions: Mutex::new(Vec::new()),
+            draining: Mutex::new(Vec::new()),
             task_sets: std::sync::OnceLock::new(),
             challenges: Mutex::new(ChallengeLog::new(CHALLENGE_LOG_CAPACITY)),
             next_serial: AtomicU64::new(1),
@@ -351,7 +355,7 @@ impl Server {
         random: u16,
         wake: &mut Vec<u64>,
         make: impl FnOnce(u16) -> Session,
-    ) -> Result<Arc<Session>, SessionLimit> {
+    ) -> Result<Arc<Session>, SessionRefused> {
         let (initiator_name, isid, target_name, portal_group_tag) = key;
         let key = SessionKey {
             initiator_name: initiator_name.to_string(),
@@ -375,11 +379,27 @@ impl Server {
                 // A reinstated session gets a TSIH of its own.
                 tsih = tsih.wrapping_add(1);
             }
+            self.drain_later(key.clone(), old);
+        }
+        {
+            // RFC 7143 §6.3.5: reinstatement ends the old session's tasks
+            // first. A write of it still in the store could land after the
+            // new session's writes to the same blocks: the login is refused
+            // as "service unavailable" (the initiator tries again) until it
+            // has returned.
+            let mut draining = self.draining.lock_unpoisoned();
+            draining.retain(|(_, s)| s.store_work() > 0);
+            if let Some((_, old)) = draining.iter().find(|(k, _)| *k == key) {
+                return Err(SessionRefused::Draining {
+                    old_tsih: old.tsih,
+                    work: old.store_work(),
+                });
+            }
         }
         let limit = self.gate.limits().sessions;
         if sessions.len() >= limit {
             self.gate.refused.sessions.fetch_add(1, Ordering::Relaxed);
-            return Err(SessionLimit(limit));
+            return Err(SessionRefused::Limit(limit));
         }
         let tsih = Self::allocate_tsih(&sessions, tsih);
         let session = Arc::new(make(tsih));
@@ -409,7 +429,22 @@ impl Server {
     /// Forgets a session once its last connection is gone.
     pub fn remove_session(&self, session: &Arc<Session>) {
         let mut sessions = self.sessions.lock_unpoisoned();
-        sessions.retain(|(_, s)| !Arc::ptr_eq(s, session));
+        if let Some(pos) = sessions.iter().position(|(_, s)| Arc::ptr_eq(s, session)) {
+            let (key, old) = sessions.swap_remove(pos);
+            drop(sessions);
+            self.drain_later(key, old);
+        }
+    }
+
+    /// Keeps an ended session whose store work is still out, for a login
+    /// that would reinstate it to wait on ([`Server::create_session`]).
+    fn drain_later(&self, key: SessionKey, session: Arc<Session>) {
+        if session.store_work() == 0 {
+            return;
+        }
+        let mut draining = self.draining.lock_unpoisoned();
+        draining.retain(|(_, s)| s.store_work() > 0);
+        draining.push((key, session));
     }
 
     /// Whether the initiator closed every connection of the session that
@@ -477,10 +512,19 @@ impl Server {
     }
 }
 
-/// A login would create more sessions than `[limits] sessions` allows.
+/// Why a login could not make its session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("{0} sessions already (limits.sessions)")]
-pub struct SessionLimit(pub usize);
+pub enum SessionRefused {
+    /// It would make more sessions than `[limits] sessions` allows.
+    #[error("{0} sessions already (limits.sessions)")]
+    Limit(usize),
+    /// It reinstates a session whose store work is still out.
+    #[error(
+        "the session it reinstates (TSIH {old_tsih}) has {work} store operation(s) still \
+         out; try again once they return"
+    )]
+    Draining { old_tsih: u16, work: usize },
+}
 
 impl LoginPolicy for Server {
     fn admit(

@@ -302,6 +302,9 @@ pub struct Session {
     nexus_ended: AtomicBool,
     /// What its connections that have ended counted.
     pub retired: Mutex<crate::metrics::Totals>,
+    /// Store work handed out for its commands and not yet returned: a
+    /// write among it may still land, after the session ended too.
+    store_work: AtomicUsize,
 }
 
 impl Session {
@@ -346,7 +349,13 @@ impl Session {
             closed: AtomicBool::new(false),
             nexus_ended: AtomicBool::new(false),
             retired: Mutex::default(),
+            store_work: AtomicUsize::new(0),
         }
+    }
+
+    /// Store work of its commands still out ([`StoreWork`]).
+    pub fn store_work(&self) -> usize {
+        self.store_work.load(Ordering::Acquire)
     }
 
     /// ExpCmdSN as last advanced.
@@ -677,5 +686,27 @@ impl Drop for Session {
     /// session is.
     fn drop(&mut self) {
         self.end_nexus();
+    }
+}
+
+/// One piece of store work of a session's commands, counted while it is
+/// out (from being handed to a thread until the store call returned),
+/// whether or not its connection or session still lives: a login that
+/// reinstates the session waits until none is left, so that a write of
+/// the old session cannot land after the new one's.
+#[derive(Debug)]
+pub struct StoreWork(Arc<Session>);
+
+impl StoreWork {
+    /// Counts one more piece of `session`'s store work out.
+    pub fn begin(session: &Arc<Session>) -> StoreWork {
+        session.store_work.fetch_add(1, Ordering::AcqRel);
+        StoreWork(Arc::clone(session))
+    }
+}
+
+impl Drop for StoreWork {
+    fn drop(&mut self) {
+        self.0.store_work.fetch_sub(1, Ordering::AcqRel);
     }
 }

@@ -3,14 +3,17 @@
 //! the pair of `pair/harness.rs`, with random reads and writes on two
 //! LUNs, CmdSN gaps (one connection's deliveries held while the others
 //! go on) and their fills, every task management function on any
-//! connection, store work held back and released, and the clock moved.
-//! After every step it checks what an initiator must be able to trust:
+//! connection, store work held back and released, the clock moved, and a
+//! session that loses every connection at once and logs in again
+//! (session reinstatement; the commands it had sent go again). After
+//! every step it checks what an initiator must be able to trust:
 //!
 //! - every task ends exactly once, with a status or aborted by a function
 //!   whose answer said so, and none is left hanging once the holds end;
 //! - a write aborted by a function never reaches the medium after the
-//!   initiator took in the function's answer (the store's writes are
-//!   watched as they happen, on one clock with the initiator's intake);
+//!   initiator took in the function's answer, nor does a write answered
+//!   GOOD after its answer (the store's writes are watched as they happen,
+//!   on one clock with the initiator's intake);
 //! - a block holds only data written to it, and a read returns, for each
 //!   block, what the medium held at some moment while the read was out;
 //! - a reset's unit attention reaches each session at most once;
@@ -221,6 +224,8 @@ struct Sim {
     sessions: Vec<usize>,
     /// Connections of each session.
     connections: Vec<usize>,
+    /// How each session logs in (again, to reinstate it).
+    configs: Vec<isoe_initiator::SessionConfig>,
     landings: Arc<Mutex<Vec<Landing>>>,
     faults: Arc<AtomicU64>,
     /// Every landing so far, by (LUN, LBA): (clock, id), in order.
@@ -229,6 +234,8 @@ struct Sim {
     /// Writes that must not land after the clock given: aborted, or
     /// answered with a status other than GOOD.
     settled: HashMap<u32, u64>,
+    /// Writes answered GOOD, with the clock then.
+    good: HashMap<u32, u64>,
     out: HashMap<u64, Sent>,
     /// Unit attentions for resets each (session, LUN) may still be given.
     attentions: HashMap<(usize, u16), u32>,
@@ -254,6 +261,7 @@ impl Sim {
         let count = rng.random_range(1..=3usize);
         let mut sessions = Vec::new();
         let mut connections = Vec::new();
+        let mut configs = Vec::new();
         for i in 0..count {
             let conns = rng.random_range(1..=3u16);
             let params = LocalParams {
@@ -264,21 +272,25 @@ impl Sim {
                 first_burst_length: 2048,
                 ..LocalParams::default()
             };
-            let s = pair.login(&session_config(params, conns, i as u8 + 1));
+            let config = session_config(params, conns, i as u8 + 1);
+            let s = pair.login(&config);
             pair.session(s).set_run_slack(rng.random_range(0..3));
             sessions.push(s);
             connections.push(conns as usize);
+            configs.push(config);
         }
         Sim {
             rng,
             pair,
             sessions,
             connections,
+            configs,
             landings: watch.landings,
             faults: watch.faults,
             history: HashMap::new(),
             writes: HashMap::new(),
             settled: HashMap::new(),
+            good: HashMap::new(),
             out: HashMap::new(),
             attentions: HashMap::new(),
             orphans: Default::default(),
@@ -322,6 +334,12 @@ impl Sim {
                 let n = self.rng.random_range(1..=3);
                 self.note(|| format!("the next {n} reads or writes fail"));
                 self.faults.store(n, Ordering::SeqCst);
+            }
+            88..90 => {
+                let s = self.rng.random_range(0..self.sessions.len());
+                self.note(|| format!("session {s} loses its connections and is reinstated"));
+                let config = self.configs[s].clone();
+                self.pair.reinstate(self.sessions[s], &config);
             }
             _ => {}
         }
@@ -473,6 +491,9 @@ impl Sim {
 
     fn check(&mut self) -> Result<(), String> {
         for link in 0..self.pair.links() {
+            if self.pair.abandoned(link) {
+                continue;
+            }
             if let Some(why) = self.pair.failure(link) {
                 return Err(format!("the initiator failed link {link}: {why}"));
             }
@@ -480,7 +501,10 @@ impl Sim {
                 return Err(format!("the target closed link {link} at {at:?}"));
             }
         }
-        self.check_landings()?;
+        // Landings first into the history (a read judges them by time),
+        // then the answers, then the landings against the answers: one
+        // that came after its write settled in this very step is caught.
+        let landings = self.take_landings();
         let done: Vec<u64> = self
             .out
             .keys()
@@ -503,36 +527,51 @@ impl Sim {
             self.check_completion(&sent, &completion, at)
                 .map_err(|e| format!("task {token} ({sent:?}): {e}"))?;
         }
-        Ok(())
+        self.check_landings(&landings)
     }
 
-    /// Each block written holds a write's data for that very block, and no
-    /// settled write lands after it settled.
-    fn check_landings(&mut self) -> Result<(), String> {
+    /// The store's writes since the last look, into the history.
+    fn take_landings(&mut self) -> Vec<Landing> {
         let landings = std::mem::take(&mut *self.landings.lock().unwrap());
-        for l in landings {
-            if l.id != 0 {
-                let w = self
-                    .writes
-                    .get(&l.id)
-                    .ok_or_else(|| format!("{l:?}: no write has this id"))?;
-                if w.lun != l.lun || l.lba < w.lba || l.lba >= w.lba + w.blocks {
-                    return Err(format!("{l:?}: write {} was for {w:?}", l.id));
-                }
-                if let Some(&settled) = self.settled.get(&l.id) {
-                    if l.at > settled {
-                        return Err(format!(
-                            "{l:?}: write {} landed after it was aborted or failed (at {settled})",
-                            l.id
-                        ));
-                    }
-                }
-            }
+        for l in &landings {
             self.note(|| format!("landing {l:?}"));
             self.history
                 .entry((l.lun, l.lba))
                 .or_default()
                 .push((l.at, l.id));
+        }
+        landings
+    }
+
+    /// Each block written holds a write's data for that very block; no
+    /// settled write lands after it settled, and none answered GOOD lands
+    /// again after its answer (a copy of it left behind, say, by a lost
+    /// connection, would overwrite what came after).
+    fn check_landings(&self, landings: &[Landing]) -> Result<(), String> {
+        for l in landings.iter().filter(|l| l.id != 0) {
+            let w = self
+                .writes
+                .get(&l.id)
+                .ok_or_else(|| format!("{l:?}: no write has this id"))?;
+            if w.lun != l.lun || l.lba < w.lba || l.lba >= w.lba + w.blocks {
+                return Err(format!("{l:?}: write {} was for {w:?}", l.id));
+            }
+            if let Some(&settled) = self.settled.get(&l.id) {
+                if l.at > settled {
+                    return Err(format!(
+                        "{l:?}: write {} landed after it was aborted or failed (at {settled})",
+                        l.id
+                    ));
+                }
+            }
+            if let Some(&good) = self.good.get(&l.id) {
+                if l.at > good {
+                    return Err(format!(
+                        "{l:?}: write {} landed after its GOOD answer (at {good})",
+                        l.id
+                    ));
+                }
+            }
         }
         Ok(())
     }
@@ -540,7 +579,10 @@ impl Sim {
     fn check_completion(&mut self, sent: &Sent, done: &Completion, at: u64) -> Result<(), String> {
         match (sent, &done.outcome) {
             (Sent::Function { .. }, Outcome::TaskManagement(_)) => Ok(()),
+            // Its connection was lost before the answer came.
+            (Sent::Function { .. }, Outcome::Failed(TaskError::SessionFailed(_))) => Ok(()),
             (Sent::Write { id, .. }, Outcome::Scsi(status)) if status.is_good() => {
+                self.good.insert(*id, at);
                 self.check_written(*id, at)
             }
             (Sent::Read { .. }, Outcome::Scsi(status)) if status.is_good() => {

@@ -18,6 +18,7 @@
 use super::target_view::TargetView;
 use super::work::{CommandJob, Job};
 use super::*;
+use crate::session::StoreWork;
 use isoe_scsi::opcode::{UNMAP, WRITE_SAME_10, WRITE_SAME_16};
 use std::cell::Cell;
 
@@ -120,8 +121,7 @@ impl Connection {
                 data_out,
                 data_in,
             };
-            let work = Work(Job::Command(Box::new(job)));
-            self.hand_out(cmd, work, Residual::default(), true);
+            self.hand_out(cmd, Job::Command(Box::new(job)), Residual::default(), true);
             return;
         }
         let (outcome, write_residual) =
@@ -152,7 +152,7 @@ impl Connection {
                 self.recycle(data_in);
                 self.own_data_out(data_out)
             };
-            self.hand_out(cmd, Work(Job::Medium(io, buffer)), write_residual, true);
+            self.hand_out(cmd, Job::Medium(io, buffer), write_residual, true);
             return;
         }
         self.recycle_data_out(data_out);
@@ -172,7 +172,7 @@ impl Connection {
             }
             Outcome::Later(background) => {
                 self.recycle(data_in);
-                self.hand_out(cmd, Work(Job::Later(background)), write_residual, false);
+                self.hand_out(cmd, Job::Later(background), write_residual, false);
             }
             Outcome::Medium(_) => unreachable!("handed out above"),
         }
@@ -200,7 +200,11 @@ impl Connection {
 
     /// Hands a command's work to the driver ([`Action::Run`]); its
     /// response goes out from [`Connection::complete_work`].
-    fn hand_out(&mut self, cmd: &ScsiCommand, work: Work, residual: Residual, holds: bool) {
+    fn hand_out(&mut self, cmd: &ScsiCommand, job: Job, residual: Residual, holds: bool) {
+        let work = Work {
+            job,
+            counted: self.bound.as_ref().map(StoreWork::begin),
+        };
         let token = self.next_token;
         self.next_token += 1;
         self.background.push(BackgroundTask {

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::log::LoginStatus;
+use crate::registry::SessionRefused;
 use isoe_wire::login::status_description;
 use isoe_wire::login::{Admission, LoginFailure, LoginPolicy};
 
@@ -155,7 +156,9 @@ impl Connection {
                         self.enter_full_feature(session, &negotiated);
                         Flow::Continue
                     }
-                    Err((detail, why)) => self.refuse_session(response, detail, &why, &negotiated),
+                    Err((class, detail, why)) => {
+                        self.refuse_session(response, (class, detail), &why, &negotiated)
+                    }
                 }
             }
         }
@@ -196,20 +199,16 @@ impl Connection {
     }
 
     /// The login negotiated, but its session could not be made or joined
-    /// (status `detail`, for `why`): the last response refuses it.
+    /// (status `class` and `detail`, for `why`): the last response refuses it.
     fn refuse_session(
         &mut self,
         mut response: isoe_wire::pdu::LoginResponse,
-        detail: u8,
+        (class, detail): (u8, u8),
         why: &str,
         negotiated: &isoe_wire::login::Negotiated,
     ) -> Flow {
         response.transit = false;
-        response.status_class = if detail == login_status::OUT_OF_RESOURCES {
-            login_status::TARGET_ERROR
-        } else {
-            login_status::INITIATOR_ERROR
-        };
+        response.status_class = class;
         response.status_detail = detail;
         self.server
             .stats
@@ -274,15 +273,25 @@ impl Connection {
         first: &LoginRequest,
         negotiated: &isoe_wire::login::Negotiated,
         now: Instant,
-    ) -> Result<Arc<Session>, (u8, String)> {
+    ) -> Result<Arc<Session>, (u8, u8, String)> {
         let params = &negotiated.session;
         let target = match (&params.session_type, &params.target_name) {
             (SessionType::Normal, Some(name)) => match self.server.target(name) {
                 Some(t) => Some(t.clone()),
-                None => return Err((login_status::NOT_FOUND, format!("no target named {name}"))),
+                None => {
+                    return Err((
+                        login_status::INITIATOR_ERROR,
+                        login_status::NOT_FOUND,
+                        format!("no target named {name}"),
+                    ))
+                }
             },
             (SessionType::Normal, None) => {
-                return Err((login_status::MISSING_PARAMETER, "TargetName missing".into()))
+                return Err((
+                    login_status::INITIATOR_ERROR,
+                    login_status::MISSING_PARAMETER,
+                    "TargetName missing".into(),
+                ))
             }
             (SessionType::Discovery, _) => None,
         };
@@ -326,10 +335,20 @@ impl Connection {
                         )
                     },
                 )
-                .map_err(|e| (login_status::OUT_OF_RESOURCES, e.to_string()))?;
-            session
-                .join(member, &mut self.wake)
-                .map_err(|e| (login_status::TOO_MANY_CONNECTIONS, e.to_string()))?;
+                .map_err(|e| {
+                    let detail = match e {
+                        SessionRefused::Limit(_) => login_status::OUT_OF_RESOURCES,
+                        SessionRefused::Draining { .. } => login_status::SERVICE_UNAVAILABLE,
+                    };
+                    (login_status::TARGET_ERROR, detail, e.to_string())
+                })?;
+            session.join(member, &mut self.wake).map_err(|e| {
+                (
+                    login_status::INITIATOR_ERROR,
+                    login_status::TOO_MANY_CONNECTIONS,
+                    e.to_string(),
+                )
+            })?;
             Ok(session)
         } else {
             let Some(session) = self.server.find_session(
@@ -338,6 +357,7 @@ impl Connection {
                 negotiated.tsih_requested,
             ) else {
                 return Err((
+                    login_status::INITIATOR_ERROR,
                     login_status::SESSION_DOES_NOT_EXIST,
                     format!("no session with TSIH {}", negotiated.tsih_requested),
                 ));
@@ -349,6 +369,7 @@ impl Connection {
             };
             if !same_target {
                 return Err((
+                    login_status::INITIATOR_ERROR,
                     login_status::CANT_INCLUDE_IN_SESSION,
                     "connection names another target than its session".into(),
                 ));
@@ -360,6 +381,7 @@ impl Connection {
                 // through another group no such session exists (as LIO
                 // answers too).
                 return Err((
+                    login_status::INITIATOR_ERROR,
                     login_status::SESSION_DOES_NOT_EXIST,
                     format!(
                         "session TSIH {} is in portal group {group}, this connection \
@@ -368,9 +390,13 @@ impl Connection {
                     ),
                 ));
             }
-            session
-                .join(member, &mut self.wake)
-                .map_err(|e| (login_status::TOO_MANY_CONNECTIONS, e.to_string()))?;
+            session.join(member, &mut self.wake).map_err(|e| {
+                (
+                    login_status::INITIATOR_ERROR,
+                    login_status::TOO_MANY_CONNECTIONS,
+                    e.to_string(),
+                )
+            })?;
             Ok(session)
         }
     }

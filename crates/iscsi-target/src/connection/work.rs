@@ -6,12 +6,17 @@
 use super::target_view::TargetView;
 use crate::lun_table::LunTable;
 use crate::registry::Server;
-use crate::session::Session;
+use crate::session::{Session, StoreWork};
 use isoe_scsi::{Background, Completion, MediumIo, Outcome, Residual};
 use std::sync::Arc;
 
 /// Work a connection hands its driver, to run on a thread that may block.
-pub struct Work(pub(super) Job);
+/// It counts as its session's store work until it has run
+/// ([`crate::session::StoreWork`]).
+pub struct Work {
+    pub(super) job: Job,
+    pub(super) counted: Option<StoreWork>,
+}
 
 pub(super) enum Job {
     /// The rest of an admitted command; it produces no Data-In.
@@ -66,7 +71,8 @@ impl Finished {
 impl Work {
     /// Does the work on the calling thread; blocks until done.
     pub fn run(self) -> Finished {
-        match self.0 {
+        let Work { job, counted } = self;
+        let finished = match job {
             Job::Later(background) => Finished {
                 completion: background.run(),
                 data_in: Vec::new(),
@@ -79,22 +85,29 @@ impl Work {
                 let (buffer, completion) = io.run(buffer);
                 Finished::of_medium(read, buffer, completion)
             }
-        }
+        };
+        drop(counted);
+        finished
     }
 
     /// Starts work that needs no thread of its own (a store operation that
     /// completes asynchronously): `done` runs once it ended, on the store's
     /// thread. Any other work comes back, for a thread that may block.
     pub fn start(self, done: impl FnOnce(Finished) + Send + 'static) -> Result<(), Work> {
-        match self.0 {
+        match self.job {
             Job::Medium(io, buffer) => {
                 let read = io.is_read();
+                let counted = self.counted;
                 io.start(buffer, move |buffer, completion| {
+                    drop(counted);
                     done(Finished::of_medium(read, buffer, completion));
                 });
                 Ok(())
             }
-            job => Err(Work(job)),
+            job => Err(Work {
+                job,
+                counted: self.counted,
+            }),
         }
     }
 }
@@ -119,7 +132,7 @@ impl Finished {
 
 impl std::fmt::Debug for Work {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.0 {
+        match &self.job {
             Job::Later(_) => f.write_str("Work::Later"),
             Job::Command(job) => write!(f, "Work::Command({:02x})", job.cdb[0]),
             Job::Medium(io, _) => write!(f, "Work::Medium({io:?})"),

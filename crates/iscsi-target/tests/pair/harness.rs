@@ -138,6 +138,9 @@ struct Link {
     exp_cmd_sn: Option<u32>,
     /// Why the initiator's side failed the connection, if it did.
     failure: Option<String>,
+    /// The initiator let the connection go ([`Pair::reinstate`]): what the
+    /// target sends on it is read by nobody, and its close is no news.
+    abandoned: bool,
 }
 
 impl Link {
@@ -199,6 +202,8 @@ pub struct Pair {
     pub hold_work: bool,
     /// Prints every PDU an initiator's session sends, as it goes.
     pub print_to_target: bool,
+    /// Why logins that reinstate a session were refused ([`Pair::reinstate`]).
+    pub reinstate_refusals: Vec<String>,
     /// The portal group new connections arrive through (1 unless a test
     /// sets another).
     pub portal_group: u16,
@@ -225,6 +230,7 @@ impl Pair {
             next_chunk: 0,
             hold_work: false,
             print_to_target: false,
+            reinstate_refusals: Vec::new(),
             portal_group: 1,
             held_work: Vec::new(),
             wakes: Vec::new(),
@@ -294,6 +300,7 @@ impl Pair {
             next_stat_sn: None,
             exp_cmd_sn: None,
             failure: None,
+            abandoned: false,
         });
         self.links.len() - 1
     }
@@ -337,6 +344,15 @@ impl Pair {
         link: usize,
         config: isoe_wire::login::InitiatorLoginConfig,
     ) -> isoe_initiator::login::LoginResult {
+        self.try_login_connection(link, config)
+            .expect("login accepted")
+    }
+
+    fn try_login_connection(
+        &mut self,
+        link: usize,
+        config: isoe_wire::login::InitiatorLoginConfig,
+    ) -> Result<isoe_initiator::login::LoginResult, isoe_wire::login::InitiatorLoginError> {
         let mut exchange = LoginExchange::new(config, [0; 32]);
         let mut step = exchange.start();
         loop {
@@ -348,19 +364,78 @@ impl Pair {
                     let Pdu::LoginResponse(response) = pdu else {
                         panic!("a Login Response expected, got {pdu:?}");
                     };
-                    step = exchange
-                        .handle_response(&response, &data)
-                        .expect("login accepted");
+                    step = exchange.handle_response(&response, &data)?;
                 }
                 LoginStep::Done(result) => {
                     let (recv, send) = result.limits();
                     let link_state = &mut self.links[link];
                     link_state.recv_limits = recv;
                     link_state.send_limits = send;
-                    return result;
+                    return Ok(result);
                 }
             }
         }
+    }
+
+    /// The initiator loses every connection of session `s` at once, as
+    /// when its network fails: the target hears each peer leave (bytes on
+    /// their way are lost), the initiator's session takes back what was
+    /// sent and not answered, and it logs in again with the same ISID
+    /// (session reinstatement, RFC 7143 §6.3.5) as the initiator's engine
+    /// does: at the CmdSN it had reached, each command it took back going
+    /// again on the new connections. Store work of the old connections
+    /// that the test holds stays held, and runs when released.
+    pub fn reinstate(&mut self, s: usize, config: &SessionConfig) {
+        for link in self.links_of[s].clone() {
+            let l = &mut self.links[link];
+            l.initiator = None;
+            l.abandoned = true;
+            l.to_target.clear();
+            l.to_initiator.clear();
+            let mut drive = Drive::default();
+            l.conn.close(&mut drive);
+            self.carry_out(link, drive);
+        }
+        self.sessions[s].connections_lost();
+        let cmd_sn = self.sessions[s].cmd_sn();
+        let now = self.now();
+        let mut attempts = 0;
+        let (link, first) = loop {
+            let link = self.connect();
+            match self.try_login_connection(link, config.login_config(0, 0, cmd_sn)) {
+                Ok(first) => break (link, first),
+                // Refused while the old session's store work is out (a
+                // target error, to try again): the store finishes it
+                // meanwhile, and the initiator waits a while.
+                Err(e) if attempts < 3 => {
+                    attempts += 1;
+                    self.links[link].abandoned = true;
+                    self.reinstate_refusals.push(e.to_string());
+                    self.release_work_where(|l| l.abandoned);
+                    self.advance(TICK);
+                }
+                Err(e) => panic!("reinstatement refused {attempts} times: {e}"),
+            }
+        };
+        let mut fresh = SessionCore::from_login(s, config.keepalive, cmd_sn, &first, now);
+        let mut links = vec![link];
+        for cid in 1..config.connections {
+            let login = config.login_config(cid, first.tsih, cmd_sn);
+            let link = self.connect();
+            let more = self.login_connection(link, login);
+            fresh.add_login(&more, now);
+            links.push(link);
+        }
+        for (c, &link) in links.iter().enumerate() {
+            self.links[link].initiator = Some((s, c));
+        }
+        self.sessions[s].adopt(fresh);
+        self.links_of[s] = links;
+    }
+
+    /// Whether the initiator let `link` go ([`Pair::reinstate`]).
+    pub fn abandoned(&self, link: usize) -> bool {
+        self.links[link].abandoned
     }
 
     /// The link of connection `c` of session `s`.
@@ -429,7 +504,16 @@ impl Pair {
     /// Runs the held store work and hands each completion back to its
     /// connection; then runs until quiet.
     pub fn release_work(&mut self) {
-        for held in std::mem::take(&mut self.held_work) {
+        self.release_work_where(|_| true);
+    }
+
+    /// Lets the held store work of the links `which` picks run.
+    fn release_work_where(&mut self, which: impl Fn(&Link) -> bool) {
+        let (go, stay): (Vec<HeldWork>, Vec<HeldWork>) = std::mem::take(&mut self.held_work)
+            .into_iter()
+            .partition(|h| which(&self.links[h.link]));
+        self.held_work = stay;
+        for held in go {
             let mut drive = Drive::default();
             let completion = held.work.run();
             self.links[held.link]
@@ -708,7 +792,7 @@ impl Pair {
             }
             l.to_initiator.push(drive.output);
         }
-        if drive.closed {
+        if drive.closed && !l.abandoned {
             l.closed_at = Some(elapsed);
             l.to_target.clear();
         }

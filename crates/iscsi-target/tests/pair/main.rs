@@ -817,3 +817,41 @@ fn an_oversized_ping_behind_64_waiting_commands_ends_the_connection_at_once() {
         pair.sent_by_target(links[1]).last()
     );
 }
+
+/// A session lost with a write still in the store (a SANITIZE OVERWRITE,
+/// whose work goes to the I/O threads), and logged in again at once with
+/// the same ISID (session reinstatement, RFC 7143 §6.3.5): the login is
+/// refused as "service unavailable" until that write returned, so that it
+/// cannot land over what the new session writes.
+#[test]
+fn a_reinstating_login_waits_for_the_old_sessions_store_work() {
+    let mut pair = Pair::new(server(NO_PINGS));
+    let config = session_config(LocalParams::default(), 1, 30);
+    let s = pair.login(&config);
+    pair.hold_work = true;
+    let list = vec![0x01, 0x00, 0x00, 0x01, 0x5a];
+    let sanitize = [0x48, 0x01, 0, 0, 0, 0, 0, 0, list.len() as u8, 0];
+    let first = pair.submit(s, Command::write(0, &sanitize, list));
+    pair.run();
+    assert_eq!(pair.held_work(), 1, "the overwrite is in the store");
+    pair.hold_work = false;
+    pair.reinstate(s, &config);
+    assert_eq!(
+        pair.reinstate_refusals.len(),
+        1,
+        "refused while the old write was out"
+    );
+    assert!(
+        pair.reinstate_refusals[0].contains("0x0301"),
+        "{:?}",
+        pair.reinstate_refusals
+    );
+    pair.run();
+    let done = pair
+        .take(first)
+        .expect("the overwrite, sent again, answered");
+    assert!(done.good().is_ok(), "{:?}", done.outcome);
+    let data = pattern(1, 2);
+    pair.write(s, 0, data.clone());
+    assert_eq!(pair.read(s, 0, 1), data, "the new session's write stays");
+}

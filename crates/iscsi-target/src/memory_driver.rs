@@ -184,6 +184,9 @@ impl MemoryConnection {
         }
         self.flush(drive);
         self.conn.detach(self.now);
+        // As the worker drops a closed connection: what detaching queued
+        // goes nowhere.
+        self.conn.discard_output();
         self.open = false;
         self.waiting = false;
         self.received.clear();

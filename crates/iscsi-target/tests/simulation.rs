@@ -5,8 +5,9 @@
 //! go on) and their fills, every task management function on any
 //! connection, store work held back and released, the clock moved, and a
 //! session that loses every connection at once and logs in again
-//! (session reinstatement; the commands it had sent go again). After
-//! every step it checks what an initiator must be able to trust:
+//! (session reinstatement; the commands it had sent go again), and
+//! reloads while commands run (a LUN added or removed, a unit replaced
+//! over the same medium). After every step it checks what an initiator must be able to trust:
 //!
 //! - every task ends exactly once, with a status or aborted by a function
 //!   whose answer said so, and none is left hanging once the holds end;
@@ -16,7 +17,10 @@
 //!   on one clock with the initiator's intake);
 //! - a block holds only data written to it, and a read returns, for each
 //!   block, what the medium held at some moment while the read was out;
-//! - a reset's unit attention reaches each session at most once;
+//! - each unit attention (a reset's, a changed LUN inventory's, a
+//!   replaced unit's) reaches each session at most once per event;
+//! - at rest, every bound's count is back to nothing (the write budget,
+//!   the unsent responses, the store work);
 //! - the initiator's side never finds the target's PDUs out of order
 //!   (the pair checks StatSN and ExpCmdSN on every PDU) or unknown.
 //!
@@ -237,8 +241,10 @@ struct Sim {
     /// Writes answered GOOD, with the clock then.
     good: HashMap<u32, u64>,
     out: HashMap<u64, Sent>,
-    /// Unit attentions for resets each (session, LUN) may still be given.
-    attentions: HashMap<(usize, u16), u32>,
+    /// Unit attentions each (session, LUN) may still be given, by their
+    /// additional sense code and qualifier: one per reset, per change of
+    /// the LUN inventory, per unit replaced.
+    attentions: HashMap<(usize, u16, u8, u8), u32>,
     /// Tasks another session's reset may have ended without a word to
     /// this one (SAM-5 5.6: with TAS 0 they get no status; the
     /// initiator learns of it from the unit attention).
@@ -335,6 +341,7 @@ impl Sim {
                 self.note(|| format!("the next {n} reads or writes fail"));
                 self.faults.store(n, Ordering::SeqCst);
             }
+            90..92 => self.reload(),
             88..90 => {
                 let s = self.rng.random_range(0..self.sessions.len());
                 self.note(|| format!("session {s} loses its connections and is reinstated"));
@@ -480,10 +487,58 @@ impl Sim {
             TaskManagement::TargetWarmReset => (0..LUNS).collect(),
             _ => return,
         };
+        self.allow_attention(&luns, (0x29, 0x03));
+    }
+
+    /// Each session may hear `code` (ASC, ASCQ) once more on each of `luns`.
+    fn allow_attention(&mut self, luns: &[u16], code: (u8, u8)) {
         for s in 0..self.sessions.len() {
-            for &lun in &luns {
-                *self.attentions.entry((s, lun)).or_default() += 1;
+            for &lun in luns {
+                *self.attentions.entry((s, lun, code.0, code.1)).or_default() += 1;
             }
+        }
+    }
+
+    /// A reload while commands run: LUN 2 (which no command addresses)
+    /// comes or goes, and LUNs 0 and 1 tell every session REPORTED LUNS
+    /// DATA HAS CHANGED; or LUN 0 or 1 is replaced by a new unit over the
+    /// same medium (its keys changed), which tells every session INQUIRY
+    /// DATA HAS CHANGED.
+    fn reload(&mut self) {
+        let server = Arc::clone(&self.pair.server);
+        let target = server.target(TARGET).expect("the target");
+        if self.rng.random_bool(0.5) {
+            let present = target.luns().lun(2).is_some();
+            self.note(|| {
+                format!(
+                    "reload: LUN 2 {}",
+                    if present { "removed" } else { "added" }
+                )
+            });
+            if present {
+                server.remove_lun(&target, 2);
+            } else {
+                let lu = Arc::clone(target.luns().lun(0).expect("LUN 0"));
+                let store = Arc::new(isoe_store::MemoryStore::new(1 << 20));
+                let config = isoe_scsi::LunConfig {
+                    lun_number: 2,
+                    ..lu.config().clone()
+                };
+                server.add_lun(
+                    &target,
+                    2,
+                    Arc::new(isoe_scsi::LogicalUnit::new(store, config)),
+                );
+            }
+            self.allow_attention(&[0, 1], (0x3f, 0x0e));
+        } else {
+            let lun = self.rng.random_range(0..LUNS);
+            self.note(|| format!("reload: LUN {lun} replaced"));
+            let old = Arc::clone(target.luns().lun(lun).expect("the LUN"));
+            let lu = isoe_scsi::LogicalUnit::new(Arc::clone(old.store()), old.config().clone());
+            let changed = [isoe_scsi::Sense::inquiry_data_changed()];
+            server.replace_lun(&target, lun, Arc::new(lu), &changed);
+            self.allow_attention(&[lun], (0x3f, 0x03));
         }
     }
 
@@ -677,16 +732,21 @@ impl Sim {
             // A store fault (EIO): MEDIUM ERROR.
             return Ok(());
         }
-        if status.sense_key() != Some((6, 0x29, 0x03)) {
+        let Some((6, asc, ascq)) = status.sense_key() else {
             return Err(format!(
                 "status {:#04x}, sense {:?}",
                 status.status,
                 status.sense_key()
             ));
-        }
-        let left = self.attentions.entry((session, lun)).or_default();
+        };
+        let left = self
+            .attentions
+            .entry((session, lun, asc, ascq))
+            .or_default();
         if *left == 0 {
-            return Err("a reset's unit attention given once more than resets came".into());
+            return Err(format!(
+                "unit attention {asc:02x}/{ascq:02x} given once more than its events came"
+            ));
         }
         *left -= 1;
         Ok(())
@@ -713,6 +773,18 @@ impl Sim {
             return Err(format!(
                 "task {token} ({sent:?}) never ended, nor the others of {left:?}; links \
                  waiting behind a CmdSN gap: {waiting:?}"
+            ));
+        }
+        // Every bound's count back to nothing: what each task held was
+        // given back however it ended.
+        let server = &self.pair.server;
+        let held = server.write_budget.held();
+        let unsent = server.output_bytes.load(Ordering::SeqCst);
+        let work: usize = server.sessions().iter().map(|s| s.store_work()).sum();
+        if (held, unsent, work) != (0, 0, 0) {
+            return Err(format!(
+                "at rest, still held: {held} bytes of the write budget, {unsent} bytes of \
+                 responses, {work} pieces of store work"
             ));
         }
         Ok(())

@@ -563,6 +563,12 @@ impl Connection {
         self.out.flush(sink, &mut self.pool)
     }
 
+    /// Drops the output still queued (the connection is gone: nothing
+    /// will send it), giving back what it counted and held.
+    pub fn discard_output(&mut self) {
+        self.out.clear(&mut self.pool);
+    }
+
     /// Whether commands answered since the last [`Connection::record_latencies`]
     /// wait for their latency to be recorded.
     pub fn has_pending_latencies(&self) -> bool {

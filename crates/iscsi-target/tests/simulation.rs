@@ -5,8 +5,8 @@
 //! go on) and their fills, every task management function on any
 //! connection, store work held back and released, the clock moved, and a
 //! session that loses every connection at once and logs in again
-//! (session reinstatement; the commands it had sent go again), and
-//! reloads while commands run (a LUN added or removed, a unit replaced
+//! (session reinstatement; the commands it had sent go again), a session
+//! that logs out and in again, and reloads while commands run (a LUN added or removed, a unit replaced
 //! over the same medium). After every step it checks what an initiator must be able to trust:
 //!
 //! - every task ends exactly once, with a status or aborted by a function
@@ -342,6 +342,18 @@ impl Sim {
                 self.faults.store(n, Ordering::SeqCst);
             }
             90..92 => self.reload(),
+            92..94 => {
+                let s = self.rng.random_range(0..self.sessions.len());
+                // A Logout behind a held delivery gets no answer: the
+                // initiator gives up on the connections, as on a timeout.
+                let outcome = self.pair.log_out(self.sessions[s]);
+                self.note(|| format!("session {s} logs out: {outcome:?}; logs in again"));
+                if !matches!(outcome, None | Some(Outcome::Logout(0))) {
+                    return Err(format!("session {s}'s Logout: {outcome:?}"));
+                }
+                let config = self.configs[s].clone();
+                self.pair.reinstate(self.sessions[s], &config);
+            }
             88..90 => {
                 let s = self.rng.random_range(0..self.sessions.len());
                 self.note(|| format!("session {s} loses its connections and is reinstated"));

@@ -433,6 +433,24 @@ impl Pair {
         self.links_of[s] = links;
     }
 
+    /// Session `s` logs out (CLOSE_SESSION, in CmdSN order behind what it
+    /// sent) and runs until quiet: the Logout's outcome, if it came. Its
+    /// links are let go then, as the initiator's engine closes its
+    /// sockets: their close is no news ([`Pair::abandoned`]).
+    pub fn log_out(&mut self, s: usize) -> Option<Outcome> {
+        let token = self.token();
+        self.sessions[s]
+            .submit_logout(token)
+            .expect("a slot for the Logout");
+        self.run();
+        for link in self.links_of[s].clone() {
+            let l = &mut self.links[link];
+            l.abandoned = true;
+            l.closed_at = None;
+        }
+        self.take(token).map(|c| c.outcome)
+    }
+
     /// Whether the initiator let `link` go ([`Pair::reinstate`]).
     pub fn abandoned(&self, link: usize) -> bool {
         self.links[link].abandoned

@@ -398,16 +398,16 @@ impl Session {
             }
             return Admit::Wait;
         }
-        window.waiting.retain(|&(_, s)| s != serial);
         window.exp_cmd_sn = cmd_sn.wrapping_add(1);
         self.exp_cmd_sn.store(window.exp_cmd_sn, Ordering::Release);
-        let ended = !window.unreceived.is_empty()
-            && task.is_some_and(|(lun, tag)| window.unreceived.ends(cmd_sn, lun, tag));
-        if !window.unreceived.is_empty() {
+        let ended = !window.unreceived.is_empty() && {
+            let ended = task.is_some_and(|(lun, tag)| window.unreceived.ends(cmd_sn, lun, tag));
             let exp = window.exp_cmd_sn;
             window.unreceived.passed(exp);
-        }
+            ended
+        };
         if !window.waiting.is_empty() {
+            window.waiting.retain(|&(_, s)| s != serial);
             // The next command may wait on another connection; one whose
             // command is now behind the window learns it is a duplicate.
             let exp = window.exp_cmd_sn;

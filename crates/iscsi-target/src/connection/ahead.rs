@@ -74,7 +74,7 @@ impl Connection {
     /// waiting since when it began.
     fn handle_ahead(&mut self, frame: &Frame<'_>, place: u64, now: Instant) -> Flow {
         let waiting_since = self.waiting_since;
-        let flow = self.handle_frame(frame, now);
+        let flow = self.feed_frame(frame, now);
         self.waiting_since = waiting_since;
         if flow != Flow::Wait {
             self.ahead.handled.push_back(place);

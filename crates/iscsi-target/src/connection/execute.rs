@@ -52,13 +52,12 @@ impl Connection {
     ) {
         self.stats.commands += 1;
         let mask = u64::from(crate::metrics::STAGE_SAMPLE_EVERY - 1);
-        if self.counting
-            && (self.stats.commands & mask == 0 || self.command_started >= self.sample_due)
-        {
+        if self.counting && (self.stats.commands & mask == 0 || self.sample_now) {
             // Sampled for its stages. Taken by `complete` or `hand_out` of
             // this very command, so an unsampled one needs no write here.
             self.store_called = self.stage_clock.map(|clock| clock());
             self.sample_due = self.command_started + crate::metrics::STAGE_SAMPLE_GAP;
+            self.sample_now = false;
         }
         let lun = cmd.lun.number();
         // Known only from the parameter list (UNMAP) or the unit's

@@ -262,6 +262,10 @@ pub struct Connection {
     /// From when a command is sampled for its stages whatever the count:
     /// [`crate::metrics::STAGE_SAMPLE_GAP`] after the last sample's batch.
     sample_due: Instant,
+    /// Whether the input being handled came at or after `sample_due`:
+    /// looked at once per call of [`Connection::handle_input`], not per
+    /// command.
+    sample_now: bool,
 }
 
 impl Connection {
@@ -346,6 +350,7 @@ impl Connection {
             store_called: None,
             stage_clock: None,
             sample_due: now,
+            sample_now: false,
         }
     }
 
@@ -377,6 +382,7 @@ impl Connection {
     /// close, or (with `[datapath] batching = false`) one PDU was handled.
     pub fn handle_input(&mut self, input: &[u8], now: Instant) -> Input {
         self.note_received(input.len(), now);
+        self.sample_now = now >= self.sample_due;
         let one_pdu = !self.server.config.datapath.batching;
         let mut consumed = 0;
         loop {
@@ -395,7 +401,7 @@ impl Connection {
                         consumed += len;
                         continue;
                     }
-                    let flow = self.handle_frame(&frame, now);
+                    let flow = self.feed_frame(&frame, now);
                     if flow == Flow::Wait {
                         let flow = self.deliver_ahead(rest, len, at, now);
                         return self.input(consumed, flow, len);
@@ -664,6 +670,13 @@ impl Connection {
     /// Feeds one complete PDU. A PDU answered with [`Flow::Wait`] was not
     /// taken and is fed again later; it is counted once, when taken.
     pub fn handle_frame(&mut self, frame: &Frame<'_>, now: Instant) -> Flow {
+        self.sample_now = now >= self.sample_due;
+        self.feed_frame(frame, now)
+    }
+
+    /// [`Connection::handle_frame`] within a call of
+    /// [`Connection::handle_input`], which looked at the time once.
+    fn feed_frame(&mut self, frame: &Frame<'_>, now: Instant) -> Flow {
         self.last_rx = now;
         let flow = self.take_frame(frame, now);
         if flow != Flow::Wait {
@@ -721,15 +734,12 @@ impl Connection {
             session.admit_ordered(cmd_sn, self.serial, &mut self.wake, task)
         };
         match admit {
-            Admit::Deliver | Admit::OutsideWindow | Admit::Ended => self.waiting_since = None,
-            Admit::Wait => {
-                self.waiting_since.get_or_insert(self.last_rx);
+            Admit::Deliver => {
+                self.waiting_since = None;
+                None
             }
-            Admit::Closed => {}
-        }
-        match admit {
-            Admit::Deliver => None,
             Admit::Ended => {
+                self.waiting_since = None;
                 // Aborted by a function answered before it came: received,
                 // not run (RFC 7143 §11.5.1 (a)).
                 if let Some((_, tag)) = task {
@@ -738,8 +748,14 @@ impl Connection {
                 self.window_unsaid = true;
                 Some(Flow::Continue)
             }
-            Admit::OutsideWindow => Some(Flow::Continue),
-            Admit::Wait => Some(Flow::Wait),
+            Admit::OutsideWindow => {
+                self.waiting_since = None;
+                Some(Flow::Continue)
+            }
+            Admit::Wait => {
+                self.waiting_since.get_or_insert(self.last_rx);
+                Some(Flow::Wait)
+            }
             Admit::Closed => Some(Flow::Close),
         }
     }

@@ -512,3 +512,154 @@ fn commands_waiting_behind_gaps_on_many_connections_hold_no_more_than_the_receiv
     drop(stuffed);
     normal.check(&mut target, "after");
 }
+
+/// A memory cgroup of its own for a process the test started, removed
+/// (with the process ended first by its owner) when dropped: cgroup v2
+/// where the memory controller is on, else v1's memory hierarchy.
+struct MemoryCgroup {
+    dir: std::path::PathBuf,
+    v2: bool,
+}
+
+impl MemoryCgroup {
+    /// A cgroup limited to `bytes`, or why none can be made here.
+    fn new(bytes: u64) -> Result<MemoryCgroup, String> {
+        let name = format!("isoe-test-{}", std::process::id());
+        let v2_root = std::path::Path::new("/sys/fs/cgroup");
+        let v2 = std::fs::read_to_string(v2_root.join("cgroup.controllers"))
+            .is_ok_and(|c| c.split_whitespace().any(|c| c == "memory"));
+        let (dir, limit_file) = if v2 {
+            (v2_root.join(&name), "memory.max")
+        } else {
+            (v2_root.join("memory").join(&name), "memory.limit_in_bytes")
+        };
+        std::fs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let cgroup = MemoryCgroup { dir, v2 };
+        std::fs::write(cgroup.dir.join(limit_file), bytes.to_string())
+            .map_err(|e| format!("{limit_file}: {e}"))?;
+        if !v2 {
+            // Swap would hide the bound: none (where swap accounting exists).
+            let _ = std::fs::write(
+                cgroup.dir.join("memory.memsw.limit_in_bytes"),
+                bytes.to_string(),
+            );
+        }
+        Ok(cgroup)
+    }
+
+    fn add(&self, pid: u32) {
+        std::fs::write(self.dir.join("cgroup.procs"), pid.to_string()).expect("join the cgroup");
+    }
+
+    /// The most the cgroup used, in bytes (memory.peak where the kernel has
+    /// it, else the usage now), and how often it hit its limit.
+    fn peak_and_failures(&self) -> (u64, u64) {
+        let read = |file: &str| {
+            std::fs::read_to_string(self.dir.join(file))
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+        };
+        if self.v2 {
+            let peak = read("memory.peak")
+                .or_else(|| read("memory.current"))
+                .unwrap_or(0);
+            let events =
+                std::fs::read_to_string(self.dir.join("memory.events")).unwrap_or_default();
+            let oom = events
+                .lines()
+                .find_map(|l| l.strip_prefix("oom_kill "))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            (peak, oom)
+        } else {
+            (
+                read("memory.max_usage_in_bytes").unwrap_or(0),
+                read("memory.failcnt").unwrap_or(0),
+            )
+        }
+    }
+}
+
+impl Drop for MemoryCgroup {
+    fn drop(&mut self) {
+        // Empty once the test's process ended; a retry covers the moment
+        // the kernel takes to let it go.
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.dir).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        eprintln!("left behind: {}", self.dir.display());
+    }
+}
+
+/// The target's peak resident memory (VmHWM).
+fn peak_rss(target: &Target) -> u64 {
+    let pid = target.pid().expect("target running");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse::<u64>().ok())
+        .expect("VmHWM")
+        * 1024
+}
+
+#[test]
+fn a_burst_of_128_reads_of_32_mib_in_a_1_gib_cgroup_leaves_the_target_serving() {
+    let cgroup = match MemoryCgroup::new(1 << 30) {
+        Ok(c) => c,
+        Err(why) => {
+            println!("skipped: no memory cgroup can be made here ({why})");
+            return;
+        }
+    };
+    let mut target = target_with("", "1GiB");
+    cgroup.add(target.pid().expect("running"));
+    let mut normal = Normal::login(&target);
+    normal.check(&mut target, "before");
+    // The 32 MiB every READ reads, written first: what it sends is data.
+    let mut burst =
+        Client::login(target.addr(), &LoginParams::normal(DEFAULT_TARGET)).expect("login");
+    burst.ready(0);
+    for piece in 0..32u64 {
+        burst.write(0, piece * 2048, &pattern(piece as u32, 1 << 20));
+    }
+    // 128 READs of 32 MiB in one burst, then every byte read.
+    request_large_reads(&mut burst, 128);
+    let mut got = 0usize;
+    let want = 128usize << 25;
+    let until = Instant::now() + Duration::from_secs(120);
+    while got < want && Instant::now() < until {
+        got += burst
+            .discard_some(4 << 20, Duration::from_millis(200))
+            .expect("read the burst's data");
+    }
+    let (peak, failures) = cgroup.peak_and_failures();
+    println!(
+        "128 READs of 32 MiB in a 1 GiB cgroup: {} MiB read; cgroup peak {:.1} MiB, \
+         limit hits/OOM kills {failures}",
+        got >> 20,
+        peak as f64 / (1 << 20) as f64
+    );
+    target.assert_running("after 128 READs of 32 MiB in a 1 GiB cgroup");
+    let peak_rss = peak_rss(&target);
+    println!(
+        "the target's peak RSS: {:.1} MiB",
+        peak_rss as f64 / (1 << 20) as f64
+    );
+    // The LUN's 32 MiB written, 8 MiB of responses unsent and the one
+    // being queued, the next being built: well under what the window asks
+    // (4 GiB), whatever the pace of the reads.
+    assert!(
+        peak_rss < 256 << 20,
+        "Data-In held is bounded: peak RSS {} MiB",
+        peak_rss >> 20
+    );
+    assert!(got >= want, "the burst's data came: {got} of {want} bytes");
+    normal.check(&mut target, "after the burst");
+    drop(burst);
+    target.stop();
+}

@@ -57,6 +57,7 @@ impl BufferPool {
     pub fn give(&mut self, mut buffer: Vec<u8>) {
         let capacity = buffer.capacity();
         if self.enabled
+            && capacity > 0
             && self.idle.len() < POOL_BUFFERS_MAX
             && capacity <= POOL_BUFFER_BYTES_MAX
             && self.idle_bytes + capacity <= POOL_BYTES_MAX

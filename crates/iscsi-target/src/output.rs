@@ -102,6 +102,11 @@ pub struct Output {
     headers: Vec<u8>,
     segments: Vec<Segment>,
     buffers: Vec<Payload>,
+    /// For each buffer, its last segment queued so far: once the cursor
+    /// passes it, the buffer is given back, not kept until the queue
+    /// drains (a connection that keeps its queue busy would otherwise hold
+    /// every response it sent since it was last empty).
+    buffer_last: Vec<Option<usize>>,
     /// Index of the first segment not fully written, and bytes of it already written.
     cursor: (usize, usize),
     /// Each PDU in `writev` calls of its own (`batching = false`).
@@ -127,6 +132,7 @@ impl Output {
             headers: Vec::new(),
             segments: Vec::new(),
             buffers: Vec::new(),
+            buffer_last: Vec::new(),
             cursor: (0, 0),
             per_pdu_writes,
             pdu_ends: Vec::new(),
@@ -209,6 +215,7 @@ impl Output {
     /// Takes ownership of a data buffer; returns its index for [`Output::push_with_data`].
     pub fn adopt(&mut self, buffer: impl Into<Payload>) -> usize {
         self.buffers.push(buffer.into());
+        self.buffer_last.push(None);
         self.buffers.len() - 1
     }
 
@@ -266,6 +273,7 @@ impl Output {
                     }
                 }
             };
+            self.buffer_last[index] = Some(self.segments.len() - 1);
             self.grow(range.end - range.start);
             let start = self.headers.len();
             self.headers.extend_from_slice(&trailer[..trailer_len]);
@@ -302,7 +310,7 @@ impl Output {
                         "socket closed while sending",
                     ))
                 }
-                Ok(n) => self.advance(n),
+                Ok(n) => self.advance(n, pool),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                 Err(e) => return Err(e),
@@ -362,7 +370,7 @@ impl Output {
         }
     }
 
-    fn advance(&mut self, mut written: usize) {
+    fn advance(&mut self, mut written: usize, pool: &mut BufferPool) {
         self.shrink(written);
         while written > 0 {
             let (index, skip) = self.cursor;
@@ -370,10 +378,24 @@ impl Output {
             if written >= remaining {
                 written -= remaining;
                 self.cursor = (index + 1, 0);
+                self.release_after(index, pool);
             } else {
                 self.cursor = (index, skip + written);
                 written = 0;
             }
+        }
+    }
+
+    /// Segment `index` is written: the buffer whose last segment it is
+    /// goes back to the pool now.
+    fn release_after(&mut self, index: usize, pool: &mut BufferPool) {
+        let buffer = match &self.segments[index] {
+            Segment::Data { index: b, .. } | Segment::Lent { index: b, .. } => *b,
+            Segment::Header(_) => return,
+        };
+        if self.buffer_last[buffer] == Some(index) {
+            self.buffer_last[buffer] = None;
+            std::mem::replace(&mut self.buffers[buffer], Payload::Pooled(Vec::new())).recycle(pool);
         }
     }
 
@@ -388,6 +410,7 @@ impl Output {
         for buffer in self.buffers.drain(..) {
             buffer.recycle(pool);
         }
+        self.buffer_last.clear();
     }
 }
 
@@ -759,8 +782,9 @@ pub(crate) mod tests {
             chunk: 10,
             got: Vec::new(),
         };
+        let mut pool = BufferPool::default();
         out.write_once::<SLICES_PER_WRITE_MAX, _>(&mut sink)
-            .map(|n| out.advance(n))
+            .map(|n| out.advance(n, &mut pool))
             .expect("a partial write");
         assert_eq!(gauge.load(Ordering::Relaxed), queued - 10);
         out.push(&ping, &[], &FrameLimits::LOGIN);
@@ -770,5 +794,36 @@ pub(crate) mod tests {
             0,
             "an output dropped unsent leaves nothing"
         );
+    }
+
+    /// A connection whose queue never empties (each flush leaves some, and
+    /// more is queued) gives back each response's buffer once it is sent,
+    /// not when the queue drains.
+    #[test]
+    fn a_sent_buffer_goes_back_though_the_queue_never_drains() {
+        let mut out = Output::new(false);
+        let mut pool = BufferPool::default();
+        let limits = FrameLimits::LOGIN;
+        let ping = Pdu::NopIn(NopIn::default());
+        let mut sink = Calls::default();
+        for round in 0..4 {
+            let index = out.adopt(vec![round as u8; 4096]);
+            out.push_with_data(&ping, index, 0..4096, &limits);
+            // Something of the next response is always left unsent.
+            out.push(&ping, &[9; 64], &limits);
+            let n = out
+                .write_once::<SLICES_PER_WRITE_MAX, _>(&mut sink)
+                .expect("write");
+            let keep = 20;
+            out.advance(n - keep, &mut pool);
+            assert!(!out.is_empty());
+            assert_eq!(pool.idle(), round + 1, "round {round}: its buffer is back");
+            // The rest of this round's ping waits for the next write.
+            let rest = out
+                .write_once::<SLICES_PER_WRITE_MAX, _>(&mut sink)
+                .expect("write");
+            assert_eq!(rest, keep);
+            out.advance(keep - 1, &mut pool);
+        }
     }
 }

@@ -8,6 +8,9 @@
 //! allocation and every [`BufferPool::give`] frees: what a datapath without
 //! the pool costs.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
 /// Buffers kept per connection for reuse (bounds memory a peer can make us hold idle).
 pub const POOL_BUFFERS_MAX: usize = 64;
 /// Largest buffer kept: a larger one (a 32 MiB READ's Data-In) is freed
@@ -16,6 +19,10 @@ pub const POOL_BUFFERS_MAX: usize = 64;
 pub const POOL_BUFFER_BYTES_MAX: usize = 1 << 20;
 /// Capacity kept idle per connection at most.
 pub const POOL_BYTES_MAX: usize = 8 << 20;
+/// Capacity kept idle by every connection's pool together at most: past
+/// it a buffer given back is freed, so that many connections that each
+/// moved data once and went quiet do not keep 8 MiB each.
+pub const PROCESS_POOL_BYTES_MAX: usize = 256 << 20;
 
 /// Idle buffers of one connection, or none when pooling is off.
 #[derive(Debug)]
@@ -24,6 +31,17 @@ pub struct BufferPool {
     /// Capacity of the idle buffers.
     idle_bytes: usize,
     enabled: bool,
+    /// Idle capacity of every pool that shares it, against
+    /// [`PROCESS_POOL_BYTES_MAX`].
+    shared: Option<Arc<AtomicUsize>>,
+}
+
+impl Drop for BufferPool {
+    fn drop(&mut self) {
+        if let Some(shared) = &self.shared {
+            shared.fetch_sub(self.idle_bytes, Ordering::Relaxed);
+        }
+    }
 }
 
 impl Default for BufferPool {
@@ -40,7 +58,16 @@ impl BufferPool {
             idle: Vec::new(),
             idle_bytes: 0,
             enabled,
+            shared: None,
         }
+    }
+
+    /// As [`BufferPool::new`], its idle capacity counted in `shared`
+    /// with every other pool's, against [`PROCESS_POOL_BYTES_MAX`].
+    pub fn shared(enabled: bool, shared: Arc<AtomicUsize>) -> BufferPool {
+        let mut pool = BufferPool::new(enabled);
+        pool.shared = Some(shared);
+        pool
     }
 
     /// An empty buffer: a reused one (capacity kept) or a new one.
@@ -48,6 +75,9 @@ impl BufferPool {
         debug_assert!(self.enabled || self.idle.is_empty());
         let buffer = self.idle.pop().unwrap_or_default();
         self.idle_bytes -= buffer.capacity();
+        if let Some(shared) = &self.shared {
+            shared.fetch_sub(buffer.capacity(), Ordering::Relaxed);
+        }
         buffer
     }
 
@@ -61,6 +91,13 @@ impl BufferPool {
             && self.idle.len() < POOL_BUFFERS_MAX
             && capacity <= POOL_BUFFER_BYTES_MAX
             && self.idle_bytes + capacity <= POOL_BYTES_MAX
+            && self.shared.as_ref().is_none_or(|shared| {
+                shared
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+                        (held + capacity <= PROCESS_POOL_BYTES_MAX).then_some(held + capacity)
+                    })
+                    .is_ok()
+            })
         {
             buffer.clear();
             self.idle_bytes += capacity;
@@ -123,6 +160,29 @@ mod tests {
         assert_eq!(pool.idle(), POOL_BYTES_MAX / POOL_BUFFER_BYTES_MAX);
         let taken = pool.take();
         assert_eq!(pool.idle_bytes(), POOL_BYTES_MAX - taken.capacity());
+    }
+
+    #[test]
+    fn pools_that_share_a_count_keep_no_more_than_the_process_bound() {
+        let shared = Arc::new(AtomicUsize::new(0));
+        let mut pools: Vec<BufferPool> = (0..PROCESS_POOL_BYTES_MAX / POOL_BYTES_MAX + 2)
+            .map(|_| BufferPool::shared(true, Arc::clone(&shared)))
+            .collect();
+        for pool in &mut pools {
+            for _ in 0..POOL_BYTES_MAX / POOL_BUFFER_BYTES_MAX {
+                pool.give(Vec::with_capacity(POOL_BUFFER_BYTES_MAX));
+            }
+        }
+        assert_eq!(shared.load(Ordering::Relaxed), PROCESS_POOL_BYTES_MAX);
+        let kept: usize = pools.iter().map(BufferPool::idle_bytes).sum();
+        assert_eq!(kept, PROCESS_POOL_BYTES_MAX, "the last pools kept nothing");
+        let taken = pools[0].take();
+        assert_eq!(
+            shared.load(Ordering::Relaxed),
+            PROCESS_POOL_BYTES_MAX - taken.capacity()
+        );
+        pools.clear();
+        assert_eq!(shared.load(Ordering::Relaxed), 0, "dropped pools give back");
     }
 
     #[test]

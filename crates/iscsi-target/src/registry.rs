@@ -74,6 +74,9 @@ pub struct Server {
     /// Receive buffer bytes beyond each connection's first, all
     /// connections together (bounded by `[limits] receive_buffer`).
     pub receive_bytes: Arc<std::sync::atomic::AtomicUsize>,
+    /// Idle capacity of every connection's buffer pool (bounded by
+    /// `buffer_pool::PROCESS_POOL_BYTES_MAX`).
+    pub pooled_bytes: Arc<std::sync::atomic::AtomicUsize>,
     /// Failed authentications per source, to slow down guessing.
     pub auth_failures: FailureLog,
     /// Why `[limits] connections` was lowered at start, if it was.
@@ -132,6 +135,7 @@ impl Server {
             gate,
             output_bytes: Arc::default(),
             receive_bytes: Arc::default(),
+            pooled_bytes: Arc::default(),
             auth_failures: FailureLog::default(),
             limits_note,
             port_groups,

@@ -289,6 +289,7 @@ impl Connection {
         let machine = TargetLogin::new(login_config(defaults, portal_group_tag));
         server.gate.login_started(serial, peer.ip());
         let output_gauge = Arc::clone(&server.output_bytes);
+        let pooled = Arc::clone(&server.pooled_bytes);
         let nop_interval = Duration::from_secs(defaults.nop_in_interval_s as u64);
         let nop_timeout = Duration::from_secs(defaults.nop_in_timeout_s as u64);
         let datapath = server.config.datapath;
@@ -313,7 +314,7 @@ impl Connection {
             stat_sn: 0,
             cid: 0,
             out: Output::with_gauge(!datapath.batching, output_gauge),
-            pool: BufferPool::new(datapath.buffer_pool),
+            pool: BufferPool::shared(datapath.buffer_pool, pooled),
             writes: HashMap::new(),
             next_ttt: 1,
             text_in: Vec::new(),

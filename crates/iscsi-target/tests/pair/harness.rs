@@ -323,20 +323,37 @@ impl Pair {
         // Consecutive commands alternate between the session's connections,
         // as the ordering tests place them.
         core.set_run_slack(0);
+        let links = self.join_the_rest(index, config, &first, &mut core, FIRST_CMD_SN, link);
+        self.sessions.push(core);
+        self.links_of.push(links);
+        index
+    }
+
+    /// Logs in the session's other connections beside `first` (on
+    /// `link`), adds them to `core`, and ties each link to session `s`:
+    /// the session's links, in connection order.
+    fn join_the_rest(
+        &mut self,
+        s: usize,
+        config: &SessionConfig,
+        first: &isoe_initiator::login::LoginResult,
+        core: &mut SessionCore,
+        cmd_sn: u32,
+        link: usize,
+    ) -> Vec<usize> {
+        let now = self.now();
         let mut links = vec![link];
         for cid in 1..config.connections {
-            let login = config.login_config(cid, first.tsih, FIRST_CMD_SN);
+            let login = config.login_config(cid, first.tsih, cmd_sn);
             let link = self.connect();
             let more = self.login_connection(link, login);
             core.add_login(&more, now);
             links.push(link);
         }
         for (c, &link) in links.iter().enumerate() {
-            self.links[link].initiator = Some((index, c));
+            self.links[link].initiator = Some((s, c));
         }
-        self.sessions.push(core);
-        self.links_of.push(links);
-        index
+        links
     }
 
     fn login_connection(
@@ -418,17 +435,7 @@ impl Pair {
             }
         };
         let mut fresh = SessionCore::from_login(s, config.keepalive, cmd_sn, &first, now);
-        let mut links = vec![link];
-        for cid in 1..config.connections {
-            let login = config.login_config(cid, first.tsih, cmd_sn);
-            let link = self.connect();
-            let more = self.login_connection(link, login);
-            fresh.add_login(&more, now);
-            links.push(link);
-        }
-        for (c, &link) in links.iter().enumerate() {
-            self.links[link].initiator = Some((s, c));
-        }
+        let links = self.join_the_rest(s, config, &first, &mut fresh, cmd_sn, link);
         self.sessions[s].adopt(fresh);
         self.links_of[s] = links;
     }

@@ -382,14 +382,10 @@ fn a_login_kept_alive_by_slow_continued_requests_ends_at_its_deadline() {
     );
 }
 
-/// A Logout Request on connection 0 that closes connection 1 (RFC 7143
-/// §11.14: CLOSE_CONNECTION with the other CID) wakes connection 1, which
-/// closes; the session goes on on connection 0.
-#[test]
-fn logout_of_one_connection_by_another_closes_it() {
-    let mut pair = Pair::new(server(NO_PINGS));
-    let s = pair.login(&session_config(LocalParams::default(), 2, 9));
-    let links = [pair.link(s, 0), pair.link(s, 1)];
+/// An immediate Logout Request that closes connection 1 of session `s`
+/// (RFC 7143 §11.14: CLOSE_CONNECTION) sent on `link` and run: it is
+/// answered "closed" there.
+fn logout_of_connection_1_on(pair: &mut Pair, s: usize, link: usize) {
     let logout = LogoutRequest {
         immediate: true,
         reason_code: logout::CLOSE_CONNECTION,
@@ -398,15 +394,26 @@ fn logout_of_one_connection_by_another_closes_it() {
         cmd_sn: pair.session(s).cmd_sn(),
         exp_stat_sn: 0,
     };
-    pair.send(links[0], &Pdu::LogoutRequest(logout), &[]);
+    pair.send(link, &Pdu::LogoutRequest(logout), &[]);
     pair.run();
     assert!(
-        pair.sent_by_target(links[0])
+        pair.sent_by_target(link)
             .iter()
             .any(|(_, p)| matches!(p, Pdu::LogoutResponse(r) if r.response == logout::RESP_CLOSED)),
-        "{:?}",
-        pair.sent_by_target(links[0])
+        "answered closed: {:?}",
+        pair.sent_by_target(link)
     );
+}
+
+/// A Logout Request on connection 0 that closes connection 1 (RFC 7143
+/// §11.14: CLOSE_CONNECTION with the other CID) wakes connection 1, which
+/// closes; the session goes on on connection 0.
+#[test]
+fn logout_of_one_connection_by_another_closes_it() {
+    let mut pair = Pair::new(server(NO_PINGS));
+    let s = pair.login(&session_config(LocalParams::default(), 2, 9));
+    let links = [pair.link(s, 0), pair.link(s, 1)];
+    logout_of_connection_1_on(&mut pair, s, links[0]);
     assert_eq!(pair.closed_at(links[1]), Some(Duration::ZERO));
     assert_eq!(pair.closed_at(links[0]), None);
     assert!(
@@ -775,23 +782,7 @@ fn commands_ended_unanswered_that_filled_the_window_reopen_it() {
 #[test]
 fn an_immediate_logout_behind_64_waiting_commands_is_answered_at_once() {
     let (mut pair, s, links, _) = writes_waiting_on_connection_1(64);
-    let logout = LogoutRequest {
-        immediate: true,
-        reason_code: logout::CLOSE_CONNECTION,
-        initiator_task_tag: 0x7fff_0000,
-        cid: 1,
-        cmd_sn: pair.session(s).cmd_sn(),
-        exp_stat_sn: 0,
-    };
-    pair.send(links[1], &Pdu::LogoutRequest(logout), &[]);
-    pair.run();
-    assert!(
-        pair.sent_by_target(links[1])
-            .iter()
-            .any(|(_, p)| matches!(p, Pdu::LogoutResponse(r) if r.response == logout::RESP_CLOSED)),
-        "answered: {:?}",
-        pair.sent_by_target(links[1]).last()
-    );
+    logout_of_connection_1_on(&mut pair, s, links[1]);
     assert_eq!(pair.closed_at(links[1]), Some(Duration::ZERO));
 }
 

@@ -595,6 +595,18 @@ fn write_data_held_up_behind_a_cmd_sn_gap_is_not_late() {
     assert_eq!(pair.read(s, 0, 8), pattern(8, 0x88));
 }
 
+/// An immediate NOP-Out ping of session `s` with `data`, sent on `link`.
+fn send_ping(pair: &mut Pair, s: usize, link: usize, data: &[u8]) {
+    let ping = NopOut {
+        immediate: true,
+        initiator_task_tag: 0x7fff_0001,
+        target_transfer_tag: pdu::RESERVED_TAG,
+        cmd_sn: pair.session(s).cmd_sn(),
+        ..NopOut::default()
+    };
+    pair.send(link, &Pdu::NopOut(ping), data);
+}
+
 /// RFC 7143 §11.19 and §13.12: the target echoes a ping's data in its
 /// NOP-In, but sends no data segment longer than the initiator's
 /// MaxRecvDataSegmentLength; a longer ping is refused (or its echo cut),
@@ -608,14 +620,7 @@ fn a_ping_is_never_echoed_beyond_the_initiators_segment_length() {
     };
     let s = pair.login(&session_config(params, 1, 14));
     let link = pair.link(s, 0);
-    let ping = NopOut {
-        immediate: true,
-        initiator_task_tag: 0x7fff_0001,
-        target_transfer_tag: pdu::RESERVED_TAG,
-        cmd_sn: pair.session(s).cmd_sn(),
-        ..NopOut::default()
-    };
-    pair.send(link, &Pdu::NopOut(ping), &[0x5a; 5000]);
+    send_ping(&mut pair, s, link, &[0x5a; 5000]);
     pair.run();
     assert_eq!(pair.failure(link), None);
     assert!(
@@ -792,14 +797,7 @@ fn an_immediate_logout_behind_64_waiting_commands_is_answered_at_once() {
 #[test]
 fn an_oversized_ping_behind_64_waiting_commands_ends_the_connection_at_once() {
     let (mut pair, s, links, _) = writes_waiting_on_connection_1(64);
-    let ping = NopOut {
-        immediate: true,
-        initiator_task_tag: 0x7fff_0001,
-        target_transfer_tag: pdu::RESERVED_TAG,
-        cmd_sn: pair.session(s).cmd_sn(),
-        ..NopOut::default()
-    };
-    pair.send(links[1], &Pdu::NopOut(ping), &vec![0x5a; 300 << 10]);
+    send_ping(&mut pair, s, links[1], &vec![0x5a; 300 << 10]);
     pair.run();
     assert_eq!(pair.closed_at(links[1]), Some(Duration::ZERO));
     assert!(

@@ -1256,3 +1256,133 @@ fn a_slow_load_has_its_stages_sampled_and_a_fast_one_one_command_in_64() {
     }
     assert_eq!(read_stages_sampled(&server), 9);
 }
+
+/// A READ that asks for no data (R bit clear, Expected Data Transfer
+/// Length 0) is answered without Data-In, and its status says what was
+/// not sent: residual overflow of the 512 bytes the command reads (RFC
+/// 7143 §11.4.5.1).
+#[test]
+fn a_read_with_no_data_expected_reports_the_bytes_it_did_not_send() {
+    let server = server();
+    let mut w = Wire::new(&server);
+    w.login(LocalParams::default(), [0x80, 0, 0, 0, 0, 11], 0, 1);
+    let mut cmd = command(0x300, 10, read10(0, 1), 0, true);
+    cmd.read = false;
+    let (_, out) = w.send(&Pdu::ScsiCommand(cmd), &[]);
+    let [(Pdu::ScsiResponse(r), _)] = &out[..] else {
+        panic!("one SCSI Response, no Data-In: {out:?}")
+    };
+    assert_eq!(r.status, 0, "GOOD");
+    assert!(r.overflow && !r.underflow, "residual overflow: {r:?}");
+    assert_eq!(r.residual_count, 512);
+}
+
+/// A command that announces data (Expected Data Transfer Length 512)
+/// without a direction (R and W bits clear) is a protocol error (RFC 7143
+/// §11.3.1: the bits say which way the data flows): rejected, not run, so a
+/// WRITE sent that way changes nothing on the medium.
+#[test]
+fn a_command_with_data_but_no_direction_is_rejected_and_writes_nothing() {
+    let server = server();
+    let mut w = Wire::new(&server);
+    w.login(LocalParams::default(), [0x80, 0, 0, 0, 0, 12], 0, 1);
+    let pattern = vec![0x5au8; 512];
+    let (_, out) = w.send(
+        &Pdu::ScsiCommand(command(0x400, 10, write10(0, 1), 512, false)),
+        &pattern,
+    );
+    assert!(
+        matches!(&out[..], [(Pdu::ScsiResponse(r), _)] if r.status == 0),
+        "{out:?}"
+    );
+    let mut cmd = command(0x401, 11, write10(0, 1), 512, false);
+    cmd.write = false;
+    let (_, out) = w.send(&Pdu::ScsiCommand(cmd), &[]);
+    let [(Pdu::Reject(r), _)] = &out[..] else {
+        panic!("a Reject: {out:?}")
+    };
+    assert_eq!(r.reason, isoe_wire::pdu::reject::PROTOCOL_ERROR);
+    let (_, out) = w.send(
+        &Pdu::ScsiCommand(command(0x402, 12, read10(0, 1), 512, true)),
+        &[],
+    );
+    let [(Pdu::DataIn(_), data)] = &out[..] else {
+        panic!("the block back: {out:?}")
+    };
+    assert_eq!(data, &pattern, "the medium is as it was");
+}
+
+/// A Task Management Function Request with a data segment (RFC 7143
+/// §11.5: it has none) is rejected as a protocol error and its function is
+/// not performed: the unit is not reset, so no unit attention follows.
+#[test]
+fn a_function_with_a_data_segment_is_rejected_and_not_performed() {
+    let server = server();
+    let mut w = Wire::new(&server);
+    w.login(LocalParams::default(), [0x80, 0, 0, 0, 0, 13], 0, 1);
+    let reset = Pdu::TaskMgmtRequest(isoe_wire::pdu::TaskMgmtRequest {
+        immediate: true,
+        function: isoe_wire::pdu::tmf::LOGICAL_UNIT_RESET,
+        lun: Lun::from_number(0),
+        initiator_task_tag: 0x500,
+        referenced_task_tag: RESERVED_TAG,
+        cmd_sn: 10,
+        exp_stat_sn: 0,
+        ref_cmd_sn: 0,
+        exp_data_sn: 0,
+    });
+    let (_, out) = w.send(&reset, &[1, 2, 3, 4]);
+    let [(Pdu::Reject(r), _)] = &out[..] else {
+        panic!("a Reject: {out:?}")
+    };
+    assert_eq!(r.reason, isoe_wire::pdu::reject::PROTOCOL_ERROR);
+    let (_, out) = w.send(
+        &Pdu::ScsiCommand(command(0x501, 10, read10(0, 1), 512, true)),
+        &[],
+    );
+    assert!(
+        matches!(&out[..], [(Pdu::DataIn(d), _)] if d.status_present && d.status == 0),
+        "GOOD, no unit attention of a reset: {out:?}"
+    );
+}
+
+/// A Text Request continued past 64 KiB is rejected (RFC 7143 §11.17.1)
+/// and the exchange ends, but the connection goes on.
+#[test]
+fn a_text_request_over_64_kib_is_rejected_and_the_connection_goes_on() {
+    let server = server();
+    let mut w = Wire::new(&server);
+    w.login(LocalParams::default(), [0x80, 0, 0, 0, 0, 14], 0, 1);
+    let piece = |ttt: u32| {
+        Pdu::TextRequest(isoe_wire::pdu::TextRequest {
+            immediate: true,
+            final_bit: false,
+            continue_bit: true,
+            initiator_task_tag: 0x600,
+            target_transfer_tag: ttt,
+            cmd_sn: 10,
+            ..Default::default()
+        })
+    };
+    let key = |i: usize| format!("X-isoe-{i:05}={}\0", "v".repeat(990)).into_bytes();
+    let mut out = Vec::new();
+    for i in 0..80 {
+        out = w.send(&piece(RESERVED_TAG), &key(i)).1;
+        if matches!(out.first(), Some((Pdu::Reject(_), _))) {
+            break;
+        }
+    }
+    let [(Pdu::Reject(r), _)] = &out[..] else {
+        panic!("a Reject once past 64 KiB: {out:?}")
+    };
+    assert_eq!(r.reason, isoe_wire::pdu::reject::PROTOCOL_ERROR);
+    let (flow, out) = w.send(
+        &Pdu::ScsiCommand(command(0x601, 10, read10(0, 1), 512, true)),
+        &[],
+    );
+    assert_eq!(flow, Flow::Continue);
+    assert!(
+        matches!(&out[..], [(Pdu::DataIn(_), _)]),
+        "the session goes on: {out:?}"
+    );
+}

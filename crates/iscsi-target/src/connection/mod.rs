@@ -772,7 +772,7 @@ impl Connection {
             Pdu::ScsiCommand(cmd) => self.scsi_command(session, &cmd, frame),
             Pdu::DataOut(d) => self.data_out(session, &d, frame),
             Pdu::NopOut(n) => self.nop_out(session, &n, frame.data, now),
-            Pdu::TaskMgmtRequest(t) => self.task_management(session, &t),
+            Pdu::TaskMgmtRequest(t) => self.task_management(session, &t, frame),
             Pdu::TextRequest(t) => self.text(session, &t, frame.data, frame.bhs),
             Pdu::LogoutRequest(l) => self.logout(session, &l),
             // RFC 7143 §11.16: SNACK is not supported at ErrorRecoveryLevel 0.

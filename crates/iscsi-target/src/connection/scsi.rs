@@ -53,6 +53,13 @@ impl Connection {
         let luns = target.luns();
         let lu = cmd.lun.number().and_then(|n| luns.lun(n));
         let edtl = cmd.expected_data_transfer_length;
+        if (edtl > 0 && !cmd.read && !cmd.write) || (!frame.data.is_empty() && !cmd.write) {
+            // RFC 7143 §11.3.1: the R and W bits say which way the data
+            // flows; data announced with neither, or sent without W, is a
+            // protocol error (as LIO answers too), not a command to run.
+            self.reject(reject::PROTOCOL_ERROR, frame.bhs);
+            return Flow::Continue;
+        }
         if frame.data.len() as u32 > edtl
             || (!frame.data.is_empty() && !session.params.immediate_data)
         {
@@ -343,6 +350,11 @@ impl Connection {
         let send_len = if cmd.read { produced.min(edtl) } else { 0 };
         let residual = if cmd.read {
             Residual::between(produced, edtl)
+        } else if produced > 0 {
+            // Data to send without the R bit (RFC 7143 §11.3.1: the
+            // initiator expects none): nothing goes, and the residual
+            // says so (§11.4.5.1: overflow).
+            Residual::between(produced, 0)
         } else {
             write_residual
         };

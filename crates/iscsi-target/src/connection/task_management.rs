@@ -21,7 +21,12 @@ fn reset_units(session: &Session, lun: Option<&Lun>, condition: isoe_scsi::Sense
 }
 
 impl Connection {
-    pub(super) fn task_management(&mut self, session: &Arc<Session>, t: &TaskMgmtRequest) -> Flow {
+    pub(super) fn task_management(
+        &mut self,
+        session: &Arc<Session>,
+        t: &TaskMgmtRequest,
+        frame: &Frame<'_>,
+    ) -> Flow {
         let exp_before = session.exp_cmd_sn();
         if let Some(info) = &self.info {
             let function = usize::from(t.function);
@@ -29,6 +34,13 @@ impl Connection {
         }
         if let Some(flow) = self.admit(session, t.immediate, t.cmd_sn, None) {
             return flow;
+        }
+        if !frame.data.is_empty() {
+            // RFC 7143 §11.5: a Task Management Function Request carries no
+            // data segment; one that does is a protocol error, and its
+            // function is not performed.
+            self.reject(reject::PROTOCOL_ERROR, frame.bhs);
+            return Flow::Continue;
         }
         let target = session.target.clone();
         let lun_exists = |lun: &Lun| {

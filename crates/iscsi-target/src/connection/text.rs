@@ -19,8 +19,18 @@ impl Connection {
         if !continuing {
             self.text_out = None;
             if self.text_in.len() + data.len() > TEXT_REQUEST_BYTES_MAX {
+                // RFC 7143 §11.17.1: the request is rejected and the
+                // exchange is over; the connection goes on.
+                tracing::warn!(
+                    initiator = %escape_for_log(&session.initiator_name),
+                    addr = %self.peer,
+                    cid = self.cid,
+                    "text request rejected: over {TEXT_REQUEST_BYTES_MAX} bytes ({} with this PDU)",
+                    self.text_in.len() + data.len()
+                );
                 self.text_in.clear();
-                return Flow::Close;
+                self.reject(reject::PROTOCOL_ERROR, bhs);
+                return Flow::Continue;
             }
             self.text_in.extend_from_slice(data);
             if t.continue_bit {

@@ -31,15 +31,22 @@ pub struct BufferPool {
     /// Capacity of the idle buffers.
     idle_bytes: usize,
     enabled: bool,
-    /// Idle capacity of every pool that shares it, against
+    /// Idle capacity reserved by every pool that shares it, against
     /// [`PROCESS_POOL_BYTES_MAX`].
     shared: Option<Arc<AtomicUsize>>,
+    /// What this pool reserved of it, in steps of [`RESERVE_STEP`]: the
+    /// shared count moves only when the idle capacity leaves the steps
+    /// around it, not per buffer.
+    reserved: usize,
 }
+
+/// The shared count is taken and given back in steps of this many bytes.
+const RESERVE_STEP: usize = POOL_BUFFER_BYTES_MAX;
 
 impl Drop for BufferPool {
     fn drop(&mut self) {
         if let Some(shared) = &self.shared {
-            shared.fetch_sub(self.idle_bytes, Ordering::Relaxed);
+            shared.fetch_sub(self.reserved, Ordering::Relaxed);
         }
     }
 }
@@ -59,6 +66,7 @@ impl BufferPool {
             idle_bytes: 0,
             enabled,
             shared: None,
+            reserved: 0,
         }
     }
 
@@ -71,12 +79,13 @@ impl BufferPool {
     }
 
     /// An empty buffer: a reused one (capacity kept) or a new one.
+    #[inline]
     pub fn take(&mut self) -> Vec<u8> {
         debug_assert!(self.enabled || self.idle.is_empty());
         let buffer = self.idle.pop().unwrap_or_default();
         self.idle_bytes -= buffer.capacity();
-        if let Some(shared) = &self.shared {
-            shared.fetch_sub(buffer.capacity(), Ordering::Relaxed);
+        if self.reserved > self.idle_bytes + 2 * RESERVE_STEP {
+            self.give_back_reserve();
         }
         buffer
     }
@@ -84,6 +93,7 @@ impl BufferPool {
     /// Returns a buffer once its contents are no longer needed: kept for
     /// reuse, or freed when pooling is off, the buffer is larger than
     /// [`POOL_BUFFER_BYTES_MAX`], or the pool holds its bound already.
+    #[inline]
     pub fn give(&mut self, mut buffer: Vec<u8>) {
         let capacity = buffer.capacity();
         if self.enabled
@@ -91,19 +101,45 @@ impl BufferPool {
             && self.idle.len() < POOL_BUFFERS_MAX
             && capacity <= POOL_BUFFER_BYTES_MAX
             && self.idle_bytes + capacity <= POOL_BYTES_MAX
-            && self.shared.as_ref().is_none_or(|shared| {
-                shared
-                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
-                        (held + capacity <= PROCESS_POOL_BYTES_MAX).then_some(held + capacity)
-                    })
-                    .is_ok()
-            })
+            && (self.idle_bytes + capacity <= self.reserved || self.reserve(capacity))
         {
             buffer.clear();
             self.idle_bytes += capacity;
             self.idle.push(buffer);
         }
         debug_assert!(self.idle.len() <= POOL_BUFFERS_MAX);
+    }
+
+    /// Reserves of the shared count what keeping `capacity` more needs
+    /// (all it needs without a shared count); whether it could.
+    #[cold]
+    fn reserve(&mut self, capacity: usize) -> bool {
+        let need = (self.idle_bytes + capacity - self.reserved).next_multiple_of(RESERVE_STEP);
+        let Some(shared) = &self.shared else {
+            self.reserved += need;
+            return true;
+        };
+        let taken = shared
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+                (held + need <= PROCESS_POOL_BYTES_MAX).then_some(held + need)
+            })
+            .is_ok();
+        if taken {
+            self.reserved += need;
+        }
+        taken
+    }
+
+    /// Gives back the whole steps of the reservation idle buffers no
+    /// longer need.
+    #[cold]
+    fn give_back_reserve(&mut self) {
+        let keep = self.idle_bytes.next_multiple_of(RESERVE_STEP);
+        let spare = self.reserved - keep;
+        self.reserved = keep;
+        if let Some(shared) = &self.shared {
+            shared.fetch_sub(spare, Ordering::Relaxed);
+        }
     }
 
     /// Capacity held by idle buffers.
@@ -176,11 +212,18 @@ mod tests {
         assert_eq!(shared.load(Ordering::Relaxed), PROCESS_POOL_BYTES_MAX);
         let kept: usize = pools.iter().map(BufferPool::idle_bytes).sum();
         assert_eq!(kept, PROCESS_POOL_BYTES_MAX, "the last pools kept nothing");
-        let taken = pools[0].take();
-        assert_eq!(
-            shared.load(Ordering::Relaxed),
-            PROCESS_POOL_BYTES_MAX - taken.capacity()
+        // Pool 0 hands all its buffers out: its reservation goes back but
+        // for the steps it may want again soon.
+        for _ in 0..POOL_BYTES_MAX / POOL_BUFFER_BYTES_MAX {
+            pools[0].take();
+        }
+        assert!(
+            shared.load(Ordering::Relaxed)
+                <= PROCESS_POOL_BYTES_MAX - POOL_BYTES_MAX + 2 * RESERVE_STEP
         );
+        let last = pools.len() - 1;
+        pools[last].give(Vec::with_capacity(POOL_BUFFER_BYTES_MAX));
+        assert_eq!(pools[last].idle(), 1, "room again for another pool");
         pools.clear();
         assert_eq!(shared.load(Ordering::Relaxed), 0, "dropped pools give back");
     }

@@ -102,11 +102,12 @@ pub struct Output {
     headers: Vec<u8>,
     segments: Vec<Segment>,
     buffers: Vec<Payload>,
-    /// For each buffer, its last segment queued so far: once the cursor
-    /// passes it, the buffer is given back, not kept until the queue
-    /// drains (a connection that keeps its queue busy would otherwise hold
-    /// every response it sent since it was last empty).
-    buffer_last: Vec<Option<usize>>,
+    /// Buffers before this one were given back already: once the cursor
+    /// passes a buffer's segments, it goes back when a flush stops short,
+    /// not when the queue drains (a connection that keeps its queue busy
+    /// would otherwise hold every response it sent since it was last
+    /// empty). Buffers are adopted in the order of their segments.
+    released: usize,
     /// Index of the first segment not fully written, and bytes of it already written.
     cursor: (usize, usize),
     /// Each PDU in `writev` calls of its own (`batching = false`).
@@ -132,7 +133,7 @@ impl Output {
             headers: Vec::new(),
             segments: Vec::new(),
             buffers: Vec::new(),
-            buffer_last: Vec::new(),
+            released: 0,
             cursor: (0, 0),
             per_pdu_writes,
             pdu_ends: Vec::new(),
@@ -215,7 +216,6 @@ impl Output {
     /// Takes ownership of a data buffer; returns its index for [`Output::push_with_data`].
     pub fn adopt(&mut self, buffer: impl Into<Payload>) -> usize {
         self.buffers.push(buffer.into());
-        self.buffer_last.push(None);
         self.buffers.len() - 1
     }
 
@@ -273,7 +273,6 @@ impl Output {
                     }
                 }
             };
-            self.buffer_last[index] = Some(self.segments.len() - 1);
             self.grow(range.end - range.start);
             let start = self.headers.len();
             self.headers.extend_from_slice(&trailer[..trailer_len]);
@@ -310,9 +309,12 @@ impl Output {
                         "socket closed while sending",
                     ))
                 }
-                Ok(n) => self.advance(n, pool),
+                Ok(n) => self.advance(n),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.release_sent(pool);
+                    return Ok(false);
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -370,7 +372,7 @@ impl Output {
         }
     }
 
-    fn advance(&mut self, mut written: usize, pool: &mut BufferPool) {
+    fn advance(&mut self, mut written: usize) {
         self.shrink(written);
         while written > 0 {
             let (index, skip) = self.cursor;
@@ -378,7 +380,6 @@ impl Output {
             if written >= remaining {
                 written -= remaining;
                 self.cursor = (index + 1, 0);
-                self.release_after(index, pool);
             } else {
                 self.cursor = (index, skip + written);
                 written = 0;
@@ -386,16 +387,25 @@ impl Output {
         }
     }
 
-    /// Segment `index` is written: the buffer whose last segment it is
-    /// goes back to the pool now.
-    fn release_after(&mut self, index: usize, pool: &mut BufferPool) {
-        let buffer = match &self.segments[index] {
-            Segment::Data { index: b, .. } | Segment::Lent { index: b, .. } => *b,
-            Segment::Header(_) => return,
-        };
-        if self.buffer_last[buffer] == Some(index) {
-            self.buffer_last[buffer] = None;
-            std::mem::replace(&mut self.buffers[buffer], Payload::Pooled(Vec::new())).recycle(pool);
+    /// Gives back the buffers whose every segment is written (a flush
+    /// stopped short of the end of the queue).
+    fn release_sent(&mut self, pool: &mut BufferPool) {
+        // The first buffer a segment still to write refers to; those
+        // before it are all written.
+        let live = self.segments[self.cursor.0.min(self.segments.len())..]
+            .iter()
+            .find_map(|seg| match seg {
+                Segment::Data { index, .. } | Segment::Lent { index, .. } => Some(*index),
+                Segment::Header(_) => None,
+            })
+            .unwrap_or(self.buffers.len());
+        while self.released < live {
+            let sent = std::mem::replace(
+                &mut self.buffers[self.released],
+                Payload::Pooled(Vec::new()),
+            );
+            sent.recycle(pool);
+            self.released += 1;
         }
     }
 
@@ -410,7 +420,7 @@ impl Output {
         for buffer in self.buffers.drain(..) {
             buffer.recycle(pool);
         }
-        self.buffer_last.clear();
+        self.released = 0;
     }
 }
 
@@ -782,9 +792,8 @@ pub(crate) mod tests {
             chunk: 10,
             got: Vec::new(),
         };
-        let mut pool = BufferPool::default();
         out.write_once::<SLICES_PER_WRITE_MAX, _>(&mut sink)
-            .map(|n| out.advance(n, &mut pool))
+            .map(|n| out.advance(n))
             .expect("a partial write");
         assert_eq!(gauge.load(Ordering::Relaxed), queued - 10);
         out.push(&ping, &[], &FrameLimits::LOGIN);
@@ -801,29 +810,39 @@ pub(crate) mod tests {
     /// not when the queue drains.
     #[test]
     fn a_sent_buffer_goes_back_though_the_queue_never_drains() {
+        /// Takes `room` bytes, then would block.
+        struct Full {
+            room: usize,
+        }
+        impl Write for Full {
+            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+                if self.room == 0 {
+                    return Err(io::ErrorKind::WouldBlock.into());
+                }
+                let n = buf.len().min(self.room);
+                self.room -= n;
+                Ok(n)
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
         let mut out = Output::new(false);
         let mut pool = BufferPool::default();
         let limits = FrameLimits::LOGIN;
         let ping = Pdu::NopIn(NopIn::default());
-        let mut sink = Calls::default();
         for round in 0..4 {
             let index = out.adopt(vec![round as u8; 4096]);
             out.push_with_data(&ping, index, 0..4096, &limits);
-            // Something of the next response is always left unsent.
             out.push(&ping, &[9; 64], &limits);
-            let n = out
-                .write_once::<SLICES_PER_WRITE_MAX, _>(&mut sink)
-                .expect("write");
-            let keep = 20;
-            out.advance(n - keep, &mut pool);
-            assert!(!out.is_empty());
+            // All but the last 20 bytes queued: the response is sent, the
+            // ping after it not quite.
+            let room = out.pending_bytes() - 20;
+            assert!(!out.flush(&mut Full { room }, &mut pool).expect("flush"));
             assert_eq!(pool.idle(), round + 1, "round {round}: its buffer is back");
-            // The rest of this round's ping waits for the next write.
-            let rest = out
-                .write_once::<SLICES_PER_WRITE_MAX, _>(&mut sink)
-                .expect("write");
-            assert_eq!(rest, keep);
-            out.advance(keep - 1, &mut pool);
         }
+        assert!(out
+            .flush(&mut Full { room: usize::MAX }, &mut pool)
+            .expect("flush"));
     }
 }

@@ -53,7 +53,7 @@ impl Connection {
         let luns = target.luns();
         let lu = cmd.lun.number().and_then(|n| luns.lun(n));
         let edtl = cmd.expected_data_transfer_length;
-        if (edtl > 0 && !cmd.read && !cmd.write) || (!frame.data.is_empty() && !cmd.write) {
+        if !cmd.write && ((edtl > 0 && !cmd.read) || !frame.data.is_empty()) {
             // RFC 7143 §11.3.1: the R and W bits say which way the data
             // flows; data announced with neither, or sent without W, is a
             // protocol error (as LIO answers too), not a command to run.

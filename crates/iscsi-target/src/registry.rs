@@ -277,6 +277,9 @@ impl Server {
             lu.raise_unit_attention(*condition);
         }
         swap_in(target, number, &lu);
+        if let Some(old) = &replaced {
+            lu.take_unit_attentions_of(old);
+        }
         replaced
     }
 

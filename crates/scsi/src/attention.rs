@@ -113,6 +113,46 @@ impl Attentions {
         }
     }
 
+    /// Moves every condition still queued here to `to`, for the nexuses
+    /// attached there, oldest first and ahead of what `to` queued already
+    /// (a unit replacing this one: no nexus loses a condition, and none
+    /// hears one twice, since it leaves this unit as it goes).
+    pub(crate) fn hand_over(&self, to: &Attentions) {
+        let queued: Vec<(Nexus, VecDeque<Sense>)> = {
+            let mut map = self.lock();
+            let moved = map
+                .iter_mut()
+                .filter(|(_, s)| !s.queue.is_empty())
+                .map(|(n, s)| (n.clone(), std::mem::take(&mut s.queue)))
+                .collect::<Vec<_>>();
+            let count: usize = moved.iter().map(|(_, q)| q.len()).sum();
+            self.pending.fetch_sub(count, Ordering::Relaxed);
+            moved
+        };
+        let mut map = to.lock();
+        for (nexus, old) in queued {
+            let Some(state) = map.get_mut(&nexus) else {
+                continue;
+            };
+            let mut queue = old;
+            for sense in state.queue.drain(..) {
+                if !queue
+                    .iter()
+                    .any(|s| s.asc == sense.asc && s.ascq == sense.ascq)
+                {
+                    queue.push_back(sense);
+                }
+            }
+            while queue.len() > QUEUE_MAX {
+                queue.pop_front();
+            }
+            let before = state.queue.len();
+            to.pending
+                .fetch_add(queue.len() - before, Ordering::Relaxed);
+            state.queue = queue;
+        }
+    }
+
     /// The attached nexuses `which` selects (SPEC_I_PT by initiator name).
     pub(crate) fn attached(&self, which: impl Fn(&Nexus) -> bool) -> Vec<Nexus> {
         self.lock()

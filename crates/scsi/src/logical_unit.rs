@@ -426,6 +426,16 @@ impl LogicalUnit {
             .set_software_write_protect(previous.mode.software_write_protect());
     }
 
+    /// This unit now serves in place of `previous`: the unit attention
+    /// conditions `previous` still holds for a nexus (a reset's, say) move
+    /// here, ahead of those this unit queued, so that none is lost with
+    /// the old unit. Call once this unit serves the LUN and its nexuses are
+    /// attached: a command still on `previous` then finds none left, and
+    /// one here finds them all.
+    pub fn take_unit_attentions_of(&self, previous: &LogicalUnit) {
+        previous.attentions.hand_over(&self.attentions);
+    }
+
     /// Queues a unit attention `condition` for every attached nexus: what
     /// the unit reports changed under its sessions (capacity, write
     /// protection, identity).

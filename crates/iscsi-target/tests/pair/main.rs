@@ -844,3 +844,31 @@ fn a_reinstating_login_waits_for_the_old_sessions_store_work() {
     pair.write(s, 0, data.clone());
     assert_eq!(pair.read(s, 0, 1), data, "the new session's write stays");
 }
+
+/// A unit attention still pending on a unit that a reload replaces (its
+/// keys changed, the medium the same) is not lost with the old unit: the
+/// session hears the reset's, then the replacement's, each once.
+#[test]
+fn unit_attentions_pending_on_a_replaced_unit_reach_the_session_once() {
+    let mut pair = Pair::new(server(NO_PINGS));
+    let s = pair.login(&session_config(LocalParams::default(), 1, 31));
+    let reset = pair.task_management(s, TaskManagement::LogicalUnitReset(0));
+    pair.run();
+    assert_eq!(
+        pair.take(reset).map(|c| c.outcome),
+        Some(Outcome::TaskManagement(tmf::RESP_COMPLETE))
+    );
+    let server = std::sync::Arc::clone(&pair.server);
+    let target = server.target(harness::TARGET).expect("the target");
+    let old = std::sync::Arc::clone(target.luns().lun(0).expect("LUN 0"));
+    let new = isoe_scsi::LogicalUnit::new(std::sync::Arc::clone(old.store()), old.config().clone());
+    let changed = [isoe_scsi::Sense::inquiry_data_changed()];
+    server.replace_lun(&target, 0, std::sync::Arc::new(new), &changed);
+    let tur = || Command::read(0, &cdb::test_unit_ready(), 0);
+    let heard: Vec<_> = (0..3).map(|_| pair.status(s, tur()).sense_key()).collect();
+    assert_eq!(
+        heard,
+        [Some((6, 0x29, 0x03)), Some((6, 0x3f, 0x03)), None],
+        "the reset's, the replacement's, then nothing"
+    );
+}

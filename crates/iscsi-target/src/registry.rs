@@ -278,6 +278,7 @@ impl Server {
         }
         swap_in(target, number, &lu);
         if let Some(old) = &replaced {
+            lu.take_over_finally(old);
             lu.take_unit_attentions_of(old);
         }
         replaced

@@ -28,6 +28,8 @@ pub struct LogicalUnit {
     pub(crate) capacity_blocks: u64,
     /// START STOP UNIT with START=0 was the last power request (SBC-4 4.20).
     pub(crate) stopped: AtomicBool,
+    /// It took over a unit it replaces ([`LogicalUnit::take_over`]).
+    took_over: AtomicBool,
     /// Taken offline by the administrator ([`LogicalUnit::set_offline`]).
     offline: AtomicBool,
     /// Unit attention conditions per I_T nexus.
@@ -157,6 +159,7 @@ impl LogicalUnit {
             config,
             capacity_blocks,
             stopped: AtomicBool::new(false),
+            took_over: AtomicBool::new(false),
             offline: AtomicBool::new(false),
             attentions: Attentions::default(),
             reservations,
@@ -422,6 +425,21 @@ impl LogicalUnit {
     /// serves commands.
     pub fn take_over(&self, previous: &LogicalUnit) {
         self.reservations.take_over(&previous.reservations);
+        self.mode
+            .set_software_write_protect(previous.mode.software_write_protect());
+        self.took_over.store(true, Ordering::Release);
+    }
+
+    /// This unit, which took over `previous` ([`LogicalUnit::take_over`]),
+    /// now serves in its place: what changed on `previous` since then
+    /// comes too, and `previous` takes no more reservation changes (one
+    /// still reaching it is answered NOT READY, and its retry comes here).
+    /// Nothing for a unit that did not take over.
+    pub fn take_over_finally(&self, previous: &LogicalUnit) {
+        if !self.took_over.load(Ordering::Acquire) {
+            return;
+        }
+        self.reservations.hand_over(&previous.reservations);
         self.mode
             .set_software_write_protect(previous.mode.software_write_protect());
     }

@@ -103,6 +103,11 @@ struct State {
     aptpl: bool,
     /// SPC-2 RESERVE holder.
     legacy: Option<Nexus>,
+    /// A unit replacing this one took the state over for good
+    /// ([`Reservations::hand_over`]): a change made here would be lost, so
+    /// it is refused with a NOT READY the initiator retries, on the new
+    /// unit by then.
+    moved: bool,
 }
 
 fn all_registrants(kind: u8) -> bool {
@@ -367,6 +372,28 @@ impl Reservations {
         let mut state = self.lock();
         *state = taken;
         self.refresh(&state);
+    }
+
+    /// As [`Reservations::take_over`], once this unit serves in place of
+    /// `previous`: what changed there since the first copy comes too, and
+    /// `previous` takes no change after it (a PR OUT, RESERVE or RELEASE
+    /// still reaching it is answered NOT READY, BECOMING READY, and its
+    /// retry reaches this unit).
+    pub(crate) fn hand_over(&self, previous: &Reservations) {
+        let mut old = previous.lock();
+        let mut state = self.lock();
+        *state = old.clone();
+        state.moved = false;
+        old.moved = true;
+        self.refresh(&state);
+    }
+
+    /// The refusal of a change to a state another unit took over.
+    fn refuse_if_moved(state: &State) -> Result<(), Refusal> {
+        if state.moved {
+            return Err(Sense::not_ready_becoming_ready().into());
+        }
+        Ok(())
     }
 
     /// Sends `message` to the other gateways of a shared unit (nothing
@@ -653,6 +680,7 @@ impl Reservations {
             return Err(Sense::invalid_field_in_cdb(1, 0).into());
         }
         let mut state = self.lock();
+        Self::refuse_if_moved(&state)?;
         if state.reservation.is_some() || !state.registrations.is_empty() {
             return Err(Refusal::Conflict);
         }
@@ -682,6 +710,7 @@ impl Reservations {
             return Err(Sense::invalid_field_in_cdb(1, 4).into());
         }
         let mut state = self.lock();
+        Self::refuse_if_moved(&state)?;
         if state.reservation.is_some() || !state.registrations.is_empty() {
             return Err(Refusal::Conflict);
         }
@@ -825,6 +854,7 @@ impl Reservations {
         let action_key = cdb::u64_at(parameters, 8);
 
         let mut state = self.lock();
+        Self::refuse_if_moved(&state)?;
         if state.legacy.as_ref().is_some_and(|holder| holder != nexus) {
             return Err(Refusal::Conflict);
         }
@@ -1592,6 +1622,26 @@ mod tests {
             relative_target_port: port,
             ..Nexus::new("iqn.2026-11.io.isoe:host", [0x40, 0, 0, 0, 0, 1])
         }
+    }
+
+    /// Once a unit replacing this one took the state over for good, a
+    /// change still reaching this one is refused with a NOT READY the
+    /// initiator retries; the new one takes it.
+    #[test]
+    fn a_handed_over_state_refuses_changes_and_the_new_one_takes_them() {
+        let old = Reservations::new(None);
+        let new = Reservations::new(None);
+        let attentions = Attentions::default();
+        let nexus = through(1);
+        let reserve = [crate::opcode::RESERVE_6, 0, 0, 0, 0, 0];
+        new.take_over(&old);
+        new.hand_over(&old);
+        assert_eq!(
+            old.reserve(&attentions, &nexus, &reserve),
+            Err(Sense::not_ready_becoming_ready().into())
+        );
+        assert_eq!(new.reserve(&attentions, &nexus, &reserve), Ok(()));
+        assert_eq!(new.legacy_holder(), Some(nexus));
     }
 
     #[test]

@@ -208,6 +208,12 @@ impl Sense {
         Self::new(sense_key::UNIT_ATTENTION, 0x3f, 0x03)
     }
 
+    /// NOT READY, LOGICAL UNIT IS IN PROCESS OF BECOMING READY (04h/01h):
+    /// initiators retry the command.
+    pub const fn not_ready_becoming_ready() -> Self {
+        Self::new(sense_key::NOT_READY, 0x04, 0x01)
+    }
+
     /// NOT READY, LOGICAL UNIT NOT READY, INITIALIZING COMMAND REQUIRED (04h/02h).
     pub const fn not_ready_initializing_command_required() -> Self {
         Self::new(sense_key::NOT_READY, 0x04, 0x02)

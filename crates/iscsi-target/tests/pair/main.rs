@@ -872,3 +872,44 @@ fn unit_attentions_pending_on_a_replaced_unit_reach_the_session_once() {
         "the reset's, the replacement's, then nothing"
     );
 }
+
+/// A PERSISTENT RESERVE OUT of `action` with `key` and `service_key`
+/// (type WRITE EXCLUSIVE where it reserves) on LUN 0.
+fn pr_out(action: u8, key: u64, service_key: u64) -> Command {
+    let mut params = vec![0u8; 24];
+    params[..8].copy_from_slice(&key.to_be_bytes());
+    params[8..16].copy_from_slice(&service_key.to_be_bytes());
+    let cdb = [0x5f, action, 0x01, 0, 0, 0, 0, 0, 24, 0];
+    Command::write(0, &cdb, params)
+}
+
+/// A reload plans a new unit over the same medium (its keys changed) and
+/// copies the reservations; a PERSISTENT RESERVE OUT still reaches the old
+/// unit before the swap. It is not lost: the new unit has it.
+#[test]
+fn a_reservation_made_while_a_unit_is_replaced_is_not_lost() {
+    let mut pair = Pair::new(server(NO_PINGS));
+    let s = pair.login(&session_config(LocalParams::default(), 1, 32));
+    let key = 0x1234;
+    assert!(pair.status(s, pr_out(0x00, 0, key)).is_good(), "REGISTER");
+    let server = std::sync::Arc::clone(&pair.server);
+    let target = server.target(harness::TARGET).expect("the target");
+    let old = std::sync::Arc::clone(target.luns().lun(0).expect("LUN 0"));
+    let new = isoe_scsi::LogicalUnit::new(std::sync::Arc::clone(old.store()), old.config().clone());
+    new.take_over(&old);
+    // Between the plan's copy and the swap: RESERVE on the old unit.
+    assert!(pair.status(s, pr_out(0x01, key, 0)).is_good(), "RESERVE");
+    let new = std::sync::Arc::new(new);
+    server.replace_lun(&target, 0, std::sync::Arc::clone(&new), &[]);
+    // READ RESERVATION on the new unit: the reservation is there.
+    let read_reservation = [0x5e, 0x01, 0, 0, 0, 0, 0, 0, 64, 0];
+    let done = pair.execute(s, Command::read(0, &read_reservation, 64));
+    let data = &done.buffer;
+    assert!(done.good().is_ok());
+    assert_eq!(
+        u32::from_be_bytes([data[4], data[5], data[6], data[7]]),
+        16,
+        "one reservation"
+    );
+    assert_eq!(u64::from_be_bytes(data[8..16].try_into().unwrap()), key);
+}

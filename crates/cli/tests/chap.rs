@@ -124,6 +124,14 @@ fn iscsi_inq_logs_in_only_with_the_right_chap_credentials() {
     }
 
     target.assert_running("after the refused logins");
+    // The log is read on another thread: its lines may trail the answers.
+    for line in [
+        "does not verify for user",
+        "is not the configured user",
+        "the login skipped the security stage",
+    ] {
+        target.wait_for_output(line);
+    }
     let log = target.output();
     assert!(
         log.contains("CHAP: CHAP_R does not verify for user \"alice\""),
@@ -333,6 +341,7 @@ fn isoe_initiator_authenticates_both_ways_with_sha256_and_sha3_256() {
     );
     assert_no_secret("isoe's output", &out.stderr);
     target.assert_running("after the logins");
+    target.wait_for_output("none of the offered CHAP_A");
     let log = target.output();
     assert!(
         log.contains("none of the offered CHAP_A algorithms \"5\" is enabled"),

@@ -180,6 +180,7 @@ fn at_the_open_files_limit_connections_make_room_without_spinning() {
     let mut target = Target::with_config_and_open_files(&config, 256);
     let mut normal = Normal::login(&target);
     normal.check(&mut target, "before");
+    target.wait_for_output("limits.connections lowered");
     assert!(
         target
             .output()
@@ -224,6 +225,8 @@ fn at_the_open_files_limit_connections_make_room_without_spinning() {
     let mut again = Client::login(target.addr(), &LoginParams::normal(DEFAULT_TARGET))
         .expect("a new login once the connections closed");
     again.ready(0);
+    // The log is read on another thread: the line may trail the login.
+    target.wait_for_output("(limits.connections)");
     let log = target.output();
     assert!(
         log.contains("to make room") && log.contains("(limits.connections)"),
@@ -438,6 +441,7 @@ fn idle_connections_from_its_own_address_do_not_lock_an_initiator_out() {
     let mut target = target_with("", "16MiB");
     let idle = idle_connections(&target, 200);
     all_log_in_beside(&mut target, idle.len(), 8);
+    target.wait_for_output("to make room");
     assert!(
         target.output().contains("to make room"),
         "evictions are logged:\n{}",

@@ -69,6 +69,8 @@ fn an_idle_connection_makes_room_then_connections_beyond_the_limit_are_closed() 
     logged_in
         .expect("a login once the second session closed")
         .ready(0);
+    // The log is read on another thread: the line may trail the login.
+    target.wait_for_output("(limits.connections_per_initiator)");
     let log = target.output();
     assert!(
         log.contains("closed while logging in, to make room")
@@ -159,6 +161,8 @@ fn stalled_chap_logins_do_not_keep_a_normal_login_from_their_address_out() {
         .expect("a normal login beside the stalled ones, at the first try");
     client.ready(0);
     target.assert_running("after the stalled logins");
+    // The log is read on another thread: the line may trail the login.
+    target.wait_for_output("(limits.logins_per_initiator)");
     let log = target.output();
     assert!(
         log.contains("to make room") && log.contains("(limits.logins_per_initiator)"),

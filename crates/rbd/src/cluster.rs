@@ -32,6 +32,8 @@ pub struct ClusterSpec {
 /// A connected cluster handle (`rados_t`).
 pub(crate) struct Cluster {
     pub(crate) rados: Rados,
+    /// What it was made from (counted in [`connections`] until shut down).
+    spec: ClusterSpec,
     /// The cluster's fsid, which makes identities derived from an image
     /// unique across clusters.
     pub(crate) fsid: String,
@@ -86,7 +88,25 @@ impl Drop for Cluster {
             // SAFETY: connected by us, used by no image any more.
             unsafe { (api.rados_shutdown)(self.rados) };
         }
+        let mut open = OPEN.lock_unpoisoned();
+        if let Some(count) = open.as_mut().and_then(|o| o.get_mut(&self.spec)) {
+            *count = count.saturating_sub(1);
+        }
     }
+}
+
+/// Client instances made and not shut down yet, by how they reach their
+/// cluster.
+static OPEN: Mutex<Option<HashMap<ClusterSpec, usize>>> = Mutex::new(None);
+
+/// How many client instances (`rados_t`) this process holds for `spec`:
+/// the one images are opened through, and fenced ones whose images have
+/// not closed yet (each holds its threads and sockets until then).
+pub fn connections(spec: &ClusterSpec) -> usize {
+    OPEN.lock_unpoisoned()
+        .as_ref()
+        .and_then(|o| o.get(spec).copied())
+        .unwrap_or(0)
 }
 
 /// Options set on every connection, after the configuration file (so that
@@ -117,7 +137,7 @@ static CLUSTERS: Mutex<Option<HashMap<ClusterSpec, Weak<Cluster>>>> = Mutex::new
 
 /// The connection for `spec`: the live one if an image holds it and the
 /// cluster has not fenced it, else a new one (which takes its place here;
-/// the fenced one stays with the images that hold it).
+/// the fenced one is shut down once the last image through it has closed).
 pub(crate) fn connect(spec: &ClusterSpec) -> Result<Arc<Cluster>, RbdError> {
     let mut clusters = CLUSTERS.lock_unpoisoned();
     let clusters = clusters.get_or_insert_with(HashMap::new);
@@ -146,8 +166,14 @@ fn open(spec: &ClusterSpec) -> Result<Cluster, RbdError> {
         return Err(failed("rados_create2", r));
     }
     // From here the handle is shut down on every path by Cluster's Drop.
+    *OPEN
+        .lock_unpoisoned()
+        .get_or_insert_with(HashMap::new)
+        .entry(spec.clone())
+        .or_default() += 1;
     let mut cluster = Cluster {
         rados,
+        spec: spec.clone(),
         fsid: String::new(),
         fenced: AtomicBool::new(false),
         images: Mutex::default(),

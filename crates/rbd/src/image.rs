@@ -771,14 +771,20 @@ extern "C" fn first_extent(offset: u64, len: usize, exists: c_int, arg: *mut c_v
 impl Drop for RbdStore {
     fn drop(&mut self) {
         if self.requests.is_fenced() {
-            // Left open, with its connection (a shutdown under an open
-            // image is not safe either): librbd may hold a fenced client's
-            // requests for good, and rbd_close waits for them (a gateway
-            // fenced with a write under way stayed in rbd_close); the
-            // cluster refuses every call of this client anyway.
-            let held = self.requests.in_flight.load(Ordering::Acquire);
-            tracing::warn!(image = %self.name, requests_held = held, "a fenced image is left open");
-            std::mem::forget(Arc::clone(&self.cluster));
+            // librbd may hold a fenced client's requests for a long time,
+            // and rbd_close waits for them (a gateway fenced with a write
+            // under way stayed in rbd_close): the image is closed, and its
+            // connection shut down, once librbd has let go of them all.
+            close_later(Closing {
+                api: self.api,
+                image: self.image,
+                ioctx: self.ioctx,
+                requests: Arc::clone(&self.requests),
+                name: std::mem::take(&mut self.name),
+                since: Instant::now(),
+                warned: false,
+                _cluster: Arc::clone(&self.cluster),
+            });
             return;
         }
         // A request's callback uses the image: wait for all of them (each
@@ -791,6 +797,98 @@ impl Drop for RbdStore {
         unsafe {
             (self.api.rbd_close)(self.image);
             (self.api.rados_ioctx_destroy)(self.ioctx);
+        }
+    }
+}
+
+/// How often the closing thread looks at the fenced images it holds.
+const CLOSING_POLL: Duration = Duration::from_millis(100);
+/// A fenced image whose requests librbd still holds after this long is
+/// reported (once).
+const CLOSING_HELD_WARNING: Duration = Duration::from_secs(60);
+
+/// A fenced image dropped while librbd may still hold requests of it: it
+/// is closed when librbd has called every one back, and its connection
+/// (`_cluster`) shut down with the last image through it.
+struct Closing {
+    api: &'static Api,
+    image: ffi::Image,
+    ioctx: IoCtx,
+    requests: Arc<Requests>,
+    name: String,
+    since: Instant,
+    warned: bool,
+    _cluster: Arc<Cluster>,
+}
+
+// SAFETY: the image and ioctx handles are used by one thread from here on
+// (the closing thread), and librbd's API is thread-safe.
+unsafe impl Send for Closing {}
+
+impl Closing {
+    /// Closes the image if librbd has let go of every request of it;
+    /// whether it did.
+    fn try_close(&mut self) -> bool {
+        let held = self.requests.in_flight.load(Ordering::Acquire);
+        if held > 0 {
+            if !self.warned && self.since.elapsed() >= CLOSING_HELD_WARNING {
+                self.warned = true;
+                tracing::warn!(image = %self.name, requests_held = held, "librbd still holds requests of a fenced image; it is closed when it lets go of them");
+            }
+            return false;
+        }
+        // SAFETY: opened by us, no request under way, dropped by its store;
+        // closed once (the caller drops this Closing, which has no Drop).
+        unsafe {
+            (self.api.rbd_close)(self.image);
+            (self.api.rados_ioctx_destroy)(self.ioctx);
+        }
+        tracing::info!(image = %self.name, after_ms = self.since.elapsed().as_millis() as u64, "a fenced image was closed");
+        true
+    }
+}
+
+/// Hands fenced images to the process's closing thread.
+static CLOSER: Mutex<Option<std::sync::mpsc::Sender<Closing>>> = Mutex::new(None);
+
+/// Closes `closing` on the closing thread (started by the first fence), so
+/// that no caller waits on librbd; the thread is one per process however
+/// many images are fenced.
+fn close_later(closing: Closing) {
+    let mut closer = CLOSER.lock_unpoisoned();
+    let closing = match closer.as_ref() {
+        Some(tx) => match tx.send(closing) {
+            Ok(()) => return,
+            Err(std::sync::mpsc::SendError(closing)) => closing,
+        },
+        None => closing,
+    };
+    let (tx, rx) = std::sync::mpsc::channel::<Closing>();
+    let spawned = std::thread::Builder::new()
+        .name("isoe-rbd-close".into())
+        .spawn(move || {
+            let mut pending: Vec<Closing> = Vec::new();
+            loop {
+                let next = if pending.is_empty() {
+                    rx.recv().ok()
+                } else {
+                    rx.recv_timeout(CLOSING_POLL).ok()
+                };
+                pending.extend(next);
+                pending.retain_mut(|closing| !closing.try_close());
+            }
+        });
+    match spawned {
+        Ok(_) => {
+            // The receiver lives as long as the thread, which never ends.
+            let _ = tx.send(closing);
+            *closer = Some(tx);
+        }
+        Err(e) => {
+            // Left open with its connection: a shutdown under an open image
+            // is not safe, and closing here could wait on librbd for good.
+            tracing::warn!(image = %closing.name, error = %e, "a fenced image is left open: no thread to close it");
+            std::mem::forget(closing);
         }
     }
 }

@@ -17,7 +17,7 @@ mod ffi;
 mod image;
 
 pub use channel::{Channel, Handler, Notified, Reply, Written};
-pub use cluster::ClusterSpec;
+pub use cluster::{connections, ClusterSpec};
 pub use image::{RbdSpec, RbdStore};
 
 use std::ffi::c_char;

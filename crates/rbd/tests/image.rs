@@ -499,3 +499,70 @@ fn a_fenced_connection_is_never_handed_out_again() {
     ceph_tool(&cluster, "ceph", &["osd", "blocklist", "rm", &address]);
     let _ = std::fs::remove_file(&cluster.conf);
 }
+
+/// A fenced image's client instance is not kept for the life of the
+/// process: once the image is dropped, and librbd holds none of its
+/// requests (one sent after the fence is refused at once), the image is
+/// closed and the connection shut down, while the new connection serves.
+#[test]
+fn a_fenced_image_is_closed_and_its_connection_shut_down() {
+    let Some((shared, pool)) = cluster() else {
+        return;
+    };
+    let conf = std::env::temp_dir().join(format!("{}.conf", fresh("closed")));
+    std::fs::copy(&shared.conf, &conf).expect("copy ceph.conf");
+    let cluster = ClusterSpec { conf, ..shared };
+    let name = fresh("closed");
+    let image = open(&cluster, &pool, &name, Some(1 << 20));
+    image.write_at(0, &[1; 512]).unwrap();
+    assert_eq!(isoe_rbd::connections(&cluster), 1);
+    let address = watcher(&cluster, &pool, &name);
+    ceph_tool(&cluster, "ceph", &["osd", "blocklist", "add", &address]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while image.write_at(0, &[2; 512]).is_ok() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(image.is_fenced(), "the blocklisted client is fenced");
+    let (tx, rx) = mpsc::channel();
+    image.asynchronous().expect("rbd is asynchronous").submit(
+        Io {
+            kind: IoKind::Write {
+                offset: 512,
+                fua: false,
+            },
+            buffer: vec![2; 512],
+        },
+        Box::new(move |_, result| tx.send(result).unwrap()),
+    );
+    let refused = rx
+        .recv_timeout(std::time::Duration::from_secs(1))
+        .expect("a write sent after the fence is answered at once");
+    assert!(refused.is_err(), "as failed: {refused:?}");
+
+    let again = open(&cluster, &pool, &name, None);
+    assert_eq!(
+        isoe_rbd::connections(&cluster),
+        2,
+        "a new client instance beside the fenced one"
+    );
+    let dropped = std::time::Instant::now();
+    drop(image);
+    let deadline = dropped + std::time::Duration::from_secs(120);
+    while isoe_rbd::connections(&cluster) > 1 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    eprintln!(
+        "fenced connection shut down {:?} after its image was dropped",
+        dropped.elapsed()
+    );
+    assert_eq!(
+        isoe_rbd::connections(&cluster),
+        1,
+        "the fenced client instance was shut down"
+    );
+    again
+        .write_at(0, &[3; 512])
+        .expect("the new connection serves");
+    ceph_tool(&cluster, "ceph", &["osd", "blocklist", "rm", &address]);
+    let _ = std::fs::remove_file(&cluster.conf);
+}

@@ -174,6 +174,9 @@ impl Unreceived {
 /// the function completes once every task it aborts has ended).
 pub struct AbortBarrier {
     remaining: AtomicUsize,
+    /// Whether a connection it counts found a task in the function's scope
+    /// (ABORT TASK answers "Task does not exist" when none did).
+    found: AtomicBool,
     /// The connection the function came on: woken when the count ends.
     origin: u64,
     /// Or, for tasks ended from outside any connection (a reservation
@@ -199,6 +202,7 @@ impl AbortBarrier {
     pub fn new(origin: u64) -> Arc<AbortBarrier> {
         Arc::new(AbortBarrier {
             remaining: AtomicUsize::new(1),
+            found: AtomicBool::new(false),
             origin,
             then: Mutex::new(None),
         })
@@ -209,6 +213,7 @@ impl AbortBarrier {
     pub fn then(then: Box<dyn FnOnce() + Send>) -> Arc<AbortBarrier> {
         Arc::new(AbortBarrier {
             remaining: AtomicUsize::new(1),
+            found: AtomicBool::new(false),
             origin: NO_CONNECTION,
             then: Mutex::new(Some(then)),
         })
@@ -230,6 +235,16 @@ impl AbortBarrier {
             return None;
         }
         (by != self.origin).then_some(self.origin)
+    }
+
+    /// A connection found a task in scope (before it says it is done).
+    pub fn found_task(&self) {
+        self.found.store(true, Ordering::Release);
+    }
+
+    /// Whether any connection found a task in scope.
+    pub fn any_found(&self) -> bool {
+        self.found.load(Ordering::Acquire)
     }
 
     /// Whether every connection has ended its tasks.

@@ -248,11 +248,13 @@ impl Connection {
         initiator_task_tag: u32,
         response: u8,
         barrier: Option<Arc<AbortBarrier>>,
+        unless_found: bool,
     ) {
         self.held_tmf.push(HeldTmf {
             initiator_task_tag,
             response,
             barrier,
+            unless_found,
         });
         self.release_held();
     }
@@ -263,6 +265,7 @@ impl Connection {
             initiator_task_tag,
             response,
             barrier: None,
+            unless_found: false,
         });
     }
 
@@ -272,10 +275,13 @@ impl Connection {
         let orders = session.take_orders(self.serial);
         for order in orders {
             let (scope, below) = (order.scope, order.below);
-            self.abort_tasks(|command| {
+            let found = self.abort_tasks(|command| {
                 scope.covers(&command.lun, command.initiator_task_tag)
                     && below.is_none_or(|below| isoe_wire::serial::sn_lt(command.cmd_sn, below))
             });
+            if found {
+                order.barrier.found_task();
+            }
             self.owed.push(order.barrier);
         }
         self.release_held();
@@ -305,8 +311,13 @@ impl Connection {
 
     fn send_task_management_response(&mut self, held: HeldTmf) {
         let (exp_cmd_sn, max_cmd_sn) = self.window();
+        let found = held.barrier.as_ref().is_some_and(|b| b.any_found());
         let pdu = Pdu::TaskMgmtResponse(TaskMgmtResponse {
-            response: held.response,
+            response: if held.unless_found && !found {
+                tmf::RESP_NO_TASK
+            } else {
+                held.response
+            },
             initiator_task_tag: held.initiator_task_tag,
             stat_sn: self.take_stat_sn(),
             exp_cmd_sn,

@@ -117,4 +117,7 @@ pub(super) struct HeldTmf {
     pub(super) initiator_task_tag: u32,
     pub(super) response: u8,
     pub(super) barrier: Option<Arc<AbortBarrier>>,
+    /// An ABORT TASK whose task was not here: "Task does not exist" unless
+    /// a connection the barrier counts found it.
+    pub(super) unless_found: bool,
 }

@@ -57,6 +57,7 @@ impl Connection {
         // Tasks on other connections that the function ends too: which,
         // and whether every session of the target is reached.
         let mut elsewhere: Option<(AbortScope, bool)> = None;
+        let mut unless_found = false;
         let response = match t.function {
             tmf::ABORT_TASK => {
                 let referenced = t.referenced_task_tag;
@@ -81,6 +82,13 @@ impl Connection {
                     // RFC 7143 §11.5.1 (a): RefCmdSN in the window and below the TMF's own: treat as received, "Function complete".
                     let scope = AbortScope::Task(referenced);
                     session.end_unreceived(scope, t.cmd_sn, Some(t.ref_cmd_sn));
+                    tmf::RESP_COMPLETE
+                } else if session.connection_count() > 1 {
+                    // The task may run on another connection of the
+                    // session: each ends it if it has it, and the answer
+                    // waits for them all ("Task does not exist" if none did).
+                    elsewhere = Some((AbortScope::Task(referenced), false));
+                    unless_found = true;
                     tmf::RESP_COMPLETE
                 } else {
                     // RFC 7143 §11.5.1 (b): the task is gone (completed) or never was.
@@ -148,7 +156,7 @@ impl Connection {
             self.answer_now(t.initiator_task_tag, response);
             Flow::Close
         } else {
-            self.answer_task_management(t.initiator_task_tag, response, barrier);
+            self.answer_task_management(t.initiator_task_tag, response, barrier, unless_found);
             Flow::Continue
         }
     }
@@ -189,8 +197,11 @@ impl Connection {
     }
 
     /// Ends the commands `which` picks without a response: those waiting
-    /// for Data-Out, and those whose work is out (see `execute.rs`).
-    pub(super) fn abort_tasks(&mut self, which: impl Fn(&ScsiCommand) -> bool) {
+    /// for Data-Out, and those whose work is out (see `execute.rs`);
+    /// whether there was any.
+    pub(super) fn abort_tasks(&mut self, which: impl Fn(&ScsiCommand) -> bool) -> bool {
+        let found = self.background.iter().any(|b| which(&b.command))
+            || self.writes.iter().any(|(_, t)| which(&t.command));
         self.abort_background(&which);
         let tags: Vec<u32> = self
             .writes
@@ -205,5 +216,6 @@ impl Connection {
                 self.bury(tag);
             }
         }
+        found
     }
 }

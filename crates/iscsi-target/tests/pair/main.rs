@@ -497,6 +497,43 @@ fn a_logical_unit_reset_ends_a_write_waiting_on_another_connection() {
     );
 }
 
+/// ABORT TASK may come on any connection of the session (RFC 7143
+/// §11.5.1): a write waiting for its data on connection 1 is ended by an
+/// ABORT TASK on connection 0, answered "Function complete" once it has
+/// ended; its data, sent anyway, is dropped, and nothing is written.
+#[test]
+fn an_abort_task_on_one_connection_ends_a_write_waiting_on_another() {
+    let mut pair = Pair::new(server(NO_PINGS));
+    let s = pair.login(&session_config(solicited_writes(), 2, 12));
+    let links = [pair.link(s, 0), pair.link(s, 1)];
+    pair.hold_to_initiator(links[1], true);
+    let tur = pair.submit(s, Command::new(0, &cdb::test_unit_ready()));
+    let write = pair.submit(s, write_command(0, pattern(8, 0x77)));
+    pair.run();
+    pair.take(tur).expect("answered on connection 0");
+    assert_eq!(r2ts(&pair, links[1]), [(0, 0, 4096)], "the write is on connection 1");
+    let abort = pair.task_management_on(
+        s,
+        TaskManagement::AbortTask {
+            lun: 0,
+            token: write,
+        },
+        Some(0),
+    );
+    pair.run();
+    assert_eq!(pair.server.write_budget.held(), 0, "ended at the target");
+    pair.hold_to_initiator(links[1], false);
+    pair.run();
+    let abort = pair.take(abort).expect("answered").outcome;
+    assert_eq!(abort, Outcome::TaskManagement(tmf::RESP_COMPLETE));
+    assert_eq!(
+        pair.take(write).expect("ended").outcome,
+        Outcome::Failed(TaskError::Aborted)
+    );
+    assert_eq!(pair.failure(links[1]), None);
+    assert_eq!(pair.read(s, 0, 8), vec![0; 8 * BLOCK], "nothing written");
+}
+
 /// A LOGICAL UNIT RESET ends the unit's tasks in every session (SAM-5
 /// 7.6), while an ABORT TASK SET ends only those of its own I_T nexus:
 /// another session's write waiting for its data survives the one and not

@@ -448,6 +448,26 @@ fn watcher(cluster: &ClusterSpec, pool: &str, name: &str) -> String {
     status[start..end].to_string()
 }
 
+/// A connection of its own for one test (the process's other tests share
+/// theirs): the same configuration, read from another path.
+fn own_connection(shared: ClusterSpec, tag: &str) -> ClusterSpec {
+    let conf = std::env::temp_dir().join(format!("{}.conf", fresh(tag)));
+    std::fs::copy(&shared.conf, &conf).expect("copy ceph.conf");
+    ClusterSpec { conf, ..shared }
+}
+
+/// Blocklists the client watching `image` (`pool/name`) and writes until
+/// the OSDs refuse it (once the new map reaches them); its address.
+fn blocklist(cluster: &ClusterSpec, pool: &str, name: &str, image: &RbdStore) -> String {
+    let address = watcher(cluster, pool, name);
+    ceph_tool(cluster, "ceph", &["osd", "blocklist", "add", &address]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while image.write_at(0, &[2; 512]).is_ok() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    address
+}
+
 /// The cluster blocklists a client instance: once one image learns it was
 /// fenced, every image opened through that connection is, and an image
 /// opened afterwards (or [`RbdStore::reopen`]) gets a new connection that
@@ -457,22 +477,12 @@ fn a_fenced_connection_is_never_handed_out_again() {
     let Some((shared, pool)) = cluster() else {
         return;
     };
-    // A connection of its own (the process's other tests share theirs):
-    // the same configuration, read from another path.
-    let conf = std::env::temp_dir().join(format!("{}.conf", fresh("fence")));
-    std::fs::copy(&shared.conf, &conf).expect("copy ceph.conf");
-    let cluster = ClusterSpec { conf, ..shared };
+    let cluster = own_connection(shared, "fence");
     let (name, other_name) = (fresh("fence"), fresh("fence-other"));
     let image = open(&cluster, &pool, &name, Some(1 << 20));
     let other = open(&cluster, &pool, &other_name, Some(1 << 20));
     image.write_at(0, &[1; 512]).unwrap();
-    let address = watcher(&cluster, &pool, &name);
-    ceph_tool(&cluster, "ceph", &["osd", "blocklist", "add", &address]);
-    // The OSDs refuse the client once the new map reaches them.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while image.write_at(0, &[2; 512]).is_ok() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    let address = blocklist(&cluster, &pool, &name, &image);
     assert!(image.is_fenced(), "the blocklisted client is fenced");
     assert!(
         other.is_fenced(),
@@ -509,19 +519,12 @@ fn a_fenced_image_is_closed_and_its_connection_shut_down() {
     let Some((shared, pool)) = cluster() else {
         return;
     };
-    let conf = std::env::temp_dir().join(format!("{}.conf", fresh("closed")));
-    std::fs::copy(&shared.conf, &conf).expect("copy ceph.conf");
-    let cluster = ClusterSpec { conf, ..shared };
+    let cluster = own_connection(shared, "closed");
     let name = fresh("closed");
     let image = open(&cluster, &pool, &name, Some(1 << 20));
     image.write_at(0, &[1; 512]).unwrap();
     assert_eq!(isoe_rbd::connections(&cluster), 1);
-    let address = watcher(&cluster, &pool, &name);
-    ceph_tool(&cluster, "ceph", &["osd", "blocklist", "add", &address]);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while image.write_at(0, &[2; 512]).is_ok() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    let address = blocklist(&cluster, &pool, &name, &image);
     assert!(image.is_fenced(), "the blocklisted client is fenced");
     let (tx, rx) = mpsc::channel();
     image.asynchronous().expect("rbd is asynchronous").submit(

@@ -458,23 +458,34 @@ fn a_sanitize_without_immed_completes_through_its_work_while_others_are_answered
     assert_eq!(pair.read(s, 0, 1), vec![0x5a; BLOCK], "overwritten");
 }
 
+/// A session of two connections (ISID tag `isid`) with an 8-block write
+/// at LBA 0 waiting for its data on connection 1: a TEST UNIT READY on
+/// connection 0 first, so that the write goes on the less busy one, where
+/// its R2T is held back. The pair, the session, its links, the write.
+fn a_write_waiting_on_connection_1(isid: u8) -> (Pair, usize, [usize; 2], u64) {
+    let mut pair = Pair::new(server(NO_PINGS));
+    let s = pair.login(&session_config(solicited_writes(), 2, isid));
+    let links = [pair.link(s, 0), pair.link(s, 1)];
+    pair.hold_to_initiator(links[1], true);
+    let tur = pair.submit(s, Command::new(0, &cdb::test_unit_ready()));
+    let write = pair.submit(s, write_command(0, pattern(8, 0x66)));
+    pair.run();
+    pair.take(tur).expect("answered on connection 0");
+    assert_eq!(
+        r2ts(&pair, links[1]),
+        [(0, 0, 4096)],
+        "the write is on connection 1"
+    );
+    (pair, s, links, write)
+}
+
 /// A LOGICAL UNIT RESET ends every task of its unit (SAM-5 6.6), not only
 /// those of the connection it came on: a write waiting for its data on the
 /// session's other connection ends too, its budget given back, and that
 /// connection lives on.
 #[test]
 fn a_logical_unit_reset_ends_a_write_waiting_on_another_connection() {
-    let mut pair = Pair::new(server(NO_PINGS));
-    let s = pair.login(&session_config(solicited_writes(), 2, 11));
-    let links = [pair.link(s, 0), pair.link(s, 1)];
-    // A TEST UNIT READY on connection 0, so that the write goes on
-    // connection 1 (the less busy); its R2T is held back there.
-    pair.hold_to_initiator(links[1], true);
-    let tur = pair.submit(s, Command::new(0, &cdb::test_unit_ready()));
-    let write = pair.submit(s, write_command(0, pattern(8, 0x66)));
-    pair.run();
-    pair.take(tur).expect("answered on connection 0");
-    assert_eq!(r2ts(&pair, links[1]), [(0, 0, 4096)]);
+    let (mut pair, s, links, write) = a_write_waiting_on_connection_1(11);
     let reset = pair.task_management(s, TaskManagement::LogicalUnitReset(0));
     pair.run();
     let reset = pair.take(reset).expect("answered").outcome;
@@ -503,15 +514,7 @@ fn a_logical_unit_reset_ends_a_write_waiting_on_another_connection() {
 /// ended; its data, sent anyway, is dropped, and nothing is written.
 #[test]
 fn an_abort_task_on_one_connection_ends_a_write_waiting_on_another() {
-    let mut pair = Pair::new(server(NO_PINGS));
-    let s = pair.login(&session_config(solicited_writes(), 2, 12));
-    let links = [pair.link(s, 0), pair.link(s, 1)];
-    pair.hold_to_initiator(links[1], true);
-    let tur = pair.submit(s, Command::new(0, &cdb::test_unit_ready()));
-    let write = pair.submit(s, write_command(0, pattern(8, 0x77)));
-    pair.run();
-    pair.take(tur).expect("answered on connection 0");
-    assert_eq!(r2ts(&pair, links[1]), [(0, 0, 4096)], "the write is on connection 1");
+    let (mut pair, s, links, write) = a_write_waiting_on_connection_1(12);
     let abort = pair.task_management_on(
         s,
         TaskManagement::AbortTask {

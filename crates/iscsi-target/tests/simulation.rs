@@ -19,8 +19,9 @@
 //!   block, what the medium held at some moment while the read was out;
 //! - each unit attention (a reset's, a changed LUN inventory's, a
 //!   replaced unit's) reaches each session at most once per event;
-//! - at rest, every bound's count is back to nothing (the write budget,
-//!   the unsent responses, the store work);
+//! - at every step, the write budget and the responses not yet sent are
+//!   within their bounds; at rest, every bound's count is back to nothing
+//!   (the write budget, the unsent responses, the store work);
 //! - the initiator's side never finds the target's PDUs out of order
 //!   (the pair checks StatSN and ExpCmdSN on every PDU) or unknown.
 //!
@@ -54,6 +55,9 @@ const STEPS: usize = 120;
 /// LUNs of the target, and the blocks of each the commands touch.
 const LUNS: u16 = 2;
 const BLOCKS: u64 = 48;
+/// What one connection may hold unsent: its own bound (8 MiB) and the
+/// response that crossed it (at most `BLOCKS` blocks here).
+const RESPONSE_BOUND: usize = (8 << 20) + BLOCKS as usize * BLOCK;
 
 // ---- the watched store ---------------------------------------------------
 
@@ -594,7 +598,24 @@ impl Sim {
             self.check_completion(&sent, &completion, at)
                 .map_err(|e| format!("task {token} ({sent:?}): {e}"))?;
         }
-        self.check_landings(&landings)
+        self.check_landings(&landings)?;
+        self.check_bounds()
+    }
+
+    /// What the target holds is within its stated bounds at every step
+    /// (docs/ARCHITECTURE.md, "What a peer can make the target hold").
+    fn check_bounds(&self) -> Result<(), String> {
+        let server = &self.pair.server;
+        let (held, limit) = (server.write_budget.held(), server.write_budget.limit());
+        if held > limit {
+            return Err(format!("the write budget holds {held} bytes, past its {limit}"));
+        }
+        let unsent = server.output_bytes.load(Ordering::SeqCst);
+        let bound = server.config.limits.response_buffer + self.pair.links() * RESPONSE_BOUND;
+        if unsent > bound {
+            return Err(format!("{unsent} bytes of responses unsent, past {bound}"));
+        }
+        Ok(())
     }
 
     /// The store's writes since the last look, into the history.

@@ -608,7 +608,9 @@ impl Sim {
         let server = &self.pair.server;
         let (held, limit) = (server.write_budget.held(), server.write_budget.limit());
         if held > limit {
-            return Err(format!("the write budget holds {held} bytes, past its {limit}"));
+            return Err(format!(
+                "the write budget holds {held} bytes, past its {limit}"
+            ));
         }
         let unsent = server.output_bytes.load(Ordering::SeqCst);
         let bound = server.config.limits.response_buffer + self.pair.links() * RESPONSE_BOUND;

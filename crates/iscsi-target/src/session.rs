@@ -307,6 +307,10 @@ pub struct Session {
     window: Mutex<Window>,
     /// Mirror of ExpCmdSN for lock-free reads when building responses.
     exp_cmd_sn: AtomicU32,
+    /// The highest MaxCmdSN announced: never lowered (an initiator keeps
+    /// the highest it saw, RFC 7143 §3.2.2.1), and what a command's CmdSN
+    /// is admitted against.
+    max_cmd_sn: AtomicU32,
     members: Mutex<Vec<Member>>,
     /// Counts notices to members (an order to end tasks, a connection
     /// ended), so that a connection woken only for its next CmdSN learns
@@ -320,6 +324,9 @@ pub struct Session {
     /// Store work handed out for its commands and not yet returned: a
     /// write among it may still land, after the session ended too.
     store_work: AtomicUsize,
+    /// Its writes waiting for their data on its connections
+    /// ([`WaitingWrites`]).
+    waiting_writes: AtomicUsize,
 }
 
 impl Session {
@@ -359,12 +366,14 @@ impl Session {
                 unreceived: Unreceived::default(),
             }),
             exp_cmd_sn: AtomicU32::new(cmd_sn),
+            max_cmd_sn: AtomicU32::new(cmd_sn.wrapping_add(COMMAND_WINDOW - 1)),
             members: Mutex::new(Vec::new()),
             notices: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             nexus_ended: AtomicBool::new(false),
             retired: Mutex::default(),
             store_work: AtomicUsize::new(0),
+            waiting_writes: AtomicUsize::new(0),
         }
     }
 
@@ -378,9 +387,32 @@ impl Session {
         self.exp_cmd_sn.load(Ordering::Acquire)
     }
 
-    /// MaxCmdSN: the window stays COMMAND_WINDOW commands wide.
+    /// MaxCmdSN to announce: COMMAND_WINDOW commands past ExpCmdSN, less
+    /// one for each piece of store work still out and each write waiting
+    /// for its data, so that the commands a session has at the target
+    /// stay within the window when its store or its peer stalls (the
+    /// window advances as commands arrive, and closes as they pile up);
+    /// never below what was announced before.
     pub fn max_cmd_sn(&self) -> u32 {
-        self.exp_cmd_sn().wrapping_add(COMMAND_WINDOW - 1)
+        let held = self.store_work() + self.waiting_writes.load(Ordering::Acquire);
+        let out = held.min(COMMAND_WINDOW as usize) as u32;
+        let candidate = self
+            .exp_cmd_sn()
+            .wrapping_add(COMMAND_WINDOW - 1)
+            .wrapping_sub(out);
+        let mut announced = self.max_cmd_sn.load(Ordering::Acquire);
+        while sn_gt(candidate, announced) {
+            match self.max_cmd_sn.compare_exchange_weak(
+                announced,
+                candidate,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return candidate,
+                Err(now) => announced = now,
+            }
+        }
+        announced
     }
 
     /// Admits a non-immediate command with `cmd_sn` arriving on connection
@@ -401,7 +433,8 @@ impl Session {
             return Admit::Closed;
         }
         let mut window = self.window.lock_unpoisoned();
-        let max = window.exp_cmd_sn.wrapping_add(COMMAND_WINDOW - 1);
+        // Whatever was announced stands: an initiator may use it.
+        let max = self.max_cmd_sn.load(Ordering::Acquire);
         if !sn_in_window(cmd_sn, window.exp_cmd_sn, max) {
             window.waiting.retain(|&(_, s)| s != serial);
             return Admit::OutsideWindow;
@@ -701,6 +734,42 @@ impl Drop for Session {
     /// session is.
     fn drop(&mut self) {
         self.end_nexus();
+    }
+}
+
+/// The writes of one session waiting for their data on one connection,
+/// counted in the session's window ([`Session::max_cmd_sn`]); what is
+/// still counted when the connection goes is given back then.
+#[derive(Debug, Default)]
+pub struct WaitingWrites {
+    session: Option<Arc<Session>>,
+    count: usize,
+}
+
+impl WaitingWrites {
+    /// One more write of `session` waits for its data.
+    pub fn add(&mut self, session: &Arc<Session>) {
+        let counted = self.session.get_or_insert_with(|| Arc::clone(session));
+        counted.waiting_writes.fetch_add(1, Ordering::AcqRel);
+        self.count += 1;
+    }
+
+    /// One write no longer waits (its data came, or it ended).
+    pub fn remove(&mut self) {
+        if let Some(session) = self.session.as_ref().filter(|_| self.count > 0) {
+            session.waiting_writes.fetch_sub(1, Ordering::AcqRel);
+            self.count -= 1;
+        }
+    }
+}
+
+impl Drop for WaitingWrites {
+    fn drop(&mut self) {
+        if let Some(session) = &self.session {
+            session
+                .waiting_writes
+                .fetch_sub(self.count, Ordering::AcqRel);
+        }
     }
 }
 

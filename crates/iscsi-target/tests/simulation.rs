@@ -58,6 +58,9 @@ const BLOCKS: u64 = 48;
 /// What one connection may hold unsent: its own bound (8 MiB) and the
 /// response that crossed it (at most `BLOCKS` blocks here).
 const RESPONSE_BOUND: usize = (8 << 20) + BLOCKS as usize * BLOCK;
+/// The CmdSN window the target gives a session, which bounds the store
+/// work of its commands.
+const WINDOW: usize = isoe_target::session::COMMAND_WINDOW as usize;
 
 // ---- the watched store ---------------------------------------------------
 
@@ -616,6 +619,14 @@ impl Sim {
         let bound = server.config.limits.response_buffer + self.pair.links() * RESPONSE_BOUND;
         if unsent > bound {
             return Err(format!("{unsent} bytes of responses unsent, past {bound}"));
+        }
+        for (s, session) in server.sessions().iter().enumerate() {
+            let work = session.store_work();
+            if work > WINDOW {
+                return Err(format!(
+                    "session {s} has {work} pieces of store work out, past the window ({WINDOW})"
+                ));
+            }
         }
         Ok(())
     }

@@ -197,6 +197,8 @@ pub struct Connection {
     pub out: Output,
     pool: BufferPool,
     writes: HashMap<u32, WriteTask>,
+    /// `writes`, counted in the session's window.
+    waiting_writes: crate::session::WaitingWrites,
     next_ttt: u32,
     text_in: Vec<u8>,
     text_out: Option<PendingText>,
@@ -316,6 +318,7 @@ impl Connection {
             out: Output::with_gauge(!datapath.batching, output_gauge),
             pool: BufferPool::shared(datapath.buffer_pool, pooled),
             writes: HashMap::new(),
+            waiting_writes: crate::session::WaitingWrites::default(),
             next_ttt: 1,
             text_in: Vec::new(),
             text_out: None,

@@ -121,7 +121,9 @@ impl Connection {
         task.started = Some(self.last_rx);
         task.charged = immediate + unasked;
         task.last_data = Some(self.last_rx);
-        self.writes.insert(cmd.initiator_task_tag, task);
+        if self.writes.insert(cmd.initiator_task_tag, task).is_none() {
+            self.waiting_writes.add(session);
+        }
         self.solicit(session, cmd.initiator_task_tag);
         Flow::Continue
     }
@@ -247,6 +249,7 @@ impl Connection {
     /// Removes a write task, giving its bytes back to the write budget.
     pub(super) fn take_write(&mut self, itt: u32) -> Option<WriteTask> {
         let task = self.writes.remove(&itt)?;
+        self.waiting_writes.remove();
         self.server.write_budget.give(self.peer.ip(), task.charged);
         Some(task)
     }

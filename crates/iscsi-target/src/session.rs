@@ -19,6 +19,10 @@ use std::time::Duration;
 /// How many commands past ExpCmdSN an initiator may have outstanding.
 pub const COMMAND_WINDOW: u32 = 128;
 
+/// How far MaxCmdSN falls behind where it could be, at most, while the
+/// window has room to spare ([`Session::max_cmd_sn`]).
+const WINDOW_STEP: u32 = 8;
+
 /// How long a command that arrived ahead of a CmdSN gap waits for the gap to fill.
 pub const CMD_SN_GAP_WAIT: Duration = Duration::from_secs(30);
 
@@ -392,15 +396,20 @@ impl Session {
     /// for its data, so that the commands a session has at the target
     /// stay within the window when its store or its peer stalls (the
     /// window advances as commands arrive, and closes as they pile up);
-    /// never below what was announced before.
+    /// never below what was announced before. While the window has room
+    /// to spare (half of it), it is raised in steps of [`WINDOW_STEP`], so
+    /// that a busy session pays one atomic exchange every few commands.
+    #[inline]
     pub fn max_cmd_sn(&self) -> u32 {
+        let exp = self.exp_cmd_sn();
         let held = self.store_work() + self.waiting_writes.load(Ordering::Acquire);
         let out = held.min(COMMAND_WINDOW as usize) as u32;
-        let candidate = self
-            .exp_cmd_sn()
-            .wrapping_add(COMMAND_WINDOW - 1)
-            .wrapping_sub(out);
+        let candidate = exp.wrapping_add(COMMAND_WINDOW - 1).wrapping_sub(out);
         let mut announced = self.max_cmd_sn.load(Ordering::Acquire);
+        let room = announced.wrapping_add(1).wrapping_sub(exp);
+        if room >= COMMAND_WINDOW / 2 && candidate.wrapping_sub(announced) < WINDOW_STEP {
+            return announced;
+        }
         while sn_gt(candidate, announced) {
             match self.max_cmd_sn.compare_exchange_weak(
                 announced,

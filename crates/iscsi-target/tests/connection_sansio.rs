@@ -72,6 +72,8 @@ struct Wire {
     done: (Sender<Finished>, Receiver<Finished>),
     /// The TargetPortalGroupTag the last completed login declared.
     declared_tag: Option<u16>,
+    /// How many pieces of store work went to threads.
+    runs: usize,
 }
 
 impl Wire {
@@ -97,6 +99,7 @@ impl Wire {
             woken: Vec::new(),
             done: channel(),
             declared_tag: None,
+            runs: 0,
         }
     }
 
@@ -121,6 +124,7 @@ impl Wire {
             match action {
                 Action::Wake(serial) => self.woken.push(serial),
                 Action::Run { token, work } => {
+                    self.runs += 1;
                     let done = self.done.0.clone();
                     std::thread::spawn(move || {
                         let _ = done.send((token, work.run()));
@@ -1385,4 +1389,79 @@ fn a_text_request_over_64_kib_is_rejected_and_the_connection_goes_on() {
         matches!(&out[..], [(Pdu::DataIn(_), _)]),
         "the session goes on: {out:?}"
     );
+}
+
+/// Reads whose store work is out count as the output they will be: a
+/// burst of 1 MiB READs on a file LUN (its reads go to the I/O threads)
+/// is taken only up to the connection's own output bound (8 MiB), and the
+/// rest waits in the input until the work is back and sent.
+#[test]
+fn reads_whose_work_is_out_count_against_the_output_bound() {
+    let dir = tempfile::tempdir().expect("scratch directory");
+    let path = dir.path().join("lun.img");
+    // Written, then out of the page cache, so that the reads wait on the
+    // device and go to threads.
+    std::fs::write(&path, vec![0x5a; 64 << 20]).expect("write the LUN's file");
+    let file = std::fs::File::open(&path).expect("open the LUN's file");
+    file.sync_all().expect("sync");
+    rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed).expect("fadvise");
+    let server = server_with(&format!(
+        "[[target.lun]]\nnumber = 1\nfile = \"{}\"\nsize = \"64MiB\"\nserial = \"sansio1\"\nnaa = \"0x6001405abcdef0123456789abcdef012\"\n",
+        path.display()
+    ));
+    let mut w = Wire::new(&server);
+    w.login(LocalParams::default(), [0x80, 0, 0, 0, 9, 1], 0, 1);
+    const READS: u32 = 16;
+    const BLOCKS: u16 = 2048; // 1 MiB, 4 MiB apart (past readahead)
+    let mut burst = Vec::new();
+    for i in 0..READS {
+        let mut read = command(
+            100 + i,
+            10 + i,
+            read10(4 * u32::from(BLOCKS) * i, BLOCKS),
+            1 << 20,
+            true,
+        );
+        read.lun = Lun::from_number(1);
+        encode(&mut burst, &Pdu::ScsiCommand(read), &[], &[], &w.limits);
+    }
+    let input = w.conn.handle_input(&burst, w.now);
+    w.take_actions();
+    if w.runs == 0 {
+        eprintln!(
+            "skipped: the reads were served from the page cache (a file system that keeps it?)"
+        );
+        return;
+    }
+    assert_eq!(w.runs, 8, "each read taken went to a thread");
+    let pdu_len = burst.len() / READS as usize;
+    assert!(input.output_full, "input stopped at the bound");
+    assert_eq!(
+        input.consumed / pdu_len,
+        8,
+        "8 MiB of reads taken, the rest left in the input"
+    );
+    // Once the work is back and its Data-In sent, the rest is taken.
+    let mut rest = &burst[input.consumed..];
+    let mut answered = 0;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while answered < READS as usize {
+        assert!(Instant::now() < deadline, "{answered} reads answered");
+        std::thread::sleep(Duration::from_millis(5));
+        w.complete_finished_work();
+        answered += w
+            .take_output()
+            .iter()
+            .filter(|(p, _)| match p {
+                Pdu::DataIn(d) => d.status_present,
+                Pdu::ScsiResponse(_) => true,
+                _ => false,
+            })
+            .count();
+        if !rest.is_empty() {
+            let input = w.conn.handle_input(rest, w.now);
+            w.take_actions();
+            rest = &rest[input.consumed..];
+        }
+    }
 }

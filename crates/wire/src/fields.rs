@@ -124,6 +124,7 @@ impl Lun {
     }
 
     /// Decodes peripheral (00b) and flat (01b) single-level addressing; None for others.
+    #[inline]
     pub fn number(&self) -> Option<u16> {
         if self.0[2..].iter().any(|&b| b != 0) {
             return None;

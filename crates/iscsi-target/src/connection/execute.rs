@@ -206,6 +206,7 @@ impl Connection {
         };
         let token = self.next_token;
         self.next_token += 1;
+        self.reads_out += read_bytes(cmd);
         self.background.push(BackgroundTask {
             token,
             command: *cmd,
@@ -231,6 +232,7 @@ impl Connection {
     pub(super) fn abort_background(&mut self, which: &dyn Fn(&ScsiCommand) -> bool) -> bool {
         self.background
             .retain(|task| task.holds || !which(&task.command));
+        self.reads_out = self.background.iter().map(|t| read_bytes(&t.command)).sum();
         let mut waiting = false;
         for task in &mut self.background {
             if which(&task.command) {
@@ -343,6 +345,7 @@ impl Connection {
             return;
         };
         let task = self.background.remove(index);
+        self.reads_out = self.reads_out.saturating_sub(read_bytes(&task.command));
         if task.aborted {
             self.recycle(data_in);
             self.release_held();
@@ -364,5 +367,14 @@ impl Connection {
             data_in.into(),
             residual,
         );
+    }
+}
+
+/// The Data-In a command's work will bring back: a read's expected length.
+fn read_bytes(command: &ScsiCommand) -> usize {
+    if command.read {
+        command.expected_data_transfer_length as usize
+    } else {
+        0
     }
 }

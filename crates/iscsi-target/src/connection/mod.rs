@@ -226,6 +226,10 @@ pub struct Connection {
     /// Write tasks waiting for write budget before their next R2T.
     starved: VecDeque<u32>,
     background: Vec<BackgroundTask>,
+    /// The Data-In the reads among `background` will bring (their expected
+    /// lengths): counted with the unsent output against its bound, so
+    /// that work out cannot pile up responses past it.
+    reads_out: usize,
     next_token: u64,
     /// Counted among the logins in progress ([`crate::admission`]).
     logging_in: bool,
@@ -336,6 +340,7 @@ impl Connection {
             buried: VecDeque::new(),
             starved: VecDeque::new(),
             background: Vec::new(),
+            reads_out: 0,
             next_token: 1,
             logging_in: true,
             held_answer: None,
@@ -454,9 +459,10 @@ impl Connection {
     /// Whether this connection's output is at its bound: its own (8 MiB),
     /// or the process's (`[limits] response_buffer`) while it has output
     /// of its own waiting (one with none may always go on, so every
-    /// connection makes progress).
+    /// connection makes progress). Reads whose work is out count as the
+    /// output they will be.
     pub fn output_full(&self) -> bool {
-        let mine = self.out.pending_bytes();
+        let mine = self.out.pending_bytes() + self.reads_out;
         mine >= OUTPUT_BYTES_MAX
             || (mine > 0
                 && self
@@ -931,6 +937,7 @@ impl Connection {
         // Its tasks have ended (work still out finds no connection): what
         // waited on them need wait no more.
         self.background.clear();
+        self.reads_out = 0;
         self.release_held();
         self.phase = Phase::Closed;
         let Some(session) = self.bound.take() else {

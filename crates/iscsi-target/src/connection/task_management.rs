@@ -124,6 +124,7 @@ impl Connection {
                 // finds no connection to answer.
                 self.abort_tasks(before);
                 self.background.clear();
+                self.reads_out = 0;
                 session.end_unreceived(AbortScope::All, t.cmd_sn, None);
                 elsewhere = Some((AbortScope::All, true));
                 reset_units(session, None, isoe_scsi::attention::POWER_ON_OCCURRED);

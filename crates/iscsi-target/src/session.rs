@@ -331,6 +331,9 @@ pub struct Session {
     /// Its writes waiting for their data on its connections
     /// ([`WaitingWrites`]).
     waiting_writes: AtomicUsize,
+    /// The work of connections that left with store work out
+    /// ([`Session::leave`]), which functions ordered later wait for too.
+    left_work: Mutex<Vec<Arc<ConnectionWork>>>,
 }
 
 impl Session {
@@ -378,6 +381,7 @@ impl Session {
             retired: Mutex::default(),
             store_work: AtomicUsize::new(0),
             waiting_writes: AtomicUsize::new(0),
+            left_work: Mutex::default(),
         }
     }
 
@@ -555,12 +559,21 @@ impl Session {
     /// Removes a connection; returns true when it was the last one. Orders
     /// it had not taken count as done (its tasks end with it); the
     /// connections they free go to `wake`.
-    pub fn leave(&self, serial: u64, wake: &mut Vec<u64>) -> bool {
+    pub fn leave(&self, serial: u64, work: &Arc<ConnectionWork>, wake: &mut Vec<u64>) -> bool {
         self.stop_waiting(serial);
         let mut members = self.members.lock_unpoisoned();
         if let Some(pos) = members.iter().position(|m| m.serial == serial) {
             let member = members.remove(pos);
-            wake.extend(member.orders.iter().filter_map(|o| o.barrier.done(serial)));
+            for order in &member.orders {
+                if !work.keep(&order.barrier) {
+                    wake.extend(order.barrier.done(serial));
+                }
+            }
+        }
+        if work.is_out() {
+            let mut left = self.left_work.lock_unpoisoned();
+            left.retain(|w| w.is_out());
+            left.push(Arc::clone(work));
         }
         members.is_empty()
     }
@@ -575,6 +588,10 @@ impl Session {
         barrier: &Arc<AbortBarrier>,
         wake: &mut Vec<u64>,
     ) {
+        // Work of connections gone that may still land: waited for too.
+        self.left_work
+            .lock_unpoisoned()
+            .retain(|work| work.count_and_keep(barrier));
         let mut members = self.members.lock_unpoisoned();
         for m in members
             .iter_mut()
@@ -788,18 +805,87 @@ impl Drop for WaitingWrites {
 /// reinstates the session waits until none is left, so that a write of
 /// the old session cannot land after the new one's.
 #[derive(Debug)]
-pub struct StoreWork(Arc<Session>);
+pub struct StoreWork(Arc<Session>, Arc<ConnectionWork>);
 
 impl StoreWork {
-    /// Counts one more piece of `session`'s store work out.
-    pub fn begin(session: &Arc<Session>) -> StoreWork {
+    /// Counts one more piece of `session`'s store work out, handed out by
+    /// the connection whose work `work` counts.
+    pub fn begin(session: &Arc<Session>, work: &Arc<ConnectionWork>) -> StoreWork {
         session.store_work.fetch_add(1, Ordering::AcqRel);
-        StoreWork(Arc::clone(session))
+        work.begin();
+        StoreWork(Arc::clone(session), Arc::clone(work))
     }
 }
 
 impl Drop for StoreWork {
     fn drop(&mut self) {
         self.0.store_work.fetch_sub(1, Ordering::AcqRel);
+        self.1.end();
+    }
+}
+
+/// The store work one connection handed out and that has not returned,
+/// and the task management functions that wait for it once the
+/// connection has gone: a write under way cannot be called back, so a
+/// function that ends its task is answered only when the store call
+/// returned, whether or not its connection is still there to say so.
+#[derive(Debug, Default)]
+pub struct ConnectionWork {
+    state: Mutex<ConnectionWorkState>,
+}
+
+#[derive(Debug, Default)]
+struct ConnectionWorkState {
+    out: usize,
+    /// Each counted once in its barrier, done when `out` comes to 0.
+    waiting: Vec<Arc<AbortBarrier>>,
+}
+
+impl ConnectionWork {
+    fn begin(&self) {
+        self.state.lock_unpoisoned().out += 1;
+    }
+
+    fn end(&self) {
+        let waiting = {
+            let mut state = self.state.lock_unpoisoned();
+            state.out = state.out.saturating_sub(1);
+            if state.out > 0 {
+                return;
+            }
+            std::mem::take(&mut state.waiting)
+        };
+        // The functions' connections see it at their next tick.
+        for barrier in waiting {
+            let _ = barrier.done(NO_CONNECTION);
+        }
+    }
+
+    /// Whether any of its work is out.
+    pub fn is_out(&self) -> bool {
+        self.state.lock_unpoisoned().out > 0
+    }
+
+    /// Keeps `barrier`, already counted for this connection, until its
+    /// work is back; false (nothing kept) when none is out.
+    pub fn keep(&self, barrier: &Arc<AbortBarrier>) -> bool {
+        let mut state = self.state.lock_unpoisoned();
+        if state.out == 0 {
+            return false;
+        }
+        state.waiting.push(Arc::clone(barrier));
+        true
+    }
+
+    /// Counts `barrier` once more and keeps it until this work is back;
+    /// false (not counted) when none is out.
+    fn count_and_keep(&self, barrier: &Arc<AbortBarrier>) -> bool {
+        let mut state = self.state.lock_unpoisoned();
+        if state.out == 0 {
+            return false;
+        }
+        barrier.remaining.fetch_add(1, Ordering::AcqRel);
+        state.waiting.push(Arc::clone(barrier));
+        true
     }
 }

@@ -5,7 +5,8 @@
 //! go on) and their fills, every task management function on any
 //! connection, store work held back and released, the clock moved, and a
 //! session that loses every connection at once and logs in again
-//! (session reinstatement; the commands it had sent go again), a session
+//! (session reinstatement; the commands it had sent go again), one that
+//! loses one connection while its others go on and is then reinstated, a session
 //! that logs out and in again, and reloads while commands run (a LUN added or removed, a unit replaced
 //! over the same medium). After every step it checks what an initiator must be able to trust:
 //!
@@ -366,6 +367,24 @@ impl Sim {
                 self.note(|| format!("session {s} loses its connections and is reinstated"));
                 let config = self.configs[s].clone();
                 self.pair.reinstate(self.sessions[s], &config);
+            }
+            94..96 => {
+                // One connection of an MC/S session is lost while the
+                // others go on; the initiator then reinstates the session
+                // (ErrorRecoveryLevel 0 recovers a session, not a connection).
+                let s = self.rng.random_range(0..self.sessions.len());
+                let conns = self.pair.session(self.sessions[s]).conns.len();
+                if conns > 1 {
+                    let c = self.rng.random_range(0..conns);
+                    self.note(|| format!("session {s} loses connection {c}; the others go on"));
+                    self.pair.lose_connection(self.sessions[s], c);
+                    self.mark_orphans();
+                    self.pair.run();
+                    self.check()?;
+                    self.note(|| format!("session {s} is reinstated"));
+                    let config = self.configs[s].clone();
+                    self.pair.reinstate(self.sessions[s], &config);
+                }
             }
             _ => {}
         }

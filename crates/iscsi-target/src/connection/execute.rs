@@ -202,7 +202,10 @@ impl Connection {
     fn hand_out(&mut self, cmd: &ScsiCommand, job: Job, residual: Residual, holds: bool) {
         let work = Work {
             job,
-            counted: self.bound.as_ref().map(StoreWork::begin),
+            counted: self
+                .bound
+                .as_ref()
+                .map(|session| StoreWork::begin(session, &self.conn_work)),
         };
         let token = self.next_token;
         self.next_token += 1;

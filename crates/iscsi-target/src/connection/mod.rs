@@ -199,6 +199,8 @@ pub struct Connection {
     writes: HashMap<u32, WriteTask>,
     /// `writes`, counted in the session's window.
     waiting_writes: crate::session::WaitingWrites,
+    /// The store work it handed out that has not returned.
+    conn_work: Arc<crate::session::ConnectionWork>,
     next_ttt: u32,
     text_in: Vec<u8>,
     text_out: Option<PendingText>,
@@ -323,6 +325,7 @@ impl Connection {
             pool: BufferPool::shared(datapath.buffer_pool, pooled),
             writes: HashMap::new(),
             waiting_writes: crate::session::WaitingWrites::default(),
+            conn_work: Arc::default(),
             next_ttt: 1,
             text_in: Vec::new(),
             text_out: None,
@@ -848,6 +851,11 @@ impl Connection {
         if !self.starved.is_empty() {
             self.feed_starved();
         }
+        if !self.held_tmf.is_empty() {
+            // A function may wait on work of a connection gone, which
+            // wakes no one when it returns.
+            self.release_held();
+        }
         let Phase::Full(session) = &self.phase else {
             return Flow::Close;
         };
@@ -934,8 +942,14 @@ impl Connection {
         let after_logout = matches!(self.phase, Phase::Closed);
         self.end_login();
         self.abort_tasks(|_| true);
-        // Its tasks have ended (work still out finds no connection): what
-        // waited on them need wait no more.
+        // Its tasks have ended (work still out finds no connection); the
+        // functions that waited on them wait on, for the work still out
+        // (a write under way may yet land).
+        for barrier in std::mem::take(&mut self.owed) {
+            if !self.conn_work.keep(&barrier) {
+                self.wake.extend(barrier.done(self.serial));
+            }
+        }
         self.background.clear();
         self.reads_out = 0;
         self.release_held();
@@ -956,7 +970,7 @@ impl Connection {
                 .retire(&target.name, &info.stats, &session.retired);
         }
         let mut session_ended = false;
-        if session.leave(self.serial, &mut self.wake) || session.is_closed() {
+        if session.leave(self.serial, &self.conn_work, &mut self.wake) || session.is_closed() {
             session.close(self.serial, &mut self.wake);
             session.end_nexus();
             self.server.remove_session(&session);

@@ -440,6 +440,23 @@ impl Pair {
         self.links_of[s] = links;
     }
 
+    /// Connection `c` of session `s` is lost alone, as on a reset: the
+    /// target's side closes, and the initiator's side sends and hears
+    /// nothing more on it (the engine would then fail the session; at
+    /// ErrorRecoveryLevel 0 the way back is [`Pair::reinstate`]).
+    pub fn lose_connection(&mut self, s: usize, c: usize) {
+        let link = self.links_of[s][c];
+        let l = &mut self.links[link];
+        l.initiator = None;
+        l.abandoned = true;
+        l.to_target.clear();
+        l.to_initiator.clear();
+        let mut drive = Drive::default();
+        l.conn.close(&mut drive);
+        self.carry_out(link, drive);
+        self.sessions[s].conns[c].alive = false;
+    }
+
     /// Session `s` logs out (CLOSE_SESSION, in CmdSN order behind what it
     /// sent) and runs until quiet: the Logout's outcome, if it came. Its
     /// links are let go then, as the initiator's engine closes its

@@ -404,14 +404,7 @@ impl Pair {
     /// that the test holds stays held, and runs when released.
     pub fn reinstate(&mut self, s: usize, config: &SessionConfig) {
         for link in self.links_of[s].clone() {
-            let l = &mut self.links[link];
-            l.initiator = None;
-            l.abandoned = true;
-            l.to_target.clear();
-            l.to_initiator.clear();
-            let mut drive = Drive::default();
-            l.conn.close(&mut drive);
-            self.carry_out(link, drive);
+            self.drop_link(link);
         }
         self.sessions[s].connections_lost();
         let cmd_sn = self.sessions[s].cmd_sn();
@@ -445,7 +438,13 @@ impl Pair {
     /// nothing more on it (the engine would then fail the session; at
     /// ErrorRecoveryLevel 0 the way back is [`Pair::reinstate`]).
     pub fn lose_connection(&mut self, s: usize, c: usize) {
-        let link = self.links_of[s][c];
+        self.drop_link(self.links_of[s][c]);
+        self.sessions[s].conns[c].alive = false;
+    }
+
+    /// The initiator lets `link` go and the target's connection closes;
+    /// nothing in flight either way arrives.
+    fn drop_link(&mut self, link: usize) {
         let l = &mut self.links[link];
         l.initiator = None;
         l.abandoned = true;
@@ -454,7 +453,6 @@ impl Pair {
         let mut drive = Drive::default();
         l.conn.close(&mut drive);
         self.carry_out(link, drive);
-        self.sessions[s].conns[c].alive = false;
     }
 
     /// Session `s` logs out (CLOSE_SESSION, in CmdSN order behind what it

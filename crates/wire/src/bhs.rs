@@ -230,6 +230,13 @@ impl<T: AsRef<[u8]>> Bhs<T> {
         Opcode::from_u8(raw).ok_or(ParseError::UnknownOpcode(raw))
     }
 
+    /// Whether the opcode is `opcode`: one compare, for a caller that
+    /// looks at every PDU before it is parsed.
+    #[inline]
+    pub fn opcode_is(&self, opcode: Opcode) -> bool {
+        self.buffer.as_ref()[field::OPCODE] & flag::OPCODE == opcode as u8
+    }
+
     /// TotalAHSLength in bytes (RFC 7143 §11.2.1.5).
     #[inline]
     pub fn total_ahs_len(&self) -> usize {

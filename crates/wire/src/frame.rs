@@ -74,6 +74,7 @@ impl FrameLimits {
         crc: Crc32cImpl::Hardware,
     };
 
+    #[inline]
     fn header_digest_len(&self) -> usize {
         if self.header_digest {
             DIGEST_LEN
@@ -83,6 +84,7 @@ impl FrameLimits {
     }
 
     /// RFC 7143 §11.2.4: a zero-length data segment has no data digest either.
+    #[inline]
     fn data_digest_len(&self, data_len: usize) -> usize {
         if self.data_digest && data_len > 0 {
             DIGEST_LEN
@@ -111,8 +113,18 @@ impl<'a> Frame<'a> {
 
     /// The full CDB: BHS bytes 32..48 followed by an Extended CDB AHS (type 1)
     /// if present (RFC 7143 §11.3.5). Borrowed unless the CDB is longer than 16.
+    #[inline]
     pub fn cdb(&self) -> Cow<'a, [u8]> {
         let base = Bhs::new_unchecked(self.bhs).cdb();
+        if self.ahs.is_empty() {
+            // Nearly every command: no AHS to look through.
+            return Cow::Borrowed(base);
+        }
+        self.extended_cdb(base)
+    }
+
+    /// [`Frame::cdb`] where an AHS may carry the CDB's rest.
+    fn extended_cdb(&self, base: &'a [u8]) -> Cow<'a, [u8]> {
         match ahs_segments(self.ahs).find(|s| s.ahs_type == ahs_type::EXTENDED_CDB) {
             // RFC 7143 §11.3.5: AHSLength = CDBLength - 15, the first byte
             // after the type is reserved, then CDB bytes 16 onwards.
@@ -570,12 +582,14 @@ pub fn encode_header(
 }
 
 /// ... and the trailer that follows the data: padding then the data digest (computed over data+padding). Returns bytes and count.
+#[inline]
 pub fn data_trailer(data: &[u8], limits: &FrameLimits) -> ([u8; 8], usize) {
     data_trailer_of(std::iter::once(data), data.len(), limits)
 }
 
 /// As [`data_trailer`], for a data segment of `len` bytes in all that lies
 /// in several pieces (sent from where they are, not gathered first).
+#[inline]
 pub fn data_trailer_of<'a>(
     pieces: impl Iterator<Item = &'a [u8]>,
     len: usize,
@@ -592,13 +606,21 @@ pub fn data_trailer_of<'a>(
 /// As [`data_trailer`], for a data segment of `len` bytes whose CRC32C
 /// (`data_crc`, padding not included) is already known, such as one folded
 /// from a memory LUN's page CRCs ([`digest::crc32c_extend_page`]).
+#[inline]
 pub fn data_trailer_for_crc(data_crc: u32, len: usize, limits: &FrameLimits) -> ([u8; 8], usize) {
-    const ZEROS: [u8; 3] = [0; 3];
-    let mut trailer = [0u8; 8];
     let pad = padded_len(len) - len;
     if limits.data_digest_len(len) == 0 {
-        return (trailer, pad);
+        // Without a data digest (the common case): the padding only, on
+        // the caller's path, once per Data-In PDU.
+        return ([0u8; 8], pad);
     }
+    digest_trailer(data_crc, pad, limits)
+}
+
+/// The padding and the data digest, `data_crc` extended over the padding.
+fn digest_trailer(data_crc: u32, pad: usize, limits: &FrameLimits) -> ([u8; 8], usize) {
+    const ZEROS: [u8; 3] = [0; 3];
+    let mut trailer = [0u8; 8];
     let crc = limits.crc.append(data_crc, &ZEROS[..pad]);
     trailer[pad..pad + DIGEST_LEN].copy_from_slice(&digest::to_wire(crc));
     (trailer, pad + DIGEST_LEN)

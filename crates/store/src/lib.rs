@@ -37,5 +37,5 @@ pub use error::StoreError;
 pub use failing::{FailingStore, Fault, Ops};
 pub use file::FileStore;
 pub use memory::{Lent, MemoryStore, CRC_PAGE_BYTES};
-pub use nowait::without_waiting;
+pub use nowait::{refuse_to_wait, without_waiting};
 pub use store::{Extent, Store};

@@ -32,6 +32,14 @@ pub fn without_waiting<T>(f: impl FnOnce() -> T) -> (T, bool) {
     (value, blocked)
 }
 
+/// For a store made outside this crate whose call `op` would wait on
+/// something (a device, a cluster): the error to return instead, noted for
+/// [`without_waiting`], when the calling thread may not wait; `None` when
+/// it may.
+pub fn refuse_to_wait(op: &'static str) -> Option<StoreError> {
+    must_not_wait().then(|| would_block(op))
+}
+
 /// Whether this thread's store calls must not wait ([`without_waiting`]).
 pub(crate) fn must_not_wait() -> bool {
     MODE.with(|m| m.get().is_some())
@@ -51,6 +59,17 @@ pub(crate) fn would_block(op: &'static str) -> StoreError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_store_outside_refuses_to_wait_only_where_asked() {
+        assert!(refuse_to_wait("pread").is_none());
+        let (refused, blocked) = without_waiting(|| refuse_to_wait("pread"));
+        assert!(matches!(
+            refused,
+            Some(StoreError::WouldBlock { op: "pread" })
+        ));
+        assert!(blocked);
+    }
 
     #[test]
     fn the_mode_is_scoped_and_reports_a_call_that_would_wait() {

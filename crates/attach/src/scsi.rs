@@ -229,6 +229,7 @@ fn run(
             attr: isoe_initiator::TaskAttr::Simple,
             buffer: Vec::new(),
             external: None,
+            immediate: false,
         });
         let done = engine.execute(session, c)?;
         match &done.outcome {

@@ -70,6 +70,10 @@ pub struct Command {
     /// knows which bytes it took. Write: the data is sent from it, not
     /// from `buffer` (refused on a connection with data digests).
     pub external: Option<u32>,
+    /// Sent for immediate delivery (RFC 7143 §3.2.2.1): the I bit set,
+    /// carrying the CmdSN the next command will have without advancing
+    /// it, so that the target takes it at once rather than in CmdSN order.
+    pub immediate: bool,
 }
 
 impl Command {
@@ -102,6 +106,7 @@ impl Command {
             attr: TaskAttr::Simple,
             buffer,
             external: None,
+            immediate: false,
         }
     }
 

@@ -702,6 +702,8 @@ impl MultipathCore {
             attr: task.attr,
             buffer,
             external: task.external,
+            // Failed over from path to path: in CmdSN order on each.
+            immediate: false,
         };
         self.paths[path].outstanding += 1;
         self.current = Some(path);

@@ -89,6 +89,8 @@ enum Kind {
         attr: u8,
         /// [`Command::external`].
         external: Option<u32>,
+        /// [`Command::immediate`].
+        immediate: bool,
     },
     Tmf {
         function: u8,
@@ -358,6 +360,7 @@ impl SessionCore {
             direction: cmd.direction,
             attr: cmd.attr as u8,
             external: cmd.external,
+            immediate: cmd.immediate,
         };
         let slot = self
             .alloc(token, kind, cmd.buffer)
@@ -680,7 +683,16 @@ impl SessionCore {
 
     fn send_command(&mut self, slot: u32, c: usize) {
         let cmd_sn = self.cmd_sn;
-        self.cmd_sn = cmd_sn.wrapping_add(1);
+        let immediate = matches!(
+            self.task(slot).map(|t| &t.kind),
+            Some(Kind::Scsi {
+                immediate: true,
+                ..
+            })
+        );
+        if !immediate {
+            self.cmd_sn = cmd_sn.wrapping_add(1);
+        }
         let tag = self.tag(slot);
         let max_send = self.conns[c].send_limits.max_recv_data_segment_length;
         let exp_stat_sn = self.conns[c].exp_stat_sn;
@@ -725,7 +737,7 @@ impl SessionCore {
             immediate_len
         };
         let pdu = Pdu::ScsiCommand(ScsiCommand {
-            immediate: false,
+            immediate,
             // F: no unsolicited Data-Out follows (RFC 7143 §11.3.4).
             final_bit: unsolicited_end == immediate_len,
             read,
@@ -1425,6 +1437,7 @@ impl SessionCore {
                 direction,
                 attr,
                 external,
+                immediate,
             } = task.kind
             {
                 out.push((
@@ -1436,6 +1449,7 @@ impl SessionCore {
                         attr: TaskAttr::from_code(attr),
                         buffer: task.buffer,
                         external,
+                        immediate,
                     },
                 ));
             }

@@ -87,6 +87,7 @@ impl Session {
                         attr,
                         buffer: done.buffer,
                         external: None,
+                        immediate: false,
                     };
                 }
                 Err(why) => {

@@ -528,7 +528,10 @@ struct MemoryCgroup {
 impl MemoryCgroup {
     /// A cgroup limited to `bytes`, or why none can be made here.
     fn new(bytes: u64) -> Result<MemoryCgroup, String> {
-        let name = format!("isoe-test-{}", std::process::id());
+        static MADE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let made = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // One per test: the tests of this file run at once.
+        let name = format!("isoe-test-{}-{made}", std::process::id());
         let v2_root = std::path::Path::new("/sys/fs/cgroup");
         let v2 = std::fs::read_to_string(v2_root.join("cgroup.controllers"))
             .is_ok_and(|c| c.split_whitespace().any(|c| c == "memory"));
@@ -613,29 +616,43 @@ fn peak_rss(target: &Target) -> u64 {
         * 1024
 }
 
-#[test]
-fn a_burst_of_128_reads_of_32_mib_in_a_1_gib_cgroup_leaves_the_target_serving() {
+/// A target with a 1 GiB memory LUN in a 1 GiB memory cgroup of its own;
+/// `None`, having said why, where none can be made.
+fn target_in_a_1_gib_cgroup() -> Option<(MemoryCgroup, Target)> {
     let cgroup = match MemoryCgroup::new(1 << 30) {
         Ok(c) => c,
         Err(why) => {
             println!("skipped: no memory cgroup can be made here ({why})");
-            return;
+            return None;
         }
     };
-    let mut target = target_with("", "1GiB");
+    let target = target_with("", "1GiB");
     if let Err(why) = cgroup.add(target.pid().expect("running")) {
         println!("skipped: the target cannot join a memory cgroup here ({why})");
-        return;
+        return None;
     }
+    Some((cgroup, target))
+}
+
+/// Writes the 32 MiB at LBA 0 that the large READs read: what they send
+/// is data.
+fn write_32_mib(client: &mut Client) {
+    for piece in 0..32u64 {
+        client.write(0, piece * 2048, &pattern(piece as u32, 1 << 20));
+    }
+}
+
+#[test]
+fn a_burst_of_128_reads_of_32_mib_in_a_1_gib_cgroup_leaves_the_target_serving() {
+    let Some((cgroup, mut target)) = target_in_a_1_gib_cgroup() else {
+        return;
+    };
     let mut normal = Normal::login(&target);
     normal.check(&mut target, "before");
-    // The 32 MiB every READ reads, written first: what it sends is data.
     let mut burst =
         Client::login(target.addr(), &LoginParams::normal(DEFAULT_TARGET)).expect("login");
     burst.ready(0);
-    for piece in 0..32u64 {
-        burst.write(0, piece * 2048, &pattern(piece as u32, 1 << 20));
-    }
+    write_32_mib(&mut burst);
     // 128 READs of 32 MiB in one burst, then every byte read.
     request_large_reads(&mut burst, 128);
     let mut got = 0usize;
@@ -670,5 +687,75 @@ fn a_burst_of_128_reads_of_32_mib_in_a_1_gib_cgroup_leaves_the_target_serving() 
     assert!(got >= want, "the burst's data came: {got} of {want} bytes");
     normal.check(&mut target, "after the burst");
     drop(burst);
+    target.stop();
+}
+
+#[test]
+fn reads_of_32_mib_on_many_connections_left_unread_hold_one_address_s_share_in_a_1_gib_cgroup() {
+    let Some((cgroup, mut target)) = target_in_a_1_gib_cgroup() else {
+        return;
+    };
+    let mut normal = Normal::login(&target);
+    write_32_mib(&mut normal.client);
+    normal.check(&mut target, "before");
+    // 40 connections from a second address, each with one READ of the
+    // 32 MiB written, and nothing read: 1.25 GiB of Data-In asked.
+    let source = std::net::Ipv4Addr::new(127, 0, 0, 2);
+    let mut readers: Vec<Client> = (0..40)
+        .map(|i| {
+            let mut params = LoginParams::normal(DEFAULT_TARGET);
+            params.initiator_name.push_str(&format!("-reader{i}"));
+            let mut client = Client::connect_from(target.addr(), source).expect("connect");
+            client.do_login(&params).expect("login");
+            client.ready(0);
+            request_large_reads(&mut client, 1);
+            client
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(2));
+    target.assert_running("with 40 READs of 32 MiB unread");
+    normal.check(
+        &mut target,
+        "beside 40 unread READs of 32 MiB from another address",
+    );
+    let unread = footprint(&target);
+    // Then each reads its data: every one is served in turn.
+    let want = 32usize << 20;
+    let mut got = vec![0usize; readers.len()];
+    let until = Instant::now() + Duration::from_secs(120);
+    while got.iter().any(|&g| g < want) && Instant::now() < until {
+        for (client, got) in readers.iter_mut().zip(&mut got) {
+            if *got < want {
+                *got += client
+                    .discard_some(8 << 20, Duration::from_millis(5))
+                    .expect("read a READ's data");
+            }
+        }
+    }
+    let (peak, failures) = cgroup.peak_and_failures();
+    let peak_rss = peak_rss(&target);
+    println!(
+        "40 READs of 32 MiB on 40 connections from 127.0.0.2, unread for 2 s: {unread}; \
+         then read: {} of 40 served; cgroup peak {:.1} MiB, limit hits/OOM kills {failures}; \
+         the target's peak RSS {:.1} MiB",
+        got.iter().filter(|&&g| g >= want).count(),
+        peak as f64 / (1 << 20) as f64,
+        peak_rss as f64 / (1 << 20) as f64
+    );
+    target.assert_running("after 40 READs of 32 MiB on 40 connections");
+    // The LUN's 32 MiB written, one address's share of the Data-In
+    // budget (128 MiB of `response_buffer`'s 256 MiB) and the idle
+    // buffers kept for reuse: under half the 1.25 GiB the reads ask for.
+    assert!(
+        peak_rss < 512 << 20,
+        "Data-In held is bounded across connections: peak RSS {} MiB",
+        peak_rss >> 20
+    );
+    assert!(
+        got.iter().all(|&g| g >= want),
+        "every READ was served once its peer read: {got:?}"
+    );
+    normal.check(&mut target, "after");
+    drop(readers);
     target.stop();
 }

@@ -13,7 +13,10 @@
 //! on while a command waits) or the connection is to close (then its
 //! output goes, it detaches from its session and the connections that
 //! must hear of it are named); output that reaches its bound is taken at
-//! once, as if the socket always had room.
+//! once, as if the socket always had room. Input that pauses on what no
+//! send frees (the store work of reads out, the process's Data-In budget)
+//! is taken up again once the connection's output is no longer full after
+//! a wake-up, a tick or returned work.
 
 use crate::admission::{Eviction, Refusal};
 use crate::connection::{Action, Connection, Endpoint, Finished, Flow, Work};
@@ -46,6 +49,8 @@ pub struct MemoryConnection {
     now: Instant,
     received: Vec<u8>,
     waiting: bool,
+    /// Input paused on output that sending did not free.
+    paused: bool,
     open: bool,
 }
 
@@ -102,6 +107,7 @@ impl MemoryConnection {
             now,
             received: Vec::new(),
             waiting: false,
+            paused: false,
             open: true,
         }
     }
@@ -124,6 +130,12 @@ impl MemoryConnection {
     /// Whether input waits behind a CmdSN gap for a wake-up.
     pub fn is_waiting(&self) -> bool {
         self.waiting
+    }
+
+    /// Whether input is paused until the connection's output is no
+    /// longer full.
+    pub fn is_paused(&self) -> bool {
+        self.paused
     }
 
     /// Bytes arrive: they are handled, or looked at past the command that
@@ -155,6 +167,14 @@ impl MemoryConnection {
         }
     }
 
+    /// Settles, then takes up paused input if the output now has room.
+    fn settle_then_resume(&mut self, drive: &mut Drive) {
+        self.settle(drive);
+        if self.paused && !self.waiting && !self.conn.output_full() {
+            self.feed(self.now, drive);
+        }
+    }
+
     /// The clock reached `now`: the connection's timers run.
     pub fn tick(&mut self, now: Instant, drive: &mut Drive) {
         if !self.open {
@@ -163,7 +183,7 @@ impl MemoryConnection {
         self.now = now;
         match self.conn.handle_tick(now) {
             Flow::Close => self.close(drive),
-            Flow::Continue | Flow::Wait => self.settle(drive),
+            Flow::Continue | Flow::Wait => self.settle_then_resume(drive),
         }
     }
 
@@ -173,7 +193,7 @@ impl MemoryConnection {
             return;
         }
         self.conn.complete_work(token, finished);
-        self.settle(drive);
+        self.settle_then_resume(drive);
     }
 
     /// Ends the connection (the target decided so, or its peer left): what
@@ -189,6 +209,7 @@ impl MemoryConnection {
         self.conn.discard_output();
         self.open = false;
         self.waiting = false;
+        self.paused = false;
         self.received.clear();
         drive.closed = true;
         while let Some(action) = self.conn.poll_action() {
@@ -200,6 +221,7 @@ impl MemoryConnection {
 
     fn feed(&mut self, now: Instant, drive: &mut Drive) {
         self.waiting = false;
+        self.paused = false;
         loop {
             let input = self.conn.handle_input(&self.received, now);
             self.received.drain(..input.consumed);
@@ -208,7 +230,10 @@ impl MemoryConnection {
                 Flow::Wait => self.waiting = true,
                 Flow::Continue if input.output_full => {
                     self.flush(drive);
-                    continue;
+                    if !self.conn.output_full() {
+                        continue;
+                    }
+                    self.paused = true;
                 }
                 Flow::Continue => {}
             }

@@ -13,7 +13,7 @@
 //! back on any connection (RFC 7143 §9.2.1, reflection).
 
 use crate::admission::{FailureLog, Gatekeeper};
-use crate::budget::Budget;
+use crate::budget::{Budget, SharedBudget};
 use crate::config::{ChapConfig, Config};
 use crate::policy::{auth_policy, login_config};
 use crate::provision::{build_target, SetupError, WrapStore};
@@ -71,6 +71,10 @@ pub struct Server {
     /// Response bytes built and not yet sent, all connections together
     /// (bounded by `[limits] response_buffer`).
     pub output_bytes: Arc<std::sync::atomic::AtomicUsize>,
+    /// The Data-In of reads admitted and not yet sent, all connections
+    /// together: each connection holds its part before it takes a read
+    /// (bounded by `[limits] response_buffer`, half per address).
+    pub data_in_budget: Arc<SharedBudget>,
     /// Receive buffer bytes beyond each connection's first, all
     /// connections together (bounded by `[limits] receive_buffer`).
     pub receive_bytes: Arc<std::sync::atomic::AtomicUsize>,
@@ -116,6 +120,7 @@ impl Server {
         let open_files = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
         let (gate, limits_note) = Gatekeeper::new(config.limits, open_files);
         let write_buffer = config.limits.write_buffer;
+        let response_buffer = config.limits.response_buffer;
         let port_groups = isoe_scsi::PortGroups::new(config.port_groups());
         Ok(Server {
             targets: RwLock::new(targets),
@@ -134,6 +139,7 @@ impl Server {
             write_budget: Budget::new(write_buffer),
             gate,
             output_bytes: Arc::default(),
+            data_in_budget: SharedBudget::new(response_buffer),
             receive_bytes: Arc::default(),
             pooled_bytes: Arc::default(),
             auth_failures: FailureLog::default(),

@@ -1465,3 +1465,47 @@ fn reads_whose_work_is_out_count_against_the_output_bound() {
         }
     }
 }
+
+#[test]
+fn reads_on_connections_of_one_address_wait_for_its_share_of_the_data_in_budget() {
+    // 1 MiB of Data-In for the process: 512 KiB for one address.
+    let server = server_with("[limits]\nresponse_buffer = \"1MiB\"\n");
+    let mut first = Wire::new(&server);
+    first.login(LocalParams::default(), [0x80, 0, 0, 0, 9, 2], 0, 1);
+    let mut second = Wire::new(&server);
+    second.login(LocalParams::default(), [0x80, 0, 0, 0, 9, 3], 0, 1);
+    let read = |w: &Wire, itt: u32, blocks: u16| {
+        let mut bytes = Vec::new();
+        let cmd = command(itt, 10, read10(0, blocks), u32::from(blocks) * 512, true);
+        encode(&mut bytes, &Pdu::ScsiCommand(cmd), &[], &[], &w.limits);
+        bytes
+    };
+    // The first takes its share whole, and its peer reads nothing yet.
+    let big = read(&first, 200, 1024);
+    let input = first.conn.handle_input(&big, first.now);
+    assert_eq!(input.consumed, big.len(), "the first read is taken");
+    assert!(server.data_in_budget.held() >= 512 << 10);
+    // The second's read waits in its input: no budget is left for the
+    // address, though the second has nothing unsent.
+    let small = read(&second, 300, 8);
+    let input = second.conn.handle_input(&small, second.now);
+    assert_eq!(input.consumed, 0, "the second read waits for budget");
+    assert!(input.output_full && second.conn.output_full());
+    assert!(second.take_output().is_empty());
+    // The first's Data-In goes out: the budget comes back, and the second
+    // read is taken and answered.
+    let sent = first.take_output();
+    assert!(sent
+        .iter()
+        .any(|(p, _)| matches!(p, Pdu::DataIn(d) if d.status_present)));
+    assert_eq!(server.data_in_budget.held(), 0, "sent, given back");
+    assert!(!second.conn.output_full(), "the second may go on");
+    let input = second.conn.handle_input(&small, second.now);
+    assert_eq!(input.consumed, small.len());
+    let answer = second.take_output();
+    let data: usize = answer
+        .iter()
+        .filter_map(|(p, d)| matches!(p, Pdu::DataIn(_)).then_some(d.len()))
+        .sum();
+    assert_eq!(data, 8 * 512, "the second read's data");
+}

@@ -343,6 +343,18 @@ impl Client {
         })
     }
 
+    /// As [`Client::connect`], from the IPv4 loopback address `source`
+    /// (any of 127.0.0.0/8): a second initiator address on one machine.
+    pub fn connect_from(
+        addr: SocketAddr,
+        source: std::net::Ipv4Addr,
+    ) -> Result<Client, ClientError> {
+        let mut client = Client::connect(addr)?;
+        client.stream = tcp_from(addr, source)?;
+        client.stream.set_nodelay(true)?;
+        Ok(client)
+    }
+
     /// Connects and logs in; fails unless the login succeeds.
     pub fn login(addr: SocketAddr, params: &LoginParams) -> Result<Client, ClientError> {
         let mut client = Client::connect(addr)?;
@@ -996,3 +1008,41 @@ pub const SENSE_KEY_UNIT_ATTENTION: u8 = 0x06;
 
 /// TEST UNIT READY CDB (SPC-5 6.47).
 pub const TEST_UNIT_READY: [u8; 6] = [0; 6];
+
+/// A TCP connection to `addr` (IPv4) from `source`, port chosen by the
+/// kernel: std has no way to bind a client socket's address.
+fn tcp_from(addr: SocketAddr, source: std::net::Ipv4Addr) -> io::Result<TcpStream> {
+    use std::os::fd::FromRawFd;
+    let SocketAddr::V4(addr) = addr else {
+        return Err(io::Error::other("tcp_from connects to IPv4 addresses only"));
+    };
+    let sockaddr = |ip: std::net::Ipv4Addr, port: u16| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(ip).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: socket(2) with constant arguments; the descriptor it returns
+    // is owned by the TcpStream made from it below, or closed on error.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a socket this function just made and owns.
+    let stream = unsafe { TcpStream::from_raw_fd(fd) };
+    let (local, remote) = (sockaddr(source, 0), sockaddr(*addr.ip(), addr.port()));
+    // SAFETY: both addresses are valid sockaddr_in of `len` bytes that
+    // outlive the calls; `fd` is open (owned by `stream`).
+    unsafe {
+        if libc::bind(fd, (&local as *const libc::sockaddr_in).cast(), len) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if libc::connect(fd, (&remote as *const libc::sockaddr_in).cast(), len) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(stream)
+}

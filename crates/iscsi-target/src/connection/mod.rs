@@ -232,6 +232,12 @@ pub struct Connection {
     /// lengths): counted with the unsent output against its bound, so
     /// that work out cannot pile up responses past it.
     reads_out: usize,
+    /// This connection's part of the process's Data-In budget: at least
+    /// its unsent output and reads out once it took a read.
+    data_in: crate::budget::Hold,
+    /// The Data-In the read next in the input wants, while the budget
+    /// cannot cover it: input pauses until it can.
+    read_wanted: usize,
     next_token: u64,
     /// Counted among the logins in progress ([`crate::admission`]).
     logging_in: bool,
@@ -297,6 +303,7 @@ impl Connection {
         let machine = TargetLogin::new(login_config(defaults, portal_group_tag));
         server.gate.login_started(serial, peer.ip());
         let output_gauge = Arc::clone(&server.output_bytes);
+        let data_in = server.data_in_budget.hold(peer.ip());
         let pooled = Arc::clone(&server.pooled_bytes);
         let nop_interval = Duration::from_secs(defaults.nop_in_interval_s as u64);
         let nop_timeout = Duration::from_secs(defaults.nop_in_timeout_s as u64);
@@ -344,6 +351,8 @@ impl Connection {
             starved: VecDeque::new(),
             background: Vec::new(),
             reads_out: 0,
+            data_in,
+            read_wanted: 0,
             next_token: 1,
             logging_in: true,
             held_answer: None,
@@ -413,6 +422,11 @@ impl Connection {
                         consumed += len;
                         continue;
                     }
+                    if !self.cover_read(frame.bhs) {
+                        let mut input = self.input(consumed, Flow::Continue, len);
+                        input.output_full = true;
+                        return input;
+                    }
                     let flow = self.feed_frame(&frame, now);
                     if flow == Flow::Wait {
                         let flow = self.deliver_ahead(rest, len, at, now);
@@ -465,7 +479,7 @@ impl Connection {
     /// connection makes progress). Reads whose work is out count as the
     /// output they will be.
     pub fn output_full(&self) -> bool {
-        let mine = self.out.pending_bytes() + self.reads_out;
+        let mine = self.unsent();
         mine >= OUTPUT_BYTES_MAX
             || (mine > 0
                 && self
@@ -473,6 +487,40 @@ impl Connection {
                     .output_bytes
                     .load(std::sync::atomic::Ordering::Relaxed)
                     >= self.server.config.limits.response_buffer)
+            || (self.read_wanted > 0 && !self.data_in.fits(mine + self.read_wanted))
+    }
+
+    /// Output queued and the Data-In of reads whose work is out.
+    fn unsent(&self) -> usize {
+        self.out.pending_bytes() + self.reads_out
+    }
+
+    /// Before a PDU whose answer carries data is taken (a READ: its
+    /// expected length; a NOP-Out: the echo of its data), the process's
+    /// Data-In budget must cover that data beside what this connection has
+    /// unsent: else the PDU stays in the input, which pauses until the
+    /// budget can (false). A read longer than an address's share counts as
+    /// the share, so that it can go once its connection has sent
+    /// everything.
+    fn cover_read(&mut self, bhs: &[u8; isoe_wire::BHS_LEN]) -> bool {
+        use isoe_wire::Opcode;
+        // Out of full feature phase the PDU only ends the login; what it
+        // took goes back at the next send.
+        let bhs = isoe_wire::Bhs::new_unchecked(bhs);
+        let wanted = if bhs.opcode_is(Opcode::ScsiCommand) && bhs.read() {
+            bhs.expected_data_transfer_length() as usize
+        } else if bhs.opcode_is(Opcode::NopOut) {
+            bhs.data_segment_len()
+        } else {
+            return true;
+        };
+        let wanted = wanted.min(self.data_in.share());
+        if self.data_in.cover(self.unsent() + wanted) {
+            self.read_wanted = 0;
+            return true;
+        }
+        self.read_wanted = wanted;
+        false
     }
 
     fn input(&mut self, consumed: usize, flow: Flow, need: usize) -> Input {
@@ -579,7 +627,13 @@ impl Connection {
             // often): the list stays bounded.
             self.latencies.record(&self.lun_stats, now);
         }
-        self.out.flush(sink, &mut self.pool)
+        let sent = self.out.flush(sink, &mut self.pool);
+        if self.data_in.held() > 0 {
+            // What was sent, and what reads came to less than they
+            // announced, goes back to the process.
+            self.data_in.release_to(self.unsent());
+        }
+        sent
     }
 
     /// Drops the output still queued (the connection is gone: nothing
@@ -836,7 +890,13 @@ impl Connection {
         }
         // Behind a CmdSN gap the connection reads nothing, the awaited data
         // included; the gap has its own deadline below.
+        // Nor while input is paused on what its peer cannot hasten: the
+        // Data-In budget other peers hold, or its own reads in the store.
+        // The peer's data and a ping's answer wait behind it.
+        let paused_by_us =
+            self.read_wanted > 0 || (self.out.pending_bytes() == 0 && self.output_full());
         let overdue = self.waiting_since.is_none()
+            && !paused_by_us
             && self.writes.values().any(|t| {
                 t.awaits_data()
                     && t.last_data
@@ -868,6 +928,9 @@ impl Connection {
                 return Flow::Close;
             }
             // The ping's answer waits behind the same gap.
+            return Flow::Continue;
+        }
+        if paused_by_us {
             return Flow::Continue;
         }
         if let Some(ping) = &self.ping {
@@ -952,6 +1015,10 @@ impl Connection {
         }
         self.background.clear();
         self.reads_out = 0;
+        // What it holds of the Data-In budget goes back now: a driver may
+        // keep a closed connection a while before dropping it.
+        self.data_in.release_to(0);
+        self.read_wanted = 0;
         self.release_held();
         self.phase = Phase::Closed;
         let Some(session) = self.bound.take() else {

@@ -516,6 +516,12 @@ impl Pair {
         self.links[link].conn.is_waiting()
     }
 
+    /// Whether the target's input on `link` is paused until its output
+    /// has room (the Data-In budget, store work of reads out).
+    pub fn paused(&self, link: usize) -> bool {
+        self.links[link].conn.is_paused()
+    }
+
     /// Bytes the target's side of `link` received and has not handled.
     pub fn unread(&self, link: usize) -> usize {
         self.links[link].conn.unread()

@@ -953,3 +953,60 @@ fn a_reservation_made_while_a_unit_is_replaced_is_not_lost() {
     );
     assert_eq!(u64::from_be_bytes(data[8..16].try_into().unwrap()), key);
 }
+
+/// A server whose LUN 0 is a 32 MiB file in `dir`, written and then out
+/// of the page cache, so that its reads wait on the device and go to the
+/// I/O threads, as its writes do, where the pair can hold them;
+/// `defaults` as for [`server`].
+fn file_lun_server(dir: &std::path::Path, defaults: &str) -> std::sync::Arc<isoe_target::Server> {
+    let path = dir.join("lun.img");
+    std::fs::write(&path, vec![0x5a; 32 << 20]).expect("write the LUN's file");
+    let file = std::fs::File::open(&path).expect("open the LUN's file");
+    file.sync_all().expect("sync");
+    rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed).expect("fadvise");
+    let text = format!(
+        "portals = [\"127.0.0.1:0\"]\n[defaults]\n{defaults}\n[[target]]\nname = \"{}\"\n\
+         [[target.lun]]\nnumber = 0\nfile = \"{}\"\nsize = \"32MiB\"\nserial = \"pairfile\"\n\
+         naa = \"0x6001405abcdef0123456789abcdef032\"\n",
+        harness::TARGET,
+        path.display()
+    );
+    let config = isoe_target::Config::parse(&text, None).expect("config");
+    std::sync::Arc::new(isoe_target::Server::new(config).expect("server"))
+}
+
+/// A connection whose input pauses on its own reads in the store (8 MiB
+/// of them) cannot read the answer to a ping meanwhile: it is not pinged,
+/// nor ended for a ping unanswered, however long the store takes.
+#[test]
+fn a_connection_paused_on_its_reads_in_the_store_is_not_ended_for_an_unanswered_ping() {
+    let dir = tempfile::tempdir().expect("scratch directory");
+    let mut pair = Pair::new(file_lun_server(
+        dir.path(),
+        "nop_in_interval_s = 1\nnop_in_timeout_s = 1",
+    ));
+    let s = pair.login(&session_config(LocalParams::default(), 1, 33));
+    let link = pair.link(s, 0);
+    pair.hold_work = true;
+    let reads: Vec<u64> = (0..16u64)
+        .map(|i| {
+            let cdb = cdb::read16(i * 4096, 2048);
+            pair.submit(s, Command::read(0, &cdb, 1 << 20))
+        })
+        .collect();
+    pair.run();
+    if pair.held_work() == 0 {
+        eprintln!("skipped: the reads were served from the page cache");
+        return;
+    }
+    assert_eq!(pair.held_work(), 8, "8 MiB of reads out, the rest waits");
+    pair.advance(Duration::from_secs(10));
+    assert_eq!(pair.closed_at(link), None, "{:?}", pair.failure(link));
+    pair.hold_work = false;
+    pair.release_work();
+    pair.run();
+    for read in reads {
+        let done = pair.take(read).expect("answered");
+        assert!(matches!(&done.outcome, Outcome::Scsi(status) if status.is_good()));
+    }
+}

@@ -145,17 +145,47 @@ impl AbortScope {
 /// CmdSN it covers. Bounded by construction: one range per logical unit
 /// (a later function on the same unit widens it) and one for all; one
 /// task per CmdSN of the window.
+///
+/// An immediate command (RFC 7143 §3.2.2.1) may come after ExpCmdSN
+/// passed its CmdSN (it carries the next command's CmdSN, and may travel on
+/// a slower connection), so it is held to rules that last longer: per
+/// scope the highest CmdSN of a function that ended the commands below it,
+/// kept until ExpCmdSN is [`FLOOR_SPAN`] past it; and the last
+/// [`COMMAND_WINDOW`] ABORT TASK rules.
 #[derive(Debug, Default)]
 struct Unreceived {
     /// (scope, the first CmdSN not covered): `Lun` or `All` only.
     ranges: Vec<(AbortScope, u32)>,
     /// ABORT TASK of a command not yet come: (its CmdSN, its tag).
     tasks: Vec<(u32, u32)>,
+    /// For immediate commands: (scope, the first CmdSN not covered), one
+    /// per scope, as many as the logical units and one for all.
+    floors: Vec<(AbortScope, u32)>,
+    /// For immediate commands: the last ABORT TASK rules.
+    aborted: std::collections::VecDeque<(u32, u32)>,
 }
 
+/// How far ExpCmdSN moves past a function before an immediate command
+/// with a lower CmdSN is no longer taken as sent before it: far beyond any
+/// real delay, well inside serial arithmetic's half range (RFC 1982).
+const FLOOR_SPAN: u32 = 1 << 30;
+
 impl Unreceived {
+    /// No rule binds an ordinary command (the floors bind only immediate
+    /// ones).
     fn is_empty(&self) -> bool {
         self.ranges.is_empty() && self.tasks.is_empty()
+    }
+
+    /// Whether the immediate command `cmd_sn` tagged `tag` for `lun` was
+    /// sent before a function that ended it.
+    fn ends_immediate(&self, cmd_sn: u32, lun: &Lun, tag: u32) -> bool {
+        self.ends(cmd_sn, lun, tag)
+            || self
+                .floors
+                .iter()
+                .any(|(scope, below)| sn_lt(cmd_sn, *below) && scope.covers(lun, tag))
+            || self.aborted.iter().any(|&(sn, t)| sn == cmd_sn && t == tag)
     }
 
     /// Whether the command `cmd_sn` tagged `tag` for `lun` is ended.
@@ -170,6 +200,10 @@ impl Unreceived {
     fn passed(&mut self, exp: u32) {
         self.ranges.retain(|(_, below)| sn_gt(*below, exp));
         self.tasks.retain(|(sn, _)| sn_ge(*sn, exp));
+        if !self.floors.is_empty() {
+            self.floors
+                .retain(|(_, below)| exp.wrapping_sub(*below) < FLOOR_SPAN);
+        }
     }
 }
 
@@ -500,9 +534,18 @@ impl Session {
                 if sn_ge(ref_cmd_sn, exp) && !u.tasks.iter().any(|&(sn, _)| sn == ref_cmd_sn) {
                     u.tasks.push((ref_cmd_sn, tag));
                 }
+                if u.aborted.len() == COMMAND_WINDOW as usize {
+                    u.aborted.pop_front();
+                }
+                u.aborted.push_back((ref_cmd_sn, tag));
             }
             (AbortScope::Task(_), None) => {}
             (range, _) => {
+                match u.floors.iter_mut().find(|(s, _)| *s == range) {
+                    Some((_, below)) if sn_gt(cmd_sn, *below) => *below = cmd_sn,
+                    Some(_) => {}
+                    None => u.floors.push((range, cmd_sn)),
+                }
                 if !sn_gt(cmd_sn, exp) {
                     return;
                 }
@@ -529,9 +572,19 @@ impl Session {
     /// an immediate command's CmdSN may lie outside the window, as when
     /// it comes on a slower connection than later commands that moved
     /// ExpCmdSN past it; ignoring it would leave a function unanswered).
-    pub fn admit_immediate(&self) -> Admit {
+    ///
+    /// An immediate command for a task (`task`: its LUN and tag) sent
+    /// before a function that ended it is taken and dropped unrun, as an
+    /// ordinary one is ([`Session::end_unreceived`]).
+    pub fn admit_immediate(&self, cmd_sn: u32, task: Option<(&Lun, u32)>) -> Admit {
         if self.is_closed() {
             return Admit::Closed;
+        }
+        if let Some((lun, tag)) = task {
+            let window = self.window.lock_unpoisoned();
+            if window.unreceived.ends_immediate(cmd_sn, lun, tag) {
+                return Admit::Ended;
+            }
         }
         Admit::Deliver
     }

@@ -796,7 +796,7 @@ impl Connection {
         task: Option<(&Lun, u32)>,
     ) -> Option<Flow> {
         let admit = if immediate {
-            session.admit_immediate()
+            session.admit_immediate(cmd_sn, task)
         } else {
             session.admit_ordered(cmd_sn, self.serial, &mut self.wake, task)
         };

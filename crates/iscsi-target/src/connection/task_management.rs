@@ -82,6 +82,12 @@ impl Connection {
                     // RFC 7143 §11.5.1 (a): RefCmdSN in the window and below the TMF's own: treat as received, "Function complete".
                     let scope = AbortScope::Task(referenced);
                     session.end_unreceived(scope, t.cmd_sn, Some(t.ref_cmd_sn));
+                    if session.connection_count() > 1 {
+                        // An immediate command's CmdSN lies in the window
+                        // though it came already: another connection may
+                        // run it, and ends it first.
+                        elsewhere = Some((scope, false));
+                    }
                     tmf::RESP_COMPLETE
                 } else if session.connection_count() > 1 {
                     // The task may run on another connection of the

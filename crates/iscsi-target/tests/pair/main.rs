@@ -954,6 +954,104 @@ fn a_reservation_made_while_a_unit_is_replaced_is_not_lost() {
     assert_eq!(u64::from_be_bytes(data[8..16].try_into().unwrap()), key);
 }
 
+/// An immediate command carries the next command's CmdSN and may come
+/// after ExpCmdSN passed it, on a slower connection: one sent before an
+/// ABORT TASK SET that came after the function's answer is dropped unrun,
+/// as the initiator took it for aborted (RFC 7143 §3.2.2.1, §11.5.1).
+#[test]
+fn an_immediate_write_that_comes_after_an_abort_task_set_s_answer_is_not_run() {
+    let mut pair = Pair::new(server(NO_PINGS));
+    let params = LocalParams {
+        max_connections: 2,
+        ..LocalParams::default()
+    };
+    let s = pair.login(&session_config(params, 2, 31));
+    let slow = pair.link(s, 0);
+    pair.hold_to_target(slow, true);
+    let mut write = write_command(0, pattern(8, 0x31));
+    write.immediate = true;
+    let write = pair.submit(s, write);
+    // The next command goes on the other connection with the same CmdSN,
+    // and moves ExpCmdSN past it.
+    let ready = pair.submit(s, Command::new(0, &cdb::test_unit_ready()));
+    pair.run();
+    let ready = pair.take(ready).expect("answered").outcome;
+    assert!(matches!(&ready, Outcome::Scsi(status) if status.is_good()));
+    assert!(
+        pair.take(write).is_none(),
+        "the write is on the held connection"
+    );
+    let abort = pair.task_management_on(s, TaskManagement::AbortTaskSet(0), Some(1));
+    pair.run();
+    assert_eq!(
+        pair.take(abort).expect("answered").outcome,
+        Outcome::TaskManagement(tmf::RESP_COMPLETE)
+    );
+    assert_eq!(
+        pair.take(write)
+            .expect("ended by the function's answer")
+            .outcome,
+        Outcome::Failed(TaskError::Aborted)
+    );
+    // Now the write comes: it is not run.
+    pair.hold_to_target(slow, false);
+    pair.run();
+    assert_eq!(pair.failure(slow), None);
+    let medium = pair.read(s, 0, 8);
+    assert!(medium.iter().all(|&b| b == 0), "nothing written");
+}
+
+/// An immediate command's CmdSN lies in the window though the target has
+/// it: an ABORT TASK of one running on another connection of the session,
+/// while the command after it (same CmdSN) has not come, waits for that
+/// connection to end it, rather than taking it for a command still to
+/// come and answering at once.
+#[test]
+fn an_abort_task_of_an_immediate_write_in_the_store_on_another_connection_waits_for_it() {
+    // A file LUN: its writes go to the I/O threads, where the pair holds
+    // them.
+    let dir = tempfile::tempdir().expect("scratch directory");
+    let mut pair = Pair::new(file_lun_server(dir.path(), NO_PINGS));
+    let params = LocalParams {
+        max_connections: 3,
+        ..LocalParams::default()
+    };
+    let s = pair.login(&session_config(params, 3, 32));
+    pair.hold_work = true;
+    let mut write = write_command(0, pattern(8, 0x32));
+    write.immediate = true;
+    let write = pair.submit(s, write);
+    pair.run();
+    assert_eq!(pair.held_work(), 1, "the write is in the store");
+    // A command after it moves the CmdSN on, so that the function covers
+    // the write's CmdSN; it goes on the next connection, and is held
+    // there: ExpCmdSN stays at the write's CmdSN.
+    pair.hold_to_target(pair.link(s, 1), true);
+    let ready = pair.submit(s, Command::new(0, &cdb::test_unit_ready()));
+    pair.run();
+    assert!(pair.take(ready).is_none());
+    let abort = pair.task_management_on(
+        s,
+        TaskManagement::AbortTask {
+            lun: 0,
+            token: write,
+        },
+        Some(2),
+    );
+    pair.run();
+    assert!(
+        pair.take(abort).is_none(),
+        "answered while the write was still in the store"
+    );
+    pair.hold_work = false;
+    pair.release_work();
+    pair.run();
+    assert_eq!(
+        pair.take(abort).expect("answered").outcome,
+        Outcome::TaskManagement(tmf::RESP_COMPLETE)
+    );
+}
+
 /// A server whose LUN 0 is a 32 MiB file in `dir`, written and then out
 /// of the page cache, so that its reads wait on the device and go to the
 /// I/O threads, as its writes do, where the pair can hold them;

@@ -3,6 +3,19 @@
 //! commands shaped like them).
 
 use crate::cdb::{u16_at, u32_at, u64_at};
+use crate::Sense;
+
+/// Byte 1 of the 10/12/16-byte forms: DPO (bit 4) and FUA (bit 3).
+pub(crate) const FUA: u8 = 0x08;
+
+/// SBC-4 5.14: RDPROTECT/WRPROTECT/VRPROTECT (byte 1 bits 7:5) nonzero asks
+/// for protection information, which this unit does not have (PROTECT=0).
+pub(crate) fn check_no_protection(cdb: &[u8]) -> Result<(), Sense> {
+    if cdb.len() > 6 && cdb[1] & 0xe0 != 0 {
+        return Err(Sense::invalid_field_in_cdb(1, 7));
+    }
+    Ok(())
+}
 
 /// LBA and block count of a READ/WRITE/VERIFY/PRE-FETCH/SYNCHRONIZE CACHE/
 /// WRITE SAME CDB.

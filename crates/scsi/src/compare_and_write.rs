@@ -1,6 +1,6 @@
 //! COMPARE AND WRITE (SBC-4 5.3).
 
-use crate::read_write::{check_no_protection, FUA};
+use crate::block_cdb::{check_no_protection, FUA};
 use crate::verify::compare_with_medium;
 use crate::{cdb, LogicalUnit, Sense};
 

@@ -3,15 +3,12 @@
 //! I_T nexus and list identifier, its operating parameters, and the
 //! Third-party Copy VPD page (SPC-4 7.8.17).
 
-use isoe_sync::MutexExt;
-use std::collections::VecDeque;
-use std::sync::{Mutex, MutexGuard};
-
-use crate::data_in::truncate_to_allocation_length;
-use crate::extended_copy::{
-    BLOCK_TO_BLOCK, COPY_CHUNK_BYTES, IDENTIFICATION_DESCRIPTOR, MAX_CSCD_DESCRIPTORS,
-    MAX_DESCRIPTOR_LIST_LENGTH, MAX_INLINE_DATA_LENGTH, MAX_SEGMENT_DESCRIPTORS,
+use crate::copy_manager::{
+    CopyOutcome, BLOCK_TO_BLOCK, COPY_CHUNK_BYTES, HELD_COPIES_MAX, IDENTIFICATION_DESCRIPTOR,
+    MAX_CSCD_DESCRIPTORS, MAX_DESCRIPTOR_LIST_LENGTH, MAX_INLINE_DATA_LENGTH,
+    MAX_SEGMENT_DESCRIPTORS,
 };
+use crate::data_in::truncate_to_allocation_length;
 use crate::opcode::{EXTENDED_COPY, RECEIVE_COPY_RESULTS};
 use crate::{cdb, LogicalUnit, Nexus, Sense};
 
@@ -22,137 +19,9 @@ pub(crate) const OPERATING_PARAMETERS_SA: u8 = 0x03;
 /// FAILED SEGMENT DETAILS.
 pub(crate) const FAILED_SEGMENT_DETAILS_SA: u8 = 0x04;
 
-/// Copies whose status is held at once, per logical unit; the oldest
-/// finished one makes room for a new one.
-pub(crate) const HELD_COPIES_MAX: usize = 32;
-
 /// The largest MAXIMUM SEGMENT LENGTH: NUMBER OF BLOCKS is 16 bits.
 fn maximum_segment_length_bytes(unit: &LogicalUnit) -> u32 {
     u32::try_from(u64::from(u16::MAX) * unit.block_size()).unwrap_or(u32::MAX)
-}
-
-/// SPC-4 6.3.1 LIST ID USAGE.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ListIdUsage {
-    /// 00b: hold the copy status for RECEIVE COPY RESULTS.
-    Hold,
-    /// 10b: the list identifier is unique while the copy runs; nothing is held after.
-    Discard,
-    /// 11b: the list identifier means nothing.
-    None,
-}
-
-/// What an EXTENDED COPY did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct CopyOutcome {
-    /// Segment descriptors processed completely.
-    pub(crate) segments_processed: u16,
-    /// Bytes written to copy destinations.
-    pub(crate) transferred_bytes: u64,
-    /// The sense the command ended with, if it failed.
-    pub(crate) sense: Option<Sense>,
-}
-
-#[derive(Debug)]
-struct HeldCopy {
-    nexus: Nexus,
-    list_id: u8,
-    /// None while the copy runs.
-    outcome: Option<CopyOutcome>,
-}
-
-/// Copy status held per (I_T nexus, list identifier), bounded.
-#[derive(Debug, Default)]
-pub(crate) struct CopyResults {
-    held: Mutex<VecDeque<HeldCopy>>,
-}
-
-impl CopyResults {
-    fn lock(&self) -> MutexGuard<'_, VecDeque<HeldCopy>> {
-        self.held.lock_unpoisoned()
-    }
-
-    /// A copy with `list_id` starts: OPERATION IN PROGRESS if one from the
-    /// same nexus still runs (SPC-4 6.3.1); older held status is replaced.
-    pub(crate) fn begin(&self, nexus: &Nexus, list_id: u8) -> Result<(), Sense> {
-        let mut held = self.lock();
-        if let Some(i) = held
-            .iter()
-            .position(|h| h.list_id == list_id && &h.nexus == nexus)
-        {
-            if held[i].outcome.is_none() {
-                return Err(Sense::operation_in_progress());
-            }
-            held.remove(i);
-        }
-        if held.len() == HELD_COPIES_MAX {
-            let Some(oldest_done) = held.iter().position(|h| h.outcome.is_some()) else {
-                // Every slot holds a running copy: no resources for another.
-                return Err(Sense::new(
-                    crate::sense::sense_key::ILLEGAL_REQUEST,
-                    0x55,
-                    0x03,
-                ));
-            };
-            held.remove(oldest_done);
-        }
-        held.push_back(HeldCopy {
-            nexus: nexus.clone(),
-            list_id,
-            outcome: None,
-        });
-        debug_assert!(held.len() <= HELD_COPIES_MAX);
-        Ok(())
-    }
-
-    /// The copy ended: keep its outcome for RECEIVE COPY RESULTS, or forget it.
-    pub(crate) fn finish(&self, nexus: &Nexus, list_id: u8, keep: bool, outcome: CopyOutcome) {
-        let mut held = self.lock();
-        let Some(i) = held
-            .iter()
-            .position(|h| h.list_id == list_id && &h.nexus == nexus)
-        else {
-            return;
-        };
-        if keep {
-            held[i].outcome = Some(outcome);
-        } else {
-            held.remove(i);
-        }
-    }
-
-    /// The held status of `list_id` from `nexus`: None (never or no longer
-    /// held), Some(None) while running, Some(Some(outcome)) when done.
-    /// Reporting a successful copy's completion releases it; a failed one
-    /// stays for FAILED SEGMENT DETAILS.
-    fn copy_status(&self, nexus: &Nexus, list_id: u8) -> Option<Option<CopyOutcome>> {
-        let mut held = self.lock();
-        let i = held
-            .iter()
-            .position(|h| h.list_id == list_id && &h.nexus == nexus)?;
-        let outcome = held[i].outcome;
-        if matches!(outcome, Some(CopyOutcome { sense: None, .. })) {
-            held.remove(i);
-        }
-        Some(outcome)
-    }
-
-    /// Takes a finished, failed copy's outcome; running or successful
-    /// copies have no failed segment details.
-    fn take_failed(&self, nexus: &Nexus, list_id: u8) -> Option<Option<CopyOutcome>> {
-        let mut held = self.lock();
-        let i = held
-            .iter()
-            .position(|h| h.list_id == list_id && &h.nexus == nexus)?;
-        match held[i].outcome {
-            None => Some(None),
-            Some(outcome) if outcome.sense.is_some() => {
-                held.remove(i);
-                Some(Some(outcome))
-            }
-            Some(_) => None,
-        }
-    }
 }
 
 /// RECEIVE COPY RESULTS (LID1 service actions).

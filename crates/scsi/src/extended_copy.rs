@@ -8,39 +8,18 @@
 use std::ops::Deref;
 use std::sync::Arc;
 
-use crate::copy_results::{CopyOutcome, ListIdUsage};
+use crate::copy_manager::{
+    CopyOutcome, ListIdUsage, BLOCK_TO_BLOCK, BLOCK_TO_BLOCK_SEGMENT_LEN, COPY_CHUNK_BYTES,
+    CSCD_DESCRIPTOR_LEN, IDENTIFICATION_DESCRIPTOR, MAX_CSCD_DESCRIPTORS,
+    MAX_DESCRIPTOR_LIST_LENGTH, MAX_INLINE_DATA_LENGTH, MAX_SEGMENT_DESCRIPTORS,
+};
 use crate::logical_unit::Context;
 use crate::{cdb, lba, LogicalUnit, Sense};
 
-/// MAXIMUM CSCD DESCRIPTOR COUNT (SPC-4 6.18.4): more than a source and a
-/// destination, few enough to resolve cheaply.
-pub(crate) const MAX_CSCD_DESCRIPTORS: u16 = 8;
-/// MAXIMUM SEGMENT DESCRIPTOR COUNT.
-pub(crate) const MAX_SEGMENT_DESCRIPTORS: u16 = 16;
-/// MAXIMUM DESCRIPTOR LIST LENGTH: every CSCD and segment descriptor at their
-/// maximum counts and the sizes we support.
-pub(crate) const MAX_DESCRIPTOR_LIST_LENGTH: u32 = MAX_CSCD_DESCRIPTORS as u32
-    * CSCD_DESCRIPTOR_LEN as u32
-    + MAX_SEGMENT_DESCRIPTORS as u32 * BLOCK_TO_BLOCK_SEGMENT_LEN as u32;
-/// MAXIMUM INLINE DATA LENGTH: no segment descriptor type we support uses
-/// inline data.
-pub(crate) const MAX_INLINE_DATA_LENGTH: u32 = 0;
-/// Bytes moved per store read and write: bounds the memory one copy holds.
-pub(crate) const COPY_CHUNK_BYTES: usize = 1 << 20;
-
-/// Identification descriptor CSCD descriptor type code (SPC-4 6.3.6.2).
-pub(crate) const IDENTIFICATION_DESCRIPTOR: u8 = 0xe4;
-/// Block device to block device segment descriptor type code (SPC-4 6.3.7.5).
-pub(crate) const BLOCK_TO_BLOCK: u8 = 0x02;
-
 /// SPC-4 6.3.1 parameter list header length.
 const HEADER_LEN: usize = 16;
-/// Every CSCD descriptor type E0h-E9h is 32 bytes (SPC-4 6.3.6.1).
-const CSCD_DESCRIPTOR_LEN: usize = 32;
 /// CSCD descriptor types EAh (IPv6) and EBh (IP copy service) are 64 bytes.
 const LONG_CSCD_DESCRIPTOR_LEN: usize = 64;
-/// Block to block segment descriptor: 4-byte header and DESCRIPTOR LENGTH 18h.
-const BLOCK_TO_BLOCK_SEGMENT_LEN: usize = 28;
 
 /// ASCQs of ASC 26h for the parameter list checks (SPC-4 6.3.1).
 const TOO_MANY_TARGET_DESCRIPTORS: u8 = 0x06;

@@ -15,9 +15,6 @@ const VERSION_DESCRIPTORS: [u16; 4] = [0x00a0, 0x0960, 0x0460, 0x04c0];
 /// Length of our standard INQUIRY data.
 const STANDARD_DATA_LEN: usize = 96;
 
-/// PERIPHERAL DEVICE TYPE 00h: direct access block device (SBC).
-pub(crate) const DIRECT_ACCESS_BLOCK_DEVICE: u8 = 0x00;
-
 /// TPGS 01b (SPC-5 6.7.2): implicit asymmetric logical unit access; the
 /// target sets its ports' states, REPORT TARGET PORT GROUPS reports them,
 /// and there is no SET TARGET PORT GROUPS.
@@ -49,7 +46,12 @@ pub(crate) fn inquiry(
         }
         let multiport = unit.groups(context.units).port_count() > 1;
         let start = data_in.len();
-        standard_data(&unit.config, DIRECT_ACCESS_BLOCK_DEVICE, multiport, data_in);
+        standard_data(
+            &unit.config,
+            vpd::DIRECT_ACCESS_BLOCK_DEVICE,
+            multiport,
+            data_in,
+        );
         if unit.has_explicit_alua() {
             // TPGS = 11b: SET TARGET PORT GROUPS too.
             data_in[start + 5] |= TPGS_EXPLICIT;

@@ -2,7 +2,8 @@
 //! pages with the changeable fields (those MODE SENSE's changeable values
 //! mark) set as it wants them. Today only the control page's SWP changes.
 
-use crate::mode::{self, PageControl, ALL_PAGES, CONTROL_PAGE, CONTROL_SWP_BIT, CONTROL_SWP_BYTE};
+use crate::mode::{self, ALL_PAGES, CONTROL_PAGE, CONTROL_SWP_BIT, CONTROL_SWP_BYTE};
+use crate::mode_sense::{push_page, PageControl};
 use crate::opcode::MODE_SELECT_10;
 use crate::{attention, cdb, LogicalUnit, Nexus, Sense};
 
@@ -170,9 +171,9 @@ fn check_page(unit: &LogicalUnit, list: &[u8], at: usize) -> Result<PageRequest,
         return Err(Sense::invalid_field_in_parameter_list(at as u16, Some(5)));
     }
     let mut current = Vec::new();
-    mode::push_page(unit, code, PageControl::Current, &mut current);
+    push_page(unit, code, PageControl::Current, &mut current);
     let mut changeable = Vec::new();
-    mode::push_page(unit, code, PageControl::Changeable, &mut changeable);
+    push_page(unit, code, PageControl::Changeable, &mut changeable);
     debug_assert_eq!(current.len(), changeable.len());
     if usize::from(list[at + 1]) != current.len() - 2 {
         return Err(Sense::invalid_field_in_parameter_list(

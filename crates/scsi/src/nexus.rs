@@ -1,10 +1,4 @@
-//! Who sends a command: the I_T nexus (SAM-5 4.6), and how a unit finds the
-//! other units of its target (for EXTENDED COPY) and the target's port
-//! groups (ALUA).
-
-use std::sync::Arc;
-
-use crate::{LogicalUnit, PortGroups};
+//! Who sends a command: the I_T nexus (SAM-5 4.6).
 
 /// One I_T nexus as the device server sees it: the initiator port and the
 /// target port a command came through. Reservations and unit attentions are
@@ -41,40 +35,6 @@ impl Nexus {
             name.push_str(&format!("{byte:02x}"));
         }
         name
-    }
-}
-
-/// What a unit may ask of the target around it: the other logical units,
-/// for commands that name another unit (EXTENDED COPY's identification
-/// descriptors), what the transport knows of an I_T nexus, and the target's
-/// port groups.
-pub trait UnitDirectory: Send + Sync {
-    /// The unit whose NAA designator (VPD page 83h, 16 bytes) is `naa`.
-    fn unit_by_naa(&self, naa: &[u8]) -> Option<Arc<LogicalUnit>>;
-
-    /// Whether the initiator has already closed every connection of
-    /// `nexus`, though the target has not yet ended the nexus (the close
-    /// is in flight on another thread). False when unknown.
-    fn nexus_closed(&self, _nexus: &Nexus) -> bool {
-        false
-    }
-
-    /// The target port groups of the target (ALUA, SPC-5 5.16): REPORT
-    /// TARGET PORT GROUPS lists them, and a command through a port in
-    /// standby or unavailable is refused. By default one group, 1, of
-    /// one port, 1, active/optimized ([`PortGroups::single`]).
-    fn port_groups(&self) -> &PortGroups {
-        PortGroups::single()
-    }
-}
-
-/// A directory with no units: for a unit served alone (tests, tools).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct NoUnits;
-
-impl UnitDirectory for NoUnits {
-    fn unit_by_naa(&self, _naa: &[u8]) -> Option<Arc<LogicalUnit>> {
-        None
     }
 }
 

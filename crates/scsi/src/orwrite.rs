@@ -1,7 +1,7 @@
 //! ORWRITE (16) (SBC-4 5.8).
 
 use crate::block_cdb::BlockCdb;
-use crate::read_write::{check_no_protection, FUA};
+use crate::block_cdb::{check_no_protection, FUA};
 use crate::{LogicalUnit, Sense};
 
 /// SBC-4 5.8: each Data-Out byte is ORed into the medium byte it addresses.

@@ -3,7 +3,7 @@
 
 use isoe_store::IoKind;
 
-use crate::block_cdb::BlockCdb;
+use crate::block_cdb::{check_no_protection, BlockCdb, FUA};
 use crate::logical_unit::Context;
 use crate::route::{PageCrcs, PAGE_CRCS_MAX};
 use crate::verify::compare_with_medium;
@@ -17,18 +17,6 @@ use crate::{LogicalUnit, Sense};
 /// os-paging-64k, 90% read: half the IOPS at twice the target CPU per
 /// I/O); from 128 KiB up the copy saved is worth that risk.
 const LEND_MIN_BYTES: u64 = 128 * 1024;
-
-/// Byte 1 of the 10/12/16-byte forms: DPO (bit 4) and FUA (bit 3).
-pub(crate) const FUA: u8 = 0x08;
-
-/// SBC-4 5.14: RDPROTECT/WRPROTECT/VRPROTECT (byte 1 bits 7:5) nonzero asks
-/// for protection information, which this unit does not have (PROTECT=0).
-pub(crate) fn check_no_protection(cdb: &[u8]) -> Result<(), Sense> {
-    if cdb.len() > 6 && cdb[1] & 0xe0 != 0 {
-        return Err(Sense::invalid_field_in_cdb(1, 7));
-    }
-    Ok(())
-}
 
 /// READ: returns `block_count` blocks from the medium in Data-In.
 pub(crate) fn read(

@@ -5,7 +5,6 @@
 //! access fails with SANITIZE IN PROGRESS; after one fails, with SANITIZE
 //! COMMAND FAILED until a SANITIZE succeeds or EXIT FAILURE MODE is allowed.
 
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,70 +31,6 @@ const AUSE: u8 = 0x20;
 const OVERWRITE_HEADER_LEN: usize = 4;
 /// Bytes written per store call: bounds the pattern buffer.
 const OVERWRITE_CHUNK_BYTES: usize = 1 << 20;
-
-/// Sanitize states (SBC-4 4.11.2).
-const IDLE: u8 = 0;
-const IN_PROGRESS: u8 = 1;
-/// The last sanitize failed and was sent with AUSE=0: only another
-/// SANITIZE gets the unit out.
-const FAILED: u8 = 2;
-/// The last sanitize failed and was sent with AUSE=1: EXIT FAILURE MODE
-/// gets the unit out too.
-const FAILED_EXIT_ALLOWED: u8 = 3;
-
-/// Where a logical unit stands with sanitizing; shared with the thread that
-/// runs an IMMED sanitize.
-#[derive(Debug, Default)]
-pub(crate) struct SanitizeState {
-    state: AtomicU8,
-}
-
-impl SanitizeState {
-    /// Moves from idle or failed to in progress; false if one already runs.
-    fn start(&self) -> bool {
-        let mut current = self.state.load(Ordering::Acquire);
-        loop {
-            if current == IN_PROGRESS {
-                return false;
-            }
-            match self.state.compare_exchange(
-                current,
-                IN_PROGRESS,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return true,
-                Err(now) => current = now,
-            }
-        }
-    }
-
-    /// A started sanitize ended.
-    fn finish(&self, succeeded: bool, allow_exit: bool) {
-        let next = match (succeeded, allow_exit) {
-            (true, _) => IDLE,
-            (false, false) => FAILED,
-            (false, true) => FAILED_EXIT_ALLOWED,
-        };
-        let previous = self.state.swap(next, Ordering::AcqRel);
-        debug_assert_eq!(previous, IN_PROGRESS);
-    }
-
-    /// SBC-4 4.11.2: NOT READY while a sanitize runs, MEDIUM ERROR after
-    /// one failed.
-    pub(crate) fn check_medium(&self) -> Result<(), Sense> {
-        match self.state.load(Ordering::Acquire) {
-            IDLE => Ok(()),
-            IN_PROGRESS => Err(Sense::sanitize_in_progress()),
-            _ => Err(Sense::sanitize_command_failed()),
-        }
-    }
-
-    /// Whether a sanitize runs now.
-    pub(crate) fn in_progress(&self) -> bool {
-        self.state.load(Ordering::Acquire) == IN_PROGRESS
-    }
-}
 
 /// Commands that do not touch the medium and so run whatever the sanitize
 /// state (SBC-4 4.11.2 lists INQUIRY, REPORT LUNS and REQUEST SENSE as
@@ -273,17 +208,7 @@ impl Pace {
 /// SBC-4 5.30.2.4 EXIT FAILURE MODE: leaves the failed state if the failed
 /// SANITIZE allowed it (AUSE=1); nothing to do on a unit that did not fail.
 fn exit_failure_mode(unit: &LogicalUnit) -> Result<(), Sense> {
-    let state = &unit.sanitize.state;
-    match state.compare_exchange(
-        FAILED_EXIT_ALLOWED,
-        IDLE,
-        Ordering::AcqRel,
-        Ordering::Acquire,
-    ) {
-        Ok(_) | Err(IDLE) => Ok(()),
-        Err(IN_PROGRESS) => Err(Sense::sanitize_in_progress()),
-        Err(_) => Err(Sense::invalid_field_in_cdb(1, 4)),
-    }
+    unit.sanitize.exit_failure_mode()
 }
 
 /// SBC-4 5.30.3 OVERWRITE parameter list: INVERT, TEST, OVERWRITE COUNT,

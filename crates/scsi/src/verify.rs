@@ -1,7 +1,7 @@
 //! VERIFY (10/12/16) (SBC-4 5.33-5.35).
 
+use crate::block_cdb::check_no_protection;
 use crate::block_cdb::BlockCdb;
-use crate::read_write::check_no_protection;
 use crate::{LogicalUnit, Sense};
 
 /// Medium is read back in pieces of at most this many bytes when comparing.

@@ -1,8 +1,10 @@
 //! Vital product data pages (SPC-5 7.7, SBC-4 6.6).
 
-use crate::inquiry::DIRECT_ACCESS_BLOCK_DEVICE;
 use crate::logical_unit::Context;
 use crate::{limits, LogicalUnit, Sense};
+
+/// PERIPHERAL DEVICE TYPE 00h: direct access block device (SBC).
+pub(crate) const DIRECT_ACCESS_BLOCK_DEVICE: u8 = 0x00;
 
 /// SUPPORTED VPD PAGES (SPC-5 7.7.16).
 pub const SUPPORTED_VPD_PAGES: u8 = 0x00;

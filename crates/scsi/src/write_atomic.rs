@@ -1,6 +1,6 @@
 //! WRITE ATOMIC (16) (SBC-4 5.49).
 
-use crate::read_write::{check_no_protection, FUA};
+use crate::block_cdb::{check_no_protection, FUA};
 use crate::{cdb, limits, LogicalUnit, Sense};
 
 /// Byte offset of ATOMIC BOUNDARY in the CDB.

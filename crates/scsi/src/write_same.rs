@@ -1,7 +1,7 @@
 //! WRITE SAME (10/16) (SBC-4 5.47, 5.48).
 
+use crate::block_cdb::check_no_protection;
 use crate::block_cdb::BlockCdb;
-use crate::read_write::check_no_protection;
 use crate::{limits, LogicalUnit, Sense};
 
 /// Byte 1 bit 4: ANCHOR.

@@ -18,7 +18,7 @@
 //! the file as it reads now.
 
 use crate::config::{file_label, Config, ConfigError, KeyPlace, LunSpec, StoreSpec};
-use crate::provision::SetupError;
+use crate::setup_error::SetupError;
 use isoe_store::{Claim, ClaimError, Claims, Conflict, Holder, Sharing};
 use std::ffi::OsString;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};

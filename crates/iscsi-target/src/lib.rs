@@ -29,6 +29,7 @@ pub mod port_holder;
 pub mod provision;
 pub mod registry;
 pub mod session;
+pub mod setup_error;
 pub mod target;
 pub mod task_sets;
 pub mod write_task;

@@ -56,6 +56,7 @@ mod checks;
 mod error;
 mod log;
 mod parse;
+mod places;
 mod portal_groups;
 mod reader;
 mod types;
@@ -64,10 +65,11 @@ pub use chap::{algorithm_name, ChapConfig, SECRET_MAX_BYTES, USER_MAX_BYTES};
 pub(crate) use checks::{parse_naa, show_bytes};
 pub use error::{file_label, ConfigError};
 pub use log::{LogConfig, LogFormat, LogLevel};
+pub use places::{KeyPlace, PortalPlaces, StorePlaces};
 pub use portal_groups::{PortalGroup, DEFAULT_PORT, DEFAULT_PORTAL_GROUP_TAG};
 pub use types::{
-    default_control_socket, Config, Control, Datapath, DigestChoice, Discovery, KeyPlace, Limits,
-    LunSpec, Metrics, Params, PortalPlaces, StorePlaces, StoreSpec, TargetConfig,
-    DEFAULT_IO_THREADS, DEFAULT_TARGET_NAME, LOGIN_DEADLINE, MAX_CONNECTIONS, MAX_LENGTH_BYTES,
-    MAX_LUN_NUMBER, MAX_NOP_IN_S, MEMORY_LUN_MAX_BYTES, MIN_LENGTH_BYTES, THREADS_MAX,
+    default_control_socket, Config, Control, Datapath, DigestChoice, Discovery, Limits, LunSpec,
+    Metrics, Params, StoreSpec, TargetConfig, DEFAULT_IO_THREADS, DEFAULT_TARGET_NAME,
+    LOGIN_DEADLINE, MAX_CONNECTIONS, MAX_LENGTH_BYTES, MAX_LUN_NUMBER, MAX_NOP_IN_S,
+    MEMORY_LUN_MAX_BYTES, MIN_LENGTH_BYTES, THREADS_MAX,
 };

@@ -8,12 +8,13 @@ use super::chap::{check_directions, read_chap, ChapPlaces};
 use super::checks;
 use super::error::ConfigError;
 use super::log::{read_log, LogConfig, LOG_KEYS};
+use super::places::{KeyPlace, StorePlaces};
 use super::portal_groups::read_portals_and_groups;
 use super::reader::Reader;
 use super::types::{
-    default_control_socket, Config, Control, Datapath, DigestChoice, Discovery, KeyPlace, Limits,
-    LunSpec, Metrics, Params, StorePlaces, StoreSpec, TargetConfig, LOGIN_DEADLINE,
-    MAX_CONNECTIONS, MAX_LENGTH_BYTES, MAX_LUN_NUMBER, MAX_NOP_IN_S, MIN_LENGTH_BYTES, THREADS_MAX,
+    default_control_socket, Config, Control, Datapath, DigestChoice, Discovery, Limits, LunSpec,
+    Metrics, Params, StoreSpec, TargetConfig, LOGIN_DEADLINE, MAX_CONNECTIONS, MAX_LENGTH_BYTES,
+    MAX_LUN_NUMBER, MAX_NOP_IN_S, MIN_LENGTH_BYTES, THREADS_MAX,
 };
 use isoe_config::{Field, Node, Table};
 use isoe_wire::digest::Crc32cImpl;

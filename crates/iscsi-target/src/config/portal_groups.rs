@@ -10,8 +10,8 @@
 //! place what group 1 is.
 
 use super::error::ConfigError;
+use super::places::{KeyPlace, PortalPlaces};
 use super::reader::Reader;
-use super::types::{KeyPlace, PortalPlaces};
 use isoe_config::Field;
 use isoe_scsi::AccessState;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

@@ -4,10 +4,10 @@
 
 use super::chap::ChapConfig;
 use super::log::LogConfig;
+use super::places::{PortalPlaces, StorePlaces};
 use super::portal_groups::{PortalGroup, DEFAULT_PORT, DEFAULT_PORTAL_GROUP_TAG};
 use isoe_scsi::AccessState;
 use isoe_wire::digest::Crc32cImpl;
-use std::collections::HashMap;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -485,75 +485,6 @@ impl Config {
         }
     }
 }
-
-/// Where a key was written: the 1-based line and the key's path
-/// (`target[0].lun[1].file`), as a [`crate::config::ConfigError`] names them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyPlace {
-    /// 1-based line of the key.
-    pub line: usize,
-    /// Path of the key, array indices from 0.
-    pub key: String,
-}
-
-/// Where each LUN's store key (`memory`, `file`, `block` or `rbd`) was
-/// written, by target name and LUN number: what the checks made when the
-/// LUNs are provisioned ([`crate::provision::check_stores`]) name in their
-/// errors. Where a key was written is not what the configuration says, so
-/// two `StorePlaces` are always equal.
-#[derive(Debug, Clone, Default)]
-pub struct StorePlaces {
-    by_lun: HashMap<(String, u16), KeyPlace>,
-}
-
-impl StorePlaces {
-    /// Where the store of LUN `lun` of target `target` was written, if it
-    /// was read from a file.
-    pub fn get(&self, target: &str, lun: u16) -> Option<&KeyPlace> {
-        self.by_lun.get(&(target.to_string(), lun))
-    }
-
-    /// Records where the store of LUN `lun` of target `target` was written.
-    pub(super) fn insert(&mut self, target: &str, lun: u16, place: KeyPlace) {
-        self.by_lun.insert((target.to_string(), lun), place);
-    }
-}
-
-impl PartialEq for StorePlaces {
-    fn eq(&self, _other: &StorePlaces) -> bool {
-        true
-    }
-}
-
-impl Eq for StorePlaces {}
-
-/// Where each portal was written (`portals[1]`,
-/// `portal_group[0].portals[0]`), by address: what an error of binding it
-/// names. Equal, as [`StorePlaces`], whatever they hold.
-#[derive(Debug, Clone, Default)]
-pub struct PortalPlaces {
-    by_addr: HashMap<SocketAddr, KeyPlace>,
-}
-
-impl PortalPlaces {
-    /// Where portal `addr` was written, if it was read from a file.
-    pub fn get(&self, addr: SocketAddr) -> Option<&KeyPlace> {
-        self.by_addr.get(&addr)
-    }
-
-    /// Records where portal `addr` was written.
-    pub(super) fn insert(&mut self, addr: SocketAddr, place: KeyPlace) {
-        self.by_addr.insert(addr, place);
-    }
-}
-
-impl PartialEq for PortalPlaces {
-    fn eq(&self, _other: &PortalPlaces) -> bool {
-        true
-    }
-}
-
-impl Eq for PortalPlaces {}
 
 impl Config {
     /// The tag of the portal group holding `portals[index]`;

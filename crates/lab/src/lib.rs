@@ -44,5 +44,6 @@ pub mod shape;
 mod site;
 pub mod ssh;
 pub mod stream;
+pub mod stream_run;
 pub mod testbed;
 pub mod topology;

@@ -50,7 +50,7 @@ pub struct LabFigures {
     pub floor: Option<FloorShape>,
     /// A stream run's own figures.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub stream: Option<crate::stream::StreamRun>,
+    pub stream: Option<crate::stream_run::StreamRun>,
     /// An application run's figures.
     #[serde(flatten)]
     pub application: Option<ApplicationResult>,

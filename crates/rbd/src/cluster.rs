@@ -11,11 +11,10 @@ use isoe_sync::MutexExt;
 use std::collections::HashMap;
 use std::ffi::{c_char, CString};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
+use crate::fence::Fence;
 use crate::ffi::{self, Rados};
-use crate::image::Requests;
 use crate::RbdError;
 
 /// How to reach a cluster.
@@ -37,43 +36,15 @@ pub(crate) struct Cluster {
     /// The cluster's fsid, which makes identities derived from an image
     /// unique across clusters.
     pub(crate) fsid: String,
-    /// The cluster blocklisted this client (see [`Cluster::fence`]).
-    fenced: AtomicBool,
-    /// The requests of each image opened through it, to fence them all.
-    images: Mutex<Vec<Weak<Requests>>>,
+    /// Raised when the cluster blocklisted this client; held by each image
+    /// opened through it too, whose requests it ends.
+    pub(crate) fence: Arc<Fence>,
 }
 
 impl Cluster {
     /// Whether the cluster blocklisted this client.
     pub(crate) fn is_fenced(&self) -> bool {
-        self.fenced.load(Ordering::Acquire)
-    }
-
-    /// The cluster blocklisted this client: every image opened through it
-    /// is fenced (their requests end as unavailable), and [`connect`]
-    /// makes a new connection from now on.
-    pub(crate) fn fence(&self) {
-        let images: Vec<Arc<Requests>> = {
-            let mut images = self.images.lock_unpoisoned();
-            self.fenced.store(true, Ordering::Release);
-            images.retain(|w| w.strong_count() > 0);
-            images.iter().filter_map(Weak::upgrade).collect()
-        };
-        // Outside the lock: each request's completion runs here.
-        for requests in images {
-            requests.end_all();
-        }
-    }
-
-    /// Counts `requests` (a new image's) among those [`Cluster::fence`]
-    /// ends; fenced at once if the client is fenced already.
-    pub(crate) fn enroll(&self, requests: &Arc<Requests>) {
-        let mut images = self.images.lock_unpoisoned();
-        if self.is_fenced() {
-            drop(images);
-            return requests.end_all();
-        }
-        images.push(Arc::downgrade(requests));
+        self.fence.is_raised()
     }
 }
 
@@ -175,8 +146,7 @@ fn open(spec: &ClusterSpec) -> Result<Cluster, RbdError> {
         rados,
         spec: spec.clone(),
         fsid: String::new(),
-        fenced: AtomicBool::new(false),
-        images: Mutex::default(),
+        fence: Arc::default(),
     };
     let conf = path_c_string(&spec.conf)?;
     // SAFETY: a created handle and a NUL-terminated path.

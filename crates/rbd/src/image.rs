@@ -6,12 +6,13 @@ use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use isoe_store::{AsyncStore, Extent, Io, IoDone, IoKind, Store, StoreError};
 
 use crate::cluster::{self, c_string, Cluster, ClusterSpec};
+use crate::fence::{Fence, Member};
 use crate::ffi::{self, Api, IoCtx};
 use crate::RbdError;
 
@@ -100,9 +101,9 @@ pub struct RbdStore {
 
 /// What a store's requests share with it.
 pub(crate) struct Requests {
-    /// The connection, told when this image learns of a fence: the
-    /// cluster fenced the client, so every image through it.
-    cluster: Weak<Cluster>,
+    /// The client's fence, raised when this image learns of a blocklist:
+    /// the cluster fenced the client, so every image through it.
+    fence: Arc<Fence>,
     /// Asynchronous requests librbd has and has not called back; the image
     /// closes only when none is.
     in_flight: AtomicUsize,
@@ -147,13 +148,13 @@ impl Requests {
     /// The requests of an image opened through `cluster`.
     fn new(cluster: &Arc<Cluster>) -> Arc<Requests> {
         let requests = Arc::new(Requests {
-            cluster: Arc::downgrade(cluster),
+            fence: Arc::clone(&cluster.fence),
             in_flight: AtomicUsize::new(0),
             fenced: AtomicBool::new(false),
             waiting: Mutex::default(),
             next_id: AtomicU64::new(0),
         });
-        cluster.enroll(&requests);
+        cluster.fence.enroll(requests.clone());
         requests
     }
 
@@ -167,34 +168,9 @@ impl Requests {
     }
 
     /// The cluster blocklisted this client: every image opened through
-    /// it is fenced ([`Cluster::fence`], [`Requests::end_all`]).
+    /// it is fenced ([`Fence::raise`], [`Member::end_all`]).
     pub(crate) fn fence(&self) {
-        match self.cluster.upgrade() {
-            Some(cluster) => cluster.fence(),
-            None => self.end_all(),
-        }
-    }
-
-    /// Nothing this image sends lands any more: every request not answered
-    /// yet is answered now as unavailable (its buffer stays with librbd
-    /// until librbd lets go of it), and later ones are refused at once.
-    pub(crate) fn end_all(&self) {
-        if !self.fenced.swap(true, Ordering::AcqRel) {
-            tracing::error!(
-                "the cluster fenced (blocklisted) this client: its requests end as unavailable"
-            );
-        }
-        let waiting: Vec<(IoKind, IoDone)> = self
-            .waiting
-            .lock_unpoisoned()
-            .drain()
-            .map(|(_, request)| request)
-            .collect();
-        for (kind, done) in waiting {
-            let (op, offset) = op_of(kind);
-            let buffer = Vec::new();
-            done(Io { kind, buffer }, Err(fenced_error(op, offset)));
-        }
+        self.fence.raise();
     }
 
     fn is_fenced(&self) -> bool {
@@ -212,6 +188,30 @@ impl Requests {
             .lock_unpoisoned()
             .remove(&id)
             .map(|(_, done)| done)
+    }
+}
+
+impl Member for Requests {
+    /// Nothing this image sends lands any more: every request not answered
+    /// yet is answered now as unavailable (its buffer stays with librbd
+    /// until librbd lets go of it), and later ones are refused at once.
+    fn end_all(&self) {
+        if !self.fenced.swap(true, Ordering::AcqRel) {
+            tracing::error!(
+                "the cluster fenced (blocklisted) this client: its requests end as unavailable"
+            );
+        }
+        let waiting: Vec<(IoKind, IoDone)> = self
+            .waiting
+            .lock_unpoisoned()
+            .drain()
+            .map(|(_, request)| request)
+            .collect();
+        for (kind, done) in waiting {
+            let (op, offset) = op_of(kind);
+            let buffer = Vec::new();
+            done(Io { kind, buffer }, Err(fenced_error(op, offset)));
+        }
     }
 }
 

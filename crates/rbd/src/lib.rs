@@ -13,6 +13,7 @@
 
 mod channel;
 mod cluster;
+mod fence;
 mod ffi;
 mod image;
 

@@ -315,7 +315,7 @@ fn reinstatements_resets_and_dropped_connections_are_logged() {
     let itt = second.next_itt();
     let reset = Pdu::TaskMgmtRequest(TaskMgmtRequest {
         immediate: true,
-        function: tmf::LOGICAL_UNIT_RESET,
+        function: tmf::TmfFunction::LogicalUnitReset,
         lun: Lun::from_number(0),
         initiator_task_tag: itt,
         referenced_task_tag: RESERVED_TAG,
@@ -325,7 +325,7 @@ fn reinstatements_resets_and_dropped_connections_are_logged() {
     });
     second.send_pdu(&reset, &[]).expect("send LUN RESET");
     match second.expect_pdu().expect("a response").0 {
-        Pdu::TaskMgmtResponse(r) => assert_eq!(r.response, tmf::RESP_COMPLETE),
+        Pdu::TaskMgmtResponse(r) => assert_eq!(r.response, tmf::TmfResponse::Complete),
         other => panic!("not a task management response: {other:?}"),
     }
     // A data segment past what the target declared: a protocol error.

@@ -608,7 +608,7 @@ fn immediate_pdus_are_delivered_past_a_command_waiting_for_a_cmd_sn_gap() {
     // And the waiting READ can be aborted.
     let abort = Pdu::TaskMgmtRequest(pdu::TaskMgmtRequest {
         immediate: true,
-        function: pdu::tmf::ABORT_TASK,
+        function: pdu::tmf::TmfFunction::AbortTask,
         lun: Lun::default(),
         initiator_task_tag: s.next_itt(),
         referenced_task_tag: waiting,
@@ -619,7 +619,7 @@ fn immediate_pdus_are_delivered_past_a_command_waiting_for_a_cmd_sn_gap() {
     });
     s.send_pdu(&abort, &[]).unwrap();
     match next_pdu(&mut s, "an immediate ABORT TASK behind the gap") {
-        Pdu::TaskMgmtResponse(r) => assert_eq!(r.response, pdu::tmf::RESP_COMPLETE),
+        Pdu::TaskMgmtResponse(r) => assert_eq!(r.response, pdu::tmf::TmfResponse::Complete),
         other => panic!("expected the function's response, got {other:?}"),
     }
     // The gap fills through the other connection: its command runs, and

@@ -238,8 +238,8 @@ pub enum TaskError {
 pub enum Outcome {
     /// A SCSI command completed with a status.
     Scsi(ScsiStatus),
-    /// A task management function answered (RFC 7143 §11.6.1 response code).
-    TaskManagement(u8),
+    /// A task management function answered (RFC 7143 §11.6.1).
+    TaskManagement(isoe_wire::pdu::TmfResponse),
     /// A logout answered (RFC 7143 §11.15.1 response code).
     Logout(u8),
     /// The task ended without a status.
@@ -265,7 +265,7 @@ impl Completion {
         match &self.outcome {
             Outcome::Scsi(s) if s.is_good() => Ok(s),
             Outcome::Scsi(s) => Err(describe_status(s)),
-            Outcome::TaskManagement(r) => Err(format!("task management response {r}")),
+            Outcome::TaskManagement(r) => Err(format!("task management response {}", r.to_u8())),
             Outcome::Logout(r) => Err(format!("logout response {r}")),
             Outcome::Failed(e) => Err(e.to_string()),
         }

@@ -817,12 +817,12 @@ impl Engine {
         self.wait_for(session, token)
     }
 
-    /// Runs a task management function and waits for its answer (the TMF response code).
+    /// Runs a task management function and waits for its answer.
     pub fn execute_task_management(
         &mut self,
         session: usize,
         request: TaskManagement,
-    ) -> Result<u8, InitiatorError> {
+    ) -> Result<isoe_wire::pdu::TmfResponse, InitiatorError> {
         let token = self.sync_token();
         self.task_management(session, request, token)?;
         let done = self.wait_for(session, token)?;

@@ -39,5 +39,7 @@ pub use config::{
 pub use discovery::{send_targets, DiscoveredTarget, DiscoveryConfig};
 pub use engine::{Engine, EngineStats, Refused, ReloginStart};
 pub use error::InitiatorError;
+/// A task management function's answer ([`Outcome::TaskManagement`]).
+pub use isoe_wire::pdu::TmfResponse;
 pub use multipath::{AccessState, MultipathOptions, MultipathStats, PathReport, PathStatus};
 pub use url::{IscsiUrl, Portal, UrlError};

@@ -93,7 +93,7 @@ enum Kind {
         immediate: bool,
     },
     Tmf {
-        function: u8,
+        function: tmf::TmfFunction,
         lun: Lun,
         referenced_tag: u32,
         ref_cmd_sn: u32,
@@ -392,11 +392,11 @@ impl SessionCore {
             return Err(TaskError::SessionFailed(why.clone()));
         }
         let (function, lun) = match request {
-            TaskManagement::AbortTask { lun, .. } => (tmf::ABORT_TASK, lun),
-            TaskManagement::AbortTaskSet(lun) => (tmf::ABORT_TASK_SET, lun),
-            TaskManagement::ClearTaskSet(lun) => (tmf::CLEAR_TASK_SET, lun),
-            TaskManagement::LogicalUnitReset(lun) => (tmf::LOGICAL_UNIT_RESET, lun),
-            TaskManagement::TargetWarmReset => (tmf::TARGET_WARM_RESET, 0),
+            TaskManagement::AbortTask { lun, .. } => (tmf::TmfFunction::AbortTask, lun),
+            TaskManagement::AbortTaskSet(lun) => (tmf::TmfFunction::AbortTaskSet, lun),
+            TaskManagement::ClearTaskSet(lun) => (tmf::TmfFunction::ClearTaskSet, lun),
+            TaskManagement::LogicalUnitReset(lun) => (tmf::TmfFunction::LogicalUnitReset, lun),
+            TaskManagement::TargetWarmReset => (tmf::TmfFunction::TargetWarmReset, 0),
         };
         let lun = Lun::from_number(lun);
         let mut referenced_tag = RESERVED_TAG;
@@ -412,7 +412,7 @@ impl SessionCore {
                     self.completions.push(Completion {
                         session: self.index,
                         token,
-                        outcome: Outcome::TaskManagement(tmf::RESP_COMPLETE),
+                        outcome: Outcome::TaskManagement(tmf::TmfResponse::Complete),
                         buffer: Vec::new(),
                     });
                     return Ok(());
@@ -426,7 +426,7 @@ impl SessionCore {
                     self.completions.push(Completion {
                         session: self.index,
                         token,
-                        outcome: Outcome::TaskManagement(tmf::RESP_NO_TASK),
+                        outcome: Outcome::TaskManagement(tmf::TmfResponse::NoTask),
                         buffer: Vec::new(),
                     });
                     return Ok(());
@@ -1275,7 +1275,7 @@ impl SessionCore {
         }
     }
 
-    fn on_tmf_done(&mut self, slot: u32, response: u8) {
+    fn on_tmf_done(&mut self, slot: u32, response: tmf::TmfResponse) {
         let Some(Kind::Tmf {
             function,
             lun,
@@ -1288,7 +1288,7 @@ impl SessionCore {
         let (function, lun, referenced_tag) = (*function, *lun, *referenced_tag);
         let tmf_cmd_sn = self.task(slot).map_or(0, |t| t.cmd_sn);
         self.finish(slot, Outcome::TaskManagement(response));
-        if response != tmf::RESP_COMPLETE {
+        if response != tmf::TmfResponse::Complete {
             return;
         }
         // RFC 7143 §11.5.1: the affected tasks get no response of their
@@ -1304,14 +1304,19 @@ impl SessionCore {
                             && sn_lt(t.cmd_sn, tmf_cmd_sn) =>
                     {
                         match (&t.kind, function) {
-                            (Kind::Scsi { .. }, tmf::ABORT_TASK) => tag == referenced_tag,
+                            (Kind::Scsi { .. }, tmf::TmfFunction::AbortTask) => {
+                                tag == referenced_tag
+                            }
                             (
                                 Kind::Scsi { lun: l, .. },
-                                tmf::ABORT_TASK_SET | tmf::CLEAR_TASK_SET | tmf::LOGICAL_UNIT_RESET,
+                                tmf::TmfFunction::AbortTaskSet
+                                | tmf::TmfFunction::ClearTaskSet
+                                | tmf::TmfFunction::LogicalUnitReset,
                             ) => *l == lun,
                             (
                                 Kind::Scsi { .. },
-                                tmf::TARGET_WARM_RESET | tmf::TARGET_COLD_RESET,
+                                tmf::TmfFunction::TargetWarmReset
+                                | tmf::TmfFunction::TargetColdReset,
                             ) => true,
                             _ => false,
                         }

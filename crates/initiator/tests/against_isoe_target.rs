@@ -210,7 +210,7 @@ fn task_management_and_residuals() {
         engine
             .execute_task_management(s, TaskManagement::LogicalUnitReset(0))
             .unwrap(),
-        0
+        isoe_initiator::TmfResponse::Complete
     );
     // The LU reset leaves a unit attention; clear it.
     let _ = engine
@@ -237,7 +237,7 @@ fn task_management_and_residuals() {
             },
         )
         .unwrap();
-    assert_eq!(r, isoe_wire::pdu::tmf::RESP_NO_TASK);
+    assert_eq!(r, isoe_initiator::TmfResponse::NoTask);
     engine.logout(s).unwrap();
     target.shutdown().unwrap();
 }

@@ -8,6 +8,7 @@
 use isoe_initiator::cdb;
 use isoe_initiator::{
     Command, Completion, Engine, IscsiUrl, Outcome, SessionConfig, TaskError, TaskManagement,
+    TmfResponse,
 };
 use isoe_target::config::Config;
 use isoe_target::driver::{self, Running};
@@ -330,7 +331,10 @@ fn a_read_aborted_while_its_data_is_placed_leaves_the_session_sound() {
     let read_done = done.iter().find(|c| c.token == 1).unwrap();
     assert_eq!(read_done.outcome, Outcome::Failed(TaskError::Aborted));
     let reset = done.iter().find(|c| c.token == 2).unwrap();
-    assert_eq!(reset.outcome, Outcome::TaskManagement(0));
+    assert_eq!(
+        reset.outcome,
+        Outcome::TaskManagement(TmfResponse::Complete)
+    );
     // The aborted read's buffer came back, whatever was placed before the end.
     assert_eq!(read_done.buffer.len(), 4 * MIB);
     drop(done);

@@ -38,6 +38,7 @@
 //! `Debug` shows nothing, login failure reasons name users and rules, never
 //! values, and no event records a login's text keys.
 
+use isoe_wire::pdu::{TmfFunction, TmfResponse};
 use std::fmt;
 
 /// The `tracing` target of configuration changes.
@@ -73,33 +74,31 @@ impl fmt::Display for LoginStatus {
 }
 
 /// The name of a task management function (RFC 7143 §11.5.1).
-pub(crate) fn tmf_name(function: u8) -> &'static str {
-    use isoe_wire::pdu::tmf;
+pub(crate) fn tmf_name(function: TmfFunction) -> &'static str {
     match function {
-        tmf::ABORT_TASK => "ABORT TASK",
-        tmf::ABORT_TASK_SET => "ABORT TASK SET",
-        tmf::CLEAR_ACA => "CLEAR ACA",
-        tmf::CLEAR_TASK_SET => "CLEAR TASK SET",
-        tmf::LOGICAL_UNIT_RESET => "LOGICAL UNIT RESET",
-        tmf::TARGET_WARM_RESET => "TARGET WARM RESET",
-        tmf::TARGET_COLD_RESET => "TARGET COLD RESET",
-        tmf::TASK_REASSIGN => "TASK REASSIGN",
-        _ => "unknown function",
+        TmfFunction::AbortTask => "ABORT TASK",
+        TmfFunction::AbortTaskSet => "ABORT TASK SET",
+        TmfFunction::ClearAca => "CLEAR ACA",
+        TmfFunction::ClearTaskSet => "CLEAR TASK SET",
+        TmfFunction::LogicalUnitReset => "LOGICAL UNIT RESET",
+        TmfFunction::TargetWarmReset => "TARGET WARM RESET",
+        TmfFunction::TargetColdReset => "TARGET COLD RESET",
+        TmfFunction::TaskReassign => "TASK REASSIGN",
+        TmfFunction::Unknown(_) => "unknown function",
     }
 }
 
 /// The words of a task management response (RFC 7143 §11.6.1).
-pub(crate) fn tmf_response(code: u8) -> &'static str {
-    use isoe_wire::pdu::tmf;
+pub(crate) fn tmf_response(code: TmfResponse) -> &'static str {
     match code {
-        tmf::RESP_COMPLETE => "function complete",
-        tmf::RESP_NO_TASK => "task does not exist",
-        tmf::RESP_NO_LUN => "LUN does not exist",
-        tmf::RESP_STILL_ALLEGIANT => "task still allegiant",
-        tmf::RESP_REASSIGN_UNSUPPORTED => "task reassignment not supported",
-        tmf::RESP_NOT_SUPPORTED => "function not supported",
-        tmf::RESP_AUTH_FAILED => "function authorization failed",
-        _ => "function rejected",
+        TmfResponse::Complete => "function complete",
+        TmfResponse::NoTask => "task does not exist",
+        TmfResponse::NoLun => "LUN does not exist",
+        TmfResponse::StillAllegiant => "task still allegiant",
+        TmfResponse::ReassignUnsupported => "task reassignment not supported",
+        TmfResponse::NotSupported => "function not supported",
+        TmfResponse::AuthFailed => "function authorization failed",
+        TmfResponse::Rejected | TmfResponse::Unknown(_) => "function rejected",
     }
 }
 
@@ -134,8 +133,10 @@ mod tests {
     fn statuses_and_names_read_as_the_rfc_says() {
         assert_eq!(LoginStatus(2, 1).to_string(), "0x0201");
         assert_eq!(LoginStatus(3, 2).to_string(), "0x0302");
-        assert_eq!(tmf_name(5), "LOGICAL UNIT RESET");
-        assert_eq!(tmf_response(255), "function rejected");
+        assert_eq!(tmf_name(TmfFunction::from_u8(5)), "LOGICAL UNIT RESET");
+        assert_eq!(tmf_name(TmfFunction::from_u8(9)), "unknown function");
+        assert_eq!(tmf_response(TmfResponse::from_u8(255)), "function rejected");
+        assert_eq!(tmf_response(TmfResponse::from_u8(7)), "function rejected");
         assert_eq!(logout_reason(0), "close the session");
         assert_eq!(logout_response(1), "CID not found");
     }

@@ -791,7 +791,7 @@ fn a_sanitize_without_immed_answers_later_while_other_commands_go_on() {
     let (sanitize, list) = sanitize_overwrite(6, 15);
     w.send(&sanitize, &list);
     let abort = Pdu::TaskMgmtRequest(pdu::TaskMgmtRequest {
-        function: pdu::tmf::ABORT_TASK,
+        function: pdu::tmf::TmfFunction::AbortTask,
         lun: Lun::from_number(0),
         initiator_task_tag: 7,
         referenced_task_tag: 6,
@@ -801,7 +801,7 @@ fn a_sanitize_without_immed_answers_later_while_other_commands_go_on() {
     });
     let (_, out) = w.send(&abort, &[]);
     assert!(
-        matches!(&out[..], [(Pdu::TaskMgmtResponse(r), _)] if r.response == pdu::tmf::RESP_COMPLETE),
+        matches!(&out[..], [(Pdu::TaskMgmtResponse(r), _)] if r.response == pdu::tmf::TmfResponse::Complete),
         "{out:?}"
     );
     assert!(!w.conn.has_background());
@@ -1326,7 +1326,7 @@ fn a_function_with_a_data_segment_is_rejected_and_not_performed() {
     w.login(LocalParams::default(), [0x80, 0, 0, 0, 0, 13], 0, 1);
     let reset = Pdu::TaskMgmtRequest(isoe_wire::pdu::TaskMgmtRequest {
         immediate: true,
-        function: isoe_wire::pdu::tmf::LOGICAL_UNIT_RESET,
+        function: isoe_wire::pdu::tmf::TmfFunction::LogicalUnitReset,
         lun: Lun::from_number(0),
         initiator_task_tag: 0x500,
         referenced_task_tag: RESERVED_TAG,

@@ -316,7 +316,10 @@ fn ending_a_task_waits_for_its_request() {
     );
     t.store.release(0);
     let answer = t.answered(9);
-    assert_eq!(answer.outcome, Outcome::TaskManagement(tmf::RESP_COMPLETE));
+    assert_eq!(
+        answer.outcome,
+        Outcome::TaskManagement(tmf::TmfResponse::Complete)
+    );
     assert_eq!(t.answered(1).outcome, Outcome::Failed(TaskError::Aborted));
     t.running.shutdown().unwrap();
 }

@@ -281,7 +281,7 @@ fn ending_a_task_waits_for_its_store_call() {
         let answer = wait_for(&mut engine, &mut seen, 9, PATIENCE).expect("TMF answered");
         assert_eq!(
             seen[answer].outcome,
-            Outcome::TaskManagement(tmf::RESP_COMPLETE),
+            Outcome::TaskManagement(tmf::TmfResponse::Complete),
             "{function:?}"
         );
         let flush = wait_for(&mut engine, &mut seen, 1, PATIENCE).expect("flush ended");

@@ -11,6 +11,7 @@
 
 pub mod bhs;
 pub mod chap;
+mod code;
 pub mod digest;
 mod fields;
 pub mod frame;

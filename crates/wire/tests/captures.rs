@@ -763,7 +763,7 @@ fn task_management() {
         pdu,
         Pdu::TaskMgmtRequest(TaskMgmtRequest {
             immediate: true,
-            function: tmf::LOGICAL_UNIT_RESET,
+            function: tmf::TmfFunction::LogicalUnitReset,
             lun: Lun::from_number(1),
             initiator_task_tag: 0x4c6e_301c,
             referenced_task_tag: RESERVED_TAG,
@@ -778,7 +778,7 @@ fn task_management() {
         pdu,
         Pdu::TaskMgmtRequest(TaskMgmtRequest {
             immediate: true,
-            function: tmf::ABORT_TASK,
+            function: tmf::TmfFunction::AbortTask,
             lun: Lun::from_number(1),
             initiator_task_tag: 0x431c_df13,
             referenced_task_tag: 0x431c_df12,
@@ -792,7 +792,7 @@ fn task_management() {
     assert_eq!(
         pdu,
         Pdu::TaskMgmtResponse(TaskMgmtResponse {
-            response: tmf::RESP_NO_TASK,
+            response: tmf::TmfResponse::NoTask,
             initiator_task_tag: 0x431c_df13,
             stat_sn: 4,
             exp_cmd_sn: 0x72fc_c459,

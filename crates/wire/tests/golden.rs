@@ -55,7 +55,7 @@ fn requests(flag: bool) -> Vec<Pdu> {
         }),
         Pdu::TaskMgmtRequest(TaskMgmtRequest {
             immediate: flag,
-            function: 0x55,
+            function: TmfFunction::from_u8(0x55),
             lun: LUN,
             initiator_task_tag: 0x3031_3233,
             referenced_task_tag: 0x3435_3637,
@@ -151,7 +151,7 @@ fn responses(flag: bool) -> Vec<Pdu> {
             residual_count: 0xeced_eeef,
         }),
         Pdu::TaskMgmtResponse(TaskMgmtResponse {
-            response: 0x05,
+            response: TmfResponse::NotSupported,
             initiator_task_tag: 0xf0f1_f2f3,
             stat_sn: 0xf4f5_f6f7,
             exp_cmd_sn: 0xf8f9_fafb,
@@ -255,7 +255,7 @@ fn masked() -> Vec<Pdu> {
             ..Default::default()
         }),
         Pdu::TaskMgmtRequest(TaskMgmtRequest {
-            function: 0xff,
+            function: TmfFunction::from_u8(0xff),
             ..Default::default()
         }),
         Pdu::LoginRequest(LoginRequest {
@@ -371,9 +371,9 @@ const PARSED: &[&str] = &[
     "Ok(ScsiCommand(ScsiCommand { immediate: true, final_bit: true, read: true, write: true, attr: 7, lun: Lun([255, 255, 255, 255, 255, 255, 255, 255]), initiator_task_tag: 4294967295, expected_data_transfer_length: 4294967295, cmd_sn: 4294967295, exp_stat_sn: 4294967295, cdb: [255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255] }))",
     "Ok(ScsiCommand(ScsiCommand { immediate: true, final_bit: false, read: false, write: false, attr: 1, lun: Lun([8, 9, 10, 11, 12, 13, 14, 15]), initiator_task_tag: 269554195, expected_data_transfer_length: 336926231, cmd_sn: 404298267, exp_stat_sn: 471670303, cdb: [32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47] }))",
     "Ok(ScsiCommand(ScsiCommand { immediate: true, final_bit: false, read: true, write: false, attr: 2, lun: Lun([90, 90, 90, 90, 90, 90, 90, 90]), initiator_task_tag: 1515870810, expected_data_transfer_length: 1515870810, cmd_sn: 1515870810, exp_stat_sn: 1515870810, cdb: [90, 90, 90, 90, 90, 90, 90, 90, 90, 90, 90, 90, 90, 90, 90, 90] }))",
-    "Ok(TaskMgmtRequest(TaskMgmtRequest { immediate: true, function: 127, lun: Lun([255, 255, 255, 255, 255, 255, 255, 255]), initiator_task_tag: 4294967295, referenced_task_tag: 4294967295, cmd_sn: 4294967295, exp_stat_sn: 4294967295, ref_cmd_sn: 4294967295, exp_data_sn: 4294967295 }))",
-    "Ok(TaskMgmtRequest(TaskMgmtRequest { immediate: true, function: 1, lun: Lun([8, 9, 10, 11, 12, 13, 14, 15]), initiator_task_tag: 269554195, referenced_task_tag: 336926231, cmd_sn: 404298267, exp_stat_sn: 471670303, ref_cmd_sn: 539042339, exp_data_sn: 606414375 }))",
-    "Ok(TaskMgmtRequest(TaskMgmtRequest { immediate: true, function: 90, lun: Lun([90, 90, 90, 90, 90, 90, 90, 90]), initiator_task_tag: 1515870810, referenced_task_tag: 1515870810, cmd_sn: 1515870810, exp_stat_sn: 1515870810, ref_cmd_sn: 1515870810, exp_data_sn: 1515870810 }))",
+    "Ok(TaskMgmtRequest(TaskMgmtRequest { immediate: true, function: Unknown(127), lun: Lun([255, 255, 255, 255, 255, 255, 255, 255]), initiator_task_tag: 4294967295, referenced_task_tag: 4294967295, cmd_sn: 4294967295, exp_stat_sn: 4294967295, ref_cmd_sn: 4294967295, exp_data_sn: 4294967295 }))",
+    "Ok(TaskMgmtRequest(TaskMgmtRequest { immediate: true, function: AbortTask, lun: Lun([8, 9, 10, 11, 12, 13, 14, 15]), initiator_task_tag: 269554195, referenced_task_tag: 336926231, cmd_sn: 404298267, exp_stat_sn: 471670303, ref_cmd_sn: 539042339, exp_data_sn: 606414375 }))",
+    "Ok(TaskMgmtRequest(TaskMgmtRequest { immediate: true, function: Unknown(90), lun: Lun([90, 90, 90, 90, 90, 90, 90, 90]), initiator_task_tag: 1515870810, referenced_task_tag: 1515870810, cmd_sn: 1515870810, exp_stat_sn: 1515870810, ref_cmd_sn: 1515870810, exp_data_sn: 1515870810 }))",
     "Ok(LoginRequest(LoginRequest { transit: true, continue_bit: true, csg: 3, nsg: 3, version_max: 255, version_min: 255, isid: [255, 255, 255, 255, 255, 255], tsih: 65535, initiator_task_tag: 4294967295, cid: 65535, cmd_sn: 4294967295, exp_stat_sn: 4294967295 }))",
     "Ok(LoginRequest(LoginRequest { transit: false, continue_bit: false, csg: 0, nsg: 1, version_max: 2, version_min: 3, isid: [8, 9, 10, 11, 12, 13], tsih: 3599, initiator_task_tag: 269554195, cid: 5141, cmd_sn: 404298267, exp_stat_sn: 471670303 }))",
     "Err(InvalidField { field: \"CSG\", value: 2 })",
@@ -395,9 +395,9 @@ const PARSED: &[&str] = &[
     "Ok(ScsiResponse(ScsiResponse { bidi_overflow: true, bidi_underflow: true, overflow: true, underflow: true, response: 255, status: 255, initiator_task_tag: 4294967295, snack_tag: 4294967295, stat_sn: 4294967295, exp_cmd_sn: 4294967295, max_cmd_sn: 4294967295, exp_data_sn: 4294967295, bidi_read_residual_count: 4294967295, residual_count: 4294967295 }))",
     "Ok(ScsiResponse(ScsiResponse { bidi_overflow: false, bidi_underflow: false, overflow: false, underflow: false, response: 2, status: 3, initiator_task_tag: 269554195, snack_tag: 336926231, stat_sn: 404298267, exp_cmd_sn: 471670303, max_cmd_sn: 539042339, exp_data_sn: 606414375, bidi_read_residual_count: 673786411, residual_count: 741158447 }))",
     "Ok(ScsiResponse(ScsiResponse { bidi_overflow: true, bidi_underflow: true, overflow: false, underflow: true, response: 90, status: 90, initiator_task_tag: 1515870810, snack_tag: 1515870810, stat_sn: 1515870810, exp_cmd_sn: 1515870810, max_cmd_sn: 1515870810, exp_data_sn: 1515870810, bidi_read_residual_count: 1515870810, residual_count: 1515870810 }))",
-    "Ok(TaskMgmtResponse(TaskMgmtResponse { response: 255, initiator_task_tag: 4294967295, stat_sn: 4294967295, exp_cmd_sn: 4294967295, max_cmd_sn: 4294967295 }))",
-    "Ok(TaskMgmtResponse(TaskMgmtResponse { response: 2, initiator_task_tag: 269554195, stat_sn: 404298267, exp_cmd_sn: 471670303, max_cmd_sn: 539042339 }))",
-    "Ok(TaskMgmtResponse(TaskMgmtResponse { response: 90, initiator_task_tag: 1515870810, stat_sn: 1515870810, exp_cmd_sn: 1515870810, max_cmd_sn: 1515870810 }))",
+    "Ok(TaskMgmtResponse(TaskMgmtResponse { response: Rejected, initiator_task_tag: 4294967295, stat_sn: 4294967295, exp_cmd_sn: 4294967295, max_cmd_sn: 4294967295 }))",
+    "Ok(TaskMgmtResponse(TaskMgmtResponse { response: NoLun, initiator_task_tag: 269554195, stat_sn: 404298267, exp_cmd_sn: 471670303, max_cmd_sn: 539042339 }))",
+    "Ok(TaskMgmtResponse(TaskMgmtResponse { response: Unknown(90), initiator_task_tag: 1515870810, stat_sn: 1515870810, exp_cmd_sn: 1515870810, max_cmd_sn: 1515870810 }))",
     "Ok(LoginResponse(LoginResponse { transit: true, continue_bit: true, csg: 3, nsg: 3, version_max: 255, version_active: 255, isid: [255, 255, 255, 255, 255, 255], tsih: 65535, initiator_task_tag: 4294967295, stat_sn: 4294967295, exp_cmd_sn: 4294967295, max_cmd_sn: 4294967295, status_class: 255, status_detail: 255 }))",
     "Ok(LoginResponse(LoginResponse { transit: false, continue_bit: false, csg: 0, nsg: 1, version_max: 2, version_active: 3, isid: [8, 9, 10, 11, 12, 13], tsih: 3599, initiator_task_tag: 269554195, stat_sn: 404298267, exp_cmd_sn: 471670303, max_cmd_sn: 539042339, status_class: 36, status_detail: 37 }))",
     "Ok(LoginResponse(LoginResponse { transit: false, continue_bit: true, csg: 2, nsg: 2, version_max: 90, version_active: 90, isid: [90, 90, 90, 90, 90, 90], tsih: 23130, initiator_task_tag: 1515870810, stat_sn: 1515870810, exp_cmd_sn: 1515870810, max_cmd_sn: 1515870810, status_class: 90, status_detail: 90 }))",

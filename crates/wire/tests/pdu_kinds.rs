@@ -111,7 +111,7 @@ fn task_mgmt_request() {
     let b = wire(
         Pdu::TaskMgmtRequest(TaskMgmtRequest {
             immediate: true,
-            function: tmf::ABORT_TASK,
+            function: tmf::TmfFunction::AbortTask,
             lun: LUN5,
             initiator_task_tag: 0x10,
             referenced_task_tag: 0x0f,
@@ -344,7 +344,7 @@ fn task_mgmt_response() {
     // RFC 7143 §11.6
     let b = wire(
         Pdu::TaskMgmtResponse(TaskMgmtResponse {
-            response: tmf::RESP_REJECTED,
+            response: tmf::TmfResponse::Rejected,
             initiator_task_tag: 4,
             stat_sn: 5,
             exp_cmd_sn: 6,

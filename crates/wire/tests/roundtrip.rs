@@ -98,7 +98,8 @@ fn task_mgmt_request() -> impl Strategy<Value = Pdu> {
     (any::<bool>(), 0u8..128, lun(), any::<[u32; 6]>()).prop_map(|(immediate, function, lun, w)| {
         Pdu::TaskMgmtRequest(TaskMgmtRequest {
             immediate,
-            function,
+            // Named and unknown codes alike (the field is 7 bits).
+            function: TmfFunction::from_u8(function),
             lun,
             initiator_task_tag: w[0],
             referenced_task_tag: w[1],
@@ -253,7 +254,7 @@ fn scsi_response() -> impl Strategy<Value = Pdu> {
 fn task_mgmt_response() -> impl Strategy<Value = Pdu> {
     (any::<u8>(), any::<[u32; 4]>()).prop_map(|(response, w)| {
         Pdu::TaskMgmtResponse(TaskMgmtResponse {
-            response,
+            response: TmfResponse::from_u8(response),
             initiator_task_tag: w[0],
             stat_sn: w[1],
             exp_cmd_sn: w[2],

@@ -686,7 +686,7 @@ mod tests {
         };
         let mut answer = Vec::new();
         let response = Pdu::TaskMgmtResponse(TaskMgmtResponse {
-            response: 0,
+            response: isoe_wire::pdu::TmfResponse::Complete,
             initiator_task_tag: tmf.initiator_task_tag,
             stat_sn: 1,
             exp_cmd_sn: 2,

@@ -20,6 +20,7 @@ use super::work::{CommandJob, Job};
 use super::*;
 use crate::session::StoreWork;
 use isoe_scsi::opcode::{UNMAP, WRITE_SAME_10, WRITE_SAME_16};
+use isoe_wire::pdu::TmfResponse;
 use std::cell::Cell;
 
 /// Write data as it reaches [`Connection::execute`].
@@ -251,7 +252,7 @@ impl Connection {
     pub(super) fn answer_task_management(
         &mut self,
         initiator_task_tag: u32,
-        response: u8,
+        response: TmfResponse,
         barrier: Option<Arc<AbortBarrier>>,
         unless_found: bool,
     ) {
@@ -265,7 +266,7 @@ impl Connection {
     }
 
     /// Queues a task management response at once.
-    pub(super) fn answer_now(&mut self, initiator_task_tag: u32, response: u8) {
+    pub(super) fn answer_now(&mut self, initiator_task_tag: u32, response: TmfResponse) {
         self.send_task_management_response(HeldTmf {
             initiator_task_tag,
             response,
@@ -319,7 +320,7 @@ impl Connection {
         let found = held.barrier.as_ref().is_some_and(|b| b.any_found());
         let pdu = Pdu::TaskMgmtResponse(TaskMgmtResponse {
             response: if held.unless_found && !found {
-                tmf::RESP_NO_TASK
+                TmfResponse::NoTask
             } else {
                 held.response
             },

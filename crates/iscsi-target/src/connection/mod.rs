@@ -53,7 +53,7 @@ use isoe_wire::login::{LoginOutcome, TargetLogin};
 use isoe_wire::name::escape_for_log;
 use isoe_wire::negotiate::SessionType;
 use isoe_wire::pdu::{
-    self, login_status, logout, reject, tmf, DataIn, DataOut, LoginRequest, LogoutRequest,
+    self, login_status, logout, reject, DataIn, DataOut, LoginRequest, LogoutRequest,
     LogoutResponse, Lun, NopIn, NopOut, Reject, ScsiCommand, ScsiResponse, TaskMgmtRequest,
     TaskMgmtResponse, TextRequest, TextResponse, RESERVED_TAG,
 };

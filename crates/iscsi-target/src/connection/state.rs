@@ -115,7 +115,7 @@ pub(super) struct BackgroundTask {
 /// and on the other connections the function reached.
 pub(super) struct HeldTmf {
     pub(super) initiator_task_tag: u32,
-    pub(super) response: u8,
+    pub(super) response: isoe_wire::pdu::TmfResponse,
     pub(super) barrier: Option<Arc<AbortBarrier>>,
     /// An ABORT TASK whose task was not here: "Task does not exist" unless
     /// a connection the barrier counts found it.

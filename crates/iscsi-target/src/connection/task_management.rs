@@ -1,6 +1,7 @@
 //! Task Management Function Requests (RFC 7143 §11.5): aborts and resets.
 
 use super::*;
+use isoe_wire::pdu::{TmfFunction, TmfResponse};
 
 /// SAM-5 6.6: a LOGICAL UNIT RESET (one unit) or TARGET RESET (every unit
 /// of the session's target) tells every I_T nexus with the `condition` unit
@@ -29,8 +30,12 @@ impl Connection {
     ) -> Flow {
         let exp_before = session.exp_cmd_sn();
         if let Some(info) = &self.info {
-            let function = usize::from(t.function);
-            info.stats.tmf[if function < 9 { function } else { 0 }].add(1);
+            // Counted by code, 1 to 8; any other in slot 0.
+            let slot = match t.function {
+                TmfFunction::Unknown(_) => 0,
+                known => usize::from(known.to_u8()),
+            };
+            info.stats.tmf[slot].add(1);
         }
         if let Some(flow) = self.admit(session, t.immediate, t.cmd_sn, None) {
             return flow;
@@ -59,20 +64,20 @@ impl Connection {
         let mut elsewhere: Option<(AbortScope, bool)> = None;
         let mut unless_found = false;
         let response = match t.function {
-            tmf::ABORT_TASK => {
+            TmfFunction::AbortTask => {
                 let referenced = t.referenced_task_tag;
                 if let Some(task) = self.take_write(referenced) {
                     let (_, _, buffer) = task.into_parts();
                     self.recycle(buffer);
                     self.bury(referenced);
-                    tmf::RESP_COMPLETE
+                    TmfResponse::Complete
                 } else if self
                     .background
                     .iter()
                     .any(|b| b.command.initiator_task_tag == referenced)
                 {
                     self.abort_background(&|command| command.initiator_task_tag == referenced);
-                    tmf::RESP_COMPLETE
+                    TmfResponse::Complete
                 } else if isoe_wire::serial::sn_in_window(
                     t.ref_cmd_sn,
                     exp_before,
@@ -88,44 +93,46 @@ impl Connection {
                         // run it, and ends it first.
                         elsewhere = Some((scope, false));
                     }
-                    tmf::RESP_COMPLETE
+                    TmfResponse::Complete
                 } else if session.connection_count() > 1 {
                     // The task may run on another connection of the
                     // session: each ends it if it has it, and the answer
                     // waits for them all ("Task does not exist" if none did).
                     elsewhere = Some((AbortScope::Task(referenced), false));
                     unless_found = true;
-                    tmf::RESP_COMPLETE
+                    TmfResponse::Complete
                 } else {
                     // RFC 7143 §11.5.1 (b): the task is gone (completed) or never was.
-                    tmf::RESP_NO_TASK
+                    TmfResponse::NoTask
                 }
             }
-            tmf::ABORT_TASK_SET | tmf::CLEAR_TASK_SET | tmf::LOGICAL_UNIT_RESET => {
+            TmfFunction::AbortTaskSet
+            | TmfFunction::ClearTaskSet
+            | TmfFunction::LogicalUnitReset => {
                 if !lun_exists(&t.lun) {
-                    tmf::RESP_NO_LUN
+                    TmfResponse::NoLun
                 } else {
                     self.abort_tasks(|command| command.lun == t.lun && before(command));
                     // ABORT TASK SET and CLEAR TASK SET end the tasks of
                     // this I_T nexus (every connection of the session); a
                     // unit reset those of every nexus (SAM-5 7.4, 7.6).
-                    let reset = t.function == tmf::LOGICAL_UNIT_RESET;
+                    let reset = t.function == TmfFunction::LogicalUnitReset;
                     session.end_unreceived(AbortScope::Lun(t.lun), t.cmd_sn, None);
                     elsewhere = Some((AbortScope::Lun(t.lun), reset));
                     if reset {
                         reset_units(session, Some(&t.lun), isoe_scsi::attention::RESET_OCCURRED);
                     }
-                    tmf::RESP_COMPLETE
+                    TmfResponse::Complete
                 }
             }
-            tmf::TARGET_WARM_RESET => {
+            TmfFunction::TargetWarmReset => {
                 self.abort_tasks(before);
                 session.end_unreceived(AbortScope::All, t.cmd_sn, None);
                 elsewhere = Some((AbortScope::All, true));
                 reset_units(session, None, isoe_scsi::attention::RESET_OCCURRED);
-                tmf::RESP_COMPLETE
+                TmfResponse::Complete
             }
-            tmf::TARGET_COLD_RESET => {
+            TmfFunction::TargetColdReset => {
                 // The connection closes after the response: work still out
                 // finds no connection to answer.
                 self.abort_tasks(before);
@@ -135,11 +142,11 @@ impl Connection {
                 elsewhere = Some((AbortScope::All, true));
                 reset_units(session, None, isoe_scsi::attention::POWER_ON_OCCURRED);
                 close = true;
-                tmf::RESP_COMPLETE
+                TmfResponse::Complete
             }
-            tmf::TASK_REASSIGN => tmf::RESP_REASSIGN_UNSUPPORTED,
-            tmf::CLEAR_ACA => tmf::RESP_NOT_SUPPORTED,
-            _ => tmf::RESP_REJECTED,
+            TmfFunction::TaskReassign => TmfResponse::ReassignUnsupported,
+            TmfFunction::ClearAca => TmfResponse::NotSupported,
+            _ => TmfResponse::Rejected,
         };
         self.log_task_management(session, t, response);
         let barrier = elsewhere.map(|(scope, every_session)| {
@@ -171,7 +178,7 @@ impl Connection {
     /// One line per function: resets at warn, ABORT TASK SET and CLEAR
     /// TASK SET at info, ABORT TASK (frequent under load) and the rest at
     /// debug.
-    fn log_task_management(&self, session: &Session, t: &TaskMgmtRequest, response: u8) {
+    fn log_task_management(&self, session: &Session, t: &TaskMgmtRequest, response: TmfResponse) {
         macro_rules! event {
             ($level:expr) => {
                 tracing::event!(
@@ -182,12 +189,12 @@ impl Connection {
                     tsih = session.tsih,
                     cid = self.cid,
                     lun = match t.function {
-                        tmf::TARGET_WARM_RESET | tmf::TARGET_COLD_RESET => None,
+                        TmfFunction::TargetWarmReset | TmfFunction::TargetColdReset => None,
                         _ => t.lun.number(),
                     },
-                    referenced_task_tag = (t.function == tmf::ABORT_TASK)
+                    referenced_task_tag = (t.function == TmfFunction::AbortTask)
                         .then_some(t.referenced_task_tag),
-                    response,
+                    response = response.to_u8(),
                     "task management: {}: {}",
                     crate::log::tmf_name(t.function),
                     crate::log::tmf_response(response)
@@ -195,10 +202,12 @@ impl Connection {
             };
         }
         match t.function {
-            tmf::LOGICAL_UNIT_RESET | tmf::TARGET_WARM_RESET | tmf::TARGET_COLD_RESET => {
+            TmfFunction::LogicalUnitReset
+            | TmfFunction::TargetWarmReset
+            | TmfFunction::TargetColdReset => {
                 event!(tracing::Level::WARN)
             }
-            tmf::ABORT_TASK_SET | tmf::CLEAR_TASK_SET => event!(tracing::Level::INFO),
+            TmfFunction::AbortTaskSet | TmfFunction::ClearTaskSet => event!(tracing::Level::INFO),
             _ => event!(tracing::Level::DEBUG),
         }
     }

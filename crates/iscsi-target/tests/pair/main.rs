@@ -264,7 +264,7 @@ fn abort_task_ends_a_write_that_waits_for_its_data() {
     pair.hold_to_initiator(link, false);
     pair.run();
     let abort = pair.take(abort).expect("answered").outcome;
-    assert_eq!(abort, Outcome::TaskManagement(tmf::RESP_COMPLETE));
+    assert_eq!(abort, Outcome::TaskManagement(tmf::TmfResponse::Complete));
     let write = pair.take(write).expect("ended").outcome;
     assert_eq!(write, Outcome::Failed(TaskError::Aborted));
     let answers: Vec<_> = pair.sent_by_target(link).iter().map(|(_, p)| p).collect();
@@ -288,7 +288,7 @@ fn a_logical_unit_reset_is_reported_next_to_the_other_session() {
     let reset = pair.task_management(resetting, TaskManagement::LogicalUnitReset(0));
     pair.run();
     let reset = pair.take(reset).expect("answered").outcome;
-    assert_eq!(reset, Outcome::TaskManagement(tmf::RESP_COMPLETE));
+    assert_eq!(reset, Outcome::TaskManagement(tmf::TmfResponse::Complete));
     let status = pair.status(other, tur());
     assert_eq!(status.status, 0x02, "CHECK CONDITION");
     assert_eq!(
@@ -489,7 +489,7 @@ fn a_logical_unit_reset_ends_a_write_waiting_on_another_connection() {
     let reset = pair.task_management(s, TaskManagement::LogicalUnitReset(0));
     pair.run();
     let reset = pair.take(reset).expect("answered").outcome;
-    assert_eq!(reset, Outcome::TaskManagement(tmf::RESP_COMPLETE));
+    assert_eq!(reset, Outcome::TaskManagement(tmf::TmfResponse::Complete));
     assert_eq!(
         pair.take(write).expect("ended").outcome,
         Outcome::Failed(TaskError::Aborted)
@@ -528,7 +528,7 @@ fn an_abort_task_on_one_connection_ends_a_write_waiting_on_another() {
     pair.hold_to_initiator(links[1], false);
     pair.run();
     let abort = pair.take(abort).expect("answered").outcome;
-    assert_eq!(abort, Outcome::TaskManagement(tmf::RESP_COMPLETE));
+    assert_eq!(abort, Outcome::TaskManagement(tmf::TmfResponse::Complete));
     assert_eq!(
         pair.take(write).expect("ended").outcome,
         Outcome::Failed(TaskError::Aborted)
@@ -562,7 +562,7 @@ fn a_unit_reset_reaches_other_sessions_and_an_abort_task_set_does_not() {
         pair.run();
         assert_eq!(
             pair.take(answer).expect("answered").outcome,
-            Outcome::TaskManagement(tmf::RESP_COMPLETE),
+            Outcome::TaskManagement(tmf::TmfResponse::Complete),
             "{function:?}"
         );
         assert_eq!(
@@ -767,7 +767,7 @@ fn a_function_behind_waiting_writes(
     );
     assert_eq!(
         pair.take(answer).map(|c| c.outcome),
-        Some(Outcome::TaskManagement(tmf::RESP_COMPLETE)),
+        Some(Outcome::TaskManagement(tmf::TmfResponse::Complete)),
         "answered ahead of the gap"
     );
     pair.hold_to_target(links[0], false);
@@ -896,7 +896,7 @@ fn unit_attentions_pending_on_a_replaced_unit_reach_the_session_once() {
     pair.run();
     assert_eq!(
         pair.take(reset).map(|c| c.outcome),
-        Some(Outcome::TaskManagement(tmf::RESP_COMPLETE))
+        Some(Outcome::TaskManagement(tmf::TmfResponse::Complete))
     );
     let server = std::sync::Arc::clone(&pair.server);
     let target = server.target(harness::TARGET).expect("the target");
@@ -985,7 +985,7 @@ fn an_immediate_write_that_comes_after_an_abort_task_set_s_answer_is_not_run() {
     pair.run();
     assert_eq!(
         pair.take(abort).expect("answered").outcome,
-        Outcome::TaskManagement(tmf::RESP_COMPLETE)
+        Outcome::TaskManagement(tmf::TmfResponse::Complete)
     );
     assert_eq!(
         pair.take(write)
@@ -1048,7 +1048,7 @@ fn an_abort_task_of_an_immediate_write_in_the_store_on_another_connection_waits_
     pair.run();
     assert_eq!(
         pair.take(abort).expect("answered").outcome,
-        Outcome::TaskManagement(tmf::RESP_COMPLETE)
+        Outcome::TaskManagement(tmf::TmfResponse::Complete)
     );
 }
 

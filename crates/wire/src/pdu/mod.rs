@@ -33,7 +33,7 @@ pub use reject::Reject;
 pub use scsi::{ScsiCommand, ScsiResponse};
 pub use snack::SnackRequest;
 pub use text::{TextRequest, TextResponse};
-pub use tmf::{TaskMgmtRequest, TaskMgmtResponse};
+pub use tmf::{TaskMgmtRequest, TaskMgmtResponse, TmfFunction, TmfResponse};
 
 /// One PDU's Basic Header Segment, typed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

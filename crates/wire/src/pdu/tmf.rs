@@ -2,48 +2,60 @@
 //! their codes: the functions (§11.5.1) and the responses (§11.6.1).
 
 use crate::bhs::Bhs;
+use crate::code::wire_code;
 use crate::fields::{Lun, Opcode};
 
-/// ABORT TASK: the task `referenced_task_tag` names.
-pub const ABORT_TASK: u8 = 1;
-/// ABORT TASK SET: every task of this I_T nexus on the LU.
-pub const ABORT_TASK_SET: u8 = 2;
-/// CLEAR ACA.
-pub const CLEAR_ACA: u8 = 3;
-/// CLEAR TASK SET: every task on the LU.
-pub const CLEAR_TASK_SET: u8 = 4;
-/// LOGICAL UNIT RESET.
-pub const LOGICAL_UNIT_RESET: u8 = 5;
-/// TARGET WARM RESET.
-pub const TARGET_WARM_RESET: u8 = 6;
-/// TARGET COLD RESET.
-pub const TARGET_COLD_RESET: u8 = 7;
-/// TASK REASSIGN: move a task to this connection.
-pub const TASK_REASSIGN: u8 = 8;
-/// Response: function complete.
-pub const RESP_COMPLETE: u8 = 0;
-/// Response: task does not exist.
-pub const RESP_NO_TASK: u8 = 1;
-/// Response: LUN does not exist.
-pub const RESP_NO_LUN: u8 = 2;
-/// Response: task still allegiant.
-pub const RESP_STILL_ALLEGIANT: u8 = 3;
-/// Response: task allegiance reassignment not supported.
-pub const RESP_REASSIGN_UNSUPPORTED: u8 = 4;
-/// Response: function not supported.
-pub const RESP_NOT_SUPPORTED: u8 = 5;
-/// Response: function authorization failed.
-pub const RESP_AUTH_FAILED: u8 = 6;
-/// Response: function rejected.
-pub const RESP_REJECTED: u8 = 255;
+wire_code! {
+    /// A task management function (RFC 7143 §11.5.1).
+    pub enum TmfFunction {
+        /// ABORT TASK: the task `referenced_task_tag` names.
+        AbortTask = 1,
+        /// ABORT TASK SET: every task of this I_T nexus on the LU.
+        AbortTaskSet = 2,
+        /// CLEAR ACA.
+        ClearAca = 3,
+        /// CLEAR TASK SET: every task on the LU.
+        ClearTaskSet = 4,
+        /// LOGICAL UNIT RESET.
+        LogicalUnitReset = 5,
+        /// TARGET WARM RESET.
+        TargetWarmReset = 6,
+        /// TARGET COLD RESET.
+        TargetColdReset = 7,
+        /// TASK REASSIGN: move a task to this connection.
+        TaskReassign = 8,
+    }
+}
+
+wire_code! {
+    /// A task management function's outcome (RFC 7143 §11.6.1).
+    pub enum TmfResponse {
+        /// Function complete.
+        Complete = 0,
+        /// Task does not exist.
+        NoTask = 1,
+        /// LUN does not exist.
+        NoLun = 2,
+        /// Task still allegiant.
+        StillAllegiant = 3,
+        /// Task allegiance reassignment not supported.
+        ReassignUnsupported = 4,
+        /// Task management function not supported.
+        NotSupported = 5,
+        /// Function authorization failed.
+        AuthFailed = 6,
+        /// Function rejected.
+        Rejected = 255,
+    }
+}
 
 /// SCSI Task Management Function Request (RFC 7143 §11.5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TaskMgmtRequest {
     /// I: for delivery on arrival, outside CmdSN order (RFC 7143 §11.2.1.1).
     pub immediate: bool,
-    /// The function, one of this module's codes (§11.5.1).
-    pub function: u8,
+    /// The function (§11.5.1).
+    pub function: TmfFunction,
     /// The logical unit the function acts on (§11.5.3).
     pub lun: Lun,
     /// The request's own Initiator Task Tag.
@@ -69,7 +81,7 @@ impl TaskMgmtRequest {
     pub fn parse<T: AsRef<[u8]> + ?Sized>(bhs: &Bhs<&T>) -> TaskMgmtRequest {
         TaskMgmtRequest {
             immediate: bhs.immediate(),
-            function: bhs.function(),
+            function: TmfFunction::from_u8(bhs.function()),
             lun: bhs.lun(),
             initiator_task_tag: bhs.initiator_task_tag(),
             referenced_task_tag: bhs.referenced_task_tag(),
@@ -87,7 +99,7 @@ impl TaskMgmtRequest {
         bhs.set_immediate(self.immediate);
         // RFC 7143 §11.5: bit 0 of byte 1, the F bit, is always 1.
         bhs.set_final_bit(true);
-        bhs.set_function(self.function);
+        bhs.set_function(self.function.to_u8());
         bhs.set_lun(self.lun);
         bhs.set_initiator_task_tag(self.initiator_task_tag);
         bhs.set_referenced_task_tag(self.referenced_task_tag);
@@ -101,8 +113,8 @@ impl TaskMgmtRequest {
 /// SCSI Task Management Function Response (RFC 7143 §11.6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TaskMgmtResponse {
-    /// The outcome, one of this module's `RESP_` codes (§11.6.1).
-    pub response: u8,
+    /// The outcome (§11.6.1).
+    pub response: TmfResponse,
     /// The request's Initiator Task Tag.
     pub initiator_task_tag: u32,
     /// StatSN.
@@ -121,7 +133,7 @@ impl TaskMgmtResponse {
     #[inline]
     pub fn parse<T: AsRef<[u8]> + ?Sized>(bhs: &Bhs<&T>) -> TaskMgmtResponse {
         TaskMgmtResponse {
-            response: bhs.response(),
+            response: TmfResponse::from_u8(bhs.response()),
             initiator_task_tag: bhs.initiator_task_tag(),
             stat_sn: bhs.stat_sn(),
             exp_cmd_sn: bhs.exp_cmd_sn(),
@@ -135,10 +147,46 @@ impl TaskMgmtResponse {
         bhs.set_opcode(Self::OPCODE);
         // RFC 7143 §11.6: bit 0 of byte 1, the F bit, is always 1.
         bhs.set_final_bit(true);
-        bhs.set_response(self.response);
+        bhs.set_response(self.response.to_u8());
         bhs.set_initiator_task_tag(self.initiator_task_tag);
         bhs.set_stat_sn(self.stat_sn);
         bhs.set_exp_cmd_sn(self.exp_cmd_sn);
         bhs.set_max_cmd_sn(self.max_cmd_sn);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bhs::BHS_LEN;
+
+    #[test]
+    fn every_code_round_trips_and_only_unnamed_ones_are_unknown() {
+        for byte in 0..=u8::MAX {
+            let function = TmfFunction::from_u8(byte);
+            assert_eq!(function.to_u8(), byte);
+            assert_eq!(function.is_known(), (1..=8).contains(&byte), "{byte}");
+            let response = TmfResponse::from(byte);
+            assert_eq!(u8::from(response), byte);
+            assert_eq!(response.is_known(), byte <= 6 || byte == 255, "{byte}");
+        }
+        assert_eq!(TmfFunction::from_u8(5), TmfFunction::LogicalUnitReset);
+        assert_eq!(TmfResponse::default(), TmfResponse::Complete);
+    }
+
+    #[test]
+    fn a_request_with_an_unknown_function_parses_and_emits_unchanged() {
+        let request = TaskMgmtRequest {
+            immediate: true,
+            function: TmfFunction::from_u8(0x42),
+            initiator_task_tag: 7,
+            ..Default::default()
+        };
+        assert_eq!(request.function, TmfFunction::Unknown(0x42));
+        let mut bytes = [0u8; BHS_LEN];
+        let mut bhs = Bhs::new_unchecked(&mut bytes[..]);
+        request.emit(&mut bhs);
+        let parsed = TaskMgmtRequest::parse(&Bhs::new_unchecked(&bytes[..]));
+        assert_eq!(parsed, request);
     }
 }

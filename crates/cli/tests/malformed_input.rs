@@ -6,7 +6,7 @@
 mod support;
 
 use isoe_wire::frame::{self, FrameLimits};
-use isoe_wire::pdu::{self, reject, DataOut, Lun, NopOut, ScsiCommand, RESERVED_TAG};
+use isoe_wire::pdu::{self, reject, DataOut, Lun, NopOut, RejectReason, ScsiCommand, RESERVED_TAG};
 use isoe_wire::{Pdu, BHS_LEN};
 use std::time::Duration;
 use support::client::{
@@ -92,7 +92,11 @@ fn nop_out_bhs(client: &mut Client, data_len: u32) -> [u8; BHS_LEN] {
 }
 
 /// Waits for the connection to close; Rejects with `allowed_reject` may come first.
-fn expect_dropped(client: &mut Client, allowed_reject: Option<u8>, case: &str) -> Vec<u8> {
+fn expect_dropped(
+    client: &mut Client,
+    allowed_reject: Option<RejectReason>,
+    case: &str,
+) -> Vec<RejectReason> {
     let mut rejects = Vec::new();
     loop {
         match client.recv(DROP_TIMEOUT) {
@@ -113,21 +117,17 @@ fn expect_dropped(client: &mut Client, allowed_reject: Option<u8>, case: &str) -
 }
 
 /// Reads the next PDU, which must be a Reject with `reason`; returns its data (the rejected BHS).
-fn expect_reject(client: &mut Client, reason: u8, case: &str) -> Vec<u8> {
+fn expect_reject(client: &mut Client, reason: RejectReason, case: &str) -> Vec<u8> {
     match client.recv(Duration::from_secs(10)) {
         Ok(Received::Pdu {
             pdu: Pdu::Reject(r),
             data,
             ..
         }) => {
-            assert_eq!(
-                r.reason, reason,
-                "{case}: Reject reason {:#04x}, expected {reason:#04x}",
-                r.reason
-            );
+            assert_eq!(r.reason, reason, "{case}: Reject reason");
             data
         }
-        other => panic!("{case}: expected a Reject with reason {reason:#04x}, got {other:?}"),
+        other => panic!("{case}: expected a Reject with reason {reason:?}, got {other:?}"),
     }
 }
 
@@ -193,7 +193,11 @@ fn unknown_opcode_is_rejected_and_connection_survives() {
     // 0x1c: an initiator opcode RFC 7143 §11.1.1 does not define.
     bhs[0] = 0x1c;
     s.send_raw(&bhs).expect("send");
-    let data = expect_reject(&mut s, reject::COMMAND_NOT_SUPPORTED, "unknown opcode 0x1c");
+    let data = expect_reject(
+        &mut s,
+        reject::RejectReason::CommandNotSupported,
+        "unknown opcode 0x1c",
+    );
     assert_eq!(
         data,
         bhs.to_vec(),
@@ -219,7 +223,7 @@ fn data_segment_longer_than_negotiated_is_refused() {
     let _ = s.send_raw(&vec![0x55; limit as usize + 4]);
     let rejects = expect_dropped(
         &mut s,
-        Some(reject::PROTOCOL_ERROR),
+        Some(reject::RejectReason::ProtocolError),
         "DataSegmentLength above MaxRecvDataSegmentLength",
     );
     eprintln!(
@@ -327,7 +331,7 @@ fn data_out_for_an_unknown_task_is_rejected() {
     s.send_raw(&bytes).expect("send");
     let data = expect_reject(
         &mut s,
-        reject::INVALID_PDU_FIELD,
+        reject::RejectReason::InvalidPduField,
         "Data-Out for an unknown task",
     );
     assert_eq!(
@@ -548,7 +552,11 @@ fn a_text_request_of_too_many_keys_is_rejected_not_answered_empty() {
     });
     client.cmd_sn = client.cmd_sn.wrapping_add(1);
     client.send_pdu(&request, &text).unwrap();
-    expect_reject(&mut client, reject::PROTOCOL_ERROR, "1,025 keys");
+    expect_reject(
+        &mut client,
+        reject::RejectReason::ProtocolError,
+        "1,025 keys",
+    );
     // The session goes on.
     client.nop().unwrap();
     f.check("after a text request of 1,025 keys");

@@ -213,10 +213,10 @@ impl ScsiStatus {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum TaskError {
     /// The target rejected a PDU of the task (RFC 7143 §11.17).
-    #[error("the target rejected the command (Reject reason {reason:#04x})")]
+    #[error("the target rejected the command (Reject reason {:#04x})", reason.to_u8())]
     Rejected {
         /// The Reject reason.
-        reason: u8,
+        reason: isoe_wire::pdu::RejectReason,
     },
     /// A task management function aborted the task.
     #[error("aborted by a task management function")]
@@ -241,7 +241,7 @@ pub enum Outcome {
     /// A task management function answered (RFC 7143 §11.6.1).
     TaskManagement(isoe_wire::pdu::TmfResponse),
     /// A logout answered (RFC 7143 §11.15.1 response code).
-    Logout(u8),
+    Logout(isoe_wire::pdu::LogoutResponseCode),
     /// The task ended without a status.
     Failed(TaskError),
 }
@@ -266,7 +266,7 @@ impl Completion {
             Outcome::Scsi(s) if s.is_good() => Ok(s),
             Outcome::Scsi(s) => Err(describe_status(s)),
             Outcome::TaskManagement(r) => Err(format!("task management response {}", r.to_u8())),
-            Outcome::Logout(r) => Err(format!("logout response {r}")),
+            Outcome::Logout(r) => Err(format!("logout response {}", r.to_u8())),
             Outcome::Failed(e) => Err(e.to_string()),
         }
     }

@@ -92,7 +92,7 @@ pub fn send_targets(config: &DiscoveryConfig) -> Result<Vec<DiscoveredTarget>, I
             Pdu::Reject(r) => {
                 return Err(protocol(
                     &ch,
-                    format!("SendTargets rejected, reason {:#04x}", r.reason),
+                    format!("SendTargets rejected, reason {:#04x}", r.reason.to_u8()),
                 ))
             }
             other => {
@@ -134,7 +134,7 @@ fn protocol(ch: &Channel, what: String) -> InitiatorError {
 fn logout_session(ch: &mut Channel, cmd_sn: u32, exp_stat_sn: u32) -> Result<(), InitiatorError> {
     let req = LogoutRequest {
         immediate: true,
-        reason_code: logout::CLOSE_SESSION,
+        reason_code: logout::LogoutReason::CloseSession,
         initiator_task_tag: 2,
         cid: 0,
         cmd_sn,

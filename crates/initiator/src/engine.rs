@@ -898,9 +898,10 @@ impl Engine {
         };
         self.sessions[session] = None;
         match outcome? {
-            Outcome::Logout(0) => Ok(()),
+            Outcome::Logout(isoe_wire::pdu::LogoutResponseCode::Closed) => Ok(()),
             Outcome::Logout(code) => Err(InitiatorError::Usage(format!(
-                "the target answered the logout with response {code}"
+                "the target answered the logout with response {}",
+                code.to_u8()
             ))),
             Outcome::Failed(TaskError::SessionFailed(_)) => Ok(()),
             other => Err(InitiatorError::Usage(format!(

@@ -39,7 +39,9 @@ pub use config::{
 pub use discovery::{send_targets, DiscoveredTarget, DiscoveryConfig};
 pub use engine::{Engine, EngineStats, Refused, ReloginStart};
 pub use error::InitiatorError;
-/// A task management function's answer ([`Outcome::TaskManagement`]).
-pub use isoe_wire::pdu::TmfResponse;
+/// The codes an outcome carries: a task management function's answer
+/// ([`Outcome::TaskManagement`]), a logout's ([`Outcome::Logout`]), a
+/// Reject's reason ([`TaskError::Rejected`]).
+pub use isoe_wire::pdu::{LogoutResponseCode, RejectReason, TmfResponse};
 pub use multipath::{AccessState, MultipathOptions, MultipathStats, PathReport, PathStatus};
 pub use url::{IscsiUrl, Portal, UrlError};

@@ -832,7 +832,7 @@ impl SessionCore {
         self.conns[c].outstanding += 1;
         let pdu = Pdu::LogoutRequest(LogoutRequest {
             immediate: false,
-            reason_code: logout::CLOSE_SESSION,
+            reason_code: logout::LogoutReason::CloseSession,
             initiator_task_tag: tag,
             cid: self.conns[c].cid,
             cmd_sn,
@@ -1246,7 +1246,10 @@ impl SessionCore {
                     self.conns[c].ping = None;
                     self.nops.pings_answered += 1;
                 }
-                self.finish(slot, Outcome::Logout(0));
+                self.finish(
+                    slot,
+                    Outcome::Logout(isoe_wire::pdu::LogoutResponseCode::Closed),
+                );
             }
             return;
         }
@@ -1386,7 +1389,7 @@ impl SessionCore {
                 Kind::Logout => {
                     // The session is gone, which is what the logout asked for.
                     self.waiting.retain(|w| *w != s);
-                    self.finish(s, Outcome::Logout(logout::RESP_CLOSED));
+                    self.finish(s, Outcome::Logout(logout::LogoutResponseCode::Closed));
                 }
                 Kind::Tmf { .. } => self.finish(
                     s,
@@ -1394,7 +1397,10 @@ impl SessionCore {
                         "the connection failed during task management".into(),
                     )),
                 ),
-                Kind::Ping => self.finish(s, Outcome::Logout(0)),
+                Kind::Ping => self.finish(
+                    s,
+                    Outcome::Logout(isoe_wire::pdu::LogoutResponseCode::Closed),
+                ),
             }
         }
         // Oldest first, ahead of tasks never sent.

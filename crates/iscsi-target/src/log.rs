@@ -38,7 +38,7 @@
 //! `Debug` shows nothing, login failure reasons name users and rules, never
 //! values, and no event records a login's text keys.
 
-use isoe_wire::pdu::{TmfFunction, TmfResponse};
+use isoe_wire::pdu::{LogoutReason, LogoutResponseCode, TmfFunction, TmfResponse};
 use std::fmt;
 
 /// The `tracing` target of configuration changes.
@@ -103,25 +103,23 @@ pub(crate) fn tmf_response(code: TmfResponse) -> &'static str {
 }
 
 /// The name of a logout reason code (RFC 7143 §11.14.1).
-pub(crate) fn logout_reason(code: u8) -> &'static str {
-    use isoe_wire::pdu::logout;
+pub(crate) fn logout_reason(code: LogoutReason) -> &'static str {
     match code {
-        logout::CLOSE_SESSION => "close the session",
-        logout::CLOSE_CONNECTION => "close the connection",
-        logout::REMOVE_CONNECTION_FOR_RECOVERY => "remove the connection for recovery",
-        _ => "unknown reason",
+        LogoutReason::CloseSession => "close the session",
+        LogoutReason::CloseConnection => "close the connection",
+        LogoutReason::RemoveConnectionForRecovery => "remove the connection for recovery",
+        LogoutReason::Unknown(_) => "unknown reason",
     }
 }
 
 /// The name of a logout response (RFC 7143 §11.15.1).
-pub(crate) fn logout_response(code: u8) -> &'static str {
-    use isoe_wire::pdu::logout;
+pub(crate) fn logout_response(code: LogoutResponseCode) -> &'static str {
     match code {
-        logout::RESP_CLOSED => "closed",
-        logout::RESP_CID_NOT_FOUND => "CID not found",
-        logout::RESP_RECOVERY_UNSUPPORTED => "recovery not supported",
-        logout::RESP_CLEANUP_FAILED => "cleanup failed",
-        _ => "unknown response",
+        LogoutResponseCode::Closed => "closed",
+        LogoutResponseCode::CidNotFound => "CID not found",
+        LogoutResponseCode::RecoveryUnsupported => "recovery not supported",
+        LogoutResponseCode::CleanupFailed => "cleanup failed",
+        LogoutResponseCode::Unknown(_) => "unknown response",
     }
 }
 
@@ -137,7 +135,11 @@ mod tests {
         assert_eq!(tmf_name(TmfFunction::from_u8(9)), "unknown function");
         assert_eq!(tmf_response(TmfResponse::from_u8(255)), "function rejected");
         assert_eq!(tmf_response(TmfResponse::from_u8(7)), "function rejected");
-        assert_eq!(logout_reason(0), "close the session");
-        assert_eq!(logout_response(1), "CID not found");
+        assert_eq!(logout_reason(LogoutReason::from_u8(0)), "close the session");
+        assert_eq!(logout_reason(LogoutReason::from_u8(3)), "unknown reason");
+        assert_eq!(
+            logout_response(LogoutResponseCode::from_u8(1)),
+            "CID not found"
+        );
     }
 }

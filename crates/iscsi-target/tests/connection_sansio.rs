@@ -558,7 +558,7 @@ fn send_targets_lists_only_the_targets_an_initiator_may_use() {
         )
         .1;
     assert!(
-        matches!(out[0].0, Pdu::Reject(r) if r.reason == isoe_wire::pdu::reject::PROTOCOL_ERROR)
+        matches!(out[0].0, Pdu::Reject(r) if r.reason == isoe_wire::pdu::reject::RejectReason::ProtocolError)
     );
 }
 
@@ -693,7 +693,7 @@ fn every_datapath_option_off_serves_reads_and_writes_with_digests() {
         assert_eq!(flow, Flow::Continue);
         let out = w.take_output();
         assert!(
-            matches!(out[..], [(Pdu::Reject(r), _)] if r.reason == pdu::reject::DATA_DIGEST_ERROR),
+            matches!(out[..], [(Pdu::Reject(r), _)] if r.reason == pdu::reject::RejectReason::DataDigestError),
             "{datapath}: {out:?}"
         );
         // And the undamaged ping is echoed.
@@ -874,7 +874,7 @@ fn a_reservation_ends_with_the_logout_response_of_its_session() {
 
     let logout = Pdu::LogoutRequest(pdu::LogoutRequest {
         immediate: true,
-        reason_code: pdu::logout::CLOSE_SESSION,
+        reason_code: pdu::logout::LogoutReason::CloseSession,
         initiator_task_tag: 0x11,
         cid: 1,
         cmd_sn: 11,
@@ -882,7 +882,9 @@ fn a_reservation_ends_with_the_logout_response_of_its_session() {
     });
     let (flow, out) = holder.send(&logout, &[]);
     assert_eq!(flow, Flow::Close);
-    assert!(matches!(out[0].0, Pdu::LogoutResponse(r) if r.response == pdu::logout::RESP_CLOSED));
+    assert!(
+        matches!(out[0].0, Pdu::LogoutResponse(r) if r.response == pdu::logout::LogoutResponseCode::Closed)
+    );
     // The holder's connection is not yet detached (its driver has not run).
     let out = other
         .send(
@@ -1305,7 +1307,10 @@ fn a_command_with_data_but_no_direction_is_rejected_and_writes_nothing() {
     let [(Pdu::Reject(r), _)] = &out[..] else {
         panic!("a Reject: {out:?}")
     };
-    assert_eq!(r.reason, isoe_wire::pdu::reject::PROTOCOL_ERROR);
+    assert_eq!(
+        r.reason,
+        isoe_wire::pdu::reject::RejectReason::ProtocolError
+    );
     let (_, out) = w.send(
         &Pdu::ScsiCommand(command(0x402, 12, read10(0, 1), 512, true)),
         &[],
@@ -1339,7 +1344,10 @@ fn a_function_with_a_data_segment_is_rejected_and_not_performed() {
     let [(Pdu::Reject(r), _)] = &out[..] else {
         panic!("a Reject: {out:?}")
     };
-    assert_eq!(r.reason, isoe_wire::pdu::reject::PROTOCOL_ERROR);
+    assert_eq!(
+        r.reason,
+        isoe_wire::pdu::reject::RejectReason::ProtocolError
+    );
     let (_, out) = w.send(
         &Pdu::ScsiCommand(command(0x501, 10, read10(0, 1), 512, true)),
         &[],
@@ -1379,7 +1387,10 @@ fn a_text_request_over_64_kib_is_rejected_and_the_connection_goes_on() {
     let [(Pdu::Reject(r), _)] = &out[..] else {
         panic!("a Reject once past 64 KiB: {out:?}")
     };
-    assert_eq!(r.reason, isoe_wire::pdu::reject::PROTOCOL_ERROR);
+    assert_eq!(
+        r.reason,
+        isoe_wire::pdu::reject::RejectReason::ProtocolError
+    );
     let (flow, out) = w.send(
         &Pdu::ScsiCommand(command(0x601, 10, read10(0, 1), 512, true)),
         &[],

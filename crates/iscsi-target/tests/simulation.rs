@@ -374,7 +374,10 @@ impl Sim {
                 // initiator gives up on the connections, as on a timeout.
                 let outcome = self.pair.log_out(self.sessions[s]);
                 self.note(|| format!("session {s} logs out: {outcome:?}; logs in again"));
-                if !matches!(outcome, None | Some(Outcome::Logout(0))) {
+                if !matches!(
+                    outcome,
+                    None | Some(Outcome::Logout(isoe_initiator::LogoutResponseCode::Closed))
+                ) {
                     return Err(format!("session {s}'s Logout: {outcome:?}"));
                 }
                 let config = self.configs[s].clone();

@@ -496,7 +496,7 @@ fn discovery_logout() {
         pdu,
         Pdu::LogoutRequest(LogoutRequest {
             immediate: true,
-            reason_code: logout::CLOSE_SESSION,
+            reason_code: logout::LogoutReason::CloseSession,
             initiator_task_tag: 0x763e_2425,
             cid: 0,
             cmd_sn: 0x0a4f_94f5,
@@ -507,7 +507,7 @@ fn discovery_logout() {
     assert_eq!(
         pdu,
         Pdu::LogoutResponse(LogoutResponse {
-            response: logout::RESP_CLOSED,
+            response: logout::LogoutResponseCode::Closed,
             initiator_task_tag: 0x763e_2425,
             stat_sn: 2,
             exp_cmd_sn: 0x0a4f_94f5,
@@ -861,7 +861,7 @@ fn logout_with_header_digest() {
         pdu,
         Pdu::LogoutRequest(LogoutRequest {
             immediate: true,
-            reason_code: 0,
+            reason_code: LogoutReason::CloseSession,
             exp_stat_sn: 8,
             ..
         })
@@ -870,7 +870,7 @@ fn logout_with_header_digest() {
     assert!(matches!(
         pdu,
         Pdu::LogoutResponse(LogoutResponse {
-            response: 0,
+            response: LogoutResponseCode::Closed,
             stat_sn: 8,
             ..
         })

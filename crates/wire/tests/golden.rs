@@ -105,7 +105,7 @@ fn requests_from_text(flag: bool) -> Vec<Pdu> {
         }),
         Pdu::LogoutRequest(LogoutRequest {
             immediate: flag,
-            reason_code: 0x62,
+            reason_code: LogoutReason::from_u8(0x62),
             initiator_task_tag: 0x9091_9293,
             cid: 0x9495,
             cmd_sn: 0x9899_9a9b,
@@ -207,7 +207,7 @@ fn responses_from_data_in(flag: bool) -> Vec<Pdu> {
             residual_count: 0x4142_4344,
         }),
         Pdu::LogoutResponse(LogoutResponse {
-            response: 0x03,
+            response: LogoutResponseCode::CleanupFailed,
             initiator_task_tag: 0x4546_4748,
             stat_sn: 0x494a_4b4c,
             exp_cmd_sn: 0x4d4e_4f50,
@@ -238,7 +238,7 @@ fn responses_from_data_in(flag: bool) -> Vec<Pdu> {
             parameter3: 0x8a8b,
         }),
         Pdu::Reject(Reject {
-            reason: 0x09,
+            reason: RejectReason::InvalidPduField,
             stat_sn: 0x8c8d_8e8f,
             exp_cmd_sn: 0x9091_9293,
             max_cmd_sn: 0x9495_9697,
@@ -264,7 +264,7 @@ fn masked() -> Vec<Pdu> {
             ..Default::default()
         }),
         Pdu::LogoutRequest(LogoutRequest {
-            reason_code: 0xff,
+            reason_code: LogoutReason::from_u8(0xff),
             ..Default::default()
         }),
         Pdu::SnackRequest(SnackRequest {
@@ -383,9 +383,9 @@ const PARSED: &[&str] = &[
     "Ok(DataOut(DataOut { final_bit: true, lun: Lun([255, 255, 255, 255, 255, 255, 255, 255]), initiator_task_tag: 4294967295, target_transfer_tag: 4294967295, exp_stat_sn: 4294967295, data_sn: 4294967295, buffer_offset: 4294967295 }))",
     "Ok(DataOut(DataOut { final_bit: false, lun: Lun([8, 9, 10, 11, 12, 13, 14, 15]), initiator_task_tag: 269554195, target_transfer_tag: 336926231, exp_stat_sn: 471670303, data_sn: 606414375, buffer_offset: 673786411 }))",
     "Ok(DataOut(DataOut { final_bit: false, lun: Lun([90, 90, 90, 90, 90, 90, 90, 90]), initiator_task_tag: 1515870810, target_transfer_tag: 1515870810, exp_stat_sn: 1515870810, data_sn: 1515870810, buffer_offset: 1515870810 }))",
-    "Ok(LogoutRequest(LogoutRequest { immediate: true, reason_code: 127, initiator_task_tag: 4294967295, cid: 65535, cmd_sn: 4294967295, exp_stat_sn: 4294967295 }))",
-    "Ok(LogoutRequest(LogoutRequest { immediate: true, reason_code: 1, initiator_task_tag: 269554195, cid: 5141, cmd_sn: 404298267, exp_stat_sn: 471670303 }))",
-    "Ok(LogoutRequest(LogoutRequest { immediate: true, reason_code: 90, initiator_task_tag: 1515870810, cid: 23130, cmd_sn: 1515870810, exp_stat_sn: 1515870810 }))",
+    "Ok(LogoutRequest(LogoutRequest { immediate: true, reason_code: Unknown(127), initiator_task_tag: 4294967295, cid: 65535, cmd_sn: 4294967295, exp_stat_sn: 4294967295 }))",
+    "Ok(LogoutRequest(LogoutRequest { immediate: true, reason_code: CloseConnection, initiator_task_tag: 269554195, cid: 5141, cmd_sn: 404298267, exp_stat_sn: 471670303 }))",
+    "Ok(LogoutRequest(LogoutRequest { immediate: true, reason_code: Unknown(90), initiator_task_tag: 1515870810, cid: 23130, cmd_sn: 1515870810, exp_stat_sn: 1515870810 }))",
     "Ok(SnackRequest(SnackRequest { snack_type: 15, lun: Lun([255, 255, 255, 255, 255, 255, 255, 255]), initiator_task_tag: 4294967295, target_transfer_tag: 4294967295, exp_stat_sn: 4294967295, beg_run: 4294967295, run_length: 4294967295 }))",
     "Ok(SnackRequest(SnackRequest { snack_type: 1, lun: Lun([8, 9, 10, 11, 12, 13, 14, 15]), initiator_task_tag: 269554195, target_transfer_tag: 336926231, exp_stat_sn: 471670303, beg_run: 673786411, run_length: 741158447 }))",
     "Ok(SnackRequest(SnackRequest { snack_type: 10, lun: Lun([90, 90, 90, 90, 90, 90, 90, 90]), initiator_task_tag: 1515870810, target_transfer_tag: 1515870810, exp_stat_sn: 1515870810, beg_run: 1515870810, run_length: 1515870810 }))",
@@ -407,18 +407,18 @@ const PARSED: &[&str] = &[
     "Ok(DataIn(DataIn { final_bit: true, acknowledge: true, overflow: true, underflow: true, status_present: true, status: 255, lun: Lun([255, 255, 255, 255, 255, 255, 255, 255]), initiator_task_tag: 4294967295, target_transfer_tag: 4294967295, stat_sn: 4294967295, exp_cmd_sn: 4294967295, max_cmd_sn: 4294967295, data_sn: 4294967295, buffer_offset: 4294967295, residual_count: 4294967295 }))",
     "Ok(DataIn(DataIn { final_bit: false, acknowledge: false, overflow: false, underflow: false, status_present: true, status: 3, lun: Lun([8, 9, 10, 11, 12, 13, 14, 15]), initiator_task_tag: 269554195, target_transfer_tag: 336926231, stat_sn: 404298267, exp_cmd_sn: 471670303, max_cmd_sn: 539042339, data_sn: 606414375, buffer_offset: 673786411, residual_count: 741158447 }))",
     "Ok(DataIn(DataIn { final_bit: false, acknowledge: true, overflow: false, underflow: true, status_present: false, status: 90, lun: Lun([90, 90, 90, 90, 90, 90, 90, 90]), initiator_task_tag: 1515870810, target_transfer_tag: 1515870810, stat_sn: 1515870810, exp_cmd_sn: 1515870810, max_cmd_sn: 1515870810, data_sn: 1515870810, buffer_offset: 1515870810, residual_count: 1515870810 }))",
-    "Ok(LogoutResponse(LogoutResponse { response: 255, initiator_task_tag: 4294967295, stat_sn: 4294967295, exp_cmd_sn: 4294967295, max_cmd_sn: 4294967295, time2wait: 65535, time2retain: 65535 }))",
-    "Ok(LogoutResponse(LogoutResponse { response: 2, initiator_task_tag: 269554195, stat_sn: 404298267, exp_cmd_sn: 471670303, max_cmd_sn: 539042339, time2wait: 10281, time2retain: 10795 }))",
-    "Ok(LogoutResponse(LogoutResponse { response: 90, initiator_task_tag: 1515870810, stat_sn: 1515870810, exp_cmd_sn: 1515870810, max_cmd_sn: 1515870810, time2wait: 23130, time2retain: 23130 }))",
+    "Ok(LogoutResponse(LogoutResponse { response: Unknown(255), initiator_task_tag: 4294967295, stat_sn: 4294967295, exp_cmd_sn: 4294967295, max_cmd_sn: 4294967295, time2wait: 65535, time2retain: 65535 }))",
+    "Ok(LogoutResponse(LogoutResponse { response: RecoveryUnsupported, initiator_task_tag: 269554195, stat_sn: 404298267, exp_cmd_sn: 471670303, max_cmd_sn: 539042339, time2wait: 10281, time2retain: 10795 }))",
+    "Ok(LogoutResponse(LogoutResponse { response: Unknown(90), initiator_task_tag: 1515870810, stat_sn: 1515870810, exp_cmd_sn: 1515870810, max_cmd_sn: 1515870810, time2wait: 23130, time2retain: 23130 }))",
     "Ok(R2t(R2t { lun: Lun([255, 255, 255, 255, 255, 255, 255, 255]), initiator_task_tag: 4294967295, target_transfer_tag: 4294967295, stat_sn: 4294967295, exp_cmd_sn: 4294967295, max_cmd_sn: 4294967295, r2t_sn: 4294967295, buffer_offset: 4294967295, desired_data_transfer_length: 4294967295 }))",
     "Ok(R2t(R2t { lun: Lun([8, 9, 10, 11, 12, 13, 14, 15]), initiator_task_tag: 269554195, target_transfer_tag: 336926231, stat_sn: 404298267, exp_cmd_sn: 471670303, max_cmd_sn: 539042339, r2t_sn: 606414375, buffer_offset: 673786411, desired_data_transfer_length: 741158447 }))",
     "Ok(R2t(R2t { lun: Lun([90, 90, 90, 90, 90, 90, 90, 90]), initiator_task_tag: 1515870810, target_transfer_tag: 1515870810, stat_sn: 1515870810, exp_cmd_sn: 1515870810, max_cmd_sn: 1515870810, r2t_sn: 1515870810, buffer_offset: 1515870810, desired_data_transfer_length: 1515870810 }))",
     "Ok(AsyncMessage(AsyncMessage { lun: Lun([255, 255, 255, 255, 255, 255, 255, 255]), stat_sn: 4294967295, exp_cmd_sn: 4294967295, max_cmd_sn: 4294967295, async_event: 255, async_vcode: 255, parameter1: 65535, parameter2: 65535, parameter3: 65535 }))",
     "Ok(AsyncMessage(AsyncMessage { lun: Lun([8, 9, 10, 11, 12, 13, 14, 15]), stat_sn: 404298267, exp_cmd_sn: 471670303, max_cmd_sn: 539042339, async_event: 36, async_vcode: 37, parameter1: 9767, parameter2: 10281, parameter3: 10795 }))",
     "Ok(AsyncMessage(AsyncMessage { lun: Lun([90, 90, 90, 90, 90, 90, 90, 90]), stat_sn: 1515870810, exp_cmd_sn: 1515870810, max_cmd_sn: 1515870810, async_event: 90, async_vcode: 90, parameter1: 23130, parameter2: 23130, parameter3: 23130 }))",
-    "Ok(Reject(Reject { reason: 255, stat_sn: 4294967295, exp_cmd_sn: 4294967295, max_cmd_sn: 4294967295, data_sn_or_r2t_sn: 4294967295 }))",
-    "Ok(Reject(Reject { reason: 2, stat_sn: 404298267, exp_cmd_sn: 471670303, max_cmd_sn: 539042339, data_sn_or_r2t_sn: 606414375 }))",
-    "Ok(Reject(Reject { reason: 90, stat_sn: 1515870810, exp_cmd_sn: 1515870810, max_cmd_sn: 1515870810, data_sn_or_r2t_sn: 1515870810 }))",
+    "Ok(Reject(Reject { reason: Unknown(255), stat_sn: 4294967295, exp_cmd_sn: 4294967295, max_cmd_sn: 4294967295, data_sn_or_r2t_sn: 4294967295 }))",
+    "Ok(Reject(Reject { reason: DataDigestError, stat_sn: 404298267, exp_cmd_sn: 471670303, max_cmd_sn: 539042339, data_sn_or_r2t_sn: 606414375 }))",
+    "Ok(Reject(Reject { reason: Unknown(90), stat_sn: 1515870810, exp_cmd_sn: 1515870810, max_cmd_sn: 1515870810, data_sn_or_r2t_sn: 1515870810 }))",
 ];
 
 #[test]

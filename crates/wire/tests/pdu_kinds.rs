@@ -228,7 +228,7 @@ fn logout_request() {
     let b = wire(
         Pdu::LogoutRequest(LogoutRequest {
             immediate: true,
-            reason_code: logout::REMOVE_CONNECTION_FOR_RECOVERY,
+            reason_code: logout::LogoutReason::RemoveConnectionForRecovery,
             initiator_task_tag: 8,
             cid: 3,
             cmd_sn: 9,
@@ -473,7 +473,7 @@ fn logout_response() {
     // RFC 7143 §11.15
     let b = wire(
         Pdu::LogoutResponse(LogoutResponse {
-            response: logout::RESP_CLEANUP_FAILED,
+            response: logout::LogoutResponseCode::CleanupFailed,
             initiator_task_tag: 1,
             stat_sn: 2,
             exp_cmd_sn: 3,
@@ -557,7 +557,7 @@ fn reject() {
     let rejected = [0x1cu8; 48];
     let b = wire(
         Pdu::Reject(Reject {
-            reason: reject::COMMAND_NOT_SUPPORTED,
+            reason: reject::RejectReason::CommandNotSupported,
             stat_sn: 1,
             exp_cmd_sn: 2,
             max_cmd_sn: 3,

@@ -187,7 +187,7 @@ fn logout_request() -> impl Strategy<Value = Pdu> {
             |(immediate, reason_code, initiator_task_tag, cid, cmd_sn, exp_stat_sn)| {
                 Pdu::LogoutRequest(LogoutRequest {
                     immediate,
-                    reason_code,
+                    reason_code: LogoutReason::from_u8(reason_code),
                     initiator_task_tag,
                     cid,
                     cmd_sn,
@@ -334,7 +334,7 @@ fn data_in() -> impl Strategy<Value = Pdu> {
 fn logout_response() -> impl Strategy<Value = Pdu> {
     (any::<u8>(), any::<[u32; 4]>(), any::<[u16; 2]>()).prop_map(|(response, w, t)| {
         Pdu::LogoutResponse(LogoutResponse {
-            response,
+            response: LogoutResponseCode::from_u8(response),
             initiator_task_tag: w[0],
             stat_sn: w[1],
             exp_cmd_sn: w[2],
@@ -386,7 +386,7 @@ fn async_message() -> impl Strategy<Value = Pdu> {
 fn reject() -> impl Strategy<Value = Pdu> {
     (any::<u8>(), any::<[u32; 4]>()).prop_map(|(reason, w)| {
         Pdu::Reject(Reject {
-            reason,
+            reason: RejectReason::from_u8(reason),
             stat_sn: w[0],
             exp_cmd_sn: w[1],
             max_cmd_sn: w[2],

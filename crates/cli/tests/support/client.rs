@@ -839,7 +839,7 @@ impl Client {
                 }
                 Pdu::Reject(r) => {
                     return Err(ClientError::Reject {
-                        reason: r.reason,
+                        reason: r.reason.to_u8(),
                         bhs: segment,
                     })
                 }
@@ -948,7 +948,7 @@ impl Client {
         match self.expect_pdu()? {
             (Pdu::NopIn(n), ..) if n.initiator_task_tag == itt => Ok(()),
             (Pdu::Reject(r), _, data) => Err(ClientError::Reject {
-                reason: r.reason,
+                reason: r.reason.to_u8(),
                 bhs: data,
             }),
             (other, ..) => Err(ClientError::Protocol(format!(
@@ -962,7 +962,7 @@ impl Client {
         let itt = self.next_itt();
         let request = Pdu::LogoutRequest(LogoutRequest {
             immediate: true,
-            reason_code: 0,
+            reason_code: isoe_wire::pdu::LogoutReason::CloseSession,
             initiator_task_tag: itt,
             cid: self.cid,
             cmd_sn: self.cmd_sn,
@@ -972,7 +972,7 @@ impl Client {
         loop {
             match self.expect_pdu()? {
                 (Pdu::LogoutResponse(r), ..) if r.initiator_task_tag == itt => {
-                    return Ok(r.response)
+                    return Ok(r.response.to_u8())
                 }
                 (Pdu::NopIn(_), ..) => {}
                 (other, ..) => {

@@ -9,25 +9,27 @@ impl Connection {
         }
         let mut flow = Flow::Continue;
         let response = match l.reason_code {
-            logout::CLOSE_SESSION => {
+            logout::LogoutReason::CloseSession => {
                 session.close(self.serial, &mut self.wake);
                 // RFC 7143 11.15: the response says cleanup is done, so the
                 // nexus (and a reservation it held) ends before it is sent.
                 session.end_nexus();
                 flow = Flow::Close;
-                logout::RESP_CLOSED
+                logout::LogoutResponseCode::Closed
             }
-            logout::CLOSE_CONNECTION if l.cid == self.cid => {
+            logout::LogoutReason::CloseConnection if l.cid == self.cid => {
                 flow = Flow::Close;
-                logout::RESP_CLOSED
+                logout::LogoutResponseCode::Closed
             }
-            logout::CLOSE_CONNECTION if session.has_cid(l.cid) => {
+            logout::LogoutReason::CloseConnection if session.has_cid(l.cid) => {
                 session.close_cid(l.cid, self.serial, &mut self.wake);
-                logout::RESP_CLOSED
+                logout::LogoutResponseCode::Closed
             }
-            logout::CLOSE_CONNECTION => logout::RESP_CID_NOT_FOUND,
-            logout::REMOVE_CONNECTION_FOR_RECOVERY => logout::RESP_RECOVERY_UNSUPPORTED,
-            _ => logout::RESP_CLEANUP_FAILED,
+            logout::LogoutReason::CloseConnection => logout::LogoutResponseCode::CidNotFound,
+            logout::LogoutReason::RemoveConnectionForRecovery => {
+                logout::LogoutResponseCode::RecoveryUnsupported
+            }
+            _ => logout::LogoutResponseCode::CleanupFailed,
         };
         let pdu = Pdu::LogoutResponse(LogoutResponse {
             response,
@@ -46,10 +48,10 @@ impl Connection {
             target = session.target.as_ref().map(|t| tracing::field::display(&t.name)),
             tsih = session.tsih,
             cid = self.cid,
-            logout_cid = (l.reason_code != logout::CLOSE_SESSION && l.cid != self.cid)
+            logout_cid = (l.reason_code != logout::LogoutReason::CloseSession && l.cid != self.cid)
                 .then_some(l.cid),
-            reason = l.reason_code,
-            response,
+            reason = l.reason_code.to_u8(),
+            response = response.to_u8(),
             "logout to {}: {}",
             crate::log::logout_reason(l.reason_code),
             crate::log::logout_response(response)

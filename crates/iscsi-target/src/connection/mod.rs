@@ -682,7 +682,7 @@ impl Connection {
         sn
     }
 
-    fn reject(&mut self, reason: u8, bhs: &[u8; 48]) {
+    fn reject(&mut self, reason: reject::RejectReason, bhs: &[u8; 48]) {
         let (exp_cmd_sn, max_cmd_sn) = self.window();
         let pdu = Pdu::Reject(Reject {
             reason,
@@ -721,13 +721,13 @@ impl Connection {
                 if let Some(info) = &self.info {
                     info.stats.data_digest_errors.add(1);
                 }
-                self.reject(reject::DATA_DIGEST_ERROR, bhs);
+                self.reject(reject::RejectReason::DataDigestError, bhs);
                 (Flow::Continue, *frame_len)
             }
             // RFC 7143 §7.2: exceeding the declared MaxRecvDataSegmentLength is a protocol error.
             FrameError::DataSegmentTooLong { bhs, .. } | FrameError::Ahs { bhs, .. } => {
                 if matches!(self.phase, Phase::Full(_)) {
-                    self.reject(reject::PROTOCOL_ERROR, bhs);
+                    self.reject(reject::RejectReason::ProtocolError, bhs);
                 }
                 (Flow::Close, 0)
             }
@@ -762,8 +762,8 @@ impl Connection {
                     return Flow::Close;
                 }
                 let reason = match e {
-                    ParseError::UnknownOpcode(_) => reject::COMMAND_NOT_SUPPORTED,
-                    ParseError::InvalidField { .. } => reject::INVALID_PDU_FIELD,
+                    ParseError::UnknownOpcode(_) => reject::RejectReason::CommandNotSupported,
+                    ParseError::InvalidField { .. } => reject::RejectReason::InvalidPduField,
                 };
                 self.reject(reason, frame.bhs);
                 return Flow::Continue;
@@ -843,12 +843,12 @@ impl Connection {
             Pdu::LogoutRequest(l) => self.logout(session, &l),
             // RFC 7143 §11.16: SNACK is not supported at ErrorRecoveryLevel 0.
             Pdu::SnackRequest(_) => {
-                self.reject(reject::PROTOCOL_ERROR, frame.bhs);
+                self.reject(reject::RejectReason::ProtocolError, frame.bhs);
                 Flow::Continue
             }
             // A second login on a connection in full feature phase, or a target-side opcode.
             _ => {
-                self.reject(reject::PROTOCOL_ERROR, frame.bhs);
+                self.reject(reject::RejectReason::ProtocolError, frame.bhs);
                 Flow::Continue
             }
         }

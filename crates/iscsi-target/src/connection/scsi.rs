@@ -40,7 +40,7 @@ impl Connection {
         // reference-count traffic per command.
         let Some(target) = session.target.as_deref() else {
             // RFC 7143 §4.3: a discovery session carries no SCSI commands.
-            self.reject(reject::PROTOCOL_ERROR, frame.bhs);
+            self.reject(reject::RejectReason::ProtocolError, frame.bhs);
             return Flow::Continue;
         };
         let task = (&cmd.lun, cmd.initiator_task_tag);
@@ -57,14 +57,14 @@ impl Connection {
             // RFC 7143 §11.3.1: the R and W bits say which way the data
             // flows; data announced with neither, or sent without W, is a
             // protocol error (as LIO answers too), not a command to run.
-            self.reject(reject::PROTOCOL_ERROR, frame.bhs);
+            self.reject(reject::RejectReason::ProtocolError, frame.bhs);
             return Flow::Continue;
         }
         if frame.data.len() as u32 > edtl
             || (!frame.data.is_empty() && !session.params.immediate_data)
         {
             // RFC 7143 §11.3: immediate data beyond EDTL, or when ImmediateData=No, is a protocol error.
-            self.reject(reject::PROTOCOL_ERROR, frame.bhs);
+            self.reject(reject::RejectReason::ProtocolError, frame.bhs);
             return Flow::Continue;
         }
         let all_in = frame.data.len() as u32 == edtl;
@@ -83,7 +83,7 @@ impl Connection {
             || self.writes.len() >= WRITE_TASKS_MAX
             || self.writes.contains_key(&cmd.initiator_task_tag)
         {
-            self.reject(reject::PROTOCOL_ERROR, frame.bhs);
+            self.reject(reject::RejectReason::ProtocolError, frame.bhs);
             return Flow::Close;
         }
         let params = &session.params;
@@ -190,7 +190,7 @@ impl Connection {
                 return Flow::Continue;
             }
             // RFC 7143 §11.7: Data-Out for a task we don't know: Reject, "Invalid PDU field".
-            self.reject(reject::INVALID_PDU_FIELD, frame.bhs);
+            self.reject(reject::RejectReason::InvalidPduField, frame.bhs);
             return Flow::Continue;
         };
         task.last_data = Some(self.last_rx);
@@ -211,7 +211,7 @@ impl Connection {
                 Flow::Continue
             }
             Err(DataOutError::UnknownTransferTag(_)) => {
-                self.reject(reject::INVALID_PDU_FIELD, frame.bhs);
+                self.reject(reject::RejectReason::InvalidPduField, frame.bhs);
                 Flow::Continue
             }
             Err(error) => {

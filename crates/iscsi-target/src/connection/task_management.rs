@@ -44,7 +44,7 @@ impl Connection {
             // RFC 7143 §11.5: a Task Management Function Request carries no
             // data segment; one that does is a protocol error, and its
             // function is not performed.
-            self.reject(reject::PROTOCOL_ERROR, frame.bhs);
+            self.reject(reject::RejectReason::ProtocolError, frame.bhs);
             return Flow::Continue;
         }
         let target = session.target.clone();

@@ -29,7 +29,7 @@ impl Connection {
                     self.text_in.len() + data.len()
                 );
                 self.text_in.clear();
-                self.reject(reject::PROTOCOL_ERROR, bhs);
+                self.reject(reject::RejectReason::ProtocolError, bhs);
                 return Flow::Continue;
             }
             self.text_in.extend_from_slice(data);
@@ -47,7 +47,7 @@ impl Connection {
                 // task is over (§11.17.1).
                 Err(why) => {
                     tracing::debug!(error = %why, "text request rejected");
-                    self.reject(reject::PROTOCOL_ERROR, bhs);
+                    self.reject(reject::RejectReason::ProtocolError, bhs);
                 }
             }
         } else {

@@ -388,7 +388,7 @@ fn a_login_kept_alive_by_slow_continued_requests_ends_at_its_deadline() {
 fn logout_of_connection_1_on(pair: &mut Pair, s: usize, link: usize) {
     let logout = LogoutRequest {
         immediate: true,
-        reason_code: logout::CLOSE_CONNECTION,
+        reason_code: logout::LogoutReason::CloseConnection,
         initiator_task_tag: 0x7fff_0000,
         cid: 1,
         cmd_sn: pair.session(s).cmd_sn(),
@@ -399,7 +399,7 @@ fn logout_of_connection_1_on(pair: &mut Pair, s: usize, link: usize) {
     assert!(
         pair.sent_by_target(link)
             .iter()
-            .any(|(_, p)| matches!(p, Pdu::LogoutResponse(r) if r.response == logout::RESP_CLOSED)),
+            .any(|(_, p)| matches!(p, Pdu::LogoutResponse(r) if r.response == logout::LogoutResponseCode::Closed)),
         "answered closed: {:?}",
         pair.sent_by_target(link)
     );
@@ -841,7 +841,7 @@ fn an_oversized_ping_behind_64_waiting_commands_ends_the_connection_at_once() {
     pair.run();
     assert_eq!(pair.closed_at(links[1]), Some(Duration::ZERO));
     assert!(
-        matches!(pair.sent_by_target(links[1]).last(), Some((_, Pdu::Reject(r))) if r.reason == pdu::reject::PROTOCOL_ERROR),
+        matches!(pair.sent_by_target(links[1]).last(), Some((_, Pdu::Reject(r))) if r.reason == pdu::reject::RejectReason::ProtocolError),
         "rejected: {:?}",
         pair.sent_by_target(links[1]).last()
     );

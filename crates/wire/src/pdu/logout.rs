@@ -2,30 +2,42 @@
 //! codes: the reasons (§11.14.1) and the responses (§11.15.1).
 
 use crate::bhs::Bhs;
+use crate::code::wire_code;
 use crate::fields::Opcode;
 
-/// Reason: close the session.
-pub const CLOSE_SESSION: u8 = 0;
-/// Reason: close the connection.
-pub const CLOSE_CONNECTION: u8 = 1;
-/// Reason: remove the connection for recovery.
-pub const REMOVE_CONNECTION_FOR_RECOVERY: u8 = 2;
-/// Response: connection or session closed successfully.
-pub const RESP_CLOSED: u8 = 0;
-/// Response: CID not found.
-pub const RESP_CID_NOT_FOUND: u8 = 1;
-/// Response: connection recovery is not supported.
-pub const RESP_RECOVERY_UNSUPPORTED: u8 = 2;
-/// Response: cleanup failed.
-pub const RESP_CLEANUP_FAILED: u8 = 3;
+wire_code! {
+    /// Why a logout is asked (RFC 7143 §11.14.1).
+    pub enum LogoutReason {
+        /// Close the session.
+        CloseSession = 0,
+        /// Close the connection.
+        CloseConnection = 1,
+        /// Remove the connection for recovery.
+        RemoveConnectionForRecovery = 2,
+    }
+}
+
+wire_code! {
+    /// A logout's outcome (RFC 7143 §11.15.1).
+    pub enum LogoutResponseCode {
+        /// Connection or session closed successfully.
+        Closed = 0,
+        /// CID not found.
+        CidNotFound = 1,
+        /// Connection recovery is not supported.
+        RecoveryUnsupported = 2,
+        /// Cleanup failed.
+        CleanupFailed = 3,
+    }
+}
 
 /// Logout Request (RFC 7143 §11.14).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LogoutRequest {
     /// I: for delivery on arrival, outside CmdSN order (RFC 7143 §11.2.1.1).
     pub immediate: bool,
-    /// Reason Code, one of this module's reasons (§11.14.1).
-    pub reason_code: u8,
+    /// Reason Code (§11.14.1).
+    pub reason_code: LogoutReason,
     /// Initiator Task Tag.
     pub initiator_task_tag: u32,
     /// CID of the connection to close or remove (§11.14.3).
@@ -45,7 +57,7 @@ impl LogoutRequest {
     pub fn parse<T: AsRef<[u8]> + ?Sized>(bhs: &Bhs<&T>) -> LogoutRequest {
         LogoutRequest {
             immediate: bhs.immediate(),
-            reason_code: bhs.reason_code(),
+            reason_code: LogoutReason::from_u8(bhs.reason_code()),
             initiator_task_tag: bhs.initiator_task_tag(),
             cid: bhs.cid(),
             cmd_sn: bhs.cmd_sn(),
@@ -60,7 +72,7 @@ impl LogoutRequest {
         bhs.set_immediate(self.immediate);
         // RFC 7143 §11.14: bit 0 of byte 1, the F bit, is always 1.
         bhs.set_final_bit(true);
-        bhs.set_reason_code(self.reason_code);
+        bhs.set_reason_code(self.reason_code.to_u8());
         bhs.set_initiator_task_tag(self.initiator_task_tag);
         bhs.set_cid(self.cid);
         bhs.set_cmd_sn(self.cmd_sn);
@@ -71,8 +83,8 @@ impl LogoutRequest {
 /// Logout Response (RFC 7143 §11.15).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LogoutResponse {
-    /// Response, one of this module's `RESP_` codes (§11.15.1).
-    pub response: u8,
+    /// Response (§11.15.1).
+    pub response: LogoutResponseCode,
     /// The request's Initiator Task Tag.
     pub initiator_task_tag: u32,
     /// StatSN.
@@ -95,7 +107,7 @@ impl LogoutResponse {
     #[inline]
     pub fn parse<T: AsRef<[u8]> + ?Sized>(bhs: &Bhs<&T>) -> LogoutResponse {
         LogoutResponse {
-            response: bhs.response(),
+            response: LogoutResponseCode::from_u8(bhs.response()),
             initiator_task_tag: bhs.initiator_task_tag(),
             stat_sn: bhs.stat_sn(),
             exp_cmd_sn: bhs.exp_cmd_sn(),
@@ -111,7 +123,7 @@ impl LogoutResponse {
         bhs.set_opcode(Self::OPCODE);
         // RFC 7143 §11.15: bit 0 of byte 1, the F bit, is always 1.
         bhs.set_final_bit(true);
-        bhs.set_response(self.response);
+        bhs.set_response(self.response.to_u8());
         bhs.set_initiator_task_tag(self.initiator_task_tag);
         bhs.set_stat_sn(self.stat_sn);
         bhs.set_exp_cmd_sn(self.exp_cmd_sn);

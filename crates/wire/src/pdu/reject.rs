@@ -1,37 +1,44 @@
 //! Reject (RFC 7143 §11.17) and its reasons (§11.17.1).
 
 use crate::bhs::Bhs;
+use crate::code::wire_code;
 use crate::fields::{Opcode, RESERVED_TAG};
 
-/// Reason: data (payload) digest error.
-pub const DATA_DIGEST_ERROR: u8 = 0x02;
-/// Reason: SNACK Reject.
-pub const SNACK_REJECT: u8 = 0x03;
-/// Reason: protocol error.
-pub const PROTOCOL_ERROR: u8 = 0x04;
-/// Reason: command not supported.
-pub const COMMAND_NOT_SUPPORTED: u8 = 0x05;
-/// Reason: immediate command reject, too many immediate commands.
-pub const IMMEDIATE_COMMAND_REJECT: u8 = 0x06;
-/// Reason: task in progress.
-pub const TASK_IN_PROGRESS: u8 = 0x07;
-/// Reason: invalid data ack.
-pub const INVALID_DATA_ACK: u8 = 0x08;
-/// Reason: invalid PDU field.
-pub const INVALID_PDU_FIELD: u8 = 0x09;
-/// Reason: long operation reject, out of resources to generate a Target Transfer Tag.
-pub const LONG_OPERATION_REJECT: u8 = 0x0a;
-/// Reason: deprecated (negotiation reset).
-pub const DEPRECATED_NEGOTIATION_RESET: u8 = 0x0b;
-/// Reason: waiting for Logout.
-pub const WAITING_FOR_LOGOUT: u8 = 0x0c;
+wire_code! {
+    /// Why a PDU was rejected (RFC 7143 §11.17.1).
+    pub enum RejectReason {
+        /// Data (payload) digest error.
+        DataDigestError = 0x02,
+        /// SNACK Reject.
+        SnackReject = 0x03,
+        /// Protocol error.
+        ProtocolError = 0x04,
+        /// Command not supported.
+        CommandNotSupported = 0x05,
+        /// Immediate command reject: too many immediate commands.
+        ImmediateCommandReject = 0x06,
+        /// Task in progress.
+        TaskInProgress = 0x07,
+        /// Invalid data ack.
+        InvalidDataAck = 0x08,
+        /// Invalid PDU field.
+        InvalidPduField = 0x09,
+        /// Long operation reject: out of resources to make a Target
+        /// Transfer Tag.
+        LongOperationReject = 0x0a,
+        /// Deprecated (negotiation reset).
+        DeprecatedNegotiationReset = 0x0b,
+        /// Waiting for Logout.
+        WaitingForLogout = 0x0c,
+    }
+}
 
 /// Reject (RFC 7143 §11.17). The data segment is the rejected PDU's header;
 /// the Initiator Task Tag is always 0xffffffff (no field).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Reject {
-    /// Reason, one of this module's codes (§11.17.1).
-    pub reason: u8,
+    /// Reason (§11.17.1).
+    pub reason: RejectReason,
     /// StatSN (§11.17.3).
     pub stat_sn: u32,
     /// ExpCmdSN (§11.17.3).
@@ -50,7 +57,7 @@ impl Reject {
     #[inline]
     pub fn parse<T: AsRef<[u8]> + ?Sized>(bhs: &Bhs<&T>) -> Reject {
         Reject {
-            reason: bhs.reason(),
+            reason: RejectReason::from_u8(bhs.reason()),
             stat_sn: bhs.stat_sn(),
             exp_cmd_sn: bhs.exp_cmd_sn(),
             max_cmd_sn: bhs.max_cmd_sn(),
@@ -64,7 +71,7 @@ impl Reject {
         bhs.set_opcode(Self::OPCODE);
         // RFC 7143 §11.17: bit 0 of byte 1, the F bit, is always 1.
         bhs.set_final_bit(true);
-        bhs.set_reason(self.reason);
+        bhs.set_reason(self.reason.to_u8());
         bhs.set_initiator_task_tag(RESERVED_TAG);
         bhs.set_stat_sn(self.stat_sn);
         bhs.set_exp_cmd_sn(self.exp_cmd_sn);

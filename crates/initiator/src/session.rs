@@ -1069,12 +1069,16 @@ impl SessionCore {
                 Ok(())
             }
             Pdu::AsyncMessage(a) => {
+                use isoe_wire::pdu::AsyncEvent;
                 self.on_status(c, a.stat_sn, a.exp_cmd_sn, a.max_cmd_sn);
-                // RFC 7143 §11.9.1: 1 = logout requested, 2/3 = the target drops connections.
+                // RFC 7143 §11.9.1: a logout requested, or the target drops
+                // connections.
                 match a.async_event {
-                    1..=3 => Err(ConnFailure(format!(
+                    AsyncEvent::LogoutRequest
+                    | AsyncEvent::ConnectionDrop
+                    | AsyncEvent::SessionDrop => Err(ConnFailure(format!(
                         "the target asked to end the connection (async event {})",
-                        a.async_event
+                        a.async_event.to_u8()
                     ))),
                     _ => Ok(()),
                 }

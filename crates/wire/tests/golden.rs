@@ -112,7 +112,7 @@ fn requests_from_text(flag: bool) -> Vec<Pdu> {
             exp_stat_sn: 0x9c9d_9e9f,
         }),
         Pdu::SnackRequest(SnackRequest {
-            snack_type: 0x0b,
+            snack_type: SnackType::from_u8(0x0b),
             lun: LUN,
             initiator_task_tag: 0xa0a1_a2a3,
             target_transfer_tag: 0xa4a5_a6a7,
@@ -231,7 +231,7 @@ fn responses_from_data_in(flag: bool) -> Vec<Pdu> {
             stat_sn: 0x797a_7b7c,
             exp_cmd_sn: 0x7d7e_7f80,
             max_cmd_sn: 0x8182_8384,
-            async_event: 0x04,
+            async_event: AsyncEvent::NegotiationRequest,
             async_vcode: 0x85,
             parameter1: 0x8687,
             parameter2: 0x8889,
@@ -268,7 +268,7 @@ fn masked() -> Vec<Pdu> {
             ..Default::default()
         }),
         Pdu::SnackRequest(SnackRequest {
-            snack_type: 0xff,
+            snack_type: SnackType::from_u8(0xff),
             ..Default::default()
         }),
         Pdu::LoginResponse(LoginResponse {
@@ -386,9 +386,9 @@ const PARSED: &[&str] = &[
     "Ok(LogoutRequest(LogoutRequest { immediate: true, reason_code: Unknown(127), initiator_task_tag: 4294967295, cid: 65535, cmd_sn: 4294967295, exp_stat_sn: 4294967295 }))",
     "Ok(LogoutRequest(LogoutRequest { immediate: true, reason_code: CloseConnection, initiator_task_tag: 269554195, cid: 5141, cmd_sn: 404298267, exp_stat_sn: 471670303 }))",
     "Ok(LogoutRequest(LogoutRequest { immediate: true, reason_code: Unknown(90), initiator_task_tag: 1515870810, cid: 23130, cmd_sn: 1515870810, exp_stat_sn: 1515870810 }))",
-    "Ok(SnackRequest(SnackRequest { snack_type: 15, lun: Lun([255, 255, 255, 255, 255, 255, 255, 255]), initiator_task_tag: 4294967295, target_transfer_tag: 4294967295, exp_stat_sn: 4294967295, beg_run: 4294967295, run_length: 4294967295 }))",
-    "Ok(SnackRequest(SnackRequest { snack_type: 1, lun: Lun([8, 9, 10, 11, 12, 13, 14, 15]), initiator_task_tag: 269554195, target_transfer_tag: 336926231, exp_stat_sn: 471670303, beg_run: 673786411, run_length: 741158447 }))",
-    "Ok(SnackRequest(SnackRequest { snack_type: 10, lun: Lun([90, 90, 90, 90, 90, 90, 90, 90]), initiator_task_tag: 1515870810, target_transfer_tag: 1515870810, exp_stat_sn: 1515870810, beg_run: 1515870810, run_length: 1515870810 }))",
+    "Ok(SnackRequest(SnackRequest { snack_type: Unknown(15), lun: Lun([255, 255, 255, 255, 255, 255, 255, 255]), initiator_task_tag: 4294967295, target_transfer_tag: 4294967295, exp_stat_sn: 4294967295, beg_run: 4294967295, run_length: 4294967295 }))",
+    "Ok(SnackRequest(SnackRequest { snack_type: Status, lun: Lun([8, 9, 10, 11, 12, 13, 14, 15]), initiator_task_tag: 269554195, target_transfer_tag: 336926231, exp_stat_sn: 471670303, beg_run: 673786411, run_length: 741158447 }))",
+    "Ok(SnackRequest(SnackRequest { snack_type: Unknown(10), lun: Lun([90, 90, 90, 90, 90, 90, 90, 90]), initiator_task_tag: 1515870810, target_transfer_tag: 1515870810, exp_stat_sn: 1515870810, beg_run: 1515870810, run_length: 1515870810 }))",
     "Ok(NopIn(NopIn { lun: Lun([255, 255, 255, 255, 255, 255, 255, 255]), initiator_task_tag: 4294967295, target_transfer_tag: 4294967295, stat_sn: 4294967295, exp_cmd_sn: 4294967295, max_cmd_sn: 4294967295 }))",
     "Ok(NopIn(NopIn { lun: Lun([8, 9, 10, 11, 12, 13, 14, 15]), initiator_task_tag: 269554195, target_transfer_tag: 336926231, stat_sn: 404298267, exp_cmd_sn: 471670303, max_cmd_sn: 539042339 }))",
     "Ok(NopIn(NopIn { lun: Lun([90, 90, 90, 90, 90, 90, 90, 90]), initiator_task_tag: 1515870810, target_transfer_tag: 1515870810, stat_sn: 1515870810, exp_cmd_sn: 1515870810, max_cmd_sn: 1515870810 }))",
@@ -413,9 +413,9 @@ const PARSED: &[&str] = &[
     "Ok(R2t(R2t { lun: Lun([255, 255, 255, 255, 255, 255, 255, 255]), initiator_task_tag: 4294967295, target_transfer_tag: 4294967295, stat_sn: 4294967295, exp_cmd_sn: 4294967295, max_cmd_sn: 4294967295, r2t_sn: 4294967295, buffer_offset: 4294967295, desired_data_transfer_length: 4294967295 }))",
     "Ok(R2t(R2t { lun: Lun([8, 9, 10, 11, 12, 13, 14, 15]), initiator_task_tag: 269554195, target_transfer_tag: 336926231, stat_sn: 404298267, exp_cmd_sn: 471670303, max_cmd_sn: 539042339, r2t_sn: 606414375, buffer_offset: 673786411, desired_data_transfer_length: 741158447 }))",
     "Ok(R2t(R2t { lun: Lun([90, 90, 90, 90, 90, 90, 90, 90]), initiator_task_tag: 1515870810, target_transfer_tag: 1515870810, stat_sn: 1515870810, exp_cmd_sn: 1515870810, max_cmd_sn: 1515870810, r2t_sn: 1515870810, buffer_offset: 1515870810, desired_data_transfer_length: 1515870810 }))",
-    "Ok(AsyncMessage(AsyncMessage { lun: Lun([255, 255, 255, 255, 255, 255, 255, 255]), stat_sn: 4294967295, exp_cmd_sn: 4294967295, max_cmd_sn: 4294967295, async_event: 255, async_vcode: 255, parameter1: 65535, parameter2: 65535, parameter3: 65535 }))",
-    "Ok(AsyncMessage(AsyncMessage { lun: Lun([8, 9, 10, 11, 12, 13, 14, 15]), stat_sn: 404298267, exp_cmd_sn: 471670303, max_cmd_sn: 539042339, async_event: 36, async_vcode: 37, parameter1: 9767, parameter2: 10281, parameter3: 10795 }))",
-    "Ok(AsyncMessage(AsyncMessage { lun: Lun([90, 90, 90, 90, 90, 90, 90, 90]), stat_sn: 1515870810, exp_cmd_sn: 1515870810, max_cmd_sn: 1515870810, async_event: 90, async_vcode: 90, parameter1: 23130, parameter2: 23130, parameter3: 23130 }))",
+    "Ok(AsyncMessage(AsyncMessage { lun: Lun([255, 255, 255, 255, 255, 255, 255, 255]), stat_sn: 4294967295, exp_cmd_sn: 4294967295, max_cmd_sn: 4294967295, async_event: VendorSpecific, async_vcode: 255, parameter1: 65535, parameter2: 65535, parameter3: 65535 }))",
+    "Ok(AsyncMessage(AsyncMessage { lun: Lun([8, 9, 10, 11, 12, 13, 14, 15]), stat_sn: 404298267, exp_cmd_sn: 471670303, max_cmd_sn: 539042339, async_event: Unknown(36), async_vcode: 37, parameter1: 9767, parameter2: 10281, parameter3: 10795 }))",
+    "Ok(AsyncMessage(AsyncMessage { lun: Lun([90, 90, 90, 90, 90, 90, 90, 90]), stat_sn: 1515870810, exp_cmd_sn: 1515870810, max_cmd_sn: 1515870810, async_event: Unknown(90), async_vcode: 90, parameter1: 23130, parameter2: 23130, parameter3: 23130 }))",
     "Ok(Reject(Reject { reason: Unknown(255), stat_sn: 4294967295, exp_cmd_sn: 4294967295, max_cmd_sn: 4294967295, data_sn_or_r2t_sn: 4294967295 }))",
     "Ok(Reject(Reject { reason: DataDigestError, stat_sn: 404298267, exp_cmd_sn: 471670303, max_cmd_sn: 539042339, data_sn_or_r2t_sn: 606414375 }))",
     "Ok(Reject(Reject { reason: Unknown(90), stat_sn: 1515870810, exp_cmd_sn: 1515870810, max_cmd_sn: 1515870810, data_sn_or_r2t_sn: 1515870810 }))",

@@ -248,7 +248,7 @@ fn snack_request() {
     // RFC 7143 §11.16
     let b = wire(
         Pdu::SnackRequest(SnackRequest {
-            snack_type: 1,
+            snack_type: SnackType::Status,
             lun: LUN5,
             initiator_task_tag: 0x10,
             target_transfer_tag: 0x20,
@@ -533,7 +533,7 @@ fn async_message() {
             stat_sn: 1,
             exp_cmd_sn: 2,
             max_cmd_sn: 3,
-            async_event: 1,
+            async_event: AsyncEvent::LogoutRequest,
             async_vcode: 0,
             parameter1: 0x1111,
             parameter2: 2,

@@ -200,7 +200,7 @@ fn logout_request() -> impl Strategy<Value = Pdu> {
 fn snack_request() -> impl Strategy<Value = Pdu> {
     (0u8..16, lun(), any::<[u32; 5]>()).prop_map(|(snack_type, lun, w)| {
         Pdu::SnackRequest(SnackRequest {
-            snack_type,
+            snack_type: SnackType::from_u8(snack_type),
             lun,
             initiator_task_tag: w[0],
             target_transfer_tag: w[1],
@@ -374,7 +374,7 @@ fn async_message() -> impl Strategy<Value = Pdu> {
                 stat_sn: w[0],
                 exp_cmd_sn: w[1],
                 max_cmd_sn: w[2],
-                async_event: e[0],
+                async_event: AsyncEvent::from_u8(e[0]),
                 async_vcode: e[1],
                 parameter1: p[0],
                 parameter2: p[1],

@@ -2,7 +2,28 @@
 //! without being asked.
 
 use crate::bhs::Bhs;
+use crate::code::wire_code;
 use crate::fields::{Lun, Opcode, RESERVED_TAG};
+
+wire_code! {
+    /// What an Asynchronous Message tells (RFC 7143 §11.9.1).
+    pub enum AsyncEvent {
+        /// A SCSI asynchronous event; its sense data is in the data segment.
+        ScsiEvent = 0,
+        /// The target asks for a Logout within Parameter3 seconds.
+        LogoutRequest = 1,
+        /// The target will drop the connection Parameter1 names.
+        ConnectionDrop = 2,
+        /// The target will drop every connection of the session.
+        SessionDrop = 3,
+        /// The target asks for a negotiation of operational parameters.
+        NegotiationRequest = 4,
+        /// The target will end every task of the session.
+        TaskTermination = 5,
+        /// Vendor specific: AsyncVCode says what.
+        VendorSpecific = 255,
+    }
+}
 
 /// Asynchronous Message (RFC 7143 §11.9). Its Initiator Task Tag is
 /// always 0xffffffff (no field).
@@ -17,7 +38,7 @@ pub struct AsyncMessage {
     /// MaxCmdSN.
     pub max_cmd_sn: u32,
     /// AsyncEvent: what happened (§11.9.1).
-    pub async_event: u8,
+    pub async_event: AsyncEvent,
     /// AsyncVCode: the vendor's code, for AsyncEvent 255 (§11.9.2).
     pub async_vcode: u8,
     /// Parameter1: the CID of the connection to be dropped (AsyncEvent 2).
@@ -41,7 +62,7 @@ impl AsyncMessage {
             stat_sn: bhs.stat_sn(),
             exp_cmd_sn: bhs.exp_cmd_sn(),
             max_cmd_sn: bhs.max_cmd_sn(),
-            async_event: bhs.async_event(),
+            async_event: AsyncEvent::from_u8(bhs.async_event()),
             async_vcode: bhs.async_vcode(),
             parameter1: bhs.parameter1(),
             parameter2: bhs.parameter2(),
@@ -60,7 +81,7 @@ impl AsyncMessage {
         bhs.set_stat_sn(self.stat_sn);
         bhs.set_exp_cmd_sn(self.exp_cmd_sn);
         bhs.set_max_cmd_sn(self.max_cmd_sn);
-        bhs.set_async_event(self.async_event);
+        bhs.set_async_event(self.async_event.to_u8());
         bhs.set_async_vcode(self.async_vcode);
         bhs.set_parameter1(self.parameter1);
         bhs.set_parameter2(self.parameter2);

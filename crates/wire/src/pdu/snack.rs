@@ -2,13 +2,28 @@
 //! missed, or acknowledges data.
 
 use crate::bhs::Bhs;
+use crate::code::wire_code;
 use crate::fields::{Lun, Opcode};
+
+wire_code! {
+    /// What a SNACK asks for (RFC 7143 §11.16.1).
+    pub enum SnackType {
+        /// Data/R2T: Data-In or R2T PDUs again.
+        DataR2t = 0,
+        /// Status: responses again.
+        Status = 1,
+        /// DataACK: Data-In received, up to a point.
+        DataAck = 2,
+        /// R-Data: the Data-In of a command again, resegmented.
+        RData = 3,
+    }
+}
 
 /// SNACK Request (RFC 7143 §11.16).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SnackRequest {
     /// Type: Data/R2T, Status, DataACK or R-Data (§11.16.1).
-    pub snack_type: u8,
+    pub snack_type: SnackType,
     /// LUN, with a DataACK.
     pub lun: Lun,
     /// The command's Initiator Task Tag, or 0xffffffff for a Status SNACK (§11.16.4).
@@ -31,7 +46,7 @@ impl SnackRequest {
     #[inline]
     pub fn parse<T: AsRef<[u8]> + ?Sized>(bhs: &Bhs<&T>) -> SnackRequest {
         SnackRequest {
-            snack_type: bhs.snack_type(),
+            snack_type: SnackType::from_u8(bhs.snack_type()),
             lun: bhs.lun(),
             initiator_task_tag: bhs.initiator_task_tag(),
             target_transfer_tag: bhs.target_transfer_tag(),
@@ -47,7 +62,7 @@ impl SnackRequest {
         bhs.set_opcode(Self::OPCODE);
         // RFC 7143 §11.16: bit 0 of byte 1, the F bit, is always 1.
         bhs.set_final_bit(true);
-        bhs.set_snack_type(self.snack_type);
+        bhs.set_snack_type(self.snack_type.to_u8());
         bhs.set_lun(self.lun);
         bhs.set_initiator_task_tag(self.initiator_task_tag);
         bhs.set_target_transfer_tag(self.target_transfer_tag);

@@ -98,8 +98,8 @@ impl Epoll {
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
-        // SAFETY: `fd` was just opened and nothing else owns it.
         Ok(Epoll {
+            // SAFETY: `fd` was just opened and nothing else owns it.
             fd: unsafe { OwnedFd::from_raw_fd(fd) },
             raw: Vec::with_capacity(EVENTS_PER_WAIT),
         })

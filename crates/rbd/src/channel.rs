@@ -44,6 +44,7 @@ struct Acks {
 
 // SAFETY: librados's notify_ack is thread-safe; the ioctx lives until Drop.
 unsafe impl Send for Acks {}
+// SAFETY: as for Send, shared as well as moved.
 unsafe impl Sync for Acks {}
 
 impl Drop for Acks {
@@ -138,6 +139,7 @@ impl std::fmt::Debug for Channel {
 // SAFETY: the ioctx is used under `io` or by librados's thread-safe watch
 // and notify calls; `watcher` is freed only in Drop after the watch ended.
 unsafe impl Send for Channel {}
+// SAFETY: as for Send, shared as well as moved.
 unsafe impl Sync for Channel {}
 
 /// The watch callback's state.

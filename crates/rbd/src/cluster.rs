@@ -51,6 +51,7 @@ impl Cluster {
 // SAFETY: a rados_t is used from any thread (librados is thread-safe); it
 // is shut down once, when the last image that uses it is closed.
 unsafe impl Send for Cluster {}
+// SAFETY: as for Send, shared as well as moved.
 unsafe impl Sync for Cluster {}
 
 impl Drop for Cluster {

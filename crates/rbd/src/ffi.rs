@@ -44,6 +44,7 @@ macro_rules! api {
                 // into any process.
                 let rados = unsafe { Library::new("librados.so.2") }
                     .map_err(|e| format!("cannot load librados.so.2 (Debian package librados2): {e}"))?;
+                // SAFETY: as librados: Ceph's own library.
                 let rbd = unsafe { Library::new("librbd.so.1") }
                     .map_err(|e| format!("cannot load librbd.so.1 (Debian package librbd1): {e}"))?;
                 Ok(Api {
@@ -121,6 +122,7 @@ api! {
 // loaded for the process's life (the `OnceLock` below is never dropped);
 // librados and librbd are thread-safe.
 unsafe impl Send for Api {}
+// SAFETY: as for Send, shared as well as moved.
 unsafe impl Sync for Api {}
 
 static API: OnceLock<Result<Api, String>> = OnceLock::new();

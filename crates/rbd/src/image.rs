@@ -219,6 +219,7 @@ impl Member for Requests {
 // once (its API is thread-safe); the handle is closed once, in Drop, after
 // every request on it ended.
 unsafe impl Send for RbdStore {}
+// SAFETY: as for Send, shared as well as moved.
 unsafe impl Sync for RbdStore {}
 
 impl std::fmt::Debug for RbdStore {

@@ -205,6 +205,7 @@ impl Conn {
         let fd = sock.as_raw_fd();
         // SAFETY: plain fcntl on a descriptor we own.
         let fl = cvt(unsafe { libc::fcntl(fd, libc::F_GETFL) })?;
+        // SAFETY: as above; only the flags change.
         cvt(unsafe { libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK) })?;
         // SAFETY: epoll_create1 returns a fresh descriptor or -1.
         let epoll = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;

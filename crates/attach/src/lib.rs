@@ -6,6 +6,7 @@
 //! kernel's `nbd` driver on a socket pair). The serving loop turns block
 //! requests into SCSI commands and SCSI status into the errno Linux's own
 //! SCSI disk would give.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod device;
 pub mod guard;

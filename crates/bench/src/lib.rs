@@ -14,6 +14,7 @@
 //! through the iSCSI commands the initiator sends and the `/proc` counters
 //! of its process. Units: MB = 10^6 bytes, KiB = 1024 bytes, latency in µs,
 //! CPU% of all CPUs (foreign load: % of one CPU, as the lab gives it).
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod address;
 pub mod cpu;

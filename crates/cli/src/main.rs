@@ -1,4 +1,5 @@
 //! `isoe`: argument parsing and wiring; the logic lives in the crates.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 use clap::{Parser, Subcommand};
 use std::net::SocketAddr;

@@ -45,6 +45,7 @@
 //! # Ok::<(), Problem>(())
 //! ```
 #![forbid(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod hint;
 mod reader;

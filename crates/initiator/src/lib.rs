@@ -11,6 +11,7 @@
 //! The protocol state is in [`session`], with no I/O; [`Engine`] is the
 //! driver: one per thread, no locks. [`multipath`] makes one logical unit
 //! of several sessions (paths) and follows ALUA across them.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod cdb;
 pub mod channel;

@@ -11,6 +11,7 @@
 //! attach` as processes, uses `isoe-bench` for its result types and its
 //! measure of foreign load, and `isoe-report` for the records, their
 //! statistics and the reports (Markdown, HTML with SVG charts).
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod application;
 pub mod applied;

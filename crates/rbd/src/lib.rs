@@ -10,6 +10,7 @@
 //! (`ffi.rs`), not linked: isoe builds and runs on machines without Ceph.
 //! One connection per cluster and client serves every image of the process
 //! (`cluster.rs`).
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod channel;
 mod cluster;

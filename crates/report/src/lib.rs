@@ -15,6 +15,7 @@
 //! `/proc`, no network. What it says of the host comes in as values
 //! ([`Environment`]), read by the lab; the only files it touches are those
 //! of the run directory it is handed ([`write_reports`], [`stored`]).
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod answer;
 mod applications;

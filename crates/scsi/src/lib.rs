@@ -10,6 +10,7 @@
 //! Never touches iSCSI PDUs or sockets: the transport hands in a CDB and
 //! Data-Out bytes and takes back a `Completion` and Data-In bytes.
 #![forbid(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod alua;
 pub mod attention;

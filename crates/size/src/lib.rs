@@ -31,6 +31,7 @@
 //! powers of 1024. This crate narrows its input to the grammar above and
 //! refuses what it would round.
 #![forbid(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 use parse_size::Config;
 

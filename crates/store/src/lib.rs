@@ -16,6 +16,7 @@
 //! [`FailingStore`] wraps any store and fails its operations after a
 //! countdown, with the errors the operating system gives (EIO, ENOSPC,
 //! EDQUOT), for tests of the layers above.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod asynchronous;
 mod block;

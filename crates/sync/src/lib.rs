@@ -40,6 +40,7 @@
 //! Nothing here is for a lock whose holder may be left mid-change in a way
 //! the state cannot tolerate: such a lock needs its own answer (unwrap, or
 //! recovery), written at its site, not this one.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 #![forbid(unsafe_code)]
 

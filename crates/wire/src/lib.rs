@@ -8,6 +8,7 @@
 //! `unsafe` is denied but in one place, `digest`'s call of the `crc32`
 //! instruction on a CPU shown to have it.
 #![deny(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod bhs;
 pub mod chap;

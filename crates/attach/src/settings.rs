@@ -34,7 +34,7 @@
 use isoe_config::{Field, Node, Reader, Table};
 use isoe_initiator::IscsiUrl;
 use isoe_wire::chap::Secret;
-use std::io::{self, Read};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use thiserror::Error;
@@ -204,38 +204,10 @@ impl Default for Settings {
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum SettingsError {
-    /// The file could not be read (missing, unreadable, not UTF-8).
-    #[error("cannot read {}: {source}", path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// What the OS said.
-        source: io::Error,
-    },
-    /// The text is not well-formed TOML.
-    #[error("{file}:{line}:{column}: TOML syntax error: {message}")]
-    Syntax {
-        /// The file as given.
-        file: String,
-        /// 1-based line.
-        line: usize,
-        /// 1-based column, in characters.
-        column: usize,
-        /// What the TOML parser said.
-        message: String,
-    },
-    /// Well-formed TOML with a key or value `isoe attach` does not accept.
-    #[error("{file}:{line}: {key}: {message}")]
-    Invalid {
-        /// The file as given.
-        file: String,
-        /// 1-based line of the key (1 for a missing key).
-        line: usize,
-        /// The key.
-        key: String,
-        /// What is wrong and what is expected.
-        message: String,
-    },
+    /// The file could not be read, is not TOML, or has a key or value
+    /// `isoe attach` does not accept.
+    #[error(transparent)]
+    File(#[from] isoe_config::FileError),
     /// A secret file that cannot be used: unreadable, open to other users,
     /// empty. The message names the file; the secret never shows.
     #[error("{message}")]
@@ -251,8 +223,8 @@ impl SettingsError {
     /// The 1-based line of the device file the error points at, if any.
     pub fn line(&self) -> Option<usize> {
         match self {
-            SettingsError::Syntax { line, .. } | SettingsError::Invalid { line, .. } => Some(*line),
-            SettingsError::Read { .. } | SettingsError::Secret { .. } => None,
+            SettingsError::File(e) => e.line(),
+            SettingsError::Secret { .. } => None,
         }
     }
 }
@@ -284,7 +256,7 @@ type R = Reader<SettingsError>;
 /// Reads and checks the device file at `path`. Secret files are named, not
 /// read: [`read_secret`] reads them when the login needs them.
 pub fn read(path: &Path) -> Result<Settings, SettingsError> {
-    let text = std::fs::read_to_string(path).map_err(|source| SettingsError::Read {
+    let text = std::fs::read_to_string(path).map_err(|source| isoe_config::FileError::Read {
         path: path.to_path_buf(),
         source,
     })?;
@@ -895,7 +867,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("none.toml");
         let e = read(&missing).unwrap_err();
-        assert!(matches!(e, SettingsError::Read { .. }), "{e}");
+        assert!(
+            matches!(e, SettingsError::File(isoe_config::FileError::Read { .. })),
+            "{e}"
+        );
         assert_eq!(e.line(), None);
         assert!(e
             .to_string()

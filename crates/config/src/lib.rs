@@ -13,8 +13,9 @@
 //! - [`Table`] and [`Field`]: the schema takes a table's fields out one by
 //!   one, each with its key path ([`join_key`]) and position;
 //! - [`Reader`]: turns positions into lines and fields into typed values, or
-//!   into the schema's error through [`ReadError`] (which
-//!   [`impl_read_error!`] implements for an error enum of the usual shape);
+//!   into the schema's error through [`ReadError`]: [`FileError`], the one
+//!   error every file gives (read, syntax, invalid key), or a schema's own
+//!   that wraps it ([`impl_read_error!`]);
 //!   refuses unknown keys with a hint at the key that was probably meant
 //!   ([`closest`]), missing keys, and lists with a value twice.
 //!
@@ -47,10 +48,12 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+mod error;
 mod hint;
 mod reader;
 mod tree;
 
+pub use error::FileError;
 pub use hint::closest;
 pub use reader::{join_key, Field, ReadError, Reader, Table};
 pub use toml::Spanned;

@@ -21,11 +21,10 @@ pub trait ReadError {
     fn invalid(file: String, line: usize, key: String, message: String) -> Self;
 }
 
-/// Implements [`ReadError`] for an error enum with the variants
-/// `Syntax { file, line, column, message }` and
-/// `Invalid { file, line, key, message }`: the shape both of isoe's schemas
-/// give their public errors (`isoe_target::config::ConfigError`,
-/// `isoe_lab::plan::PlanError`), each beside variants of its own.
+/// Implements [`ReadError`] for a schema's error that wraps
+/// [`crate::FileError`] (`From<FileError>`) beside kinds of its own, such as
+/// `isoe_lab::plan::PlanError`: the reader's problems become its
+/// `FileError`.
 #[macro_export]
 macro_rules! impl_read_error {
     ($error:ty) => {
@@ -36,12 +35,9 @@ macro_rules! impl_read_error {
                 column: usize,
                 message: ::std::string::String,
             ) -> Self {
-                Self::Syntax {
-                    file,
-                    line,
-                    column,
-                    message,
-                }
+                <$error>::from(<$crate::FileError as $crate::ReadError>::syntax(
+                    file, line, column, message,
+                ))
             }
 
             fn invalid(
@@ -50,12 +46,9 @@ macro_rules! impl_read_error {
                 key: ::std::string::String,
                 message: ::std::string::String,
             ) -> Self {
-                Self::Invalid {
-                    file,
-                    line,
-                    key,
-                    message,
-                }
+                <$error>::from(<$crate::FileError as $crate::ReadError>::invalid(
+                    file, line, key, message,
+                ))
             }
         }
     };

@@ -4,7 +4,7 @@
 use isoe_config::{closest, join_key, Field, Node, Reader, Table};
 use std::fmt;
 
-/// A schema's error, of the shape isoe's schemas give theirs.
+/// A schema's own error, as a schema with one of its own keeps it.
 #[derive(Debug, PartialEq, Eq)]
 enum Problem {
     Syntax {
@@ -19,6 +19,37 @@ enum Problem {
         key: String,
         message: String,
     },
+}
+
+/// The reader's problems, as a schema with its own error type takes them.
+impl From<isoe_config::FileError> for Problem {
+    fn from(e: isoe_config::FileError) -> Problem {
+        match e {
+            isoe_config::FileError::Syntax {
+                file,
+                line,
+                column,
+                message,
+            } => Problem::Syntax {
+                file,
+                line,
+                column,
+                message,
+            },
+            isoe_config::FileError::Invalid {
+                file,
+                line,
+                key,
+                message,
+            } => Problem::Invalid {
+                file,
+                line,
+                key,
+                message,
+            },
+            other => panic!("the reader reads no files: {other}"),
+        }
+    }
 }
 
 isoe_config::impl_read_error!(Problem);

@@ -10,7 +10,6 @@
 //! it) and the initiator: [`IoSlices::as_slice`] reads the slots pushed so
 //! far as initialized. It knows nothing of sockets, PDUs or buffers.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
-
 #![deny(unsafe_code)]
 
 use std::io::IoSlice;

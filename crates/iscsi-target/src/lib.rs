@@ -6,7 +6,6 @@
 //! No `unsafe` here: the one piece the datapath needs (the uninitialized
 //! stack array of a vectored write's slices) is `isoe-iovec`'s safe API.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
-
 #![forbid(unsafe_code)]
 
 pub mod admin;

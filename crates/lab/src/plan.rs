@@ -146,8 +146,7 @@ use isoe_report::record::Metric;
 use isoe_report::stats::Rules;
 use serde::{Deserialize, Serialize};
 use std::fmt;
-use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The plan `isoe lab` runs when given none.
 pub const DEFAULT_PLAN: &str = "quick";
@@ -615,14 +614,10 @@ pub struct Plan {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PlanError {
-    /// The file could not be read.
-    #[error("cannot read {}: {source}", path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// What the OS said.
-        source: io::Error,
-    },
+    /// The file could not be read, is not TOML, or has a key or value
+    /// plans do not accept (the key's path as `case[2].mtu`).
+    #[error(transparent)]
+    File(#[from] isoe_config::FileError),
     /// Neither an embedded plan nor a file.
     #[error("no plan {name:?}: not an embedded plan ({}) nor a file", available.join(", "))]
     NotFound {
@@ -631,38 +626,14 @@ pub enum PlanError {
         /// The embedded plans.
         available: Vec<String>,
     },
-    /// Not well-formed TOML.
-    #[error("{file}:{line}:{column}: TOML syntax error: {message}")]
-    Syntax {
-        /// The file as given.
-        file: String,
-        /// 1-based line.
-        line: usize,
-        /// 1-based column, in characters.
-        column: usize,
-        /// What the TOML parser said.
-        message: String,
-    },
-    /// Well-formed TOML with a key or value plans do not accept.
-    #[error("{file}:{line}: {key}: {message}")]
-    Invalid {
-        /// The file as given.
-        file: String,
-        /// 1-based line of the key (or of the table that lacks it).
-        line: usize,
-        /// Path of the key, e.g. `case[2].mtu` (indices from 0).
-        key: String,
-        /// What is wrong and what is expected.
-        message: String,
-    },
 }
 
 impl PlanError {
     /// The 1-based line the error points at, if it points into a file.
     pub fn line(&self) -> Option<usize> {
         match self {
-            PlanError::Syntax { line, .. } | PlanError::Invalid { line, .. } => Some(*line),
-            PlanError::Read { .. } | PlanError::NotFound { .. } => None,
+            PlanError::File(e) => e.line(),
+            PlanError::NotFound { .. } => None,
         }
     }
 }
@@ -673,10 +644,11 @@ isoe_config::impl_read_error!(PlanError);
 impl Plan {
     /// Reads and checks the plan file at `path`.
     pub fn load(path: &Path) -> Result<Plan, PlanError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PlanError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| isoe_config::FileError::Read {
+                path: path.to_path_buf(),
+                source,
+            })?;
         Plan::parse(&text, &path.display().to_string())
     }
 

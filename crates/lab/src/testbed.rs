@@ -118,10 +118,11 @@ pub struct Testbed {
 impl Testbed {
     /// Reads and checks the test bed file at `path`.
     pub fn load(path: &Path) -> Result<Testbed, PlanError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PlanError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| isoe_config::FileError::Read {
+                path: path.to_path_buf(),
+                source,
+            })?;
         Testbed::parse(&text, &path.display().to_string())
     }
 

@@ -41,7 +41,6 @@
 //! the state cannot tolerate: such a lock needs its own answer (unwrap, or
 //! recovery), written at its site, not this one.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
-
 #![forbid(unsafe_code)]
 
 use std::sync::{

@@ -237,8 +237,14 @@ fn scraped_counters_parse_and_agree_with_the_bench() {
             "isoe_lun_latency_seconds_sum",
             &[lun0[0], lun0[1], ("op", op)],
         ) / count;
+        // A mean of a few hundred sampled commands against one of every
+        // command: a host that stalls the target for a few milliseconds
+        // now and then moves the first far more than the second (seen 3x
+        // on a loaded CI machine). The bounds catch a stage in the wrong
+        // unit (a thousandfold) or stages far from a command's time, not
+        // the noise.
         assert!(
-            stages_mean > latency_mean * 0.5 && stages_mean < latency_mean * 2.0,
+            stages_mean > latency_mean * 0.2 && stages_mean < latency_mean * 5.0,
             "{op}: the sampled commands' stages add up to {stages_mean} s, \
              every command's latency to {latency_mean} s on average"
         );

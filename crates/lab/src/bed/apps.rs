@@ -28,6 +28,11 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Seconds pgbench runs past the run's end, outside every figure's window:
+/// the last counters of the window are read from its process, which must
+/// still be there when a starved VM's sampler wakes late.
+const PGBENCH_TAIL_S: f64 = 2.0;
+
 /// How long the lab waits for blktrace to set its trace up before the run.
 const TRACE_START: Duration = Duration::from_secs(10);
 /// How long the echo server may take to listen.
@@ -490,7 +495,7 @@ impl Bed {
                     "-j".to_owned(),
                     threads.to_string(),
                     "-T".to_owned(),
-                    format!("{}", (ramp_s + duration_s) as u64),
+                    format!("{}", (ramp_s + duration_s + PGBENCH_TAIL_S) as u64),
                     "--log".to_owned(),
                     format!("--log-prefix={dir}/pgblog"),
                     "postgres".to_owned(),
